@@ -1,0 +1,63 @@
+"""jaxrun: run a folder of JAX programs on the best device and record what happened.
+
+The public API is re-exported here explicitly. Names are resolved lazily so that ``import
+jaxrun`` (done by every script that calls :func:`jaxrun.record`, inside the probe) stays cheap
+and never imports jax, pydantic or the CLI until they are used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .recording import record
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "find_jax_scripts": "jaxrun.discovery",
+    "is_jax_available": "jaxrun.devices",
+    "get_jax_device_info": "jaxrun.devices",
+    "execute_jax_script": "jaxrun.execute",
+    "run_jax_scripts": "jaxrun.batch",
+    "JAXExecutionError": "jaxrun.errors",
+    "UsageError": "jaxrun.errors",
+    "InvalidDeviceError": "jaxrun.errors",
+    "ScriptNotFoundError": "jaxrun.errors",
+    "DeviceProbeError": "jaxrun.errors",
+    "ScriptFailedError": "jaxrun.errors",
+    "DeviceInfo": "jaxrun.models",
+    "ScriptResult": "jaxrun.models",
+    "BatchResult": "jaxrun.models",
+    "CompileStats": "jaxrun.models",
+}
+
+__all__ = ["record", "__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from .batch import run_jax_scripts
+    from .devices import get_jax_device_info, is_jax_available
+    from .discovery import find_jax_scripts
+    from .errors import (
+        DeviceProbeError,
+        InvalidDeviceError,
+        JAXExecutionError,
+        ScriptFailedError,
+        ScriptNotFoundError,
+        UsageError,
+    )
+    from .execute import execute_jax_script
+    from .models import BatchResult, CompileStats, DeviceInfo, ScriptResult
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'jaxrun' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

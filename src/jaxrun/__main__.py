@@ -1,0 +1,27 @@
+"""``python -m jaxrun``: the same CLI, plus the seed documents' form.
+
+``python -m jaxrun --output-dir DIR [--device gpu] [--recursive] [--verbose]`` is read as
+``jaxrun run DIR [--device gpu] [--recursive] [--verbose]``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+
+def translate_seed_form(argv: list[str]) -> list[str]:
+    if not argv or argv[0] in ("run", "devices", "check", "schema") or "--output-dir" not in argv:
+        return argv
+    rest = list(argv)
+    at = rest.index("--output-dir")
+    if at + 1 >= len(rest):
+        return argv  # let the CLI report the missing value
+    folder = rest[at + 1]
+    del rest[at : at + 2]
+    return ["run", folder, *rest]
+
+
+if __name__ == "__main__":
+    sys.exit(main(translate_seed_form(sys.argv[1:])))

@@ -1,0 +1,237 @@
+"""Run every JAX script under one or more paths and keep the results directory current.
+
+The results directory (DESIGN §4) is rewritten after every script, atomically, so a batch cut
+off by a crash or Ctrl-C still leaves valid, schema-conforming files describing what ran
+(``metadata.complete`` tells whether the batch finished).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform as platform_module
+import shutil
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from . import __version__, resultfiles
+from .config import (
+    DEFAULT_RESULTS_DIR,
+    validate_device,
+    validate_non_negative,
+    validate_timeout,
+)
+from .devices import get_jax_device_info, resolve_device
+from .discovery import find_jax_scripts, unique_names
+from .errors import DeviceProbeError, UsageError
+from .execute import RunInterrupted, execute_jax_script, now_iso
+from .models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
+from .summary import performance_metrics, performance_summary
+
+logger = logging.getLogger("jaxrun")
+
+OnStart = Callable[[int, int, str], None]
+OnResult = Callable[[int, int, ScriptResult], None]
+
+
+class RunLog:
+    """``jax_execution_log.txt``: one timestamped line per event of the batch."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(path, "a", encoding="utf-8")
+
+    def write(self, message: str) -> None:
+        stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        self._handle.write(f"{stamp} {message}\n")
+        self._handle.flush()
+        logger.info(message)
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def _as_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
+def discover(
+    paths: list[Path], recursive: bool, include: object, exclude: object
+) -> list[tuple[Path, str]]:
+    """All scripts to run, in order, each with its batch-unique ``<name>``."""
+    found: list[tuple[Path, str]] = []
+    taken: set[str] = set()
+    for path in paths:
+        scripts = find_jax_scripts(path, recursive, include=include, exclude=exclude)  # type: ignore[arg-type]
+        root = path if path.is_dir() else path.parent
+        for script, name in unique_names(scripts, root).items():
+            unique, n = name, 2
+            while unique.casefold() in taken:
+                unique, n = f"{name}_{n}", n + 1
+            taken.add(unique.casefold())
+            found.append((script, unique))
+    return found
+
+
+def _clear_previous_run(results_dir: Path) -> None:
+    """Per-script files from an earlier batch would pass for this one's: start from a clean slate."""
+    for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR):
+        target = results_dir / sub
+        if target.is_dir():
+            shutil.rmtree(target)
+    for name in (resultfiles.EXECUTION_LOG, resultfiles.BENCHMARK_RESULTS):
+        (results_dir / name).unlink(missing_ok=True)
+
+
+class _BatchWriter:
+    def __init__(self, results_dir: Path, meta: BatchMetadata, info: DeviceInfo | None) -> None:
+        self.results_dir, self.meta, self.info = results_dir, meta, info
+
+    def write(self, results: list[ScriptResult], complete: bool) -> BatchResult:
+        used = sorted({r.device_used for r in results if r.device_used})
+        meta = self.meta.model_copy(
+            update={
+                "device_used": ",".join(used) if used else self.meta.device_used,
+                "scripts_executed": len(results),
+                "scripts_successful": sum(r.success for r in results),
+                "scripts_failed": sum(not r.success for r in results),
+                "complete": complete,
+                "finished_timestamp": now_iso() if complete else None,
+            }
+        )
+        batch = BatchResult(
+            metadata=meta,
+            device_info=self.info,
+            performance_summary=performance_summary(results),
+            script_results=results,
+        )
+        resultfiles.write_model(self.results_dir / resultfiles.EXECUTION_RESULTS, batch)
+        resultfiles.write_model(self.results_dir / resultfiles.PERFORMANCE_METRICS, performance_metrics(results))
+        return batch
+
+
+def run_jax_scripts(
+    pipeline_output_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    recursive_search: bool = True,
+    *,
+    device: str = "auto",
+    timeout: float | None = 300,
+    verbose: bool = False,
+    results_dir: str | os.PathLike[str] | None = None,
+    jobs: int = 1,
+    return_detailed_results: bool = False,
+    include: str | Iterable[str] | None = None,
+    exclude: str | Iterable[str] | None = None,
+    retries: int = 0,
+    fallback: bool = True,
+    debug_nans: bool = False,
+    benchmark_runs: int = 0,
+    warmup_runs: int = 0,
+    enable_profiling: bool = False,
+    env: Mapping[str, str] | None = None,
+    on_start: OnStart | None = None,
+    on_result: OnResult | None = None,
+) -> bool | BatchResult:
+    """Find the JAX scripts under ``pipeline_output_dir`` (a path or a list) and run each one.
+
+    Returns True when every script succeeded (or the :class:`BatchResult` with
+    ``return_detailed_results=True``). A failing script never stops the batch. Result files are
+    written to ``results_dir`` (default ``./jaxrun_results``) after every script; files of a
+    previous batch in that folder (``script_results/``, ``logs/``, ``outputs/``) are replaced.
+    """
+    device = validate_device(device)
+    timeout = validate_timeout(timeout)
+    validate_non_negative("retries", retries)
+    if validate_non_negative("jobs", jobs) != 1:
+        raise UsageError(f"jobs={jobs}: parallel jobs are not available yet in this version; use jobs=1")
+    for option, value in (("benchmark_runs", benchmark_runs), ("warmup_runs", warmup_runs)):
+        if validate_non_negative(option, value):
+            raise UsageError(f"{option} is not available yet in this version of jaxrun; leave it at 0")
+    if enable_profiling:
+        raise UsageError("enable_profiling is not available yet in this version of jaxrun")
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
+
+    paths = _as_paths(pipeline_output_dir)
+    if not paths:
+        raise UsageError("no path given: pass a folder of JAX scripts or .py files")
+    scripts = discover(paths, recursive_search, include, exclude)
+    if not scripts:
+        shown = ", ".join(repr(str(p)) for p in paths)
+        raise UsageError(
+            f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
+            "equinox or pymdp (pass a .py file directly to run it anyway)"
+        )
+
+    out = Path(results_dir if results_dir is not None else DEFAULT_RESULTS_DIR).resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _clear_previous_run(out)
+    except OSError as exc:
+        raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
+
+    try:
+        info: DeviceInfo | None = get_jax_device_info()
+    except DeviceProbeError as exc:
+        info = None
+        logger.warning("device facts unavailable: %s", exc)
+    planned, _ = resolve_device(device, info) if info is not None else (None, None)
+    if info is not None:
+        resultfiles.write_model(out / resultfiles.DEVICE_INFO, info)
+
+    meta = BatchMetadata(
+        jaxrun_version=__version__,
+        device_requested=device,
+        device_used=planned,
+        jax_version=info.jax_version if info else None,
+        execution_timestamp=now_iso(),
+        scripts_found=len(scripts),
+        scripts_executed=0,
+        scripts_successful=0,
+        scripts_failed=0,
+        search_paths=[str(p.resolve()) for p in paths],
+        results_dir=str(out),
+        host=socket.gethostname(),
+        python_version=platform_module.python_version(),
+    )
+    writer = _BatchWriter(out, meta, info)
+    log = RunLog(out / resultfiles.EXECUTION_LOG)
+    log.write(f"jaxrun {__version__}: {len(scripts)} script(s), device={device} (planned: {planned})")
+    results: list[ScriptResult] = []
+    writer.write(results, complete=False)
+    try:
+        for index, (script, name) in enumerate(scripts, start=1):
+            log.write(f"[{index}/{len(scripts)}] start {name} ({script})")
+            if on_start:
+                on_start(index, len(scripts), name)
+            try:
+                result = execute_jax_script(
+                    script, device, timeout=timeout, results_dir=out, retries=retries,
+                    fallback=fallback, debug_nans=debug_nans, env=env, name=name,
+                )
+            except RunInterrupted as stop:
+                results.append(stop.result)
+                raise
+            results.append(result)
+            writer.write(results, complete=False)
+            state = "ok" if result.success else f"FAILED {result.error_class}: {result.error_message}"
+            log.write(
+                f"[{index}/{len(scripts)}] {name} on {result.device_used}: {state} "
+                f"({result.execution_time or 0:.2f} s)"
+            )
+            if on_result:
+                on_result(index, len(scripts), result)
+    except KeyboardInterrupt:
+        log.write(f"interrupted after {len(results)} of {len(scripts)} script(s)")
+        writer.write(results, complete=False)
+        log.close()
+        raise
+    batch = writer.write(results, complete=True)
+    log.write(f"done: {batch.metadata.scripts_successful}/{len(results)} succeeded")
+    log.close()
+    return batch if return_detailed_results else batch.success

@@ -1,0 +1,65 @@
+"""Defaults and the validation of user-facing settings (one place, so the CLI and API agree)."""
+
+from __future__ import annotations
+
+import os
+
+from .errors import InvalidDeviceError, UsageError
+
+VALID_DEVICES: tuple[str, ...] = ("auto", "cpu", "gpu", "tpu")
+# "auto" prefers the fastest platform that is actually present.
+AUTO_PREFERENCE: tuple[str, ...] = ("tpu", "gpu", "cpu")
+# What JAX_PLATFORMS must say for each platform; "gpu" lets JAX pick CUDA or ROCm.
+JAX_PLATFORMS_VALUE: dict[str, str] = {"cpu": "cpu", "gpu": "cuda,rocm", "tpu": "tpu"}
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_RESULTS_DIR = "jaxrun_results"
+DEFAULT_LOG_CAP_BYTES = 50 * 1024 * 1024
+# Seconds between SIGTERM and SIGKILL when a script is stopped.
+KILL_GRACE_SECONDS = 3.0
+# Seconds between samples of the process tree (RSS peak, descendants to reap).
+MONITOR_INTERVAL = 0.05
+RETRY_BACKOFF_BASE = 1.0
+RETRY_BACKOFF_MAX = 30.0
+
+
+def validate_device(device: str) -> str:
+    """Return the normalised device name or raise a message that lists the valid ones."""
+    name = str(device).strip().lower()
+    if name not in VALID_DEVICES:
+        raise InvalidDeviceError(
+            f"unknown device {device!r}: choose one of {', '.join(VALID_DEVICES)}"
+        )
+    return name
+
+
+def validate_timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError):
+        raise UsageError(f"timeout must be a number of seconds, got {timeout!r}") from None
+    if value <= 0:
+        raise UsageError(f"timeout must be > 0 seconds, got {timeout!r} (omit it for no limit)")
+    return value
+
+
+def validate_non_negative(name: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UsageError(f"{name} must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def log_cap_bytes() -> int:
+    """Per-stream log cap; ``JAXRUN_LOG_CAP_BYTES`` overrides the 50 MB default."""
+    raw = os.environ.get("JAXRUN_LOG_CAP_BYTES")
+    if raw is None:
+        return DEFAULT_LOG_CAP_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"JAXRUN_LOG_CAP_BYTES must be a whole number of bytes, got {raw!r}") from None
+    if value <= 0:
+        raise UsageError(f"JAXRUN_LOG_CAP_BYTES must be > 0, got {raw!r}")
+    return value

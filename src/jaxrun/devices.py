@@ -1,0 +1,146 @@
+"""Device facts for the parent, read by a short-lived child and cached (the parent never imports jax).
+
+The cache lives in memory for the process and on disk (``$JAXRUN_CACHE_DIR`` or
+``~/.cache/jaxrun``) keyed by everything that can change the answer: the Python interpreter, the
+installed jax/jaxlib versions, the host, and the environment variables that select devices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .config import AUTO_PREFERENCE, validate_device
+from .errors import DeviceProbeError
+from .models import DeviceInfo
+from .resultfiles import atomic_write_text
+
+CACHE_TTL_SECONDS = 6 * 3600
+PROBE_TIMEOUT_SECONDS = 180.0
+_DEVICE_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "TPU_VISIBLE_CHIPS",
+    "XLA_FLAGS",
+    "JAX_NUM_CPU_DEVICES",
+)
+_memo: dict[str, DeviceInfo] = {}
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("JAXRUN_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jaxrun"
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cache_key() -> str:
+    parts = [sys.executable, socket.gethostname(), str(_dist_version("jax")), str(_dist_version("jaxlib"))]
+    parts += [f"{name}={os.environ.get(name, '')}" for name in _DEVICE_ENV]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _probe_child() -> DeviceInfo:
+    env = dict(os.environ)
+    env.pop("JAX_PLATFORMS", None)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    src_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="jaxrun-devices-") as tmp:
+        out = os.path.join(tmp, "facts.json")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "jaxrun.probe.devices_child", out],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=PROBE_TIMEOUT_SECONDS,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            raise DeviceProbeError(
+                f"reading device facts took longer than {PROBE_TIMEOUT_SECONDS:.0f} s; "
+                "check that the accelerator driver is responsive (nvidia-smi)"
+            ) from None
+        if not os.path.exists(out):
+            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
+            raise DeviceProbeError(
+                f"the device probe exited with status {proc.returncode}: {' | '.join(tail) or 'no output'}"
+            )
+        with open(out, encoding="utf-8") as handle:
+            facts = json.load(handle)
+    try:
+        return DeviceInfo.model_validate(facts)
+    except ValidationError as exc:
+        raise DeviceProbeError(f"the device probe returned facts jaxrun cannot read: {exc}") from None
+
+
+def get_jax_device_info(refresh: bool = False) -> DeviceInfo:
+    """Return the JAX device facts of this machine (jax versions, platforms, devices, failures)."""
+    key = _cache_key()
+    if not refresh and key in _memo:
+        return _memo[key]
+    path = cache_dir() / f"devices-{key}.json"
+    if not refresh and path.is_file() and time.time() - path.stat().st_mtime < CACHE_TTL_SECONDS:
+        try:
+            info = DeviceInfo.model_validate_json(path.read_text(encoding="utf-8"))
+            _memo[key] = info
+            return info
+        except (OSError, ValidationError):
+            pass  # a stale or foreign cache file is simply re-probed
+    info = _probe_child()
+    try:
+        atomic_write_text(path, info.model_dump_json(indent=2))
+    except OSError:
+        pass  # a read-only home must not stop a run
+    _memo[key] = info
+    return info
+
+
+def resolve_device(device: str, info: DeviceInfo) -> tuple[str | None, str | None]:
+    """Map a requested device to a present platform: ``(platform, None)`` or ``(None, reason)``."""
+    device = validate_device(device)
+    if not info.jax_available:
+        return None, info.error or "jax is not installed (pip install jax)"
+    if device == "auto":
+        for name in AUTO_PREFERENCE:
+            platform = info.platforms.get(name)
+            if platform is not None and platform.available:
+                return name, None
+        return None, info.error or "no JAX platform initialised on this machine"
+    platform = info.platforms.get(device)
+    if platform is not None and platform.available:
+        return device, None
+    reason = platform.error if platform is not None and platform.error else f"no {device} platform"
+    return None, f"{device} is not available: {reason}"
+
+
+def is_jax_available(device: str = "cpu") -> bool:
+    """True when JAX is installed and ``device`` ("cpu", "gpu", "tpu" or "auto") can be used."""
+    device = validate_device(device)
+    try:
+        info = get_jax_device_info()
+    except DeviceProbeError:
+        return False
+    platform, _ = resolve_device(device, info)
+    return platform is not None

@@ -1,0 +1,404 @@
+"""Find the JAX scripts in a folder, and give each one a stable, unique name.
+
+A ``.py`` file is a *JAX script* when its syntax tree imports JAX or a JAX library
+(:data:`JAX_MODULES`): ``import jax``, ``import jax.numpy as jnp``, ``from flax import linen``,
+``import optax``, imports nested in functions or ``try`` blocks, ``importlib.import_module("jax")``.
+Relative imports and look-alikes (``jaxrun``, ``jax_utils``, ``myjax``) do not count. A cheap
+byte-level pre-filter runs first, so only files that mention one of those names are parsed; a
+file that mentions JAX but does not parse is kept, so its syntax error becomes a result.
+
+This module uses only the standard library and never imports jax.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from collections.abc import Iterable, Iterator
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+
+from jaxrun.errors import ScriptNotFoundError, UsageError
+
+__all__ = [
+    "JAX_MODULES",
+    "find_jax_scripts",
+    "is_jax_script",
+    "imports_jax",
+    "script_display_name",
+    "unique_names",
+]
+
+#: Top-level modules whose import makes a file a JAX script.
+JAX_MODULES = frozenset({"jax", "jaxlib", "flax", "optax", "equinox", "pymdp"})
+
+# Folder names never descended into (hidden folders, starting with ".", are skipped as well).
+_PRUNED_DIRS = frozenset({"__pycache__", "site-packages", "dist-packages", "node_modules"})
+# A folder holding one of these is a Python environment (venv / virtualenv / conda): skipped.
+_ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+
+_MENTION_RE = re.compile(rb"\b(?:jax|jaxlib|flax|optax|equinox|pymdp)\b")
+_DYNAMIC_IMPORT = (b"import_module", b"__import__")
+
+
+# --------------------------------------------------------------------------- JAX detection
+
+
+def _is_jax_module(name: str | None) -> bool:
+    return bool(name) and name.partition(".")[0] in JAX_MODULES
+
+
+def _mentions_jax(data: bytes) -> bool:
+    """Cheap pre-filter: fast substring tests ("jaxlib" contains "jax"), then a word-boundary regex.
+
+    Substring tests run several times faster than the regex on the typical file that mentions
+    none of the names; the regex then drops look-alikes such as ``jax_utils`` or ``myjax``.
+    """
+    return (
+        b"jax" in data or b"flax" in data or b"optax" in data or b"equinox" in data
+        or b"pymdp" in data
+    ) and _MENTION_RE.search(data) is not None
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement, nested ones included (function, class, if/try/with/for/match bodies)."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, field, None)
+            if children:
+                stack.extend(reversed(children))
+
+
+def _tree_imports_jax(tree: ast.Module, dynamic: bool) -> bool:
+    for node in _statements(tree.body):
+        if isinstance(node, ast.Import):
+            if any(_is_jax_module(alias.name) for alias in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and _is_jax_module(node.module):
+                return True
+    if dynamic:  # importlib.import_module("jax") / __import__("jax")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and node.args:
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                arg = node.args[0]
+                if (
+                    name in ("import_module", "__import__")
+                    and isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str)
+                    and _is_jax_module(arg.value)
+                ):
+                    return True
+    return False
+
+
+def imports_jax(source: bytes) -> bool:
+    """Whether Python *source* imports JAX or a JAX library (see :data:`JAX_MODULES`).
+
+    Source that mentions one of those names but cannot be parsed counts as importing JAX, so that
+    a broken JAX script is reported rather than silently dropped.
+    """
+    if not _mentions_jax(source):
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning / DeprecationWarning from odd escapes
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # UnicodeDecodeError ⊂ ValueError
+        return True
+    return _tree_imports_jax(tree, dynamic=any(s in source for s in _DYNAMIC_IMPORT))
+
+
+def is_jax_script(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at *path* imports JAX; ``False`` when it cannot be read."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            data = f.readall()
+    except OSError:
+        return False
+    return imports_jax(data)
+
+
+# --------------------------------------------------------------------------- include / exclude
+
+
+def _patterns(value: str | Iterable[str] | None, option: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else None
+    if items is None or not all(isinstance(p, str) for p in items):
+        raise UsageError(
+            f"{option} must be a glob string or a list of glob strings, got {value!r} "
+            f"(e.g. {option}='workloads/*' or {option}=['*.py', '**/model.py'])"
+        )
+    out: list[str] = []
+    for pattern in items:
+        pattern = pattern.replace("\\", "/").strip()
+        while pattern.startswith("./"):
+            pattern = pattern[2:]
+        pattern = pattern.rstrip("/")
+        if not pattern:
+            continue
+        out.append(pattern)
+        # "**/" also matches zero folders: "**/model.py" matches "model.py", "a/**/b" matches "a/b".
+        variant = pattern
+        while variant.startswith("**/"):
+            variant = variant[3:]
+            out.append(variant)
+        if "/**/" in variant:
+            out.append(variant.replace("/**/", "/"))
+        if variant.endswith("/**"):
+            out.append(variant[:-3])
+    return tuple(dict.fromkeys(out))
+
+
+def _matches(rel: str, patterns: tuple[str, ...]) -> bool:
+    """True when a pattern matches *rel*, its name, or any parent folder's path or name."""
+    if not patterns:
+        return False
+    parts = rel.split("/")
+    candidates = {rel, parts[-1]}
+    for i in range(1, len(parts)):
+        candidates.add("/".join(parts[:i]))
+        candidates.add(parts[i - 1])
+    return any(fnmatchcase(c, p) for p in patterns for c in candidates)
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+def _is_pruned_name(name: str) -> bool:
+    return name.startswith(".") or name in _PRUNED_DIRS
+
+
+def _is_not_a_program(name: str) -> bool:
+    """pytest files, and package ``__init__.py`` files, which import jax but are not programs."""
+    if name in ("conftest.py", "__init__.py"):
+        return True
+    return name.startswith("test_") or name.endswith("_test.py")
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _walk_python_files(root: str, recursive: bool, exclude: tuple[str, ...]) -> Iterator[str]:
+    """Yield the relative posix paths of candidate ``.py`` files under the real folder *root*.
+
+    Real folders are walked first; symlinked folders are followed afterwards, only when they
+    resolve inside *root*, and each real folder (by ``(st_dev, st_ino)``) is visited once, so a
+    folder reachable both directly and through a link keeps its direct path and loops terminate.
+    """
+    st = os.stat(root)
+    visited = {(st.st_dev, st.st_ino)}
+    stack: list[str] = [""]  # folders to scan, relative to root ("" is the root)
+    deferred: list[str] = []  # symlinked folders, followed once the real tree is done
+    while stack or deferred:
+        if not stack:
+            deferred.sort(reverse=True)
+            rel_link = deferred.pop()
+            target = os.path.realpath(os.path.join(root, rel_link))
+            if not _inside(target, root) or not os.path.isdir(target):
+                continue
+            target_rel = os.path.relpath(target, root)
+            if target_rel != "." and any(_is_pruned_name(p) for p in Path(target_rel).parts):
+                continue  # a link into a skipped folder does not bring it back
+            try:
+                tst = os.stat(target)
+            except OSError:
+                continue
+            if (tst.st_dev, tst.st_ino) in visited:
+                continue
+            visited.add((tst.st_dev, tst.st_ino))
+            stack.append(rel_link)
+        rel_dir = stack.pop()
+        abs_dir = os.path.join(root, rel_dir) if rel_dir else root
+        try:
+            with os.scandir(abs_dir) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            if not rel_dir:
+                raise
+            continue  # an unreadable sub-folder is skipped
+        if rel_dir and any(e.name in _ENV_MARKERS for e in entries):
+            continue  # a virtual environment or conda env
+        subdirs: list[str] = []
+        for entry in entries:
+            name = entry.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            try:
+                if entry.is_symlink():
+                    if entry.is_dir():  # follows the link
+                        if recursive and not _is_pruned_name(name) and not _matches(rel, exclude):
+                            deferred.append(rel)
+                    elif (
+                        name.endswith(".py")
+                        and entry.is_file()
+                        and _inside(os.path.realpath(entry.path), root)
+                    ):
+                        yield rel
+                elif entry.is_dir(follow_symlinks=False):
+                    if recursive and not _is_pruned_name(name) and not _matches(rel, exclude):
+                        dst = entry.stat(follow_symlinks=False)
+                        key = (dst.st_dev, dst.st_ino)
+                        if key not in visited:
+                            visited.add(key)
+                            subdirs.append(rel)
+                elif name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                    yield rel
+            except OSError:
+                continue  # vanished or unreadable entry
+        stack.extend(reversed(subdirs))
+
+
+def find_jax_scripts(
+    search_dir: str | os.PathLike[str],
+    recursive: bool = True,
+    *,
+    include: str | Iterable[str] | None = None,
+    exclude: str | Iterable[str] | None = None,
+) -> list[Path]:
+    """Return the JAX scripts under *search_dir*, as sorted absolute paths.
+
+    A ``.py`` file is returned when it imports JAX or a JAX library (see :func:`imports_jax`;
+    files that mention JAX but do not parse are returned too). Skipped: hidden folders (``.x``),
+    ``__pycache__``, ``site-packages``, ``dist-packages``, ``node_modules``, any folder holding a
+    ``pyvenv.cfg`` or ``conda-meta`` (virtual / conda environments), pytest files (``test_*.py``,
+    ``*_test.py``, ``conftest.py``) and unreadable files or sub-folders. Symlinked folders and
+    files are followed only when they resolve inside *search_dir*; each real folder is visited
+    once, so symlink loops terminate. With ``recursive=False`` only the top folder is searched.
+
+    ``include`` / ``exclude`` take a glob or a list of globs (``fnmatch``, case-sensitive, ``*``
+    also crosses ``/``). A pattern matches a file when it matches the file's posix path relative
+    to *search_dir*, its file name, or the relative path or name of any folder above it; a
+    leading ``**/`` may also match no folder. So ``include="workloads/*"`` keeps everything
+    under ``workloads/``, ``include="**/model.py"`` or ``"model.py"`` keeps every ``model.py``,
+    ``exclude="legacy"`` drops any folder named ``legacy``. With ``include`` a file must match
+    one of its patterns; a file matching any ``exclude`` pattern is dropped.
+
+    The result is sorted by the relative posix path; each path is the resolved *search_dir*
+    joined with that relative path (a symlinked file inside the folder keeps its in-folder
+    path). When *search_dir* is a file it is returned alone, resolved, whatever it imports.
+
+    Raises :class:`~jaxrun.errors.ScriptNotFoundError` when *search_dir* does not exist or
+    cannot be read, and :class:`~jaxrun.errors.UsageError` for malformed ``include`` /
+    ``exclude``.
+    """
+    try:
+        given = os.fspath(search_dir)
+    except TypeError:
+        raise UsageError(
+            f"search_dir must be a path (str or os.PathLike), got {type(search_dir).__name__}: "
+            f"{search_dir!r} — pass a folder of JAX scripts or a .py file"
+        ) from None
+    includes = _patterns(include, "include")
+    excludes = _patterns(exclude, "exclude")
+    path = Path(given).expanduser()
+    if not path.exists():
+        raise ScriptNotFoundError(
+            f"no such file or folder: {given!r} — pass a folder of JAX scripts or a .py file"
+        )
+    root = path.resolve()
+    if root.is_file():
+        try:
+            with open(root, "rb"):
+                pass
+        except OSError as exc:
+            raise ScriptNotFoundError(
+                f"cannot read file {given!r}: {exc.strerror or exc} — check its permissions"
+            ) from None
+        return [root]
+    if not root.is_dir():
+        raise ScriptNotFoundError(
+            f"not a regular file or folder: {given!r} — pass a folder of JAX scripts or a .py file"
+        )
+    root_str = str(root)
+    found: list[str] = []
+    try:
+        for rel in _walk_python_files(root_str, recursive, excludes):
+            name = rel.rpartition("/")[2]
+            if _is_not_a_program(name):
+                continue
+            if includes and not _matches(rel, includes):
+                continue
+            if excludes and _matches(rel, excludes):
+                continue
+            if is_jax_script(os.path.join(root_str, rel)):
+                found.append(rel)
+    except OSError as exc:  # only the top folder re-raises; sub-folders are skipped
+        raise ScriptNotFoundError(
+            f"cannot read folder {given!r}: {exc.strerror or exc} — check its permissions"
+        ) from None
+    found.sort()
+    return [root.joinpath(*rel.split("/")) for rel in found]
+
+
+# --------------------------------------------------------------------------- names
+
+
+def _relative_parts(script: Path, root: Path) -> tuple[str, ...] | None:
+    """*script*'s parts relative to *root*: lexically first, then with symlinks resolved."""
+    script_abs, root_abs = Path(os.path.abspath(script)), Path(os.path.abspath(root))
+    attempts = [(script_abs, root_abs)]
+    try:
+        root_real = root_abs.resolve()
+        attempts += [(script_abs, root_real), (script_abs.resolve(), root_real)]
+    except (OSError, RuntimeError):
+        pass
+    for path, base in attempts:
+        try:
+            return path.relative_to(base).parts
+        except ValueError:
+            continue
+    return None
+
+
+def script_display_name(script: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:
+    """DESIGN §4's ``<name>``: *script* relative to *root*, ``"__"``-joined, without ``.py``.
+
+    ``gnn/jax/model.py`` under *root* gives ``"gnn__jax__model"``; a script not under *root*
+    (or *root* being the script itself) gives the file stem.
+    """
+    script = Path(script)
+    parts = _relative_parts(script, Path(root))
+    if not parts:
+        return script.stem or script.name
+    name = "__".join(parts)
+    if name.endswith(".py") and len(name) > 3:
+        name = name[:-3]
+    return name
+
+
+def unique_names(
+    scripts: Iterable[str | os.PathLike[str]], root: str | os.PathLike[str]
+) -> dict[Path, str]:
+    """Map each script to a display name unique in the batch (case-insensitively).
+
+    Each script's first-come base name is kept; later collisions get ``_2``, ``_3``, ... (skipping
+    names already taken by another script), so ``a/model.py`` and ``b/model.py`` never share
+    ``outputs/<name>/`` even on a case-insensitive file system.
+    """
+    paths = list(dict.fromkeys(Path(s) for s in scripts))
+    bases = [script_display_name(p, root) for p in paths]
+    names: dict[Path, str] = {}
+    taken: set[str] = set()
+    clashes: list[int] = []
+    for i, (path, base) in enumerate(zip(paths, bases)):
+        if base.casefold() in taken:
+            clashes.append(i)
+        else:
+            taken.add(base.casefold())
+            names[path] = base
+    for i in clashes:
+        n = 2
+        while f"{bases[i]}_{n}".casefold() in taken:
+            n += 1
+        names[paths[i]] = f"{bases[i]}_{n}"
+        taken.add(names[paths[i]].casefold())
+    return {p: names[p] for p in paths}

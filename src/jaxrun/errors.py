@@ -1,0 +1,36 @@
+"""jaxrun's error tree.
+
+Only usage mistakes and explicitly requested failures raise: a script that fails is a *result*
+(see ``ScriptResult.error_class``), never an exception. Every message says what was wrong and
+what to do, listing the valid values and naming the culprit, so the CLI can print it as one line.
+"""
+
+from __future__ import annotations
+
+
+class JAXExecutionError(Exception):
+    """Base of every error jaxrun raises."""
+
+
+class UsageError(JAXExecutionError, ValueError):
+    """The caller asked for something jaxrun cannot do (bad path, unknown device, bad option)."""
+
+
+class InvalidDeviceError(UsageError):
+    """A device name that is not one of the valid choices."""
+
+
+class ScriptNotFoundError(UsageError, FileNotFoundError):
+    """A path given to run does not exist or cannot be read."""
+
+
+class DeviceProbeError(JAXExecutionError):
+    """The child process that reads device facts could not run (JAX missing or broken)."""
+
+
+class ScriptFailedError(JAXExecutionError):
+    """Raised only when the caller asked for ``raise_on_error=True``; carries the result."""
+
+    def __init__(self, message: str, result: object | None = None) -> None:
+        super().__init__(message)
+        self.result = result

@@ -1,0 +1,180 @@
+"""Launch one probe process and watch it: logs to disk, timeout, tree kill, rusage, peak RSS.
+
+This is the only place that starts a script's process. Its output is streamed to capped log files
+by two pump threads (never held in memory); a waiter thread reaps it with ``os.wait4`` to get the
+kernel's rusage (CPU time of it and its waited-for children, its max RSS) the moment it exits.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
+from .monitor import TreeMonitor, reap_leftovers, stop_tree
+from .probe.channel import read_events
+
+_CHUNK = 64 * 1024
+
+
+@dataclass
+class LaunchOutcome:
+    exit_code: int | None
+    signal: int | None
+    wall_time: float
+    cpu_time: float | None
+    maxrss_bytes: int | None
+    sampled_peak_rss_bytes: int
+    timed_out: bool
+    interrupted: bool
+    leftovers_stopped: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _LogPump(threading.Thread):
+    """Copy a pipe to a file up to ``cap`` bytes; keep draining after that so the child never blocks."""
+
+    def __init__(self, pipe: IO[bytes], path: Path, cap: int) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.path, self.cap = pipe, path, cap
+        self.written = 0
+        self.discarded = 0
+
+    def run(self) -> None:
+        with open(self.path, "wb") as out:
+            while True:
+                chunk = self.pipe.read1(_CHUNK) if hasattr(self.pipe, "read1") else self.pipe.read(_CHUNK)
+                if not chunk:
+                    break
+                room = self.cap - self.written
+                if room > 0:
+                    out.write(chunk[:room])
+                    out.flush()
+                    self.written += min(room, len(chunk))
+                self.discarded += max(0, len(chunk) - max(room, 0))
+            if self.discarded:
+                out.write(
+                    f"\n[jaxrun: log truncated at {self.cap} bytes; {self.discarded} more bytes "
+                    "were discarded]\n".encode()
+                )
+        self.pipe.close()
+
+    @property
+    def truncated(self) -> bool:
+        return self.discarded > 0
+
+
+class _Waiter(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.status: int | None = None
+        self.rusage: Any = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            _, self.status, self.rusage = os.wait4(self.pid, 0)
+        except ChildProcessError:
+            pass
+        self.done.set()
+
+
+def probe_command(script: Path, events_path: Path, args: list[str] | None = None) -> list[str]:
+    return [sys.executable, "-m", "jaxrun.probe", "--events", str(events_path), "--", str(script), *(args or [])]
+
+
+def launch(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdout_log: Path,
+    stderr_log: Path,
+    events_path: Path,
+    timeout: float | None,
+    log_cap: int,
+) -> LaunchOutcome:
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: one signal reaches the whole tree
+    )
+    pgid = proc.pid
+    waiter = _Waiter(proc.pid)
+    waiter.start()
+    pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
+    for pump in pumps:
+        pump.start()
+    monitor = TreeMonitor(proc.pid)
+    deadline = None if timeout is None else started + timeout
+    timed_out = interrupted = False
+    try:
+        while not waiter.done.is_set():
+            monitor.sample()
+            if deadline is not None and time.perf_counter() >= deadline:
+                timed_out = True
+                stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+                break
+            waiter.done.wait(MONITOR_INTERVAL)
+    except KeyboardInterrupt:
+        interrupted = True
+        stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+    waiter.done.wait()
+    wall = time.perf_counter() - started
+    # Popen must not try to reap the pid the waiter already reaped.
+    proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
+    leftovers = reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
+    for pump in pumps:
+        pump.join(timeout=KILL_GRACE_SECONDS + 2)
+
+    exit_code: int | None = None
+    sig: int | None = None
+    if waiter.status is not None:
+        if os.WIFSIGNALED(waiter.status):
+            sig = os.WTERMSIG(waiter.status)
+        else:
+            exit_code = os.WEXITSTATUS(waiter.status)
+    cpu = maxrss = None
+    if waiter.rusage is not None:
+        cpu = waiter.rusage.ru_utime + waiter.rusage.ru_stime
+        maxrss = int(waiter.rusage.ru_maxrss) * 1024  # Linux reports KiB
+    outcome = LaunchOutcome(
+        exit_code=exit_code,
+        signal=sig,
+        wall_time=wall,
+        cpu_time=cpu,
+        maxrss_bytes=maxrss,
+        sampled_peak_rss_bytes=monitor.peak_rss_bytes,
+        timed_out=timed_out,
+        interrupted=interrupted,
+        leftovers_stopped=0 if timed_out or interrupted else leftovers,
+        stdout_truncated=pumps[0].truncated,
+        stderr_truncated=pumps[1].truncated,
+        events=read_events(events_path),
+    )
+    if interrupted:
+        raise Interrupted(outcome)
+    return outcome
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a script ran: the tree is stopped and its partial outcome travels with this."""
+
+    def __init__(self, outcome: LaunchOutcome) -> None:
+        super().__init__()
+        self.outcome = outcome
+

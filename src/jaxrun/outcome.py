@@ -1,0 +1,96 @@
+"""Turn what the probe reported (its events) and what the parent measured into result fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .launch import LaunchOutcome
+from .models import CompileStats
+
+_MB = 1024 * 1024
+
+
+@dataclass
+class ProbeReport:
+    started: bool = False
+    jax_loaded: bool = False
+    body_time: float | None = None
+    cpu_time: float | None = None
+    maxrss_bytes: int | None = None
+    device: dict[str, Any] | None = None
+    compiles: dict[str, CompileStats] = field(default_factory=dict)
+    cache_hits: int = 0
+    results: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.body_time is not None
+
+
+def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
+    report = ProbeReport()
+    for event in events:
+        kind = event.get("type")
+        if kind == "start":
+            report.started = True
+        elif kind == "jax_loaded":
+            report.jax_loaded = True
+        elif kind == "compile":
+            stats = report.compiles.setdefault(str(event.get("fun")), CompileStats())
+            seconds = float(event.get("s") or 0.0)
+            phase = event.get("phase")
+            if phase == "trace":
+                stats.trace_time += seconds
+            elif phase == "lower":
+                stats.lower_time += seconds
+                # Every lowering yields one executable, compiled or loaded from the cache.
+                stats.count += 1
+            elif phase == "compile":
+                stats.compile_time += seconds
+        elif kind == "cache_hit":
+            report.cache_hits += 1
+        elif kind == "record":
+            values = event.get("values")
+            if isinstance(values, dict):
+                report.results.update(values)
+        elif kind == "probe_warning":
+            report.warnings.append(str(event.get("message")))
+        elif kind == "end":
+            report.body_time = event.get("body_time")
+            report.cpu_time = event.get("cpu_time")
+            kb = event.get("maxrss_kb")
+            report.maxrss_bytes = None if kb is None else int(kb) * 1024
+            report.device = event.get("device")
+    return report
+
+
+def memory_peak_mb(outcome: LaunchOutcome, report: ProbeReport) -> float | None:
+    candidates = [outcome.sampled_peak_rss_bytes or None, outcome.maxrss_bytes, report.maxrss_bytes]
+    known = [c for c in candidates if c]
+    return max(known) / _MB if known else None
+
+
+def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
+    """Peak device memory over the devices the script used, or why it is unknown."""
+    if not report.jax_loaded:
+        return None, "the script did not import jax"
+    device = report.device
+    if device is None:
+        return None, "the script ended before the probe could read device memory"
+    if not device.get("initialized"):
+        return None, "the script imported jax but never used a device"
+    peaks = [p for p in device.get("peak_bytes_per_device") or [] if p is not None]
+    if not peaks:
+        return None, f"the {device.get('backend')} backend does not report memory statistics"
+    return max(peaks) / _MB, None
+
+
+def compile_totals(report: ProbeReport) -> tuple[float | None, int | None, int | None]:
+    """(trace+lower+compile seconds, executables built, persistent-cache hits); null without jax."""
+    if not report.jax_loaded:
+        return None, None, None
+    seconds = sum(s.trace_time + s.lower_time + s.compile_time for s in report.compiles.values())
+    count = sum(s.count for s in report.compiles.values())
+    return seconds, count, report.cache_hits

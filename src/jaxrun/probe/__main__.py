@@ -1,0 +1,108 @@
+"""Entry point of the child shim. See :mod:`jaxrun.probe`."""
+
+from __future__ import annotations
+
+import os
+import resource
+import runpy
+import sys
+import time
+import traceback
+
+from .channel import EVENTS_ENV, EventWriter
+from .jax_hooks import device_facts, watch_jax_import
+
+USAGE = "usage: python -m jaxrun.probe --events FILE -- SCRIPT [ARGS...]"
+_TRACEBACK_TAIL = 8000
+
+
+def _parse(argv: list[str]) -> tuple[str, list[str]]:
+    if len(argv) < 4 or argv[0] != "--events" or argv[2] != "--":
+        raise SystemExit(USAGE)
+    return argv[1], argv[3:]
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _script_traceback(exc: BaseException) -> BaseException:
+    """Drop the probe's and runpy's frames so the traceback reads as `python script.py`'s."""
+    tb = exc.__traceback__
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>")
+        or tb.tb_frame.f_code.co_filename.endswith("runpy.py")
+    ):
+        tb = tb.tb_next
+    return exc.with_traceback(tb)
+
+
+def _exception_event(writer: EventWriter, exc: BaseException) -> None:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    kind = type(exc)
+    writer.emit(
+        "exception",
+        exc_type=kind.__name__,
+        exc_module=kind.__module__,
+        exc_mro=[k.__name__ for k in kind.__mro__],
+        message=str(exc),
+        traceback=text[-_TRACEBACK_TAIL:],
+    )
+
+
+def main(argv: list[str]) -> int:
+    events_path, script_argv = _parse(argv)
+    script = script_argv[0]
+    writer = EventWriter(events_path)
+    # jaxrun.record, in this process or in any process the script starts, finds the channel here.
+    os.environ[EVENTS_ENV] = events_path
+    writer.emit("start", pid=os.getpid(), python=sys.version.split()[0])
+    watch_jax_import(writer)
+
+    # Make the script see the world exactly as `python script.py` would.
+    sys.argv = list(script_argv)
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    exit_code = 0
+    started = time.perf_counter()
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            exit_code = 0
+        elif isinstance(code, int):
+            exit_code = code
+        else:
+            print(code, file=sys.stderr)
+            exit_code = 1
+        writer.emit("exit", code=exit_code)
+    except KeyboardInterrupt as exc:
+        _script_traceback(exc)
+        _exception_event(writer, exc)
+        exit_code = 130
+    except BaseException as exc:  # the script's failure is the result, reported in full
+        _script_traceback(exc)
+        _exception_event(writer, exc)
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+        exit_code = 1
+    body_time = time.perf_counter() - started
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    writer.emit(
+        "end",
+        body_time=body_time,
+        cpu_time=_cpu_seconds(),
+        maxrss_kb=usage.ru_maxrss,
+        device=device_facts(),
+        exit_code=exit_code,
+    )
+    writer.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

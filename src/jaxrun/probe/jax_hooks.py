@@ -1,0 +1,124 @@
+"""What the probe learns from JAX: compile events while the script runs, device facts at the end.
+
+Listeners are attached the moment the script imports jax (an import hook), not before: importing
+jax in the probe up front would cost ~0.4 s for scripts that never use it and would freeze
+``JAX_PLATFORMS`` before a script had the chance to set it.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import re
+import sys
+from typing import Any, Callable
+
+from .channel import EventWriter
+
+_PHASES = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+# Lowering and compiling report `jit(f)` / `pmap(f)` while tracing reports `f`.
+_WRAPPED = re.compile(r"^(?:jit|pjit|pmap|xla_pmap|shard_map)\((.*)\)$")
+
+
+def function_name(raw: object) -> str:
+    name = str(raw) if raw is not None else "<unknown>"
+    match = _WRAPPED.match(name)
+    return match.group(1) if match else name
+
+
+def attach_listeners(writer: EventWriter) -> None:
+    import jax.monitoring as monitoring
+
+    def on_duration(event: str, duration: float, **kwargs: Any) -> None:
+        phase = _PHASES.get(event)
+        if phase is not None:
+            writer.emit("compile", phase=phase, fun=function_name(kwargs.get("fun_name")), s=duration)
+
+    def on_event(event: str, **kwargs: Any) -> None:
+        if event == _CACHE_HIT:
+            writer.emit("cache_hit")
+
+    monitoring.register_event_duration_secs_listener(on_duration)
+    monitoring.register_event_listener(on_event)
+    writer.emit("jax_loaded")
+
+
+class _NotifyingLoader(importlib.abc.Loader):
+    """Runs the real loader, then tells the probe that the module exists."""
+
+    def __init__(self, inner: Any, on_loaded: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_loaded = on_loaded
+
+    def create_module(self, spec: Any) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        self._on_loaded()
+
+    def __getattr__(self, name: str) -> Any:  # resource readers etc. stay the real loader's
+        return getattr(self._inner, name)
+
+
+class JaxImportWatcher(importlib.abc.MetaPathFinder):
+    def __init__(self, on_loaded: Callable[[], None]) -> None:
+        self._on_loaded = on_loaded
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "jax":
+            return None
+        sys.meta_path.remove(self)  # once only; the real finders take it from here
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _NotifyingLoader(spec.loader, self._on_loaded)
+        return spec
+
+
+def watch_jax_import(writer: EventWriter) -> None:
+    if "jax" in sys.modules:
+        attach_listeners(writer)
+        return
+
+    def on_loaded() -> None:
+        try:
+            attach_listeners(writer)
+        except Exception as exc:  # listeners are a bonus; never break the script over them
+            writer.emit("probe_warning", message=f"could not attach jax listeners: {exc!r}")
+
+    sys.meta_path.insert(0, JaxImportWatcher(on_loaded))
+
+
+def device_facts() -> dict[str, Any] | None:
+    """Which backend the script really used and its peak device memory; None if JAX was unused."""
+    if "jax" not in sys.modules:
+        return None
+    try:
+        from jax._src import xla_bridge
+
+        if not xla_bridge.backends_are_initialized():
+            return {"initialized": False}
+        import jax
+
+        devices = jax.local_devices()
+        peaks: list[int | None] = []
+        for device in devices:
+            try:
+                stats = device.memory_stats()
+            except Exception:
+                stats = None
+            peaks.append(int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None)
+        return {
+            "initialized": True,
+            "backend": jax.default_backend(),
+            "platform": devices[0].platform if devices else None,
+            "device_count": jax.device_count(),
+            "peak_bytes_per_device": peaks,
+        }
+    except Exception as exc:
+        return {"initialized": None, "error": repr(exc)}

@@ -1,0 +1,78 @@
+"""The one place where models become files: atomic JSON writes, reads and JSON Schemas.
+
+Every write goes to a temporary file in the same folder and is moved into place with
+``os.replace``, so a reader (or a crash) never sees a half-written result file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from .models import BatchResult, DeviceInfo, PerformanceMetrics, ScriptResult
+
+M = TypeVar("M", bound=BaseModel)
+
+EXECUTION_RESULTS = "jax_execution_results.json"
+PERFORMANCE_METRICS = "jax_performance_metrics.json"
+EXECUTION_LOG = "jax_execution_log.txt"
+DEVICE_INFO = "jax_device_info.json"
+BENCHMARK_RESULTS = "jax_benchmark_results.json"
+SCRIPT_RESULTS_DIR = "script_results"
+LOGS_DIR = "logs"
+OUTPUTS_DIR = "outputs"
+
+# Model behind each file, for `jaxrun schema` and for validation in tests.
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "execution_results": BatchResult,
+    "performance_metrics": PerformanceMetrics,
+    "device_info": DeviceInfo,
+    "script_result": ScriptResult,
+}
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def dump_model(model: BaseModel) -> str:
+    return model.model_dump_json(indent=2) + "\n"
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    atomic_write_text(Path(path), dump_model(model))
+
+
+def write_json(path: Path, data: Any) -> None:
+    atomic_write_text(Path(path), json.dumps(data, indent=2, default=str) + "\n")
+
+
+def read_model(path: Path, model: type[M]) -> M:
+    return model.model_validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+def json_schema(name: str) -> dict[str, Any]:
+    return SCHEMAS[name].model_json_schema()
+
+
+def script_result_path(results_dir: Path, name: str) -> Path:
+    return Path(results_dir) / SCRIPT_RESULTS_DIR / f"{name}_result.json"

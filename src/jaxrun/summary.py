@@ -1,0 +1,63 @@
+"""Batch-level figures computed from the per-script results (no measurement happens here)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from datetime import datetime, timezone
+
+from .models import PerformanceMetrics, PerformanceSummary, ScriptMetrics, ScriptResult
+
+
+def _known(values: list[float | int | None]) -> list[float]:
+    return [float(v) for v in values if v is not None]
+
+
+def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
+    if not results:
+        return PerformanceSummary()
+    times = _known([r.execution_time for r in results])
+    timed = [r for r in results if r.execution_time is not None]
+    fastest = min(timed, key=lambda r: r.execution_time or 0.0, default=None)
+    slowest = max(timed, key=lambda r: r.execution_time or 0.0, default=None)
+    compile_times = _known([r.jit_compile_time for r in results])
+    compile_counts = [r.compile_count for r in results if r.compile_count is not None]
+    memory = _known([r.memory_peak for r in results])
+    device_memory = _known([r.device_memory_peak for r in results])
+    bodies = _known([r.body_time for r in results])
+    return PerformanceSummary(
+        total_execution_time=sum(times) if times else None,
+        average_execution_time=statistics.fmean(times) if times else None,
+        median_execution_time=statistics.median(times) if times else None,
+        total_body_time=sum(bodies) if bodies else None,
+        total_jit_compile_time=sum(compile_times) if compile_times else None,
+        total_compile_count=sum(compile_counts) if compile_counts else None,
+        peak_memory_mb=max(memory) if memory else None,
+        peak_device_memory_mb=max(device_memory) if device_memory else None,
+        fastest_script=fastest.script_name if fastest else None,
+        slowest_script=slowest.script_name if slowest else None,
+        success_rate=sum(r.success for r in results) / len(results),
+        error_classes=dict(Counter(r.error_class for r in results if r.error_class)),
+    )
+
+
+def performance_metrics(results: list[ScriptResult]) -> PerformanceMetrics:
+    return PerformanceMetrics(
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        scripts={
+            r.script_name: ScriptMetrics(
+                execution_time=r.execution_time,
+                body_time=r.body_time,
+                cpu_time=r.cpu_time,
+                memory_peak=r.memory_peak,
+                device_memory_peak=r.device_memory_peak,
+                device_utilization=r.device_utilization,
+                jit_compile_time=r.jit_compile_time,
+                compile_count=r.compile_count,
+                cache_hits=r.cache_hits,
+                success=r.success,
+            )
+            for r in results
+        },
+        aggregate=performance_summary(results),
+    )
