@@ -12,9 +12,12 @@ from .cli import main
 
 
 def translate_seed_form(argv: list[str]) -> list[str]:
-    if not argv or argv[0] in ("run", "devices", "check", "schema") or "--output-dir" not in argv:
+    if not argv or argv[0] in ("run", "devices", "check", "schema"):
         return argv
-    rest = list(argv)
+    # `--output-dir=DIR` is the same option as `--output-dir DIR` (as for every click option).
+    rest = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--output-dir=") else [arg])]
+    if "--output-dir" not in rest:
+        return argv
     at = rest.index("--output-dir")
     if at + 1 >= len(rest):
         return argv  # let the CLI report the missing value

@@ -84,7 +84,9 @@ def _clear_previous_run(results_dir: Path) -> None:
         target = results_dir / sub
         if target.is_dir():
             shutil.rmtree(target)
-    for name in (resultfiles.EXECUTION_LOG, resultfiles.BENCHMARK_RESULTS):
+    # jax_device_info.json too: when this run cannot read device facts it writes none, and the
+    # previous run's file must not pass for this machine's current state.
+    for name in (resultfiles.EXECUTION_LOG, resultfiles.BENCHMARK_RESULTS, resultfiles.DEVICE_INFO):
         (results_dir / name).unlink(missing_ok=True)
 
 

@@ -28,8 +28,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
+_WIDTH = None if sys.stdout.isatty() else 160
+out = Console(highlight=False, width=_WIDTH)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
 def fail_usage(message: str) -> typer.Exit:

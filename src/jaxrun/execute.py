@@ -105,8 +105,9 @@ def _keep_attempt_logs(stdout_log: Path, stderr_log: Path, number: int) -> None:
     """Before a new attempt overwrites the logs, keep the previous attempt's under its number."""
     for log in (stdout_log, stderr_log):
         if log.exists():
-            stem = log.name.split(".")[0]
-            log.rename(log.with_name(f"{stem}.attempt{number}{log.name[len(stem):]}"))
+            # `<name>.stdout.log`: the name itself may hold dots (`v1.2__model`), so split from the right.
+            stem, stream, ext = log.name.rsplit(".", 2)
+            log.rename(log.with_name(f"{stem}.attempt{number}.{stream}.{ext}"))
 
 
 class _Run:
@@ -278,7 +279,10 @@ def execute_jax_script(
     )
     if results_dir is not None:
         resultfiles.write_model(resultfiles.script_result_path(base, name), result)
-    if run.failure is not None and run.failure.error_class == "interrupted":
+    # Only a Ctrl-C of jaxrun itself stops the caller. A script that raised KeyboardInterrupt on its
+    # own (it runs in its own session, so the terminal's Ctrl-C never reaches it) is one failed
+    # result like any other; raising here would throw away the rest of a batch.
+    if run.outcome is not None and run.outcome.interrupted:
         raise RunInterrupted(result)
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)

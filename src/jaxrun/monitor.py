@@ -44,15 +44,27 @@ class TreeMonitor:
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
 
     def descendants_alive(self) -> list[psutil.Process]:
-        alive = []
-        for proc in self._seen.values():
-            try:
-                # is_running() also checks the creation time, so a recycled pid is not killed.
-                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(proc)
-            except psutil.NoSuchProcess:
-                continue
-        return alive
+        return [proc for proc in self._seen.values() if is_alive(proc)]
+
+
+def is_alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie. An orphan's zombie can linger when PID 1 reaps slowly (as in
+    some containers); it holds no memory or CPU, so it counts as gone."""
+    try:
+        # is_running() also checks the creation time, so a recycled pid is never signalled.
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process has exited (zombies included); return those still alive."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if is_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if is_alive(p)]
+    return alive
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -63,45 +75,48 @@ def signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
-def group_alive(pgid: int) -> bool:
-    return signal_group(pgid, 0)
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of a process group, including ones never sampled."""
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and is_alive(proc):
+                members.append(proc)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return members
 
 
 def stop_tree(pgid: int, monitor: TreeMonitor, grace: float, *, wait_for_exit=None) -> int:
     """SIGTERM the process group and every descendant seen, SIGKILL what is left after ``grace``.
 
     ``wait_for_exit(timeout) -> bool`` waits for the leader to be reaped by its waiter thread.
-    Returns how many processes had to be signalled (0 when the tree was already gone).
+    Returns how many processes were signalled.
     """
-    targets = monitor.descendants_alive()
-    signalled = int(signal_group(pgid, signal.SIGTERM))
-    for proc in targets:
+    targets = {p.pid: p for p in monitor.descendants_alive() + group_members(pgid)}
+    signal_group(pgid, signal.SIGTERM)
+    for proc in targets.values():
         try:
             proc.terminate()
-            signalled += 1
         except psutil.NoSuchProcess:
             pass
     deadline = time.monotonic() + grace
     if wait_for_exit is not None:
         wait_for_exit(grace)
-    _, alive = psutil.wait_procs(targets, timeout=max(0.0, deadline - time.monotonic()))
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    alive = wait_gone(list(targets.values()), max(0.0, deadline - time.monotonic()))
+    # Whatever ignored SIGTERM, or was started meanwhile, is killed outright.
     signal_group(pgid, signal.SIGKILL)
     for proc in alive + monitor.descendants_alive():
         try:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(monitor.descendants_alive(), timeout=grace)
-    return signalled
+    wait_gone(monitor.descendants_alive() + group_members(pgid), grace)
+    return len(targets)
 
 
 def reap_leftovers(pgid: int, monitor: TreeMonitor, grace: float) -> int:
     """After the script exited: stop any process it started that is still running."""
-    leftovers = monitor.descendants_alive()
-    if not leftovers and not group_alive(pgid):
+    if not monitor.descendants_alive() and not group_members(pgid):
         return 0
-    count = len(leftovers)
-    stop_tree(pgid, monitor, grace)
-    return max(count, 1)
+    return stop_tree(pgid, monitor, grace)

@@ -27,6 +27,14 @@ SCRIPT_RESULTS_DIR = "script_results"
 LOGS_DIR = "logs"
 OUTPUTS_DIR = "outputs"
 
+# mkstemp creates its file with mode 0600; result files must get the mode any other file the
+# user writes gets (0666 minus the umask), or they end up unreadable to teammates and CI jobs.
+# The umask can only be read by setting it: done once, at import, with a value that is stricter
+# than any real umask so a file created concurrently is never more open than intended.
+_UMASK = os.umask(0o077)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK
+
 # Model behind each file, for `jaxrun schema` and for validation in tests.
 SCHEMAS: dict[str, type[BaseModel]] = {
     "execution_results": BatchResult,
@@ -42,6 +50,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), _FILE_MODE)
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
