@@ -182,7 +182,9 @@ def run_jax_scripts(
     except DeviceProbeError as exc:
         info = None
         logger.warning("device facts unavailable: %s", exc)
-    planned, _ = resolve_device(device, info) if info is not None else (None, None)
+    planned, missing = resolve_device(device, info) if info is not None else (None, None)
+    if planned is None and fallback and info is not None and info.platforms.get("cpu"):
+        planned = "cpu"  # the requested accelerator is absent; every script will fall back
     if info is not None:
         resultfiles.write_model(out / resultfiles.DEVICE_INFO, info)
 
@@ -203,7 +205,9 @@ def run_jax_scripts(
     )
     writer = _BatchWriter(out, meta, info)
     log = RunLog(out / resultfiles.EXECUTION_LOG)
-    log.write(f"jaxrun {__version__}: {len(scripts)} script(s), device={device} (planned: {planned})")
+    log.write(f"jaxrun {__version__}: {len(scripts)} script(s), device={device}, running on {planned}")
+    if missing:
+        log.write(f"{missing}" + ("; falling back to cpu" if planned == "cpu" else ""))
     results: list[ScriptResult] = []
     writer.write(results, complete=False)
     try:
@@ -214,7 +218,7 @@ def run_jax_scripts(
             try:
                 result = execute_jax_script(
                     script, device, timeout=timeout, results_dir=out, retries=retries,
-                    fallback=fallback, debug_nans=debug_nans, env=env, name=name,
+                    fallback=fallback, debug_nans=debug_nans, env=env, name=name, verbose=verbose,
                 )
             except RunInterrupted as stop:
                 results.append(stop.result)

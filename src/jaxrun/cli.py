@@ -105,7 +105,7 @@ def run(
             paths, recursive, device=device, timeout=timeout, verbose=verbose, results_dir=results_dir,
             jobs=jobs, return_detailed_results=True, include=include or None, exclude=exclude or None,
             retries=retries, fallback=not no_fallback, debug_nans=debug_nans,
-            on_start=on_start, on_result=on_result,
+            on_start=None if verbose else on_start, on_result=on_result,
         )
     except KeyboardInterrupt:
         err.print(f"jaxrun: interrupted; partial results are in {results_dir}", markup=False)

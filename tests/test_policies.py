@@ -1,0 +1,87 @@
+"""Unit tests of jaxrun.policies: what to do after an attempt, and how long to wait first."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from jaxrun.config import RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX
+from jaxrun.models import ERROR_CLASSES
+from jaxrun.policies import backoff_seconds, next_action
+
+PLATFORMS = ("cpu", "gpu", "tpu", "auto")
+
+
+def act(error_class, platform, *, retries_left=0, fallback=True, launched=True):
+    return next_action(error_class, platform, retries_left=retries_left, fallback=fallback, launched=launched)
+
+
+@pytest.mark.parametrize(
+    ("error_class", "platform", "retries_left", "fallback", "launched", "expected"),
+    [
+        # a missing accelerator that was launched and failed: retry while retries last, then CPU
+        ("device_unavailable", "gpu", 2, True, True, "retry"),
+        ("device_unavailable", "gpu", 1, False, True, "retry"),
+        ("device_unavailable", "gpu", 0, True, True, "fallback"),
+        ("device_unavailable", "gpu", 0, False, True, "stop"),
+        # the device facts already said it is absent: waiting will not install a driver
+        ("device_unavailable", "gpu", 3, True, False, "fallback"),
+        ("device_unavailable", "tpu", 3, True, False, "fallback"),
+        ("device_unavailable", "gpu", 3, False, False, "stop"),
+        ("device_unavailable", "auto", 0, True, False, "fallback"),
+        # on CPU there is nowhere to fall back to; a launched CPU run may still be retried
+        ("device_unavailable", "cpu", 1, True, True, "retry"),
+        ("device_unavailable", "cpu", 0, True, True, "stop"),
+        ("device_unavailable", "cpu", 3, True, False, "stop"),
+        # accelerator OOM is transient, host OOM is not
+        ("out_of_memory", "gpu", 1, True, True, "retry"),
+        ("out_of_memory", "gpu", 0, True, True, "fallback"),
+        ("out_of_memory", "tpu", 0, False, True, "stop"),
+        ("out_of_memory", "cpu", 3, True, True, "stop"),
+    ],
+)
+def test_transient_truth_table(error_class, platform, retries_left, fallback, launched, expected):
+    assert act(error_class, platform, retries_left=retries_left, fallback=fallback, launched=launched) == expected
+
+
+@pytest.mark.parametrize(
+    ("platform", "retries_left", "fallback", "launched"),
+    list(itertools.product(PLATFORMS, (0, 1, 5), (True, False), (True, False))),
+)
+def test_success_and_permanent_failures_always_stop(platform, retries_left, fallback, launched):
+    for error_class in (None, *ERROR_CLASSES):
+        if error_class in ("device_unavailable", "out_of_memory"):
+            continue
+        assert act(error_class, platform, retries_left=retries_left, fallback=fallback, launched=launched) == "stop", error_class
+
+
+def test_never_falls_back_from_cpu_and_never_retries_unlaunched():
+    for error_class, platform, retries_left, fallback, launched in itertools.product(
+        (None, *ERROR_CLASSES), PLATFORMS, (0, 1, 5), (True, False), (True, False)
+    ):
+        action = act(error_class, platform, retries_left=retries_left, fallback=fallback, launched=launched)
+        if platform == "cpu":
+            assert action != "fallback"
+        if not launched:
+            assert action != "retry"
+        if retries_left == 0:
+            assert action != "retry"
+        if not fallback:
+            assert action != "fallback"
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [backoff_seconds(n) for n in range(1, 8)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert backoff_seconds(1) == RETRY_BACKOFF_BASE
+    assert backoff_seconds(100) == RETRY_BACKOFF_MAX
+
+
+def test_backoff_custom_base_and_cap():
+    assert [backoff_seconds(n, base=0.5, cap=3.0) for n in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+def test_backoff_before_first_retry_is_the_base():
+    # retry numbers start at 1; 0 (or less) must not give a shorter wait than the first retry
+    assert backoff_seconds(0) == RETRY_BACKOFF_BASE
+    assert backoff_seconds(-3) == RETRY_BACKOFF_BASE
