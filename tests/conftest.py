@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Subprocesses (`python -m jaxrun ...`) must run this checkout's code, like the tests themselves do
+# (pyproject's pytest `pythonpath`), whichever way jaxrun was installed.
+_SRC = str(Path(__file__).resolve().parents[1] / "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
 
 
 @pytest.fixture(scope="session")

@@ -93,6 +93,9 @@ def test_exit_zero_is_success():
         ("UnexpectedTracerError", "Encountered an unexpected tracer", None, "compilation_failed"),
         ("XlaRuntimeError", "INTERNAL: Compilation failure: bad HLO", None, "compilation_failed"),
         ("JaxRuntimeError", "INTERNAL: something went wrong at run time", None, "script_error"),
+        ("RuntimeError", "Backend 'tpu' failed to initialize: INTERNAL", None, "device_unavailable"),
+        # a script's own wording must not pass for a missing device (it would be retried)
+        ("ValueError", "model failed to initialize", None, "script_error"),
     ],
 )
 def test_exception_classes(exc_type, message, mro, expected):

@@ -38,7 +38,7 @@ _OOM = re.compile(
     r"Allocator .* ran out of memory|CUDA_ERROR_OUT_OF_MEMORY",
 )
 _DEVICE = re.compile(
-    r"Unable to initialize backend|Unknown backend|failed to initialize|no platforms that are "
+    r"Unable to initialize backend|Unknown backend|[Bb]ackend '?\w+'? failed to initialize|no platforms that are "
     r"instances of|CUDA_ERROR_NO_DEVICE|No visible (?:GPU|TPU|XPU) devices|Failed to open libtpu|"
     r"TPU initialization failed|jaxlib is not built with|CUDA backend failed|"
     r"Could not find .*cuda|no supported devices found for platform",

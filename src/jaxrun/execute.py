@@ -223,6 +223,7 @@ def execute_jax_script(
     target = requested
     run = _Run(None, None)
     platform: str | None = None
+    user_interrupted = False
     while True:
         number = len(attempts) + 1
         attempt_started = now_iso()
@@ -266,7 +267,12 @@ def execute_jax_script(
         )
         if action == "retry":
             retries_left -= 1
-            time.sleep(backoff_seconds(retries - retries_left))
+            try:
+                time.sleep(backoff_seconds(retries - retries_left))
+            except KeyboardInterrupt:
+                user_interrupted = True
+                run = _Run(None, classification("interrupted", "interrupted while waiting to retry"))
+                break
         elif action == "fallback":
             fallback_reason = f"{platform or target} failed with {failure.error_class}: {failure.message}"
             target = "cpu"
@@ -282,7 +288,7 @@ def execute_jax_script(
     # Only a Ctrl-C of jaxrun itself stops the caller. A script that raised KeyboardInterrupt on its
     # own (it runs in its own session, so the terminal's Ctrl-C never reaches it) is one failed
     # result like any other; raising here would throw away the rest of a batch.
-    if run.outcome is not None and run.outcome.interrupted:
+    if user_interrupted or (run.outcome is not None and run.outcome.interrupted):
         raise RunInterrupted(result)
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)

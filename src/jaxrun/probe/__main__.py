@@ -81,6 +81,7 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt as exc:
         _script_traceback(exc)
         _exception_event(writer, exc)
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
         exit_code = 130
     except BaseException as exc:  # the script's failure is the result, reported in full
         _script_traceback(exc)

@@ -1,0 +1,182 @@
+"""Statistics of timing samples: a pure module (numpy + scipy), no I/O, no clocks.
+
+Choices, and why:
+* quantiles use numpy's default linear interpolation, so figures match ``np.percentile``;
+* the 95% CI of the median is distribution-free (order statistics of a Binomial(n, 1/2)), so it
+  holds for the skewed, heavy-tailed distributions timings have; with too few samples for the
+  requested coverage the widest interval is given with its actual coverage, and a warning;
+* outliers are flagged two ways: Tukey's fences (1.5 IQR) and the modified z-score of Iglewicz
+  and Hoaglin (|0.6745 (x - median) / MAD| > 3.5);
+* ratio-of-medians CIs use a seeded percentile bootstrap, so the same samples give the same CI.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+CV_WARN = 0.05
+TOO_FAST_SECONDS = 1e-3
+MODIFIED_Z_LIMIT = 3.5
+_BOOTSTRAP_RESAMPLES = 4000
+
+
+class Statistics(BaseModel):
+    n: int
+    mean: float | None
+    std: float | None
+    median: float | None
+    min: float | None
+    max: float | None
+    q1: float | None
+    q3: float | None
+    iqr: float | None
+    mad: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_coverage: float | None
+    cv: float | None
+    outliers_tukey: list[int] = []
+    outliers_modified_z: list[int] = []
+    warnings: list[str] = []
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """Distribution-free CI of the median: ``(low, high, actual coverage)``.
+
+    The interval [x_(j), x_(n-j+1)] (1-based order statistics) covers the median with
+    probability 1 - 2 P(B <= j-1), B ~ Binomial(n, 1/2); the largest j reaching ``confidence``
+    is used. With too few samples the widest interval [min, max] is returned with its coverage.
+    """
+    from scipy.stats import binom
+
+    data = np.sort(np.asarray(samples, dtype=float))
+    n = data.size
+    if n < 2:
+        return None, None, None
+    best_j = 1
+    for j in range(1, n // 2 + 1):
+        if 1 - 2 * binom.cdf(j - 1, n, 0.5) >= confidence:
+            best_j = j
+        else:
+            break
+    coverage = float(1 - 2 * binom.cdf(best_j - 1, n, 0.5))
+    return float(data[best_j - 1]), float(data[n - best_j]), coverage
+
+
+def _outliers(data: np.ndarray, q1: float, q3: float, median: float, mad: float) -> tuple[list[int], list[int]]:
+    iqr = q3 - q1
+    low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
+    tukey = [i for i, x in enumerate(data) if x < low or x > high]
+    if mad > 0:
+        z = 0.6745 * (data - median) / mad
+        modified = [i for i, value in enumerate(z) if abs(value) > MODIFIED_Z_LIMIT]
+    else:
+        modified = []
+    return tukey, modified
+
+
+def _first_run_slow(data: np.ndarray) -> bool:
+    """The first sample sits above Tukey's upper fence of the others and 10% above their median."""
+    if data.size < 3:
+        return False
+    rest = data[1:]
+    q1, q3 = np.percentile(rest, [25, 75])
+    fence = q3 + 1.5 * (q3 - q1)
+    return bool(data[0] > fence and data[0] > 1.1 * np.median(rest))
+
+
+def describe(samples: Sequence[float], *, confidence: float = 0.95, unit: str = "s") -> Statistics:
+    """Summarise timing samples (in run order, which the first-run warning relies on)."""
+    data = np.asarray([float(x) for x in samples], dtype=float)
+    n = int(data.size)
+    if n == 0:
+        return Statistics(
+            n=0, mean=None, std=None, median=None, min=None, max=None, q1=None, q3=None, iqr=None,
+            mad=None, ci_low=None, ci_high=None, ci_coverage=None, cv=None,
+            warnings=["no samples"],
+        )
+    mean = float(np.mean(data))
+    std = float(np.std(data, ddof=1)) if n > 1 else None
+    median = float(np.median(data))
+    q1, q3 = (float(q) for q in np.percentile(data, [25, 75]))
+    mad = float(np.median(np.abs(data - median)))
+    ci_low, ci_high, coverage = median_ci(data, confidence)
+    cv = std / mean if std is not None and mean > 0 else None
+    tukey, modified = _outliers(data, q1, q3, median, mad)
+
+    warnings: list[str] = []
+    if _first_run_slow(data):
+        warnings.append(
+            f"the first run was much slower ({data[0]:.4g} {unit} vs a median of "
+            f"{np.median(data[1:]):.4g} {unit} for the others): caches were cold; use warm-up runs"
+        )
+    if cv is not None and cv > CV_WARN:
+        warnings.append(
+            f"coefficient of variation is {cv:.1%} (> {CV_WARN:.0%}): the machine is noisy; close other "
+            "programs, or use more runs"
+        )
+    if median < TOO_FAST_SECONDS and unit == "s":
+        warnings.append(
+            f"median {median * 1e6:.1f} us is below 1 ms: timer resolution and process noise dominate; "
+            "measure in-process instead"
+        )
+    if tukey or modified:
+        warnings.append(f"statistical outliers among the {n} samples (runs {sorted(set(tukey + modified))})")
+    if n >= 2 and coverage is not None and coverage < confidence:
+        warnings.append(
+            f"{n} samples are too few for a {confidence:.0%} CI of the median; the interval "
+            f"[min, max] covers it with probability {coverage:.1%}"
+        )
+    return Statistics(
+        n=n, mean=mean, std=std, median=median, min=float(data.min()), max=float(data.max()),
+        q1=q1, q3=q3, iqr=q3 - q1, mad=mad, ci_low=ci_low, ci_high=ci_high, ci_coverage=coverage,
+        cv=cv, outliers_tukey=tukey, outliers_modified_z=modified, warnings=warnings,
+    )
+
+
+def ratio_of_medians_ci(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    seed: int = 0,
+    resamples: int = _BOOTSTRAP_RESAMPLES,
+) -> tuple[float | None, float | None, float | None]:
+    """``median(numerator) / median(denominator)`` with a percentile-bootstrap CI."""
+    a = np.asarray(numerator, dtype=float)
+    b = np.asarray(denominator, dtype=float)
+    if a.size == 0 or b.size == 0 or np.median(b) == 0:
+        return None, None, None
+    ratio = float(np.median(a) / np.median(b))
+    if a.size < 2 or b.size < 2:
+        return ratio, None, None
+    rng = np.random.default_rng(seed)
+    ra = np.median(rng.choice(a, size=(resamples, a.size), replace=True), axis=1)
+    rb = np.median(rng.choice(b, size=(resamples, b.size), replace=True), axis=1)
+    valid = rb > 0
+    ratios = ra[valid] / rb[valid]
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return ratio, float(low), float(high)
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Two-sided Mann-Whitney U p-value (exact for small samples without ties); None if undefined."""
+    from scipy.stats import mannwhitneyu
+
+    if len(a) < 1 or len(b) < 1:
+        return None
+    if np.ptp(np.concatenate([np.asarray(a, float), np.asarray(b, float)])) == 0:
+        return 1.0  # identical samples: no evidence of any difference
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    positive = [v for v in values if v is not None and v > 0]
+    if not positive:
+        return None
+    return float(math.exp(sum(math.log(v) for v in positive) / len(positive)))

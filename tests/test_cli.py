@@ -1,0 +1,422 @@
+"""Tests for the `jaxrun` command: real subprocesses (`python -m jaxrun` and the console script).
+
+Exit codes (DESIGN §3): 0 all succeeded · 1 a script failed · 2 bad usage or input · 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+import pytest
+from jsonschema import Draft202012Validator
+
+from jaxrun.__main__ import translate_seed_form
+from jaxrun.models import DeviceInfo
+from jaxrun.resultfiles import SCHEMAS
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+GOOD = """\
+import jax
+import jax.numpy as jnp
+
+add = jax.jit(lambda x, y: x + y)
+print("sum", float(add(jnp.float32(1.0), jnp.float32(2.0))))
+"""
+FAIL = """\
+import jax
+raise RuntimeError("this script fails on purpose")
+"""
+DESIGN_FIELDS = (
+    "script_name script_path success error_class error_message hint exit_code signal "
+    "device_requested device_used fallback_reason attempts execution_time body_time cpu_time "
+    "memory_peak device_memory_peak device_utilization jit_compile_time compile_count compiles "
+    "cache_hits output_files results stdout_log stderr_log started_at finished_at"
+).split()
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("device-cache")
+
+
+@pytest.fixture(scope="module")
+def cli_env(cache_dir: Path) -> dict[str, str]:
+    env = dict(os.environ, JAXRUN_CACHE_DIR=str(cache_dir))
+    env.pop("JAX_PLATFORMS", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def jaxrun_cli(cli_env):
+    def run(*args: str, cwd: Path | None = None, extra_env: dict | None = None, timeout: float = 180):
+        env = dict(cli_env, **(extra_env or {}))
+        return subprocess.run(
+            [sys.executable, "-m", "jaxrun", *map(str, args)],
+            capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def schemas(jaxrun_cli) -> dict:
+    proc = jaxrun_cli("schema")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def assert_one_line_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- bad usage: exit 2
+
+
+def test_missing_path_is_one_line_and_exit_2(jaxrun_cli, tmp_path: Path) -> None:
+    line = assert_one_line_usage_error(
+        jaxrun_cli("run", tmp_path / "MISSING", "--results-dir", tmp_path / "r"), "MISSING"
+    )
+    assert line.startswith("jaxrun: error:")
+    assert not (tmp_path / "r").exists()
+
+
+def test_unknown_device_lists_the_valid_ones(jaxrun_cli, tmp_path: Path) -> None:
+    write(tmp_path / "s", "a.py", GOOD)
+    assert_one_line_usage_error(
+        jaxrun_cli("run", tmp_path / "s", "--device", "xpu", "--results-dir", tmp_path / "r"),
+        "'xpu'", "auto, cpu, gpu, tpu",
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_folder_without_jax_scripts_is_exit_2(jaxrun_cli, tmp_path: Path) -> None:
+    write(tmp_path / "s", "plain.py", "print('hello')\n")
+    assert_one_line_usage_error(
+        jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r"), "no JAX scripts found"
+    )
+
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        (["--timeout", "0"], "timeout must be > 0"),
+        (["--retries", "-1"], "retries must be a whole number"),
+        (["--jobs", "2"], "jobs=2"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(jaxrun_cli, tmp_path: Path, options, needle) -> None:
+    write(tmp_path / "s", "a.py", GOOD)
+    assert_one_line_usage_error(
+        jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r", *options), needle
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_results_dir_that_is_a_file_is_exit_2(jaxrun_cli, tmp_path: Path) -> None:
+    write(tmp_path / "s", "a.py", GOOD)
+    (tmp_path / "r").write_text("in the way")
+    assert_one_line_usage_error(
+        jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r"), "cannot write the results folder"
+    )
+
+
+# --------------------------------------------------------------------------- run
+
+
+def test_console_script_success_batch_prints_summary_and_exits_0(cli_env, tmp_path: Path) -> None:
+    console = Path(sys.executable).parent / "jaxrun"
+    if not console.exists():
+        console = Path(shutil.which("jaxrun") or "jaxrun")
+    write(tmp_path / "s", "first.py", GOOD)
+    write(tmp_path / "s", "sub/second.py", GOOD)
+    proc = subprocess.run(
+        [str(console), "run", str(tmp_path / "s"), "--results-dir", str(tmp_path / "r"), "--device", "cpu"],
+        capture_output=True, text=True, env=cli_env, timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "jaxrun results" in proc.stdout
+    for name in ("first", "sub__second"):
+        assert name in proc.stdout
+    assert "2/2 succeeded" in proc.stdout
+    assert str((tmp_path / "r").resolve()) in proc.stdout
+    # Progress goes to stderr, the table to stdout.
+    assert "[1/2] first" in proc.stderr and "[2/2] sub__second" in proc.stderr
+    assert "jaxrun results" not in proc.stderr
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    assert doc["metadata"]["scripts_successful"] == 2
+
+
+def test_a_failing_script_makes_exit_1(jaxrun_cli, tmp_path: Path) -> None:
+    write(tmp_path / "s", "a_good.py", GOOD)
+    write(tmp_path / "s", "b_bad.py", FAIL)
+    proc = jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stdout
+    assert "script_error" in proc.stdout
+    assert "1/2 succeeded" in proc.stdout
+    assert "this script fails on purpose" in proc.stderr  # the one-line reason in the progress
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    assert [r["success"] for r in doc["script_results"]] == [True, False]
+    assert doc["metadata"]["complete"] is True
+
+
+def test_include_and_exclude_are_passed_through(jaxrun_cli, tmp_path: Path) -> None:
+    for rel in ("alpha.py", "beta.py", "sub/gamma.py", "other.py"):
+        write(tmp_path / "s", rel, GOOD)
+    proc = jaxrun_cli(
+        "run", tmp_path / "s", "--results-dir", tmp_path / "r",
+        "--include", "*a.py", "--exclude", "beta.py",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    assert [r["script_name"] for r in doc["script_results"]] == ["alpha", "sub__gamma"]
+
+
+def test_no_recursive_only_runs_the_top_folder(jaxrun_cli, tmp_path: Path) -> None:
+    write(tmp_path / "s", "top.py", GOOD)
+    write(tmp_path / "s", "sub/deep.py", GOOD)
+    proc = jaxrun_cli("run", tmp_path / "s", "--no-recursive", "--results-dir", tmp_path / "r")
+    assert proc.returncode == 0, proc.stderr
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    assert [r["script_name"] for r in doc["script_results"]] == ["top"]
+
+
+def test_seed_form_runs_the_folder_with_gpu_falling_back_to_cpu(jaxrun_cli, tmp_path: Path) -> None:
+    write(tmp_path / "pipeline", "a/model.py", GOOD)
+    write(tmp_path / "pipeline", "b/model.py", GOOD)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = jaxrun_cli(
+        "--output-dir", tmp_path / "pipeline", "--device", "gpu", "--recursive", "--verbose", cwd=work
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "[jaxrun]" in proc.stderr  # --verbose logs each step
+    out = work / "jaxrun_results"  # the default results folder, relative to the working dir
+    doc = load(out / "jax_execution_results.json")
+    assert doc["metadata"]["device_requested"] == "gpu"
+    assert doc["metadata"]["device_used"] == "cpu"
+    assert [r["script_name"] for r in doc["script_results"]] == ["a__model", "b__model"]
+    for result in doc["script_results"]:
+        assert result["success"] is True
+        assert result["device_requested"] == "gpu"
+        assert result["device_used"] == "cpu"
+        assert "gpu" in result["fallback_reason"]
+        assert [a["device"] for a in result["attempts"]] == ["gpu", "cpu"]
+        assert result["attempts"][0]["error_class"] == "device_unavailable"
+    assert "fallback from gpu" in proc.stdout
+
+
+def test_seed_form_translation() -> None:
+    assert translate_seed_form(["--output-dir", "D", "--device", "gpu", "--recursive"]) == [
+        "run", "D", "--device", "gpu", "--recursive",
+    ]
+    assert translate_seed_form(["--verbose", "--output-dir=D"]) == ["run", "D", "--verbose"]
+    # Subcommands, and a dangling option (left for the CLI to report), are untouched.
+    assert translate_seed_form(["run", "X", "--output-dir", "D"]) == ["run", "X", "--output-dir", "D"]
+    assert translate_seed_form(["--output-dir"]) == ["--output-dir"]
+    assert translate_seed_form([]) == []
+
+
+BROKEN_PROBE = """\
+import os, sys
+if "jaxrun.probe.devices_child" in sys.orig_argv:
+    os._exit(3)  # the device-facts child dies at once, as with a broken JAX install
+"""
+
+
+def test_a_broken_device_probe_does_not_stop_the_batch(jaxrun_cli, tmp_path: Path) -> None:
+    # A sitecustomize on PYTHONPATH kills only the device-facts child; the scripts still run.
+    write(tmp_path / "site", "sitecustomize.py", BROKEN_PROBE)
+    write(tmp_path / "s", "a.py", GOOD)
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "jax_device_info.json").write_text('{"from": "an earlier run"}')
+    proc = jaxrun_cli(
+        "run", tmp_path / "s", "--results-dir", out,
+        extra_env={"PYTHONPATH": str(tmp_path / "site"), "JAXRUN_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "device facts unavailable" in proc.stderr and "status 3" in proc.stderr
+    doc = load(out / "jax_execution_results.json")
+    assert doc["device_info"] is None
+    assert doc["script_results"][0]["success"] is True
+    assert doc["script_results"][0]["device_used"] == "cpu"
+    # No device facts this run, and the earlier run's file must not pass for this one's.
+    assert not (out / "jax_device_info.json").exists()
+
+    devices = jaxrun_cli(
+        "devices", extra_env={"PYTHONPATH": str(tmp_path / "site"), "JAXRUN_CACHE_DIR": str(tmp_path / "cache")}
+    )
+    assert devices.returncode == 1
+    assert devices.stderr.strip().splitlines() == ["jaxrun: the device probe exited with status 3: no output"]
+
+
+# --------------------------------------------------------------------------- interrupt
+
+
+SLEEPER = """\
+import os, pathlib, time
+import jax
+pathlib.Path(os.environ["SLEEPER_PID_FILE"]).write_text(str(os.getpid()))
+time.sleep(30)
+"""
+
+
+def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli_env, tmp_path: Path) -> None:
+    write(tmp_path / "s", "a_quick.py", GOOD)
+    write(tmp_path / "s", "b_sleeper.py", SLEEPER)
+    write(tmp_path / "s", "c_never.py", GOOD)
+    pid_file, out = tmp_path / "sleeper.pid", tmp_path / "r"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--results-dir", str(out)],
+        env=dict(cli_env, SLEEPER_PID_FILE=str(pid_file)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A Ctrl-C must reach Python's handler even if this test runs with SIGINT ignored
+        # (as background jobs of a non-interactive shell do).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the sleeping script never started"
+            time.sleep(0.05)
+        sleeper = psutil.Process(int(pid_file.read_text()))
+        assert sleeper.is_running()
+        assert (out / "logs" / "b_sleeper.stdout.log").exists()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    # The script's process is gone, reaped too (is_running() is True for a zombie, and checks the
+    # creation time, so a recycled pid does not count).
+    assert not sleeper.is_running()
+    doc = load(out / "jax_execution_results.json")
+    assert doc["metadata"]["complete"] is False
+    assert doc["metadata"]["finished_timestamp"] is None
+    assert [r["script_name"] for r in doc["script_results"]] == ["a_quick", "b_sleeper"]
+    assert doc["script_results"][0]["success"] is True
+    assert doc["script_results"][1]["error_class"] == "interrupted"
+    assert load(out / "script_results" / "b_sleeper_result.json")["error_class"] == "interrupted"
+    assert not (out / "script_results" / "c_never_result.json").exists()
+    assert "interrupted" in (out / "jax_execution_log.txt").read_text()
+
+
+# --------------------------------------------------------------------------- schema / devices / check
+
+
+def test_schema_prints_every_schema_as_valid_json_schema(schemas) -> None:
+    assert set(schemas) == set(SCHEMAS)
+    for name, schema in schemas.items():
+        Draft202012Validator.check_schema(schema)
+        assert "schema_version" in schema["properties"], name
+    # The field names DESIGN §6 fixes for tools and tests.
+    assert set(DESIGN_FIELDS) <= set(schemas["script_result"]["properties"])
+
+
+def test_schema_of_one_model(jaxrun_cli, schemas) -> None:
+    proc = jaxrun_cli("schema", "device_info")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == schemas["device_info"]
+
+
+def test_unknown_schema_lists_the_valid_names(jaxrun_cli) -> None:
+    assert_one_line_usage_error(jaxrun_cli("schema", "nope"), "'nope'", *SCHEMAS)
+
+
+def test_devices_json_is_valid_device_info(jaxrun_cli, schemas) -> None:
+    proc = jaxrun_cli("devices", "--json")
+    assert proc.returncode == 0, proc.stderr
+    facts = json.loads(proc.stdout)
+    Draft202012Validator(schemas["device_info"]).validate(facts)
+    info = DeviceInfo.model_validate(facts)
+    assert info.jax_available is True
+    assert info.jax_version == metadata.version("jax")
+    cpu, gpu = info.platforms["cpu"], info.platforms["gpu"]
+    assert cpu.available and cpu.backend == "cpu" and len(cpu.devices) >= 1
+    assert all(d.platform == "cpu" for d in cpu.devices)
+    assert gpu.available is False and gpu.devices == []
+    assert gpu.error  # unavailable, with the reason
+    assert info.default_backend == "cpu"
+
+
+def test_devices_table(jaxrun_cli) -> None:
+    proc = jaxrun_cli("devices")
+    assert proc.returncode == 0, proc.stderr
+    assert f"jax {metadata.version('jax')}" in proc.stdout
+    rows = {line.split()[1]: line for line in proc.stdout.splitlines() if line.split()[1:2] in (["cpu"], ["gpu"], ["tpu"])}
+    assert set(rows) == {"cpu", "gpu", "tpu"}
+    assert " yes " in rows["cpu"]
+    assert " no " in rows["gpu"] and " no " in rows["tpu"]
+
+
+def test_check_reports_jax_libraries_and_nvml(jaxrun_cli) -> None:
+    proc = jaxrun_cli("check")
+    assert proc.returncode == 0, proc.stderr
+    for item in ("jax", "jaxlib", "platform cpu", "optax", "flax", "equinox", "NVML"):
+        assert item in proc.stdout, item
+    assert metadata.version("optax") in proc.stdout
+    nvml_line = next(line for line in proc.stdout.splitlines() if "NVML" in line)
+    assert "not usable" in nvml_line  # no NVIDIA GPU on the test machine
+
+
+# --------------------------------------------------------------------------- the bundled examples
+
+
+@pytest.mark.slow
+def test_bundled_examples_run_and_every_result_file_validates(jaxrun_cli, schemas, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = jaxrun_cli("run", REPO_ROOT / "examples", "--results-dir", out, cwd=REPO_ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = {
+        "jax_execution_results.json": "execution_results",
+        "jax_performance_metrics.json": "performance_metrics",
+        "jax_device_info.json": "device_info",
+    }
+    for file_name, schema_name in files.items():
+        Draft202012Validator(schemas[schema_name]).validate(load(out / file_name))
+    assert (out / "jax_execution_log.txt").read_text().strip()
+    doc = load(out / "jax_execution_results.json")
+    names = [r["script_name"] for r in doc["script_results"]]
+    assert len(names) >= 3 and doc["metadata"]["complete"] is True
+    for name in names:
+        result_file = out / "script_results" / f"{name}_result.json"
+        Draft202012Validator(schemas["script_result"]).validate(load(result_file))
+        assert (out / "logs" / f"{name}.stdout.log").is_file()
+        assert (out / "logs" / f"{name}.stderr.log").is_file()
+    for result in doc["script_results"]:
+        assert result["success"] is True and result["device_used"] == "cpu"
+        assert result["compile_count"] >= 1  # real JAX programs compile
+        assert result["results"], f"{result['script_name']} recorded nothing with jaxrun.record"
