@@ -204,6 +204,98 @@ class PerformanceSummary(MappingModel):
     error_classes: dict[str, int] = {}
 
 
+class Statistics(MappingModel):
+    """Summary of one metric's samples (see :mod:`jaxrun.stats` for the methods)."""
+
+    n: int
+    mean: float | None
+    std: float | None
+    median: float | None
+    min: float | None
+    max: float | None
+    q1: float | None
+    q3: float | None
+    iqr: float | None
+    mad: float | None
+    ci_low: float | None = Field(None, description="Lower bound of the CI of the median")
+    ci_high: float | None = None
+    ci_coverage: float | None = Field(None, description="Actual coverage of [ci_low, ci_high]")
+    cv: float | None = Field(None, description="Coefficient of variation, std / mean")
+    outliers_tukey: list[int] = []
+    outliers_modified_z: list[int] = []
+    warnings: list[str] = []
+
+
+# Metrics kept for every benchmark run; compare / history / stats use these names.
+SAMPLE_METRICS: tuple[str, ...] = ("wall_time", "body_time", "compile_time", "steady_time", "memory_peak")
+
+
+class RunSample(MappingModel):
+    """One process run of a benchmarked script (a warm-up or a counted run)."""
+
+    index: int
+    warmup: bool
+    success: bool
+    error_class: ErrorClass | None = None
+    wall_time: float | None = Field(None, description="Seconds, whole process")
+    body_time: float | None = Field(None, description="Seconds, script body")
+    compile_time: float | None = Field(None, description="Seconds of trace+lower+compile")
+    steady_time: float | None = Field(None, description="Seconds, body minus compile")
+    memory_peak: float | None = Field(None, description="MB, peak RSS of the process tree")
+
+
+class WarmCall(MappingModel):
+    index: int
+    seconds: float
+    compile_time: float = Field(0.0, description="Seconds of JIT work during this call")
+
+
+class WarmSummary(MappingModel):
+    """``--warm``: the script's entry function called repeatedly in one process."""
+
+    entry: str
+    calls: list[WarmCall] = []
+    first_call: float | None = None
+    steady: Statistics | None = Field(None, description="Calls after the first")
+    compile_first_call_overhead_ratio: float | None = Field(
+        None, description="compile+first-call overhead ratio: first call / median steady call"
+    )
+
+
+class ScriptBenchmark(MappingModel):
+    script_name: str
+    script_path: str
+    device_requested: str
+    device_used: str | None
+    fallback_reason: str | None = None
+    benchmark_runs: int
+    warmup_runs: int
+    runs_completed: int
+    samples: list[RunSample] = []
+    warmups: list[RunSample] = []
+    statistics: dict[str, Statistics] = Field({}, description="Per metric in SAMPLE_METRICS")
+    mean_execution_time: float | None = None
+    std_execution_time: float | None = None
+    performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
+    warm: WarmSummary | None = None
+    warnings: list[str] = []
+
+
+class DeviceSpeedup(MappingModel):
+    """``--device cpu,gpu``: one script's speed on each device relative to the first device."""
+
+    script_name: str
+    baseline_device: str
+    device: str
+    device_used: str | None
+    metric: str
+    speedup: float | None = Field(None, description="baseline median / this device's median")
+    ci_low: float | None = None
+    ci_high: float | None = None
+    real_comparison: bool
+    note: str | None = None
+
+
 class BenchmarkingSection(MappingModel):
     """Filled by process benchmarking (``--benchmark-runs``); disabled otherwise."""
 
@@ -211,7 +303,89 @@ class BenchmarkingSection(MappingModel):
     benchmark_runs: int = 0
     warmup_runs: int = 0
     runs_completed: int = 0
-    scripts: dict[str, Any] = {}
+    mean_execution_time: float | None = None
+    std_execution_time: float | None = None
+    performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
+    benchmarks: list[ScriptBenchmark] = []
+    device_comparison: list[DeviceSpeedup] = []
+
+
+class BenchmarkResults(BenchmarkingSection):
+    """The content of ``jax_benchmark_results.json``."""
+
+    schema_version: int = SCHEMA_VERSION
+    generated_at: str
+    host: str
+    jaxrun_version: str
+    jax_version: str | None
+
+
+# --- compare and history --------------------------------------------------------------------------
+
+
+Verdict = Literal["faster", "slower", "no significant change", "not comparable"]
+
+
+class ScriptComparison(MappingModel):
+    script_name: str
+    device: str | None
+    metric: str
+    base_n: int
+    new_n: int
+    base_median: float | None
+    new_median: float | None
+    ratio: float | None = Field(None, description="new median / base median (> 1 is slower)")
+    ratio_ci_low: float | None = None
+    ratio_ci_high: float | None = None
+    p_value: float | None = Field(None, description="Two-sided Mann-Whitney U; null without raw samples")
+    verdict: Verdict
+    note: str | None = None
+
+
+class ComparisonReport(MappingModel):
+    schema_version: int = SCHEMA_VERSION
+    base: str
+    new: str
+    metric: str
+    alpha: float
+    min_effect: float
+    scripts: list[ScriptComparison] = []
+    only_in_base: list[str] = []
+    only_in_new: list[str] = []
+    geometric_mean_ratio: float | None = None
+    regressions: list[str] = []
+    improvements: list[str] = []
+
+
+class HistoryRun(MappingModel):
+    """One benchmarked run of one script, as stored in the history database."""
+
+    id: int | None = None
+    recorded_at: str
+    script_name: str
+    script_path: str
+    content_hash: str
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    host: str
+    device_requested: str
+    device_used: str | None
+    jax_version: str | None = None
+    jaxlib_version: str | None = None
+    jaxrun_version: str
+    samples: list[RunSample] = []
+    median_wall_time: float | None = None
+
+
+class RegressionCheck(MappingModel):
+    script_path: str
+    device: str | None
+    host: str
+    metric: str
+    newest_run_id: int
+    previous_runs: int = Field(description="Earlier comparable runs pooled as the baseline")
+    comparison: ScriptComparison | None = None
+    regression: bool
 
 
 class BatchResult(MappingModel):

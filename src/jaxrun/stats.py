@@ -16,32 +16,12 @@ import math
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from .models import Statistics
 
 CV_WARN = 0.05
 TOO_FAST_SECONDS = 1e-3
 MODIFIED_Z_LIMIT = 3.5
 _BOOTSTRAP_RESAMPLES = 4000
-
-
-class Statistics(BaseModel):
-    n: int
-    mean: float | None
-    std: float | None
-    median: float | None
-    min: float | None
-    max: float | None
-    q1: float | None
-    q3: float | None
-    iqr: float | None
-    mad: float | None
-    ci_low: float | None
-    ci_high: float | None
-    ci_coverage: float | None
-    cv: float | None
-    outliers_tukey: list[int] = []
-    outliers_modified_z: list[int] = []
-    warnings: list[str] = []
 
 
 def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
@@ -180,3 +160,32 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     if not positive:
         return None
     return float(math.exp(sum(math.log(v) for v in positive) / len(positive)))
+
+
+def verdict(
+    base: Sequence[float],
+    new: Sequence[float],
+    *,
+    alpha: float = 0.01,
+    min_effect: float = 0.05,
+    seed: int = 0,
+) -> tuple[str, float | None, float | None, float | None, float | None]:
+    """Judge ``new`` against ``base`` (lower is better, as for times).
+
+    Returns ``(verdict, ratio, ratio_ci_low, ratio_ci_high, p_value)`` where ratio is
+    median(new) / median(base). "slower" needs both p < alpha (two-sided Mann-Whitney U) and
+    ratio >= 1 + min_effect; "faster" needs p < alpha and ratio <= 1 - min_effect. Unequal sample
+    sizes are fine: the rank test accounts for them (unlike a t-test on means). With fewer than
+    2 samples on a side there is no test, and the verdict is "not comparable".
+    """
+    ratio, low, high = ratio_of_medians_ci(new, base, seed=seed)
+    if ratio is None:
+        return "not comparable", None, None, None, None
+    if len(base) < 2 or len(new) < 2:
+        return "not comparable", ratio, low, high, None
+    p = mann_whitney_p(base, new)
+    if p is not None and p < alpha and ratio >= 1 + min_effect:
+        return "slower", ratio, low, high, p
+    if p is not None and p < alpha and ratio <= 1 - min_effect:
+        return "faster", ratio, low, high, p
+    return "no significant change", ratio, low, high, p
