@@ -350,7 +350,10 @@ def test_no_jax_scripts_is_a_usage_error(tmp_path: Path, isolated_cache: Path) -
         ({"timeout": 0}, UsageError, "timeout must be > 0"),
         ({"jobs": 2}, UsageError, "jobs=2"),
         ({"retries": -1}, UsageError, "retries must be a whole number"),
-        ({"benchmark_runs": 3}, UsageError, "benchmark_runs"),
+        ({"benchmark_runs": -1}, UsageError, "benchmark_runs must be a whole number"),
+        ({"warmup_runs": 2}, UsageError, "warmup_runs needs benchmark_runs"),
+        ({"device": "cpu,xpu"}, InvalidDeviceError, "unknown device 'xpu'"),
+        ({"benchmark_runs": 2, "history": "/dev/null/h.sqlite"}, UsageError, "history"),
     ],
 )
 def test_bad_options_raise_before_anything_runs(tmp_path: Path, options, error, message) -> None:

@@ -12,7 +12,7 @@ from .cli import main
 
 
 def translate_seed_form(argv: list[str]) -> list[str]:
-    if not argv or argv[0] in ("run", "devices", "check", "schema"):
+    if not argv or argv[0] in ("run", "devices", "check", "schema", "compare", "history"):
         return argv
     # `--output-dir=DIR` is the same option as `--output-dir DIR` (as for every click option).
     rest = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--output-dir=") else [arg])]

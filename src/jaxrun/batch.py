@@ -26,8 +26,10 @@ from .config import (
 from .devices import get_jax_device_info, resolve_device
 from .discovery import find_jax_scripts, unique_names
 from .errors import DeviceProbeError, UsageError
-from .execute import RunInterrupted, execute_jax_script, now_iso
-from .models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
+from .history import HistoryStore, default_history_path, history_run_from_benchmark
+from .execute import DEFAULT_WARM_CALLS, RunInterrupted, execute_jax_script, now_iso
+from .benchmark import benchmarking_section
+from .models import BatchMetadata, BatchResult, BenchmarkingSection, BenchmarkResults, DeviceInfo, ScriptResult
 from .summary import performance_metrics, performance_summary
 
 logger = logging.getLogger("jaxrun")
@@ -52,6 +54,15 @@ class RunLog:
 
     def close(self) -> None:
         self._handle.close()
+
+
+def parse_devices(device: str | Iterable[str]) -> list[str]:
+    """``"cpu,gpu"`` or ``["cpu", "gpu"]`` -> validated names in order, without repeats."""
+    items = device.split(",") if isinstance(device, str) else list(device)
+    names = [validate_device(item) for item in items if str(item).strip()]
+    if not names:
+        raise UsageError("no device given: choose one or more of auto, cpu, gpu, tpu (comma-separated)")
+    return list(dict.fromkeys(names))
 
 
 def _as_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -91,8 +102,31 @@ def _clear_previous_run(results_dir: Path) -> None:
 
 
 class _BatchWriter:
-    def __init__(self, results_dir: Path, meta: BatchMetadata, info: DeviceInfo | None) -> None:
+    def __init__(
+        self,
+        results_dir: Path,
+        meta: BatchMetadata,
+        info: DeviceInfo | None,
+        benchmark_runs: int,
+        warmup_runs: int,
+        devices: list[str],
+    ) -> None:
         self.results_dir, self.meta, self.info = results_dir, meta, info
+        self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, devices
+
+    def _benchmarking(self, results: list[ScriptResult]) -> BenchmarkingSection:
+        if not self.benchmark_runs:
+            return BenchmarkingSection()
+        benchmarks = [r.benchmark for r in results if r.benchmark is not None]
+        fields = benchmarking_section(benchmarks, self.benchmark_runs, self.warmup_runs, self.devices)
+        resultfiles.write_model(
+            self.results_dir / resultfiles.BENCHMARK_RESULTS,
+            BenchmarkResults(
+                generated_at=now_iso(), host=self.meta.host, jaxrun_version=__version__,
+                jax_version=self.meta.jax_version, **fields,
+            ),
+        )
+        return BenchmarkingSection(**fields)
 
     def write(self, results: list[ScriptResult], complete: bool) -> BatchResult:
         used = sorted({r.device_used for r in results if r.device_used})
@@ -111,17 +145,32 @@ class _BatchWriter:
             device_info=self.info,
             performance_summary=performance_summary(results),
             script_results=results,
+            benchmarking=self._benchmarking(results),
         )
         resultfiles.write_model(self.results_dir / resultfiles.EXECUTION_RESULTS, batch)
         resultfiles.write_model(self.results_dir / resultfiles.PERFORMANCE_METRICS, performance_metrics(results))
         return batch
 
 
+def _record_history(store: HistoryStore, result: ScriptResult, info: DeviceInfo | None) -> ScriptResult:
+    """Store the benchmark and judge it against earlier comparable runs of the same script."""
+    bench = result.benchmark
+    assert bench is not None
+    run = history_run_from_benchmark(
+        bench,
+        jax_version=info.jax_version if info else None,
+        jaxlib_version=info.jaxlib_version if info else None,
+    )
+    run_id = store.record(run)
+    check = store.check_regression(run_id)
+    return result.model_copy(update={"benchmark": bench.model_copy(update={"history_run_id": run_id, "history_check": check})})
+
+
 def run_jax_scripts(
     pipeline_output_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     recursive_search: bool = True,
     *,
-    device: str = "auto",
+    device: str | Iterable[str] = "auto",
     timeout: float | None = 300,
     verbose: bool = False,
     results_dir: str | os.PathLike[str] | None = None,
@@ -136,6 +185,9 @@ def run_jax_scripts(
     warmup_runs: int = 0,
     enable_profiling: bool = False,
     env: Mapping[str, str] | None = None,
+    entry: str | None = None,
+    warm_calls: int = DEFAULT_WARM_CALLS,
+    history: str | os.PathLike[str] | bool | None = None,
     on_start: OnStart | None = None,
     on_result: OnResult | None = None,
 ) -> bool | BatchResult:
@@ -145,15 +197,23 @@ def run_jax_scripts(
     ``return_detailed_results=True``). A failing script never stops the batch. Result files are
     written to ``results_dir`` (default ``./jaxrun_results``) after every script; files of a
     previous batch in that folder (``script_results/``, ``logs/``, ``outputs/``) are replaced.
+
+    ``device`` may list several devices (``"cpu,gpu"``): each script then runs on each, its files
+    are named ``<name>@<device>``, and with ``benchmark_runs`` the benchmarking section reports
+    each device's speed-up over the first. ``benchmark_runs`` / ``warmup_runs`` / ``entry`` are
+    passed to :func:`execute_jax_script` (see there). Benchmarked scripts are stored in the
+    history database (``history``: a path; None for ``$JAXRUN_HISTORY`` or
+    ``./.jaxrun/history.sqlite``; False to keep no history) and checked for regressions there.
     """
-    device = validate_device(device)
+    devices = parse_devices(device)
+    device = ",".join(devices)
     timeout = validate_timeout(timeout)
     validate_non_negative("retries", retries)
     if validate_non_negative("jobs", jobs) != 1:
         raise UsageError(f"jobs={jobs}: parallel jobs are not available yet in this version; use jobs=1")
-    for option, value in (("benchmark_runs", benchmark_runs), ("warmup_runs", warmup_runs)):
-        if validate_non_negative(option, value):
-            raise UsageError(f"{option} is not available yet in this version of jaxrun; leave it at 0")
+    validate_non_negative("benchmark_runs", benchmark_runs)
+    if validate_non_negative("warmup_runs", warmup_runs) and not benchmark_runs:
+        raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
     if enable_profiling:
         raise UsageError("enable_profiling is not available yet in this version of jaxrun")
     if verbose:
@@ -170,6 +230,11 @@ def run_jax_scripts(
             "equinox or pymdp (pass a .py file directly to run it anyway)"
         )
 
+    # Open the history before running anything: a bad --history is a usage error, not a late crash.
+    store = None
+    if benchmark_runs and history is not False:
+        store = HistoryStore(default_history_path() if history in (None, True) else Path(history))  # type: ignore[arg-type]
+
     out = Path(results_dir if results_dir is not None else DEFAULT_RESULTS_DIR).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -182,9 +247,15 @@ def run_jax_scripts(
     except DeviceProbeError as exc:
         info = None
         logger.warning("device facts unavailable: %s", exc)
-    planned, missing = resolve_device(device, info) if info is not None else (None, None)
-    if planned is None and fallback and info is not None and info.platforms.get("cpu"):
-        planned = "cpu"  # the requested accelerator is absent; every script will fall back
+    plans, missing_reasons = [], []
+    for name in devices:
+        planned, missing = resolve_device(name, info) if info is not None else (None, None)
+        if planned is None and fallback and info is not None and info.platforms.get("cpu"):
+            planned = "cpu"  # the requested accelerator is absent; its scripts will fall back
+        plans.append(planned or "none")
+        if missing:
+            missing_reasons.append(missing + ("; falling back to cpu" if planned == "cpu" else ""))
+    planned = ",".join(plans)
     if info is not None:
         resultfiles.write_model(out / resultfiles.DEVICE_INFO, info)
 
@@ -203,40 +274,52 @@ def run_jax_scripts(
         host=socket.gethostname(),
         python_version=platform_module.python_version(),
     )
-    writer = _BatchWriter(out, meta, info)
+    writer = _BatchWriter(out, meta, info, benchmark_runs, warmup_runs, devices)
     log = RunLog(out / resultfiles.EXECUTION_LOG)
     log.write(f"jaxrun {__version__}: {len(scripts)} script(s), device={device}, running on {planned}")
-    if missing:
-        log.write(f"{missing}" + ("; falling back to cpu" if planned == "cpu" else ""))
+    for reason in missing_reasons:
+        log.write(reason)
+    if benchmark_runs:
+        log.write(f"benchmarking: {warmup_runs} warm-up + {benchmark_runs} counted process runs per script")
+    jobs_list = [(script, name, dev) for script, name in scripts for dev in devices]
+    total = len(jobs_list)
     results: list[ScriptResult] = []
     writer.write(results, complete=False)
     try:
-        for index, (script, name) in enumerate(scripts, start=1):
-            log.write(f"[{index}/{len(scripts)}] start {name} ({script})")
+        for index, (script, name, dev) in enumerate(jobs_list, start=1):
+            file_name = name if len(devices) == 1 else f"{name}@{dev}"
+            log.write(f"[{index}/{total}] start {file_name} ({script})")
             if on_start:
-                on_start(index, len(scripts), name)
+                on_start(index, total, file_name)
             try:
                 result = execute_jax_script(
-                    script, device, timeout=timeout, results_dir=out, retries=retries,
+                    script, dev, timeout=timeout, results_dir=out, retries=retries,
                     fallback=fallback, debug_nans=debug_nans, env=env, name=name, verbose=verbose,
+                    benchmark_runs=benchmark_runs, warmup_runs=warmup_runs, entry=entry,
+                    warm_calls=warm_calls, file_name=file_name,
                 )
             except RunInterrupted as stop:
                 results.append(stop.result)
                 raise
+            if store is not None and result.benchmark is not None and result.benchmark.runs_completed:
+                result = _record_history(store, result, info)
             results.append(result)
             writer.write(results, complete=False)
             state = "ok" if result.success else f"FAILED {result.error_class}: {result.error_message}"
             log.write(
-                f"[{index}/{len(scripts)}] {name} on {result.device_used}: {state} "
+                f"[{index}/{total}] {file_name} on {result.device_used}: {state} "
                 f"({result.execution_time or 0:.2f} s)"
             )
             if on_result:
-                on_result(index, len(scripts), result)
+                on_result(index, total, result)
     except KeyboardInterrupt:
-        log.write(f"interrupted after {len(results)} of {len(scripts)} script(s)")
+        log.write(f"interrupted after {len(results)} of {total} run(s)")
         writer.write(results, complete=False)
         log.close()
         raise
+    finally:
+        if store is not None:
+            store.close()
     batch = writer.write(results, complete=True)
     log.write(f"done: {batch.metadata.scripts_successful}/{len(results)} succeeded")
     log.close()

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
+from .cli_tables import fmt
 from .errors import JAXExecutionError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -39,34 +40,10 @@ def fail_usage(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _summary_table(results: list) -> Table:
-    table = Table(title="jaxrun results", title_justify="left")
-    for column, justify in (
-        ("script", "left"), ("status", "left"), ("device", "left"), ("time s", "right"),
-        ("body s", "right"), ("jit s", "right"), ("compiles", "right"), ("peak RSS MB", "right"),
-    ):
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for r in results:
-        status = "[green]ok[/green]" if r.success else f"[red]{r.error_class}[/red]"
-        device = r.device_used or "-"
-        if r.fallback_reason:
-            device += f" (fallback from {r.device_requested})"
-        table.add_row(
-            Text(r.script_name), status, Text(device), _fmt(r.execution_time), _fmt(r.body_time),
-            _fmt(r.jit_compile_time), "-" if r.compile_count is None else str(r.compile_count),
-            _fmt(r.memory_peak, 0),
-        )
-    return table
-
-
 @app.command()
 def run(
     paths: List[Path] = typer.Argument(..., help="Folders of JAX scripts, or .py files."),
-    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, gpu or tpu."),
+    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, gpu or tpu; a list (cpu,gpu) runs each script on each."),
     timeout: Optional[float] = typer.Option(300.0, help="Seconds per script before it is stopped."),
     recursive: bool = typer.Option(True, "--recursive/--no-recursive", help="Search sub-folders."),
     include: Optional[List[str]] = typer.Option(None, help="Only scripts matching this glob (repeatable)."),
@@ -76,14 +53,23 @@ def run(
     retries: int = typer.Option(0, help="Retries of transient failures (missing device, accelerator OOM)."),
     no_fallback: bool = typer.Option(False, "--no-fallback", help="Do not re-run failed accelerator scripts on CPU."),
     debug_nans: bool = typer.Option(False, "--debug-nans", help="Run with jax_debug_nans: a NaN is an error."),
+    benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
+    warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),
+    warm: bool = typer.Option(False, "--warm", help="Call the script's main() repeatedly in one process."),
+    warm_calls: int = typer.Option(10, "--warm-calls", help="Calls of main() per process in --warm mode."),
+    history: Optional[Path] = typer.Option(None, "--history", envvar="JAXRUN_HISTORY", help="History database (default ./.jaxrun/history.sqlite)."),
+    no_history: bool = typer.Option(False, "--no-history", help="Do not store benchmarks in the history."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each attempt."),
 ) -> None:
-    """Run every JAX script under PATHS, each in its own process, and write the results folder."""
-    from .batch import run_jax_scripts
-    from .config import validate_device
+    """Run every JAX script under PATHS, each in its own process, and write the results folder.
+
+    Exit status: 0 all succeeded, 1 a script failed or the history flags a regression, 2 bad
+    usage, 130 interrupted.
+    """
+    from .batch import parse_devices, run_jax_scripts
 
     try:
-        validate_device(device)
+        parse_devices(device)
         for path in paths:
             if not path.exists():
                 raise fail_usage(f"no such file or folder: {str(path)!r} — pass a folder of JAX scripts or a .py file")
@@ -95,7 +81,7 @@ def run(
 
     def on_result(index: int, total: int, result) -> None:  # type: ignore[no-untyped-def]
         if result.success:
-            err.print(f"  [green]ok[/green] {result.device_used}, {_fmt(result.execution_time)} s")
+            err.print(f"  [green]ok[/green] {result.device_used}, {fmt(result.execution_time)} s")
         else:
             err.print(f"  [red]{result.error_class}[/red]: ", end="")
             err.print(result.error_message or "", markup=False)
@@ -105,6 +91,9 @@ def run(
             paths, recursive, device=device, timeout=timeout, verbose=verbose, results_dir=results_dir,
             jobs=jobs, return_detailed_results=True, include=include or None, exclude=exclude or None,
             retries=retries, fallback=not no_fallback, debug_nans=debug_nans,
+            benchmark_runs=benchmark_runs, warmup_runs=warmup_runs,
+            entry="main" if warm else None, warm_calls=warm_calls,
+            history=False if no_history else history,
             on_start=None if verbose else on_start, on_result=on_result,
         )
     except KeyboardInterrupt:
@@ -113,13 +102,37 @@ def run(
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     assert not isinstance(batch, bool)
-    out.print(_summary_table(batch.script_results))
+    raise typer.Exit(_report_run(batch))
+
+
+def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
+    """Print the run's tables and return its exit status."""
+    from .cli_tables import benchmark_table, speedup_table, summary_table, warm_table
+
+    out.print(summary_table(batch.script_results))
+    bench = batch.benchmarking
+    if bench.enabled and bench.benchmarks:
+        out.print(benchmark_table(bench.benchmarks))
+        for b in bench.benchmarks:
+            for warning in b.warnings:
+                err.print(f"warning: {b.script_name}: {warning}", markup=False)
+    warm_rows = [(r.script_name, r.benchmark.warm if r.benchmark and r.benchmark.warm else r.warm) for r in batch.script_results]
+    warm_rows = [(name, w) for name, w in warm_rows if w is not None]
+    if warm_rows:
+        out.print(warm_table(warm_rows))
+    if bench.device_comparison:
+        out.print(speedup_table(bench.device_comparison))
+    regressions = [
+        b.script_name for b in bench.benchmarks if b.history_check is not None and b.history_check.regression
+    ]
     meta = batch.metadata
     out.print(
         f"{meta.scripts_successful}/{meta.scripts_executed} succeeded; results in {meta.results_dir}",
         markup=False,
     )
-    raise typer.Exit(EXIT_OK if batch.success else EXIT_FAILED)
+    if regressions:
+        err.print(f"jaxrun: regression against history: {', '.join(regressions)}", markup=False)
+    return EXIT_OK if batch.success and not regressions else EXIT_FAILED
 
 
 @app.command()
@@ -203,6 +216,16 @@ def schema(model: Optional[str] = typer.Argument(None, help="One of the result f
     else:
         raise fail_usage(f"unknown schema {model!r}: choose one of {', '.join(SCHEMAS)}")
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
+def _register_analysis_commands() -> None:
+    from .cli_history import compare, history
+
+    app.command()(compare)
+    app.command()(history)
+
+
+_register_analysis_commands()
 
 
 def main(argv: list[str] | None = None) -> int:

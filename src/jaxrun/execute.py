@@ -1,168 +1,37 @@
-"""Run one script through the probe, with retries and CPU fallback, and describe what happened.
+"""``execute_jax_script``: run one script once, or benchmark it over repeated process runs.
 
-Attempts follow DESIGN §5: a requested platform that the device facts say is absent is
-``device_unavailable`` before anything is launched; transient failures (a missing device, an
-accelerator out-of-memory) are retried with backoff on the same device, then fall back to CPU
-unless ``fallback=False``. Every attempt is kept in the result.
+Validation of the caller's options happens here, before anything is launched; the runs
+themselves are made by :mod:`jaxrun.runner` and the samples aggregated by :mod:`jaxrun.benchmark`.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import shutil
 import tempfile
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
 from . import resultfiles
-from .classify import Classification, classification, classify
-from .config import (
-    JAX_PLATFORMS_VALUE,
-    log_cap_bytes,
-    validate_device,
-    validate_non_negative,
-    validate_timeout,
-)
-from .devices import get_jax_device_info, resolve_device
-from .errors import DeviceProbeError, ScriptFailedError, ScriptNotFoundError, UsageError
-from .launch import Interrupted, LaunchOutcome, launch, probe_command
-from .models import Attempt, DeviceInfo, ScriptResult
-from .outcome import compile_totals, device_memory, memory_peak_mb, read_probe_report
-from .policies import backoff_seconds, next_action
+from .benchmark import sample_from_result, script_benchmark, warm_summary
+from .config import validate_device, validate_non_negative, validate_timeout
+from .errors import ScriptFailedError, ScriptNotFoundError, UsageError
+from .models import RunSample, ScriptResult, WarmCall
+from .runner import RunInterrupted, RunSpec, now_iso, run_script
 
-logger = logging.getLogger("jaxrun")
+DEFAULT_WARM_CALLS = 10
 
-_STDERR_TAIL_BYTES = 64 * 1024
-_SRC_ROOT = str(Path(__file__).resolve().parents[1])
+__all__ = ["execute_jax_script", "RunInterrupted", "now_iso", "DEFAULT_WARM_CALLS"]
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped the script; its (interrupted) result was saved and travels with this."""
-
-    def __init__(self, result: ScriptResult) -> None:
-        super().__init__()
-        self.result = result
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def child_env(
-    platform: str,
-    device_info: DeviceInfo | None,
-    *,
-    output_dir: Path,
-    events_path: Path,
-    debug_nans: bool,
-    user_env: Mapping[str, str] | None,
-) -> dict[str, str]:
-    """The script's environment: the user's, plus what selects the device and opens the channel."""
-    env = dict(os.environ)
-    env.update(user_env or {})
-    backend = None
-    if device_info is not None and platform in device_info.platforms:
-        backend = device_info.platforms[platform].backend
-    env["JAX_PLATFORMS"] = backend or JAX_PLATFORMS_VALUE[platform]
-    if platform == "gpu":
-        # Several scripts (and jaxrun's own probes) may share the GPU: grab memory as needed.
-        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if debug_nans:
-        env["JAX_DEBUG_NANS"] = "True"
-    env["JAXRUN_OUTPUT_DIR"] = str(output_dir)
-    env["JAXRUN_EVENTS_FILE"] = str(events_path)
-    env["PYTHONUNBUFFERED"] = "1"
-    # The probe must be importable even when jaxrun runs from a source tree.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC_ROOT, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def _stderr_tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _STDERR_TAIL_BYTES))
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _list_outputs(output_dir: Path) -> list[str]:
-    """Files the script wrote to JAXRUN_OUTPUT_DIR; an empty folder is removed, not left behind."""
-    if not output_dir.is_dir():
-        return []
-    files = sorted(str(p.relative_to(output_dir)) for p in output_dir.rglob("*") if p.is_file())
-    if not files and not any(output_dir.iterdir()):
-        output_dir.rmdir()
-    return files
-
-
-def _keep_attempt_logs(stdout_log: Path, stderr_log: Path, number: int) -> None:
-    """Before a new attempt overwrites the logs, keep the previous attempt's under its number."""
-    for log in (stdout_log, stderr_log):
-        if log.exists():
-            # `<name>.stdout.log`: the name itself may hold dots (`v1.2__model`), so split from the right.
-            stem, stream, ext = log.name.rsplit(".", 2)
-            log.rename(log.with_name(f"{stem}.attempt{number}.{stream}.{ext}"))
-
-
-class _Run:
-    """One launch and everything learnt from it."""
-
-    def __init__(self, outcome: LaunchOutcome | None, failure: Classification | None) -> None:
-        self.outcome = outcome
-        self.failure = failure
-        self.report = read_probe_report(outcome.events if outcome else [])
-
-
-def _launch_once(
-    script: Path,
-    platform: str,
-    info: DeviceInfo | None,
-    *,
-    timeout: float | None,
-    stdout_log: Path,
-    stderr_log: Path,
-    output_dir: Path,
-    debug_nans: bool,
-    user_env: Mapping[str, str] | None,
-    args: list[str] | None,
-) -> _Run:
-    output_dir.mkdir(parents=True, exist_ok=True)
-    stdout_log.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="jaxrun-events-") as tmp:
-        events_path = Path(tmp) / "events.jsonl"
-        env = child_env(
-            platform, info, output_dir=output_dir, events_path=events_path,
-            debug_nans=debug_nans, user_env=user_env,
+def _validate_entry(entry: str | None, warm_calls: int) -> None:
+    if entry is None:
+        return
+    if not isinstance(entry, str) or not entry.isidentifier():
+        raise UsageError(f"entry must be the name of a function in the script (like 'main'), got {entry!r}")
+    if not isinstance(warm_calls, int) or isinstance(warm_calls, bool) or warm_calls < 2:
+        raise UsageError(
+            f"warm_calls must be at least 2 (one first call, then steady-state calls), got {warm_calls!r}"
         )
-        try:
-            outcome = launch(
-                probe_command(script, events_path, args),
-                cwd=script.parent,
-                env=env,
-                stdout_log=stdout_log,
-                stderr_log=stderr_log,
-                events_path=events_path,
-                timeout=timeout,
-                log_cap=log_cap_bytes(),
-            )
-        except Interrupted as stop:
-            outcome = stop.outcome
-    failure = classify(
-        events=outcome.events,
-        exit_code=outcome.exit_code,
-        signal=outcome.signal,
-        timed_out=outcome.timed_out,
-        interrupted=outcome.interrupted,
-        timeout=timeout,
-        stderr_tail=_stderr_tail(stderr_log),
-    )
-    return _Run(outcome, failure)
 
 
 def execute_jax_script(
@@ -182,6 +51,9 @@ def execute_jax_script(
     name: str | None = None,
     args: list[str] | None = None,
     raise_on_error: bool = False,
+    entry: str | None = None,
+    warm_calls: int = DEFAULT_WARM_CALLS,
+    file_name: str | None = None,
 ) -> ScriptResult:
     """Run one JAX script in its own process and return what happened.
 
@@ -190,6 +62,13 @@ def execute_jax_script(
     to ``results_dir/logs/<name>.stdout.log`` / ``.stderr.log``. With ``results_dir=None`` a new
     temporary folder holds them. A failing script returns a result with ``success=False``; only
     ``raise_on_error=True`` turns that into :class:`ScriptFailedError`.
+
+    ``benchmark_runs=N, warmup_runs=W`` run the script W+N times, each as a new process; the
+    result is the last run's, with every run's samples and their statistics in ``.benchmark``.
+    ``entry="main"`` is warm mode: the module is loaded without its ``__main__`` block and
+    ``main()`` is called ``warm_calls`` times in one process, each call ended with
+    ``jax.block_until_ready``; the first call (with compilation) and the steady-state calls are
+    reported apart in ``.warm``.
     """
     script = Path(script_path).expanduser()
     if not script.is_file():
@@ -198,164 +77,66 @@ def execute_jax_script(
     requested = validate_device(device)
     timeout = validate_timeout(timeout)
     retries = validate_non_negative("retries", retries)
-    for option, value in (("benchmark_runs", benchmark_runs), ("warmup_runs", warmup_runs)):
-        if validate_non_negative(option, value):
-            raise UsageError(f"{option} is not available yet in this version of jaxrun; leave it at 0")
+    benchmark_runs = validate_non_negative("benchmark_runs", benchmark_runs)
+    warmup_runs = validate_non_negative("warmup_runs", warmup_runs)
+    if warmup_runs and not benchmark_runs:
+        raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
+    _validate_entry(entry, warm_calls)
     if enable_profiling:
         raise UsageError("enable_profiling is not available yet in this version of jaxrun")
     name = name or script.stem
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
-    stdout_log = base / resultfiles.LOGS_DIR / f"{name}.stdout.log"
-    stderr_log = base / resultfiles.LOGS_DIR / f"{name}.stderr.log"
-    output_dir = base / resultfiles.OUTPUTS_DIR / name
-    if output_dir.exists():
-        shutil.rmtree(output_dir)  # outputs of an earlier run must not pass for this run's
-
-    started_at = now_iso()
-    try:
-        info: DeviceInfo | None = get_jax_device_info()
-    except DeviceProbeError:
-        info = None  # the script still runs; if it needs JAX it fails with the real reason
-
-    attempts: list[Attempt] = []
-    fallback_reason: str | None = None
-    retries_left = retries
-    target = requested
-    run = _Run(None, None)
-    platform: str | None = None
-    user_interrupted = False
-    while True:
-        number = len(attempts) + 1
-        attempt_started = now_iso()
-        if info is None:
-            platform, missing = ("cpu" if target in ("auto", "cpu") else None), "device facts unavailable"
-        else:
-            platform, missing = resolve_device(target, info)
-        if platform is None:
-            run = _Run(None, classification("device_unavailable", missing or f"{target} is not available"))
-        else:
-            if number > 1:
-                _keep_attempt_logs(stdout_log, stderr_log, number - 1)
-            run = _launch_once(
-                script, platform, info, timeout=timeout, stdout_log=stdout_log, stderr_log=stderr_log,
-                output_dir=output_dir, debug_nans=debug_nans, user_env=env, args=args,
-            )
-        failure = run.failure
-        outcome = run.outcome
-        attempts.append(
-            Attempt(
-                number=number,
-                device=platform or target,
-                success=failure is None,
-                error_class=failure.error_class if failure else None,
-                error_message=failure.message if failure else None,
-                exit_code=outcome.exit_code if outcome else None,
-                signal=outcome.signal if outcome else None,
-                execution_time=outcome.wall_time if outcome else None,
-                started_at=attempt_started,
-            )
-        )
-        if verbose:
-            state = "ok" if failure is None else f"{failure.error_class}: {failure.message}"
-            logger.info("%s attempt %d on %s: %s", name, number, platform or target, state)
-        action = next_action(
-            failure.error_class if failure else None,
-            platform or target,
-            retries_left=retries_left,
-            fallback=fallback,
-            launched=outcome is not None,
-        )
-        if action == "retry":
-            retries_left -= 1
-            try:
-                time.sleep(backoff_seconds(retries - retries_left))
-            except KeyboardInterrupt:
-                user_interrupted = True
-                run = _Run(None, classification("interrupted", "interrupted while waiting to retry"))
-                break
-        elif action == "fallback":
-            fallback_reason = f"{platform or target} failed with {failure.error_class}: {failure.message}"
-            target = "cpu"
-        else:
-            break
-
-    result = _build_result(
-        name, script, requested, platform, run, attempts, fallback_reason,
-        stdout_log, stderr_log, output_dir, started_at,
+    spec = RunSpec(
+        script=script, name=name, file_name=file_name or name, requested=requested,
+        results_dir=base, timeout=timeout, retries=retries, fallback=fallback,
+        debug_nans=debug_nans, env=env, args=args, entry=entry, calls=warm_calls, verbose=verbose,
     )
+    result_path = resultfiles.script_result_path(base, spec.file_name)
+    try:
+        if benchmark_runs:
+            result = _benchmark(spec, benchmark_runs, warmup_runs, result_path if results_dir is not None else None)
+        else:
+            result = run_script(spec)
+    except RunInterrupted as stop:
+        if results_dir is not None:
+            resultfiles.write_model(result_path, stop.result)
+        raise
     if results_dir is not None:
-        resultfiles.write_model(resultfiles.script_result_path(base, name), result)
-    # Only a Ctrl-C of jaxrun itself stops the caller. A script that raised KeyboardInterrupt on its
-    # own (it runs in its own session, so the terminal's Ctrl-C never reaches it) is one failed
-    # result like any other; raising here would throw away the rest of a batch.
-    if user_interrupted or (run.outcome is not None and run.outcome.interrupted):
-        raise RunInterrupted(result)
+        resultfiles.write_model(result_path, result)
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)
     return result
 
 
-def _build_result(
-    name: str,
-    script: Path,
-    requested: str,
-    platform: str | None,
-    run: _Run,
-    attempts: list[Attempt],
-    fallback_reason: str | None,
-    stdout_log: Path,
-    stderr_log: Path,
-    output_dir: Path,
-    started_at: str,
-) -> ScriptResult:
-    outcome, report, failure = run.outcome, run.report, run.failure
-    jit_seconds, compile_count, cache_hits = compile_totals(report)
-    device_peak, device_reason = device_memory(report)
-    device = report.device or {}
-    traceback_text = None
-    for event in reversed(outcome.events if outcome else []):
-        if event.get("type") == "exception":
-            traceback_text = event.get("traceback")
+def _benchmark(spec: RunSpec, benchmark_runs: int, warmup_runs: int, result_path: Path | None) -> ScriptResult:
+    """W warm-up then N counted process runs; stops at the first failed run (it would repeat)."""
+    samples: list[RunSample] = []
+    warmups: list[RunSample] = []
+    calls: list[WarmCall] = []
+    first: ScriptResult | None = None
+    result: ScriptResult | None = None
+    device: str | None = None
+    for number in range(1, warmup_runs + benchmark_runs + 1):
+        warmup = number <= warmup_runs
+        result = run_script(spec, device)
+        if first is None:
+            first = result
+            # After a fallback, later runs start on the platform that worked: re-trying the
+            # missing accelerator each time would only add noise.
+            device = result.device_used if result.success else None
+        index = number if warmup else number - warmup_runs
+        sample = sample_from_result(result, index, warmup)
+        (warmups if warmup else samples).append(sample)
+        if not warmup and result.warm is not None:
+            calls += [call.model_copy(update={"run": index}) for call in result.warm.calls]
+        if result_path is not None:
+            resultfiles.write_model(result_path, result)  # progress survives a crash of the parent
+        if not result.success:
             break
-    if platform == "gpu":
-        utilisation_reason = "GPU utilisation sampling (NVML) is not implemented yet"
-    else:
-        utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
-    return ScriptResult(
-        script_name=name,
-        script_path=str(script),
-        success=failure is None,
-        error_class=failure.error_class if failure else None,
-        error_message=failure.message if failure else None,
-        exception_type=failure.exception_type if failure else None,
-        traceback=traceback_text,
-        hint=failure.hint if failure else None,
-        exit_code=outcome.exit_code if outcome else None,
-        signal=outcome.signal if outcome else None,
-        device_requested=requested,
-        device_used=platform,
-        jax_backend=device.get("backend"),
-        device_count=device.get("device_count"),
-        fallback_reason=fallback_reason,
-        attempts=attempts,
-        execution_time=outcome.wall_time if outcome else None,
-        body_time=report.body_time,
-        cpu_time=outcome.cpu_time if outcome and outcome.cpu_time is not None else report.cpu_time,
-        memory_peak=memory_peak_mb(outcome, report) if outcome else None,
-        device_memory_peak=device_peak,
-        device_memory_reason=device_reason,
-        device_utilization=None,
-        device_utilization_reason=utilisation_reason,
-        jit_compile_time=jit_seconds,
-        compile_count=compile_count,
-        compiles=report.compiles,
-        cache_hits=cache_hits,
-        output_files=_list_outputs(output_dir),
-        results=report.results,
-        stdout_log=str(stdout_log) if outcome else None,
-        stderr_log=str(stderr_log) if outcome else None,
-        stdout_truncated=bool(outcome and outcome.stdout_truncated),
-        stderr_truncated=bool(outcome and outcome.stderr_truncated),
-        started_at=started_at,
-        finished_at=now_iso(),
-    )
+    assert result is not None and first is not None
+    warm = warm_summary(spec.entry, calls) if spec.entry and calls else result.warm
+    bench = script_benchmark(result, samples, warmups, benchmark_runs, warmup_runs, warm)
+    update = {"benchmark": bench, "started_at": first.started_at, "finished_at": now_iso()}
+    if first.fallback_reason and not result.fallback_reason:
+        update["fallback_reason"] = first.fallback_reason
+    return result.model_copy(update=update)

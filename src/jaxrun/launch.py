@@ -88,8 +88,18 @@ class _Waiter(threading.Thread):
         self.done.set()
 
 
-def probe_command(script: Path, events_path: Path, args: list[str] | None = None) -> list[str]:
-    return [sys.executable, "-m", "jaxrun.probe", "--events", str(events_path), "--", str(script), *(args or [])]
+def probe_command(
+    script: Path,
+    events_path: Path,
+    args: list[str] | None = None,
+    *,
+    entry: str | None = None,
+    calls: int = 1,
+) -> list[str]:
+    command = [sys.executable, "-m", "jaxrun.probe", "--events", str(events_path)]
+    if entry is not None:
+        command += ["--entry", entry, "--calls", str(calls)]
+    return [*command, "--", str(script), *(args or [])]
 
 
 def launch(

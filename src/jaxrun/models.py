@@ -165,6 +165,8 @@ class ScriptResult(MappingModel):
     stderr_truncated: bool = False
     started_at: str
     finished_at: str
+    warm: WarmSummary | None = Field(None, description="Warm mode: the entry function's calls")
+    benchmark: ScriptBenchmark | None = Field(None, description="Process benchmark runs, when asked")
 
 
 # --- a batch ------------------------------------------------------------------------------------
@@ -245,6 +247,7 @@ class RunSample(MappingModel):
 
 
 class WarmCall(MappingModel):
+    run: int = Field(1, description="Which counted process run made the call")
     index: int
     seconds: float
     compile_time: float = Field(0.0, description="Seconds of JIT work during this call")
@@ -279,6 +282,10 @@ class ScriptBenchmark(MappingModel):
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
     warm: WarmSummary | None = None
     warnings: list[str] = []
+    history_run_id: int | None = Field(None, description="Row id in the history database")
+    history_check: RegressionCheck | None = Field(
+        None, description="This run against earlier comparable runs in the history"
+    )
 
 
 class DeviceSpeedup(MappingModel):
@@ -423,3 +430,11 @@ class PerformanceMetrics(MappingModel):
     generated_at: str
     scripts: dict[str, ScriptMetrics]
     aggregate: PerformanceSummary
+
+
+# These refer to models defined after them.
+ScriptBenchmark.model_rebuild()
+BenchmarkingSection.model_rebuild()
+BenchmarkResults.model_rebuild()
+ScriptResult.model_rebuild()
+BatchResult.model_rebuild()

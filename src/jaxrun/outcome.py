@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .launch import LaunchOutcome
-from .models import CompileStats
+from .models import CompileStats, WarmCall
 
 _MB = 1024 * 1024
 
@@ -22,6 +22,7 @@ class ProbeReport:
     compiles: dict[str, CompileStats] = field(default_factory=dict)
     cache_hits: int = 0
     results: dict[str, Any] = field(default_factory=dict)
+    calls: list[WarmCall] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -55,6 +56,14 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
             values = event.get("values")
             if isinstance(values, dict):
                 report.results.update(values)
+        elif kind == "call":
+            report.calls.append(
+                WarmCall(
+                    index=int(event.get("index", len(report.calls) + 1)),
+                    seconds=float(event.get("seconds") or 0.0),
+                    compile_time=float(event.get("compile_time") or 0.0),
+                )
+            )
         elif kind == "probe_warning":
             report.warnings.append(str(event.get("message")))
         elif kind == "end":

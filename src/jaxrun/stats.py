@@ -21,6 +21,7 @@ from .models import Statistics
 CV_WARN = 0.05
 TOO_FAST_SECONDS = 1e-3
 MODIFIED_Z_LIMIT = 3.5
+MIN_OUTLIER_SAMPLES = 5
 _BOOTSTRAP_RESAMPLES = 4000
 
 
@@ -86,7 +87,8 @@ def describe(samples: Sequence[float], *, confidence: float = 0.95, unit: str = 
     mad = float(np.median(np.abs(data - median)))
     ci_low, ci_high, coverage = median_ci(data, confidence)
     cv = std / mean if std is not None and mean > 0 else None
-    tukey, modified = _outliers(data, q1, q3, median, mad)
+    # Fences and MAD from fewer than 5 samples flag ordinary spread as "outliers".
+    tukey, modified = _outliers(data, q1, q3, median, mad) if n >= MIN_OUTLIER_SAMPLES else ([], [])
 
     warnings: list[str] = []
     if _first_run_slow(data):
@@ -99,13 +101,14 @@ def describe(samples: Sequence[float], *, confidence: float = 0.95, unit: str = 
             f"coefficient of variation is {cv:.1%} (> {CV_WARN:.0%}): the machine is noisy; close other "
             "programs, or use more runs"
         )
-    if median < TOO_FAST_SECONDS and unit == "s":
+    if 0 < median < TOO_FAST_SECONDS and unit == "s":  # 0 s is "none" (no compiles), not a fast timer
         warnings.append(
             f"median {median * 1e6:.1f} us is below 1 ms: timer resolution and process noise dominate; "
             "measure in-process instead"
         )
     if tukey or modified:
-        warnings.append(f"statistical outliers among the {n} samples (runs {sorted(set(tukey + modified))})")
+        runs = ", ".join(str(i + 1) for i in sorted(set(tukey + modified)))
+        warnings.append(f"statistical outliers among the {n} samples (run {runs}); the median is robust to them")
     if n >= 2 and coverage is not None and coverage < confidence:
         warnings.append(
             f"{n} samples are too few for a {confidence:.0%} CI of the median; the interval "

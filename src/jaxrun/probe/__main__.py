@@ -10,16 +10,47 @@ import time
 import traceback
 
 from .channel import EVENTS_ENV, EventWriter
-from .jax_hooks import device_facts, watch_jax_import
+from .jax_hooks import block_until_ready, device_facts, jit_seconds, watch_jax_import
 
-USAGE = "usage: python -m jaxrun.probe --events FILE -- SCRIPT [ARGS...]"
+USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --calls N] -- SCRIPT [ARGS...]"
 _TRACEBACK_TAIL = 8000
+# The module name a script gets in warm mode: its `if __name__ == "__main__":` block stays idle.
+WARM_RUN_NAME = "__jaxrun_warm__"
 
 
-def _parse(argv: list[str]) -> tuple[str, list[str]]:
-    if len(argv) < 4 or argv[0] != "--events" or argv[2] != "--":
+class WarmModeError(LookupError):
+    """The script has no callable entry function to run in warm mode."""
+
+
+def _parse(argv: list[str]) -> tuple[str, str | None, int, list[str]]:
+    try:
+        split = argv.index("--")
+    except ValueError:
+        raise SystemExit(USAGE) from None
+    options, script_argv = argv[:split], argv[split + 1 :]
+    values = dict(zip(options[::2], options[1::2]))
+    if not script_argv or len(options) % 2 or "--events" not in values or set(values) - {"--events", "--entry", "--calls"}:
         raise SystemExit(USAGE)
-    return argv[1], argv[3:]
+    entry = values.get("--entry")
+    calls = int(values.get("--calls", "1"))
+    return values["--events"], entry, calls, script_argv
+
+
+def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
+    """Load the module without its __main__ block, then time `entry()` `calls` times."""
+    namespace = runpy.run_path(script, run_name=WARM_RUN_NAME)
+    function = namespace.get(entry)
+    if not callable(function):
+        raise WarmModeError(
+            f"warm mode calls {entry}() but {os.path.basename(script)} defines no function {entry!r}; "
+            "define it (returning the arrays it computes) or run without --warm"
+        )
+    for index in range(1, calls + 1):
+        jit_before = jit_seconds()
+        started = time.perf_counter()
+        block_until_ready(function())
+        seconds = time.perf_counter() - started
+        writer.emit("call", index=index, seconds=seconds, compile_time=jit_seconds() - jit_before)
 
 
 def _cpu_seconds() -> float:
@@ -53,7 +84,7 @@ def _exception_event(writer: EventWriter, exc: BaseException) -> None:
 
 
 def main(argv: list[str]) -> int:
-    events_path, script_argv = _parse(argv)
+    events_path, entry, calls, script_argv = _parse(argv)
     script = script_argv[0]
     writer = EventWriter(events_path)
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
@@ -67,7 +98,10 @@ def main(argv: list[str]) -> int:
     exit_code = 0
     started = time.perf_counter()
     try:
-        runpy.run_path(script, run_name="__main__")
+        if entry is None:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            _run_warm(writer, script, entry, calls)
     except SystemExit as exc:
         code = exc.code
         if code is None:

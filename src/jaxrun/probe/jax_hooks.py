@@ -31,12 +31,31 @@ def function_name(raw: object) -> str:
     return match.group(1) if match else name
 
 
+_jit_seconds = 0.0
+
+
+def jit_seconds() -> float:
+    """Trace+lower+compile seconds seen so far in this process (warm mode attributes them to calls)."""
+    return _jit_seconds
+
+
+def block_until_ready(value: Any) -> Any:
+    """Wait for JAX's asynchronous dispatch to finish, so a timed call includes its computation."""
+    if "jax" not in sys.modules:
+        return value
+    import jax
+
+    return jax.block_until_ready(value)
+
+
 def attach_listeners(writer: EventWriter) -> None:
     import jax.monitoring as monitoring
 
     def on_duration(event: str, duration: float, **kwargs: Any) -> None:
+        global _jit_seconds
         phase = _PHASES.get(event)
         if phase is not None:
+            _jit_seconds += duration
             writer.emit("compile", phase=phase, fun=function_name(kwargs.get("fun_name")), s=duration)
 
     def on_event(event: str, **kwargs: Any) -> None:

@@ -1,0 +1,172 @@
+"""Process benchmarking: turn repeated runs of a script into samples and statistics.
+
+Each run is a separate process (so every run pays its own import and compilation, as a user's
+run does). Warm-up runs are kept but not counted. This module only aggregates; the runs are
+made by :mod:`jaxrun.execute`.
+"""
+
+from __future__ import annotations
+
+import statistics as pystats
+from typing import Any
+
+from .models import (
+    SAMPLE_METRICS,
+    BenchmarkingSection,
+    DeviceSpeedup,
+    RunSample,
+    ScriptBenchmark,
+    ScriptResult,
+    WarmCall,
+    WarmSummary,
+)
+from .stats import CV_WARN, describe, ratio_of_medians_ci
+
+
+def sample_from_result(result: ScriptResult, index: int, warmup: bool) -> RunSample:
+    compile_time = result.jit_compile_time
+    steady = None
+    if result.body_time is not None:
+        # A script that never imported jax spent no time compiling.
+        steady = result.body_time - (compile_time or 0.0)
+    return RunSample(
+        index=index,
+        warmup=warmup,
+        success=result.success,
+        error_class=result.error_class,
+        wall_time=result.execution_time,
+        body_time=result.body_time,
+        compile_time=compile_time,
+        steady_time=steady,
+        memory_peak=result.memory_peak,
+    )
+
+
+def metric_values(samples: list[RunSample], metric: str) -> list[float]:
+    """Values of one metric over the successful samples, in run order (nulls left out)."""
+    values = []
+    for sample in samples:
+        value = getattr(sample, metric)
+        if sample.success and value is not None:
+            values.append(float(value))
+    return values
+
+
+def warm_summary(entry: str, calls: list[WarmCall]) -> WarmSummary:
+    """First calls include compilation; the rest are the steady state (pooled over runs)."""
+    firsts = [c.seconds for c in calls if c.index == 1]
+    steady = [c.seconds for c in calls if c.index > 1]
+    first = pystats.median(firsts) if firsts else None
+    steady_stats = describe(steady) if steady else None
+    ratio = None
+    if first is not None and steady_stats is not None and steady_stats.median:
+        ratio = first / steady_stats.median
+    return WarmSummary(
+        entry=entry, calls=calls, first_call=first, steady=steady_stats,
+        compile_first_call_overhead_ratio=ratio,
+    )
+
+
+def stability(cv: float | None) -> str:
+    if cv is None:
+        return "unknown"
+    return "stable" if cv <= CV_WARN else "noisy"
+
+
+def script_benchmark(
+    result: ScriptResult,
+    samples: list[RunSample],
+    warmups: list[RunSample],
+    benchmark_runs: int,
+    warmup_runs: int,
+    warm: WarmSummary | None,
+) -> ScriptBenchmark:
+    stats = {
+        metric: describe(metric_values(samples, metric), unit="MB" if metric == "memory_peak" else "s")
+        for metric in SAMPLE_METRICS
+    }
+    wall = stats["wall_time"]
+    warnings = list(wall.warnings) if wall.n else []
+    if len(metric_values(samples, "wall_time")) < benchmark_runs:
+        failed = next((s for s in samples if not s.success), None)
+        why = f" ({failed.error_class})" if failed else ""
+        warnings.insert(0, f"only {wall.n} of {benchmark_runs} runs succeeded{why}")
+    return ScriptBenchmark(
+        script_name=result.script_name,
+        script_path=result.script_path,
+        device_requested=result.device_requested,
+        device_used=result.device_used,
+        fallback_reason=result.fallback_reason,
+        benchmark_runs=benchmark_runs,
+        warmup_runs=warmup_runs,
+        runs_completed=wall.n,
+        samples=samples,
+        warmups=warmups,
+        statistics=stats,
+        mean_execution_time=wall.mean,
+        std_execution_time=wall.std,
+        performance_stability=stability(wall.cv),  # type: ignore[arg-type]
+        warm=warm,
+        warnings=warnings,
+    )
+
+
+def device_speedups(benchmarks: list[ScriptBenchmark], devices: list[str], metric: str = "wall_time") -> list[DeviceSpeedup]:
+    """Per script, each device's speed-up over the first device (baseline median / its median)."""
+    if len(devices) < 2:
+        return []
+    by_key = {(b.script_name, b.device_requested): b for b in benchmarks}
+    rows: list[DeviceSpeedup] = []
+    names = list(dict.fromkeys(b.script_name for b in benchmarks))
+    base_device = devices[0]
+    for name in names:
+        base = by_key.get((name, base_device))
+        for device in devices[1:]:
+            other = by_key.get((name, device))
+            if base is None or other is None:
+                continue
+            speedup, low, high = ratio_of_medians_ci(
+                metric_values(base.samples, metric), metric_values(other.samples, metric)
+            )
+            notes = []
+            real = True
+            for leg in (base, other):
+                if leg.device_used != leg.device_requested:
+                    real = False
+                    notes.append(f"{leg.device_requested} ran on {leg.device_used or 'nothing'}")
+            if real and base.device_used == other.device_used:
+                real = False
+                notes.append(f"both legs ran on {base.device_used}")
+            note = None if real else "not a real comparison: " + "; ".join(notes)
+            rows.append(
+                DeviceSpeedup(
+                    script_name=name, baseline_device=base_device, device=device,
+                    device_used=other.device_used, metric=metric, speedup=speedup, ci_low=low,
+                    ci_high=high, real_comparison=real, note=note,
+                )
+            )
+    return rows
+
+
+def benchmarking_section(
+    benchmarks: list[ScriptBenchmark], benchmark_runs: int, warmup_runs: int, devices: list[str]
+) -> dict[str, Any]:
+    """Fields shared by the execution results' ``benchmarking`` and jax_benchmark_results.json."""
+    walls = [s.wall_time for b in benchmarks for s in b.samples if s.success and s.wall_time is not None]
+    mean = pystats.fmean(walls) if walls else None
+    std = pystats.stdev(walls) if len(walls) > 1 else None
+    cvs = [b.statistics["wall_time"].cv for b in benchmarks if "wall_time" in b.statistics]
+    known = [cv for cv in cvs if cv is not None]
+    overall = "unknown" if not known else ("stable" if max(known) <= CV_WARN else "noisy")
+    section = BenchmarkingSection(
+        enabled=True,
+        benchmark_runs=benchmark_runs,
+        warmup_runs=warmup_runs,
+        runs_completed=sum(b.runs_completed for b in benchmarks),
+        mean_execution_time=mean,
+        std_execution_time=std,
+        performance_stability=overall,  # type: ignore[arg-type]
+        benchmarks=benchmarks,
+        device_comparison=device_speedups(benchmarks, devices),
+    )
+    return section.model_dump()

@@ -1,0 +1,118 @@
+"""``jaxrun history`` and ``jaxrun compare``: the commands that read earlier results."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli_tables import compare_table, history_cell, history_runs_table, history_scripts_table
+from .errors import JAXExecutionError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _usage(message: str) -> typer.Exit:
+    from .cli import err
+
+    err.print(f"jaxrun: error: {message}", markup=False, soft_wrap=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def history(
+    script: Optional[str] = typer.Argument(None, help="Script path, name or path suffix; all scripts when omitted."),
+    history_path: Optional[Path] = typer.Option(None, "--history", envvar="JAXRUN_HISTORY", help="History database (default ./.jaxrun/history.sqlite)."),
+    metric: str = typer.Option("wall_time", help="wall_time, body_time, compile_time, steady_time or memory_peak."),
+    alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
+    min_effect: str = typer.Option("5%", "--min-effect", help="Smallest slowdown that counts, e.g. 5% or 0.05."),
+    limit: Optional[int] = typer.Option(None, help="Show only the newest N runs per script."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs and checks as JSON."),
+) -> None:
+    """Show the benchmark trend per script; flag the newest run when it is significantly slower
+    than the earlier comparable runs (same script, device and host). Exit 1 on a regression."""
+    from .cli import out
+    from .compare import parse_effect
+    from .history import HistoryStore, default_history_path
+
+    try:
+        effect = parse_effect(min_effect)
+        options = {"metric": metric, "alpha": alpha, "min_effect": effect}
+        with HistoryStore(history_path or default_history_path(), create=False) as store:
+            if script is not None and not store.match_scripts(script):
+                known = ", ".join(s.script_name for s in store.scripts()) or "none"
+                raise _usage(f"no runs of {script!r} in the history {str(store.path)!r}; scripts there: {known}")
+            checks = store.check_latest(script, **options)
+            paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
+            runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
+            summary = store.scripts()
+    except JAXExecutionError as exc:
+        raise _usage(str(exc)) from None
+    regressions = [c for c in checks if c.regression]
+    if as_json:
+        import json
+
+        document = {
+            "runs": {p: [r.model_dump(mode="json") for r in runs] for p, runs in runs_by_path.items()},
+            "checks": [c.model_dump(mode="json") for c in checks],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        raise typer.Exit(EXIT_FAILED if regressions else EXIT_OK)
+    if script is None:
+        out.print(history_scripts_table(summary))
+    flags = {c.newest_run_id: history_cell(c) for c in checks}
+    from .benchmark import metric_values
+
+    for path, runs in runs_by_path.items():
+        medians = []
+        for run in runs:
+            values = metric_values([s for s in run.samples if not s.warmup], metric)
+            medians.append(statistics.median(values) if values else None)
+        name = runs[-1].script_name if runs else path
+        out.print(history_runs_table(f"{name}: {metric} per run ({path})", runs, medians, flags))
+    for check in regressions:
+        c = check.comparison
+        assert c is not None
+        out.print(
+            f"regression: {Path(check.script_path).name} on {check.device} is x{c.ratio:.3f} slower "
+            f"than its {check.previous_runs} earlier run(s) (p={c.p_value:.2g})",
+            markup=False,
+        )
+    raise typer.Exit(EXIT_FAILED if regressions else EXIT_OK)
+
+
+def compare(
+    base: Path = typer.Argument(..., help="Results folder or JSON file of the baseline run."),
+    new: Path = typer.Argument(..., help="Results folder or JSON file of the run to judge."),
+    metric: str = typer.Option("wall_time", help="wall_time, body_time, compile_time, steady_time or memory_peak."),
+    alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
+    min_effect: str = typer.Option("5%", "--min-effect", help="Smallest change that counts, e.g. 5% or 0.05."),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when a script is significantly slower."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+) -> None:
+    """Compare two runs script by script: ratio of medians with a CI, Mann-Whitney U p-value and
+    a verdict (faster / slower / no significant change) that needs both p < alpha and the
+    minimum effect. Usable as a CI gate with --fail-on-regression."""
+    from .cli import out
+    from .compare import compare_results, parse_effect
+
+    try:
+        report = compare_results(base, new, metric=metric, alpha=alpha, min_effect=parse_effect(min_effect))
+    except JAXExecutionError as exc:
+        raise _usage(str(exc)) from None
+    if as_json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        out.print(compare_table(report))
+        for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
+            if names:
+                out.print(f"{side}: {', '.join(names)}", markup=False)
+        if report.geometric_mean_ratio is not None:
+            out.print(f"geometric mean of ratios (NEW/BASE): {report.geometric_mean_ratio:.3f}", markup=False)
+        if report.regressions:
+            out.print(f"significantly slower: {', '.join(report.regressions)}", markup=False)
+        if report.improvements:
+            out.print(f"significantly faster: {', '.join(report.improvements)}", markup=False)
+    raise typer.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)

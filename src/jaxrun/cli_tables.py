@@ -1,0 +1,168 @@
+"""Rich tables the CLI prints. Values come straight from the models; unknown shows as "-"."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.table import Table
+from rich.text import Text
+
+from .models import ComparisonReport, DeviceSpeedup, HistoryRun, RegressionCheck, ScriptBenchmark, ScriptResult
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_seconds(value: float | None) -> str:
+    """Seconds with a unit that keeps 3 significant figures (µs for sub-millisecond values)."""
+    if value is None:
+        return "-"
+    if abs(value) < 1e-3:
+        return f"{value * 1e6:.3g} µs"
+    if abs(value) < 1:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} s"
+
+
+def fmt_p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}"
+
+
+def _table(title: str, columns: Iterable[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column, justify in columns:
+        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    return table
+
+
+def summary_table(results: list[ScriptResult]) -> Table:
+    table = _table("jaxrun results", (
+        ("script", "left"), ("status", "left"), ("device", "left"), ("time s", "right"),
+        ("body s", "right"), ("jit s", "right"), ("compiles", "right"), ("peak RSS MB", "right"),
+    ))
+    for r in results:
+        status = Text("ok", style="green") if r.success else Text(str(r.error_class), style="red")
+        device = r.device_used or "-"
+        if r.fallback_reason:
+            device += f" (fallback from {r.device_requested})"
+        table.add_row(
+            Text(r.script_name), status, Text(device), fmt(r.execution_time), fmt(r.body_time),
+            fmt(r.jit_compile_time), "-" if r.compile_count is None else str(r.compile_count),
+            fmt(r.memory_peak, 0),
+        )
+    return table
+
+
+def benchmark_table(benchmarks: list[ScriptBenchmark]) -> Table:
+    table = _table("process benchmark (medians, 95% CI of the median)", (
+        ("script", "left"), ("device", "left"), ("runs", "right"), ("wall", "right"),
+        ("95% CI", "right"), ("body", "right"), ("compile", "right"), ("steady", "right"),
+        ("CV", "right"), ("history", "left"),
+    ))
+    for b in benchmarks:
+        stats = b.statistics
+        wall = stats.get("wall_time")
+        ci = "-" if wall is None or wall.ci_low is None else f"{fmt_seconds(wall.ci_low)} – {fmt_seconds(wall.ci_high)}"
+        table.add_row(
+            Text(b.script_name), Text(f"{b.device_used or '-'}" + ("" if b.device_used == b.device_requested else f" (asked {b.device_requested})")),
+            f"{b.runs_completed}/{b.benchmark_runs}",
+            fmt_seconds(wall.median if wall else None), ci,
+            fmt_seconds(stats["body_time"].median if "body_time" in stats else None),
+            fmt_seconds(stats["compile_time"].median if "compile_time" in stats else None),
+            fmt_seconds(stats["steady_time"].median if "steady_time" in stats else None),
+            "-" if wall is None or wall.cv is None else f"{wall.cv:.1%}",
+            Text(history_cell(b.history_check)),
+        )
+    return table
+
+
+def history_cell(check: RegressionCheck | None) -> str:
+    if check is None:
+        return "-"
+    if not check.previous_runs or check.comparison is None:
+        return "first run"
+    c = check.comparison
+    ratio = "-" if c.ratio is None else f"x{c.ratio:.3f}"
+    return f"{c.verdict} ({ratio} vs {check.previous_runs} earlier, p={fmt_p(c.p_value)})"
+
+
+def warm_table(benchmarks_or_results: list[tuple[str, object]]) -> Table:
+    table = _table("warm mode: entry called repeatedly in one process", (
+        ("script", "left"), ("entry", "left"), ("calls", "right"), ("first call", "right"),
+        ("steady median", "right"), ("steady 95% CI", "right"),
+        ("compile+first-call overhead ratio", "right"),
+    ))
+    for name, warm in benchmarks_or_results:
+        steady = getattr(warm, "steady", None)
+        ci = "-" if steady is None or steady.ci_low is None else f"{fmt_seconds(steady.ci_low)} – {fmt_seconds(steady.ci_high)}"
+        ratio = getattr(warm, "compile_first_call_overhead_ratio", None)
+        table.add_row(
+            Text(name), Text(str(getattr(warm, "entry", "-"))), str(len(getattr(warm, "calls", []))),
+            fmt_seconds(getattr(warm, "first_call", None)),
+            fmt_seconds(steady.median if steady else None), ci,
+            "-" if ratio is None else f"{ratio:.1f}",
+        )
+    return table
+
+
+def speedup_table(rows: list[DeviceSpeedup]) -> Table:
+    table = _table("cross-device speed-up (baseline median / device median)", (
+        ("script", "left"), ("baseline", "left"), ("device", "left"), ("speed-up", "right"),
+        ("95% CI", "right"), ("note", "left"),
+    ))
+    for row in rows:
+        ci = "-" if row.ci_low is None else f"{row.ci_low:.3f} – {row.ci_high:.3f}"
+        table.add_row(
+            Text(row.script_name), row.baseline_device, Text(f"{row.device} (ran on {row.device_used})"),
+            "-" if row.speedup is None else f"x{row.speedup:.3f}", ci,
+            Text(row.note or "real comparison"),
+        )
+    return table
+
+
+def compare_table(report: ComparisonReport) -> Table:
+    table = _table(
+        f"{report.metric}: NEW vs BASE (ratio of medians; alpha={report.alpha:g}, "
+        f"min effect={report.min_effect:.0%})",
+        (
+            ("script", "left"), ("device", "left"), ("base", "right"), ("new", "right"),
+            ("ratio", "right"), ("95% CI", "right"), ("p", "right"), ("n", "right"), ("verdict", "left"),
+        ),
+    )
+    styles = {"slower": "red", "faster": "green"}
+    for c in report.scripts:
+        ci = "-" if c.ratio_ci_low is None else f"{c.ratio_ci_low:.3f} – {c.ratio_ci_high:.3f}"
+        verdict = Text(c.verdict + (f" ({c.note})" if c.note else ""), style=styles.get(c.verdict, ""))
+        table.add_row(
+            Text(c.script_name), Text(c.device or "-"), fmt_seconds(c.base_median), fmt_seconds(c.new_median),
+            "-" if c.ratio is None else f"{c.ratio:.3f}", ci, fmt_p(c.p_value),
+            f"{c.base_n}/{c.new_n}", verdict,
+        )
+    return table
+
+
+def history_scripts_table(rows: list) -> Table:
+    table = _table("benchmark history", (
+        ("script", "left"), ("path", "left"), ("runs", "right"), ("last recorded", "left"),
+    ))
+    for row in rows:
+        table.add_row(Text(row.script_name), Text(row.script_path), str(row.n_runs), row.last_recorded_at)
+    return table
+
+
+def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[float | None], flags: dict[int, str]) -> Table:
+    table = _table(title, (
+        ("run", "right"), ("recorded", "left"), ("git", "left"), ("device", "left"),
+        ("host", "left"), ("n", "right"), ("median", "right"), ("check", "left"),
+    ))
+    for run, median in zip(runs, metric_medians):
+        commit = "-" if run.git_commit is None else run.git_commit[:10] + ("+dirty" if run.git_dirty else "")
+        counted = sum(1 for s in run.samples if not s.warmup and s.success)
+        table.add_row(
+            str(run.id), run.recorded_at, commit, Text(run.device_used or "-"), Text(run.host),
+            str(counted), fmt_seconds(median), Text(flags.get(run.id or -1, "")),
+        )
+    return table

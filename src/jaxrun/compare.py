@@ -1,0 +1,289 @@
+"""Compare two runs: per script, did it get faster, slower, or not significantly different?
+
+Inputs are results folders or their JSON files (``jax_benchmark_results.json``, or
+``jax_execution_results.json`` whose ``benchmarking`` section may hold the benchmarks). Each
+script, keyed by ``(script_name, device_requested)``, contributes the counted runs of one metric
+(warm-ups and failed runs are left out). The statistics live in :mod:`jaxrun.stats`: ratio of
+medians with a bootstrap CI, two-sided Mann-Whitney U, and a verdict that needs both p < alpha and
+a minimum effect, so a tiny but consistent change is not called a regression.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from math import comb
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+from pydantic import ValidationError
+
+from . import resultfiles, stats
+from .errors import UsageError
+from .models import (
+    SAMPLE_METRICS,
+    BatchResult,
+    BenchmarkResults,
+    ComparisonReport,
+    ScriptBenchmark,
+    ScriptComparison,
+    ScriptResult,
+)
+
+Key = tuple[str, Union[str, None]]
+Source = Union[str, "os.PathLike[str]", BenchmarkResults, BatchResult]
+
+_EXPECTED = f"expected {resultfiles.BENCHMARK_RESULTS} or {resultfiles.EXECUTION_RESULTS}"
+_ONE_RUN_NOTE = "only one sample per side; run with --benchmark-runs"
+
+
+@dataclass
+class _Entry:
+    samples: list[float]
+    device_used: str | None
+    benchmarked: bool
+
+
+@dataclass
+class _Loaded:
+    label: str
+    entries: dict[Key, _Entry]
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def _single_value(result: ScriptResult, metric: str) -> float | None:
+    """One plain run's value of ``metric`` (its name in SAMPLE_METRICS mapped to ScriptResult)."""
+    if metric == "wall_time":
+        return result.execution_time
+    if metric == "body_time":
+        return result.body_time
+    if metric == "compile_time":
+        return result.jit_compile_time
+    if metric == "steady_time":
+        if result.body_time is None or result.jit_compile_time is None:
+            return None
+        return result.body_time - result.jit_compile_time
+    return result.memory_peak
+
+
+def _benchmark_entry(bench: ScriptBenchmark, metric: str) -> _Entry:
+    values = [getattr(s, metric) for s in bench.samples if s.success and not s.warmup]
+    return _Entry([float(v) for v in values if v is not None], bench.device_used, True)
+
+
+def _benchmarks(model: BenchmarkResults | BatchResult) -> list[ScriptBenchmark]:
+    return model.benchmarks if isinstance(model, BenchmarkResults) else model.benchmarking.benchmarks
+
+
+def _entries(model: BenchmarkResults | BatchResult, metric: str) -> dict[Key, _Entry]:
+    entries: dict[Key, _Entry] = {}
+    for bench in _benchmarks(model):
+        entries[(bench.script_name, bench.device_requested)] = _benchmark_entry(bench, metric)
+    if isinstance(model, BatchResult):
+        # Scripts without benchmark runs (all of them without --benchmark-runs; a script that
+        # failed before benchmarking) contribute their single run, or nothing if it failed.
+        for result in model.script_results:
+            key = (result.script_name, result.device_requested)
+            if key in entries:
+                continue
+            value = _single_value(result, metric) if result.success else None
+            entries[key] = _Entry([] if value is None else [float(value)], result.device_used, False)
+    return entries
+
+
+def _read_json(path: Path) -> BenchmarkResults | BatchResult:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {str(path)!r} ({exc.__class__.__name__}: {exc}): {_EXPECTED}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{str(path)!r} is not valid JSON ({exc}): {_EXPECTED}") from None
+    if isinstance(data, dict) and "script_results" in data:
+        model: type[BenchmarkResults] | type[BatchResult] = BatchResult
+    elif isinstance(data, dict) and "benchmarks" in data:
+        model = BenchmarkResults
+    else:
+        raise UsageError(f"{str(path)!r} is not a jaxrun results file: {_EXPECTED}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise UsageError(
+            f"{str(path)!r} looks like a {model.__name__} file but does not match it "
+            f"({where}: {first['msg']}); it may come from another jaxrun version: {_EXPECTED}"
+        ) from None
+
+
+def _load(source: Source, metric: str) -> _Loaded:
+    if isinstance(source, (BenchmarkResults, BatchResult)):
+        return _Loaded(f"<{type(source).__name__}>", _entries(source, metric))
+    if not isinstance(source, (str, os.PathLike)):
+        raise UsageError(
+            f"cannot compare {type(source).__name__} {source!r}: pass a results folder, a results "
+            "JSON file, or a BenchmarkResults / BatchResult"
+        )
+    path = Path(source).expanduser()
+    if path.is_dir():
+        bench_file, batch_file = path / resultfiles.BENCHMARK_RESULTS, path / resultfiles.EXECUTION_RESULTS
+        if bench_file.is_file():
+            model = _read_json(bench_file)
+            if _benchmarks(model) or not batch_file.is_file():
+                return _Loaded(str(source), _entries(model, metric))
+        if batch_file.is_file():
+            return _Loaded(str(source), _entries(_read_json(batch_file), metric))
+        raise UsageError(f"{str(source)!r} is not a jaxrun results folder or results JSON: {_EXPECTED} in it")
+    if not path.exists():
+        raise UsageError(
+            f"{str(source)!r} does not exist: expected a jaxrun results folder or results JSON "
+            f"({resultfiles.BENCHMARK_RESULTS} or {resultfiles.EXECUTION_RESULTS})"
+        )
+    return _Loaded(str(source), _entries(_read_json(path), metric))
+
+
+def _check_metric(metric: str) -> None:
+    if metric not in SAMPLE_METRICS:
+        raise UsageError(f"unknown metric {metric!r}: choose one of {', '.join(SAMPLE_METRICS)}")
+
+
+def load_samples(path: Source, metric: str = "wall_time") -> dict[Key, list[float]]:
+    """Counted, successful samples of ``metric`` per ``(script_name, device_requested)``."""
+    _check_metric(metric)
+    return {key: entry.samples for key, entry in _load(path, metric).entries.items()}
+
+
+# --- options ------------------------------------------------------------------------------------
+
+_EFFECT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")
+
+
+def parse_effect(text: str) -> float:
+    """``"5%"``, ``"5 %"`` or ``"0.05"`` → 0.05 (the CLI's ``--min-effect``)."""
+    match = _EFFECT.match(str(text))
+    if not match:
+        raise UsageError(f"invalid minimum effect {text!r}: write a percentage like '5%' or a fraction like '0.05'")
+    value = float(match.group(1))
+    if match.group(2):
+        return value / 100
+    if value >= 1:
+        raise UsageError(
+            f"minimum effect {text!r} is ambiguous: write '{match.group(1)}%' for a percentage "
+            "or a fraction below 1 like '0.05'"
+        )
+    return value
+
+
+def _check_options(alpha: float, min_effect: float) -> None:
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise UsageError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}; 0.01 is usual")
+    if not (isinstance(min_effect, (int, float)) and math.isfinite(min_effect) and min_effect >= 0):
+        raise UsageError(f"minimum effect must be a fraction >= 0, got {min_effect!r}; 0.05 means 5%")
+
+
+# --- comparing ----------------------------------------------------------------------------------
+
+
+def _min_p(n1: int, n2: int) -> float:
+    """Smallest two-sided p-value the exact Mann-Whitney U test can give for these sizes."""
+    return min(1.0, 2 / comb(n1 + n2, n1))
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def _compare_one(
+    name: str, device: str | None, base: _Entry, new: _Entry, metric: str, alpha: float, min_effect: float
+) -> ScriptComparison:
+    a, b = base.samples, new.samples
+    notes: list[str] = []
+    verdict, ratio, low, high, p = stats.verdict(a, b, alpha=alpha, min_effect=min_effect)
+    if not a or not b:
+        side = " and ".join(s for s, x in (("base", a), ("new", b)) if not x)
+        notes.append(f"no successful {metric} sample on the {side} side")
+    elif len(a) < 2 or len(b) < 2:
+        if base.benchmarked or new.benchmarked:
+            notes.append(f"{len(a)} vs {len(b)} samples: a test needs at least 2 per side")
+        else:
+            notes.append(_ONE_RUN_NOTE)
+    elif ratio is None:  # the base median is 0
+        p = stats.mann_whitney_p(a, b)
+        if max(a) == 0 and max(b) == 0:
+            verdict = "no significant change"
+            notes.append(f"{metric} is 0 in every run on both sides")
+        else:
+            notes.append(f"the base median {metric} is 0, so there is no ratio")
+    elif verdict == "no significant change" and _min_p(len(a), len(b)) >= alpha:
+        notes.append(f"with {len(a)} and {len(b)} samples no test can reach p < {alpha:g}; use more --benchmark-runs")
+    if base.device_used and new.device_used and base.device_used != new.device_used:
+        notes.append(f"ran on {base.device_used} in base but on {new.device_used} in new")
+    return ScriptComparison(
+        script_name=name, device=device, metric=metric, base_n=len(a), new_n=len(b),
+        base_median=_median(a), new_median=_median(b), ratio=ratio, ratio_ci_low=low, ratio_ci_high=high,
+        p_value=p, verdict=verdict,  # type: ignore[arg-type]
+        note="; ".join(notes) or None,
+    )
+
+
+def _pair(base: dict[Key, _Entry], new: dict[Key, _Entry]) -> tuple[list[tuple[Key, Key]], list[Key], list[Key]]:
+    """Match scripts by (name, requested device); a name left with one device per side still pairs."""
+    pairs = [(key, key) for key in base if key in new]
+    rest_base = [k for k in base if k not in new]
+    rest_new = [k for k in new if k not in base]
+    for name in dict.fromkeys(k[0] for k in rest_base):
+        mine = [k for k in rest_base if k[0] == name]
+        theirs = [k for k in rest_new if k[0] == name]
+        if len(mine) == 1 and len(theirs) == 1:
+            pairs.append((mine[0], theirs[0]))
+            rest_base.remove(mine[0])
+            rest_new.remove(theirs[0])
+    return pairs, rest_base, rest_new
+
+
+def compare_results(
+    base: Source,
+    new: Source,
+    *,
+    metric: str = "wall_time",
+    alpha: float = 0.01,
+    min_effect: float = 0.05,
+) -> ComparisonReport:
+    """Compare every script of ``new`` against ``base`` (results folders, their JSON files, or models).
+
+    Per script: ratio of medians new/base with a 95% bootstrap CI, two-sided Mann-Whitney U p-value
+    when both sides have at least 2 samples, and a verdict: "slower" / "faster" need p < ``alpha``
+    *and* a ratio beyond 1 ± ``min_effect``. Scripts found on one side only are listed in
+    ``only_in_base`` / ``only_in_new``. Raises :class:`UsageError` for unreadable inputs or bad options.
+    """
+    _check_metric(metric)
+    _check_options(alpha, min_effect)
+    left, right = _load(base, metric), _load(new, metric)
+    pairs, only_base, only_new = _pair(left.entries, right.entries)
+    several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
+
+    def label(key: Key) -> str:  # "name [device]" only for scripts run on several devices
+        return f"{key[0]} [{key[1]}]" if key[0] in several else key[0]
+
+    report = ComparisonReport(base=left.label, new=right.label, metric=metric, alpha=alpha, min_effect=min_effect)
+    for base_key, new_key in pairs:
+        row = _compare_one(new_key[0], new_key[1], left.entries[base_key], right.entries[new_key],
+                           metric, alpha, min_effect)
+        if base_key != new_key:
+            moved = f"requested device {base_key[1]} in base, {new_key[1]} in new"
+            row.note = f"{moved}; {row.note}" if row.note else moved
+        report.scripts.append(row)
+        if row.verdict == "slower":
+            report.regressions.append(label(new_key))
+        elif row.verdict == "faster":
+            report.improvements.append(label(new_key))
+    report.only_in_base = [label(k) for k in only_base]
+    report.only_in_new = [label(k) for k in only_new]
+    report.geometric_mean_ratio = stats.geometric_mean([r.ratio for r in report.scripts if r.ratio is not None])
+    return report

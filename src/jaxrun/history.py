@@ -1,0 +1,510 @@
+"""The benchmark history: every benchmarked run of a script, kept in an embedded SQLite database.
+
+Where: ``$JAXRUN_HISTORY`` when set, else ``<working folder>/.jaxrun/history.sqlite`` (the CLI's
+``--history PATH`` wins over both). One row of ``runs`` per benchmarked run of one script, with the
+script's identity (resolved path and sha256 of its content), the git commit and dirty flag of the
+repository holding it, host, device, versions; its samples (warm-ups and counted runs) are rows of
+``samples``.
+
+Safety: the database is in WAL mode with a 30 s busy timeout, and every write is one
+``BEGIN IMMEDIATE`` transaction, so several jaxrun processes can record into one file at once.
+The schema is versioned (``meta.schema_version``); :data:`MIGRATIONS` bring an older database up
+to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows. A database written by
+a newer jaxrun is refused rather than guessed at.
+
+Regression: the newest run of a script is compared (:func:`jaxrun.stats.verdict`) with the counted,
+successful samples of up to ``window`` earlier runs of the same script path on the same device and
+host; it is a regression when the verdict is "slower".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import socket
+import sqlite3
+import statistics
+import subprocess
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple, Sequence
+
+from .errors import ScriptNotFoundError, UsageError
+from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample, ScriptBenchmark, ScriptComparison
+from .stats import verdict
+
+HISTORY_ENV = "JAXRUN_HISTORY"
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_SECONDS = 30.0
+GIT_TIMEOUT_SECONDS = 5.0
+
+_RUN_COLUMNS = (
+    "id", "recorded_at", "script_name", "script_path", "content_hash", "git_commit", "git_dirty", "host",
+    "device_requested", "device_used", "jax_version", "jaxlib_version", "jaxrun_version", "median_wall_time",
+)
+_SAMPLE_COLUMNS = ("idx", "warmup", "success", "error_class", *SAMPLE_METRICS)
+
+
+class ScriptSummary(NamedTuple):
+    script_path: str
+    script_name: str
+    n_runs: int
+    last_recorded_at: str
+
+
+class TrendPoint(NamedTuple):
+    run_id: int
+    recorded_at: str
+    git_commit: str | None
+    median: float | None
+    n: int
+
+
+# --- where, what and which version -----------------------------------------------------------------
+
+
+def default_history_path(cwd: str | os.PathLike[str] | None = None) -> Path:
+    """``$JAXRUN_HISTORY`` if set (relative to ``cwd``), else ``<cwd>/.jaxrun/history.sqlite``."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    env = os.environ.get(HISTORY_ENV, "").strip()
+    if env:
+        path = Path(env).expanduser()
+        return path if path.is_absolute() else base / path
+    return base / ".jaxrun" / "history.sqlite"
+
+
+def script_identity(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """``(resolved absolute path, sha256 hex of the content)`` of a script."""
+    resolved = Path(path).expanduser().resolve()
+    digest = hashlib.sha256()
+    try:
+        with open(resolved, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 16), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise ScriptNotFoundError(f"cannot read script {str(path)!r} to identify it: {exc.strerror or exc}") from None
+    return str(resolved), digest.hexdigest()
+
+
+def _git(args: Sequence[str], cwd: Path) -> str | None:
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS,
+            env=env, stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_state(path: str | os.PathLike[str]) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the git repository holding ``path``; ``(None, None)`` outside one.
+
+    Dirty means ``git status --porcelain`` lists anything (untracked files included). Git missing,
+    a repository without commits, or a timeout give None; this never raises.
+    """
+    try:
+        target = Path(path).expanduser().resolve()
+        folder = target if target.is_dir() else target.parent
+    except (OSError, RuntimeError):
+        return None, None
+    head = _git(["rev-parse", "HEAD"], folder)
+    commit = head.strip() if head else None
+    if not commit:
+        return None, None
+    status = _git(["status", "--porcelain"], folder)
+    return commit, (None if status is None else bool(status.strip()))
+
+
+def history_run_from_benchmark(
+    benchmark: ScriptBenchmark,
+    *,
+    jax_version: str | None = None,
+    jaxlib_version: str | None = None,
+    host: str | None = None,
+    jaxrun_version: str | None = None,
+    recorded_at: str | None = None,
+) -> HistoryRun:
+    """A :class:`HistoryRun` for one script's benchmark (identity and git state read now)."""
+    from . import __version__
+
+    script_path, content_hash = script_identity(benchmark.script_path)
+    commit, dirty = git_state(script_path)
+    return HistoryRun(
+        recorded_at=recorded_at or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        script_name=benchmark.script_name, script_path=script_path, content_hash=content_hash,
+        git_commit=commit, git_dirty=dirty, host=host or socket.gethostname(),
+        device_requested=benchmark.device_requested, device_used=benchmark.device_used,
+        jax_version=jax_version, jaxlib_version=jaxlib_version, jaxrun_version=jaxrun_version or __version__,
+        samples=[*benchmark.warmups, *benchmark.samples],
+    )
+
+
+# --- schema and migrations ---------------------------------------------------------------------------
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute(
+        "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at TEXT NOT NULL,"
+        " script_name TEXT NOT NULL, script_path TEXT NOT NULL, content_hash TEXT NOT NULL,"
+        " git_commit TEXT, git_dirty INTEGER, host TEXT NOT NULL, device_requested TEXT NOT NULL,"
+        " device_used TEXT, jax_version TEXT, jaxlib_version TEXT, jaxrun_version TEXT NOT NULL)"
+    )
+    db.execute(
+        "CREATE TABLE samples (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+        " idx INTEGER NOT NULL, warmup INTEGER NOT NULL, success INTEGER NOT NULL, error_class TEXT,"
+        " wall_time REAL, body_time REAL, compile_time REAL, steady_time REAL, memory_peak REAL)"
+    )
+    db.execute("CREATE INDEX runs_comparable ON runs (script_path, device_used, host)")
+    db.execute("CREATE INDEX samples_run ON samples (run_id)")
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    """Store each run's median wall time (backfilled for old rows) and index script names."""
+    db.execute("ALTER TABLE runs ADD COLUMN median_wall_time REAL")
+    db.execute("CREATE INDEX runs_name ON runs (script_name)")
+    rows = db.execute(
+        "SELECT run_id, wall_time FROM samples WHERE warmup = 0 AND success = 1 AND wall_time IS NOT NULL"
+    ).fetchall()
+    per_run: dict[int, list[float]] = {}
+    for run_id, wall in rows:
+        per_run.setdefault(run_id, []).append(wall)
+    db.executemany(
+        "UPDATE runs SET median_wall_time = ? WHERE id = ?",
+        [(statistics.median(walls), run_id) for run_id, walls in per_run.items()],
+    )
+
+
+# MIGRATIONS[i] takes a database at schema version i to version i + 1.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def _clean(value: float | None) -> float | None:
+    """NaN and infinities are not measurements: they are stored as NULL."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _counted(samples: Sequence[RunSample], metric: str) -> list[float]:
+    values = (_clean(getattr(s, metric)) for s in samples if s.success and not s.warmup)
+    return [v for v in values if v is not None]
+
+
+class HistoryStore:
+    """A history database; open with ``with HistoryStore(path) as store: ...``.
+
+    ``create=False`` refuses a missing file instead of creating an empty history.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.path = Path(path).expanduser()
+        if self.path.is_dir():
+            raise UsageError(f"history path {str(self.path)!r} is a folder; pass a file path with --history")
+        if not self.path.exists():
+            if not create:
+                raise UsageError(
+                    f"no history database at {str(self.path)!r}; benchmark a script first "
+                    "(jaxrun run SCRIPT --benchmark-runs N) or pass --history PATH"
+                )
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"cannot create the folder for history {str(self.path)!r}: {exc.strerror}") from None
+        try:
+            self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise UsageError(f"cannot open history database {str(self.path)!r}: {exc}") from None
+        try:
+            self._setup()
+        except BaseException:
+            self._db.close()
+            raise
+
+    # -- connection life ------------------------------------------------------------------------
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _not_a_database(self, exc: sqlite3.Error) -> UsageError:
+        return UsageError(
+            f"{str(self.path)!r} is not a jaxrun history database ({exc}); pass --history with "
+            "another path or remove the file"
+        )
+
+    def _setup(self) -> None:
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        while True:  # several processes may open a fresh file at once: retry what the busy handler misses
+            try:
+                self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+                self._db.execute("PRAGMA foreign_keys = ON")
+                if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self._db.execute("PRAGMA journal_mode = WAL")
+                self._migrate()
+                return
+            except sqlite3.OperationalError as exc:
+                if ("locked" in str(exc) or "busy" in str(exc)) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                raise UsageError(f"cannot use history database {str(self.path)!r}: {exc}") from None
+            except sqlite3.DatabaseError as exc:
+                raise self._not_a_database(exc) from None
+
+    def _stored_version(self) -> int:
+        has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        if not has_meta:
+            if self._db.execute("SELECT 1 FROM sqlite_master").fetchone():
+                raise UsageError(
+                    f"{str(self.path)!r} is an SQLite database but not a jaxrun history (no meta table); "
+                    "pass --history with another path"
+                )
+            return 0
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        with self._write():
+            version = self._stored_version()
+            if version > SCHEMA_VERSION:
+                raise UsageError(
+                    f"history database {str(self.path)!r} was written by a newer jaxrun (schema "
+                    f"{version} > {SCHEMA_VERSION}); upgrade jaxrun or pass --history NEW_PATH"
+                )
+            for migration in MIGRATIONS[version:]:
+                migration(self._db)
+            if version < SCHEMA_VERSION:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[None]:
+        self._db.execute("BEGIN")  # one snapshot for the several queries of one answer
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
+
+    @property
+    def schema_version(self) -> int:
+        return self._stored_version()
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def record(self, run: HistoryRun) -> int:
+        """Store one run with its samples; returns its id."""
+        median = _clean(run.median_wall_time)
+        if median is None:
+            walls = _counted(run.samples, "wall_time")
+            median = statistics.median(walls) if walls else None
+        values = run.model_dump(include=set(_RUN_COLUMNS) - {"id", "median_wall_time"})
+        values["git_dirty"] = None if run.git_dirty is None else int(run.git_dirty)
+        values["median_wall_time"] = median
+        columns = list(values)
+        with self._write():
+            cursor = self._db.execute(
+                f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                [values[c] for c in columns],
+            )
+            run_id = int(cursor.lastrowid)
+            self._db.executemany(
+                f"INSERT INTO samples (run_id, {', '.join(_SAMPLE_COLUMNS)}) VALUES (?{', ?' * len(_SAMPLE_COLUMNS)})",
+                [
+                    (run_id, s.index, int(s.warmup), int(s.success), s.error_class,
+                     *(_clean(getattr(s, m)) for m in SAMPLE_METRICS))
+                    for s in run.samples
+                ],
+            )
+        return run_id
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def match_scripts(self, script: str | os.PathLike[str]) -> list[str]:
+        """Stored script paths that ``script`` designates, by the first rule that matches any:
+
+        1. the exact stored path (as given, or resolved against the working folder);
+        2. the script name (``ScriptResult.script_name``);
+        3. for a relative ``script``, a path suffix of whole components: ``x.py`` or
+           ``examples/x.py`` match ``/any/examples/x.py`` (``yx.py`` does not match ``x.py``).
+        """
+        text = os.fspath(script)
+        known = self._db.execute("SELECT DISTINCT script_path, script_name FROM runs").fetchall()
+        paths = {p for p, _ in known}
+        exact = {text, str(Path(text).expanduser().resolve())} & paths
+        if exact:
+            return sorted(exact)
+        by_name = sorted({p for p, name in known if name == text})
+        if by_name or Path(text).is_absolute():
+            return by_name
+        parts = Path(text.replace("\\", "/")).parts
+        parts = tuple(p for p in parts if p not in (".", "/"))
+        if not parts:
+            return []
+        return sorted(p for p in paths if Path(p).parts[-len(parts):] == parts)
+
+    def runs(
+        self,
+        script: str | os.PathLike[str] | None = None,
+        *,
+        device: str | None = None,
+        host: str | None = None,
+        limit: int | None = None,
+    ) -> list[HistoryRun]:
+        """Runs oldest to newest (in recording order), each with its samples.
+
+        ``script`` follows :meth:`match_scripts`; ``device`` filters on the device used; ``limit``
+        keeps the newest ``limit`` runs.
+        """
+        with self._read():
+            where, params = [], []
+            if script is not None:
+                paths = self.match_scripts(script)
+                if not paths:
+                    return []
+                where.append(f"script_path IN ({', '.join('?' * len(paths))})")
+                params += paths
+            if device is not None:
+                where.append("device_used = ?")
+                params.append(device)
+            if host is not None:
+                where.append("host = ?")
+                params.append(host)
+            sql = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            sql += " ORDER BY id DESC"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(int(limit))
+            rows = self._db.execute(sql, params).fetchall()[::-1]
+            return [self._run_from_row(row) for row in rows]
+
+    def _run_from_row(self, row: Sequence[object]) -> HistoryRun:
+        data = dict(zip(_RUN_COLUMNS, row))
+        if data["git_dirty"] is not None:
+            data["git_dirty"] = bool(data["git_dirty"])
+        return HistoryRun(**data, samples=self._samples(int(data["id"])))
+
+    def _samples(self, run_id: int) -> list[RunSample]:
+        rows = self._db.execute(
+            f"SELECT {', '.join(_SAMPLE_COLUMNS)} FROM samples WHERE run_id = ? ORDER BY rowid", (run_id,)
+        ).fetchall()
+        samples = []
+        for row in rows:
+            data = dict(zip(_SAMPLE_COLUMNS, row))
+            samples.append(RunSample(index=data.pop("idx"), **{**data, "warmup": bool(data["warmup"]),
+                                                                 "success": bool(data["success"])}))
+        return samples
+
+    def get(self, run_id: int) -> HistoryRun:
+        with self._read():
+            row = self._db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise UsageError(f"no run with id {run_id} in history {str(self.path)!r}")
+            return self._run_from_row(row)
+
+    def scripts(self) -> list[ScriptSummary]:
+        """One line per script path: latest name, number of runs, time of the latest run."""
+        rows = self._db.execute(
+            "SELECT script_path, script_name, COUNT(*), recorded_at, MAX(id) FROM runs "
+            "GROUP BY script_path ORDER BY script_path"
+        ).fetchall()  # SQLite takes bare columns from the row holding MAX(id)
+        return [ScriptSummary(path, name, n, at) for path, name, n, at, _ in rows]
+
+    def trend(
+        self, script: str | os.PathLike[str], *, metric: str = "wall_time", device: str | None = None,
+        host: str | None = None,
+    ) -> list[TrendPoint]:
+        """Per run of ``script`` (oldest first): the median of its counted successful samples."""
+        _check_metric(metric)
+        points = []
+        for run in self.runs(script, device=device, host=host):
+            values = _counted(run.samples, metric)
+            points.append(TrendPoint(int(run.id or 0), run.recorded_at, run.git_commit,
+                                     statistics.median(values) if values else None, len(values)))
+        return points
+
+    # -- regressions --------------------------------------------------------------------------------
+
+    def check_regression(
+        self, run_id: int, *, metric: str = "wall_time", alpha: float = 0.01, min_effect: float = 0.05,
+        window: int = 5,
+    ) -> RegressionCheck:
+        """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
+        device used and host) that have counted successful samples; pooled, they are the baseline."""
+        _check_metric(metric)
+        run = self.get(run_id)
+        previous = self._db.execute(
+            f"SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ? AND r.id < ?"
+            f" AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.id AND s.warmup = 0 AND s.success = 1"
+            f" AND s.{metric} IS NOT NULL) ORDER BY r.id DESC LIMIT ?",
+            (run.script_path, run.device_used, run.host, run_id, max(int(window), 0)),
+        ).fetchall()
+        check = RegressionCheck(
+            script_path=run.script_path, device=run.device_used, host=run.host, metric=metric,
+            newest_run_id=run_id, previous_runs=len(previous), regression=False,
+        )
+        if not previous:
+            return check
+        ids = [r[0] for r in previous]
+        base = [
+            v for (v,) in self._db.execute(
+                f"SELECT {metric} FROM samples WHERE run_id IN ({', '.join('?' * len(ids))})"
+                f" AND warmup = 0 AND success = 1 AND {metric} IS NOT NULL", ids,
+            ).fetchall()
+        ]
+        new = _counted(run.samples, metric)
+        result, ratio, low, high, p = verdict(base, new, alpha=alpha, min_effect=min_effect)
+        note = f"baseline: {len(base)} samples from runs {sorted(ids)}"
+        if not new:
+            note += "; the newest run has no successful counted sample"
+        check.comparison = ScriptComparison(
+            script_name=run.script_name, device=run.device_used, metric=metric, base_n=len(base),
+            new_n=len(new), base_median=statistics.median(base),
+            new_median=statistics.median(new) if new else None, ratio=ratio, ratio_ci_low=low,
+            ratio_ci_high=high, p_value=p, verdict=result, note=note,  # type: ignore[arg-type]
+        )
+        check.regression = result == "slower"
+        return check
+
+    def check_latest(self, script: str | os.PathLike[str] | None = None, **options: object) -> list[RegressionCheck]:
+        """:meth:`check_regression` of the newest run of every (script, device, host) group."""
+        where, params = "", []
+        if script is not None:
+            paths = self.match_scripts(script)
+            if not paths:
+                return []
+            where, params = f"WHERE script_path IN ({', '.join('?' * len(paths))})", paths
+        ids = [r[0] for r in self._db.execute(
+            f"SELECT MAX(id) FROM runs {where} GROUP BY script_path, device_used, host ORDER BY script_path, MAX(id)",
+            params,
+        ).fetchall()]
+        return [self.check_regression(run_id, **options) for run_id in ids]  # type: ignore[arg-type]
+
+
+def _check_metric(metric: str) -> None:
+    if metric not in SAMPLE_METRICS:
+        raise UsageError(f"unknown metric {metric!r}; choose one of {', '.join(SAMPLE_METRICS)}")

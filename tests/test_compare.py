@@ -1,0 +1,413 @@
+"""compare_results on real result files (written with resultfiles.write_model) and on real runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxrun import execute_jax_script, resultfiles
+from jaxrun.compare import compare_results, load_samples, parse_effect
+from jaxrun.errors import UsageError
+from jaxrun.models import (
+    SAMPLE_METRICS,
+    BatchMetadata,
+    BatchResult,
+    BenchmarkingSection,
+    BenchmarkResults,
+    ComparisonReport,
+    PerformanceSummary,
+    RunSample,
+    ScriptBenchmark,
+    ScriptResult,
+)
+
+NOW = datetime(2024, 5, 1, tzinfo=timezone.utc).isoformat()
+
+
+def _times(seed: int, n: int = 10, scale: float = 1.0) -> list[float]:
+    return list(scale * np.random.default_rng(seed).normal(1.0, 0.01, n))
+
+
+def _sample(index: int, wall: float | None, *, warmup: bool = False, success: bool = True) -> RunSample:
+    if wall is None:
+        return RunSample(index=index, warmup=warmup, success=success)
+    compile_time = 0.1 * wall
+    body = wall - 0.05
+    return RunSample(
+        index=index, warmup=warmup, success=success, error_class=None if success else "script_error",
+        wall_time=wall, body_time=body, compile_time=compile_time, steady_time=body - compile_time,
+        memory_peak=100.0 + 10 * wall,
+    )
+
+
+def _bench(
+    name: str,
+    walls: list[float],
+    *,
+    device: str = "cpu",
+    warmups: list[float] = (),  # type: ignore[assignment]
+    failed: int = 0,
+) -> ScriptBenchmark:
+    warm = [_sample(i, w, warmup=True) for i, w in enumerate(warmups)]
+    counted = [_sample(len(warm) + i, w) for i, w in enumerate(walls)]
+    counted += [_sample(len(warm) + len(walls) + i, None, success=False) for i in range(failed)]
+    return ScriptBenchmark(
+        script_name=name, script_path=f"/suite/{name}.py", device_requested=device, device_used=device,
+        benchmark_runs=len(counted), warmup_runs=len(warm), runs_completed=len(walls),
+        samples=counted, warmups=warm, mean_execution_time=float(np.mean(walls)) if walls else None,
+    )
+
+
+def _bench_results(*benchmarks: ScriptBenchmark) -> BenchmarkResults:
+    return BenchmarkResults(
+        generated_at=NOW, host="testhost", jaxrun_version="0.1.0", jax_version="0.4.30", enabled=True,
+        benchmark_runs=max((b.benchmark_runs for b in benchmarks), default=0), benchmarks=list(benchmarks),
+    )
+
+
+def _script_result(name: str, wall: float | None, *, success: bool = True, device: str = "cpu") -> ScriptResult:
+    return ScriptResult(
+        script_name=name, script_path=f"/suite/{name}.py", success=success,
+        error_class=None if success else "script_error", device_requested=device,
+        device_used=device, execution_time=wall, body_time=None if wall is None else wall - 0.05,
+        jit_compile_time=None if wall is None else 0.1 * wall, memory_peak=120.0,
+        started_at=NOW, finished_at=NOW,
+    )
+
+
+def _batch(results: list[ScriptResult], benchmarks: list[ScriptBenchmark] = ()) -> BatchResult:  # type: ignore[assignment]
+    ok = sum(r.success for r in results)
+    return BatchResult(
+        metadata=BatchMetadata(
+            jaxrun_version="0.1.0", device_requested="cpu", device_used="cpu", jax_version="0.4.30",
+            execution_timestamp=NOW, scripts_found=len(results), scripts_executed=len(results),
+            scripts_successful=ok, scripts_failed=len(results) - ok, search_paths=["/suite"],
+            results_dir="/results", host="testhost", python_version="3.11", complete=True,
+        ),
+        device_info=None,
+        performance_summary=PerformanceSummary(),
+        script_results=results,
+        benchmarking=BenchmarkingSection(enabled=bool(benchmarks), benchmarks=list(benchmarks)),
+    )
+
+
+def _write_dir(path: Path, model: BenchmarkResults | BatchResult) -> Path:
+    name = resultfiles.BENCHMARK_RESULTS if isinstance(model, BenchmarkResults) else resultfiles.EXECUTION_RESULTS
+    resultfiles.write_model(path / name, model)
+    return path
+
+
+@pytest.fixture
+def base_dir(tmp_path: Path) -> Path:
+    model = _bench_results(
+        _bench("pomdp_solver", _times(1), warmups=[1.8]),
+        _bench("general_model", _times(2, scale=2.0)),
+        _bench("arc_grid_env", _times(3, n=12, scale=0.5)),
+    )
+    return _write_dir(tmp_path / "base", model)
+
+
+# --- the two "done when" cases ---------------------------------------------------------------
+
+
+def test_a_results_dir_compared_with_itself_shows_no_change(base_dir: Path) -> None:
+    report = compare_results(base_dir, base_dir)
+    assert isinstance(report, ComparisonReport)
+    assert [s.script_name for s in report.scripts] == ["pomdp_solver", "general_model", "arc_grid_env"]
+    for row in report.scripts:
+        assert row.verdict == "no significant change"
+        assert row.p_value == pytest.approx(1.0)
+        assert row.ratio == 1.0 and row.ratio_ci_low <= 1.0 <= row.ratio_ci_high
+        assert row.device == "cpu" and row.metric == "wall_time"
+        assert row.note is None
+    assert report.regressions == [] and report.improvements == []
+    assert report.only_in_base == [] and report.only_in_new == []
+    assert report.geometric_mean_ratio == pytest.approx(1.0)
+    assert report.base == report.new == str(base_dir)
+
+
+def test_thirty_percent_slower_is_a_significant_regression(tmp_path: Path, base_dir: Path) -> None:
+    new = _write_dir(tmp_path / "new", _bench_results(
+        _bench("pomdp_solver", _times(11, scale=1.3), warmups=[2.2]),
+        _bench("general_model", _times(12, scale=2.0)),
+        _bench("arc_grid_env", _times(13, n=12, scale=0.5)),
+    ))
+    report = compare_results(base_dir, new)
+    rows = {r.script_name: r for r in report.scripts}
+    slow = rows["pomdp_solver"]
+    assert slow.verdict == "slower" and slow.p_value < 0.01
+    assert slow.ratio == pytest.approx(1.3, rel=0.02)
+    assert slow.ratio_ci_low <= 1.3 <= slow.ratio_ci_high and slow.ratio_ci_low > 1.05
+    assert (slow.base_n, slow.new_n) == (10, 10)  # the warm-up is not a sample
+    for name in ("general_model", "arc_grid_env"):
+        assert rows[name].verdict == "no significant change"
+        assert abs(rows[name].ratio - 1) < 0.05
+    assert report.regressions == ["pomdp_solver"] and report.improvements == []
+    assert report.geometric_mean_ratio == pytest.approx(np.prod([r.ratio for r in report.scripts]) ** (1 / 3))
+    assert 1.05 < report.geometric_mean_ratio < 1.15
+    # The other way round it is an improvement.
+    back = compare_results(new, base_dir)
+    assert back.improvements == ["pomdp_solver"] and back.regressions == []
+    assert {r.script_name: r.verdict for r in back.scripts}["pomdp_solver"] == "faster"
+
+
+def test_min_effect_and_alpha_are_applied(tmp_path: Path, base_dir: Path) -> None:
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("pomdp_solver", _times(11, scale=1.03))))
+    assert compare_results(base_dir, new).scripts[0].verdict == "no significant change"
+    assert compare_results(base_dir, new, min_effect=0.02).scripts[0].verdict == "slower"
+    # An alpha no 10-vs-10 test can beat turns the same data into "no significant change".
+    assert compare_results(base_dir, new, min_effect=0.02, alpha=1e-9).scripts[0].verdict == "no significant change"
+
+
+@pytest.mark.slow
+def test_real_runs_of_a_script_made_30_percent_slower(tmp_path: Path) -> None:
+    """Real processes through execute_jax_script: a 0.20 s script against the same one at 0.26 s."""
+    versions = {}
+    for label, seconds in (("v1", 0.20), ("v2", 0.26)):
+        folder = tmp_path / label
+        folder.mkdir()
+        (folder / "sleeper.py").write_text(f"import time\n\ntime.sleep({seconds})\n")
+        versions[label] = folder / "sleeper.py"
+
+    def benchmark(label: str) -> BenchmarkResults:
+        runs = [
+            execute_jax_script(versions[label], device="cpu", results_dir=tmp_path / f"res_{label}", timeout=60)
+            for _ in range(6)
+        ]
+        assert all(r.success for r in runs), [r.error_message for r in runs]
+        samples = [
+            RunSample(
+                index=i, warmup=i == 0, success=r.success, wall_time=r.execution_time, body_time=r.body_time,
+                compile_time=r.jit_compile_time or 0.0,
+                steady_time=r.body_time - (r.jit_compile_time or 0.0), memory_peak=r.memory_peak,
+            )
+            for i, r in enumerate(runs)
+        ]
+        return _bench_results(ScriptBenchmark(
+            script_name="sleeper", script_path=str(versions[label]), device_requested="cpu",
+            device_used=runs[-1].device_used, benchmark_runs=5, warmup_runs=1, runs_completed=5,
+            warmups=samples[:1], samples=samples[1:],
+        ))
+
+    base = _write_dir(tmp_path / "base", benchmark("v1"))
+    new = _write_dir(tmp_path / "new", benchmark("v2"))
+
+    report = compare_results(base, new)
+    (row,) = report.scripts
+    assert (row.base_n, row.new_n) == (5, 5)
+    assert row.verdict == "slower", row
+    assert row.p_value < 0.01
+    assert 1.1 < row.ratio < 1.4
+    assert report.regressions == ["sleeper"]
+    body = compare_results(base, new, metric="body_time").scripts[0]
+    assert body.verdict == "slower" and body.ratio == pytest.approx(1.3, rel=0.05)
+    assert compare_results(base, base).scripts[0].verdict == "no significant change"
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+def test_json_files_work_as_well_as_folders(tmp_path: Path, base_dir: Path) -> None:
+    base_file = base_dir / resultfiles.BENCHMARK_RESULTS
+    copy = tmp_path / "elsewhere" / "saved_run.json"
+    copy.parent.mkdir()
+    copy.write_text(base_file.read_text())
+    report = compare_results(str(base_file), copy)
+    assert all(r.verdict == "no significant change" for r in report.scripts) and len(report.scripts) == 3
+    assert report.base == str(base_file)
+    # Models in memory are accepted too.
+    loaded = resultfiles.read_model(base_file, BenchmarkResults)
+    assert [r.verdict for r in compare_results(loaded, base_dir).scripts] == ["no significant change"] * 3
+
+
+def test_load_samples_keeps_only_counted_successful_runs(tmp_path: Path) -> None:
+    folder = _write_dir(tmp_path / "r", _bench_results(
+        _bench("a", [1.0, 1.1, 1.2], warmups=[5.0, 4.0], failed=2),
+        _bench("a", [0.5, 0.6], device="gpu"),
+    ))
+    samples = load_samples(folder)
+    assert samples == {("a", "cpu"): [1.0, 1.1, 1.2], ("a", "gpu"): [0.5, 0.6]}
+    assert load_samples(folder, "memory_peak")[("a", "cpu")] == pytest.approx([110.0, 111.0, 112.0])
+    assert load_samples(folder, "compile_time")[("a", "gpu")] == pytest.approx([0.05, 0.06])
+    assert load_samples(folder, "steady_time")[("a", "cpu")] == pytest.approx([0.85, 0.94, 1.03])
+
+
+def test_a_results_folder_prefers_the_benchmark_file(tmp_path: Path) -> None:
+    folder = tmp_path / "r"
+    _write_dir(folder, _bench_results(_bench("a", [1.0, 1.1, 1.2])))
+    _write_dir(folder, _batch([_script_result("a", 9.0)]))
+    assert load_samples(folder) == {("a", "cpu"): [1.0, 1.1, 1.2]}
+
+
+def test_batch_results_without_benchmarks_are_not_comparable(tmp_path: Path) -> None:
+    base = _write_dir(tmp_path / "base", _batch([_script_result("a", 1.0), _script_result("b", 2.0)]))
+    new = _write_dir(tmp_path / "new", _batch([_script_result("a", 1.3), _script_result("b", 2.0)]))
+    assert load_samples(base) == {("a", "cpu"): [1.0], ("b", "cpu"): [2.0]}
+    assert load_samples(base, "body_time")[("a", "cpu")] == pytest.approx([0.95])
+    assert load_samples(base, "compile_time")[("a", "cpu")] == pytest.approx([0.1])
+    assert load_samples(base, "steady_time")[("a", "cpu")] == pytest.approx([0.85])
+    assert load_samples(base, "memory_peak")[("a", "cpu")] == [120.0]
+    report = compare_results(base, new)
+    for row in report.scripts:
+        assert row.verdict == "not comparable" and row.p_value is None
+        assert (row.base_n, row.new_n) == (1, 1)
+        assert "one sample per side" in row.note and "--benchmark-runs" in row.note
+    assert report.scripts[0].ratio == pytest.approx(1.3)  # still shown, just not judged
+    assert report.regressions == []
+
+
+def test_a_batch_result_uses_its_benchmarking_section(tmp_path: Path) -> None:
+    benchmarked = _batch(
+        [_script_result("a", 1.0), _script_result("broken", None, success=False)],
+        benchmarks=[_bench("a", _times(1))],
+    )
+    path = tmp_path / "run.json"
+    resultfiles.write_model(path, benchmarked)
+    samples = load_samples(path)
+    assert samples[("a", "cpu")] == pytest.approx(_times(1))
+    assert samples[("broken", "cpu")] == []
+    report = compare_results(path, path)
+    rows = {r.script_name: r for r in report.scripts}
+    assert rows["a"].verdict == "no significant change"
+    assert rows["broken"].verdict == "not comparable" and "no successful" in rows["broken"].note
+
+
+def test_scripts_on_one_side_only_are_listed(tmp_path: Path) -> None:
+    base = _write_dir(tmp_path / "base", _bench_results(_bench("kept", _times(1)), _bench("removed", _times(2))))
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("kept", _times(3)), _bench("added", _times(4))))
+    report = compare_results(base, new)
+    assert [r.script_name for r in report.scripts] == ["kept"]
+    assert report.only_in_base == ["removed"] and report.only_in_new == ["added"]
+
+
+def test_a_script_that_now_fails_is_not_comparable(tmp_path: Path, base_dir: Path) -> None:
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("pomdp_solver", [], failed=5)))
+    (row,) = compare_results(base_dir, new).scripts
+    assert row.verdict == "not comparable" and row.new_n == 0 and row.new_median is None
+    assert "no successful wall_time sample on the new side" in row.note
+
+
+def test_cross_device_runs_are_compared_per_device(tmp_path: Path) -> None:
+    base = _write_dir(tmp_path / "base", _bench_results(
+        _bench("m", _times(1), device="cpu"), _bench("m", _times(2, scale=0.2), device="gpu")))
+    new = _write_dir(tmp_path / "new", _bench_results(
+        _bench("m", _times(3), device="cpu"), _bench("m", _times(4, scale=0.3), device="gpu")))
+    report = compare_results(base, new)
+    verdicts = {(r.script_name, r.device): r.verdict for r in report.scripts}
+    assert verdicts == {("m", "cpu"): "no significant change", ("m", "gpu"): "slower"}
+    assert report.regressions == ["m [gpu]"]
+
+
+def test_a_different_requested_device_still_pairs_the_script(tmp_path: Path) -> None:
+    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", _times(1), device="auto")))
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", _times(2), device="cpu")))
+    report = compare_results(base, new)
+    (row,) = report.scripts
+    assert row.verdict == "no significant change" and "auto in base, cpu in new" in row.note
+    assert report.only_in_base == report.only_in_new == []
+
+
+def test_too_few_runs_for_the_test_are_explained(tmp_path: Path) -> None:
+    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", [1.0, 1.01, 0.99])))
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", [1.5, 1.51, 1.49])))
+    (row,) = compare_results(base, new).scripts
+    assert row.verdict == "no significant change" and row.ratio == pytest.approx(1.5)
+    assert "no test can reach p < 0.01" in row.note
+
+
+def test_zero_compile_time_on_both_sides_is_no_change(tmp_path: Path) -> None:
+    bench = _bench("plain", [1.0, 1.1, 1.2, 1.0, 1.1])
+    for s in bench.samples:
+        s.compile_time = 0.0
+    folder = _write_dir(tmp_path / "r", _bench_results(bench))
+    (row,) = compare_results(folder, folder, metric="compile_time").scripts
+    assert row.verdict == "no significant change" and row.ratio is None and "0 in every run" in row.note
+
+
+@pytest.mark.parametrize("metric", SAMPLE_METRICS)
+def test_every_metric_can_be_compared(base_dir: Path, metric: str) -> None:
+    report = compare_results(base_dir, base_dir, metric=metric)
+    assert report.metric == metric
+    assert {r.verdict for r in report.scripts} == {"no significant change"}
+
+
+def test_the_report_round_trips_through_json(base_dir: Path) -> None:
+    report = compare_results(base_dir, base_dir)
+    assert ComparisonReport.model_validate_json(report.model_dump_json()) == report
+    assert json.loads(report.model_dump_json())["scripts"][0]["verdict"] == "no significant change"
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def test_a_missing_path_is_a_usage_error(tmp_path: Path, base_dir: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist.*jax_benchmark_results.json"):
+        compare_results(base_dir, tmp_path / "nope")
+
+
+def test_a_folder_without_results_is_a_usage_error(tmp_path: Path, base_dir: Path) -> None:
+    with pytest.raises(UsageError, match="not a jaxrun results folder.*jax_execution_results.json"):
+        compare_results(tmp_path / "base", tmp_path)  # tmp_path holds only the base folder
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("not json {", "not valid JSON"),
+        ("[1, 2, 3]", "not a jaxrun results file"),
+        ('{"jax_available": true}', "not a jaxrun results file"),
+        ('{"benchmarks": [{"script_name": "x"}]}', "does not match"),
+    ],
+)
+def test_a_file_that_is_not_a_results_file_is_a_usage_error(
+    tmp_path: Path, base_dir: Path, content: str, message: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.raises(UsageError, match=message) as info:
+        compare_results(bad, base_dir)
+    assert "bad.json" in str(info.value)
+
+
+def test_a_binary_file_is_a_usage_error(tmp_path: Path, base_dir: Path) -> None:
+    bad = tmp_path / "blob.bin"
+    bad.write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(UsageError, match="blob.bin"):
+        compare_results(base_dir, bad)
+
+
+def test_an_unknown_metric_lists_the_valid_ones(base_dir: Path) -> None:
+    with pytest.raises(UsageError, match="'speed'.*wall_time, body_time, compile_time, steady_time, memory_peak"):
+        compare_results(base_dir, base_dir, metric="speed")
+    with pytest.raises(UsageError, match="wall_time"):
+        load_samples(base_dir, "execution_time")
+
+
+@pytest.mark.parametrize("options", [{"alpha": 0}, {"alpha": 1}, {"alpha": -0.5}, {"min_effect": -0.05},
+                                     {"min_effect": float("nan")}])
+def test_bad_alpha_or_min_effect_is_a_usage_error(base_dir: Path, options: dict[str, float]) -> None:
+    with pytest.raises(UsageError):
+        compare_results(base_dir, base_dir, **options)
+
+
+@pytest.mark.parametrize("text, value", [("5%", 0.05), ("5 %", 0.05), ("0.05", 0.05), ("12.5%", 0.125),
+                                         (" 0 ", 0.0), ("0%", 0.0)])
+def test_parse_effect(text: str, value: float) -> None:
+    assert parse_effect(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-5%", "5%%", "5", "five percent", "0.05.1"])
+def test_parse_effect_rejects_garbage(text: str) -> None:
+    with pytest.raises(UsageError, match=repr(text).replace(".", r"\.").replace("%", "%")):
+        parse_effect(text)
+
+
+def test_an_empty_benchmark_file_falls_back_to_the_execution_results(tmp_path: Path) -> None:
+    folder = tmp_path / "r"
+    _write_dir(folder, _bench_results())
+    _write_dir(folder, _batch([_script_result("a", 1.0)]))
+    assert load_samples(folder) == {("a", "cpu"): [1.0]}

@@ -1,0 +1,328 @@
+"""The history database: a real SQLite file, real git, real concurrent processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxrun.errors import UsageError
+from jaxrun.history import (
+    SCHEMA_VERSION,
+    HistoryStore,
+    default_history_path,
+    git_state,
+    history_run_from_benchmark,
+    script_identity,
+)
+from jaxrun.models import HistoryRun, RunSample, ScriptBenchmark
+
+
+def make_run(
+    walls: list[float],
+    *,
+    path: str = "/proj/examples/model.py",
+    name: str = "examples/model.py",
+    device: str | None = "cpu",
+    host: str = "hostA",
+    at: str = "2025-01-01T00:00:00+00:00",
+    commit: str | None = "abc123",
+) -> HistoryRun:
+    samples = [RunSample(index=0, warmup=True, success=True, wall_time=2.0, body_time=1.5)]
+    samples += [
+        RunSample(index=i, warmup=False, success=True, wall_time=w, body_time=w * 0.8, compile_time=0.1,
+                  steady_time=w * 0.8 - 0.1, memory_peak=123.0)
+        for i, w in enumerate(walls)
+    ]
+    return HistoryRun(
+        recorded_at=at, script_name=name, script_path=path, content_hash="h" * 64, git_commit=commit,
+        git_dirty=False if commit else None, host=host, device_requested="auto", device_used=device,
+        jax_version="0.4.35", jaxlib_version="0.4.35", jaxrun_version="0.1.0", samples=samples,
+    )
+
+
+def normal(seed: int, mean: float, n: int = 10) -> list[float]:
+    return [float(x) for x in np.random.default_rng(seed).normal(mean, mean * 0.01, n)]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "nested" / "history.sqlite"
+
+
+def test_round_trip_keeps_every_field_and_sample(db: Path) -> None:
+    run = make_run([1.0, 1.2, 1.1])
+    run.samples.append(RunSample(index=3, warmup=False, success=False, error_class="out_of_memory"))
+    run.samples.append(RunSample(index=4, warmup=False, success=True, wall_time=float("nan"), memory_peak=None))
+    with HistoryStore(db) as store:
+        assert db.exists() and store.schema_version == SCHEMA_VERSION
+        run_id = store.record(run)
+        (back,) = store.runs()
+    assert back.id == run_id
+    assert back.model_dump(exclude={"id", "median_wall_time", "samples"}) == run.model_dump(
+        exclude={"id", "median_wall_time", "samples"}
+    )
+    assert back.median_wall_time == pytest.approx(1.1)  # counted, successful, finite wall times only
+    assert [s.warmup for s in back.samples] == [True, False, False, False, False, False]
+    assert back.samples[1] == run.samples[1]
+    assert back.samples[4].error_class == "out_of_memory" and back.samples[4].wall_time is None
+    assert back.samples[5].wall_time is None  # NaN is stored as NULL
+    raw = sqlite3.connect(db).execute("SELECT COUNT(*) FROM samples WHERE wall_time != wall_time").fetchone()
+    assert raw == (0,)
+
+
+def test_filters_by_path_name_suffix_device_and_host(db: Path) -> None:
+    with HistoryStore(db) as store:
+        store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py"))
+        store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py", device="gpu"))
+        store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py", host="hostB"))
+        store.record(make_run([1.0], path="/proj/other/model.py", name="other/model.py"))
+        store.record(make_run([1.0], path="/proj/other/mymodel.py", name="mymodel.py"))
+
+        assert len(store.runs("/proj/examples/model.py")) == 3
+        assert len(store.runs("examples/model.py")) == 3  # the script name
+        assert {r.script_path for r in store.runs("model.py")} == {"/proj/examples/model.py", "/proj/other/model.py"}
+        assert [r.script_path for r in store.runs("other/model.py")] == ["/proj/other/model.py"]
+        assert store.runs("odel.py") == [] and store.runs("/elsewhere/model.py") == []
+        assert [r.device_used for r in store.runs("examples/model.py", device="gpu")] == ["gpu"]
+        assert [r.host for r in store.runs("examples/model.py", host="hostB")] == ["hostB"]
+        assert len(store.runs()) == 5
+        newest_two = store.runs(limit=2)
+        assert [r.id for r in newest_two] == [4, 5]  # the newest, still oldest first
+
+        summary = {s.script_path: s for s in store.scripts()}
+        assert summary["/proj/examples/model.py"].n_runs == 3
+        assert summary["/proj/other/mymodel.py"].script_name == "mymodel.py"
+
+
+def test_exact_path_resolved_against_the_working_folder(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "proj" / "x.py"
+    script.parent.mkdir()
+    script.write_text("print(1)\n")
+    monkeypatch.chdir(script.parent)
+    with HistoryStore(db) as store:
+        store.record(make_run([1.0], path=str(script.resolve()), name="renamed"))
+        assert len(store.runs("./x.py")) == 1
+
+
+def test_injected_regression_is_flagged(db: Path) -> None:
+    with HistoryStore(db) as store:
+        for k in range(3):
+            store.record(make_run(normal(k, 1.0), at=f"2025-01-0{k + 1}T00:00:00+00:00"))
+        same = store.record(make_run(normal(10, 1.0)))
+        check = store.check_regression(same)
+        assert check.previous_runs == 3 and not check.regression
+        assert check.comparison is not None and check.comparison.verdict == "no significant change"
+
+        slow = store.record(make_run(normal(11, 1.3)))
+        check = store.check_regression(slow)
+        assert check.regression and check.previous_runs == 4
+        comparison = check.comparison
+        assert comparison is not None and comparison.verdict == "slower"
+        assert comparison.p_value is not None and comparison.p_value < 0.01
+        assert comparison.ratio == pytest.approx(1.3, rel=0.03)
+        assert comparison.base_n == 40 and comparison.new_n == 10
+        assert check.script_path == "/proj/examples/model.py" and check.device == "cpu" and check.host == "hostA"
+
+        window = store.check_regression(slow, window=2)
+        assert window.previous_runs == 2 and window.comparison and window.comparison.base_n == 20
+
+        trend = store.trend("model.py")
+        assert [t.run_id for t in trend] == [1, 2, 3, 4, 5]
+        assert trend[-1].median == pytest.approx(1.3, rel=0.03) and trend[-1].n == 10
+        assert trend[0].git_commit == "abc123"
+        (latest,) = store.check_latest("model.py")
+        assert latest.newest_run_id == slow and latest.regression
+
+
+def test_other_device_or_host_is_not_comparable(db: Path) -> None:
+    with HistoryStore(db) as store:
+        for k in range(3):
+            store.record(make_run(normal(k, 1.0)))
+        for run in (make_run(normal(20, 1.3), device="gpu"), make_run(normal(21, 1.3), host="hostB")):
+            check = store.check_regression(store.record(run))
+            assert check.previous_runs == 0 and check.comparison is None and not check.regression
+        first = store.check_regression(1)
+        assert first.previous_runs == 0 and not first.regression
+        assert len(store.check_latest()) == 3
+        with pytest.raises(UsageError, match="wall_time"):
+            store.check_regression(1, metric="speed")
+        with pytest.raises(UsageError, match="no run with id 99"):
+            store.check_regression(99)
+
+
+def test_failed_runs_do_not_fill_the_window(db: Path) -> None:
+    with HistoryStore(db) as store:
+        store.record(make_run(normal(1, 1.0)))
+        failed = make_run([])
+        failed.samples = [RunSample(index=0, warmup=False, success=False, error_class="script_error")]
+        store.record(failed)
+        check = store.check_regression(store.record(make_run(normal(2, 1.3))), window=1)
+        assert check.previous_runs == 1 and check.regression
+        check = store.check_regression(store.record(failed))
+        assert check.comparison is not None and check.comparison.verdict == "not comparable"
+        assert not check.regression
+
+
+V1_DDL = [
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at TEXT NOT NULL,"
+    " script_name TEXT NOT NULL, script_path TEXT NOT NULL, content_hash TEXT NOT NULL,"
+    " git_commit TEXT, git_dirty INTEGER, host TEXT NOT NULL, device_requested TEXT NOT NULL,"
+    " device_used TEXT, jax_version TEXT, jaxlib_version TEXT, jaxrun_version TEXT NOT NULL)",
+    "CREATE TABLE samples (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " idx INTEGER NOT NULL, warmup INTEGER NOT NULL, success INTEGER NOT NULL, error_class TEXT,"
+    " wall_time REAL, body_time REAL, compile_time REAL, steady_time REAL, memory_peak REAL)",
+    "CREATE INDEX runs_comparable ON runs (script_path, device_used, host)",
+    "CREATE INDEX samples_run ON samples (run_id)",
+    "INSERT INTO meta VALUES ('schema_version', '1')",
+]
+
+
+def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
+    db.parent.mkdir()
+    con = sqlite3.connect(db)
+    for statement in V1_DDL:
+        con.execute(statement)
+    con.execute(
+        "INSERT INTO runs VALUES (1, '2024-12-31T00:00:00+00:00', 'old.py', '/proj/old.py', 'ff', 'c0', 1,"
+        " 'hostA', 'cpu', 'cpu', '0.4.30', '0.4.30', '0.0.9')"
+    )
+    con.executemany(
+        "INSERT INTO samples VALUES (1, ?, 0, 1, NULL, ?, NULL, NULL, NULL, NULL)", [(0, 1.0), (1, 3.0), (2, 2.0)]
+    )
+    con.commit()
+    con.close()
+
+    with HistoryStore(db) as store:
+        assert store.schema_version == SCHEMA_VERSION == 2
+        (old,) = store.runs("old.py")
+        assert old.git_dirty is True and old.jaxrun_version == "0.0.9" and len(old.samples) == 3
+        assert old.median_wall_time == 2.0  # backfilled by the v2 migration
+        new_id = store.record(make_run([1.0, 2.0], path="/proj/old.py", name="old.py"))
+        assert new_id == 2 and len(store.runs("old.py")) == 2
+    with HistoryStore(db) as store:  # reopening an up-to-date database changes nothing
+        assert store.schema_version == 2 and len(store.runs()) == 2
+
+
+def test_newer_schema_is_refused(db: Path) -> None:
+    with HistoryStore(db) as store:
+        store.record(make_run([1.0]))
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 2\).*--history"):
+        HistoryStore(db)
+
+
+def test_a_file_that_is_not_a_history_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "notes.sqlite"
+    text.write_text("these are not the rows you are looking for\n" * 100)
+    with pytest.raises(UsageError, match="not a jaxrun history database"):
+        HistoryStore(text)
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    with pytest.raises(UsageError, match="not a jaxrun history"):
+        HistoryStore(other)
+    with pytest.raises(UsageError, match="is a folder"):
+        HistoryStore(tmp_path)
+    with pytest.raises(UsageError, match="no history database"):
+        HistoryStore(tmp_path / "missing.sqlite", create=False)
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    with HistoryStore(path) as store:
+        for i in range(count):
+            store.record(make_run([1.0 + i / 100, 1.1], name=f"w{worker}.py", path=f"/proj/w{worker}.py"))
+
+
+@pytest.mark.slow
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")  # a fresh file: the processes also race to create the schema
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_writer, args=(path, w, 25)) for w in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(120)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    with HistoryStore(path) as store:
+        runs = store.runs()
+        assert len(runs) == 100
+        assert sorted({r.id for r in runs}) == list(range(1, 101))
+        assert all(len(r.samples) == 3 for r in runs)
+        assert {s.n_runs for s in store.scripts()} == {25}
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        check=True, capture_output=True,
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_state_inside_and_outside_a_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    script = repo / "s.py"
+    script.write_text("x = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "s.py")
+    _git(repo, "commit", "-q", "-m", "first")
+    commit, dirty = git_state(script)
+    assert commit is not None and len(commit) == 40 and dirty is False
+    script.write_text("x = 2\n")
+    assert git_state(script) == (commit, True)
+
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    (outside / "t.py").write_text("y = 1\n")
+    assert git_state(outside / "t.py") == (None, None)
+
+
+def test_script_identity_follows_the_content(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("a = 1\n")
+    path, first = script_identity(script)
+    assert path == str(script.resolve()) and len(first) == 64
+    assert script_identity(script) == (path, first)
+    script.write_text("a = 2\n")
+    assert script_identity(script)[1] != first
+    with pytest.raises(UsageError, match="missing.py"):
+        script_identity(tmp_path / "missing.py")
+
+
+def test_history_run_from_benchmark(tmp_path: Path) -> None:
+    script = tmp_path / "b.py"
+    script.write_text("pass\n")
+    bench = ScriptBenchmark(
+        script_name="b.py", script_path=str(script), device_requested="auto", device_used="cpu",
+        benchmark_runs=2, warmup_runs=1, runs_completed=2,
+        warmups=[RunSample(index=0, warmup=True, success=True, wall_time=3.0)],
+        samples=[RunSample(index=i, warmup=False, success=True, wall_time=1.0 + i) for i in range(2)],
+    )
+    run = history_run_from_benchmark(bench, jax_version="0.4.35", host="h")
+    assert run.script_path == str(script.resolve()) and run.host == "h" and len(run.samples) == 3
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        assert store.get(store.record(run)).median_wall_time == 1.5
+
+
+def test_default_history_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAXRUN_HISTORY", raising=False)
+    assert default_history_path(tmp_path) == tmp_path / ".jaxrun" / "history.sqlite"
+    monkeypatch.chdir(tmp_path)
+    assert default_history_path() == tmp_path / ".jaxrun" / "history.sqlite"
+    monkeypatch.setenv("JAXRUN_HISTORY", str(tmp_path / "elsewhere.db"))
+    assert default_history_path(tmp_path / "x") == tmp_path / "elsewhere.db"
+    monkeypatch.setenv("JAXRUN_HISTORY", "rel.db")
+    assert default_history_path(tmp_path) == tmp_path / "rel.db"
