@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .models import BatchResult, DeviceInfo, PerformanceMetrics, ScriptResult
+from .models import BatchResult, BenchmarkResults, ComparisonReport, DeviceInfo, PerformanceMetrics, ScriptResult
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,6 +41,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "performance_metrics": PerformanceMetrics,
     "device_info": DeviceInfo,
     "script_result": ScriptResult,
+    "benchmark_results": BenchmarkResults,
+    "comparison": ComparisonReport,
 }
 
 
