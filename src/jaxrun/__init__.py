@@ -20,6 +20,8 @@ _EXPORTS: dict[str, str] = {
     "get_jax_device_info": "jaxrun.devices",
     "execute_jax_script": "jaxrun.execute",
     "run_jax_scripts": "jaxrun.batch",
+    "compare_results": "jaxrun.compare",
+    "HistoryStore": "jaxrun.history",
     "JAXExecutionError": "jaxrun.errors",
     "UsageError": "jaxrun.errors",
     "InvalidDeviceError": "jaxrun.errors",
@@ -30,12 +32,16 @@ _EXPORTS: dict[str, str] = {
     "ScriptResult": "jaxrun.models",
     "BatchResult": "jaxrun.models",
     "CompileStats": "jaxrun.models",
+    "ScriptBenchmark": "jaxrun.models",
+    "ComparisonReport": "jaxrun.models",
+    "Statistics": "jaxrun.models",
 }
 
 __all__ = ["record", "__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from .batch import run_jax_scripts
+    from .compare import compare_results
     from .devices import get_jax_device_info, is_jax_available
     from .discovery import find_jax_scripts
     from .errors import (
@@ -47,7 +53,16 @@ if TYPE_CHECKING:
         UsageError,
     )
     from .execute import execute_jax_script
-    from .models import BatchResult, CompileStats, DeviceInfo, ScriptResult
+    from .history import HistoryStore
+    from .models import (
+        BatchResult,
+        CompileStats,
+        ComparisonReport,
+        DeviceInfo,
+        ScriptBenchmark,
+        ScriptResult,
+        Statistics,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator
 from fnmatch import fnmatchcase
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from jaxrun.errors import ScriptNotFoundError, UsageError
 
