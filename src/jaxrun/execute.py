@@ -137,6 +137,10 @@ def _benchmark(spec: RunSpec, benchmark_runs: int, warmup_runs: int, result_path
     warm = warm_summary(spec.entry, calls) if spec.entry and calls else result.warm
     bench = script_benchmark(result, samples, warmups, benchmark_runs, warmup_runs, warm)
     update = {"benchmark": bench, "started_at": first.started_at, "finished_at": now_iso()}
+    if spec.entry and calls:
+        # The last run's own summary labels its calls run=1 whatever counted run it was, and
+        # leaves the other runs out; the result's .warm must say the same as .benchmark.warm.
+        update["warm"] = warm
     if first.fallback_reason and not result.fallback_reason:
         update["fallback_reason"] = first.fallback_reason
     return result.model_copy(update=update)

@@ -1,0 +1,420 @@
+"""`jaxrun run --benchmark-runs/--warm/--device a,b`, `jaxrun compare` and `jaxrun history` (issue 3).
+
+Real `python -m jaxrun` subprocesses, real JAX on CPU, a real SQLite history in tmp_path. The
+speed differences are made with `time.sleep` in tiny scripts and judged by jaxrun's own verdict
+(Mann-Whitney U, p < 0.01, at least 5% effect); no test asserts how long anything takes.
+Every run gets `--results-dir` in tmp_path and `--history` / `--no-history`, and runs with
+tmp_path as working folder, so nothing lands in the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def sleeper(seconds: float) -> str:
+    return textwrap.dedent(
+        f"""\
+        import time
+
+        import jax.numpy as jnp
+
+        jnp.ones(2).block_until_ready()
+        time.sleep({seconds})
+        """
+    )
+
+
+WARM = """\
+import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def step(x):
+    return jnp.tanh(x @ x.T).sum(axis=0)
+
+
+X = jnp.linspace(0.0, 1.0, 64 * 64).reshape(64, 64)
+
+
+def main():
+    return step(X)
+
+
+if __name__ == "__main__":
+    raise SystemExit("the __main__ block must not run in warm mode")
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    env = dict(os.environ, JAXRUN_CACHE_DIR=str(tmp_path_factory.mktemp("device-cache")))
+    env.pop("JAX_PLATFORMS", None)
+    env.pop("JAXRUN_HISTORY", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def jaxrun(cli_env, tmp_path_factory: pytest.TempPathFactory):
+    workdir = tmp_path_factory.mktemp("cwd")  # a default ./.jaxrun or ./jaxrun_results lands here
+
+    def run(*args: object, extra_env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "jaxrun", *map(str, args)],
+            capture_output=True, text=True, env=dict(cli_env, **(extra_env or {})), cwd=workdir,
+            timeout=timeout,
+        )
+
+    run.workdir = workdir  # type: ignore[attr-defined]
+    return run
+
+
+def counted(bench: dict) -> list[dict]:
+    return [s for s in bench["samples"] if not s["warmup"]]
+
+
+# --- jaxrun run --benchmark-runs ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bench_dir(jaxrun, tmp_path_factory: pytest.TempPathFactory):
+    """Two tiny scripts, 1 warm-up + 5 counted runs each, through the CLI."""
+    root = tmp_path_factory.mktemp("bench")
+    write(root / "scripts" / "alpha.py", sleeper(0.05))
+    write(root / "scripts" / "sub" / "beta.py", sleeper(0.05))
+    out = root / "results"
+    proc = jaxrun(
+        "run", root / "scripts", "--device", "cpu", "--benchmark-runs", 5, "--warmup-runs", 1,
+        "--results-dir", out, "--history", root / "h.sqlite",
+    )
+    return proc, out
+
+
+@pytest.mark.slow
+def test_benchmark_runs_write_the_benchmark_file_with_raw_samples(bench_dir) -> None:
+    proc, out = bench_dir
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = load(out / "jax_benchmark_results.json")
+    assert (doc["enabled"], doc["benchmark_runs"], doc["warmup_runs"]) == (True, 5, 1)
+    assert doc["runs_completed"] == 10
+    assert sorted(b["script_name"] for b in doc["benchmarks"]) == ["alpha", "sub__beta"]
+    for bench in doc["benchmarks"]:
+        assert bench["runs_completed"] == 5
+        assert [s["index"] for s in counted(bench)] == [1, 2, 3, 4, 5]
+        assert [w["warmup"] for w in bench["warmups"]] == [True]
+        for sample in bench["samples"]:
+            for metric in ("wall_time", "body_time", "compile_time", "steady_time", "memory_peak"):
+                assert isinstance(sample[metric], float), (metric, sample)
+        assert len({s["wall_time"] for s in bench["samples"]}) == 5  # five real processes
+        assert bench["statistics"]["wall_time"]["n"] == 5
+    # The terminal shows the benchmark table, with the counted runs per script.
+    assert "process benchmark" in proc.stdout and "5/5" in proc.stdout
+
+
+@pytest.mark.slow
+def test_compare_a_results_dir_with_itself_finds_no_change(jaxrun, bench_dir) -> None:
+    _, out = bench_dir
+    proc = jaxrun("compare", out, out, "--json", "--fail-on-regression")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert sorted(s["script_name"] for s in report["scripts"]) == ["alpha", "sub__beta"]
+    for row in report["scripts"]:
+        assert row["verdict"] == "no significant change", row
+        assert (row["base_n"], row["new_n"]) == (5, 5)
+        assert row["ratio"] == pytest.approx(1.0)
+    assert report["regressions"] == [] and report["improvements"] == []
+    assert report["only_in_base"] == [] and report["only_in_new"] == []
+
+
+# --- jaxrun compare: a deliberate slowdown -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_pair(jaxrun, tmp_path_factory: pytest.TempPathFactory):
+    """bench.py sleeping 0.20 s (base) and 0.45 s (new), 1 warm-up + 5 runs each.
+
+    Importing jax and starting the process take ~0.55 s here, so a 0.20 -> 0.26 s sleep would make
+    the script only ~7% slower, within the process-to-process noise of a busy 2-core box (seen:
+    verdict "no significant change"). 0.45 s makes the whole script ~30% slower, as the issue asks.
+    """
+    root = tmp_path_factory.mktemp("pair")
+    dirs = {}
+    for label, seconds in (("base", 0.20), ("new", 0.45)):
+        write(root / label / "bench.py", sleeper(seconds))
+        out = root / f"results_{label}"
+        proc = jaxrun(
+            "run", root / label, "--device", "cpu", "--benchmark-runs", 5, "--warmup-runs", 1,
+            "--results-dir", out, "--no-history",
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        dirs[label] = out
+    return dirs["base"], dirs["new"]
+
+
+@pytest.mark.slow
+def test_compare_finds_the_slower_script_with_p_below_001(jaxrun, slow_pair) -> None:
+    base, new = slow_pair
+    proc = jaxrun("compare", base, new, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # without --fail-on-regression
+    report = json.loads(proc.stdout)
+    (row,) = report["scripts"]
+    assert row["script_name"] == "bench"
+    assert (row["base_n"], row["new_n"]) == (5, 5)
+    assert row["verdict"] == "slower", row
+    assert row["p_value"] < 0.01
+    assert 1.15 < row["ratio"] < 1.6 and row["ratio_ci_low"] > 1.05
+    assert report["regressions"] == ["bench"]
+
+
+@pytest.mark.slow
+def test_fail_on_regression_exits_1_and_names_the_script(jaxrun, slow_pair) -> None:
+    base, new = slow_pair
+    proc = jaxrun("compare", base, new, "--fail-on-regression")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "significantly slower: bench" in proc.stdout
+    assert "slower" in proc.stdout and "Traceback" not in proc.stderr
+    # The other way round the new side is faster: not a regression, so the gate passes.
+    reverse = jaxrun("compare", new, base, "--json", "--fail-on-regression")
+    assert reverse.returncode == 0, reverse.stdout + reverse.stderr
+    assert json.loads(reverse.stdout)["scripts"][0]["verdict"] == "faster"
+
+
+@pytest.mark.slow
+def test_scripts_on_one_side_only_are_listed_not_crashed_on(jaxrun, bench_dir, slow_pair) -> None:
+    _, out = bench_dir
+    base, _ = slow_pair
+    proc = jaxrun("compare", out, base, "--fail-on-regression")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "only in BASE: alpha, sub__beta" in proc.stdout
+    assert "only in NEW: bench" in proc.stdout
+    report = json.loads(jaxrun("compare", out, base, "--json").stdout)
+    assert report["scripts"] == []
+    assert report["only_in_base"] == ["alpha", "sub__beta"] and report["only_in_new"] == ["bench"]
+
+
+def test_compare_on_a_missing_path_is_one_line_and_exit_2(jaxrun, tmp_path: Path) -> None:
+    (tmp_path / "present").mkdir()
+    proc = jaxrun("compare", tmp_path / "nope", tmp_path / "present")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("jaxrun: error:") and "nope" in lines[0] and "does not exist" in lines[0]
+    assert proc.stdout == ""
+
+
+# --- jaxrun history ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def history_story(jaxrun, tmp_path_factory: pytest.TempPathFactory):
+    """Two benchmark runs of one script path, then a third with the script made ~30% slower.
+
+    Each run has 4 counted samples: 4 vs 4 can never reach p < 0.01 (no false alarm on run 2),
+    while 4 new against 8 pooled earlier samples can.
+    """
+    root = tmp_path_factory.mktemp("history")
+    script = write(root / "scripts" / "bench.py", sleeper(0.20))
+    db = root / "h.sqlite"
+
+    def bench_run(label: str) -> subprocess.CompletedProcess:
+        return jaxrun(
+            "run", script, "--device", "cpu", "--benchmark-runs", 4, "--warmup-runs", 1,
+            "--results-dir", root / f"results_{label}", "--history", db,
+        )
+
+    story = {"script": script, "db": db, "run1": bench_run("1"), "run2": bench_run("2")}
+    story["history_after_two"] = jaxrun("history", "--history", db, "--json")
+    story["history_table_after_two"] = jaxrun("history", "--history", db)
+    # Same path, new content: the sleep grows from 0.20 s to 0.45 s (~30% of the whole process).
+    write(script, sleeper(0.45))
+    story["run3"] = bench_run("3")
+    story["history_script"] = jaxrun("history", "bench.py", "--history", db)
+    story["history_script_json"] = jaxrun("history", str(script), "--history", db, "--json")
+    return story
+
+
+@pytest.mark.slow
+def test_history_shows_two_runs_of_a_script(history_story) -> None:
+    for key in ("run1", "run2"):
+        proc = history_story[key]
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = history_story["history_after_two"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    path = str(history_story["script"].resolve())
+    assert list(doc["runs"]) == [path]
+    runs = doc["runs"][path]
+    assert len(runs) == 2
+    assert runs[0]["id"] < runs[1]["id"]
+    assert runs[0]["content_hash"] == runs[1]["content_hash"]
+    for run in runs:
+        assert run["device_used"] == "cpu"
+        assert sum(1 for s in run["samples"] if not s["warmup"]) == 4
+        assert sum(1 for s in run["samples"] if s["warmup"]) == 1
+    (check,) = doc["checks"]
+    assert check["newest_run_id"] == runs[1]["id"] and check["previous_runs"] == 1
+    assert check["regression"] is False
+    table = history_story["history_table_after_two"]
+    assert table.returncode == 0, table.stdout + table.stderr
+    assert "benchmark history" in table.stdout and "bench" in table.stdout
+
+
+@pytest.mark.slow
+def test_run_of_a_slower_script_is_flagged_by_run_and_exits_1(history_story) -> None:
+    proc = history_story["run3"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "regression against history: bench" in proc.stderr
+    assert "1/1 succeeded" in proc.stdout  # the script itself succeeded: the regression is the failure
+    assert "slower" in proc.stdout
+
+
+@pytest.mark.slow
+def test_history_of_the_script_flags_the_injected_regression(history_story) -> None:
+    proc = history_story["history_script"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "regression: bench.py on cpu is x" in proc.stdout
+    assert "than its 2 earlier run(s)" in proc.stdout
+
+    as_json = history_story["history_script_json"]
+    assert as_json.returncode == 1, as_json.stdout + as_json.stderr
+    doc = json.loads(as_json.stdout)
+    (runs,) = doc["runs"].values()
+    assert len(runs) == 3
+    assert runs[2]["content_hash"] != runs[1]["content_hash"]  # new content, same path: still comparable
+    (check,) = doc["checks"]
+    assert check["newest_run_id"] == runs[2]["id"]
+    assert check["previous_runs"] == 2
+    assert check["regression"] is True
+    comparison = check["comparison"]
+    assert comparison["verdict"] == "slower"
+    assert comparison["p_value"] < 0.01
+    assert (comparison["base_n"], comparison["new_n"]) == (8, 4)
+    assert comparison["ratio"] > 1.05
+
+
+@pytest.mark.slow
+def test_history_of_an_unknown_script_is_exit_2(jaxrun, history_story) -> None:
+    proc = jaxrun("history", "nope", "--history", history_story["db"])
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nope" in lines[0] and "bench" in lines[0], proc.stderr  # lists what is there
+    assert "Traceback" not in proc.stderr
+
+
+def test_history_with_a_missing_database_is_exit_2_and_creates_nothing(jaxrun, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.sqlite"
+    proc = jaxrun("history", "--history", missing)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "missing.sqlite" in lines[0], proc.stderr
+    assert not missing.exists()
+
+
+@pytest.mark.slow
+def test_jaxrun_history_environment_variable_is_honoured(jaxrun, tmp_path: Path) -> None:
+    script = write(tmp_path / "scripts" / "envbench.py", sleeper(0.01))
+    db = tmp_path / "from-env.sqlite"
+    env = {"JAXRUN_HISTORY": str(db)}
+    proc = jaxrun(
+        "run", script, "--device", "cpu", "--benchmark-runs", 2, "--results-dir", tmp_path / "results",
+        extra_env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert db.is_file()
+    assert not (jaxrun.workdir / ".jaxrun").exists()  # the default location was not used
+    shown = jaxrun("history", "envbench", "--json", extra_env=env)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    (runs,) = json.loads(shown.stdout)["runs"].values()
+    assert len(runs) == 1 and runs[0]["script_name"] == "envbench"
+    # --history wins over the environment variable.
+    other = jaxrun("history", "--history", tmp_path / "other.sqlite", extra_env=env)
+    assert other.returncode == 2 and "other.sqlite" in other.stderr
+
+
+# --- warm mode and devices ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_warm_run_prints_first_call_and_steady_state_without_speedup(jaxrun, tmp_path: Path) -> None:
+    script = write(tmp_path / "scripts" / "warmscript.py", WARM)
+    out = tmp_path / "results"
+    proc = jaxrun("run", script, "--device", "cpu", "--warm", "--warm-calls", 5, "--results-dir", out, "--no-history")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    start = proc.stdout.index("warm mode:")
+    end = proc.stdout.index("succeeded; results in", start)
+    table = proc.stdout[start:end]
+    assert "compile+first-call overhead ratio" in table
+    assert "first call" in table and "steady median" in table
+    assert "speedup" not in table.lower() and "speed-up" not in table.lower()
+    row = next(line for line in table.splitlines() if "warmscript" in line)
+    assert " main " in row and " 5 " in row
+    result = load(out / "script_results" / "warmscript_result.json")
+    warm = result["warm"]
+    assert len(warm["calls"]) == 5
+    assert warm["first_call"] > warm["steady"]["median"]
+    assert f"{warm['compile_first_call_overhead_ratio']:.1f}" in row
+
+
+@pytest.mark.slow
+def test_two_devices_print_that_the_fallback_is_not_a_real_comparison(jaxrun, tmp_path: Path) -> None:
+    write(tmp_path / "scripts" / "tiny.py", sleeper(0.01))
+    out = tmp_path / "results"
+    proc = jaxrun(
+        "run", tmp_path / "scripts", "--device", "cpu,gpu", "--benchmark-runs", 2, "--results-dir", out,
+        "--no-history",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cross-device speed-up" in proc.stdout
+    assert "not a real comparison" in proc.stdout
+    assert "fallback from gpu" in proc.stdout  # the gpu leg says it fell back
+    files = sorted(p.name for p in (out / "script_results").iterdir())
+    assert files == ["tiny@cpu_result.json", "tiny@gpu_result.json"]
+
+
+# --- the bundled examples --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_bundled_examples_benchmark_with_raw_samples(jaxrun, tmp_path: Path) -> None:
+    """The seed's real examples, 1 warm-up + 2 counted process runs each (~25 s on 2 cores).
+
+    Only examples/gnn_rendered_simulators: with examples/workloads as well, 3 process runs of
+    every example would take over the minute this one test may cost.
+    """
+    out = tmp_path / "results"
+    proc = jaxrun(
+        "run", REPO_ROOT / "examples" / "gnn_rendered_simulators", "--benchmark-runs", 2, "--warmup-runs", 1,
+        "--results-dir", out, "--history", tmp_path / "h.sqlite", timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = load(out / "jax_benchmark_results.json")
+    names = [r["script_name"] for r in load(out / "jax_execution_results.json")["script_results"]]
+    assert len(names) >= 3
+    assert sorted(b["script_name"] for b in doc["benchmarks"]) == sorted(names)
+    for bench in doc["benchmarks"]:
+        assert bench["runs_completed"] == 2, bench["warnings"]
+        assert len(counted(bench)) == 2 and len(bench["warmups"]) == 1
+        for sample in counted(bench):
+            assert sample["compile_time"] > 0  # real JAX programs compile in every process
+            assert sample["wall_time"] >= sample["body_time"] > sample["steady_time"] > 0
+    assert doc["runs_completed"] == 2 * len(names)
