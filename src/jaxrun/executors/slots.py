@@ -1,0 +1,163 @@
+"""Execution slots: which accelerators and CPU cores a job may use while it runs.
+
+A pure component (no processes, no JAX): the scheduler asks for a slot, runs a job with the slot's
+environment and CPU affinity, and gives the slot back. Its tests drive it with a plain device
+list, since the machine that runs them has no GPU.
+
+* GPU slots: with G GPUs, ``gpus_per_job=k`` and ``jobs_per_gpu=m`` there are (G // k) * m
+  slots; each job sees only its GPUs through ``CUDA_VISIBLE_DEVICES`` (JAX then numbers them
+  from 0), with preallocation off and, when a GPU is shared, a memory fraction of 1/m of the
+  usable 90%. A job that ran out of accelerator memory can ask for a slot on *other* GPUs.
+* CPU slots: the cores are divided among the jobs that may run at once, so N jobs never
+  oversubscribe the machine: each job gets a disjoint set of cores (applied as CPU affinity)
+  and thread-count variables for XLA's CPU backend, OpenMP, MKL and OpenBLAS.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..errors import UsageError
+
+# Leave XLA headroom on a shared GPU (its default preallocation fraction is 0.75 for one process).
+USABLE_GPU_MEMORY = 0.9
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    gpus: tuple[int, ...] = ()
+    cpus: tuple[int, ...] = ()
+    memory_fraction: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return "gpu" if self.gpus else "cpu"
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that confine a job to this slot."""
+        if self.gpus:
+            env = {
+                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in self.gpus),
+                "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+            }
+            if self.memory_fraction is not None:
+                env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{self.memory_fraction:.3f}"
+            return env
+        threads = str(max(1, len(self.cpus)))
+        env = {name: threads for name in _THREAD_VARS}
+        return env
+
+    def xla_cpu_flags(self) -> list[str]:
+        """XLA CPU flags for this slot: with one core, XLA's own thread pool is pointless."""
+        if self.gpus or len(self.cpus) != 1:
+            return []
+        return ["--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]
+
+
+def merge_xla_flags(existing: str | None, extra: Iterable[str]) -> str:
+    """Add flags to an XLA_FLAGS value without overriding ones the user already set."""
+    flags = (existing or "").split()
+    names = {f.split("=", 1)[0] for f in flags}
+    for flag in extra:
+        if flag.split("=", 1)[0] not in names:
+            flags.append(flag)
+    return " ".join(flags)
+
+
+def gpu_slots(gpu_ids: Sequence[int], *, gpus_per_job: int = 1, jobs_per_gpu: int = 1) -> list[Slot]:
+    """Slots over accelerators: disjoint groups of ``gpus_per_job``, each shared ``jobs_per_gpu`` ways."""
+    if gpus_per_job < 1 or jobs_per_gpu < 1:
+        raise UsageError(
+            f"gpus_per_job and jobs_per_gpu must be >= 1, got {gpus_per_job} and {jobs_per_gpu}"
+        )
+    if gpus_per_job > 1 and jobs_per_gpu > 1:
+        raise UsageError("use either --gpus-per-job or --jobs-per-gpu, not both")
+    ids = list(dict.fromkeys(gpu_ids))
+    if len(ids) < gpus_per_job:
+        raise UsageError(
+            f"--gpus-per-job {gpus_per_job} needs at least {gpus_per_job} GPUs; this machine has {len(ids)}"
+        )
+    groups = [tuple(ids[i : i + gpus_per_job]) for i in range(0, len(ids) - gpus_per_job + 1, gpus_per_job)]
+    fraction = USABLE_GPU_MEMORY / jobs_per_gpu if jobs_per_gpu > 1 else None
+    slots = []
+    for share in range(jobs_per_gpu):
+        for group in groups:
+            slots.append(Slot(index=len(slots), gpus=group, memory_fraction=fraction))
+    return slots
+
+
+def cpu_slots(jobs: int, cores: Sequence[int] | None = None) -> list[Slot]:
+    """``jobs`` slots dividing the cores as evenly as possible (never fewer than one core each)."""
+    if jobs < 1:
+        raise UsageError(f"jobs must be >= 1, got {jobs}")
+    available = list(cores) if cores is not None else sorted(_usable_cores())
+    if not available:
+        available = [0]
+    slots = []
+    for index in range(jobs):
+        if jobs <= len(available):
+            share = tuple(available[index::jobs])
+        else:
+            share = (available[index % len(available)],)  # more jobs than cores: they must share
+        slots.append(Slot(index=index, cpus=tuple(sorted(share))))
+    return slots
+
+
+def _usable_cores() -> set[int]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+
+
+@dataclass
+class SlotPool:
+    """Hands out slots to concurrent jobs; a job waits until a suitable slot is free."""
+
+    slots: list[Slot]
+    _free: list[Slot] = field(init=False)
+    _cond: threading.Condition = field(init=False, default_factory=threading.Condition)
+
+    def __post_init__(self) -> None:
+        if not self.slots:
+            raise UsageError("no execution slots: nothing could run")
+        self._free = list(self.slots)
+
+    def acquire(self, *, avoid_gpus: Iterable[int] = (), timeout: float | None = None) -> Slot | None:
+        """The first free slot that shares no GPU with ``avoid_gpus``.
+
+        Returns None when no slot avoiding those GPUs exists at all (so waiting would never end)
+        or when ``timeout`` passes.
+        """
+        avoid = set(avoid_gpus)
+        if avoid and not any(not (set(s.gpus) & avoid) for s in self.slots):
+            return None
+        with self._cond:
+            found = self._cond.wait_for(lambda: self._pick(avoid) is not None, timeout=timeout)
+            if not found:
+                return None
+            slot = self._pick(avoid)
+            assert slot is not None
+            self._free.remove(slot)
+            return slot
+
+    def _pick(self, avoid: set[int]) -> Slot | None:
+        return next((s for s in self._free if not (set(s.gpus) & avoid)), None)
+
+    def release(self, slot: Slot) -> None:
+        with self._cond:
+            if slot in self._free or slot not in self.slots:
+                raise ValueError(f"slot {slot.index} was not taken from this pool")
+            self._free.append(slot)
+            self._free.sort(key=lambda s: s.index)
+            self._cond.notify_all()
+
+    @property
+    def free(self) -> int:
+        with self._cond:
+            return len(self._free)
