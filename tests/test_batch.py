@@ -348,7 +348,10 @@ def test_no_jax_scripts_is_a_usage_error(tmp_path: Path, isolated_cache: Path) -
     [
         ({"device": "xpu"}, InvalidDeviceError, "auto, cpu, gpu, tpu"),
         ({"timeout": 0}, UsageError, "timeout must be > 0"),
-        ({"jobs": 2}, UsageError, "jobs=2"),
+        ({"jobs": 0}, UsageError, "jobs must be >= 1"),
+        ({"backend": "slurm"}, UsageError, "unknown backend 'slurm': choose one of local, ray"),
+        ({"ray_address": "127.0.0.1:6379"}, UsageError, "needs backend='ray'"),
+        ({"host_devices": 0}, UsageError, "host_devices must be"),
         ({"retries": -1}, UsageError, "retries must be a whole number"),
         ({"benchmark_runs": -1}, UsageError, "benchmark_runs must be a whole number"),
         ({"warmup_runs": 2}, UsageError, "warmup_runs needs benchmark_runs"),

@@ -129,7 +129,10 @@ def test_folder_without_jax_scripts_is_exit_2(jaxrun_cli, tmp_path: Path) -> Non
     [
         (["--timeout", "0"], "timeout must be > 0"),
         (["--retries", "-1"], "retries must be a whole number"),
-        (["--jobs", "2"], "jobs=2"),
+        (["--jobs", "0"], "jobs must be >= 1"),
+        (["--backend", "slurm"], "choose one of local, ray"),
+        (["--host-devices", "0"], "host_devices must be"),
+        (["--warmup-runs", "1"], "warmup_runs needs benchmark_runs"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(jaxrun_cli, tmp_path: Path, options, needle) -> None:
@@ -295,13 +298,17 @@ def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli_env, tm
     write(tmp_path / "s", "b_sleeper.py", SLEEPER)
     write(tmp_path / "s", "c_never.py", GOOD)
     pid_file, out = tmp_path / "sleeper.pid", tmp_path / "r"
+    # A Ctrl-C must reach Python's handler even if this test runs with SIGINT ignored (as background
+    # jobs of a non-interactive shell do): a tiny shim restores the default and execs jaxrun, rather
+    # than a preexec_fn, which forks a process that may already hold JAX's threads.
+    shim = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'jaxrun', *sys.argv[1:]])"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--results-dir", str(out)],
+        [sys.executable, "-c", shim, "run", str(tmp_path / "s"), "--results-dir", str(out)],
         env=dict(cli_env, SLEEPER_PID_FILE=str(pid_file)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # A Ctrl-C must reach Python's handler even if this test runs with SIGINT ignored
-        # (as background jobs of a non-interactive shell do).
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120

@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["record", "__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
+    from . import bench
     from .batch import run_jax_scripts
     from .compare import compare_results
     from .devices import get_jax_device_info, is_jax_available
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "bench":  # the in-process benchmarking API imports jax, so only on first use
+        return importlib.import_module("jaxrun.bench")
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'jaxrun' has no attribute {name!r}")

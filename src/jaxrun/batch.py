@@ -10,50 +10,34 @@ from __future__ import annotations
 import logging
 import os
 import platform as platform_module
-import shutil
 import socket
-from datetime import datetime, timezone
+import threading
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from . import __version__, resultfiles
 from .config import (
     DEFAULT_RESULTS_DIR,
+    compile_cache_dir,
     validate_device,
+    validate_host_devices,
     validate_non_negative,
     validate_timeout,
 )
 from .devices import get_jax_device_info, resolve_device
 from .discovery import find_jax_scripts, unique_names
 from .errors import DeviceProbeError, UsageError
-from .history import HistoryStore, default_history_path, history_run_from_benchmark
+from .batch_files import BatchWriter, RunLog, clear_previous_run
 from .execute import DEFAULT_WARM_CALLS, RunInterrupted, execute_jax_script, now_iso
-from .benchmark import benchmarking_section
-from .models import BatchMetadata, BatchResult, BenchmarkingSection, BenchmarkResults, DeviceInfo, ScriptResult
-from .summary import performance_metrics, performance_summary
+from .executors.local import Job, run_parallel
+from .executors.slots import Slot, SlotPool, cpu_slots, gpu_slots
+from .history import HistoryStore, default_history_path, expected_durations, history_run_from_benchmark
+from .models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
 
 logger = logging.getLogger("jaxrun")
 
 OnStart = Callable[[int, int, str], None]
 OnResult = Callable[[int, int, ScriptResult], None]
-
-
-class RunLog:
-    """``jax_execution_log.txt``: one timestamped line per event of the batch."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(path, "a", encoding="utf-8")
-
-    def write(self, message: str) -> None:
-        stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        self._handle.write(f"{stamp} {message}\n")
-        self._handle.flush()
-        logger.info(message)
-
-    def close(self) -> None:
-        self._handle.close()
 
 
 def parse_devices(device: str | Iterable[str]) -> list[str]:
@@ -89,69 +73,6 @@ def discover(
     return found
 
 
-def _clear_previous_run(results_dir: Path) -> None:
-    """Per-script files from an earlier batch would pass for this one's: start from a clean slate."""
-    for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR):
-        target = results_dir / sub
-        if target.is_dir():
-            shutil.rmtree(target)
-    # jax_device_info.json too: when this run cannot read device facts it writes none, and the
-    # previous run's file must not pass for this machine's current state.
-    for name in (resultfiles.EXECUTION_LOG, resultfiles.BENCHMARK_RESULTS, resultfiles.DEVICE_INFO):
-        (results_dir / name).unlink(missing_ok=True)
-
-
-class _BatchWriter:
-    def __init__(
-        self,
-        results_dir: Path,
-        meta: BatchMetadata,
-        info: DeviceInfo | None,
-        benchmark_runs: int,
-        warmup_runs: int,
-        devices: list[str],
-    ) -> None:
-        self.results_dir, self.meta, self.info = results_dir, meta, info
-        self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, devices
-
-    def _benchmarking(self, results: list[ScriptResult]) -> BenchmarkingSection:
-        if not self.benchmark_runs:
-            return BenchmarkingSection()
-        benchmarks = [r.benchmark for r in results if r.benchmark is not None]
-        fields = benchmarking_section(benchmarks, self.benchmark_runs, self.warmup_runs, self.devices)
-        resultfiles.write_model(
-            self.results_dir / resultfiles.BENCHMARK_RESULTS,
-            BenchmarkResults(
-                generated_at=now_iso(), host=self.meta.host, jaxrun_version=__version__,
-                jax_version=self.meta.jax_version, **fields,
-            ),
-        )
-        return BenchmarkingSection(**fields)
-
-    def write(self, results: list[ScriptResult], complete: bool) -> BatchResult:
-        used = sorted({r.device_used for r in results if r.device_used})
-        meta = self.meta.model_copy(
-            update={
-                "device_used": ",".join(used) if used else self.meta.device_used,
-                "scripts_executed": len(results),
-                "scripts_successful": sum(r.success for r in results),
-                "scripts_failed": sum(not r.success for r in results),
-                "complete": complete,
-                "finished_timestamp": now_iso() if complete else None,
-            }
-        )
-        batch = BatchResult(
-            metadata=meta,
-            device_info=self.info,
-            performance_summary=performance_summary(results),
-            script_results=results,
-            benchmarking=self._benchmarking(results),
-        )
-        resultfiles.write_model(self.results_dir / resultfiles.EXECUTION_RESULTS, batch)
-        resultfiles.write_model(self.results_dir / resultfiles.PERFORMANCE_METRICS, performance_metrics(results))
-        return batch
-
-
 def _record_history(store: HistoryStore, result: ScriptResult, info: DeviceInfo | None) -> ScriptResult:
     """Store the benchmark and judge it against earlier comparable runs of the same script."""
     bench = result.benchmark
@@ -164,6 +85,19 @@ def _record_history(store: HistoryStore, result: ScriptResult, info: DeviceInfo 
     run_id = store.record(run)
     check = store.check_regression(run_id)
     return result.model_copy(update={"benchmark": bench.model_copy(update={"history_run_id": run_id, "history_check": check})})
+
+
+BACKENDS = ("local", "ray")
+
+
+def _slot_pools(jobs: int, info: DeviceInfo | None, gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
+    """A CPU pool dividing the cores among ``jobs``, and a GPU pool when GPUs are present."""
+    pools = {"cpu": SlotPool(cpu_slots(jobs))}
+    gpu = info.platforms.get("gpu") if info is not None else None
+    if gpu is not None and gpu.available and gpu.devices:
+        ids = [d.id for d in gpu.devices]
+        pools["gpu"] = SlotPool(gpu_slots(ids, gpus_per_job=gpus_per_job, jobs_per_gpu=jobs_per_gpu))
+    return pools
 
 
 def run_jax_scripts(
@@ -188,6 +122,13 @@ def run_jax_scripts(
     entry: str | None = None,
     warm_calls: int = DEFAULT_WARM_CALLS,
     history: str | os.PathLike[str] | bool | None = None,
+    gpus_per_job: int = 1,
+    jobs_per_gpu: int = 1,
+    host_devices: int | None = None,
+    compile_cache: str | os.PathLike[str] | bool | None = None,
+    cold_cache: bool = False,
+    backend: str = "local",
+    ray_address: str | None = None,
     on_start: OnStart | None = None,
     on_result: OnResult | None = None,
 ) -> bool | BatchResult:
@@ -204,13 +145,26 @@ def run_jax_scripts(
     passed to :func:`execute_jax_script` (see there). Benchmarked scripts are stored in the
     history database (``history``: a path; None for ``$JAXRUN_HISTORY`` or
     ``./.jaxrun/history.sqlite``; False to keep no history) and checked for regressions there.
+
+    ``jobs=N`` runs up to N scripts at once: CPU jobs each get a disjoint share of the cores,
+    GPU jobs their own GPU (``gpus_per_job``, or ``jobs_per_gpu`` sharing one with a memory
+    fraction), longest first when the history knows durations. ``backend="ray"`` runs each
+    script as a Ray task (``ray_address`` of an existing cluster, else a local Ray). Results are
+    the same either way. ``host_devices``, ``compile_cache`` and ``cold_cache``: see
+    :func:`execute_jax_script`.
     """
     devices = parse_devices(device)
     device = ",".join(devices)
     timeout = validate_timeout(timeout)
     validate_non_negative("retries", retries)
-    if validate_non_negative("jobs", jobs) != 1:
-        raise UsageError(f"jobs={jobs}: parallel jobs are not available yet in this version; use jobs=1")
+    if validate_non_negative("jobs", jobs) < 1:
+        raise UsageError(f"jobs must be >= 1, got {jobs}")
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if ray_address is not None and backend != "ray":
+        raise UsageError("ray_address needs backend='ray' (--backend ray)")
+    cache = compile_cache_dir(compile_cache)
+    host_devices = validate_host_devices(host_devices)
     validate_non_negative("benchmark_runs", benchmark_runs)
     if validate_non_negative("warmup_runs", warmup_runs) and not benchmark_runs:
         raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
@@ -238,7 +192,7 @@ def run_jax_scripts(
     out = Path(results_dir if results_dir is not None else DEFAULT_RESULTS_DIR).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _clear_previous_run(out)
+        clear_previous_run(out)
     except OSError as exc:
         raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
 
@@ -274,52 +228,96 @@ def run_jax_scripts(
         host=socket.gethostname(),
         python_version=platform_module.python_version(),
     )
-    writer = _BatchWriter(out, meta, info, benchmark_runs, warmup_runs, devices)
+    writer = BatchWriter(out, meta, info, benchmark_runs, warmup_runs, devices)
     log = RunLog(out / resultfiles.EXECUTION_LOG)
     log.write(f"jaxrun {__version__}: {len(scripts)} script(s), device={device}, running on {planned}")
     for reason in missing_reasons:
         log.write(reason)
     if benchmark_runs:
         log.write(f"benchmarking: {warmup_runs} warm-up + {benchmark_runs} counted process runs per script")
-    jobs_list = [(script, name, dev) for script, name in scripts for dev in devices]
-    total = len(jobs_list)
-    results: list[ScriptResult] = []
-    writer.write(results, complete=False)
+    plan_of = dict(zip(devices, plans))
+    durations = expected_durations(history, [s for s, _ in scripts]) if jobs > 1 else {}
+    job_list = [
+        Job(
+            index=i, script=script, name=name,
+            file_name=name if len(devices) == 1 else f"{name}@{dev}", device=dev,
+            platform=plan_of[dev] if plan_of[dev] != "none" else None,
+            expected_seconds=durations.get(str(script)),
+        )
+        for i, (script, name, dev) in enumerate((s, n, d) for s, n in scripts for d in devices)
+    ]
+    total = len(job_list)
+    done: dict[int, ScriptResult] = {}
+    writer.write([], complete=False)
+    if jobs > 1 or backend == "ray":
+        log.write(f"running up to {jobs} script(s) at once on the {backend} backend")
+
+    def run_one(job: Job, slot: Slot | None, stop: threading.Event | None, job_fallback: bool) -> ScriptResult:
+        return execute_jax_script(
+            job.script, job.device, timeout=timeout, results_dir=out, retries=retries,
+            fallback=job_fallback, debug_nans=debug_nans, env=env, name=job.name, verbose=verbose,
+            benchmark_runs=benchmark_runs, warmup_runs=warmup_runs, entry=entry,
+            warm_calls=warm_calls, file_name=job.file_name, host_devices=host_devices,
+            compile_cache=cache if cache is not None else False, cold_cache=cold_cache,
+            slot=slot, stop_event=stop,
+        )
+
+    def started(job: Job, _: ScriptResult | None = None) -> None:
+        log.write(f"[{job.index + 1}/{total}] start {job.file_name} ({job.script})")
+        if on_start:
+            on_start(job.index + 1, total, job.file_name)
+
+    def finished(job: Job, result: ScriptResult | None) -> None:
+        assert result is not None
+        if store is not None and result.benchmark is not None and result.benchmark.runs_completed:
+            result = _record_history(store, result, info)
+        done[job.index] = result
+        writer.write([done[i] for i in sorted(done)], complete=False)
+        state = "ok" if result.success else f"FAILED {result.error_class}: {result.error_message}"
+        log.write(
+            f"[{job.index + 1}/{total}] {job.file_name} on {result.device_used}: {state} "
+            f"({result.execution_time or 0:.2f} s)"
+        )
+        if on_result:
+            on_result(job.index + 1, total, result)
+
     try:
-        for index, (script, name, dev) in enumerate(jobs_list, start=1):
-            file_name = name if len(devices) == 1 else f"{name}@{dev}"
-            log.write(f"[{index}/{total}] start {file_name} ({script})")
-            if on_start:
-                on_start(index, total, file_name)
-            try:
-                result = execute_jax_script(
-                    script, dev, timeout=timeout, results_dir=out, retries=retries,
-                    fallback=fallback, debug_nans=debug_nans, env=env, name=name, verbose=verbose,
+        if backend == "ray":
+            from .executors.ray import run_on_ray
+
+            run_on_ray(
+                job_list, ray_address=ray_address, workers=jobs, run_kwargs=dict(
+                    timeout=timeout, results_dir=str(out), retries=retries, fallback=fallback,
+                    debug_nans=debug_nans, env=dict(env or {}), verbose=verbose,
                     benchmark_runs=benchmark_runs, warmup_runs=warmup_runs, entry=entry,
-                    warm_calls=warm_calls, file_name=file_name,
-                )
-            except RunInterrupted as stop:
-                results.append(stop.result)
-                raise
-            if store is not None and result.benchmark is not None and result.benchmark.runs_completed:
-                result = _record_history(store, result, info)
-            results.append(result)
-            writer.write(results, complete=False)
-            state = "ok" if result.success else f"FAILED {result.error_class}: {result.error_message}"
-            log.write(
-                f"[{index}/{total}] {file_name} on {result.device_used}: {state} "
-                f"({result.execution_time or 0:.2f} s)"
+                    warm_calls=warm_calls, host_devices=host_devices,
+                    compile_cache=str(cache) if cache is not None else False, cold_cache=cold_cache,
+                ),
+                gpus_per_job=gpus_per_job, on_start=started, on_done=finished,
             )
-            if on_result:
-                on_result(index, total, result)
+        elif jobs > 1:
+            run_parallel(
+                job_list, workers=jobs, pools=_slot_pools(jobs, info, gpus_per_job, jobs_per_gpu),
+                run_one=run_one, fallback=fallback, on_start=started, on_done=finished,
+            )
+        else:
+            for job in job_list:
+                started(job)
+                try:
+                    result = run_one(job, None, None, fallback)
+                except RunInterrupted as stop:
+                    finished(job, stop.result)
+                    raise
+                finished(job, result)
     except KeyboardInterrupt:
-        log.write(f"interrupted after {len(results)} of {total} run(s)")
-        writer.write(results, complete=False)
+        log.write(f"interrupted after {len(done)} of {total} run(s)")
+        writer.write([done[i] for i in sorted(done)], complete=False)
         log.close()
         raise
     finally:
         if store is not None:
             store.close()
+    results = [done[i] for i in sorted(done)]
     batch = writer.write(results, complete=True)
     log.write(f"done: {batch.metadata.scripts_successful}/{len(results)} succeeded")
     log.close()

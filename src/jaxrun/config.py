@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .errors import InvalidDeviceError, UsageError
 
@@ -62,4 +63,30 @@ def log_cap_bytes() -> int:
         raise UsageError(f"JAXRUN_LOG_CAP_BYTES must be a whole number of bytes, got {raw!r}") from None
     if value <= 0:
         raise UsageError(f"JAXRUN_LOG_CAP_BYTES must be > 0, got {raw!r}")
+    return value
+
+
+def cache_dir() -> Path:
+    """jaxrun's cache folder: ``$JAXRUN_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxrun`` or ``~/.cache/jaxrun``."""
+    root = os.environ.get("JAXRUN_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jaxrun"
+
+
+def compile_cache_dir(value: str | os.PathLike[str] | bool | None) -> Path | None:
+    """The persistent compilation cache folder: on by default (None/True), off with False."""
+    if value is False:
+        return None
+    if value is None or value is True:
+        return cache_dir() / "xla_compilation_cache"
+    return Path(value).expanduser().resolve()
+
+
+def validate_host_devices(value: int | None) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UsageError(f"host_devices must be a whole number >= 1, got {value!r}")
     return value

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .config import AUTO_PREFERENCE, validate_device
+from .config import AUTO_PREFERENCE, cache_dir, validate_device
 from .errors import DeviceProbeError
 from .models import DeviceInfo
 from .resultfiles import atomic_write_text
@@ -36,14 +36,6 @@ _DEVICE_ENV = (
     "JAX_NUM_CPU_DEVICES",
 )
 _memo: dict[str, DeviceInfo] = {}
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("JAXRUN_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "jaxrun"
 
 
 def _dist_version(name: str) -> str | None:

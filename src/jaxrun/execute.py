@@ -6,14 +6,23 @@ themselves are made by :mod:`jaxrun.runner` and the samples aggregated by :mod:`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Mapping
 
 from . import resultfiles
 from .benchmark import sample_from_result, script_benchmark, warm_summary
-from .config import validate_device, validate_non_negative, validate_timeout
+from .config import (
+    compile_cache_dir,
+    validate_device,
+    validate_host_devices,
+    validate_non_negative,
+    validate_timeout,
+)
+from .executors.slots import Slot
 from .errors import ScriptFailedError, ScriptNotFoundError, UsageError
 from .models import RunSample, ScriptResult, WarmCall
 from .runner import RunInterrupted, RunSpec, now_iso, run_script
@@ -54,6 +63,11 @@ def execute_jax_script(
     entry: str | None = None,
     warm_calls: int = DEFAULT_WARM_CALLS,
     file_name: str | None = None,
+    host_devices: int | None = None,
+    compile_cache: str | os.PathLike[str] | bool | None = None,
+    cold_cache: bool = False,
+    slot: Slot | None = None,
+    stop_event: threading.Event | None = None,
 ) -> ScriptResult:
     """Run one JAX script in its own process and return what happened.
 
@@ -69,6 +83,15 @@ def execute_jax_script(
     ``main()`` is called ``warm_calls`` times in one process, each call ended with
     ``jax.block_until_ready``; the first call (with compilation) and the steady-state calls are
     reported apart in ``.warm``.
+
+    ``host_devices=N`` makes the CPU platform show N devices (XLA's host device count), so
+    sharding code runs on one machine; ``result.device_count`` says what the script saw.
+    ``compile_cache`` is JAX's persistent compilation cache folder: on by default in jaxrun's
+    cache folder, a path to choose another, False for none. A benchmark reuses it across its
+    runs (later runs load compiled programs instead of compiling); ``cold_cache=True`` gives every
+    run an empty cache so each pays its full compilation. ``slot`` confines the run to a share
+    of the machine (set by the parallel scheduler); setting ``stop_event`` from another thread
+    stops the run as Ctrl-C would.
     """
     script = Path(script_path).expanduser()
     if not script.is_file():
@@ -82,6 +105,8 @@ def execute_jax_script(
     if warmup_runs and not benchmark_runs:
         raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
     _validate_entry(entry, warm_calls)
+    host_devices = validate_host_devices(host_devices)
+    cache = compile_cache_dir(compile_cache)
     if enable_profiling:
         raise UsageError("enable_profiling is not available yet in this version of jaxrun")
     name = name or script.stem
@@ -90,11 +115,15 @@ def execute_jax_script(
         script=script, name=name, file_name=file_name or name, requested=requested,
         results_dir=base, timeout=timeout, retries=retries, fallback=fallback,
         debug_nans=debug_nans, env=env, args=args, entry=entry, calls=warm_calls, verbose=verbose,
+        slot=slot, host_devices=host_devices, compile_cache=cache, stop=stop_event,
     )
     result_path = resultfiles.script_result_path(base, spec.file_name)
     try:
         if benchmark_runs:
-            result = _benchmark(spec, benchmark_runs, warmup_runs, result_path if results_dir is not None else None)
+            result = _benchmark(
+                spec, benchmark_runs, warmup_runs, result_path if results_dir is not None else None,
+                cold_cache=cold_cache,
+            )
         else:
             result = run_script(spec)
     except RunInterrupted as stop:
@@ -108,7 +137,9 @@ def execute_jax_script(
     return result
 
 
-def _benchmark(spec: RunSpec, benchmark_runs: int, warmup_runs: int, result_path: Path | None) -> ScriptResult:
+def _benchmark(
+    spec: RunSpec, benchmark_runs: int, warmup_runs: int, result_path: Path | None, *, cold_cache: bool
+) -> ScriptResult:
     """W warm-up then N counted process runs; stops at the first failed run (it would repeat)."""
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
@@ -118,7 +149,11 @@ def _benchmark(spec: RunSpec, benchmark_runs: int, warmup_runs: int, result_path
     device: str | None = None
     for number in range(1, warmup_runs + benchmark_runs + 1):
         warmup = number <= warmup_runs
-        result = run_script(spec, device)
+        if cold_cache and spec.compile_cache is not None:
+            with tempfile.TemporaryDirectory(prefix="jaxrun-cold-cache-") as empty:
+                result = run_script(dataclasses.replace(spec, compile_cache=Path(empty)), device)
+        else:
+            result = run_script(spec, device)
         if first is None:
             first = result
             # After a fallback, later runs start on the platform that worked: re-trying the

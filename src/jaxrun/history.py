@@ -441,3 +441,28 @@ class HistoryStore:
 def _check_metric(metric: str) -> None:
     if metric not in SAMPLE_METRICS:
         raise UsageError(f"unknown metric {metric!r}; choose one of {', '.join(SAMPLE_METRICS)}")
+
+
+def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: Sequence[Path]) -> dict[str, float]:
+    """Median wall time of each script's recent history runs, to schedule the longest first.
+
+    Reads an existing database only (``history`` as for ``run_jax_scripts``); an unreadable or
+    missing history just means no durations are known.
+    """
+    if history is False:
+        return {}
+    path = default_history_path() if history in (None, True) else Path(history)  # type: ignore[arg-type]
+    if not path.is_file():
+        return {}
+    durations: dict[str, float] = {}
+    try:
+        with HistoryStore(path, create=False) as store:
+            for script in scripts:
+                key = str(Path(script).resolve())
+                runs = store.runs(key, limit=5) if store.match_scripts(key) else []
+                medians = [r.median_wall_time for r in runs if r.median_wall_time is not None]
+                if medians:
+                    durations[key] = statistics.median(medians)
+    except (UsageError, sqlite3.Error):
+        return {}
+    return durations

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
+
 from .config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from .monitor import TreeMonitor, reap_leftovers, stop_tree
 from .probe.channel import read_events
@@ -112,7 +114,11 @@ def launch(
     events_path: Path,
     timeout: float | None,
     log_cap: int,
+    cpu_affinity: tuple[int, ...] | None = None,
+    stop: threading.Event | None = None,
 ) -> LaunchOutcome:
+    """Run ``command`` to completion (or timeout, Ctrl-C, or ``stop`` being set from another
+    thread) and return what was measured. Interruption raises :class:`Interrupted`."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         command,
@@ -124,6 +130,13 @@ def launch(
         start_new_session=True,  # its own process group: one signal reaches the whole tree
     )
     pgid = proc.pid
+    if cpu_affinity:
+        # Set before the script starts its thread pools (JAX creates them at first use), so every
+        # thread it makes inherits the share of cores its slot was given.
+        try:
+            psutil.Process(proc.pid).cpu_affinity(list(cpu_affinity))
+        except (psutil.Error, AttributeError, ValueError):
+            pass  # affinity is an optimisation; platforms without it still run the job
     waiter = _Waiter(proc.pid)
     waiter.start()
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
@@ -137,6 +150,11 @@ def launch(
             monitor.sample()
             if deadline is not None and time.perf_counter() >= deadline:
                 timed_out = True
+                stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+                break
+            if stop is not None and stop.is_set():
+                # Ctrl-C reaches only the main thread; jobs in worker threads learn of it here.
+                interrupted = True
                 stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
                 break
             waiter.done.wait(MONITOR_INTERVAL)

@@ -157,6 +157,11 @@ class ScriptResult(MappingModel):
     compile_count: int | None = None
     compiles: dict[str, CompileStats] = {}
     cache_hits: int | None = None
+    compile_time_saved: float | None = Field(
+        None,
+        description="Seconds of compilation the persistent cache saved, a lower bound (JAX stores "
+        "compile times in whole seconds)",
+    )
     output_files: list[str] = []
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
     stdout_log: str | None = None
@@ -430,6 +435,274 @@ class PerformanceMetrics(MappingModel):
     generated_at: str
     scripts: dict[str, ScriptMetrics]
     aggregate: PerformanceSummary
+
+
+# --- in-process benchmarks (jaxrun.bench) --------------------------------------------------------
+# Results of jaxrun.bench, which times jitted functions inside the caller's process. Quantities
+# that XLA cannot tell on this platform (cost analysis of a host callback, say) are None.
+
+
+def _text_table(headers: list[str], rows: list[list[str]]) -> str:
+    """Plain-text table, names (first column) left-aligned, figures right-aligned; no rich needed."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def _fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {unit}"
+    return f"{value / 1e-9:.4g} ns"
+
+
+def _fmt_rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}"
+
+
+def _fmt_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {unit}"
+    return f"{int(value)} B"
+
+
+class PeakTrial(MappingModel):
+    """One measurement behind a device peak (a matmul size and dtype, or the copy)."""
+
+    kind: Literal["matmul", "copy"]
+    dtype: str
+    size: int = Field(description="Matrix side for a matmul, element count for the copy")
+    best_seconds: float = Field(description="Fastest per-call time of the samples")
+    median_seconds: float
+    flops_per_s: float | None = None
+    bytes_per_s: float | None = None
+
+
+class DevicePeaks(MappingModel):
+    """Measured (not datasheet) peaks of one device, cached per device kind and JAX version."""
+
+    schema_version: int = SCHEMA_VERSION
+    platform: str
+    device_kind: str
+    device_count: int
+    jax_version: str
+    host: str
+    flops_per_s_float32: float | None = Field(None, description="Best matmul FLOP/s in float32")
+    flops_per_s_bfloat16: float | None = Field(None, description="Best matmul FLOP/s in bfloat16")
+    bytes_per_s: float | None = Field(None, description="Copy bandwidth, bytes read + written per second")
+    trials: list[PeakTrial] = []
+    measured_at: str
+    measure_seconds: float | None = Field(None, description="Wall time spent measuring these peaks")
+
+    def flops_per_s(self, dtype: str) -> float | None:
+        """The peak for ``dtype``: bfloat16/float16 use the bfloat16 peak, anything else float32."""
+        return self.flops_per_s_bfloat16 if dtype in ("bfloat16", "float16") else self.flops_per_s_float32
+
+
+class Roofline(MappingModel):
+    """Where a computation sits against the device's measured peaks (roofline model)."""
+
+    dtype: str = Field(description="Which FLOP/s peak was used (float32 or bfloat16)")
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    peak_bytes_per_s: float | None = None
+    fraction_of_peak_flops: float | None = None
+    fraction_of_peak_bandwidth: float | None = None
+    arithmetic_intensity: float | None = Field(None, description="FLOPs per byte accessed")
+    ridge_point: float | None = Field(None, description="peak FLOP/s / peak bytes/s, in FLOPs per byte")
+    bound: Literal["compute", "memory"] | None = Field(
+        None, description="compute if the arithmetic intensity reaches the ridge point, else memory"
+    )
+    warnings: list[str] = []
+
+
+class Measurement(MappingModel):
+    """``jaxrun.bench.measure``: one jitted function, compile phases and steady-state calls."""
+
+    name: str
+    device: str | None = Field(None, description="platform:id (device kind) the function ran on")
+    jax_version: str | None = None
+    trace_time: float = Field(description="Seconds of jax.jit(fn).trace(...)")
+    lower_time: float = Field(description="Seconds of .lower()")
+    compile_time: float = Field(description="Seconds of .compile()")
+    compile_cached: bool = Field(
+        False, description="XLA did not compile: the executable came from a cache (compile_time is small)"
+    )
+    first_call: float = Field(description="Seconds of the first call after compiling, to the result being ready")
+    warmup_calls: int = 0
+    inner_loops: int = Field(description="Calls per timed sample (calibrated)")
+    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
+    steady: Statistics = Field(description="Statistics of the per-call seconds")
+    compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")
+    flops: float | None = Field(None, description="From the compiled cost analysis")
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
+    argument_bytes: int | None = Field(None, description="From the compiled memory analysis")
+    output_bytes: int | None = None
+    temp_bytes: int | None = None
+    generated_code_bytes: int | None = None
+    peak_dtype: str | None = Field(None, description="Which FLOP/s peak the fractions use")
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    peak_bytes_per_s: float | None = None
+    fraction_of_peak_flops: float | None = None
+    fraction_of_peak_bandwidth: float | None = None
+    arithmetic_intensity: float | None = None
+    ridge_point: float | None = None
+    bound: Literal["compute", "memory"] | None = None
+    warnings: list[str] = []
+
+    @property
+    def median(self) -> float | None:
+        """Median seconds per steady-state call."""
+        return self.steady.median
+
+    def __str__(self) -> str:
+        s = self.steady
+        ci = f" [{_fmt_seconds(s.ci_low)}, {_fmt_seconds(s.ci_high)}]" if s.ci_low is not None else ""
+        lines = [
+            f"{self.name} on {self.device or 'unknown device'}",
+            f"  trace {_fmt_seconds(self.trace_time)}, lower {_fmt_seconds(self.lower_time)}, "
+            f"compile {_fmt_seconds(self.compile_time)}{' (cached)' if self.compile_cached else ''}, "
+            f"first call {_fmt_seconds(self.first_call)}",
+            f"  steady {_fmt_seconds(s.median)}{ci} median of {s.n} samples x {self.inner_loops} calls",
+        ]
+        if self.flops is not None:
+            lines.append(
+                f"  {self.flops:.4g} FLOPs, {_fmt_bytes(self.bytes_accessed)} accessed: "
+                f"{_fmt_rate(self.achieved_flops_per_s, 'FLOP/s')}, {_fmt_rate(self.achieved_bytes_per_s, 'B/s')}"
+            )
+        if self.fraction_of_peak_flops is not None:
+            bandwidth = self.fraction_of_peak_bandwidth
+            lines.append(
+                f"  {self.fraction_of_peak_flops:.1%} of peak {self.peak_dtype} FLOP/s, "
+                f"{'-' if bandwidth is None else f'{bandwidth:.1%}'} of peak bandwidth"
+                + (f": {self.bound}-bound" if self.bound else "")
+            )
+        lines += [f"  warning: {w}" for w in self.warnings + s.warnings]
+        return "\n".join(lines)
+
+
+class BatchScalingRow(MappingModel):
+    size: int = Field(description="Batch size (leading axis of every input)")
+    time: float | None = Field(None, description="Median seconds per batched call")
+    ci_low: float | None = None
+    ci_high: float | None = None
+    per_item: float | None = Field(None, description="time / size")
+    items_per_s: float | None = Field(None, description="size / time")
+    speedup_per_item: float | None = Field(
+        None,
+        description="Efficiency vs the baseline batch: per-item time at the baseline size / per-item "
+        "time at this size (> 1: batching makes each item cheaper)",
+    )
+    compile_time: float | None = None
+    steady: Statistics | None = None
+
+
+class BatchScaling(MappingModel):
+    """``jaxrun.bench.batch_scaling``: a vmapped function timed at several batch sizes."""
+
+    name: str
+    device: str | None = None
+    baseline_size: int = Field(description="The batch size speedup_per_item is relative to (1 if measured)")
+    rows: list[BatchScalingRow] = []
+    warnings: list[str] = []
+
+    def table(self) -> str:
+        headers = ["batch", "time/call", "time/item", "items/s", f"speedup/item vs {self.baseline_size}"]
+        rows = [
+            [
+                str(r.size),
+                _fmt_seconds(r.time),
+                _fmt_seconds(r.per_item),
+                "-" if r.items_per_s is None else f"{r.items_per_s:,.0f}",
+                "-" if r.speedup_per_item is None else f"{r.speedup_per_item:.2f}x",
+            ]
+            for r in self.rows
+        ]
+        return f"{self.name} on {self.device or 'unknown device'}\n" + _text_table(headers, rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+class TimedCall(MappingModel):
+    """One function's steady-state calls, timed in-process."""
+
+    name: str
+    steady: Statistics = Field(description="Statistics of the per-call seconds")
+    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
+    inner_loops: int = Field(1, description="Calls per timed sample (calibrated)")
+
+
+class Speedup(MappingModel):
+    """``jaxrun.bench.speedup``: sustained speed of ``fast`` against ``reference`` on the same inputs."""
+
+    fast: TimedCall
+    reference: TimedCall
+    ratio: float | None = Field(None, description="Speed-up: median reference time / median fast time")
+    ci_low: float | None = Field(None, description="Bootstrap 95% CI of the ratio of medians")
+    ci_high: float | None = None
+    rtol: float
+    atol: float
+    leaves_checked: int = Field(description="Output leaves compared before timing")
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    warnings: list[str] = []
+
+    def table(self) -> str:
+        def ci(s: Statistics) -> str:
+            return "-" if s.ci_low is None else f"[{_fmt_seconds(s.ci_low)}, {_fmt_seconds(s.ci_high)}]"
+
+        rows = [
+            [t.name, _fmt_seconds(t.steady.median), ci(t.steady), str(t.steady.n)]
+            for t in (self.fast, self.reference)
+        ]
+        text = _text_table(["function", "median/call", "95% CI", "samples"], rows)
+        if self.ratio is not None:
+            interval = "" if self.ci_low is None else f" (95% CI {self.ci_low:.3g}x - {self.ci_high:.3g}x)"
+            text += f"\nspeed-up of {self.fast.name} over {self.reference.name}: {self.ratio:.3g}x{interval}"
+        return text
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+class LeafBytes(MappingModel):
+    """One leaf of a pytree and the memory it holds."""
+
+    path: str = Field(description="jax.tree_util.keystr of the leaf, e.g. ['params']['w']")
+    shape: list[int] | None = None
+    dtype: str | None = None
+    nbytes: int | None = Field(None, description="None for leaves that are not arrays or numbers")
+
+
+class PytestBenchmarks(MappingModel):
+    """The ``--jax-benchmark-json`` file written by the pytest plugin."""
+
+    schema_version: int = SCHEMA_VERSION
+    generated_at: str
+    host: str
+    jaxrun_version: str
+    jax_version: str | None = None
+    benchmarks: dict[str, Measurement] = Field({}, description="Per test node id (one call per test)")
+    baseline: str | None = Field(None, description="The baseline file compared against, if any")
+    comparisons: list[ScriptComparison] = []
 
 
 # These refer to models defined after them.

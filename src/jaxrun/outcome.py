@@ -21,6 +21,10 @@ class ProbeReport:
     device: dict[str, Any] | None = None
     compiles: dict[str, CompileStats] = field(default_factory=dict)
     cache_hits: int = 0
+    # JAX stores a cached program's compile time in whole seconds, so its "saved" figure is
+    # (floor of the original compile time) - (retrieval time): a lower bound, negative for
+    # sub-second compilations. Negative values count as 0.
+    compile_time_saved: float = 0.0
     results: dict[str, Any] = field(default_factory=dict)
     calls: list[WarmCall] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -52,6 +56,8 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
                 stats.compile_time += seconds
         elif kind == "cache_hit":
             report.cache_hits += 1
+        elif kind == "cache_saved":
+            report.compile_time_saved += max(0.0, float(event.get("s") or 0.0))
         elif kind == "record":
             values = event.get("values")
             if isinstance(values, dict):

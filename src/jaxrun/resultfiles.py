@@ -14,7 +14,15 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .models import BatchResult, BenchmarkResults, ComparisonReport, DeviceInfo, PerformanceMetrics, ScriptResult
+from .models import (
+    BatchResult,
+    BenchmarkResults,
+    ComparisonReport,
+    DeviceInfo,
+    PerformanceMetrics,
+    PytestBenchmarks,
+    ScriptResult,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,6 +51,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "script_result": ScriptResult,
     "benchmark_results": BenchmarkResults,
     "comparison": ComparisonReport,
+    "pytest_benchmarks": PytestBenchmarks,
 }
 
 

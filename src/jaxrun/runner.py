@@ -12,8 +12,9 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
@@ -23,6 +24,7 @@ from .classify import Classification, classification, classify
 from .benchmark import warm_summary
 from .config import JAX_PLATFORMS_VALUE, log_cap_bytes
 from .devices import get_jax_device_info, resolve_device
+from .executors.slots import Slot, merge_xla_flags
 from .errors import DeviceProbeError
 from .launch import Interrupted, LaunchOutcome, launch, probe_command
 from .models import Attempt, DeviceInfo, ScriptResult
@@ -47,18 +49,10 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def child_env(
-    platform: str,
-    device_info: DeviceInfo | None,
-    *,
-    output_dir: Path,
-    events_path: Path,
-    debug_nans: bool,
-    user_env: Mapping[str, str] | None,
-) -> dict[str, str]:
+def child_env(spec: RunSpec, platform: str, device_info: DeviceInfo | None, events_path: Path) -> dict[str, str]:
     """The script's environment: the user's, plus what selects the device and opens the channel."""
     env = dict(os.environ)
-    env.update(user_env or {})
+    env.update(spec.env or {})
     backend = None
     if device_info is not None and platform in device_info.platforms:
         backend = device_info.platforms[platform].backend
@@ -66,9 +60,27 @@ def child_env(
     if platform == "gpu":
         # Several scripts (and jaxrun's own probes) may share the GPU: grab memory as needed.
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if debug_nans:
+    xla_flags: list[str] = []
+    slot = spec.slot
+    if slot is not None and slot.kind == platform:
+        for key, value in slot.env().items():
+            # The slot decides which GPUs a job sees; thread counts are only a default.
+            if key == "CUDA_VISIBLE_DEVICES" or key not in env:
+                env[key] = value
+        xla_flags += slot.xla_cpu_flags()
+    if spec.host_devices is not None:
+        xla_flags.append(f"--xla_force_host_platform_device_count={spec.host_devices}")
+    if xla_flags:
+        env["XLA_FLAGS"] = merge_xla_flags(env.get("XLA_FLAGS"), xla_flags)
+    if spec.compile_cache is not None:
+        # Thresholds at 0: JAX's defaults (1 s, and a size floor) would leave most real
+        # compilations of small and medium programs uncached.
+        env.setdefault("JAX_COMPILATION_CACHE_DIR", str(spec.compile_cache))
+        env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+        env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    if spec.debug_nans:
         env["JAX_DEBUG_NANS"] = "True"
-    env["JAXRUN_OUTPUT_DIR"] = str(output_dir)
+    env["JAXRUN_OUTPUT_DIR"] = str(spec.output_dir)
     env["JAXRUN_EVENTS_FILE"] = str(events_path)
     env["PYTHONUNBUFFERED"] = "1"
     # The probe must be importable even when jaxrun runs from a source tree.
@@ -121,10 +133,7 @@ def _launch_once(spec: RunSpec, platform: str, info: DeviceInfo | None) -> _Run:
     stdout_log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jaxrun-events-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
-        env = child_env(
-            platform, info, output_dir=output_dir, events_path=events_path,
-            debug_nans=spec.debug_nans, user_env=spec.env,
-        )
+        env = child_env(spec, platform, info, events_path)
         try:
             outcome = launch(
                 probe_command(spec.script, events_path, spec.args, entry=spec.entry, calls=spec.calls),
@@ -135,6 +144,8 @@ def _launch_once(spec: RunSpec, platform: str, info: DeviceInfo | None) -> _Run:
                 events_path=events_path,
                 timeout=timeout,
                 log_cap=log_cap_bytes(),
+                cpu_affinity=spec.slot.cpus if spec.slot is not None and platform == "cpu" else None,
+                stop=spec.stop,
             )
         except Interrupted as stop:
             outcome = stop.outcome
@@ -168,6 +179,10 @@ class RunSpec:
     entry: str | None
     calls: int
     verbose: bool
+    slot: Slot | None = None
+    host_devices: int | None = None
+    compile_cache: Path | None = None
+    stop: threading.Event | None = field(default=None, compare=False)
 
     @property
     def stdout_log(self) -> Path:
@@ -322,6 +337,7 @@ def _build_result(
         compile_count=compile_count,
         compiles=report.compiles,
         cache_hits=cache_hits,
+        compile_time_saved=report.compile_time_saved if report.jax_loaded else None,
         output_files=_list_outputs(output_dir),
         results=report.results,
         stdout_log=str(stdout_log) if outcome else None,

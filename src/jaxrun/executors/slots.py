@@ -56,7 +56,8 @@ class Slot:
         """XLA CPU flags for this slot: with one core, XLA's own thread pool is pointless."""
         if self.gpus or len(self.cpus) != 1:
             return []
-        return ["--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"]
+        # Only `--flag=value` tokens: a bare token makes XLA stop parsing the flags after it.
+        return ["--xla_cpu_multi_thread_eigen=false"]
 
 
 def merge_xla_flags(existing: str | None, extra: Iterable[str]) -> str:

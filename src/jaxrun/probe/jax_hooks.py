@@ -21,6 +21,7 @@ _PHASES = {
     "/jax/core/compile/backend_compile_duration": "compile",
 }
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
+_CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 # Lowering and compiling report `jit(f)` / `pmap(f)` while tracing reports `f`.
 _WRAPPED = re.compile(r"^(?:jit|pjit|pmap|xla_pmap|shard_map)\((.*)\)$")
 
@@ -53,6 +54,9 @@ def attach_listeners(writer: EventWriter) -> None:
 
     def on_duration(event: str, duration: float, **kwargs: Any) -> None:
         global _jit_seconds
+        if event == _CACHE_SAVED:
+            writer.emit("cache_saved", s=duration)
+            return
         phase = _PHASES.get(event)
         if phase is not None:
             _jit_seconds += duration

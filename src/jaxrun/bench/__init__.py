@@ -1,0 +1,51 @@
+"""In-process benchmarking of JAX functions: ``from jaxrun import bench``.
+
+Unlike ``jaxrun run``, which times whole scripts in child processes, this package times one
+function inside the caller's process, the way a JAX user tunes a training step:
+
+* :func:`measure` - trace / lower / compile seconds, first call, steady-state statistics,
+  XLA's FLOPs and bytes, and a roofline against the device's measured peaks;
+* :func:`batch_scaling` - a vmapped function at several batch sizes (time per item, items/s);
+* :func:`speedup` - sustained speed-up of one implementation over another, after a numerical check;
+* :func:`count_compiles`, :func:`no_recompile`, :func:`assert_max_compiles` - recompilation
+  counting and guards whose errors name the argument that changed;
+* :func:`pytree_nbytes`, :func:`pytree_breakdown` - memory held by a pytree, leaf by leaf;
+* :func:`device_peaks`, :func:`roofline` - measured device peaks (cached) and the roofline model.
+
+jax is imported when a function here is first called, not when the package is imported.
+"""
+
+from __future__ import annotations
+
+from ..models import BatchScaling, DevicePeaks, LeafBytes, Measurement, Roofline, Speedup, TimedCall
+from ._compiles import CompileCounter, count_compiles
+from .measure import measure
+from .pytree import breakdown_table, pytree_breakdown, pytree_nbytes
+from .recompile import RecompileError, assert_max_compiles, no_recompile
+from .roofline import device_peaks, roofline
+from .scaling import batch_scaling
+from .speedup import NumericalMismatchError, speedup
+
+__all__ = [
+    "measure",
+    "Measurement",
+    "batch_scaling",
+    "BatchScaling",
+    "speedup",
+    "Speedup",
+    "TimedCall",
+    "NumericalMismatchError",
+    "count_compiles",
+    "CompileCounter",
+    "no_recompile",
+    "assert_max_compiles",
+    "RecompileError",
+    "pytree_nbytes",
+    "pytree_breakdown",
+    "breakdown_table",
+    "LeafBytes",
+    "device_peaks",
+    "DevicePeaks",
+    "roofline",
+    "Roofline",
+]

@@ -1,0 +1,225 @@
+"""``measure``: one jitted function, from tracing to steady state, with XLA's cost and memory figures.
+
+The phases are timed separately through JAX's ahead-of-time API (``jit(fn).trace(...)``,
+``.lower()``, ``.compile()``), because "the first call was slow" mixes three different costs
+that have different cures (tracing: Python work in the function; lowering: program size;
+compiling: XLA). The steady-state calls then go through the same ``jax.jit`` object, whose cache
+the AOT compile filled, on the C++ fast path a training loop uses; a compilation counter proves
+that no call compiled again.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+from ..errors import UsageError
+from ..models import DevicePeaks, Measurement
+from ..stats import describe
+from ._compiles import CompileCounter, counting
+from ._timing import block, clean_warnings, device_label, device_of, sample, timed_call
+from .roofline import compute_dtype, device_peaks, roofline
+
+__all__ = ["measure"]
+
+_remeasured: dict[str, int] = {}  # device -> times measure() refreshed its peaks in this process
+_MAX_REMEASURE = 2
+
+
+def _is_jitted(fn: Any) -> bool:
+    return callable(fn) and all(hasattr(fn, a) for a in ("trace", "lower", "eval_shape"))
+
+
+def _number(value: Any) -> float | None:
+    """XLA reports -1 for "could not analyse" (e.g. across a host callback): that is unknown."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+def cost_figures(cost: Any) -> dict[str, float | None]:
+    """flops / bytes accessed / transcendentals from ``compiled.cost_analysis()``.
+
+    Depending on the JAX version that is a dict, a list with one dict per computation, or None.
+    XLA leaves out properties that are zero (a matmul has no "transcendentals" key), so a missing
+    key in a valid analysis is 0; an analysis that is absent, empty or -1 is unknown (None).
+    """
+    if isinstance(cost, (list, tuple)):
+        dicts = [c for c in cost if isinstance(c, dict)]
+        cost = None if not dicts else {k: sum(float(d.get(k, 0.0)) for d in dicts) for k in set().union(*dicts)}
+    unknown: dict[str, float | None] = {"flops": None, "bytes_accessed": None, "transcendentals": None}
+    if not isinstance(cost, dict) or not cost:
+        return unknown
+    values = {key: _number(cost.get(xla_key, 0.0)) for key, xla_key in
+              (("flops", "flops"), ("bytes_accessed", "bytes accessed"), ("transcendentals", "transcendentals"))}
+    if any(_number(v) is None for v in cost.values() if isinstance(v, (int, float))):
+        # One -1 means the analysis failed somewhere: totals would be silently short.
+        return unknown
+    return values
+
+
+def memory_figures(analysis: Any) -> dict[str, int | None]:
+    """argument / output / temp / generated-code bytes from ``compiled.memory_analysis()``."""
+    fields = {
+        "argument_bytes": "argument_size_in_bytes",
+        "output_bytes": "output_size_in_bytes",
+        "temp_bytes": "temp_size_in_bytes",
+        "generated_code_bytes": "generated_code_size_in_bytes",
+    }
+    out: dict[str, int | None] = {}
+    for key, attr in fields.items():
+        value = getattr(analysis, attr, None) if analysis is not None else None
+        out[key] = int(value) if isinstance(value, (int, float)) and value >= 0 else None
+    # The CPU backend reports 0 bytes of generated code for every executable: not a measurement.
+    if out["generated_code_bytes"] == 0:
+        out["generated_code_bytes"] = None
+    return out
+
+
+def _safe(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except Exception:  # not implemented on this backend / version: unknown
+        return None
+
+
+def measure(
+    fn: Callable[..., Any],
+    *args: Any,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+    min_time: float = 0.2,
+    min_samples: int = 5,
+    max_samples: int = 200,
+    warmup_calls: int = 1,
+    name: str | None = None,
+    peaks: bool | DevicePeaks = True,
+    **kwargs: Any,
+) -> Measurement:
+    """Time ``fn(*args, **kwargs)`` under ``jax.jit``: trace, lower, compile, first call, steady state.
+
+    >>> import jax.numpy as jnp
+    >>> from jaxrun.bench import measure
+    >>> def matmul(a, b):
+    ...     return a @ b
+    >>> x = jnp.ones((1024, 1024), jnp.float32)
+    >>> m = measure(matmul, x, x)
+    >>> m.flops == 2 * 1024**3, m.compile_time > 0, m.steady.ci_low <= m.median <= m.steady.ci_high
+    (True, True, True)
+    >>> 0 < m.fraction_of_peak_flops, m.bound
+    (True, 'compute')
+
+    ``fn`` may take and return pytrees. Pass ``static_argnums`` / ``static_argnames`` as to
+    ``jax.jit``, or pass an already jitted function (then give them to ``jax.jit``, not here).
+    Steady-state calls are repeated until ``min_time`` seconds and ``min_samples`` samples
+    (at most ``max_samples``), each sample being ``inner_loops`` calls (calibrated so a sample
+    lasts >= 1 ms) ended by ``jax.block_until_ready``; ``samples`` holds seconds per call.
+    ``peaks=True`` compares against the device's measured peaks (measured once, then cached; pass
+    a :class:`~jaxrun.models.DevicePeaks` to reuse one, ``False`` to skip the roofline).
+    Keyword arguments other than the options above are passed to ``fn``.
+    """
+    import jax
+
+    if not callable(fn):
+        raise UsageError(f"measure needs a function as first argument, got {type(fn).__name__}: {fn!r}")
+    if warmup_calls < 0:
+        raise UsageError(f"warmup_calls must be >= 0, got {warmup_calls}")
+    if _is_jitted(fn):
+        if static_argnums or static_argnames:
+            raise UsageError(
+                "fn is already jitted: give static_argnums/static_argnames to jax.jit, not to measure "
+                "(or pass the plain function)"
+            )
+        jitted = fn
+    else:
+        jitted = jax.jit(fn, static_argnums=static_argnums, static_argnames=static_argnames)
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+    warnings: list[str] = []
+    device = device_of((args, kwargs))
+
+    # Ahead-of-time phases. The counter tells whether XLA really compiled or hit a cache.
+    aot = CompileCounter()
+    with counting(aot):
+        start = time.perf_counter()
+        traced = jitted.trace(*args, **kwargs)
+        t_traced = time.perf_counter()
+        lowered = traced.lower()
+        t_lowered = time.perf_counter()
+        compiled = lowered.compile()
+        t_compiled = time.perf_counter()
+    compile_cached = not aot.backend_compiles
+    if compile_cached:
+        warnings.append(
+            "XLA did not compile: the executable came from JAX's in-process or persistent cache (this "
+            "function was compiled before with these argument types), so compile_time is not a cold "
+            "compile; measure in a fresh process for that"
+        )
+
+    def call() -> Any:
+        return jitted(*args, **kwargs)
+
+    # First call, then warm-up, then timing: any compilation here would be timed as "steady".
+    during = CompileCounter()
+    with counting(during):
+        first_call, out = timed_call(call)
+        for _ in range(warmup_calls):
+            block(call())
+        (sampled,) = sample([call], min_time=min_time, min_samples=min_samples, max_samples=max_samples)
+    if during.total:
+        warnings.append(
+            f"{during.total} compilation(s) during the timed calls ({during.counts}): the jit cache did "
+            "not reuse the AOT executable; steady-state samples may include compile time"
+        )
+    steady = describe(sampled.samples)
+    steady.warnings = clean_warnings(steady.warnings)
+
+    cost = cost_figures(_safe(compiled.cost_analysis))
+    memory = memory_figures(_safe(compiled.memory_analysis))
+    dtype = compute_dtype((args, kwargs))
+    peak_figures: dict[str, Any] = {}
+    if peaks is not False:
+        device_peak = peaks if isinstance(peaks, DevicePeaks) else device_peaks(device)
+        line = roofline(cost["flops"], cost["bytes_accessed"], steady.median, device_peak, dtype)
+        key = device_label(device)
+        while peaks is True and (line.fraction_of_peak_flops or 0) > 1 and _remeasured.get(key, 0) < _MAX_REMEASURE:
+            # The function beat the cached peak: that peak was measured under heavier load. Peaks
+            # only go up when measured again, so this converges; a bounded number of times per
+            # device and process, so a function that truly beats every matmul costs little.
+            _remeasured[key] = _remeasured.get(key, 0) + 1
+            device_peak = device_peaks(device, refresh=True)
+            line = roofline(cost["flops"], cost["bytes_accessed"], steady.median, device_peak, dtype)
+            if not any("measured again" in w for w in warnings):
+                warnings.append("this function beat the cached FLOP/s peak, so the device peaks were measured again")
+        warnings += line.warnings
+        peak_figures = line.model_dump(exclude={"dtype", "warnings"})
+        peak_figures["peak_dtype"] = line.dtype
+    elif cost["flops"] is not None and steady.median:
+        peak_figures = {
+            "achieved_flops_per_s": cost["flops"] / steady.median,
+            "achieved_bytes_per_s": (cost["bytes_accessed"] / steady.median) if cost["bytes_accessed"] is not None else None,
+        }
+    if cost["flops"] is None:
+        warnings.append("XLA's cost analysis is unavailable for this function: FLOPs and the roofline are unknown")
+
+    del out
+    return Measurement(
+        name=label,
+        device=device_label(device),
+        jax_version=jax.__version__,
+        trace_time=t_traced - start,
+        lower_time=t_lowered - t_traced,
+        compile_time=t_compiled - t_lowered,
+        compile_cached=compile_cached,
+        first_call=first_call,
+        warmup_calls=warmup_calls,
+        inner_loops=sampled.inner,
+        samples=sampled.samples,
+        steady=steady,
+        compiles_during_timing=during.total,
+        **cost,
+        **memory,
+        **peak_figures,
+        warnings=warnings,
+    )

@@ -1,0 +1,218 @@
+"""pytest plugin: the ``jax_benchmark`` fixture, a JSON file of results, and baseline comparison.
+
+    def test_matmul(jax_benchmark):
+        x = jnp.ones((1024, 1024))
+        m = jax_benchmark(lambda a: a @ a, x)      # a jaxrun.bench.measure(...) Measurement
+        assert m.flops == 2 * 1024**3
+
+    pytest --jax-benchmark-json bench.json                       # save the measurements
+    pytest --jax-benchmark-compare bench.json --jax-benchmark-fail-on-regression
+
+Each measurement is attached to its test's ``user_properties`` (so it reaches junit XML and JSON
+report plugins) and collected from the test reports, which also works under pytest-xdist. With a
+baseline, each test's steady-state samples are judged against the baseline's with
+:func:`jaxrun.stats.verdict` (Mann-Whitney U and a minimum effect), as ``jaxrun compare`` does.
+
+pytest loads entry-point plugins in every session of the environment, so this module imports
+neither jax nor pydantic: they are imported when a benchmark runs or a file is read or written.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+PROPERTY = "jax_benchmark"
+_PLUGIN_NAME = "jaxrun-benchmark-session"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("jax-benchmark", "JAX benchmarks (jaxrun)")
+    group.addoption("--jax-benchmark-json", metavar="PATH", default=None,
+                    help="Write every jax_benchmark measurement (raw samples included) to PATH as JSON.")
+    group.addoption("--jax-benchmark-compare", metavar="BASELINE_JSON", default=None,
+                    help="Compare each benchmark with the same test in a file written by --jax-benchmark-json.")
+    group.addoption("--jax-benchmark-min-effect", type=float, default=0.05, metavar="FRACTION",
+                    help="Smallest change in the median counted as slower/faster (default 0.05 = 5%%).")
+    group.addoption("--jax-benchmark-alpha", type=float, default=0.01, metavar="P",
+                    help="Significance level of the Mann-Whitney U test (default 0.01).")
+    group.addoption("--jax-benchmark-fail-on-regression", action="store_true", default=False,
+                    help="Exit with status 1 when a benchmark is significantly slower than the baseline.")
+    group.addoption("--jax-benchmark-min-time", type=float, default=None, metavar="SECONDS",
+                    help="Minimum seconds of steady-state samples per benchmark (measure's default: 0.2).")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "jax_benchmark: a test that measures a JAX function with jax_benchmark")
+    baseline = config.getoption("--jax-benchmark-compare")
+    if baseline and not Path(baseline).is_file():
+        raise pytest.UsageError(f"--jax-benchmark-compare: baseline file {baseline!r} does not exist")
+    alpha = config.getoption("--jax-benchmark-alpha")
+    if not 0 < alpha < 1:
+        raise pytest.UsageError(f"--jax-benchmark-alpha must be between 0 and 1, got {alpha}")
+    if config.getoption("--jax-benchmark-min-effect") < 0:
+        raise pytest.UsageError("--jax-benchmark-min-effect must be >= 0")
+    config.pluginmanager.register(_Session(config), _PLUGIN_NAME)
+
+
+class _Session:
+    """Collects measurements from test reports; writes, compares and summarises at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: dict[str, dict[str, Any]] = {}
+        self.comparisons: list[Any] = []
+        self.written: Path | None = None
+        self.error: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == PROPERTY and isinstance(value, dict) and "key" in value:
+                data = dict(value)
+                self.results[data.pop("key")] = data
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller writes the file
+            return
+        out = self.config.getoption("--jax-benchmark-json")
+        baseline = self.config.getoption("--jax-benchmark-compare")
+        if not self.results or not (out or baseline):
+            return
+        try:
+            report = self._report(baseline)
+            if out:
+                from .resultfiles import atomic_write_text
+
+                atomic_write_text(Path(out), report.model_dump_json(indent=2) + "\n")
+                self.written = Path(out)
+        except Exception as exc:  # a bad baseline must not hide the test results
+            self.error = f"{type(exc).__name__}: {exc}"
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            return
+        slower = [c for c in self.comparisons if c.verdict == "slower"]
+        if slower and self.config.getoption("--jax-benchmark-fail-on-regression") and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _report(self, baseline: str | None) -> Any:
+        import datetime as dt
+
+        from . import __version__
+        from .models import Measurement, PytestBenchmarks
+
+        benchmarks = {key: Measurement.model_validate(data) for key, data in self.results.items()}
+        jax_version = next((m.jax_version for m in benchmarks.values() if m.jax_version), None)
+        if baseline:
+            self.comparisons = _compare(self.config, benchmarks, Path(baseline))
+        return PytestBenchmarks(
+            generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            host=socket.gethostname(),
+            jaxrun_version=__version__,
+            jax_version=jax_version,
+            benchmarks=benchmarks,
+            baseline=str(baseline) if baseline else None,
+            comparisons=self.comparisons,
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.results:
+            return
+        tr = terminalreporter
+        tr.section("jax benchmarks")
+        for key, data in self.results.items():
+            steady = data.get("steady") or {}
+            median, low, high = steady.get("median"), steady.get("ci_low"), steady.get("ci_high")
+            ci = f" [{_ms(low)}, {_ms(high)}]" if low is not None and high is not None else ""
+            extra = ""
+            if data.get("fraction_of_peak_flops") is not None:
+                extra = f", {data['fraction_of_peak_flops']:.1%} of peak FLOP/s ({data.get('bound')}-bound)"
+            tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{extra}")
+        for c in self.comparisons:
+            ratio = "" if c.ratio is None else f" x{c.ratio:.3f}"
+            ci = "" if c.ratio_ci_low is None else f" [{c.ratio_ci_low:.3f}, {c.ratio_ci_high:.3f}]"
+            p = "" if c.p_value is None else f" p={c.p_value:.2g}"
+            note = f" ({c.note})" if c.note else ""
+            tr.write_line(f"{c.verdict.upper()}: {c.script_name}{ratio}{ci}{p}{note}", red=c.verdict == "slower",
+                          green=c.verdict == "faster")
+        if self.written:
+            tr.write_line(f"jax benchmark results written to {self.written}")
+        if self.error:
+            tr.write_line(f"jax benchmark results could not be written or compared: {self.error}", red=True)
+        slower = [c.script_name for c in self.comparisons if c.verdict == "slower"]
+        if slower and self.config.getoption("--jax-benchmark-fail-on-regression"):
+            tr.write_line(f"{len(slower)} benchmark(s) slower than the baseline: failing the session", red=True)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
+
+
+def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> list[Any]:
+    from .models import PytestBenchmarks, ScriptComparison
+    from .stats import verdict
+
+    try:
+        base = PytestBenchmarks.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"baseline {path} is not a --jax-benchmark-json file: {exc}") from exc
+    alpha = config.getoption("--jax-benchmark-alpha")
+    min_effect = config.getoption("--jax-benchmark-min-effect")
+    out = []
+    for key, new in benchmarks.items():
+        old = base.benchmarks.get(key)
+        common = dict(script_name=key, device=new.device, metric="steady_time", new_n=len(new.samples),
+                      new_median=new.steady.median)
+        if old is None:
+            out.append(ScriptComparison(**common, base_n=0, base_median=None, verdict="not comparable",
+                                        note="not in the baseline"))
+            continue
+        if old.device != new.device:
+            out.append(ScriptComparison(**common, base_n=len(old.samples), base_median=old.steady.median,
+                                        verdict="not comparable", note=f"baseline ran on {old.device}"))
+            continue
+        judged, ratio, low, high, p = verdict(old.samples, new.samples, alpha=alpha, min_effect=min_effect)
+        out.append(ScriptComparison(**common, base_n=len(old.samples), base_median=old.steady.median, ratio=ratio,
+                                    ratio_ci_low=low, ratio_ci_high=high, p_value=p, verdict=judged))
+    return out
+
+
+class _Benchmark:
+    """The ``jax_benchmark`` fixture's value: call it like :func:`jaxrun.bench.measure`."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+        self.measurements: list[Any] = []
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        from .bench import measure
+
+        min_time = self._request.config.getoption("--jax-benchmark-min-time")
+        if min_time is not None:
+            kwargs.setdefault("min_time", min_time)
+        m = measure(fn, *args, **kwargs)
+        node = self._request.node
+        taken = {value.get("key") for name, value in node.user_properties if name == PROPERTY and isinstance(value, dict)}
+        key = node.nodeid if node.nodeid not in taken else f"{node.nodeid}::{m.name}"
+        suffix = 2
+        while key in taken:
+            key, suffix = f"{node.nodeid}::{m.name}#{suffix}", suffix + 1
+        node.user_properties.append((PROPERTY, {"key": key, **m.model_dump(mode="json")}))
+        self.measurements.append(m)
+        return m
+
+
+@pytest.fixture
+def jax_benchmark(request: pytest.FixtureRequest) -> _Benchmark:
+    """Measure a JAX function: ``jax_benchmark(fn, *args, **kwargs)`` returns a Measurement.
+
+    Takes :func:`jaxrun.bench.measure`'s options (``static_argnums``, ``min_time``, ``peaks``...).
+    The first measurement of a test is stored under the test's node id, further ones under
+    ``<node id>::<function name>``.
+    """
+    return _Benchmark(request)

@@ -1,0 +1,197 @@
+"""jaxrun.bench.measure and the roofline, on real JAX (CPU): the issue's done-when matmul and more."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrun import bench
+from jaxrun.bench.measure import cost_figures, memory_figures
+from jaxrun.errors import UsageError
+from jaxrun.models import DevicePeaks, Measurement
+
+
+@pytest.fixture(scope="module")
+def peaks(jaxrun_cache_dir, tmp_path_factory) -> DevicePeaks:
+    # Measured once for the test session (the cache folder is shared by conftest's fixture).
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JAXRUN_CACHE_DIR", str(jaxrun_cache_dir))
+    try:
+        return bench.device_peaks()
+    finally:
+        mp.undo()
+
+
+def test_import_jaxrun_and_bench_does_not_import_jax() -> None:
+    code = "import sys, jaxrun; jaxrun.bench; import jaxrun.pytest_plugin; print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_device_peaks_are_measured_and_cached(peaks: DevicePeaks, jaxrun_cache_dir) -> None:
+    assert peaks.platform == "cpu"
+    assert peaks.flops_per_s_float32 and peaks.flops_per_s_float32 > 1e8
+    assert peaks.flops_per_s_bfloat16 and peaks.flops_per_s_bfloat16 > 1e8
+    assert peaks.bytes_per_s and peaks.bytes_per_s > 1e8
+    kinds = {(t.kind, t.dtype) for t in peaks.trials}
+    assert {("matmul", "float32"), ("matmul", "bfloat16"), ("copy", "float32")} <= kinds
+    best32 = max(t.flops_per_s for t in peaks.trials if t.kind == "matmul" and t.dtype == "float32")
+    assert peaks.flops_per_s_float32 == pytest.approx(best32)
+    files = list(jaxrun_cache_dir.glob("device_peaks_*.json"))
+    assert len(files) == 1
+    assert DevicePeaks.model_validate(json.loads(files[0].read_text())).flops_per_s_float32 > 0
+    assert bench.device_peaks() is not None  # second call reads the cache, no re-measurement
+    assert peaks.flops_per_s("bfloat16") == peaks.flops_per_s_bfloat16
+    assert peaks.flops_per_s("float64") == peaks.flops_per_s_float32
+
+
+def test_matmul_1024_done_when(peaks: DevicePeaks) -> None:
+    def matmul(a, b):
+        return a @ b
+
+    key_a, key_b = jax.random.split(jax.random.key(1))
+    a = jax.random.normal(key_a, (1024, 1024), jnp.float32)
+    b = jax.random.normal(key_b, (1024, 1024), jnp.float32)
+    m = bench.measure(matmul, a, b)
+
+    assert isinstance(m, Measurement) and m.name == "matmul"
+    assert m.device == "cpu:0 (cpu)"
+    assert m.trace_time > 0 and m.lower_time > 0 and m.compile_time > 0
+    assert m.compile_cached is False
+    assert m.first_call > 0
+    s = m.steady
+    assert s.n == len(m.samples) >= 5
+    assert s.ci_low is not None and s.ci_low <= s.median <= s.ci_high
+    assert m.median == s.median
+    assert m.compiles_during_timing == 0
+    assert m.flops == 2 * 1024**3 == 2147483648
+    assert m.bytes_accessed == 3 * 1024 * 1024 * 4  # two operands read, one result written
+    assert m.argument_bytes == 2 * 1024 * 1024 * 4 and m.output_bytes == 1024 * 1024 * 4
+    assert m.peak_dtype == "float32"
+    assert m.achieved_flops_per_s == pytest.approx(m.flops / s.median)
+    assert 0 < m.fraction_of_peak_flops < 1, m.warnings
+    assert m.peak_flops_per_s >= peaks.flops_per_s_float32  # peaks only ever go up
+    assert m.arithmetic_intensity == pytest.approx(m.flops / m.bytes_accessed)
+    assert m.ridge_point == pytest.approx(m.peak_flops_per_s / m.peak_bytes_per_s)
+    assert m.bound == ("compute" if m.arithmetic_intensity >= m.ridge_point else "memory")
+    text = str(m)
+    assert "compile" in text and "of peak float32 FLOP/s" in text
+    # The model is a mapping too, and round-trips through JSON.
+    assert m["flops"] == m.flops
+    assert Measurement.model_validate_json(m.model_dump_json()) == m
+
+
+def test_second_measure_of_same_function_flags_cached_compile() -> None:
+    def scale(x):
+        return x * 3.0
+
+    x = jnp.ones(64)
+    bench.measure(scale, x, peaks=False, min_time=0.01)
+    again = bench.measure(scale, x, peaks=False, min_time=0.01)
+    assert again.compile_cached is True
+    assert any("did not compile" in w for w in again.warnings)
+
+
+def test_pytree_in_and_out_and_keyword_arguments() -> None:
+    def layer(params, x, *, scale=1.0):
+        y = (x @ params["w"] + params["b"]) * scale
+        return {"y": y, "stats": (jnp.mean(y), jnp.std(y))}
+
+    params = {"w": jnp.ones((32, 16)), "b": jnp.zeros(16)}
+    x = jnp.ones((8, 32))
+    m = bench.measure(layer, params, x, scale=jnp.float32(0.5), min_time=0.02, peaks=False)
+    assert m.steady.median > 0
+    assert m.flops is not None and m.flops >= 2 * 8 * 32 * 16
+    assert m.argument_bytes == (32 * 16 + 16 + 8 * 32 + 1) * 4
+    assert m.output_bytes >= 8 * 16 * 4
+    assert m.fraction_of_peak_flops is None and m.peak_flops_per_s is None  # peaks=False
+    assert m.achieved_flops_per_s == pytest.approx(m.flops / m.steady.median)
+
+
+def test_static_arguments_by_number_and_by_name() -> None:
+    def power(x, n, *, mode):
+        out = x
+        for _ in range(n - 1):
+            out = out * x
+        return out if mode == "plain" else -out
+
+    x = jnp.full(16, 2.0)
+    m = bench.measure(power, x, 3, mode="neg", static_argnums=1, static_argnames="mode", min_time=0.02, peaks=False)
+    assert m.compiles_during_timing == 0
+    assert m.flops == 2 * 16 + 16  # two multiplies and a negation per element
+
+    jitted = jax.jit(power, static_argnums=1, static_argnames="mode")
+    m2 = bench.measure(jitted, x, 4, mode="plain", min_time=0.02, peaks=False)
+    assert m2.compiles_during_timing == 0 and m2.flops == 3 * 16
+
+    with pytest.raises(UsageError, match="already jitted"):
+        bench.measure(jitted, x, 4, mode="plain", static_argnums=1)
+
+
+def test_cost_unavailable_is_none_not_zero(peaks: DevicePeaks) -> None:
+    # XLA cannot see into a host callback: its cost analysis reports -1, which is "unknown".
+    def through_host(x):
+        return jax.pure_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    m = bench.measure(through_host, jnp.ones(128), min_time=0.02, peaks=peaks)
+    assert m.flops is None and m.bytes_accessed is None and m.transcendentals is None
+    assert m.achieved_flops_per_s is None and m.fraction_of_peak_flops is None
+    assert m.arithmetic_intensity is None and m.bound is None
+    assert m.peak_flops_per_s == peaks.flops_per_s_float32  # the peak itself is still known
+    assert any("cost analysis is unavailable" in w for w in m.warnings)
+
+
+def test_cost_and_memory_parsers() -> None:
+    assert cost_figures(None) == {"flops": None, "bytes_accessed": None, "transcendentals": None}
+    assert cost_figures([]) == cost_figures(None) == cost_figures({})
+    # Older JAX: one dict per computation.
+    assert cost_figures([{"flops": 10.0, "bytes accessed": 4.0}, {"flops": 5.0, "transcendentals": 1.0}]) == {
+        "flops": 15.0, "bytes_accessed": 4.0, "transcendentals": 1.0,
+    }
+    # XLA omits zero properties from a valid analysis.
+    assert cost_figures({"flops": 8.0, "bytes accessed": 64.0})["transcendentals"] == 0.0
+    assert cost_figures({"flops": -1.0, "bytes accessed": -1.0})["flops"] is None
+    assert memory_figures(None) == dict.fromkeys(["argument_bytes", "output_bytes", "temp_bytes", "generated_code_bytes"])
+
+
+def test_bfloat16_inputs_use_the_bfloat16_peak(peaks: DevicePeaks) -> None:
+    x = jnp.ones((256, 256), jnp.bfloat16)
+    m = bench.measure(jnp.matmul, x, x, min_time=0.05, peaks=peaks)
+    assert m.peak_dtype == "bfloat16"
+    assert m.peak_flops_per_s == peaks.flops_per_s_bfloat16
+    # XLA:CPU multiplies bfloat16 in float32: the conversions add a FLOP per element converted.
+    assert 2 * 256**3 <= m.flops <= 2 * 256**3 + 4 * 256 * 256
+
+
+def test_roofline_model() -> None:
+    peaks = DevicePeaks(platform="cpu", device_kind="cpu", device_count=1, jax_version="0", host="h",
+                        flops_per_s_float32=1e11, flops_per_s_bfloat16=2e11, bytes_per_s=1e10, measured_at="now")
+    # A memory-bound elementwise op: 1 FLOP per 8 bytes is far below the ridge (10 FLOP/byte).
+    r = bench.roofline(1e6, 8e6, 1e-3, peaks)
+    assert r.arithmetic_intensity == pytest.approx(0.125) and r.ridge_point == pytest.approx(10.0)
+    assert r.bound == "memory"
+    assert r.fraction_of_peak_bandwidth == pytest.approx(0.8) and r.fraction_of_peak_flops == pytest.approx(0.01)
+    compute = bench.roofline(2e9, 1e7, 0.01, peaks, "bfloat16")
+    assert compute.bound == "compute" and compute.peak_flops_per_s == 2e11
+    assert compute.fraction_of_peak_flops == pytest.approx(1.0)
+    over = bench.roofline(4e9, 1e7, 0.01, peaks)
+    assert over.fraction_of_peak_flops == pytest.approx(4.0)  # reported as is, never clipped
+    assert any("not clipped" in w for w in over.warnings)
+    unknown = bench.roofline(None, None, 0.01, peaks)
+    assert unknown.achieved_flops_per_s is None and unknown.bound is None and unknown.fraction_of_peak_flops is None
+    no_peaks = bench.roofline(1e6, 1e6, 0.01, None)
+    assert no_peaks.achieved_flops_per_s == pytest.approx(1e8) and no_peaks.fraction_of_peak_flops is None
+
+
+def test_measure_rejects_bad_input() -> None:
+    with pytest.raises(UsageError, match="needs a function"):
+        bench.measure(42)
+    with pytest.raises(ValueError, match="min_samples"):
+        bench.measure(functools.partial(jnp.add, 1.0), jnp.ones(3), min_samples=10, max_samples=5, peaks=False)

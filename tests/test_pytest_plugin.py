@@ -1,0 +1,149 @@
+"""The pytest plugin, run on a sample test suite in a real pytest subprocess (pytester)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from jaxrun.models import Measurement, PytestBenchmarks
+
+pytest_plugins = ["pytester"]
+
+# The sample suite: SAMPLE_SLEEP (seconds) slows `work` down through a host callback, to play a
+# regression between two runs.
+SUITE = '''
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+
+SLEEP = float(os.environ.get("SAMPLE_SLEEP", "0"))
+
+
+def work(x):
+    if SLEEP:
+        x = jax.pure_callback(lambda v: (time.sleep(SLEEP), v)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    return jnp.tanh(x) @ x
+
+
+def test_work(jax_benchmark):
+    m = jax_benchmark(work, jnp.ones((64, 64)), min_time=0.1, peaks=False)
+    assert m.steady.median > 0 and m.name == "work"
+
+
+def test_roofline(jax_benchmark):
+    x = jnp.ones((128, 128))
+    m = jax_benchmark(jnp.matmul, x, x, min_time=0.05)
+    assert m.flops == 2 * 128**3 and m.fraction_of_peak_flops is not None
+
+
+def test_two_in_one(jax_benchmark):
+    jax_benchmark(jnp.sin, jnp.ones(8), min_time=0.02, peaks=False)
+    jax_benchmark(jnp.cos, jnp.ones(8), min_time=0.02, peaks=False)
+    assert len(jax_benchmark.measurements) == 2
+
+
+def test_without_benchmark():
+    assert True
+'''
+
+WORK = "test_suite.py::test_work"
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "jaxrun.pytest_plugin", "-p", "no:cacheprovider", *args)
+
+
+def test_plugin_module_imports_neither_jax_nor_pydantic() -> None:
+    code = "import sys, jaxrun.pytest_plugin; print('jax' in sys.modules, 'pydantic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.slow
+def test_fixture_writes_json_and_compares_with_a_baseline(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    base_json = suite.path / "base.json"
+    result = _run(suite, "--jax-benchmark-json", str(base_json), "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=4)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*jax benchmarks*", f"{WORK}: median * ms [[]*], compile *", "*written to*base.json*"])
+
+    report = PytestBenchmarks.model_validate(json.loads(base_json.read_text()))
+    assert set(report.benchmarks) == {
+        WORK,
+        "test_suite.py::test_roofline",
+        "test_suite.py::test_two_in_one",
+        "test_suite.py::test_two_in_one::cos",
+    }
+    work = report.benchmarks[WORK]
+    assert isinstance(work, Measurement) and work.name == "work"
+    assert len(work.samples) == work.steady.n >= 5  # raw samples kept, for later comparisons
+    assert work.compile_time > 0 and work.flops is not None
+    roof = report.benchmarks["test_suite.py::test_roofline"]
+    assert roof.fraction_of_peak_flops is not None and roof.bound in ("compute", "memory")
+    assert report.baseline is None and report.comparisons == []
+
+    # The measurement also rides on the test's user_properties, into junit XML.
+    props = ET.parse(suite.path / "junit.xml").getroot().iter("property")
+    assert any(p.get("name") == "jax_benchmark" and "'steady'" in p.get("value", "") for p in props)
+
+    # Same code: no regression, whatever the noise (the exit status stays 0 with the flag).
+    same = _run(suite, "--jax-benchmark-compare", str(base_json), "--jax-benchmark-fail-on-regression",
+                "-k", "test_work")
+    same.assert_outcomes(passed=1, deselected=3)
+    assert same.ret == 0 or "SLOWER" in same.stdout.str()  # a 5% effect at p<0.01 on a busy box is rare but real
+    same.stdout.fnmatch_lines([f"*: {WORK} *"])
+
+    # `work` made slower (2 ms host sleep per call): verdict slower, and the session fails.
+    monkeypatch.setenv("SAMPLE_SLEEP", "0.002")
+    new_json = suite.path / "new.json"
+    slow = _run(suite, "--jax-benchmark-compare", str(base_json), "--jax-benchmark-json", str(new_json),
+                "--jax-benchmark-fail-on-regression", "-k", "test_work")
+    slow.assert_outcomes(passed=1, deselected=3)
+    assert slow.ret == 1
+    slow.stdout.fnmatch_lines([f"SLOWER: {WORK} x* p=*", "*slower than the baseline: failing the session*"])
+    new = PytestBenchmarks.model_validate(json.loads(new_json.read_text()))
+    (comparison,) = new.comparisons
+    assert comparison.script_name == WORK and comparison.verdict == "slower"
+    assert comparison.ratio > 1.05 and comparison.p_value < 0.01
+    assert comparison.base_n == len(work.samples)
+
+    # Without --jax-benchmark-fail-on-regression the verdict is reported and the session passes.
+    reported = _run(suite, "--jax-benchmark-compare", str(base_json), "-k", "test_work")
+    assert reported.ret == 0
+    reported.stdout.fnmatch_lines([f"SLOWER: {WORK} *"])
+
+
+def test_tests_missing_from_the_baseline_are_not_comparable(suite: pytest.Pytester) -> None:
+    baseline = suite.path / "empty.json"
+    baseline.write_text(json.dumps({"generated_at": "x", "host": "h", "jaxrun_version": "0", "benchmarks": {}}))
+    result = _run(suite, "--jax-benchmark-compare", str(baseline), "-k", "test_two_in_one")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["NOT COMPARABLE: test_suite.py::test_two_in_one (not in the baseline)"])
+
+
+def test_bad_options_are_usage_errors(suite: pytest.Pytester) -> None:
+    missing = _run(suite, "--jax-benchmark-compare", "nowhere.json")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*baseline file 'nowhere.json' does not exist*"])
+    alpha = _run(suite, "--jax-benchmark-alpha", "2")
+    assert alpha.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_no_file_and_no_summary_without_benchmarks(suite: pytest.Pytester) -> None:
+    out = suite.path / "out.json"
+    result = _run(suite, "--jax-benchmark-json", str(out), "-k", "test_without_benchmark")
+    assert result.ret == 0
+    assert not out.exists()
+    assert "jax benchmarks" not in result.stdout.str()
