@@ -170,9 +170,10 @@ def main() -> dict:
     sharded, single = run(step, args, host_args)
     check(sharded, single)
     losses, losses_one = sharded[2], single[2]
-    # XLA's cost analysis of an SPMD executable counts one device's share of the work.
-    flops = None if m.flops is None else m.flops * n
-    rate = None if flops is None else flops / m.steady.median
+    # measure() sums XLA's per-partition cost analysis over the program's devices.
+    assert m.num_devices == n, (m.num_devices, n)
+    flops = m.flops
+    rate = m.achieved_flops_per_s
 
     print(f"data-parallel MLP {'-'.join(map(str, SIZES))}, batch {BATCH} over {n} "
           f"{mesh.devices.flat[0].platform} device(s): mesh {dict(mesh.shape)}, "

@@ -548,7 +548,8 @@ class Measurement(MappingModel):
     samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
     steady: Statistics = Field(description="Statistics of the per-call seconds")
     compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")
-    flops: float | None = Field(None, description="From the compiled cost analysis")
+    num_devices: int = Field(1, description="Devices the compiled program runs on (SPMD partitions)")
+    flops: float | None = Field(None, description="From the compiled cost analysis, summed over devices")
     bytes_accessed: float | None = None
     transcendentals: float | None = None
     argument_bytes: int | None = Field(None, description="From the compiled memory analysis")

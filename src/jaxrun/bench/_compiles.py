@@ -19,7 +19,10 @@ from ..probe.jax_hooks import function_name
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 COMPILE = "/jax/core/compile/backend_compile_duration"
-_PHASES = {TRACE: "trace", LOWER: "lower", COMPILE: "compile"}
+# Fired (with a duration) when an executable is loaded from the persistent compilation cache; the
+# backend-compile event still fires then, timing the load rather than a compilation.
+CACHE_LOAD = "/jax/compilation_cache/cache_retrieval_time_sec"
+_PHASES = {TRACE: "trace", LOWER: "lower", COMPILE: "compile", CACHE_LOAD: "cache_load"}
 
 _lock = threading.Lock()
 _active: list["CompileCounter"] = []
@@ -28,7 +31,7 @@ _installed = False
 
 @dataclass
 class CompileEvent:
-    phase: str  # "trace" | "lower" | "compile"
+    phase: str  # "trace" | "lower" | "compile" | "cache_load"
     fun: str
     seconds: float
     thread: int
@@ -76,11 +79,17 @@ class CompileCounter:
         return self._per_fun("compile")
 
     @property
+    def cache_loads(self) -> int:
+        """Executables loaded from the persistent compilation cache instead of compiled."""
+        return sum(1 for e in self.events if e.phase == "cache_load")
+
+    @property
     def seconds(self) -> dict[str, float]:
         """Trace + lower + compile seconds per function name."""
         out: dict[str, float] = {}
         for e in self.events:
-            out[e.fun] = out.get(e.fun, 0.0) + e.seconds
+            if e.phase != "cache_load":
+                out[e.fun] = out.get(e.fun, 0.0) + e.seconds
         return out
 
     def __repr__(self) -> str:

@@ -85,6 +85,33 @@ def _safe(call: Callable[[], Any]) -> Any:
         return None
 
 
+def program_devices(compiled: Any) -> int:
+    """How many devices a compiled program spans (from its input and output shardings)."""
+    devices: set[Any] = set()
+    for attr in ("input_shardings", "output_shardings"):
+        try:
+            shardings = getattr(compiled, attr)
+        except Exception:
+            continue
+        import jax
+
+        for sharding in jax.tree_util.tree_leaves(shardings):
+            devices |= set(getattr(sharding, "device_set", ()) or ())
+    return max(1, len(devices))
+
+
+def scaled_peaks(peaks: DevicePeaks, n_devices: int) -> DevicePeaks:
+    """Peaks of n accelerators working together; simulated CPU devices share one host's peak."""
+    if n_devices <= 1 or peaks.platform == "cpu":
+        return peaks
+    update = {}
+    for field_name in ("flops_per_s_float32", "flops_per_s_bfloat16", "bytes_per_s"):
+        value = getattr(peaks, field_name, None)
+        if value is not None:
+            update[field_name] = value * n_devices
+    return peaks.model_copy(update=update)
+
+
 def measure(
     fn: Callable[..., Any],
     *args: Any,
@@ -149,7 +176,7 @@ def measure(
         t_lowered = time.perf_counter()
         compiled = lowered.compile()
         t_compiled = time.perf_counter()
-    compile_cached = not aot.backend_compiles
+    compile_cached = not aot.backend_compiles or aot.cache_loads > 0
     if compile_cached:
         warnings.append(
             "XLA did not compile: the executable came from JAX's in-process or persistent cache (this "
@@ -177,10 +204,20 @@ def measure(
 
     cost = cost_figures(_safe(compiled.cost_analysis))
     memory = memory_figures(_safe(compiled.memory_analysis))
+    n_devices = program_devices(compiled)
+    if n_devices > 1:
+        # XLA's cost analysis of an SPMD program describes one partition; the program does n.
+        cost = {k: (v * n_devices if v is not None else None) for k, v in cost.items()}
     dtype = compute_dtype((args, kwargs))
     peak_figures: dict[str, Any] = {}
     if peaks is not False:
         device_peak = peaks if isinstance(peaks, DevicePeaks) else device_peaks(device)
+        device_peak = scaled_peaks(device_peak, n_devices)
+        if n_devices > 1 and device_peak.platform == "cpu":
+            warnings.append(
+                f"{n_devices} CPU devices share the host's cores: the fractions are against the "
+                f"host's measured peak, not {n_devices} times it"
+            )
         line = roofline(cost["flops"], cost["bytes_accessed"], steady.median, device_peak, dtype)
         key = device_label(device)
         while peaks is True and (line.fraction_of_peak_flops or 0) > 1 and _remeasured.get(key, 0) < _MAX_REMEASURE:
@@ -212,6 +249,7 @@ def measure(
         lower_time=t_lowered - t_traced,
         compile_time=t_compiled - t_lowered,
         compile_cached=compile_cached,
+        num_devices=n_devices,
         first_call=first_call,
         warmup_calls=warmup_calls,
         inner_loops=sampled.inner,
