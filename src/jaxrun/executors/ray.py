@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import resultfiles
 from ..errors import UsageError
 from ..models import Attempt, ScriptResult
 from .local import Job
@@ -92,6 +93,16 @@ def run_on_ray(
             raise UsageError(f"cannot start or reach {where}: {exc}") from None
         started_ray = True
     task = ray.remote(run_job_on_worker)
+    results_dir = run_kwargs.get("results_dir")
+
+    def finish(ref: Any, job: Job) -> None:
+        result, lost = _result_of(ray, ref, job)
+        if lost and results_dir:
+            # A task that failed or was lost never wrote script_results/<name>_result.json on the
+            # worker; a local batch always has that file, so the driver writes it here.
+            resultfiles.write_model(resultfiles.script_result_path(Path(results_dir), job.file_name), result)
+        on_done(job, result)
+
     pending: dict[Any, Job] = {}
     queue = list(jobs)
     try:
@@ -107,14 +118,13 @@ def run_on_ray(
                 pending[ref] = job
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
-                job = pending.pop(ref)
-                on_done(job, _result_of(ray, ref, job))
+                finish(ref, pending.pop(ref))
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref)  # raises KeyboardInterrupt in the task: it stops its script's tree
         for ref, job in pending.items():
             try:
-                on_done(job, _result_of(ray, ref, job))
+                finish(ref, job)
             except Exception:
                 pass
         raise
@@ -123,13 +133,14 @@ def run_on_ray(
             ray.shutdown()
 
 
-def _result_of(ray: Any, ref: Any, job: Job) -> ScriptResult:
+def _result_of(ray: Any, ref: Any, job: Job) -> tuple[ScriptResult, bool]:
+    """The task's result, and whether it is a stand-in for a task that failed or was lost."""
     try:
-        return ScriptResult.model_validate(ray.get(ref))
+        return ScriptResult.model_validate(ray.get(ref)), False
     except ray.exceptions.TaskCancelledError:
-        return lost_result(job, "the Ray task was cancelled before it finished", "interrupted")
+        return lost_result(job, "the Ray task was cancelled before it finished", "interrupted"), True
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None) or exc
-        return lost_result(job, f"the Ray task raised {type(cause).__name__}: {cause}", "script_error")
+        return lost_result(job, f"the Ray task raised {type(cause).__name__}: {cause}", "script_error"), True
     except ray.exceptions.RayError as exc:  # worker crashed, node died, object lost
-        return lost_result(job, f"the Ray task was lost: {type(exc).__name__}: {exc}")
+        return lost_result(job, f"the Ray task was lost: {type(exc).__name__}: {exc}"), True
