@@ -412,3 +412,21 @@ def test_summary_keeps_unknown_as_null_never_zero() -> None:
     metrics = performance_metrics(results)
     assert metrics.scripts["never_ran"].execution_time is None
     assert metrics.aggregate == summary
+
+
+def test_a_script_deleted_during_the_batch_is_a_result(tmp_path: Path, isolated_cache: Path) -> None:
+    src = tmp_path / "s"
+    write(src, "a_deleter.py", """
+        import os
+        import jax
+        os.remove(os.path.join(os.path.dirname(os.path.abspath(__file__)), "b_victim.py"))
+    """)
+    write(src, "b_victim.py", GOOD)
+    batch = jaxrun.run_jax_scripts(src, results_dir=tmp_path / "r", return_detailed_results=True, compile_cache=False)
+    by_name = {r.script_name: r for r in batch.script_results}
+    assert by_name["a_deleter"].success
+    victim = by_name["b_victim"]
+    assert not victim.success and victim.error_class == "script_error"
+    assert "no longer exists" in victim.error_message
+    assert (tmp_path / "r" / "script_results" / "b_victim_result.json").is_file()
+    assert batch.metadata.complete

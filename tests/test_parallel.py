@@ -458,7 +458,9 @@ def test_gpu_oom_is_retried_on_another_gpu_not_the_same() -> None:
     """No GPU on this machine: ``run_one`` is a fake returning crafted results for GPU slots."""
     pools = {"cpu": SlotPool(cpu_slots(1)), "gpu": SlotPool(gpu_slots([0, 1]))}
     fake = FakeRunOne({0: "out_of_memory", 1: None})
-    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), fallback=True)
+    starts: list[str] = []
+    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), True, lambda job: starts.append(job.name))
+    assert starts == ["model"]  # reported once, when the first slot was taken
     assert fake.calls == [("gpu", (0,), False), ("gpu", (1,), False)]
     assert result.success and result.device_used == "gpu" and result.fallback_reason is None
     assert [(a.device, a.error_class) for a in result.attempts] == [("gpu", "out_of_memory"), ("gpu", None)]
@@ -469,21 +471,22 @@ def test_gpu_oom_everywhere_falls_back_to_cpu() -> None:
     """No GPU on this machine: ``run_one`` is a fake returning crafted results for GPU slots."""
     pools = {"cpu": SlotPool(cpu_slots(1)), "gpu": SlotPool(gpu_slots([0, 1]))}
     fake = FakeRunOne({0: "out_of_memory", 1: "out_of_memory"})
-    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), fallback=True)
-    assert fake.calls == [("gpu", (0,), False), ("gpu", (1,), False), ("cpu", None, False)]
+    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), True, lambda job: None)
+    # The CPU run takes a CPU slot (its share of the cores), like any CPU job.
+    assert fake.calls == [("gpu", (0,), False), ("gpu", (1,), False), ("cpu", (), False)]
     assert result.success and result.device_used == "cpu" and result.device_requested == "gpu"
     assert result.fallback_reason.startswith("gpu failed with out_of_memory")
     assert [(a.device, a.error_class) for a in result.attempts] == [
         ("gpu", "out_of_memory"), ("gpu", "out_of_memory"), ("cpu", None)
     ]
-    assert pools["gpu"].free == 2
+    assert pools["gpu"].free == 2 and pools["cpu"].free == 1
 
 
 def test_gpu_oom_without_fallback_stays_a_failure() -> None:
     """No GPU on this machine: ``run_one`` is a fake returning crafted results for GPU slots."""
     pools = {"cpu": SlotPool(cpu_slots(1)), "gpu": SlotPool(gpu_slots([0, 1], jobs_per_gpu=2))}
     fake = FakeRunOne({0: "out_of_memory", 1: "out_of_memory"})
-    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), fallback=False)
+    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), False, lambda job: None)
     # A shared GPU's second slot is not "another GPU": after 0 and 1 there is nowhere left to go.
     assert [c[1] for c in fake.calls] == [(0,), (1,)]
     assert not result.success and result.error_class == "out_of_memory" and result.device_used == "gpu"

@@ -33,6 +33,7 @@ from .executors.local import Job, run_parallel
 from .executors.slots import Slot, SlotPool, cpu_slots, gpu_slots
 from .history import HistoryStore, default_history_path, expected_durations, history_run_from_benchmark
 from .models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
+from .runner import failed_before_running
 
 logger = logging.getLogger("jaxrun")
 
@@ -253,6 +254,14 @@ def run_jax_scripts(
         log.write(f"running up to {jobs} script(s) at once on the {backend} backend")
 
     def run_one(job: Job, slot: Slot | None, stop: threading.Event | None, job_fallback: bool) -> ScriptResult:
+        if not job.script.is_file():
+            # Deleted (or unmounted) after discovery: a result for this script, not the batch's end.
+            result = failed_before_running(
+                job.name, job.script, job.device, f"the script no longer exists: {job.script}",
+                "script_error", hint="the file was removed or moved after jaxrun found it; run again",
+            )
+            resultfiles.write_model(resultfiles.script_result_path(out, job.file_name), result)
+            return result
         return execute_jax_script(
             job.script, job.device, timeout=timeout, results_dir=out, retries=retries,
             fallback=job_fallback, debug_nans=debug_nans, env=env, name=job.name, verbose=verbose,
@@ -293,7 +302,7 @@ def run_jax_scripts(
                     warm_calls=warm_calls, host_devices=host_devices,
                     compile_cache=str(cache) if cache is not None else False, cold_cache=cold_cache,
                 ),
-                gpus_per_job=gpus_per_job, on_start=started, on_done=finished,
+                gpus_per_job=gpus_per_job, jobs_per_gpu=jobs_per_gpu, on_start=started, on_done=finished,
             )
         elif jobs > 1:
             run_parallel(

@@ -49,6 +49,27 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def failed_before_running(
+    name: str, script: Path, device: str, message: str, error_class: str, *, hint: str
+) -> ScriptResult:
+    """The result of a script that never got to run (it vanished, or its worker was lost)."""
+    now = now_iso()
+    return ScriptResult(
+        script_name=name,
+        script_path=str(script),
+        success=False,
+        error_class=error_class,  # type: ignore[arg-type]
+        error_message=message,
+        hint=hint,
+        device_requested=device,
+        device_used=None,
+        attempts=[Attempt(number=1, device=device, success=False, error_class=error_class,  # type: ignore[arg-type]
+                          error_message=message, started_at=now)],
+        started_at=now,
+        finished_at=now,
+    )
+
+
 def child_env(spec: RunSpec, platform: str, device_info: DeviceInfo | None, events_path: Path) -> dict[str, str]:
     """The script's environment: the user's, plus what selects the device and opens the channel."""
     env = dict(os.environ)

@@ -44,13 +44,21 @@ class _Interrupted(Exception):
     pass
 
 
-def _run_in_slot(job: Job, pools: dict[str, SlotPool], run_one: RunOne, stop: threading.Event, fallback: bool) -> ScriptResult:
+def _run_in_slot(
+    job: Job,
+    pools: dict[str, SlotPool],
+    run_one: RunOne,
+    stop: threading.Event,
+    fallback: bool,
+    started: Callable[[Job], None],
+) -> ScriptResult:
     pool = pools.get(job.platform or "cpu") or pools["cpu"]
     slot = pool.acquire()
     if stop.is_set():
         if slot is not None:
             pool.release(slot)
         raise _Interrupted
+    started(job)  # only now: a job waiting for a free GPU has not started
     try:
         if slot is None or slot.kind != "gpu":
             return run_one(job, slot, stop, fallback)
@@ -66,7 +74,15 @@ def _run_in_slot(job: Job, pools: dict[str, SlotPool], run_one: RunOne, stop: th
             retry = run_one(job, slot, stop, False)
             result = retry.model_copy(update={"attempts": [*result.attempts, *retry.attempts]})
         if not result.success and fallback and result.error_class in ("out_of_memory", "device_unavailable"):
-            cpu = run_one(dataclasses.replace(job, device="cpu", platform="cpu"), None, stop, False)
+            if slot is not None:
+                pool.release(slot)
+            slot, pool = None, pools["cpu"]
+            cpu_slot = pool.acquire()  # the CPU run takes its share of the cores like any CPU job
+            try:
+                cpu = run_one(dataclasses.replace(job, device="cpu", platform="cpu"), cpu_slot, stop, False)
+            finally:
+                if cpu_slot is not None:
+                    pool.release(cpu_slot)
             reason = f"gpu failed with {result.error_class}: {result.error_message}"
             result = cpu.model_copy(update={
                 "attempts": [*result.attempts, *cpu.attempts], "fallback_reason": reason,
@@ -98,11 +114,13 @@ def run_parallel(
     done: dict[int, ScriptResult] = {}
     lock = threading.Lock()
 
-    def task(job: Job) -> ScriptResult:
+    def started(job: Job) -> None:
         if on_start is not None:
             with lock:
                 on_start(job, None)
-        return _run_in_slot(job, pools, run_one, stop, fallback)
+
+    def task(job: Job) -> ScriptResult:
+        return _run_in_slot(job, pools, run_one, stop, fallback, started)
 
     order = longest_first(jobs)
     executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="jaxrun-job")

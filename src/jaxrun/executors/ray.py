@@ -14,13 +14,13 @@ installed in the workers' Python. GPUs are requested with ``num_gpus`` and Ray s
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import resultfiles
 from ..errors import UsageError
-from ..models import Attempt, ScriptResult
+from ..models import ScriptResult
+from ..runner import failed_before_running
 from .local import Job
 
 # Environment variables a JAX job may depend on, passed to the workers through runtime_env.
@@ -49,21 +49,10 @@ def run_job_on_worker(script: str, device: str, name: str, file_name: str, kwarg
 
 
 def lost_result(job: Job, message: str, error_class: str = "crashed") -> ScriptResult:
-    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    return ScriptResult(
-        script_name=job.name,
-        script_path=str(job.script),
-        success=False,
-        error_class=error_class,  # type: ignore[arg-type]
-        error_message=message,
+    return failed_before_running(
+        job.name, job.script, job.device, message, error_class,
         hint="the Ray task running this script failed or was lost; check the Ray worker logs "
         "(ray logs) and that the script path is reachable on every node",
-        device_requested=job.device,
-        device_used=None,
-        attempts=[Attempt(number=1, device=job.device, success=False, error_class=error_class,  # type: ignore[arg-type]
-                          error_message=message, started_at=now)],
-        started_at=now,
-        finished_at=now,
     )
 
 
@@ -74,6 +63,7 @@ def run_on_ray(
     workers: int,
     run_kwargs: dict[str, Any],
     gpus_per_job: int,
+    jobs_per_gpu: int = 1,
     on_start: Callable[[Job, ScriptResult | None], None],
     on_done: Callable[[Job, ScriptResult | None], None],
 ) -> None:
@@ -110,7 +100,8 @@ def run_on_ray(
             while queue and len(pending) < max(1, workers):
                 job = queue.pop(0)
                 on_start(job, None)
-                gpus = gpus_per_job if job.platform == "gpu" else 0
+                # Ray shares a GPU between tasks that each ask for a fraction of it.
+                gpus = (gpus_per_job if jobs_per_gpu == 1 else 1 / jobs_per_gpu) if job.platform == "gpu" else 0
                 ref = task.options(
                     num_cpus=1, num_gpus=gpus, max_retries=0,
                     runtime_env={"env_vars": _worker_env()},
