@@ -36,7 +36,8 @@ def plain_run(script: Path) -> float:
 
 def jaxrun_run(script: Path, results: Path) -> tuple[float, float]:
     started = time.perf_counter()
-    result = jaxrun.execute_jax_script(script, "cpu", results_dir=results)
+    # No persistent compile cache: plain `python` compiles cold, so jaxrun must too.
+    result = jaxrun.execute_jax_script(script, "cpu", results_dir=results, compile_cache=False)
     call = time.perf_counter() - started
     assert result.success, result.error_message
     return call, float(result.execution_time)

@@ -67,7 +67,7 @@ def benchmark_table(benchmarks: list[ScriptBenchmark]) -> Table:
         wall = stats.get("wall_time")
         ci = "-" if wall is None or wall.ci_low is None else f"{fmt_seconds(wall.ci_low)} – {fmt_seconds(wall.ci_high)}"
         table.add_row(
-            Text(b.script_name), Text(f"{b.device_used or '-'}" + ("" if b.device_used == b.device_requested else f" (asked {b.device_requested})")),
+            Text(b.script_name), Text(_device_cell(b.device_used, b.device_requested)),
             f"{b.runs_completed}/{b.benchmark_runs}",
             fmt_seconds(wall.median if wall else None), ci,
             fmt_seconds(stats["body_time"].median if "body_time" in stats else None),
@@ -77,6 +77,13 @@ def benchmark_table(benchmarks: list[ScriptBenchmark]) -> Table:
             Text(history_cell(b.history_check)),
         )
     return table
+
+
+def _device_cell(used: str | None, requested: str) -> str:
+    """The device a benchmark ran on; the request too when it was a specific other device."""
+    if requested in ("auto", used):
+        return used or "-"
+    return f"{used or '-'} (asked {requested})"
 
 
 def history_cell(check: RegressionCheck | None) -> str:
