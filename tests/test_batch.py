@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from datetime import datetime
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from jaxrun import resultfiles
 from jaxrun.errors import InvalidDeviceError, JAXExecutionError, UsageError
 from jaxrun.models import BatchResult, ScriptResult
 from jaxrun.summary import performance_metrics, performance_summary
+from helpers import load, write
 
 GOOD = """\
 import os
@@ -48,17 +48,6 @@ TOP_LEVEL_FILES = {
     resultfiles.PERFORMANCE_METRICS: "performance_metrics",
     resultfiles.DEVICE_INFO: "device_info",
 }
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import math
 import statistics
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from jsonschema import Draft202012Validator
 
 from jaxrun import execute_jax_script, run_jax_scripts
 from jaxrun.models import SAMPLE_METRICS
+from helpers import load, write
 
 SLEEPER = """\
 import time
@@ -74,17 +74,6 @@ import jax.numpy as jnp
 
 total = float(jnp.ones(2).sum())
 """
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(autouse=True)

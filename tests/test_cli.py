@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +22,7 @@ from jsonschema import Draft202012Validator
 from jaxrun.__main__ import translate_seed_form
 from jaxrun.models import DeviceInfo
 from jaxrun.resultfiles import SCHEMAS
+from helpers import load, write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,17 +43,6 @@ DESIGN_FIELDS = (
     "memory_peak device_memory_peak device_utilization jit_compile_time compile_count compiles "
     "cache_hits output_files results stdout_log stderr_log started_at finished_at"
 ).split()
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,10 @@ lives in ``benchmarks/bench_makespan.py``.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from datetime import datetime, timezone
@@ -29,6 +27,7 @@ from jaxrun.executors.local import Job, _run_in_slot, longest_first
 from jaxrun.executors.slots import SlotPool, cpu_slots, gpu_slots
 from jaxrun.history import HistoryStore
 from jaxrun.models import Attempt, BatchResult, HistoryRun, ScriptResult
+from helpers import load, write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORES = sorted(os.sched_getaffinity(0))
@@ -120,17 +119,6 @@ import jaxrun
 
 jaxrun.record(count=jax.device_count(), xla_flags=os.environ.get("XLA_FLAGS", ""))
 """
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def batch(folder: Path, results: Path, **options) -> BatchResult:

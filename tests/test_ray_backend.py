@@ -8,17 +8,16 @@ subprocess (jaxrun's own ``ray.init``).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 import jaxrun
 from jaxrun.models import BatchResult
+from helpers import load, write
 
 ray = pytest.importorskip("ray")
 
@@ -50,17 +49,6 @@ if "ray::" in parent or "default_worker" in parent:
     os.kill(os.getppid(), signal.SIGKILL)
 raise SystemExit("not running under a Ray worker")
 """
-
-
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def batch(folder: Path, results: Path, **options) -> BatchResult:
