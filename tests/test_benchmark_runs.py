@@ -234,6 +234,7 @@ def test_warm_mode_with_benchmark_runs_pools_the_calls_of_every_run(tmp_path: Pa
     assert warm.steady.n == 4
     # The result's own .warm tells the same story as the benchmark's.
     assert result.warm == warm
+    assert result.benchmark.mode == "warm:mainx3"  # kept apart from ordinary runs in the history
 
 
 @pytest.mark.parametrize("calls", [0, 1, True])

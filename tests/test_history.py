@@ -200,14 +200,15 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
     con.close()
 
     with HistoryStore(db) as store:
-        assert store.schema_version == SCHEMA_VERSION == 2
+        assert store.schema_version == SCHEMA_VERSION == 3
         (old,) = store.runs("old.py")
         assert old.git_dirty is True and old.jaxrun_version == "0.0.9" and len(old.samples) == 3
         assert old.median_wall_time == 2.0  # backfilled by the v2 migration
+        assert old.mode == "process"  # v3: every run before it was an ordinary process run
         new_id = store.record(make_run([1.0, 2.0], path="/proj/old.py", name="old.py"))
         assert new_id == 2 and len(store.runs("old.py")) == 2
     with HistoryStore(db) as store:  # reopening an up-to-date database changes nothing
-        assert store.schema_version == 2 and len(store.runs()) == 2
+        assert store.schema_version == 3 and len(store.runs()) == 2
 
 
 def test_newer_schema_is_refused(db: Path) -> None:
@@ -217,7 +218,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.commit()
     con.close()
-    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 2\).*--history"):
+    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 3\).*--history"):
         HistoryStore(db)
 
 
@@ -326,3 +327,16 @@ def test_default_history_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert default_history_path(tmp_path / "x") == tmp_path / "elsewhere.db"
     monkeypatch.setenv("JAXRUN_HISTORY", "rel.db")
     assert default_history_path(tmp_path) == tmp_path / "rel.db"
+
+
+def test_warm_mode_runs_are_compared_only_with_warm_mode_runs(db: Path) -> None:
+    rng = np.random.default_rng(7)
+    with HistoryStore(db) as store:
+        for _ in range(2):
+            store.record(make_run(list(1.0 + 0.01 * rng.standard_normal(6))))
+        warm = make_run(list(1.3 + 0.01 * rng.standard_normal(6))).model_copy(update={"mode": "warm:mainx10"})
+        warm_id = store.record(warm)
+        check = store.check_regression(warm_id)
+        # Slower than the ordinary runs, but a different measurement: nothing earlier to compare.
+        assert check.previous_runs == 0 and check.regression is False
+        assert store.get(warm_id).mode == "warm:mainx10"

@@ -163,13 +163,13 @@ def history_scripts_table(rows: list) -> Table:
 def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[float | None], flags: dict[int, str]) -> Table:
     table = _table(title, (
         ("run", "right"), ("recorded", "left"), ("git", "left"), ("device", "left"),
-        ("host", "left"), ("n", "right"), ("median", "right"), ("check", "left"),
+        ("host", "left"), ("mode", "left"), ("n", "right"), ("median", "right"), ("check", "left"),
     ))
     for run, median in zip(runs, metric_medians):
         commit = "-" if run.git_commit is None else run.git_commit[:10] + ("+dirty" if run.git_dirty else "")
         counted = sum(1 for s in run.samples if not s.warmup and s.success)
         table.add_row(
             str(run.id), run.recorded_at, commit, Text(run.device_used or "-"), Text(run.host),
-            str(counted), fmt_seconds(median), Text(flags.get(run.id or -1, "")),
+            Text(run.mode), str(counted), fmt_seconds(median), Text(flags.get(run.id or -1, "")),
         )
     return table

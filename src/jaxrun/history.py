@@ -39,12 +39,13 @@ __all__ = [
 ]
 
 HISTORY_ENV = "JAXRUN_HISTORY"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 30.0
 
 _RUN_COLUMNS = (
     "id", "recorded_at", "script_name", "script_path", "content_hash", "git_commit", "git_dirty", "host",
     "device_requested", "device_used", "jax_version", "jaxlib_version", "jaxrun_version", "median_wall_time",
+    "mode",
 )
 _SAMPLE_COLUMNS = ("idx", "warmup", "success", "error_class", *SAMPLE_METRICS)
 
@@ -113,8 +114,16 @@ def _v2(db: sqlite3.Connection) -> None:
     )
 
 
+def _v3(db: sqlite3.Connection) -> None:
+    """Record how a run was measured: a warm-mode run's wall time (one process calling main() R
+    times) is not comparable with an ordinary run's. Older rows were all ordinary runs."""
+    db.execute("ALTER TABLE runs ADD COLUMN mode TEXT NOT NULL DEFAULT 'process'")
+    db.execute("DROP INDEX runs_comparable")
+    db.execute("CREATE INDEX runs_comparable ON runs (script_path, device_used, host, mode)")
+
+
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -391,10 +400,11 @@ class HistoryStore:
         _check_metric(metric)
         run = self.get(run_id)
         previous = self._db.execute(
-            f"SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ? AND r.id < ?"
+            f"SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"
+            f" AND r.mode = ? AND r.id < ?"
             f" AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.id AND s.warmup = 0 AND s.success = 1"
             f" AND s.{metric} IS NOT NULL) ORDER BY r.id DESC LIMIT ?",
-            (run.script_path, run.device_used, run.host, run_id, max(int(window), 0)),
+            (run.script_path, run.device_used, run.host, run.mode, run_id, max(int(window), 0)),
         ).fetchall()
         check = RegressionCheck(
             script_path=run.script_path, device=run.device_used, host=run.host, metric=metric,
@@ -432,7 +442,7 @@ class HistoryStore:
                 return []
             where, params = f"WHERE script_path IN ({', '.join('?' * len(paths))})", paths
         ids = [r[0] for r in self._db.execute(
-            f"SELECT MAX(id) FROM runs {where} GROUP BY script_path, device_used, host ORDER BY script_path, MAX(id)",
+            f"SELECT MAX(id) FROM runs {where} GROUP BY script_path, device_used, host, mode ORDER BY script_path, MAX(id)",
             params,
         ).fetchall()]
         return [self.check_regression(run_id, **options) for run_id in ids]  # type: ignore[arg-type]

@@ -286,6 +286,7 @@ class ScriptBenchmark(MappingModel):
     std_execution_time: float | None = None
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
     warm: WarmSummary | None = None
+    mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
     warnings: list[str] = []
     history_run_id: int | None = Field(None, description="Row id in the history database")
     history_check: RegressionCheck | None = Field(
@@ -387,6 +388,7 @@ class HistoryRun(MappingModel):
     jaxrun_version: str
     samples: list[RunSample] = []
     median_wall_time: float | None = None
+    mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
 
 
 class RegressionCheck(MappingModel):

@@ -81,4 +81,5 @@ def history_run_from_benchmark(
         device_requested=benchmark.device_requested, device_used=benchmark.device_used,
         jax_version=jax_version, jaxlib_version=jaxlib_version, jaxrun_version=jaxrun_version or __version__,
         samples=[*benchmark.warmups, *benchmark.samples],
+        mode=benchmark.mode,
     )
