@@ -28,6 +28,7 @@ from .executors.slots import Slot, merge_xla_flags
 from .errors import DeviceProbeError
 from .launch import Interrupted, LaunchOutcome, launch, probe_command
 from .models import Attempt, DeviceInfo, ScriptResult
+from .nvml import UtilizationSampler, visible_gpus
 from .outcome import compile_totals, device_memory, memory_peak_mb, read_probe_report
 from .policies import backoff_seconds, next_action
 
@@ -146,6 +147,7 @@ class _Run:
         self.outcome = outcome
         self.failure = failure
         self.report = read_probe_report(outcome.events if outcome else [])
+        self.utilization: tuple[float | None, str | None] | None = None
 
 
 def _launch_once(spec: RunSpec, platform: str, info: DeviceInfo | None) -> _Run:
@@ -155,6 +157,8 @@ def _launch_once(spec: RunSpec, platform: str, info: DeviceInfo | None) -> _Run:
     with tempfile.TemporaryDirectory(prefix="jaxrun-events-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
         env = child_env(spec, platform, info, events_path)
+        # Utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs.
+        sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start() if platform == "gpu" else None
         try:
             outcome = launch(
                 probe_command(spec.script, events_path, spec.args, entry=spec.entry, calls=spec.calls),
@@ -170,6 +174,9 @@ def _launch_once(spec: RunSpec, platform: str, info: DeviceInfo | None) -> _Run:
             )
         except Interrupted as stop:
             outcome = stop.outcome
+        finally:
+            if sampler is not None:
+                sampler.stop()
     failure = classify(
         events=outcome.events,
         exit_code=outcome.exit_code,
@@ -179,7 +186,10 @@ def _launch_once(spec: RunSpec, platform: str, info: DeviceInfo | None) -> _Run:
         timeout=timeout,
         stderr_tail=_stderr_tail(stderr_log),
     )
-    return _Run(outcome, failure)
+    run = _Run(outcome, failure)
+    if sampler is not None:
+        run.utilization = sampler.result()
+    return run
 
 
 @dataclass(frozen=True)
@@ -325,8 +335,9 @@ def _build_result(
         if event.get("type") == "exception":
             traceback_text = event.get("traceback")
             break
-    if platform == "gpu":
-        utilisation_reason = "GPU utilisation sampling (NVML) is not implemented yet"
+    utilisation: float | None = None
+    if run.utilization is not None:
+        utilisation, utilisation_reason = run.utilization
     else:
         utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
     return ScriptResult(
@@ -352,7 +363,7 @@ def _build_result(
         memory_peak=memory_peak_mb(outcome, report) if outcome else None,
         device_memory_peak=device_peak,
         device_memory_reason=device_reason,
-        device_utilization=None,
+        device_utilization=utilisation,
         device_utilization_reason=utilisation_reason,
         jit_compile_time=jit_seconds,
         compile_count=compile_count,
