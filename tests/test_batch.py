@@ -341,6 +341,7 @@ def test_no_jax_scripts_is_a_usage_error(tmp_path: Path, isolated_cache: Path) -
         ({"backend": "slurm"}, UsageError, "unknown backend 'slurm': choose one of local, ray"),
         ({"ray_address": "127.0.0.1:6379"}, UsageError, "needs backend='ray'"),
         ({"host_devices": 0}, UsageError, "host_devices must be"),
+        ({"gpus_per_job": 0}, UsageError, "gpus_per_job must be >= 1"),
         ({"retries": -1}, UsageError, "retries must be a whole number"),
         ({"benchmark_runs": -1}, UsageError, "benchmark_runs must be a whole number"),
         ({"warmup_runs": 2}, UsageError, "warmup_runs needs benchmark_runs"),

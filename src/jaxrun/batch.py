@@ -166,6 +166,9 @@ def run_jax_scripts(
         raise UsageError("ray_address needs backend='ray' (--backend ray)")
     cache = compile_cache_dir(compile_cache)
     host_devices = validate_host_devices(host_devices)
+    for option, value in (("gpus_per_job", gpus_per_job), ("jobs_per_gpu", jobs_per_gpu)):
+        if validate_non_negative(option, value) < 1:
+            raise UsageError(f"{option} must be >= 1, got {value}")
     validate_non_negative("benchmark_runs", benchmark_runs)
     if validate_non_negative("warmup_runs", warmup_runs) and not benchmark_runs:
         raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
@@ -195,6 +198,8 @@ def run_jax_scripts(
         out.mkdir(parents=True, exist_ok=True)
         clear_previous_run(out)
     except OSError as exc:
+        if store is not None:
+            store.close()
         raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
 
     try:
