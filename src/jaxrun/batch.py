@@ -31,7 +31,7 @@ from .batch_files import BatchWriter, RunLog, clear_previous_run
 from .execute import DEFAULT_WARM_CALLS, RunInterrupted, execute_jax_script, now_iso
 from .executors.local import Job, run_parallel
 from .executors.slots import Slot, SlotPool, cpu_slots, gpu_slots
-from .history import HistoryStore, default_history_path, expected_durations, history_run_from_benchmark
+from .history import HistoryStore, expected_durations, history_path, history_run_from_benchmark
 from .models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
 from .runner import failed_before_running
 
@@ -189,9 +189,8 @@ def run_jax_scripts(
         )
 
     # Open the history before running anything: a bad --history is a usage error, not a late crash.
-    store = None
-    if benchmark_runs and history is not False:
-        store = HistoryStore(default_history_path() if history in (None, True) else Path(history))  # type: ignore[arg-type]
+    path = history_path(history) if benchmark_runs else None
+    store = HistoryStore(path) if path is not None else None
 
     out = Path(results_dir if results_dir is not None else DEFAULT_RESULTS_DIR).resolve()
     try:

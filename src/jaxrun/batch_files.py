@@ -68,15 +68,15 @@ class BatchWriter:
         if not self.benchmark_runs:
             return BenchmarkingSection()
         benchmarks = [r.benchmark for r in results if r.benchmark is not None]
-        fields = benchmarking_section(benchmarks, self.benchmark_runs, self.warmup_runs, self.devices)
+        section = benchmarking_section(benchmarks, self.benchmark_runs, self.warmup_runs, self.devices)
         resultfiles.write_model(
             self.results_dir / resultfiles.BENCHMARK_RESULTS,
             BenchmarkResults(
                 generated_at=now_iso(), host=self.meta.host, jaxrun_version=__version__,
-                jax_version=self.meta.jax_version, **fields,
+                jax_version=self.meta.jax_version, **dict(section),
             ),
         )
-        return BenchmarkingSection(**fields)
+        return section
 
     def write(self, results: list[ScriptResult], complete: bool) -> BatchResult:
         used = sorted({r.device_used for r in results if r.device_used})
@@ -90,13 +90,14 @@ class BatchWriter:
                 "finished_timestamp": now_iso() if complete else None,
             }
         )
+        summary = performance_summary(results)
         batch = BatchResult(
             metadata=meta,
             device_info=self.info,
-            performance_summary=performance_summary(results),
+            performance_summary=summary,
             script_results=results,
             benchmarking=self._benchmarking(results),
         )
         resultfiles.write_model(self.results_dir / resultfiles.EXECUTION_RESULTS, batch)
-        resultfiles.write_model(self.results_dir / resultfiles.PERFORMANCE_METRICS, performance_metrics(results))
+        resultfiles.write_model(self.results_dir / resultfiles.PERFORMANCE_METRICS, performance_metrics(results, summary))
         return batch

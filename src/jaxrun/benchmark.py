@@ -7,8 +7,9 @@ made by :mod:`jaxrun.execute`.
 
 from __future__ import annotations
 
+import math
 import statistics as pystats
-from typing import Any
+from typing import Sequence
 
 from .models import (
     SAMPLE_METRICS,
@@ -42,12 +43,13 @@ def sample_from_result(result: ScriptResult, index: int, warmup: bool) -> RunSam
     )
 
 
-def metric_values(samples: list[RunSample], metric: str) -> list[float]:
-    """Values of one metric over the successful samples, in run order (nulls left out)."""
+def metric_values(samples: Sequence[RunSample], metric: str) -> list[float]:
+    """One metric over the counted samples, in run order: successful, not warm-ups, and measured
+    (a null or non-finite value is not a measurement). Benchmarks, history and compare all use it."""
     values = []
     for sample in samples:
         value = getattr(sample, metric)
-        if sample.success and value is not None:
+        if sample.success and not sample.warmup and value is not None and math.isfinite(value):
             values.append(float(value))
     return values
 
@@ -80,6 +82,7 @@ def script_benchmark(
     benchmark_runs: int,
     warmup_runs: int,
     warm: WarmSummary | None,
+    mode: str = "process",
 ) -> ScriptBenchmark:
     stats = {
         metric: describe(metric_values(samples, metric), unit="MB" if metric == "memory_peak" else "s")
@@ -107,6 +110,7 @@ def script_benchmark(
         std_execution_time=wall.std,
         performance_stability=stability(wall.cv),  # type: ignore[arg-type]
         warm=warm,
+        mode=mode,
         warnings=warnings,
     )
 
@@ -150,15 +154,16 @@ def device_speedups(benchmarks: list[ScriptBenchmark], devices: list[str], metri
 
 def benchmarking_section(
     benchmarks: list[ScriptBenchmark], benchmark_runs: int, warmup_runs: int, devices: list[str]
-) -> dict[str, Any]:
-    """Fields shared by the execution results' ``benchmarking`` and jax_benchmark_results.json."""
-    walls = [s.wall_time for b in benchmarks for s in b.samples if s.success and s.wall_time is not None]
+) -> BenchmarkingSection:
+    """What the execution results' ``benchmarking`` and jax_benchmark_results.json both hold."""
+    walls = [w for b in benchmarks for w in metric_values(b.samples, "wall_time")]
     mean = pystats.fmean(walls) if walls else None
     std = pystats.stdev(walls) if len(walls) > 1 else None
     cvs = [b.statistics["wall_time"].cv for b in benchmarks if "wall_time" in b.statistics]
     known = [cv for cv in cvs if cv is not None]
-    overall = "unknown" if not known else ("stable" if max(known) <= CV_WARN else "noisy")
-    section = BenchmarkingSection(
+    # The batch is as stable as its noisiest script.
+    overall = stability(max(known)) if known else "unknown"
+    return BenchmarkingSection(
         enabled=True,
         benchmark_runs=benchmark_runs,
         warmup_runs=warmup_runs,
@@ -169,4 +174,3 @@ def benchmarking_section(
         benchmarks=benchmarks,
         device_comparison=device_speedups(benchmarks, devices),
     )
-    return section.model_dump()

@@ -127,8 +127,8 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
         for b in bench.benchmarks:
             for warning in b.warnings:
                 err.print(f"warning: {b.script_name}: {warning}", markup=False)
-    warm_rows = [(r.script_name, r.benchmark.warm if r.benchmark and r.benchmark.warm else r.warm) for r in batch.script_results]
-    warm_rows = [(name, w) for name, w in warm_rows if w is not None]
+    # A benchmarked result's .warm already pools the calls of all its runs.
+    warm_rows = [(r.script_name, r.warm) for r in batch.script_results if r.warm is not None]
     if warm_rows:
         out.print(warm_table(warm_rows))
     if bench.device_comparison:

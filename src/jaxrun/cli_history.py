@@ -68,7 +68,7 @@ def history(
     for path, runs in runs_by_path.items():
         medians = []
         for run in runs:
-            values = metric_values([s for s in run.samples if not s.warmup], metric)
+            values = metric_values(run.samples, metric)
             medians.append(statistics.median(values) if values else None)
         name = runs[-1].script_name if runs else path
         out.print(history_runs_table(f"{name}: {metric} per run ({path})", runs, medians, flags))

@@ -7,7 +7,15 @@ from typing import Iterable
 from rich.table import Table
 from rich.text import Text
 
-from .models import ComparisonReport, DeviceSpeedup, HistoryRun, RegressionCheck, ScriptBenchmark, ScriptResult
+from .models import (
+    ComparisonReport,
+    DeviceSpeedup,
+    HistoryRun,
+    RegressionCheck,
+    ScriptBenchmark,
+    ScriptResult,
+    WarmSummary,
+)
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -96,19 +104,18 @@ def history_cell(check: RegressionCheck | None) -> str:
     return f"{c.verdict} ({ratio} vs {check.previous_runs} earlier, p={fmt_p(c.p_value)})"
 
 
-def warm_table(benchmarks_or_results: list[tuple[str, object]]) -> Table:
+def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
     table = _table("warm mode: entry called repeatedly in one process", (
         ("script", "left"), ("entry", "left"), ("calls", "right"), ("first call", "right"),
         ("steady median", "right"), ("steady 95% CI", "right"),
         ("compile+first-call overhead ratio", "right"),
     ))
-    for name, warm in benchmarks_or_results:
-        steady = getattr(warm, "steady", None)
+    for name, warm in rows:
+        steady = warm.steady
         ci = "-" if steady is None or steady.ci_low is None else f"{fmt_seconds(steady.ci_low)} – {fmt_seconds(steady.ci_high)}"
-        ratio = getattr(warm, "compile_first_call_overhead_ratio", None)
+        ratio = warm.compile_first_call_overhead_ratio
         table.add_row(
-            Text(name), Text(str(getattr(warm, "entry", "-"))), str(len(getattr(warm, "calls", []))),
-            fmt_seconds(getattr(warm, "first_call", None)),
+            Text(name), Text(warm.entry), str(len(warm.calls)), fmt_seconds(warm.first_call),
             fmt_seconds(steady.median if steady else None), ci,
             "-" if ratio is None else f"{ratio:.1f}",
         )

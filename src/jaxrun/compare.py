@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from . import resultfiles, stats
+from .benchmark import metric_values
 from .errors import UsageError
 from .models import (
     SAMPLE_METRICS,
@@ -74,8 +75,7 @@ def _single_value(result: ScriptResult, metric: str) -> float | None:
 
 
 def _benchmark_entry(bench: ScriptBenchmark, metric: str) -> _Entry:
-    values = [getattr(s, metric) for s in bench.samples if s.success and not s.warmup]
-    return _Entry([float(v) for v in values if v is not None], bench.device_used, True)
+    return _Entry(metric_values(bench.samples, metric), bench.device_used, True)
 
 
 def _benchmarks(model: BenchmarkResults | BatchResult) -> list[ScriptBenchmark]:

@@ -66,6 +66,15 @@ def log_cap_bytes() -> int:
     return value
 
 
+# The folder holding the jaxrun package (src/ in a checkout, site-packages when installed).
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
+
+
+def importable_pythonpath(existing: str | None) -> str:
+    """A PYTHONPATH under which child processes import this very jaxrun, even from a source tree."""
+    return os.pathsep.join(p for p in (_PACKAGE_PARENT, existing or "") if p)
+
+
 def cache_dir() -> Path:
     """jaxrun's cache folder: ``$JAXRUN_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxrun`` or ``~/.cache/jaxrun``."""
     root = os.environ.get("JAXRUN_CACHE_DIR")

@@ -16,11 +16,10 @@ import sys
 import tempfile
 import time
 from importlib import metadata
-from pathlib import Path
 
 from pydantic import ValidationError
 
-from .config import AUTO_PREFERENCE, cache_dir, validate_device
+from .config import AUTO_PREFERENCE, cache_dir, importable_pythonpath, validate_device
 from .errors import DeviceProbeError
 from .models import DeviceInfo
 from .resultfiles import atomic_write_text
@@ -55,8 +54,7 @@ def _probe_child() -> DeviceInfo:
     env = dict(os.environ)
     env.pop("JAX_PLATFORMS", None)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    src_root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = importable_pythonpath(env.get("PYTHONPATH"))
     with tempfile.TemporaryDirectory(prefix="jaxrun-devices-") as tmp:
         out = os.path.join(tmp, "facts.json")
         try:

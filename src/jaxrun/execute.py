@@ -170,9 +170,8 @@ def _benchmark(
             break
     assert result is not None and first is not None
     warm = warm_summary(spec.entry, calls) if spec.entry and calls else result.warm
-    bench = script_benchmark(result, samples, warmups, benchmark_runs, warmup_runs, warm)
-    if spec.entry:
-        bench.mode = f"warm:{spec.entry}x{spec.calls}"
+    mode = f"warm:{spec.entry}x{spec.calls}" if spec.entry else "process"
+    bench = script_benchmark(result, samples, warmups, benchmark_runs, warmup_runs, warm, mode)
     update = {"benchmark": bench, "started_at": first.started_at, "finished_at": now_iso()}
     if spec.entry and calls:
         # The last run's own summary labels its calls run=1 whatever counted run it was, and

@@ -30,12 +30,13 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample, ScriptComparison
+from .benchmark import metric_values
 from .provenance import git_state, history_run_from_benchmark, script_identity
 from .stats import verdict
 
 __all__ = [
-    "HistoryStore", "default_history_path", "git_state", "history_run_from_benchmark", "script_identity",
-    "ScriptSummary", "TrendPoint", "MIGRATIONS", "SCHEMA_VERSION", "HISTORY_ENV",
+    "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
+    "script_identity", "ScriptSummary", "TrendPoint", "MIGRATIONS", "SCHEMA_VERSION", "HISTORY_ENV",
 ]
 
 HISTORY_ENV = "JAXRUN_HISTORY"
@@ -133,11 +134,6 @@ def _clean(value: float | None) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-def _counted(samples: Sequence[RunSample], metric: str) -> list[float]:
-    values = (_clean(getattr(s, metric)) for s in samples if s.success and not s.warmup)
-    return [v for v in values if v is not None]
 
 
 class HistoryStore:
@@ -260,7 +256,7 @@ class HistoryStore:
         """Store one run with its samples; returns its id."""
         median = _clean(run.median_wall_time)
         if median is None:
-            walls = _counted(run.samples, "wall_time")
+            walls = metric_values(run.samples, "wall_time")
             median = statistics.median(walls) if walls else None
         values = run.model_dump(include=set(_RUN_COLUMNS) - {"id", "median_wall_time"})
         values["git_dirty"] = None if run.git_dirty is None else int(run.git_dirty)
@@ -384,7 +380,7 @@ class HistoryStore:
         _check_metric(metric)
         points = []
         for run in self.runs(script, device=device, host=host):
-            values = _counted(run.samples, metric)
+            values = metric_values(run.samples, metric)
             points.append(TrendPoint(int(run.id or 0), run.recorded_at, run.git_commit,
                                      statistics.median(values) if values else None, len(values)))
         return points
@@ -419,7 +415,7 @@ class HistoryStore:
                 f" AND warmup = 0 AND success = 1 AND {metric} IS NOT NULL", ids,
             ).fetchall()
         ]
-        new = _counted(run.samples, metric)
+        new = metric_values(run.samples, metric)
         result, ratio, low, high, p = verdict(base, new, alpha=alpha, min_effect=min_effect)
         note = f"baseline: {len(base)} samples from runs {sorted(ids)}"
         if not new:
@@ -453,16 +449,21 @@ def _check_metric(metric: str) -> None:
         raise UsageError(f"unknown metric {metric!r}; choose one of {', '.join(SAMPLE_METRICS)}")
 
 
+def history_path(history: str | os.PathLike[str] | bool | None) -> Path | None:
+    """The database a ``history`` option names: a path; None or True for the default; False for none."""
+    if history is False:
+        return None
+    return default_history_path() if history is None or history is True else Path(history)
+
+
 def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: Sequence[Path]) -> dict[str, float]:
     """Median wall time of each script's recent history runs, to schedule the longest first.
 
     Reads an existing database only (``history`` as for ``run_jax_scripts``); an unreadable or
     missing history just means no durations are known.
     """
-    if history is False:
-        return {}
-    path = default_history_path() if history in (None, True) else Path(history)  # type: ignore[arg-type]
-    if not path.is_file():
+    path = history_path(history)
+    if path is None or not path.is_file():
         return {}
     durations: dict[str, float] = {}
     try:

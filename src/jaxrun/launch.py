@@ -35,7 +35,6 @@ class LaunchOutcome:
     sampled_peak_rss_bytes: int
     timed_out: bool
     interrupted: bool
-    leftovers_stopped: int
     stdout_truncated: bool
     stderr_truncated: bool
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -165,7 +164,7 @@ def launch(
     wall = time.perf_counter() - started
     # Popen must not try to reap the pid the waiter already reaped.
     proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
-    leftovers = reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
+    reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
     for pump in pumps:
         pump.join(timeout=KILL_GRACE_SECONDS + 2)
 
@@ -189,7 +188,6 @@ def launch(
         sampled_peak_rss_bytes=monitor.peak_rss_bytes,
         timed_out=timed_out,
         interrupted=interrupted,
-        leftovers_stopped=0 if timed_out or interrupted else leftovers,
         stdout_truncated=pumps[0].truncated,
         stderr_truncated=pumps[1].truncated,
         events=read_events(events_path),

@@ -13,7 +13,6 @@ _MB = 1024 * 1024
 
 @dataclass
 class ProbeReport:
-    started: bool = False
     jax_loaded: bool = False
     body_time: float | None = None
     cpu_time: float | None = None
@@ -29,18 +28,12 @@ class ProbeReport:
     calls: list[WarmCall] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    @property
-    def finished(self) -> bool:
-        return self.body_time is not None
-
 
 def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
     report = ProbeReport()
     for event in events:
         kind = event.get("type")
-        if kind == "start":
-            report.started = True
-        elif kind == "jax_loaded":
+        if kind == "jax_loaded":
             report.jax_loaded = True
         elif kind == "compile":
             stats = report.compiles.setdefault(str(event.get("fun")), CompileStats())

@@ -22,7 +22,7 @@ from typing import Mapping
 from . import resultfiles
 from .classify import Classification, classification, classify
 from .benchmark import warm_summary
-from .config import JAX_PLATFORMS_VALUE, log_cap_bytes
+from .config import JAX_PLATFORMS_VALUE, importable_pythonpath, log_cap_bytes
 from .devices import get_jax_device_info, resolve_device
 from .executors.slots import Slot, merge_xla_flags
 from .errors import DeviceProbeError
@@ -35,7 +35,6 @@ from .policies import backoff_seconds, next_action
 logger = logging.getLogger("jaxrun")
 
 _STDERR_TAIL_BYTES = 64 * 1024
-_SRC_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -106,7 +105,7 @@ def child_env(spec: RunSpec, platform: str, device_info: DeviceInfo | None, even
     env["JAXRUN_EVENTS_FILE"] = str(events_path)
     env["PYTHONUNBUFFERED"] = "1"
     # The probe must be importable even when jaxrun runs from a source tree.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC_ROOT, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = importable_pythonpath(env.get("PYTHONPATH"))
     return env
 
 

@@ -41,7 +41,8 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
     )
 
 
-def performance_metrics(results: list[ScriptResult]) -> PerformanceMetrics:
+def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary | None = None) -> PerformanceMetrics:
+    """Per-script metrics plus the aggregate (pass ``summary`` when it is already computed)."""
     return PerformanceMetrics(
         generated_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         scripts={
@@ -59,5 +60,5 @@ def performance_metrics(results: list[ScriptResult]) -> PerformanceMetrics:
             )
             for r in results
         },
-        aggregate=performance_summary(results),
+        aggregate=summary if summary is not None else performance_summary(results),
     )

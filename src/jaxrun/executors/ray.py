@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import resultfiles
+from ..config import importable_pythonpath
 from ..errors import UsageError
 from ..models import ScriptResult
 from ..runner import failed_before_running
@@ -25,14 +26,13 @@ from .local import Job
 
 # Environment variables a JAX job may depend on, passed to the workers through runtime_env.
 _PASSED_ENV_PREFIXES = ("JAX_", "XLA_", "JAXRUN_", "TF_CPP_", "CUDA_", "NVIDIA_", "TPU_")
-_SRC_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _worker_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.startswith(_PASSED_ENV_PREFIXES)}
     # Ray assigns GPUs per task; a driver-side CUDA_VISIBLE_DEVICES must not pin every task.
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = importable_pythonpath(os.environ.get("PYTHONPATH"))
     return env
 
 
