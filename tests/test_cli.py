@@ -22,7 +22,7 @@ from jsonschema import Draft202012Validator
 from jaxrun.__main__ import translate_seed_form
 from jaxrun.models import DeviceInfo
 from jaxrun.resultfiles import SCHEMAS
-from helpers import load, write
+from helpers import jaxrun_command_with_sigint, load, write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -287,15 +287,8 @@ def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli_env, tm
     write(tmp_path / "s", "b_sleeper.py", SLEEPER)
     write(tmp_path / "s", "c_never.py", GOOD)
     pid_file, out = tmp_path / "sleeper.pid", tmp_path / "r"
-    # A Ctrl-C must reach Python's handler even if this test runs with SIGINT ignored (as background
-    # jobs of a non-interactive shell do): a tiny shim restores the default and execs jaxrun, rather
-    # than a preexec_fn, which forks a process that may already hold JAX's threads.
-    shim = (
-        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-        "os.execv(sys.executable, [sys.executable, '-m', 'jaxrun', *sys.argv[1:]])"
-    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", shim, "run", str(tmp_path / "s"), "--results-dir", str(out)],
+        jaxrun_command_with_sigint("run", str(tmp_path / "s"), "--results-dir", str(out)),
         env=dict(cli_env, SLEEPER_PID_FILE=str(pid_file)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

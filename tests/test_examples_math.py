@@ -6,7 +6,6 @@ as a package; they fall back to a no-op ``record`` when jaxrun is not importable
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,18 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load_module
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "gnn_rendered_simulators" / "jax"
 TIGER_BELIEFS = (0.5, 0.05, 0.2, 0.35, 0.6, 0.75, 0.9)
 
 
 def load(name: str):
-    path = EXAMPLES / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"examples_jax_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(EXAMPLES / f"{name}.py", f"examples_jax_{name}")
 
 
 @pytest.fixture(scope="module")

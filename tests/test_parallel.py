@@ -26,8 +26,8 @@ from jaxrun import __version__
 from jaxrun.executors.local import Job, _run_in_slot, longest_first
 from jaxrun.executors.slots import SlotPool, cpu_slots, gpu_slots
 from jaxrun.history import HistoryStore
-from jaxrun.models import Attempt, BatchResult, HistoryRun, ScriptResult
-from helpers import load, write
+from jaxrun.models import Attempt, HistoryRun, ScriptResult
+from helpers import jaxrun_command_with_sigint, load, run_batch as batch, write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORES = sorted(os.sched_getaffinity(0))
@@ -119,15 +119,6 @@ import jaxrun
 
 jaxrun.record(count=jax.device_count(), xla_flags=os.environ.get("XLA_FLAGS", ""))
 """
-
-
-def batch(folder: Path, results: Path, **options) -> BatchResult:
-    options.setdefault("device", "cpu")
-    options.setdefault("history", False)
-    options.setdefault("compile_cache", False)
-    result = jaxrun.run_jax_scripts(folder, results_dir=results, return_detailed_results=True, **options)
-    assert isinstance(result, BatchResult)
-    return result
 
 
 def start_lines(results: Path) -> list[str]:
@@ -323,17 +314,12 @@ def test_ctrl_c_stops_every_running_job_and_exits_130(tmp_path: Path) -> None:
     pids.mkdir()
     write(folder, "a_sleeper.py", PID_SLEEPER)
     write(folder, "b_sleeper.py", PID_SLEEPER)
-    # As in test_cli: a shim restores SIGINT's default handler (it may be ignored when the tests run
-    # as a background job) and execs jaxrun.
-    shim = (
-        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-        "os.execv(sys.executable, [sys.executable, '-m', 'jaxrun', *sys.argv[1:]])"
-    )
     env = dict(os.environ, PID_DIR=str(pids))
     env.pop("JAX_PLATFORMS", None)
     proc = subprocess.Popen(
-        [sys.executable, "-c", shim, "run", str(folder), "--jobs", "2", "--results-dir", str(out),
-         "--no-compile-cache", "--device", "cpu"],
+        jaxrun_command_with_sigint(
+            "run", str(folder), "--jobs", "2", "--results-dir", str(out), "--no-compile-cache", "--device", "cpu"
+        ),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

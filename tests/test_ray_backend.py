@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import jaxrun
-from jaxrun.models import BatchResult
-from helpers import load, write
+from helpers import load, run_batch as batch, write
 
 ray = pytest.importorskip("ray")
 
@@ -49,15 +47,6 @@ if "ray::" in parent or "default_worker" in parent:
     os.kill(os.getppid(), signal.SIGKILL)
 raise SystemExit("not running under a Ray worker")
 """
-
-
-def batch(folder: Path, results: Path, **options) -> BatchResult:
-    options.setdefault("device", "cpu")
-    options.setdefault("history", False)
-    options.setdefault("compile_cache", False)
-    result = jaxrun.run_jax_scripts(folder, results_dir=results, return_detailed_results=True, **options)
-    assert isinstance(result, BatchResult)
-    return result
 
 
 def file_set(results: Path) -> dict[str, set[str]]:

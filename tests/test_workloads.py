@@ -6,7 +6,6 @@ device count at import, before JAX's backend exists, so it only ever runs in a s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,17 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import load_module
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "examples" / "workloads"
 
 
 def load(name: str):
-    path = WORKLOADS / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"examples_workloads_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(WORKLOADS / f"{name}.py", f"examples_workloads_{name}")
 
 
 @pytest.fixture(scope="module")
