@@ -15,7 +15,7 @@ import pytest
 from jaxrun import bench
 from jaxrun.bench.measure import cost_figures, memory_figures
 from jaxrun.errors import UsageError
-from jaxrun.models import DevicePeaks, Measurement
+from jaxrun.bench.models import DevicePeaks, Measurement
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from jaxrun import bench
 from jaxrun.bench import NumericalMismatchError, RecompileError
 from jaxrun.errors import JAXExecutionError, UsageError
-from jaxrun.models import BatchScaling, LeafBytes, Speedup
+from jaxrun.bench.models import BatchScaling, LeafBytes, Speedup
 
 # --- batch_scaling --------------------------------------------------------------------------------
 

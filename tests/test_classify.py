@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jaxrun.classify import HINTS, Classification, classification, classify, is_transient
+from jaxrun.run.classify import HINTS, Classification, classification, classify, is_transient
 from jaxrun.models import ERROR_CLASSES
 
 XLA_BRIDGE_TB = """Traceback (most recent call last):

@@ -18,7 +18,7 @@ import pytest
 
 import jaxrun
 from jaxrun import ScriptResult, execute_jax_script
-from jaxrun.classify import HINTS
+from jaxrun.run.classify import HINTS
 from jaxrun.errors import InvalidDeviceError, ScriptFailedError, ScriptNotFoundError, UsageError
 
 

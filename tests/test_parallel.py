@@ -3,7 +3,7 @@ the accelerator-slot OOM retry (issue 5, parts 1-3).
 
 Everything runs for real: scripts are crafted JAX programs in their own probe processes on the
 CPU of this (2-core) machine. The only stand-in is the GPU out-of-memory retry, driven with a fake
-``run_one`` because there is no GPU here. No test asserts a wall-clock budget: the makespan goal
+attempt and fake device facts (tests/fake_gpu.py) because there is no GPU here. No test asserts a wall-clock budget: the makespan goal
 lives in ``benchmarks/bench_makespan.py``.
 """
 
@@ -23,10 +23,14 @@ import pytest
 
 import jaxrun
 from jaxrun import __version__
-from jaxrun.executors.local import Job, _run_in_slot, longest_first
-from jaxrun.executors.slots import SlotPool, cpu_slots, gpu_slots
+from jaxrun.executors.local import longest_first
+from jaxrun.executors.slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
+from jaxrun.options import RunOptions
+from jaxrun.run.job import Job
+from jaxrun.run.runner import run_once
 from jaxrun.history import HistoryStore
 from jaxrun.models import Attempt, HistoryRun, ScriptResult
+from fake_gpu import FakeAttempt, GpuFacts
 from helpers import jaxrun_command_with_sigint, load, run_batch as batch, write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -266,7 +270,7 @@ def test_the_users_thread_settings_win_over_the_budget(tmp_path: Path) -> None:
 
 def _job(index: int, expected: float | None) -> Job:
     return Job(index=index, script=Path(f"s{index}.py"), name=f"s{index}", file_name=f"s{index}",
-               device="cpu", platform="cpu", expected_seconds=expected)
+               device="cpu", platform="cpu", results_dir=Path("r"), expected_seconds=expected)
 
 
 def test_longest_first_puts_unknown_then_longest_first_and_keeps_ties_in_order() -> None:
@@ -396,58 +400,39 @@ def test_sharded_pomdp_example_sees_four_host_devices(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- GPU OOM retry (no GPU here)
 
 
-def _fake_result(job: Job, device: str, error_class: str | None) -> ScriptResult:
-    now = datetime.now(timezone.utc).isoformat()
-    ok = error_class is None
-    message = None if ok else f"RESOURCE_EXHAUSTED: out of memory on {device}"
-    return ScriptResult(
-        script_name=job.name, script_path=str(job.script), success=ok, error_class=error_class,
-        error_message=message, device_requested=job.device, device_used=device,
-        attempts=[Attempt(number=1, device=device, success=ok, error_class=error_class,
-                          error_message=message, started_at=now)],
-        started_at=now, finished_at=now,
-    )
+def _gpu_job(tmp_path: Path) -> Job:
+    return Job(index=0, script=tmp_path / "model.py", name="model", file_name="model", device="gpu",
+               platform="gpu", results_dir=tmp_path / "r")
 
 
-class FakeRunOne:
-    """Stands in for a real GPU run, since this machine has no GPU: answers with crafted results
-    per GPU id (``outcomes``: gpu id -> error class or None) and records every call."""
-
-    def __init__(self, outcomes: dict[int, str | None]) -> None:
-        self.outcomes = outcomes
-        self.calls: list[tuple[str, tuple[int, ...] | None, bool]] = []
-
-    def __call__(self, job: Job, slot, stop, fallback: bool) -> ScriptResult:
-        self.calls.append((job.platform or "?", slot.gpus if slot is not None else None, fallback))
-        if slot is None or slot.kind != "gpu":
-            return _fake_result(job, "cpu", None)
-        return _fake_result(job, "gpu", self.outcomes[slot.gpus[0]])
+def _run_gpu_job(tmp_path: Path, pools: dict[str, SlotPool], fake: FakeAttempt, fallback: bool):  # type: ignore[no-untyped-def]
+    """The real runner in a real pooled placement; only the attempt and the device facts are fakes."""
+    placement = PooledPlacement(pools, "gpu")
+    try:
+        options = RunOptions.build("api", device="gpu", fallback=fallback)
+        return run_once(_gpu_job(tmp_path), options, placement=placement, attempt=fake, facts=GpuFacts(2))
+    finally:
+        placement.close()
 
 
-def _gpu_job() -> Job:
-    return Job(index=0, script=Path("model.py"), name="model", file_name="model", device="gpu", platform="gpu")
-
-
-def test_gpu_oom_is_retried_on_another_gpu_not_the_same() -> None:
-    """No GPU on this machine: ``run_one`` is a fake returning crafted results for GPU slots."""
+def test_gpu_oom_is_retried_on_another_gpu_not_the_same(tmp_path: Path) -> None:
+    """No GPU on this machine: the attempt is a fake returning crafted results for GPU slots."""
     pools = {"cpu": SlotPool(cpu_slots(1)), "gpu": SlotPool(gpu_slots([0, 1]))}
-    fake = FakeRunOne({0: "out_of_memory", 1: None})
-    starts: list[str] = []
-    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), True, lambda job: starts.append(job.name))
-    assert starts == ["model"]  # reported once, when the first slot was taken
-    assert fake.calls == [("gpu", (0,), False), ("gpu", (1,), False)]
+    fake = FakeAttempt({0: "out_of_memory", 1: None})
+    result = _run_gpu_job(tmp_path, pools, fake, True)
+    assert fake.calls == [("gpu", (0,)), ("gpu", (1,))]
     assert result.success and result.device_used == "gpu" and result.fallback_reason is None
     assert [(a.device, a.error_class) for a in result.attempts] == [("gpu", "out_of_memory"), ("gpu", None)]
     assert pools["gpu"].free == 2 and pools["cpu"].free == 1  # every slot given back
 
 
-def test_gpu_oom_everywhere_falls_back_to_cpu() -> None:
-    """No GPU on this machine: ``run_one`` is a fake returning crafted results for GPU slots."""
+def test_gpu_oom_everywhere_falls_back_to_cpu(tmp_path: Path) -> None:
+    """No GPU on this machine: the attempt is a fake returning crafted results for GPU slots."""
     pools = {"cpu": SlotPool(cpu_slots(1)), "gpu": SlotPool(gpu_slots([0, 1]))}
-    fake = FakeRunOne({0: "out_of_memory", 1: "out_of_memory"})
-    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), True, lambda job: None)
+    fake = FakeAttempt({0: "out_of_memory", 1: "out_of_memory"})
+    result = _run_gpu_job(tmp_path, pools, fake, True)
     # The CPU run takes a CPU slot (its share of the cores), like any CPU job.
-    assert fake.calls == [("gpu", (0,), False), ("gpu", (1,), False), ("cpu", (), False)]
+    assert fake.calls == [("gpu", (0,)), ("gpu", (1,)), ("cpu", None)]
     assert result.success and result.device_used == "cpu" and result.device_requested == "gpu"
     assert result.fallback_reason.startswith("gpu failed with out_of_memory")
     assert [(a.device, a.error_class) for a in result.attempts] == [
@@ -456,11 +441,11 @@ def test_gpu_oom_everywhere_falls_back_to_cpu() -> None:
     assert pools["gpu"].free == 2 and pools["cpu"].free == 1
 
 
-def test_gpu_oom_without_fallback_stays_a_failure() -> None:
-    """No GPU on this machine: ``run_one`` is a fake returning crafted results for GPU slots."""
+def test_gpu_oom_without_fallback_stays_a_failure(tmp_path: Path) -> None:
+    """No GPU on this machine: the attempt is a fake returning crafted results for GPU slots."""
     pools = {"cpu": SlotPool(cpu_slots(1)), "gpu": SlotPool(gpu_slots([0, 1], jobs_per_gpu=2))}
-    fake = FakeRunOne({0: "out_of_memory", 1: "out_of_memory"})
-    result = _run_in_slot(_gpu_job(), pools, fake, threading.Event(), False, lambda job: None)
+    fake = FakeAttempt({0: "out_of_memory", 1: "out_of_memory"})
+    result = _run_gpu_job(tmp_path, pools, fake, False)
     # A shared GPU's second slot is not "another GPU": after 0 and 1 there is nowhere left to go.
     assert [c[1] for c in fake.calls] == [(0,), (1,)]
     assert not result.success and result.error_class == "out_of_memory" and result.device_used == "gpu"

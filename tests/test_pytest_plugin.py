@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from jaxrun.models import Measurement, PytestBenchmarks
+from jaxrun.bench.models import Measurement, PytestBenchmarks
 
 pytest_plugins = ["pytester"]
 

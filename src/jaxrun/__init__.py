@@ -18,8 +18,10 @@ _EXPORTS: dict[str, str] = {
     "find_jax_scripts": "jaxrun.discovery",
     "is_jax_available": "jaxrun.devices",
     "get_jax_device_info": "jaxrun.devices",
-    "execute_jax_script": "jaxrun.execute",
-    "run_jax_scripts": "jaxrun.batch",
+    "execute_jax_script": "jaxrun.run.execute",
+    "run_jax_scripts": "jaxrun.batch.run",
+    "RunOptions": "jaxrun.options",
+    "BatchOptions": "jaxrun.options",
     "compare_results": "jaxrun.compare",
     "HistoryStore": "jaxrun.history",
     "JAXExecutionError": "jaxrun.errors",
@@ -41,7 +43,7 @@ __all__ = ["record", "__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from . import bench
-    from .batch import run_jax_scripts
+    from .batch.run import run_jax_scripts
     from .compare import compare_results
     from .devices import get_jax_device_info, is_jax_available
     from .discovery import find_jax_scripts
@@ -53,7 +55,8 @@ if TYPE_CHECKING:
         ScriptNotFoundError,
         UsageError,
     )
-    from .execute import execute_jax_script
+    from .options import BatchOptions, RunOptions
+    from .run.execute import execute_jax_script
     from .history import HistoryStore
     from .models import (
         BatchResult,

@@ -20,8 +20,7 @@ DEFAULT_LOG_CAP_BYTES = 50 * 1024 * 1024
 KILL_GRACE_SECONDS = 3.0
 # Seconds between samples of the process tree (RSS peak, descendants to reap).
 MONITOR_INTERVAL = 0.05
-RETRY_BACKOFF_BASE = 1.0
-RETRY_BACKOFF_MAX = 30.0
+HISTORY_ENV = "JAXRUN_HISTORY"
 
 
 def validate_device(device: str) -> str:
@@ -99,3 +98,24 @@ def validate_host_devices(value: int | None) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UsageError(f"host_devices must be a whole number >= 1, got {value!r}")
     return value
+
+
+def default_history_path(cwd: str | os.PathLike[str] | None = None) -> Path:
+    """``$JAXRUN_HISTORY`` if set (relative to ``cwd``), else ``<cwd>/.jaxrun/history.sqlite``."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    env = os.environ.get(HISTORY_ENV, "").strip()
+    if env:
+        path = Path(env).expanduser()
+        return path if path.is_absolute() else base / path
+    return base / ".jaxrun" / "history.sqlite"
+
+
+def history_path(history: str | os.PathLike[str] | bool | None) -> Path | None:
+    """The database a ``history`` option names: a path; None or True for the default; False for none."""
+    if history is False:
+        return None
+    if history is None or history is True:
+        return default_history_path()
+    if not isinstance(history, (str, os.PathLike)):
+        raise UsageError(f"history must be a database path, True or False, got {history!r}")
+    return Path(history).expanduser()

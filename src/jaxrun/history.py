@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
+from .config import HISTORY_ENV, default_history_path, history_path
 from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample, ScriptComparison
 from .benchmark import metric_values
@@ -39,7 +40,6 @@ __all__ = [
     "script_identity", "ScriptSummary", "TrendPoint", "MIGRATIONS", "SCHEMA_VERSION", "HISTORY_ENV",
 ]
 
-HISTORY_ENV = "JAXRUN_HISTORY"
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -67,19 +67,6 @@ class TrendPoint(NamedTuple):
 
 
 # --- where, what and which version -----------------------------------------------------------------
-
-
-def default_history_path(cwd: str | os.PathLike[str] | None = None) -> Path:
-    """``$JAXRUN_HISTORY`` if set (relative to ``cwd``), else ``<cwd>/.jaxrun/history.sqlite``."""
-    base = Path(cwd) if cwd is not None else Path.cwd()
-    env = os.environ.get(HISTORY_ENV, "").strip()
-    if env:
-        path = Path(env).expanduser()
-        return path if path.is_absolute() else base / path
-    return base / ".jaxrun" / "history.sqlite"
-
-
-# --- schema and migrations ---------------------------------------------------------------------------
 
 
 def _v1(db: sqlite3.Connection) -> None:
@@ -447,13 +434,6 @@ class HistoryStore:
 def _check_metric(metric: str) -> None:
     if metric not in SAMPLE_METRICS:
         raise UsageError(f"unknown metric {metric!r}; choose one of {', '.join(SAMPLE_METRICS)}")
-
-
-def history_path(history: str | os.PathLike[str] | bool | None) -> Path | None:
-    """The database a ``history`` option names: a path; None or True for the default; False for none."""
-    if history is False:
-        return None
-    return default_history_path() if history is None or history is True else Path(history)
 
 
 def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: Sequence[Path]) -> dict[str, float]:

@@ -6,12 +6,12 @@ import hashlib
 import os
 import socket
 import subprocess
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
 from .errors import ScriptNotFoundError
 from .models import HistoryRun, ScriptBenchmark
+from .timestamps import now_iso
 
 GIT_TIMEOUT_SECONDS = 5.0
 
@@ -75,7 +75,7 @@ def history_run_from_benchmark(
     script_path, content_hash = script_identity(benchmark.script_path)
     commit, dirty = git_state(script_path)
     return HistoryRun(
-        recorded_at=recorded_at or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        recorded_at=recorded_at or now_iso(),
         script_name=benchmark.script_name, script_path=script_path, content_hash=content_hash,
         git_commit=commit, git_dirty=dirty, host=host or socket.gethostname(),
         device_requested=benchmark.device_requested, device_used=benchmark.device_used,

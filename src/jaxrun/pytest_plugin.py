@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import pytest
 
+from .timestamps import now_iso
+
 PROPERTY = "jax_benchmark"
 _PLUGIN_NAME = "jaxrun-benchmark-session"
 
@@ -101,17 +103,15 @@ class _Session:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _report(self, baseline: str | None) -> Any:
-        import datetime as dt
-
         from . import __version__
-        from .models import Measurement, PytestBenchmarks
+        from .bench.models import Measurement, PytestBenchmarks
 
         benchmarks = {key: Measurement.model_validate(data) for key, data in self.results.items()}
         jax_version = next((m.jax_version for m in benchmarks.values() if m.jax_version), None)
         if baseline:
             self.comparisons = _compare(self.config, benchmarks, Path(baseline))
         return PytestBenchmarks(
-            generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            generated_at=now_iso(),
             host=socket.gethostname(),
             jaxrun_version=__version__,
             jax_version=jax_version,
@@ -154,7 +154,8 @@ def _ms(seconds: float | None) -> str:
 
 
 def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> list[Any]:
-    from .models import PytestBenchmarks, ScriptComparison
+    from .bench.models import PytestBenchmarks
+    from .models import ScriptComparison
     from .stats import verdict
 
     try:

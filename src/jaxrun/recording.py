@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .probe import events
 from .probe.channel import EVENTS_ENV, EventWriter
 
 _writer: EventWriter | None = None
@@ -29,4 +30,4 @@ def record(**metrics: Any) -> None:
     if _writer is None or _writer_pid != os.getpid():
         _writer = EventWriter(path)
         _writer_pid = os.getpid()
-    _writer.emit("record", values=metrics)
+    _writer.emit(events.RECORD, values=metrics)

@@ -6,6 +6,7 @@ Every write goes to a temporary file in the same folder and is moved into place 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import tempfile
@@ -13,16 +14,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-
-from .models import (
-    BatchResult,
-    BenchmarkResults,
-    ComparisonReport,
-    DeviceInfo,
-    PerformanceMetrics,
-    PytestBenchmarks,
-    ScriptResult,
-)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,16 +34,23 @@ _UMASK = os.umask(0o077)
 os.umask(_UMASK)
 _FILE_MODE = 0o666 & ~_UMASK
 
-# Model behind each file, for `jaxrun schema` and for validation in tests.
-SCHEMAS: dict[str, type[BaseModel]] = {
-    "execution_results": BatchResult,
-    "performance_metrics": PerformanceMetrics,
-    "device_info": DeviceInfo,
-    "script_result": ScriptResult,
-    "benchmark_results": BenchmarkResults,
-    "comparison": ComparisonReport,
-    "pytest_benchmarks": PytestBenchmarks,
+# Model behind each file, for `jaxrun schema` and for validation in tests ("module:Class", imported
+# on use: this module is imported by every write, and the pytest plugin's model lives in bench/).
+SCHEMAS: dict[str, str] = {
+    "execution_results": "jaxrun.models:BatchResult",
+    "performance_metrics": "jaxrun.models:PerformanceMetrics",
+    "device_info": "jaxrun.models:DeviceInfo",
+    "script_result": "jaxrun.models:ScriptResult",
+    "benchmark_results": "jaxrun.models:BenchmarkResults",
+    "comparison": "jaxrun.models:ComparisonReport",
+    "pytest_benchmarks": "jaxrun.bench.models:PytestBenchmarks",
 }
+
+
+def schema_model(name: str) -> type[BaseModel]:
+    """The model of the file ``name`` (a key of :data:`SCHEMAS`)."""
+    module_name, class_name = SCHEMAS[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -91,7 +89,7 @@ def read_model(path: Path, model: type[M]) -> M:
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    return SCHEMAS[name].model_json_schema()
+    return schema_model(name).model_json_schema()
 
 
 def script_result_path(results_dir: Path, name: str) -> Path:

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from datetime import datetime, timezone
+from typing import Sequence
 
-from .models import PerformanceMetrics, PerformanceSummary, ScriptMetrics, ScriptResult
+from .benchmark import benchmarking_section
+from .models import (
+    BatchMetadata,
+    BatchResult,
+    BenchmarkingSection,
+    DeviceInfo,
+    PerformanceMetrics,
+    PerformanceSummary,
+    ScriptMetrics,
+    ScriptResult,
+)
+from .timestamps import now_iso
 
 
 def _known(values: list[float | int | None]) -> list[float]:
@@ -44,7 +55,7 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
 def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary | None = None) -> PerformanceMetrics:
     """Per-script metrics plus the aggregate (pass ``summary`` when it is already computed)."""
     return PerformanceMetrics(
-        generated_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        generated_at=now_iso(),
         scripts={
             r.script_name: ScriptMetrics(
                 execution_time=r.execution_time,
@@ -61,4 +72,39 @@ def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary
             for r in results
         },
         aggregate=summary if summary is not None else performance_summary(results),
+    )
+
+
+def assemble_batch(
+    meta: BatchMetadata,
+    info: DeviceInfo | None,
+    results: list[ScriptResult],
+    *,
+    complete: bool,
+    benchmark_runs: int,
+    warmup_runs: int,
+    devices: Sequence[str],
+) -> BatchResult:
+    """The batch as it stands: ``results`` in batch order, the metadata counts brought up to date."""
+    used = sorted({r.device_used for r in results if r.device_used})
+    meta = meta.model_copy(
+        update={
+            "device_used": ",".join(used) if used else meta.device_used,
+            "scripts_executed": len(results),
+            "scripts_successful": sum(r.success for r in results),
+            "scripts_failed": sum(not r.success for r in results),
+            "complete": complete,
+            "finished_timestamp": now_iso() if complete else None,
+        }
+    )
+    benchmarking = BenchmarkingSection()
+    if benchmark_runs:
+        benchmarks = [r.benchmark for r in results if r.benchmark is not None]
+        benchmarking = benchmarking_section(benchmarks, benchmark_runs, warmup_runs, list(devices))
+    return BatchResult(
+        metadata=meta,
+        device_info=info,
+        performance_summary=performance_summary(results),
+        script_results=results,
+        benchmarking=benchmarking,
     )

@@ -17,7 +17,7 @@ jax is imported when a function here is first called, not when the package is im
 
 from __future__ import annotations
 
-from ..models import BatchScaling, DevicePeaks, LeafBytes, Measurement, Roofline, Speedup, TimedCall
+from .models import BatchScaling, DevicePeaks, LeafBytes, Measurement, Roofline, Speedup, TimedCall
 from ._compiles import CompileCounter, count_compiles
 from .measure import measure
 from .pytree import breakdown_table, pytree_breakdown, pytree_nbytes

@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ..errors import UsageError
-from ..models import DevicePeaks, Measurement
+from .models import DevicePeaks, Measurement
 from ..stats import describe
 from ._compiles import CompileCounter, counting
 from ._timing import block, clean_warnings, device_label, device_of, sample, timed_call

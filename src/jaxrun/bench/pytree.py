@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..models import LeafBytes, _fmt_bytes, _text_table
+from .format import fmt_bytes, text_table
+from .models import LeafBytes
 
 __all__ = ["pytree_nbytes", "pytree_breakdown", "breakdown_table"]
 
@@ -78,7 +79,7 @@ def breakdown_table(tree_or_leaves: Any, *, top: int | None = None) -> str:
             x.path or "(root)",
             "-" if x.shape is None else str(tuple(x.shape)),
             x.dtype or "-",
-            _fmt_bytes(x.nbytes),
+            fmt_bytes(x.nbytes),
             "-" if x.nbytes is None or total == 0 else f"{x.nbytes / total:.1%}",
         ]
         for x in shown
@@ -87,6 +88,6 @@ def breakdown_table(tree_or_leaves: Any, *, top: int | None = None) -> str:
     if rest:
         rest_bytes = sum(x.nbytes for x in rest if x.nbytes is not None)
         share = f"{rest_bytes / total:.1%}" if total else "-"
-        rows.append([f"({len(rest)} more leaves)", "", "", _fmt_bytes(rest_bytes), share])
-    rows.append(["total", "", "", _fmt_bytes(total), "100.0%" if total else "-"])
-    return _text_table(["leaf", "shape", "dtype", "bytes", "share"], rows)
+        rows.append([f"({len(rest)} more leaves)", "", "", fmt_bytes(rest_bytes), share])
+    rows.append(["total", "", "", fmt_bytes(total), "100.0%" if total else "-"])
+    return text_table(["leaf", "shape", "dtype", "bytes", "share"], rows)

@@ -17,7 +17,6 @@ clipped. Delete the cache file to start over.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import socket
@@ -28,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from ..devices import cache_dir
-from ..models import DevicePeaks, PeakTrial, Roofline
+from ..timestamps import now_iso
+from .models import DevicePeaks, PeakTrial, Roofline
 from ._timing import block, sample
 
 __all__ = ["device_peaks", "roofline", "compute_dtype"]
@@ -141,7 +141,7 @@ def _measure(device: Any, facts: dict[str, Any]) -> DevicePeaks:
         flops_per_s_bfloat16=best("bfloat16"),
         bytes_per_s=next(r.bytes_per_s for r in results if r.kind == "copy"),
         trials=results,
-        measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        measured_at=now_iso(),
         measure_seconds=time.perf_counter() - start,
     )
 
@@ -246,7 +246,7 @@ def roofline(
     """Achieved rates, fractions of the measured peaks, and compute- or memory-bound.
 
     >>> from jaxrun.bench import roofline
-    >>> from jaxrun.models import DevicePeaks
+    >>> from jaxrun.bench.models import DevicePeaks
     >>> peaks = DevicePeaks(platform="cpu", device_kind="cpu", device_count=1, jax_version="x",
     ...                     host="h", flops_per_s_float32=1e11, bytes_per_s=1e10, measured_at="now")
     >>> r = roofline(2 * 1024**3, 12 * 2**20, 0.01, peaks)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..errors import UsageError
-from ..models import BatchScaling, BatchScalingRow
+from .models import BatchScaling, BatchScalingRow
 from .measure import measure
 
 __all__ = ["batch_scaling"]

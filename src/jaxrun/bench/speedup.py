@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import JAXExecutionError
-from ..models import Speedup, TimedCall
+from .models import Speedup, TimedCall
 from ..stats import describe, ratio_of_medians_ci
 from ._timing import block, clean_warnings, sample
 

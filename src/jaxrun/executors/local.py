@@ -1,170 +1,111 @@
-"""Run several scripts at once on this machine, each in a slot (a GPU, or a share of the cores).
+"""Several jobs at once on this machine (``--jobs N``), each in a slot: a GPU (or a share of one),
+or a share of the CPU cores (executors/slots.py).
 
-The scheduler only decides *when* and *where* a job runs; the job itself is the same
-single-script execution as a sequential batch (``run_one``), so results are identical in shape.
-Ctrl-C sets a stop event that every running job's launcher watches: their process trees are
-stopped, their results saved as ``interrupted``, and only then is the interrupt re-raised.
+Jobs start longest first when the history knows their durations. Ctrl-C sets a stop event that
+every running job's launcher watches: their process trees are stopped, their results reported as
+``interrupted``, and only then is the interrupt raised.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..models import ScriptResult
-from .slots import Slot, SlotPool
+from ..run.runner import RunInterrupted
+from .base import BatchInterrupted, RunJob
+from .slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
+
+if TYPE_CHECKING:
+    from ..models import DeviceInfo
+    from ..options import BatchOptions
+    from ..run.job import Job
+    from ..sinks import Sink
 
 
-@dataclass(frozen=True)
-class Job:
-    index: int  # position in the batch's (sequential) order; results are kept in this order
-    script: Path
-    name: str
-    file_name: str
-    device: str
-    platform: str | None  # where it is planned to run ("cpu", "gpu", "tpu"), for the slot choice
-    expected_seconds: float | None = None
-
-
-RunOne = Callable[[Job, "Slot | None", threading.Event, bool], ScriptResult]
-OnEvent = Callable[[Job, "ScriptResult | None"], None]
-
-
-def longest_first(jobs: Sequence[Job]) -> list[Job]:
+def longest_first(jobs: Sequence["Job"]) -> list["Job"]:
     """Longest expected duration first (LPT scheduling); jobs the history does not know first of all,
     since they may be the longest. Ties keep the batch order."""
     return sorted(jobs, key=lambda j: (j.expected_seconds is not None, -(j.expected_seconds or 0.0), j.index))
 
 
-class _Interrupted(Exception):
-    pass
+def slot_pools(jobs: int, info: "DeviceInfo | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
+    """A CPU pool dividing the cores among ``jobs``, and a GPU pool when GPUs are present."""
+    pools = {"cpu": SlotPool(cpu_slots(jobs))}
+    gpu = info.platforms.get("gpu") if info is not None else None
+    if gpu is not None and gpu.available and gpu.devices:
+        ids = [d.id for d in gpu.devices]
+        pools["gpu"] = SlotPool(gpu_slots(ids, gpus_per_job=gpus_per_job, jobs_per_gpu=jobs_per_gpu))
+    return pools
 
 
-def _run_in_slot(
-    job: Job,
-    pools: dict[str, SlotPool],
-    run_one: RunOne,
-    stop: threading.Event,
-    fallback: bool,
-    started: Callable[[Job], None],
-) -> ScriptResult:
-    pool = pools.get(job.platform or "cpu") or pools["cpu"]
-    slot = pool.acquire()
-    if stop.is_set():
-        if slot is not None:
-            pool.release(slot)
-        raise _Interrupted
-    started(job)  # only now: a job waiting for a free GPU has not started
-    try:
-        if slot is None or slot.kind != "gpu":
-            return run_one(job, slot, stop, fallback)
-        # An accelerator out-of-memory is tried on other GPUs before the CPU fallback.
-        result = run_one(job, slot, stop, False)
-        tried = set(slot.gpus)
-        while result.error_class == "out_of_memory" and result.device_used == "gpu" and not stop.is_set():
-            pool.release(slot)
-            slot = pool.acquire(avoid_gpus=tried)
-            if slot is None:
-                break
-            tried |= set(slot.gpus)
-            retry = run_one(job, slot, stop, False)
-            result = retry.model_copy(update={"attempts": [*result.attempts, *retry.attempts]})
-        if not result.success and fallback and result.error_class in ("out_of_memory", "device_unavailable"):
-            if slot is not None:
-                pool.release(slot)
-            slot, pool = None, pools["cpu"]
-            cpu_slot = pool.acquire()  # the CPU run takes its share of the cores like any CPU job
+class _NotStarted(Exception):
+    """The batch was stopped while this job waited for its slot."""
+
+
+class _Locked:
+    """A sink whose calls from job threads are serialised."""
+
+    def __init__(self, sink: "Sink", lock: threading.Lock) -> None:
+        self.sink, self.lock = sink, lock
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        method = getattr(self.sink, name)
+
+        def locked(*args, **kwargs):  # type: ignore[no-untyped-def]
+            with self.lock:
+                return method(*args, **kwargs)
+
+        return locked
+
+
+class LocalExecutor:
+    def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
+        self.options = options
+        self.pools = slot_pools(options.jobs, info, options.gpus_per_job, options.jobs_per_gpu)
+
+    def run(self, jobs: Sequence["Job"], run_job: RunJob, sink: "Sink") -> None:
+        stop = threading.Event()
+        shared = _Locked(sink, threading.Lock())
+        total = len(jobs)
+
+        def task(job: "Job") -> ScriptResult:
+            placement = PooledPlacement(self.pools, job.platform)  # waits for a free slot
             try:
-                cpu = run_one(dataclasses.replace(job, device="cpu", platform="cpu"), cpu_slot, stop, False)
+                if stop.is_set():
+                    raise _NotStarted
+                shared.on_start(job, total)  # only now: a job waiting for a free GPU has not started
+                options = self.options.run_for(job.device)
+                return run_job(job, options, placement=placement, stop=stop, sink=shared)  # type: ignore[arg-type]
             finally:
-                if cpu_slot is not None:
-                    pool.release(cpu_slot)
-            reason = f"gpu failed with {result.error_class}: {result.error_message}"
-            result = cpu.model_copy(update={
-                "attempts": [*result.attempts, *cpu.attempts], "fallback_reason": reason,
-                "device_requested": job.device,
-            })
-        return result
-    finally:
-        if slot is not None:
-            pool.release(slot)
+                placement.close()
 
+        executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="jaxrun-job")
+        futures: dict[Future[ScriptResult], "Job"] = {executor.submit(task, job): job for job in longest_first(jobs)}
+        pending = set(futures)
+        try:
+            while pending:
+                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    self._report(future, futures[future], shared)
+        except KeyboardInterrupt:
+            stop.set()
+            for future in pending:
+                future.cancel()
+            for future in pending:
+                if not future.cancelled():
+                    self._report(future, futures[future], shared, wait_for_it=True)
+            raise BatchInterrupted from None
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
 
-def run_parallel(
-    jobs: Sequence[Job],
-    *,
-    workers: int,
-    pools: dict[str, SlotPool],
-    run_one: RunOne,
-    fallback: bool,
-    on_start: OnEvent | None = None,
-    on_done: OnEvent | None = None,
-) -> list[ScriptResult]:
-    """Run ``jobs`` with at most ``workers`` at a time; returns results in batch order.
-
-    ``run_one(job, slot, stop, fallback)`` runs one job and must return its result (raising
-    :class:`KeyboardInterrupt` subclasses only when ``stop`` was set). ``on_done`` is called, in
-    the calling thread, as each job finishes, so results can be persisted one by one.
-    """
-    stop = threading.Event()
-    done: dict[int, ScriptResult] = {}
-    lock = threading.Lock()
-
-    def started(job: Job) -> None:
-        if on_start is not None:
-            with lock:
-                on_start(job, None)
-
-    def task(job: Job) -> ScriptResult:
-        return _run_in_slot(job, pools, run_one, stop, fallback, started)
-
-    order = longest_first(jobs)
-    executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="jaxrun-job")
-    futures: dict[Future[ScriptResult], Job] = {executor.submit(task, job): job for job in order}
-    pending = set(futures)
-    interrupted = False
-    try:
-        while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in finished:
-                _collect(future, futures[future], done, on_done)
-    except KeyboardInterrupt:
-        interrupted = True
-        stop.set()
-        for future in pending:
-            future.cancel()
-        for future in pending:
-            if not future.cancelled():
-                _collect(future, futures[future], done, on_done, wait_for_it=True)
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
-    results = [done[i] for i in sorted(done)]
-    if interrupted:
-        raise ParallelInterrupted(results)
-    return results
-
-
-def _collect(future: Future, job: Job, done: dict[int, ScriptResult], on_done: OnEvent | None, wait_for_it: bool = False) -> None:
-    try:
-        result = future.result(timeout=None if wait_for_it else 0)
-    except _Interrupted:
-        return
-    except KeyboardInterrupt as stop:  # a job stopped by the stop event carries its result
-        result = getattr(stop, "result", None)
-        if result is None:
+    @staticmethod
+    def _report(future: Future, job: "Job", sink: _Locked, wait_for_it: bool = False) -> None:
+        try:
+            result = future.result(timeout=None if wait_for_it else 0)
+        except _NotStarted:
             return
-    done[job.index] = result
-    if on_done is not None:
-        on_done(job, result)
-
-
-class ParallelInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a parallel batch: every running job was stopped; finished results travel along."""
-
-    def __init__(self, results: list[ScriptResult]) -> None:
-        super().__init__()
-        self.results = results
+        except RunInterrupted as stopped:  # a job stopped by the stop event carries its result
+            result = stopped.result
+        sink.on_result(job, result)

@@ -21,53 +21,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import UsageError
+from ..run.placement import Slot, merge_xla_flags
 
 # Leave XLA headroom on a shared GPU (its default preallocation fraction is 0.75 for one process).
 USABLE_GPU_MEMORY = 0.9
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
-
-@dataclass(frozen=True)
-class Slot:
-    index: int
-    gpus: tuple[int, ...] = ()
-    cpus: tuple[int, ...] = ()
-    memory_fraction: float | None = None
-
-    @property
-    def kind(self) -> str:
-        return "gpu" if self.gpus else "cpu"
-
-    def env(self) -> dict[str, str]:
-        """Environment variables that confine a job to this slot."""
-        if self.gpus:
-            env = {
-                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in self.gpus),
-                "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-            }
-            if self.memory_fraction is not None:
-                env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{self.memory_fraction:.3f}"
-            return env
-        threads = str(max(1, len(self.cpus)))
-        env = {name: threads for name in _THREAD_VARS}
-        return env
-
-    def xla_cpu_flags(self) -> list[str]:
-        """XLA CPU flags for this slot: with one core, XLA's own thread pool is pointless."""
-        if self.gpus or len(self.cpus) != 1:
-            return []
-        # Only `--flag=value` tokens: a bare token makes XLA stop parsing the flags after it.
-        return ["--xla_cpu_multi_thread_eigen=false"]
-
-
-def merge_xla_flags(existing: str | None, extra: Iterable[str]) -> str:
-    """Add flags to an XLA_FLAGS value without overriding ones the user already set."""
-    flags = (existing or "").split()
-    names = {f.split("=", 1)[0] for f in flags}
-    for flag in extra:
-        if flag.split("=", 1)[0] not in names:
-            flags.append(flag)
-    return " ".join(flags)
+__all__ = ["Slot", "merge_xla_flags", "gpu_slots", "cpu_slots", "SlotPool", "PooledPlacement", "USABLE_GPU_MEMORY"]
 
 
 def gpu_slots(gpu_ids: Sequence[int], *, gpus_per_job: int = 1, jobs_per_gpu: int = 1) -> list[Slot]:
@@ -162,3 +121,51 @@ class SlotPool:
     def free(self) -> int:
         with self._cond:
             return len(self._free)
+
+
+class PooledPlacement:
+    """A job's slots taken from shared pools: its first slot is taken when it is created (the job
+    waits for it), a CPU fallback takes a CPU share like any CPU job, and an accelerator
+    out-of-memory may move it to GPUs it has not tried. :meth:`close` gives every slot back."""
+
+    def __init__(self, pools: dict[str, SlotPool], platform: str | None) -> None:
+        self.pools = pools
+        self._held: dict[str, Slot] = {}
+        self._tried_gpus: set[int] = set()
+        kind = platform if platform in pools else "cpu"
+        self._take(kind)
+
+    def _take(self, kind: str, avoid: Iterable[int] = ()) -> Slot | None:
+        slot = self.pools[kind].acquire(avoid_gpus=avoid)
+        if slot is not None:
+            self._held[kind] = slot
+            self._tried_gpus |= set(slot.gpus)
+        return slot
+
+    def _give_back(self, kind: str) -> None:
+        slot = self._held.pop(kind, None)
+        if slot is not None:
+            self.pools[kind].release(slot)
+
+    def slot(self, platform: str) -> Slot | None:
+        kind = platform if platform in self.pools else "cpu"
+        if kind not in self._held:
+            # Moving to another platform (the CPU fallback) frees the slot of the one left behind.
+            for other in list(self._held):
+                self._give_back(other)
+            self._take(kind)
+        return self._held.get(kind)
+
+    def has_other_gpu(self) -> bool:
+        pool = self.pools.get("gpu")
+        return pool is not None and any(not (set(s.gpus) & self._tried_gpus) for s in pool.slots)
+
+    def move_to_other_gpu(self) -> bool:
+        if not self.has_other_gpu():
+            return False
+        self._give_back("gpu")
+        return self._take("gpu", avoid=self._tried_gpus) is not None
+
+    def close(self) -> None:
+        for kind in list(self._held):
+            self._give_back(kind)

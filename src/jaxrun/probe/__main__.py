@@ -9,10 +9,11 @@ import sys
 import time
 import traceback
 
+from . import events
 from .channel import EVENTS_ENV, EventWriter
 from .jax_hooks import block_until_ready, device_facts, jit_seconds, watch_jax_import
 
-USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --calls N] -- SCRIPT [ARGS...]"
+USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] -- SCRIPT [ARGS...]"
 _TRACEBACK_TAIL = 8000
 # The module name a script gets in warm mode: its `if __name__ == "__main__":` block stays idle.
 WARM_RUN_NAME = "__jaxrun_warm__"
@@ -29,10 +30,10 @@ def _parse(argv: list[str]) -> tuple[str, str | None, int, list[str]]:
         raise SystemExit(USAGE) from None
     options, script_argv = argv[:split], argv[split + 1 :]
     values = dict(zip(options[::2], options[1::2]))
-    if not script_argv or len(options) % 2 or "--events" not in values or set(values) - {"--events", "--entry", "--calls"}:
+    if not script_argv or len(options) % 2 or "--events" not in values or set(values) - {"--events", "--entry", "--warm-calls"}:
         raise SystemExit(USAGE)
     entry = values.get("--entry")
-    calls = int(values.get("--calls", "1"))
+    calls = int(values.get("--warm-calls", "1"))
     return values["--events"], entry, calls, script_argv
 
 
@@ -50,7 +51,7 @@ def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
         started = time.perf_counter()
         block_until_ready(function())
         seconds = time.perf_counter() - started
-        writer.emit("call", index=index, seconds=seconds, compile_time=jit_seconds() - jit_before)
+        writer.emit(events.CALL, index=index, seconds=seconds, compile_time=jit_seconds() - jit_before)
 
 
 def _cpu_seconds() -> float:
@@ -74,7 +75,7 @@ def _exception_event(writer: EventWriter, exc: BaseException) -> None:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     kind = type(exc)
     writer.emit(
-        "exception",
+        events.EXCEPTION,
         exc_type=kind.__name__,
         exc_module=kind.__module__,
         exc_mro=[k.__name__ for k in kind.__mro__],
@@ -89,7 +90,7 @@ def main(argv: list[str]) -> int:
     writer = EventWriter(events_path)
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
     os.environ[EVENTS_ENV] = events_path
-    writer.emit("start", pid=os.getpid(), python=sys.version.split()[0])
+    writer.emit(events.START, pid=os.getpid(), python=sys.version.split()[0])
     watch_jax_import(writer)
 
     # Make the script see the world exactly as `python script.py` would.
@@ -111,7 +112,7 @@ def main(argv: list[str]) -> int:
         else:
             print(code, file=sys.stderr)
             exit_code = 1
-        writer.emit("exit", code=exit_code)
+        writer.emit(events.EXIT, code=exit_code)
     except KeyboardInterrupt as exc:
         _script_traceback(exc)
         _exception_event(writer, exc)
@@ -126,7 +127,7 @@ def main(argv: list[str]) -> int:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     writer.emit(
-        "end",
+        events.END,
         body_time=body_time,
         cpu_time=_cpu_seconds(),
         maxrss_kb=usage.ru_maxrss,

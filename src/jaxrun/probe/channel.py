@@ -11,6 +11,7 @@ import json
 import os
 from typing import Any, Iterable
 
+from . import events as ev
 EVENTS_ENV = "JAXRUN_EVENTS_FILE"
 
 
@@ -36,7 +37,7 @@ class EventWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def emit(self, kind: str, **fields: Any) -> None:
-        line = json.dumps({"type": kind, **_jsonable(fields)}, allow_nan=True) + "\n"
+        line = json.dumps({ev.TYPE: kind, **_jsonable(fields)}, allow_nan=True) + "\n"
         try:
             os.write(self._fd, line.encode("utf-8"))
         except OSError:
@@ -62,6 +63,6 @@ def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             event = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(event, dict) and "type" in event:
+        if isinstance(event, dict) and ev.TYPE in event:
             events.append(event)
     return events

@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+from ..timestamps import now_iso
+
 _GPU_BACKENDS = ("cuda", "rocm")
 
 
@@ -62,7 +64,7 @@ def collect() -> dict:
         "jax_available": False,
         "python_version": sys.version.split()[0],
         "python_executable": sys.executable,
-        "probed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "probed_at": now_iso(),
     }
     try:
         import jax

@@ -13,12 +13,13 @@ import re
 import sys
 from typing import Any, Callable
 
+from . import events
 from .channel import EventWriter
 
 _PHASES = {
-    "/jax/core/compile/jaxpr_trace_duration": "trace",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-    "/jax/core/compile/backend_compile_duration": "compile",
+    "/jax/core/compile/jaxpr_trace_duration": events.PHASE_TRACE,
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": events.PHASE_LOWER,
+    "/jax/core/compile/backend_compile_duration": events.PHASE_COMPILE,
 }
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
 _CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
@@ -55,20 +56,20 @@ def attach_listeners(writer: EventWriter) -> None:
     def on_duration(event: str, duration: float, **kwargs: Any) -> None:
         global _jit_seconds
         if event == _CACHE_SAVED:
-            writer.emit("cache_saved", s=duration)
+            writer.emit(events.CACHE_SAVED, s=duration)
             return
         phase = _PHASES.get(event)
         if phase is not None:
             _jit_seconds += duration
-            writer.emit("compile", phase=phase, fun=function_name(kwargs.get("fun_name")), s=duration)
+            writer.emit(events.COMPILE, phase=phase, fun=function_name(kwargs.get("fun_name")), s=duration)
 
     def on_event(event: str, **kwargs: Any) -> None:
         if event == _CACHE_HIT:
-            writer.emit("cache_hit")
+            writer.emit(events.CACHE_HIT)
 
     monitoring.register_event_duration_secs_listener(on_duration)
     monitoring.register_event_listener(on_event)
-    writer.emit("jax_loaded")
+    writer.emit(events.JAX_LOADED)
 
 
 class _NotifyingLoader(importlib.abc.Loader):
@@ -112,7 +113,7 @@ def watch_jax_import(writer: EventWriter) -> None:
         try:
             attach_listeners(writer)
         except Exception as exc:  # listeners are a bonus; never break the script over them
-            writer.emit("probe_warning", message=f"could not attach jax listeners: {exc!r}")
+            writer.emit(events.PROBE_WARNING, message=f"could not attach jax listeners: {exc!r}")
 
     sys.meta_path.insert(0, JaxImportWatcher(on_loaded))
 

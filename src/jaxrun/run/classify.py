@@ -1,4 +1,4 @@
-"""Failure classification into DESIGN §5's taxonomy, with a hint of what to do.
+"""Failure classification into the taxonomy of failures.py (docs/ARCHITECTURE.md), with its hint.
 
 Evidence is weighed in a fixed order: what the parent itself knows (timeout, Ctrl-C), the
 exception the probe captured (type, then message), the exit status or signal, and last the
@@ -12,26 +12,10 @@ import signal as signal_module
 from dataclasses import dataclass
 from typing import Any
 
-ACCELERATORS = ("gpu", "tpu")
+from ..failures import HINTS, is_transient
+from ..probe import events as ev
 
-HINTS: dict[str, str] = {
-    "device_unavailable": "the requested accelerator is not usable here; run with --device cpu, or "
-    "check the driver and the jax accelerator plugin (jaxrun check)",
-    "out_of_memory": "reduce the batch or model size; on GPU set XLA_PYTHON_CLIENT_MEM_FRACTION or "
-    "leave XLA_PYTHON_CLIENT_PREALLOCATE=false so other processes do not hold the memory",
-    "compilation_failed": "JAX could not trace or compile a function: mark Python-valued arguments "
-    "static (static_argnums), use jnp.where / lax.cond instead of Python if on traced values",
-    "numerical_instability": "a NaN or Inf was produced; the traceback names the primitive. Check "
-    "learning rates, divisions and logs of values that can reach 0",
-    "timeout": "the script ran past its time limit; raise --timeout or make the workload smaller",
-    "import_error": "a module the script imports is missing; pip install it into the Python that "
-    "runs jaxrun",
-    "syntax_error": "the script does not parse; fix the line shown in the message",
-    "script_error": "the script raised an exception; see the traceback in its stderr log",
-    "crashed": "the process was killed by a signal; SIGKILL often means the kernel's out-of-memory "
-    "killer, SIGSEGV/SIGABRT a crash inside a native library",
-    "interrupted": "the run was interrupted (Ctrl-C); run it again",
-}
+__all__ = ["Classification", "classification", "classify", "HINTS", "is_transient"]
 
 _OOM = re.compile(
     r"RESOURCE_EXHAUSTED|out of memory|Out of memory|OOM when allocating|failed to allocate|"
@@ -130,7 +114,7 @@ def classify(
         return classification("timeout", f"stopped after the {timeout:g} s time limit")
     if interrupted:
         return classification("interrupted", "interrupted before the script finished")
-    exception = next((e for e in reversed(events) if e.get("type") == "exception"), None)
+    exception = next((e for e in reversed(events) if e.get(ev.TYPE) == ev.EXCEPTION), None)
     if exception is not None:
         cls = _from_exception(exception)
         exc_type = str(exception.get("exc_type"))
@@ -153,14 +137,7 @@ def classify(
         return classification(from_text, detail)
     if exit_code is None:
         return classification("crashed", "the process ended without an exit status")
-    started = any(e.get("type") == "start" for e in events)
+    started = any(e.get(ev.TYPE) == ev.START for e in events)
     if not started:
         return classification("script_error", f"the jaxrun probe could not start (exit status {exit_code}): {detail}")
     return classification("script_error", f"exited with status {exit_code}" + (f": {detail}" if detail else ""))
-
-
-def is_transient(error_class: str | None, platform: str | None) -> bool:
-    """Only a missing device or an accelerator out-of-memory may go away on retry or on CPU."""
-    if error_class == "device_unavailable":
-        return True
-    return error_class == "out_of_memory" and platform in ACCELERATORS

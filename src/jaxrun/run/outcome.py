@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..models import CompileStats, WarmCall
+from ..probe import events as ev
 from .launch import LaunchOutcome
-from .models import CompileStats, WarmCall
 
 _MB = 1024 * 1024
 
@@ -27,35 +28,36 @@ class ProbeReport:
     results: dict[str, Any] = field(default_factory=dict)
     calls: list[WarmCall] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    traceback: str | None = None  # of the last exception the probe captured
 
 
 def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
     report = ProbeReport()
     for event in events:
-        kind = event.get("type")
-        if kind == "jax_loaded":
+        kind = event.get(ev.TYPE)
+        if kind == ev.JAX_LOADED:
             report.jax_loaded = True
-        elif kind == "compile":
+        elif kind == ev.COMPILE:
             stats = report.compiles.setdefault(str(event.get("fun")), CompileStats())
             seconds = float(event.get("s") or 0.0)
             phase = event.get("phase")
-            if phase == "trace":
+            if phase == ev.PHASE_TRACE:
                 stats.trace_time += seconds
-            elif phase == "lower":
+            elif phase == ev.PHASE_LOWER:
                 stats.lower_time += seconds
                 # Every lowering yields one executable, compiled or loaded from the cache.
                 stats.count += 1
-            elif phase == "compile":
+            elif phase == ev.PHASE_COMPILE:
                 stats.compile_time += seconds
-        elif kind == "cache_hit":
+        elif kind == ev.CACHE_HIT:
             report.cache_hits += 1
-        elif kind == "cache_saved":
+        elif kind == ev.CACHE_SAVED:
             report.compile_time_saved += max(0.0, float(event.get("s") or 0.0))
-        elif kind == "record":
+        elif kind == ev.RECORD:
             values = event.get("values")
             if isinstance(values, dict):
                 report.results.update(values)
-        elif kind == "call":
+        elif kind == ev.CALL:
             report.calls.append(
                 WarmCall(
                     index=int(event.get("index", len(report.calls) + 1)),
@@ -63,9 +65,11 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
                     compile_time=float(event.get("compile_time") or 0.0),
                 )
             )
-        elif kind == "probe_warning":
+        elif kind == ev.EXCEPTION:
+            report.traceback = event.get("traceback")
+        elif kind == ev.PROBE_WARNING:
             report.warnings.append(str(event.get("message")))
-        elif kind == "end":
+        elif kind == ev.END:
             report.body_time = event.get("body_time")
             report.cpu_time = event.get("cpu_time")
             kb = event.get("maxrss_kb")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,9 +17,9 @@ from typing import IO, Any
 
 import psutil
 
-from .config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
+from ..config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from .monitor import TreeMonitor, reap_leftovers, stop_tree
-from .probe.channel import read_events
+from ..probe.channel import read_events
 
 _CHUNK = 64 * 1024
 
@@ -87,20 +86,6 @@ class _Waiter(threading.Thread):
         except ChildProcessError:
             pass
         self.done.set()
-
-
-def probe_command(
-    script: Path,
-    events_path: Path,
-    args: list[str] | None = None,
-    *,
-    entry: str | None = None,
-    calls: int = 1,
-) -> list[str]:
-    command = [sys.executable, "-m", "jaxrun.probe", "--events", str(events_path)]
-    if entry is not None:
-        command += ["--entry", entry, "--calls", str(calls)]
-    return [*command, "--", str(script), *(args or [])]
 
 
 def launch(

@@ -9,17 +9,9 @@ from typing import Optional
 
 import typer
 
-from .cli_tables import compare_table, history_cell, history_runs_table, history_scripts_table
-from .errors import JAXExecutionError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _usage(message: str) -> typer.Exit:
-    from .cli import err
-
-    err.print(f"jaxrun: error: {message}", markup=False, soft_wrap=True)
-    return typer.Exit(EXIT_USAGE)
+from ..errors import JAXExecutionError
+from .console import EXIT_FAILED, EXIT_OK, fail_usage, out
+from .tables import compare_table, history_cell, history_runs_table, history_scripts_table
 
 
 def history(
@@ -33,9 +25,8 @@ def history(
 ) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
     than the earlier comparable runs (same script, device and host). Exit 1 on a regression."""
-    from .cli import out
-    from .compare import parse_effect
-    from .history import HistoryStore, default_history_path
+    from ..compare import parse_effect
+    from ..history import HistoryStore, default_history_path
 
     try:
         effect = parse_effect(min_effect)
@@ -43,13 +34,13 @@ def history(
         with HistoryStore(history_path or default_history_path(), create=False) as store:
             if script is not None and not store.match_scripts(script):
                 known = ", ".join(s.script_name for s in store.scripts()) or "none"
-                raise _usage(f"no runs of {script!r} in the history {str(store.path)!r}; scripts there: {known}")
+                raise fail_usage(f"no runs of {script!r} in the history {str(store.path)!r}; scripts there: {known}")
             checks = store.check_latest(script, **options)
             paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
             runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
             summary = store.scripts()
     except JAXExecutionError as exc:
-        raise _usage(str(exc)) from None
+        raise fail_usage(str(exc)) from None
     regressions = [c for c in checks if c.regression]
     if as_json:
         import json
@@ -63,7 +54,7 @@ def history(
     if script is None:
         out.print(history_scripts_table(summary))
     flags = {c.newest_run_id: history_cell(c) for c in checks}
-    from .benchmark import metric_values
+    from ..benchmark import metric_values
 
     for path, runs in runs_by_path.items():
         medians = []
@@ -95,13 +86,12 @@ def compare(
     """Compare two runs script by script: ratio of medians with a CI, Mann-Whitney U p-value and
     a verdict (faster / slower / no significant change) that needs both p < alpha and the
     minimum effect. Usable as a CI gate with --fail-on-regression."""
-    from .cli import out
-    from .compare import compare_results, parse_effect
+    from ..compare import compare_results, parse_effect
 
     try:
         report = compare_results(base, new, metric=metric, alpha=alpha, min_effect=parse_effect(min_effect))
     except JAXExecutionError as exc:
-        raise _usage(str(exc)) from None
+        raise fail_usage(str(exc)) from None
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:

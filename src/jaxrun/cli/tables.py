@@ -7,7 +7,7 @@ from typing import Iterable
 from rich.table import Table
 from rich.text import Text
 
-from .models import (
+from ..models import (
     ComparisonReport,
     DeviceSpeedup,
     HistoryRun,

@@ -1,0 +1,75 @@
+"""The plan of a batch: which scripts (discovery, batch-unique names), on which platform each
+requested device will run, and the jobs in batch order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..devices import resolve_device
+from ..discovery import find_jax_scripts, unique_names
+from ..errors import UsageError
+from ..history import expected_durations
+from ..models import DeviceInfo
+from ..options import BatchOptions
+from ..run.job import Job
+
+
+def discover(paths: tuple[Path, ...], recursive: bool, include: object, exclude: object) -> list[tuple[Path, str]]:
+    """All scripts to run, in order, each with its batch-unique ``<name>``."""
+    found: list[tuple[Path, str]] = []
+    taken: set[str] = set()
+    for path in paths:
+        scripts = find_jax_scripts(path, recursive, include=include, exclude=exclude)  # type: ignore[arg-type]
+        root = path if path.is_dir() else path.parent
+        for script, name in unique_names(scripts, root).items():
+            unique, n = name, 2
+            while unique.casefold() in taken:
+                unique, n = f"{name}_{n}", n + 1
+            taken.add(unique.casefold())
+            found.append((script, unique))
+    if not found:
+        shown = ", ".join(repr(str(p)) for p in paths)
+        raise UsageError(
+            f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
+            "equinox or pymdp (pass a .py file directly to run it anyway)"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    platforms: dict[str, str | None]  # requested device -> platform it will start on (None: nowhere)
+    notes: list[str]  # why a requested device is missing, and what happens instead
+
+    @property
+    def summary(self) -> str:
+        return ",".join(p or "none" for p in self.platforms.values())
+
+
+def plan_devices(options: BatchOptions, info: DeviceInfo | None) -> DevicePlan:
+    platforms: dict[str, str | None] = {}
+    notes: list[str] = []
+    for name in options.device:
+        planned, missing = resolve_device(name, info) if info is not None else (None, None)
+        if planned is None and options.run.fallback and info is not None and info.platforms.get("cpu"):
+            planned = "cpu"  # the requested accelerator is absent; its scripts will fall back
+        platforms[name] = planned
+        if missing:
+            notes.append(missing + ("; falling back to cpu" if planned == "cpu" else ""))
+    return DevicePlan(platforms, notes)
+
+
+def make_jobs(options: BatchOptions, scripts: list[tuple[Path, str]], devices: DevicePlan) -> list[Job]:
+    """One job per script and requested device, in batch order (scripts first, then devices)."""
+    several = len(options.device) > 1
+    durations = expected_durations(options.history or False, [s for s, _ in scripts]) if options.jobs > 1 else {}
+    pairs = [(script, name, device) for script, name in scripts for device in options.device]
+    return [
+        Job(
+            index=i, script=script, name=name, file_name=f"{name}@{device}" if several else name,
+            device=device, platform=devices.platforms[device], results_dir=options.results_dir,
+            expected_seconds=durations.get(str(script)),
+        )
+        for i, (script, name, device) in enumerate(pairs)
+    ]

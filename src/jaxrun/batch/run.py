@@ -1,0 +1,176 @@
+"""Run every JAX script under one or more paths: options -> plan -> executor -> sinks.
+
+The results directory (DESIGN §4 names) is rewritten after every script, atomically, so a batch cut
+off by a crash or Ctrl-C still leaves valid, schema-conforming files describing what ran
+(``metadata.complete`` tells whether the batch finished).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform as platform_module
+import socket
+from typing import Any, Iterable, Mapping
+
+from .. import __version__, resultfiles
+from ..devices import get_jax_device_info
+from ..errors import DeviceProbeError, UsageError
+from ..executors.base import RunJob, make_executor
+from ..history import HistoryStore
+from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
+from ..options import BatchOptions
+from ..run.execute import run_job
+from ..run.job import Job
+from ..sinks import BaseSink, Sink, Sinks
+from ..sinks.batch_files import BatchFilesSink, clear_previous_run
+from ..sinks.callbacks import CallbackSink, OnResult, OnStart
+from ..sinks.history import HistorySink
+from ..sinks.markdown import MarkdownSink
+from ..sinks.run_log import RunLogSink
+from ..sinks.script_files import ScriptFileSink
+from ..summary import assemble_batch
+from ..timestamps import now_iso
+from .plan import DevicePlan, discover, make_jobs, plan_devices
+
+logger = logging.getLogger("jaxrun")
+
+
+def run_jax_scripts(
+    pipeline_output_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    recursive_search: bool = True,
+    *,
+    device: str | Iterable[str] = "auto",
+    timeout: float | None = 300,
+    verbose: bool = False,
+    results_dir: str | os.PathLike[str] | None = None,
+    jobs: int = 1,
+    return_detailed_results: bool = False,
+    on_start: OnStart | None = None,
+    on_result: OnResult | None = None,
+    **options: Any,
+) -> bool | BatchResult:
+    """Find the JAX scripts under ``pipeline_output_dir`` (a path or a list) and run each one.
+
+    Returns True when every script succeeded (or the :class:`BatchResult` with
+    ``return_detailed_results=True``). A failing script never stops the batch. Result files are
+    written to ``results_dir`` (default ``./jaxrun_results``) after every script; files of a
+    previous batch in that folder (``script_results/``, ``logs/``, ``outputs/``) are replaced.
+
+    ``device`` may list several devices (``"cpu,gpu"``): each script then runs on each, its files
+    are named ``<name>@<device>``, and with ``benchmark_runs`` the benchmarking section reports
+    each device's speed-up over the first. ``jobs=N`` runs up to N scripts at once: CPU jobs each
+    get a disjoint share of the cores, GPU jobs their own GPU (``gpus_per_job``, or
+    ``jobs_per_gpu`` sharing one with a memory fraction), longest first when the history knows
+    durations; ``backend="ray"`` runs each script as a Ray task (``ray_address`` of an existing
+    cluster, else a local Ray). Benchmarked scripts are stored in the ``history`` database (a path;
+    None for ``$JAXRUN_HISTORY`` or ``./.jaxrun/history.sqlite``; False for none) and checked for
+    regressions there. ``markdown`` writes the run summary as Markdown tables to that file.
+
+    Every option (see :class:`jaxrun.BatchOptions` and :class:`jaxrun.RunOptions`) is validated
+    before anything runs; ``on_start(i, n, name)`` and ``on_result(i, n, result)`` are called as
+    scripts start and finish.
+    """
+    batch_options = BatchOptions.build(
+        "api", paths=pipeline_output_dir, recursive=recursive_search, device=device, timeout=timeout,
+        verbose=verbose, results_dir=results_dir, jobs=jobs, **options,
+    )
+    batch = run_batch(batch_options, sinks=[CallbackSink(on_start, on_result)])
+    return batch if return_detailed_results else batch.success
+
+
+class _Collector(BaseSink):
+    """The final results, by batch position."""
+
+    def __init__(self) -> None:
+        self.done: dict[int, ScriptResult] = {}
+
+    def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
+        self.done[job.index] = result
+        return result
+
+    def results(self) -> list[ScriptResult]:
+        return [self.done[i] for i in sorted(self.done)]
+
+
+def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan) -> list[str]:
+    run = options.run
+    lines = [f"jaxrun {__version__}: {scripts} script(s), device={','.join(options.device)}, running on {devices.summary}"]
+    lines += devices.notes
+    if run.benchmark_runs:
+        lines.append(f"benchmarking: {run.warmup_runs} warm-up + {run.benchmark_runs} counted process runs per script")
+    if options.jobs > 1 or options.backend != "local":
+        lines.append(f"running up to {options.jobs} script(s) at once on the {options.backend} backend")
+    return lines
+
+
+def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: RunJob = run_job) -> BatchResult:
+    """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own sinks."""
+    if options.run.verbose:
+        logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
+    scripts = discover(options.paths, options.recursive, options.include, options.exclude)
+
+    # Open the history before running anything: a bad --history is a usage error, not a late crash.
+    store = HistoryStore(options.history) if options.run.benchmark_runs and options.history else None
+    out = options.results_dir
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        clear_previous_run(out)
+    except OSError as exc:
+        if store is not None:
+            store.close()
+        raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
+
+    try:
+        info: DeviceInfo | None = get_jax_device_info()
+    except DeviceProbeError as exc:
+        info = None
+        logger.warning("device facts unavailable: %s", exc)
+    devices = plan_devices(options, info)
+    meta = BatchMetadata(
+        jaxrun_version=__version__,
+        device_requested=",".join(options.device),
+        device_used=devices.summary,
+        jax_version=info.jax_version if info else None,
+        execution_timestamp=now_iso(),
+        scripts_found=len(scripts),
+        scripts_executed=0,
+        scripts_successful=0,
+        scripts_failed=0,
+        search_paths=[str(p.resolve()) for p in options.paths],
+        results_dir=str(out),
+        host=socket.gethostname(),
+        python_version=platform_module.python_version(),
+    )
+    jobs = make_jobs(options, scripts, devices)
+    run = options.run
+    collector = _Collector()
+    chain = Sinks([
+        *([HistorySink(store, info)] if store is not None else []),
+        ScriptFileSink(),
+        BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs, devices=options.device),
+        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices)),
+        *([MarkdownSink(options.markdown)] if options.markdown is not None else []),
+        collector,
+        *sinks,
+    ])
+
+    def batch(complete: bool) -> BatchResult:
+        return assemble_batch(
+            meta, info, collector.results(), complete=complete, benchmark_runs=run.benchmark_runs,
+            warmup_runs=run.warmup_runs, devices=options.device,
+        )
+
+    try:
+        chain.on_begin(jobs)
+        make_executor(options, info).run(jobs, run_job, chain)
+    except KeyboardInterrupt:
+        chain.on_end(batch(complete=False))
+        raise
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    result = batch(complete=True)
+    chain.on_end(result)
+    return result

@@ -1,0 +1,197 @@
+"""Results of jaxrun.bench, which times jitted functions inside the caller's process, and the
+file the pytest plugin writes. Quantities that XLA cannot tell on this platform (cost analysis of a
+host callback, say) are None. Their text rendering is in bench/format.py."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..models import SCHEMA_VERSION, MappingModel, ScriptComparison, Statistics
+
+
+class PeakTrial(MappingModel):
+    """One measurement behind a device peak (a matmul size and dtype, or the copy)."""
+
+    kind: Literal["matmul", "copy"]
+    dtype: str
+    size: int = Field(description="Matrix side for a matmul, element count for the copy")
+    best_seconds: float = Field(description="Fastest per-call time of the samples")
+    median_seconds: float
+    flops_per_s: float | None = None
+    bytes_per_s: float | None = None
+
+
+class DevicePeaks(MappingModel):
+    """Measured (not datasheet) peaks of one device, cached per device kind and JAX version."""
+
+    schema_version: int = SCHEMA_VERSION
+    platform: str
+    device_kind: str
+    device_count: int
+    jax_version: str
+    host: str
+    flops_per_s_float32: float | None = Field(None, description="Best matmul FLOP/s in float32")
+    flops_per_s_bfloat16: float | None = Field(None, description="Best matmul FLOP/s in bfloat16")
+    bytes_per_s: float | None = Field(None, description="Copy bandwidth, bytes read + written per second")
+    trials: list[PeakTrial] = []
+    measured_at: str
+    measure_seconds: float | None = Field(None, description="Wall time spent measuring these peaks")
+
+    def flops_per_s(self, dtype: str) -> float | None:
+        """The peak for ``dtype``: bfloat16/float16 use the bfloat16 peak, anything else float32."""
+        return self.flops_per_s_bfloat16 if dtype in ("bfloat16", "float16") else self.flops_per_s_float32
+
+
+class Roofline(MappingModel):
+    """Where a computation sits against the device's measured peaks (roofline model)."""
+
+    dtype: str = Field(description="Which FLOP/s peak was used (float32 or bfloat16)")
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    peak_bytes_per_s: float | None = None
+    fraction_of_peak_flops: float | None = None
+    fraction_of_peak_bandwidth: float | None = None
+    arithmetic_intensity: float | None = Field(None, description="FLOPs per byte accessed")
+    ridge_point: float | None = Field(None, description="peak FLOP/s / peak bytes/s, in FLOPs per byte")
+    bound: Literal["compute", "memory"] | None = Field(
+        None, description="compute if the arithmetic intensity reaches the ridge point, else memory"
+    )
+    warnings: list[str] = []
+
+
+class Measurement(MappingModel):
+    """``jaxrun.bench.measure``: one jitted function, compile phases and steady-state calls."""
+
+    name: str
+    device: str | None = Field(None, description="platform:id (device kind) the function ran on")
+    jax_version: str | None = None
+    trace_time: float = Field(description="Seconds of jax.jit(fn).trace(...)")
+    lower_time: float = Field(description="Seconds of .lower()")
+    compile_time: float = Field(description="Seconds of .compile()")
+    compile_cached: bool = Field(
+        False, description="XLA did not compile: the executable came from a cache (compile_time is small)"
+    )
+    first_call: float = Field(description="Seconds of the first call after compiling, to the result being ready")
+    warmup_calls: int = 0
+    inner_loops: int = Field(description="Calls per timed sample (calibrated)")
+    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
+    steady: Statistics = Field(description="Statistics of the per-call seconds")
+    compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")
+    num_devices: int = Field(1, description="Devices the compiled program runs on (SPMD partitions)")
+    flops: float | None = Field(None, description="From the compiled cost analysis, summed over devices")
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
+    argument_bytes: int | None = Field(None, description="From the compiled memory analysis")
+    output_bytes: int | None = None
+    temp_bytes: int | None = None
+    generated_code_bytes: int | None = None
+    peak_dtype: str | None = Field(None, description="Which FLOP/s peak the fractions use")
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    peak_bytes_per_s: float | None = None
+    fraction_of_peak_flops: float | None = None
+    fraction_of_peak_bandwidth: float | None = None
+    arithmetic_intensity: float | None = None
+    ridge_point: float | None = None
+    bound: Literal["compute", "memory"] | None = None
+    warnings: list[str] = []
+
+    @property
+    def median(self) -> float | None:
+        """Median seconds per steady-state call."""
+        return self.steady.median
+
+    def __str__(self) -> str:
+        from .format import measurement_text
+
+        return measurement_text(self)
+
+class BatchScalingRow(MappingModel):
+    size: int = Field(description="Batch size (leading axis of every input)")
+    time: float | None = Field(None, description="Median seconds per batched call")
+    ci_low: float | None = None
+    ci_high: float | None = None
+    per_item: float | None = Field(None, description="time / size")
+    items_per_s: float | None = Field(None, description="size / time")
+    speedup_per_item: float | None = Field(
+        None,
+        description="Efficiency vs the baseline batch: per-item time at the baseline size / per-item "
+        "time at this size (> 1: batching makes each item cheaper)",
+    )
+    compile_time: float | None = None
+    steady: Statistics | None = None
+
+
+class BatchScaling(MappingModel):
+    """``jaxrun.bench.batch_scaling``: a vmapped function timed at several batch sizes."""
+
+    name: str
+    device: str | None = None
+    baseline_size: int = Field(description="The batch size speedup_per_item is relative to (1 if measured)")
+    rows: list[BatchScalingRow] = []
+    warnings: list[str] = []
+
+    def table(self) -> str:
+        from .format import batch_scaling_table
+
+        return batch_scaling_table(self)
+
+    def __str__(self) -> str:
+        return self.table()
+
+class TimedCall(MappingModel):
+    """One function's steady-state calls, timed in-process."""
+
+    name: str
+    steady: Statistics = Field(description="Statistics of the per-call seconds")
+    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
+    inner_loops: int = Field(1, description="Calls per timed sample (calibrated)")
+
+
+class Speedup(MappingModel):
+    """``jaxrun.bench.speedup``: sustained speed of ``fast`` against ``reference`` on the same inputs."""
+
+    fast: TimedCall
+    reference: TimedCall
+    ratio: float | None = Field(None, description="Speed-up: median reference time / median fast time")
+    ci_low: float | None = Field(None, description="Bootstrap 95% CI of the ratio of medians")
+    ci_high: float | None = None
+    rtol: float
+    atol: float
+    leaves_checked: int = Field(description="Output leaves compared before timing")
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    warnings: list[str] = []
+
+    def table(self) -> str:
+        from .format import speedup_table
+
+        return speedup_table(self)
+
+    def __str__(self) -> str:
+        return self.table()
+
+class LeafBytes(MappingModel):
+    """One leaf of a pytree and the memory it holds."""
+
+    path: str = Field(description="jax.tree_util.keystr of the leaf, e.g. ['params']['w']")
+    shape: list[int] | None = None
+    dtype: str | None = None
+    nbytes: int | None = Field(None, description="None for leaves that are not arrays or numbers")
+
+
+class PytestBenchmarks(MappingModel):
+    """The ``--jax-benchmark-json`` file written by the pytest plugin."""
+
+    schema_version: int = SCHEMA_VERSION
+    generated_at: str
+    host: str
+    jaxrun_version: str
+    jax_version: str | None = None
+    benchmarks: dict[str, Measurement] = Field({}, description="Per test node id (one call per test)")
+    baseline: str | None = Field(None, description="The baseline file compared against, if any")
+    comparisons: list[ScriptComparison] = []

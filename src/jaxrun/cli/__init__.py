@@ -1,0 +1,36 @@
+"""The ``jaxrun`` command (typer + rich). Only the CLI prints and chooses exit codes.
+
+Exit codes: 0 all scripts succeeded, 1 a script failed, 2 bad usage or input, 130 interrupted.
+Each command lives in its own module and imports what it needs when it runs, so ``jaxrun --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from .analysis import compare, history
+from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
+from .info import check, devices, schema
+from .run import run
+
+__all__ = ["app", "main", "out", "err", "fail_usage"]
+
+app = typer.Typer(
+    name="jaxrun",
+    help="Run a folder of JAX programs on the best device and record what happened.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+for command in (run, devices, check, schema, compare, history):
+    app.command()(command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code instead of calling sys.exit when embedded."""
+    try:
+        app(args=argv, prog_name="jaxrun", standalone_mode=True)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+    return EXIT_OK

@@ -1,0 +1,96 @@
+"""``jaxrun devices``, ``jaxrun check`` and ``jaxrun schema``: what jaxrun sees and writes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import metadata
+from typing import Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .. import __version__
+from ..errors import JAXExecutionError
+from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
+
+
+def devices(
+    as_json: bool = typer.Option(False, "--json", help="Print the device facts as JSON."),
+    refresh: bool = typer.Option(False, "--refresh", help="Probe again instead of using the cache."),
+) -> None:
+    """Show the JAX platforms and devices of this machine (read in a child process)."""
+    from ..devices import get_jax_device_info
+
+    try:
+        info = get_jax_device_info(refresh=refresh)
+    except JAXExecutionError as exc:
+        err.print(f"jaxrun: {exc}", markup=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    if as_json:
+        sys.stdout.write(info.model_dump_json(indent=2) + "\n")
+        return
+    if not info.jax_available:
+        out.print(f"JAX is not usable: {info.error}", markup=False)
+        raise typer.Exit(EXIT_FAILED)
+    out.print(f"jax {info.jax_version}, jaxlib {info.jaxlib_version}, default backend {info.default_backend}")
+    table = Table()
+    for column in ("platform", "available", "backend", "devices", "details"):
+        table.add_column(column)
+    for name, p in info.platforms.items():
+        kinds = sorted({d.device_kind for d in p.devices})
+        details = ", ".join(kinds) if p.available else (p.error or "")
+        table.add_row(name, "yes" if p.available else "no", p.backend or "-", str(len(p.devices)), Text(details))
+    out.print(table)
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def check() -> None:
+    """Check the installation: JAX, its devices, JAX libraries and NVML."""
+    from ..devices import get_jax_device_info
+    from ..nvml import nvml_status
+
+    try:
+        info = get_jax_device_info(refresh=True)
+    except JAXExecutionError as exc:
+        err.print(f"jaxrun: {exc}", markup=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    table = Table(title=f"jaxrun {__version__} check", title_justify="left")
+    table.add_column("item")
+    table.add_column("status")
+
+    def row(item: str, status: str) -> None:
+        table.add_row(item, Text(status))
+
+    row("python", f"{info.python_version} ({info.python_executable})")
+    row("jax", info.jax_version or f"not usable: {info.error}")
+    row("jaxlib", info.jaxlib_version or "not installed")
+    for name, p in info.platforms.items():
+        state = f"{len(p.devices)} device(s) via {p.backend}" if p.available else f"unavailable: {p.error}"
+        row(f"platform {name}", state)
+    for dist in ("optax", "flax", "equinox"):
+        row(dist, _version(dist))
+    nvml = nvml_status()
+    row("NVML", f"usable, driver {nvml.driver_version}, {nvml.gpu_count} GPU(s)" if nvml.usable else f"not usable: {nvml.error}")
+    out.print(table, markup=False)
+    raise typer.Exit(EXIT_OK if info.jax_available else EXIT_FAILED)
+
+
+def schema(model: Optional[str] = typer.Argument(None, help="One of the result files; all when omitted.")) -> None:
+    """Print the JSON Schema of jaxrun's result files."""
+    from ..resultfiles import SCHEMAS, json_schema
+
+    if model is None:
+        document = {name: json_schema(name) for name in SCHEMAS}
+    elif model in SCHEMAS:
+        document = json_schema(model)
+    else:
+        raise fail_usage(f"unknown schema {model!r}: choose one of {', '.join(SCHEMAS)}")
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")

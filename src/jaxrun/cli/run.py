@@ -1,0 +1,132 @@
+"""``jaxrun run``: the flags become one :class:`~jaxrun.options.BatchOptions`, each value marked
+with where it came from (the command line, an environment variable, or the default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from ..errors import JAXExecutionError
+from .console import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, err, fail_usage, out
+from .tables import fmt
+
+# CLI parameters whose option has another name or value: (option name, value from the flag).
+_RENAMED = {
+    "no_fallback": ("fallback", lambda v: not v),
+    "warm": ("entry", lambda v: "main" if v else None),
+    "no_compile_cache": ("compile_cache", lambda v: False if v else None),
+    "no_history": ("history", lambda v: False if v else None),
+}
+
+
+def run(
+    ctx: typer.Context,
+    paths: List[Path] = typer.Argument(..., help="Folders of JAX scripts, or .py files."),
+    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, gpu or tpu; a list (cpu,gpu) runs each script on each."),
+    timeout: Optional[float] = typer.Option(300.0, help="Seconds per script before it is stopped."),
+    recursive: bool = typer.Option(True, "--recursive/--no-recursive", help="Search sub-folders."),
+    include: Optional[List[str]] = typer.Option(None, help="Only scripts matching this glob (repeatable)."),
+    exclude: Optional[List[str]] = typer.Option(None, help="Skip scripts matching this glob (repeatable)."),
+    results_dir: Path = typer.Option(Path("jaxrun_results"), help="Where result files are written."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Scripts run at once (each CPU job gets its share of the cores)."),
+    gpus_per_job: int = typer.Option(1, "--gpus-per-job", help="GPUs given to each job."),
+    jobs_per_gpu: int = typer.Option(1, "--jobs-per-gpu", help="Jobs sharing one GPU (each gets a memory fraction)."),
+    host_devices: Optional[int] = typer.Option(None, "--host-devices", help="Simulated CPU devices per script (for sharding code)."),
+    compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help="Persistent compilation cache folder (default: jaxrun's cache)."),
+    no_compile_cache: bool = typer.Option(False, "--no-compile-cache", help="Run without JAX's persistent compilation cache."),
+    cold_cache: bool = typer.Option(False, "--cold-cache", help="Benchmark runs each start with an empty compilation cache."),
+    backend: str = typer.Option("local", "--backend", help="local, or ray to run each script as a Ray task."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Address of an existing Ray cluster."),
+    retries: int = typer.Option(0, help="Retries of transient failures (missing device, accelerator OOM)."),
+    no_fallback: bool = typer.Option(False, "--no-fallback", help="Do not re-run failed accelerator scripts on CPU."),
+    debug_nans: bool = typer.Option(False, "--debug-nans", help="Run with jax_debug_nans: a NaN is an error."),
+    benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
+    warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),
+    warm: bool = typer.Option(False, "--warm", help="Call the script's main() repeatedly in one process."),
+    warm_calls: int = typer.Option(10, "--warm-calls", help="Calls of main() per process in --warm mode."),
+    history: Optional[Path] = typer.Option(None, "--history", envvar="JAXRUN_HISTORY", help="History database (default ./.jaxrun/history.sqlite)."),
+    no_history: bool = typer.Option(False, "--no-history", help="Do not store benchmarks in the history."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each attempt."),
+) -> None:
+    """Run every JAX script under PATHS, each in its own process, and write the results folder.
+
+    Exit status: 0 all succeeded, 1 a script failed or the history flags a regression, 2 bad
+    usage, 130 interrupted.
+    """
+    from click.core import ParameterSource
+
+    from ..batch.run import run_batch
+    from ..options import BatchOptions
+    from ..sinks.callbacks import CallbackSink
+
+    given: dict[str, Any] = {}
+    sources: dict[str, Any] = {}
+    for param, value in ctx.params.items():
+        source = ctx.get_parameter_source(param)
+        if source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None):
+            continue
+        name, convert = _RENAMED.get(param, (param, lambda v: v))
+        value = convert(value)
+        if value is None and name in given:
+            continue  # --no-history without effect must not undo --history
+        given[name] = value
+        sources[name] = "env" if source == ParameterSource.ENVIRONMENT else "cli"
+    for path in paths:
+        if not path.exists():
+            raise fail_usage(f"no such file or folder: {str(path)!r} — pass a folder of JAX scripts or a .py file")
+    try:
+        options = BatchOptions.build("cli", sources=sources, **given)
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+
+    def on_start(index: int, total: int, name: str) -> None:
+        err.print(f"[{index}/{total}] {name} ...", markup=False)
+
+    def on_result(index: int, total: int, result) -> None:  # type: ignore[no-untyped-def]
+        if result.success:
+            err.print(f"  [green]ok[/green] {result.device_used}, {fmt(result.execution_time)} s")
+        else:
+            err.print(f"  [red]{result.error_class}[/red]: ", end="")
+            err.print(result.error_message or "", markup=False)
+
+    try:
+        batch = run_batch(options, sinks=[CallbackSink(None if verbose else on_start, on_result)])
+    except KeyboardInterrupt:
+        err.print(f"jaxrun: interrupted; partial results are in {options.results_dir}", markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    raise typer.Exit(_report_run(batch))
+
+
+def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
+    """Print the run's tables and return its exit status."""
+    from .tables import benchmark_table, speedup_table, summary_table, warm_table
+
+    out.print(summary_table(batch.script_results))
+    bench = batch.benchmarking
+    if bench.enabled and bench.benchmarks:
+        out.print(benchmark_table(bench.benchmarks))
+        for b in bench.benchmarks:
+            for warning in b.warnings:
+                err.print(f"warning: {b.script_name}: {warning}", markup=False)
+    # A benchmarked result's .warm already pools the calls of all its runs.
+    warm_rows = [(r.script_name, r.warm) for r in batch.script_results if r.warm is not None]
+    if warm_rows:
+        out.print(warm_table(warm_rows))
+    if bench.device_comparison:
+        out.print(speedup_table(bench.device_comparison))
+    regressions = [
+        b.script_name for b in bench.benchmarks if b.history_check is not None and b.history_check.regression
+    ]
+    meta = batch.metadata
+    out.print(
+        f"{meta.scripts_successful}/{meta.scripts_executed} succeeded; results in {meta.results_dir}",
+        markup=False,
+    )
+    if regressions:
+        err.print(f"jaxrun: regression against history: {', '.join(regressions)}", markup=False)
+    return EXIT_OK if batch.success and not regressions else EXIT_FAILED

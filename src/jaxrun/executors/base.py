@@ -1,0 +1,55 @@
+"""The executor protocol: what every backend (sequential, local parallel, Ray, ...) implements.
+
+An executor is built from the batch options and the device facts, then runs a list of jobs:
+
+* it calls ``sink.on_start(job, total)`` when a job really starts (it got its slot, or its task was
+  handed to a worker), and ``sink.on_result(job, result)`` once per job with its final result,
+  whether it succeeded, failed, or its worker was lost;
+* it runs each job with ``run_job`` (:func:`jaxrun.run.execute.run_job` unless a test passes
+  another), which follows the one failure table (failures.py) for retries and fallback;
+* on Ctrl-C it stops every running job, reports each stopped job's (interrupted) result, and
+  raises :class:`BatchInterrupted`. Jobs that never started have no result.
+
+Results may be reported in any order; ``job.index`` is the batch order.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from ..models import DeviceInfo, ScriptResult
+    from ..options import BatchOptions, RunOptions
+    from ..run.job import Job
+    from ..run.placement import Placement
+    from ..sinks import Sink
+
+
+class RunJob(Protocol):
+    def __call__(
+        self, job: "Job", options: "RunOptions", *, placement: "Placement", stop: "threading.Event | None",
+        sink: "Sink",
+    ) -> "ScriptResult": ...
+
+
+class Executor(Protocol):
+    def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None: ...
+
+    def run(self, jobs: Sequence["Job"], run_job: RunJob, sink: "Sink") -> None: ...
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a batch: running jobs were stopped and their results reported."""
+
+
+def make_executor(options: "BatchOptions", info: "DeviceInfo | None") -> Executor:
+    """The executor the options ask for: ``options.backend``, or sequential for one local job."""
+    import importlib
+
+    from . import EXECUTORS
+
+    name = "sequential" if options.backend == "local" and options.jobs == 1 else options.backend
+    module_name, class_name = EXECUTORS[name].split(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls(options, info)

@@ -1,0 +1,32 @@
+"""One job after another in this process's own time: the default (``--jobs 1``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from ..run.placement import WHOLE_MACHINE
+from ..run.runner import RunInterrupted
+from .base import BatchInterrupted, RunJob
+
+if TYPE_CHECKING:
+    from ..models import DeviceInfo
+    from ..options import BatchOptions
+    from ..run.job import Job
+    from ..sinks import Sink
+
+
+class SequentialExecutor:
+    def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
+        self.options = options
+
+    def run(self, jobs: Sequence["Job"], run_job: RunJob, sink: "Sink") -> None:
+        for job in jobs:
+            sink.on_start(job, len(jobs))
+            try:
+                result = run_job(
+                    job, self.options.run_for(job.device), placement=WHOLE_MACHINE, stop=None, sink=sink
+                )
+            except RunInterrupted as stopped:
+                sink.on_result(job, stopped.result)
+                raise BatchInterrupted from None
+            sink.on_result(job, result)

@@ -1,0 +1,121 @@
+"""The one failure table: every ``error_class`` with its hint, where it is transient, and what to
+try next. Classification (run/classify.py) decides the class; every executor acts on it only
+through :func:`next_action`, so a failure takes the same path sequentially, in parallel and on Ray.
+
+To add a class: a row in :data:`TABLE`, the name in ``models.ErrorClass``, and the evidence that
+recognises it in run/classify.py (docs/ARCHITECTURE.md, "Add a failure class").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ACCELERATORS = ("gpu", "tpu")
+
+# What to do after a failed attempt, in the order the table lists them for a class:
+# "retry" on the same device (after a backoff), on an "other_gpu" (when the executor has one to
+# offer), "fallback" to the CPU, or "stop" and report the failure.
+Action = Literal["retry", "other_gpu", "fallback", "stop"]
+
+RETRY_BACKOFF_BASE = 1.0
+RETRY_BACKOFF_MAX = 30.0
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    name: str
+    hint: str
+    # Platforms on which the failure may go away by retrying elsewhere; empty: never transient.
+    transient_on: tuple[str, ...] = ()
+    # The recovery steps tried, in order, while the failure is transient.
+    recovery: tuple[Action, ...] = ()
+
+
+_EVERYWHERE = ("auto", "cpu", "gpu", "tpu")  # "auto": nothing usable was found
+
+TABLE: dict[str, FailureClass] = {
+    row.name: row
+    for row in (
+        FailureClass(
+            "device_unavailable",
+            "the requested accelerator is not usable here; run with --device cpu, or check the "
+            "driver and the jax accelerator plugin (jaxrun check)",
+            transient_on=_EVERYWHERE,
+            recovery=("retry", "fallback"),
+        ),
+        FailureClass(
+            "out_of_memory",
+            "reduce the batch or model size; on GPU set XLA_PYTHON_CLIENT_MEM_FRACTION or leave "
+            "XLA_PYTHON_CLIENT_PREALLOCATE=false so other processes do not hold the memory",
+            # A host MemoryError will not go away on retry; an accelerator's memory may be free
+            # on another GPU, and the host usually has far more of it.
+            transient_on=ACCELERATORS,
+            recovery=("retry", "other_gpu", "fallback"),
+        ),
+        FailureClass(
+            "compilation_failed",
+            "JAX could not trace or compile a function: mark Python-valued arguments static "
+            "(static_argnums), use jnp.where / lax.cond instead of Python if on traced values",
+        ),
+        FailureClass(
+            "numerical_instability",
+            "a NaN or Inf was produced; the traceback names the primitive. Check learning rates, "
+            "divisions and logs of values that can reach 0",
+        ),
+        FailureClass("timeout", "the script ran past its time limit; raise --timeout or make the workload smaller"),
+        FailureClass(
+            "import_error",
+            "a module the script imports is missing; pip install it into the Python that runs jaxrun",
+        ),
+        FailureClass("syntax_error", "the script does not parse; fix the line shown in the message"),
+        FailureClass("script_error", "the script raised an exception; see the traceback in its stderr log"),
+        FailureClass(
+            "crashed",
+            "the process was killed by a signal; SIGKILL often means the kernel's out-of-memory "
+            "killer, SIGSEGV/SIGABRT a crash inside a native library",
+        ),
+        FailureClass("interrupted", "the run was interrupted (Ctrl-C); run it again"),
+    )
+}
+
+HINTS: dict[str, str] = {name: row.hint for name, row in TABLE.items()}
+
+
+def is_transient(error_class: str | None, platform: str | None) -> bool:
+    """Whether the failure may go away on another attempt (only a missing device, or an
+    accelerator out-of-memory)."""
+    row = TABLE.get(error_class or "")
+    return row is not None and platform in row.transient_on
+
+
+def next_action(
+    error_class: str | None,
+    platform: str,
+    *,
+    retries_left: int,
+    fallback: bool,
+    launched: bool,
+    other_gpu: bool = False,
+) -> Action:
+    """What to do after an attempt on ``platform`` failed with ``error_class``.
+
+    ``launched`` is False when the device facts said the platform is absent: waiting will not
+    install a driver, so that skips the retries. ``other_gpu`` says whether the executor can offer
+    a GPU this job has not tried yet (only the local parallel executor hands out GPUs one by one).
+    """
+    if error_class is None or not is_transient(error_class, platform):
+        return "stop"
+    for step in TABLE[error_class].recovery:
+        if step == "retry" and launched and retries_left > 0:
+            return step
+        if step == "other_gpu" and platform == "gpu" and other_gpu:
+            return step
+        if step == "fallback" and fallback and platform != "cpu":
+            return step
+    return "stop"
+
+
+def backoff_seconds(retry_number: int, base: float = RETRY_BACKOFF_BASE, cap: float = RETRY_BACKOFF_MAX) -> float:
+    """Exponential backoff before retry ``retry_number`` (from 1): base, 2*base, 4*base, ... capped."""
+    return min(cap, base * 2 ** max(0, retry_number - 1))

@@ -1,0 +1,291 @@
+"""The options of a run, validated once: :class:`RunOptions` shapes one script's run (it travels
+to the runner, the Ray worker and, as environment and probe flags, to the child);
+:class:`BatchOptions` shapes a batch (what to run, where, how many at once, where results go).
+
+Both are immutable, picklable pydantic models. Every option has one name from the CLI flag to
+the child, and each value remembers where it came from (``source_of``): its default, the CLI, the
+Python API (the config file and environment join later). Bad values raise :class:`UsageError`
+with a message that names the option and says what is valid. docs/ARCHITECTURE.md says how to
+add an option.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from .config import (
+    DEFAULT_RESULTS_DIR,
+    compile_cache_dir,
+    history_path,
+    validate_device,
+    validate_host_devices,
+    validate_non_negative,
+    validate_timeout,
+)
+from .errors import UsageError
+from .executors import BACKENDS
+
+Source = Literal["default", "api", "cli", "env", "config"]
+O = TypeVar("O", bound="_Options")
+
+DEFAULT_WARM_CALLS = 10
+
+
+class _Options(BaseModel):
+    # Defaults go through the validators too: a default path is resolved like a given one.
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, validate_default=True)
+
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def build(cls: type[O], source: Source = "api", /, sources: Mapping[str, Source] | None = None, **given: Any) -> O:
+        """Validate ``given`` (option name -> value) into options. Each given value is recorded
+        as coming from ``source``, unless ``sources`` names another source for it."""
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            valid = ", ".join(sorted(n for n in cls.model_fields if n != "run"))
+            raise UsageError(f"unknown option {unknown[0]!r}: valid options are {valid}")
+        try:
+            options = cls(**given)
+        except ValidationError as exc:
+            raise _usage_error(exc) from None
+        options._sources = {name: (sources or {}).get(name, source) for name in given}
+        return options
+
+    def source_of(self, name: str) -> Source:
+        """Where the value of option ``name`` came from ("default" when nobody set it)."""
+        if name not in type(self).model_fields:
+            raise UsageError(f"unknown option {name!r}: valid options are {', '.join(type(self).model_fields)}")
+        return self._sources.get(name, "default")  # type: ignore[return-value]
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return {name: self.source_of(name) for name in type(self).model_fields}
+
+    def evolve(self: O, **changes: Any) -> O:
+        """A copy with ``changes`` (jaxrun's own decisions, such as the device after a fallback),
+        keeping every other value's source."""
+        copy = self.model_copy(update=changes)
+        copy._sources = dict(self._sources)
+        return copy
+
+
+def _usage_error(exc: ValidationError) -> UsageError:
+    """The first problem, as one line that names the option (our own validators' messages as is)."""
+    error = exc.errors()[0]
+    original = (error.get("ctx") or {}).get("error")
+    if isinstance(original, UsageError):
+        return original
+    name = ".".join(str(part) for part in error.get("loc", ())) or "options"
+    message = str(original) if isinstance(original, Exception) else error.get("msg", "invalid value")
+    return UsageError(f"{name}: {message}, got {error.get('input')!r}")
+
+
+class RunOptions(_Options):
+    """What shapes one script's run. Passed whole from the batch to the runner and the Ray worker."""
+
+    device: str = "auto"
+    timeout: Optional[float] = 300.0
+    retries: int = 0
+    fallback: bool = True
+    debug_nans: bool = False
+    env: Optional[dict[str, str]] = None
+    args: Optional[Tuple[str, ...]] = None
+    entry: Optional[str] = None
+    warm_calls: int = DEFAULT_WARM_CALLS
+    benchmark_runs: int = 0
+    warmup_runs: int = 0
+    host_devices: Optional[int] = None
+    # The persistent compilation cache folder, resolved; None: no cache. Given as None/True (the
+    # default folder), False (none) or a path.
+    compile_cache: Optional[Path] = None
+    cold_cache: bool = False
+    enable_profiling: bool = False
+    verbose: bool = False
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _device(cls, value: Any) -> str:
+        return validate_device(value)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> float | None:
+        return validate_timeout(value)
+
+    @field_validator("retries", "benchmark_runs", "warmup_runs", mode="before")
+    @classmethod
+    def _counts(cls, value: Any, info: Any) -> int:
+        return validate_non_negative(info.field_name, value)
+
+    @field_validator("host_devices", mode="before")
+    @classmethod
+    def _host_devices(cls, value: Any) -> int | None:
+        return validate_host_devices(value)
+
+    @field_validator("compile_cache", mode="before")
+    @classmethod
+    def _compile_cache(cls, value: Any) -> Path | None:
+        if value is not None and not isinstance(value, (bool, str, os.PathLike)):
+            raise UsageError(f"compile_cache must be a folder path, True or False, got {value!r}")
+        return compile_cache_dir(value)
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise UsageError(f"args must be a list of strings (the script's sys.argv[1:]), got {value!r}")
+        return tuple(str(a) for a in value)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> dict[str, str] | None:
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise UsageError(f"env must be a mapping of environment variable names to strings, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RunOptions":
+        if self.warmup_runs and not self.benchmark_runs:
+            raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
+        if self.entry is not None:
+            if not isinstance(self.entry, str) or not self.entry.isidentifier():
+                raise UsageError(f"entry must be the name of a function in the script (like 'main'), got {self.entry!r}")
+            calls = self.warm_calls
+            if not isinstance(calls, int) or isinstance(calls, bool) or calls < 2:
+                raise UsageError(
+                    f"warm_calls must be at least 2 (one first call, then steady-state calls), got {calls!r}"
+                )
+        if self.enable_profiling:
+            raise UsageError("enable_profiling is not available yet in this version of jaxrun")
+        return self
+
+    @property
+    def mode(self) -> str:
+        """How the script is measured: "process", or "warm:<entry>x<calls>"."""
+        return f"warm:{self.entry}x{self.warm_calls}" if self.entry else "process"
+
+
+class BatchOptions(_Options):
+    """What shapes a batch: which scripts, on which devices, how many at once, where results go.
+    ``run`` holds the options of each script's run."""
+
+    paths: Tuple[Path, ...]
+    recursive: bool = True
+    include: Optional[Tuple[str, ...]] = None
+    exclude: Optional[Tuple[str, ...]] = None
+    device: Tuple[str, ...] = ("auto",)
+    jobs: int = 1
+    gpus_per_job: int = 1
+    jobs_per_gpu: int = 1
+    backend: str = "local"
+    ray_address: Optional[str] = None
+    results_dir: Path = Path(DEFAULT_RESULTS_DIR)
+    # The history database, resolved; None: keep no history. Given as None/True (the default
+    # database), False (none) or a path.
+    history: Optional[Path] = None
+    markdown: Optional[Path] = None
+    run: RunOptions = Field(default_factory=RunOptions)
+
+    @classmethod
+    def build(cls, source: Source = "api", /, sources: Mapping[str, Source] | None = None, **given: Any) -> "BatchOptions":
+        """Batch options from a flat mapping: the names of :class:`RunOptions` go to ``run``."""
+        run_names = set(RunOptions.model_fields) - {"device"}
+        run_given = {k: given.pop(k) for k in list(given) if k in run_names}
+        unknown = sorted(set(given) - set(cls.model_fields) - {"run"})
+        if unknown:
+            valid = ", ".join(sorted((set(cls.model_fields) | set(RunOptions.model_fields)) - {"run"}))
+            raise UsageError(f"unknown option {unknown[0]!r}: valid options are {valid}")
+        if "device" in given:
+            given["device"] = parse_devices(given["device"])
+        # Each script's run gets its device from the batch; the first one validates run options.
+        first = (given.get("device") or ("auto",))[0]
+        run = RunOptions.build(source, sources, device=first, **run_given)
+        run._sources.pop("device", None)
+        if "device" in given:
+            run._sources["device"] = (sources or {}).get("device", source)
+        options = super().build(source, sources, run=run, **given)
+        options._sources.pop("run", None)
+        return options
+
+    def source_of(self, name: str) -> Source:
+        """Where option ``name`` (of the batch, or of each script's run) came from."""
+        if name in RunOptions.model_fields and name not in type(self).model_fields:
+            return self.run.source_of(name)
+        return super().source_of(name)
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return {**self.run.sources, **{n: self.source_of(n) for n in type(self).model_fields if n != "run"}}
+
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _paths(cls, value: Any) -> tuple[Path, ...]:
+        items = [value] if isinstance(value, (str, os.PathLike)) else list(value or ())
+        if not items:
+            raise UsageError("no path given: pass a folder of JAX scripts or .py files")
+        return tuple(Path(p) for p in items)
+
+    @field_validator("include", "exclude", mode="before")
+    @classmethod
+    def _globs(cls, value: Any) -> tuple[str, ...] | None:
+        # The patterns themselves are checked by discovery, which names the culprit.
+        if value is None or isinstance(value, str):
+            return None if value is None else (value,)
+        return tuple(value) if isinstance(value, Iterable) else value
+
+    @field_validator("jobs", "gpus_per_job", "jobs_per_gpu", mode="before")
+    @classmethod
+    def _at_least_one(cls, value: Any, info: Any) -> int:
+        if validate_non_negative(info.field_name, value) < 1:
+            raise UsageError(f"{info.field_name} must be >= 1, got {value}")
+        return value
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend(cls, value: Any) -> str:
+        if value not in BACKENDS:
+            raise UsageError(f"unknown backend {value!r}: choose one of {', '.join(BACKENDS)}")
+        return value
+
+    @field_validator("results_dir", mode="before")
+    @classmethod
+    def _results_dir(cls, value: Any) -> Path:
+        return Path(value if value is not None else DEFAULT_RESULTS_DIR).expanduser().resolve()
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _history(cls, value: Any) -> Path | None:
+        return history_path(value)
+
+    @field_validator("markdown", mode="before")
+    @classmethod
+    def _markdown(cls, value: Any) -> Path | None:
+        return None if value is None else Path(value).expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BatchOptions":
+        if self.ray_address is not None and self.backend != "ray":
+            raise UsageError("ray_address needs backend='ray' (--backend ray)")
+        return self
+
+    def run_for(self, device: str) -> RunOptions:
+        """The run options of one job on ``device`` (one of ``self.device``)."""
+        return self.run if device == self.run.device else self.run.evolve(device=device)
+
+
+def parse_devices(device: str | Iterable[str]) -> tuple[str, ...]:
+    """``"cpu,gpu"`` or ``["cpu", "gpu"]`` -> validated names in order, without repeats."""
+    items = device.split(",") if isinstance(device, str) else list(device)
+    names = [validate_device(item) for item in items if str(item).strip()]
+    if not names:
+        raise UsageError("no device given: choose one or more of auto, cpu, gpu, tpu (comma-separated)")
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,25 @@
+"""Names of the events on the probe's private channel, shared by the child (writer) and the parent
+(reader), so neither side spells one by hand.
+
+Each event is one JSON object per line with ``type`` set to one of the names below; the fields each
+carries are listed beside it. docs/ARCHITECTURE.md describes the channel itself.
+"""
+
+from __future__ import annotations
+
+TYPE = "type"
+
+START = "start"  # pid, python: the probe is running (its absence means it never started)
+JAX_LOADED = "jax_loaded"  # the script imported jax and the listeners are attached
+COMPILE = "compile"  # phase (trace | lower | compile), fun, s: one jax.monitoring duration
+CACHE_HIT = "cache_hit"  # a program was loaded from the persistent compilation cache
+CACHE_SAVED = "cache_saved"  # s: compile seconds the cache saved (JAX's lower bound)
+RECORD = "record"  # values: what the script passed to jaxrun.record
+CALL = "call"  # index, seconds, compile_time: one call of the entry function in warm mode
+EXCEPTION = "exception"  # exc_type, exc_module, exc_mro, message, traceback
+EXIT = "exit"  # code: the script called sys.exit
+PROBE_WARNING = "probe_warning"  # message: the probe could not do something (listeners, ...)
+END = "end"  # body_time, cpu_time, maxrss_kb, device, exit_code: the body is over
+
+# Phases of a COMPILE event.
+PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"

@@ -1,0 +1,36 @@
+"""One script to run, and where its files go: the unit every executor schedules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import resultfiles
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int  # position in the batch's order; results are reported in this order
+    script: Path
+    name: str  # the script's batch-unique name (DESIGN §4 ``<name>``)
+    file_name: str  # ``<name>``, or ``<name>@<device>`` when a batch runs on several devices
+    device: str  # the device asked for
+    platform: str | None  # where the batch plans to run it ("cpu", "gpu", "tpu"); None: nowhere
+    results_dir: Path
+    expected_seconds: float | None = None  # from the history, to start the longest first
+
+    @property
+    def stdout_log(self) -> Path:
+        return self.results_dir / resultfiles.LOGS_DIR / f"{self.file_name}.stdout.log"
+
+    @property
+    def stderr_log(self) -> Path:
+        return self.results_dir / resultfiles.LOGS_DIR / f"{self.file_name}.stderr.log"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.results_dir / resultfiles.OUTPUTS_DIR / self.file_name
+
+    @property
+    def result_file(self) -> Path:
+        return resultfiles.script_result_path(self.results_dir, self.file_name)

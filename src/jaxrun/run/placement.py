@@ -1,0 +1,82 @@
+"""Where on the machine a job's attempts run: the slot (GPUs or CPU cores) of each attempt.
+
+The runner asks its :class:`Placement` for the slot of the platform an attempt runs on, and, after
+an accelerator out-of-memory, whether a GPU it has not tried can be had. Executors that share the
+machine between jobs (executors/slots.py) hand out slots; the others use :data:`WHOLE_MACHINE`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    gpus: tuple[int, ...] = ()
+    cpus: tuple[int, ...] = ()
+    memory_fraction: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return "gpu" if self.gpus else "cpu"
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that confine a job to this slot."""
+        if self.gpus:
+            env = {
+                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in self.gpus),
+                "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+            }
+            if self.memory_fraction is not None:
+                env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{self.memory_fraction:.3f}"
+            return env
+        threads = str(max(1, len(self.cpus)))
+        return {name: threads for name in _THREAD_VARS}
+
+    def xla_cpu_flags(self) -> list[str]:
+        """XLA CPU flags for this slot: with one core, XLA's own thread pool is pointless."""
+        if self.gpus or len(self.cpus) != 1:
+            return []
+        # Only `--flag=value` tokens: a bare token makes XLA stop parsing the flags after it.
+        return ["--xla_cpu_multi_thread_eigen=false"]
+
+
+def merge_xla_flags(existing: str | None, extra: Iterable[str]) -> str:
+    """Add flags to an XLA_FLAGS value without overriding ones the user already set."""
+    flags = (existing or "").split()
+    names = {f.split("=", 1)[0] for f in flags}
+    for flag in extra:
+        if flag.split("=", 1)[0] not in names:
+            flags.append(flag)
+    return " ".join(flags)
+
+
+class Placement(Protocol):
+    def slot(self, platform: str) -> Slot | None:
+        """The slot an attempt on ``platform`` runs in (None: the whole machine)."""
+
+    def has_other_gpu(self) -> bool:
+        """Whether a GPU this job has not tried yet exists (it may still be busy)."""
+
+    def move_to_other_gpu(self) -> bool:
+        """Give back the current GPU slot and wait for one on untried GPUs; False if none exists."""
+
+
+class _WholeMachine:
+    """Sequential runs and Ray tasks: every attempt sees what the process sees."""
+
+    def slot(self, platform: str) -> Slot | None:
+        return None
+
+    def has_other_gpu(self) -> bool:
+        return False
+
+    def move_to_other_gpu(self) -> bool:
+        return False
+
+
+WHOLE_MACHINE: Placement = _WholeMachine()

@@ -1,0 +1,321 @@
+"""One run of one script, over as many attempts as the failure table asks for, as a ScriptResult.
+
+A requested platform that the device facts say is absent is ``device_unavailable`` before anything
+is launched. After a failed attempt, :func:`jaxrun.failures.next_action` decides: retry on the same
+device after a backoff, move to another GPU (when the placement has one), fall back to CPU, or stop.
+Every attempt is kept in the result. The attempt itself is a parameter (``attempt``), so the
+policy can be exercised without a GPU (tests pass a fake attempt; see docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..benchmark import warm_summary
+from ..config import log_cap_bytes
+from ..devices import get_jax_device_info, resolve_device
+from ..errors import DeviceProbeError
+from ..failures import backoff_seconds, next_action
+from ..models import Attempt, DeviceInfo, ScriptResult
+from ..nvml import UtilizationSampler, visible_gpus
+from ..options import RunOptions
+from ..timestamps import now_iso
+from .classify import Classification, classification, classify
+from .environment import child_env, probe_command
+from .job import Job
+from .launch import Interrupted, LaunchOutcome, launch
+from .outcome import ProbeReport, compile_totals, device_memory, memory_peak_mb, read_probe_report
+from .placement import WHOLE_MACHINE, Placement, Slot
+
+logger = logging.getLogger("jaxrun")
+
+_STDERR_TAIL_BYTES = 64 * 1024
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the script; its (interrupted) result was saved and travels with this."""
+
+    def __init__(self, result: ScriptResult) -> None:
+        super().__init__()
+        self.result = result
+
+
+@dataclass
+class AttemptRun:
+    """One launch (or a launch that could not happen) and everything learnt from it."""
+
+    outcome: LaunchOutcome | None
+    failure: Classification | None
+    report: ProbeReport = field(default_factory=ProbeReport)
+    utilization: tuple[float | None, str | None] | None = None
+
+
+# attempt(job, options, platform, slot, device_info, stop, compile_cache) -> AttemptRun
+AttemptFn = Callable[
+    [Job, RunOptions, str, "Slot | None", "DeviceInfo | None", "threading.Event | None", "Path | None"], AttemptRun
+]
+
+
+def failed_before_running(job: Job, message: str, error_class: str, *, hint: str) -> ScriptResult:
+    """The result of a script that never got to run (it vanished, or its worker was lost)."""
+    now = now_iso()
+    return ScriptResult(
+        script_name=job.name,
+        script_path=str(job.script),
+        success=False,
+        error_class=error_class,  # type: ignore[arg-type]
+        error_message=message,
+        hint=hint,
+        device_requested=job.device,
+        device_used=None,
+        attempts=[Attempt(number=1, device=job.device, success=False, error_class=error_class,  # type: ignore[arg-type]
+                          error_message=message, started_at=now)],
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def _stderr_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _STDERR_TAIL_BYTES))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _list_outputs(output_dir: Path) -> list[str]:
+    """Files the script wrote to JAXRUN_OUTPUT_DIR; an empty folder is removed, not left behind."""
+    if not output_dir.is_dir():
+        return []
+    files = sorted(str(p.relative_to(output_dir)) for p in output_dir.rglob("*") if p.is_file())
+    if not files and not any(output_dir.iterdir()):
+        output_dir.rmdir()
+    return files
+
+
+def _keep_attempt_logs(job: Job, number: int) -> None:
+    """Before a new attempt overwrites the logs, keep the previous attempt's under its number."""
+    for log in (job.stdout_log, job.stderr_log):
+        if log.exists():
+            # `<name>.stdout.log`: the name itself may hold dots (`v1.2__model`), so split from the right.
+            stem, stream, ext = log.name.rsplit(".", 2)
+            log.rename(log.with_name(f"{stem}.attempt{number}.{stream}.{ext}"))
+
+
+def launch_attempt(
+    job: Job,
+    options: RunOptions,
+    platform: str,
+    slot: Slot | None,
+    info: DeviceInfo | None,
+    stop: threading.Event | None,
+    compile_cache: Path | None,
+) -> AttemptRun:
+    """The real attempt: the script in its own process through the probe."""
+    job.output_dir.mkdir(parents=True, exist_ok=True)
+    job.stdout_log.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="jaxrun-events-") as tmp:
+        events_path = Path(tmp) / "events.jsonl"
+        env = child_env(job, options, platform, info, events_path, slot, compile_cache)
+        # Utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs.
+        sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start() if platform == "gpu" else None
+        try:
+            outcome = launch(
+                probe_command(job.script, events_path, options),
+                cwd=job.script.parent,
+                env=env,
+                stdout_log=job.stdout_log,
+                stderr_log=job.stderr_log,
+                events_path=events_path,
+                timeout=options.timeout,
+                log_cap=log_cap_bytes(),
+                cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
+                stop=stop,
+            )
+        except Interrupted as stopped:
+            outcome = stopped.outcome
+        finally:
+            if sampler is not None:
+                sampler.stop()
+    failure = classify(
+        events=outcome.events,
+        exit_code=outcome.exit_code,
+        signal=outcome.signal,
+        timed_out=outcome.timed_out,
+        interrupted=outcome.interrupted,
+        timeout=options.timeout,
+        stderr_tail=_stderr_tail(job.stderr_log),
+    )
+    return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None)
+
+
+def run_once(
+    job: Job,
+    options: RunOptions,
+    *,
+    placement: Placement = WHOLE_MACHINE,
+    stop: threading.Event | None = None,
+    device: str | None = None,
+    compile_cache: Path | None = None,
+    attempt: AttemptFn = launch_attempt,
+    facts: Callable[[], DeviceInfo] = get_jax_device_info,
+) -> ScriptResult:
+    """Run ``job.script`` once (over as many attempts as the failure table asks for).
+
+    ``device`` overrides the device to start on (benchmark runs after a fallback start on the
+    platform that worked). ``attempt`` and ``facts`` (the device facts) are the seams through
+    which tests drive the failure policy as if a GPU were present. Raises
+    :class:`RunInterrupted` when jaxrun itself is interrupted.
+    """
+    if job.output_dir.exists():
+        shutil.rmtree(job.output_dir)  # outputs of an earlier run must not pass for this run's
+    started_at = now_iso()
+    try:
+        info: DeviceInfo | None = facts()
+    except DeviceProbeError:
+        info = None  # the script still runs; if it needs JAX it fails with the real reason
+
+    attempts: list[Attempt] = []
+    fallback_reason: str | None = None
+    retries_left = options.retries
+    target = device or options.device
+    run = AttemptRun(None, None)
+    platform: str | None = None
+    user_interrupted = False
+    while True:
+        number = len(attempts) + 1
+        attempt_started = now_iso()
+        if info is None:
+            platform, missing = ("cpu" if target in ("auto", "cpu") else None), "device facts unavailable"
+        else:
+            platform, missing = resolve_device(target, info)
+        if platform is None:
+            run = AttemptRun(None, classification("device_unavailable", missing or f"{target} is not available"))
+        else:
+            if number > 1:
+                _keep_attempt_logs(job, number - 1)
+            run = attempt(job, options, platform, placement.slot(platform), info, stop, compile_cache)
+        failure, outcome = run.failure, run.outcome
+        attempts.append(
+            Attempt(
+                number=number,
+                device=platform or target,
+                success=failure is None,
+                error_class=failure.error_class if failure else None,  # type: ignore[arg-type]
+                error_message=failure.message if failure else None,
+                exit_code=outcome.exit_code if outcome else None,
+                signal=outcome.signal if outcome else None,
+                execution_time=outcome.wall_time if outcome else None,
+                started_at=attempt_started,
+            )
+        )
+        if options.verbose:
+            state = "ok" if failure is None else f"{failure.error_class}: {failure.message}"
+            logger.info("%s attempt %d on %s: %s", job.name, number, platform or target, state)
+        if outcome is not None and outcome.interrupted:
+            break
+        action = next_action(
+            failure.error_class if failure else None,
+            platform or target,
+            retries_left=retries_left,
+            fallback=options.fallback,
+            launched=outcome is not None,
+            other_gpu=placement.has_other_gpu(),
+        )
+        if action == "retry":
+            retries_left -= 1
+            try:
+                # A stop from another thread (Ctrl-C in a parallel batch) ends the wait at once.
+                delay = backoff_seconds(options.retries - retries_left)
+                if stop is not None and stop.wait(delay):
+                    raise KeyboardInterrupt
+                if stop is None:
+                    time.sleep(delay)
+            except KeyboardInterrupt:
+                user_interrupted = True
+                run = AttemptRun(None, classification("interrupted", "interrupted while waiting to retry"))
+                break
+        elif action == "other_gpu" and placement.move_to_other_gpu():
+            continue
+        elif action == "fallback":
+            assert failure is not None
+            fallback_reason = f"{platform or target} failed with {failure.error_class}: {failure.message}"
+            target = "cpu"
+        else:
+            break
+
+    result = _build_result(job, options, platform, run, attempts, fallback_reason, started_at)
+    if user_interrupted or (run.outcome is not None and run.outcome.interrupted):
+        raise RunInterrupted(result)
+    return result
+
+
+def _build_result(
+    job: Job,
+    options: RunOptions,
+    platform: str | None,
+    run: AttemptRun,
+    attempts: list[Attempt],
+    fallback_reason: str | None,
+    started_at: str,
+) -> ScriptResult:
+    outcome, report, failure = run.outcome, run.report, run.failure
+    jit_seconds, compile_count, cache_hits = compile_totals(report)
+    device_peak, device_reason = device_memory(report)
+    device = report.device or {}
+    utilisation: float | None = None
+    if run.utilization is not None:
+        utilisation, utilisation_reason = run.utilization
+    else:
+        utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
+    return ScriptResult(
+        script_name=job.name,
+        script_path=str(job.script),
+        success=failure is None,
+        error_class=failure.error_class if failure else None,  # type: ignore[arg-type]
+        error_message=failure.message if failure else None,
+        exception_type=failure.exception_type if failure else None,
+        traceback=report.traceback if outcome else None,
+        hint=failure.hint if failure else None,
+        exit_code=outcome.exit_code if outcome else None,
+        signal=outcome.signal if outcome else None,
+        device_requested=options.device,
+        device_used=platform,
+        jax_backend=device.get("backend"),
+        device_count=device.get("device_count"),
+        fallback_reason=fallback_reason,
+        attempts=attempts,
+        execution_time=outcome.wall_time if outcome else None,
+        body_time=report.body_time,
+        cpu_time=outcome.cpu_time if outcome and outcome.cpu_time is not None else report.cpu_time,
+        memory_peak=memory_peak_mb(outcome, report) if outcome else None,
+        device_memory_peak=device_peak,
+        device_memory_reason=device_reason,
+        device_utilization=utilisation,
+        device_utilization_reason=utilisation_reason,
+        jit_compile_time=jit_seconds,
+        compile_count=compile_count,
+        compiles=report.compiles,
+        cache_hits=cache_hits,
+        compile_time_saved=report.compile_time_saved if report.jax_loaded else None,
+        output_files=_list_outputs(job.output_dir),
+        results=report.results,
+        stdout_log=str(job.stdout_log) if outcome else None,
+        stderr_log=str(job.stderr_log) if outcome else None,
+        stdout_truncated=bool(outcome and outcome.stdout_truncated),
+        stderr_truncated=bool(outcome and outcome.stderr_truncated),
+        started_at=started_at,
+        finished_at=now_iso(),
+        warm=warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
+    )

@@ -1,0 +1,32 @@
+"""The ``on_start`` / ``on_result`` callbacks of :func:`jaxrun.run_jax_scripts`, as a sink."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from . import BaseSink
+
+if TYPE_CHECKING:
+    from ..models import ScriptResult
+    from ..run.job import Job
+
+OnStart = Callable[[int, int, str], None]  # (position from 1, total, file name)
+OnResult = Callable[[int, int, "ScriptResult"], None]  # (position from 1, total, result)
+
+
+class CallbackSink(BaseSink):
+    def __init__(self, on_start: OnStart | None, on_result: OnResult | None) -> None:
+        self._on_start, self._on_result = on_start, on_result
+        self._total = 0
+
+    def on_begin(self, jobs: "Sequence[Job]") -> None:
+        self._total = len(jobs)
+
+    def on_start(self, job: "Job", total: int) -> None:
+        if self._on_start is not None:
+            self._on_start(job.index + 1, total, job.file_name)
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        if self._on_result is not None:
+            self._on_result(job.index + 1, self._total, result)
+        return result

@@ -1,0 +1,59 @@
+"""``jax_execution_log.txt``: one timestamped line per event of the batch (also logged to the
+``jaxrun`` logger, which ``--verbose`` prints)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from ..timestamps import now_iso
+from . import BaseSink
+
+if TYPE_CHECKING:
+    from ..models import BatchResult, ScriptResult
+    from ..run.job import Job
+
+logger = logging.getLogger("jaxrun")
+
+
+class RunLogSink(BaseSink):
+    def __init__(self, path: Path, header: Sequence[str] = ()) -> None:
+        self.path = path
+        self.header = list(header)
+        self._total = 0
+        self._handle = None
+
+    def write(self, message: str) -> None:
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a", encoding="utf-8")
+        self._handle.write(f"{now_iso()} {message}\n")
+        self._handle.flush()
+        logger.info(message)
+
+    def on_begin(self, jobs: Sequence["Job"]) -> None:
+        self._total = len(jobs)
+        for line in self.header:
+            self.write(line)
+
+    def on_start(self, job: "Job", total: int) -> None:
+        self.write(f"[{job.index + 1}/{total}] start {job.file_name} ({job.script})")
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        state = "ok" if result.success else f"FAILED {result.error_class}: {result.error_message}"
+        self.write(
+            f"[{job.index + 1}/{self._total}] {job.file_name} on {result.device_used}: {state} "
+            f"({result.execution_time or 0:.2f} s)"
+        )
+        return result
+
+    def on_end(self, batch: "BatchResult") -> None:
+        meta = batch.metadata
+        if meta.complete:
+            self.write(f"done: {meta.scripts_successful}/{meta.scripts_executed} succeeded")
+        else:
+            self.write(f"interrupted after {meta.scripts_executed} of {self._total} run(s)")
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None

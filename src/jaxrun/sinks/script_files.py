@@ -1,0 +1,22 @@
+"""``script_results/<name>_result.json``: one file per script, replaced after every benchmark run
+and when the result is final (atomically, so a reader never sees half a file)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import resultfiles
+from . import BaseSink
+
+if TYPE_CHECKING:
+    from ..models import ScriptResult
+    from ..run.job import Job
+
+
+class ScriptFileSink(BaseSink):
+    def on_progress(self, job: "Job", result: "ScriptResult") -> None:
+        resultfiles.write_model(job.result_file, result)
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        resultfiles.write_model(job.result_file, result)
+        return result

@@ -1,0 +1,149 @@
+"""The layout of docs/ARCHITECTURE.md, checked: no import cycles, and no lower layer importing an
+upper one (lazy imports inside functions included; ``if TYPE_CHECKING:`` imports excluded)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "jaxrun"
+
+# Layer of each module (by dotted-name prefix, the longest prefix wins); lower numbers are lower.
+LAYERS: dict[str, int] = {
+    # 0: foundation, shared by everything
+    "jaxrun.errors": 0, "jaxrun.timestamps": 0, "jaxrun.config": 0, "jaxrun.failures": 0,
+    "jaxrun.models": 0, "jaxrun.probe": 0, "jaxrun.recording": 0, "jaxrun.stats": 0,
+    "jaxrun.resultfiles": 0, "jaxrun.executors": 0,  # executors/__init__: the registry table only
+    # 1: options, facts and analysis over results
+    "jaxrun.options": 1, "jaxrun.discovery": 1, "jaxrun.devices": 1, "jaxrun.nvml": 1,
+    "jaxrun.benchmark": 1, "jaxrun.summary": 1, "jaxrun.provenance": 1, "jaxrun.history": 1,
+    "jaxrun.compare": 1,
+    # 2: one script's run, and the sinks its results go to
+    "jaxrun.run": 2, "jaxrun.sinks": 2,
+    # 3: executors
+    "jaxrun.executors.base": 3, "jaxrun.executors.sequential": 3, "jaxrun.executors.local": 3,
+    "jaxrun.executors.slots": 3, "jaxrun.executors.ray": 3,
+    # 4: the batch
+    "jaxrun.batch": 4,
+    # 5: front ends and the in-process benchmarking API
+    "jaxrun.cli": 5, "jaxrun.__main__": 5, "jaxrun.pytest_plugin": 5, "jaxrun.bench": 5,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(name: str) -> int:
+    matches = [p for p in LAYERS if name == p or name.startswith(p + ".")]
+    assert matches, f"{name} has no layer in LAYERS: add it (and to docs/ARCHITECTURE.md)"
+    return LAYERS[max(matches, key=len)]
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(path: Path) -> tuple[set[str], set[str]]:
+    """(module-level, lazy) jaxrun modules imported by ``path``."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    top: set[str] = set()
+    lazy: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                continue
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            targets: list[str] = []
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")
+                    base = base[: len(base) - child.level + 1]
+                    prefix = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    prefix = child.module or ""
+                targets = [prefix] + [f"{prefix}.{a.name}" for a in child.names]
+            for target in targets:
+                if target == "jaxrun" or target.startswith("jaxrun."):
+                    resolved = _existing(target)
+                    if resolved and resolved != name:
+                        (lazy if in_function else top).add(resolved)
+            visit(child, inner)
+
+    visit(tree, False)
+    return top, lazy
+
+
+def _existing(target: str) -> str | None:
+    """The module a dotted import name refers to (``from x import name`` may name a function)."""
+    parts = target.split(".")
+    while parts:
+        candidate = PACKAGE.parent.joinpath(*parts)
+        if candidate.with_suffix(".py").is_file() or (candidate / "__init__.py").is_file():
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+GRAPH = {name: imports(path) for name, path in MODULES.items()}
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in MODULES:
+        if name != "jaxrun":
+            layer(name)
+
+
+def test_no_import_cycles_at_module_level() -> None:
+    # Importing a sub-module runs its package's __init__ first, so that edge is implied too.
+    edges = {n: {t for t in top if t != n} for n, (top, _) in GRAPH.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                walk(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            walk(node)
+
+
+def test_no_lower_layer_imports_an_upper_one() -> None:
+    wrong = []
+    for name, (top, lazy) in GRAPH.items():
+        if name == "jaxrun":  # the public API re-exports from every layer, lazily
+            continue
+        for target in top | lazy:
+            if target != "jaxrun" and layer(target) > layer(name):
+                wrong.append(f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_graph_sees_imports() -> None:
+    """The checks above would pass vacuously if the parser missed imports."""
+    top, lazy = GRAPH["jaxrun.batch.run"]
+    assert {"jaxrun.options", "jaxrun.executors.base", "jaxrun.run.execute"} <= top
+    assert "jaxrun.batch.run" in GRAPH["jaxrun.cli.run"][1]

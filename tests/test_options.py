@@ -1,0 +1,85 @@
+"""RunOptions and BatchOptions: validated once, immutable, picklable, and each value knows where it
+came from. Through the API (``execute_jax_script`` / ``run_jax_scripts`` build them) and directly."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pydantic
+import pytest
+
+import jaxrun
+from jaxrun import BatchOptions, RunOptions
+from jaxrun.errors import InvalidDeviceError, UsageError
+
+from helpers import write
+
+
+def test_options_are_exported_and_immutable() -> None:
+    options = RunOptions.build("api", timeout=5)
+    with pytest.raises(pydantic.ValidationError):
+        options.timeout = 10  # type: ignore[misc]
+    assert options.timeout == 5.0 and options.retries == 0 and options.device == "auto"
+
+
+def test_each_value_remembers_its_source() -> None:
+    options = BatchOptions.build("cli", sources={"history": "env"}, paths=["x"], jobs=2, timeout=7,
+                                 history="h.sqlite")
+    assert options.source_of("jobs") == "cli"
+    assert options.source_of("timeout") == "cli"  # a run option, read through the batch
+    assert options.run.source_of("timeout") == "cli"
+    assert options.source_of("history") == "env"
+    assert options.source_of("retries") == "default"
+    assert options.source_of("compile_cache") == "default"  # resolved to jaxrun's folder, still a default
+    assert options.run.compile_cache is not None
+    assert options.source_of("device") == "default"
+    assert options.sources["paths"] == "cli" and options.sources["backend"] == "default"
+    with pytest.raises(UsageError, match="unknown option 'nope'"):
+        options.source_of("nope")
+
+
+def test_options_pickle_with_their_sources() -> None:
+    options = BatchOptions.build("api", paths=["a", "b"], device="cpu,gpu", retries=2, env={"A": "1"})
+    copy = pickle.loads(pickle.dumps(options))
+    assert copy == options
+    assert copy.source_of("retries") == "api" and copy.source_of("jobs") == "default"
+    gpu = copy.run_for("gpu")
+    assert gpu.device == "gpu" and gpu.retries == 2 and gpu.source_of("retries") == "api"
+    assert options.run.device == "cpu"  # the first device; the original is unchanged
+
+
+def test_one_name_per_option_and_values_normalised_once() -> None:
+    options = BatchOptions.build("api", paths="x", device=["gpu", "cpu", "gpu"], compile_cache=False,
+                                 history=False, args=["--n", 3], include="*.py")
+    assert options.device == ("gpu", "cpu")
+    assert options.run.compile_cache is None and options.history is None
+    assert options.run.args == ("--n", "3")
+    assert options.include == ("*.py",)
+    assert options.results_dir.is_absolute()
+
+
+@pytest.mark.parametrize(
+    "given, error, message",
+    [
+        ({"bogus": 1}, UsageError, "unknown option 'bogus': valid options are .*timeout"),
+        ({"device": "xpu"}, InvalidDeviceError, "auto, cpu, gpu, tpu"),
+        ({"timeout": "soon"}, UsageError, "timeout must be a number of seconds"),
+        ({"entry": "1x"}, UsageError, "entry must be the name of a function"),
+        ({"entry": "main", "warm_calls": 1}, UsageError, "warm_calls must be at least 2"),
+        ({"env": ["A=1"]}, UsageError, "env must be a mapping"),
+        ({"args": "--n 3"}, UsageError, "args must be a list of strings"),
+        ({"compile_cache": 3}, UsageError, "compile_cache must be a folder path"),
+        ({"fallback": "maybe"}, UsageError, "fallback: Input should be a valid boolean"),
+    ],
+)
+def test_bad_run_options_name_the_culprit(tmp_path: Path, given: dict, error: type, message: str) -> None:
+    script = write(tmp_path, "a.py", "import jax\n")
+    with pytest.raises(error, match=message):
+        jaxrun.execute_jax_script(script, results_dir=tmp_path / "r", **given)
+    assert not (tmp_path / "r").exists()  # nothing ran, nothing was written
+
+
+def test_unknown_batch_option_lists_batch_and_run_options(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="unknown option 'job': valid options are .*jobs.*retries"):
+        jaxrun.run_jax_scripts(tmp_path, results_dir=tmp_path / "r", job=2)
