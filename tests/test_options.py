@@ -83,3 +83,20 @@ def test_bad_run_options_name_the_culprit(tmp_path: Path, given: dict, error: ty
 def test_unknown_batch_option_lists_batch_and_run_options(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown option 'job': valid options are .*jobs.*retries"):
         jaxrun.run_jax_scripts(tmp_path, results_dir=tmp_path / "r", job=2)
+
+
+DIVIDES_BY_ZERO = """\
+import jax
+import jax.numpy as jnp
+print(jax.jit(lambda x: 1.0 / x)(jnp.float32(0.0)))
+"""
+
+
+def test_debug_infs_reaches_the_child(tmp_path: Path) -> None:
+    """An option added in three files (options, environment, CLI) changes what the script sees."""
+    script = write(tmp_path, "inf.py", DIVIDES_BY_ZERO)
+    plain = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "a", compile_cache=False)
+    assert plain.success and "inf" in Path(plain.stdout_log).read_text()
+    strict = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "b", compile_cache=False, debug_infs=True)
+    assert not strict.success and strict.error_class == "numerical_instability"
+    assert strict.exception_type == "FloatingPointError"

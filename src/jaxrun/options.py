@@ -93,6 +93,7 @@ class RunOptions(_Options):
     retries: int = 0
     fallback: bool = True
     debug_nans: bool = False
+    debug_infs: bool = False
     env: Optional[dict[str, str]] = None
     args: Optional[Tuple[str, ...]] = None
     entry: Optional[str] = None

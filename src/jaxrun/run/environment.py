@@ -53,6 +53,8 @@ def child_env(
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
     if options.debug_nans:
         env["JAX_DEBUG_NANS"] = "True"
+    if options.debug_infs:
+        env["JAX_DEBUG_INFS"] = "True"
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     env["PYTHONUNBUFFERED"] = "1"
