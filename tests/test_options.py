@@ -100,3 +100,31 @@ def test_debug_infs_reaches_the_child(tmp_path: Path) -> None:
     strict = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "b", compile_cache=False, debug_infs=True)
     assert not strict.success and strict.error_class == "numerical_instability"
     assert strict.exception_type == "FloatingPointError"
+
+
+def test_the_cli_marks_flags_env_and_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI builds one BatchOptions; each value says whether a flag, the environment or the
+    default set it. The batch itself is not run: run_batch is replaced by a probe of its options."""
+    from typer.testing import CliRunner
+
+    import jaxrun.batch.run
+    from jaxrun.cli import app
+
+    seen: list[BatchOptions] = []
+
+    def capture(options: BatchOptions, **_: object):  # type: ignore[no-untyped-def]
+        seen.append(options)
+        raise KeyboardInterrupt  # stop here: the CLI reports an interrupted run
+
+    monkeypatch.setattr(jaxrun.batch.run, "run_batch", capture)
+    monkeypatch.setenv("JAXRUN_HISTORY", str(tmp_path / "h.sqlite"))
+    write(tmp_path / "s", "a.py", "import jax\n")
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "s"), "--jobs", "2", "--no-fallback", "--warm",
+                                      "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 130, result.output
+    (options,) = seen
+    assert options.jobs == 2 and options.source_of("jobs") == "cli"
+    assert options.run.fallback is False and options.source_of("fallback") == "cli"  # --no-fallback
+    assert options.run.entry == "main" and options.source_of("entry") == "cli"  # --warm
+    assert options.history == tmp_path / "h.sqlite" and options.source_of("history") == "env"
+    assert options.run.timeout == 300.0 and options.source_of("timeout") == "default"

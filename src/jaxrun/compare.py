@@ -180,13 +180,6 @@ def parse_effect(text: str) -> float:
     return value
 
 
-def _check_options(alpha: float, min_effect: float) -> None:
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise UsageError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}; 0.01 is usual")
-    if not (isinstance(min_effect, (int, float)) and math.isfinite(min_effect) and min_effect >= 0):
-        raise UsageError(f"minimum effect must be a fraction >= 0, got {min_effect!r}; 0.05 means 5%")
-
-
 # --- comparing ----------------------------------------------------------------------------------
 
 
@@ -263,7 +256,7 @@ def compare_results(
     ``only_in_base`` / ``only_in_new``. Raises :class:`UsageError` for unreadable inputs or bad options.
     """
     _check_metric(metric)
-    _check_options(alpha, min_effect)
+    stats.check_verdict_options(alpha, min_effect)
     left, right = _load(base, metric), _load(new, metric)
     pairs, only_base, only_new = _pair(left.entries, right.entries)
     several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}

@@ -360,7 +360,7 @@ def _relative_parts(script: Path, root: Path) -> tuple[str, ...] | None:
 
 
 def script_display_name(script: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:
-    """DESIGN §4's ``<name>``: *script* relative to *root*, ``"__"``-joined, without ``.py``.
+    """The ``<name>`` of a script in a batch (docs/ARCHITECTURE.md, "Results folder"): *script* relative to *root*, ``"__"``-joined, without ``.py``.
 
     ``gnn/jax/model.py`` under *root* gives ``"gnn__jax__model"``; a script not under *root*
     (or *root* being the script itself) gives the file stem.

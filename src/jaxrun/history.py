@@ -33,7 +33,7 @@ from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample, ScriptComparison
 from .benchmark import metric_values
 from .provenance import git_state, history_run_from_benchmark, script_identity
-from .stats import verdict
+from .stats import check_verdict_options, verdict
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
@@ -303,6 +303,8 @@ class HistoryStore:
         ``script`` follows :meth:`match_scripts`; ``device`` filters on the device used; ``limit``
         keeps the newest ``limit`` runs.
         """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise UsageError(f"limit must be a whole number >= 1 (the newest runs to show), got {limit!r}")
         with self._read():
             where, params = [], []
             if script is not None:
@@ -381,6 +383,7 @@ class HistoryStore:
         """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
         device used and host) that have counted successful samples; pooled, they are the baseline."""
         _check_metric(metric)
+        check_verdict_options(alpha, min_effect)
         run = self.get(run_id)
         previous = self._db.execute(
             f"SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"

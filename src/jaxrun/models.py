@@ -1,6 +1,7 @@
 """The data model: every result jaxrun returns or writes is one of these pydantic models.
 
-Field names follow DESIGN.md §4/§6 and the seed documents, so tools and tests can rely on them.
+Field names follow the seed documents and are fixed (docs/ARCHITECTURE.md, "Results folder"), so
+tools and tests can rely on them.
 Unknown numbers are ``None`` (serialized as JSON ``null``), never 0. Serialization to files lives
 in :mod:`jaxrun.resultfiles`; this module only describes the shapes.
 """

@@ -276,6 +276,9 @@ class BatchOptions(_Options):
     def _consistent(self) -> "BatchOptions":
         if self.ray_address is not None and self.backend != "ray":
             raise UsageError("ray_address needs backend='ray' (--backend ray)")
+        if self.gpus_per_job > 1 and self.jobs_per_gpu > 1:
+            # Checked here, not only when GPU slots are built: the batch must not drop one silently.
+            raise UsageError("use either gpus_per_job (--gpus-per-job) or jobs_per_gpu (--jobs-per-gpu), not both")
         return self
 
     def run_for(self, device: str) -> RunOptions:

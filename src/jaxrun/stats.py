@@ -16,6 +16,8 @@ import math
 from typing import Sequence
 
 import numpy as np
+
+from .errors import UsageError
 from .models import Statistics
 
 CV_WARN = 0.05
@@ -163,6 +165,14 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     if not positive:
         return None
     return float(math.exp(sum(math.log(v) for v in positive) / len(positive)))
+
+
+def check_verdict_options(alpha: float, min_effect: float) -> None:
+    """The significance level and minimum effect of a verdict, or a UsageError that says what is valid."""
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise UsageError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}; 0.01 is usual")
+    if not (isinstance(min_effect, (int, float)) and math.isfinite(min_effect) and min_effect >= 0):
+        raise UsageError(f"minimum effect must be a fraction >= 0, got {min_effect!r}; 0.05 means 5%")
 
 
 def verdict(

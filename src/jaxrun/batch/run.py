@@ -1,6 +1,6 @@
 """Run every JAX script under one or more paths: options -> plan -> executor -> sinks.
 
-The results directory (DESIGN §4 names) is rewritten after every script, atomically, so a batch cut
+The results folder (docs/ARCHITECTURE.md, "Results folder") is rewritten after every script, atomically, so a batch cut
 off by a crash or Ctrl-C still leaves valid, schema-conforming files describing what ran
 (``metadata.complete`` tells whether the batch finished).
 """

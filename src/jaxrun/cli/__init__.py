@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import typer
 
-from .analysis import compare, history
+from . import analysis, info, run
 from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
-from .info import check, devices, schema
-from .run import run
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
 
@@ -23,7 +21,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for command in (run, devices, check, schema, compare, history):
+# The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
+for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history):
     app.command()(command)
 
 

@@ -27,9 +27,11 @@ def history(
     than the earlier comparable runs (same script, device and host). Exit 1 on a regression."""
     from ..compare import parse_effect
     from ..history import HistoryStore, default_history_path
+    from ..stats import check_verdict_options
 
     try:
         effect = parse_effect(min_effect)
+        check_verdict_options(alpha, effect)
         options = {"metric": metric, "alpha": alpha, "min_effect": effect}
         with HistoryStore(history_path or default_history_path(), create=False) as store:
             if script is not None and not store.match_scripts(script):

@@ -13,12 +13,14 @@ from .console import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, err, fail_usage, ou
 from .tables import fmt
 
 # CLI parameters whose option has another name or value: (option name, value from the flag).
+# A value of None means the flag sets nothing.
 _RENAMED = {
     "no_fallback": ("fallback", lambda v: not v),
     "warm": ("entry", lambda v: "main" if v else None),
     "no_compile_cache": ("compile_cache", lambda v: False if v else None),
     "no_history": ("history", lambda v: False if v else None),
 }
+_NEGATIONS = ("no_compile_cache", "no_history")
 
 
 def run(
@@ -36,7 +38,7 @@ def run(
     host_devices: Optional[int] = typer.Option(None, "--host-devices", help="Simulated CPU devices per script (for sharding code)."),
     compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help="Persistent compilation cache folder (default: jaxrun's cache)."),
     no_compile_cache: bool = typer.Option(False, "--no-compile-cache", help="Run without JAX's persistent compilation cache."),
-    cold_cache: bool = typer.Option(False, "--cold-cache", help="Benchmark runs each start with an empty compilation cache."),
+    cold_cache: bool = typer.Option(False, "--cold-cache", help="Each run (each benchmark run too) starts with an empty compilation cache."),
     backend: str = typer.Option("local", "--backend", help="local, or ray to run each script as a Ray task."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Address of an existing Ray cluster."),
     retries: int = typer.Option(0, help="Retries of transient failures (missing device, accelerator OOM)."),
@@ -57,24 +59,26 @@ def run(
     Exit status: 0 all succeeded, 1 a script failed or the history flags a regression, 2 bad
     usage, 130 interrupted.
     """
-    from click.core import ParameterSource
-
     from ..batch.run import run_batch
     from ..options import BatchOptions
     from ..sinks.callbacks import CallbackSink
 
     given: dict[str, Any] = {}
     sources: dict[str, Any] = {}
-    for param, value in ctx.params.items():
-        source = ctx.get_parameter_source(param)
-        if source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None):
+    # ctx.params is in click's processing order (command line first, then environment): the
+    # switches that turn something off (--no-history, --no-compile-cache) are applied after
+    # everything else, so they win over --history / $JAXRUN_HISTORY and --compile-cache.
+    for param in sorted(ctx.params, key=lambda p: p in _NEGATIONS):
+        # By name: typer >= 0.29 carries its own copy of click, with its own ParameterSource enum.
+        source = getattr(ctx.get_parameter_source(param), "name", None)
+        if source in ("DEFAULT", "DEFAULT_MAP", None):
             continue
         name, convert = _RENAMED.get(param, (param, lambda v: v))
-        value = convert(value)
-        if value is None and name in given:
-            continue  # --no-history without effect must not undo --history
+        value = convert(ctx.params[param])
+        if value is None:
+            continue  # a switch left off sets nothing
         given[name] = value
-        sources[name] = "env" if source == ParameterSource.ENVIRONMENT else "cli"
+        sources[name] = "env" if source == "ENVIRONMENT" else "cli"
     for path in paths:
         if not path.exists():
             raise fail_usage(f"no such file or folder: {str(path)!r} — pass a folder of JAX scripts or a .py file")

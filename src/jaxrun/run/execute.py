@@ -65,12 +65,7 @@ def _benchmark(
     warmup_runs, benchmark_runs = options.warmup_runs, options.benchmark_runs
     for number in range(1, warmup_runs + benchmark_runs + 1):
         warmup = number <= warmup_runs
-        run = dict(placement=placement, stop=stop, device=device, attempt=attempt, facts=facts)
-        if options.cold_cache and options.compile_cache is not None:
-            with tempfile.TemporaryDirectory(prefix="jaxrun-cold-cache-") as empty:
-                result = run_once(job, options, compile_cache=Path(empty), **run)  # type: ignore[arg-type]
-        else:
-            result = run_once(job, options, **run)  # type: ignore[arg-type]
+        result = run_once(job, options, placement=placement, stop=stop, device=device, attempt=attempt, facts=facts)
         if first is None:
             first = result
             # After a fallback, later runs start on the platform that worked: re-trying the
@@ -135,7 +130,7 @@ def execute_jax_script(
     reported apart in ``.warm``; ``host_devices=N`` makes the CPU platform show N devices;
     ``compile_cache`` is JAX's persistent compilation cache folder (on by default in jaxrun's
     cache folder, a path to choose another, False for none), and ``cold_cache=True`` gives every
-    benchmark run an empty cache so each pays its full compilation.
+    run (each benchmark run too) an empty cache so each pays its full compilation.
     """
     given = dict(
         timeout=timeout, verbose=verbose, retries=retries, fallback=fallback, debug_nans=debug_nans,

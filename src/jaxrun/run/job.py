@@ -12,7 +12,7 @@ from .. import resultfiles
 class Job:
     index: int  # position in the batch's order; results are reported in this order
     script: Path
-    name: str  # the script's batch-unique name (DESIGN §4 ``<name>``)
+    name: str  # the script's batch-unique ``<name>`` (docs/ARCHITECTURE.md, "Results folder")
     file_name: str  # ``<name>``, or ``<name>@<device>`` when a batch runs on several devices
     device: str  # the device asked for
     platform: str | None  # where the batch plans to run it ("cpu", "gpu", "tpu"); None: nowhere

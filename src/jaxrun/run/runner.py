@@ -160,6 +160,18 @@ def launch_attempt(
     return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None)
 
 
+def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> bool:
+    """Wait ``delay`` seconds before a retry; True if Ctrl-C (or the batch's stop event, set from
+    another thread in a parallel batch) came first."""
+    try:
+        if stop is not None:
+            return stop.wait(delay)
+        time.sleep(delay)
+        return False
+    except KeyboardInterrupt:
+        return True
+
+
 def run_once(
     job: Job,
     options: RunOptions,
@@ -178,6 +190,11 @@ def run_once(
     which tests drive the failure policy as if a GPU were present. Raises
     :class:`RunInterrupted` when jaxrun itself is interrupted.
     """
+    if options.cold_cache and options.compile_cache is not None and compile_cache is None:
+        # Every run, benchmarked or not, starts from an empty compilation cache of its own.
+        with tempfile.TemporaryDirectory(prefix="jaxrun-cold-cache-") as empty:
+            return run_once(job, options, placement=placement, stop=stop, device=device,
+                            compile_cache=Path(empty), attempt=attempt, facts=facts)
     if job.output_dir.exists():
         shutil.rmtree(job.output_dir)  # outputs of an earlier run must not pass for this run's
     started_at = now_iso()
@@ -235,14 +252,7 @@ def run_once(
         )
         if action == "retry":
             retries_left -= 1
-            try:
-                # A stop from another thread (Ctrl-C in a parallel batch) ends the wait at once.
-                delay = backoff_seconds(options.retries - retries_left)
-                if stop is not None and stop.wait(delay):
-                    raise KeyboardInterrupt
-                if stop is None:
-                    time.sleep(delay)
-            except KeyboardInterrupt:
+            if _interrupted_during_backoff(backoff_seconds(options.retries - retries_left), stop):
                 user_interrupted = True
                 run = AttemptRun(None, classification("interrupted", "interrupted while waiting to retry"))
                 break

@@ -1,4 +1,4 @@
-"""The files of a results folder that describe the whole batch (DESIGN §4 names):
+"""The files of a results folder that describe the whole batch (docs/ARCHITECTURE.md, "Results folder"):
 ``jax_device_info.json`` once, and ``jax_execution_results.json``, ``jax_performance_metrics.json``
 and, when benchmarking, ``jax_benchmark_results.json`` after every script (atomically), so a batch
 cut off by a crash or Ctrl-C still leaves valid files (``metadata.complete`` says whether it ended).
