@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
+import jaxrun
 from jaxrun import execute_jax_script, run_jax_scripts
 from jaxrun.models import SAMPLE_METRICS
 from helpers import load, write
@@ -272,9 +273,13 @@ def test_each_script_runs_on_each_device_with_its_own_files(two_device_batch) ->
     legs = {r.device_requested: r for r in batch.script_results}
     assert set(legs) == {"cpu", "gpu"}
     assert legs["cpu"].device_used == "cpu" and legs["cpu"].fallback_reason is None
-    # No GPU here: the gpu leg falls back to CPU and says so.
-    assert legs["gpu"].device_used == "cpu"
-    assert legs["gpu"].fallback_reason and "gpu" in legs["gpu"].fallback_reason
+    if jaxrun.get_jax_device_info().platforms["gpu"].available:
+        # A GPU JAX can use is here: the gpu leg runs on it.
+        assert legs["gpu"].device_used == "gpu" and legs["gpu"].fallback_reason is None
+    else:
+        # No GPU here: the gpu leg falls back to CPU and says so.
+        assert legs["gpu"].device_used == "cpu"
+        assert legs["gpu"].fallback_reason and "gpu" in legs["gpu"].fallback_reason
     for device in ("cpu", "gpu"):
         saved = load(out / "script_results" / f"tiny@{device}_result.json")
         assert saved["device_requested"] == device
@@ -286,6 +291,26 @@ def test_each_script_runs_on_each_device_with_its_own_files(two_device_batch) ->
 def test_device_comparison_says_a_fallback_is_not_a_real_comparison(two_device_batch) -> None:
     batch, out = two_device_batch
     (row,) = batch.benchmarking.device_comparison
+    platforms = jaxrun.get_jax_device_info().platforms
+    if platforms["gpu"].available:
+        # A GPU JAX can use is here: cpu against a gpu that ran is a real comparison...
+        assert (row.script_name, row.baseline_device, row.device, row.device_used) == ("tiny", "cpu", "gpu", "gpu")
+        assert row.real_comparison is True and row.note is None
+        assert row.speedup is not None and row.speedup > 0
+        assert row.ci_low is not None and row.ci_low <= row.ci_high
+        assert load(out / "jax_benchmark_results.json")["device_comparison"] == [row.model_dump(mode="json")]
+        # ...and the fallback this test is about comes from a device that is absent: the TPU.
+        if platforms["tpu"].available:
+            pytest.skip("both a GPU and a TPU are usable here: no absent device to fall back from")
+        fallback = run_jax_scripts(
+            out.parent / "scripts", device="cpu,tpu", benchmark_runs=2, results_dir=out.parent / "results_tpu",
+            history=False, return_detailed_results=True, timeout=120,
+        )
+        (row,) = fallback.benchmarking.device_comparison
+        assert (row.script_name, row.baseline_device, row.device, row.device_used) == ("tiny", "cpu", "tpu", "cpu")
+        assert row.real_comparison is False
+        assert row.note and "not a real comparison" in row.note
+        return
     assert (row.script_name, row.baseline_device, row.device, row.device_used) == ("tiny", "cpu", "gpu", "cpu")
     assert row.real_comparison is False
     assert row.note and "not a real comparison" in row.note

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import jaxrun
 from jaxrun.devices import resolve_device
 from jaxrun.errors import InvalidDeviceError
 from jaxrun.models import DeviceInfo
@@ -100,7 +101,10 @@ def test_public_api_works_without_importing_jax(tmp_path: Path) -> None:
     assert report["jax_version"] == metadata.version("jax")
     assert report["has_key"] and report["cpu_available"] and report["key_error"]
     assert report["get_default"] == "fallback"
-    assert (report["cpu"], report["gpu"], report["tpu"], report["auto"]) == (True, False, False, True)
+    if jaxrun.get_jax_device_info().platforms["gpu"].available:  # the session's own device facts
+        assert (report["cpu"], report["gpu"], report["tpu"], report["auto"]) == (True, True, False, True)
+    else:
+        assert (report["cpu"], report["gpu"], report["tpu"], report["auto"]) == (True, False, False, True)
     assert report["default"] is True
     assert "'xpu'" in report["xpu_error"] and "auto, cpu, gpu, tpu" in report["xpu_error"]
     assert report["xpu_is_base"] is True
@@ -191,10 +195,18 @@ def test_devices_child_writes_valid_facts_atomically(tmp_path: Path) -> None:
     assert info.jax_available and info.jax_version == metadata.version("jax")
     assert info.python_executable == sys.executable
     assert set(info.platforms) == {"cpu", "gpu", "tpu"}
-    assert info.available_platforms == ["cpu"]
-    assert info.device_count == len(info.platforms["cpu"].devices) >= 1
-    for name in ("gpu", "tpu"):
-        assert info.platforms[name].error, f"{name} is unavailable without a reason"
+    if jaxrun.get_jax_device_info().platforms["gpu"].available:  # the session's own device facts
+        gpu = info.platforms["gpu"]
+        assert info.available_platforms == ["cpu", "gpu"]
+        assert gpu.backend in ("cuda", "rocm") and gpu.error is None
+        assert len(gpu.devices) >= 1 and all(d.platform == "gpu" for d in gpu.devices)
+        assert info.device_count == len(info.platforms["cpu"].devices) + len(gpu.devices)
+        assert info.platforms["tpu"].error, "tpu is unavailable without a reason"
+    else:
+        assert info.available_platforms == ["cpu"]
+        assert info.device_count == len(info.platforms["cpu"].devices) >= 1
+        for name in ("gpu", "tpu"):
+            assert info.platforms[name].error, f"{name} is unavailable without a reason"
     assert info.probe_seconds is not None and info.probe_seconds > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["facts.json"]  # no .tmp left
 
@@ -275,8 +287,15 @@ def test_resolve_device_without_jax() -> None:
 # --------------------------------------------------------------------------- NVML
 
 
-def test_nvml_is_reported_unusable_with_a_reason_on_this_machine() -> None:
+def test_nvml_is_unusable_with_a_reason_unless_a_gpu_is_here() -> None:
     status = nvml_status()
+    gpu = jaxrun.get_jax_device_info().platforms["gpu"]
+    if gpu.available and status.usable:
+        # NVML needs the NVIDIA driver's library and nvidia-ml-py (the optional `gpu` extra); where
+        # it starts it sees every GPU, also those CUDA_VISIBLE_DEVICES hides from JAX.
+        assert status.error is None and status.driver_version
+        assert status.gpu_count >= (len(gpu.devices) if gpu.backend == "cuda" else 1)
+        return
     assert status.usable is False
     assert status.error
     assert status.driver_version is None and status.gpu_count is None

@@ -242,6 +242,8 @@ def test_exit_status(tmp_path, results):
 def test_device_unavailable_tpu_without_fallback(tmp_path, results):
     marker = tmp_path / "ran.txt"
     script = write_script(tmp_path, "needs_tpu.py", f"open({str(marker)!r}, 'w').write('ran')\n")
+    if jaxrun.get_jax_device_info().platforms["tpu"].available:
+        pytest.skip("a TPU is usable here, so it cannot stand for an absent platform")
     reason = jaxrun.get_jax_device_info().platforms["tpu"].error
     assert reason  # no TPU here: the device facts say why
 
@@ -278,6 +280,15 @@ def test_gpu_falls_back_to_cpu(tmp_path, results):
     result = run(script, results, device="gpu")
     assert result.success is True, result.error_message
     assert result.device_requested == "gpu"
+    gpu = jaxrun.get_jax_device_info().platforms["gpu"]
+    if gpu.available:
+        # A GPU JAX can use is here: the script runs on it, with JAX_PLATFORMS naming its backend,
+        # and nothing falls back (test_an_absent_accelerator_falls_back_to_cpu covers the fallback).
+        assert result.device_used == "gpu" and result.jax_backend == "gpu"
+        assert result.fallback_reason is None
+        assert [(a.device, a.error_class, a.success) for a in result.attempts] == [("gpu", None, True)]
+        assert result.results == {"backend": "gpu", "platforms": gpu.backend, "total": 6.0}
+        return
     assert result.device_used == "cpu"
     assert result.jax_backend == "cpu"
     assert "gpu" in result.fallback_reason and "device_unavailable" in result.fallback_reason
@@ -287,9 +298,42 @@ def test_gpu_falls_back_to_cpu(tmp_path, results):
     assert result.results == {"backend": "cpu", "platforms": "cpu", "total": 6.0}
 
 
+def test_an_absent_accelerator_falls_back_to_cpu(tmp_path, results):
+    """The fallback on every machine: the TPU stands for an absent accelerator (a GPU may be here)."""
+    if jaxrun.get_jax_device_info().platforms["tpu"].available:
+        pytest.skip("a TPU is usable here, so it cannot stand for an absent accelerator")
+    script = write_script(
+        tmp_path,
+        "on_tpu.py",
+        """
+        import os
+        import jax
+        import jax.numpy as jnp
+        import jaxrun
+        jaxrun.record(backend=jax.default_backend(), platforms=os.environ["JAX_PLATFORMS"],
+                      total=float(jnp.arange(4.0).sum()))
+        """,
+    )
+    result = run(script, results, device="tpu", retries=2)
+    assert result.success is True, result.error_message
+    assert (result.device_requested, result.device_used, result.jax_backend) == ("tpu", "cpu", "cpu")
+    assert "tpu" in result.fallback_reason and "device_unavailable" in result.fallback_reason
+    # absent by the device facts: not launched and not retried on the TPU, straight to the CPU
+    assert [(a.device, a.error_class, a.success) for a in result.attempts] == [
+        ("tpu", "device_unavailable", False), ("cpu", None, True),
+    ]
+    assert result.results == {"backend": "cpu", "platforms": "cpu", "total": 6.0}
+
+
 def test_gpu_without_fallback_fails(tmp_path, results):
     script = write_script(tmp_path, "on_gpu.py", "print('should not run')\n")
     result = run(script, results, device="gpu", fallback=False)
+    if jaxrun.get_jax_device_info().platforms["gpu"].available:
+        # Nothing to fail here: the GPU works, so fallback=False changes nothing (the absent-device
+        # failure without fallback is test_device_unavailable_tpu_without_fallback's).
+        assert result.success is True and result.device_used == "gpu", result.error_message
+        assert result.fallback_reason is None and len(result.attempts) == 1
+        return
     assert_failed(result, "device_unavailable")
     assert "gpu" in result.error_message
     assert result.fallback_reason is None
