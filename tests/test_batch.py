@@ -1,4 +1,4 @@
-"""Tests for jaxrun.batch (run_jax_scripts) and the results folder of DESIGN §4.
+"""Tests for jaxrun.batch (run_jax_scripts) and the results folder (docs/ARCHITECTURE.md).
 
 The batch runs in this process (it never imports jax); every script runs for real in its own
 probe process on the CPU. Scripts are tiny crafted JAX programs written to tmp_path.
@@ -42,7 +42,7 @@ import jax
 raise ValueError("deliberate failure in the middle of the batch")
 """
 
-# (file name in DESIGN §4, name of its schema in resultfiles.SCHEMAS)
+# (file name in the results folder, name of its schema in resultfiles.SCHEMAS)
 TOP_LEVEL_FILES = {
     resultfiles.EXECUTION_RESULTS: "execution_results",
     resultfiles.PERFORMANCE_METRICS: "performance_metrics",

@@ -1,6 +1,6 @@
 """Tests for the `jaxrun` command: real subprocesses (`python -m jaxrun` and the console script).
 
-Exit codes (DESIGN §3): 0 all succeeded · 1 a script failed · 2 bad usage or input · 130 interrupted.
+Exit codes (README, "CLI"): 0 all succeeded · 1 a script failed · 2 bad usage or input · 130 interrupted.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ FAIL = """\
 import jax
 raise RuntimeError("this script fails on purpose")
 """
-DESIGN_FIELDS = (
+FIXED_FIELDS = (
     "script_name script_path success error_class error_message hint exit_code signal "
     "device_requested device_used fallback_reason attempts execution_time body_time cpu_time "
     "memory_peak device_memory_peak device_utilization jit_compile_time compile_count compiles "
@@ -343,8 +343,8 @@ def test_schema_prints_every_schema_as_valid_json_schema(schemas) -> None:
     for name, schema in schemas.items():
         Draft202012Validator.check_schema(schema)
         assert "schema_version" in schema["properties"], name
-    # The field names DESIGN §6 fixes for tools and tests.
-    assert set(DESIGN_FIELDS) <= set(schemas["script_result"]["properties"])
+    # The field names fixed for tools and tests (docs/ARCHITECTURE.md, "Results folder").
+    assert set(FIXED_FIELDS) <= set(schemas["script_result"]["properties"])
 
 
 def test_schema_of_one_model(jaxrun_cli, schemas) -> None:

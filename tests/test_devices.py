@@ -1,6 +1,6 @@
 """Tests for jaxrun.devices, the device-facts child and the public API around them.
 
-The parent must never import jax (DESIGN §1): API calls run in a fresh subprocess that reports
+The parent must never import jax (docs/ARCHITECTURE.md): API calls run in a fresh subprocess that reports
 what it saw, including whether ``jax`` ended up in ``sys.modules``.
 """
 

@@ -1,6 +1,6 @@
 """NVML utilisation sampling. This machine has no NVIDIA GPU, so the sampler is driven with a
-stand-in for the pynvml module that replays recorded utilisation readings (DESIGN §9 allows
-recorded fixtures for NVML data); the real module is exercised only for its absence here."""
+stand-in for the pynvml module that replays recorded utilisation readings (recorded fixtures
+stand in where the real thing cannot run); the real module is exercised only for its absence here."""
 
 from __future__ import annotations
 
