@@ -39,7 +39,8 @@ def _sample(index: int, wall: float | None, *, warmup: bool = False, success: bo
     body = wall - 0.05
     return RunSample(
         index=index, warmup=warmup, success=success, error_class=None if success else "script_error",
-        wall_time=wall, body_time=body, compile_time=compile_time, steady_time=body - compile_time,
+        wall_time=wall, body_time=body, import_time=0.05 * wall, compile_time=compile_time,
+        steady_time=body - compile_time,  # the old name of run_time, still read
         memory_peak=100.0 + 10 * wall,
     )
 
@@ -401,7 +402,7 @@ def test_a_binary_file_is_a_usage_error(tmp_path: Path, base_dir: Path) -> None:
 
 
 def test_an_unknown_metric_lists_the_valid_ones(base_dir: Path) -> None:
-    with pytest.raises(UsageError, match="'speed'.*wall_time, body_time, compile_time, steady_time, memory_peak"):
+    with pytest.raises(UsageError, match="'speed'.*wall_time, body_time, import_time, compile_time, run_time, memory_peak"):
         compare_results(base_dir, base_dir, metric="speed")
     with pytest.raises(UsageError, match="wall_time"):
         load_samples(base_dir, "execution_time")

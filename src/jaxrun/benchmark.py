@@ -11,7 +11,9 @@ import math
 import statistics as pystats
 from typing import Sequence
 
+from .errors import UsageError
 from .models import (
+    METRIC_ALIASES,
     SAMPLE_METRICS,
     BenchmarkingSection,
     DeviceSpeedup,
@@ -25,11 +27,6 @@ from .stats import CV_WARN, describe, ratio_of_medians_ci
 
 
 def sample_from_result(result: ScriptResult, index: int, warmup: bool) -> RunSample:
-    compile_time = result.jit_compile_time
-    steady = None
-    if result.body_time is not None:
-        # A script that never imported jax spent no time compiling.
-        steady = result.body_time - (compile_time or 0.0)
     return RunSample(
         index=index,
         warmup=warmup,
@@ -37,10 +34,20 @@ def sample_from_result(result: ScriptResult, index: int, warmup: bool) -> RunSam
         error_class=result.error_class,
         wall_time=result.execution_time,
         body_time=result.body_time,
-        compile_time=compile_time,
-        steady_time=steady,
+        import_time=result.import_time,
+        compile_time=result.jit_compile_time,
+        run_time=result.run_time,
         memory_peak=result.memory_peak,
     )
+
+
+def resolve_metric(metric: str) -> str:
+    """The name of a sample metric (an old name such as ``steady_time`` gives its new name), or a
+    UsageError listing the valid ones."""
+    name = METRIC_ALIASES.get(metric, metric)
+    if name not in SAMPLE_METRICS:
+        raise UsageError(f"unknown metric {metric!r}: choose one of {', '.join(SAMPLE_METRICS)}")
+    return name
 
 
 def metric_values(samples: Sequence[RunSample], metric: str) -> list[float]:

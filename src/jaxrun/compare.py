@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from . import resultfiles, stats
-from .benchmark import metric_values
+from .benchmark import metric_values, resolve_metric
 from .errors import UsageError
 from .models import (
     SAMPLE_METRICS,
@@ -67,10 +67,14 @@ def _single_value(result: ScriptResult, metric: str) -> float | None:
         return result.body_time
     if metric == "compile_time":
         return result.jit_compile_time
-    if metric == "steady_time":
-        if result.body_time is None or result.jit_compile_time is None:
-            return None
-        return result.body_time - result.jit_compile_time
+    if metric == "import_time":
+        return result.import_time
+    if metric == "run_time":
+        if result.run_time is None and result.import_time is None and result.body_time is not None:
+            # A file from before import_time existed: its steady time (body minus compile) is the
+            # closest figure it has.
+            return result.body_time - (result.jit_compile_time or 0.0)
+        return result.run_time
     return result.memory_peak
 
 
@@ -148,14 +152,9 @@ def _load(source: Source, metric: str) -> _Loaded:
     return _Loaded(str(source), _entries(_read_json(path), metric))
 
 
-def _check_metric(metric: str) -> None:
-    if metric not in SAMPLE_METRICS:
-        raise UsageError(f"unknown metric {metric!r}: choose one of {', '.join(SAMPLE_METRICS)}")
-
-
 def load_samples(path: Source, metric: str = "wall_time") -> dict[Key, list[float]]:
     """Counted, successful samples of ``metric`` per ``(script_name, device_requested)``."""
-    _check_metric(metric)
+    metric = resolve_metric(metric)
     return {key: entry.samples for key, entry in _load(path, metric).entries.items()}
 
 
@@ -255,7 +254,7 @@ def compare_results(
     *and* a ratio beyond 1 ± ``min_effect``. Scripts found on one side only are listed in
     ``only_in_base`` / ``only_in_new``. Raises :class:`UsageError` for unreadable inputs or bad options.
     """
-    _check_metric(metric)
+    metric = resolve_metric(metric)
     stats.check_verdict_options(alpha, min_effect)
     left, right = _load(base, metric), _load(new, metric)
     pairs, only_base, only_new = _pair(left.entries, right.entries)

@@ -31,7 +31,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 from .config import HISTORY_ENV, default_history_path, history_path
 from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample, ScriptComparison
-from .benchmark import metric_values
+from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
 from .stats import check_verdict_options, verdict
 
@@ -40,7 +40,7 @@ __all__ = [
     "script_identity", "ScriptSummary", "TrendPoint", "MIGRATIONS", "SCHEMA_VERSION", "HISTORY_ENV",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_SECONDS = 30.0
 
 _RUN_COLUMNS = (
@@ -110,8 +110,17 @@ def _v3(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_comparable ON runs (script_path, device_used, host, mode)")
 
 
+def _v4(db: sqlite3.Connection) -> None:
+    """The phases of a run: import_time, and run_time (the script's own work), which replaces
+    steady_time (body minus compile, imports included). Old rows keep their steady_time as their
+    run_time, the closest figure they have; their import_time is unknown (NULL)."""
+    db.execute("ALTER TABLE samples ADD COLUMN import_time REAL")
+    db.execute("ALTER TABLE samples ADD COLUMN run_time REAL")
+    db.execute("UPDATE samples SET run_time = steady_time")
+
+
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -366,7 +375,7 @@ class HistoryStore:
         host: str | None = None,
     ) -> list[TrendPoint]:
         """Per run of ``script`` (oldest first): the median of its counted successful samples."""
-        _check_metric(metric)
+        metric = resolve_metric(metric)
         points = []
         for run in self.runs(script, device=device, host=host):
             values = metric_values(run.samples, metric)
@@ -382,7 +391,7 @@ class HistoryStore:
     ) -> RegressionCheck:
         """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
         device used and host) that have counted successful samples; pooled, they are the baseline."""
-        _check_metric(metric)
+        metric = resolve_metric(metric)
         check_verdict_options(alpha, min_effect)
         run = self.get(run_id)
         previous = self._db.execute(
@@ -432,11 +441,6 @@ class HistoryStore:
             params,
         ).fetchall()]
         return [self.check_regression(run_id, **options) for run_id in ids]  # type: ignore[arg-type]
-
-
-def _check_metric(metric: str) -> None:
-    if metric not in SAMPLE_METRICS:
-        raise UsageError(f"unknown metric {metric!r}; choose one of {', '.join(SAMPLE_METRICS)}")
 
 
 def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: Sequence[Path]) -> dict[str, float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
@@ -148,8 +148,19 @@ class ScriptResult(MappingModel):
     attempts: list[Attempt] = []
     execution_time: float | None = Field(None, description="Seconds, whole process")
     body_time: float | None = Field(None, description="Seconds, the script body inside the probe")
+    import_time: float | None = Field(
+        None, description="Seconds the body spent in import statements (jax included, with what it loads)"
+    )
+    run_time: float | None = Field(
+        None, description="Seconds of the script's own work: body_time - import_time - the wall time of "
+        "JIT work outside imports (jit_compile_time sums nested phases, so it can be a little larger)"
+    )
     cpu_time: float | None = Field(None, description="Seconds user+sys, children included")
-    memory_peak: float | None = Field(None, description="MB, peak RSS of the process tree")
+    memory_peak: float | None = Field(
+        None, description="MB, peak host memory of the script's processes (its own, its descendants'; shared "
+        "pages counted once; nothing inherited from the launcher)"
+    )
+    memory_method: str | None = Field(None, description="How memory_peak was measured")
     device_memory_peak: float | None = Field(None, description="MB, peak device memory (null on CPU)")
     device_memory_reason: str | None = None
     device_utilization: float | None = Field(None, description="0-1, null when not measurable")
@@ -235,7 +246,9 @@ class Statistics(MappingModel):
 
 
 # Metrics kept for every benchmark run; compare / history / stats use these names.
-SAMPLE_METRICS: tuple[str, ...] = ("wall_time", "body_time", "compile_time", "steady_time", "memory_peak")
+SAMPLE_METRICS: tuple[str, ...] = ("wall_time", "body_time", "import_time", "compile_time", "run_time", "memory_peak")
+# Names older files and databases used: ``steady_time`` (body minus compile) became ``run_time``.
+METRIC_ALIASES: dict[str, str] = {"steady_time": "run_time"}
 
 
 class RunSample(MappingModel):
@@ -247,8 +260,14 @@ class RunSample(MappingModel):
     error_class: ErrorClass | None = None
     wall_time: float | None = Field(None, description="Seconds, whole process")
     body_time: float | None = Field(None, description="Seconds, script body")
+    import_time: float | None = Field(None, description="Seconds of the body spent importing modules")
     compile_time: float | None = Field(None, description="Seconds of trace+lower+compile")
-    steady_time: float | None = Field(None, description="Seconds, body minus compile")
+    run_time: float | None = Field(
+        None,
+        # Files written before import_time existed call it steady_time (body minus compile).
+        validation_alias=AliasChoices("run_time", "steady_time"),
+        description="Seconds of the script's own work: body minus imports minus compilation",
+    )
     memory_peak: float | None = Field(None, description="MB, peak RSS of the process tree")
 
 

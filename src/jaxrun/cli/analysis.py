@@ -17,7 +17,7 @@ from .tables import compare_table, history_cell, history_runs_table, history_scr
 def history(
     script: Optional[str] = typer.Argument(None, help="Script path, name or path suffix; all scripts when omitted."),
     history_path: Optional[Path] = typer.Option(None, "--history", envvar="JAXRUN_HISTORY", help="History database (default ./.jaxrun/history.sqlite)."),
-    metric: str = typer.Option("wall_time", help="wall_time, body_time, compile_time, steady_time or memory_peak."),
+    metric: str = typer.Option("wall_time", help="wall_time, body_time, import_time, compile_time, run_time or memory_peak."),
     alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
     min_effect: str = typer.Option("5%", "--min-effect", help="Smallest slowdown that counts, e.g. 5% or 0.05."),
     limit: Optional[int] = typer.Option(None, help="Show only the newest N runs per script."),
@@ -79,7 +79,7 @@ def history(
 def compare(
     base: Path = typer.Argument(..., help="Results folder or JSON file of the baseline run."),
     new: Path = typer.Argument(..., help="Results folder or JSON file of the run to judge."),
-    metric: str = typer.Option("wall_time", help="wall_time, body_time, compile_time, steady_time or memory_peak."),
+    metric: str = typer.Option("wall_time", help="wall_time, body_time, import_time, compile_time, run_time or memory_peak."),
     alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
     min_effect: str = typer.Option("5%", "--min-effect", help="Smallest change that counts, e.g. 5% or 0.05."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when a script is significantly slower."),

@@ -49,7 +49,8 @@ def _table(title: str, columns: Iterable[tuple[str, str]]) -> Table:
 def summary_table(results: list[ScriptResult]) -> Table:
     table = _table("jaxrun results", (
         ("script", "left"), ("status", "left"), ("device", "left"), ("time s", "right"),
-        ("body s", "right"), ("jit s", "right"), ("compiles", "right"), ("peak RSS MB", "right"),
+        ("body s", "right"), ("import s", "right"), ("jit s", "right"), ("run s", "right"),
+        ("compiles", "right"), ("peak RSS MB", "right"),
     ))
     for r in results:
         status = Text("ok", style="green") if r.success else Text(str(r.error_class), style="red")
@@ -58,7 +59,8 @@ def summary_table(results: list[ScriptResult]) -> Table:
             device += f" (fallback from {r.device_requested})"
         table.add_row(
             Text(r.script_name), status, Text(device), fmt(r.execution_time), fmt(r.body_time),
-            fmt(r.jit_compile_time), "-" if r.compile_count is None else str(r.compile_count),
+            fmt(r.import_time), fmt(r.jit_compile_time), fmt(r.run_time),
+            "-" if r.compile_count is None else str(r.compile_count),
             fmt(r.memory_peak, 0),
         )
     return table
@@ -67,7 +69,7 @@ def summary_table(results: list[ScriptResult]) -> Table:
 def benchmark_table(benchmarks: list[ScriptBenchmark]) -> Table:
     table = _table("process benchmark (medians, 95% CI of the median)", (
         ("script", "left"), ("device", "left"), ("runs", "right"), ("wall", "right"),
-        ("95% CI", "right"), ("body", "right"), ("compile", "right"), ("steady", "right"),
+        ("95% CI", "right"), ("body", "right"), ("import", "right"), ("compile", "right"), ("run", "right"),
         ("CV", "right"), ("history", "left"),
     ))
     for b in benchmarks:
@@ -78,9 +80,8 @@ def benchmark_table(benchmarks: list[ScriptBenchmark]) -> Table:
             Text(b.script_name), Text(_device_cell(b.device_used, b.device_requested)),
             f"{b.runs_completed}/{b.benchmark_runs}",
             fmt_seconds(wall.median if wall else None), ci,
-            fmt_seconds(stats["body_time"].median if "body_time" in stats else None),
-            fmt_seconds(stats["compile_time"].median if "compile_time" in stats else None),
-            fmt_seconds(stats["steady_time"].median if "steady_time" in stats else None),
+            *(fmt_seconds(stats[m].median if m in stats else None)
+              for m in ("body_time", "import_time", "compile_time", "run_time")),
             "-" if wall is None or wall.cv is None else f"{wall.cv:.1%}",
             Text(history_cell(b.history_check)),
         )

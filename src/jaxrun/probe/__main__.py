@@ -9,9 +9,9 @@ import sys
 import time
 import traceback
 
-from . import events
+from . import events, import_timer
 from .channel import EVENTS_ENV, EventWriter
-from .jax_hooks import block_until_ready, device_facts, jit_seconds, watch_jax_import
+from .jax_hooks import block_until_ready, device_facts, compile_wall_seconds_outside_imports, jit_seconds, watch_jax_import
 
 USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] -- SCRIPT [ARGS...]"
 _TRACEBACK_TAIL = 8000
@@ -60,6 +60,19 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _own_peak_rss_kb() -> int | None:
+    """This process's peak RSS since it started the probe (Linux VmHWM, which exec resets);
+    ``ru_maxrss`` is no use: it keeps the peak of the launcher that forked this process."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _script_traceback(exc: BaseException) -> BaseException:
     """Drop the probe's and runpy's frames so the traceback reads as `python script.py`'s."""
     tb = exc.__traceback__
@@ -97,6 +110,7 @@ def main(argv: list[str]) -> int:
     sys.argv = list(script_argv)
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     exit_code = 0
+    import_timer.start()
     started = time.perf_counter()
     try:
         if entry is None:
@@ -124,13 +138,15 @@ def main(argv: list[str]) -> int:
         traceback.print_exception(type(exc), exc, exc.__traceback__)
         exit_code = 1
     body_time = time.perf_counter() - started
+    import_timer.stop()
 
-    usage = resource.getrusage(resource.RUSAGE_SELF)
     writer.emit(
         events.END,
         body_time=body_time,
+        import_time=import_timer.import_seconds(),
+        compile_wall_time=compile_wall_seconds_outside_imports(),
         cpu_time=_cpu_seconds(),
-        maxrss_kb=usage.ru_maxrss,
+        peak_rss_kb=_own_peak_rss_kb(),
         device=device_facts(),
         exit_code=exit_code,
     )

@@ -19,7 +19,7 @@ CALL = "call"  # index, seconds, compile_time: one call of the entry function in
 EXCEPTION = "exception"  # exc_type, exc_module, exc_mro, message, traceback
 EXIT = "exit"  # code: the script called sys.exit
 PROBE_WARNING = "probe_warning"  # message: the probe could not do something (listeners, ...)
-END = "end"  # body_time, cpu_time, maxrss_kb, device, exit_code: the body is over
+END = "end"  # body_time, import_time, compile_wall_time, cpu_time, peak_rss_kb, device, exit_code
 
 # Phases of a COMPILE event.
 PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"

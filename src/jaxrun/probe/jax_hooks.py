@@ -11,9 +11,10 @@ import importlib.abc
 import importlib.machinery
 import re
 import sys
+import time
 from typing import Any, Callable
 
-from . import events
+from . import events, import_timer
 from .channel import EventWriter
 
 _PHASES = {
@@ -34,6 +35,20 @@ def function_name(raw: object) -> str:
 
 
 _jit_seconds = 0.0
+# (start, end) of each JIT phase that ran outside an import statement. Phases nest (tracing an
+# outer function traces the inner jitted ones), so their durations overlap; the wall time spent
+# compiling is the length of the union of these intervals.
+_intervals: list[tuple[float, float]] = []
+
+
+def compile_wall_seconds_outside_imports() -> float:
+    """Wall seconds of JIT work outside imports (compilation inside an import is in import_time)."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(_intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def jit_seconds() -> float:
@@ -61,6 +76,9 @@ def attach_listeners(writer: EventWriter) -> None:
         phase = _PHASES.get(event)
         if phase is not None:
             _jit_seconds += duration
+            if not import_timer.importing():
+                end = time.perf_counter()
+                _intervals.append((end - duration, end))
             writer.emit(events.COMPILE, phase=phase, fun=function_name(kwargs.get("fun_name")), s=duration)
 
     def on_event(event: str, **kwargs: Any) -> None:

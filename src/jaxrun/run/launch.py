@@ -19,7 +19,7 @@ import psutil
 
 from ..config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from .monitor import TreeMonitor, reap_leftovers, stop_tree
-from ..probe.channel import read_events
+from ..probe.channel import EVENTS_ENV, read_events
 
 _CHUNK = 64 * 1024
 
@@ -30,12 +30,15 @@ class LaunchOutcome:
     signal: int | None
     wall_time: float
     cpu_time: float | None
+    # ru_maxrss of the reaped process: it survives fork+exec, so it includes the launcher's own
+    # peak; kept for reference, never reported as the script's memory.
     maxrss_bytes: int | None
     sampled_peak_rss_bytes: int
     timed_out: bool
     interrupted: bool
     stdout_truncated: bool
     stderr_truncated: bool
+    escaped_cpu_seconds: float = 0.0  # CPU time of descendants that left the tree
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -126,7 +129,7 @@ def launch(
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
     for pump in pumps:
         pump.start()
-    monitor = TreeMonitor(proc.pid)
+    monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None)
     deadline = None if timeout is None else started + timeout
     timed_out = interrupted = False
     try:
@@ -147,7 +150,7 @@ def launch(
         stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
     waiter.done.wait()
     wall = time.perf_counter() - started
-    # Popen must not try to reap the pid the waiter already reaped.
+    monitor.sample(scan=True)  # descendants still running: their memory and CPU so far    # Popen must not try to reap the pid the waiter already reaped.
     proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
     reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
     for pump in pumps:
@@ -162,7 +165,7 @@ def launch(
             exit_code = os.WEXITSTATUS(waiter.status)
     cpu = maxrss = None
     if waiter.rusage is not None:
-        cpu = waiter.rusage.ru_utime + waiter.rusage.ru_stime
+        cpu = waiter.rusage.ru_utime + waiter.rusage.ru_stime + monitor.escaped_cpu_seconds
         maxrss = int(waiter.rusage.ru_maxrss) * 1024  # Linux reports KiB
     outcome = LaunchOutcome(
         exit_code=exit_code,
@@ -175,6 +178,7 @@ def launch(
         interrupted=interrupted,
         stdout_truncated=pumps[0].truncated,
         stderr_truncated=pumps[1].truncated,
+        escaped_cpu_seconds=monitor.escaped_cpu_seconds,
         events=read_events(events_path),
     )
     if interrupted:

@@ -1,8 +1,8 @@
 """Watching and stopping a script's whole process tree with psutil.
 
-The tree is sampled while the script runs: the sum of RSS over the tree gives its peak host
-memory, and every descendant ever seen is remembered, so that a grandchild that left the process
-group (``setsid``, double fork) can still be stopped when the script ends or times out.
+The tree is sampled while the script runs (see :class:`TreeMonitor` for what one sample counts),
+and every descendant ever seen is remembered, so that a grandchild that left the process group
+(``setsid``, double fork) can still be stopped when the script ends or times out.
 """
 
 from __future__ import annotations
@@ -14,34 +14,85 @@ import time
 import psutil
 
 
+# How often (in samples) every process on the machine is checked for the run's marker.
+_MARKER_SCAN_EVERY = 10
+
+
 class TreeMonitor:
-    def __init__(self, pid: int) -> None:
+    """Samples a script's process tree: its memory, and every descendant ever seen.
+
+    Memory of one sample: the RSS of the script's own process plus the USS (private pages) of each
+    descendant, so pages a forked child shares with its parent count once. Descendants are the
+    process's children, and every process that carries ``marker`` (an environment variable and
+    value only this run's processes inherit): a grandchild that left the tree (double fork,
+    ``setsid``) is still found, its memory counted and its CPU time kept (``escaped_cpu_seconds``;
+    the script's own rusage never includes it, as nobody in the tree waits for it).
+    """
+
+    method = "rss of the script's process + uss of each descendant, sampled"
+
+    def __init__(self, pid: int, marker: tuple[str, str] | None = None) -> None:
         self.pid = pid
+        self.marker = marker
         self.peak_rss_bytes = 0
         self.samples = 0
         self._seen: dict[int, psutil.Process] = {}
+        self._escaped_cpu: dict[int, float] = {}
         try:
             self._root: psutil.Process | None = psutil.Process(pid)
         except psutil.NoSuchProcess:
             self._root = None
 
-    def sample(self) -> None:
+    def _marked(self) -> list[psutil.Process]:
+        if self.marker is None:
+            return []
+        name, value = self.marker
+        found = []
+        for proc in psutil.process_iter():
+            if proc.pid == self.pid or proc.pid in self._seen:
+                continue
+            try:
+                if proc.environ().get(name) == value:
+                    found.append(proc)
+            except (psutil.Error, OSError):
+                continue
+        return found
+
+    def sample(self, *, scan: bool = False) -> None:
+        """One sample; ``scan`` looks for marked processes now (else every few samples)."""
         if self._root is None:
             return
         try:
-            members = [self._root, *self._root.children(recursive=True)]
+            tree = self._root.children(recursive=True)
         except psutil.NoSuchProcess:
-            return
+            tree = []
+        if scan or self.samples % _MARKER_SCAN_EVERY == 0:
+            tree += self._marked()
+        for proc in tree:
+            self._seen.setdefault(proc.pid, proc)
+        in_tree = {self.pid, *(p.pid for p in tree)}
         total = 0
-        for proc in members:
-            if proc.pid != self.pid:
-                self._seen.setdefault(proc.pid, proc)
+        try:
+            total += self._root.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+        for proc in self.descendants_alive():
             try:
-                total += proc.memory_info().rss
+                total += proc.memory_full_info().uss
+                parent = proc.ppid()
+                if parent not in in_tree and proc.pid != self.pid:
+                    # Re-parented out of the tree: nobody in it will wait for it.
+                    times = proc.cpu_times()
+                    self._escaped_cpu[proc.pid] = times.user + times.system
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         self.samples += 1
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
+
+    @property
+    def escaped_cpu_seconds(self) -> float:
+        """CPU seconds of descendants that left the tree, as last sampled."""
+        return sum(self._escaped_cpu.values())
 
     def descendants_alive(self) -> list[psutil.Process]:
         return [proc for proc in self._seen.values() if is_alive(proc)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import MONITOR_INTERVAL
 from ..models import CompileStats, WarmCall
 from ..probe import events as ev
 from .launch import LaunchOutcome
@@ -16,8 +17,10 @@ _MB = 1024 * 1024
 class ProbeReport:
     jax_loaded: bool = False
     body_time: float | None = None
+    import_time: float | None = None
+    compile_wall_time: float = 0.0  # wall seconds of JIT work outside imports (nesting counted once)
     cpu_time: float | None = None
-    maxrss_bytes: int | None = None
+    peak_rss_bytes: int | None = None  # the probe process's own peak RSS (VmHWM)
     device: dict[str, Any] | None = None
     compiles: dict[str, CompileStats] = field(default_factory=dict)
     cache_hits: int = 0
@@ -71,15 +74,27 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
             report.warnings.append(str(event.get("message")))
         elif kind == ev.END:
             report.body_time = event.get("body_time")
+            report.import_time = event.get("import_time")
+            report.compile_wall_time = float(event.get("compile_wall_time") or 0.0)
             report.cpu_time = event.get("cpu_time")
-            kb = event.get("maxrss_kb")
-            report.maxrss_bytes = None if kb is None else int(kb) * 1024
+            kb = event.get("peak_rss_kb")
+            report.peak_rss_bytes = None if kb is None else int(kb) * 1024
             report.device = event.get("device")
     return report
 
 
+MEMORY_METHOD = (
+    "max of the script process's own peak RSS (VmHWM, read by the probe at the end) and samples of "
+    "its RSS + the USS of every descendant (children, and processes that left the tree) every "
+    f"{MONITOR_INTERVAL:g} s"
+)
+
+
 def memory_peak_mb(outcome: LaunchOutcome, report: ProbeReport) -> float | None:
-    candidates = [outcome.sampled_peak_rss_bytes or None, outcome.maxrss_bytes, report.maxrss_bytes]
+    """Peak host memory of the script's processes, shared pages counted once (:data:`MEMORY_METHOD`)."""
+    # Not outcome.maxrss_bytes: the kernel's ru_maxrss survives fork+exec, so it would report the
+    # launcher's own peak (a jaxrun holding 800 MB would make every script "use" 800 MB).
+    candidates = [outcome.sampled_peak_rss_bytes or None, report.peak_rss_bytes]
     known = [c for c in candidates if c]
     return max(known) / _MB if known else None
 
@@ -106,3 +121,11 @@ def compile_totals(report: ProbeReport) -> tuple[float | None, int | None, int |
     seconds = sum(s.trace_time + s.lower_time + s.compile_time for s in report.compiles.values())
     count = sum(s.count for s in report.compiles.values())
     return seconds, count, report.cache_hits
+
+
+def run_time(report: ProbeReport) -> float | None:
+    """The script's own work: body minus imports minus the wall time of JIT work outside them
+    (compilation inside an import is already import time; nested phases count once)."""
+    if report.body_time is None or report.import_time is None:
+        return None
+    return max(0.0, report.body_time - report.import_time - report.compile_wall_time)

@@ -32,7 +32,7 @@ from .classify import Classification, classification, classify
 from .environment import child_env, probe_command
 from .job import Job
 from .launch import Interrupted, LaunchOutcome, launch
-from .outcome import ProbeReport, compile_totals, device_memory, memory_peak_mb, read_probe_report
+from .outcome import MEMORY_METHOD, ProbeReport, compile_totals, device_memory, memory_peak_mb, read_probe_report, run_time
 from .placement import WHOLE_MACHINE, Placement, Slot
 
 logger = logging.getLogger("jaxrun")
@@ -308,8 +308,11 @@ def _build_result(
         attempts=attempts,
         execution_time=outcome.wall_time if outcome else None,
         body_time=report.body_time,
+        import_time=report.import_time,
+        run_time=run_time(report),
         cpu_time=outcome.cpu_time if outcome and outcome.cpu_time is not None else report.cpu_time,
         memory_peak=memory_peak_mb(outcome, report) if outcome else None,
+        memory_method=MEMORY_METHOD if outcome else None,
         device_memory_peak=device_peak,
         device_memory_reason=device_reason,
         device_utilization=utilisation,

@@ -1,0 +1,120 @@
+"""The phases of a run against ground truths the scripts control: ``import_time`` (import
+statements, jax included), ``jit_compile_time``, and ``run_time`` (the script's own work: body
+minus imports minus compilation). Real subprocesses, real JAX on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jaxrun
+
+from helpers import write
+
+SLEEPS_AFTER_JAX = """\
+import time
+import jax
+time.sleep(1.5)
+"""
+# A module that compiles while it is imported: that compile time is part of the import, and must
+# not be subtracted a second time from the body.
+COMPILES_ON_IMPORT = """\
+import jax
+import jax.numpy as jnp
+VALUE = jax.jit(lambda x: jnp.sin(x) @ jnp.cos(x).T)(jnp.ones((64, 64))).block_until_ready()
+"""
+USES_THE_MODULE = """\
+import time
+import compiled_module
+time.sleep(0.5)
+"""
+
+
+def assert_phases_add_up(result) -> None:  # type: ignore[no-untyped-def]
+    """body = import + run + the wall time of JIT work outside imports, which is at most
+    jit_compile_time (a sum in which nested trace phases overlap)."""
+    compile_wall = result.body_time - result.import_time - result.run_time
+    assert -1e-6 <= compile_wall <= (result.jit_compile_time or 0.0) + 1e-6, (compile_wall, result.jit_compile_time)
+
+
+def run(script: Path, results: Path, **options):  # type: ignore[no-untyped-def]
+    result = jaxrun.execute_jax_script(script, "cpu", results_dir=results, compile_cache=False, **options)
+    assert result.success, result.error_message
+    return result
+
+
+def test_run_time_is_the_sleep_after_importing_jax(tmp_path: Path) -> None:
+    result = run(write(tmp_path, "sleeper.py", SLEEPS_AFTER_JAX), tmp_path / "r")
+    # Ground truth: the script's own work is a 1.5 s sleep (sleep never returns early).
+    assert 1.5 <= result.run_time <= 1.5 * 1.02, result.run_time
+    assert result.import_time > 0.1  # importing jax takes a while
+    assert_phases_add_up(result)
+    assert result.body_time > 1.5 + result.import_time - 1e-6
+
+
+def test_a_script_without_jax_has_a_small_import_time_and_no_compile(tmp_path: Path) -> None:
+    result = run(write(tmp_path, "plain.py", "import json, time\ntime.sleep(0.3)\n"), tmp_path / "r")
+    assert result.jit_compile_time is None  # no jax: unknown, not 0
+    assert 0 <= result.import_time < 0.1
+    assert result.body_time == pytest.approx(result.import_time + result.run_time, abs=1e-6)  # no JIT at all
+    assert 0.3 <= result.run_time <= 0.3 * 1.05
+
+
+def test_compilation_inside_an_import_is_counted_once(tmp_path: Path) -> None:
+    write(tmp_path, "compiled_module.py", COMPILES_ON_IMPORT)
+    result = run(write(tmp_path, "main.py", USES_THE_MODULE), tmp_path / "r")
+    assert result.jit_compile_time > 0 and result.compile_count >= 1
+    # All of the compilation happened inside the import: the run is the sleep alone.
+    assert 0.5 <= result.run_time <= 0.5 * 1.05, result.run_time
+    assert result.import_time > result.jit_compile_time
+    assert result.body_time == pytest.approx(result.import_time + result.run_time, abs=1e-6)
+
+
+def test_benchmark_samples_keep_each_phase(tmp_path: Path) -> None:
+    result = run(write(tmp_path, "sleeper.py", SLEEPS_AFTER_JAX.replace("1.5", "0.2")), tmp_path / "r",
+                 benchmark_runs=2)
+    for sample in result.benchmark.samples:
+        assert sample.import_time > 0.1 and 0.2 <= sample.run_time <= 0.2 * 1.05
+    assert set(result.benchmark.statistics) >= {"import_time", "run_time", "compile_time"}
+
+
+SLEEP_AFTER_A_JIT = """\
+import time
+import jax
+import jax.numpy as jnp
+jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready()
+time.sleep({seconds})
+"""
+
+
+@pytest.mark.slow
+def test_compare_sees_thirty_percent_more_own_work_despite_import_noise(tmp_path: Path) -> None:
+    """sleep(0.30) vs sleep(0.39) after importing jax and one tiny jitted call, 7 runs a side.
+
+    Importing jax varies by 0.5 s and more on a loaded machine, far more than the 0.09 s of
+    difference, so wall time cannot tell them apart reliably; run time excludes the imports and
+    compilation. What is left varies by a few ms (backend start, one dispatch), so the 7 + 7
+    samples separate completely (Mann-Whitney p = 0.0006) unless noise reaches 90 ms.
+    """
+    for name, seconds in (("base", 0.30), ("new", 0.39)):
+        write(tmp_path / name, "work.py", SLEEP_AFTER_A_JIT.format(seconds=seconds))
+        proc = subprocess.run(
+            [sys.executable, "-m", "jaxrun", "run", str(tmp_path / name), "--device", "cpu", "--benchmark-runs",
+             "7", "--no-history", "--no-compile-cache", "--results-dir", str(tmp_path / f"r_{name}")],
+            capture_output=True, text=True, timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxrun", "compare", str(tmp_path / "r_base"), str(tmp_path / "r_new"),
+         "--metric", "run_time", "--fail-on-regression", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (row,) = json.loads(proc.stdout)["scripts"]
+    assert row["verdict"] == "slower" and row["metric"] == "run_time"
+    assert row["ratio_ci_low"] > 1.05 and row["p_value"] < 0.01
+    assert row["base_median"] >= 0.30 and row["new_median"] >= 0.39
