@@ -76,7 +76,6 @@ def test_exit_zero_is_success():
         ("ModuleNotFoundError", "No module named 'nope'", ["ModuleNotFoundError", "ImportError", "Exception"], "import_error"),
         ("ImportError", "cannot import name 'x' from 'y'", ["ImportError", "Exception"], "import_error"),
         ("ValueError", "boom", None, "script_error"),
-        ("KeyboardInterrupt", "", ["KeyboardInterrupt", "BaseException", "object"], "interrupted"),
         ("MemoryError", "", ["MemoryError", "Exception"], "out_of_memory"),
         ("JaxRuntimeError", "RESOURCE_EXHAUSTED: Out of memory allocating 4398046511104 bytes.", None, "out_of_memory"),
         ("XlaRuntimeError", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.00GiB", None, "out_of_memory"),
@@ -107,6 +106,46 @@ def test_exception_classes(exc_type, message, mro, expected):
     if message:
         assert message in got.message
     assert got.hint == HINTS[expected]
+
+
+def test_the_scripts_own_keyboard_interrupt_is_a_script_error():
+    # Only jaxrun's own Ctrl-C (interrupted=True) is "interrupted"; the script raised this itself.
+    got = run_classify([exc_event("KeyboardInterrupt", "", ["KeyboardInterrupt", "BaseException", "object"])])
+    assert got is not None and got.error_class == "script_error" and got.exception_type == "KeyboardInterrupt"
+    assert "raised KeyboardInterrupt itself" in got.hint
+    stopped = run_classify([exc_event("KeyboardInterrupt", "", None)], exit_code=None, interrupted=True)
+    assert stopped is not None and stopped.error_class == "interrupted"
+
+
+def test_memory_words_in_an_ordinary_exception_are_not_out_of_memory():
+    got = run_classify([exc_event("ValueError", "failed to allocate the output buffer", None)])
+    assert got is not None and got.error_class == "script_error"
+    got = run_classify([exc_event("RuntimeError", "RESOURCE_EXHAUSTED: out of memory", None)])
+    assert got is not None and got.error_class == "script_error"  # not the runtime's own error type
+
+
+def test_a_warning_that_says_it_is_not_a_failure_is_no_evidence():
+    warning = ("W external/xla/tsl/framework/bfc_allocator.cc:310] Allocator (GPU_0_bfc) ran out of memory "
+               "trying to allocate 2.00GiB. The caller indicates that this is not a failure, but this may mean "
+               "that there could be performance gains if more memory were available.\n")
+    got = run_classify([{"type": "exit", "pid": 1, "code": 3}], exit_code=3, stderr=warning)
+    assert got is not None and got.error_class == "script_error" and "sys.exit(3)" in got.message
+    # Without the script's own exit, a real out-of-memory line is still evidence; the warning is not.
+    assert run_classify(exit_code=1, stderr=warning).error_class == "script_error"
+    assert run_classify(exit_code=1, stderr=warning + "RESOURCE_EXHAUSTED: Out of memory\n").error_class == "out_of_memory"
+
+
+def test_a_forked_childs_exception_is_not_the_scripts():
+    events = [{**exc_event("ValueError", "in the child"), "pid": 8}]  # the script's own pid is 1 (START)
+    assert run_classify(events, exit_code=0) is None
+    got = run_classify(events, exit_code=2)
+    assert got is not None and "in the child" not in got.message
+
+
+def test_an_exit_without_a_python_exception_gets_a_hint_that_fits():
+    got = run_classify([], exit_code=5)
+    assert got is not None and got.error_class == "script_error" and "status 5" in got.message
+    assert "traceback" not in got.hint and "os._exit" in got.hint
 
 
 def test_exception_message_format():

@@ -222,7 +222,9 @@ def test_keyboard_interrupt_inside_the_script_is_a_result(tmp_path, results):
     # execute_jax_script returns (a batch goes on) instead of raising.
     script = write_script(tmp_path, "ctrl_c.py", "raise KeyboardInterrupt\n")
     result = run(script, results, retries=2)
-    assert_failed(result, "interrupted")
+    # jaxrun did not interrupt it: the script's own KeyboardInterrupt is a script error.
+    assert not result.success and result.error_class == "script_error"
+    assert "raised KeyboardInterrupt itself" in result.hint
     assert result.exception_type == "KeyboardInterrupt"
     assert result.exit_code == 130
     assert len(result.attempts) == 1
@@ -231,9 +233,10 @@ def test_keyboard_interrupt_inside_the_script_is_a_result(tmp_path, results):
 def test_exit_status(tmp_path, results):
     script = write_script(tmp_path, "exit3.py", "import sys\nprint('bye', file=sys.stderr)\nsys.exit(3)\n")
     result = run(script, results)
-    assert_failed(result, "script_error")
+    assert not result.success and result.error_class == "script_error"
     assert result.exit_code == 3
     assert "status 3" in result.error_message and "bye" in result.error_message
+    assert "sys.exit(3)" in result.error_message and "traceback" not in result.hint  # there is none
 
     ok = run(write_script(tmp_path, "exit0.py", "import sys\nsys.exit(0)\n"), results)
     assert ok.success is True and ok.exit_code == 0

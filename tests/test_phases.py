@@ -118,3 +118,37 @@ def test_compare_sees_thirty_percent_more_own_work_despite_import_noise(tmp_path
     assert row["verdict"] == "slower" and row["metric"] == "run_time"
     assert row["ratio_ci_low"] > 1.05 and row["p_value"] < 0.01
     assert row["base_median"] >= 0.30 and row["new_median"] >= 0.39
+
+
+def test_interval_arithmetic_of_the_phases() -> None:
+    from jaxrun.probe import intervals
+
+    nested = [(0.0, 1.0), (0.2, 0.5), (0.9, 1.5), (3.0, 4.0)]  # an outer trace with inner phases
+    assert intervals.merged(nested) == [(0.0, 1.5), (3.0, 4.0)]
+    assert intervals.length(nested) == pytest.approx(2.5)
+    imports_inside = [(0.1, 0.3), (1.4, 3.5)]
+    assert intervals.overlap(nested, imports_inside) == pytest.approx(0.2 + 0.1 + 0.5)
+    assert intervals.overlap([], imports_inside) == 0.0
+
+
+LAZY_IMPORT_IN_A_JITTED_FUNCTION = """\
+import time
+import jax
+import jax.numpy as jnp
+
+@jax.jit
+def f(x):
+    import json, importlib  # a lazy import while JAX traces: import time, not compile time too
+    for name in ("colorsys", "netrc", "mailbox", "tomllib", "wave"):
+        importlib.import_module(name) if False else __import__(name)
+    return x * 2
+
+f(jnp.ones(3)).block_until_ready()
+time.sleep(0.3)
+"""
+
+
+def test_an_import_during_compilation_is_counted_once(tmp_path: Path) -> None:
+    result = run(write(tmp_path, "lazy.py", LAZY_IMPORT_IN_A_JITTED_FUNCTION), tmp_path / "r")
+    assert result.run_time >= 0.3, result.run_time  # the sleep is never eaten by double counting
+    assert_phases_add_up(result)

@@ -209,6 +209,18 @@ def test_ratio_of_medians_ci_degenerate_inputs() -> None:
     ],
 )
 def test_mann_whitney_p_equals_scipy(a: list[float], b: list[float]) -> None:
+    if len(set(a) | set(b)) == len(a) + len(b):
+        # Without ties scipy's exact method is the reference (its default switches to the normal
+        # approximation above 8 a side; jaxrun stays exact for samples this small).
+        expected = scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+    else:
+        expected = _enumerated_p(a, b)  # with ties, scipy has no exact method: enumerate the splits
+    assert stats.mann_whitney_p(a, b) == pytest.approx(expected)
+
+
+def test_large_samples_use_the_normal_approximation() -> None:
+    rng = np.random.default_rng(3)
+    a, b = list(rng.normal(size=300)), list(rng.normal(0.2, 1.0, size=300))  # past EXACT_WORK_MAX
     expected = scipy.stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
     assert stats.mann_whitney_p(a, b) == pytest.approx(expected)
 
@@ -287,3 +299,37 @@ def test_outliers_need_five_samples():
     assert not any("outliers" in w for w in s.warnings)
     s5 = describe([1.0, 1.01, 0.99, 1.0, 1.5])
     assert 4 in s5.outliers_tukey
+
+
+def _enumerated_p(a: list[float], b: list[float]) -> float:
+    """The permutation p-value of the rank sum by brute force over every split (the ground truth)."""
+    import itertools
+
+    pooled = np.array(a + b, float)
+    ranks = scipy.stats.rankdata(pooled)
+    n1, centre = len(a), len(a) * (len(pooled) + 1) / 2
+    observed = abs(ranks[:n1].sum() - centre)
+    splits = list(itertools.combinations(range(len(pooled)), n1))
+    hits = sum(abs(ranks[list(s)].sum() - centre) >= observed - 1e-9 for s in splits)
+    return hits / len(splits)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ([1.0, 1.0, 1.0, 1.1, 1.1], [1.3, 1.3, 1.3, 1.4, 1.4]),  # tied, cleanly 30% slower
+        ([1, 1, 2, 2, 3, 3], [2, 3, 3, 4, 4, 5]),  # ties across the samples
+        ([5, 1, 3], [2, 2, 9, 1]),
+        ([0.5] * 4 + [0.6], [0.5, 0.6, 0.6, 0.6, 0.7, 0.7]),
+    ],
+)
+def test_mann_whitney_p_with_ties_is_the_exact_permutation_p(a: list[float], b: list[float]) -> None:
+    assert stats.mann_whitney_p(a, b) == pytest.approx(_enumerated_p(list(map(float, a)), list(map(float, b))))
+
+
+def test_a_clean_tied_regression_at_five_runs_a_side_is_significant() -> None:
+    base, new = [1.0, 1.0, 1.0, 1.1, 1.1], [1.3, 1.3, 1.3, 1.4, 1.4]
+    # scipy's default (normal approximation, tie-corrected) says p = 0.0097 here.
+    assert stats.mann_whitney_p(base, new) == pytest.approx(2 / 252)  # complete separation, ties or not
+    verdict, ratio, *_ = stats.verdict(base, new, alpha=0.01, min_effect=0.05)
+    assert verdict == "slower" and ratio == pytest.approx(1.3)

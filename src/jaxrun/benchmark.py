@@ -70,9 +70,17 @@ def warm_summary(entry: str, calls: list[WarmCall]) -> WarmSummary:
     ratio = None
     if first is not None and steady_stats is not None and steady_stats.median:
         ratio = first / steady_stats.median
+    compiled = [c for c in calls if c.index > 1 and c.compile_time > 0]
+    warnings = []
+    if compiled:
+        warnings.append(
+            f"{len(compiled)} of {len(steady)} steady calls of {entry}() compiled "
+            f"({sum(c.compile_time for c in compiled):.3g} s of JIT work): they are not steady; "
+            "look for arguments that change shape or dtype between calls"
+        )
     return WarmSummary(
         entry=entry, calls=calls, first_call=first, steady=steady_stats,
-        compile_first_call_overhead_ratio=ratio,
+        compile_first_call_overhead_ratio=ratio, warnings=warnings,
     )
 
 
@@ -163,9 +171,12 @@ def benchmarking_section(
     benchmarks: list[ScriptBenchmark], benchmark_runs: int, warmup_runs: int, devices: list[str]
 ) -> BenchmarkingSection:
     """What the execution results' ``benchmarking`` and jax_benchmark_results.json both hold."""
-    walls = [w for b in benchmarks for w in metric_values(b.samples, "wall_time")]
-    mean = pystats.fmean(walls) if walls else None
-    std = pystats.stdev(walls) if len(walls) > 1 else None
+    # Per script first, then summarised: pooling a 0.1 s and a 10 s script's samples would make
+    # their spread look like noise.
+    timed = [b for b in benchmarks if b.mean_execution_time is not None]
+    mean = sum(b.mean_execution_time for b in timed) if timed else None  # type: ignore[misc]
+    spread = [b.std_execution_time for b in timed]
+    std = math.sqrt(sum(s * s for s in spread)) if timed and all(s is not None for s in spread) else None  # type: ignore[operator]
     cvs = [b.statistics["wall_time"].cv for b in benchmarks if "wall_time" in b.statistics]
     known = [cv for cv in cvs if cv is not None]
     # The batch is as stable as its noisiest script.

@@ -32,7 +32,9 @@ ERROR_CLASSES: tuple[str, ...] = ErrorClass.__args__  # type: ignore[attr-define
 class MappingModel(BaseModel):
     """A model that can also be read like the dicts the seed documents return (``r["success"]``)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    # NaN and infinities (a script may record them) are written as the JSON strings "NaN",
+    # "Infinity", "-Infinity": valid JSON, and never confused with null (a value not measured).
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, ser_json_inf_nan="strings")
 
     def __getitem__(self, key: str) -> Any:
         if key not in type(self).model_fields:
@@ -209,7 +211,9 @@ class BatchMetadata(MappingModel):
 
 
 class PerformanceSummary(MappingModel):
-    total_execution_time: float | None = None
+    total_execution_time: float | None = Field(
+        None, description="Seconds, every process run counted (each benchmark run and warm-up too)"
+    )
     average_execution_time: float | None = None
     median_execution_time: float | None = None
     total_body_time: float | None = None
@@ -288,6 +292,7 @@ class WarmSummary(MappingModel):
     compile_first_call_overhead_ratio: float | None = Field(
         None, description="compile+first-call overhead ratio: first call / median steady call"
     )
+    warnings: list[str] = Field([], description="E.g. steady calls that compiled (they are not steady)")
 
 
 class ScriptBenchmark(MappingModel):
@@ -302,8 +307,8 @@ class ScriptBenchmark(MappingModel):
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
     statistics: dict[str, Statistics] = Field({}, description="Per metric in SAMPLE_METRICS")
-    mean_execution_time: float | None = None
-    std_execution_time: float | None = None
+    mean_execution_time: float | None = Field(None, description="Seconds, mean wall time of this script's counted runs")
+    std_execution_time: float | None = Field(None, description="Seconds, their standard deviation")
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
     warm: WarmSummary | None = None
     mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
@@ -336,9 +341,16 @@ class BenchmarkingSection(MappingModel):
     benchmark_runs: int = 0
     warmup_runs: int = 0
     runs_completed: int = 0
-    mean_execution_time: float | None = None
-    std_execution_time: float | None = None
-    performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
+    mean_execution_time: float | None = Field(
+        None, description="Seconds, one pass over the benchmarked scripts: the sum of their mean wall times"
+    )
+    std_execution_time: float | None = Field(
+        None, description="Seconds, standard deviation of that pass: the root of the sum of the scripts' "
+        "variances (runs are independent); never samples of different scripts pooled together"
+    )
+    performance_stability: Literal["stable", "noisy", "unknown"] = Field(
+        "unknown", description="That of the noisiest script (its wall-time CV above 5%: noisy)"
+    )
     benchmarks: list[ScriptBenchmark] = []
     device_comparison: list[DeviceSpeedup] = []
 

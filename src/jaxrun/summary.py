@@ -24,10 +24,20 @@ def _known(values: list[float | int | None]) -> list[float]:
     return [float(v) for v in values if v is not None]
 
 
+def _all_runs_time(result: ScriptResult) -> float | None:
+    bench = result.benchmark
+    if bench is None:
+        return result.execution_time
+    walls = [s.wall_time for s in [*bench.warmups, *bench.samples] if s.wall_time is not None]
+    return sum(walls) if walls else result.execution_time
+
+
 def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
     if not results:
         return PerformanceSummary()
     times = _known([r.execution_time for r in results])
+    # Every process run costs time: a benchmarked script ran W + N times, not once.
+    spent = _known([_all_runs_time(r) for r in results])
     timed = [r for r in results if r.execution_time is not None]
     fastest = min(timed, key=lambda r: r.execution_time or 0.0, default=None)
     slowest = max(timed, key=lambda r: r.execution_time or 0.0, default=None)
@@ -37,7 +47,7 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
     device_memory = _known([r.device_memory_peak for r in results])
     bodies = _known([r.body_time for r in results])
     return PerformanceSummary(
-        total_execution_time=sum(times) if times else None,
+        total_execution_time=sum(spent) if spent else None,
         average_execution_time=statistics.fmean(times) if times else None,
         median_execution_time=statistics.median(times) if times else None,
         total_body_time=sum(bodies) if bodies else None,

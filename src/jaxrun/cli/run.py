@@ -120,6 +120,9 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
                 err.print(f"warning: {b.script_name}: {warning}", markup=False)
     # A benchmarked result's .warm already pools the calls of all its runs.
     warm_rows = [(r.script_name, r.warm) for r in batch.script_results if r.warm is not None]
+    for name, warm in warm_rows:
+        for warning in warm.warnings:
+            err.print(f"warning: {name}: {warning}", markup=False)
     if warm_rows:
         out.print(warm_table(warm_rows))
     if bench.device_comparison:

@@ -84,15 +84,25 @@ def _script_traceback(exc: BaseException) -> BaseException:
     return exc.with_traceback(tb)
 
 
+def _message(exc: BaseException) -> str:
+    """``str(exc)``, or a stand-in when the exception's own ``__str__`` fails."""
+    try:
+        return str(exc)
+    except Exception as failure:  # noqa: BLE001 - any error of the script's __str__
+        return f"<the exception's message could not be rendered: {type(failure).__name__}>"
+
+
 def _exception_event(writer: EventWriter, exc: BaseException) -> None:
+    # traceback renders an unprintable exception itself ("<exception str() failed>").
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     kind = type(exc)
     writer.emit(
         events.EXCEPTION,
+        pid=os.getpid(),
         exc_type=kind.__name__,
         exc_module=kind.__module__,
         exc_mro=[k.__name__ for k in kind.__mro__],
-        message=str(exc),
+        message=_message(exc),
         traceback=text[-_TRACEBACK_TAIL:],
     )
 
@@ -103,7 +113,8 @@ def main(argv: list[str]) -> int:
     writer = EventWriter(events_path)
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
     os.environ[EVENTS_ENV] = events_path
-    writer.emit(events.START, pid=os.getpid(), python=sys.version.split()[0])
+    probe_pid = os.getpid()
+    writer.emit(events.START, pid=probe_pid, python=sys.version.split()[0])
     watch_jax_import(writer)
 
     # Make the script see the world exactly as `python script.py` would.
@@ -126,7 +137,7 @@ def main(argv: list[str]) -> int:
         else:
             print(code, file=sys.stderr)
             exit_code = 1
-        writer.emit(events.EXIT, code=exit_code)
+        writer.emit(events.EXIT, pid=os.getpid(), code=exit_code)
     except KeyboardInterrupt as exc:
         _script_traceback(exc)
         _exception_event(writer, exc)
@@ -139,6 +150,12 @@ def main(argv: list[str]) -> int:
         exit_code = 1
     body_time = time.perf_counter() - started
     import_timer.stop()
+    if os.getpid() != probe_pid:
+        # A child the script forked (os.fork) left the script's code: it ends as it would under
+        # plain python; its body, exception or exit is not the script's.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return exit_code
 
     writer.emit(
         events.END,

@@ -11,6 +11,7 @@ import statement, are not seen.
 from __future__ import annotations
 
 import builtins
+import collections
 import threading
 import time
 from typing import Any
@@ -19,6 +20,9 @@ _real_import = builtins.__import__
 _state = threading.local()
 _lock = threading.Lock()
 _seconds = 0.0
+# The latest outermost imports, (start, end): library code may import while JAX compiles, and that
+# time must not count twice. Bounded: only imports that end inside a compile phase matter.
+recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=10_000)
 
 
 def _timed_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
@@ -30,10 +34,11 @@ def _timed_import(name: str, globals: Any = None, locals: Any = None, fromlist: 
     try:
         return _real_import(name, globals, locals, fromlist, level)
     finally:
-        elapsed = time.perf_counter() - started
+        ended = time.perf_counter()
         _state.depth = 0
         with _lock:
-            _seconds += elapsed
+            _seconds += ended - started
+            recent.append((started, ended))
 
 
 def start() -> None:

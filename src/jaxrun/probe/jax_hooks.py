@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from . import events, import_timer
+from . import events, import_timer, intervals
 from .channel import EventWriter
 
 _PHASES = {
@@ -37,18 +37,15 @@ def function_name(raw: object) -> str:
 _jit_seconds = 0.0
 # (start, end) of each JIT phase that ran outside an import statement. Phases nest (tracing an
 # outer function traces the inner jitted ones), so their durations overlap; the wall time spent
-# compiling is the length of the union of these intervals.
+# compiling is the length of the union of these intervals, less the imports that library code
+# ran inside them (already import time).
 _intervals: list[tuple[float, float]] = []
+_imports_inside: set[tuple[float, float]] = set()
 
 
 def compile_wall_seconds_outside_imports() -> float:
-    """Wall seconds of JIT work outside imports (compilation inside an import is in import_time)."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(_intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
+    """Wall seconds of JIT work that are neither import time nor counted twice."""
+    return intervals.length(_intervals) - intervals.overlap(_intervals, _imports_inside)
 
 
 def jit_seconds() -> float:
@@ -78,7 +75,13 @@ def attach_listeners(writer: EventWriter) -> None:
             _jit_seconds += duration
             if not import_timer.importing():
                 end = time.perf_counter()
-                _intervals.append((end - duration, end))
+                start = end - duration
+                _intervals.append((start, end))
+                for imported in reversed(import_timer.recent):
+                    if imported[1] <= start:
+                        break
+                    if imported[0] < end:
+                        _imports_inside.add(imported)
             writer.emit(events.COMPILE, phase=phase, fun=function_name(kwargs.get("fun_name")), s=duration)
 
     def on_event(event: str, **kwargs: Any) -> None:
