@@ -34,7 +34,10 @@ class DevicePeaks(MappingModel):
     host: str
     flops_per_s_float32: float | None = Field(None, description="Best matmul FLOP/s in float32")
     flops_per_s_bfloat16: float | None = Field(None, description="Best matmul FLOP/s in bfloat16")
-    bytes_per_s: float | None = Field(None, description="Copy bandwidth, bytes read + written per second")
+    bytes_per_s: float | None = Field(
+        None, description="Copy bandwidth, bytes read + written per second: x + 1 over 256 MiB of float32, "
+        "in place (the input donated, so no fresh output is allocated inside the timed loop)"
+    )
     trials: list[PeakTrial] = []
     measured_at: str
     measure_seconds: float | None = Field(None, description="Wall time spent measuring these peaks")
