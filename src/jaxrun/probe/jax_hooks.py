@@ -139,6 +139,14 @@ def watch_jax_import(writer: EventWriter) -> None:
     sys.meta_path.insert(0, JaxImportWatcher(on_loaded))
 
 
+def peak_bytes_in_use(stats: Any) -> int | None:
+    """``peak_bytes_in_use`` of one device's ``memory_stats()``; None where the backend keeps no
+    statistics (CPU returns None) or does not track the peak."""
+    if not isinstance(stats, dict) or stats.get("peak_bytes_in_use") is None:
+        return None
+    return int(stats["peak_bytes_in_use"])
+
+
 def device_facts() -> dict[str, Any] | None:
     """Which backend the script really used and its peak device memory; None if JAX was unused."""
     if "jax" not in sys.modules:
@@ -157,7 +165,7 @@ def device_facts() -> dict[str, Any] | None:
                 stats = device.memory_stats()
             except Exception:
                 stats = None
-            peaks.append(int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None)
+            peaks.append(peak_bytes_in_use(stats))
         return {
             "initialized": True,
             "backend": jax.default_backend(),
