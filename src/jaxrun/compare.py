@@ -11,7 +11,6 @@ a minimum effect, so a tiny but consistent change is not called a regression.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections import Counter
@@ -27,7 +26,6 @@ from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
 from .errors import UsageError
 from .models import (
-    SAMPLE_METRICS,
     BatchResult,
     BenchmarkResults,
     ComparisonReport,

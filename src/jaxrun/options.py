@@ -207,12 +207,10 @@ class BatchOptions(_Options):
             raise UsageError(f"unknown option {unknown[0]!r}: valid options are {valid}")
         if "device" in given:
             given["device"] = parse_devices(given["device"])
-        # Each script's run gets its device from the batch; the first one validates run options.
-        first = (given.get("device") or ("auto",))[0]
-        run = RunOptions.build(source, sources, device=first, **run_given)
-        run._sources.pop("device", None)
         if "device" in given:
-            run._sources["device"] = (sources or {}).get("device", source)
+            # Each script's run gets its device from the batch (run_for); the first one stands here.
+            run_given["device"] = given["device"][0]
+        run = RunOptions.build(source, sources, **run_given)
         options = super().build(source, sources, run=run, **given)
         options._sources.pop("run", None)
         return options

@@ -11,25 +11,24 @@ import logging
 import os
 import platform as platform_module
 import socket
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from .. import __version__, resultfiles
 from ..devices import get_jax_device_info
 from ..errors import DeviceProbeError, UsageError
 from ..executors.base import RunJob, make_executor
 from ..history import HistoryStore
-from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
+from ..models import BatchMetadata, BatchResult, DeviceInfo
 from ..options import BatchOptions
 from ..run.execute import run_job
 from ..run.job import Job
-from ..sinks import BaseSink, Sink, Sinks
+from ..sinks import Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.callbacks import CallbackSink, OnResult, OnStart
 from ..sinks.history import HistorySink
 from ..sinks.markdown import MarkdownSink
 from ..sinks.run_log import RunLogSink
 from ..sinks.script_files import ScriptFileSink
-from ..summary import assemble_batch
 from ..timestamps import now_iso
 from .plan import DevicePlan, discover, make_jobs, plan_devices
 
@@ -77,20 +76,6 @@ def run_jax_scripts(
     )
     batch = run_batch(batch_options, sinks=[CallbackSink(on_start, on_result)])
     return batch if return_detailed_results else batch.success
-
-
-class _Collector(BaseSink):
-    """The final results, by batch position."""
-
-    def __init__(self) -> None:
-        self.done: dict[int, ScriptResult] = {}
-
-    def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
-        self.done[job.index] = result
-        return result
-
-    def results(self) -> list[ScriptResult]:
-        return [self.done[i] for i in sorted(self.done)]
 
 
 def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan) -> list[str]:
@@ -144,33 +129,27 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     )
     jobs = make_jobs(options, scripts, devices)
     run = options.run
-    collector = _Collector()
+    # The batch files sink holds the results as they stand; the returned batch is its view.
+    files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
+                           devices=options.device)
     chain = Sinks([
         *([HistorySink(store, info)] if store is not None else []),
         ScriptFileSink(),
-        BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs, devices=options.device),
+        files,
         RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices)),
         *([MarkdownSink(options.markdown)] if options.markdown is not None else []),
-        collector,
         *sinks,
     ])
-
-    def batch(complete: bool) -> BatchResult:
-        return assemble_batch(
-            meta, info, collector.results(), complete=complete, benchmark_runs=run.benchmark_runs,
-            warmup_runs=run.warmup_runs, devices=options.device,
-        )
-
     try:
         chain.on_begin(jobs)
         make_executor(options, info).run(jobs, run_job, chain)
     except KeyboardInterrupt:
-        chain.on_end(batch(complete=False))
+        chain.on_end(files.batch(complete=False))
         raise
     except BaseException:
         if store is not None:
             store.close()
         raise
-    result = batch(complete=True)
+    result = files.batch(complete=True)
     chain.on_end(result)
     return result

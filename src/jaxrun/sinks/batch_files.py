@@ -33,17 +33,18 @@ class BatchFilesSink(BaseSink):
     def on_begin(self, jobs: Sequence["Job"]) -> None:
         if self.info is not None:
             resultfiles.write_model(self.results_dir / resultfiles.DEVICE_INFO, self.info)
-        self._write(self._assemble(complete=False))
+        self._write(self.batch(complete=False))
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
         self._done[job.index] = result
-        self._write(self._assemble(complete=False))
+        self._write(self.batch(complete=False))
         return result
 
     def on_end(self, batch: BatchResult) -> None:
         self._write(batch)
 
-    def _assemble(self, complete: bool) -> BatchResult:
+    def batch(self, complete: bool) -> BatchResult:
+        """The batch as it stands: every result so far, in batch order."""
         return assemble_batch(
             self.meta, self.info, [self._done[i] for i in sorted(self._done)], complete=complete,
             benchmark_runs=self.benchmark_runs, warmup_runs=self.warmup_runs, devices=self.devices,
