@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 import jaxrun
 from jaxrun import resultfiles
 from jaxrun.errors import InvalidDeviceError, JAXExecutionError, UsageError
-from jaxrun.models import BatchResult, ScriptResult
+from jaxrun.models import SCHEMA_VERSION, BatchResult, ScriptResult
 from jaxrun.summary import performance_metrics, performance_summary
 from helpers import load, write
 
@@ -170,7 +170,7 @@ def test_execution_results_have_the_seed_shape(mixed_batch) -> None:
     assert (meta["scripts_successful"], meta["scripts_failed"]) == (2, 1)
     assert meta["complete"] is True
     assert meta["results_dir"] == str(out.resolve())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == SCHEMA_VERSION
     assert doc["benchmarking"]["enabled"] is False
     summary = doc["performance_summary"]
     assert summary["success_rate"] == pytest.approx(2 / 3)

@@ -142,8 +142,10 @@ def test_compare_a_results_dir_with_itself_finds_no_change(jaxrun, bench_dir) ->
     assert sorted(s["script_name"] for s in report["scripts"]) == ["alpha", "sub__beta"]
     for row in report["scripts"]:
         assert row["verdict"] == "no significant change", row
-        assert (row["base_n"], row["new_n"]) == (5, 5)
-        assert row["ratio"] == pytest.approx(1.0)
+        assert set(row["phases"]) == {"wall_time", "import_time", "compile_time", "run_time", "memory_peak"}
+        for phase in row["phases"].values():
+            assert (phase["base_n"], phase["new_n"]) == (5, 5)
+            assert phase["ratio"] == pytest.approx(1.0)
     assert report["regressions"] == [] and report["improvements"] == []
     assert report["only_in_base"] == [] and report["only_in_new"] == []
 
@@ -206,13 +208,17 @@ def test_compare_finds_the_slower_script_with_p_below_001(jaxrun, slow_pair) -> 
     report = json.loads(proc.stdout)
     (row,) = report["scripts"]
     assert row["script_name"] == "bench"
-    assert (row["base_n"], row["new_n"]) == (5, 5)
     assert row["verdict"] == "slower", row
-    assert row["p_value"] < 0.01
-    # No bound that start-up times could move: the ratio is that of the medians, and with complete
-    # separation its bootstrap CI lies above min(new) / max(base) (~1.0 / 0.37 at worst), far above 1.05.
-    assert row["ratio"] == pytest.approx(row["new_median"] / row["base_median"])
-    assert row["ratio_ci_low"] > 1.05
+    # The script never imports jax: nothing is compiled (unknown, not 0), so run time alone gates.
+    assert row["gate"] == ["run_time"] and row["phases"]["compile_time"]["new_n"] == 0
+    for metric in ("wall_time", "run_time"):
+        phase = row["phases"][metric]
+        assert (phase["base_n"], phase["new_n"]) == (5, 5)
+        assert phase["verdict"] == "slower" and phase["p_value"] < 0.01
+        # No bound that start-up times could move: the ratio is that of the medians, and with complete
+        # separation its bootstrap CI lies above min(new) / max(base) (~1.0 / 0.37 at worst), far above 1.05.
+        assert phase["ratio"] == pytest.approx(phase["new_median"] / phase["base_median"])
+        assert phase["ratio_ci_low"] > 1.05
     assert report["regressions"] == ["bench"]
 
 
@@ -325,8 +331,7 @@ def test_run_of_a_slower_script_is_flagged_by_run_and_exits_1(history_story) -> 
 def test_history_of_the_script_flags_the_injected_regression(history_story) -> None:
     proc = history_story["history_script"]
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "regression: bench.py on cpu is x" in proc.stdout
-    assert "than its 2 earlier run(s)" in proc.stdout
+    assert "regression: bench.py on cpu is slower than its 2 earlier run(s): run_time x" in proc.stdout
 
     as_json = history_story["history_script_json"]
     assert as_json.returncode == 1, as_json.stdout + as_json.stderr
@@ -339,10 +344,11 @@ def test_history_of_the_script_flags_the_injected_regression(history_story) -> N
     assert check["previous_runs"] == 2
     assert check["regression"] is True
     comparison = check["comparison"]
-    assert comparison["verdict"] == "slower"
-    assert comparison["p_value"] < 0.01
-    assert (comparison["base_n"], comparison["new_n"]) == (8, 4)
-    assert comparison["ratio"] > 1.05
+    assert comparison["verdict"] == "slower" and check["gate"] == ["run_time"]
+    run = comparison["phases"]["run_time"]
+    assert run["p_value"] < 0.01
+    assert (run["base_n"], run["new_n"]) == (8, 4)
+    assert run["ratio"] > 1.05
 
 
 @pytest.mark.slow

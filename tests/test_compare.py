@@ -13,6 +13,7 @@ from jaxrun import execute_jax_script, resultfiles
 from jaxrun.compare import compare_results, load_samples, parse_effect
 from jaxrun.errors import UsageError
 from jaxrun.models import (
+    METRIC_ALIASES,
     SAMPLE_METRICS,
     BatchMetadata,
     BatchResult,
@@ -20,10 +21,13 @@ from jaxrun.models import (
     BenchmarkResults,
     ComparisonReport,
     PerformanceSummary,
+    RegressionCheck,
     RunSample,
     ScriptBenchmark,
+    ScriptComparison,
     ScriptResult,
 )
+from jaxrun.verdicts import DEFAULT_GATE, PHASES
 
 NOW = datetime(2024, 5, 1, tzinfo=timezone.utc).isoformat()
 
@@ -119,15 +123,19 @@ def test_a_results_dir_compared_with_itself_shows_no_change(base_dir: Path) -> N
     report = compare_results(base_dir, base_dir)
     assert isinstance(report, ComparisonReport)
     assert [s.script_name for s in report.scripts] == ["pomdp_solver", "general_model", "arc_grid_env"]
+    assert report.metrics == list(PHASES) and report.gate == ["run_time", "compile_time"]
     for row in report.scripts:
-        assert row.verdict == "no significant change"
-        assert row.p_value == pytest.approx(1.0)
-        assert row.ratio == 1.0 and row.ratio_ci_low <= 1.0 <= row.ratio_ci_high
-        assert row.device == "cpu" and row.metric == "wall_time"
-        assert row.note is None
+        assert row.verdict == "no significant change" and row.gate == list(DEFAULT_GATE)
+        assert list(row.phases) == list(PHASES) and row.slower == row.faster == []
+        for metric, phase in row.phases.items():
+            assert phase.metric == metric and phase.verdict == "no significant change"
+            assert phase.p_value == pytest.approx(1.0)
+            assert phase.ratio == 1.0 and phase.ratio_ci_low <= 1.0 <= phase.ratio_ci_high
+            assert phase.note is None
+        assert row.device == "cpu" and row.note is None
     assert report.regressions == [] and report.improvements == []
     assert report.only_in_base == [] and report.only_in_new == []
-    assert report.geometric_mean_ratio == pytest.approx(1.0)
+    assert report.geometric_mean_ratio == {m: pytest.approx(1.0) for m in PHASES}
     assert report.base == report.new == str(base_dir)
 
 
@@ -140,16 +148,23 @@ def test_thirty_percent_slower_is_a_significant_regression(tmp_path: Path, base_
     report = compare_results(base_dir, new)
     rows = {r.script_name: r for r in report.scripts}
     slow = rows["pomdp_solver"]
-    assert slow.verdict == "slower" and slow.p_value < 0.01
-    assert slow.ratio == pytest.approx(1.3, rel=0.02)
-    assert slow.ratio_ci_low <= 1.3 <= slow.ratio_ci_high and slow.ratio_ci_low > 1.05
-    assert (slow.base_n, slow.new_n) == (10, 10)  # the warm-up is not a sample
+    assert slow.verdict == "slower"
+    # Every time phase grew by 30% or more; memory (100 MB + 10 MB per second) only by ~3%.
+    assert slow.slower == ["wall_time", "import_time", "compile_time", "run_time"]
+    assert slow.phase("memory_peak").verdict == "no significant change"
+    wall = slow.phase("wall_time")
+    assert wall.p_value < 0.01 and wall.ratio == pytest.approx(1.3, rel=0.02)
+    assert wall.ratio_ci_low <= 1.3 <= wall.ratio_ci_high and wall.ratio_ci_low > 1.05
+    assert (wall.base_n, wall.new_n) == (10, 10)  # the warm-up is not a sample
+    run = slow.phase("run_time")  # 0.9 * wall - 0.05: (0.9 * 1.3 - 0.05) / 0.85 = 1.318
+    assert run.p_value < 0.01 and run.ratio == pytest.approx(1.318, rel=0.02)
     for name in ("general_model", "arc_grid_env"):
-        assert rows[name].verdict == "no significant change"
-        assert abs(rows[name].ratio - 1) < 0.05
+        assert rows[name].verdict == "no significant change" and rows[name].slower == []
+        assert abs(rows[name].phase("wall_time").ratio - 1) < 0.05
     assert report.regressions == ["pomdp_solver"] and report.improvements == []
-    assert report.geometric_mean_ratio == pytest.approx(np.prod([r.ratio for r in report.scripts]) ** (1 / 3))
-    assert 1.05 < report.geometric_mean_ratio < 1.15
+    walls = [r.phase("wall_time").ratio for r in report.scripts]
+    assert report.geometric_mean_ratio["wall_time"] == pytest.approx(np.prod(walls) ** (1 / 3))
+    assert 1.05 < report.geometric_mean_ratio["wall_time"] < 1.15
     # The other way round it is an improvement.
     back = compare_results(new, base_dir)
     assert back.improvements == ["pomdp_solver"] and back.regressions == []
@@ -209,13 +224,16 @@ def test_real_runs_of_a_script_made_much_slower(tmp_path: Path) -> None:
 
     report = compare_results(base, new)
     (row,) = report.scripts
-    assert (row.base_n, row.new_n) == (5, 5)
-    assert row.verdict == "slower", row
-    assert row.p_value < 0.01
+    assert row.verdict == "slower" and row.gate == ["run_time", "compile_time"], row
+    run = row.phase("run_time")
+    assert (run.base_n, run.new_n) == (5, 5)
+    assert run.verdict == "slower" and run.p_value < 0.01
     # No bound on the ratio that start-up times could move: it is the ratio of the medians, and
     # with complete separation its bootstrap CI lies above min(new) / max(base), far above 1.05.
-    assert row.ratio == pytest.approx(row.new_median / row.base_median)
-    assert row.ratio_ci_low > 1.05
+    assert run.ratio == pytest.approx(run.new_median / run.base_median)
+    assert run.ratio_ci_low > 1.05
+    # Nothing is compiled: 0 s in every run, no change, and the run phase alone decides.
+    assert row.phase("compile_time").verdict == "no significant change"
     assert report.regressions == ["sleeper"]
     body = compare_results(base, new, metric="body_time").scripts[0]
     assert body.verdict == "slower"
@@ -274,10 +292,15 @@ def test_batch_results_without_benchmarks_are_not_comparable(tmp_path: Path) -> 
     assert load_samples(base, "memory_peak")[("a", "cpu")] == [120.0]
     report = compare_results(base, new)
     for row in report.scripts:
-        assert row.verdict == "not comparable" and row.p_value is None
-        assert (row.base_n, row.new_n) == (1, 1)
-        assert "one sample per side" in row.note and "--benchmark-runs" in row.note
-    assert report.scripts[0].ratio == pytest.approx(1.3)  # still shown, just not judged
+        assert row.verdict == "not comparable"
+        for metric, phase in row.phases.items():
+            assert phase.p_value is None and phase.verdict == "not comparable"
+            if metric == "import_time":  # not in these results
+                assert (phase.base_n, phase.new_n) == (0, 0) and "no import_time of a successful run" in phase.note
+                continue
+            assert (phase.base_n, phase.new_n) == (1, 1)
+            assert "one sample per side" in phase.note and "--benchmark-runs" in phase.note
+    assert report.scripts[0].phase("wall_time").ratio == pytest.approx(1.3)  # still shown, just not judged
     assert report.regressions == []
 
 
@@ -294,7 +317,10 @@ def test_a_batch_result_uses_its_benchmarking_section(tmp_path: Path) -> None:
     report = compare_results(path, path)
     rows = {r.script_name: r for r in report.scripts}
     assert rows["a"].verdict == "no significant change"
-    assert rows["broken"].verdict == "not comparable" and "no successful" in rows["broken"].note
+    broken = rows["broken"]
+    assert broken.verdict == "not comparable" and broken.gate == ["wall_time"]
+    assert "run_time and compile_time not measured on both sides: judged on wall_time" in broken.note
+    assert "no wall_time of a successful run on the base and new side" in broken.phase("wall_time").note
 
 
 def test_scripts_on_one_side_only_are_listed(tmp_path: Path) -> None:
@@ -308,8 +334,10 @@ def test_scripts_on_one_side_only_are_listed(tmp_path: Path) -> None:
 def test_a_script_that_now_fails_is_not_comparable(tmp_path: Path, base_dir: Path) -> None:
     new = _write_dir(tmp_path / "new", _bench_results(_bench("pomdp_solver", [], failed=5)))
     (row,) = compare_results(base_dir, new).scripts
-    assert row.verdict == "not comparable" and row.new_n == 0 and row.new_median is None
-    assert "no successful wall_time sample on the new side" in row.note
+    assert row.verdict == "not comparable"
+    wall = row.phase("wall_time")
+    assert wall.new_n == 0 and wall.new_median is None
+    assert "no wall_time of a successful run on the new side" in wall.note
 
 
 def test_cross_device_runs_are_compared_per_device(tmp_path: Path) -> None:
@@ -336,8 +364,8 @@ def test_too_few_runs_for_the_test_are_explained(tmp_path: Path) -> None:
     base = _write_dir(tmp_path / "base", _bench_results(_bench("m", [1.0, 1.01, 0.99])))
     new = _write_dir(tmp_path / "new", _bench_results(_bench("m", [1.5, 1.51, 1.49])))
     (row,) = compare_results(base, new).scripts
-    assert row.verdict == "no significant change" and row.ratio == pytest.approx(1.5)
-    assert "no test can reach p < 0.01" in row.note
+    assert row.verdict == "no significant change" and row.phase("wall_time").ratio == pytest.approx(1.5)
+    assert "no test can reach p < 0.01" in row.phase("run_time").note
 
 
 def test_zero_compile_time_on_both_sides_is_no_change(tmp_path: Path) -> None:
@@ -346,14 +374,17 @@ def test_zero_compile_time_on_both_sides_is_no_change(tmp_path: Path) -> None:
         s.compile_time = 0.0
     folder = _write_dir(tmp_path / "r", _bench_results(bench))
     (row,) = compare_results(folder, folder, metric="compile_time").scripts
-    assert row.verdict == "no significant change" and row.ratio is None and "0 in every run" in row.note
+    compile_phase = row.phase("compile_time")
+    assert row.verdict == "no significant change" and row.gate == ["compile_time"]
+    assert compile_phase.ratio is None and "0 in every run" in compile_phase.note
 
 
 @pytest.mark.parametrize("metric", SAMPLE_METRICS)
 def test_every_metric_can_be_compared(base_dir: Path, metric: str) -> None:
     report = compare_results(base_dir, base_dir, metric=metric)
-    assert report.metric == metric
+    assert report.gate == [metric] and metric in report.metrics
     assert {r.verdict for r in report.scripts} == {"no significant change"}
+    assert all(r.gate == [metric] and metric in r.phases for r in report.scripts)
 
 
 def test_the_report_round_trips_through_json(base_dir: Path) -> None:
@@ -432,3 +463,81 @@ def test_an_empty_benchmark_file_falls_back_to_the_execution_results(tmp_path: P
     _write_dir(folder, _bench_results())
     _write_dir(folder, _batch([_script_result("a", 1.0)]))
     assert load_samples(folder) == {("a", "cpu"): [1.0]}
+
+
+# --- the gate ---------------------------------------------------------------------------------------
+
+
+def _phased(name: str, seed: int, *, imports: float = 0.5, run: float = 1.0, n: int = 8) -> ScriptBenchmark:
+    """Benchmark samples whose import and run phases are set apart (wall = import + run + noise)."""
+    rng = np.random.default_rng(seed)
+    samples = []
+    for i in range(n):
+        imp, own = imports * rng.normal(1, 0.01), run * rng.normal(1, 0.01)
+        samples.append(RunSample(index=i, warmup=False, success=True, wall_time=0.1 + imp + 0.2 + own, body_time=imp + 0.2 + own,
+                                 import_time=imp, compile_time=0.2 * rng.normal(1, 0.01), run_time=own,
+                                 memory_peak=100.0))
+    return ScriptBenchmark(script_name=name, script_path=f"/suite/{name}.py", device_requested="cpu",
+                           device_used="cpu", benchmark_runs=n, warmup_runs=0, runs_completed=n, samples=samples)
+
+
+def test_slower_imports_are_judged_but_do_not_gate(tmp_path: Path) -> None:
+    """A heavier import (a new dependency, a slower file system) is not the code's regression."""
+    base = _write_dir(tmp_path / "base", _bench_results(_phased("m", 1)))
+    new = _write_dir(tmp_path / "new", _bench_results(_phased("m", 2, imports=1.0)))
+    report = compare_results(base, new)
+    (row,) = report.scripts
+    assert row.verdict == "no significant change" and report.regressions == []
+    assert row.slower == ["wall_time", "import_time"]
+    assert row.phase("import_time").ratio == pytest.approx(2.0, rel=0.03)
+    # Asked for, the import phase is the gate.
+    assert compare_results(base, new, metric="import_time").regressions == ["m"]
+
+
+def test_a_slower_run_phase_hidden_in_a_noisy_wall_is_caught(tmp_path: Path) -> None:
+    """10% more work under an import that varies by 30%: the wall time cannot tell, run_time can."""
+    def noisy(name: str, seed: int, run: float) -> ScriptBenchmark:
+        bench = _phased(name, seed, run=run)
+        rng = np.random.default_rng(seed + 100)
+        for sample in bench.samples:
+            extra = rng.uniform(0, 0.6)
+            sample.import_time += extra
+            sample.wall_time += extra
+            sample.body_time += extra
+        return bench
+
+    base = _write_dir(tmp_path / "base", _bench_results(noisy("m", 1, run=0.3)))
+    new = _write_dir(tmp_path / "new", _bench_results(noisy("m", 2, run=0.33)))
+    (row,) = compare_results(base, new).scripts
+    assert row.verdict == "slower" and "run_time" in row.slower
+    assert row.phase("run_time").ratio == pytest.approx(1.1, rel=0.02)
+    assert row.phase("wall_time").verdict == "no significant change"
+
+
+def test_files_without_phases_are_judged_on_wall_time(tmp_path: Path) -> None:
+    """Samples recorded before phases existed have only the wall time: it becomes the gate."""
+    def walls_only(seed: int, scale: float) -> ScriptBenchmark:
+        bench = _bench("old", _times(seed, scale=scale))
+        for sample in bench.samples:
+            sample.import_time = sample.compile_time = sample.run_time = sample.body_time = None
+        return bench
+
+    base = _write_dir(tmp_path / "base", _bench_results(walls_only(1, 1.0)))
+    new = _write_dir(tmp_path / "new", _bench_results(walls_only(2, 1.3)))
+    (row,) = compare_results(base, new).scripts
+    assert row.gate == ["wall_time"] and row.verdict == "slower"
+    assert row.note == "run_time and compile_time not measured on both sides: judged on wall_time"
+
+
+def test_comparisons_written_before_phases_still_read() -> None:
+    """A pytest baseline or results file from the one-metric days: its entry becomes one phase."""
+    old = {"script_name": "t", "device": "cpu", "metric": "steady_time", "base_n": 5, "new_n": 5,
+           "base_median": 1.0, "new_median": 1.3, "ratio": 1.3, "ratio_ci_low": 1.2, "ratio_ci_high": 1.4,
+           "p_value": 0.008, "verdict": "slower", "note": None}
+    row = ScriptComparison.model_validate(old)
+    assert row.verdict == "slower" and row.gate == ["run_time"] and row.slower == ["run_time"]
+    assert row.phase("steady_time").ratio == 1.3 and METRIC_ALIASES["steady_time"] == "run_time"
+    check = RegressionCheck.model_validate({"script_path": "/t.py", "device": "cpu", "host": "h", "metric": "wall_time",
+                                            "newest_run_id": 2, "previous_runs": 1, "regression": True,
+                                            "comparison": {**old, "metric": "wall_time"}})
+    assert check.gate == ["wall_time"] and check.comparison.phase("wall_time").p_value == 0.008

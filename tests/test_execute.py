@@ -18,6 +18,7 @@ import pytest
 
 import jaxrun
 from jaxrun import ScriptResult, execute_jax_script
+from jaxrun.models import SCHEMA_VERSION
 from jaxrun.run.classify import HINTS
 from jaxrun.errors import InvalidDeviceError, ScriptFailedError, ScriptNotFoundError, UsageError
 
@@ -756,7 +757,7 @@ def test_result_file_validates_against_model_and_schema(tmp_path, results):
     assert loaded.script_name == "pkg__ok" and loaded.results == {"v": 1.25}
     data = json.loads(text)
     jsonschema.validate(data, ScriptResult.model_json_schema())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION
 
     failed = run(write_script(tmp_path, "bad.py", "raise ValueError('x')\n"), results)
     data = json.loads((results / "script_results" / "bad_result.json").read_text())

@@ -124,13 +124,21 @@ def test_injected_regression_is_flagged(db: Path) -> None:
         assert check.regression and check.previous_runs == 4
         comparison = check.comparison
         assert comparison is not None and comparison.verdict == "slower"
-        assert comparison.p_value is not None and comparison.p_value < 0.01
-        assert comparison.ratio == pytest.approx(1.3, rel=0.03)
-        assert comparison.base_n == 40 and comparison.new_n == 10
+        assert check.gate == comparison.gate == ["run_time", "compile_time"]
+        # run_time = 0.8 wall - 0.1 grew by (1.04 - 0.1) / 0.7; compile_time stayed 0.1 s.
+        assert comparison.slower == ["wall_time", "run_time"]
+        run = comparison.phase("run_time")
+        assert run.p_value is not None and run.p_value < 0.01
+        assert run.ratio == pytest.approx(0.94 / 0.7, rel=0.03)
+        assert comparison.phase("wall_time").ratio == pytest.approx(1.3, rel=0.03)
+        assert comparison.phase("compile_time").verdict == "no significant change"
+        assert run.base_n == 40 and run.new_n == 10
         assert check.script_path == "/proj/examples/model.py" and check.device == "cpu" and check.host == "hostA"
 
         window = store.check_regression(slow, window=2)
-        assert window.previous_runs == 2 and window.comparison and window.comparison.base_n == 20
+        assert window.previous_runs == 2 and window.comparison and window.comparison.phase("run_time").base_n == 20
+        # Gated on memory, which did not change, the same run is no regression.
+        assert not store.check_regression(slow, metric="memory_peak").regression
 
         trend = store.trend("model.py")
         assert [t.run_id for t in trend] == [1, 2, 3, 4, 5]

@@ -10,7 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jaxrun.models import BatchMetadata, BatchResult, PerformanceSummary, RegressionCheck, ScriptComparison
+from jaxrun.models import (
+    BatchMetadata,
+    BatchResult,
+    PerformanceSummary,
+    PhaseComparison,
+    RegressionCheck,
+    ScriptComparison,
+)
 from jaxrun.sinks.markdown import render_markdown
 
 from helpers import write
@@ -63,7 +70,7 @@ def test_markdown_file_and_github_step_summary(tmp_path: Path) -> None:
     assert attention[0][-1] == "ValueError: bad | input"  # the pipe survives, escaped
     every = table_rows(text, "### Every script")
     assert [(r[0], r[1]) for r in every] == [("a_good", "ok"), ("b_fails", "FAILED script_error"), ("c_good", "ok")]
-    assert all(len(r) == 9 for r in every)
+    assert all(len(r) == 11 for r in every)
     assert every[0][3] != "-" and float(every[0][3]) > 0  # a measured time, not a placeholder
     # The step summary keeps what earlier steps wrote and gets the same report appended.
     assert summary.read_text() == "earlier step output\n" + text + "\n"
@@ -85,12 +92,14 @@ def test_without_markdown_nothing_is_written_to_the_step_summary(tmp_path: Path)
 def _result(name: str, *, success: bool = True, regression: bool = False) -> dict:
     bench = None
     if regression:
-        comparison = ScriptComparison(script_name=name, device="cpu", metric="wall_time", base_n=10, new_n=5,
-                                      base_median=1.0, new_median=1.3, ratio=1.3, p_value=0.001, verdict="slower")
+        run = PhaseComparison(metric="run_time", base_n=10, new_n=5, base_median=1.0, new_median=1.3, ratio=1.3,
+                              p_value=0.001, verdict="slower")
+        comparison = ScriptComparison(script_name=name, device="cpu", verdict="slower", gate=["run_time"],
+                                      slower=["run_time"], phases={"run_time": run})
         bench = dict(script_name=name, script_path=f"/x/{name}.py", device_requested="cpu", device_used="cpu",
                      benchmark_runs=5, warmup_runs=0, runs_completed=5,
                      history_check=RegressionCheck(script_path=f"/x/{name}.py", device="cpu", host="h",
-                                                   metric="wall_time", newest_run_id=3, previous_runs=2,
+                                                   gate=["run_time"], newest_run_id=3, previous_runs=2,
                                                    comparison=comparison, regression=True))
     return dict(script_name=name, script_path=f"/x/{name}.py", success=success,
                 error_class=None if success else "timeout", error_message=None if success else "stopped",
@@ -110,5 +119,5 @@ def test_regressions_are_listed_first_with_their_ratio() -> None:
     text = render_markdown(batch)
     attention = table_rows(text, "### Failures and regressions")
     assert [(r[0], r[1]) for r in attention] == [("slow", "regression"), ("late", "FAILED timeout")]
-    assert attention[0][-1] == "slower than 2 earlier run(s) x1.300, p=0.001"
+    assert attention[0][-1] == "slower than 2 earlier run(s): run_time x1.300 p=0.001"
     assert [r[0] for r in table_rows(text, "### Every script")] == ["fine", "slow", "late"]

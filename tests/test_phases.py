@@ -115,9 +115,10 @@ def test_compare_sees_thirty_percent_more_own_work_despite_import_noise(tmp_path
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (row,) = json.loads(proc.stdout)["scripts"]
-    assert row["verdict"] == "slower" and row["metric"] == "run_time"
-    assert row["ratio_ci_low"] > 1.05 and row["p_value"] < 0.01
-    assert row["base_median"] >= 0.30 and row["new_median"] >= 0.39
+    assert row["verdict"] == "slower" and row["gate"] == ["run_time"]
+    run = row["phases"]["run_time"]
+    assert run["ratio_ci_low"] > 1.05 and run["p_value"] < 0.01
+    assert run["base_median"] >= 0.30 and run["new_median"] >= 0.39
 
 
 def test_interval_arithmetic_of_the_phases() -> None:

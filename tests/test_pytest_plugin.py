@@ -112,12 +112,19 @@ def test_fixture_writes_json_and_compares_with_a_baseline(suite: pytest.Pytester
                 "--jax-benchmark-fail-on-regression", "-k", "test_work")
     slow.assert_outcomes(passed=1, deselected=3)
     assert slow.ret == 1
-    slow.stdout.fnmatch_lines([f"SLOWER: {WORK} x* p=*", "*slower than the baseline: failing the session*"])
+    slow.stdout.fnmatch_lines([f"SLOWER: {WORK} run_time x* p=*", "*slower than the baseline: failing the session*"])
     new = PytestBenchmarks.model_validate(json.loads(new_json.read_text()))
     (comparison,) = new.comparisons
     assert comparison.script_name == WORK and comparison.verdict == "slower"
-    assert comparison.ratio > 1.05 and comparison.p_value < 0.01
-    assert comparison.base_n == len(work.samples)
+    assert comparison.gate == ["run_time", "compile_time"] and "run_time" in comparison.slower
+    run = comparison.phase("run_time")
+    assert run.ratio > 1.05 and run.p_value < 0.01
+    assert run.base_n == len(work.samples)
+    # One compile per side: its ratio is shown, never tested.
+    compile_phase = comparison.phase("compile_time")
+    assert compile_phase.verdict == "not comparable" and (compile_phase.base_n, compile_phase.new_n) == (1, 1)
+    assert compile_phase.new_median == pytest.approx(new.benchmarks[WORK].trace_time + new.benchmarks[WORK].lower_time
+                                                     + new.benchmarks[WORK].compile_time)
 
     # Without --jax-benchmark-fail-on-regression the verdict is reported and the session passes.
     reported = _run(suite, "--jax-benchmark-compare", str(base_json), "-k", "test_work")

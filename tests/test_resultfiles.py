@@ -15,6 +15,7 @@ from pydantic_core import PydanticSerializationError
 from jaxrun import resultfiles
 from jaxrun.models import (
     ERROR_CLASSES,
+    SCHEMA_VERSION,
     BatchMetadata,
     BatchResult,
     CompileStats,
@@ -141,7 +142,7 @@ def test_models_round_trip_through_files(tmp_path: Path) -> None:
         resultfiles.write_model(path, model)
         text = path.read_text()
         assert text.endswith("\n") and text.startswith("{\n  ")  # indented, one document
-        assert json.loads(text)["schema_version"] == 1
+        assert json.loads(text)["schema_version"] == SCHEMA_VERSION
         assert resultfiles.read_model(path, type(model)) == model
 
 

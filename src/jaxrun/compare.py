@@ -1,11 +1,12 @@
-"""Compare two runs: per script, did it get faster, slower, or not significantly different?
+"""Compare two runs: per script and phase, did it get faster, slower, or not significantly different?
 
 Inputs are results folders or their JSON files (``jax_benchmark_results.json``, or
 ``jax_execution_results.json`` whose ``benchmarking`` section may hold the benchmarks). Each
-script, keyed by ``(script_name, device_requested)``, contributes the counted runs of one metric
-(warm-ups and failed runs are left out). The statistics live in :mod:`jaxrun.stats`: ratio of
-medians with a bootstrap CI, two-sided Mann-Whitney U, and a verdict that needs both p < alpha and
-a minimum effect, so a tiny but consistent change is not called a regression.
+script, keyed by ``(script_name, device_requested)``, contributes the counted runs of every phase
+(warm-ups and failed runs are left out). :mod:`jaxrun.verdicts` judges each phase (ratio of
+medians with a bootstrap CI, exact or asymptotic Mann-Whitney U, a minimum effect, so a tiny but
+consistent change is not called a regression) and gates the script's verdict on the phases that
+are the code's own.
 """
 
 from __future__ import annotations
@@ -15,35 +16,26 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
-from math import comb
 from pathlib import Path
 from typing import Union
 
-import numpy as np
 from pydantic import ValidationError
 
 from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
 from .errors import UsageError
-from .models import (
-    BatchResult,
-    BenchmarkResults,
-    ComparisonReport,
-    ScriptBenchmark,
-    ScriptComparison,
-    ScriptResult,
-)
+from .models import BatchResult, BenchmarkResults, ComparisonReport, ScriptBenchmark, ScriptResult
+from .verdicts import judge_script, metrics_for
 
 Key = tuple[str, Union[str, None]]
 Source = Union[str, "os.PathLike[str]", BenchmarkResults, BatchResult]
 
 _EXPECTED = f"expected {resultfiles.BENCHMARK_RESULTS} or {resultfiles.EXECUTION_RESULTS}"
-_ONE_RUN_NOTE = "only one sample per side; run with --benchmark-runs"
 
 
 @dataclass
 class _Entry:
-    samples: list[float]
+    samples: dict[str, list[float]]  # per metric
     device_used: str | None
     benchmarked: bool
 
@@ -76,18 +68,18 @@ def _single_value(result: ScriptResult, metric: str) -> float | None:
     return result.memory_peak
 
 
-def _benchmark_entry(bench: ScriptBenchmark, metric: str) -> _Entry:
-    return _Entry(metric_values(bench.samples, metric), bench.device_used, True)
+def _benchmark_entry(bench: ScriptBenchmark, metrics: tuple[str, ...]) -> _Entry:
+    return _Entry({m: metric_values(bench.samples, m) for m in metrics}, bench.device_used, True)
 
 
 def _benchmarks(model: BenchmarkResults | BatchResult) -> list[ScriptBenchmark]:
     return model.benchmarks if isinstance(model, BenchmarkResults) else model.benchmarking.benchmarks
 
 
-def _entries(model: BenchmarkResults | BatchResult, metric: str) -> dict[Key, _Entry]:
+def _entries(model: BenchmarkResults | BatchResult, metrics: tuple[str, ...]) -> dict[Key, _Entry]:
     entries: dict[Key, _Entry] = {}
     for bench in _benchmarks(model):
-        entries[(bench.script_name, bench.device_requested)] = _benchmark_entry(bench, metric)
+        entries[(bench.script_name, bench.device_requested)] = _benchmark_entry(bench, metrics)
     if isinstance(model, BatchResult):
         # Scripts without benchmark runs (all of them without --benchmark-runs; a script that
         # failed before benchmarking) contribute their single run, or nothing if it failed.
@@ -95,8 +87,9 @@ def _entries(model: BenchmarkResults | BatchResult, metric: str) -> dict[Key, _E
             key = (result.script_name, result.device_requested)
             if key in entries:
                 continue
-            value = _single_value(result, metric) if result.success else None
-            entries[key] = _Entry([] if value is None else [float(value)], result.device_used, False)
+            values = {m: _single_value(result, m) if result.success else None for m in metrics}
+            samples = {m: [] if v is None else [float(v)] for m, v in values.items()}
+            entries[key] = _Entry(samples, result.device_used, False)
     return entries
 
 
@@ -124,9 +117,9 @@ def _read_json(path: Path) -> BenchmarkResults | BatchResult:
         ) from None
 
 
-def _load(source: Source, metric: str) -> _Loaded:
+def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
     if isinstance(source, (BenchmarkResults, BatchResult)):
-        return _Loaded(f"<{type(source).__name__}>", _entries(source, metric))
+        return _Loaded(f"<{type(source).__name__}>", _entries(source, metrics))
     if not isinstance(source, (str, os.PathLike)):
         raise UsageError(
             f"cannot compare {type(source).__name__} {source!r}: pass a results folder, a results "
@@ -138,22 +131,22 @@ def _load(source: Source, metric: str) -> _Loaded:
         if bench_file.is_file():
             model = _read_json(bench_file)
             if _benchmarks(model) or not batch_file.is_file():
-                return _Loaded(str(source), _entries(model, metric))
+                return _Loaded(str(source), _entries(model, metrics))
         if batch_file.is_file():
-            return _Loaded(str(source), _entries(_read_json(batch_file), metric))
+            return _Loaded(str(source), _entries(_read_json(batch_file), metrics))
         raise UsageError(f"{str(source)!r} is not a jaxrun results folder or results JSON: {_EXPECTED} in it")
     if not path.exists():
         raise UsageError(
             f"{str(source)!r} does not exist: expected a jaxrun results folder or results JSON "
             f"({resultfiles.BENCHMARK_RESULTS} or {resultfiles.EXECUTION_RESULTS})"
         )
-    return _Loaded(str(source), _entries(_read_json(path), metric))
+    return _Loaded(str(source), _entries(_read_json(path), metrics))
 
 
 def load_samples(path: Source, metric: str = "wall_time") -> dict[Key, list[float]]:
     """Counted, successful samples of ``metric`` per ``(script_name, device_requested)``."""
-    metric = resolve_metric(metric)
-    return {key: entry.samples for key, entry in _load(path, metric).entries.items()}
+    name = resolve_metric(metric)
+    return {key: entry.samples[name] for key, entry in _load(path, (name,)).entries.items()}
 
 
 # --- options ------------------------------------------------------------------------------------
@@ -180,48 +173,6 @@ def parse_effect(text: str) -> float:
 # --- comparing ----------------------------------------------------------------------------------
 
 
-def _min_p(n1: int, n2: int) -> float:
-    """Smallest two-sided p-value the exact Mann-Whitney U test can give for these sizes."""
-    return min(1.0, 2 / comb(n1 + n2, n1))
-
-
-def _median(values: list[float]) -> float | None:
-    return float(np.median(values)) if values else None
-
-
-def _compare_one(
-    name: str, device: str | None, base: _Entry, new: _Entry, metric: str, alpha: float, min_effect: float
-) -> ScriptComparison:
-    a, b = base.samples, new.samples
-    notes: list[str] = []
-    verdict, ratio, low, high, p = stats.verdict(a, b, alpha=alpha, min_effect=min_effect)
-    if not a or not b:
-        side = " and ".join(s for s, x in (("base", a), ("new", b)) if not x)
-        notes.append(f"no successful {metric} sample on the {side} side")
-    elif len(a) < 2 or len(b) < 2:
-        if base.benchmarked or new.benchmarked:
-            notes.append(f"{len(a)} vs {len(b)} samples: a test needs at least 2 per side")
-        else:
-            notes.append(_ONE_RUN_NOTE)
-    elif ratio is None:  # the base median is 0
-        p = stats.mann_whitney_p(a, b)
-        if max(a) == 0 and max(b) == 0:
-            verdict = "no significant change"
-            notes.append(f"{metric} is 0 in every run on both sides")
-        else:
-            notes.append(f"the base median {metric} is 0, so there is no ratio")
-    elif verdict == "no significant change" and _min_p(len(a), len(b)) >= alpha:
-        notes.append(f"with {len(a)} and {len(b)} samples no test can reach p < {alpha:g}; use more --benchmark-runs")
-    if base.device_used and new.device_used and base.device_used != new.device_used:
-        notes.append(f"ran on {base.device_used} in base but on {new.device_used} in new")
-    return ScriptComparison(
-        script_name=name, device=device, metric=metric, base_n=len(a), new_n=len(b),
-        base_median=_median(a), new_median=_median(b), ratio=ratio, ratio_ci_low=low, ratio_ci_high=high,
-        p_value=p, verdict=verdict,  # type: ignore[arg-type]
-        note="; ".join(notes) or None,
-    )
-
-
 def _pair(base: dict[Key, _Entry], new: dict[Key, _Entry]) -> tuple[list[tuple[Key, Key]], list[Key], list[Key]]:
     """Match scripts by (name, requested device); a name left with one device per side still pairs."""
     pairs = [(key, key) for key in base if key in new]
@@ -241,33 +192,40 @@ def compare_results(
     base: Source,
     new: Source,
     *,
-    metric: str = "wall_time",
+    metric: str | None = None,
     alpha: float = 0.01,
     min_effect: float = 0.05,
 ) -> ComparisonReport:
     """Compare every script of ``new`` against ``base`` (results folders, their JSON files, or models).
 
-    Per script: ratio of medians new/base with a 95% bootstrap CI, two-sided Mann-Whitney U p-value
-    when both sides have at least 2 samples, and a verdict: "slower" / "faster" need p < ``alpha``
-    *and* a ratio beyond 1 ± ``min_effect``. Scripts found on one side only are listed in
-    ``only_in_base`` / ``only_in_new``. Raises :class:`UsageError` for unreadable inputs or bad options.
+    Per script and phase (wall, import, compile, run, memory): ratio of medians new/base with a 95%
+    bootstrap CI, two-sided Mann-Whitney U p-value when both sides have at least 2 samples, and a
+    verdict: "slower" / "faster" need p < ``alpha`` *and* a ratio beyond 1 ± ``min_effect``. The
+    script's verdict (and ``regressions`` / ``improvements``) looks at run and compile time, or
+    only at ``metric`` when given. Scripts found on one side only are listed in ``only_in_base`` /
+    ``only_in_new``. Raises :class:`UsageError` for unreadable inputs or bad options.
     """
-    metric = resolve_metric(metric)
+    judged, gate = metrics_for(metric)
     stats.check_verdict_options(alpha, min_effect)
-    left, right = _load(base, metric), _load(new, metric)
+    left, right = _load(base, judged), _load(new, judged)
     pairs, only_base, only_new = _pair(left.entries, right.entries)
     several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
 
     def label(key: Key) -> str:  # "name [device]" only for scripts run on several devices
         return f"{key[0]} [{key[1]}]" if key[0] in several else key[0]
 
-    report = ComparisonReport(base=left.label, new=right.label, metric=metric, alpha=alpha, min_effect=min_effect)
+    report = ComparisonReport(base=left.label, new=right.label, metrics=list(judged), gate=list(gate),
+                              alpha=alpha, min_effect=min_effect)
     for base_key, new_key in pairs:
-        row = _compare_one(new_key[0], new_key[1], left.entries[base_key], right.entries[new_key],
-                           metric, alpha, min_effect)
+        old, now = left.entries[base_key], right.entries[new_key]
+        row = judge_script(new_key[0], new_key[1], old.samples, now.samples, metric=metric, alpha=alpha,
+                           min_effect=min_effect, repeated=old.benchmarked or now.benchmarked)
+        notes = [row.note] if row.note else []
         if base_key != new_key:
-            moved = f"requested device {base_key[1]} in base, {new_key[1]} in new"
-            row.note = f"{moved}; {row.note}" if row.note else moved
+            notes.insert(0, f"requested device {base_key[1]} in base, {new_key[1]} in new")
+        if old.device_used and now.device_used and old.device_used != now.device_used:
+            notes.append(f"ran on {old.device_used} in base but on {now.device_used} in new")
+        row.note = "; ".join(notes) or None
         report.scripts.append(row)
         if row.verdict == "slower":
             report.regressions.append(label(new_key))
@@ -275,5 +233,8 @@ def compare_results(
             report.improvements.append(label(new_key))
     report.only_in_base = [label(k) for k in only_base]
     report.only_in_new = [label(k) for k in only_new]
-    report.geometric_mean_ratio = stats.geometric_mean([r.ratio for r in report.scripts if r.ratio is not None])
+    report.geometric_mean_ratio = {
+        m: stats.geometric_mean([p.ratio for r in report.scripts if (p := r.phases.get(m)) and p.ratio is not None])
+        for m in judged
+    }
     return report

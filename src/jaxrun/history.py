@@ -12,9 +12,10 @@ The schema is versioned (``meta.schema_version``); :data:`MIGRATIONS` bring an o
 to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows. A database written by
 a newer jaxrun is refused rather than guessed at.
 
-Regression: the newest run of a script is compared (:func:`jaxrun.stats.verdict`) with the counted,
-successful samples of up to ``window`` earlier runs of the same script path on the same device and
-host; it is a regression when the verdict is "slower".
+Regression: the newest run of a script is compared phase by phase (:mod:`jaxrun.verdicts`) with the
+counted, successful samples of up to ``window`` earlier runs of the same script path on the same
+device and host; it is a regression when the verdict of its gate (run and compile time by default)
+is "slower".
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 from .config import HISTORY_ENV, default_history_path, history_path
 from .errors import UsageError
-from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample, ScriptComparison
+from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample
 from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
-from .stats import check_verdict_options, verdict
+from .stats import check_verdict_options
+from .verdicts import judge_script, metrics_for
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
@@ -342,11 +344,12 @@ class HistoryStore:
         data = dict(zip(_RUN_COLUMNS, row))
         if data["git_dirty"] is not None:
             data["git_dirty"] = bool(data["git_dirty"])
-        return HistoryRun(**data, samples=self._samples(int(data["id"])))
+        return HistoryRun(**data, samples=self._samples([int(data["id"])]))
 
-    def _samples(self, run_id: int) -> list[RunSample]:
+    def _samples(self, run_ids: Sequence[int]) -> list[RunSample]:
         rows = self._db.execute(
-            f"SELECT {', '.join(_SAMPLE_COLUMNS)} FROM samples WHERE run_id = ? ORDER BY rowid", (run_id,)
+            f"SELECT {', '.join(_SAMPLE_COLUMNS)} FROM samples WHERE run_id IN ({', '.join('?' * len(run_ids))})"
+            " ORDER BY rowid", list(run_ids),
         ).fetchall()
         samples = []
         for row in rows:
@@ -386,46 +389,41 @@ class HistoryStore:
     # -- regressions --------------------------------------------------------------------------------
 
     def check_regression(
-        self, run_id: int, *, metric: str = "wall_time", alpha: float = 0.01, min_effect: float = 0.05,
+        self, run_id: int, *, metric: str | None = None, alpha: float = 0.01, min_effect: float = 0.05,
         window: int = 5,
     ) -> RegressionCheck:
         """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
-        device used and host) that have counted successful samples; pooled, they are the baseline."""
-        metric = resolve_metric(metric)
+        device used, host and mode) that have counted successful samples; pooled, they are the
+        baseline. Every phase is judged; the regression is the verdict of the gate (run and
+        compile time, or ``metric``), as in :func:`jaxrun.verdicts.judge_script`."""
+        judged, gate = metrics_for(metric)
         check_verdict_options(alpha, min_effect)
         run = self.get(run_id)
         previous = self._db.execute(
-            f"SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"
-            f" AND r.mode = ? AND r.id < ?"
-            f" AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.id AND s.warmup = 0 AND s.success = 1"
-            f" AND s.{metric} IS NOT NULL) ORDER BY r.id DESC LIMIT ?",
+            "SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"
+            " AND r.mode = ? AND r.id < ?"
+            " AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.id AND s.warmup = 0 AND s.success = 1)"
+            " ORDER BY r.id DESC LIMIT ?",
             (run.script_path, run.device_used, run.host, run.mode, run_id, max(int(window), 0)),
         ).fetchall()
         check = RegressionCheck(
-            script_path=run.script_path, device=run.device_used, host=run.host, metric=metric,
+            script_path=run.script_path, device=run.device_used, host=run.host, gate=list(gate),
             newest_run_id=run_id, previous_runs=len(previous), regression=False,
         )
         if not previous:
             return check
-        ids = [r[0] for r in previous]
-        base = [
-            v for (v,) in self._db.execute(
-                f"SELECT {metric} FROM samples WHERE run_id IN ({', '.join('?' * len(ids))})"
-                f" AND warmup = 0 AND success = 1 AND {metric} IS NOT NULL", ids,
-            ).fetchall()
-        ]
-        new = metric_values(run.samples, metric)
-        result, ratio, low, high, p = verdict(base, new, alpha=alpha, min_effect=min_effect)
-        note = f"baseline: {len(base)} samples from runs {sorted(ids)}"
-        if not new:
-            note += "; the newest run has no successful counted sample"
-        check.comparison = ScriptComparison(
-            script_name=run.script_name, device=run.device_used, metric=metric, base_n=len(base),
-            new_n=len(new), base_median=statistics.median(base),
-            new_median=statistics.median(new) if new else None, ratio=ratio, ratio_ci_low=low,
-            ratio_ci_high=high, p_value=p, verdict=result, note=note,  # type: ignore[arg-type]
-        )
-        check.regression = result == "slower"
+        ids = sorted(r[0] for r in previous)
+        base_samples = self._samples(ids)
+        base = {m: metric_values(base_samples, m) for m in judged}
+        new = {m: metric_values(run.samples, m) for m in judged}
+        comparison = judge_script(run.script_name, run.device_used, base, new, metric=metric, alpha=alpha,
+                                  min_effect=min_effect)
+        notes = [f"baseline: {len(base_samples)} samples from runs {ids}"]
+        if not any(new.values()):
+            notes.append("the newest run has no successful counted sample")
+        comparison.note = "; ".join(notes + ([comparison.note] if comparison.note else []))
+        check.gate, check.comparison = comparison.gate, comparison
+        check.regression = comparison.verdict == "slower"
         return check
 
     def check_latest(self, script: str | os.PathLike[str] | None = None, **options: object) -> list[RegressionCheck]:

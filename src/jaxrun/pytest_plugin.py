@@ -10,8 +10,9 @@
 
 Each measurement is attached to its test's ``user_properties`` (so it reaches junit XML and JSON
 report plugins) and collected from the test reports, which also works under pytest-xdist. With a
-baseline, each test's steady-state samples are judged against the baseline's with
-:func:`jaxrun.stats.verdict` (Mann-Whitney U and a minimum effect), as ``jaxrun compare`` does.
+baseline, each test is judged against the baseline's as ``jaxrun compare`` judges a script
+(:func:`jaxrun.verdicts.judge_script`): its run phase (the steady-state samples; Mann-Whitney U and a
+minimum effect) and its compile phase (one trace + lower + compile per side: shown, never tested).
 
 pytest loads entry-point plugins in every session of the environment, so this module imports
 neither jax nor pydantic: they are imported when a benchmark runs or a file is read or written.
@@ -133,13 +134,13 @@ class _Session:
             if data.get("fraction_of_peak_flops") is not None:
                 extra = f", {data['fraction_of_peak_flops']:.1%} of peak FLOP/s ({data.get('bound')}-bound)"
             tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{extra}")
+        from .verdicts import describe_gate
+
         for c in self.comparisons:
-            ratio = "" if c.ratio is None else f" x{c.ratio:.3f}"
-            ci = "" if c.ratio_ci_low is None else f" [{c.ratio_ci_low:.3f}, {c.ratio_ci_high:.3f}]"
-            p = "" if c.p_value is None else f" p={c.p_value:.2g}"
+            judged = describe_gate(c)
             note = f" ({c.note})" if c.note else ""
-            tr.write_line(f"{c.verdict.upper()}: {c.script_name}{ratio}{ci}{p}{note}", red=c.verdict == "slower",
-                          green=c.verdict == "faster")
+            tr.write_line(f"{c.verdict.upper()}: {c.script_name}{' ' + judged if judged else ''}{note}",
+                          red=c.verdict == "slower", green=c.verdict == "faster")
         if self.written:
             tr.write_line(f"jax benchmark results written to {self.written}")
         if self.error:
@@ -153,10 +154,15 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
 
 
+def _phases(m: Any) -> dict[str, list[float]]:
+    """A measurement's phases: run (steady-state seconds per call, sampled) and compile (one value)."""
+    return {"run_time": list(m.samples), "compile_time": [m.trace_time + m.lower_time + m.compile_time]}
+
+
 def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> list[Any]:
     from .bench.models import PytestBenchmarks
     from .models import ScriptComparison
-    from .stats import verdict
+    from .verdicts import DEFAULT_GATE, judge_script
 
     try:
         base = PytestBenchmarks.model_validate(json.loads(path.read_text(encoding="utf-8")))
@@ -167,19 +173,12 @@ def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> l
     out = []
     for key, new in benchmarks.items():
         old = base.benchmarks.get(key)
-        common = dict(script_name=key, device=new.device, metric="steady_time", new_n=len(new.samples),
-                      new_median=new.steady.median)
-        if old is None:
-            out.append(ScriptComparison(**common, base_n=0, base_median=None, verdict="not comparable",
-                                        note="not in the baseline"))
+        if old is None or old.device != new.device:
+            note = "not in the baseline" if old is None else f"baseline ran on {old.device}"
+            out.append(ScriptComparison(script_name=key, device=new.device, verdict="not comparable",
+                                        gate=list(DEFAULT_GATE), note=note))
             continue
-        if old.device != new.device:
-            out.append(ScriptComparison(**common, base_n=len(old.samples), base_median=old.steady.median,
-                                        verdict="not comparable", note=f"baseline ran on {old.device}"))
-            continue
-        judged, ratio, low, high, p = verdict(old.samples, new.samples, alpha=alpha, min_effect=min_effect)
-        out.append(ScriptComparison(**common, base_n=len(old.samples), base_median=old.steady.median, ratio=ratio,
-                                    ratio_ci_low=low, ratio_ci_high=high, p_value=p, verdict=judged))
+        out.append(judge_script(key, new.device, _phases(old), _phases(new), alpha=alpha, min_effect=min_effect))
     return out
 
 

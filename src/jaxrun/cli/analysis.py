@@ -13,11 +13,16 @@ from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, fail_usage, out
 from .tables import compare_table, history_cell, history_runs_table, history_scripts_table
 
+_METRIC_HELP = (
+    "The one metric that decides a regression: wall_time, body_time, import_time, compile_time, run_time "
+    "or memory_peak. Default: run_time and compile_time (the code's own phases); every phase is judged."
+)
+
 
 def history(
     script: Optional[str] = typer.Argument(None, help="Script path, name or path suffix; all scripts when omitted."),
     history_path: Optional[Path] = typer.Option(None, "--history", envvar="JAXRUN_HISTORY", help="History database (default ./.jaxrun/history.sqlite)."),
-    metric: str = typer.Option("wall_time", help="wall_time, body_time, import_time, compile_time, run_time or memory_peak."),
+    metric: Optional[str] = typer.Option(None, help=_METRIC_HELP),
     alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
     min_effect: str = typer.Option("5%", "--min-effect", help="Smallest slowdown that counts, e.g. 5% or 0.05."),
     limit: Optional[int] = typer.Option(None, help="Show only the newest N runs per script."),
@@ -28,6 +33,7 @@ def history(
     from ..compare import parse_effect
     from ..history import HistoryStore, default_history_path
     from ..stats import check_verdict_options
+    from ..verdicts import describe_gate
 
     try:
         effect = parse_effect(min_effect)
@@ -56,21 +62,21 @@ def history(
     if script is None:
         out.print(history_scripts_table(summary))
     flags = {c.newest_run_id: history_cell(c) for c in checks}
-    from ..benchmark import metric_values
+    from ..benchmark import metric_values, resolve_metric
 
+    shown = resolve_metric(metric) if metric else "run_time"
     for path, runs in runs_by_path.items():
         medians = []
         for run in runs:
-            values = metric_values(run.samples, metric)
+            values = metric_values(run.samples, shown)
             medians.append(statistics.median(values) if values else None)
         name = runs[-1].script_name if runs else path
-        out.print(history_runs_table(f"{name}: {metric} per run ({path})", runs, medians, flags))
+        out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags))
     for check in regressions:
-        c = check.comparison
-        assert c is not None
+        assert check.comparison is not None
         out.print(
-            f"regression: {Path(check.script_path).name} on {check.device} is x{c.ratio:.3f} slower "
-            f"than its {check.previous_runs} earlier run(s) (p={c.p_value:.2g})",
+            f"regression: {Path(check.script_path).name} on {check.device} is slower than its "
+            f"{check.previous_runs} earlier run(s): {describe_gate(check.comparison)}",
             markup=False,
         )
     raise typer.Exit(EXIT_FAILED if regressions else EXIT_OK)
@@ -79,15 +85,16 @@ def history(
 def compare(
     base: Path = typer.Argument(..., help="Results folder or JSON file of the baseline run."),
     new: Path = typer.Argument(..., help="Results folder or JSON file of the run to judge."),
-    metric: str = typer.Option("wall_time", help="wall_time, body_time, import_time, compile_time, run_time or memory_peak."),
+    metric: Optional[str] = typer.Option(None, help=_METRIC_HELP),
     alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
     min_effect: str = typer.Option("5%", "--min-effect", help="Smallest change that counts, e.g. 5% or 0.05."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when a script is significantly slower."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """Compare two runs script by script: ratio of medians with a CI, Mann-Whitney U p-value and
-    a verdict (faster / slower / no significant change) that needs both p < alpha and the
-    minimum effect. Usable as a CI gate with --fail-on-regression."""
+    """Compare two runs script by script and phase by phase (wall, import, compile, run, memory):
+    ratio of medians with a CI, Mann-Whitney U p-value and a verdict (faster / slower / no
+    significant change) that needs both p < alpha and the minimum effect. A script is slower when
+    its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression."""
     from ..compare import compare_results, parse_effect
 
     try:
@@ -101,8 +108,9 @@ def compare(
         for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
             if names:
                 out.print(f"{side}: {', '.join(names)}", markup=False)
-        if report.geometric_mean_ratio is not None:
-            out.print(f"geometric mean of ratios (NEW/BASE): {report.geometric_mean_ratio:.3f}", markup=False)
+        means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None]
+        if means:
+            out.print(f"geometric mean of ratios (NEW/BASE): {', '.join(means)}", markup=False)
         if report.regressions:
             out.print(f"significantly slower: {', '.join(report.regressions)}", markup=False)
         if report.improvements:

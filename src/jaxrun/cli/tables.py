@@ -100,9 +100,10 @@ def history_cell(check: RegressionCheck | None) -> str:
         return "-"
     if not check.previous_runs or check.comparison is None:
         return "first run"
+    from ..verdicts import describe_gate
+
     c = check.comparison
-    ratio = "-" if c.ratio is None else f"x{c.ratio:.3f}"
-    return f"{c.verdict} ({ratio} vs {check.previous_runs} earlier, p={fmt_p(c.p_value)})"
+    return f"{c.verdict} ({describe_gate(c) or ', '.join(c.gate)} vs {check.previous_runs} earlier)"
 
 
 def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
@@ -138,24 +139,45 @@ def speedup_table(rows: list[DeviceSpeedup]) -> Table:
     return table
 
 
+def fmt_metric(metric: str, value: float | None) -> str:
+    """A median of ``metric`` with its unit: MB for memory, seconds otherwise."""
+    if metric == "memory_peak":
+        return "-" if value is None else f"{value:.4g} MB"
+    return fmt_seconds(value)
+
+
 def compare_table(report: ComparisonReport) -> Table:
+    gate = " + ".join(report.gate)
     table = _table(
-        f"{report.metric}: NEW vs BASE (ratio of medians; alpha={report.alpha:g}, "
-        f"min effect={report.min_effect:.0%})",
+        f"NEW vs BASE per phase (ratio of medians; alpha={report.alpha:g}, min effect={report.min_effect:.0%}; "
+        f"* = gate phase, by default {gate})",
         (
-            ("script", "left"), ("device", "left"), ("base", "right"), ("new", "right"),
+            ("script", "left"), ("device", "left"), ("phase", "left"), ("base", "right"), ("new", "right"),
             ("ratio", "right"), ("95% CI", "right"), ("p", "right"), ("n", "right"), ("verdict", "left"),
         ),
     )
     styles = {"slower": "red", "faster": "green"}
     for c in report.scripts:
-        ci = "-" if c.ratio_ci_low is None else f"{c.ratio_ci_low:.3f} – {c.ratio_ci_high:.3f}"
-        verdict = Text(c.verdict + (f" ({c.note})" if c.note else ""), style=styles.get(c.verdict, ""))
-        table.add_row(
-            Text(c.script_name), Text(c.device or "-"), fmt_seconds(c.base_median), fmt_seconds(c.new_median),
-            "-" if c.ratio is None else f"{c.ratio:.3f}", ci, fmt_p(c.p_value),
-            f"{c.base_n}/{c.new_n}", verdict,
-        )
+        # A note that several phases share ("with 3 and 3 samples no test can reach...") is said once.
+        notes = [p.note for p in c.phases.values() if p.note]
+        shared = list(dict.fromkeys(n for n in notes if notes.count(n) > 1))
+        note = "; ".join(([c.note] if c.note else []) + shared)
+        for i, (metric, phase) in enumerate(c.phases.items()):
+            ci = "-" if phase.ratio_ci_low is None else f"{phase.ratio_ci_low:.3f} – {phase.ratio_ci_high:.3f}"
+            own = phase.note if phase.note and phase.note not in shared else None
+            verdict = Text(phase.verdict + (f" ({own})" if own else ""), style=styles.get(phase.verdict, ""))
+            name = Text(c.script_name + (f" → {c.verdict}" if c.verdict != "no significant change" else ""),
+                        style=styles.get(c.verdict, "")) if i == 0 else Text("")
+            table.add_row(
+                name, Text(c.device or "-") if i == 0 else Text(""),
+                Text(metric.removesuffix("_time").removesuffix("_peak") + (" *" if metric in c.gate else "")),
+                fmt_metric(metric, phase.base_median), fmt_metric(metric, phase.new_median),
+                "-" if phase.ratio is None else f"{phase.ratio:.3f}", ci, fmt_p(phase.p_value),
+                f"{phase.base_n}/{phase.new_n}", verdict,
+                end_section=not note and i == len(c.phases) - 1,
+            )
+        if note:
+            table.add_row(Text(""), Text(""), Text("note"), "", "", "", "", "", "", Text(note), end_section=True)
     return table
 
 

@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import resultfiles
+from ..verdicts import describe_gate
 from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ScriptResult
 
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
-_HEADERS = ("script", "status", "device", "time s", "body s", "JIT s", "compiles", "peak RSS MB", "details")
+_HEADERS = ("script", "status", "device", "time s", "body s", "import s", "JIT s", "run s", "compiles", "peak RSS MB",
+            "details")
 
 
 def _cell(value: object) -> str:
@@ -32,10 +34,7 @@ def _regression(result: "ScriptResult") -> str | None:
     check = result.benchmark.history_check if result.benchmark is not None else None
     if check is None or not check.regression or check.comparison is None:
         return None
-    c = check.comparison
-    ratio = "" if c.ratio is None else f" x{c.ratio:.3f}"
-    p = "" if c.p_value is None else f", p={c.p_value:.2g}"
-    return f"slower than {check.previous_runs} earlier run(s){ratio}{p}"
+    return f"slower than {check.previous_runs} earlier run(s): {describe_gate(check.comparison)}"
 
 
 def _row(result: "ScriptResult") -> str:
@@ -52,7 +51,7 @@ def _row(result: "ScriptResult") -> str:
         details = details or f"fallback: {result.fallback_reason}"
     cells = (
         result.script_name, status, device, _num(result.execution_time), _num(result.body_time),
-        _num(result.jit_compile_time), "-" if result.compile_count is None else result.compile_count,
+        _num(result.import_time), _num(result.jit_compile_time), _num(result.run_time), "-" if result.compile_count is None else result.compile_count,
         _num(result.memory_peak, 0), details,
     )
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
