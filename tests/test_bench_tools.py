@@ -153,10 +153,10 @@ def test_count_compiles_per_function() -> None:
     a, b = jnp.ones(3), jnp.ones(4)
     with bench.count_compiles() as c:
         f(a), f(a), f(b), g(a)
-    assert c.counts == {"double": 2, "halve": 1}
+    assert c.counts == {"jit(double)": 2, "jit(halve)": 1}
     assert c.total == 3
-    assert c.traces["double"] == 2
-    assert set(c.seconds) == {"double", "halve"} and all(s > 0 for s in c.seconds.values())
+    assert c.traces["jit(double)"] == 2
+    assert set(c.seconds) == {"jit(double)", "jit(halve)"} and all(s > 0 for s in c.seconds.values())
     with bench.count_compiles() as quiet:
         f(a), g(a)
     assert quiet.total == 0 and quiet.counts == {}
@@ -187,7 +187,7 @@ def test_no_recompile_names_the_argument_whose_shape_changed(guarded) -> None:
     assert message.startswith("step was recompiled")
     assert "argument 'x' changed shape from (3,) to (4,)" in message
     assert "keep shapes fixed (pad or bucket) or mark the argument static" in message
-    assert info.value.function == "step" and info.value.counts == {"step": 1}
+    assert info.value.function == "step" and info.value.counts == {"jit(step)": 1}
     assert isinstance(info.value, JAXExecutionError) and isinstance(info.value, AssertionError)
 
 
@@ -263,20 +263,50 @@ def test_assert_max_compiles() -> None:
     a, b, c = jnp.ones(3), jnp.ones(5), jnp.ones(7)
     with bench.assert_max_compiles(1) as counter:
         f(a), f(a)
-    assert counter.counts == {"norm": 1}
+    assert counter.counts == {"jit(norm)": 1}
     with pytest.raises(RecompileError) as info:
         with bench.assert_max_compiles(1):
             f(b), f(c)
     message = str(info.value)
-    assert message.startswith("norm compiled 2 times in the block (at most 1 allowed)")
+    assert message.startswith("jit(norm) compiled 2 times in the block (at most 1 allowed)")
     # JAX explains each miss against the closest executable it has (here the f32[3] one).
-    assert "argument 'v' changed from f32[3] to f32[7]" in message
+    assert "argument v changed f32[3] -> f32[7]" in message
     # Only the named function is checked.
     with bench.assert_max_compiles(0, fun="something_else"):
         f(jnp.ones(9))
     with pytest.raises(ValueError, match="whole number"):
         with bench.assert_max_compiles(-1):
             pass
+
+
+def test_transformations_of_one_function_are_different_programs() -> None:
+    """jit(loss), jit(grad(loss)) and jit(vmap(loss)) are three programs, one compile each: JAX's
+    own events name all three `loss`."""
+    def loss(w):
+        return jnp.sum(w ** 2)
+
+    x, xs = jnp.ones(3), jnp.ones((2, 3))
+    with bench.assert_max_compiles(1, fun=loss) as counter:
+        jax.jit(loss)(x), jax.jit(jax.grad(loss))(x), jax.jit(jax.vmap(loss))(xs)
+        jax.jit(jax.value_and_grad(loss))(x), jax.jit(jax.checkpoint(loss))(x)
+    assert counter.counts == {"jit(loss)": 1, "jit(grad(loss))": 1, "jit(vmap(loss))": 1,
+                              "jit(value_and_grad(loss))": 1, "jit(checkpoint(loss))": 1}
+    with bench.count_compiles() as pmapped:
+        jax.pmap(loss)(jnp.ones((1, 3)))
+    assert "pmap(loss)" in pmapped.counts, pmapped.counts
+
+
+def test_two_functions_with_one_name_are_two_programs() -> None:
+    namespace: dict = {}
+    exec(compile("import jax.numpy as jnp\ndef f(x):\n    return x + 1\n", "/virtual/other.py", "exec"), namespace)
+
+    def f(x):
+        return x * 3
+
+    with bench.count_compiles() as c:
+        jax.jit(f)(jnp.ones(2)), jax.jit(namespace["f"])(jnp.ones(2))
+    # The first source keeps the plain key; the other one's key says where it comes from.
+    assert c.counts == {"jit(f)": 1, "jit(f) @ other.py:2": 1}, c.counts
 
 
 def test_cache_miss_explanations_stay_out_of_the_log(caplog: pytest.LogCaptureFixture) -> None:

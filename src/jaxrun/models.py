@@ -106,13 +106,26 @@ class DeviceInfo(MappingModel):
 # --- one script ---------------------------------------------------------------------------------
 
 
-class CompileStats(MappingModel):
-    """JIT work for one function name, from ``jax.monitoring`` duration events."""
+MAX_RECOMPILE_REASONS = 100
 
-    count: int = 0
-    trace_time: float = 0.0
-    lower_time: float = 0.0
-    compile_time: float = 0.0
+
+class CompileStats(MappingModel):
+    """JIT work for one program, keyed by the name JAX's transformations give it (``jit(loss)``,
+    ``jit(grad(loss))``, ``pmap(step)``; ``name @ file:line`` when two functions share a name),
+    from ``jax.monitoring`` duration events."""
+
+    count: int = Field(0, description="XLA compilations (executables loaded from the persistent cache are cache_hits)")
+    trace_time: float = Field(0.0, description="Seconds of tracing to a jaxpr")
+    lower_time: float = Field(0.0, description="Seconds of lowering to StableHLO")
+    compile_time: float = Field(0.0, description="Seconds of XLA compilation (cache loads not included)")
+    source: str | None = Field(None, description="path:line of the function (null for JAX's own)")
+    traces: int = Field(0, description="Times the program was traced; more than 1 means JAX retraced it")
+    cache_hits: int = Field(0, description="Executables loaded from the persistent compilation cache")
+    cache_load_time: float = Field(0.0, description="Seconds spent loading them")
+    recompile_reasons: list[str] = Field(
+        [], description="Why each trace after the first happened, as JAX explains its cache misses "
+        f"(jax_explain_cache_misses); at most {MAX_RECOMPILE_REASONS} kept"
+    )
 
 
 class Attempt(MappingModel):
@@ -169,13 +182,21 @@ class ScriptResult(MappingModel):
     device_utilization: float | None = Field(None, description="0-1, null when not measurable")
     device_utilization_reason: str | None = None
     jit_compile_time: float | None = Field(None, description="Seconds, trace+lower+compile")
-    compile_count: int | None = None
-    compiles: dict[str, CompileStats] = {}
-    cache_hits: int | None = None
+    compile_count: int | None = Field(None, description="XLA compilations (cache loads are cache_hits)")
+    compiles: dict[str, CompileStats] = Field({}, description="Per program, e.g. jit(loss), jit(grad(loss))")
+    cache_hits: int | None = Field(
+        None, description="Executables loaded from the persistent compilation cache; null when it is off"
+    )
+    cache_misses: int | None = Field(
+        None, description="Persistent-cache lookups that found nothing (requests - hits); null when it is off"
+    )
     compile_time_saved: float | None = Field(
         None,
         description="Seconds of compilation the persistent cache saved, a lower bound (JAX stores "
         "compile times in whole seconds)",
+    )
+    warnings: list[str] = Field(
+        [], description="What deserves a look though the run succeeded, e.g. a program compiled many times and why"
     )
     output_files: list[str] = []
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")

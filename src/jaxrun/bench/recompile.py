@@ -17,13 +17,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import logging
-import re
 import threading
 import types
 from typing import Any, Callable, Iterator
 
 from ..errors import JAXExecutionError
+from ..probe.programs import base_name, explaining
 from ._compiles import CompileCounter, count_compiles, counting
 from ._signature import ArgSignature, call_signature, diff, explain
 
@@ -37,90 +36,6 @@ class RecompileError(JAXExecutionError, AssertionError):
         super().__init__(message)
         self.function = function
         self.counts = dict(counts or {})
-
-
-# --- JAX's own explanations of cache misses ---------------------------------------------------------
-
-# Where JAX logs "TRACING CACHE MISS" (and, with a persistent cache, "COMPILATION CACHE MISS").
-_EXPLAIN_LOGGERS = (
-    "jax._src.interpreters.partial_eval",
-    "jax._src.pjit",
-    "jax._src.linear_util",
-    "jax._src.util",
-    "jax._src.compiler",
-    "jax._src.compilation_cache",
-)
-_explain_lock = threading.Lock()
-_explain_depth = 0
-_explain_previous: Any = None
-
-
-class _MissCatcher(logging.Filter):
-    """Keeps cache-miss explanations (which we asked for) out of the user's log, and stores them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "CACHE MISS" in message:
-            self.messages.append(message)
-            return False
-        return True
-
-
-@contextlib.contextmanager
-def _explaining_cache_misses() -> Iterator[list[str]]:
-    """Turn on ``jax_explain_cache_misses`` for the block; yield the explanations JAX logged."""
-    import jax
-
-    global _explain_depth, _explain_previous
-    catcher = _MissCatcher()
-    loggers = [logging.getLogger(name) for name in _EXPLAIN_LOGGERS]
-    with _explain_lock:
-        if _explain_depth == 0:
-            _explain_previous = jax.config.jax_explain_cache_misses
-            jax.config.update("jax_explain_cache_misses", True)
-        _explain_depth += 1
-    for logger in loggers:
-        logger.addFilter(catcher)
-    try:
-        yield catcher.messages
-    finally:
-        for logger in loggers:
-            logger.removeFilter(catcher)
-        with _explain_lock:
-            _explain_depth -= 1
-            if _explain_depth == 0:
-                jax.config.update("jax_explain_cache_misses", _explain_previous)
-
-
-_MISS_LINE = re.compile(r"^\s*\*\s*at (?P<where>.+?), now (?P<new>.+) and before (?P<old>.+?)\s*$")
-
-
-def _summarise_miss(message: str) -> str:
-    """JAX's explanation, reworded where it has the usual shape ("* at x, now f32[4] and before f32[3]")."""
-    found = []
-    for line in message.splitlines():
-        m = _MISS_LINE.match(line)
-        if m:
-            found.append(f"argument {m['where']!r} changed from {m['old']} to {m['new']}")
-    if found:
-        return "; ".join(found)
-    lines = [line.strip() for line in message.splitlines()[1:] if line.strip()]
-    return " ".join(lines)[:400] or message[:400]
-
-
-def _relevant_misses(messages: list[str], fun: str | None = None) -> list[str]:
-    out = []
-    for message in messages:
-        if "never seen function" in message or "TRACING CACHE MISS" not in message:
-            continue  # a first compilation is not a *re*compilation
-        if fun is not None and f"for {fun} " not in message:
-            continue
-        out.append(_summarise_miss(message))
-    return out
 
 
 # --- no_recompile ---------------------------------------------------------------------------------
@@ -155,7 +70,7 @@ class _NoRecompile:
         signature = call_signature(self._fn, args, kwargs, self._signature)
         # Only this thread's compilations belong to this call.
         counter = CompileCounter(thread=threading.get_ident())
-        with counting(counter), _explaining_cache_misses() as misses:
+        with counting(counter), explaining():
             out = self._fn(*args, **kwargs)
         with self._lock:
             first = self._calls == 0
@@ -164,23 +79,23 @@ class _NoRecompile:
             self._previous = signature
         if not first and counter.total > 0:
             raise RecompileError(
-                self._message(previous or {}, signature, counter, misses), function=self._name, counts=counter.counts
+                self._message(previous or {}, signature, counter), function=self._name, counts=counter.counts
             )
         return out
 
     def _message(
-        self, previous: dict[str, ArgSignature], current: dict[str, ArgSignature], counter: CompileCounter, misses: list[str]
+        self, previous: dict[str, ArgSignature], current: dict[str, ArgSignature], counter: CompileCounter
     ) -> str:
         changes = diff(previous, current)
         # A Python scalar passed as a traced argument changes value without recompiling; its value
         # is only the culprit when nothing else changed (then it must be static).
         telling = [c for c in changes if c.kind != "value"] or changes
         head = f"{self._name} was recompiled on call {self._calls}"
-        if set(counter.counts) != {self._name}:  # say what compiled when it is not fn itself
+        if {base_name(p) for p in counter.counts} != {self._name}:  # say what compiled when it is not fn itself
             head += " (compiled: " + ", ".join(f"{f} x{n}" for f, n in sorted(counter.counts.items())) + ")"
         if telling:
             return f"{head}: {explain(telling)}"
-        jax_says = _relevant_misses(misses)
+        jax_says = list(dict.fromkeys(r for reasons in counter.reasons.values() for r in reasons))
         cause = f"; JAX says: {'; '.join(jax_says)}" if jax_says else ""
         return (
             f"{head} although no argument changed shape, dtype, pytree structure or static value since "
@@ -237,9 +152,10 @@ def _fun_name(fun: Callable[..., Any] | str | None) -> str | None:
 def assert_max_compiles(n: int, fun: Callable[..., Any] | str | None = None) -> Iterator[CompileCounter]:
     """Raise :class:`RecompileError` if, inside the block, a function compiles more than ``n`` times.
 
-    Counts are per function name (lowerings, as :func:`count_compiles` reports them); with ``fun``
-    (a function or its name) only that function is checked. The error names each offending
-    function, how often it compiled, and which argument changed, as JAX explains its cache misses:
+    Counts are per program (lowerings, as :func:`count_compiles` reports them: ``jit(loss)`` and
+    ``jit(grad(loss))`` are two programs); with ``fun`` (a function or its name) only the programs
+    of that function are checked. The error names each offending program, how often it compiled,
+    and which argument changed, as JAX explains its cache misses:
 
     >>> import jax, jax.numpy as jnp
     >>> from jaxrun.bench import assert_max_compiles, RecompileError
@@ -252,20 +168,20 @@ def assert_max_compiles(n: int, fun: Callable[..., Any] | str | None = None) -> 
     ...         _ = f(a); _ = f(b)
     ... except RecompileError as e:
     ...     print(e)
-    norm compiled 2 times in the block (at most 1 allowed): argument 'v' changed from f32[3] to f32[5]
+    jit(norm) compiled 2 times in the block (at most 1 allowed): argument v changed f32[3] -> f32[5]
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"assert_max_compiles needs a whole number of compilations >= 0, got {n!r}")
     name = _fun_name(fun)
-    with _explaining_cache_misses() as misses, count_compiles() as counter:
+    with explaining(), count_compiles() as counter:
         yield counter
-    counts = counter.counts
-    offenders = {f: c for f, c in counts.items() if c > n and (name is None or f == name)}
+    counts, reasons = counter.counts, counter.reasons
+    offenders = {p: c for p, c in counts.items() if c > n and (name is None or name in (p, base_name(p)))}
     if not offenders:
         return
     parts = []
-    for f, c in sorted(offenders.items(), key=lambda item: -item[1]):
-        why = _relevant_misses(misses, f)
-        reason = "; ".join(dict.fromkeys(why)) if why else "JAX gave no explanation (a new function object, or a cache eviction)"
-        parts.append(f"{f} compiled {c} times in the block (at most {n} allowed): {reason}")
+    for program, c in sorted(offenders.items(), key=lambda item: -item[1]):
+        why = list(dict.fromkeys(reasons.get(program, [])))
+        reason = "; ".join(why) if why else "JAX gave no explanation (a cache eviction, or explanations were unavailable)"
+        parts.append(f"{program} compiled {c} times in the block (at most {n} allowed): {reason}")
     raise RecompileError("; ".join(parts), function=next(iter(offenders)), counts=counts)

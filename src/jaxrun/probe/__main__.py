@@ -11,7 +11,14 @@ import traceback
 
 from . import events, import_timer
 from .channel import EVENTS_ENV, EventWriter
-from .jax_hooks import block_until_ready, device_facts, compile_wall_seconds_outside_imports, jit_seconds, watch_jax_import
+from .jax_hooks import (
+    block_until_ready,
+    compile_cache_facts,
+    compile_wall_seconds_outside_imports,
+    device_facts,
+    jit_seconds,
+    watch_jax_import,
+)
 
 USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] -- SCRIPT [ARGS...]"
 _TRACEBACK_TAIL = 8000
@@ -165,6 +172,7 @@ def main(argv: list[str]) -> int:
         cpu_time=_cpu_seconds(),
         peak_rss_kb=_own_peak_rss_kb(),
         device=device_facts(),
+        compile_cache=compile_cache_facts(),
         exit_code=exit_code,
     )
     writer.close()

@@ -11,15 +11,19 @@ TYPE = "type"
 
 START = "start"  # pid, python: the probe is running (its absence means it never started)
 JAX_LOADED = "jax_loaded"  # the script imported jax and the listeners are attached
-COMPILE = "compile"  # phase (trace | lower | compile), fun, s: one jax.monitoring duration
-CACHE_HIT = "cache_hit"  # a program was loaded from the persistent compilation cache
+# One jax.monitoring duration: phase (trace | lower | compile), fun (the program key, e.g.
+# "jit(grad(loss))"), s, and when known source ("path:line"), reason (a trace: why JAX traced
+# again), cached (a compile: the executable was loaded from the persistent cache).
+COMPILE = "compile"
 CACHE_SAVED = "cache_saved"  # s: compile seconds the cache saved (JAX's lower bound)
 RECORD = "record"  # values: what the script passed to jaxrun.record
 CALL = "call"  # index, seconds, compile_time: one call of the entry function in warm mode
 EXCEPTION = "exception"  # exc_type, exc_module, exc_mro, message, traceback
 EXIT = "exit"  # code: the script called sys.exit
 PROBE_WARNING = "probe_warning"  # message: the probe could not do something (listeners, ...)
-END = "end"  # body_time, import_time, compile_wall_time, cpu_time, peak_rss_kb, device, exit_code
+# body_time, import_time, compile_wall_time, cpu_time, peak_rss_kb, device, exit_code,
+# compile_cache ({enabled, misses} or null without jax)
+END = "end"
 
 # Phases of a COMPILE event.
 PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"

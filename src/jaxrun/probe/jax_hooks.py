@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
-import re
 import sys
 import time
 from typing import Any, Callable
@@ -17,22 +16,7 @@ from typing import Any, Callable
 from . import events, import_timer, intervals
 from .channel import EventWriter
 
-_PHASES = {
-    "/jax/core/compile/jaxpr_trace_duration": events.PHASE_TRACE,
-    "/jax/core/compile/jaxpr_to_mlir_module_duration": events.PHASE_LOWER,
-    "/jax/core/compile/backend_compile_duration": events.PHASE_COMPILE,
-}
-_CACHE_HIT = "/jax/compilation_cache/cache_hits"
 _CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
-# Lowering and compiling report `jit(f)` / `pmap(f)` while tracing reports `f`.
-_WRAPPED = re.compile(r"^(?:jit|pjit|pmap|xla_pmap|shard_map)\((.*)\)$")
-
-
-def function_name(raw: object) -> str:
-    name = str(raw) if raw is not None else "<unknown>"
-    match = _WRAPPED.match(name)
-    return match.group(1) if match else name
-
 
 _jit_seconds = 0.0
 # (start, end) of each JIT phase that ran outside an import statement. Phases nest (tracing an
@@ -65,32 +49,54 @@ def block_until_ready(value: Any) -> Any:
 def attach_listeners(writer: EventWriter) -> None:
     import jax.monitoring as monitoring
 
-    def on_duration(event: str, duration: float, **kwargs: Any) -> None:
+    from . import programs  # here, not at the top: logging and re are not needed without jax
+
+    def on_compile(event: "programs.CompileEvent") -> None:
         global _jit_seconds
+        duration = event.seconds
+        _jit_seconds += duration
+        if not import_timer.importing():
+            end = time.perf_counter()
+            start = end - duration
+            _intervals.append((start, end))
+            for imported in reversed(import_timer.recent):
+                if imported[1] <= start:
+                    break
+                if imported[0] < end:
+                    _imports_inside.add(imported)
+        fields: dict[str, Any] = {"phase": event.phase, "fun": event.program, "s": duration}
+        if event.source is not None:
+            fields["source"] = event.source
+        if event.reason is not None:
+            fields["reason"] = event.reason
+        if event.cached:
+            fields["cached"] = True
+        writer.emit(events.COMPILE, **fields)
+
+    def on_duration(event: str, duration: float, **kwargs: Any) -> None:
         if event == _CACHE_SAVED:
             writer.emit(events.CACHE_SAVED, s=duration)
-            return
-        phase = _PHASES.get(event)
-        if phase is not None:
-            _jit_seconds += duration
-            if not import_timer.importing():
-                end = time.perf_counter()
-                start = end - duration
-                _intervals.append((start, end))
-                for imported in reversed(import_timer.recent):
-                    if imported[1] <= start:
-                        break
-                    if imported[0] < end:
-                        _imports_inside.add(imported)
-            writer.emit(events.COMPILE, phase=phase, fun=function_name(kwargs.get("fun_name")), s=duration)
 
-    def on_event(event: str, **kwargs: Any) -> None:
-        if event == _CACHE_HIT:
-            writer.emit(events.CACHE_HIT)
-
+    programs.subscribe(on_compile)
+    programs.explain_on()  # for the whole run: a recompile's reason is part of the result
     monitoring.register_event_duration_secs_listener(on_duration)
-    monitoring.register_event_listener(on_event)
     writer.emit(events.JAX_LOADED)
+
+
+def compile_cache_facts() -> dict[str, Any] | None:
+    """Whether the persistent compilation cache was on at the end, and JAX's count of its misses."""
+    if "jax" not in sys.modules:
+        return None
+    try:
+        import jax
+
+        from . import programs
+
+        directory = jax.config.jax_compilation_cache_dir
+        enabled = bool(directory) and bool(getattr(jax.config, "jax_enable_compilation_cache", True))
+    except Exception:
+        return None
+    return {"enabled": enabled, "misses": programs.persistent_cache_misses()}
 
 
 class _NotifyingLoader(importlib.abc.Loader):

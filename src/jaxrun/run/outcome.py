@@ -8,6 +8,7 @@ from typing import Any
 from ..config import MONITOR_INTERVAL
 from ..models import CompileStats, WarmCall
 from ..probe import events as ev
+from .compiles import add_event
 from .launch import LaunchOutcome
 
 _MB = 1024 * 1024
@@ -22,8 +23,8 @@ class ProbeReport:
     cpu_time: float | None = None
     peak_rss_bytes: int | None = None  # the probe process's own peak RSS (VmHWM)
     device: dict[str, Any] | None = None
-    compiles: dict[str, CompileStats] = field(default_factory=dict)
-    cache_hits: int = 0
+    compiles: dict[str, CompileStats] = field(default_factory=dict)  # per program
+    compile_cache: dict[str, Any] | None = None  # {enabled, misses}: the persistent cache at the end
     # JAX stores a cached program's compile time in whole seconds, so its "saved" figure is
     # (floor of the original compile time) - (retrieval time): a lower bound, negative for
     # sub-second compilations. Negative values count as 0.
@@ -41,19 +42,7 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
         if kind == ev.JAX_LOADED:
             report.jax_loaded = True
         elif kind == ev.COMPILE:
-            stats = report.compiles.setdefault(str(event.get("fun")), CompileStats())
-            seconds = float(event.get("s") or 0.0)
-            phase = event.get("phase")
-            if phase == ev.PHASE_TRACE:
-                stats.trace_time += seconds
-            elif phase == ev.PHASE_LOWER:
-                stats.lower_time += seconds
-                # Every lowering yields one executable, compiled or loaded from the cache.
-                stats.count += 1
-            elif phase == ev.PHASE_COMPILE:
-                stats.compile_time += seconds
-        elif kind == ev.CACHE_HIT:
-            report.cache_hits += 1
+            add_event(report.compiles, event)
         elif kind == ev.CACHE_SAVED:
             report.compile_time_saved += max(0.0, float(event.get("s") or 0.0))
         elif kind == ev.RECORD:
@@ -80,6 +69,7 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
             kb = event.get("peak_rss_kb")
             report.peak_rss_bytes = None if kb is None else int(kb) * 1024
             report.device = event.get("device")
+            report.compile_cache = event.get("compile_cache")
     return report
 
 
@@ -112,15 +102,6 @@ def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
     if not peaks:
         return None, f"the {device.get('backend')} backend does not report memory statistics"
     return max(peaks) / _MB, None
-
-
-def compile_totals(report: ProbeReport) -> tuple[float | None, int | None, int | None]:
-    """(trace+lower+compile seconds, executables built, persistent-cache hits); null without jax."""
-    if not report.jax_loaded:
-        return None, None, None
-    seconds = sum(s.trace_time + s.lower_time + s.compile_time for s in report.compiles.values())
-    count = sum(s.count for s in report.compiles.values())
-    return seconds, count, report.cache_hits
 
 
 def run_time(report: ProbeReport) -> float | None:

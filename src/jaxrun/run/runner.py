@@ -32,7 +32,8 @@ from .classify import Classification, classification, classify
 from .environment import child_env, probe_command
 from .job import Job
 from .launch import Interrupted, LaunchOutcome, launch
-from .outcome import MEMORY_METHOD, ProbeReport, compile_totals, device_memory, memory_peak_mb, read_probe_report, run_time
+from .compiles import recompile_warnings, totals
+from .outcome import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, read_probe_report, run_time
 from .placement import WHOLE_MACHINE, Placement, Slot
 
 logger = logging.getLogger("jaxrun")
@@ -281,7 +282,7 @@ def _build_result(
     started_at: str,
 ) -> ScriptResult:
     outcome, report, failure = run.outcome, run.report, run.failure
-    jit_seconds, compile_count, cache_hits = compile_totals(report)
+    jit_seconds, compile_count, cache_hits, cache_misses = totals(report.jax_loaded, report.compiles, report.compile_cache)
     device_peak, device_reason = device_memory(report)
     device = report.device or {}
     utilisation: float | None = None
@@ -321,7 +322,9 @@ def _build_result(
         compile_count=compile_count,
         compiles=report.compiles,
         cache_hits=cache_hits,
-        compile_time_saved=report.compile_time_saved if report.jax_loaded else None,
+        cache_misses=cache_misses,
+        compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
+        warnings=[*report.warnings, *recompile_warnings(report.compiles)],
         output_files=_list_outputs(job.output_dir),
         results=report.results,
         stdout_log=str(job.stdout_log) if outcome else None,

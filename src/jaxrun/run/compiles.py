@@ -1,0 +1,104 @@
+"""The probe's compile events -> per-program statistics, totals, and the recompilation warning.
+
+A program is what :mod:`jaxrun.probe.programs` names (``jit(loss)``, ``jit(grad(loss))``,
+``pmap(step)``). An executable loaded from the persistent compilation cache is a cache hit with
+its load time, not a compilation. A program traced more than once carries JAX's reason for each
+retrace, and the run's warnings summarise them ("jit(f) compiled 40 times: argument x took 40
+different values: f32[1] -> f32[2] -> f32[3] -> ... -> f32[39] -> f32[40]").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..models import MAX_RECOMPILE_REASONS, CompileStats
+from ..probe import events as ev
+from ..probe.programs import program_key
+
+NO_EXPLANATION = "JAX gave no explanation"
+_CHANGE = re.compile(r"^argument (?P<arg>.+?) changed (?P<old>.+?) -> (?P<new>.+?)(?P<why> \(.+\))?$")
+_SHOWN = 3
+
+
+def add_event(compiles: dict[str, CompileStats], event: dict[str, Any]) -> None:
+    """Fold one COMPILE event into the per-program statistics."""
+    source = str(event["source"]) if event.get("source") else None
+    seen = {key: stats.source for key, stats in compiles.items()}
+    stats = compiles.setdefault(program_key(str(event.get("fun")), source, seen), CompileStats(source=source))
+    seconds = float(event.get("s") or 0.0)
+    phase = event.get("phase")
+    if phase == ev.PHASE_TRACE:
+        stats.trace_time += seconds
+        stats.traces += 1
+        if stats.traces > 1 and len(stats.recompile_reasons) < MAX_RECOMPILE_REASONS:
+            stats.recompile_reasons.append(str(event.get("reason") or NO_EXPLANATION))
+    elif phase == ev.PHASE_LOWER:
+        stats.lower_time += seconds
+    elif phase == ev.PHASE_COMPILE:
+        if event.get("cached"):
+            stats.cache_hits += 1
+            stats.cache_load_time += seconds
+        else:
+            stats.count += 1
+            stats.compile_time += seconds
+
+
+def totals(
+    jax_loaded: bool, compiles: dict[str, CompileStats], cache: dict[str, Any] | None
+) -> tuple[float | None, int | None, int | None, int | None]:
+    """``(jit_compile_time, compile_count, cache_hits, cache_misses)``: null without jax; the cache
+    figures null when the persistent cache was off (or its state unknown)."""
+    if not jax_loaded:
+        return None, None, None, None
+    seconds = sum(s.trace_time + s.lower_time + s.compile_time for s in compiles.values())
+    count = sum(s.count for s in compiles.values())
+    if not cache or not cache.get("enabled"):
+        return seconds, count, None, None
+    hits = sum(s.cache_hits for s in compiles.values())
+    misses = cache.get("misses")
+    return seconds, count, hits, int(misses) if misses is not None else None
+
+
+def _grouped(reasons: list[str]) -> list[str]:
+    """Changes of one argument said once, with every value it took in order: JAX compares each
+    miss with the *closest* earlier key, so consecutive reasons need not chain."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    out: list[str | tuple[str, str]] = []
+    for reason in reasons:
+        m = _CHANGE.match(reason)
+        if not m:
+            out.append(reason)
+            continue
+        key = (m["arg"], m["why"] or "")
+        if key not in groups:
+            groups[key] = [m["old"]]
+            out.append(key)
+        values = groups[key]
+        if m["new"] not in values:
+            values.append(m["new"])
+    text = []
+    for item in dict.fromkeys(out):
+        if isinstance(item, str):
+            text.append(item)
+            continue
+        values = groups[item]
+        shown = values if len(values) <= 6 else [*values[:3], "...", *values[-2:]]
+        took = f"took {len(values)} different values" if len(values) > 2 else "changed"
+        text.append(f"argument {item[0]} {took}: {' -> '.join(shown)}{item[1]}")
+    return text
+
+
+def recompile_warnings(compiles: dict[str, CompileStats]) -> list[str]:
+    """One warning per program of the script's own built more than once, with JAX's reasons."""
+    warnings = []
+    built = {key: s.count + s.cache_hits for key, s in compiles.items()}
+    for key, stats in sorted(compiles.items(), key=lambda item: -built[item[0]]):
+        # JAX's own programs (jnp.ones on a new shape, ...) compile per shape by design.
+        if built[key] < 2 or not stats.recompile_reasons or stats.source is None:
+            continue
+        parts = _grouped(stats.recompile_reasons)
+        more = f"; and {len(parts) - _SHOWN} other reasons" if len(parts) > _SHOWN else ""
+        loaded = f" ({stats.cache_hits} loaded from the persistent cache)" if stats.cache_hits else ""
+        warnings.append(f"{key} compiled {built[key]} times{loaded}: {'; '.join(parts[:_SHOWN])}{more}")
+    return warnings
