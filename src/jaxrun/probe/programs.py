@@ -211,6 +211,14 @@ _CHANGE = re.compile(
     r"^\s*\*\s*at (?P<where>.+?), now (?P<new>.+?) and before (?P<old>.+?)(?:, so (?P<why>.+))?\s*$"
 )
 _PYTREE_META = re.compile(r"<class '[^']+'> with pytree metadata ")
+# JAX explains a miss by comparing the new key with every key it has cached for the function, so
+# explanations cost time that grows with the number of recompilations (measured here: 200 retraces
+# of one function added 1.5 s of trace time). jaxrun stops asking after this many.
+MAX_EXPLAINED = 100
+NOT_EXPLAINED = (
+    f"not explained: jaxrun asks JAX for at most {MAX_EXPLAINED} explanations per process (their cost "
+    "grows with every recompilation)"
+)
 RECREATED = (
     "the function is a new object on every call (jax.jit, a lambda or functools.partial created "
     "inside a loop?), so JAX cannot reuse its cache"
@@ -258,6 +266,7 @@ class _MissLog(logging.Filter):
         explained = explain(message)
         if explained is not None:
             self.tracker.pending().append(explained)
+            self.tracker.explained += 1
         return not self.hide
 
 
@@ -271,6 +280,8 @@ class _Tracker:
         self._traced: set[tuple[str, str | None]] = set()
         self.subscribers: list[Callable[[CompileEvent], None]] = []
         self.cache_misses = 0
+        self.explained = 0  # explanations JAX gave
+        self.capped = False  # jaxrun turned explanations off after MAX_EXPLAINED
 
     def pending(self) -> list[tuple[str, str | None]]:
         if not hasattr(self._local, "pending"):
@@ -317,6 +328,10 @@ class _Tracker:
                     self._traced.add((key, source))
                 if explained and reason is None and again:
                     reason = RECREATED
+                elif not explained and again and self.capped:
+                    reason = NOT_EXPLAINED
+                if self.explained >= MAX_EXPLAINED and not self.capped:
+                    _stop_explaining()
             else:
                 key, source = self.program_for(kwargs.get("fun_name"))
                 if phase == COMPILE:
@@ -339,15 +354,26 @@ class _Tracker:
 
 
 _tracker = _Tracker()
-_install_lock = threading.Lock()
+_install_lock = threading.RLock()
 _installed = False
 _miss_log = _MissLog(_tracker)
-_explaining = 0
-_explain_before: Any = None
+_explaining = 0  # explain_on() calls not yet matched by explain_off()
+_explain_before: Any = None  # the setting before jaxrun turned explanations on
+_set_config: Callable[[str, Any], Any] | None = None  # jax.config.update itself
+
+
+def _on_config_update(name: str, value: Any) -> None:
+    """The script set ``jax_explain_cache_misses`` itself: its setting wins, and what it asked for
+    it sees in its log."""
+    global _explain_before
+    if name == "jax_explain_cache_misses":
+        with _install_lock:
+            _explain_before = bool(value)
+            _miss_log.hide = False
 
 
 def _install() -> None:
-    global _installed, _JAX_DIR
+    global _installed, _JAX_DIR, _set_config
     with _install_lock:
         if _installed:
             return
@@ -359,7 +385,22 @@ def _install() -> None:
             logging.getLogger(name).addFilter(_miss_log)
         monitoring.register_event_duration_secs_listener(_tracker.on_duration)
         monitoring.register_event_listener(_tracker.on_event)
+        _set_config = original = jax.config.update
+
+        def update(name: str, value: Any, *args: Any, **kwargs: Any) -> Any:
+            _on_config_update(name, value)
+            return original(name, value, *args, **kwargs)
+
+        try:  # to tell the script's own jax.config.update calls from jaxrun's
+            jax.config.update = update  # type: ignore[method-assign]
+        except (AttributeError, TypeError):
+            pass
         _installed = True
+
+
+def _set_explain(value: bool) -> None:
+    assert _set_config is not None
+    _set_config("jax_explain_cache_misses", value)
 
 
 def subscribe(callback: Callable[[CompileEvent], None]) -> None:
@@ -378,28 +419,35 @@ def unsubscribe(callback: Callable[[CompileEvent], None]) -> None:
 def explain_on() -> None:
     """Ask JAX to explain its tracing-cache misses from now on (they become the trace events'
     ``reason``), until a matching :func:`explain_off`. Explanations jaxrun asked for stay out of
-    the script's log; a script that turned ``jax_explain_cache_misses`` on itself still sees them."""
+    the script's log; a script that sets ``jax_explain_cache_misses`` itself decides and sees them."""
     import jax
 
     global _explaining, _explain_before
     _install()
     with _install_lock:
-        if _explaining == 0:
+        if _explaining == 0:  # a new budget of explanations (see MAX_EXPLAINED)
+            _tracker.explained, _tracker.capped = 0, False
             _explain_before = jax.config.jax_explain_cache_misses
             if not _explain_before:
-                jax.config.update("jax_explain_cache_misses", True)
+                _set_explain(True)
                 _miss_log.hide = True
         _explaining += 1
 
 
-def explain_off() -> None:
-    import jax
+def _stop_explaining() -> None:
+    """The explanation budget is spent: turn them off if jaxrun turned them on."""
+    with _install_lock:
+        _tracker.capped = True
+        if _explaining and not _explain_before:
+            _set_explain(False)
 
+
+def explain_off() -> None:
     global _explaining
     with _install_lock:
         _explaining -= 1
         if _explaining == 0 and not _explain_before:
-            jax.config.update("jax_explain_cache_misses", False)
+            _set_explain(False)
             _miss_log.hide = False
 
 
