@@ -181,7 +181,9 @@ class ScriptResult(MappingModel):
     device_memory_reason: str | None = None
     device_utilization: float | None = Field(None, description="0-1, null when not measurable")
     device_utilization_reason: str | None = None
-    jit_compile_time: float | None = Field(None, description="Seconds, trace+lower+compile")
+    jit_compile_time: float | None = Field(
+        None, description="Seconds, trace + lower + compile (or load from the persistent cache), every program"
+    )
     compile_count: int | None = Field(None, description="XLA compilations (cache loads are cache_hits)")
     compiles: dict[str, CompileStats] = Field({}, description="Per program, e.g. jit(loss), jit(grad(loss))")
     cache_hits: int | None = Field(

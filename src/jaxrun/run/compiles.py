@@ -51,7 +51,8 @@ def totals(
     figures null when the persistent cache was off (or its state unknown)."""
     if not jax_loaded:
         return None, None, None, None
-    seconds = sum(s.trace_time + s.lower_time + s.compile_time for s in compiles.values())
+    # Loading an executable from the persistent cache is this run's compile phase for it.
+    seconds = sum(s.trace_time + s.lower_time + s.compile_time + s.cache_load_time for s in compiles.values())
     count = sum(s.count for s in compiles.values())
     if not cache or not cache.get("enabled"):
         return seconds, count, None, None
