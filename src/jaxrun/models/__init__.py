@@ -1,0 +1,49 @@
+"""The data model: every result jaxrun returns or writes is one of these pydantic models.
+
+Field names follow the seed documents and are fixed (docs/ARCHITECTURE.md, "Results folder"), so
+tools and tests can rely on them.
+Unknown numbers are ``None`` (serialized as JSON ``null``), never 0. Serialization to files lives
+in :mod:`jaxrun.resultfiles`; this package only describes the shapes, one module per subject.
+"""
+
+from __future__ import annotations
+
+from .base import ERROR_CLASSES, SCHEMA_VERSION, ErrorClass, MappingModel
+from .benchmarks import (
+    METRIC_ALIASES,
+    SAMPLE_METRICS,
+    BenchmarkingSection,
+    BenchmarkResults,
+    DeviceSpeedup,
+    RunSample,
+    ScriptBenchmark,
+    Statistics,
+    WarmCall,
+    WarmSummary,
+)
+from .comparisons import (
+    ComparisonReport,
+    HistoryRun,
+    PhaseComparison,
+    RegressionCheck,
+    ScriptComparison,
+    Verdict,
+)
+from .devices import DeviceEntry, DeviceInfo, NvmlInfo, PlatformInfo
+from .results import MAX_RECOMPILE_REASONS, Attempt, CompileStats, ScriptResult
+
+# Models that name models of other modules (under TYPE_CHECKING there) are completed here,
+# before the batch models, whose defaults build them.
+for _model in (ScriptResult, ScriptBenchmark, BenchmarkingSection, BenchmarkResults):
+    _model.model_rebuild(_types_namespace=dict(globals()))
+
+from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSummary, ScriptMetrics  # noqa: E402
+
+__all__ = [
+    "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
+    "Attempt", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileStats",
+    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
+    "MappingModel", "NvmlInfo", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
+    "PlatformInfo", "RegressionCheck", "RunSample", "ScriptBenchmark", "ScriptComparison", "ScriptMetrics",
+    "ScriptResult", "Statistics", "Verdict", "WarmCall", "WarmSummary",
+]

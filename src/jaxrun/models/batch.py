@@ -1,0 +1,83 @@
+"""A batch: its metadata, summary, the whole results file and the metrics file."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import SCHEMA_VERSION, MappingModel
+from .benchmarks import BenchmarkingSection
+from .devices import DeviceInfo
+from .results import ScriptResult
+
+
+class BatchMetadata(MappingModel):
+    framework: str = "JAX"
+    jaxrun_version: str
+    device_requested: str
+    device_used: str | None
+    jax_version: str | None
+    execution_timestamp: str
+    finished_timestamp: str | None = None
+    scripts_found: int
+    scripts_executed: int
+    scripts_successful: int
+    scripts_failed: int
+    search_paths: list[str]
+    results_dir: str
+    host: str
+    python_version: str
+    complete: bool = Field(False, description="False while the batch is still running or was cut off")
+
+
+class PerformanceSummary(MappingModel):
+    total_execution_time: float | None = Field(
+        None, description="Seconds, every process run counted (each benchmark run and warm-up too)"
+    )
+    average_execution_time: float | None = None
+    median_execution_time: float | None = None
+    total_body_time: float | None = None
+    total_jit_compile_time: float | None = None
+    total_compile_count: int | None = None
+    peak_memory_mb: float | None = None
+    peak_device_memory_mb: float | None = None
+    fastest_script: str | None = None
+    slowest_script: str | None = None
+    success_rate: float | None = None
+    error_classes: dict[str, int] = {}
+
+
+class BatchResult(MappingModel):
+    """The content of ``jax_execution_results.json`` (and ``run_jax_scripts(..., True)``)."""
+
+    schema_version: int = SCHEMA_VERSION
+    metadata: BatchMetadata
+    device_info: DeviceInfo | None
+    performance_summary: PerformanceSummary
+    script_results: list[ScriptResult]
+    benchmarking: BenchmarkingSection = BenchmarkingSection()
+
+    @property
+    def success(self) -> bool:
+        return self.metadata.complete and all(r.success for r in self.script_results)
+
+
+class ScriptMetrics(MappingModel):
+    execution_time: float | None
+    body_time: float | None
+    cpu_time: float | None
+    memory_peak: float | None
+    device_memory_peak: float | None
+    device_utilization: float | None
+    jit_compile_time: float | None
+    compile_count: int | None
+    cache_hits: int | None
+    success: bool
+
+
+class PerformanceMetrics(MappingModel):
+    """The content of ``jax_performance_metrics.json``."""
+
+    schema_version: int = SCHEMA_VERSION
+    generated_at: str
+    scripts: dict[str, ScriptMetrics]
+    aggregate: PerformanceSummary

@@ -1,0 +1,130 @@
+"""Comparing runs: per-phase verdicts, comparison reports, the history's runs and checks."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from .base import SCHEMA_VERSION, MappingModel
+from .benchmarks import METRIC_ALIASES, RunSample
+
+
+Verdict = Literal["faster", "slower", "no significant change", "not comparable"]
+
+
+class PhaseComparison(MappingModel):
+    """One metric (phase) of one script, NEW judged against BASE."""
+
+    metric: str
+    base_n: int
+    new_n: int
+    base_median: float | None
+    new_median: float | None
+    ratio: float | None = Field(None, description="new median / base median (> 1 is slower, or larger for memory)")
+    ratio_ci_low: float | None = Field(None, description="95% bootstrap CI of the ratio")
+    ratio_ci_high: float | None = None
+    p_value: float | None = Field(
+        None, description="Two-sided Mann-Whitney U (exact with ties and small samples); null without a test"
+    )
+    verdict: Verdict = Field(
+        description="slower / faster need p < alpha and a ratio beyond 1 +- min_effect; not comparable "
+        "without at least 2 samples per side"
+    )
+    note: str | None = None
+
+
+class ScriptComparison(MappingModel):
+    """One script: every phase judged on its own, and the verdict of the phases in its gate."""
+
+    script_name: str
+    device: str | None
+    verdict: Verdict = Field(
+        description="Over the gate's phases: slower if one is slower, else faster if one is faster, "
+        "else no significant change; not comparable when no gate phase could be tested"
+    )
+    gate: list[str] = Field(
+        description="The phases that decide the verdict: the chosen metric, or run_time and "
+        "compile_time (the code's own phases), or wall_time when neither was measured on both sides"
+    )
+    slower: list[str] = Field([], description="Phases judged slower (larger), gate or not")
+    faster: list[str] = Field([], description="Phases judged faster (smaller), gate or not")
+    phases: dict[str, PhaseComparison] = Field({}, description="Per metric: wall, import, compile, run, memory")
+    note: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_one_metric(cls, data: Any) -> Any:
+        # Files written before per-phase verdicts judged one metric, flat in the script's entry.
+        if isinstance(data, dict) and "metric" in data and "phases" not in data:
+            data = dict(data)
+            metric = METRIC_ALIASES.get(data["metric"], data["metric"])
+            phase = {k: data.pop(k) for k in list(data) if k in PhaseComparison.model_fields}
+            phase["metric"] = metric
+            data["phases"] = {metric: phase}
+            data["gate"] = [metric]
+            data["verdict"] = phase.get("verdict", "not comparable")
+            if data["verdict"] in ("slower", "faster"):
+                data[data["verdict"]] = [metric]
+        return data
+
+    def phase(self, metric: str) -> PhaseComparison | None:
+        """The judgement of one metric (an old name such as ``steady_time`` works too)."""
+        return self.phases.get(METRIC_ALIASES.get(metric, metric))
+
+
+class ComparisonReport(MappingModel):
+    schema_version: int = SCHEMA_VERSION
+    base: str
+    new: str
+    metrics: list[str] = Field(description="The phases judged for every script")
+    gate: list[str] = Field(description="The phases that decide regressions (per script, see scripts[].gate)")
+    alpha: float
+    min_effect: float
+    scripts: list[ScriptComparison] = []
+    only_in_base: list[str] = []
+    only_in_new: list[str] = []
+    geometric_mean_ratio: dict[str, float | None] = Field(
+        {}, description="Per phase: geometric mean of the scripts' ratios (NEW/BASE)"
+    )
+    regressions: list[str] = Field([], description="Scripts whose verdict is slower")
+    improvements: list[str] = Field([], description="Scripts whose verdict is faster")
+
+
+class HistoryRun(MappingModel):
+    """One benchmarked run of one script, as stored in the history database."""
+
+    id: int | None = None
+    recorded_at: str
+    script_name: str
+    script_path: str
+    content_hash: str
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    host: str
+    device_requested: str
+    device_used: str | None
+    jax_version: str | None = None
+    jaxlib_version: str | None = None
+    jaxrun_version: str
+    samples: list[RunSample] = []
+    median_wall_time: float | None = None
+    mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
+
+
+class RegressionCheck(MappingModel):
+    script_path: str
+    device: str | None
+    host: str
+    gate: list[str] = Field(description="The phases that decide the regression")
+    newest_run_id: int
+    previous_runs: int = Field(description="Earlier comparable runs pooled as the baseline")
+    comparison: ScriptComparison | None = None
+    regression: bool
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_one_metric(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "metric" in data and "gate" not in data:  # an older file
+            data = {k: v for k, v in data.items() if k != "metric"} | {"gate": [data["metric"]]}
+        return data

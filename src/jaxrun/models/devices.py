@@ -1,0 +1,57 @@
+"""Device facts: what JAX sees on this machine (read by a child process)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .base import SCHEMA_VERSION, MappingModel
+
+
+class DeviceEntry(MappingModel):
+    id: int
+    platform: str
+    device_kind: str
+    process_index: int = 0
+    memory_bytes: int | None = Field(None, description="Device memory limit, when the backend tells")
+    compute_capability: str | None = None
+
+
+class PlatformInfo(MappingModel):
+    name: Literal["cpu", "gpu", "tpu"]
+    available: bool
+    backend: str | None = Field(None, description="JAX backend name behind it (cuda, rocm, tpu, cpu)")
+    devices: list[DeviceEntry] = []
+    error: str | None = Field(None, description="Why the platform did not initialise")
+
+
+class NvmlInfo(MappingModel):
+    usable: bool
+    driver_version: str | None = None
+    gpu_count: int | None = None
+    error: str | None = None
+
+
+class DeviceInfo(MappingModel):
+    """Device facts read by a short-lived child process (the parent never imports jax)."""
+
+    schema_version: int = SCHEMA_VERSION
+    jax_available: bool
+    jax_version: str | None = None
+    jaxlib_version: str | None = None
+    python_version: str
+    python_executable: str
+    default_backend: str | None = None
+    platforms: dict[str, PlatformInfo] = {}
+    error: str | None = Field(None, description="Why JAX could not be imported or probed")
+    probed_at: str
+    probe_seconds: float | None = None
+
+    @property
+    def available_platforms(self) -> list[str]:
+        return [name for name, p in self.platforms.items() if p.available]
+
+    @property
+    def device_count(self) -> int:
+        return sum(len(p.devices) for p in self.platforms.values() if p.available)

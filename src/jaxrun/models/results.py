@@ -1,0 +1,118 @@
+"""One script's run: its result, attempts and compiles."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from .base import SCHEMA_VERSION, ErrorClass, MappingModel
+
+if TYPE_CHECKING:
+    from .benchmarks import ScriptBenchmark, WarmSummary
+
+
+MAX_RECOMPILE_REASONS = 100
+
+
+class CompileStats(MappingModel):
+    """JIT work for one program, keyed by the name JAX's transformations give it (``jit(loss)``,
+    ``jit(grad(loss))``, ``pmap(step)``; ``name @ file:line`` when two functions share a name),
+    from ``jax.monitoring`` duration events."""
+
+    count: int = Field(0, description="XLA compilations (executables loaded from the persistent cache are cache_hits)")
+    trace_time: float = Field(0.0, description="Seconds of tracing to a jaxpr")
+    lower_time: float = Field(0.0, description="Seconds of lowering to StableHLO")
+    compile_time: float = Field(0.0, description="Seconds of XLA compilation (cache loads not included)")
+    source: str | None = Field(None, description="path:line of the function (null for JAX's own)")
+    traces: int = Field(0, description="Times the program was traced; more than 1 means JAX retraced it")
+    cache_hits: int = Field(0, description="Executables loaded from the persistent compilation cache")
+    cache_load_time: float = Field(0.0, description="Seconds spent loading them")
+    recompile_reasons: list[str] = Field(
+        [], description="Why each trace after the first happened, as JAX explains its cache misses "
+        f"(jax_explain_cache_misses); at most {MAX_RECOMPILE_REASONS} kept"
+    )
+
+
+class Attempt(MappingModel):
+    """One launch of the script (retries and the CPU fallback each add one)."""
+
+    number: int
+    device: str
+    success: bool
+    error_class: ErrorClass | None = None
+    error_message: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    execution_time: float | None = None
+    started_at: str
+
+
+class ScriptResult(MappingModel):
+    """What happened when one script ran (possibly over several attempts)."""
+
+    schema_version: int = SCHEMA_VERSION
+    script_name: str
+    script_path: str
+    success: bool
+    error_class: ErrorClass | None = None
+    error_message: str | None = None
+    exception_type: str | None = None
+    traceback: str | None = Field(None, description="Tail of the Python traceback, when one exists")
+    hint: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    device_requested: str
+    device_used: str | None = Field(None, description="Platform the last attempt ran on")
+    jax_backend: str | None = Field(None, description="Backend JAX actually initialised in the child")
+    device_count: int | None = Field(None, description="Devices the script saw, when it used JAX")
+    fallback_reason: str | None = None
+    attempts: list[Attempt] = []
+    execution_time: float | None = Field(None, description="Seconds, whole process")
+    body_time: float | None = Field(None, description="Seconds, the script body inside the probe")
+    import_time: float | None = Field(
+        None, description="Seconds the body spent in import statements (jax included, with what it loads)"
+    )
+    run_time: float | None = Field(
+        None, description="Seconds of the script's own work: body_time - import_time - the wall time of "
+        "JIT work outside imports (jit_compile_time sums nested phases, so it can be a little larger)"
+    )
+    cpu_time: float | None = Field(None, description="Seconds user+sys, children included")
+    memory_peak: float | None = Field(
+        None, description="MB, peak host memory of the script's processes (its own, its descendants'; shared "
+        "pages counted once; nothing inherited from the launcher)"
+    )
+    memory_method: str | None = Field(None, description="How memory_peak was measured")
+    device_memory_peak: float | None = Field(None, description="MB, peak device memory (null on CPU)")
+    device_memory_reason: str | None = None
+    device_utilization: float | None = Field(None, description="0-1, null when not measurable")
+    device_utilization_reason: str | None = None
+    jit_compile_time: float | None = Field(
+        None, description="Seconds, trace + lower + compile (or load from the persistent cache), every program"
+    )
+    compile_count: int | None = Field(None, description="XLA compilations (cache loads are cache_hits)")
+    compiles: dict[str, CompileStats] = Field({}, description="Per program, e.g. jit(loss), jit(grad(loss))")
+    cache_hits: int | None = Field(
+        None, description="Executables loaded from the persistent compilation cache; null when it is off"
+    )
+    cache_misses: int | None = Field(
+        None, description="Persistent-cache lookups that found nothing (requests - hits); null when it is off"
+    )
+    compile_time_saved: float | None = Field(
+        None,
+        description="Seconds of compilation the persistent cache saved, a lower bound (JAX stores "
+        "compile times in whole seconds)",
+    )
+    warnings: list[str] = Field(
+        [], description="What deserves a look though the run succeeded, e.g. a program compiled many times and why"
+    )
+    output_files: list[str] = []
+    results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
+    stdout_log: str | None = None
+    stderr_log: str | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    started_at: str
+    finished_at: str
+    warm: WarmSummary | None = Field(None, description="Warm mode: the entry function's calls")
+    benchmark: ScriptBenchmark | None = Field(None, description="Process benchmark runs, when asked")
