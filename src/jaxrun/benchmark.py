@@ -11,6 +11,7 @@ import math
 import statistics as pystats
 from typing import Sequence
 
+from .config import available_memory_mb
 from .errors import UsageError
 from .models import (
     METRIC_ALIASES,
@@ -90,6 +91,14 @@ def stability(cv: float | None) -> str:
     return "stable" if cv <= CV_WARN else "noisy"
 
 
+def memory_efficiency(median_peak_mb: float | None) -> float | None:
+    """The seed's ``memory_efficiency``: median peak host memory / memory available to the run."""
+    available = available_memory_mb()
+    if median_peak_mb is None or not available:
+        return None
+    return median_peak_mb / available
+
+
 def script_benchmark(
     result: ScriptResult,
     samples: list[RunSample],
@@ -124,6 +133,7 @@ def script_benchmark(
         mean_execution_time=wall.mean,
         std_execution_time=wall.std,
         performance_stability=stability(wall.cv),  # type: ignore[arg-type]
+        memory_efficiency=memory_efficiency(stats["memory_peak"].median),
         warm=warm,
         mode=mode,
         warnings=warnings,

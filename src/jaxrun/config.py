@@ -119,3 +119,22 @@ def history_path(history: str | os.PathLike[str] | bool | None) -> Path | None:
     if not isinstance(history, (str, os.PathLike)):
         raise UsageError(f"history must be a database path, True or False, got {history!r}")
     return Path(history).expanduser()
+
+
+def available_memory_mb() -> float | None:
+    """Memory a run may use: the machine's RAM, or this process's cgroup (v2) limit when lower.
+    None when neither can be read."""
+    limits = []
+    try:
+        import psutil
+
+        limits.append(float(psutil.virtual_memory().total))
+    except Exception:
+        pass
+    try:
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if text != "max":
+            limits.append(float(text))
+    except (OSError, ValueError):
+        pass
+    return min(limits) / (1024 * 1024) if limits else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform as platform_module
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 
 from .config import AUTO_PREFERENCE, cache_dir, importable_pythonpath, validate_device
 from .errors import DeviceProbeError
-from .models import DeviceInfo
+from .models import AvailableDevice, DeviceInfo
 from .resultfiles import atomic_write_text
 
 CACHE_TTL_SECONDS = 6 * 3600
@@ -45,7 +46,8 @@ def _dist_version(name: str) -> str | None:
 
 
 def _cache_key() -> str:
-    parts = [sys.executable, socket.gethostname(), str(_dist_version("jax")), str(_dist_version("jaxlib"))]
+    # "facts-2": the seed's device list was added; older cache files are read again.
+    parts = ["facts-2", sys.executable, socket.gethostname(), str(_dist_version("jax")), str(_dist_version("jaxlib"))]
     parts += [f"{name}={os.environ.get(name, '')}" for name in _DEVICE_ENV]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -80,9 +82,66 @@ def _probe_child() -> DeviceInfo:
         with open(out, encoding="utf-8") as handle:
             facts = json.load(handle)
     try:
-        return DeviceInfo.model_validate(facts)
+        info = DeviceInfo.model_validate(facts)
     except ValidationError as exc:
         raise DeviceProbeError(f"the device probe returned facts jaxrun cannot read: {exc}") from None
+    return _with_available_devices(info)
+
+
+_GIB = 1024**3
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform_module.processor() or platform_module.machine() or "cpu"
+
+
+def _host_memory_bytes() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:
+        return None
+
+
+def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
+    """The seed's device list (names, GiB, driver), added in the parent: the host's RAM and CPU
+    name and the NVIDIA driver (NVML) are read here, not in the jax child."""
+    driver = None
+    gpu = info.platforms.get("gpu")
+    if gpu is not None and gpu.available and gpu.backend == "cuda":
+        from .nvml import nvml_status
+
+        driver = nvml_status().driver_version
+    host, cpu = _host_memory_bytes(), _cpu_name()
+    devices = []
+    for platform in info.platforms.values():
+        if not platform.available:
+            continue
+        for d in platform.devices:
+            memory = host if d.platform == "cpu" else d.memory_bytes
+            devices.append(AvailableDevice(
+                name=cpu if d.platform == "cpu" else d.device_kind, platform=d.platform, id=d.id,
+                memory_gb=None if memory is None else memory / _GIB, compute_capability=d.compute_capability,
+                driver_version=driver if d.platform == "gpu" else None,
+            ))
+    info = info.model_copy(update={"available_devices": devices})
+    return describing(info, info.default_backend)
+
+
+def describing(info: DeviceInfo, platform: str | None) -> DeviceInfo:
+    """``info`` whose top-level name / memory_gb / compute_capability / driver_version describe
+    the first device of ``platform`` (the one a batch used); all null when it has none."""
+    first = next((d for d in info.available_devices if d.platform == platform), None)
+    fields = ("name", "memory_gb", "compute_capability", "driver_version")
+    return info.model_copy(update={f: getattr(first, f) if first else None for f in fields})
 
 
 def get_jax_device_info(refresh: bool = False) -> DeviceInfo:

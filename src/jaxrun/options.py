@@ -28,6 +28,7 @@ from .config import (
 )
 from .errors import UsageError
 from .executors import BACKENDS
+from .seed_names import resolve_option_aliases
 
 Source = Literal["default", "api", "cli", "env", "config"]
 O = TypeVar("O", bound="_Options")
@@ -44,7 +45,9 @@ class _Options(BaseModel):
     @classmethod
     def build(cls: type[O], source: Source = "api", /, sources: Mapping[str, Source] | None = None, **given: Any) -> O:
         """Validate ``given`` (option name -> value) into options. Each given value is recorded
-        as coming from ``source``, unless ``sources`` names another source for it."""
+        as coming from ``source``, unless ``sources`` names another source for it. The seed
+        documents' names (``timeout_seconds``, ``profile``, ...: :mod:`jaxrun.seed_names`) work too."""
+        given = resolve_option_aliases(given, {n: f.default for n, f in cls.model_fields.items()})
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
             valid = ", ".join(sorted(n for n in cls.model_fields if n != "run"))
@@ -107,6 +110,7 @@ class RunOptions(_Options):
     cold_cache: bool = False
     enable_profiling: bool = False
     verbose: bool = False
+    log_compiles: bool = False  # JAX logs every compilation (jax_log_compiles) to the script's stderr
 
     @field_validator("device", mode="before")
     @classmethod
@@ -199,6 +203,8 @@ class BatchOptions(_Options):
     @classmethod
     def build(cls, source: Source = "api", /, sources: Mapping[str, Source] | None = None, **given: Any) -> "BatchOptions":
         """Batch options from a flat mapping: the names of :class:`RunOptions` go to ``run``."""
+        defaults = {n: f.default for n, f in (RunOptions.model_fields | cls.model_fields).items()}
+        given = resolve_option_aliases(given, defaults)
         run_names = set(RunOptions.model_fields) - {"device"}
         run_given = {k: given.pop(k) for k in list(given) if k in run_names}
         unknown = sorted(set(given) - set(cls.model_fields) - {"run"})

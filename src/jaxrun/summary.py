@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Sequence
 
 from .benchmark import benchmarking_section
+from .devices import describing
 from .models import (
     BatchMetadata,
     BatchResult,
@@ -46,6 +47,7 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
     memory = _known([r.memory_peak for r in results])
     device_memory = _known([r.device_memory_peak for r in results])
     bodies = _known([r.body_time for r in results])
+    utilisation = _known([r.device_utilization for r in results])
     return PerformanceSummary(
         total_execution_time=sum(spent) if spent else None,
         average_execution_time=statistics.fmean(times) if times else None,
@@ -55,6 +57,9 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
         total_compile_count=sum(compile_counts) if compile_counts else None,
         peak_memory_mb=max(memory) if memory else None,
         peak_device_memory_mb=max(device_memory) if device_memory else None,
+        average_memory_usage=statistics.fmean(memory) if memory else None,
+        peak_memory_usage=max(memory) if memory else None,
+        device_utilization=statistics.fmean(utilisation) if utilisation else None,
         fastest_script=fastest.script_name if fastest else None,
         slowest_script=slowest.script_name if slowest else None,
         success_rate=sum(r.success for r in results) / len(results),
@@ -64,6 +69,7 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
 
 def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary | None = None) -> PerformanceMetrics:
     """Per-script metrics plus the aggregate (pass ``summary`` when it is already computed)."""
+    summary = summary if summary is not None else performance_summary(results)
     return PerformanceMetrics(
         generated_at=now_iso(),
         scripts={
@@ -81,7 +87,9 @@ def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary
             )
             for r in results
         },
-        aggregate=summary if summary is not None else performance_summary(results),
+        aggregate=summary,
+        avg_execution_time=summary.average_execution_time,
+        peak_memory_mb=summary.peak_memory_mb,
     )
 
 
@@ -111,6 +119,9 @@ def assemble_batch(
     if benchmark_runs:
         benchmarks = [r.benchmark for r in results if r.benchmark is not None]
         benchmarking = benchmarking_section(benchmarks, benchmark_runs, warmup_runs, list(devices))
+    if info is not None and used:
+        # The seed's top-level device description is of the device the batch ran on.
+        info = describing(info, used[0].split(":")[0])
     return BatchResult(
         metadata=meta,
         device_info=info,

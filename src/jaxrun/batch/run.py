@@ -136,7 +136,8 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         *([HistorySink(store, info)] if store is not None else []),
         ScriptFileSink(),
         files,
-        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices)),
+        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices),
+                   verbose=options.run.verbose),
         *([MarkdownSink(options.markdown)] if options.markdown is not None else []),
         *sinks,
     ])

@@ -45,6 +45,7 @@ def run(
     no_fallback: bool = typer.Option(False, "--no-fallback", help="Do not re-run failed accelerator scripts on CPU."),
     debug_nans: bool = typer.Option(False, "--debug-nans", help="Run with jax_debug_nans: a NaN is an error."),
     debug_infs: bool = typer.Option(False, "--debug-infs", help="Run with jax_debug_infs: an Inf is an error."),
+    log_compiles: bool = typer.Option(False, "--log-compiles", help="JAX logs every compilation to the script's stderr log."),
     benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
     warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),
     warm: bool = typer.Option(False, "--warm", help="Call the script's main() repeatedly in one process."),

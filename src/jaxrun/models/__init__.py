@@ -29,7 +29,7 @@ from .comparisons import (
     ScriptComparison,
     Verdict,
 )
-from .devices import DeviceEntry, DeviceInfo, NvmlInfo, PlatformInfo
+from .devices import AvailableDevice, DeviceEntry, DeviceInfo, NvmlInfo, PlatformInfo
 from .results import MAX_RECOMPILE_REASONS, Attempt, CompileStats, ScriptResult
 
 # Models that name models of other modules (under TYPE_CHECKING there) are completed here,
@@ -41,7 +41,7 @@ from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSu
 
 __all__ = [
     "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
-    "Attempt", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileStats",
+    "Attempt", "AvailableDevice", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileStats",
     "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
     "MappingModel", "NvmlInfo", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
     "PlatformInfo", "RegressionCheck", "RunSample", "ScriptBenchmark", "ScriptComparison", "ScriptMetrics",

@@ -33,13 +33,18 @@ class PerformanceSummary(MappingModel):
     total_execution_time: float | None = Field(
         None, description="Seconds, every process run counted (each benchmark run and warm-up too)"
     )
-    average_execution_time: float | None = None
-    median_execution_time: float | None = None
-    total_body_time: float | None = None
-    total_jit_compile_time: float | None = None
+    average_execution_time: float | None = Field(None, description="Seconds, mean of the scripts' execution_time")
+    median_execution_time: float | None = Field(None, description="Seconds, their median")
+    total_body_time: float | None = Field(None, description="Seconds, sum of the scripts' body_time")
+    total_jit_compile_time: float | None = Field(None, description="Seconds, sum of the scripts' jit_compile_time")
     total_compile_count: int | None = None
-    peak_memory_mb: float | None = None
-    peak_device_memory_mb: float | None = None
+    peak_memory_mb: float | None = Field(None, description="MB, largest memory_peak of a script")
+    peak_device_memory_mb: float | None = Field(None, description="MB, largest device_memory_peak (null on CPU)")
+    average_memory_usage: float | None = Field(None, description="MB, mean of the scripts' memory_peak")
+    peak_memory_usage: float | None = Field(None, description="MB, the seed's name for peak_memory_mb")
+    device_utilization: float | None = Field(
+        None, description="0-1, mean of the scripts' device_utilization (null where none was measurable)"
+    )
     fastest_script: str | None = None
     slowest_script: str | None = None
     success_rate: float | None = None
@@ -59,6 +64,10 @@ class BatchResult(MappingModel):
     @property
     def success(self) -> bool:
         return self.metadata.complete and all(r.success for r in self.script_results)
+
+    def __bool__(self) -> bool:
+        """True exactly when the batch finished and every script succeeded."""
+        return self.success
 
 
 class ScriptMetrics(MappingModel):
@@ -81,3 +90,5 @@ class PerformanceMetrics(MappingModel):
     generated_at: str
     scripts: dict[str, ScriptMetrics]
     aggregate: PerformanceSummary
+    avg_execution_time: float | None = Field(None, description="Seconds, the seed's name for aggregate.average_execution_time")
+    peak_memory_mb: float | None = Field(None, description="MB, the seed's name for aggregate.peak_memory_mb")

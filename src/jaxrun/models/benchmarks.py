@@ -94,6 +94,12 @@ class ScriptBenchmark(MappingModel):
     mean_execution_time: float | None = Field(None, description="Seconds, mean wall time of this script's counted runs")
     std_execution_time: float | None = Field(None, description="Seconds, their standard deviation")
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
+    memory_efficiency: float | None = Field(
+        None,
+        description="The seed's name for a utilisation: median peak host memory of the counted runs "
+        "(memory_peak) / the memory available to them (the machine's RAM, or its cgroup's limit when "
+        "lower); 0.02 = 2% of it, lower leaves more room. Null when either is unknown",
+    )
     warm: WarmSummary | None = None
     mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
     warnings: list[str] = []

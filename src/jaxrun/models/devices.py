@@ -33,6 +33,19 @@ class NvmlInfo(MappingModel):
     error: str | None = None
 
 
+class AvailableDevice(MappingModel):
+    """One device as the seed documents list them (``get_jax_device_info()["available_devices"]``)."""
+
+    name: str = Field(description="The device kind (e.g. 'NVIDIA H100 80GB HBM3'); for CPU devices the processor")
+    platform: str
+    id: int
+    memory_gb: float | None = Field(
+        None, description="GiB of device memory (its bytes_limit); for CPU devices the host's RAM, which they share"
+    )
+    compute_capability: str | None = Field(None, description="CUDA compute capability (NVIDIA GPUs)")
+    driver_version: str | None = Field(None, description="NVIDIA driver version (NVIDIA GPUs, via NVML)")
+
+
 class DeviceInfo(MappingModel):
     """Device facts read by a short-lived child process (the parent never imports jax)."""
 
@@ -47,6 +60,13 @@ class DeviceInfo(MappingModel):
     error: str | None = Field(None, description="Why JAX could not be imported or probed")
     probed_at: str
     probe_seconds: float | None = None
+    available_devices: list[AvailableDevice] = Field([], description="Every device of every available platform")
+    # The seed's top-level description of "the device": the default device of this machine, or in a
+    # results file the first device of the platform the batch used.
+    name: str | None = Field(None, description="Name of the device used (see available_devices)")
+    memory_gb: float | None = Field(None, description="Its memory in GiB (for CPU: the host's RAM)")
+    compute_capability: str | None = None
+    driver_version: str | None = None
 
     @property
     def available_platforms(self) -> list[str]:

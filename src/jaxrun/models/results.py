@@ -116,3 +116,10 @@ class ScriptResult(MappingModel):
     finished_at: str
     warm: WarmSummary | None = Field(None, description="Warm mode: the entry function's calls")
     benchmark: ScriptBenchmark | None = Field(None, description="Process benchmark runs, when asked")
+    performance_metrics: dict[str, Any] | None = Field(
+        None, description="With profiling (enable_profiling / --profile): the run's figures and its profile files"
+    )
+
+    def __bool__(self) -> bool:
+        """True exactly when the script succeeded (``if execute_jax_script(...):``)."""
+        return self.success

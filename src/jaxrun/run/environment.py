@@ -55,6 +55,8 @@ def child_env(
         env["JAX_DEBUG_NANS"] = "True"
     if options.debug_infs:
         env["JAX_DEBUG_INFS"] = "True"
+    if options.log_compiles:
+        env["JAX_LOG_COMPILES"] = "True"
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     env["PYTHONUNBUFFERED"] = "1"

@@ -3,6 +3,7 @@ to run one job: once, or W warm-up + N counted process runs when benchmarking.""
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import threading
@@ -15,11 +16,14 @@ from ..errors import ScriptFailedError, ScriptNotFoundError
 from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
 from ..options import DEFAULT_WARM_CALLS, RunOptions
 from ..sinks import NO_SINK, Sink
+from ..sinks.run_log import seed_line
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
 from .job import Job
 from .placement import WHOLE_MACHINE, Placement
 from .runner import AttemptFn, RunInterrupted, failed_before_running, launch_attempt, run_once
+
+logger = logging.getLogger("jaxrun")
 
 __all__ = ["execute_jax_script", "run_job", "RunInterrupted", "DEFAULT_WARM_CALLS"]
 
@@ -153,6 +157,8 @@ def execute_jax_script(
         sink.on_result(job, stopped.result)
         raise
     result = sink.on_result(job, result)
+    if run_options.verbose:
+        logger.info(seed_line(result))
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)
     return result

@@ -17,9 +17,27 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jaxrun")
 
 
+def _mb(value: float | None) -> str:
+    return "memory unknown" if value is None else f"{value:.0f}MB"
+
+
+def seed_line(result: "ScriptResult") -> str:
+    """The seed documents' performance line: "Script executed successfully: pomdp_solver.py
+    (2.3s, 512MB)" (wall time, peak memory), or its failure counterpart."""
+    file_name = Path(result.script_path).name
+    seconds = "time unknown" if result.execution_time is None else f"{result.execution_time:.1f}s"
+    if result.success:
+        return f"Script executed successfully: {file_name} ({seconds}, {_mb(result.memory_peak)})"
+    return (
+        f"Script failed: {file_name} ({result.error_class}, {seconds}, {_mb(result.memory_peak)}): "
+        f"{result.error_message}"
+    )
+
+
 class RunLogSink(BaseSink):
-    def __init__(self, path: Path, header: Sequence[str] = ()) -> None:
+    def __init__(self, path: Path, header: Sequence[str] = (), *, verbose: bool = False) -> None:
         self.path = path
+        self.verbose = verbose  # adds the seed's performance line per script
         self.header = list(header)
         self._total = 0
         self._handle = None
@@ -46,6 +64,8 @@ class RunLogSink(BaseSink):
             f"[{job.index + 1}/{self._total}] {job.file_name} on {result.device_used}: {state} "
             f"({result.execution_time or 0:.2f} s)"
         )
+        if self.verbose:
+            self.write(seed_line(result))
         return result
 
     def on_end(self, batch: "BatchResult") -> None:
