@@ -169,8 +169,6 @@ class RunOptions(_Options):
                 raise UsageError(
                     f"warm_calls must be at least 2 (one first call, then steady-state calls), got {calls!r}"
                 )
-        if self.enable_profiling:
-            raise UsageError("enable_profiling is not available yet in this version of jaxrun")
         return self
 
     @property

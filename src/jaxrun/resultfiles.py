@@ -25,6 +25,10 @@ BENCHMARK_RESULTS = "jax_benchmark_results.json"
 SCRIPT_RESULTS_DIR = "script_results"
 LOGS_DIR = "logs"
 OUTPUTS_DIR = "outputs"
+PROFILING_DIR = "jax_profiling"
+MEMORY_PROFILE = "memory_profile.json"
+TIMING_PROFILE = "timing_profile.json"
+TRACES_DIR = "traces"
 
 # mkstemp creates its file with mode 0600; result files must get the mode any other file the
 # user writes gets (0666 minus the umask), or they end up unreadable to teammates and CI jobs.
@@ -44,6 +48,8 @@ SCHEMAS: dict[str, str] = {
     "benchmark_results": "jaxrun.models:BenchmarkResults",
     "comparison": "jaxrun.models:ComparisonReport",
     "pytest_benchmarks": "jaxrun.bench.models:PytestBenchmarks",
+    "memory_profile": "jaxrun.models:MemoryProfile",
+    "timing_profile": "jaxrun.models:TimingProfile",
 }
 
 

@@ -27,6 +27,7 @@ from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.callbacks import CallbackSink, OnResult, OnStart
 from ..sinks.history import HistorySink
 from ..sinks.markdown import MarkdownSink
+from ..sinks.profiles import ProfileSink
 from ..sinks.run_log import RunLogSink
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
@@ -135,6 +136,7 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     chain = Sinks([
         *([HistorySink(store, info)] if store is not None else []),
         ScriptFileSink(),
+        *([ProfileSink(out)] if run.enable_profiling else []),
         files,
         RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices),
                    verbose=options.run.verbose),

@@ -19,6 +19,7 @@ _RENAMED = {
     "warm": ("entry", lambda v: "main" if v else None),
     "no_compile_cache": ("compile_cache", lambda v: False if v else None),
     "no_history": ("history", lambda v: False if v else None),
+    "profile": ("enable_profiling", lambda v: v),
 }
 _NEGATIONS = ("no_compile_cache", "no_history")
 
@@ -46,6 +47,7 @@ def run(
     debug_nans: bool = typer.Option(False, "--debug-nans", help="Run with jax_debug_nans: a NaN is an error."),
     debug_infs: bool = typer.Option(False, "--debug-infs", help="Run with jax_debug_infs: an Inf is an error."),
     log_compiles: bool = typer.Option(False, "--log-compiles", help="JAX logs every compilation to the script's stderr log."),
+    profile: bool = typer.Option(False, "--profile", help="Profile each script: jax.profiler trace, memory and timing profiles in jax_profiling/."),
     benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
     warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),
     warm: bool = typer.Option(False, "--warm", help="Call the script's main() repeatedly in one process."),

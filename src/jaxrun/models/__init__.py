@@ -30,6 +30,14 @@ from .comparisons import (
     Verdict,
 )
 from .devices import AvailableDevice, DeviceEntry, DeviceInfo, NvmlInfo, PlatformInfo
+from .profiles import (
+    MemoryProfile,
+    ScriptMemoryProfile,
+    ScriptProfile,
+    ScriptTimingProfile,
+    TimelineEvent,
+    TimingProfile,
+)
 from .results import MAX_RECOMPILE_REASONS, Attempt, CompileStats, ScriptResult
 
 # Models that name models of other modules (under TYPE_CHECKING there) are completed here,
@@ -43,7 +51,8 @@ __all__ = [
     "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
     "Attempt", "AvailableDevice", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileStats",
     "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
-    "MappingModel", "NvmlInfo", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
+    "MappingModel", "MemoryProfile", "NvmlInfo", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
     "PlatformInfo", "RegressionCheck", "RunSample", "ScriptBenchmark", "ScriptComparison", "ScriptMetrics",
-    "ScriptResult", "Statistics", "Verdict", "WarmCall", "WarmSummary",
+    "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "ScriptTimingProfile", "Statistics",
+    "TimelineEvent", "TimingProfile", "Verdict", "WarmCall", "WarmSummary",
 ]

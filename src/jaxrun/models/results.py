@@ -10,6 +10,7 @@ from .base import SCHEMA_VERSION, ErrorClass, MappingModel
 
 if TYPE_CHECKING:
     from .benchmarks import ScriptBenchmark, WarmSummary
+    from .profiles import ScriptProfile
 
 
 MAX_RECOMPILE_REASONS = 100
@@ -119,6 +120,8 @@ class ScriptResult(MappingModel):
     performance_metrics: dict[str, Any] | None = Field(
         None, description="With profiling (enable_profiling / --profile): the run's figures and its profile files"
     )
+    # The profiled run's samples and timeline, for the jax_profiling/ files; not in the result file.
+    profile: ScriptProfile | None = Field(None, exclude=True)
 
     def __bool__(self) -> bool:
         """True exactly when the script succeeded (``if execute_jax_script(...):``)."""

@@ -10,6 +10,7 @@ import time
 import traceback
 
 from . import events, import_timer
+from .profiler import Profiler
 from .channel import EVENTS_ENV, EventWriter
 from .jax_hooks import (
     block_until_ready,
@@ -20,7 +21,7 @@ from .jax_hooks import (
     watch_jax_import,
 )
 
-USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] -- SCRIPT [ARGS...]"
+USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] [--profile DIR] -- SCRIPT [ARGS...]"
 _TRACEBACK_TAIL = 8000
 # The module name a script gets in warm mode: its `if __name__ == "__main__":` block stays idle.
 WARM_RUN_NAME = "__jaxrun_warm__"
@@ -30,18 +31,19 @@ class WarmModeError(LookupError):
     """The script has no callable entry function to run in warm mode."""
 
 
-def _parse(argv: list[str]) -> tuple[str, str | None, int, list[str]]:
+def _parse(argv: list[str]) -> tuple[str, str | None, int, str | None, list[str]]:
     try:
         split = argv.index("--")
     except ValueError:
         raise SystemExit(USAGE) from None
     options, script_argv = argv[:split], argv[split + 1 :]
     values = dict(zip(options[::2], options[1::2]))
-    if not script_argv or len(options) % 2 or "--events" not in values or set(values) - {"--events", "--entry", "--warm-calls"}:
+    known = {"--events", "--entry", "--warm-calls", "--profile"}
+    if not script_argv or len(options) % 2 or "--events" not in values or set(values) - known:
         raise SystemExit(USAGE)
     entry = values.get("--entry")
     calls = int(values.get("--warm-calls", "1"))
-    return values["--events"], entry, calls, script_argv
+    return values["--events"], entry, calls, values.get("--profile"), script_argv
 
 
 def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
@@ -115,14 +117,15 @@ def _exception_event(writer: EventWriter, exc: BaseException) -> None:
 
 
 def main(argv: list[str]) -> int:
-    events_path, entry, calls, script_argv = _parse(argv)
+    events_path, entry, calls, profile_dir, script_argv = _parse(argv)
     script = script_argv[0]
     writer = EventWriter(events_path)
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
     os.environ[EVENTS_ENV] = events_path
     probe_pid = os.getpid()
     writer.emit(events.START, pid=probe_pid, python=sys.version.split()[0])
-    watch_jax_import(writer)
+    profiler = Profiler(profile_dir) if profile_dir else None
+    watch_jax_import(writer, [profiler.on_jax_loaded] if profiler else None)
 
     # Make the script see the world exactly as `python script.py` would.
     sys.argv = list(script_argv)
@@ -164,8 +167,14 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
         return exit_code
 
+    extra = {}
+    if profiler is not None:
+        profiler.finish(writer)
+        extra["imports"] = [[start, end] for start, end in import_timer.recent]
     writer.emit(
         events.END,
+        body_start=started,
+        **extra,
         body_time=body_time,
         import_time=import_timer.import_seconds(),
         compile_wall_time=compile_wall_seconds_outside_imports(),

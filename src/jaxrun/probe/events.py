@@ -12,8 +12,9 @@ TYPE = "type"
 START = "start"  # pid, python: the probe is running (its absence means it never started)
 JAX_LOADED = "jax_loaded"  # the script imported jax and the listeners are attached
 # One jax.monitoring duration: phase (trace | lower | compile), fun (the program key, e.g.
-# "jit(grad(loss))"), s, and when known source ("path:line"), reason (a trace: why JAX traced
-# again), cached (a compile: the executable was loaded from the persistent cache).
+# "jit(grad(loss))"), s, at (perf_counter when it ended), and when known source ("path:line"),
+# reason (a trace: why JAX traced again), cached (a compile: the executable was loaded from the
+# persistent cache).
 COMPILE = "compile"
 CACHE_SAVED = "cache_saved"  # s: compile seconds the cache saved (JAX's lower bound)
 RECORD = "record"  # values: what the script passed to jaxrun.record
@@ -22,8 +23,12 @@ EXCEPTION = "exception"  # exc_type, exc_module, exc_mro, message, traceback
 EXIT = "exit"  # code: the script called sys.exit
 PROBE_WARNING = "probe_warning"  # message: the probe could not do something (listeners, ...)
 # body_time, import_time, compile_wall_time, cpu_time, peak_rss_kb, device, exit_code,
-# compile_cache ({enabled, misses} or null without jax)
+# compile_cache ({enabled, misses} or null without jax), body_start (perf_counter), and when
+# profiling imports ([[start, end], ...] perf_counter of each outermost import)
 END = "end"
+# --profile: trace_dir | trace_reason, device_samples ({"gpu:0": [[perf_counter, MB], ...]}),
+# interval, memory_profile (pprof path) | memory_profile_reason
+PROFILE = "profile"
 
 # Phases of a COMPILE event.
 PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"

@@ -64,7 +64,7 @@ def attach_listeners(writer: EventWriter) -> None:
                     break
                 if imported[0] < end:
                     _imports_inside.add(imported)
-        fields: dict[str, Any] = {"phase": event.phase, "fun": event.program, "s": duration}
+        fields: dict[str, Any] = {"phase": event.phase, "fun": event.program, "s": duration, "at": time.perf_counter()}
         if event.source is not None:
             fields["source"] = event.source
         if event.reason is not None:
@@ -131,17 +131,23 @@ class JaxImportWatcher(importlib.abc.MetaPathFinder):
         return spec
 
 
-def watch_jax_import(writer: EventWriter) -> None:
-    if "jax" in sys.modules:
-        attach_listeners(writer)
-        return
+def watch_jax_import(writer: EventWriter, hooks: list[Callable[[], None]] | None = None) -> None:
+    """Attach the listeners when the script imports jax, then run ``hooks`` (the profiler's start)."""
 
     def on_loaded() -> None:
         try:
             attach_listeners(writer)
         except Exception as exc:  # listeners are a bonus; never break the script over them
             writer.emit(events.PROBE_WARNING, message=f"could not attach jax listeners: {exc!r}")
+        for hook in hooks or ():
+            try:
+                hook()
+            except Exception as exc:
+                writer.emit(events.PROBE_WARNING, message=f"could not start profiling: {exc!r}")
 
+    if "jax" in sys.modules:
+        on_loaded()
+        return
     sys.meta_path.insert(0, JaxImportWatcher(on_loaded))
 
 

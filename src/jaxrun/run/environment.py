@@ -65,9 +65,11 @@ def child_env(
     return env
 
 
-def probe_command(script: Path, events_path: Path, options: RunOptions) -> list[str]:
-    """``python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] -- script [args]``."""
+def probe_command(script: Path, events_path: Path, options: RunOptions, profile_dir: Path | None = None) -> list[str]:
+    """``python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] [--profile DIR] -- script [args]``."""
     command = [sys.executable, "-m", "jaxrun.probe", "--events", str(events_path)]
     if options.entry is not None:
         command += ["--entry", options.entry, "--warm-calls", str(options.warm_calls)]
+    if options.enable_profiling and profile_dir is not None:
+        command += ["--profile", str(profile_dir)]
     return [*command, "--", str(script), *(options.args or ())]

@@ -15,7 +15,8 @@ from ..devices import get_jax_device_info
 from ..errors import ScriptFailedError, ScriptNotFoundError
 from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
 from ..options import DEFAULT_WARM_CALLS, RunOptions
-from ..sinks import NO_SINK, Sink
+from ..sinks import NO_SINK, Sink, Sinks
+from ..sinks.profiles import ProfileSink
 from ..sinks.run_log import seed_line
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
@@ -150,7 +151,9 @@ def execute_jax_script(
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
     job = Job(index=0, script=script, name=name, file_name=name, device=run_options.device, platform=None,
               results_dir=base)
-    sink: Sink = ScriptFileSink() if results_dir is not None else NO_SINK
+    sink: Sink = NO_SINK
+    if results_dir is not None:
+        sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else [])])
     try:
         result = run_job(job, run_options, sink=sink)
     except RunInterrupted as stopped:

@@ -32,5 +32,10 @@ class Job:
         return self.results_dir / resultfiles.OUTPUTS_DIR / self.file_name
 
     @property
+    def profile_dir(self) -> Path:
+        """Where ``--profile`` puts this script's jax.profiler trace and device memory profile."""
+        return self.results_dir / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / self.file_name
+
+    @property
     def result_file(self) -> Path:
         return resultfiles.script_result_path(self.results_dir, self.file_name)

@@ -40,6 +40,8 @@ class LaunchOutcome:
     stderr_truncated: bool
     escaped_cpu_seconds: float = 0.0  # CPU time of descendants that left the tree
     events: list[dict[str, Any]] = field(default_factory=list)
+    started: float = 0.0  # perf_counter at launch (one monotonic clock for parent and child)
+    memory_series: list[tuple[float, int]] | None = None  # (perf_counter, bytes), when recorded
 
 
 class _LogPump(threading.Thread):
@@ -103,6 +105,7 @@ def launch(
     log_cap: int,
     cpu_affinity: tuple[int, ...] | None = None,
     stop: threading.Event | None = None,
+    record_memory: bool = False,
 ) -> LaunchOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, or ``stop`` being set from another
     thread) and return what was measured. Interruption raises :class:`Interrupted`."""
@@ -129,7 +132,8 @@ def launch(
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
     for pump in pumps:
         pump.start()
-    monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None)
+    monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
+                          record=record_memory)
     deadline = None if timeout is None else started + timeout
     timed_out = interrupted = False
     try:
@@ -180,6 +184,8 @@ def launch(
         stderr_truncated=pumps[1].truncated,
         escaped_cpu_seconds=monitor.escaped_cpu_seconds,
         events=read_events(events_path),
+        started=started,
+        memory_series=monitor.series,
     )
     if interrupted:
         raise Interrupted(outcome)

@@ -16,6 +16,7 @@ import psutil
 
 # How often (in samples) every process on the machine is checked for the run's marker.
 _MARKER_SCAN_EVERY = 10
+MAX_SERIES = 20_000  # memory samples kept for a profile (at 0.1 s: 33 min; then every other one)
 
 
 class TreeMonitor:
@@ -31,11 +32,13 @@ class TreeMonitor:
 
     method = "rss of the script's process + uss of each descendant, sampled"
 
-    def __init__(self, pid: int, marker: tuple[str, str] | None = None) -> None:
+    def __init__(self, pid: int, marker: tuple[str, str] | None = None, *, record: bool = False) -> None:
         self.pid = pid
         self.marker = marker
         self.peak_rss_bytes = 0
         self.samples = 0
+        # (perf_counter, bytes) of every sample, when asked (profiling); halved past MAX_SERIES.
+        self.series: list[tuple[float, int]] | None = [] if record else None
         self._seen: dict[int, psutil.Process] = {}
         self._escaped_cpu: dict[int, float] = {}
         try:
@@ -88,6 +91,10 @@ class TreeMonitor:
                 continue
         self.samples += 1
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
+        if self.series is not None:
+            self.series.append((time.perf_counter(), total))
+            if len(self.series) > MAX_SERIES:
+                del self.series[::2]
 
     @property
     def escaped_cpu_seconds(self) -> float:

@@ -33,6 +33,12 @@ class ProbeReport:
     calls: list[WarmCall] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     traceback: str | None = None  # of the last exception the probe captured
+    # For profiles: perf_counter of the body's start, the outermost imports, each JIT phase
+    # (kind, start, end, program), and the probe's PROFILE event.
+    body_start: float | None = None
+    imports: list[tuple[float, float]] = field(default_factory=list)
+    jit_phases: list[tuple[str, float, float, str]] = field(default_factory=list)
+    profile: dict[str, Any] | None = None
 
 
 def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
@@ -43,6 +49,12 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
             report.jax_loaded = True
         elif kind == ev.COMPILE:
             add_event(report.compiles, event)
+            if event.get("at") is not None:
+                at, seconds = float(event["at"]), float(event.get("s") or 0.0)
+                phase = "cache_load" if event.get("cached") else str(event.get("phase"))
+                report.jit_phases.append((phase, at - seconds, at, str(event.get("fun"))))
+        elif kind == ev.PROFILE:
+            report.profile = event
         elif kind == ev.CACHE_SAVED:
             report.compile_time_saved += max(0.0, float(event.get("s") or 0.0))
         elif kind == ev.RECORD:
@@ -70,6 +82,8 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
             report.peak_rss_bytes = None if kb is None else int(kb) * 1024
             report.device = event.get("device")
             report.compile_cache = event.get("compile_cache")
+            report.body_start = event.get("body_start")
+            report.imports = [(float(a), float(b)) for a, b in event.get("imports") or ()]
     return report
 
 

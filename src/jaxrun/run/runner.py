@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .. import resultfiles
 from ..benchmark import warm_summary
 from ..config import log_cap_bytes
 from ..devices import get_jax_device_info, resolve_device
@@ -33,6 +34,7 @@ from .environment import child_env, probe_command
 from .job import Job
 from .launch import Interrupted, LaunchOutcome, launch
 from .compiles import recompile_warnings, totals
+from .profiles import performance_metrics, script_profile
 from .outcome import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, read_probe_report, run_time
 from .placement import WHOLE_MACHINE, Placement, Slot
 
@@ -133,7 +135,7 @@ def launch_attempt(
         sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start() if platform == "gpu" else None
         try:
             outcome = launch(
-                probe_command(job.script, events_path, options),
+                probe_command(job.script, events_path, options, job.profile_dir),
                 cwd=job.script.parent,
                 env=env,
                 stdout_log=job.stdout_log,
@@ -143,6 +145,7 @@ def launch_attempt(
                 log_cap=log_cap_bytes(),
                 cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
                 stop=stop,
+                record_memory=options.enable_profiling,
             )
         except Interrupted as stopped:
             outcome = stopped.outcome
@@ -290,7 +293,7 @@ def _build_result(
         utilisation, utilisation_reason = run.utilization
     else:
         utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
-    return ScriptResult(
+    result = ScriptResult(
         script_name=job.name,
         script_path=str(job.script),
         success=failure is None,
@@ -335,3 +338,11 @@ def _build_result(
         finished_at=now_iso(),
         warm=warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
     )
+    if options.enable_profiling and outcome is not None:
+        profile = script_profile(outcome, report, result)
+        folder = job.results_dir / resultfiles.PROFILING_DIR
+        files = {"memory_profile": str(folder / resultfiles.MEMORY_PROFILE),
+                 "timing_profile": str(folder / resultfiles.TIMING_PROFILE)}
+        result.profile = profile
+        result.performance_metrics = performance_metrics(result, profile, files)
+    return result

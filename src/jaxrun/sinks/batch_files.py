@@ -68,7 +68,7 @@ class BatchFilesSink(BaseSink):
 
 def clear_previous_run(results_dir: Path) -> None:
     """Per-script files from an earlier batch would pass for this one's: start from a clean slate."""
-    for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR):
+    for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR, resultfiles.PROFILING_DIR):
         target = results_dir / sub
         if target.is_dir():
             shutil.rmtree(target)
