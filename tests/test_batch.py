@@ -157,7 +157,7 @@ def test_execution_results_have_the_seed_shape(mixed_batch) -> None:
     for section in ("metadata", "device_info", "performance_summary", "script_results", "benchmarking"):
         assert section in doc, section
     meta = doc["metadata"]
-    assert meta["framework"] == "JAX"
+    assert meta["framework"] == "jax"
     assert meta["device_requested"] == "cpu"
     assert meta["device_used"] == "cpu"
     assert meta["jax_version"] == doc["device_info"]["jax_version"]

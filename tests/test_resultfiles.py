@@ -237,7 +237,7 @@ def test_models_read_like_the_seed_dicts() -> None:
         r["not_a_field"]
     assert list(r.keys())[:3] == ["schema_version", "script_name", "script_path"]
     batch = batch_result([r])
-    assert batch["metadata"]["framework"] == "JAX"
+    assert batch["metadata"]["framework"] == "jax"
     assert batch["script_results"][0]["success"] is True
     assert batch.success is True
 

@@ -11,7 +11,7 @@ from .results import ScriptResult
 
 
 class BatchMetadata(MappingModel):
-    framework: str = "JAX"
+    framework: str = "jax"  # as the seed documents write it
     jaxrun_version: str
     device_requested: str
     device_used: str | None
