@@ -87,7 +87,7 @@ def test_the_host_memory_series_shows_the_known_allocation(profiled: Path) -> No
     assert len(series) >= 5 and all(b[0] > a[0] for a, b in zip(series, series[1:]))  # time goes forward
     top = max(mb for _, mb in series)
     # 200 MB held for 0.5 s at a 0.1 s sampling period is seen, and no sample exceeds the peak.
-    assert 200 <= top <= result["memory_peak"] + 1e-6
+    assert 200 <= top <= result["memory_peak"] + 1e-3  # the series is rounded to 1 kB
     assert memory["host_peak_mb"] == result["memory_peak"]
     assert memory["device"] == {} and "cpu backend does not report memory statistics" in memory["device_reason"]
 

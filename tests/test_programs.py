@@ -103,3 +103,12 @@ def test_other_jax_warnings_are_left_alone(caplog: pytest.LogCaptureFixture, exp
         with programs.explaining() if explain else bench.count_compiles():
             logging.getLogger("jax._src.compiler").warning("something else")
     assert [r.getMessage() for r in caplog.records] == ["something else"]
+
+
+def test_a_retrace_that_changed_many_arguments_is_summarised() -> None:
+    """As the sharded example does: every argument's sharding changed in one retrace."""
+    reason = "; ".join(f"argument p{i} changed f32[8]({{Auto: ('data',)}}) -> f32[8]({{}})" for i in range(14))
+    stats = CompileStats(count=2, traces=2, source="/s.py:3", recompile_reasons=[reason])
+    assert recompile_warnings({"jit(step)": stats}) == [
+        "jit(step) compiled 2 times: 14 arguments changed at once, e.g. argument p0 changed "
+        "f32[8]({Auto: ('data',)}) -> f32[8]({})"]

@@ -181,7 +181,7 @@ def test_reading_a_file_with_an_unknown_field_fails(tmp_path: Path) -> None:
 def test_schema_names_match_the_result_files() -> None:
     assert set(resultfiles.SCHEMAS) == {
         "execution_results", "performance_metrics", "device_info", "script_result", "benchmark_results",
-        "comparison", "pytest_benchmarks",
+        "comparison", "pytest_benchmarks", "memory_profile", "timing_profile",
     }
 
 

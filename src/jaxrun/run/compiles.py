@@ -67,7 +67,11 @@ def _grouped(reasons: list[str]) -> list[str]:
     groups: dict[tuple[str, str], list[str]] = {}
     out: list[str | tuple[str, str]] = []
     for reason in reasons:
-        m = _CHANGE.match(reason)
+        changes = reason.split("; argument ")
+        m = _CHANGE.match(reason) if len(changes) == 1 else None
+        if len(changes) > 1:  # several arguments changed at once: say how many, show the first
+            out.append(f"{len(changes)} arguments changed at once, e.g. {changes[0]}")
+            continue
         if not m:
             out.append(reason)
             continue
