@@ -70,8 +70,8 @@ def test_each_jax_script_has_a_trace_that_jax_can_read(profiled: Path) -> None:
     data = jax.profiler.ProfileData.from_file(xplane)
     planes = [plane.name for plane in data.planes]
     assert "/host:CPU" in planes, planes
-    (perfetto,) = glob.glob(str(trace_dir / "plugins" / "profile" / "*" / "perfetto_trace.json.gz"))
-    assert json.loads(gzip.decompress(Path(perfetto).read_bytes()))  # what ui.perfetto.dev opens
+    (chrome_trace,) = glob.glob(str(trace_dir / "plugins" / "profile" / "*" / "*.trace.json.gz"))
+    assert json.loads(gzip.decompress(Path(chrome_trace).read_bytes()))["traceEvents"]  # ui.perfetto.dev opens it
     memory = _load(profiled, resultfiles.MEMORY_PROFILE)["scripts"]["holds"]
     pprof = Path(memory["device_memory_profile"])
     assert pprof.parent == trace_dir and gzip.decompress(pprof.read_bytes())  # pprof: gzipped protobuf
