@@ -45,6 +45,28 @@ def validate_timeout(timeout: float | None) -> float | None:
     return value
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
+
+
+def validate_memory_limit(value: object) -> int | None:
+    """``"4GB"`` (10^9 bytes), ``"4GiB"`` / ``"4G"`` (2^30), ``"512MB"``, or a number of bytes -> bytes."""
+    if value is None:
+        return None
+    text = str(value).strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):]
+    try:
+        size = float(number) * _SIZE_UNITS[unit]
+    except (ValueError, KeyError):
+        raise UsageError(
+            f"memory_limit must be a size like 4GB, 512MB or 2GiB, got {value!r}"
+        ) from None
+    if size < 1e6:
+        raise UsageError(f"memory_limit must be at least 1MB, got {value!r}")
+    return int(size)
+
+
 def validate_non_negative(name: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise UsageError(f"{name} must be a whole number >= 0, got {value!r}")

@@ -23,6 +23,7 @@ from .config import (
     history_path,
     validate_device,
     validate_host_devices,
+    validate_memory_limit,
     validate_non_negative,
     validate_timeout,
 )
@@ -111,6 +112,12 @@ class RunOptions(_Options):
     enable_profiling: bool = False
     verbose: bool = False
     log_compiles: bool = False  # JAX logs every compilation (jax_log_compiles) to the script's stderr
+    memory_limit: Optional[int] = None  # bytes of host memory the script's tree may use
+
+    @field_validator("memory_limit", mode="before")
+    @classmethod
+    def _memory_limit(cls, value: Any) -> int | None:
+        return validate_memory_limit(value)
 
     @field_validator("device", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ import logging
 import os
 import platform as platform_module
 import socket
+from pathlib import Path
 from typing import Any, Iterable
 
 from .. import __version__, resultfiles
@@ -31,6 +32,7 @@ from ..sinks.profiles import ProfileSink
 from ..sinks.run_log import RunLogSink
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
+from .lock import ResultsFolderLock
 from .plan import DevicePlan, discover, make_jobs, plan_devices
 
 logger = logging.getLogger("jaxrun")
@@ -99,14 +101,31 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     # Open the history before running anything: a bad --history is a usage error, not a late crash.
     store = HistoryStore(options.history) if options.run.benchmark_runs and options.history else None
     out = options.results_dir
+    lock = ResultsFolderLock(out)
     try:
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"the results folder {str(out)!r} is a file: pass a folder to --results-dir")
         out.mkdir(parents=True, exist_ok=True)
+        lock.acquire()  # before touching anything: a batch running there keeps its files
         clear_previous_run(out)
-    except OSError as exc:
+    except (OSError, UsageError) as exc:
+        lock.release()
         if store is not None:
             store.close()
+        if isinstance(exc, UsageError):
+            raise
         raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
+    try:
+        return _run_locked(options, sinks, run_job, scripts, store, out)
+    finally:
+        lock.release()
 
+
+def _run_locked(
+    options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, scripts: list[tuple[Path, str]],
+    store: HistoryStore | None, out: Path,
+) -> BatchResult:
+    """The batch, once its results folder is ours."""
     try:
         info: DeviceInfo | None = get_jax_device_info()
     except DeviceProbeError as exc:

@@ -47,6 +47,7 @@ def run(
     debug_nans: bool = typer.Option(False, "--debug-nans", help="Run with jax_debug_nans: a NaN is an error."),
     debug_infs: bool = typer.Option(False, "--debug-infs", help="Run with jax_debug_infs: an Inf is an error."),
     log_compiles: bool = typer.Option(False, "--log-compiles", help="JAX logs every compilation to the script's stderr log."),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Host memory per script, e.g. 4GB (10^9 B) or 4GiB: over it the script is stopped (out_of_memory)."),
     profile: bool = typer.Option(False, "--profile", help="Profile each script: jax.profiler trace, memory and timing profiles in jax_profiling/."),
     benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
     warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),

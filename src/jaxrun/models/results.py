@@ -107,6 +107,10 @@ class ScriptResult(MappingModel):
     warnings: list[str] = Field(
         [], description="What deserves a look though the run succeeded, e.g. a program compiled many times and why"
     )
+    leftover_processes: int | None = Field(
+        None, description="Processes the script left running when it ended (daemons, escaped children), "
+        "stopped by jaxrun; null when it never ran"
+    )
     output_files: list[str] = []
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
     stdout_log: str | None = None

@@ -54,6 +54,7 @@ class Classification:
     message: str
     hint: str
     exception_type: str | None = None
+    final: bool = False  # jaxrun's own limit: no retry or fallback would change it
 
 
 def classification(cls: str, message: str, exception_type: str | None = None, *, hint: str | None = None) -> Classification:
@@ -126,6 +127,9 @@ def classify(
     interrupted: bool,
     timeout: float | None,
     stderr_tail: str,
+    memory_limit: int | None = None,
+    over_memory_limit: bool = False,
+    peak_bytes: int | None = None,
 ) -> Classification | None:
     """Return why a run failed, or None when it succeeded.
 
@@ -137,6 +141,14 @@ def classify(
         return classification("timeout", f"stopped after the {timeout:g} s time limit")
     if interrupted:
         return classification("interrupted", "interrupted before the script finished")
+    if over_memory_limit and memory_limit is not None:
+        peak = f"{peak_bytes / 1e6:.0f} MB" if peak_bytes else "over it"
+        found = classification(
+            "out_of_memory", f"stopped at {peak}: over the memory limit of {memory_limit / 1e6:.0f} MB",
+            hint="the script's processes used more host memory than --memory-limit allows: raise the limit "
+            "or make the script use less",
+        )
+        return Classification(found.error_class, found.message, found.hint, None, final=True)
     main_pid = _main_pid(events)
     exception = _own(events, ev.EXCEPTION, main_pid)
     if exception is not None and exit_code != 0:

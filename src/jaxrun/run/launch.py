@@ -42,6 +42,8 @@ class LaunchOutcome:
     events: list[dict[str, Any]] = field(default_factory=list)
     started: float = 0.0  # perf_counter at launch (one monotonic clock for parent and child)
     memory_series: list[tuple[float, int]] | None = None  # (perf_counter, bytes), when recorded
+    leftovers: int = 0  # processes still running after the script ended, stopped by jaxrun
+    over_memory_limit: bool = False  # stopped by jaxrun for going over --memory-limit
 
 
 class _LogPump(threading.Thread):
@@ -106,6 +108,7 @@ def launch(
     cpu_affinity: tuple[int, ...] | None = None,
     stop: threading.Event | None = None,
     record_memory: bool = False,
+    memory_limit: int | None = None,
 ) -> LaunchOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, or ``stop`` being set from another
     thread) and return what was measured. Interruption raises :class:`Interrupted`."""
@@ -135,10 +138,14 @@ def launch(
     monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
                           record=record_memory)
     deadline = None if timeout is None else started + timeout
-    timed_out = interrupted = False
+    timed_out = interrupted = over_memory = False
     try:
         while not waiter.done.is_set():
             monitor.sample()
+            if memory_limit is not None and monitor.last_bytes > memory_limit:
+                over_memory = True
+                stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+                break
             if deadline is not None and time.perf_counter() >= deadline:
                 timed_out = True
                 stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
@@ -156,7 +163,7 @@ def launch(
     wall = time.perf_counter() - started
     monitor.sample(scan=True)  # descendants still running: their memory and CPU so far    # Popen must not try to reap the pid the waiter already reaped.
     proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
-    reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
+    leftovers = reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
     for pump in pumps:
         pump.join(timeout=KILL_GRACE_SECONDS + 2)
 
@@ -179,6 +186,7 @@ def launch(
         maxrss_bytes=maxrss,
         sampled_peak_rss_bytes=monitor.peak_rss_bytes,
         timed_out=timed_out,
+        over_memory_limit=over_memory,
         interrupted=interrupted,
         stdout_truncated=pumps[0].truncated,
         stderr_truncated=pumps[1].truncated,
@@ -186,6 +194,7 @@ def launch(
         events=read_events(events_path),
         started=started,
         memory_series=monitor.series,
+        leftovers=leftovers,
     )
     if interrupted:
         raise Interrupted(outcome)

@@ -36,6 +36,7 @@ class TreeMonitor:
         self.pid = pid
         self.marker = marker
         self.peak_rss_bytes = 0
+        self.last_bytes = 0
         self.samples = 0
         # (perf_counter, bytes) of every sample, when asked (profiling); halved past MAX_SERIES.
         self.series: list[tuple[float, int]] | None = [] if record else None
@@ -90,6 +91,7 @@ class TreeMonitor:
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         self.samples += 1
+        self.last_bytes = total
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
         if self.series is not None:
             self.series.append((time.perf_counter(), total))

@@ -146,6 +146,7 @@ def launch_attempt(
                 cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
                 stop=stop,
                 record_memory=options.enable_profiling,
+                memory_limit=options.memory_limit,
             )
         except Interrupted as stopped:
             outcome = stopped.outcome
@@ -160,6 +161,9 @@ def launch_attempt(
         interrupted=outcome.interrupted,
         timeout=options.timeout,
         stderr_tail=_stderr_tail(job.stderr_log),
+        memory_limit=options.memory_limit,
+        over_memory_limit=outcome.over_memory_limit,
+        peak_bytes=outcome.sampled_peak_rss_bytes,
     )
     return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None)
 
@@ -247,7 +251,7 @@ def run_once(
         if outcome is not None and outcome.interrupted:
             break
         action = next_action(
-            failure.error_class if failure else None,
+            failure.error_class if failure and not failure.final else None,
             platform or target,
             retries_left=retries_left,
             fallback=options.fallback,
@@ -273,6 +277,12 @@ def run_once(
     if user_interrupted or (run.outcome is not None and run.outcome.interrupted):
         raise RunInterrupted(result)
     return result
+
+
+def _leftover_warning(outcome: LaunchOutcome | None) -> list[str]:
+    if outcome is None or not outcome.leftovers or outcome.timed_out or outcome.interrupted:
+        return []
+    return [f"the script left {outcome.leftovers} process(es) running when it ended; jaxrun stopped them"]
 
 
 def _build_result(
@@ -327,7 +337,8 @@ def _build_result(
         cache_hits=cache_hits,
         cache_misses=cache_misses,
         compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
-        warnings=[*report.warnings, *recompile_warnings(report.compiles)],
+        warnings=[*report.warnings, *recompile_warnings(report.compiles), *_leftover_warning(outcome)],
+        leftover_processes=outcome.leftovers if outcome else None,
         output_files=_list_outputs(job.output_dir),
         results=report.results,
         stdout_log=str(job.stdout_log) if outcome else None,

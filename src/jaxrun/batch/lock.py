@@ -1,0 +1,54 @@
+"""One batch per results folder at a time: an exclusive lock on ``<results>/.jaxrun.lock``.
+
+Two runs writing into one folder would leave a ``jax_execution_results.json`` of one batch beside
+``script_results/`` of both. The lock is the kernel's (``flock``), so it is released when the
+holder exits however it exits (a SIGKILLed run leaves no stale lock); the file holds the holder's
+pid and start time for the error message.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from ..errors import UsageError
+from ..timestamps import now_iso
+
+LOCK_FILE = ".jaxrun.lock"
+
+
+class ResultsFolderLock:
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> "ResultsFolderLock":
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UsageError(f"cannot write the results folder {str(self.path.parent)!r}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise UsageError(
+                f"the results folder {str(self.path.parent)!r} is in use by another jaxrun run ({holder}); "
+                "wait for it to finish or pass another --results-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, started {now_iso()}".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock; the file stays (removing it would race)
+            self._fd = None
+
+    def __enter__(self) -> "ResultsFolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

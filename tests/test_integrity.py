@@ -1,0 +1,130 @@
+"""Nothing lost, nothing left behind: one batch per results folder, no process outliving its script.
+Real `jaxrun run` processes, real daemons."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jaxrun import execute_jax_script, run_jax_scripts
+from jaxrun.errors import UsageError
+
+from helpers import write
+
+SLOW = "import time\nimport jax\ntime.sleep(4)\n"
+QUICK = "import jax\nprint('quick')\n"
+DAEMON = """\
+import os, sys, time
+import jax
+
+pid_file = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()  # leave the process group: a timeout's group kill would not reach it
+    if os.fork() == 0:
+        with open(pid_file, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(120)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+while not os.path.exists(pid_file) or not open(pid_file).read():
+    time.sleep(0.01)
+print("exiting 0 with a daemon behind")
+"""
+
+
+def _run(*args: object, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jaxrun", "run", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_second_run_into_a_busy_results_folder_is_refused(tmp_path: Path) -> None:
+    write(tmp_path / "a", "slow.py", SLOW)
+    write(tmp_path / "b", "quick.py", QUICK)
+    first = _run(tmp_path / "a", "--device", "cpu", "--results-dir", tmp_path / "r", "--no-history", cwd=tmp_path)
+    lock = tmp_path / "r" / ".jaxrun.lock"
+    deadline = time.monotonic() + 60
+    while not (lock.exists() and lock.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(tmp_path / "b"), "--device", "cpu",
+                             "--results-dir", str(tmp_path / "r"), "--no-history"],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    out, err = first.communicate(timeout=120)
+    assert second.returncode == 2, second.stdout + second.stderr
+    (line,) = second.stderr.strip().splitlines()
+    assert "is in use by another jaxrun run (pid" in line and "--results-dir" in line
+    assert first.returncode == 0, out + err
+    # The first run's files are its own and complete.
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert [r["script_name"] for r in doc["script_results"]] == ["slow"] and doc["metadata"]["complete"]
+    assert sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir()) == ["slow_result.json"]
+    # Once it is done, the folder is free again.
+    assert run_jax_scripts(tmp_path / "b", device="cpu", results_dir=tmp_path / "r", history=False) is True
+
+
+def test_a_results_folder_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path / "s", "quick.py", QUICK)
+    (tmp_path / "r").write_text("not a folder")
+    with pytest.raises(UsageError, match="is a file"):
+        run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False)
+
+
+def test_a_daemon_left_by_a_successful_script_is_stopped_and_counted(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    script = write(tmp_path / "s", "daemon.py", DAEMON)
+    result = execute_jax_script(script, device="cpu", args=[str(pid_file)], timeout=60)
+    assert result.success, result.error_message
+    pid = int(pid_file.read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert result.leftover_processes == 1
+    assert result.warnings == ["the script left 1 process(es) running when it ended; jaxrun stopped them"]
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process(os.getpid()).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+
+
+def test_a_clean_script_leaves_nothing(tmp_path: Path) -> None:
+    before = _children()  # Ray workers of earlier tests may be here
+    result = execute_jax_script(write(tmp_path / "s", "quick.py", QUICK), device="cpu")
+    assert result.success and result.leftover_processes == 0 and result.warnings == []
+    assert _children() <= before
+
+
+HUNGRY = """\
+import time
+import numpy as np
+
+blocks = []
+for _ in range(40):  # 40 x 50 MB, slowly enough for a 0.1 s watch
+    blocks.append(np.ones(50 * 1024 * 1024 // 8))
+    time.sleep(0.05)
+print("never reached: 2 GB held")
+"""
+
+
+def test_a_script_over_its_memory_limit_is_stopped_as_out_of_memory(tmp_path: Path) -> None:
+    script = write(tmp_path / "s", "hungry.py", HUNGRY)
+    result = execute_jax_script(script, device="cpu", memory_limit="400MB", timeout=120)
+    assert not result.success and result.error_class == "out_of_memory"
+    assert result.error_message.startswith("stopped at ") and "over the memory limit of 400 MB" in result.error_message
+    # Stopped within a few samples of crossing it: not the 2 GB the script would reach.
+    assert 400 < result.memory_peak < 1000, result.memory_peak
+    assert len(result.attempts) == 1  # jaxrun's own limit: no retry, no fallback
+    assert "never reached" not in Path(result.stdout_log).read_text()
+    # Under the limit the same kind of script runs to its end.
+    fits = write(tmp_path / "s", "fits.py", "import numpy as np\nx = np.ones(10 * 1024 * 1024 // 8)\nprint('ok')\n")
+    assert execute_jax_script(fits, device="cpu", memory_limit="1GiB").success
+
+
+@pytest.mark.parametrize("value", ["lots", "4 parsecs", "-1GB", "10"])
+def test_a_bad_memory_limit_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    with pytest.raises(UsageError, match="memory_limit must be"):
+        execute_jax_script(write(tmp_path / "s", "quick.py", QUICK), memory_limit=value)
