@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jaxrun import execute_jax_script, run_jax_scripts
+from jaxrun import execute_jax_script, resultfiles, run_jax_scripts
 from jaxrun.errors import UsageError
 
 from helpers import write
@@ -128,3 +129,70 @@ def test_a_script_over_its_memory_limit_is_stopped_as_out_of_memory(tmp_path: Pa
 def test_a_bad_memory_limit_is_a_usage_error(tmp_path: Path, value: str) -> None:
     with pytest.raises(UsageError, match="memory_limit must be"):
         execute_jax_script(write(tmp_path / "s", "quick.py", QUICK), memory_limit=value)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: int) -> None:
+    """The first script is running when the signal comes; the other two never start."""
+    for name in ("a_slow", "b_next", "c_last"):
+        write(tmp_path / "s", f"{name}.py", "import time\nimport jax\ntime.sleep(30)\n")
+    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
+               "--results-dir", str(tmp_path / "r"), "--no-history"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "r" / "logs" / "a_slow.stdout.log"
+    deadline = time.monotonic() + 60
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # the probe is running the script
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert doc["metadata"]["complete"] is False
+    rows = {r["script_name"]: r for r in doc["script_results"]}
+    assert list(rows) == ["a_slow", "b_next", "c_last"]
+    assert all(r["error_class"] == "interrupted" and not r["success"] for r in rows.values())
+    assert rows["a_slow"]["execution_time"] is not None  # it ran, and was stopped
+    assert rows["b_next"]["error_message"] == "not run: the batch was interrupted first"
+    for name in rows:  # every per-script file too
+        assert json.loads(resultfiles.script_result_path(tmp_path / "r", name).read_text())["error_class"] == "interrupted"
+
+
+RECORDS = "import time, sys\nimport jax, jaxrun\ntime.sleep({seconds})\njaxrun.record(value={value})\n"
+
+
+def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path) -> None:
+    for name, seconds, value in (("a_first", 0.2, 1), ("b_slow", 30, 2), ("c_last", 0.2, 3)):
+        write(tmp_path / "s", f"{name}.py", RECORDS.format(seconds=seconds, value=value))
+    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
+               "--results-dir", str(tmp_path / "r"), "--no-history"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = tmp_path / "r" / "logs" / "b_slow.stdout.log"
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    first = json.loads((tmp_path / "r" / "script_results" / "a_first_result.json").read_text())
+    assert first["success"]
+    # b_slow can finish now: the resumed run keeps a_first and runs the other two.
+    write(tmp_path / "s", "b_slow.py", RECORDS.format(seconds=0.2, value=2))
+    resumed = subprocess.run([*command, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    rows = {r["script_name"]: r for r in doc["script_results"]}
+    assert list(rows) == ["a_first", "b_slow", "c_last"] and doc["metadata"]["complete"]
+    assert all(r["success"] for r in rows.values()) and [r["results"]["value"] for r in rows.values()] == [1, 2, 3]
+    assert rows["a_first"]["started_at"] == first["started_at"]  # kept, not run again
+    assert rows["b_slow"]["started_at"] > first["finished_at"]
+    # The same files as one uninterrupted run: one result, one pair of logs per script.
+    assert sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir()) == [
+        "a_first_result.json", "b_slow_result.json", "c_last_result.json"]
+    assert sorted(p.name for p in (tmp_path / "r" / "logs").iterdir()) == sorted(
+        f"{n}.{s}.log" for n in rows for s in ("stdout", "stderr"))
+    # Changed content is run again.
+    write(tmp_path / "s", "a_first.py", RECORDS.format(seconds=0.2, value=10))
+    again = subprocess.run([*command, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert [r["results"]["value"] for r in doc["script_results"]] == [10, 2, 3]

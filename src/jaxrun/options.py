@@ -179,6 +179,13 @@ class RunOptions(_Options):
         return self
 
     @property
+    def key(self) -> str:
+        """A fingerprint of these options: a result of other options is not this run's (--resume)."""
+        import hashlib
+
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+    @property
     def mode(self) -> str:
         """How the script is measured: "process", or "warm:<entry>x<calls>"."""
         return f"warm:{self.entry}x{self.warm_calls}" if self.entry else "process"
@@ -203,6 +210,7 @@ class BatchOptions(_Options):
     # database), False (none) or a path.
     history: Optional[Path] = None
     markdown: Optional[Path] = None
+    resume: bool = False  # continue the batch in results_dir: keep what finished there
     run: RunOptions = Field(default_factory=RunOptions)
 
     @classmethod

@@ -21,7 +21,9 @@ from ..executors.base import RunJob, make_executor
 from ..history import HistoryStore
 from ..models import BatchMetadata, BatchResult, DeviceInfo
 from ..options import BatchOptions
+from ..failures import HINTS
 from ..run.execute import run_job
+from ..run.runner import failed_before_running
 from ..run.job import Job
 from ..sinks import Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
@@ -34,6 +36,7 @@ from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock
 from .plan import DevicePlan, discover, make_jobs, plan_devices
+from .resume import finished_before
 
 logger = logging.getLogger("jaxrun")
 
@@ -104,10 +107,9 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     lock = ResultsFolderLock(out)
     try:
         if out.exists() and not out.is_dir():
-            raise UsageError(f"the results folder {str(out)!r} is a file: pass a folder to --results-dir")
+            raise UsageError(f"cannot write the results folder {str(out)!r}: it is a file; pass a folder to --results-dir")
         out.mkdir(parents=True, exist_ok=True)
         lock.acquire()  # before touching anything: a batch running there keeps its files
-        clear_previous_run(out)
     except (OSError, UsageError) as exc:
         lock.release()
         if store is not None:
@@ -148,6 +150,11 @@ def _run_locked(
         python_version=platform_module.python_version(),
     )
     jobs = make_jobs(options, scripts, devices)
+    reused = finished_before(options, jobs) if options.resume else {}
+    try:
+        clear_previous_run(out, keep={jobs[i].file_name for i in reused})
+    except OSError as exc:
+        raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
     run = options.run
     # The batch files sink holds the results as they stand; the returned batch is its view.
     files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
@@ -164,8 +171,15 @@ def _run_locked(
     ])
     try:
         chain.on_begin(jobs)
-        make_executor(options, info).run(jobs, run_job, chain)
+        for index, previous in sorted(reused.items()):
+            chain.on_result(jobs[index], previous)
+        make_executor(options, info).run([j for j in jobs if j.index not in reused], run_job, chain)
     except KeyboardInterrupt:
+        # Every script of the batch is in the files: those that never ran are marked interrupted.
+        for job in jobs:
+            if job.index not in files.reported:
+                chain.on_result(job, failed_before_running(
+                    job, "not run: the batch was interrupted first", "interrupted", hint=HINTS["interrupted"]))
         chain.on_end(files.batch(complete=False))
         raise
     except BaseException:

@@ -3,6 +3,7 @@ with where it came from (the command line, an environment variable, or the defau
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -47,6 +48,7 @@ def run(
     debug_nans: bool = typer.Option(False, "--debug-nans", help="Run with jax_debug_nans: a NaN is an error."),
     debug_infs: bool = typer.Option(False, "--debug-infs", help="Run with jax_debug_infs: an Inf is an error."),
     log_compiles: bool = typer.Option(False, "--log-compiles", help="JAX logs every compilation to the script's stderr log."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the batch in --results-dir: keep the scripts that finished there (same content and options), run the rest."),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Host memory per script, e.g. 4GB (10^9 B) or 4GiB: over it the script is stopped (out_of_memory)."),
     profile: bool = typer.Option(False, "--profile", help="Profile each script: jax.profiler trace, memory and timing profiles in jax_profiling/."),
     benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
@@ -101,6 +103,9 @@ def run(
             err.print(f"  [red]{result.error_class}[/red]: ", end="")
             err.print(result.error_message or "", markup=False)
 
+    # SIGTERM (a scheduler, `kill`) stops the batch as Ctrl-C does: running scripts stopped,
+    # unfinished ones marked interrupted, valid files, exit 130.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         batch = run_batch(options, sinks=[CallbackSink(None if verbose else on_start, on_result)])
     except KeyboardInterrupt:
@@ -108,7 +113,13 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     raise typer.Exit(_report_run(batch))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _report_run(batch) -> int:  # type: ignore[no-untyped-def]

@@ -107,6 +107,8 @@ class ScriptResult(MappingModel):
     warnings: list[str] = Field(
         [], description="What deserves a look though the run succeeded, e.g. a program compiled many times and why"
     )
+    content_hash: str | None = Field(None, description="sha256 of the script as it ran")
+    options_key: str | None = Field(None, description="Fingerprint of the run options (--resume compares it)")
     leftover_processes: int | None = Field(
         None, description="Processes the script left running when it ended (daemons, escaped children), "
         "stopped by jaxrun; null when it never ran"

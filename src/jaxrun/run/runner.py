@@ -23,11 +23,12 @@ from .. import resultfiles
 from ..benchmark import warm_summary
 from ..config import log_cap_bytes
 from ..devices import get_jax_device_info, resolve_device
-from ..errors import DeviceProbeError
+from ..errors import DeviceProbeError, ScriptNotFoundError
 from ..failures import backoff_seconds, next_action
 from ..models import Attempt, DeviceInfo, ScriptResult
 from ..nvml import UtilizationSampler, visible_gpus
 from ..options import RunOptions
+from ..provenance import script_identity
 from ..timestamps import now_iso
 from .classify import Classification, classification, classify
 from .environment import child_env, probe_command
@@ -279,6 +280,13 @@ def run_once(
     return result
 
 
+def _content_hash(job: Job) -> str | None:
+    try:
+        return script_identity(job.script)[1]
+    except ScriptNotFoundError:
+        return None
+
+
 def _leftover_warning(outcome: LaunchOutcome | None) -> list[str]:
     if outcome is None or not outcome.leftovers or outcome.timed_out or outcome.interrupted:
         return []
@@ -339,6 +347,8 @@ def _build_result(
         compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
         warnings=[*report.warnings, *recompile_warnings(report.compiles), *_leftover_warning(outcome)],
         leftover_processes=outcome.leftovers if outcome else None,
+        content_hash=_content_hash(job),
+        options_key=options.key,
         output_files=_list_outputs(job.output_dir),
         results=report.results,
         stdout_log=str(job.stdout_log) if outcome else None,

@@ -6,9 +6,10 @@ cut off by a crash or Ctrl-C still leaves valid files (``metadata.complete`` say
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .. import __version__, resultfiles
 from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, ScriptResult
@@ -43,6 +44,11 @@ class BatchFilesSink(BaseSink):
     def on_end(self, batch: BatchResult) -> None:
         self._write(batch)
 
+    @property
+    def reported(self) -> set[int]:
+        """The indices of the jobs whose result is in."""
+        return set(self._done)
+
     def batch(self, complete: bool) -> BatchResult:
         """The batch as it stands: every result so far, in batch order."""
         return assemble_batch(
@@ -66,12 +72,30 @@ class BatchFilesSink(BaseSink):
         )
 
 
-def clear_previous_run(results_dir: Path) -> None:
-    """Per-script files from an earlier batch would pass for this one's: start from a clean slate."""
+def _belongs(entry: str, name: str) -> bool:
+    """Whether a file or folder of the results folder is script ``name``'s."""
+    return entry in (name, f"{name}_result.json") or re.fullmatch(
+        rf"{re.escape(name)}(\.attempt\d+)?\.(stdout|stderr)\.log", entry) is not None
+
+
+def clear_previous_run(results_dir: Path, keep: Iterable[str] = ()) -> None:
+    """Per-script files from an earlier batch would pass for this one's: start from a clean slate,
+    except for the scripts in ``keep`` (their earlier results are reused by --resume)."""
+    kept = set(keep)
     for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR, resultfiles.PROFILING_DIR):
         target = results_dir / sub
-        if target.is_dir():
+        if not target.is_dir():
+            continue
+        if not kept:
             shutil.rmtree(target)
+            continue
+        for entry in [*target.iterdir(), *(target / resultfiles.TRACES_DIR).glob("*")]:
+            if entry.name == resultfiles.TRACES_DIR or any(_belongs(entry.name, n) for n in kept):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
     # jax_device_info.json too: when this run cannot read device facts it writes none, and the
     # previous run's file must not pass for this machine's current state.
     for name in (resultfiles.EXECUTION_LOG, resultfiles.BENCHMARK_RESULTS, resultfiles.DEVICE_INFO):

@@ -19,8 +19,8 @@ class HistorySink(BaseSink):
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         bench = result.benchmark
-        if bench is None or not bench.runs_completed:
-            return result
+        if bench is None or not bench.runs_completed or bench.history_run_id is not None:
+            return result  # nothing measured, or already recorded (a result --resume reuses)
         run = history_run_from_benchmark(
             bench,
             jax_version=self.info.jax_version if self.info else None,
