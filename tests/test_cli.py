@@ -327,11 +327,14 @@ def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli_env, tm
     doc = load(out / "jax_execution_results.json")
     assert doc["metadata"]["complete"] is False
     assert doc["metadata"]["finished_timestamp"] is None
-    assert [r["script_name"] for r in doc["script_results"]] == ["a_quick", "b_sleeper"]
+    # Every script of the batch is listed: the one that never ran is interrupted too (--resume runs it).
+    assert [r["script_name"] for r in doc["script_results"]] == ["a_quick", "b_sleeper", "c_never"]
     assert doc["script_results"][0]["success"] is True
     assert doc["script_results"][1]["error_class"] == "interrupted"
+    assert doc["script_results"][2]["error_class"] == "interrupted"
+    assert doc["script_results"][2]["execution_time"] is None  # it never ran
     assert load(out / "script_results" / "b_sleeper_result.json")["error_class"] == "interrupted"
-    assert not (out / "script_results" / "c_never_result.json").exists()
+    assert load(out / "script_results" / "c_never_result.json")["error_message"] == "not run: the batch was interrupted first"
     assert "interrupted" in (out / "jax_execution_log.txt").read_text()
 
 
