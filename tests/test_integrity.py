@@ -196,3 +196,40 @@ def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_pat
     assert again.returncode == 0, again.stderr
     doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
     assert [r["results"]["value"] for r in doc["script_results"]] == [10, 2, 3]
+
+
+WRITER = """\
+import sys
+from jaxrun.history import HistoryStore
+from jaxrun.models import HistoryRun, RunSample
+
+store = HistoryStore(sys.argv[1])
+samples = [RunSample(index=i, warmup=False, success=True, wall_time=1.0 + i, run_time=0.5) for i in range(200)]
+for n in range(100000):
+    store.record(HistoryRun(recorded_at="2026-01-01T00:00:00+00:00", script_name="m.py", script_path="/m.py",
+                            content_hash="h" * 64, host="h", device_requested="cpu", device_used="cpu",
+                            jaxrun_version="0", samples=samples))
+    if n == 5:
+        print("writing", flush=True)
+"""
+
+
+def test_the_history_survives_a_writer_killed_mid_write(tmp_path: Path) -> None:
+    """SIGKILL while a process records runs of 200 samples each: the database opens, passes
+    SQLite's integrity check, and every run it holds is whole (no run with part of its samples)."""
+    from jaxrun.history import HistoryStore
+
+    db = tmp_path / "history.sqlite"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "writing"
+    time.sleep(0.3)  # in the middle of some transaction
+    writer.kill()
+    writer.wait()
+    with HistoryStore(db, create=False) as store:
+        runs = store.runs()
+        assert len(runs) >= 6
+        assert all(len(run.samples) == 200 for run in runs)
+        import sqlite3
+
+        with sqlite3.connect(db) as raw:
+            assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
