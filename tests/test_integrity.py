@@ -233,3 +233,13 @@ def test_the_history_survives_a_writer_killed_mid_write(tmp_path: Path) -> None:
 
         with sqlite3.connect(db) as raw:
             assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_resume_from_an_unreadable_results_file_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path / "s", "quick.py", QUICK)
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "jax_execution_results.json").write_text("{ not json")
+    with pytest.raises(UsageError, match="--resume: .* cannot be read .*run without --resume"):
+        run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False, resume=True)
+    # Into an empty folder, --resume simply runs everything.
+    assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "new", history=False, resume=True)

@@ -45,12 +45,14 @@ def validate_timeout(timeout: float | None) -> float | None:
     return value
 
 
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-               "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30, "t": 2**40, "tib": 2**40}
+# Binary units, whatever the spelling: jaxrun's MB (memory_peak, ...) is 2^20 bytes, so a limit
+# of 400MB and a memory_peak of 400 MB are the same amount.
+_SIZE_UNITS = {"": 1, "b": 1, **{u: 2**10 for u in ("k", "kb", "kib")}, **{u: 2**20 for u in ("m", "mb", "mib")},
+               **{u: 2**30 for u in ("g", "gb", "gib")}, **{u: 2**40 for u in ("t", "tb", "tib")}}
 
 
 def validate_memory_limit(value: object) -> int | None:
-    """``"4GB"`` (10^9 bytes), ``"4GiB"`` / ``"4G"`` (2^30), ``"512MB"``, or a number of bytes -> bytes."""
+    """``"4GB"`` / ``"4GiB"`` / ``"4G"`` (4 * 2^30), ``"512MB"``, or a number of bytes -> bytes."""
     if value is None:
         return None
     text = str(value).strip().lower().replace(" ", "")
@@ -62,7 +64,7 @@ def validate_memory_limit(value: object) -> int | None:
         raise UsageError(
             f"memory_limit must be a size like 4GB, 512MB or 2GiB, got {value!r}"
         ) from None
-    if size < 1e6:
+    if size < 2**20:
         raise UsageError(f"memory_limit must be at least 1MB, got {value!r}")
     return int(size)
 

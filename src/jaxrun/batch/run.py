@@ -20,11 +20,11 @@ from ..errors import DeviceProbeError, UsageError
 from ..executors.base import RunJob, make_executor
 from ..history import HistoryStore
 from ..models import BatchMetadata, BatchResult, DeviceInfo
-from ..options import BatchOptions
 from ..failures import HINTS
+from ..options import BatchOptions
 from ..run.execute import run_job
-from ..run.runner import failed_before_running
 from ..run.job import Job
+from ..run.runner import failed_before_running
 from ..sinks import Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.callbacks import CallbackSink, OnResult, OnStart
@@ -150,10 +150,14 @@ def _run_locked(
         python_version=platform_module.python_version(),
     )
     jobs = make_jobs(options, scripts, devices)
-    reused = finished_before(options, jobs) if options.resume else {}
     try:
+        reused = finished_before(options, jobs) if options.resume else {}
         clear_previous_run(out, keep={jobs[i].file_name for i in reused})
-    except OSError as exc:
+    except (OSError, UsageError) as exc:
+        if store is not None:
+            store.close()
+        if isinstance(exc, UsageError):
+            raise
         raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
     run = options.run
     # The batch files sink holds the results as they stand; the returned batch is its view.

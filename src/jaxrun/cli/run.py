@@ -49,7 +49,7 @@ def run(
     debug_infs: bool = typer.Option(False, "--debug-infs", help="Run with jax_debug_infs: an Inf is an error."),
     log_compiles: bool = typer.Option(False, "--log-compiles", help="JAX logs every compilation to the script's stderr log."),
     resume: bool = typer.Option(False, "--resume", help="Continue the batch in --results-dir: keep the scripts that finished there (same content and options), run the rest."),
-    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Host memory per script, e.g. 4GB (10^9 B) or 4GiB: over it the script is stopped (out_of_memory)."),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Host memory per script, e.g. 4GB or 512MB (MB = 2^20 bytes, as memory_peak): over it the script is stopped (out_of_memory)."),
     profile: bool = typer.Option(False, "--profile", help="Profile each script: jax.profiler trace, memory and timing profiles in jax_profiling/."),
     benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
     warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),
