@@ -131,18 +131,24 @@ def test_a_bad_memory_limit_is_a_usage_error(tmp_path: Path, value: str) -> None
         execute_jax_script(write(tmp_path / "s", "quick.py", QUICK), memory_limit=value)
 
 
+def _start_batch(tmp_path: Path, running: str) -> tuple[subprocess.Popen, list[str]]:
+    """`jaxrun run tmp_path/s` in the background, returned once script ``running`` has started."""
+    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
+               "--results-dir", str(tmp_path / "r"), "--no-history"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "r" / "logs" / f"{running}.stdout.log"
+    deadline = time.monotonic() + 60
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc, command
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: int) -> None:
     """The first script is running when the signal comes; the other two never start."""
     for name in ("a_slow", "b_next", "c_last"):
         write(tmp_path / "s", f"{name}.py", "import time\nimport jax\ntime.sleep(30)\n")
-    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
-               "--results-dir", str(tmp_path / "r"), "--no-history"]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = tmp_path / "r" / "logs" / "a_slow.stdout.log"
-    deadline = time.monotonic() + 60
-    while not log.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc, _ = _start_batch(tmp_path, "a_slow")
     time.sleep(1.0)  # the probe is running the script
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -164,13 +170,7 @@ RECORDS = "import time, sys\nimport jax, jaxrun\ntime.sleep({seconds})\njaxrun.r
 def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path) -> None:
     for name, seconds, value in (("a_first", 0.2, 1), ("b_slow", 30, 2), ("c_last", 0.2, 3)):
         write(tmp_path / "s", f"{name}.py", RECORDS.format(seconds=seconds, value=value))
-    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
-               "--results-dir", str(tmp_path / "r"), "--no-history"]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    started = tmp_path / "r" / "logs" / "b_slow.stdout.log"
-    deadline = time.monotonic() + 60
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc, command = _start_batch(tmp_path, "b_slow")
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     first = json.loads((tmp_path / "r" / "script_results" / "a_first_result.json").read_text())
