@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 import jaxrun
 

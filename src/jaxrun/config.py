@@ -15,7 +15,9 @@ JAX_PLATFORMS_VALUE: dict[str, str] = {"cpu": "cpu", "gpu": "cuda,rocm", "tpu": 
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_RESULTS_DIR = "jaxrun_results"
-DEFAULT_LOG_CAP_BYTES = 50 * 1024 * 1024
+# jaxrun's MB, in every figure it reports (memory_peak, ...) and in --memory-limit: 2^20 bytes.
+MB = 2**20
+DEFAULT_LOG_CAP_BYTES = 50 * MB
 # Seconds between SIGTERM and SIGKILL when a script is stopped.
 KILL_GRACE_SECONDS = 3.0
 # Seconds between samples of the process tree (RSS peak, descendants to reap).
@@ -47,7 +49,7 @@ def validate_timeout(timeout: float | None) -> float | None:
 
 # Binary units, whatever the spelling: jaxrun's MB (memory_peak, ...) is 2^20 bytes, so a limit
 # of 400MB and a memory_peak of 400 MB are the same amount.
-_SIZE_UNITS = {"": 1, "b": 1, **{u: 2**10 for u in ("k", "kb", "kib")}, **{u: 2**20 for u in ("m", "mb", "mib")},
+_SIZE_UNITS = {"": 1, "b": 1, **{u: 2**10 for u in ("k", "kb", "kib")}, **{u: MB for u in ("m", "mb", "mib")},
                **{u: 2**30 for u in ("g", "gb", "gib")}, **{u: 2**40 for u in ("t", "tb", "tib")}}
 
 
@@ -64,7 +66,7 @@ def validate_memory_limit(value: object) -> int | None:
         raise UsageError(
             f"memory_limit must be a size like 4GB, 512MB or 2GiB, got {value!r}"
         ) from None
-    if size < 2**20:
+    if size < MB:
         raise UsageError(f"memory_limit must be at least 1MB, got {value!r}")
     return int(size)
 
@@ -145,20 +147,25 @@ def history_path(history: str | os.PathLike[str] | bool | None) -> Path | None:
     return Path(history).expanduser()
 
 
-def available_memory_mb() -> float | None:
-    """Memory a run may use: the machine's RAM, or this process's cgroup (v2) limit when lower.
-    None when neither can be read."""
-    limits = []
+def host_memory_bytes() -> int | None:
+    """The machine's RAM, or None when psutil cannot read it."""
     try:
         import psutil
 
-        limits.append(float(psutil.virtual_memory().total))
+        return int(psutil.virtual_memory().total)
     except Exception:
-        pass
+        return None
+
+
+def available_memory_mb() -> float | None:
+    """Memory a run may use: the machine's RAM, or this process's cgroup (v2) limit when lower.
+    None when neither can be read."""
+    ram = host_memory_bytes()
+    limits = [] if ram is None else [float(ram)]
     try:
         text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
         if text != "max":
             limits.append(float(text))
     except (OSError, ValueError):
         pass
-    return min(limits) / (1024 * 1024) if limits else None
+    return min(limits) / MB if limits else None

@@ -20,7 +20,7 @@ from importlib import metadata
 
 from pydantic import ValidationError
 
-from .config import AUTO_PREFERENCE, cache_dir, importable_pythonpath, validate_device
+from .config import AUTO_PREFERENCE, cache_dir, host_memory_bytes, importable_pythonpath, validate_device
 from .errors import DeviceProbeError
 from .models import AvailableDevice, DeviceInfo
 from .resultfiles import atomic_write_text
@@ -102,15 +102,6 @@ def _cpu_name() -> str:
     return platform_module.processor() or platform_module.machine() or "cpu"
 
 
-def _host_memory_bytes() -> int | None:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    except Exception:
-        return None
-
-
 def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
     """The seed's device list (names, GiB, driver), added in the parent: the host's RAM and CPU
     name and the NVIDIA driver (NVML) are read here, not in the jax child."""
@@ -120,7 +111,7 @@ def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
         from .nvml import nvml_status
 
         driver = nvml_status().driver_version
-    host, cpu = _host_memory_bytes(), _cpu_name()
+    host, cpu = host_memory_bytes(), _cpu_name()
     devices = []
     for platform in info.platforms.values():
         if not platform.available:

@@ -122,25 +122,27 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _warn(name: str, warnings: list[str]) -> None:
+    for warning in warnings:  # one line each, however long: logs and CI output stay greppable
+        err.print(f"warning: {name}: {warning}", markup=False, soft_wrap=True)
+
+
 def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
     """Print the run's tables and return its exit status."""
     from .tables import benchmark_table, speedup_table, summary_table, warm_table
 
     out.print(summary_table(batch.script_results))
     for result in batch.script_results:
-        for warning in result.warnings:
-            err.print(f"warning: {result.script_name}: {warning}", markup=False, soft_wrap=True)
+        _warn(result.script_name, result.warnings)
     bench = batch.benchmarking
     if bench.enabled and bench.benchmarks:
         out.print(benchmark_table(bench.benchmarks))
         for b in bench.benchmarks:
-            for warning in b.warnings:
-                err.print(f"warning: {b.script_name}: {warning}", markup=False, soft_wrap=True)
+            _warn(b.script_name, b.warnings)
     # A benchmarked result's .warm already pools the calls of all its runs.
     warm_rows = [(r.script_name, r.warm) for r in batch.script_results if r.warm is not None]
     for name, warm in warm_rows:
-        for warning in warm.warnings:
-            err.print(f"warning: {name}: {warning}", markup=False, soft_wrap=True)
+        _warn(name, warm.warnings)
     if warm_rows:
         out.print(warm_table(warm_rows))
     if bench.device_comparison:

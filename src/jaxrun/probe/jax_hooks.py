@@ -55,8 +55,8 @@ def attach_listeners(writer: EventWriter) -> None:
         global _jit_seconds
         duration = event.seconds
         _jit_seconds += duration
+        end = time.perf_counter()
         if not import_timer.importing():
-            end = time.perf_counter()
             start = end - duration
             _intervals.append((start, end))
             for imported in reversed(import_timer.recent):
@@ -64,7 +64,7 @@ def attach_listeners(writer: EventWriter) -> None:
                     break
                 if imported[0] < end:
                     _imports_inside.add(imported)
-        fields: dict[str, Any] = {"phase": event.phase, "fun": event.program, "s": duration, "at": time.perf_counter()}
+        fields: dict[str, Any] = {"phase": event.phase, "fun": event.program, "s": duration, "at": end}
         if event.source is not None:
             fields["source"] = event.source
         if event.reason is not None:

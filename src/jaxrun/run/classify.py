@@ -12,6 +12,7 @@ import signal as signal_module
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import MB
 from ..failures import HINTS, is_transient
 from ..probe import events as ev
 
@@ -142,9 +143,9 @@ def classify(
     if interrupted:
         return classification("interrupted", "interrupted before the script finished")
     if over_memory_limit and memory_limit is not None:
-        peak = f"{peak_bytes / 2**20:.0f} MB" if peak_bytes else "over it"
+        peak = f"{peak_bytes / MB:.0f} MB" if peak_bytes else "over it"
         found = classification(
-            "out_of_memory", f"stopped at {peak}: over the memory limit of {memory_limit / 2**20:.0f} MB",
+            "out_of_memory", f"stopped at {peak}: over the memory limit of {memory_limit / MB:.0f} MB",
             hint="the script's processes used more host memory than --memory-limit allows: raise the limit "
             "or make the script use less",
         )

@@ -142,17 +142,11 @@ def launch(
     try:
         while not waiter.done.is_set():
             monitor.sample()
-            if memory_limit is not None and monitor.last_bytes > memory_limit:
-                over_memory = True
-                stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
-                break
-            if deadline is not None and time.perf_counter() >= deadline:
-                timed_out = True
-                stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
-                break
-            if stop is not None and stop.is_set():
-                # Ctrl-C reaches only the main thread; jobs in worker threads learn of it here.
-                interrupted = True
+            over_memory = memory_limit is not None and monitor.last_bytes > memory_limit
+            timed_out = not over_memory and deadline is not None and time.perf_counter() >= deadline
+            # Ctrl-C reaches only the main thread; jobs in worker threads learn of it from `stop`.
+            interrupted = not (over_memory or timed_out) and stop is not None and stop.is_set()
+            if over_memory or timed_out or interrupted:
                 stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
                 break
             waiter.done.wait(MONITOR_INTERVAL)
@@ -161,7 +155,8 @@ def launch(
         stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
     waiter.done.wait()
     wall = time.perf_counter() - started
-    monitor.sample(scan=True)  # descendants still running: their memory and CPU so far    # Popen must not try to reap the pid the waiter already reaped.
+    monitor.sample(scan=True)  # descendants still running: their memory and CPU so far
+    # Popen must not try to reap the pid the waiter already reaped.
     proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
     leftovers = reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
     for pump in pumps:

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import MONITOR_INTERVAL
+from ..config import MB, MONITOR_INTERVAL
 from ..models import CompileStats, WarmCall
 from ..probe import events as ev
 from .compiles import add_event
 from .launch import LaunchOutcome
 
-_MB = 1024 * 1024
 
 
 @dataclass
@@ -100,7 +99,7 @@ def memory_peak_mb(outcome: LaunchOutcome, report: ProbeReport) -> float | None:
     # launcher's own peak (a jaxrun holding 800 MB would make every script "use" 800 MB).
     candidates = [outcome.sampled_peak_rss_bytes or None, report.peak_rss_bytes]
     known = [c for c in candidates if c]
-    return max(known) / _MB if known else None
+    return max(known) / MB if known else None
 
 
 def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
@@ -115,7 +114,7 @@ def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
     peaks = [p for p in device.get("peak_bytes_per_device") or [] if p is not None]
     if not peaks:
         return None, f"the {device.get('backend')} backend does not report memory statistics"
-    return max(peaks) / _MB, None
+    return max(peaks) / MB, None
 
 
 def run_time(report: ProbeReport) -> float | None:

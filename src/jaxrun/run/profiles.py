@@ -11,18 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import MONITOR_INTERVAL
+from ..config import MB, MONITOR_INTERVAL
 from ..models import ScriptMemoryProfile, ScriptProfile, ScriptResult, ScriptTimingProfile, TimelineEvent
 from .launch import LaunchOutcome
 from .outcome import ProbeReport
 
 MAX_EVENTS = 10_000
-_MB = 1024 * 1024
 
 
 def _memory(outcome: LaunchOutcome, report: ProbeReport, result: ScriptResult) -> ScriptMemoryProfile:
     t0 = outcome.started
-    host = [(round(t - t0, 4), round(b / _MB, 3)) for t, b in outcome.memory_series or ()]
+    host = [(round(t - t0, 4), round(b / MB, 3)) for t, b in outcome.memory_series or ()]
     profile = report.profile or {}
     device = {
         name: [(round(float(t) - t0, 4), round(float(mb), 3)) for t, mb in samples]
@@ -33,7 +32,7 @@ def _memory(outcome: LaunchOutcome, report: ProbeReport, result: ScriptResult) -
     if facts.get("initialized"):
         platform = facts.get("platform") or "device"
         for i, peak in enumerate(facts.get("peak_bytes_per_device") or []):
-            peaks[f"{platform}:{i}"] = None if peak is None else peak / _MB
+            peaks[f"{platform}:{i}"] = None if peak is None else peak / MB
     reason = None
     if not device:
         if not report.jax_loaded:
