@@ -24,3 +24,72 @@ def jaxrun_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _isolated_device_cache(jaxrun_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("JAXRUN_CACHE_DIR", str(jaxrun_cache_dir))
     return jaxrun_cache_dir
+
+
+def _leftover_processes(basetemp: Path | None) -> list[str]:
+    """Processes the tests started that outlive the suite: children of this pytest process, any
+    process of a script run (it carries jaxrun's channel variable), any naming the tests' folder."""
+    import psutil
+
+    from jaxrun.probe.channel import EVENTS_ENV
+
+    me = psutil.Process()
+    suspects = {p.pid: p for p in me.children(recursive=True)}
+    for proc in psutil.process_iter():
+        if proc.pid == me.pid or proc.pid in suspects:
+            continue
+        try:
+            if EVENTS_ENV in proc.environ() or (basetemp and str(basetemp) in " ".join(proc.cmdline())):
+                suspects[proc.pid] = proc
+        except (psutil.Error, OSError):
+            continue
+    found = []
+    for proc in suspects.values():
+        if proc.pid in _helpers_of(me):
+            continue
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _helpers_of(me) -> set[int]:  # type: ignore[no-untyped-def]
+    """Helpers of the pytest process itself (multiprocessing's resource tracker), which end with it."""
+    helpers = set()
+    for child in me.children():
+        try:
+            if "multiprocessing.resource_tracker" in " ".join(child.cmdline()):
+                helpers.add(child.pid)
+        except Exception:  # noqa: BLE001 - it may be gone by now
+            continue
+    return helpers
+
+
+def _describe(proc) -> str:  # type: ignore[no-untyped-def]
+    try:
+        return f"{proc.pid} {' '.join(proc.cmdline())[:200]}"
+    except Exception:  # noqa: BLE001 - it may be gone by now
+        return str(proc.pid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite fails if any test left a process behind (checked after a moment to settle)."""
+    import time
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = factory.getbasetemp() if factory is not None else None
+    deadline = time.monotonic() + 10  # a Ray shut down by the last test takes a few seconds to go
+    left = _leftover_processes(basetemp)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _leftover_processes(basetemp)
+    if left:
+        print("\nprocesses left behind by the tests (now killed):\n  " + "\n  ".join(map(_describe, left)))
+        for proc in left:
+            try:
+                proc.kill()
+            except Exception:  # noqa: BLE001 - gone already
+                pass
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

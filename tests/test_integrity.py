@@ -115,7 +115,8 @@ def test_a_script_over_its_memory_limit_is_stopped_as_out_of_memory(tmp_path: Pa
     script = write(tmp_path / "s", "hungry.py", HUNGRY)
     result = execute_jax_script(script, device="cpu", memory_limit="400MB", timeout=120)
     assert not result.success and result.error_class == "out_of_memory"
-    assert result.error_message.startswith("stopped at ") and "over the memory limit of 400 MB" in result.error_message
+    # Whichever saw it first: jaxrun's sampling ("stopped at ...") or the kernel (cgroup limit).
+    assert "the memory limit of 400 MB" in result.error_message, result.error_message
     # Stopped within a few samples of crossing it: not the 2 GB the script would reach.
     assert 400 < result.memory_peak < 1000, result.memory_peak
     assert len(result.attempts) == 1  # jaxrun's own limit: no retry, no fallback
@@ -131,13 +132,13 @@ def test_a_bad_memory_limit_is_a_usage_error(tmp_path: Path, value: str) -> None
         execute_jax_script(write(tmp_path / "s", "quick.py", QUICK), memory_limit=value)
 
 
-def _start_batch(tmp_path: Path, running: str) -> tuple[subprocess.Popen, list[str]]:
+def _start_batch(tmp_path: Path, running: str, *extra: str) -> tuple[subprocess.Popen, list[str]]:
     """`jaxrun run tmp_path/s` in the background, returned once script ``running`` has started."""
     command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
-               "--results-dir", str(tmp_path / "r"), "--no-history"]
+               "--results-dir", str(tmp_path / "r"), "--no-history", *extra]
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = tmp_path / "r" / "logs" / f"{running}.stdout.log"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not log.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return proc, command
@@ -167,12 +168,13 @@ def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: i
 RECORDS = "import time, sys\nimport jax, jaxrun\ntime.sleep({seconds})\njaxrun.record(value={value})\n"
 
 
-def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.slow)])
+def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path, backend: str) -> None:
     for name, seconds, value in (("a_first", 0.2, 1), ("b_slow", 30, 2), ("c_last", 0.2, 3)):
         write(tmp_path / "s", f"{name}.py", RECORDS.format(seconds=seconds, value=value))
-    proc, command = _start_batch(tmp_path, "b_slow")
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 130
+    proc, command = _start_batch(tmp_path, "b_slow", "--backend", backend)
+    proc.send_signal(signal.SIGINT if backend == "local" else signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130, proc.communicate()
     first = json.loads((tmp_path / "r" / "script_results" / "a_first_result.json").read_text())
     assert first["success"]
     # b_slow can finish now: the resumed run keeps a_first and runs the other two.

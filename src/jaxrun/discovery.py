@@ -17,6 +17,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -24,7 +25,9 @@ from jaxrun.errors import ScriptNotFoundError, UsageError
 
 __all__ = [
     "JAX_MODULES",
+    "ScriptSearch",
     "find_jax_scripts",
+    "search_jax_scripts",
     "is_jax_script",
     "imports_jax",
     "script_display_name",
@@ -115,14 +118,17 @@ def imports_jax(source: bytes) -> bool:
     return _tree_imports_jax(tree, dynamic=any(s in source for s in _DYNAMIC_IMPORT))
 
 
+def _read(path: str | os.PathLike[str]) -> bytes:
+    with open(path, "rb", buffering=0) as f:
+        return f.readall()
+
+
 def is_jax_script(path: str | os.PathLike[str]) -> bool:
     """Whether the file at *path* imports JAX; ``False`` when it cannot be read."""
     try:
-        with open(path, "rb", buffering=0) as f:
-            data = f.readall()
+        return imports_jax(_read(path))
     except OSError:
         return False
-    return imports_jax(data)
 
 
 # --------------------------------------------------------------------------- include / exclude
@@ -188,8 +194,11 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _walk_python_files(root: str, recursive: bool, exclude: tuple[str, ...]) -> Iterator[str]:
-    """Yield the relative posix paths of candidate ``.py`` files under the real folder *root*.
+def _walk_python_files(
+    root: str, recursive: bool, exclude: tuple[str, ...], unreadable: list[tuple[str, str]] | None = None,
+) -> Iterator[str]:
+    """Yield the relative posix paths of candidate ``.py`` files under the real folder *root*;
+    sub-folders that cannot be listed are skipped and appended to *unreadable* (path, reason).
 
     Real folders are walked first; symlinked folders are followed afterwards, only when they
     resolve inside *root*, and each real folder (by ``(st_dev, st_ino)``) is visited once, so a
@@ -222,10 +231,12 @@ def _walk_python_files(root: str, recursive: bool, exclude: tuple[str, ...]) -> 
         try:
             with os.scandir(abs_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:
             if not rel_dir:
                 raise
-            continue  # an unreadable sub-folder is skipped
+            if unreadable is not None:
+                unreadable.append((rel_dir + "/", exc.strerror or str(exc)))
+            continue  # an unreadable sub-folder is skipped, and reported
         if rel_dir and any(e.name in _ENV_MARKERS for e in entries):
             continue  # a virtual environment or conda env
         subdirs: list[str] = []
@@ -257,6 +268,15 @@ def _walk_python_files(root: str, recursive: bool, exclude: tuple[str, ...]) -> 
         stack.extend(reversed(subdirs))
 
 
+@dataclass(frozen=True)
+class ScriptSearch:
+    """What a search found: the scripts, and what it could not read (``(path relative to the
+    searched folder, reason)``: sub-folders it could not list, ``.py`` files it could not open)."""
+
+    scripts: list[Path]
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+
+
 def find_jax_scripts(
     search_dir: str | os.PathLike[str],
     recursive: bool = True,
@@ -264,13 +284,27 @@ def find_jax_scripts(
     include: str | Iterable[str] | None = None,
     exclude: str | Iterable[str] | None = None,
 ) -> list[Path]:
-    """Return the JAX scripts under *search_dir*, as sorted absolute paths.
+    """Return the JAX scripts under *search_dir*, as sorted absolute paths (what
+    :func:`search_jax_scripts` finds, without the list of what it could not read).
+    """
+    return search_jax_scripts(search_dir, recursive, include=include, exclude=exclude).scripts
+
+
+def search_jax_scripts(
+    search_dir: str | os.PathLike[str],
+    recursive: bool = True,
+    *,
+    include: str | Iterable[str] | None = None,
+    exclude: str | Iterable[str] | None = None,
+) -> ScriptSearch:
+    """The JAX scripts under *search_dir*, as sorted absolute paths, and what could not be read.
 
     A ``.py`` file is returned when it imports JAX or a JAX library (see :func:`imports_jax`;
     files that mention JAX but do not parse are returned too). Skipped: hidden folders (``.x``),
     ``__pycache__``, ``site-packages``, ``dist-packages``, ``node_modules``, any folder holding a
     ``pyvenv.cfg`` or ``conda-meta`` (virtual / conda environments), pytest files (``test_*.py``,
-    ``*_test.py``, ``conftest.py``) and unreadable files or sub-folders. Symlinked folders and
+    ``*_test.py``, ``conftest.py``); unreadable files or sub-folders are skipped and listed in
+    ``unreadable``. Symlinked folders and
     files are followed only when they resolve inside *search_dir*; each real folder is visited
     once, so symlink loops terminate. With ``recursive=False`` only the top folder is searched.
 
@@ -313,15 +347,16 @@ def find_jax_scripts(
             raise ScriptNotFoundError(
                 f"cannot read file {given!r}: {exc.strerror or exc} — check its permissions"
             ) from None
-        return [root]
+        return ScriptSearch([root])
     if not root.is_dir():
         raise ScriptNotFoundError(
             f"not a regular file or folder: {given!r} — pass a folder of JAX scripts or a .py file"
         )
     root_str = str(root)
     found: list[str] = []
+    unreadable: list[tuple[str, str]] = []
     try:
-        for rel in _walk_python_files(root_str, recursive, excludes):
+        for rel in _walk_python_files(root_str, recursive, excludes, unreadable):
             name = rel.rpartition("/")[2]
             if _is_not_a_program(name):
                 continue
@@ -329,14 +364,19 @@ def find_jax_scripts(
                 continue
             if excludes and _matches(rel, excludes):
                 continue
-            if is_jax_script(os.path.join(root_str, rel)):
+            try:
+                source = _read(os.path.join(root_str, rel))
+            except OSError as exc:
+                unreadable.append((rel, exc.strerror or str(exc)))
+                continue
+            if imports_jax(source):
                 found.append(rel)
     except OSError as exc:  # only the top folder re-raises; sub-folders are skipped
         raise ScriptNotFoundError(
             f"cannot read folder {given!r}: {exc.strerror or exc} — check its permissions"
         ) from None
     found.sort()
-    return [root.joinpath(*rel.split("/")) for rel in found]
+    return ScriptSearch([root.joinpath(*rel.split("/")) for rel in found], sorted(unreadable))
 
 
 # --------------------------------------------------------------------------- names

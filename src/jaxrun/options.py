@@ -113,11 +113,23 @@ class RunOptions(_Options):
     verbose: bool = False
     log_compiles: bool = False  # JAX logs every compilation (jax_log_compiles) to the script's stderr
     memory_limit: Optional[int] = None  # bytes of host memory the script's tree may use
+    max_processes: Optional[int] = None  # processes the script's tree may hold at once
 
     @field_validator("memory_limit", mode="before")
     @classmethod
     def _memory_limit(cls, value: Any) -> int | None:
         return validate_memory_limit(value)
+
+    @field_validator("max_processes", mode="before")
+    @classmethod
+    def _max_processes(cls, value: Any) -> int | None:
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(
+                f"max_processes must be a whole number >= 1 (the script's own process counts), got {value!r}"
+            )
+        return value
 
     @field_validator("device", mode="before")
     @classmethod

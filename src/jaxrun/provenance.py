@@ -11,6 +11,7 @@ from typing import Sequence
 
 from .errors import ScriptNotFoundError
 from .models import HistoryRun, ScriptBenchmark
+from .probe.channel import valid_text
 from .timestamps import now_iso
 
 GIT_TIMEOUT_SECONDS = 5.0
@@ -73,6 +74,7 @@ def history_run_from_benchmark(
     from . import __version__
 
     script_path, content_hash = script_identity(benchmark.script_path)
+    script_path = valid_text(script_path)  # SQLite text must be valid UTF-8
     commit, dirty = git_state(script_path)
     return HistoryRun(
         recorded_at=recorded_at or now_iso(),

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
+
+from .probe.channel import valid_texts
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -79,7 +82,13 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def dump_model(model: BaseModel) -> str:
-    return model.model_dump_json(indent=2) + "\n"
+    try:
+        return model.model_dump_json(indent=2) + "\n"
+    except PydanticSerializationError as exc:
+        if "surrogates not allowed" not in str(exc):
+            raise
+        # A string that is not valid Unicode (a file name with non-UTF-8 bytes): escaped, not lost.
+        return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 def write_model(path: Path, model: BaseModel) -> None:

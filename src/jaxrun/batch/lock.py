@@ -18,6 +18,12 @@ from ..timestamps import now_iso
 LOCK_FILE = ".jaxrun.lock"
 
 
+def unwritable(folder: Path, exc: OSError) -> UsageError:
+    """The one message for a results folder jaxrun cannot write to."""
+    return UsageError(f"cannot write the results folder {str(folder)!r}: {exc.strerror or exc}; "
+                      "pass a folder you can write to --results-dir")
+
+
 class ResultsFolderLock:
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / LOCK_FILE
@@ -27,7 +33,7 @@ class ResultsFolderLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise UsageError(f"cannot write the results folder {str(self.path.parent)!r}: {exc.strerror}") from None
+            raise unwritable(self.path.parent, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -3,26 +3,36 @@ requested device will run, and the jobs in batch order."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..devices import resolve_device
-from ..discovery import find_jax_scripts, unique_names
+from ..discovery import search_jax_scripts, unique_names
 from ..errors import UsageError
 from ..history import expected_durations
 from ..models import DeviceInfo
 from ..options import BatchOptions
+from ..probe.channel import valid_text
 from ..run.job import Job
 
 
-def discover(paths: tuple[Path, ...], recursive: bool, include: object, exclude: object) -> list[tuple[Path, str]]:
-    """All scripts to run, in order, each with its batch-unique ``<name>``."""
+def discover(
+    paths: tuple[Path, ...], recursive: bool, include: object, exclude: object,
+) -> tuple[list[tuple[Path, str]], list[str]]:
+    """All scripts to run, in order, each with its batch-unique ``<name>``; and what the search
+    could not read (``"path: reason"``), which the batch reports and goes on without."""
     found: list[tuple[Path, str]] = []
+    skipped: list[str] = []
     taken: set[str] = set()
     for path in paths:
-        scripts = find_jax_scripts(path, recursive, include=include, exclude=exclude)  # type: ignore[arg-type]
+        search = search_jax_scripts(path, recursive, include=include, exclude=exclude)  # type: ignore[arg-type]
+        scripts = search.scripts
+        skipped += [valid_text(f"{os.path.join(path, rel)}: {reason}") for rel, reason in search.unreadable]
         root = path if path.is_dir() else path.parent
         for script, name in unique_names(scripts, root).items():
+            # The name goes into file names, JSON and the terminal: non-UTF-8 bytes become \xNN.
+            name = valid_text(name)
             unique, n = name, 2
             while unique.casefold() in taken:
                 unique, n = f"{name}_{n}", n + 1
@@ -30,11 +40,12 @@ def discover(paths: tuple[Path, ...], recursive: bool, include: object, exclude:
             found.append((script, unique))
     if not found:
         shown = ", ".join(repr(str(p)) for p in paths)
+        unread = f"; {len(skipped)} path(s) could not be read: {', '.join(skipped[:3])}" if skipped else ""
         raise UsageError(
             f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
-            "equinox or pymdp (pass a .py file directly to run it anyway)"
+            f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"
         )
-    return found
+    return found, skipped
 
 
 @dataclass(frozen=True)

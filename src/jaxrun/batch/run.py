@@ -34,7 +34,7 @@ from ..sinks.profiles import ProfileSink
 from ..sinks.run_log import RunLogSink
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
-from .lock import ResultsFolderLock
+from .lock import ResultsFolderLock, unwritable
 from .plan import DevicePlan, discover, make_jobs, plan_devices
 from .resume import finished_before
 
@@ -84,10 +84,11 @@ def run_jax_scripts(
     return batch if return_detailed_results else batch.success
 
 
-def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan) -> list[str]:
+def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan, unreadable: list[str]) -> list[str]:
     run = options.run
     lines = [f"jaxrun {__version__}: {scripts} script(s), device={','.join(options.device)}, running on {devices.summary}"]
     lines += devices.notes
+    lines += [f"skipped, could not be read: {path}" for path in unreadable]
     if run.benchmark_runs:
         lines.append(f"benchmarking: {run.warmup_runs} warm-up + {run.benchmark_runs} counted process runs per script")
     if options.jobs > 1 or options.backend != "local":
@@ -99,7 +100,7 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own sinks."""
     if options.run.verbose:
         logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
-    scripts = discover(options.paths, options.recursive, options.include, options.exclude)
+    scripts, unreadable = discover(options.paths, options.recursive, options.include, options.exclude)
 
     # Open the history before running anything: a bad --history is a usage error, not a late crash.
     store = HistoryStore(options.history) if options.run.benchmark_runs and options.history else None
@@ -116,16 +117,16 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
             store.close()
         if isinstance(exc, UsageError):
             raise
-        raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
+        raise unwritable(out, exc) from None
     try:
-        return _run_locked(options, sinks, run_job, scripts, store, out)
+        return _run_locked(options, sinks, run_job, scripts, unreadable, store, out)
     finally:
         lock.release()
 
 
 def _run_locked(
     options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, scripts: list[tuple[Path, str]],
-    store: HistoryStore | None, out: Path,
+    unreadable: list[str], store: HistoryStore | None, out: Path,
 ) -> BatchResult:
     """The batch, once its results folder is ours."""
     try:
@@ -145,6 +146,7 @@ def _run_locked(
         scripts_successful=0,
         scripts_failed=0,
         search_paths=[str(p.resolve()) for p in options.paths],
+        unreadable_paths=unreadable,
         results_dir=str(out),
         host=socket.gethostname(),
         python_version=platform_module.python_version(),
@@ -158,7 +160,7 @@ def _run_locked(
             store.close()
         if isinstance(exc, UsageError):
             raise
-        raise UsageError(f"cannot write the results folder {str(out)!r}: {exc.strerror}") from None
+        raise unwritable(out, exc) from None
     run = options.run
     # The batch files sink holds the results as they stand; the returned batch is its view.
     files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
@@ -168,7 +170,7 @@ def _run_locked(
         ScriptFileSink(),
         *([ProfileSink(out)] if run.enable_profiling else []),
         files,
-        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices),
+        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices, unreadable),
                    verbose=options.run.verbose),
         *([MarkdownSink(options.markdown)] if options.markdown is not None else []),
         *sinks,

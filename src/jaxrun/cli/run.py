@@ -50,6 +50,7 @@ def run(
     log_compiles: bool = typer.Option(False, "--log-compiles", help="JAX logs every compilation to the script's stderr log."),
     resume: bool = typer.Option(False, "--resume", help="Continue the batch in --results-dir: keep the scripts that finished there (same content and options), run the rest."),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Host memory per script, e.g. 4GB or 512MB (MB = 2^20 bytes, as memory_peak): over it the script is stopped (out_of_memory)."),
+    max_processes: Optional[int] = typer.Option(None, "--max-processes", help="Processes each script's tree may hold at once (fork bombs): over it the script is stopped."),
     profile: bool = typer.Option(False, "--profile", help="Profile each script: jax.profiler trace, memory and timing profiles in jax_profiling/."),
     benchmark_runs: int = typer.Option(0, "--benchmark-runs", help="Counted process runs per script (0: run once)."),
     warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),
@@ -151,6 +152,7 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
         b.script_name for b in bench.benchmarks if b.history_check is not None and b.history_check.regression
     ]
     meta = batch.metadata
+    _warn("discovery", [f"skipped {path} (could not be read)" for path in meta.unreadable_paths])
     out.print(
         f"{meta.scripts_successful}/{meta.scripts_executed} succeeded; results in {meta.results_dir}",
         markup=False,

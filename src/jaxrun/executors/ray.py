@@ -16,6 +16,8 @@ Ray gives a task no other GPU to move to.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..config import importable_pythonpath
@@ -75,6 +77,7 @@ class RayExecutor:
         options = self.options
         started_ray = False
         if not ray.is_initialized():
+            sigterm = signal.getsignal(signal.SIGTERM)
             try:
                 ray.init(address=options.ray_address, include_dashboard=False, log_to_driver=False,
                          runtime_env={"env_vars": _worker_env()})
@@ -82,6 +85,10 @@ class RayExecutor:
                 where = options.ray_address or "a local Ray"
                 raise UsageError(f"cannot start or reach {where}: {exc}") from None
             started_ray = True
+            if sigterm is not None and threading.current_thread() is threading.main_thread():
+                # Ray's driver exits at once on SIGTERM; jaxrun's handler makes it an interrupt that
+                # cancels the tasks (stopping their scripts) and leaves valid files.
+                signal.signal(signal.SIGTERM, sigterm)
         task = ray.remote(run_on_worker)
         pending: dict[Any, "Job"] = {}
         queue = list(jobs)

@@ -23,6 +23,10 @@ class BatchMetadata(MappingModel):
     scripts_successful: int
     scripts_failed: int
     search_paths: list[str]
+    unreadable_paths: list[str] = Field(
+        [], description="What discovery could not read and skipped (\"path: reason\"): folders it "
+        "could not list, .py files it could not open"
+    )
     results_dir: str
     host: str
     python_version: str

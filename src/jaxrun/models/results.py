@@ -113,6 +113,15 @@ class ScriptResult(MappingModel):
         None, description="Processes the script left running when it ended (daemons, escaped children), "
         "stopped by jaxrun; null when it never ran"
     )
+    peak_processes: int | None = Field(
+        None, description="Most processes of the script's tree alive at one sample (the script's own "
+        "included); null when it never ran"
+    )
+    cgroup: str | None = Field(
+        None, description="The kernel control group the script ran in (every process it started "
+        "tracked; --memory-limit and --max-processes held by the kernel); null where jaxrun could "
+        "not create one (then limits are watched by sampling)"
+    )
     output_files: list[str] = []
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
     stdout_log: str | None = None

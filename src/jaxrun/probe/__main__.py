@@ -11,7 +11,7 @@ import traceback
 
 from . import events, import_timer
 from .profiler import Profiler
-from .channel import EVENTS_ENV, EventWriter
+from .channel import CGROUPS_ENV, EVENTS_ENV, EventWriter
 from .jax_hooks import (
     block_until_ready,
     compile_cache_facts,
@@ -116,14 +116,30 @@ def _exception_event(writer: EventWriter, exc: BaseException) -> None:
     )
 
 
+def _join_cgroups() -> dict[str, object]:
+    """Move this process into the run's cgroups (before the script can start anything), so that
+    every process the script starts is born in them; the START event says how it went."""
+    folders = [f for f in os.environ.pop(CGROUPS_ENV, "").split(os.pathsep) if f]
+    if not folders:
+        return {}
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "cgroup.procs"), "w", encoding="ascii") as procs:
+                procs.write(str(os.getpid()))
+        except OSError as exc:
+            return {"cgroup_joined": False, "cgroup_error": f"{folder}: {exc.strerror or exc}"}
+    return {"cgroup_joined": True}
+
+
 def main(argv: list[str]) -> int:
     events_path, entry, calls, profile_dir, script_argv = _parse(argv)
     script = script_argv[0]
+    joined = _join_cgroups()
     writer = EventWriter(events_path)
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
     os.environ[EVENTS_ENV] = events_path
     probe_pid = os.getpid()
-    writer.emit(events.START, pid=probe_pid, python=sys.version.split()[0])
+    writer.emit(events.START, pid=probe_pid, python=sys.version.split()[0], **joined)
     profiler = Profiler(profile_dir) if profile_dir else None
     watch_jax_import(writer, [profiler.on_jax_loaded] if profiler else None)
 

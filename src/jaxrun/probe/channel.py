@@ -13,14 +13,43 @@ from typing import Any, Iterable
 
 from . import events as ev
 EVENTS_ENV = "JAXRUN_EVENTS_FILE"
+# The cgroup folders (os.pathsep-separated) the probe joins before the script starts (run/cgroups.py).
+CGROUPS_ENV = "JAXRUN_CGROUPS"
+
+
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: bytes that were not UTF-8 (a file name, a script's message; Python
+    keeps them as lone surrogates, which no UTF-8 file can hold) become ``\\xNN`` escapes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")  # undecodable bytes back to themselves
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "backslashreplace")  # a lone surrogate of another origin
+        return raw.decode("utf-8", "backslashreplace")
+
+
+def valid_texts(value: Any) -> Any:
+    """:func:`valid_text` applied to every string (keys included) of a JSON-like value."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_texts(k): valid_texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_texts(v) for v in value]
+    return value
 
 
 def _jsonable(value: Any) -> Any:
     """Turn numpy / jax scalars and arrays into plain JSON values (without importing either)."""
-    if isinstance(value, (str, bool, int, float)) or value is None:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, (bool, int, float)) or value is None:
         return value
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {valid_text(str(k)): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     tolist = getattr(value, "tolist", None)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 TYPE = "type"
 
-START = "start"  # pid, python: the probe is running (its absence means it never started)
+START = "start"  # pid, python, [cgroup_joined, cgroup_error]: the probe is running (its absence:
+# it never started)
 JAX_LOADED = "jax_loaded"  # the script imported jax and the listeners are attached
 # One jax.monitoring duration: phase (trace | lower | compile), fun (the program key, e.g.
 # "jit(grad(loss))"), s, at (perf_counter when it ended), and when known source ("path:line"),

@@ -119,6 +119,11 @@ def _own(events: list[dict[str, Any]], kind: str, main_pid: object) -> dict[str,
     )
 
 
+def _final(error_class: str, message: str, hint: str) -> Classification:
+    """A failure jaxrun's own limit caused: never retried, never sent to another device."""
+    return Classification(error_class, message, hint, None, final=True)
+
+
 def classify(
     *,
     events: list[dict[str, Any]],
@@ -131,6 +136,12 @@ def classify(
     memory_limit: int | None = None,
     over_memory_limit: bool = False,
     peak_bytes: int | None = None,
+    oom_kills: int = 0,
+    cgroup_peak_bytes: int | None = None,
+    max_processes: int | None = None,
+    over_process_limit: bool = False,
+    refused_forks: int = 0,
+    peak_processes: int = 0,
 ) -> Classification | None:
     """Return why a run failed, or None when it succeeded.
 
@@ -142,14 +153,24 @@ def classify(
         return classification("timeout", f"stopped after the {timeout:g} s time limit")
     if interrupted:
         return classification("interrupted", "interrupted before the script finished")
-    if over_memory_limit and memory_limit is not None:
-        peak = f"{peak_bytes / MB:.0f} MB" if peak_bytes else "over it"
-        found = classification(
-            "out_of_memory", f"stopped at {peak}: over the memory limit of {memory_limit / MB:.0f} MB",
-            hint="the script's processes used more host memory than --memory-limit allows: raise the limit "
-            "or make the script use less",
+    failed = exit_code != 0 or signal is not None
+    if memory_limit is not None and (over_memory_limit or (oom_kills and failed)):
+        limit = f"{memory_limit / MB:.0f} MB"
+        peak = f"{peak_bytes / MB:.0f} MB" if peak_bytes else "an unknown peak"
+        charged = f"{cgroup_peak_bytes / MB:.0f} MB" if cgroup_peak_bytes else "unknown"
+        message = (f"stopped at {peak}: over the memory limit of {limit}" if over_memory_limit else
+                   f"the kernel stopped {oom_kills} process(es) at the memory limit of {limit} (its peak "
+                   f"charge {charged}, page cache included; the last samples' peak {peak})")
+        return _final("out_of_memory", message, "the script's processes used more host memory than "
+                      "--memory-limit allows: raise the limit or make the script use less")
+    if max_processes is not None and over_process_limit:
+        refused = f"; the kernel refused {refused_forks} fork(s)" if refused_forks else ""
+        return _final(
+            "script_error",
+            f"stopped for starting more processes than --max-processes {max_processes} allows "
+            f"(peak {peak_processes} sampled{refused})",
+            "the script forks without bound (a fork bomb?) or needs more processes: raise --max-processes",
         )
-        return Classification(found.error_class, found.message, found.hint, None, final=True)
     main_pid = _main_pid(events)
     exception = _own(events, ev.EXCEPTION, main_pid)
     if exception is not None and exit_code != 0:

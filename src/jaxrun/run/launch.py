@@ -18,8 +18,10 @@ from typing import IO, Any
 import psutil
 
 from ..config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
-from .monitor import TreeMonitor, reap_leftovers, stop_tree
+from ..probe import events as ev
 from ..probe.channel import EVENTS_ENV, read_events
+from . import cgroups
+from .monitor import TreeMonitor, reap_leftovers, stop_tree
 
 _CHUNK = 64 * 1024
 
@@ -44,6 +46,12 @@ class LaunchOutcome:
     memory_series: list[tuple[float, int]] | None = None  # (perf_counter, bytes), when recorded
     leftovers: int = 0  # processes still running after the script ended, stopped by jaxrun
     over_memory_limit: bool = False  # stopped by jaxrun for going over --memory-limit
+    oom_kills: int = 0  # processes of the run the kernel's OOM killer stopped at the cgroup's limit
+    cgroup_peak_bytes: int | None = None  # the kernel's peak charge of the cgroup (page cache included)
+    over_process_limit: bool = False  # stopped by jaxrun for going over --max-processes
+    refused_forks: int = 0  # forks the kernel refused at the cgroup's pids.max
+    peak_processes: int = 0  # most processes of the run alive at once (sampled, or the cgroup's count)
+    cgroup: str | None = None  # the cgroup the script ran in, when jaxrun could make one
 
 
 class _LogPump(threading.Thread):
@@ -109,9 +117,29 @@ def launch(
     stop: threading.Event | None = None,
     record_memory: bool = False,
     memory_limit: int | None = None,
+    max_processes: int | None = None,
 ) -> LaunchOutcome:
-    """Run ``command`` to completion (or timeout, Ctrl-C, or ``stop`` being set from another
-    thread) and return what was measured. Interruption raises :class:`Interrupted`."""
+    """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
+    or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
+
+    The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
+    group = cgroups.create(memory_limit, max_processes)
+    if group is not None:
+        env = {**env, **group.env()}
+    try:
+        return _launch(command, cwd, env, stdout_log, stderr_log, events_path, timeout, log_cap,
+                       cpu_affinity, stop, record_memory, memory_limit, max_processes, group)
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _launch(
+    command: list[str], cwd: Path, env: dict[str, str], stdout_log: Path, stderr_log: Path,
+    events_path: Path, timeout: float | None, log_cap: int, cpu_affinity: tuple[int, ...] | None,
+    stop: threading.Event | None, record_memory: bool, memory_limit: int | None,
+    max_processes: int | None, group: cgroups.ScriptCgroup | None,
+) -> LaunchOutcome:
     started = time.perf_counter()
     proc = subprocess.Popen(
         command,
@@ -136,29 +164,37 @@ def launch(
     for pump in pumps:
         pump.start()
     monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
-                          record=record_memory)
+                          record=record_memory, members=group.pids if group is not None else None)
     deadline = None if timeout is None else started + timeout
-    timed_out = interrupted = over_memory = False
+    timed_out = interrupted = over_memory = over_processes = False
     try:
         while not waiter.done.is_set():
             monitor.sample()
             over_memory = memory_limit is not None and monitor.last_bytes > memory_limit
-            timed_out = not over_memory and deadline is not None and time.perf_counter() >= deadline
+            # A fork bomb is stopped the moment the kernel refuses it a fork, or (without a
+            # cgroup) the sample counts more processes than allowed.
+            over_processes = not over_memory and max_processes is not None and (
+                monitor.last_count > max_processes or (group is not None and group.refused_forks() > 0))
+            timed_out = not (over_memory or over_processes) and deadline is not None and time.perf_counter() >= deadline
             # Ctrl-C reaches only the main thread; jobs in worker threads learn of it from `stop`.
-            interrupted = not (over_memory or timed_out) and stop is not None and stop.is_set()
-            if over_memory or timed_out or interrupted:
-                stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+            interrupted = not (over_memory or over_processes or timed_out) and stop is not None and stop.is_set()
+            if over_memory or over_processes or timed_out or interrupted:
+                _stop(pgid, monitor, group, waiter)
                 break
             waiter.done.wait(MONITOR_INTERVAL)
     except KeyboardInterrupt:
         interrupted = True
-        stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+        _stop(pgid, monitor, group, waiter)
     waiter.done.wait()
     wall = time.perf_counter() - started
     monitor.sample(scan=True)  # descendants still running: their memory and CPU so far
     # Popen must not try to reap the pid the waiter already reaped.
     proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
     leftovers = reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
+    if group is not None:
+        # Whatever the session and the marker missed (a daemon that cleared its environment and
+        # was started after the last sample) is still in the cgroup.
+        leftovers += group.kill_all(KILL_GRACE_SECONDS)
     for pump in pumps:
         pump.join(timeout=KILL_GRACE_SECONDS + 2)
 
@@ -169,6 +205,7 @@ def launch(
             sig = os.WTERMSIG(waiter.status)
         else:
             exit_code = os.WEXITSTATUS(waiter.status)
+    events = read_events(events_path)
     cpu = maxrss = None
     if waiter.rusage is not None:
         cpu = waiter.rusage.ru_utime + waiter.rusage.ru_stime + monitor.escaped_cpu_seconds
@@ -186,14 +223,32 @@ def launch(
         stdout_truncated=pumps[0].truncated,
         stderr_truncated=pumps[1].truncated,
         escaped_cpu_seconds=monitor.escaped_cpu_seconds,
-        events=read_events(events_path),
+        events=events,
         started=started,
         memory_series=monitor.series,
         leftovers=leftovers,
+        oom_kills=group.oom_kills() if group is not None else 0,
+        cgroup_peak_bytes=group.peak_bytes() if group is not None else None,
+        over_process_limit=over_processes,
+        refused_forks=group.refused_forks() if group is not None else 0,
+        # The kernel counts every fork; samples can miss short-lived processes.
+        peak_processes=max(monitor.peak_count, group.peak_processes() if group is not None else 0),
+        cgroup=group.label if group is not None and _joined(events) else None,
     )
     if interrupted:
         raise Interrupted(outcome)
     return outcome
+
+
+def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter) -> None:
+    stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+    if group is not None:
+        group.kill_all(KILL_GRACE_SECONDS)
+
+
+def _joined(events: list[dict[str, Any]]) -> bool:
+    start = next((e for e in events if e.get(ev.TYPE) == ev.START), None)
+    return bool(start and start.get("cgroup_joined"))
 
 
 class Interrupted(KeyboardInterrupt):

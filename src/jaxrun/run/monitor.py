@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Callable
 
 import psutil
 
@@ -27,16 +28,22 @@ class TreeMonitor:
     process's children, and every process that carries ``marker`` (an environment variable and
     value only this run's processes inherit): a grandchild that left the tree (double fork,
     ``setsid``) is still found, its memory counted and its CPU time kept (``escaped_cpu_seconds``;
-    the script's own rusage never includes it, as nobody in the tree waits for it).
+    the script's own rusage never includes it, as nobody in the tree waits for it). ``members``,
+    when given, lists the pids of the run's cgroup: found at every sample, whatever their
+    environment (run/cgroups.py).
     """
 
     method = "rss of the script's process + uss of each descendant, sampled"
 
-    def __init__(self, pid: int, marker: tuple[str, str] | None = None, *, record: bool = False) -> None:
+    def __init__(self, pid: int, marker: tuple[str, str] | None = None, *, record: bool = False,
+                 members: Callable[[], set[int]] | None = None) -> None:
         self.pid = pid
         self.marker = marker
+        self.members = members
         self.peak_rss_bytes = 0
         self.last_bytes = 0
+        self.last_count = 0  # live processes of the run at the last sample, the script's included
+        self.peak_count = 0
         self.samples = 0
         # (perf_counter, bytes) of every sample, when asked (profiling); halved past MAX_SERIES.
         self.series: list[tuple[float, int]] | None = [] if record else None
@@ -72,6 +79,8 @@ class TreeMonitor:
             tree = []
         if scan or self.samples % _MARKER_SCAN_EVERY == 0:
             tree += self._marked()
+        if self.members is not None:
+            tree += self._cgroup_members({p.pid for p in tree})
         for proc in tree:
             self._seen.setdefault(proc.pid, proc)
         in_tree = {self.pid, *(p.pid for p in tree)}
@@ -80,7 +89,10 @@ class TreeMonitor:
             total += self._root.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
-        for proc in self.descendants_alive():
+        alive = self.descendants_alive()
+        self.last_count = len(alive) + (1 if is_alive(self._root) else 0)
+        self.peak_count = max(self.peak_count, self.last_count)
+        for proc in alive:
             try:
                 total += proc.memory_full_info().uss
                 parent = proc.ppid()
@@ -97,6 +109,17 @@ class TreeMonitor:
             self.series.append((time.perf_counter(), total))
             if len(self.series) > MAX_SERIES:
                 del self.series[::2]
+
+    def _cgroup_members(self, known: set[int]) -> list[psutil.Process]:
+        found = []
+        for pid in self.members() if self.members is not None else ():
+            if pid == self.pid or pid in known or pid in self._seen:
+                continue
+            try:
+                found.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        return found
 
     @property
     def escaped_cpu_seconds(self) -> float:

@@ -148,6 +148,7 @@ def launch_attempt(
                 stop=stop,
                 record_memory=options.enable_profiling,
                 memory_limit=options.memory_limit,
+                max_processes=options.max_processes,
             )
         except Interrupted as stopped:
             outcome = stopped.outcome
@@ -165,6 +166,12 @@ def launch_attempt(
         memory_limit=options.memory_limit,
         over_memory_limit=outcome.over_memory_limit,
         peak_bytes=outcome.sampled_peak_rss_bytes,
+        oom_kills=outcome.oom_kills,
+        cgroup_peak_bytes=outcome.cgroup_peak_bytes,
+        max_processes=options.max_processes,
+        over_process_limit=outcome.over_process_limit,
+        refused_forks=outcome.refused_forks,
+        peak_processes=outcome.peak_processes,
     )
     return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None)
 
@@ -287,10 +294,17 @@ def _content_hash(job: Job) -> str | None:
         return None
 
 
-def _leftover_warning(outcome: LaunchOutcome | None) -> list[str]:
-    if outcome is None or not outcome.leftovers or outcome.timed_out or outcome.interrupted:
+def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
+    if outcome is None:
         return []
-    return [f"the script left {outcome.leftovers} process(es) running when it ended; jaxrun stopped them"]
+    found = []
+    stopped_by_jaxrun = outcome.timed_out or outcome.interrupted or outcome.over_memory_limit or outcome.over_process_limit
+    if outcome.leftovers and not stopped_by_jaxrun:
+        found.append(f"the script left {outcome.leftovers} process(es) running when it ended; jaxrun stopped them")
+    if outcome.oom_kills and not failed:
+        found.append(f"the kernel stopped {outcome.oom_kills} of the script's processes at the memory limit "
+                     "(the script itself went on)")
+    return found
 
 
 def _build_result(
@@ -345,8 +359,10 @@ def _build_result(
         cache_hits=cache_hits,
         cache_misses=cache_misses,
         compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
-        warnings=[*report.warnings, *recompile_warnings(report.compiles), *_leftover_warning(outcome)],
+        warnings=[*report.warnings, *recompile_warnings(report.compiles), *_process_warnings(outcome, failure is not None)],
         leftover_processes=outcome.leftovers if outcome else None,
+        peak_processes=outcome.peak_processes if outcome else None,
+        cgroup=outcome.cgroup if outcome else None,
         content_hash=_content_hash(job),
         options_key=options.key,
         output_files=_list_outputs(job.output_dir),

@@ -92,5 +92,5 @@ class MarkdownSink(BaseSink):
         step_summary = os.environ.get(GITHUB_STEP_SUMMARY)
         if step_summary:
             # GitHub gives each step its own file and shows them all; appending keeps other output.
-            with open(step_summary, "a", encoding="utf-8") as handle:
+            with open(step_summary, "a", encoding="utf-8", errors="backslashreplace") as handle:
                 handle.write(text + "\n")

@@ -45,7 +45,7 @@ class RunLogSink(BaseSink):
     def write(self, message: str) -> None:
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a", encoding="utf-8")
+            self._handle = open(self.path, "a", encoding="utf-8", errors="backslashreplace")
         self._handle.write(f"{now_iso()} {message}\n")
         self._handle.flush()
         logger.info(message)

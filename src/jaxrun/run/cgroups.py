@@ -1,0 +1,260 @@
+"""A kernel control group (cgroup) per script run, where jaxrun may create one.
+
+The probe moves itself into the group before the script starts (``probe/__main__.py``), and every
+process the script starts is born in it: a daemon that double-forks, calls ``setsid`` and clears
+its environment escapes the process group and the marker variable, but not its cgroup. So the
+group is the surest list of what the script left running. Where the controllers exist the kernel
+also enforces the limits: ``--memory-limit`` (``memory.limit_in_bytes`` / ``memory.max``; the OOM
+killer acts, and its kills are counted) and ``--max-processes`` (``pids.max``; refused forks are
+counted).
+
+Both cgroup versions are handled: v1 (one hierarchy per controller: ``pids``, ``memory``) and v2
+(one unified hierarchy; limits only where the parent delegates the controllers). Creating a group
+needs write access to jaxrun's own cgroup (root, or a delegated subtree): without it
+:func:`create` returns None and jaxrun tracks processes by session and marker alone, the limits
+then watched by sampling only (``result.cgroup`` is null).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..probe.channel import CGROUPS_ENV
+
+_PREFIX = "jaxrun-"
+# Set to 1 to never create cgroups (tracking by session and marker, limits by sampling only).
+DISABLE_ENV = "JAXRUN_NO_CGROUP"
+_counter = itertools.count(1)
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Controller (``"pids"``, ``"memory"``; ``""`` for v2) -> this process's cgroup path."""
+    found: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(","):
+                found[controller] = parts[2]
+    return found
+
+
+def _mounts() -> dict[str, tuple[Path, str]]:
+    """Controller (``""`` for v2) -> (mount point, hierarchy root mounted there)."""
+    found: dict[str, tuple[Path, str]] = {}
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        head, _, tail = line.partition(" - ")
+        fields, tail_fields = head.split(), tail.split()
+        if len(fields) < 5 or len(tail_fields) < 3:
+            continue
+        fstype, options = tail_fields[0], tail_fields[2].split(",")
+        root, mount_point = fields[3], Path(fields[4].replace("\\040", " "))
+        if fstype == "cgroup2":
+            found.setdefault("", (mount_point, root))
+        elif fstype == "cgroup":
+            for controller in ("pids", "memory"):
+                if controller in options:
+                    found.setdefault(controller, (mount_point, root))
+    return found
+
+
+def _own_dir(controller: str) -> Path | None:
+    """The folder of this process's cgroup in the hierarchy of ``controller``, if mounted."""
+    mount = _mounts().get(controller)
+    path = _own_cgroups().get(controller)
+    if mount is None or path is None:
+        return None
+    mount_point, root = mount
+    relative = os.path.relpath(path, root) if root != "/" else path.lstrip("/")
+    if relative.startswith(".."):
+        return None  # our group is outside what is mounted here (a container's view)
+    folder = mount_point / relative if relative != "." else mount_point
+    return folder if (folder / "cgroup.procs").exists() else None
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+        return True
+    except OSError:
+        return False
+
+
+def _read_int(path: Path, key: str | None = None) -> int:
+    """An integer file, or the value of ``key`` in a ``key value`` file; 0 when absent."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return 0
+    if key is None:
+        return int(text.strip()) if text.strip().isdigit() else 0
+    match = re.search(rf"^{re.escape(key)} (\d+)$", text, re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
+def _sweep(parent: Path) -> None:
+    """Remove empty groups left by jaxrun processes that died before cleaning up."""
+    try:
+        stale = [p for p in parent.glob(f"{_PREFIX}*") if p.is_dir()]
+    except OSError:
+        return
+    for folder in stale:
+        owner = folder.name[len(_PREFIX):].split("-")[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not Path(f"/proc/{owner}").exists():
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+@dataclass
+class ScriptCgroup:
+    """The groups of one run: ``dirs`` maps a controller (``"pids"``, ``"memory"``, ``""`` for v2)
+    to its folder. ``memory_enforced`` / ``processes_enforced``: the kernel holds that limit."""
+
+    dirs: dict[str, Path]
+    memory_enforced: bool = False
+    processes_enforced: bool = False
+    _removed: bool = field(default=False, repr=False)
+
+    @property
+    def label(self) -> str:
+        """What the result records: the group's folder (v2 or the v1 ``pids`` one first)."""
+        return str(next(iter(self.dirs.values())))
+
+    def env(self) -> dict[str, str]:
+        """The variable through which the probe finds the groups it must join."""
+        return {CGROUPS_ENV: os.pathsep.join(str(d) for d in self.dirs.values())}
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for folder in self.dirs.values():
+            try:
+                found.update(int(p) for p in (folder / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def oom_kills(self) -> int:
+        """Processes the kernel's OOM killer stopped for going over the memory limit."""
+        if "memory" in self.dirs:
+            return _read_int(self.dirs["memory"] / "memory.oom_control", "oom_kill")
+        if "" in self.dirs:
+            return _read_int(self.dirs[""] / "memory.events", "oom_kill")
+        return 0
+
+    def refused_forks(self) -> int:
+        """Forks the kernel refused at ``pids.max``."""
+        folder = self.dirs.get("pids", self.dirs.get(""))
+        return _read_int(folder / "pids.events", "max") if folder is not None else 0
+
+    def peak_processes(self) -> int:
+        """The most processes the group held at once, as the kernel counted (0: not kept)."""
+        folder = self.dirs.get("pids", self.dirs.get(""))
+        return _read_int(folder / "pids.peak") if folder is not None else 0
+
+    def peak_bytes(self) -> int | None:
+        """The kernel's peak charge of the group (page cache included), where it keeps one."""
+        if "memory" in self.dirs:
+            return _read_int(self.dirs["memory"] / "memory.max_usage_in_bytes") or None
+        if "" in self.dirs:
+            return _read_int(self.dirs[""] / "memory.peak") or None
+        return None
+
+    def kill_all(self, grace: float) -> int:
+        """SIGKILL everything still in the group until it is empty (a fork bomb is capped by
+        ``pids.max`` or outpaced by the rounds); return how many processes were killed."""
+        killed: set[int] = set()
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            members = self.pids()
+            if not members:
+                break
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.01)
+        return len(killed)
+
+    def remove(self) -> None:
+        """Delete the groups (empty by then; a last straggler is retried briefly)."""
+        if self._removed:
+            return
+        self._removed = True
+        for folder in self.dirs.values():
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)  # a killed process leaves the group a moment after its signal
+
+
+def create(memory_limit: int | None = None, max_processes: int | None = None) -> ScriptCgroup | None:
+    """New groups for one run under jaxrun's own, with the limits set; None where not allowed
+    (or turned off with ``JAXRUN_NO_CGROUP=1``)."""
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return None
+    name = f"{_PREFIX}{os.getpid()}-{next(_counter)}"
+    wanted = ["pids", "memory"] if memory_limit is not None else ["pids"]
+    dirs: dict[str, Path] = {}
+    for controller in wanted:
+        parent = _own_dir(controller)
+        if parent is not None and _make(parent, name):
+            dirs[controller] = parent / name
+    if "pids" not in dirs:
+        parent = _own_dir("")  # v2, or v1 without a pids hierarchy: track in the unified one
+        if parent is not None and _make(parent, name):
+            dirs[""] = parent / name
+    if not dirs:
+        return None
+    group = ScriptCgroup(dirs)
+    if memory_limit is not None:
+        group.memory_enforced = _limit_memory(group, memory_limit)
+    if max_processes is not None:
+        folder = dirs.get("pids", dirs.get(""))
+        group.processes_enforced = folder is not None and _write(folder / "pids.max", str(max_processes))
+    return group
+
+
+def _make(parent: Path, name: str) -> bool:
+    _sweep(parent)
+    try:
+        (parent / name).mkdir()
+        return True
+    except OSError:
+        return False
+
+
+def _limit_memory(group: ScriptCgroup, limit: int) -> bool:
+    if "memory" in group.dirs:
+        folder = group.dirs["memory"]
+        if not _write(folder / "memory.limit_in_bytes", str(limit)):
+            return False
+        # With swap, the limit above only moves pages to swap; hold memory + swap to it too.
+        _write(folder / "memory.memsw.limit_in_bytes", str(limit))
+        return True
+    if "" in group.dirs:
+        folder = group.dirs[""]
+        if _write(folder / "memory.max", str(limit)):
+            _write(folder / "memory.swap.max", "0")
+            return True
+    return False
