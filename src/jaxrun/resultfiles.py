@@ -6,6 +6,7 @@ Every write goes to a temporary file in the same folder and is moved into place 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -105,6 +106,22 @@ def read_model(path: Path, model: type[M]) -> M:
 
 def json_schema(name: str) -> dict[str, Any]:
     return schema_model(name).model_json_schema()
+
+
+# File names hold at most 255 bytes; a script's files add up to 34 (".<stem>_result.json.XXXXXXXX.tmp",
+# "<stem>.attempt10.stdout.log"), so a longer <name> is cut, and a hash of the whole keeps it unique.
+MAX_STEM_BYTES = 200
+
+
+def file_stem(name: str) -> str:
+    """``name`` as the stem of its files: itself, or when too long for a file name its first bytes
+    and ``~`` and 8 hex digits of its hash."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= MAX_STEM_BYTES:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:8]
+    head = raw[: MAX_STEM_BYTES - 9].decode("utf-8", "ignore")  # never half a character
+    return f"{head}~{digest}"
 
 
 def script_result_path(results_dir: Path, name: str) -> Path:

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import resultfiles
 from ..devices import resolve_device
 from ..discovery import search_jax_scripts, unique_names
 from ..errors import UsageError
@@ -78,7 +79,8 @@ def make_jobs(options: BatchOptions, scripts: list[tuple[Path, str]], devices: D
     pairs = [(script, name, device) for script, name in scripts for device in options.device]
     return [
         Job(
-            index=i, script=script, name=name, file_name=f"{name}@{device}" if several else name,
+            index=i, script=script, name=name,
+            file_name=resultfiles.file_stem(f"{name}@{device}" if several else name),
             device=device, platform=devices.platforms[device], results_dir=options.results_dir,
             expected_seconds=durations.get(str(script)),
         )

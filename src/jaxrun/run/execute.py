@@ -10,11 +10,13 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .. import resultfiles
 from ..benchmark import sample_from_result, script_benchmark, warm_summary
 from ..devices import get_jax_device_info
 from ..errors import ScriptFailedError, ScriptNotFoundError
 from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
 from ..options import DEFAULT_WARM_CALLS, RunOptions
+from ..probe.channel import valid_text
 from ..sinks import NO_SINK, Sink, Sinks
 from ..sinks.profiles import ProfileSink
 from ..sinks.run_log import seed_line
@@ -147,9 +149,9 @@ def execute_jax_script(
     if not script.is_file():
         raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file")
     script = script.resolve()
-    name = name or script.stem
+    name = valid_text(name or script.stem)
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
-    job = Job(index=0, script=script, name=name, file_name=name, device=run_options.device, platform=None,
+    job = Job(index=0, script=script, name=name, file_name=resultfiles.file_stem(name), device=run_options.device, platform=None,
               results_dir=base)
     sink: Sink = NO_SINK
     if results_dir is not None:
