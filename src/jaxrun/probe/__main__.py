@@ -122,10 +122,15 @@ def _join_cgroups() -> dict[str, object]:
     folders = [f for f in os.environ.pop(CGROUPS_ENV, "").split(os.pathsep) if f]
     if not folders:
         return {}
+    me = str(os.getpid())
     for folder in folders:
+        path = os.path.join(folder, "cgroup.procs")
         try:
-            with open(os.path.join(folder, "cgroup.procs"), "w", encoding="ascii") as procs:
-                procs.write(str(os.getpid()))
+            with open(path, encoding="ascii") as procs:
+                if me in procs.read().split():
+                    continue  # the parent moved it here already (run/cgroups.py: adopt)
+            with open(path, "w", encoding="ascii") as procs:
+                procs.write(me)
         except OSError as exc:
             return {"cgroup_joined": False, "cgroup_error": f"{folder}: {exc.strerror or exc}"}
     return {"cgroup_joined": True}

@@ -139,6 +139,13 @@ class ScriptCgroup:
         """The variable through which the probe finds the groups it must join."""
         return {CGROUPS_ENV: os.pathsep.join(str(d) for d in self.dirs.values())}
 
+    def adopt(self, pid: int) -> None:
+        """Move ``pid`` into the groups: done by the parent right after the launch, while the child
+        starts its interpreter (a move costs ~10 ms in the kernel); the probe checks, and joins
+        itself if this has not happened yet, before the script runs."""
+        for folder in self.dirs.values():
+            _write(folder / "cgroup.procs", str(pid))
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for folder in self.dirs.values():

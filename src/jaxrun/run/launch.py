@@ -151,6 +151,8 @@ def _launch(
         start_new_session=True,  # its own process group: one signal reaches the whole tree
     )
     pgid = proc.pid
+    if group is not None:
+        group.adopt(proc.pid)
     if cpu_affinity:
         # Set before the script starts its thread pools (JAX creates them at first use), so every
         # thread it makes inherits the share of cores its slot was given.
