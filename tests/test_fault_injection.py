@@ -53,13 +53,15 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", __file__
 print("exiting 0 with a daemon behind")
 """
 
-# Every process forks two children, 8 levels deep: 511 processes unless a limit holds it.
+# Every process forks two children, 8 levels deep (pausing {pause} s at each): 511 processes unless
+# a limit holds it.
 FORK_BOMB = """\
 import os, time
 if False:
     import jax
 depth = 0
 while depth < 8:
+    time.sleep({pause})
     forked = 0
     for _ in range(2):
         try:
@@ -94,9 +96,16 @@ CASES = {
         "subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "time.sleep(300)', __file__])\ntime.sleep(300)\n",
         "timeout", flags=("--timeout", "2"), message="time limit"),
-    "fork_bomb": Case(FORK_BOMB, "script_error", flags=("--max-processes", "20"), message="--max-processes 20"),
-    "fork_bomb_sampled_only": Case(FORK_BOMB, "script_error", flags=("--max-processes", "20"),
-                                   env={cgroups.DISABLE_ENV: "1"}, message="--max-processes 20"),
+    # Sampled every 0.05 s: stopped a level or two past the limit.
+    "fork_bomb": Case(FORK_BOMB.format(pause=0.03), "script_error", flags=("--max-processes", "20"),
+                      message="--max-processes 20"),
+    "fork_bomb_without_cgroups": Case(FORK_BOMB.format(pause=0.03), "script_error", flags=("--max-processes", "20"),
+                                      env={cgroups.DISABLE_ENV: "1"}, message="--max-processes 20"),
+    # JAX's threads are not processes: a jitted program with 40 threads of its own runs at --max-processes 1.
+    "threads_are_not_processes": Case(
+        "import threading, time\nimport jax, jax.numpy as jnp\nprint(jax.jit(lambda x: x * 2)(jnp.ones(3)))\n"
+        "workers = [threading.Thread(target=time.sleep, args=(0.5,)) for _ in range(40)]\n"
+        "[w.start() for w in workers]\n[w.join() for w in workers]\n", None, flags=("--max-processes", "1")),
     "memory_limit": Case(
         "import time\nimport numpy as np\nimport jax\nblocks = []\n"
         "for _ in range(60):\n    blocks.append(np.ones(25 * 2**20 // 8))\n    time.sleep(0.02)\n",
@@ -183,9 +192,9 @@ def _case_specific(name: str, result: dict, results: Path) -> None:
         assert b"err \xc3\x28" in Path(result["stderr_log"]).read_bytes()
     elif name == "sys_exit_zero_early":
         assert Path(result["stdout_log"]).read_text() == "done early\n"
-    elif name in ("fork_bomb", "fork_bomb_sampled_only"):
-        # Stopped near the limit, far from the 511 processes the bomb would make.
-        assert 20 <= result["peak_processes"] < 200, result["peak_processes"]
+    elif name in ("fork_bomb", "fork_bomb_without_cgroups"):
+        # Stopped a level or two past the limit, before the 511 processes the bomb would make.
+        assert 20 < result["peak_processes"] < 300, result["peak_processes"]
     elif name == "flood_of_output":
         log = Path(result["stdout_log"])
         assert result["stdout_truncated"] is True
@@ -215,7 +224,21 @@ def test_a_daemon_that_clears_its_environment_is_found_by_the_cgroup(tmp_path: P
     time.sleep(0.1)
     assert survivors(str(folder)) == []
     [result] = assert_valid_results(results)["script_results"]
-    assert result["leftover_processes"] == 1 and result["cgroup"] is not None
+    assert result["leftover_processes"] == 1 and result["cgroup"] is not None and result["kernel_limits"] == []
+
+
+@pytest.mark.skipif(not _can_make_cgroups(max_processes=1), reason="jaxrun cannot create cgroups on this machine")
+def test_a_fork_bomb_faster_than_a_sample_meets_the_kernels_backstop(tmp_path: Path) -> None:
+    folder = tmp_path / "bomb"
+    write(folder, "bomb.py", FORK_BOMB.format(pause=0))
+    results = tmp_path / "results"
+    done = jaxrun_run(folder, "--results-dir", results, "--device", "cpu", "--no-history", "--max-processes", "2")
+    assert done.returncode == 1, done.stderr
+    time.sleep(0.1)
+    assert survivors(str(folder)) == []
+    [result] = assert_valid_results(results)["script_results"]
+    assert result["error_class"] == "script_error" and "the kernel refused" in result["error_message"]
+    assert result["peak_processes"] <= 2 * cgroups.tasks_per_process()
 
 
 READ_OWN_LIMITS = """\
@@ -241,7 +264,8 @@ def test_the_kernel_holds_the_limits_the_script_runs_under(tmp_path: Path) -> No
                       "--memory-limit", "700MB", "--max-processes", "37")
     assert done.returncode == 0, done.stderr
     [result] = assert_valid_results(results)["script_results"]
-    assert result["results"] == {"memory_limit": 700 * 2**20, "pids_max": 37}
+    assert result["results"] == {"memory_limit": 700 * 2**20, "pids_max": 37 * cgroups.tasks_per_process()}
+    assert result["kernel_limits"] == ["memory", "processes"]
 
 
 def test_a_script_whose_name_is_not_utf8_is_run_and_reported(tmp_path: Path) -> None:

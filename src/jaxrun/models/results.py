@@ -122,6 +122,10 @@ class ScriptResult(MappingModel):
         "tracked; --memory-limit and --max-processes held by the kernel); null where jaxrun could "
         "not create one (then limits are watched by sampling)"
     )
+    kernel_limits: list[str] | None = Field(
+        None, description="The limits the kernel held through the cgroup: \"memory\" (--memory-limit), "
+        "\"processes\" (--max-processes); the others were watched by sampling only. Null without a cgroup"
+    )
     output_files: list[str] = []
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
     stdout_log: str | None = None

@@ -5,8 +5,10 @@ process the script starts is born in it: a daemon that double-forks, calls ``set
 its environment escapes the process group and the marker variable, but not its cgroup. So the
 group is the surest list of what the script left running. Where the controllers exist the kernel
 also enforces the limits: ``--memory-limit`` (``memory.limit_in_bytes`` / ``memory.max``; the OOM
-killer acts, and its kills are counted) and ``--max-processes`` (``pids.max``; refused forks are
-counted).
+killer acts, and its kills are counted) and a backstop for ``--max-processes``: ``pids.max`` counts
+threads as well as processes (a JAX process runs a dozen threads on 2 cores, hundreds on a big
+machine), so the kernel holds ``max_processes`` x :func:`tasks_per_process` tasks, which stops a
+fork bomb between two samples, while the exact process count is jaxrun's sampled watch.
 
 Both cgroup versions are handled: v1 (one hierarchy per controller: ``pids``, ``memory``) and v2
 (one unified hierarchy; limits only where the parent delegates the controllers). Creating a group
@@ -31,6 +33,11 @@ _PREFIX = "jaxrun-"
 # Set to 1 to never create cgroups (tracking by session and marker, limits by sampling only).
 DISABLE_ENV = "JAXRUN_NO_CGROUP"
 _counter = itertools.count(1)
+
+
+def tasks_per_process() -> int:
+    """Threads allowed per process under ``--max-processes`` (XLA sizes its pools by the cores)."""
+    return 4 * (os.cpu_count() or 1) + 64
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -131,6 +138,11 @@ class ScriptCgroup:
     _removed: bool = field(default=False, repr=False)
 
     @property
+    def kernel_limits(self) -> list[str]:
+        """The limits the kernel holds for this run: ``"memory"``, ``"processes"``."""
+        return [name for name, held in (("memory", self.memory_enforced), ("processes", self.processes_enforced)) if held]
+
+    @property
     def label(self) -> str:
         """What the result records: the group's folder (v2 or the v1 ``pids`` one first)."""
         return str(next(iter(self.dirs.values())))
@@ -164,14 +176,9 @@ class ScriptCgroup:
         return 0
 
     def refused_forks(self) -> int:
-        """Forks the kernel refused at ``pids.max``."""
+        """Forks (or new threads) the kernel refused at ``pids.max``."""
         folder = self.dirs.get("pids", self.dirs.get(""))
         return _read_int(folder / "pids.events", "max") if folder is not None else 0
-
-    def peak_processes(self) -> int:
-        """The most processes the group held at once, as the kernel counted (0: not kept)."""
-        folder = self.dirs.get("pids", self.dirs.get(""))
-        return _read_int(folder / "pids.peak") if folder is not None else 0
 
     def peak_bytes(self) -> int | None:
         """The kernel's peak charge of the group (page cache included), where it keeps one."""
@@ -238,7 +245,8 @@ def create(memory_limit: int | None = None, max_processes: int | None = None) ->
         group.memory_enforced = _limit_memory(group, memory_limit)
     if max_processes is not None:
         folder = dirs.get("pids", dirs.get(""))
-        group.processes_enforced = folder is not None and _write(folder / "pids.max", str(max_processes))
+        group.processes_enforced = folder is not None and _write(
+            folder / "pids.max", str(max_processes * tasks_per_process()))
     return group
 
 

@@ -164,7 +164,7 @@ def classify(
         return _final("out_of_memory", message, "the script's processes used more host memory than "
                       "--memory-limit allows: raise the limit or make the script use less")
     if max_processes is not None and over_process_limit:
-        refused = f"; the kernel refused {refused_forks} fork(s)" if refused_forks else ""
+        refused = f"; the kernel refused {refused_forks} fork(s) or thread(s)" if refused_forks else ""
         return _final(
             "script_error",
             f"stopped for starting more processes than --max-processes {max_processes} allows "

@@ -50,8 +50,9 @@ class LaunchOutcome:
     cgroup_peak_bytes: int | None = None  # the kernel's peak charge of the cgroup (page cache included)
     over_process_limit: bool = False  # stopped by jaxrun for going over --max-processes
     refused_forks: int = 0  # forks the kernel refused at the cgroup's pids.max
-    peak_processes: int = 0  # most processes of the run alive at once (sampled, or the cgroup's count)
+    peak_processes: int = 0  # most processes of the run alive at one sample
     cgroup: str | None = None  # the cgroup the script ran in, when jaxrun could make one
+    kernel_limits: list[str] | None = None  # the limits its cgroup held ("memory", "processes")
 
 
 class _LogPump(threading.Thread):
@@ -173,8 +174,8 @@ def _launch(
         while not waiter.done.is_set():
             monitor.sample()
             over_memory = memory_limit is not None and monitor.last_bytes > memory_limit
-            # A fork bomb is stopped the moment the kernel refuses it a fork, or (without a
-            # cgroup) the sample counts more processes than allowed.
+            # A fork bomb is stopped when a sample counts more processes than allowed, or the
+            # kernel refused a fork at the cgroup's backstop (faster than a sample).
             over_processes = not over_memory and max_processes is not None and (
                 monitor.last_count > max_processes or (group is not None and group.refused_forks() > 0))
             timed_out = not (over_memory or over_processes) and deadline is not None and time.perf_counter() >= deadline
@@ -233,9 +234,9 @@ def _launch(
         cgroup_peak_bytes=group.peak_bytes() if group is not None else None,
         over_process_limit=over_processes,
         refused_forks=group.refused_forks() if group is not None else 0,
-        # The kernel counts every fork; samples can miss short-lived processes.
-        peak_processes=max(monitor.peak_count, group.peak_processes() if group is not None else 0),
+        peak_processes=monitor.peak_count,
         cgroup=group.label if group is not None and _joined(events) else None,
+        kernel_limits=group.kernel_limits if group is not None and _joined(events) else None,
     )
     if interrupted:
         raise Interrupted(outcome)

@@ -363,6 +363,7 @@ def _build_result(
         leftover_processes=outcome.leftovers if outcome else None,
         peak_processes=outcome.peak_processes if outcome else None,
         cgroup=outcome.cgroup if outcome else None,
+        kernel_limits=outcome.kernel_limits if outcome else None,
         content_hash=_content_hash(job),
         options_key=options.key,
         output_files=_list_outputs(job.output_dir),
