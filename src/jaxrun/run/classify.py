@@ -160,7 +160,7 @@ def classify(
         charged = f"{cgroup_peak_bytes / MB:.0f} MB" if cgroup_peak_bytes else "unknown"
         message = (f"stopped at {peak}: over the memory limit of {limit}" if over_memory_limit else
                    f"the kernel stopped {oom_kills} process(es) at the memory limit of {limit} (its peak "
-                   f"charge {charged}, page cache included; the last samples' peak {peak})")
+                   f"charge {charged}, page cache included; jaxrun's samples peaked at {peak})")
         return _final("out_of_memory", message, "the script's processes used more host memory than "
                       "--memory-limit allows: raise the limit or make the script use less")
     if max_processes is not None and over_process_limit:
