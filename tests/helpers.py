@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -58,3 +60,51 @@ _SIGINT_SHIM = (
 def jaxrun_command_with_sigint(*args: str) -> list[str]:
     """``python -m jaxrun ARGS`` that Ctrl-C (SIGINT) can interrupt."""
     return [sys.executable, "-c", _SIGINT_SHIM, *args]
+
+
+def start_batch(tmp_path: Path, running: str, *extra: str) -> tuple[subprocess.Popen, list[str]]:
+    """`jaxrun run tmp_path/s` in the background, returned once script ``running`` has started."""
+    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
+               "--results-dir", str(tmp_path / "r"), "--no-history", *extra]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "r" / "logs" / f"{running}.stdout.log"
+    deadline = time.monotonic() + 120
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc, command
+
+
+RECORDS = "import time, sys\nimport jax, jaxrun\ntime.sleep({seconds})\njaxrun.record(value={value})\n"
+
+
+def interrupt_and_resume(tmp_path: Path, sig: int, *extra: str) -> None:
+    """Stop a batch of three while its second script runs, then `--resume` it: the folder must end
+    as one uninterrupted run leaves it (``extra``: more flags, such as a backend)."""
+    for name, seconds, value in (("a_first", 0.2, 1), ("b_slow", 30, 2), ("c_last", 0.2, 3)):
+        write(tmp_path / "s", f"{name}.py", RECORDS.format(seconds=seconds, value=value))
+    proc, command = start_batch(tmp_path, "b_slow", *extra)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=60) == 130, proc.communicate()
+    first = load(tmp_path / "r" / "script_results" / "a_first_result.json")
+    assert first["success"]
+    # b_slow can finish now: the resumed run keeps a_first and runs the other two.
+    write(tmp_path / "s", "b_slow.py", RECORDS.format(seconds=0.2, value=2))
+    resumed = subprocess.run([*command, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    rows = {r["script_name"]: r for r in doc["script_results"]}
+    assert list(rows) == ["a_first", "b_slow", "c_last"] and doc["metadata"]["complete"]
+    assert all(r["success"] for r in rows.values()) and [r["results"]["value"] for r in rows.values()] == [1, 2, 3]
+    assert rows["a_first"]["started_at"] == first["started_at"]  # kept, not run again
+    assert rows["b_slow"]["started_at"] > first["finished_at"]
+    # The same files as one uninterrupted run: one result, one pair of logs per script.
+    assert sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir()) == [
+        "a_first_result.json", "b_slow_result.json", "c_last_result.json"]
+    assert sorted(p.name for p in (tmp_path / "r" / "logs").iterdir()) == sorted(
+        f"{n}.{s}.log" for n in rows for s in ("stdout", "stderr"))
+    # Changed content is run again.
+    write(tmp_path / "s", "a_first.py", RECORDS.format(seconds=0.2, value=10))
+    again = subprocess.run([*command, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    assert [r["results"]["value"] for r in doc["script_results"]] == [10, 2, 3]

@@ -18,7 +18,7 @@ from jaxrun import execute_jax_script, resultfiles, run_jax_scripts
 from jaxrun.errors import UsageError
 from jaxrun.run import cgroups
 
-from helpers import write
+from helpers import interrupt_and_resume, start_batch, write
 
 SLOW = "import time\nimport jax\ntime.sleep(4)\n"
 QUICK = "import jax\nprint('quick')\n"
@@ -134,24 +134,12 @@ def test_a_bad_memory_limit_is_a_usage_error(tmp_path: Path, value: str) -> None
         execute_jax_script(write(tmp_path / "s", "quick.py", QUICK), memory_limit=value)
 
 
-def _start_batch(tmp_path: Path, running: str, *extra: str) -> tuple[subprocess.Popen, list[str]]:
-    """`jaxrun run tmp_path/s` in the background, returned once script ``running`` has started."""
-    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
-               "--results-dir", str(tmp_path / "r"), "--no-history", *extra]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = tmp_path / "r" / "logs" / f"{running}.stdout.log"
-    deadline = time.monotonic() + 120
-    while not log.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return proc, command
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: int) -> None:
     """The first script is running when the signal comes; the other two never start."""
     for name in ("a_slow", "b_next", "c_last"):
         write(tmp_path / "s", f"{name}.py", "import time\nimport jax\ntime.sleep(30)\n")
-    proc, _ = _start_batch(tmp_path, "a_slow")
+    proc, _ = start_batch(tmp_path, "a_slow")
     time.sleep(1.0)  # the probe is running the script
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -167,39 +155,9 @@ def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: i
         assert json.loads(resultfiles.script_result_path(tmp_path / "r", name).read_text())["error_class"] == "interrupted"
 
 
-RECORDS = "import time, sys\nimport jax, jaxrun\ntime.sleep({seconds})\njaxrun.record(value={value})\n"
-
-
-@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.slow)])
-def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path, backend: str) -> None:
-    for name, seconds, value in (("a_first", 0.2, 1), ("b_slow", 30, 2), ("c_last", 0.2, 3)):
-        write(tmp_path / "s", f"{name}.py", RECORDS.format(seconds=seconds, value=value))
-    proc, command = _start_batch(tmp_path, "b_slow", "--backend", backend)
-    proc.send_signal(signal.SIGINT if backend == "local" else signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130, proc.communicate()
-    first = json.loads((tmp_path / "r" / "script_results" / "a_first_result.json").read_text())
-    assert first["success"]
-    # b_slow can finish now: the resumed run keeps a_first and runs the other two.
-    write(tmp_path / "s", "b_slow.py", RECORDS.format(seconds=0.2, value=2))
-    resumed = subprocess.run([*command, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
-    rows = {r["script_name"]: r for r in doc["script_results"]}
-    assert list(rows) == ["a_first", "b_slow", "c_last"] and doc["metadata"]["complete"]
-    assert all(r["success"] for r in rows.values()) and [r["results"]["value"] for r in rows.values()] == [1, 2, 3]
-    assert rows["a_first"]["started_at"] == first["started_at"]  # kept, not run again
-    assert rows["b_slow"]["started_at"] > first["finished_at"]
-    # The same files as one uninterrupted run: one result, one pair of logs per script.
-    assert sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir()) == [
-        "a_first_result.json", "b_slow_result.json", "c_last_result.json"]
-    assert sorted(p.name for p in (tmp_path / "r" / "logs").iterdir()) == sorted(
-        f"{n}.{s}.log" for n in rows for s in ("stdout", "stderr"))
-    # Changed content is run again.
-    write(tmp_path / "s", "a_first.py", RECORDS.format(seconds=0.2, value=10))
-    again = subprocess.run([*command, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0, again.stderr
-    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
-    assert [r["results"]["value"] for r in doc["script_results"]] == [10, 2, 3]
+def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path) -> None:
+    # tests/test_ray_backend.py runs the same on the Ray backend.
+    interrupt_and_resume(tmp_path, signal.SIGINT)
 
 
 WRITER = """\

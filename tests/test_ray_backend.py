@@ -9,13 +9,14 @@ subprocess (jaxrun's own ``ray.init``).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import load, run_batch as batch, write
+from helpers import interrupt_and_resume, load, run_batch as batch, write
 
 ray = pytest.importorskip("ray")
 
@@ -198,3 +199,11 @@ def test_ray_runs_the_examples_like_a_local_batch(local_ray, tmp_path: Path) -> 
     assert_same_result_files(tmp_path / "local", tmp_path / "ray")
     for lr, rr in zip(local.script_results, on_ray.script_results):
         assert set(rr.results) == set(lr.results)
+
+
+@pytest.mark.slow
+def test_an_interrupted_ray_batch_resumes_like_one_uninterrupted_run(local_ray, tmp_path: Path) -> None:
+    """SIGTERM stops the Ray batch (exit 130, the running task's script stopped), and --resume
+    finishes it; the CLI joins this module's Ray rather than starting its own."""
+    interrupt_and_resume(tmp_path, signal.SIGTERM, "--backend", "ray",
+                         "--ray-address", local_ray.get_runtime_context().gcs_address)

@@ -7,8 +7,8 @@ group is the surest list of what the script left running. Where the controllers 
 also enforces the limits: ``--memory-limit`` (``memory.limit_in_bytes`` / ``memory.max``; the OOM
 killer acts, and its kills are counted) and a backstop for ``--max-processes``: ``pids.max`` counts
 threads as well as processes (a JAX process runs a dozen threads on 2 cores, hundreds on a big
-machine), so the kernel holds ``max_processes`` x :func:`tasks_per_process` tasks, which stops a
-fork bomb between two samples, while the exact process count is jaxrun's sampled watch.
+machine), so the kernel holds ``max_processes`` x :func:`tasks_per_process` tasks, which caps how far a fork
+bomb gets between two samples, while the exact process count is jaxrun's sampled watch.
 
 Both cgroup versions are handled: v1 (one hierarchy per controller: ``pids``, ``memory``) and v2
 (one unified hierarchy; limits only where the parent delegates the controllers). Creating a group

@@ -174,10 +174,9 @@ def _launch(
         while not waiter.done.is_set():
             monitor.sample()
             over_memory = memory_limit is not None and monitor.last_bytes > memory_limit
-            # A fork bomb is stopped when a sample counts more processes than allowed, or the
-            # kernel refused a fork at the cgroup's backstop (faster than a sample).
-            over_processes = not over_memory and max_processes is not None and (
-                monitor.last_count > max_processes or (group is not None and group.refused_forks() > 0))
+            # A sample counting more processes than allowed stops the tree; the cgroup's backstop
+            # (run/cgroups.py) only caps how far a bomb gets between two samples.
+            over_processes = not over_memory and max_processes is not None and monitor.last_count > max_processes
             timed_out = not (over_memory or over_processes) and deadline is not None and time.perf_counter() >= deadline
             # Ctrl-C reaches only the main thread; jobs in worker threads learn of it from `stop`.
             interrupted = not (over_memory or over_processes or timed_out) and stop is not None and stop.is_set()
