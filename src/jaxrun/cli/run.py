@@ -11,7 +11,6 @@ import typer
 
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, err, fail_usage, out
-from .tables import fmt
 
 # CLI parameters whose option has another name or value: (option name, value from the flag).
 # A value of None means the flag sets nothing.
@@ -23,6 +22,8 @@ _RENAMED = {
     "profile": ("enable_profiling", lambda v: v),
 }
 _NEGATIONS = ("no_compile_cache", "no_history")
+# Flags that shape what the CLI prints, not the batch: never options.
+_DISPLAY_ONLY = ("quiet", "json_output")
 
 
 def run(
@@ -60,6 +61,8 @@ def run(
     no_history: bool = typer.Option(False, "--no-history", help="Do not store benchmarks in the history."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each attempt."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view: one plain line per script event, then the summary."),
+    json_output: bool = typer.Option(False, "--json", help="Print the batch result (as in jax_execution_results.json) on stdout and nothing else there."),
 ) -> None:
     """Run every JAX script under PATHS, each in its own process, and write the results folder.
 
@@ -68,14 +71,15 @@ def run(
     """
     from ..batch.run import run_batch
     from ..options import BatchOptions
-    from ..sinks.callbacks import CallbackSink
+    from ..resultfiles import dump_model
+    from .progress import LineProgress, LiveProgress
 
     given: dict[str, Any] = {}
     sources: dict[str, Any] = {}
     # ctx.params is in click's processing order (command line first, then environment): the
     # switches that turn something off (--no-history, --no-compile-cache) are applied after
     # everything else, so they win over --history / $JAXRUN_HISTORY and --compile-cache.
-    for param in sorted(ctx.params, key=lambda p: p in _NEGATIONS):
+    for param in sorted((p for p in ctx.params if p not in _DISPLAY_ONLY), key=lambda p: p in _NEGATIONS):
         # By name: typer >= 0.29 carries its own copy of click, with its own ParameterSource enum.
         source = getattr(ctx.get_parameter_source(param), "name", None)
         if source in ("DEFAULT", "DEFAULT_MAP", None):
@@ -94,21 +98,14 @@ def run(
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
 
-    def on_start(index: int, total: int, name: str) -> None:
-        err.print(f"[{index}/{total}] {name} ...", markup=False)
-
-    def on_result(index: int, total: int, result) -> None:  # type: ignore[no-untyped-def]
-        if result.success:
-            err.print(f"  [green]ok[/green] {result.device_used}, {fmt(result.execution_time)} s")
-        else:
-            err.print(f"  [red]{result.error_class}[/red]: ", end="")
-            err.print(result.error_message or "", markup=False)
-
+    # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
+    live = err.is_terminal and not (quiet or json_output or verbose)
+    view = LiveProgress(err, slots=options.jobs) if live else LineProgress(err)
     # SIGTERM (a scheduler, `kill`) stops the batch as Ctrl-C does: running scripts stopped,
     # unfinished ones marked interrupted, valid files, exit 130.
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        batch = run_batch(options, sinks=[CallbackSink(None if verbose else on_start, on_result)])
+        batch = run_batch(options, sinks=[view])
     except KeyboardInterrupt:
         err.print(f"jaxrun: interrupted; partial results are in {options.results_dir}", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -116,6 +113,12 @@ def run(
         raise fail_usage(str(exc)) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if isinstance(view, LiveProgress):
+            view.stop()
+    if json_output:
+        out.file.write(dump_model(batch))
+        out.file.flush()
+        raise typer.Exit(_exit_status(batch))
     raise typer.Exit(_report_run(batch))
 
 
@@ -133,6 +136,7 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
     from .tables import benchmark_table, speedup_table, summary_table, warm_table
 
     out.print(summary_table(batch.script_results))
+    _slowest_and_failed(batch.script_results)
     for result in batch.script_results:
         _warn(result.script_name, result.warnings)
     bench = batch.benchmarking
@@ -148,9 +152,7 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
         out.print(warm_table(warm_rows))
     if bench.device_comparison:
         out.print(speedup_table(bench.device_comparison))
-    regressions = [
-        b.script_name for b in bench.benchmarks if b.history_check is not None and b.history_check.regression
-    ]
+    regressions = _regressions(batch)
     meta = batch.metadata
     _warn("discovery", [f"skipped {path} (could not be read)" for path in meta.unreadable_paths])
     out.print(
@@ -159,4 +161,26 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
     )
     if regressions:
         err.print(f"jaxrun: regression against history: {', '.join(regressions)}", markup=False)
-    return EXIT_OK if batch.success and not regressions else EXIT_FAILED
+    return _exit_status(batch)
+
+
+def _slowest_and_failed(results) -> None:  # type: ignore[no-untyped-def]
+    """Under the table: where the time went (the slowest scripts) and what failed, with its hint."""
+    timed = sorted((r for r in results if r.execution_time is not None), key=lambda r: -r.execution_time)
+    if len(timed) > 1:
+        out.print("slowest: " + ", ".join(f"{r.script_name} {r.execution_time:.2f} s" for r in timed[:3]),
+                  markup=False, soft_wrap=True)
+    for r in results:
+        if not r.success:
+            out.print(f"failed: {r.script_name}: {r.error_class}: {r.error_message or ''}", markup=False, soft_wrap=True)
+            if r.hint:
+                out.print(f"  hint: {r.hint}", markup=False, soft_wrap=True)
+
+
+def _regressions(batch) -> list[str]:  # type: ignore[no-untyped-def]
+    return [b.script_name for b in batch.benchmarking.benchmarks
+            if b.history_check is not None and b.history_check.regression]
+
+
+def _exit_status(batch) -> int:  # type: ignore[no-untyped-def]
+    return EXIT_OK if batch.success and not _regressions(batch) else EXIT_FAILED

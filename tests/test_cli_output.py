@@ -1,0 +1,108 @@
+"""What `jaxrun run` prints: a live view in a terminal (checked under a real pty), plain lines
+otherwise, `--quiet`, and `--json` (the results file on stdout, nothing else there)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from jaxrun.cli.progress import LiveProgress
+from jaxrun.run.job import Job
+
+from helpers import write
+
+SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\nprint('done')\n"
+FAILS = "if False:\n    import jax\nraise ValueError('on purpose')\n"
+HIDE_CURSOR = "\x1b[?25l"  # what rich's Live writes when it takes over the terminal
+
+
+def _folder(tmp_path: Path) -> Path:
+    write(tmp_path / "s", "a_sleeps.py", SLEEPS.format(seconds=1.5))
+    write(tmp_path / "s", "b_fails.py", FAILS)
+    return tmp_path / "s"
+
+
+def _under_pty(*args: object, cwd: Path) -> tuple[int, str]:
+    """Run `jaxrun ARGS` with its stdout and stderr on a pseudo-terminal; return status and output."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    proc = subprocess.Popen([sys.executable, "-m", "jaxrun", *map(str, args)], cwd=cwd, stdin=slave,
+                            stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return proc.wait(timeout=120), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_a_terminal_gets_the_live_view_then_the_summary(tmp_path: Path) -> None:
+    status, output = _under_pty("run", _folder(tmp_path), "--results-dir", tmp_path / "r", "--no-history",
+                                "--device", "cpu", cwd=tmp_path)
+    assert status == 1, output
+    assert HIDE_CURSOR in output  # the live view ran
+    assert "a_sleeps" in output and "━" in output and "ETA" in output  # a running script, the bar
+    assert "b_fails: script_error: ValueError: on purpose" in output
+    assert "jaxrun results" in output and "failed: b_fails: script_error" in output
+    assert "hint:" in output
+
+
+def test_quiet_in_a_terminal_is_plain_lines(tmp_path: Path) -> None:
+    status, output = _under_pty("run", _folder(tmp_path), "--results-dir", tmp_path / "r", "--no-history",
+                                "--device", "cpu", "--quiet", cwd=tmp_path)
+    assert status == 1
+    assert HIDE_CURSOR not in output
+    assert "[1/2] a_sleeps ..." in output and "  a_sleeps: ok cpu" in output
+
+
+def test_not_a_terminal_gets_plain_lines_without_escape_codes(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(_folder(tmp_path)), "--results-dir",
+                           str(tmp_path / "r"), "--no-history", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[:2] == ["[1/2] a_sleeps ...", lines[1]] and lines[1].startswith("  a_sleeps: ok cpu, ")
+    assert "[2/2] b_fails ..." in lines and "  b_fails: script_error: ValueError: on purpose" in lines
+    assert "\x1b[" not in done.stdout + done.stderr
+    assert "slowest: a_sleeps " in done.stdout
+
+
+def test_json_prints_the_results_file_and_nothing_else_on_stdout(tmp_path: Path) -> None:
+    results = tmp_path / "r"
+    done = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(_folder(tmp_path)), "--results-dir",
+                           str(results), "--no-history", "--device", "cpu", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == (results / "jax_execution_results.json").read_text(encoding="utf-8")
+    doc = json.loads(done.stdout)
+    assert [(r["script_name"], r["success"]) for r in doc["script_results"]] == [("a_sleeps", True), ("b_fails", False)]
+    assert "[1/2] a_sleeps ..." in done.stderr  # the progress went to stderr
+
+
+def _job(index: int, expected: float | None) -> Job:
+    return Job(index=index, script=Path(f"/s/{index}.py"), name=str(index), file_name=str(index), device="cpu",
+               platform="cpu", results_dir=Path("/r"), expected_seconds=expected)
+
+
+def test_the_eta_adds_up_the_history_and_is_unknown_without_it() -> None:
+    console = Console(file=io.StringIO(), force_terminal=False)
+    view = LiveProgress(console, slots=2)
+    view._expected = {0: 30.0, 1: 50.0}  # noqa: SLF001 - set as on_begin would, without starting Live
+    assert view._eta() == "40 s"  # 80 s of scripts on 2 slots
+    view._expected[2] = None
+    assert view._eta() == "-"  # a script with no history, and none finished yet to go by
+    view._finished_seconds.append(10.0)
+    assert view._eta() == "45 s"  # the unknown one counts as the mean of the finished: (30+50+10)/2
