@@ -34,7 +34,7 @@ _EXPECTED = f"expected {resultfiles.BENCHMARK_RESULTS} or {resultfiles.EXECUTION
 
 
 @dataclass
-class _Entry:
+class ScriptSamples:
     samples: dict[str, list[float]]  # per metric
     device_used: str | None
     benchmarked: bool
@@ -43,7 +43,7 @@ class _Entry:
 @dataclass
 class _Loaded:
     label: str
-    entries: dict[Key, _Entry]
+    entries: dict[Key, ScriptSamples]
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -68,16 +68,18 @@ def _single_value(result: ScriptResult, metric: str) -> float | None:
     return result.memory_peak
 
 
-def _benchmark_entry(bench: ScriptBenchmark, metrics: tuple[str, ...]) -> _Entry:
-    return _Entry({m: metric_values(bench.samples, m) for m in metrics}, bench.device_used, True)
+def _benchmark_entry(bench: ScriptBenchmark, metrics: tuple[str, ...]) -> ScriptSamples:
+    return ScriptSamples({m: metric_values(bench.samples, m) for m in metrics}, bench.device_used, True)
 
 
 def _benchmarks(model: BenchmarkResults | BatchResult) -> list[ScriptBenchmark]:
     return model.benchmarks if isinstance(model, BenchmarkResults) else model.benchmarking.benchmarks
 
 
-def _entries(model: BenchmarkResults | BatchResult, metrics: tuple[str, ...]) -> dict[Key, _Entry]:
-    entries: dict[Key, _Entry] = {}
+def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ...]) -> dict[Key, ScriptSamples]:
+    """Per ``(script_name, device_requested)``: the counted samples of each metric (a benchmark's
+    runs, or a plain run's one value), as compare and the exports read them."""
+    entries: dict[Key, ScriptSamples] = {}
     for bench in _benchmarks(model):
         entries[(bench.script_name, bench.device_requested)] = _benchmark_entry(bench, metrics)
     if isinstance(model, BatchResult):
@@ -89,7 +91,7 @@ def _entries(model: BenchmarkResults | BatchResult, metrics: tuple[str, ...]) ->
                 continue
             values = {m: _single_value(result, m) if result.success else None for m in metrics}
             samples = {m: [] if v is None else [float(v)] for m, v in values.items()}
-            entries[key] = _Entry(samples, result.device_used, False)
+            entries[key] = ScriptSamples(samples, result.device_used, False)
     return entries
 
 
@@ -119,7 +121,7 @@ def _read_json(path: Path) -> BenchmarkResults | BatchResult:
 
 def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
     if isinstance(source, (BenchmarkResults, BatchResult)):
-        return _Loaded(f"<{type(source).__name__}>", _entries(source, metrics))
+        return _Loaded(f"<{type(source).__name__}>", script_samples(source, metrics))
     if not isinstance(source, (str, os.PathLike)):
         raise UsageError(
             f"cannot compare {type(source).__name__} {source!r}: pass a results folder, a results "
@@ -131,16 +133,16 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
         if bench_file.is_file():
             model = _read_json(bench_file)
             if _benchmarks(model) or not batch_file.is_file():
-                return _Loaded(str(source), _entries(model, metrics))
+                return _Loaded(str(source), script_samples(model, metrics))
         if batch_file.is_file():
-            return _Loaded(str(source), _entries(_read_json(batch_file), metrics))
+            return _Loaded(str(source), script_samples(_read_json(batch_file), metrics))
         raise UsageError(f"{str(source)!r} is not a jaxrun results folder or results JSON: {_EXPECTED} in it")
     if not path.exists():
         raise UsageError(
             f"{str(source)!r} does not exist: expected a jaxrun results folder or results JSON "
             f"({resultfiles.BENCHMARK_RESULTS} or {resultfiles.EXECUTION_RESULTS})"
         )
-    return _Loaded(str(source), _entries(_read_json(path), metrics))
+    return _Loaded(str(source), script_samples(_read_json(path), metrics))
 
 
 def load_samples(path: Source, metric: str = "wall_time") -> dict[Key, list[float]]:
@@ -173,7 +175,7 @@ def parse_effect(text: str) -> float:
 # --- comparing ----------------------------------------------------------------------------------
 
 
-def _pair(base: dict[Key, _Entry], new: dict[Key, _Entry]) -> tuple[list[tuple[Key, Key]], list[Key], list[Key]]:
+def _pair(base: dict[Key, ScriptSamples], new: dict[Key, ScriptSamples]) -> tuple[list[tuple[Key, Key]], list[Key], list[Key]]:
     """Match scripts by (name, requested device); a name left with one device per side still pairs."""
     pairs = [(key, key) for key in base if key in new]
     rest_base = [k for k in base if k not in new]

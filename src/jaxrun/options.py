@@ -222,6 +222,8 @@ class BatchOptions(_Options):
     # database), False (none) or a path.
     history: Optional[Path] = None
     markdown: Optional[Path] = None
+    export_json: Optional[Path] = None  # run summary with every raw sample (hyperfine's names)
+    export_csv: Optional[Path] = None  # one row per script
     resume: bool = False  # continue the batch in results_dir: keep what finished there
     run: RunOptions = Field(default_factory=RunOptions)
 
@@ -296,7 +298,7 @@ class BatchOptions(_Options):
     def _history(cls, value: Any) -> Path | None:
         return history_path(value)
 
-    @field_validator("markdown", mode="before")
+    @field_validator("markdown", "export_json", "export_csv", mode="before")
     @classmethod
     def _markdown(cls, value: Any) -> Path | None:
         return None if value is None else Path(value).expanduser().resolve()

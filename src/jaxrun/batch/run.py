@@ -29,6 +29,7 @@ from ..sinks import Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.callbacks import CallbackSink, OnResult, OnStart
 from ..sinks.history import HistorySink
+from ..sinks.exports import ExportSink
 from ..sinks.markdown import MarkdownSink
 from ..sinks.profiles import ProfileSink
 from ..sinks.run_log import RunLogSink
@@ -173,6 +174,7 @@ def _run_locked(
         RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices, unreadable),
                    verbose=options.run.verbose),
         *([MarkdownSink(options.markdown)] if options.markdown is not None else []),
+        *([ExportSink(options.export_json, options.export_csv)] if options.export_json or options.export_csv else []),
         *sinks,
     ])
     try:

@@ -90,6 +90,9 @@ def compare(
     min_effect: str = typer.Option("5%", "--min-effect", help="Smallest change that counts, e.g. 5% or 0.05."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when a script is significantly slower."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    export_json: Optional[Path] = typer.Option(None, "--export-json", help="Also write the comparison with both sides' raw samples as JSON."),
+    export_csv: Optional[Path] = typer.Option(None, "--export-csv", help="Also write one CSV row per script and phase."),
+    export_markdown: Optional[Path] = typer.Option(None, "--export-markdown", help="Also write the comparison as a Markdown table."),
 ) -> None:
     """Compare two runs script by script and phase by phase (wall, import, compile, run, memory):
     ratio of medians with a CI, Mann-Whitney U p-value and a verdict (faster / slower / no
@@ -101,6 +104,7 @@ def compare(
         report = compare_results(base, new, metric=metric, alpha=alpha, min_effect=parse_effect(min_effect))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
+    _export_comparison(report, base, new, export_json, export_csv, export_markdown)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -116,3 +120,19 @@ def compare(
         if report.improvements:
             out.print(f"significantly faster: {', '.join(report.improvements)}", markup=False)
     raise typer.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)
+
+
+def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]
+                       as_markdown: Path | None) -> None:
+    from ..resultfiles import atomic_write_text
+    from ..sinks.exports import comparison_csv, comparison_export, comparison_markdown, write_json
+
+    try:
+        if as_json is not None:
+            write_json(as_json, comparison_export(report, base, new))
+        if as_csv is not None:
+            atomic_write_text(as_csv, comparison_csv(report))
+        if as_markdown is not None:
+            atomic_write_text(as_markdown, comparison_markdown(report))
+    except OSError as exc:
+        raise fail_usage(f"cannot write the export {exc.filename!r}: {exc.strerror or exc}") from None

@@ -1,0 +1,79 @@
+"""`--export-json`, `--export-csv`, `--export-markdown` of `jaxrun run` and `jaxrun compare`: the raw
+samples in the JSON are the benchmark's own, the CSV and Markdown hold one row per script (and
+phase, for a comparison)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import load, write
+
+SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
+
+
+def _jaxrun(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def _run(tmp_path: Path, label: str, seconds: float) -> Path:
+    write(tmp_path / label, "a_short.py", SLEEPS.format(seconds=seconds))
+    write(tmp_path / label, "b_shorter.py", SLEEPS.format(seconds=seconds / 2))
+    out = tmp_path / f"{label}_results"
+    done = _jaxrun("run", tmp_path / label, "--results-dir", out, "--no-history", "--benchmark-runs", 3,
+                   "--export-json", tmp_path / f"{label}.json", "--export-csv", tmp_path / f"{label}.csv",
+                   "--export-markdown", tmp_path / f"{label}.md")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_run_exports_hold_every_raw_sample_and_one_row_per_script(tmp_path: Path) -> None:
+    out = _run(tmp_path, "base", 0.1)
+    exported = load(tmp_path / "base.json")
+    benchmarks = {b["script_name"]: b for b in load(out / "jax_benchmark_results.json")["benchmarks"]}
+    assert [r["command"] for r in exported["results"]] == ["a_short", "b_shorter"]
+    for row in exported["results"]:
+        walls = [s["wall_time"] for s in benchmarks[row["command"]]["samples"]]
+        assert row["times"] == walls and row["runs"] == 3 and row["benchmarked"] is True
+        assert row["mean"] == statistics.fmean(walls) and row["median"] == statistics.median(walls)
+        assert row["min"] == min(walls) and row["max"] == max(walls)
+        assert row["samples"]["run_time"] == [s["run_time"] for s in benchmarks[row["command"]]["samples"]]
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "base.csv").read_text())))
+    assert [r["script"] for r in rows] == ["a_short", "b_shorter"]
+    assert float(rows[0]["median"]) == exported["results"][0]["median"]
+    assert float(rows[0]["median_run_time"]) == statistics.median(exported["results"][0]["samples"]["run_time"])
+    markdown = (tmp_path / "base.md").read_text()
+    assert "| a_short | ok |" in markdown and "| b_shorter | ok |" in markdown
+
+
+def test_compare_exports_the_report_with_both_sides_samples(tmp_path: Path) -> None:
+    base, new = _run(tmp_path, "base", 0.1), _run(tmp_path, "new", 0.2)
+    done = _jaxrun("compare", base, new, "--metric", "run_time", "--json", "--export-json", tmp_path / "c.json",
+                   "--export-csv", tmp_path / "c.csv", "--export-markdown", tmp_path / "c.md")
+    assert done.returncode == 0, done.stderr
+    exported = load(tmp_path / "c.json")
+    assert exported["comparison"] == json.loads(done.stdout)
+    new_samples = {s["script"]: s["samples"] for s in exported["samples"]["new"]}
+    bench = {b["script_name"]: b for b in load(new / "jax_benchmark_results.json")["benchmarks"]}
+    assert new_samples["a_short"]["run_time"] == [s["run_time"] for s in bench["a_short"]["samples"]]
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "c.csv").read_text())))
+    phases = exported["comparison"]["scripts"][0]["phases"]
+    assert len(rows) == 2 * len(phases)
+    gate = [r for r in rows if r["gate"] == "True"]
+    assert [(r["script"], r["metric"]) for r in gate] == [("a_short", "run_time"), ("b_shorter", "run_time")]
+    assert all(float(r["ratio"]) > 1.5 for r in gate)  # twice the sleep
+    assert "| a_short | auto | run_time | True |" in (tmp_path / "c.md").read_text()
+
+
+def test_an_export_path_that_cannot_be_written_is_refused_before_running(tmp_path: Path) -> None:
+    write(tmp_path / "s", "a.py", SLEEPS.format(seconds=0))
+    done = _jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history",
+                   "--export-json", tmp_path / "missing" / "x.json")
+    assert done.returncode == 2 and "cannot write the export" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "script_results").exists()
