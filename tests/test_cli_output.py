@@ -24,7 +24,7 @@ HIDE_CURSOR = "\x1b[?25l"  # what rich's Live writes when it takes over the term
 
 
 def _folder(tmp_path: Path) -> Path:
-    write(tmp_path / "s", "a_sleeps.py", SLEEPS.format(seconds=1.5))
+    write(tmp_path / "s", "a_sleeps.py", SLEEPS.format(seconds=1.0))
     write(tmp_path / "s", "b_fails.py", FAILS)
     return tmp_path / "s"
 

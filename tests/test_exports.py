@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import load, write
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
@@ -19,6 +21,15 @@ SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
 
 def _jaxrun(*args: object) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two benchmarked batches, the second sleeping twice as long, with their exports."""
+    folder = tmp_path_factory.mktemp("exports")
+    _run(folder, "base", 0.1)
+    _run(folder, "new", 0.2)
+    return folder
 
 
 def _run(tmp_path: Path, label: str, seconds: float) -> Path:
@@ -32,8 +43,8 @@ def _run(tmp_path: Path, label: str, seconds: float) -> Path:
     return out
 
 
-def test_run_exports_hold_every_raw_sample_and_one_row_per_script(tmp_path: Path) -> None:
-    out = _run(tmp_path, "base", 0.1)
+def test_run_exports_hold_every_raw_sample_and_one_row_per_script(runs: Path) -> None:
+    tmp_path, out = runs, runs / "base_results"
     exported = load(tmp_path / "base.json")
     benchmarks = {b["script_name"]: b for b in load(out / "jax_benchmark_results.json")["benchmarks"]}
     assert [r["command"] for r in exported["results"]] == ["a_short", "b_shorter"]
@@ -51,8 +62,8 @@ def test_run_exports_hold_every_raw_sample_and_one_row_per_script(tmp_path: Path
     assert "| a_short | ok |" in markdown and "| b_shorter | ok |" in markdown
 
 
-def test_compare_exports_the_report_with_both_sides_samples(tmp_path: Path) -> None:
-    base, new = _run(tmp_path, "base", 0.1), _run(tmp_path, "new", 0.2)
+def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path: Path) -> None:
+    base, new = runs / "base_results", runs / "new_results"
     done = _jaxrun("compare", base, new, "--metric", "run_time", "--json", "--export-json", tmp_path / "c.json",
                    "--export-csv", tmp_path / "c.csv", "--export-markdown", tmp_path / "c.md")
     assert done.returncode == 0, done.stderr

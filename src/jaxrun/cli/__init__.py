@@ -22,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
-for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history):
+for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history, info.mcp):
     app.command()(command)
 
 

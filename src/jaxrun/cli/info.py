@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 from importlib import metadata
-from typing import Optional
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 from rich.table import Table
@@ -94,3 +95,18 @@ def schema(model: Optional[str] = typer.Argument(None, help="One of the result f
     else:
         raise fail_usage(f"unknown schema {model!r}: choose one of {', '.join(SCHEMAS)}")
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
+def mcp(
+    root: Optional[List[Path]] = typer.Option(None, "--root", help="A folder clients may name (repeatable); default: the working folder."),
+) -> None:
+    """Serve jaxrun's MCP tools over stdio (execute.run_jax_scripts, execute.check_jax_availability,
+    execute.monitor_jax_performance, execute.benchmark_jax_script)."""
+    try:
+        from ..mcp_server import serve
+    except ImportError:
+        raise fail_usage("jaxrun mcp needs the MCP SDK: pip install 'jaxrun[mcp]'") from None
+    for folder in root or ():
+        if not folder.is_dir():
+            raise fail_usage(f"--root {str(folder)!r} is not a folder; pass folders clients may use")
+    serve(list(root or ()))

@@ -1,0 +1,240 @@
+"""``jaxrun mcp``: the seed's four MCP tools over stdio, with the official ``mcp`` SDK.
+
+Tools: ``execute.run_jax_scripts``, ``execute.check_jax_availability``,
+``execute.monitor_jax_performance`` (read-only: a results folder, also while its batch runs) and
+``execute.benchmark_jax_script``. Runs and benchmarks go through ``python -m jaxrun run ... --json``
+in a child process: its plain progress lines become MCP progress notifications (one per script
+started and finished), its stdout is the batch result, and a cancelled request sends it SIGTERM,
+which stops the running scripts' process trees and leaves valid result files (as Ctrl-C does).
+
+Every path a client passes must lie, once symlinks and ``..`` are resolved, inside one of the
+allowed folders (``--root DIR``, repeatable; the working folder by default); anything else is a
+tool error. Client roots are not access control (the protocol says so), so they are not used.
+
+Both SDK generations are supported: ``mcp.server.mcpserver.MCPServer`` (mcp >= 2) and its former
+name ``mcp.server.fastmcp.FastMCP`` (mcp 1.x).
+"""
+
+import asyncio
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import anyio
+from pydantic import BaseModel, Field
+
+from .models import BatchResult
+
+try:  # mcp >= 2
+    from mcp.server.mcpserver import Context, MCPServer as _Server
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import Context, FastMCP as _Server  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+from mcp.types import ToolAnnotations
+
+_STARTED = re.compile(r"^\[(\d+)/(\d+)\] (.+) \.\.\.$")
+_FINISHED = re.compile(r"^  (.+?): (ok .+|\w+: .*)$")
+STOP_GRACE_SECONDS = 30.0
+
+
+class ScriptSummary(BaseModel):
+    script_name: str
+    success: bool
+    error_class: Optional[str] = None
+    error_message: Optional[str] = None
+    hint: Optional[str] = None
+    device_used: Optional[str] = None
+    execution_time: Optional[float] = Field(None, description="Seconds, whole process")
+    import_time: Optional[float] = None
+    jit_compile_time: Optional[float] = None
+    run_time: Optional[float] = None
+    memory_peak: Optional[float] = Field(None, description="MB, peak RSS of the script's process tree")
+    warnings: list[str] = []
+
+
+class BatchReport(BaseModel):
+    success: bool = Field(description="Every script succeeded (and the batch finished)")
+    complete: bool = Field(description="False while the batch runs, or when it was cut off")
+    results_dir: str
+    scripts_found: int
+    scripts_executed: int
+    scripts_successful: int
+    scripts_failed: int
+    total_execution_time: Optional[float] = None
+    scripts: list[ScriptSummary]
+
+
+class Availability(BaseModel):
+    device: str
+    available: bool
+    jax_version: Optional[str] = None
+    default_backend: Optional[str] = None
+    platforms: dict[str, int] = Field({}, description="Platform -> number of devices JAX sees")
+    reason: Optional[str] = None
+
+
+class BenchmarkReport(BaseModel):
+    script_name: str
+    success: bool
+    device_used: Optional[str] = None
+    runs_completed: int
+    median: dict[str, Optional[float]] = Field({}, description="Median of the counted runs per metric (s, MB)")
+    ci_low: Optional[float] = Field(None, description="95% CI of the median wall time")
+    ci_high: Optional[float] = None
+    wall_times: list[float] = Field([], description="Every counted run's wall time, s")
+    error_message: Optional[str] = None
+    results_dir: str
+
+
+def _summary(batch: BatchResult) -> BatchReport:
+    meta = batch.metadata
+    return BatchReport(
+        success=batch.success, complete=meta.complete, results_dir=meta.results_dir,
+        scripts_found=meta.scripts_found, scripts_executed=meta.scripts_executed,
+        scripts_successful=meta.scripts_successful, scripts_failed=meta.scripts_failed,
+        total_execution_time=batch.performance_summary.total_execution_time,
+        scripts=[ScriptSummary(**{k: getattr(r, k) for k in ScriptSummary.model_fields}) for r in batch.script_results],
+    )
+
+
+class Roots:
+    """The folders a client may name; a path is checked after resolving symlinks and ``..``."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        self.roots = [Path(r).expanduser().resolve() for r in roots] or [Path.cwd().resolve()]
+
+    def check(self, given: str, what: str) -> Path:
+        path = Path(given).expanduser()
+        if not path.is_absolute():
+            path = self.roots[0] / path
+        resolved = path.resolve()
+        if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
+            allowed = ", ".join(str(r) for r in self.roots)
+            raise ToolError(f"{what} {given!r} resolves to {str(resolved)!r}, outside the allowed folders ({allowed}); "
+                            "pass a path inside them, or start jaxrun mcp with --root for that folder")
+        return resolved
+
+
+async def _run_cli(args: list[str], ctx: Context | None) -> BatchResult:
+    """``python -m jaxrun run ARGS --json``; progress per script; SIGTERM when cancelled."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "jaxrun", "run", *args, "--json", stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    stderr_tail: list[str] = []
+
+    async def follow_progress() -> None:
+        assert proc.stderr is not None
+        done = total = 0
+        async for raw in proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            stderr_tail[:] = (stderr_tail + [line])[-20:]
+            started, finished = _STARTED.match(line), _FINISHED.match(line)
+            if started:
+                total = int(started.group(2))
+                message = f"running {started.group(3)}"
+            elif finished and total:
+                done += 1
+                message = f"{finished.group(1)}: {finished.group(2)}"
+            else:
+                continue
+            if ctx is not None:
+                await ctx.report_progress(done, total, message)
+
+    try:
+        stdout, _ = await asyncio.gather(proc.stdout.read(), follow_progress())  # type: ignore[union-attr]
+        await proc.wait()
+    except BaseException:
+        # Cancelled by the client (or the server is going away): SIGTERM makes jaxrun stop the
+        # scripts' process trees and write valid files; SIGKILL would orphan the scripts, so it
+        # waits for that, shielded from the cancellation, before letting it go on.
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE_SECONDS):
+                await proc.wait()
+        raise
+    if proc.returncode == 2 or not stdout.strip():
+        detail = next((line for line in reversed(stderr_tail) if line.strip()), f"exit status {proc.returncode}")
+        raise ToolError(detail.removeprefix("jaxrun: error: "))
+    return BatchResult.model_validate_json(stdout)
+
+
+def build_server(roots: list[Path]) -> Any:
+    allowed = Roots(roots)
+    server = _Server("jaxrun", instructions="Run folders of JAX programs and measure them (jaxrun).")
+    read_only = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+    runs = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+
+    @server.tool(name="execute.run_jax_scripts", annotations=runs)
+    async def run_jax_scripts(pipeline_output_dir: str, device: str = "auto", recursive_search: bool = True,
+                              timeout: float = 300.0, results_dir: Optional[str] = None,
+                              ctx: Context = None) -> BatchReport:  # type: ignore[assignment]
+        """Run every JAX script under a folder, each in its own process, and return what happened:
+        per script success, error class, device, phases (import, compile, run) and peak memory.
+        One progress notification per script started and finished; cancelling stops the scripts."""
+        folder = allowed.check(pipeline_output_dir, "pipeline_output_dir")
+        out = allowed.check(results_dir, "results_dir") if results_dir else allowed.roots[0] / "jaxrun_results"
+        args = [str(folder), "--device", device, "--timeout", str(timeout), "--results-dir", str(out)]
+        args.append("--recursive" if recursive_search else "--no-recursive")
+        return _summary(await _run_cli(args, ctx))
+
+    @server.tool(name="execute.check_jax_availability", annotations=read_only)
+    def check_jax_availability(device: str = "auto") -> Availability:
+        """Whether JAX can use a device here (cpu, gpu, tpu or auto), with the devices it sees."""
+        from .devices import get_jax_device_info, is_jax_available
+        from .errors import JAXExecutionError
+
+        try:
+            info = get_jax_device_info()
+            available = is_jax_available(device)
+        except JAXExecutionError as exc:
+            raise ToolError(str(exc)) from None
+        platforms = {name: len(p.devices) for name, p in info.platforms.items()}
+        reason = None if available else f"{device} is not available here; JAX sees: {', '.join(platforms) or 'nothing'}"
+        return Availability(device=device, available=available, jax_version=info.jax_version,
+                            default_backend=info.default_backend, platforms=platforms, reason=reason)
+
+    @server.tool(name="execute.monitor_jax_performance", annotations=read_only)
+    def monitor_jax_performance(results_dir: str) -> BatchReport:
+        """The figures of a results folder: of a finished batch, or of one still running (its
+        files are replaced after every script; ``complete`` says which)."""
+        folder = allowed.check(results_dir, "results_dir")
+        path = folder / "jax_execution_results.json"
+        try:
+            return _summary(BatchResult.model_validate_json(path.read_bytes()))
+        except OSError:
+            raise ToolError(f"no jaxrun results in {str(folder)!r}: run execute.run_jax_scripts first") from None
+        except ValueError as exc:
+            raise ToolError(f"{str(path)!r} is not a valid jaxrun results file: {exc}") from None
+
+    @server.tool(name="execute.benchmark_jax_script", annotations=runs)
+    async def benchmark_jax_script(script_path: str, benchmark_runs: int = 5, warmup_runs: int = 1,
+                                   device: str = "auto", results_dir: Optional[str] = None,
+                                   ctx: Context = None) -> BenchmarkReport:  # type: ignore[assignment]
+        """Benchmark one script: warm-up and counted process runs; the medians of each phase, a 95%
+        confidence interval of the median wall time and every run's wall time."""
+        script = allowed.check(script_path, "script_path")
+        out = allowed.check(results_dir, "results_dir") if results_dir else allowed.roots[0] / "jaxrun_benchmarks"
+        batch = await _run_cli([str(script), "--device", device, "--benchmark-runs", str(benchmark_runs),
+                                "--warmup-runs", str(warmup_runs), "--results-dir", str(out), "--no-history"], ctx)
+        result = batch.script_results[0]
+        bench = result.benchmark
+        stats = bench.statistics if bench is not None else {}
+        wall = stats.get("wall_time")
+        return BenchmarkReport(
+            script_name=result.script_name, success=result.success, device_used=result.device_used,
+            runs_completed=bench.runs_completed if bench is not None else 0,
+            median={metric: s.median for metric, s in stats.items()},
+            ci_low=wall.ci_low if wall else None, ci_high=wall.ci_high if wall else None,
+            wall_times=[s.wall_time for s in bench.samples if s.wall_time is not None] if bench is not None else [],
+            error_message=result.error_message, results_dir=str(out),
+        )
+
+    return server
+
+
+def serve(roots: list[Path]) -> None:
+    build_server(roots).run()  # stdio

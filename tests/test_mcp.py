@@ -1,0 +1,145 @@
+"""`jaxrun mcp` against the MCP SDK's own stdio client: a real server process, real tool calls."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+from helpers import load, write  # noqa: E402
+
+QUICK = "if False:\n    import jax\nprint('quick')\n"
+SLEEPY = "if False:\n    import jax\nimport time\ntime.sleep(300)\n"
+TOOLS = {"execute.run_jax_scripts", "execute.check_jax_availability", "execute.monitor_jax_performance",
+         "execute.benchmark_jax_script"}
+
+
+def _server(root: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "jaxrun", "mcp", "--root", str(root)],
+                                 env=dict(os.environ), cwd=str(root))
+
+
+async def _session(root: Path, body) -> None:  # type: ignore[no-untyped-def]
+    async with stdio_client(_server(root)) as (read, write_stream):
+        async with ClientSession(read, write_stream) as session:
+            await session.initialize()
+            await body(session)
+
+
+def _plain(model) -> dict:  # type: ignore[no-untyped-def]
+    """An SDK object as the protocol spells it (camelCase), whatever the SDK version's field names."""
+    return model.model_dump(by_alias=True, mode="json")
+
+
+async def _call(session: ClientSession, name: str, arguments: dict, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+    return _plain(await session.call_tool(name, arguments, **kwargs))
+
+
+def _alive(token: str) -> list[int]:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if token in " ".join(proc.info["cmdline"] or ()) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write(root / "scripts", "a.py", QUICK)
+    write(root / "scripts", "b.py", QUICK)
+    outside = tmp_path / "outside"
+    write(outside, "c.py", QUICK)
+    (root / "link").symlink_to(outside, target_is_directory=True)
+
+    async def body(session: ClientSession) -> None:
+        tools = {t.name: _plain(t) for t in (await session.list_tools()).tools}
+        assert set(tools) == TOOLS
+        for name in ("execute.check_jax_availability", "execute.monitor_jax_performance"):
+            assert tools[name]["annotations"]["readOnlyHint"] is True
+        assert tools["execute.run_jax_scripts"]["annotations"]["readOnlyHint"] is False
+        assert "results_dir" in tools["execute.run_jax_scripts"]["outputSchema"]["properties"]
+
+        cpu = await _call(session, "execute.check_jax_availability", {"device": "cpu"})
+        assert not cpu["isError"] and cpu["structuredContent"]["available"] is True
+        assert cpu["structuredContent"]["platforms"]["cpu"] >= 1
+        gpu = (await _call(session, "execute.check_jax_availability", {"device": "gpu"}))["structuredContent"]
+        assert gpu["available"] is False and "gpu is not available" in gpu["reason"]
+
+        progress: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress.append((done, total, message))
+
+        ran = await _call(session, "execute.run_jax_scripts", {"pipeline_output_dir": "scripts", "device": "cpu"},
+                          progress_callback=on_progress)
+        assert not ran["isError"], ran["content"]
+        report = ran["structuredContent"]
+        assert report["success"] and report["scripts_successful"] == 2
+        assert [s["script_name"] for s in report["scripts"]] == ["a", "b"]
+        assert [m for _, _, m in progress][0] == "running a" and progress[-1][:2] == (2, 2)
+        assert len(progress) == 4  # each script started and finished
+
+        watched = (await _call(session, "execute.monitor_jax_performance",
+                               {"results_dir": report["results_dir"]}))["structuredContent"]
+        assert watched["complete"] and watched["scripts_executed"] == 2
+
+        bench = await _call(session, "execute.benchmark_jax_script",
+                            {"script_path": "scripts/a.py", "benchmark_runs": 2, "warmup_runs": 0, "device": "cpu"})
+        assert not bench["isError"], bench["content"]
+        assert bench["structuredContent"]["runs_completed"] == 2 and len(bench["structuredContent"]["wall_times"]) == 2
+
+        for path in (str(outside), "link", "scripts/../../outside", "/etc"):
+            refused = await _call(session, "execute.run_jax_scripts", {"pipeline_output_dir": path})
+            assert refused["isError"], path
+            assert "outside the allowed folders" in refused["content"][0]["text"]
+        refused = await _call(session, "execute.monitor_jax_performance", {"results_dir": "link"})
+        assert refused["isError"] and "outside the allowed folders" in refused["content"][0]["text"]
+
+    anyio.run(_session, root, body)
+    assert not (outside / "jaxrun_results").exists()
+
+
+def test_cancelling_a_run_stops_its_scripts(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write(root / "slow", "sleepy.py", SLEEPY)
+
+    async def body(session: ClientSession) -> None:
+        started = anyio.Event()
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            if message == "running sleepy":
+                started.set()
+
+        async with anyio.create_task_group() as group:
+            async def call() -> None:
+                await session.call_tool("execute.run_jax_scripts", {"pipeline_output_dir": "slow", "device": "cpu"},
+                                        progress_callback=on_progress)
+
+            group.start_soon(call)
+            with anyio.fail_after(60):
+                await started.wait()
+            await anyio.sleep(0.5)
+            group.cancel_scope.cancel()  # the client cancels the request
+
+        deadline = time.monotonic() + 30
+        while _alive(str(root / "slow")) and time.monotonic() < deadline:
+            await anyio.sleep(0.2)
+
+    anyio.run(_session, root, body)
+    assert _alive(str(root / "slow")) == []
+    doc = load(root / "jaxrun_results" / "jax_execution_results.json")
+    assert doc["metadata"]["complete"] is False
+    assert doc["script_results"][0]["error_class"] == "interrupted"
