@@ -417,7 +417,8 @@ def test_check_reports_jax_libraries_and_nvml(jaxrun_cli) -> None:
 @pytest.mark.slow
 def test_bundled_examples_run_and_every_result_file_validates(jaxrun_cli, schemas, tmp_path: Path) -> None:
     out = tmp_path / "results"
-    proc = jaxrun_cli("run", REPO_ROOT / "examples", "--results-dir", out, cwd=REPO_ROOT, timeout=600)
+    # Two at a time, each on its own core: the suite's longest test, halved.
+    proc = jaxrun_cli("run", REPO_ROOT / "examples", "--results-dir", out, "--jobs", 2, cwd=REPO_ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = {
         "jax_execution_results.json": "execution_results",

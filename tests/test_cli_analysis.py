@@ -451,7 +451,7 @@ def test_bundled_examples_benchmark_with_raw_samples(jaxrun, tmp_path: Path) -> 
     """
     out = tmp_path / "results"
     proc = jaxrun(
-        "run", REPO_ROOT / "examples" / "gnn_rendered_simulators", "--benchmark-runs", 2, "--warmup-runs", 1,
+        "run", REPO_ROOT / "examples" / "gnn_rendered_simulators", "--benchmark-runs", 2, "--warmup-runs", 1, "--jobs", 2,
         "--results-dir", out, "--history", tmp_path / "h.sqlite", timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

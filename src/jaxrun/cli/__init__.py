@@ -22,7 +22,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
-for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history, info.mcp):
+for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history,
+                analysis.report, info.mcp):
     app.command()(command)
 
 

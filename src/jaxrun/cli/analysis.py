@@ -136,3 +136,20 @@ def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_c
             atomic_write_text(as_markdown, comparison_markdown(report))
     except OSError as exc:
         raise fail_usage(f"cannot write the export {exc.filename!r}: {exc.strerror or exc}") from None
+
+
+def report(
+    results_dir: Path = typer.Argument(..., help="A results folder written by jaxrun run."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the HTML file (default RESULTS_DIR/report.html)."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Another results folder (or results JSON) to compare against."),
+) -> None:
+    """Write one self-contained HTML report of a run (no network needed to view it): summary,
+    sortable table, time per phase, memory, benchmark distributions, the comparison with a
+    baseline, recompile reasons and failures with their logs."""
+    from ..reports import write_report
+
+    try:
+        path = write_report(results_dir, output, baseline)
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    out.print(f"report written to {path}", markup=False)

@@ -23,7 +23,7 @@ _RENAMED = {
 }
 _NEGATIONS = ("no_compile_cache", "no_history")
 # Flags that shape what the CLI prints, not the batch: never options.
-_DISPLAY_ONLY = ("quiet", "json_output")
+_DISPLAY_ONLY = ("quiet", "json_output", "report")
 
 
 def run(
@@ -64,6 +64,7 @@ def run(
     export_csv: Optional[Path] = typer.Option(None, "--export-csv", help="Also write one CSV row per script."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each attempt."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view: one plain line per script event, then the summary."),
+    report: bool = typer.Option(False, "--report", help="Also write the HTML report (RESULTS_DIR/report.html; see jaxrun report)."),
     json_output: bool = typer.Option(False, "--json", help="Print the batch result (as in jax_execution_results.json) on stdout and nothing else there."),
 ) -> None:
     """Run every JAX script under PATHS, each in its own process, and write the results folder.
@@ -117,6 +118,14 @@ def run(
         signal.signal(signal.SIGTERM, previous)
         if isinstance(view, LiveProgress):
             view.stop()
+    if report:
+        from ..reports import write_report
+
+        try:
+            written = write_report(options.results_dir)
+        except JAXExecutionError as exc:
+            raise fail_usage(str(exc)) from None
+        err.print(f"report: {written}", markup=False)
     if json_output:
         out.file.write(dump_model(batch))
         out.file.flush()

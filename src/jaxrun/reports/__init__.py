@@ -1,0 +1,40 @@
+"""Reports of a results folder: ``jaxrun report`` (and ``jaxrun run --report``) writes one
+self-contained HTML file (reports/html.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import resultfiles
+from ..errors import UsageError
+from ..models import BatchResult
+
+REPORT_FILE = "report.html"
+
+
+def write_report(results_dir: Path, output: Path | None = None, baseline: Path | None = None) -> Path:
+    """Write the HTML report of ``results_dir`` (against ``baseline``, another results folder or
+    file, when given) to ``output`` (default ``results_dir/report.html``) and return its path."""
+    from ..compare import compare_results
+    from .html import render_report
+
+    try:
+        import plotly  # noqa: F401 - the report's figures
+    except ImportError:
+        raise UsageError("jaxrun report needs plotly: pip install 'jaxrun[report]'") from None
+
+    source = Path(results_dir) / resultfiles.EXECUTION_RESULTS
+    try:
+        batch = resultfiles.read_model(source, BatchResult)
+    except OSError:
+        raise UsageError(f"no jaxrun results in {str(results_dir)!r} ({resultfiles.EXECUTION_RESULTS} is missing); "
+                         "pass a folder `jaxrun run` wrote") from None
+    except ValueError as exc:
+        raise UsageError(f"{str(source)!r} is not a valid jaxrun results file: {str(exc).splitlines()[0]}") from None
+    comparison = compare_results(baseline, results_dir) if baseline is not None else None
+    target = Path(output) if output is not None else Path(results_dir) / REPORT_FILE
+    try:
+        resultfiles.atomic_write_text(target, render_report(batch, comparison))
+    except OSError as exc:
+        raise UsageError(f"cannot write the report {str(target)!r}: {exc.strerror or exc}") from None
+    return target

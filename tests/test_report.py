@@ -1,0 +1,126 @@
+"""`jaxrun report`: one self-contained HTML file, opened in a real headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from helpers import write
+
+pytest.importorskip("plotly")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO_ROOT / "test-artifacts"  # screenshots (git-ignored)
+
+GOOD = """\
+import jax, jax.numpy as jnp
+
+f = jax.jit(lambda x: (x * x).sum())
+for n in (3, 4):  # a second shape: a recompilation with a reason
+    print(f(jnp.ones(n)))
+"""
+FAILS = "if False:\n    import jax\nimport sys\nprint('about to fail', file=sys.stderr)\nraise RuntimeError('on purpose')\n"
+
+
+def _jaxrun(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A benchmarked run of two scripts (one fails) and its report against an earlier run."""
+    root = tmp_path_factory.mktemp("report")
+    write(root / "s", "a_good.py", GOOD)
+    write(root / "s", "b_fails.py", FAILS)
+    for label in ("base", "new"):
+        done = _jaxrun("run", root / "s", "--results-dir", root / label, "--no-history", "--device", "cpu",
+                       "--benchmark-runs", 2, *(["--report"] if label == "new" else []))
+        assert done.returncode == 1, done.stderr
+    out = root / "with_baseline.html"
+    done = _jaxrun("report", root / "new", "-o", out, "--baseline", root / "base")
+    assert done.returncode == 0, done.stderr
+    return root, out
+
+
+class _Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[str] = []
+        self.remote: list[str] = []
+        self.sections: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "tr" and values.get("data-script"):
+            self.rows.append(values["data-script"] or "")
+        if tag in ("script", "link", "img") and (values.get("src") or values.get("href") or "").startswith("http"):
+            self.remote.append(values.get("src") or values.get("href") or "")
+        if tag == "section" and values.get("id"):
+            self.sections.append(values["id"] or "")
+
+
+def test_the_report_is_one_self_contained_file(report: tuple[Path, Path]) -> None:
+    root, out = report
+    assert (root / "new" / "report.html").is_file()  # written by run --report
+    text = out.read_text(encoding="utf-8")
+    parsed = _Collect()
+    parsed.feed(text)
+    assert parsed.rows == ["a_good", "b_fails"]
+    assert parsed.remote == []  # nothing loaded from the network
+    assert parsed.sections == ["plot-time", "plot-memory", "plot-benchmarks", "plot-comparison"]
+    assert text.count("Plotly.newPlot") == 4
+    assert "argument x changed" in text or "changed" in text  # the recompile reason
+    assert "RuntimeError: on purpose" in text and "about to fail" in text  # the failure and its log tail
+
+
+def test_report_of_a_folder_without_results_is_one_clear_error(tmp_path: Path) -> None:
+    done = _jaxrun("report", tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "no jaxrun results" in done.stderr
+
+
+def _chrome():  # type: ignore[no-untyped-def]
+    webdriver = pytest.importorskip("selenium.webdriver")
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if browser is None or driver_path is None:
+        pytest.skip("needs Chromium and its driver (Debian: apt-get install chromium chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2400"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+def test_the_report_renders_in_headless_chromium_without_console_errors(report: tuple[Path, Path]) -> None:
+    _, out = report
+    driver = _chrome()
+    try:
+        driver.get(out.as_uri())
+        rows = driver.find_elements("css selector", "table#scripts tbody tr")
+        assert [r.get_attribute("data-script") for r in rows] == ["a_good", "b_fails"]
+        # plotly drew every figure (an SVG per plot)
+        assert len(driver.find_elements("css selector", "div.js-plotly-plot .main-svg")) >= 4
+        def order() -> list[str]:
+            return [r.get_attribute("data-script") for r in driver.find_elements("css selector", "table#scripts tbody tr")]
+
+        # Wall time: the failing script (no JAX) is the quicker one.
+        header = driver.find_elements("css selector", "table#scripts th")[3]
+        header.click()
+        assert order() == ["b_fails", "a_good"]  # ascending
+        header.click()
+        assert order() == ["a_good", "b_fails"]  # descending
+        errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        assert errors == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        assert driver.save_screenshot(str(ARTIFACTS / "report.png"))
+    finally:
+        driver.quit()
