@@ -74,7 +74,8 @@ def test_the_report_is_one_self_contained_file(report: tuple[Path, Path]) -> Non
     assert parsed.remote == []  # nothing loaded from the network
     assert parsed.sections == ["plot-time", "plot-memory", "plot-benchmarks", "plot-comparison"]
     assert text.count("Plotly.newPlot") == 4
-    assert "argument x changed" in text or "changed" in text  # the recompile reason
+    assert "<code>jit(&lt;lambda&gt;)</code>: traced 2 times" in text  # the retraced program
+    assert "argument x changed f32[3] -&gt; f32[4]" in text  # and JAX's reason
     assert "RuntimeError: on purpose" in text and "about to fail" in text  # the failure and its log tail
 
 

@@ -10,6 +10,7 @@ reasons and each failure with its hint and the tail of its stderr log.
 from __future__ import annotations
 
 import html
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,14 +156,21 @@ def _comparison_table(comparison: "ComparisonReport") -> str:
 
 
 def _recompiles(batch: "BatchResult") -> str:
-    items = []
+    """Per script, each program traced more than once, with JAX's reasons (repeats counted)."""
+    blocks = []
     for r in batch.script_results:
+        items = []
         for program, stats in r.compiles.items():
-            if stats.recompile_reasons:
-                reasons = "".join(f"<li>{_esc(reason)}</li>" for reason in stats.recompile_reasons)
-                items.append(f"<li><b>{_esc(r.script_name)}</b>: {_esc(program)} compiled {stats.count} times"
-                             f"<ul>{reasons}</ul></li>")
-    return f"<ul>{''.join(items)}</ul>" if items else "<p>No program was compiled more than once.</p>"
+            if not stats.recompile_reasons:
+                continue
+            counted = Counter(stats.recompile_reasons)
+            reasons = "".join(f"<li>{_esc(reason)}{f' (x{n})' if n > 1 else ''}</li>" for reason, n in counted.items())
+            items.append(f"<li><code>{_esc(program)}</code>: traced {stats.traces} times, compiled {stats.count}, "
+                         f"loaded from the cache {stats.cache_hits}<ul>{reasons}</ul></li>")
+        if items:
+            blocks.append(f"<details><summary><b>{_esc(r.script_name)}</b>: {len(items)} program(s) traced again"
+                          f"</summary><ul>{''.join(items)}</ul></details>")
+    return "".join(blocks) if blocks else "<p>No program was traced more than once.</p>"
 
 
 def _log_tail(path: str | None) -> str:
