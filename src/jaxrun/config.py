@@ -118,11 +118,12 @@ def compile_cache_dir(value: str | os.PathLike[str] | bool | None) -> Path | Non
     return Path(value).expanduser().resolve()
 
 
-def validate_host_devices(value: int | None) -> int | None:
+def validate_optional_positive(name: str, value: object, note: str = "") -> int | None:
+    """None, or a whole number >= 1 (``note`` says what counts)."""
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UsageError(f"host_devices must be a whole number >= 1, got {value!r}")
+        raise UsageError(f"{name} must be a whole number >= 1{note}, got {value!r}")
     return value
 
 

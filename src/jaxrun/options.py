@@ -22,9 +22,9 @@ from .config import (
     compile_cache_dir,
     history_path,
     validate_device,
-    validate_host_devices,
     validate_memory_limit,
     validate_non_negative,
+    validate_optional_positive,
     validate_timeout,
 )
 from .errors import UsageError
@@ -120,17 +120,6 @@ class RunOptions(_Options):
     def _memory_limit(cls, value: Any) -> int | None:
         return validate_memory_limit(value)
 
-    @field_validator("max_processes", mode="before")
-    @classmethod
-    def _max_processes(cls, value: Any) -> int | None:
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UsageError(
-                f"max_processes must be a whole number >= 1 (the script's own process counts), got {value!r}"
-            )
-        return value
-
     @field_validator("device", mode="before")
     @classmethod
     def _device(cls, value: Any) -> str:
@@ -146,10 +135,11 @@ class RunOptions(_Options):
     def _counts(cls, value: Any, info: Any) -> int:
         return validate_non_negative(info.field_name, value)
 
-    @field_validator("host_devices", mode="before")
+    @field_validator("host_devices", "max_processes", mode="before")
     @classmethod
-    def _host_devices(cls, value: Any) -> int | None:
-        return validate_host_devices(value)
+    def _optional_positive(cls, value: Any, info: Any) -> int | None:
+        note = " (the script's own process counts)" if info.field_name == "max_processes" else ""
+        return validate_optional_positive(info.field_name, value, note)
 
     @field_validator("compile_cache", mode="before")
     @classmethod

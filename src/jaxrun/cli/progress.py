@@ -39,10 +39,6 @@ class LineProgress(BaseSink):
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self._total = 0
-
-    def on_begin(self, jobs: "Sequence[Job]") -> None:
-        self._total = len(jobs)
 
     def on_start(self, job: "Job", total: int) -> None:
         self.console.print(f"[{job.index + 1}/{total}] {job.file_name} ...", markup=False, highlight=False)

@@ -19,6 +19,7 @@ then watched by sampling only (``result.cgroup`` is null).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -78,8 +79,10 @@ def _mounts() -> dict[str, tuple[Path, str]]:
     return found
 
 
+@functools.lru_cache(maxsize=None)
 def _own_dir(controller: str) -> Path | None:
-    """The folder of this process's cgroup in the hierarchy of ``controller``, if mounted."""
+    """The folder of this process's cgroup in the hierarchy of ``controller``, if mounted (read once
+    per process: jaxrun's own cgroup does not change while it runs)."""
     mount = _mounts().get(controller)
     path = _own_cgroups().get(controller)
     if mount is None or path is None:

@@ -208,6 +208,7 @@ def _launch(
         else:
             exit_code = os.WEXITSTATUS(waiter.status)
     events = read_events(events_path)
+    joined = group if group is not None and _joined(events) else None  # the probe is in the cgroup
     cpu = maxrss = None
     if waiter.rusage is not None:
         cpu = waiter.rusage.ru_utime + waiter.rusage.ru_stime + monitor.escaped_cpu_seconds
@@ -234,8 +235,8 @@ def _launch(
         over_process_limit=over_processes,
         refused_forks=group.refused_forks() if group is not None else 0,
         peak_processes=monitor.peak_count,
-        cgroup=group.label if group is not None and _joined(events) else None,
-        kernel_limits=group.kernel_limits if group is not None and _joined(events) else None,
+        cgroup=joined.label if joined is not None else None,
+        kernel_limits=joined.kernel_limits if joined is not None else None,
     )
     if interrupted:
         raise Interrupted(outcome)
