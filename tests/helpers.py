@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -108,3 +109,26 @@ def interrupt_and_resume(tmp_path: Path, sig: int, *extra: str) -> None:
     assert again.returncode == 0, again.stderr
     doc = load(tmp_path / "r" / "jax_execution_results.json")
     assert [r["results"]["value"] for r in doc["script_results"]] == [10, 2, 3]
+
+
+def jaxrun(*args: object, env: dict[str, str] | None = None, prefix: tuple[str, ...] = (),
+           timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m jaxrun ARGS`` to completion (``prefix``: a command to run it under, ``env``: more
+    variables), its output captured as text."""
+    return subprocess.run([*prefix, sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def survivors(token: str) -> list[str]:
+    """Live processes (not zombies) whose command line names ``token``, this test's own excluded."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid != os.getpid() and token in " ".join(proc.info["cmdline"] or ()) \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"{proc.pid}: {' '.join(proc.info['cmdline'])}")
+        except psutil.Error:
+            continue
+    return found

@@ -16,7 +16,7 @@ from rich.console import Console
 from jaxrun.cli.progress import LiveProgress
 from jaxrun.run.job import Job
 
-from helpers import write
+from helpers import jaxrun, write
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\nprint('done')\n"
 FAILS = "if False:\n    import jax\nraise ValueError('on purpose')\n"
@@ -69,9 +69,8 @@ def test_quiet_in_a_terminal_is_plain_lines(tmp_path: Path) -> None:
 
 
 def test_not_a_terminal_gets_plain_lines_without_escape_codes(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(_folder(tmp_path)), "--results-dir",
-                           str(tmp_path / "r"), "--no-history", "--device", "cpu"],
-                          capture_output=True, text=True, timeout=120)
+    done = jaxrun("run", _folder(tmp_path), "--results-dir", tmp_path / "r", "--no-history", "--device", "cpu",
+                  timeout=120)
     assert done.returncode == 1
     lines = done.stderr.splitlines()
     assert lines[:2] == ["[1/2] a_sleeps ...", lines[1]] and lines[1].startswith("  a_sleeps: ok cpu, ")
@@ -82,9 +81,8 @@ def test_not_a_terminal_gets_plain_lines_without_escape_codes(tmp_path: Path) ->
 
 def test_json_prints_the_results_file_and_nothing_else_on_stdout(tmp_path: Path) -> None:
     results = tmp_path / "r"
-    done = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(_folder(tmp_path)), "--results-dir",
-                           str(results), "--no-history", "--device", "cpu", "--json"],
-                          capture_output=True, text=True, timeout=120)
+    done = jaxrun("run", _folder(tmp_path), "--results-dir", results, "--no-history", "--device", "cpu", "--json",
+                  timeout=120)
     assert done.returncode == 1, done.stderr
     assert done.stdout == (results / "jax_execution_results.json").read_text(encoding="utf-8")
     doc = json.loads(done.stdout)

@@ -8,19 +8,13 @@ import csv
 import io
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import load, write
+from helpers import jaxrun, load, write
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
-
-
-def _jaxrun(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +30,7 @@ def _run(tmp_path: Path, label: str, seconds: float) -> Path:
     write(tmp_path / label, "a_short.py", SLEEPS.format(seconds=seconds))
     write(tmp_path / label, "b_shorter.py", SLEEPS.format(seconds=seconds / 2))
     out = tmp_path / f"{label}_results"
-    done = _jaxrun("run", tmp_path / label, "--results-dir", out, "--no-history", "--benchmark-runs", 3,
+    done = jaxrun("run", tmp_path / label, "--results-dir", out, "--no-history", "--benchmark-runs", 3,
                    "--export-json", tmp_path / f"{label}.json", "--export-csv", tmp_path / f"{label}.csv",
                    "--export-markdown", tmp_path / f"{label}.md")
     assert done.returncode == 0, done.stderr
@@ -64,7 +58,7 @@ def test_run_exports_hold_every_raw_sample_and_one_row_per_script(runs: Path) ->
 
 def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path: Path) -> None:
     base, new = runs / "base_results", runs / "new_results"
-    done = _jaxrun("compare", base, new, "--metric", "run_time", "--json", "--export-json", tmp_path / "c.json",
+    done = jaxrun("compare", base, new, "--metric", "run_time", "--json", "--export-json", tmp_path / "c.json",
                    "--export-csv", tmp_path / "c.csv", "--export-markdown", tmp_path / "c.md")
     assert done.returncode == 0, done.stderr
     exported = load(tmp_path / "c.json")
@@ -83,7 +77,7 @@ def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path
 
 def test_an_export_path_that_cannot_be_written_is_refused_before_running(tmp_path: Path) -> None:
     write(tmp_path / "s", "a.py", SLEEPS.format(seconds=0))
-    done = _jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history",
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history",
                    "--export-json", tmp_path / "missing" / "x.json")
     assert done.returncode == 2 and "cannot write the export" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -10,21 +10,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 import pytest
 from pydantic import BaseModel
 
 from jaxrun import resultfiles
 from jaxrun.run import cgroups
 
-from helpers import write
+from helpers import jaxrun, survivors, write
 
 CASE_TIMEOUT = 120
 # What makes a file a JAX script for discovery, without the 0.5 s of importing JAX: these faults are
@@ -129,19 +126,6 @@ def _can_make_cgroups(**limits: int) -> bool:
     return True
 
 
-def survivors(token: str) -> list[str]:
-    """Live processes (not zombies) whose command line names ``token``, this test's own excluded."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.pid != os.getpid() and token in " ".join(proc.info["cmdline"] or ()) \
-                    and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(f"{proc.pid}: {' '.join(proc.info['cmdline'])}")
-        except psutil.Error:
-            continue
-    return found
-
-
 def assert_valid_results(results: Path) -> dict:
     """Every JSON file of the results folder validates against its model; return the batch file."""
     models = {
@@ -158,19 +142,14 @@ def assert_valid_results(results: Path) -> dict:
     return json.loads((results / resultfiles.EXECUTION_RESULTS).read_text(encoding="utf-8"))
 
 
-def jaxrun_run(*args: object, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    return subprocess.run([*prefix, sys.executable, "-m", "jaxrun", "run", *map(str, args)],
-                          capture_output=True, text=True, timeout=CASE_TIMEOUT, env={**os.environ, **(env or {})})
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_fault(name: str, tmp_path: Path) -> None:
     case = CASES[name]
     folder = tmp_path / name
     write(folder, case.file_name, case.script)
     results = tmp_path / "results"
-    done = jaxrun_run(folder, "--results-dir", results, "--device", "cpu", "--no-history", *case.flags,
-                      env=case.env)
+    done = jaxrun("run", folder, "--results-dir", results, "--device", "cpu", "--no-history", *case.flags,
+                  env=case.env, timeout=CASE_TIMEOUT)
     assert done.returncode == (0 if case.error_class is None else 1), done.stderr
     time.sleep(0.1)  # a process killed by jaxrun is reaped by init a moment later
     assert survivors(str(folder)) == []
@@ -219,7 +198,7 @@ def test_a_daemon_that_clears_its_environment_is_found_by_the_cgroup(tmp_path: P
     folder = tmp_path / "envless"
     write(folder, "envless.py", DAEMON.format(env="{}"))
     results = tmp_path / "results"
-    done = jaxrun_run(folder, "--results-dir", results, "--device", "cpu", "--no-history")
+    done = jaxrun("run", folder, "--results-dir", results, "--device", "cpu", "--no-history", timeout=CASE_TIMEOUT)
     assert done.returncode == 0, done.stderr
     time.sleep(0.1)
     assert survivors(str(folder)) == []
@@ -255,8 +234,8 @@ def test_the_kernel_holds_the_limits_the_script_runs_under(tmp_path: Path) -> No
     folder = tmp_path / "limits"
     write(folder, "limits.py", NO_JAX + READ_OWN_LIMITS)
     results = tmp_path / "results"
-    done = jaxrun_run(folder, "--results-dir", results, "--device", "cpu", "--no-history",
-                      "--memory-limit", "700MB", "--max-processes", "3")
+    done = jaxrun("run", folder, "--results-dir", results, "--device", "cpu", "--no-history",
+                      "--memory-limit", "700MB", "--max-processes", "3", timeout=CASE_TIMEOUT)
     assert done.returncode == 0, done.stderr
     [result] = assert_valid_results(results)["script_results"]
     backstop = 3 * cgroups.tasks_per_process()
@@ -271,7 +250,7 @@ def test_a_script_whose_name_is_not_utf8_is_run_and_reported(tmp_path: Path) -> 
     folder.mkdir()
     (folder / os.fsdecode(b"model_\xff.py")).write_text(NO_JAX + "print('ok')\n")
     results = tmp_path / "results"
-    done = jaxrun_run(folder, "--results-dir", results, "--device", "cpu", "--no-history")
+    done = jaxrun("run", folder, "--results-dir", results, "--device", "cpu", "--no-history", timeout=CASE_TIMEOUT)
     assert done.returncode == 0, done.stderr
     [result] = assert_valid_results(results)["script_results"]
     assert result["success"] and result["script_name"] == "model_\\xff"
@@ -308,7 +287,7 @@ def test_unreadable_files_and_folders_are_reported_not_fatal(shared_tmp: Path) -
     (folder / "closed").chmod(0o000)
     (folder / "loop").symlink_to(folder, target_is_directory=True)  # and a symlink loop
     results = shared_tmp / "results"
-    done = jaxrun_run(folder, "--results-dir", results, "--device", "cpu", "--no-history", prefix=_UNPRIVILEGED)
+    done = jaxrun("run", folder, "--results-dir", results, "--device", "cpu", "--no-history", prefix=_UNPRIVILEGED, timeout=CASE_TIMEOUT)
     assert done.returncode == 0, done.stderr
     batch = assert_valid_results(results)
     assert [r["script_name"] for r in batch["script_results"]] == ["fine"]
@@ -324,7 +303,7 @@ def test_a_read_only_results_folder_is_one_clear_error(shared_tmp: Path) -> None
     results = shared_tmp / "results"
     results.mkdir()
     results.chmod(0o555)
-    done = jaxrun_run(shared_tmp / "scripts", "--results-dir", results, "--no-history", prefix=_UNPRIVILEGED)
+    done = jaxrun("run", shared_tmp / "scripts", "--results-dir", results, "--no-history", prefix=_UNPRIVILEGED, timeout=CASE_TIMEOUT)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"jaxrun: error: cannot write the results folder {str(results)!r}: Permission denied; "
@@ -336,7 +315,7 @@ def test_a_read_only_results_folder_is_one_clear_error(shared_tmp: Path) -> None
 def test_a_results_folder_that_is_a_file_is_one_clear_error(tmp_path: Path) -> None:
     write(tmp_path / "scripts", "fine.py", "import jax\n")
     (tmp_path / "results").write_text("precious")
-    done = jaxrun_run(tmp_path / "scripts", "--results-dir", tmp_path / "results", "--no-history")
+    done = jaxrun("run", tmp_path / "scripts", "--results-dir", tmp_path / "results", "--no-history", timeout=CASE_TIMEOUT)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "it is a file" in done.stderr
     assert (tmp_path / "results").read_text() == "precious"

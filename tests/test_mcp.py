@@ -14,7 +14,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from helpers import load, write  # noqa: E402
+from helpers import load, survivors, write  # noqa: E402
 
 QUICK = "if False:\n    import jax\nprint('quick')\n"
 SLEEPY = "if False:\n    import jax\nimport time\ntime.sleep(300)\n"
@@ -41,19 +41,6 @@ def _plain(model) -> dict:  # type: ignore[no-untyped-def]
 
 async def _call(session: ClientSession, name: str, arguments: dict, **kwargs) -> dict:  # type: ignore[no-untyped-def]
     return _plain(await session.call_tool(name, arguments, **kwargs))
-
-
-def _alive(token: str) -> list[int]:
-    import psutil
-
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if token in " ".join(proc.info["cmdline"] or ()) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: Path) -> None:
@@ -135,11 +122,11 @@ def test_cancelling_a_run_stops_its_scripts(tmp_path: Path) -> None:
             group.cancel_scope.cancel()  # the client cancels the request
 
         deadline = time.monotonic() + 30
-        while _alive(str(root / "slow")) and time.monotonic() < deadline:
+        while survivors(str(root / "slow")) and time.monotonic() < deadline:
             await anyio.sleep(0.2)
 
     anyio.run(_session, root, body)
-    assert _alive(str(root / "slow")) == []
+    assert survivors(str(root / "slow")) == []
     doc = load(root / "jaxrun_results" / "jax_execution_results.json")
     assert doc["metadata"]["complete"] is False
     assert doc["script_results"][0]["error_class"] == "interrupted"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from helpers import write
+from helpers import jaxrun, write
 
 pytest.importorskip("plotly")
 
@@ -27,10 +25,6 @@ for n in (3, 4):  # a second shape: a recompilation with a reason
 FAILS = "if False:\n    import jax\nimport sys\nprint('about to fail', file=sys.stderr)\nraise RuntimeError('on purpose')\n"
 
 
-def _jaxrun(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True, text=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A benchmarked run of two scripts (one fails) and its report against an earlier run."""
@@ -38,11 +32,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     write(root / "s", "a_good.py", GOOD)
     write(root / "s", "b_fails.py", FAILS)
     for label in ("base", "new"):
-        done = _jaxrun("run", root / "s", "--results-dir", root / label, "--no-history", "--device", "cpu",
+        done = jaxrun("run", root / "s", "--results-dir", root / label, "--no-history", "--device", "cpu",
                        "--benchmark-runs", 2, *(["--report"] if label == "new" else []))
         assert done.returncode == 1, done.stderr
     out = root / "with_baseline.html"
-    done = _jaxrun("report", root / "new", "-o", out, "--baseline", root / "base")
+    done = jaxrun("report", root / "new", "-o", out, "--baseline", root / "base")
     assert done.returncode == 0, done.stderr
     return root, out
 
@@ -80,7 +74,7 @@ def test_the_report_is_one_self_contained_file(report: tuple[Path, Path]) -> Non
 
 
 def test_report_of_a_folder_without_results_is_one_clear_error(tmp_path: Path) -> None:
-    done = _jaxrun("report", tmp_path)
+    done = jaxrun("report", tmp_path)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "no jaxrun results" in done.stderr
 
