@@ -136,6 +136,7 @@ def script_benchmark(
         memory_efficiency=memory_efficiency(stats["memory_peak"].median),
         warm=warm,
         mode=mode,
+        numerics=result.numerics,
         warnings=warnings,
     )
 

@@ -38,6 +38,7 @@ class ScriptSamples:
     samples: dict[str, list[float]]  # per metric
     device_used: str | None
     benchmarked: bool
+    numerics: Numerics | None = None  # None: a file from before jaxrun recorded them
 
 
 @dataclass
@@ -69,7 +70,7 @@ def _single_value(result: ScriptResult, metric: str) -> float | None:
 
 
 def _benchmark_entry(bench: ScriptBenchmark, metrics: tuple[str, ...]) -> ScriptSamples:
-    return ScriptSamples({m: metric_values(bench.samples, m) for m in metrics}, bench.device_used, True)
+    return ScriptSamples({m: metric_values(bench.samples, m) for m in metrics}, bench.device_used, True, bench.numerics)
 
 
 def _benchmarks(model: BenchmarkResults | BatchResult) -> list[ScriptBenchmark]:
@@ -91,7 +92,7 @@ def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ..
                 continue
             values = {m: _single_value(result, m) if result.success else None for m in metrics}
             samples = {m: [] if v is None else [float(v)] for m, v in values.items()}
-            entries[key] = ScriptSamples(samples, result.device_used, False)
+            entries[key] = ScriptSamples(samples, result.device_used, False, result.numerics)
     return entries
 
 
@@ -197,6 +198,7 @@ def compare_results(
     metric: str | None = None,
     alpha: float = 0.01,
     min_effect: float = 0.05,
+    allow_mismatch: bool = False,
 ) -> ComparisonReport:
     """Compare every script of ``new`` against ``base`` (results folders, their JSON files, or models).
 
@@ -205,7 +207,9 @@ def compare_results(
     verdict: "slower" / "faster" need p < ``alpha`` *and* a ratio beyond 1 ± ``min_effect``. The
     script's verdict (and ``regressions`` / ``improvements``) looks at run and compile time, or
     only at ``metric`` when given. Scripts found on one side only are listed in ``only_in_base`` /
-    ``only_in_new``. Raises :class:`UsageError` for unreadable inputs or bad options.
+    ``only_in_new``. A script whose two sides started with other numerics (x64, matmul precision,
+    debug flags, XLA flags) is listed in ``numerics_mismatch`` and not judged ("not comparable"),
+    unless ``allow_mismatch``. Raises :class:`UsageError` for unreadable inputs or bad options.
     """
     judged, gate = metrics_for(metric)
     stats.check_verdict_options(alpha, min_effect)
@@ -227,6 +231,13 @@ def compare_results(
             notes.insert(0, f"requested device {base_key[1]} in base, {new_key[1]} in new")
         if old.device_used and now.device_used and old.device_used != now.device_used:
             notes.append(f"ran on {old.device_used} in base but on {now.device_used} in new")
+        differences = old.numerics.differences(now.numerics) if old.numerics and now.numerics else []
+        if differences:
+            report.numerics_mismatch.append(label(new_key))
+            notes.insert(0, f"numerics differ (base vs new: {', '.join(differences)})")
+            if not allow_mismatch:
+                notes[0] += ": not judged; pass --allow-mismatch to judge anyway"
+                row.verdict, row.slower, row.faster = "not comparable", [], []
         row.note = "; ".join(notes) or None
         report.scripts.append(row)
         if row.verdict == "slower":

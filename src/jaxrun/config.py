@@ -71,6 +71,27 @@ def validate_memory_limit(value: object) -> int | None:
     return int(size)
 
 
+# jax_default_matmul_precision's values (jax/_src/config.py): the legacy names, then the dot
+# algorithm presets, spelt as JAX spells them.
+MATMUL_PRECISIONS: tuple[str, ...] = (
+    "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+    "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY", "ANY_F8_ANY_F8_ANY_FAST_ACCUM",
+    "F16_F16_F16", "F16_F16_F32", "BF16_BF16_BF16", "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6",
+    "BF16_BF16_F32_X9", "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32", "F64_F64_F64",
+)
+
+
+def validate_matmul_precision(value: object) -> str | None:
+    """None, or one of JAX's matmul precisions (any case) in JAX's spelling."""
+    if value is None:
+        return None
+    by_case = {p.casefold(): p for p in MATMUL_PRECISIONS}
+    name = by_case.get(str(value).strip().casefold())
+    if name is None:
+        raise UsageError(f"matmul_precision {value!r} is not one of JAX's: {', '.join(MATMUL_PRECISIONS)}")
+    return name
+
+
 def validate_non_negative(name: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise UsageError(f"{name} must be a whole number >= 0, got {value!r}")

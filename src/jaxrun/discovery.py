@@ -176,6 +176,11 @@ def _matches(rel: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(c, p) for p in patterns for c in candidates)
 
 
+def path_matches(rel: str, pattern: str) -> bool:
+    """Whether ``pattern`` matches the posix path ``rel`` as an ``--include`` glob would."""
+    return _matches(rel, _patterns(pattern, "pattern"))
+
+
 # --------------------------------------------------------------------------- the walk
 
 

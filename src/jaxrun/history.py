@@ -31,7 +31,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 from .config import HISTORY_ENV, default_history_path, history_path
 from .errors import UsageError
-from .models import SAMPLE_METRICS, HistoryRun, RegressionCheck, RunSample
+from .models import SAMPLE_METRICS, HistoryRun, Numerics, RegressionCheck, RunSample
 from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
 from .stats import check_verdict_options
@@ -42,13 +42,13 @@ __all__ = [
     "script_identity", "ScriptSummary", "TrendPoint", "MIGRATIONS", "SCHEMA_VERSION", "HISTORY_ENV",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_SECONDS = 30.0
 
 _RUN_COLUMNS = (
     "id", "recorded_at", "script_name", "script_path", "content_hash", "git_commit", "git_dirty", "host",
     "device_requested", "device_used", "jax_version", "jaxlib_version", "jaxrun_version", "median_wall_time",
-    "mode",
+    "mode", "numerics",
 )
 _SAMPLE_COLUMNS = ("idx", "warmup", "success", "error_class", *SAMPLE_METRICS)
 
@@ -121,8 +121,14 @@ def _v4(db: sqlite3.Connection) -> None:
     db.execute("UPDATE samples SET run_time = steady_time")
 
 
+def _v5(db: sqlite3.Connection) -> None:
+    """The numerics a run started with (Numerics as JSON): runs with other numerics are not a
+    baseline unless asked. Older rows' numerics are unknown (NULL)."""
+    db.execute("ALTER TABLE runs ADD COLUMN numerics TEXT")
+
+
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -258,6 +264,7 @@ class HistoryStore:
             median = statistics.median(walls) if walls else None
         values = run.model_dump(include=set(_RUN_COLUMNS) - {"id", "median_wall_time"})
         values["git_dirty"] = None if run.git_dirty is None else int(run.git_dirty)
+        values["numerics"] = None if run.numerics is None else run.numerics.model_dump_json()
         values["median_wall_time"] = median
         columns = list(values)
         with self._write():
@@ -344,6 +351,8 @@ class HistoryStore:
         data = dict(zip(_RUN_COLUMNS, row))
         if data["git_dirty"] is not None:
             data["git_dirty"] = bool(data["git_dirty"])
+        if data["numerics"] is not None:
+            data["numerics"] = Numerics.model_validate_json(str(data["numerics"]))
         return HistoryRun(**data, samples=self._samples([int(data["id"])]))
 
     def _samples(self, run_ids: Sequence[int]) -> list[RunSample]:
@@ -390,27 +399,40 @@ class HistoryStore:
 
     def check_regression(
         self, run_id: int, *, metric: str | None = None, alpha: float = 0.01, min_effect: float = 0.05,
-        window: int = 5,
+        window: int = 5, allow_mismatch: bool = False,
     ) -> RegressionCheck:
         """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
-        device used, host and mode) that have counted successful samples; pooled, they are the
-        baseline. Every phase is judged; the regression is the verdict of the gate (run and
-        compile time, or ``metric``), as in :func:`jaxrun.verdicts.judge_script`."""
+        device used, host and mode, and the same numerics unless ``allow_mismatch``) that have
+        counted successful samples; pooled, they are the baseline. Every phase is judged; the
+        regression is the verdict of the gate (run and compile time, or ``metric``), as in
+        :func:`jaxrun.verdicts.judge_script`. Earlier runs left out for their numerics are
+        counted in ``other_numerics`` and said in ``note``."""
         judged, gate = metrics_for(metric)
         check_verdict_options(alpha, min_effect)
         run = self.get(run_id)
-        previous = self._db.execute(
+        mine = None if run.numerics is None else run.numerics.model_dump_json()
+        same = "" if allow_mismatch else " AND r.numerics IS ?"
+        query = (
             "SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"
-            " AND r.mode = ? AND r.id < ?"
+            " AND r.mode = ? AND r.id < ?{}"
             " AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.id AND s.warmup = 0 AND s.success = 1)"
-            " ORDER BY r.id DESC LIMIT ?",
-            (run.script_path, run.device_used, run.host, run.mode, run_id, max(int(window), 0)),
-        ).fetchall()
+            " ORDER BY r.id DESC LIMIT ?"
+        )
+        params = (run.script_path, run.device_used, run.host, run.mode, run_id)
+        previous = self._db.execute(query.format(same), (*params, *([mine] if same else []), max(int(window), 0))).fetchall()
+        other = 0 if allow_mismatch else len(self._db.execute(
+            query.format(" AND r.numerics IS NOT ?"), (*params, mine, max(int(window), 0))).fetchall())
         check = RegressionCheck(
             script_path=run.script_path, device=run.device_used, host=run.host, gate=list(gate),
-            newest_run_id=run_id, previous_runs=len(previous), regression=False,
+            newest_run_id=run_id, previous_runs=len(previous), regression=False, other_numerics=other,
         )
+        if other:
+            check.note = (f"{other} earlier run(s) started with other numerics and are not in the baseline "
+                          "(--allow-mismatch to pool them)")
         if not previous:
+            if other:
+                check.note = (f"not judged: the {other} earlier run(s) started with other numerics "
+                              "(x64, matmul precision, debug or XLA flags); --allow-mismatch to judge against them")
             return check
         ids = sorted(r[0] for r in previous)
         base_samples = self._samples(ids)

@@ -24,6 +24,7 @@ from .config import (
     validate_device,
     validate_memory_limit,
     validate_non_negative,
+    validate_matmul_precision,
     validate_optional_positive,
     validate_timeout,
 )
@@ -31,7 +32,8 @@ from .errors import UsageError
 from .executors import BACKENDS
 from .seed_names import resolve_option_aliases
 
-Source = Literal["default", "api", "cli", "env", "config"]
+# Where a value came from, lowest precedence first: see jaxrun.settings for the layering.
+Source = Literal["default", "config", "script", "env", "api", "cli"]
 O = TypeVar("O", bound="_Options")
 
 DEFAULT_WARM_CALLS = 10
@@ -42,29 +44,56 @@ class _Options(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, validate_default=True)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+    # Where exactly a value was set: "pyproject.toml:12", "JAXRUN_TIMEOUT", "--timeout", ...
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @classmethod
-    def build(cls: type[O], source: Source = "api", /, sources: Mapping[str, Source] | None = None, **given: Any) -> O:
+    def build(
+        cls: type[O], source: Source = "api", /, sources: Mapping[str, Source] | None = None,
+        origins: Mapping[str, str] | None = None, **given: Any,
+    ) -> O:
         """Validate ``given`` (option name -> value) into options. Each given value is recorded
-        as coming from ``source``, unless ``sources`` names another source for it. The seed
-        documents' names (``timeout_seconds``, ``profile``, ...: :mod:`jaxrun.seed_names`) work too."""
+        as coming from ``source``, unless ``sources`` names another source for it (``origins``:
+        where exactly). The seed documents' names (``timeout_seconds``, ``profile``, ...:
+        :mod:`jaxrun.seed_names`) work too."""
         given = resolve_option_aliases(given, {n: f.default for n, f in cls.model_fields.items()})
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
-            valid = ", ".join(sorted(n for n in cls.model_fields if n != "run"))
+            valid = ", ".join(sorted(n for n in cls.model_fields if n not in ("run", "rules", "config_file")))
             raise UsageError(f"unknown option {unknown[0]!r}: valid options are {valid}")
         try:
             options = cls(**given)
         except ValidationError as exc:
             raise _usage_error(exc) from None
         options._sources = {name: (sources or {}).get(name, source) for name in given}
+        options._origins = {name: where for name, where in (origins or {}).items() if name in given}
         return options
+
+    @classmethod
+    def check_value(cls, name: str, value: Any) -> None:
+        """Raise :class:`UsageError` if ``value`` is not valid for option ``name`` on its own
+        (checks between options wait for the whole set)."""
+        data: dict[str, Any] = {name: value}
+        if "paths" in cls.model_fields and name != "paths":
+            data["paths"] = (".",)
+        try:
+            cls.model_validate(data)
+        except ValidationError as exc:
+            for error in exc.errors():
+                if tuple(error.get("loc", ()))[:1] == (name,):
+                    raise _usage_error(ValidationError.from_exception_data(exc.title, [error])) from None  # type: ignore[list-item]
+        except UsageError:
+            pass  # raised by a check between options: not this value's fault alone
 
     def source_of(self, name: str) -> Source:
         """Where the value of option ``name`` came from ("default" when nobody set it)."""
         if name not in type(self).model_fields:
             raise UsageError(f"unknown option {name!r}: valid options are {', '.join(type(self).model_fields)}")
         return self._sources.get(name, "default")  # type: ignore[return-value]
+
+    def origin_of(self, name: str) -> str | None:
+        """Where exactly option ``name`` was set (a file and line, a variable, a flag), if known."""
+        return self._origins.get(name)
 
     @property
     def sources(self) -> dict[str, Source]:
@@ -75,6 +104,28 @@ class _Options(BaseModel):
         keeping every other value's source."""
         copy = self.model_copy(update=changes)
         copy._sources = dict(self._sources)
+        copy._origins = dict(self._origins)
+        return copy
+
+    def overlay(self: O, values: Mapping[str, Any], source: Source, origins: Mapping[str, str]) -> O:
+        """A copy where ``values`` replace what only a default or the config file set: a value
+        given on the command line, in the environment or through the API wins over them
+        (per-script settings sit between the config file and the environment)."""
+        weaker = ("default", "config", "script")
+        taken = {k: v for k, v in values.items() if self.source_of(k) in weaker}
+        if "env" in values and "env" not in taken and values["env"]:
+            # Variables merge one by one: a stronger layer's --env KEY=... wins for its keys only.
+            taken["env"] = {**dict(values["env"]), **(getattr(self, "env") or {})}
+        elif "env" in taken and getattr(self, "env"):
+            taken["env"] = {**getattr(self, "env"), **dict(values["env"] or {})}
+        if not taken:
+            return self
+        try:
+            copy = type(self).model_validate({**self.model_dump(), **taken})
+        except ValidationError as exc:
+            raise _usage_error(exc) from None
+        copy._sources = {**self._sources, **{k: source for k in taken}}
+        copy._origins = {**self._origins, **{k: origins[k] for k in taken if k in origins}}
         return copy
 
 
@@ -114,6 +165,28 @@ class RunOptions(_Options):
     log_compiles: bool = False  # JAX logs every compilation (jax_log_compiles) to the script's stderr
     memory_limit: Optional[int] = None  # bytes of host memory the script's tree may use
     max_processes: Optional[int] = None  # processes the script's tree may hold at once
+    # Numerics (recorded in each result: runs with other numerics are not compared silently).
+    x64: bool = False  # jax_enable_x64
+    matmul_precision: Optional[str] = None  # jax_default_matmul_precision; None: JAX's default
+    disable_jit: bool = False  # jax_disable_jit: run op by op, to debug a failing script
+    xla_flags: Optional[str] = None  # added to XLA_FLAGS after the user's own
+    isolate_env: bool = False  # the script gets a minimal environment (run/environment.py says which)
+    xfail: Optional[str] = None  # expected to fail, and why: its failure does not fail the batch
+
+    @field_validator("matmul_precision", mode="before")
+    @classmethod
+    def _matmul_precision(cls, value: Any) -> str | None:
+        return validate_matmul_precision(value)
+
+    @field_validator("xla_flags", "xfail", mode="before")
+    @classmethod
+    def _text(cls, value: Any, info: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            what = "XLA flags like '--xla_cpu_enable_fast_math=false'" if info.field_name == "xla_flags" else "a reason"
+            raise UsageError(f"{info.field_name} must be a non-empty string ({what}), got {value!r}")
+        return value.strip()
 
     @field_validator("memory_limit", mode="before")
     @classmethod
@@ -193,6 +266,20 @@ class RunOptions(_Options):
         return f"warm:{self.entry}x{self.warm_calls}" if self.entry else "process"
 
 
+class ScriptRule(BaseModel):
+    """Settings for some scripts: a per-script table of the config file (``pattern``, a glob
+    relative to ``base``, as ``--include`` matches) or a per-device table (``device``)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    table: str  # its TOML header, for messages: [tool.jaxrun.scripts."sims/*.py"]
+    pattern: Optional[str] = None
+    device: Optional[str] = None
+    base: Path = Path(".")
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}  # key -> "pyproject.toml:12"
+
+
 class BatchOptions(_Options):
     """What shapes a batch: which scripts, on which devices, how many at once, where results go.
     ``run`` holds the options of each script's run."""
@@ -215,10 +302,17 @@ class BatchOptions(_Options):
     export_json: Optional[Path] = None  # run summary with every raw sample (hyperfine's names)
     export_csv: Optional[Path] = None  # one row per script
     resume: bool = False  # continue the batch in results_dir: keep what finished there
+    strict_xfail: bool = False  # a script expected to fail that passes fails the batch
+    allow_mismatch: bool = False  # judge regressions against history runs with other numerics
+    rules: Tuple[ScriptRule, ...] = ()  # per-script and per-device settings of the config file
+    config_file: Optional[Path] = None  # the config file these options were read from
     run: RunOptions = Field(default_factory=RunOptions)
 
     @classmethod
-    def build(cls, source: Source = "api", /, sources: Mapping[str, Source] | None = None, **given: Any) -> "BatchOptions":
+    def build(
+        cls, source: Source = "api", /, sources: Mapping[str, Source] | None = None,
+        origins: Mapping[str, str] | None = None, **given: Any,
+    ) -> "BatchOptions":
         """Batch options from a flat mapping: the names of :class:`RunOptions` go to ``run``."""
         defaults = {n: f.default for n, f in (RunOptions.model_fields | cls.model_fields).items()}
         given = resolve_option_aliases(given, defaults)
@@ -226,17 +320,22 @@ class BatchOptions(_Options):
         run_given = {k: given.pop(k) for k in list(given) if k in run_names}
         unknown = sorted(set(given) - set(cls.model_fields) - {"run"})
         if unknown:
-            valid = ", ".join(sorted((set(cls.model_fields) | set(RunOptions.model_fields)) - {"run"}))
+            valid = ", ".join(sorted((set(cls.model_fields) | set(RunOptions.model_fields)) - {"run", "rules", "config_file"}))
             raise UsageError(f"unknown option {unknown[0]!r}: valid options are {valid}")
         if "device" in given:
             given["device"] = parse_devices(given["device"])
         if "device" in given:
             # Each script's run gets its device from the batch (run_for); the first one stands here.
             run_given["device"] = given["device"][0]
-        run = RunOptions.build(source, sources, **run_given)
-        options = super().build(source, sources, run=run, **given)
+        run = RunOptions.build(source, sources, origins, **run_given)
+        options = super().build(source, sources, origins, run=run, **given)
         options._sources.pop("run", None)
         return options
+
+    def origin_of(self, name: str) -> str | None:
+        if name in RunOptions.model_fields and name not in type(self).model_fields:
+            return self.run.origin_of(name)
+        return super().origin_of(name)
 
     def source_of(self, name: str) -> Source:
         """Where option ``name`` (of the batch, or of each script's run) came from."""
@@ -305,6 +404,11 @@ class BatchOptions(_Options):
     def run_for(self, device: str) -> RunOptions:
         """The run options of one job on ``device`` (one of ``self.device``)."""
         return self.run if device == self.run.device else self.run.evolve(device=device)
+
+    def options_for(self, job: Any) -> RunOptions:
+        """The run options of ``job`` (a :class:`~jaxrun.run.job.Job`): its own, when per-script
+        settings gave it some, else the batch's for its device."""
+        return job.run_options if job.run_options is not None else self.run_for(job.device)
 
 
 def parse_devices(device: str | Iterable[str]) -> tuple[str, ...]:

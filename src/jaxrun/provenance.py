@@ -84,4 +84,5 @@ def history_run_from_benchmark(
         jax_version=jax_version, jaxlib_version=jaxlib_version, jaxrun_version=jaxrun_version or __version__,
         samples=[*benchmark.warmups, *benchmark.samples],
         mode=benchmark.mode,
+        numerics=benchmark.numerics,
     )

@@ -111,6 +111,8 @@ def assemble_batch(
             "scripts_executed": len(results),
             "scripts_successful": sum(r.success for r in results),
             "scripts_failed": sum(not r.success for r in results),
+            "scripts_xfailed": sum(r.outcome == "xfailed" for r in results),
+            "scripts_xpassed": sum(r.outcome == "xpassed" for r in results),
             "complete": complete,
             "finished_timestamp": now_iso() if complete else None,
         }

@@ -12,10 +12,11 @@ from ..devices import resolve_device
 from ..discovery import search_jax_scripts, unique_names
 from ..errors import UsageError
 from ..history import expected_durations
-from ..models import DeviceInfo
-from ..options import BatchOptions
+from ..models import DeviceInfo, SkippedScript
+from ..options import BatchOptions, parse_devices
 from ..probe.channel import valid_text
 from ..run.job import Job
+from ..settings import ScriptSettings, script_settings
 
 
 def discover(
@@ -59,10 +60,12 @@ class DevicePlan:
         return ",".join(p or "none" for p in self.platforms.values())
 
 
-def plan_devices(options: BatchOptions, info: DeviceInfo | None) -> DevicePlan:
+def plan_devices(options: BatchOptions, info: DeviceInfo | None, extra: tuple[str, ...] = ()) -> DevicePlan:
+    """Where each requested device (the batch's, then ``extra`` ones that per-script settings
+    ask for) will run."""
     platforms: dict[str, str | None] = {}
     notes: list[str] = []
-    for name in options.device:
+    for name in dict.fromkeys((*options.device, *extra)):
         planned, missing = resolve_device(name, info) if info is not None else (None, None)
         if planned is None and options.run.fallback and info is not None and info.platforms.get("cpu"):
             planned = "cpu"  # the requested accelerator is absent; its scripts will fall back
@@ -72,17 +75,50 @@ def plan_devices(options: BatchOptions, info: DeviceInfo | None) -> DevicePlan:
     return DevicePlan(platforms, notes)
 
 
-def make_jobs(options: BatchOptions, scripts: list[tuple[Path, str]], devices: DevicePlan) -> list[Job]:
-    """One job per script and requested device, in batch order (scripts first, then devices)."""
+@dataclass(frozen=True)
+class ScriptPlan:
+    script: Path
+    name: str
+    devices: tuple[str, ...]  # the batch's, or the script's own device setting
+    settings: ScriptSettings
+
+
+def plan_scripts(options: BatchOptions, scripts: list[tuple[Path, str]]) -> tuple[list[ScriptPlan], list[SkippedScript]]:
+    """Each script with its own settings (per-script tables, header comment); the ones a skip
+    setting leaves out, with the reason."""
+    planned: list[ScriptPlan] = []
+    skipped: list[SkippedScript] = []
+    device_is_given = options.source_of("device") in ("cli", "env", "api")
+    for script, name in scripts:
+        settings = script_settings(options, script)
+        if settings.skip is not None:
+            skipped.append(SkippedScript(script_name=name, script_path=str(script), reason=settings.skip,
+                                         origin=settings.origins.get("skip")))
+            continue
+        devices = options.device
+        if "device" in settings.values and not device_is_given:
+            devices = parse_devices(settings.values["device"])
+        planned.append(ScriptPlan(script, name, devices, settings))
+    return planned, skipped
+
+
+def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DevicePlan) -> list[Job]:
+    """One job per script and device, in batch order (scripts first, then devices)."""
     several = len(options.device) > 1
-    durations = expected_durations(options.history or False, [s for s, _ in scripts]) if options.jobs > 1 else {}
-    pairs = [(script, name, device) for script, name in scripts for device in options.device]
-    return [
-        Job(
-            index=i, script=script, name=name,
-            file_name=resultfiles.file_stem(f"{name}@{device}" if several else name),
-            device=device, platform=devices.platforms[device], results_dir=options.results_dir,
-            expected_seconds=durations.get(str(script)),
-        )
-        for i, (script, name, device) in enumerate(pairs)
-    ]
+    durations = expected_durations(options.history or False, [p.script for p in scripts]) if options.jobs > 1 else {}
+    jobs: list[Job] = []
+    for plan in scripts:
+        for device in plan.devices:
+            platform = devices.platforms[device]
+            own = plan.settings.for_device(options, platform)
+            if plan.devices is not options.device:
+                own["device"] = device  # the script's own device setting
+            run = options.run_for(device)
+            jobs.append(Job(
+                index=len(jobs), script=plan.script, name=plan.name,
+                file_name=resultfiles.file_stem(f"{plan.name}@{device}" if several else plan.name),
+                device=device, platform=platform, results_dir=options.results_dir,
+                expected_seconds=durations.get(str(plan.script)),
+                run_options=run.overlay(own, "script", plan.settings.origins) if own else None,
+            ))
+    return jobs

@@ -43,6 +43,6 @@ def finished_before(options: BatchOptions, jobs: list[Job]) -> dict[int, ScriptR
             _, digest = script_identity(job.script)
         except ScriptNotFoundError:
             continue
-        if digest == result.content_hash and result.options_key == options.run_for(job.device).key:
+        if digest == result.content_hash and result.options_key == options.options_for(job).key:
             reused[job.index] = result
     return reused

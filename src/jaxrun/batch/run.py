@@ -19,9 +19,10 @@ from ..devices import get_jax_device_info
 from ..errors import DeviceProbeError, UsageError
 from ..executors.base import RunJob, make_executor
 from ..history import HistoryStore
-from ..models import BatchMetadata, BatchResult, DeviceInfo
+from ..models import BatchMetadata, BatchResult, DeviceInfo, SkippedScript
 from ..failures import HINTS
 from ..options import BatchOptions
+from ..settings import resolve_batch_options
 from ..run.execute import run_job
 from ..run.job import Job
 from ..run.runner import failed_before_running
@@ -36,7 +37,7 @@ from ..sinks.run_log import RunLogSink
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock, unwritable
-from .plan import DevicePlan, discover, make_jobs, plan_devices
+from .plan import DevicePlan, discover, make_jobs, plan_devices, plan_scripts
 from .resume import finished_before
 
 logger = logging.getLogger("jaxrun")
@@ -77,19 +78,26 @@ def run_jax_scripts(
     before anything runs; ``on_start(i, n, name)`` and ``on_result(i, n, result)`` are called as
     scripts start and finish.
     """
-    batch_options = BatchOptions.build(
-        "api", paths=pipeline_output_dir, recursive=recursive_search, device=device, timeout=timeout,
-        verbose=verbose, results_dir=results_dir, jobs=jobs, **options,
-    )
+    config = options.pop("config", None)
+    given = dict(recursive=recursive_search, device=device, timeout=timeout, verbose=verbose,
+                 results_dir=results_dir, jobs=jobs, **options)
+    # Keywords left at their defaults do not hide the config file's or the environment's values.
+    defaults = {"recursive": True, "device": "auto", "timeout": 300, "verbose": False, "results_dir": None, "jobs": 1}
+    given = {k: v for k, v in given.items() if k not in defaults or v != defaults[k]}
+    batch_options = resolve_batch_options(pipeline_output_dir, given, source="api", config=config).options
     batch = run_batch(batch_options, sinks=[CallbackSink(on_start, on_result)])
     return batch if return_detailed_results else batch.success
 
 
-def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan, unreadable: list[str]) -> list[str]:
+def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan, unreadable: list[str],
+            skipped: list[SkippedScript]) -> list[str]:
     run = options.run
     lines = [f"jaxrun {__version__}: {scripts} script(s), device={','.join(options.device)}, running on {devices.summary}"]
+    if options.config_file is not None:
+        lines.append(f"settings from {options.config_file}")
     lines += devices.notes
     lines += [f"skipped, could not be read: {path}" for path in unreadable]
+    lines += [f"skipped {s.script_name}: {s.reason}" for s in skipped]
     if run.benchmark_runs:
         lines.append(f"benchmarking: {run.warmup_runs} warm-up + {run.benchmark_runs} counted process runs per script")
     if options.jobs > 1 or options.backend != "local":
@@ -135,7 +143,8 @@ def _run_locked(
     except DeviceProbeError as exc:
         info = None
         logger.warning("device facts unavailable: %s", exc)
-    devices = plan_devices(options, info)
+    planned, skipped = plan_scripts(options, scripts)
+    devices = plan_devices(options, info, tuple(d for p in planned for d in p.devices))
     meta = BatchMetadata(
         jaxrun_version=__version__,
         device_requested=",".join(options.device),
@@ -151,8 +160,11 @@ def _run_locked(
         results_dir=str(out),
         host=socket.gethostname(),
         python_version=platform_module.python_version(),
+        strict_xfail=options.strict_xfail,
+        skipped=skipped,
+        config_file=str(options.config_file) if options.config_file else None,
     )
-    jobs = make_jobs(options, scripts, devices)
+    jobs = make_jobs(options, planned, devices)
     try:
         reused = finished_before(options, jobs) if options.resume else {}
         clear_previous_run(out, keep={jobs[i].file_name for i in reused})
@@ -167,11 +179,11 @@ def _run_locked(
     files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
                            devices=options.device)
     chain = Sinks([
-        *([HistorySink(store, info)] if store is not None else []),
+        *([HistorySink(store, info, options.allow_mismatch)] if store is not None else []),
         ScriptFileSink(),
         *([ProfileSink(out)] if run.enable_profiling else []),
         files,
-        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices, unreadable),
+        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices, unreadable, skipped),
                    verbose=options.run.verbose),
         *([MarkdownSink(options.markdown)] if options.markdown is not None else []),
         *([ExportSink(options.export_json, options.export_csv)] if options.export_json or options.export_csv else []),

@@ -7,9 +7,11 @@ stays fast.
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
-from . import analysis, info, run
+from . import analysis, config, info, run
 from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
@@ -25,12 +27,21 @@ app = typer.Typer(
 for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history,
                 analysis.report, info.mcp):
     app.command()(command)
+app.command(context_settings=config.CONTEXT)(config.config)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code instead of calling sys.exit when embedded."""
+    """Console entry point; returns the exit code instead of calling sys.exit when embedded.
+
+    ``jaxrun run PATH -- ARGS``: everything after the first ``--`` is the scripts' own arguments,
+    set aside here because click would take them for more paths."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    script_args = None
+    if args and args[0] in ("run", "config") and "--" in args:
+        at = args.index("--")
+        args, script_args = args[:at], args[at + 1:]
     try:
-        app(args=argv, prog_name="jaxrun", standalone_mode=True)
+        app(args=args, prog_name="jaxrun", standalone_mode=True, obj={"script_args": script_args})
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     return EXIT_OK

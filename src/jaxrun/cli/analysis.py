@@ -88,7 +88,8 @@ def compare(
     metric: Optional[str] = typer.Option(None, help=_METRIC_HELP),
     alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
     min_effect: str = typer.Option("5%", "--min-effect", help="Smallest change that counts, e.g. 5% or 0.05."),
-    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when a script is significantly slower."),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when a script is significantly slower, or could not be judged for other numerics."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Judge scripts whose runs had other numerics (x64, matmul precision, debug or XLA flags) too."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     export_json: Optional[Path] = typer.Option(None, "--export-json", help="Also write the comparison with both sides' raw samples as JSON."),
     export_csv: Optional[Path] = typer.Option(None, "--export-csv", help="Also write one CSV row per script and phase."),
@@ -101,7 +102,8 @@ def compare(
     from ..compare import compare_results, parse_effect
 
     try:
-        report = compare_results(base, new, metric=metric, alpha=alpha, min_effect=parse_effect(min_effect))
+        report = compare_results(base, new, metric=metric, alpha=alpha, min_effect=parse_effect(min_effect),
+                                 allow_mismatch=allow_mismatch)
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     _export_comparison(report, base, new, export_json, export_csv, export_markdown)
@@ -119,7 +121,11 @@ def compare(
             out.print(f"significantly slower: {', '.join(report.regressions)}", markup=False)
         if report.improvements:
             out.print(f"significantly faster: {', '.join(report.improvements)}", markup=False)
-    raise typer.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)
+        if report.numerics_mismatch:
+            verb = "judged anyway (--allow-mismatch)" if allow_mismatch else "not judged; pass --allow-mismatch to judge them"
+            out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
+    refused = report.numerics_mismatch and not allow_mismatch
+    raise typer.Exit(EXIT_FAILED if fail_on_regression and (report.regressions or refused) else EXIT_OK)
 
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]

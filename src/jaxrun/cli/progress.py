@@ -29,9 +29,10 @@ if TYPE_CHECKING:
 
 
 def _outcome(result: "ScriptResult") -> str:
+    expected = " (xfail: expected to fail)" if result.xfail else ""
     if result.success:
-        return f"ok {result.device_used}, {fmt(result.execution_time)} s"
-    return f"{result.error_class}: {result.error_message or ''}"
+        return f"ok {result.device_used}, {fmt(result.execution_time)} s{expected}"
+    return f"{result.error_class}: {result.error_message or ''}{expected}"
 
 
 class LineProgress(BaseSink):

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
 from ..errors import JAXExecutionError
+
+if TYPE_CHECKING:
+    from ..settings import Resolved
 from .console import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, err, fail_usage, out
 
 # CLI parameters whose option has another name or value: (option name, value from the flag).
@@ -22,8 +25,10 @@ _RENAMED = {
     "profile": ("enable_profiling", lambda v: v),
 }
 _NEGATIONS = ("no_compile_cache", "no_history")
-# Flags that shape what the CLI prints, not the batch: never options.
+# Flags that shape what the CLI prints, not the batch: never options (quiet and report may come
+# from the config file too); and the flags that choose the config file.
 _DISPLAY_ONLY = ("quiet", "json_output", "report")
+_NOT_OPTIONS = (*_DISPLAY_ONLY, "config", "no_config", "paths")
 
 
 def run(
@@ -57,11 +62,21 @@ def run(
     warmup_runs: int = typer.Option(0, "--warmup-runs", help="Uncounted process runs before the counted ones."),
     warm: bool = typer.Option(False, "--warm", help="Call the script's main() repeatedly in one process."),
     warm_calls: int = typer.Option(10, "--warm-calls", help="Calls of main() per process in --warm mode."),
-    history: Optional[Path] = typer.Option(None, "--history", envvar="JAXRUN_HISTORY", help="History database (default ./.jaxrun/history.sqlite)."),
+    history: Optional[Path] = typer.Option(None, "--history", help="History database (default $JAXRUN_HISTORY or ./.jaxrun/history.sqlite)."),
     no_history: bool = typer.Option(False, "--no-history", help="Do not store benchmarks in the history."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", "--export-markdown", help="Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set)."),
     export_json: Optional[Path] = typer.Option(None, "--export-json", help="Also write each script's figures with every raw sample as JSON (hyperfine's names: mean, median, times...)."),
     export_csv: Optional[Path] = typer.Option(None, "--export-csv", help="Also write one CSV row per script."),
+    x64: bool = typer.Option(False, "--x64", help="Run with jax_enable_x64 (64-bit floats and ints)."),
+    matmul_precision: Optional[str] = typer.Option(None, "--matmul-precision", help="jax_default_matmul_precision: default, high, highest, bfloat16, tensorfloat32, float32, or a dot algorithm like BF16_BF16_F32."),
+    disable_jit: bool = typer.Option(False, "--disable-jit", help="Run with jax_disable_jit (op by op), to debug a failing script."),
+    xla_flags: Optional[str] = typer.Option(None, "--xla-flags", help="XLA flags added to XLA_FLAGS (a flag set both ways takes this value)."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="KEY=VALUE set in each script's environment (repeatable)."),
+    isolate_env: bool = typer.Option(False, "--isolate-env", help="Scripts get a minimal environment (PATH, HOME, locale, JAX_*, XLA_*, CUDA_*...) instead of all of yours."),
+    strict_xfail: bool = typer.Option(False, "--strict-xfail", help="A script marked xfail that passes fails the batch."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Check regressions against history runs with other numerics too."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Read settings from this pyproject.toml or jaxrun.toml (default: the nearest one above PATH)."),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore config files."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each attempt."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view: one plain line per script event, then the summary."),
     report: bool = typer.Option(False, "--report", help="Also write the HTML report (RESULTS_DIR/report.html; see jaxrun report)."),
@@ -69,37 +84,21 @@ def run(
 ) -> None:
     """Run every JAX script under PATHS, each in its own process, and write the results folder.
 
-    Exit status: 0 all succeeded, 1 a script failed or the history flags a regression, 2 bad
-    usage, 130 interrupted.
+    Arguments after `--` go to every script (jaxrun run train.py -- --steps 100). Settings also
+    come from [tool.jaxrun] in pyproject.toml or a jaxrun.toml (see jaxrun config), per-script
+    tables and '# jaxrun:' comments, and JAXRUN_<OPTION> variables; these flags win over all.
+
+    Exit status: 0 all succeeded (or failed as expected: xfail), 1 a script failed or the history
+    flags a regression, 2 bad usage, 130 interrupted.
     """
     from ..batch.run import run_batch
-    from ..options import BatchOptions
     from ..resultfiles import dump_model
     from .progress import LineProgress, LiveProgress
 
-    given: dict[str, Any] = {}
-    sources: dict[str, Any] = {}
-    # ctx.params is in click's processing order (command line first, then environment): the
-    # switches that turn something off (--no-history, --no-compile-cache) are applied after
-    # everything else, so they win over --history / $JAXRUN_HISTORY and --compile-cache.
-    for param in sorted((p for p in ctx.params if p not in _DISPLAY_ONLY), key=lambda p: p in _NEGATIONS):
-        # By name: typer >= 0.29 carries its own copy of click, with its own ParameterSource enum.
-        source = getattr(ctx.get_parameter_source(param), "name", None)
-        if source in ("DEFAULT", "DEFAULT_MAP", None):
-            continue
-        name, convert = _RENAMED.get(param, (param, lambda v: v))
-        value = convert(ctx.params[param])
-        if value is None:
-            continue  # a switch left off sets nothing
-        given[name] = value
-        sources[name] = "env" if source == "ENVIRONMENT" else "cli"
-    for path in paths:
-        if not path.exists():
-            raise fail_usage(f"no such file or folder: {str(path)!r} — pass a folder of JAX scripts or a .py file")
-    try:
-        options = BatchOptions.build("cli", sources=sources, **given)
-    except JAXExecutionError as exc:
-        raise fail_usage(str(exc)) from None
+    resolved = resolve_settings(ctx, paths)
+    options = resolved.options
+    quiet = _display(resolved, "quiet", quiet)
+    report = _display(resolved, "report", report)
 
     # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
     live = err.is_terminal and not (quiet or json_output or verbose)
@@ -131,6 +130,55 @@ def run(
         out.file.flush()
         raise typer.Exit(_exit_status(batch))
     raise typer.Exit(_report_run(batch))
+
+
+def command_line_values(ctx: typer.Context) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options given on the command line (flags left at their defaults give nothing), with
+    the flag that gave each; the script arguments after ``--`` (cli.main sets them aside)."""
+    given: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    # The switches that turn something off (--no-history, --no-compile-cache) are applied after
+    # everything else, so they win over --history and --compile-cache.
+    for param in sorted((p for p in ctx.params if p not in _NOT_OPTIONS), key=lambda p: p in _NEGATIONS):
+        # By name: typer >= 0.29 carries its own copy of click, with its own ParameterSource enum.
+        source = getattr(ctx.get_parameter_source(param), "name", None)
+        if source in ("DEFAULT", "DEFAULT_MAP", None):
+            continue
+        name, convert = _RENAMED.get(param, (param, lambda v: v))
+        value = convert(ctx.params[param])
+        if value is None:
+            continue  # a switch left off sets nothing
+        if name == "env":
+            from ..settings.keys import pairs
+
+            value = pairs(value)
+        given[name] = value
+        origins[name] = "--" + param.replace("_", "-")
+    script_args = (ctx.obj or {}).get("script_args")
+    if script_args is not None:
+        given["args"], origins["args"] = list(script_args), "arguments after --"
+    return given, origins
+
+
+def resolve_settings(ctx: typer.Context, paths: List[Path]) -> "Resolved":
+    """Every layer of settings for ``jaxrun run`` (and ``jaxrun config``); usage errors exit 2."""
+    from ..settings import resolve_batch_options
+
+    for path in paths:
+        if not path.exists():
+            raise fail_usage(f"no such file or folder: {str(path)!r} — pass a folder of JAX scripts or a .py file")
+    params = ctx.params
+    config = False if params.get("no_config") else params.get("config")
+    try:
+        given, origins = command_line_values(ctx)
+        return resolve_batch_options(paths, given, source="cli", origins=origins, config=config)
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+
+
+def _display(resolved: "Resolved", key: str, flag: bool) -> bool:
+    """A display setting: the flag when given, else the config file's or environment's value."""
+    return flag or bool(resolved.display.get(key, (False,))[0])
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -166,10 +214,14 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
     regressions = _regressions(batch)
     meta = batch.metadata
     _warn("discovery", [f"skipped {path} (could not be read)" for path in meta.unreadable_paths])
-    out.print(
-        f"{meta.scripts_successful}/{meta.scripts_executed} succeeded; results in {meta.results_dir}",
-        markup=False,
-    )
+    for skipped in meta.skipped:
+        where = f" ({skipped.origin})" if skipped.origin else ""
+        out.print(f"skipped: {skipped.script_name}: {skipped.reason}{where}", markup=False, soft_wrap=True)
+    counts = [f"{meta.scripts_successful}/{meta.scripts_executed} succeeded"]
+    counts += [f"{n} {word}" for n, word in ((meta.scripts_xfailed, "failed as expected (xfail)"),
+                                             (meta.scripts_xpassed, "passed unexpectedly (xfail)"),
+                                             (len(meta.skipped), "skipped")) if n]
+    out.print(f"{', '.join(counts)}; results in {meta.results_dir}", markup=False)
     if regressions:
         err.print(f"jaxrun: regression against history: {', '.join(regressions)}", markup=False)
     return _exit_status(batch)
@@ -182,7 +234,12 @@ def _slowest_and_failed(results) -> None:  # type: ignore[no-untyped-def]
         out.print("slowest: " + ", ".join(f"{r.script_name} {r.execution_time:.2f} s" for r in timed[:3]),
                   markup=False, soft_wrap=True)
     for r in results:
-        if not r.success:
+        if r.outcome == "xfailed":
+            out.print(f"xfail: {r.script_name}: {r.error_class}, as expected ({r.xfail})", markup=False, soft_wrap=True)
+        elif r.outcome == "xpassed":
+            out.print(f"XPASS: {r.script_name} passed but is marked xfail ({r.xfail}); remove the mark if it is fixed",
+                      markup=False, soft_wrap=True)
+        elif not r.success:
             out.print(f"failed: {r.script_name}: {r.error_class}: {r.error_message or ''}", markup=False, soft_wrap=True)
             if r.hint:
                 out.print(f"  hint: {r.hint}", markup=False, soft_wrap=True)

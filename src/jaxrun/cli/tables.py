@@ -53,7 +53,7 @@ def summary_table(results: list[ScriptResult]) -> Table:
         ("compiles", "right"), ("peak RSS MB", "right"),
     ))
     for r in results:
-        status = Text("ok", style="green") if r.success else Text(str(r.error_class), style="red")
+        status = _status(r)
         device = r.device_used or "-"
         if r.fallback_reason:
             device += f" (fallback from {r.device_requested})"
@@ -64,6 +64,14 @@ def summary_table(results: list[ScriptResult]) -> Table:
             fmt(r.memory_peak, 0),
         )
     return table
+
+
+def _status(r: ScriptResult) -> Text:
+    if r.outcome == "xfailed":
+        return Text(f"xfail ({r.error_class})", style="yellow")
+    if r.outcome == "xpassed":
+        return Text("XPASS", style="yellow")
+    return Text("ok", style="green") if r.success else Text(str(r.error_class), style="red")
 
 
 def benchmark_table(benchmarks: list[ScriptBenchmark]) -> Table:
@@ -99,7 +107,7 @@ def history_cell(check: RegressionCheck | None) -> str:
     if check is None:
         return "-"
     if not check.previous_runs or check.comparison is None:
-        return "first run"
+        return f"not judged: {check.other_numerics} earlier run(s) with other numerics" if check.other_numerics else "first run"
     from ..verdicts import describe_gate
 
     c = check.comparison

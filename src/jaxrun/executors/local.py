@@ -76,7 +76,7 @@ class LocalExecutor:
                 if stop.is_set():
                     raise _NotStarted
                 shared.on_start(job, total)  # only now: a job waiting for a free GPU has not started
-                options = self.options.run_for(job.device)
+                options = self.options.options_for(job)
                 return run_job(job, options, placement=placement, stop=stop, sink=shared)  # type: ignore[arg-type]
             finally:
                 placement.close()

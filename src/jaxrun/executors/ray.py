@@ -103,7 +103,7 @@ class RayExecutor:
                         gpus = options.gpus_per_job if options.jobs_per_gpu == 1 else 1 / options.jobs_per_gpu
                     ref = task.options(
                         num_cpus=1, num_gpus=gpus, max_retries=0, runtime_env={"env_vars": _worker_env()},
-                    ).remote(run_job, job, options.run_for(job.device))
+                    ).remote(run_job, job, options.options_for(job))
                     pending[ref] = job
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:

@@ -24,7 +24,7 @@ class SequentialExecutor:
             sink.on_start(job, len(jobs))
             try:
                 result = run_job(
-                    job, self.options.run_for(job.device), placement=WHOLE_MACHINE, stop=None, sink=sink
+                    job, self.options.options_for(job), placement=WHOLE_MACHINE, stop=None, sink=sink
                 )
             except RunInterrupted as stopped:
                 sink.on_result(job, stopped.result)

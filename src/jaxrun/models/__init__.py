@@ -38,21 +38,21 @@ from .profiles import (
     TimelineEvent,
     TimingProfile,
 )
-from .results import MAX_RECOMPILE_REASONS, Attempt, CompileStats, ScriptResult
+from .results import MAX_RECOMPILE_REASONS, Attempt, CompileStats, Numerics, Outcome, RunEnvironment, ScriptResult
 
 # Models that name models of other modules (under TYPE_CHECKING there) are completed here,
 # before the batch models, whose defaults build them.
 for _model in (ScriptResult, ScriptBenchmark, BenchmarkingSection, BenchmarkResults):
     _model.model_rebuild(_types_namespace=dict(globals()))
 
-from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSummary, ScriptMetrics  # noqa: E402
+from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSummary, ScriptMetrics, SkippedScript  # noqa: E402
 
 __all__ = [
     "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
     "Attempt", "AvailableDevice", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileStats",
     "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
-    "MappingModel", "MemoryProfile", "NvmlInfo", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
-    "PlatformInfo", "RegressionCheck", "RunSample", "ScriptBenchmark", "ScriptComparison", "ScriptMetrics",
-    "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "ScriptTimingProfile", "Statistics",
+    "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
+    "PlatformInfo", "RegressionCheck", "RunEnvironment", "RunSample", "ScriptBenchmark", "ScriptComparison", "ScriptMetrics",
+    "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "SkippedScript", "ScriptTimingProfile", "Statistics",
     "TimelineEvent", "TimingProfile", "Verdict", "WarmCall", "WarmSummary",
 ]

@@ -10,6 +10,13 @@ from .devices import DeviceInfo
 from .results import ScriptResult
 
 
+class SkippedScript(MappingModel):
+    script_name: str
+    script_path: str
+    reason: str
+    origin: str | None = Field(None, description="Where the skip was set")
+
+
 class BatchMetadata(MappingModel):
     framework: str = "jax"  # as the seed documents write it
     jaxrun_version: str
@@ -31,6 +38,12 @@ class BatchMetadata(MappingModel):
     host: str
     python_version: str
     complete: bool = Field(False, description="False while the batch is still running or was cut off")
+    scripts_xfailed: int = Field(0, description="Scripts expected to fail (xfail) that failed: not a batch failure")
+    scripts_xpassed: int = Field(0, description="Scripts expected to fail that passed (a failure with strict_xfail)")
+    strict_xfail: bool = False
+    skipped: list[SkippedScript] = Field([], description="Scripts a skip setting left out, with the reason")
+    config_file: str | None = Field(None, description="The config file the batch read (null: none)")
+
 
 
 class PerformanceSummary(MappingModel):
@@ -67,10 +80,15 @@ class BatchResult(MappingModel):
 
     @property
     def success(self) -> bool:
-        return self.metadata.complete and all(r.success for r in self.script_results)
+        """The batch finished, every script succeeded or failed as expected (xfail) and, with
+        strict_xfail, none expected to fail passed."""
+        results = self.script_results
+        if not self.metadata.complete or not all(r.success or r.outcome == "xfailed" for r in results):
+            return False
+        return not (self.metadata.strict_xfail and any(r.outcome == "xpassed" for r in results))
 
     def __bool__(self) -> bool:
-        """True exactly when the batch finished and every script succeeded."""
+        """True exactly when the batch finished and every script did what was expected."""
         return self.success
 
 

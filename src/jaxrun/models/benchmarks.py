@@ -10,6 +10,7 @@ from .base import SCHEMA_VERSION, ErrorClass, MappingModel
 
 if TYPE_CHECKING:
     from .comparisons import RegressionCheck
+    from .results import Numerics
 
 class Statistics(MappingModel):
     """Summary of one metric's samples (see :mod:`jaxrun.stats` for the methods)."""
@@ -102,6 +103,7 @@ class ScriptBenchmark(MappingModel):
     )
     warm: WarmSummary | None = None
     mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
+    numerics: Numerics | None = Field(None, description="The numerics the runs started with")
     warnings: list[str] = []
     history_run_id: int | None = Field(None, description="Row id in the history database")
     history_check: RegressionCheck | None = Field(

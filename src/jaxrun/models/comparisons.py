@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from .base import SCHEMA_VERSION, MappingModel
 from .benchmarks import METRIC_ALIASES, RunSample
+from .results import Numerics
 
 
 Verdict = Literal["faster", "slower", "no significant change", "not comparable"]
@@ -89,6 +90,9 @@ class ComparisonReport(MappingModel):
     )
     regressions: list[str] = Field([], description="Scripts whose verdict is slower")
     improvements: list[str] = Field([], description="Scripts whose verdict is faster")
+    numerics_mismatch: list[str] = Field(
+        [], description="Scripts whose two sides started with other numerics: not judged unless allow_mismatch"
+    )
 
 
 class HistoryRun(MappingModel):
@@ -110,6 +114,7 @@ class HistoryRun(MappingModel):
     samples: list[RunSample] = []
     median_wall_time: float | None = None
     mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
+    numerics: Numerics | None = Field(None, description="The numerics the run started with (null: unknown)")
 
 
 class RegressionCheck(MappingModel):
@@ -119,6 +124,8 @@ class RegressionCheck(MappingModel):
     gate: list[str] = Field(description="The phases that decide the regression")
     newest_run_id: int
     previous_runs: int = Field(description="Earlier comparable runs pooled as the baseline")
+    other_numerics: int = Field(0, description="Earlier runs left out of the baseline for other numerics")
+    note: str | None = None
     comparison: ScriptComparison | None = None
     regression: bool
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -47,6 +47,36 @@ class Attempt(MappingModel):
     signal: int | None = None
     execution_time: float | None = None
     started_at: str
+
+
+class Numerics(MappingModel):
+    """The numerics a script started with (jaxrun's options and the user's own JAX_* / XLA_FLAGS):
+    two runs with different numerics are not compared without saying so."""
+
+    x64: bool = Field(False, description="jax_enable_x64")
+    matmul_precision: str | None = Field(None, description="jax_default_matmul_precision (null: JAX's default)")
+    debug_nans: bool = False
+    debug_infs: bool = False
+    disable_jit: bool = False
+    xla_flags: str | None = Field(None, description="XLA_FLAGS, without the placement flags jaxrun adds itself")
+
+    def differences(self, other: "Numerics") -> list[str]:
+        """``["x64 False vs True", ...]``: the settings where ``other`` differs from this one."""
+        return [f"{name} {getattr(self, name)!r} vs {getattr(other, name)!r}"
+                for name in type(self).model_fields if getattr(self, name) != getattr(other, name)]
+
+
+class RunEnvironment(MappingModel):
+    """Which environment a script got (the rule: README, "The script's environment")."""
+
+    mode: Literal["inherited", "isolated"] = Field(
+        description="inherited: all of the user's variables; isolated: --isolate-env's minimal set"
+    )
+    set: dict[str, str] = Field({}, description="What --env / the env setting set on top")
+    variables: int = Field(description="How many variables the script's environment held")
+
+
+Outcome = Literal["passed", "failed", "xfailed", "xpassed"]
 
 
 class ScriptResult(MappingModel):
@@ -106,6 +136,17 @@ class ScriptResult(MappingModel):
     )
     warnings: list[str] = Field(
         [], description="What deserves a look though the run succeeded, e.g. a program compiled many times and why"
+    )
+    outcome: Outcome | None = Field(
+        None, description="passed / failed, or xfailed / xpassed for a script expected to fail (xfail)"
+    )
+    xfail: str | None = Field(None, description="Why the script is expected to fail (its xfail setting)")
+    command: list[str] | None = Field(None, description="The command line the script's process ran")
+    script_args: list[str] = Field([], description="The script's own arguments (its sys.argv[1:])")
+    numerics: Numerics | None = Field(None, description="The numerics it started with")
+    environment: RunEnvironment | None = None
+    settings: dict[str, str] = Field(
+        {}, description="Options set for this script alone, and where (a per-script table, its header comment)"
     )
     content_hash: str | None = Field(None, description="sha256 of the script as it ran")
     options_key: str | None = Field(None, description="Fingerprint of the run options (--resume compares it)")

@@ -1,5 +1,13 @@
 """The child's environment and command line, built from the run options: the one place where
-an option that must reach the script becomes an environment variable or a probe flag."""
+an option that must reach the script becomes an environment variable or a probe flag.
+
+Which of the user's variables reach a script (README, "The script's environment"): all of them,
+unless ``isolate_env``, which keeps only what a program needs to start and find its devices
+(``ISOLATED_NAMES``, ``ISOLATED_PREFIXES``: ``JAX_*`` and ``XLA_*`` always). On top come the
+``env`` option (``--env KEY=VALUE``, per-script ``env``), then jaxrun's own: the device
+(``JAX_PLATFORMS``, a GPU slot's ``CUDA_VISIBLE_DEVICES``), the numerics options, the
+compilation cache, ``JAXRUN_OUTPUT_DIR`` and the event channel.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..config import JAX_PLATFORMS_VALUE, importable_pythonpath
-from ..models import DeviceInfo
+from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
 from ..probe.channel import EVENTS_ENV
 from .job import Job
@@ -24,8 +32,10 @@ def child_env(
     ``compile_cache`` overrides ``options.compile_cache`` (a cold-cache benchmark run gets an
     empty folder of its own).
     """
-    env = dict(os.environ)
+    env = isolated(os.environ) if options.isolate_env else dict(os.environ)
     env.update(options.env or {})
+    if options.xla_flags:
+        env["XLA_FLAGS"] = override_xla_flags(env.get("XLA_FLAGS"), options.xla_flags.split())
     backend = None
     if device_info is not None and platform in device_info.platforms:
         backend = device_info.platforms[platform].backend
@@ -57,12 +67,59 @@ def child_env(
         env["JAX_DEBUG_INFS"] = "True"
     if options.log_compiles:
         env["JAX_LOG_COMPILES"] = "True"
+    if options.x64:
+        env["JAX_ENABLE_X64"] = "True"
+    if options.matmul_precision is not None:
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = options.matmul_precision
+    if options.disable_jit:
+        env["JAX_DISABLE_JIT"] = "True"
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     env["PYTHONUNBUFFERED"] = "1"
     # The probe must be importable even when jaxrun runs from a source tree.
     env["PYTHONPATH"] = importable_pythonpath(env.get("PYTHONPATH"))
     return env
+
+
+# --isolate-env keeps these of the user's variables: enough to run Python, find the GPU driver
+# and libraries, and honour the user's JAX / XLA settings.
+ISOLATED_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ",
+    "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+})
+ISOLATED_PREFIXES = ("JAX_", "XLA_", "LC_", "CUDA_", "NVIDIA_", "TPU_", "ROCR_", "HIP_", "TF_CPP_")
+# XLA flags jaxrun adds itself for placement (thread pools, simulated devices): not numerics.
+_PLACEMENT_FLAGS = ("--xla_force_host_platform_device_count", "--xla_cpu_multi_thread_eigen")
+_TRUE = {"1", "true", "t", "yes", "y", "on"}
+
+
+def isolated(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The user's variables that ``isolate_env`` keeps."""
+    return {k: v for k, v in environ.items() if k in ISOLATED_NAMES or k.startswith(ISOLATED_PREFIXES)}
+
+
+def override_xla_flags(existing: str | None, flags: list[str]) -> str:
+    """``flags`` added to an XLA_FLAGS value, replacing the user's value of a flag they both set."""
+    names = {f.split("=", 1)[0] for f in flags}
+    kept = [f for f in (existing or "").split() if f.split("=", 1)[0] not in names]
+    return " ".join([*kept, *flags])
+
+
+def numerics_of(env: dict[str, str]) -> Numerics:
+    """The numerics a script starts with, read from its environment: jaxrun's options and the
+    user's own ``JAX_*`` / ``XLA_FLAGS`` alike (an exported ``JAX_ENABLE_X64=1`` counts)."""
+    def flag(name: str) -> bool:
+        return env.get(name, "").strip().lower() in _TRUE
+
+    xla = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_PLACEMENT_FLAGS)]
+    return Numerics(
+        x64=flag("JAX_ENABLE_X64"),
+        matmul_precision=env.get("JAX_DEFAULT_MATMUL_PRECISION") or None,
+        debug_nans=flag("JAX_DEBUG_NANS"),
+        debug_infs=flag("JAX_DEBUG_INFS"),
+        disable_jit=flag("JAX_DISABLE_JIT"),
+        xla_flags=" ".join(xla) or None,
+    )
 
 
 def probe_command(script: Path, events_path: Path, options: RunOptions, profile_dir: Path | None = None) -> list[str]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import resultfiles
+from ..options import RunOptions
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,8 @@ class Job:
     platform: str | None  # where the batch plans to run it ("cpu", "gpu", "tpu"); None: nowhere
     results_dir: Path
     expected_seconds: float | None = None  # from the history, to start the longest first
+    # The job's own run options, when per-script settings changed the batch's (BatchOptions.options_for).
+    run_options: RunOptions | None = None
 
     @property
     def stdout_log(self) -> Path:

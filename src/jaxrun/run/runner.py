@@ -25,13 +25,13 @@ from ..config import log_cap_bytes
 from ..devices import get_jax_device_info, resolve_device
 from ..errors import DeviceProbeError, ScriptNotFoundError
 from ..failures import backoff_seconds, next_action
-from ..models import Attempt, DeviceInfo, ScriptResult
+from ..models import Attempt, DeviceInfo, Numerics, RunEnvironment, ScriptResult
 from ..nvml import UtilizationSampler, visible_gpus
 from ..options import RunOptions
 from ..provenance import script_identity
 from ..timestamps import now_iso
 from .classify import Classification, classification, classify
-from .environment import child_env, probe_command
+from .environment import child_env, numerics_of, probe_command
 from .job import Job
 from .launch import Interrupted, LaunchOutcome, launch
 from .compiles import recompile_warnings, totals
@@ -60,6 +60,9 @@ class AttemptRun:
     failure: Classification | None
     report: ProbeReport = field(default_factory=ProbeReport)
     utilization: tuple[float | None, str | None] | None = None
+    command: list[str] | None = None  # what the process ran
+    numerics: Numerics | None = None  # read from its environment
+    environment: RunEnvironment | None = None
 
 
 # attempt(job, options, platform, slot, device_info, stop, compile_cache) -> AttemptRun
@@ -132,11 +135,12 @@ def launch_attempt(
     with tempfile.TemporaryDirectory(prefix="jaxrun-events-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
         env = child_env(job, options, platform, info, events_path, slot, compile_cache)
+        command = probe_command(job.script, events_path, options, job.profile_dir)
         # Utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs.
         sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start() if platform == "gpu" else None
         try:
             outcome = launch(
-                probe_command(job.script, events_path, options, job.profile_dir),
+                command,
                 cwd=job.script.parent,
                 env=env,
                 stdout_log=job.stdout_log,
@@ -173,7 +177,10 @@ def launch_attempt(
         refused_forks=outcome.refused_forks,
         peak_processes=outcome.peak_processes,
     )
-    return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None)
+    environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
+                                 variables=len(env))
+    return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None,
+                      command=command, numerics=numerics_of(env), environment=environment)
 
 
 def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> bool:
@@ -325,10 +332,19 @@ def _build_result(
         utilisation, utilisation_reason = run.utilization
     else:
         utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
+    passed = failure is None
     result = ScriptResult(
         script_name=job.name,
         script_path=str(job.script),
-        success=failure is None,
+        success=passed,
+        outcome=("xpassed" if passed else "xfailed") if options.xfail else ("passed" if passed else "failed"),
+        xfail=options.xfail,
+        command=run.command,
+        script_args=list(options.args or ()),
+        numerics=run.numerics,
+        environment=run.environment,
+        settings={name: options.origin_of(name) or "per-script setting"
+                  for name, source in options.sources.items() if source == "script"},
         error_class=failure.error_class if failure else None,  # type: ignore[arg-type]
         error_message=failure.message if failure else None,
         exception_type=failure.exception_type if failure else None,

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 
 class HistorySink(BaseSink):
-    def __init__(self, store: HistoryStore, info: "DeviceInfo | None") -> None:
-        self.store, self.info = store, info
+    def __init__(self, store: HistoryStore, info: "DeviceInfo | None", allow_mismatch: bool = False) -> None:
+        self.store, self.info, self.allow_mismatch = store, info, allow_mismatch
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         bench = result.benchmark
@@ -27,7 +27,7 @@ class HistorySink(BaseSink):
             jaxlib_version=self.info.jaxlib_version if self.info else None,
         )
         run_id = self.store.record(run)
-        check = self.store.check_regression(run_id)
+        check = self.store.check_regression(run_id, allow_mismatch=self.allow_mismatch)
         annotated = bench.model_copy(update={"history_run_id": run_id, "history_check": check})
         return result.model_copy(update={"benchmark": annotated})
 

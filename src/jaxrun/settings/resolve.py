@@ -1,0 +1,311 @@
+"""The layers of settings, one precedence for every option:
+
+    command line (or the API's keywords) > environment (JAXRUN_*) > per-script settings
+    > config file > defaults
+
+:func:`resolve_batch_options` turns the config file, the environment and the given values into
+one :class:`~jaxrun.options.BatchOptions` whose every value knows its source and where it was set;
+:func:`script_settings` gives one script's own settings (per-device table, per-script tables in
+file order, its header comment: later wins), which :meth:`RunOptions.overlay` applies under the
+environment and the command line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..discovery import path_matches
+from ..errors import UsageError
+from ..options import BatchOptions, RunOptions, ScriptRule, Source
+from ..seed_names import OPTION_ALIASES
+from .files import ConfigFile, config_from_env, display, find_config, read_config
+from .header import read_header
+from .keys import (
+    BATCH_KEYS, DEVICE_KEYS, DISPLAY_KEYS, RUN_KEYS, SCRIPT_KEYS, SEED_KEYS, TOP_KEYS, UNSUPPORTED,
+    closest, env_name, from_text, seed_metrics,
+)
+
+# Keys whose relative paths in a config file are relative to the file's folder.
+_PATH_KEYS = ("results_dir", "history", "compile_cache", "markdown", "export_json", "export_csv")
+_SEED_BLOCKS = {"execution": "JAX_EXEC_CONFIG", "monitoring": "MONITORING_CONFIG"}
+_MONITORING = {"logging": ("level", "file_output", "console_output", "performance_summary"),
+               "benchmarking": ("warmup_runs", "measurement_runs", "statistical_analysis")}
+
+
+@dataclass
+class Layer:
+    """Values of one source, each with where it was set."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+
+    def put(self, key: str, value: Any, origin: str) -> None:
+        if key == "env" and isinstance(self.values.get("env"), dict):
+            value = {**self.values["env"], **value}  # variables merge one by one
+        self.values[key], self.origins[key] = value, origin
+
+
+@dataclass
+class Resolved:
+    options: BatchOptions
+    display: dict[str, tuple[Any, Source, str | None]]  # quiet, report: value, source, origin
+    config: ConfigFile | None
+
+
+def check(key: str, value: Any) -> None:
+    """Raise UsageError when ``value`` is not valid for ``key`` on its own."""
+    if key in DISPLAY_KEYS:
+        if not isinstance(value, bool):
+            raise UsageError(f"{key} must be true or false, got {value!r}")
+    elif key == "skip":
+        if not isinstance(value, (str, bool)) or value is False:
+            raise UsageError(f"skip must be a reason (text) or true, got {value!r}")
+    elif key in RUN_KEYS:
+        RunOptions.check_value(key, value)
+    else:
+        BatchOptions.check_value(key, value)
+
+
+# --- the config file -------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads one config file's jaxrun table into a layer and script / device rules."""
+
+    def __init__(self, config: ConfigFile) -> None:
+        self.config = config
+        self.top = Layer()
+        self.rules: list[ScriptRule] = []
+
+    def read(self) -> None:
+        for key, value in self.config.table.items():
+            if key == "scripts":
+                self._scripts(value)
+            elif key == "devices":
+                self._devices(value)
+            elif key in _SEED_BLOCKS:
+                self._seed_block(key, value)
+            else:
+                self._put(self.top, key, value, (key,), TOP_KEYS)
+
+    def _table(self, value: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise UsageError(f"{self.config.where(*keys)}: {self.config.table_name(*keys)} must be a table of {what}, "
+                             f"got {value!r}")
+        return value
+
+    def _put(self, layer: Layer, key: str, value: Any, keys: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+        where = self.config.where(*keys)
+        table = self.config.table_name(*keys[:-1])
+        if key in UNSUPPORTED:
+            raise UsageError(f"{where}: {table} {key}: {UNSUPPORTED[key]}")
+        if key in SEED_KEYS:
+            try:
+                mapped = SEED_KEYS[key](value)
+            except UsageError as exc:
+                raise UsageError(f"{where}: {table} {exc}") from None
+            for name, mapped_value in mapped.items():
+                self._put(layer, name, mapped_value, keys, allowed + tuple(mapped))
+            return
+        targets = OPTION_ALIASES.get(key, (key,))  # the seed's timeout_seconds, profile, ...
+        for target in targets:
+            if target not in allowed:
+                if target == "skip" and allowed is TOP_KEYS:
+                    raise UsageError(f"{where}: {table} skip: skip is a per-script setting; put it in a "
+                                     f'[tool.jaxrun.scripts."GLOB"] table or a "# jaxrun: skip=..." comment')
+                raise UsageError(f"{where}: unknown key {key!r} in {table}: {closest(key, allowed)}")
+            if target in _PATH_KEYS and isinstance(value, str):
+                value = str(self.config.folder / Path(value).expanduser())
+            try:
+                check(target, value)
+            except UsageError as exc:
+                raise UsageError(f"{where}: {table} {key}: {exc}") from None
+            layer.put(target, value, where)
+
+    def _scripts(self, value: Any) -> None:
+        for pattern, settings in self._table(value, ("scripts",), 'per-script tables ([scripts."GLOB"])').items():
+            keys = ("scripts", pattern)
+            layer = Layer()
+            for key, item in self._table(settings, keys, "settings").items():
+                self._put(layer, key, item, (*keys, key), SCRIPT_KEYS)
+            self.rules.append(ScriptRule(table=self.config.table_name(*keys), pattern=pattern,
+                                         base=self.config.folder, values=layer.values, origins=layer.origins))
+
+    def _devices(self, value: Any) -> None:
+        for device, settings in self._table(value, ("devices",), "per-device tables ([devices.cpu])").items():
+            keys = ("devices", device)
+            if device not in ("cpu", "gpu", "tpu"):
+                raise UsageError(f"{self.config.where(*keys)}: unknown device table {device!r}: choose cpu, gpu or tpu")
+            layer = Layer()
+            for key, item in self._table(settings, keys, "settings").items():
+                if key == "platform_name" and item not in (device, "cuda" if device == "gpu" else device):
+                    raise UsageError(f"{self.config.where(*keys, key)}: platform_name {item!r} in the {device} table")
+                self._put(layer, key, item, (*keys, key), DEVICE_KEYS)
+            self.rules.append(ScriptRule(table=self.config.table_name(*keys), device=device, values=layer.values,
+                                         origins=layer.origins))
+
+    def _seed_block(self, block: str, value: Any) -> None:
+        table = self._table(value, (block,), "settings")
+        if block == "execution":  # JAX_EXEC_CONFIG: the top level's keys
+            for key, item in table.items():
+                self._put(self.top, key, item, (block, key), TOP_KEYS)
+            return
+        for part, items in table.items():  # MONITORING_CONFIG: metrics, logging, benchmarking
+            keys = (block, part)
+            if part == "metrics":
+                try:
+                    seed_metrics(items)
+                except UsageError as exc:
+                    raise UsageError(f"{self.config.where(*keys)}: {exc}") from None
+                continue
+            if part not in _MONITORING:
+                raise UsageError(f"{self.config.where(*keys)}: unknown table {part!r} in {self.config.table_name(block)}: "
+                                 f"{closest(part, ['metrics', *_MONITORING])}")
+            for key, item in self._table(items, keys, "settings").items():
+                self._put(self.top, key, item, (*keys, key), _MONITORING[part] + TOP_KEYS)
+
+
+def config_layer(config: ConfigFile) -> tuple[Layer, list[ScriptRule]]:
+    reader = _Reader(config)
+    reader.read()
+    return reader.top, reader.rules
+
+
+# --- the environment --------------------------------------------------------------------------------
+
+
+def env_layer(environ: Mapping[str, str]) -> Layer:
+    """``JAXRUN_<KEY>`` variables (``JAXRUN_TIMEOUT=60``, ``JAXRUN_X64=1``, ``JAXRUN_ENV="A=1 B=2"``)."""
+    layer = Layer()
+    for key in TOP_KEYS:
+        name = env_name(key)
+        if name not in environ:
+            continue
+        try:
+            value = from_text(key, environ[name])
+            check(key, value)
+        except UsageError as exc:
+            raise UsageError(f"environment variable {name}: {exc}") from None
+        layer.put(key, value, name)
+    return layer
+
+
+# --- all layers together ----------------------------------------------------------------------------
+
+
+def locate_config(paths: tuple[Path, ...] | list[Path], config: str | os.PathLike[str] | bool | None,
+                  environ: Mapping[str, str]) -> ConfigFile | None:
+    """The config file: the one named (``config`` / ``$JAXRUN_CONFIG``), none with ``config=False``,
+    else the nearest one above the first searched path."""
+    if config is False:
+        return None
+    named = Path(config).expanduser() if isinstance(config, (str, os.PathLike)) else config_from_env(environ)  # type: ignore[arg-type]
+    if named is not None:
+        return read_config(named)
+    found = find_config(Path(paths[0]) if paths else Path.cwd())
+    return read_config(found) if found is not None else None
+
+
+def resolve_batch_options(
+    paths: Any,
+    given: Mapping[str, Any],
+    *,
+    source: Source = "cli",
+    origins: Mapping[str, str] | None = None,
+    config: str | os.PathLike[str] | bool | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Resolved:
+    """Batch options from every layer: the config file, ``JAXRUN_*`` variables, then ``given``
+    (the command line's or the API's values, whose source is ``source``)."""
+    environ = os.environ if environ is None else environ
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())
+    found = locate_config([Path(p) for p in items], config, environ)
+    top, rules = config_layer(found) if found is not None else (Layer(), [])
+    layers: list[tuple[Source, Layer]] = [("config", top), ("env", env_layer(environ)),
+                                          (source, Layer(dict(given), dict(origins or {})))]
+    merged, sources = Layer(), {}
+    for layer_source, layer in layers:
+        for key, value in layer.values.items():
+            merged.put(key, value, layer.origins.get(key, ""))
+            sources[key] = layer_source
+    where = {k: v for k, v in merged.origins.items() if v}
+    display = {k: (merged.values.pop(k), sources[k], where.get(k)) for k in DISPLAY_KEYS if k in merged.values}
+    try:
+        options = BatchOptions.build(
+            source, sources=sources, origins=where, paths=paths, rules=tuple(rules),
+            config_file=found.path if found else None, **merged.values,
+        )
+    except UsageError as exc:
+        if found is not None and any(s == "config" for s in sources.values()):
+            raise UsageError(f"{exc} (settings from {display_path(found)})") from None
+        raise
+    # rules and config_file are the file's structure, not settings with a source of their own.
+    for name in ("rules", "config_file"):
+        options._sources.pop(name, None)
+    return Resolved(options, display, found)
+
+
+def display_path(config: ConfigFile) -> str:
+    return display(config.path)
+
+
+# --- one script's own settings ----------------------------------------------------------------------
+
+
+@dataclass
+class ScriptSettings:
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def skip(self) -> str | None:
+        value = self.values.get("skip")
+        if value is None or value is False:
+            return None
+        return value if isinstance(value, str) and value else "skipped by its settings"
+
+    def for_device(self, options: BatchOptions, platform: str | None) -> dict[str, Any]:
+        """The run options of this script on ``platform``: its device table under its own settings."""
+        values: dict[str, Any] = {}
+        for rule in options.rules:
+            if rule.device is not None and rule.device == platform:
+                values.update(rule.values)
+                self.origins = {**rule.origins, **self.origins}
+        values.update({k: v for k, v in self.values.items() if k not in ("skip", "device")})
+        return values
+
+
+def script_settings(options: BatchOptions, script: Path) -> ScriptSettings:
+    """``script``'s settings from the per-script tables that match it (in file order) and its
+    ``# jaxrun:`` header comment, later ones winning."""
+    found = ScriptSettings()
+    for rule in options.rules:
+        if rule.pattern is None:
+            continue
+        try:
+            rel = script.resolve().relative_to(rule.base).as_posix()
+        except ValueError:
+            continue  # a script outside the config file's folder: its globs do not reach it
+        if path_matches(rel, rule.pattern):
+            for key, value in rule.values.items():
+                _merge(found, key, value, rule.origins.get(key, rule.table))
+    for setting in read_header(script):
+        try:
+            check(setting.key, setting.value)
+        except UsageError as exc:
+            raise UsageError(f"{display(script)}:{setting.line}: '# jaxrun:' {setting.key}: {exc}") from None
+        _merge(found, setting.key, setting.value, f"{display(script)}:{setting.line}")
+    return found
+
+
+def _merge(settings: ScriptSettings, key: str, value: Any, origin: str) -> None:
+    if key == "env" and isinstance(settings.values.get("env"), dict):
+        value = {**settings.values["env"], **value}
+    settings.values[key], settings.origins[key] = value, origin
+
+
+__all__ = ["BATCH_KEYS", "Layer", "Resolved", "ScriptSettings", "config_layer", "env_layer", "locate_config",
+           "resolve_batch_options", "script_settings"]
