@@ -153,3 +153,30 @@ def test_an_import_during_compilation_is_counted_once(tmp_path: Path) -> None:
     result = run(write(tmp_path, "lazy.py", LAZY_IMPORT_IN_A_JITTED_FUNCTION), tmp_path / "r")
     assert result.run_time >= 0.3, result.run_time  # the sleep is never eaten by double counting
     assert_phases_add_up(result)
+
+
+DISPATCHES_WITHOUT_WAITING = """\
+import time
+import jax, jax.numpy as jnp
+import jaxrun
+f = jax.jit(lambda a: jnp.tanh(a @ a) @ a)
+x = jnp.ones((1200, 1200))
+f(x).block_until_ready()  # compiled
+started = time.perf_counter()
+f(x).block_until_ready()
+one_call = time.perf_counter() - started
+started = time.perf_counter()
+results = [f(x) for _ in range(6)]  # dispatched, never waited for
+jaxrun.record(one_call=one_call, dispatch=time.perf_counter() - started)
+"""
+
+
+def test_run_time_includes_device_work_the_script_never_waited_for(tmp_path: Path) -> None:
+    # Asynchronous dispatch: the six calls return at once; their work must still be in the run
+    # time (on a GPU it used to finish during interpreter exit, seen only in the wall time).
+    script = write(tmp_path, "async_end.py", DISPATCHES_WITHOUT_WAITING)
+    result = jaxrun.execute_jax_script(script, device="cpu", compile_cache=False)
+    assert result.success, result.error_message
+    figures = result.results
+    assert figures["dispatch"] < 2 * figures["one_call"]  # the ground truth: dispatch is quick
+    assert result.run_time > 6 * figures["one_call"] * 0.7 + 2 * figures["one_call"]

@@ -105,19 +105,24 @@ def _cpu_name() -> str:
 def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
     """The seed's device list (names, GiB, driver), added in the parent: the host's RAM and CPU
     name and the NVIDIA driver (NVML) are read here, not in the jax child."""
-    driver = None
+    driver, gpu_total = None, None
     gpu = info.platforms.get("gpu")
     if gpu is not None and gpu.available and gpu.backend == "cuda":
-        from .nvml import nvml_status
+        from .nvml import gpu_memory_totals, nvml_status
 
         driver = nvml_status().driver_version
+        # JAX's bytes_limit is its allocator's share (75% by default), not the card's memory.
+        # NVML's order need not be JAX's: only GPUs all of one size get NVML's figure.
+        totals = gpu_memory_totals() or []
+        if totals and len(set(totals)) == 1:
+            gpu_total = totals[0]
     host, cpu = host_memory_bytes(), _cpu_name()
     devices = []
     for platform in info.platforms.values():
         if not platform.available:
             continue
         for d in platform.devices:
-            memory = host if d.platform == "cpu" else d.memory_bytes
+            memory = host if d.platform == "cpu" else (gpu_total if d.platform == "gpu" and gpu_total else d.memory_bytes)
             devices.append(AvailableDevice(
                 name=cpu if d.platform == "cpu" else d.device_kind, platform=d.platform, id=d.id,
                 memory_gb=None if memory is None else memory / _GIB, compute_capability=d.compute_capability,

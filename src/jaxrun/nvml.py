@@ -32,6 +32,26 @@ def nvml_status() -> NvmlInfo:
             pass
 
 
+def gpu_memory_totals() -> list[int] | None:
+    """Each NVIDIA GPU's total memory in bytes (NVML's order), or None when NVML cannot tell."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        return [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).total)
+                for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
 def visible_gpus(cuda_visible_devices: str | None) -> list[str] | None:
     """The GPUs a process may use, from its ``CUDA_VISIBLE_DEVICES``: indices or UUIDs as given.
 

@@ -110,7 +110,7 @@ def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DeviceP
     for plan in scripts:
         for device in plan.devices:
             platform = devices.platforms[device]
-            own = plan.settings.for_device(options, platform)
+            own = plan.settings.for_device(options, platform or (device if device != "auto" else None))
             if plan.devices is not options.device:
                 own["device"] = device  # the script's own device setting
             run = options.run_for(device)

@@ -60,6 +60,29 @@ def cost_figures(cost: Any) -> dict[str, float | None]:
     return values
 
 
+def _jaxpr_estimate(traced: Any, memory: dict[str, int | None], warnings: list[str]) -> tuple[dict[str, float | None], str | None]:
+    """FLOPs counted from the jaxpr when XLA's cost analysis is unavailable (GPUs); the bytes are
+    the arguments and outputs, the least the function must move (a lower bound)."""
+    from ._flops import jaxpr_cost
+
+    unknown: dict[str, float | None] = {"flops": None, "bytes_accessed": None, "transcendentals": None}
+    try:
+        counted = jaxpr_cost(traced.jaxpr)
+    except Exception:
+        return unknown, None
+    if counted.flops is None:
+        return unknown, None
+    args, outs = memory.get("argument_bytes"), memory.get("output_bytes")
+    moved = float(args + outs) if args is not None and outs is not None else None
+    warnings.append(
+        "XLA's cost analysis is unavailable on this backend: FLOPs counted from the jaxpr (matrix products "
+        "and convolutions exactly, other arithmetic one per element"
+        + ("" if counted.exact else "; a while loop counted once, so a lower bound")
+        + "), bytes_accessed = arguments + outputs (a lower bound)"
+    )
+    return {"flops": counted.flops, "bytes_accessed": moved, "transcendentals": None}, "jaxpr"
+
+
 def memory_figures(analysis: Any) -> dict[str, int | None]:
     """argument / output / temp / generated-code bytes from ``compiled.memory_analysis()``."""
     fields = {
@@ -205,7 +228,10 @@ def measure(
     cost = cost_figures(_safe(compiled.cost_analysis))
     memory = memory_figures(_safe(compiled.memory_analysis))
     n_devices = program_devices(compiled)
-    if n_devices > 1:
+    cost_source = "xla" if cost["flops"] is not None else None
+    if cost["flops"] is None:
+        cost, cost_source = _jaxpr_estimate(traced, memory, warnings)
+    if n_devices > 1 and cost_source == "xla":
         # XLA's cost analysis of an SPMD program describes one partition; the program does n.
         cost = {k: (v * n_devices if v is not None else None) for k, v in cost.items()}
     dtype = compute_dtype((args, kwargs))
@@ -238,7 +264,8 @@ def measure(
             "achieved_bytes_per_s": (cost["bytes_accessed"] / steady.median) if cost["bytes_accessed"] is not None else None,
         }
     if cost["flops"] is None:
-        warnings.append("XLA's cost analysis is unavailable for this function: FLOPs and the roofline are unknown")
+        warnings.append("XLA's cost analysis is unavailable for this function, and its jaxpr hides work (a host "
+                        "callback or foreign call): FLOPs and the roofline are unknown")
 
     del out
     return Measurement(
@@ -257,6 +284,7 @@ def measure(
         steady=steady,
         compiles_during_timing=during.total,
         **cost,
+        cost_source=cost_source,
         **memory,
         **peak_figures,
         warnings=warnings,

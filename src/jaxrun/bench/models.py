@@ -84,7 +84,9 @@ class Measurement(MappingModel):
     steady: Statistics = Field(description="Statistics of the per-call seconds")
     compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")
     num_devices: int = Field(1, description="Devices the compiled program runs on (SPMD partitions)")
-    flops: float | None = Field(None, description="From the compiled cost analysis, summed over devices")
+    flops: float | None = Field(None, description="From the compiled cost analysis, summed over devices "
+                                "(or counted from the jaxpr where the backend has none: cost_source)")
+    cost_source: str | None = Field(None, description='"xla" (the compiled cost analysis), "jaxpr" (counted), or null')
     bytes_accessed: float | None = None
     transcendentals: float | None = None
     argument_bytes: int | None = Field(None, description="From the compiled memory analysis")

@@ -164,6 +164,7 @@ def resolve_settings(ctx: typer.Context, paths: List[Path]) -> "Resolved":
     """Every layer of settings for ``jaxrun run`` (and ``jaxrun config``); usage errors exit 2."""
     from ..settings import resolve_batch_options
 
+    paths = [Path(p) for p in paths]  # typer converts the run command's own arguments, not another's
     for path in paths:
         if not path.exists():
             raise fail_usage(f"no such file or folder: {str(path)!r} — pass a folder of JAX scripts or a .py file")

@@ -14,7 +14,9 @@ class DeviceEntry(MappingModel):
     platform: str
     device_kind: str
     process_index: int = 0
-    memory_bytes: int | None = Field(None, description="Device memory limit, when the backend tells")
+    memory_bytes: int | None = Field(
+        None, description="JAX's allocator limit on the device (bytes_limit: on GPUs 75% of it by default), when the backend tells"
+    )
     compute_capability: str | None = None
 
 
@@ -40,7 +42,8 @@ class AvailableDevice(MappingModel):
     platform: str
     id: int
     memory_gb: float | None = Field(
-        None, description="GiB of device memory (its bytes_limit); for CPU devices the host's RAM, which they share"
+        None, description="GiB of device memory (NVIDIA GPUs: the card's, from NVML; else JAX's bytes_limit); "
+        "for CPU devices the host's RAM, which they share"
     )
     compute_capability: str | None = Field(None, description="CUDA compute capability (NVIDIA GPUs)")
     driver_version: str | None = Field(None, description="NVIDIA driver version (NVIDIA GPUs, via NVML)")

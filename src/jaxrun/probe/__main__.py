@@ -14,6 +14,7 @@ from .profiler import Profiler
 from .channel import CGROUPS_ENV, EVENTS_ENV, EventWriter
 from .jax_hooks import (
     block_until_ready,
+    wait_for_device_work,
     compile_cache_facts,
     compile_wall_seconds_outside_imports,
     device_facts,
@@ -154,9 +155,11 @@ def main(argv: list[str]) -> int:
     exit_code = 0
     import_timer.start()
     started = time.perf_counter()
+    namespace: dict[str, object] = {}
     try:
         if entry is None:
-            runpy.run_path(script, run_name="__main__")
+            # Kept until the end: the script's arrays stay alive for wait_for_device_work.
+            namespace = runpy.run_path(script, run_name="__main__")
         else:
             _run_warm(writer, script, entry, calls)
     except SystemExit as exc:
@@ -179,6 +182,8 @@ def main(argv: list[str]) -> int:
         _exception_event(writer, exc)
         traceback.print_exception(type(exc), exc, exc.__traceback__)
         exit_code = 1
+    if exit_code == 0:
+        wait_for_device_work()
     body_time = time.perf_counter() - started
     import_timer.stop()
     if os.getpid() != probe_pid:

@@ -46,6 +46,25 @@ def block_until_ready(value: Any) -> Any:
     return jax.block_until_ready(value)
 
 
+def wait_for_device_work() -> None:
+    """Wait until the devices have finished the work the script dispatched: JAX dispatches
+    asynchronously, so a script that ends without blocking would otherwise leave its last
+    computations out of its body and run time (they would finish during interpreter exit,
+    counted only in the process's wall time). Waiting on every live array waits for what
+    produced them; device streams run in order, so earlier work finishes first."""
+    if "jax" not in sys.modules:
+        return
+    try:
+        import jax
+        from jax._src import xla_bridge
+
+        if not xla_bridge.backends_are_initialized():
+            return  # nothing was dispatched; asking would start a backend (ms on CPU, s on a GPU)
+        jax.block_until_ready(jax.live_arrays())
+    except Exception:
+        pass  # a failed computation is the script's error, reported when it is read, not here
+
+
 def attach_listeners(writer: EventWriter) -> None:
     import jax.monitoring as monitoring
 

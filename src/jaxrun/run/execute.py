@@ -100,6 +100,26 @@ def _benchmark(
     return result.model_copy(update=update)
 
 
+# execute_jax_script's keyword defaults: left as they are, they do not hide the config file's values.
+_KEYWORD_DEFAULTS = {"device": "auto", "timeout": 300, "verbose": False, "retries": 0, "fallback": True,
+                     "debug_nans": False, "benchmark_runs": 0, "warmup_runs": 0, "enable_profiling": False, "env": None}
+
+
+def _with_settings(script: Path, given: dict[str, Any], config: Any) -> RunOptions:
+    """The run options of one script called through the API: the keywords over ``JAXRUN_*``, the
+    script's own settings (its header comment, per-script tables) and the config file's run
+    options (a skip setting is the batch's business: a script named here runs)."""
+    from ..settings import resolve_batch_options, script_settings
+
+    explicit = {k: v for k, v in given.items() if k not in _KEYWORD_DEFAULTS or v != _KEYWORD_DEFAULTS[k]}
+    batch = resolve_batch_options([script], explicit, source="api", config=config).options
+    own = script_settings(batch, script)
+    values = own.for_device(batch, batch.run.device if batch.run.device != "auto" else None)
+    if "device" in own.values:
+        values["device"] = own.values["device"]
+    return batch.run.overlay(values, "script", own.origins) if values else batch.run
+
+
 def execute_jax_script(
     script_path: str | os.PathLike[str],
     device: str = "auto",
@@ -139,16 +159,18 @@ def execute_jax_script(
     cache folder, a path to choose another, False for none), and ``cold_cache=True`` gives every
     run (each benchmark run too) an empty cache so each pays its full compilation.
     """
+    config = options.pop("config", None)
     given = dict(
-        timeout=timeout, verbose=verbose, retries=retries, fallback=fallback, debug_nans=debug_nans,
+        device=device, timeout=timeout, verbose=verbose, retries=retries, fallback=fallback, debug_nans=debug_nans,
         benchmark_runs=benchmark_runs, warmup_runs=warmup_runs, enable_profiling=enable_profiling, env=env,
         **options,
     )
-    run_options = RunOptions.build("api", device=device, **given)
+    run_options = RunOptions.build("api", **given)  # checks the keywords: only run options here
     script = Path(script_path).expanduser()
     if not script.is_file():
         raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file")
     script = script.resolve()
+    run_options = _with_settings(script, given, config)
     name = valid_text(name or script.stem)
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
     job = Job(index=0, script=script, name=name, file_name=resultfiles.file_stem(name), device=run_options.device, platform=None,

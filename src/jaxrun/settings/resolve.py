@@ -97,18 +97,19 @@ class _Reader:
                              f"got {value!r}")
         return value
 
-    def _put(self, layer: Layer, key: str, value: Any, keys: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    def _put(self, layer: Layer, key: str, value: Any, keys: tuple[str, ...], allowed: tuple[str, ...],
+             seed: bool = True) -> None:
         where = self.config.where(*keys)
         table = self.config.table_name(*keys[:-1])
         if key in UNSUPPORTED:
             raise UsageError(f"{where}: {table} {key}: {UNSUPPORTED[key]}")
-        if key in SEED_KEYS:
+        if seed and key in SEED_KEYS:
             try:
                 mapped = SEED_KEYS[key](value)
             except UsageError as exc:
                 raise UsageError(f"{where}: {table} {exc}") from None
             for name, mapped_value in mapped.items():
-                self._put(layer, name, mapped_value, keys, allowed + tuple(mapped))
+                self._put(layer, name, mapped_value, keys, allowed + tuple(mapped), seed=False)
             return
         targets = OPTION_ALIASES.get(key, (key,))  # the seed's timeout_seconds, profile, ...
         for target in targets:
