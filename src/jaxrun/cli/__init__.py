@@ -22,6 +22,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Plain click help: rendering it with rich would import rich (~40 ms) for every --help.
+    rich_markup_mode=None,
 )
 # The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
 for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history,

@@ -11,7 +11,6 @@ import typer
 
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, fail_usage, out
-from .tables import compare_table, history_cell, history_runs_table, history_scripts_table
 
 _METRIC_HELP = (
     "The one metric that decides a regression: wall_time, body_time, import_time, compile_time, run_time "
@@ -34,6 +33,7 @@ def history(
     from ..history import HistoryStore, default_history_path
     from ..stats import check_verdict_options
     from ..verdicts import describe_gate
+    from .tables import history_cell, history_runs_table, history_scripts_table
 
     try:
         effect = parse_effect(min_effect)
@@ -100,6 +100,7 @@ def compare(
     significant change) that needs both p < alpha and the minimum effect. A script is slower when
     its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression."""
     from ..compare import compare_results, parse_effect
+    from .tables import compare_table
 
     try:
         report = compare_results(base, new, metric=metric, alpha=alpha, min_effect=parse_effect(min_effect),

@@ -10,8 +10,6 @@ from typing import Any
 
 import click
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import JAXExecutionError
 from .console import fail_usage, out
@@ -112,6 +110,9 @@ def _scripts(options: Any) -> list[dict[str, Any]]:
 
 
 def _print(report: dict[str, Any]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     out.print(f"config file: {report['config_file'] or 'none'}", markup=False)
     table = Table(title="settings of jaxrun run", title_justify="left")
     for column in ("key", "value", "source", "where"):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -14,9 +17,34 @@ for _stream in (sys.stdout, sys.stderr):
     if hasattr(_stream, "reconfigure"):
         _stream.reconfigure(errors="backslashreplace")
 
-# Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+
+class _LazyConsole:
+    """A rich Console made on first use: importing rich costs ~25 ms, which `jaxrun --help` and
+    a fast `jaxrun run` start-up do not pay until something is printed."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def console(self) -> "Console":
+        """The rich Console itself (for rich objects that take one, like Live)."""
+        return self._get()
+
+    def _get(self) -> "Console":
+        if self._console is None:
+            from rich.console import Console
+
+            stream = sys.stderr if self._stderr else sys.stdout
+            # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
+            self._console = Console(stderr=self._stderr, highlight=False, width=None if stream.isatty() else 160)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+
+out: Any = _LazyConsole(stderr=False)
+err: Any = _LazyConsole(stderr=True)
 
 
 def fail_usage(message: str) -> typer.Exit:

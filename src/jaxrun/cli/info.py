@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from .. import __version__
 from ..errors import JAXExecutionError
@@ -22,6 +20,9 @@ def devices(
     refresh: bool = typer.Option(False, "--refresh", help="Probe again instead of using the cache."),
 ) -> None:
     """Show the JAX platforms and devices of this machine (read in a child process)."""
+    from rich.table import Table
+    from rich.text import Text
+
     from ..devices import get_jax_device_info
 
     try:
@@ -55,6 +56,9 @@ def _version(dist: str) -> str:
 
 def check() -> None:
     """Check the installation: JAX, its devices, JAX libraries and NVML."""
+    from rich.table import Table
+    from rich.text import Text
+
     from ..devices import get_jax_device_info
     from ..nvml import nvml_status
 

@@ -102,7 +102,7 @@ def run(
 
     # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
     live = err.is_terminal and not (quiet or json_output or verbose)
-    view = LiveProgress(err, slots=options.jobs) if live else LineProgress(err)
+    view = LiveProgress(err.console(), slots=options.jobs) if live else LineProgress(err.console())
     # SIGTERM (a scheduler, `kill`) stops the batch as Ctrl-C does: running scripts stopped,
     # unfinished ones marked interrupted, valid files, exit 130.
     previous = signal.signal(signal.SIGTERM, _interrupt)
