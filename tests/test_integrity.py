@@ -205,3 +205,45 @@ def test_resume_from_an_unreadable_results_file_is_a_usage_error(tmp_path: Path)
         run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False, resume=True)
     # Into an empty folder, --resume simply runs everything.
     assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "new", history=False, resume=True)
+
+
+def test_batch_files_are_rewritten_at_a_bounded_rate_and_a_killed_batch_loses_no_result(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    # Scripts that finish at once (the run_job seam stands in for running them: what is tested is
+    # the writing): 300 results must not mean 300 rewrites of files that list every result.
+    from jaxrun.batch.run import run_batch
+    from jaxrun.compare import compare_results
+    from jaxrun.models import BatchResult, ScriptResult
+    from jaxrun.options import BatchOptions
+
+    for i in range(300):
+        write(tmp_path / "s", f"s{i:03d}.py", "import jax\n")
+    writes: list[str] = []
+    real_write = resultfiles.write_model
+
+    def counting(path, model, **kw):  # type: ignore[no-untyped-def]
+        if Path(path).name == resultfiles.EXECUTION_RESULTS:
+            writes.append(Path(path).name)
+        return real_write(path, model, **kw)
+
+    def instant(job, options, **_):  # type: ignore[no-untyped-def]
+        return ScriptResult(script_name=job.name, script_path=str(job.script), success=True, outcome="passed",
+                            device_requested=job.device, device_used="cpu", execution_time=0.5,
+                            started_at=f"2026-01-01T00:00:{job.index / 10:06.3f}Z", finished_at="2026-01-01T00:01:00Z")
+
+    monkeypatch.setattr(resultfiles, "write_model", counting)
+    options = BatchOptions.build("api", paths=[tmp_path / "s"], results_dir=tmp_path / "r", history=False, device="cpu")
+    batch = run_batch(options, run_job=instant)
+    assert len(batch.script_results) == 300 and batch.metadata.complete
+    assert 2 <= len(writes) <= 30, len(writes)  # the start, the end, rewrites kept to 5 % of the time
+    on_disk = resultfiles.read_model(tmp_path / "r" / resultfiles.EXECUTION_RESULTS, BatchResult)
+    assert [r.script_name for r in on_disk.script_results] == [f"s{i:03d}" for i in range(300)]
+
+    # A batch killed outright leaves a batch file that lags behind its scripts' own files: the
+    # readers (compare, report, --resume) add what only the script files hold.
+    stale = on_disk.model_copy(update={
+        "metadata": on_disk.metadata.model_copy(update={"complete": False, "scripts_executed": 100}),
+        "script_results": on_disk.script_results[:100]})
+    resultfiles.write_model(tmp_path / "r" / resultfiles.EXECUTION_RESULTS, stale)
+    report = compare_results(tmp_path / "r", tmp_path / "r")
+    assert len(report.scripts) == 300

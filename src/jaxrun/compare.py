@@ -25,6 +25,7 @@ from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
 from .errors import UsageError
 from .models import BatchResult, BenchmarkResults, ComparisonReport, ScriptBenchmark, ScriptResult
+from .summary import with_unlisted_results
 from .verdicts import judge_script, metrics_for
 
 Key = tuple[str, Union[str, None]]
@@ -110,7 +111,7 @@ def _read_json(path: Path) -> BenchmarkResults | BatchResult:
     else:
         raise UsageError(f"{str(path)!r} is not a jaxrun results file: {_EXPECTED}")
     try:
-        return model.model_validate(data)
+        parsed = model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
@@ -118,6 +119,9 @@ def _read_json(path: Path) -> BenchmarkResults | BatchResult:
             f"{str(path)!r} looks like a {model.__name__} file but does not match it "
             f"({where}: {first['msg']}); it may come from another jaxrun version: {_EXPECTED}"
         ) from None
+    if isinstance(parsed, BatchResult) and path.name == resultfiles.EXECUTION_RESULTS:
+        return with_unlisted_results(parsed, path.parent)
+    return parsed
 
 
 def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:

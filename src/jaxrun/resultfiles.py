@@ -10,7 +10,7 @@ import hashlib
 import importlib
 import json
 import os
-import tempfile
+import threading
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,16 +63,27 @@ def schema_model(name: str) -> type[BaseModel]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half.
+
+    ``durable=False`` skips the fsync: the file then survives a crash of jaxrun but perhaps not
+    of the machine; per-script result files use it (a 10,000-script batch would spend seconds in
+    fsync), the batch files, which describe them all, do not."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # One temporary name per writer (process, thread): no random names to try, no clash.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), _FILE_MODE)
+            os.fchmod(handle.fileno(), _FILE_MODE)  # the mode O_CREAT gave is filtered by the umask
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -92,8 +103,8 @@ def dump_model(model: BaseModel) -> str:
         return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str) + "\n"
 
 
-def write_model(path: Path, model: BaseModel) -> None:
-    atomic_write_text(Path(path), dump_model(model))
+def write_model(path: Path, model: BaseModel, *, durable: bool = True) -> None:
+    atomic_write_text(Path(path), dump_model(model), durable=durable)
 
 
 def write_json(path: Path, data: Any) -> None:

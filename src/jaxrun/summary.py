@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from pathlib import Path
 from typing import Sequence
 
+from . import resultfiles
 from .benchmark import benchmarking_section
 from .devices import describing
 from .models import (
@@ -131,3 +133,34 @@ def assemble_batch(
         script_results=results,
         benchmarking=benchmarking,
     )
+
+
+def with_unlisted_results(batch: BatchResult, results_dir: Path) -> BatchResult:
+    """A batch file of a batch that did not finish (``metadata.complete`` false) may lag behind:
+    its batch files are rewritten at a bounded rate, each script's own result file when it
+    finishes. This adds the results that only have their own file (after the listed ones, in the
+    order they started) and brings the counts up to date; a finished batch is returned as is."""
+    if batch.metadata.complete:
+        return batch
+    listed = {(r.script_name, r.device_requested) for r in batch.script_results}
+    found: list[ScriptResult] = []
+    for path in sorted((results_dir / resultfiles.SCRIPT_RESULTS_DIR).glob("*_result.json")):
+        try:
+            result = resultfiles.read_model(path, ScriptResult)
+        except (OSError, ValueError):
+            continue  # unreadable: the batch file's view stands
+        if (result.script_name, result.device_requested) not in listed:
+            found.append(result)
+    if not found:
+        return batch
+    results = [*batch.script_results, *sorted(found, key=lambda r: r.started_at or "")]
+    meta = batch.metadata.model_copy(update={
+        "scripts_executed": len(results),
+        "scripts_successful": sum(r.success for r in results),
+        "scripts_failed": sum(not r.success for r in results),
+        "scripts_xfailed": sum(r.outcome == "xfailed" for r in results),
+        "scripts_xpassed": sum(r.outcome == "xpassed" for r in results),
+    })
+    return batch.model_copy(update={"metadata": meta, "script_results": results,
+                                    "performance_summary": performance_summary(results)})
+

@@ -17,6 +17,7 @@ from ..models import BatchResult, ScriptResult
 from ..options import BatchOptions
 from ..provenance import script_identity
 from ..run.job import Job
+from ..summary import with_unlisted_results
 
 logger = logging.getLogger("jaxrun")
 
@@ -28,7 +29,7 @@ def finished_before(options: BatchOptions, jobs: list[Job]) -> dict[int, ScriptR
         logger.info("--resume: no earlier batch in %s, running every script", options.results_dir)
         return {}
     try:
-        before = resultfiles.read_model(path, BatchResult)
+        before = with_unlisted_results(resultfiles.read_model(path, BatchResult), options.results_dir)
     except (OSError, ValueError, ValidationError) as exc:
         raise UsageError(
             f"--resume: {str(path)!r} cannot be read ({type(exc).__name__}); run without --resume to start over"

@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import resultfiles
 from ..errors import UsageError
 from ..models import BatchResult
+from ..summary import with_unlisted_results
 
 REPORT_FILE = "report.html"
 
@@ -25,7 +26,7 @@ def write_report(results_dir: Path, output: Path | None = None, baseline: Path |
 
     source = Path(results_dir) / resultfiles.EXECUTION_RESULTS
     try:
-        batch = resultfiles.read_model(source, BatchResult)
+        batch = with_unlisted_results(resultfiles.read_model(source, BatchResult), Path(results_dir))
     except OSError:
         raise UsageError(f"no jaxrun results in {str(results_dir)!r} ({resultfiles.EXECUTION_RESULTS} is missing); "
                          "pass a folder `jaxrun run` wrote") from None

@@ -1,13 +1,22 @@
 """The files of a results folder that describe the whole batch (docs/ARCHITECTURE.md, "Results folder"):
 ``jax_device_info.json`` once, and ``jax_execution_results.json``, ``jax_performance_metrics.json``
-and, when benchmarking, ``jax_benchmark_results.json`` after every script (atomically), so a batch
-cut off by a crash or Ctrl-C still leaves valid files (``metadata.complete`` says whether it ended).
+and, when benchmarking, ``jax_benchmark_results.json`` (atomically), so a batch cut off by a crash
+or Ctrl-C still leaves valid files (``metadata.complete`` says whether it ended).
+
+Each of these files holds every result so far, so rewriting them after every script would cost
+the square of the batch's size (10,000 scripts: about 45 minutes). They are rewritten after a
+script unless the rewrites would then take more than ``MAX_WRITE_SHARE`` of the batch's time (in
+practice: after every script of ordinary batches, every few hundred of a flood of short ones),
+and always at the start and the end (and on Ctrl-C). Every script's own result file is written
+when it finishes, so a batch killed outright loses nothing: :func:`jaxrun.summary.with_unlisted_results`
+adds those files to a batch file that lags behind (compare, report and --resume read through it).
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -21,6 +30,11 @@ if TYPE_CHECKING:
     from ..run.job import Job
 
 
+# The most of a batch's time the rewrites of the batch files may take: after a rewrite that took
+# w seconds, the next waits w / MAX_WRITE_SHARE.
+MAX_WRITE_SHARE = 0.05
+
+
 class BatchFilesSink(BaseSink):
     def __init__(
         self, meta: BatchMetadata, info: DeviceInfo | None, *, benchmark_runs: int, warmup_runs: int,
@@ -30,6 +44,8 @@ class BatchFilesSink(BaseSink):
         self.meta, self.info = meta, info
         self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
         self._done: dict[int, ScriptResult] = {}
+        self._last_write = 0.0  # time.monotonic() when the last rewrite ended
+        self._write_seconds = 0.0  # how long it took
 
     def on_begin(self, jobs: Sequence["Job"]) -> None:
         if self.info is not None:
@@ -38,7 +54,9 @@ class BatchFilesSink(BaseSink):
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
         self._done[job.index] = result
-        self._write(self.batch(complete=False))
+        waited = time.monotonic() - self._last_write
+        if waited >= self._write_seconds / MAX_WRITE_SHARE:
+            self._write(self.batch(complete=False))
         return result
 
     def on_end(self, batch: BatchResult) -> None:
@@ -57,6 +75,12 @@ class BatchFilesSink(BaseSink):
         )
 
     def _write(self, batch: BatchResult) -> None:
+        started = time.monotonic()
+        self._write_files(batch)
+        self._last_write = time.monotonic()
+        self._write_seconds = self._last_write - started
+
+    def _write_files(self, batch: BatchResult) -> None:
         out = self.results_dir
         if batch.benchmarking.enabled:
             resultfiles.write_model(

@@ -1,0 +1,93 @@
+"""How long does jaxrun spend writing results as a batch grows? (DESIGN §10: 10,000 results <= 5 s.)
+
+Writes N tiny scripts, then runs the real batch (`run_batch`: planning, every sink, every result
+file, the run log) with an instant stand-in for running a script, so what is timed is jaxrun's own
+bookkeeping, not the scripts. Reports the total, the part spent in the sinks (writing), and the
+size of jax_execution_results.json. Run::
+
+    PYTHONPATH=src python benchmarks/bench_result_writing.py [--scripts 10000] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jaxrun.batch.run import run_batch
+from jaxrun.models import ScriptResult
+from jaxrun.options import BatchOptions
+from jaxrun.timestamps import now_iso
+
+
+def instant_result(job, options, *, placement, stop, sink) -> ScriptResult:  # type: ignore[no-untyped-def]
+    """What a short successful script's result holds, without running it."""
+    now = now_iso()
+    return ScriptResult(
+        script_name=job.name, script_path=str(job.script), success=True, outcome="passed", device_requested=job.device,
+        device_used="cpu", execution_time=0.61, body_time=0.52, import_time=0.48, run_time=0.02, cpu_time=0.7,
+        memory_peak=151.0, jit_compile_time=0.03, compile_count=1, cache_hits=0, cache_misses=1,
+        stdout_log=str(job.stdout_log), stderr_log=str(job.stderr_log), started_at=now, finished_at=now,
+        results={"value": job.index},
+    )
+
+
+
+
+def measure(n: int, root: Path) -> dict[str, float]:
+    scripts = root / f"s{n}"
+    if not scripts.exists():
+        for i in range(n):
+            folder = scripts / f"d{i // 500:03d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"script_{i:05d}.py").write_text("import jax\n")
+    results = root / f"r{n}"
+    options = BatchOptions.build("api", paths=[scripts], results_dir=results, history=False, device="cpu")
+    from jaxrun.sinks import Sinks
+
+    spent = {"sinks": 0.0}
+    original = {name: getattr(Sinks, name) for name in ("on_begin", "on_start", "on_progress", "on_result", "on_end")}
+
+    def timed(name):  # type: ignore[no-untyped-def]
+        def call(self, *args):  # type: ignore[no-untyped-def]
+            started = time.perf_counter()
+            try:
+                return original[name](self, *args)
+            finally:
+                spent["sinks"] += time.perf_counter() - started
+        return call
+
+    for name in original:
+        setattr(Sinks, name, timed(name))
+    try:
+        started = time.perf_counter()
+        batch = run_batch(options, run_job=instant_result)
+        total = time.perf_counter() - started
+    finally:
+        for name, function in original.items():
+            setattr(Sinks, name, function)
+    assert len(batch.script_results) == n and batch.metadata.complete
+    size = (results / "jax_execution_results.json").stat().st_size
+    return {"total": total, "sinks": spent["sinks"], "mb": size / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scripts", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}; result writing of a batch of N instant scripts (median of {args.repeats})")
+    print(f"{'N':>7} {'batch total s':>14} {'writing (sinks) s':>18} {'per result ms':>14} {'results.json MB':>16}")
+    with tempfile.TemporaryDirectory(prefix="jaxrun-bench-writing-") as tmp:
+        for n in args.scripts:
+            rows = [measure(n, Path(tmp)) for _ in range(args.repeats)]
+            total = statistics.median(r["total"] for r in rows)
+            sinks = statistics.median(r["sinks"] for r in rows)
+            print(f"{n:>7} {total:>14.2f} {sinks:>18.2f} {sinks / n * 1000:>14.3f} {rows[0]['mb']:>16.1f}")
+
+
+if __name__ == "__main__":
+    main()
