@@ -74,19 +74,36 @@ def measure(n: int, root: Path) -> dict[str, float]:
     return {"total": total, "sinks": spent["sinks"], "mb": size / 2**20}
 
 
+def filesystem_floor(n: int, root: Path, size: int) -> float:
+    """Seconds to create, write and rename n files of ``size`` bytes in a new folder: what any
+    atomic per-script file costs on this file system, side by side with jaxrun's writing."""
+    folder = root / f"floor{n}"
+    folder.mkdir()
+    data = b"x" * size
+    started = time.perf_counter()
+    for i in range(n):
+        tmp = folder / f".f{i}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        tmp.replace(folder / f"f{i}.json")
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scripts", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}; result writing of a batch of N instant scripts (median of {args.repeats})")
-    print(f"{'N':>7} {'batch total s':>14} {'writing (sinks) s':>18} {'per result ms':>14} {'results.json MB':>16}")
+    print(f"{'N':>7} {'batch total s':>14} {'writing (sinks) s':>18} {'per result ms':>14} "
+          f"{'results.json MB':>16} {'fs floor s':>11}")
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-writing-") as tmp:
         for n in args.scripts:
             rows = [measure(n, Path(tmp)) for _ in range(args.repeats)]
             total = statistics.median(r["total"] for r in rows)
             sinks = statistics.median(r["sinks"] for r in rows)
-            print(f"{n:>7} {total:>14.2f} {sinks:>18.2f} {sinks / n * 1000:>14.3f} {rows[0]['mb']:>16.1f}")
+            floor = filesystem_floor(n, Path(tmp), 1800)
+            print(f"{n:>7} {total:>14.2f} {sinks:>18.2f} {sinks / n * 1000:>14.3f} {rows[0]['mb']:>16.1f} {floor:>11.2f}")
 
 
 if __name__ == "__main__":
