@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from jaxrun.cli.progress import LiveProgress
+from jaxrun.cli.live import LiveProgress
 from jaxrun.run.job import Job
 
 from helpers import jaxrun, write

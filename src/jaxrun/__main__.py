@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from .entry import main
 
 
 def translate_seed_form(argv: list[str]) -> list[str]:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Sequence
 
 from . import resultfiles
-from .benchmark import benchmarking_section
 from .devices import describing
 from .models import (
     BatchMetadata,
@@ -122,6 +121,8 @@ def assemble_batch(
     benchmarking = BenchmarkingSection()
     if benchmark_runs:
         benchmarks = [r.benchmark for r in results if r.benchmark is not None]
+        from .benchmark import benchmarking_section  # numpy: only when the batch benchmarks
+
         benchmarking = benchmarking_section(benchmarks, benchmark_runs, warmup_runs, list(devices))
     if info is not None and used:
         # The seed's top-level device description is of the device the batch ran on.

@@ -11,7 +11,6 @@ from .. import resultfiles
 from ..devices import resolve_device
 from ..discovery import search_jax_scripts, unique_names
 from ..errors import UsageError
-from ..history import expected_durations
 from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
 from ..probe.channel import valid_text
@@ -105,7 +104,11 @@ def plan_scripts(options: BatchOptions, scripts: list[tuple[Path, str]]) -> tupl
 def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DevicePlan) -> list[Job]:
     """One job per script and device, in batch order (scripts first, then devices)."""
     several = len(options.device) > 1
-    durations = expected_durations(options.history or False, [p.script for p in scripts]) if options.jobs > 1 else {}
+    durations: dict[str, float] = {}
+    if options.jobs > 1:  # longest first needs the history (numpy, scipy): only for parallel batches
+        from ..history import expected_durations
+
+        durations = expected_durations(options.history or False, [p.script for p in scripts])
     jobs: list[Job] = []
     for plan in scripts:
         for device in plan.devices:

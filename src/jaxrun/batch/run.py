@@ -12,13 +12,12 @@ import os
 import platform as platform_module
 import socket
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import __version__, resultfiles
 from ..devices import get_jax_device_info
 from ..errors import DeviceProbeError, UsageError
 from ..executors.base import RunJob, make_executor
-from ..history import HistoryStore
 from ..models import BatchMetadata, BatchResult, DeviceInfo, SkippedScript
 from ..failures import HINTS
 from ..options import BatchOptions
@@ -26,19 +25,19 @@ from ..settings import resolve_batch_options
 from ..run.execute import run_job
 from ..run.job import Job
 from ..run.runner import failed_before_running
+from ..run.spare import POOL, spare_environment
 from ..sinks import Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.callbacks import CallbackSink, OnResult, OnStart
-from ..sinks.history import HistorySink
-from ..sinks.exports import ExportSink
-from ..sinks.markdown import MarkdownSink
-from ..sinks.profiles import ProfileSink
 from ..sinks.run_log import RunLogSink
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock, unwritable
 from .plan import DevicePlan, discover, make_jobs, plan_devices, plan_scripts
 from .resume import finished_before
+
+if TYPE_CHECKING:
+    from ..history import HistoryStore
 
 logger = logging.getLogger("jaxrun")
 
@@ -89,6 +88,24 @@ def run_jax_scripts(
     return batch if return_detailed_results else batch.success
 
 
+def _optional_sink(wanted: bool, where: str, *args: Any) -> list[Sink]:
+    """The sink ``module:Class`` of jaxrun.sinks when ``wanted``, imported only then."""
+    if not wanted:
+        return []
+    import importlib
+
+    module, name = where.split(":")
+    return [getattr(importlib.import_module(f"..sinks.{module}", __package__), name)(*args)]
+
+
+def _history_sink(store: "HistoryStore | None", info: DeviceInfo | None, options: BatchOptions) -> list[Sink]:
+    if store is None:
+        return []
+    from ..sinks.history import HistorySink
+
+    return [HistorySink(store, info, options.allow_mismatch)]
+
+
 def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan, unreadable: list[str],
             skipped: list[SkippedScript]) -> list[str]:
     run = options.run
@@ -112,7 +129,11 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     scripts, unreadable = discover(options.paths, options.recursive, options.include, options.exclude)
 
     # Open the history before running anything: a bad --history is a usage error, not a late crash.
-    store = HistoryStore(options.history) if options.run.benchmark_runs and options.history else None
+    store = None
+    if options.run.benchmark_runs and options.history:
+        from ..history import HistoryStore  # numpy and scipy: only for a batch that benchmarks
+
+        store = HistoryStore(options.history)
     out = options.results_dir
     lock = ResultsFolderLock(out)
     try:
@@ -127,9 +148,11 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         if isinstance(exc, UsageError):
             raise
         raise unwritable(out, exc) from None
+    POOL.open(spare_environment())  # each script's process starts while the last one's result is written
     try:
         return _run_locked(options, sinks, run_job, scripts, unreadable, store, out)
     finally:
+        POOL.close()
         lock.release()
 
 
@@ -179,14 +202,15 @@ def _run_locked(
     files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
                            devices=options.device)
     chain = Sinks([
-        *([HistorySink(store, info, options.allow_mismatch)] if store is not None else []),
+        *_history_sink(store, info, options),
         ScriptFileSink(),
-        *([ProfileSink(out)] if run.enable_profiling else []),
+        *_optional_sink(run.enable_profiling, "profiles:ProfileSink", out),
         files,
         RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices, unreadable, skipped),
                    verbose=options.run.verbose),
-        *([MarkdownSink(options.markdown)] if options.markdown is not None else []),
-        *([ExportSink(options.export_json, options.export_csv)] if options.export_json or options.export_csv else []),
+        *_optional_sink(options.markdown is not None, "markdown:MarkdownSink", options.markdown),
+        *_optional_sink(bool(options.export_json or options.export_csv), "exports:ExportSink", options.export_json,
+                        options.export_csv),
         *sinks,
     ])
     try:

@@ -11,6 +11,8 @@ import sys
 
 import typer
 
+from ..run.spare import POOL
+
 from . import analysis, config, info, run
 from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
 
@@ -46,4 +48,6 @@ def main(argv: list[str] | None = None) -> int:
         app(args=args, prog_name="jaxrun", standalone_mode=True, obj={"script_args": script_args})
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+    finally:
+        POOL.close()  # a spare that jaxrun.entry started and no batch used
     return EXIT_OK

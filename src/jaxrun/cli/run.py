@@ -4,6 +4,7 @@ with where it came from (the command line, an environment variable, or the defau
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional
 
@@ -93,7 +94,6 @@ def run(
     """
     from ..batch.run import run_batch
     from ..resultfiles import dump_model
-    from .progress import LineProgress, LiveProgress
 
     resolved = resolve_settings(ctx, paths)
     options = resolved.options
@@ -101,8 +101,12 @@ def run(
     report = _display(resolved, "report", report)
 
     # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
-    live = err.is_terminal and not (quiet or json_output or verbose)
-    view = LiveProgress(err.console(), slots=options.jobs) if live else LineProgress(err.console())
+    live = sys.stderr.isatty() and not (quiet or json_output or verbose)
+    if live:
+        from .live import LiveProgress
+    else:
+        from .progress import LineProgress
+    view = LiveProgress(err.console(), slots=options.jobs) if live else LineProgress(sys.stderr)
     # SIGTERM (a scheduler, `kill`) stops the batch as Ctrl-C does: running scripts stopped,
     # unfinished ones marked interrupted, valid files, exit 130.
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -115,7 +119,7 @@ def run(
         raise fail_usage(str(exc)) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-        if isinstance(view, LiveProgress):
+        if live:
             view.stop()
     if report:
         from ..reports import write_report

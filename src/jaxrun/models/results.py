@@ -142,6 +142,10 @@ class ScriptResult(MappingModel):
     )
     xfail: str | None = Field(None, description="Why the script is expected to fail (its xfail setting)")
     command: list[str] | None = Field(None, description="The command line the script's process ran")
+    prestarted: bool | None = Field(
+        None, description="Its process was started before the script was known (a spare, to hide Python's "
+        "start-up); the time it waited is not in execution_time"
+    )
     script_args: list[str] = Field([], description="The script's own arguments (its sys.argv[1:])")
     numerics: Numerics | None = Field(None, description="The numerics it started with")
     environment: RunEnvironment | None = None

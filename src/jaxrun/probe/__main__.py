@@ -137,7 +137,32 @@ def _join_cgroups() -> dict[str, object]:
     return {"cgroup_joined": True}
 
 
+def _wait_as_spare() -> tuple[list[str], float] | None:
+    """``--spare`` (jaxrun/run/spare.py): ready, wait for a job on stdin, become its probe (its
+    environment, folder and stdin as a launched probe would have them). None: no job came."""
+    ready_at = time.perf_counter()
+    line = sys.stdin.buffer.readline()
+    if not line:
+        return None  # jaxrun stopped or no longer needs this spare
+    import json
+
+    job = json.loads(line.decode("utf-8", errors="surrogateescape"))
+    os.environ.clear()
+    os.environ.update({k: v for k, v in job["env"].items()})
+    os.chdir(job["cwd"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return list(job["argv"]), ready_at
+
+
 def main(argv: list[str]) -> int:
+    spare_ready_at = None
+    if argv == ["--spare"]:
+        job = _wait_as_spare()
+        if job is None:
+            return 0
+        argv, spare_ready_at = job
     events_path, entry, calls, profile_dir, script_argv = _parse(argv)
     script = script_argv[0]
     joined = _join_cgroups()
@@ -145,6 +170,8 @@ def main(argv: list[str]) -> int:
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
     os.environ[EVENTS_ENV] = events_path
     probe_pid = os.getpid()
+    if spare_ready_at is not None:
+        joined["spare_ready_at"] = spare_ready_at
     writer.emit(events.START, pid=probe_pid, python=sys.version.split()[0], **joined)
     profiler = Profiler(profile_dir) if profile_dir else None
     watch_jax_import(writer, [profiler.on_jax_loaded] if profiler else None)

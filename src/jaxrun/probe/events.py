@@ -9,7 +9,7 @@ from __future__ import annotations
 
 TYPE = "type"
 
-START = "start"  # pid, python, [cgroup_joined, cgroup_error]: the probe is running (its absence:
+START = "start"  # pid, python, [cgroup_joined, cgroup_error, spare_ready_at]: the probe is running (its absence:
 # it never started)
 JAX_LOADED = "jax_loaded"  # the script imported jax and the listeners are attached
 # One jax.monitoring duration: phase (trace | lower | compile), fun (the program key, e.g.

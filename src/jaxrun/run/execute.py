@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import resultfiles
-from ..benchmark import sample_from_result, script_benchmark, warm_summary
 from ..devices import get_jax_device_info
 from ..errors import ScriptFailedError, ScriptNotFoundError
 from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
@@ -63,6 +62,9 @@ def _benchmark(
     attempt: AttemptFn, facts: Callable[[], DeviceInfo],
 ) -> ScriptResult:
     """W warm-up then N counted process runs; stops at the first failed run (it would repeat)."""
+    # Statistics need numpy (~50 ms to import): only a batch that benchmarks pays for it.
+    from ..benchmark import sample_from_result, script_benchmark, warm_summary
+
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
     calls: list[WarmCall] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from ..probe import events as ev
 from ..probe.channel import EVENTS_ENV, read_events
 from . import cgroups
 from .monitor import TreeMonitor, reap_leftovers, stop_tree
+from .spare import POOL
 
 _CHUNK = 64 * 1024
 
@@ -53,6 +55,7 @@ class LaunchOutcome:
     peak_processes: int = 0  # most processes of the run alive at one sample
     cgroup: str | None = None  # the cgroup the script ran in, when jaxrun could make one
     kernel_limits: list[str] | None = None  # the limits its cgroup held ("memory", "processes")
+    prestarted: bool = False  # a spare process became the script's (run/spare.py)
 
 
 class _LogPump(threading.Thread):
@@ -133,16 +136,15 @@ def launch(
     finally:
         if group is not None:
             group.remove()
+        POOL.replenish()  # the next script's process starts while this result is written
 
 
-def _launch(
-    command: list[str], cwd: Path, env: dict[str, str], stdout_log: Path, stderr_log: Path,
-    events_path: Path, timeout: float | None, log_cap: int, cpu_affinity: tuple[int, ...] | None,
-    stop: threading.Event | None, record_memory: bool, memory_limit: int | None,
-    max_processes: int | None, group: cgroups.ScriptCgroup | None,
-) -> LaunchOutcome:
-    started = time.perf_counter()
-    proc = subprocess.Popen(
+def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
+           cpu_affinity: tuple[int, ...] | None) -> tuple[subprocess.Popen, float | None]:
+    """The script's process: a spare that becomes it (run/spare.py), or a new one. Returns it and,
+    for a spare, when it was started."""
+    spare = POOL.take(env) if command[:3] == [sys.executable, "-m", "jaxrun.probe"] else None
+    proc = spare.proc if spare is not None else subprocess.Popen(
         command,
         cwd=cwd,
         env=env,
@@ -151,7 +153,6 @@ def _launch(
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group: one signal reaches the whole tree
     )
-    pgid = proc.pid
     if group is not None:
         group.adopt(proc.pid)
     if cpu_affinity:
@@ -161,6 +162,22 @@ def _launch(
             psutil.Process(proc.pid).cpu_affinity(list(cpu_affinity))
         except (psutil.Error, AttributeError, ValueError):
             pass  # affinity is an optimisation; platforms without it still run the job
+    if spare is None:
+        return proc, None
+    if not spare.hand_over(command[3:], env, cwd):
+        return _start(command, cwd, env, group, cpu_affinity)  # it died waiting: a new process
+    return proc, spare.spawned_at
+
+
+def _launch(
+    command: list[str], cwd: Path, env: dict[str, str], stdout_log: Path, stderr_log: Path,
+    events_path: Path, timeout: float | None, log_cap: int, cpu_affinity: tuple[int, ...] | None,
+    stop: threading.Event | None, record_memory: bool, memory_limit: int | None,
+    max_processes: int | None, group: cgroups.ScriptCgroup | None,
+) -> LaunchOutcome:
+    started = time.perf_counter()
+    proc, spawned_at = _start(command, cwd, env, group, cpu_affinity)
+    pgid = proc.pid
     waiter = _Waiter(proc.pid)
     waiter.start()
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
@@ -188,7 +205,7 @@ def _launch(
         interrupted = True
         _stop(pgid, monitor, group, waiter)
     waiter.done.wait()
-    wall = time.perf_counter() - started
+    ended = time.perf_counter()
     monitor.sample(scan=True)  # descendants still running: their memory and CPU so far
     # Popen must not try to reap the pid the waiter already reaped.
     proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
@@ -208,6 +225,13 @@ def _launch(
         else:
             exit_code = os.WEXITSTATUS(waiter.status)
     events = read_events(events_path)
+    if spawned_at is not None:
+        # A spare started earlier: its interpreter's start-up belongs to the process's wall time,
+        # the time it sat ready waiting for this job does not.
+        ready = _start_event(events).get("spare_ready_at")
+        idle = max(0.0, started - ready) if isinstance(ready, (int, float)) else 0.0
+        started = min(started, spawned_at + idle)
+    wall = ended - started
     joined = group if group is not None and _joined(events) else None  # the probe is in the cgroup
     cpu = maxrss = None
     if waiter.rusage is not None:
@@ -237,6 +261,7 @@ def _launch(
         peak_processes=monitor.peak_count,
         cgroup=joined.label if joined is not None else None,
         kernel_limits=joined.kernel_limits if joined is not None else None,
+        prestarted=spawned_at is not None,
     )
     if interrupted:
         raise Interrupted(outcome)
@@ -249,9 +274,12 @@ def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, w
         group.kill_all(KILL_GRACE_SECONDS)
 
 
+def _start_event(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((e for e in events if e.get(ev.TYPE) == ev.START), None) or {}
+
+
 def _joined(events: list[dict[str, Any]]) -> bool:
-    start = next((e for e in events if e.get(ev.TYPE) == ev.START), None)
-    return bool(start and start.get("cgroup_joined"))
+    return bool(_start_event(events).get("cgroup_joined"))
 
 
 class Interrupted(KeyboardInterrupt):

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Callable
 
 from .. import resultfiles
-from ..benchmark import warm_summary
 from ..config import log_cap_bytes
 from ..devices import get_jax_device_info, resolve_device
 from ..errors import DeviceProbeError, ScriptNotFoundError
@@ -314,6 +313,12 @@ def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
     return found
 
 
+def _warm_summary(entry: str, calls: list) -> object:  # type: ignore[type-arg]
+    from ..benchmark import warm_summary  # numpy: only for warm mode
+
+    return warm_summary(entry, calls)
+
+
 def _build_result(
     job: Job,
     options: RunOptions,
@@ -340,6 +345,7 @@ def _build_result(
         outcome=("xpassed" if passed else "xfailed") if options.xfail else ("passed" if passed else "failed"),
         xfail=options.xfail,
         command=run.command,
+        prestarted=outcome.prestarted if outcome else None,
         script_args=list(options.args or ()),
         numerics=run.numerics,
         environment=run.environment,
@@ -390,7 +396,7 @@ def _build_result(
         stderr_truncated=bool(outcome and outcome.stderr_truncated),
         started_at=started_at,
         finished_at=now_iso(),
-        warm=warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
+        warm=_warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
     )
     if options.enable_profiling and outcome is not None:
         profile = script_profile(outcome, report, result)

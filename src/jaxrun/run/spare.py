@@ -1,0 +1,132 @@
+"""A probe process started before its script is known, so the interpreter's own start-up (~40 ms
+of Python, jaxrun's probe modules) happens while jaxrun is still getting ready: the first script
+of ``jaxrun run`` starts as soon as the command has read its options, and each later script while
+the previous result is being written.
+
+The spare (``python -m jaxrun.probe --spare``, its own session, stdout and stderr piped as for any
+script) waits for one line on stdin: the probe's arguments, the environment and the working folder
+of its job. It then becomes exactly what ``python -m jaxrun.probe ARGS`` would have been, except
+for what a process reads when it starts and cannot take back: so a spare is used only when the
+job's environment agrees with the spare's on every variable of ``STARTUP_VARIABLES`` (Python's own
+``PYTHON*``, the dynamic loader's ``LD_*``, the locale, ``HOME``, ``TMPDIR``, ``TZ``, glibc's
+malloc settings); otherwise the job gets a process of its own as before.
+
+Its time as a spare is not the script's: :func:`wall_offset` gives how long it sat ready, which
+the launch takes out of the process's wall time, so ``execution_time`` stays what
+``python script.py`` would have taken. Nothing is left behind: a spare that is not used is
+stopped (:meth:`SparePool.close`), and one whose jaxrun died reads end-of-file and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# This module is imported by `jaxrun run` before anything else (cli/__init__.py): nothing heavy.
+
+_STARTUP_PREFIXES = ("PYTHON", "LD_", "LC_", "MALLOC_")
+_STARTUP_NAMES = {"LANG", "LANGUAGE", "HOME", "TMPDIR", "TZ", "GLIBC_TUNABLES"}
+SPARE_FLAG = "--spare"
+
+
+def startup_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``env`` that a process reads as it starts (and never again)."""
+    return {k: v for k, v in env.items() if k in _STARTUP_NAMES or k.startswith(_STARTUP_PREFIXES)}
+
+
+class Spare:
+    def __init__(self, proc: subprocess.Popen, spawned_at: float, startup: dict[str, str]) -> None:
+        self.proc = proc
+        self.spawned_at = spawned_at  # time.perf_counter() just before it was started
+        self.startup = startup  # its startup_variables
+
+    def hand_over(self, argv: list[str], env: Mapping[str, str], cwd: "Path") -> bool:
+        """Give the spare its job; False if it is gone (then start a process as usual)."""
+        import json
+
+        line = json.dumps({"argv": argv, "env": dict(env), "cwd": str(cwd)}) + "\n"
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode("utf-8", errors="surrogateescape"))
+            self.proc.stdin.close()
+            return True
+        except (OSError, ValueError):
+            self.stop()
+            return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class SparePool:
+    """At most one spare at a time, used only while a batch has said it wants them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spare: Spare | None = None
+        self._env: dict[str, str] | None = None  # the environment spares start with; None: off
+
+    def open(self, env: Mapping[str, str]) -> None:
+        """Keep a spare ready from now on, started with ``env`` (what the jobs' environments
+        will agree with: the user's, plus the probe's PYTHONPATH and PYTHONUNBUFFERED)."""
+        with self._lock:
+            self._env = dict(env)
+        self.replenish()
+
+    def replenish(self) -> None:
+        with self._lock:
+            if self._env is None or self._spare is not None:
+                return
+            spawned_at = time.perf_counter()
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "jaxrun.probe", SPARE_FLAG], env=self._env, stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                )
+            except OSError:
+                return  # no spare: every job starts its own process, as without spares
+            self._spare = Spare(proc, spawned_at, startup_variables(self._env))
+
+    def take(self, env: Mapping[str, str]) -> Spare | None:
+        """The spare, if there is one that can become a job with environment ``env``."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        if spare.startup != startup_variables(env) or spare.proc.poll() is not None:
+            spare.stop()
+            return None
+        return spare
+
+    def close(self) -> None:
+        """No more spares; the one waiting, if any, is stopped."""
+        with self._lock:
+            spare, self._spare, self._env = self._spare, None, None
+        if spare is not None:
+            spare.stop()
+
+
+def spare_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a spare starts with: the user's, with what every probe gets that Python
+    reads at start-up (run/environment.py: child_env)."""
+    from ..config import importable_pythonpath
+
+    env = dict(os.environ if environ is None else environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = importable_pythonpath(env.get("PYTHONPATH"))
+    return env
+
+
+POOL = SparePool()
