@@ -12,6 +12,7 @@ shows both).
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -184,3 +185,36 @@ def test_the_batch_api_passes_its_cache_to_every_script(tmp_path: Path) -> None:
     )
     assert again.script_results[0].cache_hits > 0
     assert os.path.isdir(tmp_path / "cache")
+
+
+SIX_PROGRAMS = """\
+import jax, jax.numpy as jnp
+for k in range(6):
+    jax.jit(lambda x, k=k: jnp.tanh(x * (k + 1)) @ x.T + k)(jnp.ones((64, 64))).block_until_ready()
+"""
+
+
+def test_the_cache_is_bounded_and_jaxrun_cache_reads_and_empties_it(tmp_path: Path) -> None:
+    from helpers import jaxrun, write
+
+    script = write(tmp_path / "s", "six.py", SIX_PROGRAMS)
+    unbounded, bounded = tmp_path / "unbounded", tmp_path / "bounded"
+    for folder, bound in ((unbounded, "none"), (bounded, "12KB")):
+        done = jaxrun("run", script, "--device", "cpu", "--no-history", "--no-config", "--results-dir",
+                      tmp_path / "r", "--compile-cache", folder, "--compile-cache-max-size", bound)
+        assert done.returncode == 0, done.stderr
+    sizes = {f.name: f.stat().st_size for f in unbounded.iterdir() if f.name.endswith("-cache")}
+    assert len(sizes) >= 6  # every program, and no bound to keep them from it
+    # JAX's LRU eviction keeps the folder at the bound: fewer executables, and no more bytes than it
+    # allows plus the one just written.
+    kept = [f for f in bounded.iterdir() if f.name.endswith("-cache")]
+    assert 0 < len(kept) < len(sizes)
+    assert sum(f.stat().st_size for f in kept) <= 12 * 1024 + max(sizes.values())
+
+    info = json.loads(jaxrun("cache", "info", "--compile-cache", unbounded, "--json").stdout)
+    assert info["entries"] == len(sizes) and info["bytes"] >= sum(sizes.values()) and info["exists"]
+    files = len(list(unbounded.iterdir()))
+    cleared = jaxrun("cache", "clear", "--compile-cache", unbounded)
+    assert cleared.returncode == 0 and f"deleted {files} file(s)" in cleared.stdout
+    after = json.loads(jaxrun("cache", "info", "--compile-cache", unbounded, "--json").stdout)
+    assert after["entries"] == 0 and after["bytes"] == 0

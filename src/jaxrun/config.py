@@ -53,22 +53,24 @@ _SIZE_UNITS = {"": 1, "b": 1, **{u: 2**10 for u in ("k", "kb", "kib")}, **{u: MB
                **{u: 2**30 for u in ("g", "gb", "gib")}, **{u: 2**40 for u in ("t", "tb", "tib")}}
 
 
-def validate_memory_limit(value: object) -> int | None:
+def parse_size(value: object, name: str, minimum: int) -> int:
     """``"4GB"`` / ``"4GiB"`` / ``"4G"`` (4 * 2^30), ``"512MB"``, or a number of bytes -> bytes."""
-    if value is None:
-        return None
     text = str(value).strip().lower().replace(" ", "")
     number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
     unit = text[len(number):]
     try:
         size = float(number) * _SIZE_UNITS[unit]
     except (ValueError, KeyError):
-        raise UsageError(
-            f"memory_limit must be a size like 4GB, 512MB or 2GiB, got {value!r}"
-        ) from None
-    if size < MB:
-        raise UsageError(f"memory_limit must be at least 1MB, got {value!r}")
+        raise UsageError(f"{name} must be a size like 4GB, 512MB or 2GiB, got {value!r}") from None
+    if size < minimum:
+        floor = f"{minimum // MB}MB" if minimum >= MB else f"{minimum} byte(s)"
+        raise UsageError(f"{name} must be at least {floor}, got {value!r}")
     return int(size)
+
+
+def validate_memory_limit(value: object) -> int | None:
+    """A host memory limit: None, or a size of at least 1MB."""
+    return None if value is None else parse_size(value, "memory_limit", MB)
 
 
 # jax_default_matmul_precision's values (jax/_src/config.py): the legacy names, then the dot

@@ -21,6 +21,7 @@ from .config import (
     DEFAULT_RESULTS_DIR,
     compile_cache_dir,
     history_path,
+    parse_size,
     validate_device,
     validate_memory_limit,
     validate_non_negative,
@@ -28,6 +29,7 @@ from .config import (
     validate_optional_positive,
     validate_timeout,
 )
+from .cache import DEFAULT_COMPILE_CACHE_MAX_SIZE
 from .errors import UsageError
 from .executors import BACKENDS
 from .seed_names import resolve_option_aliases
@@ -160,6 +162,9 @@ class RunOptions(_Options):
     # default folder), False (none) or a path.
     compile_cache: Optional[Path] = None
     cold_cache: bool = False
+    # JAX's bound on the persistent compilation cache, in bytes: past it the least recently used
+    # executables are deleted (jaxrun/cache.py). None: no bound. Given as a size ("4GB").
+    compile_cache_max_size: Optional[int] = DEFAULT_COMPILE_CACHE_MAX_SIZE
     enable_profiling: bool = False
     verbose: bool = False
     log_compiles: bool = False  # JAX logs every compilation (jax_log_compiles) to the script's stderr
@@ -192,6 +197,13 @@ class RunOptions(_Options):
     @classmethod
     def _memory_limit(cls, value: Any) -> int | None:
         return validate_memory_limit(value)
+
+    @field_validator("compile_cache_max_size", mode="before")
+    @classmethod
+    def _cache_size(cls, value: Any) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "unbounded")):
+            return None
+        return parse_size(value, "compile_cache_max_size", 1)  # JAX would read 0 as "no caching"
 
     @field_validator("device", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ import typer
 
 from ..run.spare import POOL
 
-from . import analysis, config, info, run
+from . import analysis, cache, config, info, run
 from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
@@ -32,6 +32,7 @@ for command in (run.run, info.devices, info.check, info.schema, analysis.compare
                 analysis.report, info.mcp):
     app.command()(command)
 app.command(context_settings=config.CONTEXT)(config.config)
+app.add_typer(cache.app, name="cache")
 
 
 def main(argv: list[str] | None = None) -> int:

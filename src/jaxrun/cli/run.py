@@ -48,6 +48,7 @@ def run(
     compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help="Persistent compilation cache folder (default: jaxrun's cache)."),
     no_compile_cache: bool = typer.Option(False, "--no-compile-cache", help="Run without JAX's persistent compilation cache."),
     cold_cache: bool = typer.Option(False, "--cold-cache", help="Each run (each benchmark run too) starts with an empty compilation cache."),
+    compile_cache_max_size: Optional[str] = typer.Option(None, "--compile-cache-max-size", help="Bound of the compilation cache (default 4GB; none: unbounded); JAX deletes the least recently used executables past it."),
     backend: str = typer.Option("local", "--backend", help="local, or ray to run each script as a Ray task."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Address of an existing Ray cluster."),
     retries: int = typer.Option(0, help="Retries of transient failures (missing device, accelerator OOM)."),

@@ -61,6 +61,9 @@ def child_env(
         env.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache))
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+        if options.compile_cache_max_size is not None:
+            # JAX evicts the least recently used executables past it (its LRUCache, with filelock).
+            env.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(options.compile_cache_max_size))
     if options.debug_nans:
         env["JAX_DEBUG_NANS"] = "True"
     if options.debug_infs:

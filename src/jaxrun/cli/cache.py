@@ -1,0 +1,55 @@
+"""``jaxrun cache info`` and ``jaxrun cache clear``: JAX's persistent compilation cache that scripts
+run with (jaxrun/cache.py), and jaxrun's own cache folder."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .console import out
+
+app = typer.Typer(help="The persistent compilation cache scripts run with: what it holds, and emptying it.",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+_FOLDER_HELP = "The compilation cache folder (default: jaxrun's, as jaxrun run uses it)."
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**20:.1f} MB" if count < 2**30 else f"{count / 2**30:.2f} GB"
+
+
+@app.command()
+def info(
+    compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help=_FOLDER_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Where the compilation cache is, how many executables it holds and its size against its bound."""
+    from ..cache import DEFAULT_COMPILE_CACHE_MAX_SIZE, cache_info
+
+    found = cache_info(compile_cache)
+    report = {**found.as_dict(), "max_size": DEFAULT_COMPILE_CACHE_MAX_SIZE}
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    when = lambda t: "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))  # noqa: E731
+    out.print(f"compilation cache: {found.path}{'' if found.exists else ' (not created yet)'}", markup=False)
+    out.print(f"  {found.entries} executable(s), {_size(found.bytes)} of at most {_size(DEFAULT_COMPILE_CACHE_MAX_SIZE)} "
+              f"(jaxrun run --compile-cache-max-size; JAX deletes the least recently used past it)", markup=False)
+    out.print(f"  oldest {when(found.oldest)}, newest {when(found.newest)}", markup=False)
+
+
+@app.command()
+def clear(
+    compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help=_FOLDER_HELP),
+    everything: bool = typer.Option(False, "--all", help="All of jaxrun's cache folder: the device facts and measured peaks too."),
+) -> None:
+    """Delete the compiled executables (the next runs compile again and refill it)."""
+    from ..cache import clear_cache
+
+    count, freed = clear_cache(compile_cache, everything=everything)
+    out.print(f"deleted {count} file(s), {_size(freed)}", markup=False)
