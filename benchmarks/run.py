@@ -1,0 +1,207 @@
+"""Every budget of jaxrun's own speed (../shared/DESIGN.md §10 and issue 14), measured side by side
+in one run, printed as a table and written to benchmarks/README.md with the machine, the date and
+the versions. Run from the checkout::
+
+    python benchmarks/run.py [--runs 7] [--no-write]
+
+Each figure is a median of ``--runs`` interleaved measurements (a jaxrun run, then the plain
+python it is compared with, and so on), so both sides see the same load on this shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT / "src"), str(HERE)]
+
+import bench_discovery  # noqa: E402
+import bench_result_writing  # noqa: E402
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)}
+JAXRUN = [sys.executable, "-m", "jaxrun"]
+TRIVIAL = "import jax.numpy as jnp\nprint(float(jnp.ones(8).sum()))\n"
+# The script's first statement notes when it ran: jaxrun's start-up is the time to get there.
+FIRST_LINE = "import time, os\nopen(os.environ['STAMP_FILE'], 'w').write(repr(time.time()))\nimport jax\n"
+MARKER = "<!-- benchmarks/run.py writes the section below; do not edit it by hand -->"
+
+
+@dataclass
+class Row:
+    budget: str
+    measured: str
+    limit: str
+    ok: bool | None  # None: a figure without a budget
+    how: str
+
+
+def timed(command: list[str], **kw: object) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, check=False, **kw)  # type: ignore[call-overload]
+    return time.perf_counter() - started
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def help_time(runs: int) -> Row:
+    samples = [timed([*JAXRUN, "--help"]) for _ in range(runs)]
+    bare = [timed([sys.executable, "-c", "pass"]) for _ in range(runs)]
+    m = median(samples)
+    return Row("`jaxrun --help`", f"{m * 1000:.0f} ms (python -c pass: {median(bare) * 1000:.0f} ms)", "150 ms",
+               m <= 0.150, f"median of {runs}")
+
+
+def first_line_time(runs: int, tmp: Path) -> Row:
+    """Seconds from starting the command to the script's first statement, jaxrun and python."""
+    script = tmp / "first_line.py"
+    script.write_text(FIRST_LINE)
+    stamp = tmp / "stamp"
+
+    def run(command: list[str]) -> float:
+        started = time.time()
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)},
+                       check=False)
+        return float(stamp.read_text()) - started
+
+    jaxrun, bare = [], []
+    for _ in range(runs):
+        jaxrun.append(run([*JAXRUN, "run", str(script), "--no-history", "--no-config", "-q", "--no-compile-cache",
+                           "--results-dir", str(tmp / "r_first")]))
+        bare.append(run([sys.executable, str(script)]))
+    m, b = median(jaxrun), median(bare)
+    return Row("`jaxrun run` start-up (to the script's first line)", f"{m * 1000:.0f} ms (python: {b * 1000:.0f} ms)",
+               "150 ms", m <= 0.150, f"median of {runs}, interleaved")
+
+
+def per_script_cost(runs: int, tmp: Path) -> Row:
+    script = tmp / "trivial.py"
+    script.write_text(TRIVIAL)
+    jaxrun, bare = [], []
+    for _ in range(runs):
+        jaxrun.append(timed([*JAXRUN, "run", str(script), "--no-history", "--no-config", "-q", "--no-compile-cache",
+                             "--results-dir", str(tmp / "r_trivial")]))
+        bare.append(timed([sys.executable, str(script)]))
+    m, b = median(jaxrun), median(bare)
+    return Row("`jaxrun run` on a trivial JAX script, over `python`", f"+{(m - b) * 1000:.0f} ms ({m:.3f} s vs {b:.3f} s, "
+               f"x{m / b:.2f})", "+60 ms", m - b <= 0.060, f"median of {runs}, interleaved, no compile cache on either side")
+
+
+def result_writing(tmp: Path) -> Row:
+    figures = bench_result_writing.measure(10_000, tmp)
+    floor = bench_result_writing.filesystem_floor(10_000, tmp, 1800)
+    return Row("writing 10,000 results", f"{figures['sinks']:.2f} s (whole batch {figures['total']:.2f} s; the file "
+               f"system alone: {floor:.2f} s for 10,000 atomic files)", "5 s", figures["sinks"] <= 5.0,
+               "real run_batch and sinks, instant stand-in scripts")
+
+
+def discovery(tmp: Path) -> Row:
+    from jaxrun.discovery import find_jax_scripts
+
+    root = tmp / "tree"
+    bench_discovery.build_tree(root, 10_000)
+    find_jax_scripts(root)  # the page cache warm, as for a second run
+    samples = []
+    for _ in range(5):
+        started = time.perf_counter()
+        find_jax_scripts(root)
+        samples.append(time.perf_counter() - started)
+    m = median(samples)
+    return Row("discovery of 10,000 files", f"{m * 1000:.0f} ms", "1 s", m <= 1.0, "median of 5")
+
+
+def compile_cache(runs: int, tmp: Path) -> list[Row]:
+    """A real multi-function program: plain python (no cache) against jaxrun with an empty cache
+    (cold) and with the cache it filled (warm)."""
+    script = ROOT / "examples" / "workloads" / "surrogate_training.py"
+    cache = tmp / "cache"
+    base = [*JAXRUN, "run", str(script), "--no-history", "--no-config", "-q", "--device", "cpu",
+            "--results-dir", str(tmp / "r_cache"), "--compile-cache", str(cache)]
+    timed(base)  # fills the cache
+    bare, cold, warm = [], [], []
+    for _ in range(runs):
+        bare.append(timed([sys.executable, str(script)], cwd=script.parent))
+        cold.append(timed([*base, "--cold-cache"]))
+        warm.append(timed(base))
+    b, c, w = median(bare), median(cold), median(warm)
+    return [Row("persistent cache: surrogate_training.py, cold", f"{c:.2f} s vs python {b:.2f} s (x{b / c:.2f})", "-",
+                None, f"median of {runs}, interleaved"),
+            Row("persistent cache: surrogate_training.py, warm", f"{w:.2f} s vs python {b:.2f} s (x{b / w:.2f} faster)",
+                "-", None, f"median of {runs}, interleaved")]
+
+
+def versions() -> str:
+    from importlib.metadata import version
+
+    def v(name: str) -> str:
+        try:
+            return version(name)
+        except Exception:
+            return "-"
+
+    return (f"Python {platform.python_version()}, jax {v('jax')}, jaxlib {v('jaxlib')}, pydantic {v('pydantic')}, "
+            f"typer {v('typer')}, jaxrun {v('jaxrun')}")
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import psutil
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{platform.machine()}, {os.cpu_count()} cores ({cpu}), {psutil.virtual_memory().total / 2**30:.0f} GiB, "
+            f"load average {load:.2f} at the start")
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| budget | measured | limit | | how |", "|---|---|---|---|---|"]
+    for r in rows:
+        verdict = "-" if r.ok is None else ("pass" if r.ok else "**FAIL**")
+        lines.append(f"| {r.budget} | {r.measured} | {r.limit} | {verdict} | {r.how} |")
+    return "\n".join(lines)
+
+
+def write_readme(text: str) -> None:
+    path = HERE / "README.md"
+    old = path.read_text(encoding="utf-8") if path.exists() else "# jaxrun benchmarks\n"
+    head = old.split(MARKER)[0].rstrip()
+    path.write_text(f"{head}\n\n{MARKER}\n\n{text}\n", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="Interleaved measurements per figure (medians).")
+    parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/README.md alone.")
+    args = parser.parse_args()
+    where = machine()
+    with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        rows = [help_time(args.runs), first_line_time(args.runs, tmp), per_script_cost(args.runs, tmp),
+                result_writing(tmp), discovery(tmp), *compile_cache(max(3, args.runs // 2), tmp)]
+    text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
+            f"{versions()}.\n\n{table(rows)}\n")
+    print(text)
+    if not args.no_write:
+        write_readme(text)
+        print(f"written to {HERE / 'README.md'}")
+    if any(r.ok is False for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
