@@ -12,6 +12,17 @@ import pytest
 _SRC = str(Path(__file__).resolve().parents[1] / "src")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
 
+# Under pytest-xdist each worker gets a temporary folder of its own (TMPDIR, inherited by every
+# process it starts), so that the check for processes left behind (below) can tell this worker's
+# script runs (their event channel lives in it) from the other worker's.
+_WORKER_TMP: str | None = None
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import tempfile
+
+    _WORKER_TMP = tempfile.mkdtemp(prefix=f"jaxrun-tests-{os.environ['PYTEST_XDIST_WORKER']}-")
+    os.environ["TMPDIR"] = _WORKER_TMP
+    tempfile.tempdir = _WORKER_TMP
+
 
 @pytest.fixture(scope="session")
 def jaxrun_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -39,7 +50,9 @@ def _leftover_processes(basetemp: Path | None) -> list[str]:
         if proc.pid == me.pid or proc.pid in suspects:
             continue
         try:
-            if EVENTS_ENV in proc.environ() or (basetemp and str(basetemp) in " ".join(proc.cmdline())):
+            channel = proc.environ().get(EVENTS_ENV)
+            ours = channel is not None and (_WORKER_TMP is None or channel.startswith(_WORKER_TMP))
+            if ours or (basetemp and str(basetemp) in " ".join(proc.cmdline())):
                 suspects[proc.pid] = proc
         except (psutil.Error, OSError):
             continue
@@ -93,3 +106,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             except Exception:  # noqa: BLE001 - gone already
                 pass
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if _WORKER_TMP is not None:
+        import shutil
+
+        shutil.rmtree(_WORKER_TMP, ignore_errors=True)
