@@ -110,7 +110,12 @@ if os.fork() == 0:
         time.sleep(3.0)
         os._exit(0)
     os._exit(0)
-time.sleep(2.5)
+# Until the grandchild has its memory and CPU second (on a loaded machine a CPU second can take
+# several seconds of wall time), then long enough to be read from outside.
+deadline = time.monotonic() + 60
+while not os.path.exists({pid_file!r}) and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(1.5)
 """
 
 
