@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -64,6 +65,16 @@ def help_time(runs: int) -> Row:
                m <= 0.150, f"median of {runs}")
 
 
+def interleaved(runs: int, measure: Callable[[list[str]], float], script: Path, results: Path) -> tuple[float, float]:
+    """Medians of ``measure`` for `jaxrun run script` and `python script`, one after the other."""
+    jaxrun, bare = [], []
+    for _ in range(runs):
+        jaxrun.append(measure([*JAXRUN, "run", str(script), "--no-history", "--no-config", "-q", "--no-compile-cache",
+                               "--results-dir", str(results)]))
+        bare.append(measure([sys.executable, str(script)]))
+    return median(jaxrun), median(bare)
+
+
 def first_line_time(runs: int, tmp: Path) -> Row:
     """Seconds from starting the command to the script's first statement, jaxrun and python."""
     script = tmp / "first_line.py"
@@ -76,12 +87,7 @@ def first_line_time(runs: int, tmp: Path) -> Row:
                        check=False)
         return float(stamp.read_text()) - started
 
-    jaxrun, bare = [], []
-    for _ in range(runs):
-        jaxrun.append(run([*JAXRUN, "run", str(script), "--no-history", "--no-config", "-q", "--no-compile-cache",
-                           "--results-dir", str(tmp / "r_first")]))
-        bare.append(run([sys.executable, str(script)]))
-    m, b = median(jaxrun), median(bare)
+    m, b = interleaved(runs, run, script, tmp / "r_first")
     return Row("`jaxrun run` start-up (to the script's first line)", f"{m * 1000:.0f} ms (python: {b * 1000:.0f} ms)",
                "150 ms", m <= 0.150, f"median of {runs}, interleaved")
 
@@ -89,12 +95,7 @@ def first_line_time(runs: int, tmp: Path) -> Row:
 def per_script_cost(runs: int, tmp: Path) -> Row:
     script = tmp / "trivial.py"
     script.write_text(TRIVIAL)
-    jaxrun, bare = [], []
-    for _ in range(runs):
-        jaxrun.append(timed([*JAXRUN, "run", str(script), "--no-history", "--no-config", "-q", "--no-compile-cache",
-                             "--results-dir", str(tmp / "r_trivial")]))
-        bare.append(timed([sys.executable, str(script)]))
-    m, b = median(jaxrun), median(bare)
+    m, b = interleaved(runs, timed, script, tmp / "r_trivial")
     return Row("`jaxrun run` on a trivial JAX script, over `python`", f"+{(m - b) * 1000:.0f} ms ({m:.3f} s vs {b:.3f} s, "
                f"x{m / b:.2f})", "+60 ms", m - b <= 0.060, f"median of {runs}, interleaved, no compile cache on either side")
 
