@@ -31,7 +31,10 @@ import bench_discovery  # noqa: E402
 import bench_result_writing  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)}
-JAXRUN = [sys.executable, "-m", "jaxrun"]
+# The `jaxrun` command as users type it (the console script beside this Python), else `python -m`;
+# either way PYTHONPATH makes it run this checkout's code.
+_SCRIPT = Path(sys.executable).parent / "jaxrun"
+JAXRUN = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "jaxrun"]
 TRIVIAL = "import jax.numpy as jnp\nprint(float(jnp.ones(8).sum()))\n"
 # The script's first statement notes when it ran: jaxrun's start-up is the time to get there.
 FIRST_LINE = "import time, os\nopen(os.environ['STAMP_FILE'], 'w').write(repr(time.time()))\nimport jax\n"
