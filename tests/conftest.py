@@ -12,16 +12,15 @@ import pytest
 _SRC = str(Path(__file__).resolve().parents[1] / "src")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
 
-# Under pytest-xdist each worker gets a temporary folder of its own (TMPDIR, inherited by every
-# process it starts), so that the check for processes left behind (below) can tell this worker's
-# script runs (their event channel lives in it) from the other worker's.
-_WORKER_TMP: str | None = None
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    import tempfile
+# Each test process (each pytest-xdist worker, each pytest session) gets a temporary folder of its
+# own (TMPDIR, inherited by every process it starts), so that the check for processes left behind
+# (below) can tell its own script runs (their event channel lives in it) from those of another
+# worker or of another test session running at the same time.
+import tempfile  # noqa: E402
 
-    _WORKER_TMP = tempfile.mkdtemp(prefix=f"jaxrun-tests-{os.environ['PYTEST_XDIST_WORKER']}-")
-    os.environ["TMPDIR"] = _WORKER_TMP
-    tempfile.tempdir = _WORKER_TMP
+_WORKER_TMP = tempfile.mkdtemp(prefix=f"jaxrun-tests-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
+os.environ["TMPDIR"] = _WORKER_TMP
+tempfile.tempdir = _WORKER_TMP
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +50,7 @@ def _leftover_processes(basetemp: Path | None) -> list[str]:
             continue
         try:
             channel = proc.environ().get(EVENTS_ENV)
-            ours = channel is not None and (_WORKER_TMP is None or channel.startswith(_WORKER_TMP))
+            ours = channel is not None and channel.startswith(_WORKER_TMP)
             if ours or (basetemp and str(basetemp) in " ".join(proc.cmdline())):
                 suspects[proc.pid] = proc
         except (psutil.Error, OSError):
@@ -106,7 +105,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             except Exception:  # noqa: BLE001 - gone already
                 pass
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if _WORKER_TMP is not None:
-        import shutil
+    import shutil
 
-        shutil.rmtree(_WORKER_TMP, ignore_errors=True)
+    shutil.rmtree(_WORKER_TMP, ignore_errors=True)

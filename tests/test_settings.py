@@ -89,6 +89,9 @@ def test_precedence_cli_over_env_over_script_over_config_over_default(tmp_path: 
     options, runs, _ = jobs_by_name([sims], {"timeout": 7, "x64": False}, {"JAXRUN_TIMEOUT": "50"})
     assert (options.run.timeout, options.source_of("timeout"), options.run.x64) == (7, "cli", False)
     assert {run.timeout for run in runs.values()} == {7}
+    # several devices, as --device takes them, from the environment
+    options, _, _ = jobs_by_name([sims], environ={"JAXRUN_DEVICE": "cpu,gpu"})
+    assert options.device == ("cpu", "gpu") and options.origin_of("device") == "JAXRUN_DEVICE"
     # the API's keywords stand where the command line does
     _, runs, _ = jobs_by_name([sims], {"timeout": 8}, {"JAXRUN_TIMEOUT": "50"}, source="api")
     assert {run.timeout for run in runs.values()} == {8}
@@ -122,6 +125,7 @@ def test_config_file_is_the_nearest_above_the_path_and_can_be_named_or_ignored(t
     ("[tool.jaxrun]\nskip = 'x'\n", 2, "skip is a per-script setting"),
     ("[tool.jaxrun]\nmatmul_precision = 'bf17'\n", 2, "is not one of JAX's: default, high, highest, bfloat16"),
     ("[tool.jaxrun.monitoring.metrics]\ngpu_utilisation = true\n", 1, "did you mean 'gpu_utilization'?"),
+    ("[tool.jaxrun]\ndevice = ['cpu', 'gpx']\n", 2, "device: unknown device 'gpx'"),
 ])
 def test_a_mistake_in_the_config_file_names_file_line_and_the_fix(tmp_path: Path, text: str, line: int,
                                                                    message: str) -> None:

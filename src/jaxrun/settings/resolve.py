@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ..discovery import path_matches
 from ..errors import UsageError
-from ..options import BatchOptions, RunOptions, ScriptRule, Source
+from ..options import BatchOptions, RunOptions, ScriptRule, Source, parse_devices
 from ..seed_names import OPTION_ALIASES
 from .files import ConfigFile, config_from_env, display, find_config, read_config
 from .header import read_header
@@ -63,6 +63,8 @@ def check(key: str, value: Any) -> None:
     elif key == "skip":
         if not isinstance(value, (str, bool)) or value is False:
             raise UsageError(f"skip must be a reason (text) or true, got {value!r}")
+    elif key == "device":
+        parse_devices(value)  # one device or several ("cpu,gpu", ["cpu", "gpu"]), as --device takes
     elif key in RUN_KEYS:
         RunOptions.check_value(key, value)
     else:
@@ -123,7 +125,8 @@ class _Reader:
             try:
                 check(target, value)
             except UsageError as exc:
-                raise UsageError(f"{where}: {table} {key}: {exc}") from None
+                label = key if table == "the top level" else f"{table} {key}"
+                raise UsageError(f"{where}: {label}: {exc}") from None
             layer.put(target, value, where)
 
     def _scripts(self, value: Any) -> None:
