@@ -16,9 +16,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYT
 # own (TMPDIR, inherited by every process it starts), so that the check for processes left behind
 # (below) can tell its own script runs (their event channel lives in it) from those of another
 # worker or of another test session running at the same time.
+# Side by side, not nested (a worker inherits the controller's TMPDIR), and short: Ray puts its
+# AF_UNIX sockets under TMPDIR, and their paths may not exceed 107 bytes.
 import tempfile  # noqa: E402
 
-_WORKER_TMP = tempfile.mkdtemp(prefix=f"jaxrun-tests-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
+_BASE_TMP = os.environ.setdefault("JR_TESTS_BASE_TMP", tempfile.gettempdir())
+_WORKER_TMP = tempfile.mkdtemp(prefix=f"jr-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-", dir=_BASE_TMP)
 os.environ["TMPDIR"] = _WORKER_TMP
 tempfile.tempdir = _WORKER_TMP
 
