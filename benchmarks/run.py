@@ -103,6 +103,28 @@ def per_script_cost(runs: int, tmp: Path) -> Row:
                f"x{m / b:.2f})", "+60 ms", m - b <= 0.060, f"median of {runs}, interleaved, no compile cache on either side")
 
 
+def marginal_cost(runs: int, tmp: Path, n: int = 10) -> Row:
+    """What each script adds inside a batch, over what it adds to a sequence of `python` runs:
+    (batch of n - batch of 1) / (n - 1), for jaxrun and for python, interleaved."""
+    folder = tmp / "batch"
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"t{i}.py").write_text(TRIVIAL)
+    scripts = sorted(folder.glob("*.py"))
+    common = ["--no-history", "--no-config", "-q", "--no-compile-cache", "--results-dir", str(tmp / "r_batch")]
+    many, one, bare_many, bare_one = [], [], [], []
+    for _ in range(runs):
+        many.append(timed([*JAXRUN, "run", str(folder), *common]))
+        one.append(timed([*JAXRUN, "run", str(scripts[0]), *common]))
+        bare_many.append(sum(timed([sys.executable, str(s)]) for s in scripts))
+        bare_one.append(timed([sys.executable, str(scripts[0])]))
+    ours = (median(many) - median(one)) / (n - 1)
+    theirs = (median(bare_many) - median(bare_one)) / (n - 1)
+    return Row(f"each further script in a batch of {n}, over `python`", f"{(ours - theirs) * 1000:+.0f} ms "
+               f"({ours * 1000:.0f} ms vs {theirs * 1000:.0f} ms a script)", "+60 ms", ours - theirs <= 0.060,
+               f"median of {runs}, interleaved, no compile cache on either side")
+
+
 def result_writing(tmp: Path) -> Row:
     figures = bench_result_writing.measure(10_000, tmp)
     floor = bench_result_writing.filesystem_floor(10_000, tmp, 1800)
@@ -196,7 +218,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
         tmp = Path(tmp_name)
         rows = [help_time(args.runs), first_line_time(args.runs, tmp), per_script_cost(args.runs, tmp),
-                result_writing(tmp), discovery(tmp), *compile_cache(max(3, args.runs // 2), tmp)]
+                marginal_cost(max(3, args.runs // 2), tmp), result_writing(tmp), discovery(tmp),
+                *compile_cache(max(3, args.runs // 2), tmp)]
     text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
             f"{versions()}.\n\n{table(rows)}\n")
     print(text)
