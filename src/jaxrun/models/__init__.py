@@ -40,10 +40,13 @@ from .profiles import (
 )
 from .results import MAX_RECOMPILE_REASONS, Attempt, CompileStats, Numerics, Outcome, RunEnvironment, ScriptResult
 
-# Models that name models of other modules (under TYPE_CHECKING there) are completed here,
-# before the batch models, whose defaults build them.
-for _model in (ScriptResult, ScriptBenchmark, BenchmarkingSection, BenchmarkResults):
-    _model.model_rebuild(_types_namespace=dict(globals()))
+# Models that name models of other modules (imported under TYPE_CHECKING there, to avoid import
+# cycles) find them in their own module once it is loaded: pydantic builds every model on first
+# use (defer_build, models/base.py) and resolves such names from the model's module then.
+from . import benchmarks as _benchmarks, results as _results  # noqa: E402
+
+_results.ScriptBenchmark, _results.WarmSummary, _results.ScriptProfile = ScriptBenchmark, WarmSummary, ScriptProfile
+_benchmarks.RegressionCheck, _benchmarks.Numerics = RegressionCheck, Numerics
 
 from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSummary, ScriptMetrics, SkippedScript  # noqa: E402
 
