@@ -94,9 +94,11 @@ CASES = {
         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', __file__])\ntime.sleep(300)\n",
         "timeout", flags=("--timeout", "2"), message="time limit"),
     # Sampled every 0.05 s: stopped a level or two past the limit.
-    "fork_bomb": Case(FORK_BOMB.format(pause=0.03), "script_error", flags=("--max-processes", "20"),
+    # A level every 0.1 s: the sampler (every 0.05 s) stops it a level or two past the limit even when
+    # two test workers share the cores (at 0.03 s a loaded run once reached 448 processes).
+    "fork_bomb": Case(FORK_BOMB.format(pause=0.1), "script_error", flags=("--max-processes", "20"),
                       message="--max-processes 20"),
-    "fork_bomb_without_cgroups": Case(FORK_BOMB.format(pause=0.03), "script_error", flags=("--max-processes", "20"),
+    "fork_bomb_without_cgroups": Case(FORK_BOMB.format(pause=0.1), "script_error", flags=("--max-processes", "20"),
                                       env={cgroups.DISABLE_ENV: "1"}, message="--max-processes 20"),
     # JAX's threads are not processes: a jitted program with 40 threads of its own runs at --max-processes 1.
     "threads_are_not_processes": Case(
