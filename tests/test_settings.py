@@ -334,6 +334,19 @@ def test_history_judges_only_against_runs_with_the_same_numerics(tmp_path: Path)
         assert store.get(same).numerics == x64
 
 
+def test_jaxrun_history_says_not_judged_across_numerics_unless_allowed(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    with HistoryStore(db) as store:
+        store.record(_run([1.0, 1.01, 0.99, 1.0, 1.02], Numerics()))
+        store.record(_run([2.0, 2.01, 1.99, 2.0, 2.02], Numerics(matmul_precision="bfloat16")))
+    refused = jaxrun("history", "--history", db, "--json")
+    (check,) = json.loads(refused.stdout)["checks"]
+    assert refused.returncode == 0 and check["other_numerics"] == 1 and check["note"].startswith("not judged")
+    allowed = jaxrun("history", "--history", db, "--json", "--allow-mismatch")
+    assert allowed.returncode == 1 and json.loads(allowed.stdout)["checks"][0]["regression"]  # 2x slower
+    assert "not judged: 1 earlier run(s) with other numerics" in jaxrun("history", "--history", db).stdout
+
+
 def test_key_lines_finds_keys_in_quoted_tables_and_skips_multiline_strings() -> None:
     lines = key_lines('a = 1\n[tool.jaxrun]\nx = """\nfake = 2\n"""\n[tool.jaxrun.scripts."s/*.py"]\n"quoted key" = 3\n')
     assert lines[("a",)] == 1 and lines[("tool", "jaxrun", "x")] == 3

@@ -25,6 +25,7 @@ def history(
     alpha: float = typer.Option(0.01, help="Significance level of the Mann-Whitney U test."),
     min_effect: str = typer.Option("5%", "--min-effect", help="Smallest slowdown that counts, e.g. 5% or 0.05."),
     limit: Optional[int] = typer.Option(None, help="Show only the newest N runs per script."),
+    allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Judge the newest run against earlier runs with other numerics too."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs and checks as JSON."),
 ) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
@@ -38,7 +39,7 @@ def history(
     try:
         effect = parse_effect(min_effect)
         check_verdict_options(alpha, effect)
-        options = {"metric": metric, "alpha": alpha, "min_effect": effect}
+        options = {"metric": metric, "alpha": alpha, "min_effect": effect, "allow_mismatch": allow_mismatch}
         with HistoryStore(history_path or default_history_path(), create=False) as store:
             if script is not None and not store.match_scripts(script):
                 known = ", ".join(s.script_name for s in store.scripts()) or "none"
