@@ -352,3 +352,22 @@ def test_key_lines_finds_keys_in_quoted_tables_and_skips_multiline_strings() -> 
     assert lines[("a",)] == 1 and lines[("tool", "jaxrun", "x")] == 3
     assert ("tool", "jaxrun", "fake") not in lines
     assert lines[("tool", "jaxrun", "scripts", "s/*.py", "quoted key")] == 7
+
+
+def test_each_job_gets_its_own_device_tables_settings_and_origins(tmp_path: Path) -> None:
+    write(tmp_path, "jaxrun.toml", """\
+        device = ["cpu", "gpu"]
+        [devices.cpu]
+        memory_limit = "1GB"
+        [devices.gpu]
+        memory_limit = "2GB"
+        """)
+    write(tmp_path, "s.py", JAX)
+    options = resolve_batch_options([tmp_path], {}, environ={}).options
+    found, _ = discover(options.paths, options.recursive, options.include, options.exclude)
+    planned, _ = plan_scripts(options, found)
+    jobs = make_jobs(options, planned, plan_devices(options, None))
+    runs = {job.device: options.options_for(job) for job in jobs}
+    assert (runs["cpu"].memory_limit, runs["gpu"].memory_limit) == (2**30, 2 * 2**30)
+    assert runs["cpu"].origin_of("memory_limit").endswith("jaxrun.toml:3")
+    assert runs["gpu"].origin_of("memory_limit").endswith("jaxrun.toml:5")  # not the cpu table's line

@@ -97,6 +97,11 @@ class _Options(BaseModel):
         """Where exactly option ``name`` was set (a file and line, a variable, a flag), if known."""
         return self._origins.get(name)
 
+    def given(self, name: str) -> bool:
+        """Whether option ``name`` was given on the command line, in the environment or through
+        the API: then it wins over per-script settings (jaxrun.settings)."""
+        return self.source_of(name) in ("env", "api", "cli")
+
     @property
     def sources(self) -> dict[str, Source]:
         return {name: self.source_of(name) for name in type(self).model_fields}
@@ -113,8 +118,7 @@ class _Options(BaseModel):
         """A copy where ``values`` replace what only a default or the config file set: a value
         given on the command line, in the environment or through the API wins over them
         (per-script settings sit between the config file and the environment)."""
-        weaker = ("default", "config", "script")
-        taken = {k: v for k, v in values.items() if self.source_of(k) in weaker}
+        taken = {k: v for k, v in values.items() if not self.given(k)}
         if "env" in values and "env" not in taken and values["env"]:
             # Variables merge one by one: a stronger layer's --env KEY=... wins for its keys only.
             taken["env"] = {**dict(values["env"]), **(getattr(self, "env") or {})}

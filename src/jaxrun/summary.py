@@ -94,6 +94,17 @@ def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary
     )
 
 
+def _counts(results: list[ScriptResult]) -> dict[str, int]:
+    """The metadata's counts of the scripts that ran."""
+    return {
+        "scripts_executed": len(results),
+        "scripts_successful": sum(r.success for r in results),
+        "scripts_failed": sum(not r.success for r in results),
+        "scripts_xfailed": sum(r.outcome == "xfailed" for r in results),
+        "scripts_xpassed": sum(r.outcome == "xpassed" for r in results),
+    }
+
+
 def assemble_batch(
     meta: BatchMetadata,
     info: DeviceInfo | None,
@@ -109,11 +120,7 @@ def assemble_batch(
     meta = meta.model_copy(
         update={
             "device_used": ",".join(used) if used else meta.device_used,
-            "scripts_executed": len(results),
-            "scripts_successful": sum(r.success for r in results),
-            "scripts_failed": sum(not r.success for r in results),
-            "scripts_xfailed": sum(r.outcome == "xfailed" for r in results),
-            "scripts_xpassed": sum(r.outcome == "xpassed" for r in results),
+            **_counts(results),
             "complete": complete,
             "finished_timestamp": now_iso() if complete else None,
         }
@@ -155,13 +162,7 @@ def with_unlisted_results(batch: BatchResult, results_dir: Path) -> BatchResult:
     if not found:
         return batch
     results = [*batch.script_results, *sorted(found, key=lambda r: r.started_at or "")]
-    meta = batch.metadata.model_copy(update={
-        "scripts_executed": len(results),
-        "scripts_successful": sum(r.success for r in results),
-        "scripts_failed": sum(not r.success for r in results),
-        "scripts_xfailed": sum(r.outcome == "xfailed" for r in results),
-        "scripts_xpassed": sum(r.outcome == "xpassed" for r in results),
-    })
+    meta = batch.metadata.model_copy(update=_counts(results))
     return batch.model_copy(update={"metadata": meta, "script_results": results,
                                     "performance_summary": performance_summary(results)})
 

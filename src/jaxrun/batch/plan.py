@@ -79,6 +79,7 @@ class ScriptPlan:
     script: Path
     name: str
     devices: tuple[str, ...]  # the batch's, or the script's own device setting
+    own_device: bool  # whether they are the script's own
     settings: ScriptSettings
 
 
@@ -87,17 +88,15 @@ def plan_scripts(options: BatchOptions, scripts: list[tuple[Path, str]]) -> tupl
     setting leaves out, with the reason."""
     planned: list[ScriptPlan] = []
     skipped: list[SkippedScript] = []
-    device_is_given = options.source_of("device") in ("cli", "env", "api")
     for script, name in scripts:
         settings = script_settings(options, script)
         if settings.skip is not None:
             skipped.append(SkippedScript(script_name=name, script_path=str(script), reason=settings.skip,
                                          origin=settings.origins.get("skip")))
             continue
-        devices = options.device
-        if "device" in settings.values and not device_is_given:
-            devices = parse_devices(settings.values["device"])
-        planned.append(ScriptPlan(script, name, devices, settings))
+        own_device = "device" in settings.values and not options.given("device")
+        devices = parse_devices(settings.values["device"]) if own_device else options.device
+        planned.append(ScriptPlan(script, name, devices, own_device, settings))
     return planned, skipped
 
 
@@ -113,15 +112,13 @@ def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DeviceP
     for plan in scripts:
         for device in plan.devices:
             platform = devices.platforms[device]
-            own = plan.settings.for_device(options, platform or (device if device != "auto" else None))
-            if plan.devices is not options.device:
-                own["device"] = device  # the script's own device setting
-            run = options.run_for(device)
+            own = plan.settings.run_settings(options, platform or (device if device != "auto" else None),
+                                             device if plan.own_device else None)
             jobs.append(Job(
                 index=len(jobs), script=plan.script, name=plan.name,
                 file_name=resultfiles.file_stem(f"{plan.name}@{device}" if several else plan.name),
                 device=device, platform=platform, results_dir=options.results_dir,
                 expected_seconds=durations.get(str(plan.script)),
-                run_options=run.overlay(own, "script", plan.settings.origins) if own else None,
+                run_options=options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None,
             ))
     return jobs

@@ -21,7 +21,7 @@ from ..executors.base import RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, SkippedScript
 from ..failures import HINTS
 from ..options import BatchOptions
-from ..settings import resolve_batch_options
+from ..settings.resolve import explicit_keywords, resolve_batch_options
 from ..run.execute import run_job
 from ..run.job import Job
 from ..run.runner import failed_before_running
@@ -78,11 +78,9 @@ def run_jax_scripts(
     scripts start and finish.
     """
     config = options.pop("config", None)
-    given = dict(recursive=recursive_search, device=device, timeout=timeout, verbose=verbose,
-                 results_dir=results_dir, jobs=jobs, **options)
-    # Keywords left at their defaults do not hide the config file's or the environment's values.
-    defaults = {"recursive": True, "device": "auto", "timeout": 300, "verbose": False, "results_dir": None, "jobs": 1}
-    given = {k: v for k, v in given.items() if k not in defaults or v != defaults[k]}
+    given = explicit_keywords(run_jax_scripts, dict(recursive=recursive_search, device=device, timeout=timeout,
+                                                    verbose=verbose, results_dir=results_dir, jobs=jobs, **options),
+                              renamed={"recursive": "recursive_search"})
     batch_options = resolve_batch_options(pipeline_output_dir, given, source="api", config=config).options
     batch = run_batch(batch_options, sinks=[CallbackSink(on_start, on_result)])
     return batch if return_detailed_results else batch.success

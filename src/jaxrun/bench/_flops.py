@@ -17,9 +17,9 @@ from typing import Any
 # Primitives that only move, reinterpret or index data: no arithmetic.
 _FREE = {
     "reshape", "broadcast_in_dim", "transpose", "squeeze", "expand_dims", "slice", "dynamic_slice",
-    "dynamic_update_slice", "gather", "scatter", "concatenate", "pad", "rev", "select_n", "copy", "copy_p",
+    "dynamic_update_slice", "gather", "scatter", "concatenate", "pad", "rev", "select_n", "copy",
     "convert_element_type", "bitcast_convert_type", "iota", "device_put", "sharding_constraint", "stop_gradient",
-    "squeeze_p", "split", "random_bits", "random_seed", "random_wrap", "random_unwrap", "threefry2x32",
+    "split", "random_bits", "random_seed", "random_wrap", "random_unwrap", "threefry2x32",
     "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",
     "remat", "checkpoint", "scan", "while", "cond", "shard_map", "xla_pmap", "argsort", "sort", "debug_callback",
 }

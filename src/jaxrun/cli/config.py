@@ -92,18 +92,19 @@ def _scripts(options: Any) -> list[dict[str, Any]]:
          "overridden": {}} for s in skipped
     ]
     for plan in planned:
-        own = plan.settings.for_device(options, None)
-        if not own and plan.devices is options.device:
+        own = plan.settings.run_settings(options, None)
+        if plan.own_device:
+            own.put("device", plan.devices, plan.settings.origins["device"])
+        if not own.values:
             continue
         applied, overridden = {}, {}
-        for key, value in {**own, **({"device": plan.devices} if plan.devices is not options.device else {})}.items():
-            origin = plan.settings.origins.get(key)
-            source = options.source_of(key)
-            if source in ("default", "config") or key == "device":
+        for key, value in own.values.items():
+            origin = own.origins.get(key)
+            if not options.given(key) or key == "device":
                 applied[key] = {"value": _plain(value), "origin": origin}
             else:
                 overridden[key] = {"value": _plain(value), "origin": origin,
-                                   "by": options.origin_of(key) or source}
+                                   "by": options.origin_of(key) or options.source_of(key)}
         rows.append({"script": str(plan.script), "name": plan.name, "skip": None, "skip_origin": None,
                      "settings": applied, "overridden": overridden})
     return rows

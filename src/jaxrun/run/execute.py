@@ -102,24 +102,18 @@ def _benchmark(
     return result.model_copy(update=update)
 
 
-# execute_jax_script's keyword defaults: left as they are, they do not hide the config file's values.
-_KEYWORD_DEFAULTS = {"device": "auto", "timeout": 300, "verbose": False, "retries": 0, "fallback": True,
-                     "debug_nans": False, "benchmark_runs": 0, "warmup_runs": 0, "enable_profiling": False, "env": None}
-
-
 def _with_settings(script: Path, given: dict[str, Any], config: Any) -> RunOptions:
     """The run options of one script called through the API: the keywords over ``JAXRUN_*``, the
     script's own settings (its header comment, per-script tables) and the config file's run
     options (a skip setting is the batch's business: a script named here runs)."""
-    from ..settings import resolve_batch_options, script_settings
+    from ..settings.resolve import explicit_keywords, resolve_batch_options, script_settings
 
-    explicit = {k: v for k, v in given.items() if k not in _KEYWORD_DEFAULTS or v != _KEYWORD_DEFAULTS[k]}
-    batch = resolve_batch_options([script], explicit, source="api", config=config).options
+    batch = resolve_batch_options([script], explicit_keywords(execute_jax_script, given), source="api",
+                                  config=config).options
     own = script_settings(batch, script)
-    values = own.for_device(batch, batch.run.device if batch.run.device != "auto" else None)
-    if "device" in own.values:
-        values["device"] = own.values["device"]
-    return batch.run.overlay(values, "script", own.origins) if values else batch.run
+    device = None if batch.given("device") else own.values.get("device")
+    found = own.run_settings(batch, device or (batch.run.device if batch.run.device != "auto" else None), device)
+    return batch.run.overlay(found.values, "script", found.origins) if found.values else batch.run
 
 
 def execute_jax_script(

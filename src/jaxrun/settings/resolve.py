@@ -12,10 +12,11 @@ environment and the command line.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..discovery import path_matches
 from ..errors import UsageError
@@ -24,7 +25,7 @@ from ..seed_names import OPTION_ALIASES
 from .files import ConfigFile, config_from_env, display, find_config, read_config
 from .header import read_header
 from .keys import (
-    BATCH_KEYS, DEVICE_KEYS, DISPLAY_KEYS, RUN_KEYS, SCRIPT_KEYS, SEED_KEYS, TOP_KEYS, UNSUPPORTED,
+    DEVICE_KEYS, DISPLAY_KEYS, RUN_KEYS, SCRIPT_KEYS, SEED_KEYS, TOP_KEYS, UNSUPPORTED,
     closest, env_name, from_text, seed_metrics,
 )
 
@@ -200,6 +201,17 @@ def env_layer(environ: Mapping[str, str]) -> Layer:
 # --- all layers together ----------------------------------------------------------------------------
 
 
+def explicit_keywords(function: Callable[..., Any], given: Mapping[str, Any],
+                      renamed: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``given`` (an API function's keywords, by option name) without those left at the function's
+    own defaults: a default keyword must not hide the config file's or the environment's value.
+    ``renamed``: option name -> parameter name where they differ."""
+    defaults = {name: p.default for name, p in inspect.signature(function).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    names = renamed or {}
+    return {k: v for k, v in given.items() if names.get(k, k) not in defaults or v != defaults[names.get(k, k)]}
+
+
 def locate_config(paths: tuple[Path, ...] | list[Path], config: str | os.PathLike[str] | bool | None,
                   environ: Mapping[str, str]) -> ConfigFile | None:
     """The config file: the one named (``config`` / ``$JAXRUN_CONFIG``), none with ``config=False``,
@@ -244,7 +256,7 @@ def resolve_batch_options(
         )
     except UsageError as exc:
         if found is not None and any(s == "config" for s in sources.values()):
-            raise UsageError(f"{exc} (settings from {display_path(found)})") from None
+            raise UsageError(f"{exc} (settings from {display(found.path)})") from None
         raise
     # rules and config_file are the file's structure, not settings with a source of their own.
     for name in ("rules", "config_file"):
@@ -252,17 +264,11 @@ def resolve_batch_options(
     return Resolved(options, display, found)
 
 
-def display_path(config: ConfigFile) -> str:
-    return display(config.path)
-
-
 # --- one script's own settings ----------------------------------------------------------------------
 
 
-@dataclass
-class ScriptSettings:
-    values: dict[str, Any] = field(default_factory=dict)
-    origins: dict[str, str] = field(default_factory=dict)
+class ScriptSettings(Layer):
+    """One script's own settings (per-script tables, its header comment), each with where it was set."""
 
     @property
     def skip(self) -> str | None:
@@ -271,15 +277,20 @@ class ScriptSettings:
             return None
         return value if isinstance(value, str) and value else "skipped by its settings"
 
-    def for_device(self, options: BatchOptions, platform: str | None) -> dict[str, Any]:
-        """The run options of this script on ``platform``: its device table under its own settings."""
-        values: dict[str, Any] = {}
+    def run_settings(self, options: BatchOptions, platform: str | None, device: str | None = None) -> Layer:
+        """The run options this script sets for a job on ``platform``: its device table's, then its
+        own (later wins); ``device``: the job's device when the script's own device setting chose it."""
+        found = Layer()
         for rule in options.rules:
             if rule.device is not None and rule.device == platform:
-                values.update(rule.values)
-                self.origins = {**rule.origins, **self.origins}
-        values.update({k: v for k, v in self.values.items() if k not in ("skip", "device")})
-        return values
+                for key, value in rule.values.items():
+                    found.put(key, value, rule.origins.get(key, rule.table))
+        for key, value in self.values.items():
+            if key not in ("skip", "device"):
+                found.put(key, value, self.origins[key])
+        if device is not None:
+            found.put("device", device, self.origins.get("device", ""))
+        return found
 
 
 def script_settings(options: BatchOptions, script: Path) -> ScriptSettings:
@@ -295,21 +306,15 @@ def script_settings(options: BatchOptions, script: Path) -> ScriptSettings:
             continue  # a script outside the config file's folder: its globs do not reach it
         if path_matches(rel, rule.pattern):
             for key, value in rule.values.items():
-                _merge(found, key, value, rule.origins.get(key, rule.table))
+                found.put(key, value, rule.origins.get(key, rule.table))
     for setting in read_header(script):
         try:
             check(setting.key, setting.value)
         except UsageError as exc:
             raise UsageError(f"{display(script)}:{setting.line}: '# jaxrun:' {setting.key}: {exc}") from None
-        _merge(found, setting.key, setting.value, f"{display(script)}:{setting.line}")
+        found.put(setting.key, setting.value, f"{display(script)}:{setting.line}")
     return found
 
 
-def _merge(settings: ScriptSettings, key: str, value: Any, origin: str) -> None:
-    if key == "env" and isinstance(settings.values.get("env"), dict):
-        value = {**settings.values["env"], **value}
-    settings.values[key], settings.origins[key] = value, origin
-
-
-__all__ = ["BATCH_KEYS", "Layer", "Resolved", "ScriptSettings", "config_layer", "env_layer", "locate_config",
+__all__ = ["Layer", "explicit_keywords", "Resolved", "ScriptSettings", "config_layer", "env_layer", "locate_config",
            "resolve_batch_options", "script_settings"]
