@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,6 +209,12 @@ def test_jaxrun_config_shows_each_value_and_where_it_came_from(tmp_path: Path) -
     assert own["overridden"]["timeout"] == {"value": 33, "origin": f"{sims / 'own.py'}:1", "by": "--timeout"}
     table = jaxrun("config", sims)
     assert table.returncode == 0 and "pyproject.toml:5" in table.stdout and "skipped: needs a TPU" in table.stdout
+    # Without PATH it reads the current folder, as the help says.
+    here = subprocess.run([sys.executable, "-m", "jaxrun", "config", "--json"], cwd=sims, capture_output=True, text=True)
+    assert here.returncode == 0, here.stderr
+    assert json.loads(here.stdout)["config_file"] == str(tmp_path / "pyproject.toml")
+    bad = jaxrun("config", sims, "--timeout", "soon")
+    assert bad.returncode == 2 and bad.stderr.startswith("jaxrun: error: Invalid value for '--timeout'"), bad.stderr
 
 
 # --- end to end: one real batch ---------------------------------------------------------------------

@@ -8,13 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 
 from ..errors import JAXExecutionError
 from .console import fail_usage, out
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["-h", "--help"]}
+
+# click's usage errors as typer raises them: typer >= 0.29 carries its own copy of click, whose
+# classes are not the installed click's (catching click.MissingParameter caught nothing there).
+_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
 def config(ctx: typer.Context) -> None:
@@ -29,11 +32,11 @@ def config(ctx: typer.Context) -> None:
     run_command = ctx.parent.command.get_command(ctx.parent, "run")  # type: ignore[union-attr]
     args = list(ctx.args)
     try:
-        run_ctx = run_command.make_context("run", args, parent=ctx.parent, obj=ctx.obj)
-    except click.MissingParameter:
+        run_ctx = run_command.make_context("run", list(args), parent=ctx.parent, obj=ctx.obj)  # click consumes it
+    except _USAGE_ERROR as exc:
+        if type(exc).__name__ != "MissingParameter":
+            raise fail_usage(exc.format_message()) from None
         run_ctx = run_command.make_context("run", [".", *args], parent=ctx.parent, obj=ctx.obj)
-    except click.UsageError as exc:
-        raise fail_usage(exc.format_message()) from None
     with run_ctx:
         paths = run_ctx.params["paths"]
         resolved = resolve_settings(run_ctx, paths)  # type: ignore[arg-type]
