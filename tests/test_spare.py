@@ -5,13 +5,14 @@ only when the job's start-up variables match, and never outlive jaxrun."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
 import psutil
 from helpers import jaxrun, load, write
 
-from jaxrun.run.launch import launch
+from jaxrun.run.launch import drop_deferred, launch, when_started
 from jaxrun.run.spare import POOL, spare_environment
 from jaxrun.run.environment import probe_command
 from jaxrun.options import RunOptions
@@ -85,3 +86,62 @@ def test_jaxrun_run_uses_spares_and_leaves_none(tmp_path: Path) -> None:
     # a usage error after the spare was started leaves nothing behind either
     assert jaxrun("run", tmp_path / "s", "--device", "gpux", env=token).returncode == 2
     assert not spares_of(str(tmp_path))
+
+
+def test_no_spare_is_started_after_the_last_process_the_batch_expects(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
+    POOL.open(spare_environment())
+    try:
+        POOL.expect(2)
+        first = _launch(tmp_path, spare_environment())  # takes the spare; launch starts the next
+        assert len(spares_of(str(tmp_path))) == 1
+        second = _launch(tmp_path, spare_environment())
+        # the batch expects no more: nothing was started to be stopped again
+        assert not spares_of(str(tmp_path))
+    finally:
+        POOL.close()
+    assert first.prestarted and second.prestarted
+
+
+# --- the parent's own set-up, done while the first script runs (run/launch.py: when_started) -------
+
+def test_deferred_set_up_runs_once_the_script_runs_and_never_counts_in_its_time(tmp_path: Path) -> None:
+    seen: list[bool] = []
+
+    def slow_set_up() -> None:
+        seen.append((tmp_path / "started").exists() or _waits_for(tmp_path / "started"))
+        time.sleep(0.8)  # longer than the script
+
+    when_started(slow_set_up)
+    script = write(tmp_path, "quick.py", f"open({str(tmp_path / 'started')!r}, 'w').close()\n")
+    outcome = launch([sys.executable, str(script)], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
+                     stderr_log=tmp_path / "e", events_path=tmp_path / "events", timeout=60, log_cap=2**20)
+    assert seen == [True]  # it ran while (or after) the script ran, never before it started
+    # ground truth: the script is a Python start-up and one file, far below the set-up's 0.8 s
+    assert outcome.exit_code == 0 and outcome.wall_time < 0.5, outcome.wall_time
+    when_started(lambda: seen.append(False))
+    drop_deferred()  # a batch that starts nothing leaves nothing for the next one
+    launch([sys.executable, "-c", "pass"], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
+           stderr_log=tmp_path / "e", events_path=tmp_path / "events", timeout=60, log_cap=2**20)
+    assert seen == [True]
+
+
+def _waits_for(path: Path) -> bool:
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return path.exists()
+
+
+def test_the_batch_files_first_version_is_written_while_the_first_script_runs(tmp_path: Path) -> None:
+    # The script waits for the batch file: it ends only if jaxrun wrote it while it ran.
+    write(tmp_path / "s", "waits.py", "import os, time\nif False:\n    import jax\n"
+          f"path = {str(tmp_path / 'r' / 'jax_execution_results.json')!r}\n"
+          "deadline = time.monotonic() + 20\n"
+          "while not os.path.exists(path) and time.monotonic() < deadline:\n    time.sleep(0.01)\n"
+          "print('seen' if os.path.exists(path) else 'missing')\n")
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--no-config")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "r" / "logs" / "waits.stdout.log").read_text().strip() == "seen"
+    batch = load(tmp_path / "r" / "jax_execution_results.json")
+    assert batch["metadata"]["complete"] and batch["script_results"][0]["execution_time"] < 15

@@ -18,12 +18,13 @@ from .. import __version__, resultfiles
 from ..devices import get_jax_device_info
 from ..errors import DeviceProbeError, UsageError
 from ..executors.base import RunJob, make_executor
-from ..models import BatchMetadata, BatchResult, DeviceInfo, SkippedScript
+from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult, SkippedScript
 from ..failures import HINTS
-from ..options import BatchOptions
+from ..options import BatchOptions, RunOptions
 from ..settings.resolve import explicit_keywords, resolve_batch_options
 from ..run.execute import run_job
 from ..run.job import Job
+from ..run.launch import drop_deferred, when_started
 from ..run.runner import failed_before_running
 from ..run.spare import POOL, spare_environment
 from ..sinks import Sink, Sinks
@@ -150,8 +151,21 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     try:
         return _run_locked(options, sinks, run_job, scripts, unreadable, store, out)
     finally:
+        drop_deferred()
         POOL.close()
         lock.release()
+
+
+def _processes(run: RunOptions) -> int:
+    """The processes a job starts, retries and fallbacks aside."""
+    return run.warmup_runs + run.benchmark_runs if run.benchmark_runs else 1
+
+
+def _build_result_models() -> None:
+    """Build what pydantic builds at a model's first use (models/base.py: defer_build) for the
+    models every script's result goes through, so that the first result is not kept waiting."""
+    for model in (ScriptResult, BatchResult):
+        model.model_rebuild()
 
 
 def _run_locked(
@@ -211,11 +225,16 @@ def _run_locked(
                         options.export_csv),
         *sinks,
     ])
+    to_run = [j for j in jobs if j.index not in reused]
+    POOL.expect(sum(_processes(options.options_for(job)) for job in to_run))
+    # What the scripts need not wait for is done while the first one runs.
+    when_started(files.begin)
+    when_started(_build_result_models)
     try:
         chain.on_begin(jobs)
         for index, previous in sorted(reused.items()):
             chain.on_result(jobs[index], previous)
-        make_executor(options, info).run([j for j in jobs if j.index not in reused], run_job, chain)
+        make_executor(options, info).run(to_run, run_job, chain)
     except KeyboardInterrupt:
         # Every script of the batch is in the files: those that never ran are marked interrupted.
         for job in jobs:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 from typing import Optional
@@ -64,6 +63,8 @@ def history(
         out.print(history_scripts_table(summary))
     flags = {c.newest_run_id: history_cell(c) for c in checks}
     from ..benchmark import metric_values, resolve_metric
+
+    import statistics
 
     shown = resolve_metric(metric) if metric else "run_time"
     for path, runs in runs_by_path.items():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import List, Optional
 
@@ -48,6 +47,8 @@ def devices(
 
 
 def _version(dist: str) -> str:
+    from importlib import metadata  # ~12 ms: only for jaxrun check
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -108,6 +108,10 @@ def run(
     else:
         from .progress import LineProgress
     view = LiveProgress(err.console(), slots=options.jobs) if live else LineProgress(sys.stderr)
+    if not json_output:
+        from ..run.launch import when_started
+
+        when_started(_load_summary)  # while the first script runs, not after the last one
     # SIGTERM (a scheduler, `kill`) stops the batch as Ctrl-C does: running scripts stopped,
     # unfinished ones marked interrupted, valid files, exit 130.
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -194,6 +198,12 @@ def _interrupt(signum: int, frame: object) -> None:
 def _warn(name: str, warnings: list[str]) -> None:
     for warning in warnings:  # one line each, however long: logs and CI output stay greppable
         err.print(f"warning: {name}: {warning}", markup=False, soft_wrap=True)
+
+
+def _load_summary() -> None:
+    from . import tables  # noqa: F401 - rich's tables: ~30 ms
+
+    out.console()
 
 
 def _report_run(batch) -> int:  # type: ignore[no-untyped-def]

@@ -7,6 +7,7 @@ kernel's rusage (CPU time of it and its waited-for children, its max RSS) the mo
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 import psutil
 
@@ -25,7 +26,40 @@ from . import cgroups
 from .monitor import TreeMonitor, reap_leftovers, stop_tree
 from .spare import POOL
 
+logger = logging.getLogger(__name__)
+
 _CHUNK = 64 * 1024
+
+# The parent's own set-up that can wait until a script runs (see when_started).
+_deferred: list[Callable[[], None]] = []
+_deferred_lock = threading.Lock()
+
+
+def when_started(work: Callable[[], None]) -> None:
+    """Do ``work`` once, right after the next script's process has started, in the thread that
+    started it: what jaxrun must do but the script need not wait for (the batch files' first
+    version, building the result models, importing the summary's tables) then overlaps the script
+    instead of delaying its start. ``work`` must be safe to run again by its owner (who calls it
+    when it must be done, started or not) and its errors are left for that call to raise."""
+    with _deferred_lock:
+        _deferred.append(work)
+
+
+def drop_deferred() -> None:
+    """Forget the work :func:`when_started` holds (a batch that ends without starting a process)."""
+    with _deferred_lock:
+        _deferred.clear()
+
+
+def run_deferred() -> None:
+    """Do the work :func:`when_started` holds, now (a process has just started)."""
+    with _deferred_lock:
+        work, _deferred[:] = list(_deferred), []
+    for item in work:
+        try:
+            item()
+        except Exception:  # noqa: BLE001 - its owner does it again where the error belongs
+            logger.debug("deferred set-up failed; its owner repeats it", exc_info=True)
 
 
 @dataclass
@@ -97,6 +131,7 @@ class _Waiter(threading.Thread):
         self.pid = pid
         self.status: int | None = None
         self.rusage: Any = None
+        self.ended: float | None = None  # perf_counter when it was reaped
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -104,6 +139,8 @@ class _Waiter(threading.Thread):
             _, self.status, self.rusage = os.wait4(self.pid, 0)
         except ChildProcessError:
             pass
+        # Noted here, not by whoever waits for `done`: that thread may be busy (deferred set-up).
+        self.ended = time.perf_counter()
         self.done.set()
 
 
@@ -177,14 +214,15 @@ def _launch(
 ) -> LaunchOutcome:
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity)
-    pgid = proc.pid
     waiter = _Waiter(proc.pid)
     waiter.start()
+    pgid = proc.pid
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
     for pump in pumps:
         pump.start()
     monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
                           record=record_memory, members=group.pids if group is not None else None)
+    run_deferred()  # the script runs meanwhile; its logs are drained, its end noted by the waiter
     deadline = None if timeout is None else started + timeout
     timed_out = interrupted = over_memory = over_processes = False
     try:
@@ -205,7 +243,7 @@ def _launch(
         interrupted = True
         _stop(pgid, monitor, group, waiter)
     waiter.done.wait()
-    ended = time.perf_counter()
+    ended = waiter.ended if waiter.ended is not None else time.perf_counter()
     monitor.sample(scan=True)  # descendants still running: their memory and CPU so far
     # Popen must not try to reap the pid the waiter already reaped.
     proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)

@@ -77,6 +77,7 @@ class SparePool:
         self._lock = threading.Lock()
         self._spare: Spare | None = None
         self._env: dict[str, str] | None = None  # the environment spares start with; None: off
+        self._wanted: int | None = None  # processes the batch will still start; None: not known
 
     def open(self, env: Mapping[str, str]) -> None:
         """Keep a spare ready from now on, started with ``env`` (what the jobs' environments
@@ -85,9 +86,17 @@ class SparePool:
             self._env = dict(env)
         self.replenish()
 
+    def expect(self, processes: int) -> None:
+        """The batch will start this many more processes (retries aside): no spare is started
+        after the last one, where it would only be stopped again, its start-up competing with
+        the writing of the last result."""
+        with self._lock:
+            self._wanted = processes
+        self.replenish()
+
     def replenish(self) -> None:
         with self._lock:
-            if self._env is None or self._spare is not None:
+            if self._env is None or self._spare is not None or self._wanted == 0:
                 return
             spawned_at = time.perf_counter()
             try:
@@ -103,6 +112,8 @@ class SparePool:
         """The spare, if there is one that can become a job with environment ``env``."""
         with self._lock:
             spare, self._spare = self._spare, None
+            if self._wanted:
+                self._wanted -= 1
         if spare is None:
             return None
         if spare.startup != startup_variables(env) or spare.proc.poll() is not None:
@@ -113,7 +124,7 @@ class SparePool:
     def close(self) -> None:
         """No more spares; the one waiting, if any, is stopped."""
         with self._lock:
-            spare, self._spare, self._env = self._spare, None, None
+            spare, self._spare, self._env, self._wanted = self._spare, None, None, None
         if spare is not None:
             spare.stop()
 

@@ -7,7 +7,8 @@ Each of these files holds every result so far, so rewriting them after every scr
 the square of the batch's size (10,000 scripts: about 45 minutes). They are rewritten after a
 script unless the rewrites would then take more than ``MAX_WRITE_SHARE`` of the batch's time (in
 practice: after every script of ordinary batches, every few hundred of a flood of short ones),
-and always at the start and the end (and on Ctrl-C). Every script's own result file is written
+and always at the start (:meth:`BatchFilesSink.begin`: the batch has it done while the first
+script runs, run/launch.py: ``when_started``) and the end (and on Ctrl-C). Every script's own result file is written
 when it finishes, so a batch killed outright loses nothing: :func:`jaxrun.summary.with_unlisted_results`
 adds those files to a batch file that lags behind (compare, report and --resume read through it).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -46,13 +48,22 @@ class BatchFilesSink(BaseSink):
         self._done: dict[int, ScriptResult] = {}
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended
         self._write_seconds = 0.0  # how long it took
+        self._begun = False
+        self._begin_lock = threading.Lock()
 
-    def on_begin(self, jobs: Sequence["Job"]) -> None:
-        if self.info is not None:
-            resultfiles.write_model(self.results_dir / resultfiles.DEVICE_INFO, self.info)
-        self._write(self.batch(complete=False))
+    def begin(self) -> None:
+        """Write the files' first version (no results yet), once: whoever gets here first, the
+        first script's start or the first result, does it."""
+        with self._begin_lock:
+            if self._begun:
+                return
+            if self.info is not None:
+                resultfiles.write_model(self.results_dir / resultfiles.DEVICE_INFO, self.info)
+            self._write(self.batch(complete=False))
+            self._begun = True
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
+        self.begin()
         self._done[job.index] = result
         waited = time.monotonic() - self._last_write
         if waited >= self._write_seconds / MAX_WRITE_SHARE:
@@ -60,6 +71,7 @@ class BatchFilesSink(BaseSink):
         return result
 
     def on_end(self, batch: BatchResult) -> None:
+        self.begin()  # jax_device_info.json, when no script ever started
         self._write(batch)
 
     @property
