@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from helpers import jaxrun, load, write
 
+from jaxrun.run import cgroups
 from jaxrun.run.launch import drop_deferred, launch, when_started
 from jaxrun.run.spare import POOL, spare_environment
 from jaxrun.run.environment import probe_command
@@ -145,3 +147,37 @@ def test_the_batch_files_first_version_is_written_while_the_first_script_runs(tm
     assert (tmp_path / "r" / "logs" / "waits.stdout.log").read_text().strip() == "seen"
     batch = load(tmp_path / "r" / "jax_execution_results.json")
     assert batch["metadata"]["complete"] and batch["script_results"][0]["execution_time"] < 15
+
+
+READS_ITS_PIDS_GROUP = """\
+import jaxrun
+groups = dict(line.split(":", 2)[1:] for line in open("/proc/self/cgroup").read().splitlines())
+folder = "/sys/fs/cgroup/pids" + groups["pids"].strip()
+jaxrun.record(group=folder, pids_max=open(folder + "/pids.max").read().strip())
+"""
+
+
+@pytest.mark.skipif(not Path("/sys/fs/cgroup/pids").is_dir() or cgroups.create() is None,
+                    reason="needs a cgroup v1 pids hierarchy that jaxrun may write to")
+def test_a_spare_waits_in_the_cgroup_that_becomes_its_jobs_with_the_jobs_limits(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
+    POOL.open(spare_environment())
+    try:
+        spare = POOL._spare
+        assert spare is not None and spare.group is not None
+        deadline = time.monotonic() + 20
+        while spare.proc.pid not in spare.group.pids() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert spare.proc.pid in spare.group.pids()  # joined while it waits, before any job
+    finally:
+        POOL.close()
+    assert not spare.group.dirs["pids"].exists()  # an unused spare's group goes with it
+    script = write(tmp_path / "s", "reads.py", READS_ITS_PIDS_GROUP)
+    done = jaxrun("run", script, "--results-dir", tmp_path / "r", "--no-history", "--no-config",
+                  "--max-processes", "3")
+    assert done.returncode == 0, done.stderr
+    [result] = load(tmp_path / "r" / "jax_execution_results.json")["script_results"]
+    recorded = result["results"]
+    assert result["prestarted"] and result["cgroup"] == recorded["group"]
+    assert recorded["pids_max"] == str(3 * cgroups.tasks_per_process()) and result["kernel_limits"] == ["processes"]
+    assert not Path(recorded["group"]).exists()  # removed with its job

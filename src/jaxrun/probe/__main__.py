@@ -140,6 +140,7 @@ def _join_cgroups() -> dict[str, object]:
 def _wait_as_spare() -> tuple[list[str], float] | None:
     """``--spare`` (jaxrun/run/spare.py): ready, wait for a job on stdin, become its probe (its
     environment, folder and stdin as a launched probe would have them). None: no job came."""
+    _join_cgroups()  # its own group, which becomes its job's (run/spare.py); the job's START says
     ready_at = time.perf_counter()
     line = sys.stdin.buffer.readline()
     if not line:

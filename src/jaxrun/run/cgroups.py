@@ -154,10 +154,25 @@ class ScriptCgroup:
         """The variable through which the probe finds the groups it must join."""
         return {CGROUPS_ENV: os.pathsep.join(str(d) for d in self.dirs.values())}
 
+    def holds(self, memory_limit: int | None) -> bool:
+        """Whether this group can hold a run's limits (cgroup v1 keeps memory in a hierarchy of
+        its own, made only for a run with a memory limit)."""
+        return memory_limit is None or "memory" in self.dirs or "" in self.dirs
+
+    def limit(self, memory_limit: int | None, max_processes: int | None) -> None:
+        """Have the kernel hold these limits, where it can."""
+        if memory_limit is not None:
+            self.memory_enforced = _limit_memory(self, memory_limit)
+        if max_processes is not None:
+            folder = self.dirs.get("pids", self.dirs.get(""))
+            self.processes_enforced = folder is not None and _write(
+                folder / "pids.max", str(max_processes * tasks_per_process()))
+
     def adopt(self, pid: int) -> None:
         """Move ``pid`` into the groups: done by the parent right after the launch, while the child
-        starts its interpreter (a move costs ~10 ms in the kernel); the probe checks, and joins
-        itself if this has not happened yet, before the script runs."""
+        starts its interpreter (a move costs 10-30 ms in the kernel); the probe checks, and joins
+        itself if this has not happened yet, before the script runs. A spare joins a group of
+        its own while it waits (run/spare.py), and that group becomes its job's."""
         for folder in self.dirs.values():
             _write(folder / "cgroup.procs", str(pid))
 
@@ -244,12 +259,7 @@ def create(memory_limit: int | None = None, max_processes: int | None = None) ->
     if not dirs:
         return None
     group = ScriptCgroup(dirs)
-    if memory_limit is not None:
-        group.memory_enforced = _limit_memory(group, memory_limit)
-    if max_processes is not None:
-        folder = dirs.get("pids", dirs.get(""))
-        group.processes_enforced = folder is not None and _write(
-            folder / "pids.max", str(max_processes * tasks_per_process()))
+    group.limit(memory_limit, max_processes)
     return group
 
 

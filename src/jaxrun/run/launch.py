@@ -24,7 +24,7 @@ from ..probe import events as ev
 from ..probe.channel import EVENTS_ENV, read_events
 from . import cgroups
 from .monitor import TreeMonitor, reap_leftovers, stop_tree
-from .spare import POOL
+from .spare import POOL, Spare
 
 logger = logging.getLogger(__name__)
 
@@ -164,23 +164,27 @@ def launch(
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
-    group = cgroups.create(memory_limit, max_processes)
+    spare = POOL.take(env) if command[:3] == [sys.executable, "-m", "jaxrun.probe"] else None
+    if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
+        group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
+        group.limit(memory_limit, max_processes)
+    else:
+        group = cgroups.create(memory_limit, max_processes)
     if group is not None:
         env = {**env, **group.env()}
     try:
         return _launch(command, cwd, env, stdout_log, stderr_log, events_path, timeout, log_cap,
-                       cpu_affinity, stop, record_memory, memory_limit, max_processes, group)
+                       cpu_affinity, stop, record_memory, memory_limit, max_processes, group, spare)
     finally:
-        if group is not None:
-            group.remove()
+        for used in {id(g): g for g in (group, spare and spare.group) if g is not None}.values():
+            used.remove()
         POOL.replenish()  # the next script's process starts while this result is written
 
 
 def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
-           cpu_affinity: tuple[int, ...] | None) -> tuple[subprocess.Popen, float | None]:
-    """The script's process: a spare that becomes it (run/spare.py), or a new one. Returns it and,
+           cpu_affinity: tuple[int, ...] | None, spare: Spare | None) -> tuple[subprocess.Popen, float | None]:
+    """The script's process: ``spare`` becoming it (run/spare.py), or a new one. Returns it and,
     for a spare, when it was started."""
-    spare = POOL.take(env) if command[:3] == [sys.executable, "-m", "jaxrun.probe"] else None
     proc = spare.proc if spare is not None else subprocess.Popen(
         command,
         cwd=cwd,
@@ -190,7 +194,7 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group: one signal reaches the whole tree
     )
-    if group is not None:
+    if group is not None and (spare is None or group is not spare.group):
         group.adopt(proc.pid)
     if cpu_affinity:
         # Set before the script starts its thread pools (JAX creates them at first use), so every
@@ -202,7 +206,7 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
     if spare is None:
         return proc, None
     if not spare.hand_over(command[3:], env, cwd):
-        return _start(command, cwd, env, group, cpu_affinity)  # it died waiting: a new process
+        return _start(command, cwd, env, group, cpu_affinity, None)  # it died waiting: a new process
     return proc, spare.spawned_at
 
 
@@ -210,10 +214,10 @@ def _launch(
     command: list[str], cwd: Path, env: dict[str, str], stdout_log: Path, stderr_log: Path,
     events_path: Path, timeout: float | None, log_cap: int, cpu_affinity: tuple[int, ...] | None,
     stop: threading.Event | None, record_memory: bool, memory_limit: int | None,
-    max_processes: int | None, group: cgroups.ScriptCgroup | None,
+    max_processes: int | None, group: cgroups.ScriptCgroup | None, spare: Spare | None,
 ) -> LaunchOutcome:
     started = time.perf_counter()
-    proc, spawned_at = _start(command, cwd, env, group, cpu_affinity)
+    proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     waiter = _Waiter(proc.pid)
     waiter.start()
     pgid = proc.pid

@@ -9,7 +9,9 @@ of its job. It then becomes exactly what ``python -m jaxrun.probe ARGS`` would h
 for what a process reads when it starts and cannot take back: so a spare is used only when the
 job's environment agrees with the spare's on every variable of ``STARTUP_VARIABLES`` (Python's own
 ``PYTHON*``, the dynamic loader's ``LD_*``, the locale, ``HOME``, ``TMPDIR``, ``TZ``, glibc's
-malloc settings); otherwise the job gets a process of its own as before.
+malloc settings); otherwise the job gets a process of its own as before. Where jaxrun can make
+cgroups, a spare waits in one of its own, which becomes its job's (with the job's limits) unless
+the job needs a controller it lacks.
 
 Its time as a spare is not the script's: :func:`wall_offset` gives how long it sat ready, which
 the launch takes out of the process's wall time, so ``execution_time`` stays what
@@ -25,6 +27,8 @@ import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Mapping
+
+from . import cgroups
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,10 +46,12 @@ def startup_variables(env: Mapping[str, str]) -> dict[str, str]:
 
 
 class Spare:
-    def __init__(self, proc: subprocess.Popen, spawned_at: float, startup: dict[str, str]) -> None:
+    def __init__(self, proc: subprocess.Popen, spawned_at: float, startup: dict[str, str],
+                 group: cgroups.ScriptCgroup | None = None) -> None:
         self.proc = proc
         self.spawned_at = spawned_at  # time.perf_counter() just before it was started
         self.startup = startup  # its startup_variables
+        self.group = group  # the cgroup it joined while it waited; its job's, unless that needs another
 
     def hand_over(self, argv: list[str], env: Mapping[str, str], cwd: "Path") -> bool:
         """Give the spare its job; False if it is gone (then start a process as usual)."""
@@ -68,6 +74,12 @@ class Spare:
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
+
+    def discard(self) -> None:
+        """Stop it and remove its cgroup: it will never run a job."""
+        self.stop()
+        if self.group is not None:
+            self.group.remove()
 
 
 class SparePool:
@@ -98,15 +110,20 @@ class SparePool:
         with self._lock:
             if self._env is None or self._spare is not None or self._wanted == 0:
                 return
+            # It joins a cgroup of its own while it waits: moving a process costs the kernel 10-30 ms,
+            # which a job would otherwise wait for (run/cgroups.py).
+            group = cgroups.create()
             spawned_at = time.perf_counter()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "jaxrun.probe", SPARE_FLAG], env=self._env, stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                    [sys.executable, "-m", "jaxrun.probe", SPARE_FLAG], env={**self._env, **(group.env() if group else {})},
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                 )
             except OSError:
+                if group is not None:
+                    group.remove()
                 return  # no spare: every job starts its own process, as without spares
-            self._spare = Spare(proc, spawned_at, startup_variables(self._env))
+            self._spare = Spare(proc, spawned_at, startup_variables(self._env), group)
 
     def take(self, env: Mapping[str, str]) -> Spare | None:
         """The spare, if there is one that can become a job with environment ``env``."""
@@ -117,7 +134,7 @@ class SparePool:
         if spare is None:
             return None
         if spare.startup != startup_variables(env) or spare.proc.poll() is not None:
-            spare.stop()
+            spare.discard()
             return None
         return spare
 
@@ -126,7 +143,7 @@ class SparePool:
         with self._lock:
             spare, self._spare, self._env, self._wanted = self._spare, None, None, None
         if spare is not None:
-            spare.stop()
+            spare.discard()
 
 
 def spare_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
