@@ -299,3 +299,21 @@ def test_nvml_is_unusable_with_a_reason_unless_a_gpu_is_here() -> None:
     assert status.usable is False
     assert status.error
     assert status.driver_version is None and status.gpu_count is None
+
+
+def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path, monkeypatch) -> None:
+    """The key names the installed files (read without importing them): a stand-in 'jax' package
+    first, then the same package reinstalled (its version file rewritten)."""
+    from jaxrun import devices
+
+    real = devices._cache_key()
+    package = tmp_path / "site" / "jax"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "version.py").write_text("__version__ = '0.0.1'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    installed = devices._cache_key()
+    os.utime(package / "version.py", ns=(1, 1))  # what a reinstall does to the file's time
+    reinstalled = devices._cache_key()
+    assert len({real, installed, reinstalled}) == 3
+    assert "jax" not in sys.modules or sys.modules["jax"].__file__ != str(package / "__init__.py")  # never imported

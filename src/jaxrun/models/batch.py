@@ -76,7 +76,7 @@ class BatchResult(MappingModel):
     device_info: DeviceInfo | None
     performance_summary: PerformanceSummary
     script_results: list[ScriptResult]
-    benchmarking: BenchmarkingSection = BenchmarkingSection()
+    benchmarking: BenchmarkingSection = Field(default_factory=BenchmarkingSection)
 
     @property
     def success(self) -> bool:

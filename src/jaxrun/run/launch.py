@@ -15,16 +15,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
-
-import psutil
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from ..config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from ..probe import events as ev
 from ..probe.channel import EVENTS_ENV, read_events
 from . import cgroups
-from .monitor import TreeMonitor, reap_leftovers, stop_tree
 from .spare import POOL, Spare
+
+if TYPE_CHECKING:
+    from .monitor import TreeMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +199,8 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
     if cpu_affinity:
         # Set before the script starts its thread pools (JAX creates them at first use), so every
         # thread it makes inherits the share of cores its slot was given.
+        import psutil
+
         try:
             psutil.Process(proc.pid).cpu_affinity(list(cpu_affinity))
         except (psutil.Error, AttributeError, ValueError):
@@ -224,6 +226,9 @@ def _launch(
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
     for pump in pumps:
         pump.start()
+    # psutil (~10 ms to import) is first needed here, once the script runs: not on its way to start.
+    from .monitor import TreeMonitor, reap_leftovers
+
     monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
                           record=record_memory, members=group.pids if group is not None else None)
     run_deferred()  # the script runs meanwhile; its logs are drained, its end noted by the waiter
@@ -311,6 +316,8 @@ def _launch(
 
 
 def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter) -> None:
+    from .monitor import stop_tree
+
     stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
     if group is not None:
         group.kill_all(KILL_GRACE_SECONDS)
