@@ -11,6 +11,7 @@ python it is compared with, and so on), so both sides see the same load on this 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import platform
 import statistics
@@ -66,6 +67,15 @@ def help_time(runs: int) -> Row:
     m = median(samples)
     return Row("`jaxrun --help`", f"{m * 1000:.0f} ms (python -c pass: {median(bare) * 1000:.0f} ms)", "150 ms",
                m <= 0.150, f"median of {runs}")
+
+
+def library_floor(runs: int) -> Row:
+    """What importing the libraries jaxrun's commands are built on costs, before jaxrun does anything."""
+    command = [sys.executable, "-c", "import typer, pydantic.main"]
+    m = median([timed(command) for _ in range(runs)])
+    bare = median([timed([sys.executable, "-c", "pass"]) for _ in range(runs)])
+    return Row("floor: `python -c 'import typer, pydantic.main'`", f"{m * 1000:.0f} ms (python -c pass: {bare * 1000:.0f} ms)",
+               "-", None, f"median of {runs}: under every start-up figure above and below")
 
 
 def interleaved(runs: int, measure: Callable[[list[str]], float], script: Path, results: Path) -> tuple[float, float]:
@@ -214,10 +224,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="Interleaved measurements per figure (medians).")
     parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/README.md alone.")
     args = parser.parse_args()
+    # An installed jaxrun has its bytecode compiled by pip; this checkout's may be missing or stale
+    # (PYTHONDONTWRITEBYTECODE is set on the development machine), which would add the compiling of
+    # jaxrun's modules to every start-up measured here.
+    compileall.compile_dir(str(ROOT / "src" / "jaxrun"), quiet=1)
     where = machine()
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        rows = [help_time(args.runs), first_line_time(args.runs, tmp), per_script_cost(args.runs, tmp),
+        rows = [help_time(args.runs), library_floor(args.runs), first_line_time(args.runs, tmp), per_script_cost(args.runs, tmp),
                 marginal_cost(max(3, args.runs // 2), tmp), result_writing(tmp), discovery(tmp),
                 *compile_cache(max(3, args.runs // 2), tmp)]
     text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "

@@ -226,7 +226,8 @@ def _run_locked(
         *sinks,
     ])
     to_run = [j for j in jobs if j.index not in reused]
-    POOL.expect(sum(_processes(options.options_for(job)) for job in to_run))
+    # Ray's workers start the processes of a ray batch: a spare here would never be used.
+    POOL.expect(sum(_processes(options.options_for(job)) for job in to_run) if options.backend == "local" else 0)
     # What the scripts need not wait for is done while the first one runs.
     when_started(files.begin)
     when_started(_build_result_models)

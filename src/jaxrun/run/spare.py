@@ -104,6 +104,11 @@ class SparePool:
         the writing of the last result."""
         with self._lock:
             self._wanted = processes
+            spare = self._spare if processes == 0 else None
+            if spare is not None:
+                self._spare = None
+        if spare is not None:
+            spare.discard()
         self.replenish()
 
     def replenish(self) -> None:
