@@ -301,19 +301,24 @@ def test_nvml_is_unusable_with_a_reason_unless_a_gpu_is_here() -> None:
     assert status.driver_version is None and status.gpu_count is None
 
 
-def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path, monkeypatch) -> None:
-    """The key names the installed files (read without importing them): a stand-in 'jax' package
-    first, then the same package reinstalled (its version file rewritten)."""
-    from jaxrun import devices
-
-    real = devices._cache_key()
+def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path) -> None:
+    """The key names the installed files, read without importing them: the real jax, a stand-in
+    'jax' package ahead of it on the path, then the stand-in reinstalled (its version file
+    rewritten). Each key comes from a fresh interpreter, as jaxrun's parent never imports jax."""
     package = tmp_path / "site" / "jax"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("raise SystemExit('imported')\n")
     (package / "version.py").write_text("__version__ = '0.0.1'\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    installed = devices._cache_key()
+    code = "import sys; from jaxrun import devices; print(devices._cache_key()); assert 'jax' not in sys.modules"
+
+    def key(*path: Path) -> str:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, path), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    real = key()
+    installed = key(tmp_path / "site")
     os.utime(package / "version.py", ns=(1, 1))  # what a reinstall does to the file's time
-    reinstalled = devices._cache_key()
+    reinstalled = key(tmp_path / "site")
     assert len({real, installed, reinstalled}) == 3
-    assert "jax" not in sys.modules or sys.modules["jax"].__file__ != str(package / "__init__.py")  # never imported
