@@ -845,3 +845,32 @@ def test_usage_errors_name_the_culprit(tmp_path, results):
     with pytest.raises(UsageError, match="retries"):
         run(script, results, retries=-1)
     assert not results.exists()  # nothing was launched or written
+
+
+PATHS = """\
+import json, os, sys
+if False:
+    import jax
+print(json.dumps({"path": sys.path[1:], "pythonpath": os.environ.get("PYTHONPATH")}))
+"""
+
+
+@pytest.mark.parametrize("pythonpath", [None, "mine"])
+def test_the_script_sees_the_sys_path_and_pythonpath_of_python_script_py(tmp_path: Path, pythonpath: str | None) -> None:
+    """jaxrun is installed (the test command installs it): its folder is not slipped into the
+    script's PYTHONPATH, where it would sit ahead of the standard library on sys.path."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "s" / "paths.py"
+    script.parent.mkdir()
+    script.write_text(PATHS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(tmp_path / pythonpath)
+    plain = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(script), "--results-dir", str(tmp_path / "r"),
+                           "--no-history", "--no-config", "-q"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads((tmp_path / "r" / "logs" / "paths.stdout.log").read_text())
+    assert seen == json.loads(plain.stdout)

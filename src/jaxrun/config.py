@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from .errors import InvalidDeviceError, UsageError
@@ -118,9 +119,22 @@ def log_cap_bytes() -> int:
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
 
 
-def importable_pythonpath(existing: str | None) -> str:
-    """A PYTHONPATH under which child processes import this very jaxrun, even from a source tree."""
-    return os.pathsep.join(p for p in (_PACKAGE_PARENT, existing or "") if p)
+def make_jaxrun_importable(env: dict[str, str]) -> dict[str, str]:
+    """``env`` (changed in place, and returned) for a child that must import this very jaxrun: its
+    PYTHONPATH as it is wherever jaxrun is importable without it (installed, or installed editable:
+    found through site-packages), so that scripts see the sys.path and PYTHONPATH of
+    `python script.py`; with jaxrun's folder first only for a source tree run as it is."""
+    existing = env.get("PYTHONPATH", "")
+    if _PACKAGE_PARENT not in existing.split(os.pathsep) and _PACKAGE_PARENT not in _site_paths():
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, existing) if p)
+    return env
+
+
+def _site_paths() -> set[str]:
+    """The folders of sys.path that any interpreter of this Python gets from site (the standard
+    library, site-packages, .pth files), not from PYTHONPATH or the running script's folder."""
+    from_env = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    return {p for p in sys.path[1:] if p and os.path.abspath(p) not in from_env}
 
 
 def cache_dir() -> Path:

@@ -20,7 +20,7 @@ import time
 
 from pydantic import ValidationError
 
-from .config import AUTO_PREFERENCE, cache_dir, host_memory_bytes, importable_pythonpath, validate_device
+from .config import AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, validate_device
 from .errors import DeviceProbeError
 from .models import AvailableDevice, DeviceInfo
 from .resultfiles import atomic_write_text
@@ -66,7 +66,7 @@ def _probe_child() -> DeviceInfo:
     env = dict(os.environ)
     env.pop("JAX_PLATFORMS", None)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONPATH"] = importable_pythonpath(env.get("PYTHONPATH"))
+    make_jaxrun_importable(env)
     with tempfile.TemporaryDirectory(prefix="jaxrun-devices-") as tmp:
         out = os.path.join(tmp, "facts.json")
         try:

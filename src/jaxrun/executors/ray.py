@@ -20,7 +20,7 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..config import importable_pythonpath
+from ..config import make_jaxrun_importable
 from ..errors import UsageError
 from ..models import ScriptResult
 from ..run.launch import run_deferred
@@ -41,8 +41,9 @@ def _worker_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.startswith(_PASSED_ENV_PREFIXES)}
     # Ray assigns GPUs per task; a driver-side CUDA_VISIBLE_DEVICES must not pin every task.
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    env["PYTHONPATH"] = importable_pythonpath(os.environ.get("PYTHONPATH"))
-    return env
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return make_jaxrun_importable(env)
 
 
 def run_on_worker(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..config import JAX_PLATFORMS_VALUE, importable_pythonpath
+from ..config import JAX_PLATFORMS_VALUE, make_jaxrun_importable
 from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
 from ..probe.channel import EVENTS_ENV
@@ -79,9 +79,7 @@ def child_env(
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     env["PYTHONUNBUFFERED"] = "1"
-    # The probe must be importable even when jaxrun runs from a source tree.
-    env["PYTHONPATH"] = importable_pythonpath(env.get("PYTHONPATH"))
-    return env
+    return make_jaxrun_importable(env)  # the probe must be importable, from a source tree too
 
 
 # --isolate-env keeps these of the user's variables: enough to run Python, find the GPU driver
