@@ -13,8 +13,9 @@ malloc settings); otherwise the job gets a process of its own as before. Where j
 cgroups, a spare waits in one of its own, which becomes its job's (with the job's limits) unless
 the job needs a controller it lacks.
 
-Its time as a spare is not the script's: :func:`wall_offset` gives how long it sat ready, which
-the launch takes out of the process's wall time, so ``execution_time`` stays what
+Its time as a spare is not the script's: its START event says when it was ready
+(``spare_ready_at``), and the launch takes the time it sat ready out of the process's wall time
+(run/launch.py), so ``execution_time`` stays what
 ``python script.py`` would have taken. Nothing is left behind: a spare that is not used is
 stopped (:meth:`SparePool.close`), and one whose jaxrun died reads end-of-file and exits.
 """

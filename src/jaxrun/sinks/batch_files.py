@@ -7,10 +7,11 @@ Each of these files holds every result so far, so rewriting them after every scr
 the square of the batch's size (10,000 scripts: about 45 minutes). They are rewritten after a
 script unless the rewrites would then take more than ``MAX_WRITE_SHARE`` of the batch's time (in
 practice: after every script of ordinary batches, every few hundred of a flood of short ones),
-and always at the start (:meth:`BatchFilesSink.begin`: the batch has it done while the first
-script runs, run/launch.py: ``when_started``) and the end (and on Ctrl-C). Every script's own result file is written
-when it finishes, so a batch killed outright loses nothing: :func:`jaxrun.summary.with_unlisted_results`
-adds those files to a batch file that lags behind (compare, report and --resume read through it).
+and always at the start (:meth:`BatchFilesSink.begin`, which the batch has done while the first
+script runs: run/launch.py ``when_started``) and at the end (and on Ctrl-C). Every script's own
+result file is written when it finishes, so a batch killed outright loses nothing:
+:func:`jaxrun.summary.with_unlisted_results` adds those files to a batch file that lags behind
+(compare, report and --resume read through it).
 """
 
 from __future__ import annotations
