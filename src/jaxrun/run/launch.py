@@ -176,8 +176,9 @@ def launch(
         return _launch(command, cwd, env, stdout_log, stderr_log, events_path, timeout, log_cap,
                        cpu_affinity, stop, record_memory, memory_limit, max_processes, group, spare)
     finally:
-        for used in {id(g): g for g in (group, spare and spare.group) if g is not None}.values():
-            used.remove()
+        for used in (group, spare.group if spare is not None else None):
+            if used is not None:
+                used.remove()  # the spare's own group too, when the job needed another; once each
         POOL.replenish()  # the next script's process starts while this result is written
 
 
