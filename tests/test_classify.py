@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jaxrun.run.classify import HINTS, Classification, classification, classify, is_transient
+from jaxrun.run.classify import HINTS, Classification, callback_exception, classification, classify, is_transient
 from jaxrun.models import ERROR_CLASSES
 
 XLA_BRIDGE_TB = """Traceback (most recent call last):
@@ -122,6 +122,41 @@ def test_memory_words_in_an_ordinary_exception_are_not_out_of_memory():
     assert got is not None and got.error_class == "script_error"
     got = run_classify([exc_event("RuntimeError", "RESOURCE_EXHAUSTED: out of memory", None)])
     assert got is not None and got.error_class == "script_error"  # not the runtime's own error type
+
+
+CALLBACK_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/w/s.py", line 7, in <module>\n'
+    '  File "/j/jax/_src/callback.py", line 93, in pure_callback_impl\n'
+    "    return tree_util.tree_map(np.asarray, callback(*args))\n"
+    "                                          ^^^^^^^^^^^^^^^\n"
+    '  File "/w/s.py", line 3, in host\n'
+    '    raise ValueError("failed to allocate 12 GB")\n'
+    "ValueError: failed to allocate 12 GB\nRESOURCE_EXHAUSTED: second line of the message"
+)
+
+
+@pytest.mark.parametrize("prefix", ["INTERNAL: CpuCallback error calling callback: ", "INTERNAL: CpuCallback error: "])
+def test_an_exception_raised_in_a_host_callback_keeps_its_type(prefix):
+    got = run_classify([exc_event("JaxRuntimeError", prefix + CALLBACK_TRACEBACK, None)])
+    assert got is not None and got.error_class == "script_error" and got.exception_type == "ValueError"
+    assert got.message.startswith("ValueError: failed to allocate 12 GB\nRESOURCE_EXHAUSTED: second line")
+    assert callback_exception(prefix + CALLBACK_TRACEBACK) == (
+        "ValueError", "failed to allocate 12 GB\nRESOURCE_EXHAUSTED: second line of the message")
+    # The callback's own class decides, from its type alone.
+    memory = prefix + CALLBACK_TRACEBACK.replace("ValueError: failed", "MemoryError: failed")
+    assert run_classify([exc_event("XlaRuntimeError", memory, None)]).error_class == "out_of_memory"
+    nan = prefix + CALLBACK_TRACEBACK.replace("ValueError: failed", "FloatingPointError: failed")
+    assert run_classify([exc_event("XlaRuntimeError", nan, None)]).error_class == "numerical_instability"
+    # The runtime's own out-of-memory status is still out of memory.
+    assert run_classify([exc_event("JaxRuntimeError", "RESOURCE_EXHAUSTED: Out of memory", None)]).error_class == "out_of_memory"
+    assert callback_exception("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.00GiB") is None
+
+
+def test_memory_words_a_script_printed_are_no_evidence():
+    # stderr holds the script's own text too: only the runtime's wording counts there.
+    assert run_classify(exit_code=1, stderr="loading: failed to allocate a cache, giving up\n").error_class == "script_error"
+    assert run_classify(exit_code=1, stderr="the model is out of memory budget\n").error_class == "script_error"
 
 
 def test_a_warning_that_says_it_is_not_a_failure_is_no_evidence():

@@ -82,3 +82,38 @@ def test_os_exit_gets_a_hint_without_a_traceback(tmp_path: Path) -> None:
 @pytest.mark.parametrize("code", ["raise SystemExit(0)", "import sys; sys.exit()"])
 def test_a_clean_exit_is_success(tmp_path: Path, code: str) -> None:
     assert run(tmp_path, code + "\n").success
+
+
+CALLBACK_RAISES = """\
+    import jax, jax.numpy as jnp
+
+    def host(x):
+        raise ValueError("failed to allocate 12 GB for the buffer")
+
+    @jax.jit
+    def f(x):
+        return jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    f(jnp.ones(3)).block_until_ready()
+"""
+
+
+def test_a_callbacks_own_error_about_memory_is_a_script_error(tmp_path: Path) -> None:
+    result = run(tmp_path, CALLBACK_RAISES)
+    # The runtime carried it out as JaxRuntimeError; the exception is the callback's ValueError.
+    assert result.error_class == "script_error" and result.exception_type == "ValueError"
+    assert result.error_message.startswith("ValueError: failed to allocate 12 GB for the buffer")
+    assert "host callback" in result.error_message
+    assert len(result.attempts) == 1  # never retried, never moved to another device
+    # The callback's traceback, copied into the runtime's message, starts at the script's line.
+    for text in (result.traceback, Path(result.stderr_log).read_text()):
+        assert "<frozen runpy>" not in text and "jaxrun/probe" not in text, text
+    assert 'File "' + str(tmp_path / "s.py") + '", line 4, in host' in result.traceback
+
+
+def test_sys_exit_with_a_message_keeps_it(tmp_path: Path) -> None:
+    result = run(tmp_path, 'import sys\nsys.exit("no data in ./inputs: run fetch.py first")\n')
+    assert result.exit_code == 1 and result.error_class == "script_error"
+    assert result.error_message == (
+        "exited with status 1: the script called sys.exit('no data in ./inputs: run fetch.py first')")
+    assert Path(result.stderr_log).read_text() == "no data in ./inputs: run fetch.py first\n"  # as python prints it

@@ -79,7 +79,7 @@ CASES = {
         "sys.stderr.buffer.write(b'err \\xc3\\x28\\n')\nraise ValueError('bad bytes: \\udcff and \\ud800')\n",
         "script_error", message="ValueError: bad bytes"),
     "os_exit": Case("import os\n" + NO_JAX + "print('before', flush=True)\nos._exit(3)\n",
-                    "script_error", message="exited with status 3 before the probe could report"),
+                    "script_error", message="exited with status 3: the script called os._exit(3)"),
     "sys_exit_zero_early": Case("import sys\n" + NO_JAX + "print('done early')\nsys.exit(0)\nraise RuntimeError('never')\n",
                                 None),
     "sys_exit_nonzero": Case("import sys\n" + NO_JAX + "sys.exit(4)\n", "script_error",

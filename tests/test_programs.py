@@ -112,3 +112,50 @@ def test_a_retrace_that_changed_many_arguments_is_summarised() -> None:
     assert recompile_warnings({"jit(step)": stats}) == [
         "jit(step) compiled 2 times: 14 arguments changed at once, e.g. argument p0 changed "
         "f32[8]({Auto: ('data',)}) -> f32[8]({})"]
+
+
+# Each program called in turn; around each call the script counts JAX's own backend-compile events
+# (a plain jax.monitoring listener): the truth for which program each compilation belongs to.
+SEVERAL_DEVICES = """\
+    import json, os, sys
+    import numpy as np
+    import jax, jax.numpy as jnp
+    import jax.monitoring
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, s, **kw: compiles.append(kw.get("fun_name")) if event.endswith("backend_compile_duration") else None)
+
+    def loss(w):
+        return jnp.sum(jnp.sin(w) ** 2)
+
+    d0, d1 = jax.devices()[:2]
+    x0 = jax.device_put(jnp.ones(8), d0)
+    x1 = jax.device_put(jnp.ones(8), d1)
+    xs = jax.device_put(jnp.ones(8), NamedSharding(Mesh(np.array([d0, d1]), ("d",)), P("d")))
+    jit_loss, jit_grad = jax.jit(loss), jax.jit(jax.grad(loss))
+    truth = {}
+    for program, call in [("jit(loss)", lambda: jit_loss(x0)), ("jit(grad(loss))", lambda: jit_grad(x0)),
+                          ("jit(loss)", lambda: jit_loss(x1)), ("jit(grad(loss))", lambda: jit_grad(x1)),
+                          ("jit(loss)", lambda: jit_loss(xs)), ("jit(loss)", lambda: jit_loss(x1))]:
+        before = len(compiles)
+        jax.block_until_ready(call())
+        truth[program] = truth.get(program, 0) + len(compiles) - before
+    print(json.dumps(truth))
+"""
+
+
+def test_compiles_are_charged_to_the_program_jax_compiled(tmp_path: Path) -> None:
+    """jit(loss) compiled again for a second device (JAX neither traces nor lowers it again) and for
+    a sharding, between compilations of jit(grad(loss)): each count equals the plain listener's."""
+    import json
+
+    script = write(tmp_path, "devices.py", SEVERAL_DEVICES)
+    result = execute_jax_script(script, "cpu", results_dir=tmp_path / "r", compile_cache=False, host_devices=2)
+    assert result.success, result.error_message
+    truth = json.loads(Path(result.stdout_log).read_text())
+    assert truth == {"jit(loss)": 3, "jit(grad(loss))": 2}  # device 0, device 1, the sharding; then cached
+    assert {key: result.compiles[key].count for key in truth} == truth
+    # Only the sharding made JAX trace jit(loss) again; the second device reused its trace and module.
+    assert result.compiles["jit(loss)"].traces == 2 and result.compiles["jit(grad(loss))"].traces == 1

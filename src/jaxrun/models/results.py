@@ -100,15 +100,40 @@ class ScriptResult(MappingModel):
     fallback_reason: str | None = None
     attempts: list[Attempt] = []
     execution_time: float | None = Field(None, description="Seconds, whole process")
-    body_time: float | None = Field(None, description="Seconds, the script body inside the probe")
+    body_time: float | None = Field(
+        None, description="Seconds, the script body inside the probe: from its first line to its end (return, "
+        "exception, sys.exit, os._exit, a signal it sent itself), and on success to the end of the device "
+        "work it dispatched"
+    )
     import_time: float | None = Field(
-        None, description="Seconds the body spent in import statements (jax included, with what it loads)"
+        None, description="Seconds of the body during which at least one import statement ran, in any thread "
+        "(jax included, with what it loads and any JIT work inside the import)"
     )
     run_time: float | None = Field(
-        None, description="Seconds of the script's own work: body_time - import_time - the wall time of "
-        "JIT work outside imports (jit_compile_time sums nested phases, so it can be a little larger)"
+        None, description="Seconds of the script's own work: the body when neither an import nor JAX's "
+        "tracing, lowering or compiling ran (device work it dispatched included, kept or dropped). "
+        "import_time + the JIT work's wall time outside imports + run_time = body_time (within 1 µs; "
+        "jit_compile_time sums nested phases, so it can be a little larger than their wall time)"
     )
-    cpu_time: float | None = Field(None, description="Seconds user+sys, children included")
+    drain_time: float | None = Field(
+        None, description="Seconds after the script's last line until the device work it had dispatched "
+        "ended (part of body_time and run_time); 0 when the devices were idle, null when unmeasured"
+    )
+    ended_by: str | None = Field(
+        None, description="How the body ended: return, exception, sys.exit(N), os._exit(N), os.abort(), a "
+        "signal the script sent itself; null when the process was stopped from outside"
+    )
+    phases_note: str | None = Field(
+        None, description="Where the phases could not be told apart exactly, why (null when they are exact)"
+    )
+    cpu_time: float | None = Field(
+        None, description="Seconds user+sys of the script's process and every descendant, waited for or not "
+        "(daemons that left its tree, children nobody waited for); null when unmeasured"
+    )
+    cpu_method: str | None = Field(
+        None, description="How cpu_time was measured: the run's cgroup's own count (+ the process's start-up "
+        "before it joined), or, without a cgroup, rusage + sampled CPU of descendants nobody in the tree waited for"
+    )
     memory_peak: float | None = Field(
         None, description="MB, peak host memory of the script's processes (its own, its descendants'; shared "
         "pages counted once; nothing inherited from the launcher)"

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import os
-import resource
 import runpy
 import sys
 import time
 import traceback
 
-from . import events, import_timer
+from . import events
+from .channel import EVENTS_ENV, EventWriter
+from .cgroup_join import join_cgroups
+from .ending import Body
+from .jax_hooks import block_until_ready, jit_seconds, watch_jax_import
 from .profiler import Profiler
-from .channel import CGROUPS_ENV, EVENTS_ENV, EventWriter
-from .jax_hooks import (
-    block_until_ready,
-    wait_for_device_work,
-    compile_cache_facts,
-    compile_wall_seconds_outside_imports,
-    device_facts,
-    jit_seconds,
-    watch_jax_import,
-)
 
 USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] [--profile DIR] -- SCRIPT [ARGS...]"
 _TRACEBACK_TAIL = 8000
@@ -64,25 +57,6 @@ def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
         writer.emit(events.CALL, index=index, seconds=seconds, compile_time=jit_seconds() - jit_before)
 
 
-def _cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _own_peak_rss_kb() -> int | None:
-    """This process's peak RSS since it started the probe (Linux VmHWM, which exec resets);
-    ``ru_maxrss`` is no use: it keeps the peak of the launcher that forked this process."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def _script_traceback(exc: BaseException) -> BaseException:
     """Drop the probe's and runpy's frames so the traceback reads as `python script.py`'s."""
     tb = exc.__traceback__
@@ -94,17 +68,41 @@ def _script_traceback(exc: BaseException) -> BaseException:
     return exc.with_traceback(tb)
 
 
-def _message(exc: BaseException) -> str:
-    """``str(exc)``, or a stand-in when the exception's own ``__str__`` fails."""
+def _message(value: object) -> str:
+    """``str(value)`` (an exception, a ``sys.exit`` argument), or a stand-in when its own
+    ``__str__`` fails."""
     try:
-        return str(exc)
+        return str(value)
     except Exception as failure:  # noqa: BLE001 - any error of the script's __str__
-        return f"<the exception's message could not be rendered: {type(failure).__name__}>"
+        return f"<the message could not be rendered: {type(failure).__name__}>"
 
 
-def _exception_event(writer: EventWriter, exc: BaseException) -> None:
+def _is_probe_frame(line: str) -> bool:
+    return line.lstrip().startswith(('File "<frozen runpy>"', f'File "{__file__}"')) or (
+        line.lstrip().startswith('File "') and '/runpy.py", line' in line)
+
+
+def _without_probe_frames(text: str) -> str:
+    """``text`` without the probe's and runpy's frames (and their source lines), wherever they
+    are: a host callback's traceback is copied into the message of the runtime's error, from the
+    bottom of the stack, where the probe's frames are."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if _is_probe_frame(line):
+            skipping = True
+            continue
+        if skipping and line.startswith("    ") and not line.lstrip().startswith('File "'):
+            continue  # the dropped frame's source line and its ^^^ markers
+        skipping = False
+        kept.append(line)
+    return "".join(kept)
+
+
+def _exception_event(writer: EventWriter, exc: BaseException) -> str:
+    """Report the script's exception; return its traceback as ``python script.py`` prints it."""
     # traceback renders an unprintable exception itself ("<exception str() failed>").
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = _without_probe_frames("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     kind = type(exc)
     writer.emit(
         events.EXCEPTION,
@@ -112,35 +110,16 @@ def _exception_event(writer: EventWriter, exc: BaseException) -> None:
         exc_type=kind.__name__,
         exc_module=kind.__module__,
         exc_mro=[k.__name__ for k in kind.__mro__],
-        message=_message(exc),
+        message=_without_probe_frames(_message(exc)),
         traceback=text[-_TRACEBACK_TAIL:],
     )
-
-
-def _join_cgroups() -> dict[str, object]:
-    """Move this process into the run's cgroups (before the script can start anything), so that
-    every process the script starts is born in them; the START event says how it went."""
-    folders = [f for f in os.environ.pop(CGROUPS_ENV, "").split(os.pathsep) if f]
-    if not folders:
-        return {}
-    me = str(os.getpid())
-    for folder in folders:
-        path = os.path.join(folder, "cgroup.procs")
-        try:
-            with open(path, encoding="ascii") as procs:
-                if me in procs.read().split():
-                    continue  # the parent moved it here already (run/cgroups.py: adopt)
-            with open(path, "w", encoding="ascii") as procs:
-                procs.write(me)
-        except OSError as exc:
-            return {"cgroup_joined": False, "cgroup_error": f"{folder}: {exc.strerror or exc}"}
-    return {"cgroup_joined": True}
+    return text
 
 
 def _wait_as_spare() -> tuple[list[str], float] | None:
     """``--spare`` (jaxrun/run/spare.py): ready, wait for a job on stdin, become its probe (its
     environment, folder and stdin as a launched probe would have them). None: no job came."""
-    _join_cgroups()  # its own group, which becomes its job's (run/spare.py); the job's START says
+    join_cgroups()  # its own group, which becomes its job's (run/spare.py); the job's START says
     ready_at = time.perf_counter()
     line = sys.stdin.buffer.readline()
     if not line:
@@ -166,7 +145,7 @@ def main(argv: list[str]) -> int:
         argv, spare_ready_at = job
     events_path, entry, calls, profile_dir, script_argv = _parse(argv)
     script = script_argv[0]
-    joined = _join_cgroups()
+    joined = join_cgroups()
     writer = EventWriter(events_path)
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
     os.environ[EVENTS_ENV] = events_path
@@ -180,68 +159,45 @@ def main(argv: list[str]) -> int:
     # Make the script see the world exactly as `python script.py` would.
     sys.argv = list(script_argv)
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    exit_code = 0
-    import_timer.start()
-    started = time.perf_counter()
+    body = Body(writer, [profiler.finish] if profiler else None)
+    exit_code, ended_by = 0, "return"
     namespace: dict[str, object] = {}
+    body.begin()
     try:
         if entry is None:
-            # Kept until the end: the script's arrays stay alive for wait_for_device_work.
+            # Kept until the end: the script's arrays stay alive for the drain (probe/drain.py).
             namespace = runpy.run_path(script, run_name="__main__")
         else:
             _run_warm(writer, script, entry, calls)
     except SystemExit as exc:
-        code = exc.code
-        if code is None:
-            exit_code = 0
-        elif isinstance(code, int):
-            exit_code = code
-        else:
-            print(code, file=sys.stderr)
-            exit_code = 1
-        writer.emit(events.EXIT, pid=os.getpid(), code=exit_code)
-    except KeyboardInterrupt as exc:
-        _script_traceback(exc)
-        _exception_event(writer, exc)
-        traceback.print_exception(type(exc), exc, exc.__traceback__)
-        exit_code = 130
+        exit_code, message = _exit_status(exc.code)
+        ended_by = f"sys.exit({exit_code})"
+        if message is not None:
+            print(message, file=sys.stderr)
+        fields = {"message": message} if message is not None else {}
+        writer.emit(events.EXIT, pid=os.getpid(), code=exit_code, **fields)
     except BaseException as exc:  # the script's failure is the result, reported in full
         _script_traceback(exc)
-        _exception_event(writer, exc)
-        traceback.print_exception(type(exc), exc, exc.__traceback__)
-        exit_code = 1
-    if exit_code == 0:
-        wait_for_device_work()
-    body_time = time.perf_counter() - started
-    import_timer.stop()
+        sys.stderr.write(_exception_event(writer, exc))
+        exit_code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+        ended_by = "exception"
     if os.getpid() != probe_pid:
         # A child the script forked (os.fork) left the script's code: it ends as it would under
         # plain python; its body, exception or exit is not the script's.
         sys.stdout.flush()
         sys.stderr.flush()
         return exit_code
-
-    extra = {}
-    if profiler is not None:
-        profiler.finish(writer)
-        extra["imports"] = [[start, end] for start, end in import_timer.recent]
-    writer.emit(
-        events.END,
-        body_start=started,
-        **extra,
-        body_time=body_time,
-        import_time=import_timer.import_seconds(),
-        compile_wall_time=compile_wall_seconds_outside_imports(),
-        cpu_time=_cpu_seconds(),
-        peak_rss_kb=_own_peak_rss_kb(),
-        device=device_facts(),
-        compile_cache=compile_cache_facts(),
-        exit_code=exit_code,
-    )
-    writer.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    body.end(exit_code, ended_by, wait_for_devices=exit_code == 0)
     return exit_code
+
+
+def _exit_status(code: object) -> tuple[int, str | None]:
+    """The status ``sys.exit(code)`` gives under ``python``, and the text it prints, if any."""
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return code, None
+    return 1, _message(code)
 
 
 if __name__ == "__main__":

@@ -21,11 +21,15 @@ CACHE_SAVED = "cache_saved"  # s: compile seconds the cache saved (JAX's lower b
 RECORD = "record"  # values: what the script passed to jaxrun.record
 CALL = "call"  # index, seconds, compile_time: one call of the entry function in warm mode
 EXCEPTION = "exception"  # exc_type, exc_module, exc_mro, message, traceback
-EXIT = "exit"  # code: the script called sys.exit
+EXIT = "exit"  # code, [message]: the script called sys.exit (message: sys.exit("text") printed it, status 1)
+BODY = "body"  # pid, at (perf_counter): the script's first line is about to run
 PROBE_WARNING = "probe_warning"  # message: the probe could not do something (listeners, ...)
-# body_time, import_time, compile_wall_time, cpu_time, peak_rss_kb, device, exit_code,
-# compile_cache ({enabled, misses} or null without jax), body_start (perf_counter), and when
-# profiling imports ([[start, end], ...] perf_counter of each outermost import)
+# body_time, import_time, compile_wall_time, run_time (a partition of the body: probe/phases.py),
+# phases_notes (what could not be told apart), drain_time (s waited after the last line for the
+# device work the script dispatched), ended_by (return | exception | sys.exit | os._exit(N) | a
+# signal the script sent itself), cpu_time, peak_rss_kb, device, exit_code, compile_cache
+# ({enabled, misses} or null without jax), body_start (perf_counter), and when profiling imports
+# ([[start, end], ...] perf_counter of the union of the imports)
 END = "end"
 # --profile: trace_dir | trace_reason, device_samples ({"gpu:0": [[perf_counter, MB], ...]}),
 # interval, memory_profile (pprof path) | memory_profile_reason

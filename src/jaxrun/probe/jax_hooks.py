@@ -13,23 +13,27 @@ import sys
 import time
 from typing import Any, Callable
 
-from . import events, import_timer, intervals
+from . import events
 from .channel import EventWriter
 
 _CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 
 _jit_seconds = 0.0
-# (start, end) of each JIT phase that ran outside an import statement. Phases nest (tracing an
-# outer function traces the inner jitted ones), so their durations overlap; the wall time spent
-# compiling is the length of the union of these intervals, less the imports that library code
-# ran inside them (already import time).
+# (start, end) of every JIT phase of the script's. Phases nest (tracing an outer function traces
+# the inner jitted ones) and may run inside imports; probe/phases.py makes them one partition.
 _intervals: list[tuple[float, float]] = []
-_imports_inside: set[tuple[float, float]] = set()
+# While the probe drains the devices after the body (probe/drain.py), its own tiny program's
+# compilation is not the script's.
+_ignoring = False
 
 
-def compile_wall_seconds_outside_imports() -> float:
-    """Wall seconds of JIT work that are neither import time nor counted twice."""
-    return intervals.length(_intervals) - intervals.overlap(_intervals, _imports_inside)
+def compile_intervals() -> list[tuple[float, float]]:
+    return list(_intervals)
+
+
+def ignore_compiles(value: bool) -> None:
+    global _ignoring
+    _ignoring = value
 
 
 def jit_seconds() -> float:
@@ -46,25 +50,6 @@ def block_until_ready(value: Any) -> Any:
     return jax.block_until_ready(value)
 
 
-def wait_for_device_work() -> None:
-    """Wait until the devices have finished the work the script dispatched: JAX dispatches
-    asynchronously, so a script that ends without blocking would otherwise leave its last
-    computations out of its body and run time (they would finish during interpreter exit,
-    counted only in the process's wall time). Waiting on every live array waits for what
-    produced them; device streams run in order, so earlier work finishes first."""
-    if "jax" not in sys.modules:
-        return
-    try:
-        import jax
-        from jax._src import xla_bridge
-
-        if not xla_bridge.backends_are_initialized():
-            return  # nothing was dispatched; asking would start a backend (ms on CPU, s on a GPU)
-        jax.block_until_ready(jax.live_arrays())
-    except Exception:
-        pass  # a failed computation is the script's error, reported when it is read, not here
-
-
 def attach_listeners(writer: EventWriter) -> None:
     import jax.monitoring as monitoring
 
@@ -72,17 +57,12 @@ def attach_listeners(writer: EventWriter) -> None:
 
     def on_compile(event: "programs.CompileEvent") -> None:
         global _jit_seconds
+        if _ignoring:
+            return
         duration = event.seconds
         _jit_seconds += duration
         end = time.perf_counter()
-        if not import_timer.importing():
-            start = end - duration
-            _intervals.append((start, end))
-            for imported in reversed(import_timer.recent):
-                if imported[1] <= start:
-                    break
-                if imported[0] < end:
-                    _imports_inside.add(imported)
+        _intervals.append((end - duration, end))
         fields: dict[str, Any] = {"phase": event.phase, "fun": event.program, "s": duration, "at": end}
         if event.source is not None:
             fields["source"] = event.source

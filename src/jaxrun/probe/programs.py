@@ -5,6 +5,13 @@ Why a program was traced again is JAX's own explanation (``jax_explain_cache_mis
 ``jax._src.interpreters.partial_eval`` just before it traces): it is paired with the next trace
 event of the same function on the same thread.
 
+Which program a lowering or a compilation belongs to is JAX's own identity of it, not its name:
+the jaxpr being lowered and the MLIR module being compiled (locals of JAX's cached lowering and
+compilation functions, :class:`_Identities`). ``jit(loss)`` compiled again for a second device
+(no trace, no lowering: JAX reuses its module) is ``jit(loss)``, whatever was traced last. Where
+those frames cannot be found (another JAX version, another path), the program is the one last
+traced under that name on the thread.
+
 One listener per process (:func:`subscribe`) serves the probe and ``jaxrun.bench`` alike, so a
 script run by jaxrun that also uses the bench guards sees the same program keys twice.
 """
@@ -14,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -65,6 +74,8 @@ _CHANGE = re.compile(
     r"^\s*\*\s*at (?P<where>.+?), now (?P<new>.+?) and before (?P<old>.+?)(?:, so (?P<why>.+))?\s*$"
 )
 _PYTREE_META = re.compile(r"<class '[^']+'> with pytree metadata ")
+# JAX appends its weak-type documentation link to the last change, without a space or newline.
+_GLUED_URL = re.compile(r"(?<=\S)(https?://\S+)$", re.MULTILINE)
 # JAX explains a miss by comparing the new key with every key it has cached for the function, so
 # explanations cost time that grows with the number of recompilations (measured here: 200 retraces
 # of one function added 1.5 s of trace time). jaxrun stops asking after this many.
@@ -91,11 +102,14 @@ def explain(message: str) -> tuple[str, str | None] | None:
     if not seen:
         return None
     changes = []
-    for line in message.splitlines():
+    links = _GLUED_URL.findall(message)
+    for line in _GLUED_URL.sub("", message).splitlines():
         m = _CHANGE.match(line)
         if m:
             old, new = _PYTREE_META.sub("", m["old"]), _PYTREE_META.sub("", m["new"])
             why = f" ({m['why']})" if m["why"] else ""
+            if not why and "weak_type=" in line and links:
+                why = f" (a Python scalar is weakly typed: {links[0]})"
             changes.append(f"argument {m['where']} changed {old} -> {new}{why}")
     if changes:
         return seen["name"], "; ".join(changes)
@@ -124,6 +138,61 @@ class _MissLog(logging.Filter):
         return not self.hide
 
 
+# --- JAX's identity of a program ----------------------------------------------------------------
+
+# JAX's functions whose locals hold the program being lowered or compiled (jax/_src/interpreters/
+# pxla.py): the jaxpr and its lowering; the module handed to XLA.
+_LOWERING_FRAME, _COMPILING_FRAME = "_cached_lowering_to_hlo", "_cached_compilation"
+_FRAMES_SEARCHED = 12
+
+
+def _jax_locals(code_name: str, names: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The locals ``names`` of the nearest caller frame running JAX's ``code_name``, or None."""
+    frame = sys._getframe(2)
+    for _ in range(_FRAMES_SEARCHED):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == code_name:
+            values = frame.f_locals
+            return tuple(values.get(name) for name in names)
+        frame = frame.f_back
+    return None
+
+
+class _Identities:
+    """Program of each jaxpr and MLIR module JAX lowered, by object identity, for as long as the
+    object lives (JAX caches them weakly too; a dead object's id may be reused, so each entry
+    keeps a weak reference to check)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._programs: dict[int, tuple[Any, tuple[str, str | None]]] = {}
+
+    def get(self, obj: Any) -> tuple[str, str | None] | None:
+        if obj is None:
+            return None
+        with self._lock:
+            entry = self._programs.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def put(self, obj: Any, program: tuple[str, str | None]) -> None:
+        if obj is None:
+            return
+        key = id(obj)
+        try:
+            ref = weakref.ref(obj, lambda _, key=key: self._forget(key))
+        except TypeError:
+            return  # not weakly referenceable: this JAX keeps no identity we can use
+        with self._lock:
+            self._programs[key] = (ref, program)
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            entry = self._programs.get(key)
+            if entry is not None and entry[0]() is None:
+                del self._programs[key]
+
+
 # --- the one listener ------------------------------------------------------------------------------
 
 
@@ -133,6 +202,7 @@ class _Tracker:
         self._lock = threading.Lock()
         self._traced: set[tuple[str, str | None]] = set()
         self.subscribers: list[Callable[[CompileEvent], None]] = []
+        self.identities = _Identities()
         self.cache_misses = 0
         self.explained = 0  # explanations JAX gave
         self.capped = False  # jaxrun turned explanations off after MAX_EXPLAINED
@@ -164,9 +234,25 @@ class _Tracker:
         return program, source, None, False
 
     def program_for(self, raw_name: object) -> tuple[str, str | None]:
-        """The program a lowering or compile event belongs to: the last one traced by that name."""
+        """The program last traced under this name on this thread (what a lowering or compile event
+        belongs to when JAX's own identity of it cannot be read)."""
         name = function_name(raw_name)
         return self._programs().get(name) or (str(raw_name) if raw_name is not None else f"jit({name})", None)
+
+    def lowered(self, raw_name: object) -> tuple[str, str | None]:
+        """The program being lowered: its jaxpr's, when that jaxpr was lowered before (a new
+        lowering of a cached trace), else the last traced by name; its module is remembered."""
+        found = _jax_locals(_LOWERING_FRAME, ("closed_jaxpr", "lowering_result"))
+        jaxpr, lowering = found if found is not None else (None, None)
+        program = self.identities.get(jaxpr) or self.program_for(raw_name)
+        self.identities.put(jaxpr, program)
+        self.identities.put(getattr(lowering, "module", None), program)
+        return program
+
+    def compiled(self, raw_name: object) -> tuple[str, str | None]:
+        """The program being compiled: the one its module was lowered for."""
+        found = _jax_locals(_COMPILING_FRAME, ("computation",))
+        return (found is not None and self.identities.get(found[0])) or self.program_for(raw_name)
 
     def on_duration(self, event: str, duration: float, **kwargs: Any) -> None:
         phase = _EVENTS.get(event)
@@ -186,8 +272,10 @@ class _Tracker:
                     reason = NOT_EXPLAINED
                 if self.explained >= MAX_EXPLAINED and not self.capped:
                     _stop_explaining()
+            elif phase == LOWER:
+                key, source = self.lowered(kwargs.get("fun_name"))
             else:
-                key, source = self.program_for(kwargs.get("fun_name"))
+                key, source = self.compiled(kwargs.get("fun_name"))
                 if phase == COMPILE:
                     cached = bool(getattr(self._local, "cache_hit", False))
                     self._local.cache_hit = False

@@ -1,6 +1,6 @@
 """A kernel control group (cgroup) per script run, where jaxrun may create one.
 
-The probe moves itself into the group before the script starts (``probe/__main__.py``), and every
+The probe moves itself into the group before the script starts (``probe/cgroup_join.py``), and every
 process the script starts is born in it: a daemon that double-forks, calls ``setsid`` and clears
 its environment escapes the process group and the marker variable, but not its cgroup. So the
 group is the surest list of what the script left running. Where the controllers exist the kernel
@@ -8,11 +8,14 @@ also enforces the limits: ``--memory-limit`` (``memory.limit_in_bytes`` / ``memo
 killer acts, and its kills are counted) and a backstop for ``--max-processes``: ``pids.max`` counts
 threads as well as processes (a JAX process runs a dozen threads on 2 cores, hundreds on a big
 machine), so the kernel holds ``max_processes`` x :func:`tasks_per_process` tasks, which caps how far a fork
-bomb gets between two samples, while the exact process count is jaxrun's sampled watch.
+bomb gets between two samples, while the exact process count is jaxrun's sampled watch. The group
+also counts the CPU time of every process that ran in it, waited for or not (``cpuacct.usage`` in
+v1, ``usage_usec`` of ``cpu.stat`` in v2, which every v2 group has): ``cpu_time`` reads it once,
+when the run is over.
 
-Both cgroup versions are handled: v1 (one hierarchy per controller: ``pids``, ``memory``) and v2
-(one unified hierarchy; limits only where the parent delegates the controllers). Creating a group
-needs write access to jaxrun's own cgroup (root, or a delegated subtree): without it
+Both cgroup versions are handled: v1 (one hierarchy per controller: ``pids``, ``cpuacct``,
+``memory``) and v2 (one unified hierarchy; limits only where the parent delegates the controllers).
+Creating a group needs write access to jaxrun's own cgroup (root, or a delegated subtree): without it
 :func:`create` returns None and jaxrun tracks processes by session and marker alone, the limits
 then watched by sampling only (``result.cgroup`` is null).
 """
@@ -42,7 +45,7 @@ def tasks_per_process() -> int:
 
 
 def _own_cgroups() -> dict[str, str]:
-    """Controller (``"pids"``, ``"memory"``; ``""`` for v2) -> this process's cgroup path."""
+    """Controller (``"pids"``, ``"cpuacct"``, ``"memory"``; ``""`` for v2) -> this process's cgroup path."""
     found: dict[str, str] = {}
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
@@ -73,7 +76,7 @@ def _mounts() -> dict[str, tuple[Path, str]]:
         if fstype == "cgroup2":
             found.setdefault("", (mount_point, root))
         elif fstype == "cgroup":
-            for controller in ("pids", "memory"):
+            for controller in ("pids", "cpuacct", "memory"):
                 if controller in options:
                     found.setdefault(controller, (mount_point, root))
     return found
@@ -103,16 +106,29 @@ def _write(path: Path, value: str) -> bool:
         return False
 
 
-def _read_int(path: Path, key: str | None = None) -> int:
-    """An integer file, or the value of ``key`` in a ``key value`` file; 0 when absent."""
+def _read_number(path: Path, key: str | None = None) -> int | None:
+    """An integer file, or the value of ``key`` in a ``key value`` file; None when absent."""
     try:
         text = path.read_text()
     except OSError:
-        return 0
+        return None
     if key is None:
-        return int(text.strip()) if text.strip().isdigit() else 0
+        return int(text.strip()) if text.strip().isdigit() else None
     match = re.search(rf"^{re.escape(key)} (\d+)$", text, re.MULTILINE)
-    return int(match.group(1)) if match else 0
+    return int(match.group(1)) if match else None
+
+
+def _read_int(path: Path, key: str | None = None) -> int:
+    """:func:`_read_number`, 0 when absent (a counter the kernel has not started is at 0)."""
+    return _read_number(path, key) or 0
+
+
+# Where a group counts the CPU time of its processes: controller -> (file, key, seconds per unit).
+# The probe reads the same files when it joins (probe/cgroup_join.py).
+CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
+    "cpuacct": ("cpuacct.usage", None, 1e-9),
+    "": ("cpu.stat", "usage_usec", 1e-6),
+}
 
 
 def _sweep(parent: Path) -> None:
@@ -132,8 +148,9 @@ def _sweep(parent: Path) -> None:
 
 @dataclass
 class ScriptCgroup:
-    """The groups of one run: ``dirs`` maps a controller (``"pids"``, ``"memory"``, ``""`` for v2)
-    to its folder. ``memory_enforced`` / ``processes_enforced``: the kernel holds that limit."""
+    """The groups of one run: ``dirs`` maps a controller (``"pids"``, ``"cpuacct"``, ``"memory"``,
+    ``""`` for v2) to its folder. ``memory_enforced`` / ``processes_enforced``: the kernel holds
+    that limit."""
 
     dirs: dict[str, Path]
     memory_enforced: bool = False
@@ -178,7 +195,10 @@ class ScriptCgroup:
 
     def pids(self) -> set[int]:
         found: set[int] = set()
-        for folder in self.dirs.values():
+        # The cpuacct group holds the same processes as the others (the probe joins them all and a
+        # child is born in its parent's groups): not read again at every sample.
+        tracking = [folder for controller, folder in self.dirs.items() if controller != "cpuacct"]
+        for folder in tracking or self.dirs.values():
             try:
                 found.update(int(p) for p in (folder / "cgroup.procs").read_text().split())
             except (OSError, ValueError):
@@ -197,6 +217,31 @@ class ScriptCgroup:
         """Forks (or new threads) the kernel refused at ``pids.max``."""
         folder = self.dirs.get("pids", self.dirs.get(""))
         return _read_int(folder / "pids.events", "max") if folder is not None else 0
+
+    def _cpu_usage(self) -> tuple[Path, str | None, float] | None:
+        """The file (and key, and seconds per unit) where this group counts its CPU time."""
+        for controller, (name, key, unit) in CPU_USAGE_FILES.items():
+            if controller in self.dirs:
+                return self.dirs[controller] / name, key, unit
+        return None
+
+    @property
+    def cpu_source(self) -> str | None:
+        """The kernel's count that :meth:`cpu_seconds` reads (``"cpuacct.usage"``,
+        ``"cpu.stat usage_usec"``); None where the group keeps none."""
+        usage = self._cpu_usage()
+        return None if usage is None else " ".join(str(part) for part in (usage[0].name, usage[1]) if part)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds (user+sys) of every process while it was in the group, exited ones and
+        ones nobody waited for included; None where the group keeps no such count. The kernel
+        charges CPU as it is used, so once the group is empty the figure is final."""
+        usage = self._cpu_usage()
+        if usage is None:
+            return None
+        path, key, unit = usage
+        value = _read_number(path, key)
+        return None if value is None else value * unit
 
     def peak_bytes(self) -> int | None:
         """The kernel's peak charge of the group (page cache included), where it keeps one."""
@@ -246,14 +291,17 @@ def create(memory_limit: int | None = None, max_processes: int | None = None) ->
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return None
     name = f"{_PREFIX}{os.getpid()}-{next(_counter)}"
-    wanted = ["pids", "memory"] if memory_limit is not None else ["pids"]
+    # pids first: the result names the group by its first folder. cpuacct for cpu_time: each v1
+    # hierarchy is one more move of the process (~10 ms of the kernel's, hardly any CPU).
+    wanted = ["pids", "cpuacct", "memory"] if memory_limit is not None else ["pids", "cpuacct"]
     dirs: dict[str, Path] = {}
     for controller in wanted:
         parent = _own_dir(controller)
         if parent is not None and _make(parent, name):
             dirs[controller] = parent / name
-    if "pids" not in dirs:
-        parent = _own_dir("")  # v2, or v1 without a pids hierarchy: track in the unified one
+    if "pids" not in dirs or "cpuacct" not in dirs:
+        # v2, or v1 without a pids or cpuacct hierarchy: track (and count CPU) in the unified one.
+        parent = _own_dir("")
         if parent is not None and _make(parent, name):
             dirs[""] = parent / name
     if not dirs:

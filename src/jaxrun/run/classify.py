@@ -22,6 +22,14 @@ _OOM = re.compile(
     r"RESOURCE_EXHAUSTED|out of memory|Out of memory|OOM when allocating|failed to allocate|"
     r"Allocator .* ran out of memory|CUDA_ERROR_OUT_OF_MEMORY",
 )
+# In stderr (which the script writes to as well), only the runtime's own wording is evidence.
+_OOM_LOGGED = re.compile(
+    r"RESOURCE_EXHAUSTED|Allocator .* ran out of memory|CUDA_ERROR_OUT_OF_MEMORY|Out of memory while trying to allocate"
+)
+# An exception raised in a host callback (jax.pure_callback, io_callback, debug.callback) reaches
+# the script as the runtime's error, with the callback's own traceback inside its message.
+_CALLBACK_ERROR = re.compile(r"CpuCallback error(?: calling callback)?: ")
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
 _DEVICE = re.compile(
     r"Unable to initialize backend|Unknown backend|[Bb]ackend '?\w+'? failed to initialize|no platforms that are "
     r"instances of|CUDA_ERROR_NO_DEVICE|No visible (?:GPU|TPU|XPU) devices|Failed to open libtpu|"
@@ -63,10 +71,44 @@ def classification(cls: str, message: str, exception_type: str | None = None, *,
     return Classification(cls, message.strip() or cls.replace("_", " "), hint or HINTS[cls], exception_type)
 
 
+def callback_exception(message: str) -> tuple[str, str] | None:
+    """``(type, message)`` of the exception a host callback raised, read from the runtime error
+    that carried it out of the computation; None when ``message`` is not such an error."""
+    found = _CALLBACK_ERROR.search(message)
+    if found is None:
+        return None
+    lines = message[found.end():].splitlines()
+    last_frame = max((i for i, line in enumerate(lines) if _FRAME.match(line)), default=-1)
+    rest = lines[last_frame + 1:]
+    while rest and rest[0].startswith("    "):  # the frame's source line and its ^^^ markers
+        rest = rest[1:]
+    text = "\n".join(rest).strip()
+    kind, _, said = text.partition(": ")
+    if not kind or " " in kind:  # not "Type: message": the callback's error is not in the text
+        return None
+    return kind.rsplit(".", 1)[-1], said.strip()
+
+
+def _from_callback(kind: str) -> str:
+    """The class of a callback's own exception, from its type alone: its message is the script's
+    text, never evidence of the device or the runtime."""
+    if kind == "MemoryError":
+        return "out_of_memory"  # Python's allocator failed on the host
+    if kind == "FloatingPointError":
+        return "numerical_instability"
+    if kind in ("ImportError", "ModuleNotFoundError"):
+        return "import_error"
+    return "script_error"
+
+
 def _from_exception(exc: dict[str, Any]) -> str:
     names = set(exc.get("exc_mro") or [exc.get("exc_type", "")])
     message = str(exc.get("message", ""))
     tb = str(exc.get("traceback", ""))
+    if names & _RUNTIME_ERRORS:
+        inner = callback_exception(message)
+        if inner is not None:
+            return _from_callback(inner[0])
     if "SyntaxError" in names:
         return "syntax_error"
     # A message about memory is evidence only from the runtime that allocates device memory:
@@ -95,7 +137,7 @@ def _from_stderr(stderr_tail: str) -> str | None:
     # allocate ... The caller indicates that this is not a failure") are no evidence.
     lines = [line for line in stderr_tail.splitlines() if "not a failure" not in line]
     text = "\n".join(lines)
-    if _OOM.search(text):
+    if _OOM_LOGGED.search(text):
         return "out_of_memory"
     if _DEVICE.search(text):
         return "device_unavailable"
@@ -176,6 +218,12 @@ def classify(
     if exception is not None and exit_code != 0:
         exc_type = str(exception.get("exc_type"))
         message = f"{exc_type}: {exception.get('message', '')}".rstrip(": ")
+        inner = callback_exception(str(exception.get("message", ""))) if exc_type in _RUNTIME_ERRORS else None
+        if inner is not None:
+            return classification(
+                _from_exception(exception), f"{inner[0]}: {inner[1]}".rstrip(": ")
+                + f" (raised in a JAX host callback; the computation failed with {exc_type})", inner[0],
+            )
         if exc_type == "KeyboardInterrupt" or "KeyboardInterrupt" in (exception.get("exc_mro") or []):
             # jaxrun did not interrupt it (that case is above): the script raised it itself.
             return classification(
@@ -197,9 +245,11 @@ def classify(
     exited = _own(events, ev.EXIT, main_pid)
     if exited is not None:
         # The script called sys.exit(N): its own decision, whatever its stderr says.
+        said = exited.get("message")
+        called = f"sys.exit({said!r})" if said is not None else f"sys.exit({exited.get('code')})"
         return classification(
-            "script_error", f"exited with status {exit_code}: the script called sys.exit({exited.get('code')})"
-            + (f": {detail}" if detail else ""),
+            "script_error", f"exited with status {exit_code}: the script called {called}"
+            + (f": {detail}" if detail and said is None else ""),
             hint="the script ended itself with a non-zero status; its stdout and stderr logs say why",
         )
     from_text = _from_stderr(stderr_tail)
@@ -209,6 +259,13 @@ def classify(
         return classification("crashed", "the process ended without an exit status")
     if main_pid is None:
         return classification("script_error", f"the jaxrun probe could not start (exit status {exit_code}): {detail}")
+    ended = _own(events, ev.END, main_pid)
+    if ended is not None and str(ended.get("ended_by") or "").startswith("os._exit"):
+        return classification(
+            "script_error", f"exited with status {exit_code}: the script called {ended['ended_by']}"
+            + (f": {detail}" if detail else ""),
+            hint="the script ended its process itself with os._exit and a non-zero status; its logs may say why",
+        )
     return classification(
         "script_error", f"exited with status {exit_code} before the probe could report" + (f": {detail}" if detail else ""),
         hint="the process ended without a Python exception (os._exit, or a native library ending the "

@@ -3,6 +3,11 @@
 This is the only place that starts a script's process. Its output is streamed to capped log files
 by two pump threads (never held in memory); a waiter thread reaps it with ``os.wait4`` to get the
 kernel's rusage (CPU time of it and its waited-for children, its max RSS) the moment it exits.
+
+``cpu_time`` counts every process of the run, waited for or not (:func:`run_cpu_time`): where the
+script ran in a cgroup, the group's own count, read once at the end (plus the process's start-up
+before it joined); otherwise the rusage plus what the monitor sampled of the processes whose time
+never reaches it.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class LaunchOutcome:
     exit_code: int | None
     signal: int | None
     wall_time: float
-    cpu_time: float | None
+    cpu_time: float | None  # user+sys seconds of every process of the run (see cpu_method)
     # ru_maxrss of the reaped process: it survives fork+exec, so it includes the launcher's own
     # peak; kept for reference, never reported as the script's memory.
     maxrss_bytes: int | None
@@ -76,7 +81,7 @@ class LaunchOutcome:
     interrupted: bool
     stdout_truncated: bool
     stderr_truncated: bool
-    escaped_cpu_seconds: float = 0.0  # CPU time of descendants that left the tree
+    escaped_cpu_seconds: float = 0.0  # sampled CPU time of descendants nobody in the tree waited for
     events: list[dict[str, Any]] = field(default_factory=list)
     started: float = 0.0  # perf_counter at launch (one monotonic clock for parent and child)
     memory_series: list[tuple[float, int]] | None = None  # (perf_counter, bytes), when recorded
@@ -90,6 +95,7 @@ class LaunchOutcome:
     cgroup: str | None = None  # the cgroup the script ran in, when jaxrun could make one
     kernel_limits: list[str] | None = None  # the limits its cgroup held ("memory", "processes")
     prestarted: bool = False  # a spare process became the script's (run/spare.py)
+    cpu_method: str | None = None  # how cpu_time was measured (CGROUP_CPU_METHOD, RUSAGE_CPU_METHOD)
 
 
 class _LogPump(threading.Thread):
@@ -281,10 +287,9 @@ def _launch(
         started = min(started, spawned_at + idle)
     wall = ended - started
     joined = group if group is not None and _joined(events) else None  # the probe is in the cgroup
-    cpu = maxrss = None
-    if waiter.rusage is not None:
-        cpu = waiter.rusage.ru_utime + waiter.rusage.ru_stime + monitor.escaped_cpu_seconds
-        maxrss = int(waiter.rusage.ru_maxrss) * 1024  # Linux reports KiB
+    # Every process of the run has ended (the cgroup is empty): the group's count is final.
+    cpu, cpu_method = run_cpu_time(waiter.rusage, joined, events, unwaited_cpu=monitor.unwaited_cpu_seconds)
+    maxrss = int(waiter.rusage.ru_maxrss) * 1024 if waiter.rusage is not None else None  # Linux: KiB
     outcome = LaunchOutcome(
         exit_code=exit_code,
         signal=sig,
@@ -310,6 +315,7 @@ def _launch(
         cgroup=joined.label if joined is not None else None,
         kernel_limits=joined.kernel_limits if joined is not None else None,
         prestarted=spawned_at is not None,
+        cpu_method=cpu_method,
     )
     if interrupted:
         raise Interrupted(outcome)
@@ -322,6 +328,45 @@ def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, w
     stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
     if group is not None:
         group.kill_all(KILL_GRACE_SECONDS)
+
+
+CGROUP_CPU_METHOD = (
+    "the run's cgroup's count ({source}: every process of the run while it was in the group, waited for "
+    "or not) + the script's process's CPU before it joined the group (its interpreter's start-up)"
+)
+RUSAGE_CPU_METHOD = (
+    "rusage of the script's process and the children it waited for (and the finished ones it left "
+    "unwaited, reaped as it exited) + CPU of the descendants nobody in its tree waited for (that left "
+    f"the tree, or ended as zombies init adopted), sampled every {MONITOR_INTERVAL:g} s"
+)
+PROBE_CPU_METHOD = "rusage of the script's process and the children it waited for, read by the probe at the body's end"
+
+
+def run_cpu_time(rusage: Any, group: cgroups.ScriptCgroup | None, events: list[dict[str, Any]], *,
+                 unwaited_cpu: Callable[[], float]) -> tuple[float | None, str | None]:
+    """``(cpu_time, cpu_method)`` of a finished run. ``group``: the cgroup the probe joined, empty
+    by now. Its count covers every process from the moment it joined, so the probe's own CPU
+    before that (its START event's ``cpu_before_join``) is added; the rusage is not, it would
+    count the probe and its waited-for children twice. Without a group: the rusage (the probe
+    and the children it waited for) + ``unwaited_cpu()``, the descendants whose time never
+    reaches it (asked only then: it reads the zombies the run left)."""
+    before_join = _start_event(events).get("cpu_before_join")
+    in_group = group.cpu_seconds() if group is not None else None
+    if in_group is not None and isinstance(before_join, (int, float)):
+        return in_group + before_join, CGROUP_CPU_METHOD.format(source=group.cpu_source)
+    if rusage is not None:
+        return rusage.ru_utime + rusage.ru_stime + unwaited_cpu(), RUSAGE_CPU_METHOD
+    return None, None
+
+
+def cpu_time_of(outcome: LaunchOutcome | None, probe_cpu: float | None) -> tuple[float | None, str | None]:
+    """``(cpu_time, cpu_method)`` for a result: the launch's figure, else the probe's own at the
+    body's end (a process jaxrun could not reap), else unknown (null, never 0)."""
+    if outcome is not None and outcome.cpu_time is not None:
+        return outcome.cpu_time, outcome.cpu_method
+    if probe_cpu is not None:
+        return probe_cpu, PROBE_CPU_METHOD
+    return None, None
 
 
 def _start_event(events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -28,7 +28,9 @@ class TreeMonitor:
     process's children, and every process that carries ``marker`` (an environment variable and
     value only this run's processes inherit): a grandchild that left the tree (double fork,
     ``setsid``) is still found, its memory counted and its CPU time kept (``escaped_cpu_seconds``;
-    the script's own rusage never includes it, as nobody in the tree waits for it). ``members``,
+    the script's own rusage never includes it, as nobody in the tree waits for it), and so is
+    the CPU time of a descendant that ended as a zombie nobody in the tree will reap (its parent
+    ended without waiting for it: init is its parent now). ``members``,
     when given, lists the pids of the run's cgroup: found at every sample, whatever their
     environment (run/cgroups.py).
     """
@@ -48,7 +50,10 @@ class TreeMonitor:
         # (perf_counter, bytes) of every sample, when asked (profiling); halved past MAX_SERIES.
         self.series: list[tuple[float, int]] | None = [] if record else None
         self._seen: dict[int, psutil.Process] = {}
+        # pid -> CPU seconds of a descendant nobody in the tree waits for: as last sampled while it
+        # runs, final once read from its zombie (those in _final_cpu, never read again).
         self._escaped_cpu: dict[int, float] = {}
+        self._final_cpu: set[int] = set()
         try:
             self._root: psutil.Process | None = psutil.Process(pid)
         except psutil.NoSuchProcess:
@@ -95,19 +100,17 @@ class TreeMonitor:
             total += self._root.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
-        alive = self.descendants_alive()
+        alive, ended = self._alive_and_ended()
         self.last_count = len(alive) + (1 if is_alive(self._root) else 0)
         self.peak_count = max(self.peak_count, self.last_count)
         for proc in alive:
             try:
                 total += proc.memory_full_info().uss
-                parent = proc.ppid()
-                if parent not in in_tree and proc.pid != self.pid:
-                    # Re-parented out of the tree: nobody in it will wait for it.
-                    times = proc.cpu_times()
-                    self._escaped_cpu[proc.pid] = times.user + times.system
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
+            self._note_cpu_if_unwaited(proc, in_tree, ended=False)
+        for proc in ended:
+            self._note_cpu_if_unwaited(proc, in_tree, ended=True)
         self.samples += 1
         self.last_bytes = total
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
@@ -130,23 +133,69 @@ class TreeMonitor:
                 continue
         return found
 
+    def _note_cpu_if_unwaited(self, proc: psutil.Process, in_tree: set[int], *, ended: bool) -> None:
+        """Keep the CPU time of a descendant whose time will never reach the script's rusage: its
+        parent is outside the tree (a double fork; or its parent ended without waiting for it, and
+        init adopted it) or is such a process itself (nothing in the tree waits for either). An
+        ended one (a zombie init has not reaped yet) gives its final figure."""
+        if proc.pid in self._final_cpu:
+            return
+        try:
+            with proc.oneshot():  # ppid and CPU times from one read of /proc/PID/stat
+                parent = proc.ppid()
+                if parent in in_tree and parent not in self._escaped_cpu:
+                    return  # its parent may still wait for it: then its time is in the rusage
+                times = proc.cpu_times()
+        except psutil.Error:
+            return
+        self._escaped_cpu[proc.pid] = times.user + times.system
+        if ended:
+            self._final_cpu.add(proc.pid)
+
     @property
     def escaped_cpu_seconds(self) -> float:
-        """CPU seconds of descendants that left the tree, as last sampled."""
+        """CPU seconds of descendants nobody in the tree waits for (those that left it, their own
+        descendants, and zombies init adopted): as last sampled, or final for those seen ended."""
         return sum(self._escaped_cpu.values())
 
+    def unwaited_cpu_seconds(self) -> float:
+        """:attr:`escaped_cpu_seconds` once the run is over (its processes stopped), with the final
+        figure of each descendant still a zombie: unreaped now, its time is in no rusage of the
+        run, whatever its parent was. Where init reaps slowly, this catches what a daemon burnt
+        after the last sample, and the unwaited children of a script that ended by ``os._exit``."""
+        for proc in self._alive_and_ended()[1]:
+            self._note_cpu_if_unwaited(proc, set(), ended=True)
+        return self.escaped_cpu_seconds
+
     def descendants_alive(self) -> list[psutil.Process]:
-        return [proc for proc in self._seen.values() if is_alive(proc)]
+        return self._alive_and_ended()[0]
+
+    def _alive_and_ended(self) -> tuple[list[psutil.Process], list[psutil.Process]]:
+        """Descendants ever seen that still run, and those that ended but are not reaped yet
+        (zombies), from one status read each."""
+        alive, ended = [], []
+        for proc in self._seen.values():
+            status = _status(proc)
+            if status == psutil.STATUS_ZOMBIE:
+                ended.append(proc)
+            elif status is not None:
+                alive.append(proc)
+        return alive, ended
+
+
+def _status(proc: psutil.Process) -> str | None:
+    """psutil's status of the process; None once it is gone (reaped)."""
+    try:
+        # is_running() also checks the creation time, so a recycled pid is never signalled.
+        return proc.status() if proc.is_running() else None
+    except psutil.NoSuchProcess:
+        return None
 
 
 def is_alive(proc: psutil.Process) -> bool:
     """Running and not a zombie. An orphan's zombie can linger when PID 1 reaps slowly (as in
     some containers); it holds no memory or CPU, so it counts as gone."""
-    try:
-        # is_running() also checks the creation time, so a recycled pid is never signalled.
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    return _status(proc) not in (None, psutil.STATUS_ZOMBIE)
 
 
 def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:

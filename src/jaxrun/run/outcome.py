@@ -19,6 +19,10 @@ class ProbeReport:
     body_time: float | None = None
     import_time: float | None = None
     compile_wall_time: float = 0.0  # wall seconds of JIT work outside imports (nesting counted once)
+    run_time: float | None = None  # the rest of the body (probe/phases.py: the three partition it)
+    drain_time: float | None = None  # waited after the last line for the script's device work
+    ended_by: str | None = None  # how the body ended (END event); None: stopped from outside
+    phases_notes: list[str] = field(default_factory=list)
     cpu_time: float | None = None
     peak_rss_bytes: int | None = None  # the probe process's own peak RSS (VmHWM)
     device: dict[str, Any] | None = None
@@ -52,6 +56,8 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
                 at, seconds = float(event["at"]), float(event.get("s") or 0.0)
                 phase = "cache_load" if event.get("cached") else str(event.get("phase"))
                 report.jit_phases.append((phase, at - seconds, at, str(event.get("fun"))))
+        elif kind == ev.BODY and report.body_start is None:
+            report.body_start = event.get("at")
         elif kind == ev.PROFILE:
             report.profile = event
         elif kind == ev.CACHE_SAVED:
@@ -76,6 +82,10 @@ def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
             report.body_time = event.get("body_time")
             report.import_time = event.get("import_time")
             report.compile_wall_time = float(event.get("compile_wall_time") or 0.0)
+            report.run_time = event.get("run_time")
+            report.drain_time = event.get("drain_time")
+            report.ended_by = event.get("ended_by")
+            report.phases_notes = [str(n) for n in event.get("phases_notes") or ()]
             report.cpu_time = event.get("cpu_time")
             kb = event.get("peak_rss_kb")
             report.peak_rss_bytes = None if kb is None else int(kb) * 1024
@@ -117,9 +127,21 @@ def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
     return max(peaks) / MB, None
 
 
-def run_time(report: ProbeReport) -> float | None:
-    """The script's own work: body minus imports minus the wall time of JIT work outside them
-    (compilation inside an import is already import time; nested phases count once)."""
-    if report.body_time is None or report.import_time is None:
-        return None
-    return max(0.0, report.body_time - report.import_time - report.compile_wall_time)
+def phases(report: ProbeReport, outcome: LaunchOutcome | None) -> tuple[float | None, float | None, float | None, str | None]:
+    """``(body_time, import_time, run_time, phases_note)``. The probe measures the partition
+    (probe/phases.py); a process stopped from outside before its END event (a timeout, a kill)
+    has its body measured here, from its BODY event to the process's end, its split unknown."""
+    notes = list(report.phases_notes)
+    if report.body_time is not None:
+        run = report.run_time
+        if run is None and report.import_time is not None:  # an END event of an older probe
+            run = report.body_time - report.import_time - report.compile_wall_time
+        return report.body_time, report.import_time, run, "; ".join(notes) or None
+    if report.body_start is None or outcome is None:
+        return None, None, None, None
+    ended = outcome.started + outcome.wall_time
+    how = "stopped at the time limit" if outcome.timed_out else (
+        f"killed by signal {outcome.signal}" if outcome.signal is not None else "ended without reporting")
+    note = (f"the process was {how} before the probe could report its phases: body_time measured by "
+            "jaxrun up to the process's end; import and run time unknown")
+    return max(0.0, ended - float(report.body_start)), None, None, note

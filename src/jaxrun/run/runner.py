@@ -32,10 +32,10 @@ from ..timestamps import now_iso
 from .classify import Classification, classification, classify
 from .environment import child_env, numerics_of, probe_command
 from .job import Job
-from .launch import Interrupted, LaunchOutcome, launch
+from .launch import Interrupted, LaunchOutcome, cpu_time_of, launch
 from .compiles import recompile_warnings, totals
 from .profiles import performance_metrics, script_profile
-from .outcome import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, read_probe_report, run_time
+from .outcome import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, phases, read_probe_report
 from .placement import WHOLE_MACHINE, Placement, Slot
 
 logger = logging.getLogger("jaxrun")
@@ -338,6 +338,8 @@ def _build_result(
     else:
         utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
     passed = failure is None
+    cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time)
+    body_time, import_time, run_seconds, phases_note = phases(report, outcome)
     result = ScriptResult(
         script_name=job.name,
         script_path=str(job.script),
@@ -365,10 +367,14 @@ def _build_result(
         fallback_reason=fallback_reason,
         attempts=attempts,
         execution_time=outcome.wall_time if outcome else None,
-        body_time=report.body_time,
-        import_time=report.import_time,
-        run_time=run_time(report),
-        cpu_time=outcome.cpu_time if outcome and outcome.cpu_time is not None else report.cpu_time,
+        body_time=body_time,
+        import_time=import_time,
+        run_time=run_seconds,
+        drain_time=report.drain_time,
+        ended_by=report.ended_by,
+        phases_note=phases_note,
+        cpu_time=cpu_seconds,
+        cpu_method=cpu_method,
         memory_peak=memory_peak_mb(outcome, report) if outcome else None,
         memory_method=MEMORY_METHOD if outcome else None,
         device_memory_peak=device_peak,

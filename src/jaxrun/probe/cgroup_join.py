@@ -1,0 +1,94 @@
+"""The probe's first act: join the run's cgroups (run/cgroups.py) before the script can start
+anything, so that every process the script starts is born in them, and say how much CPU this
+process used before it joined (its interpreter's start-up), which the group's count lacks.
+
+Where no group counts CPU, the process reaps the children that ended unwaited for as it exits, so
+that their CPU reaches its rusage (jaxrun reads it as it reaps this process).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import resource
+
+from .channel import CGROUPS_ENV
+
+
+def _group_cpu_seconds(folders: list[str]) -> float | None:
+    """CPU seconds the run's cgroup has counted, from the first of ``folders`` that counts them
+    (the files of run/cgroups.py's CPU_USAGE_FILES: v1 ``cpuacct.usage`` in ns, v2 ``cpu.stat``
+    ``usage_usec``; a v1 ``cpu.stat`` has no ``usage_usec``); None where none does."""
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "cpuacct.usage"), encoding="ascii") as usage:
+                return int(usage.read()) / 1e9
+        except (OSError, ValueError):
+            pass
+        try:
+            with open(os.path.join(folder, "cpu.stat"), encoding="ascii") as stat:
+                for line in stat:
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+        except (OSError, ValueError, IndexError):
+            pass
+    return None
+
+
+def _cpu_before_join(folders: list[str]) -> float | None:
+    """CPU seconds this process used before it joined the cgroup (its interpreter's start-up),
+    which the group never counted: all it used (it has started nothing yet) minus what the group
+    counted since it joined (alone in it: the group is new, or its own as a spare). Its own time
+    is read first: reading it brings the kernel's count of this running process, the group's
+    included, up to date."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    in_group = _group_cpu_seconds(folders)
+    return None if in_group is None else max(0.0, own.ru_utime + own.ru_stime - in_group)
+
+
+def _reap_finished_children() -> None:
+    """At exit, after the script's exit handlers (this one is registered before the script runs,
+    so it runs last): reap the children that ended unwaited for, so that the kernel adds their CPU
+    to this process's rusage, which jaxrun reads as it reaps this process. Only where no cgroup
+    counts the run's CPU. Running children are left alone; a finished one would be reaped by init
+    a moment later anyway, so nothing the script can still do depends on it, unless a daemon
+    thread or a finaliser of the interpreter's shutdown waits for that very child (it gets ECHILD;
+    subprocess and multiprocessing take that as "already reaped")."""
+    while True:
+        try:
+            if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG) is None:
+                return  # children left, none finished
+        except OSError:
+            return  # no children left (ECHILD)
+
+
+def join_cgroups() -> dict[str, object]:
+    """Move this process into the run's cgroups (before the script can start anything), so that
+    every process the script starts is born in them; the START event says how it went, and, where
+    the group counts CPU, ``cpu_before_join`` (jaxrun adds it to the group's count). Where no group
+    counts CPU, the process reaps its finished children as it exits (``_reap_finished_children``)."""
+    atexit.unregister(_reap_finished_children)  # a spare joins twice: as a spare, then for its job
+    folders = [f for f in os.environ.pop(CGROUPS_ENV, "").split(os.pathsep) if f]
+    joined = _join(folders) if folders else {}
+    if joined.get("cgroup_joined"):
+        cpu_before = _cpu_before_join(folders)
+        if cpu_before is not None:
+            joined["cpu_before_join"] = cpu_before
+    if "cpu_before_join" not in joined:
+        atexit.register(_reap_finished_children)
+    return joined
+
+
+def _join(folders: list[str]) -> dict[str, object]:
+    me = str(os.getpid())
+    for folder in folders:
+        path = os.path.join(folder, "cgroup.procs")
+        try:
+            with open(path, encoding="ascii") as procs:
+                if me in procs.read().split():
+                    continue  # the parent moved it here already (run/cgroups.py: adopt)
+            with open(path, "w", encoding="ascii") as procs:
+                procs.write(me)
+        except OSError as exc:
+            return {"cgroup_joined": False, "cgroup_error": f"{folder}: {exc.strerror or exc}"}
+    return {"cgroup_joined": True}

@@ -1,0 +1,91 @@
+"""After the script's last line: wait until the devices have done the work it dispatched.
+
+JAX dispatches asynchronously, so a script that never blocks on its last results leaves device
+work running after its body; under ``python script.py`` that work still runs, while the
+interpreter shuts down. It is the script's run time. Waiting on ``jax.live_arrays()`` is not
+enough: the outputs the script dropped are not live, but their computations still run.
+
+A device runs the programs dispatched to it in order (a GPU's compute stream; the CPU client's
+queue), so a tiny program dispatched now finishes after everything dispatched before it. The
+probe builds one such program per backend the script used (over all its local devices), runs
+it and blocks. Building it takes 10-50 ms on CPU (less when jaxrun's compile cache is on and holds
+it), during which the devices keep working: device work still running after the build is counted
+up to its end; work that ended while it was built, up to the end of the kept arrays' work. Its compile events are not the
+script's (``jax_hooks.ignore_compiles``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from . import jax_hooks
+
+# A freshly built program's first run costs more than its next ones (~1 ms on CPU): a first run
+# within this of the build found the devices idle.
+_FIRST_RUN = 0.002
+
+
+def _used_clients() -> list[Any]:
+    """The PJRT clients the script put work on: initialized backends that hold an executable."""
+    from jax._src import xla_bridge
+
+    if not xla_bridge.backends_are_initialized():
+        return []  # nothing was dispatched; asking would start a backend (ms on CPU, s on a GPU)
+    clients = []
+    for client in xla_bridge.backends().values():
+        try:
+            if client.live_executables():
+                clients.append(client)
+        except Exception:  # an older client without the call: drain it to be safe
+            clients.append(client)
+    return clients
+
+
+def _barrier(client: Any) -> Any:
+    """A compiled ``v + 1`` over every local device of ``client``, and its argument."""
+    import numpy as np
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = client.local_devices()
+    sharding = NamedSharding(Mesh(np.array(devices), ("d",)), PartitionSpec("d"))
+    argument = jax.device_put(np.zeros(len(devices), np.float32), sharding)
+    return jax.jit(lambda v: v + 1).lower(argument).compile(), argument
+
+
+def drain(body_end: float) -> tuple[float, float]:
+    """Wait for the script's device work; return ``(when it ended, seconds waited for it)``:
+    ``body_end`` itself when the devices were idle."""
+    if "jax" not in sys.modules:
+        return body_end, 0.0
+    kept_done = body_end
+    try:
+        clients = _used_clients()
+        if not clients:
+            return body_end, 0.0
+        import jax
+
+        jax.block_until_ready(jax.live_arrays())  # what the script kept: its exact end
+        kept_done = time.perf_counter()
+        jax_hooks.ignore_compiles(True)
+        try:
+            barriers = [_barrier(client) for client in clients]
+        finally:
+            jax_hooks.ignore_compiles(False)
+        built = time.perf_counter()
+        jax.block_until_ready([program(argument) for program, argument in barriers])
+        first = time.perf_counter()
+        jax.block_until_ready([program(argument) for program, argument in barriers])
+        own = time.perf_counter() - first  # the barrier's cost on idle devices
+    except Exception:
+        # A failed computation is the script's error, reported when it is read, not here; a
+        # backend that cannot build the barrier leaves the kept arrays' end as the best known.
+        jax_hooks.ignore_compiles(False)
+        return kept_done, kept_done - body_end
+    if first - built > _FIRST_RUN + 2 * own:
+        ended = first - own  # the devices were still busy with the script's work after the build
+    else:
+        ended = kept_done
+    return ended, ended - body_end

@@ -1,0 +1,177 @@
+"""The script's body: when it started, how it ended, and the END event with its phases.
+
+Every way out of a script records its end, once, with the phases measured up to that point:
+returning, raising, ``sys.exit`` (in the main thread; in another thread it only ends that
+thread, as under ``python``), ``os._exit`` from any thread, ``os.abort``, and a signal the
+script sends its own process (``os.kill``, ``os.killpg``, ``signal.raise_signal``) whose default
+action ends it. For the last three the END event is written just before the real call, so the
+script ends exactly as it would under ``python``. A process ended from outside (a timeout, the
+kernel's OOM killer) has no END event: the parent measures its body from the BODY event to the
+process's end (run/outcome.py).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from . import drain, events, import_timer, phases
+from .channel import EventWriter
+from .jax_hooks import compile_cache_facts, compile_intervals, device_facts
+
+# Signals whose default action does not end the process (ignore, stop, continue).
+_NOT_FATAL = {
+    getattr(signal, name) for name in
+    ("SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGWINCH")
+    if hasattr(signal, name)
+}
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _own_peak_rss_kb() -> int | None:
+    """This process's peak RSS since it started the probe (Linux VmHWM, which exec resets);
+    ``ru_maxrss`` is no use: it keeps the peak of the launcher that forked this process."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class Body:
+    """One script body in the probe's process: :meth:`begin` before the script's first line,
+    :meth:`end` once, from whichever way out the script took."""
+
+    def __init__(self, writer: EventWriter, finish_hooks: list[Callable[[EventWriter], None]] | None = None) -> None:
+        self.writer = writer
+        self.pid = os.getpid()
+        self.started = 0.0
+        self._finish_hooks = finish_hooks or []
+        self._lock = threading.Lock()
+        self._ended = False
+        self._real: dict[str, Callable[..., Any]] = {}
+
+    def begin(self) -> None:
+        self._watch_exits()
+        import_timer.start()
+        self.started = time.perf_counter()
+        self.writer.emit(events.BODY, pid=self.pid, at=self.started)
+
+    def end(self, exit_code: int | None, ended_by: str, *, wait_for_devices: bool) -> None:
+        """Write the END event (once; later calls do nothing): the body's phases up to now, and
+        up to the end of the device work it dispatched when ``wait_for_devices``."""
+        now = time.perf_counter()
+        with self._lock:
+            if self._ended or os.getpid() != self.pid:
+                return  # a forked child left the script's code: its end is not the script's
+            self._ended = True
+        ended, waited = drain.drain(now) if wait_for_devices else (now, 0.0)
+        import_timer.stop()
+        import_seconds, import_spans, import_open = import_timer.spans(ended)
+        split = phases.split(
+            self.started, ended, import_spans, compile_intervals(),
+            import_still_running=import_open, imports_dropped=import_timer.dropped,
+            import_seconds=import_seconds,
+        )
+        extra: dict[str, Any] = {}
+        if self._finish_hooks:  # profiling: the imports are a profile's timeline (the body's part)
+            extra["imports"] = [[max(a, self.started), min(b, ended)] for a, b in import_spans
+                                if b > self.started and a < ended]
+        for hook in self._finish_hooks:
+            hook(self.writer)
+        self.writer.emit(
+            events.END,
+            body_start=self.started,
+            **extra,
+            body_time=split["body_time"],
+            import_time=split["import_time"],
+            compile_wall_time=split["compile_wall_time"],
+            run_time=split["run_time"],
+            phases_notes=split["notes"],
+            drain_time=waited,
+            ended_by=ended_by,
+            cpu_time=_cpu_seconds(),
+            peak_rss_kb=_own_peak_rss_kb(),
+            device=device_facts(),
+            compile_cache=compile_cache_facts(),
+            exit_code=exit_code,
+        )
+        self.writer.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+    # -- ways out that never return to the probe -------------------------------------------------
+
+    def _watch_exits(self) -> None:
+        """Wrap the calls that end the process at once, so the END event is written first."""
+        body = self
+
+        def _exit(code: int) -> None:
+            body._ending(f"os._exit({code})", code if isinstance(code, int) else None)
+            body._real["_exit"](code)
+
+        def abort() -> None:
+            body._ending("os.abort()", None)
+            body._real["abort"]()
+
+        def kill(pid: int, sig: int) -> None:
+            if pid in (0, os.getpid(), -os.getpgrp()) and body._fatal(sig):
+                body._ending(f"the script sent its own process {_name(sig)}", None)
+            body._real["kill"](pid, sig)
+
+        def killpg(pgid: int, sig: int) -> None:
+            if pgid in (0, os.getpgrp()) and body._fatal(sig):
+                body._ending(f"the script sent its own process group {_name(sig)}", None)
+            body._real["killpg"](pgid, sig)
+
+        def raise_signal(sig: int) -> None:
+            if body._fatal(sig):
+                body._ending(f"the script raised {_name(sig)}", None)
+            body._real["raise_signal"](sig)
+
+        for module, name, wrapper in ((os, "_exit", _exit), (os, "abort", abort), (os, "kill", kill),
+                                      (os, "killpg", killpg), (signal, "raise_signal", raise_signal)):
+            if hasattr(module, name):
+                self._real[name] = getattr(module, name)
+                wrapper.__name__ = wrapper.__qualname__ = name
+                wrapper.__doc__ = self._real[name].__doc__
+                setattr(module, name, wrapper)
+
+    def _ending(self, how: str, code: int | None) -> None:
+        try:
+            self.end(code, how, wait_for_devices=False)  # the process ends now: pending work is lost
+        except Exception:  # noqa: BLE001 - never stand between the script and its way out
+            pass
+
+    @staticmethod
+    def _fatal(sig: int) -> bool:
+        """Whether ``sig`` would end this process now: its default action ends processes and no
+        Python handler catches it (SIGKILL always)."""
+        try:
+            if sig == signal.SIGKILL:
+                return True
+            if sig in _NOT_FATAL or sig == 0:
+                return False
+            return signal.getsignal(sig) in (signal.SIG_DFL, None)
+        except (ValueError, TypeError):
+            return False
+
+
+def _name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

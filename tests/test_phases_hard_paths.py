@@ -1,0 +1,188 @@
+"""The phases on the hard paths, against what the script itself measured: imports in several
+threads at once, device work whose results are dropped, and every way out of a script (os._exit,
+sys.exit in a thread, a signal it sends itself, a timeout). Each check fails for a figure 2x too
+high and for one 2x too low. Real subprocesses, real JAX on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import jaxrun
+
+from helpers import write
+
+# Four threads import jax at the same moment, then sleep 1 s in parallel. The script records the
+# span of every import statement it runs (perf_counter, one clock with the probe's).
+THREADED_IMPORTS = """\
+import time
+_t = time.perf_counter()
+import threading
+spans = [(_t, time.perf_counter())]
+lock = threading.Lock()
+barrier = threading.Barrier(4)
+
+def work():
+    barrier.wait()
+    started = time.perf_counter()
+    import jax
+    ended = time.perf_counter()
+    with lock:
+        spans.append((started, ended))
+    time.sleep(1.0)
+
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+_t = time.perf_counter()
+import jaxrun
+spans.append((_t, time.perf_counter()))
+jaxrun.record(spans=spans)
+"""
+
+# The same jitted matmuls, first blocked on (their cost), then dispatched and dropped.
+DROPPED_RESULTS = """\
+import time
+import jax, jax.numpy as jnp
+import jaxrun
+f = jax.jit(lambda a, b: (a @ b).sum(axis=0))
+a = jnp.ones((1000, 1000)); b = jnp.ones((1000, 1000))
+f(a, b).block_until_ready()
+started = time.perf_counter()
+for _ in range(CALLS):
+    f(a, b).block_until_ready()
+blocked = time.perf_counter() - started
+started = time.perf_counter()
+for _ in range(CALLS):
+    f(a, b)
+jaxrun.record(blocked=blocked, dispatched=time.perf_counter() - started)
+"""
+
+
+def union(spans: list[list[float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def run(tmp_path: Path, text: str, **options):  # type: ignore[no-untyped-def]
+    script = write(tmp_path, "script.py", text)
+    return jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "r", compile_cache=False, **options)
+
+
+def assert_partition(result) -> None:  # type: ignore[no-untyped-def]
+    """import + JIT work outside imports + run = body, none negative, the JIT part at most the
+    JIT phases' sum (nested phases overlap)."""
+    assert min(result.import_time, result.run_time) >= 0
+    compile_wall = result.body_time - result.import_time - result.run_time
+    assert -1e-6 <= compile_wall <= (result.jit_compile_time or 0.0) + 1e-6, (compile_wall, result.jit_compile_time)
+
+
+def test_imports_in_four_threads_count_their_union(tmp_path: Path) -> None:
+    result = run(tmp_path, THREADED_IMPORTS)
+    assert result.success, result.error_message
+    truth = union(result.results["spans"])
+    # The script's own spans enclose the probe's (perf_counter outside the import statement).
+    assert truth - 0.005 <= result.import_time <= truth * 1.02, (result.import_time, truth)
+    # The four 1 s sleeps ran in parallel: the run is one second (and thread start-up).
+    assert 1.0 <= result.run_time <= 1.0 * 1.05, result.run_time
+    assert_partition(result)
+    assert result.phases_note is None
+
+
+def test_device_work_whose_results_are_dropped_is_run_time(tmp_path: Path) -> None:
+    result = run(tmp_path, DROPPED_RESULTS.replace("CALLS", "12"))
+    assert result.success, result.error_message
+    blocked, dispatched = result.results["blocked"], result.results["dispatched"]
+    assert dispatched < blocked / 4  # the dropped calls were only dispatched inside the body
+    # The run holds the blocked calls and the same work again, dropped: about 2 x blocked.
+    dropped = result.run_time - blocked
+    assert 0.75 * blocked <= dropped <= 1.3 * blocked, (result.run_time, blocked)
+    assert 0.75 * blocked <= result.drain_time <= 1.3 * blocked, (result.drain_time, blocked)
+    assert_partition(result)
+
+
+def test_a_script_that_blocks_on_its_results_waits_for_nothing_after(tmp_path: Path) -> None:
+    text = "import jax, jax.numpy as jnp\nprint(jax.jit(lambda x: x @ x)(jnp.ones((300, 300))).sum())\n"
+    result = run(tmp_path, text)
+    assert result.success, result.error_message
+    assert 0 <= result.drain_time < 0.005, result.drain_time
+    assert result.compile_count == result.compiles["jit(<lambda>)"].count + sum(
+        s.count for k, s in result.compiles.items() if k != "jit(<lambda>)")
+    assert not any("v + 1" in key or "drain" in key for key in result.compiles)  # the drain's own program
+
+
+@pytest.mark.parametrize("code, success", [(0, True), (3, False)])
+def test_os_exit_records_the_phases_up_to_that_point(tmp_path: Path, code: int, success: bool) -> None:
+    result = run(tmp_path, f"import os, time\ntime.sleep(1.0)\nos._exit({code})\n")
+    assert result.success is success and result.exit_code == code
+    assert 1.0 <= result.run_time <= 1.0 * 1.05, result.run_time
+    assert result.body_time is not None and result.import_time is not None
+    assert result.ended_by == f"os._exit({code})"
+    assert_partition(result)
+
+
+def test_os_exit_in_a_thread_and_in_a_forked_child(tmp_path: Path) -> None:
+    text = """\
+    import os, threading, time
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)  # the child's way out: not the script's end
+    os.waitpid(pid, 0)
+    def leave():
+        time.sleep(0.8)
+        os._exit(0)
+    threading.Thread(target=leave).start()
+    time.sleep(30)
+    """
+    result = run(tmp_path, text)
+    assert result.success, result.error_message
+    assert result.ended_by == "os._exit(0)"
+    assert 0.8 <= result.run_time <= 0.8 * 1.05 + 0.02, result.run_time  # + the fork
+
+
+def test_sys_exit_in_a_thread_only_ends_the_thread(tmp_path: Path) -> None:
+    text = """\
+    import sys, threading, time
+    t = threading.Thread(target=lambda: (time.sleep(0.3), sys.exit(4)))
+    t.start(); t.join()
+    time.sleep(0.4)
+    """
+    result = run(tmp_path, text)
+    assert result.success and result.ended_by == "return"
+    assert 0.7 <= result.run_time <= 0.7 * 1.05, result.run_time
+
+
+def test_a_signal_the_script_sends_itself_ends_the_body_there(tmp_path: Path) -> None:
+    result = run(tmp_path, "import os, signal, time\ntime.sleep(0.6)\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\n")
+    assert not result.success and result.signal == 15 and result.error_class == "crashed"
+    assert result.ended_by == "the script sent its own process SIGTERM"
+    assert 0.6 <= result.run_time <= 0.6 * 1.05, result.run_time
+    assert_partition(result)
+
+
+def test_a_signal_the_script_handles_is_not_its_end(tmp_path: Path) -> None:
+    text = """\
+    import os, signal, time
+    signal.signal(signal.SIGUSR1, lambda *a: None)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    time.sleep(0.4)
+    """
+    result = run(tmp_path, text)
+    assert result.success and result.ended_by == "return"
+    assert 0.4 <= result.run_time <= 0.4 * 1.05
+
+
+def test_a_timed_out_script_has_its_body_measured_to_the_kill(tmp_path: Path) -> None:
+    result = run(tmp_path, "import time\ntime.sleep(30)\n", timeout=1.5)
+    assert result.error_class == "timeout"
+    # The body started after the interpreter did and ended when jaxrun stopped the process.
+    assert 0.5 <= result.body_time <= result.execution_time, (result.body_time, result.execution_time)
+    assert result.import_time is None and result.run_time is None
+    assert "before the probe could report its phases" in result.phases_note
