@@ -221,12 +221,12 @@ def test_flops_are_counted_from_the_jaxpr_where_xla_reports_none(monkeypatch, pe
     # this CPU has a real analysis, so the test takes it away as the GPU does (no GPU here).
     from jaxrun.bench._flops import jaxpr_cost
 
-    measure_module = sys.modules["jaxrun.bench.measure"]  # the module (bench.measure is the function)
+    cost_module = sys.modules["jaxrun.bench._cost"]  # where measure() chooses its cost figures
 
     n = 256
     a = jnp.ones((n, n), jnp.float32)
     real = bench.measure(lambda x: x @ x, a, min_time=0.02, peaks=peaks)
-    monkeypatch.setattr(measure_module, "cost_figures", lambda cost: cost_figures({"flops": -1.0, "bytes accessed": -1.0}))
+    monkeypatch.setattr(cost_module, "cost_figures", lambda cost: cost_figures({"flops": -1.0, "bytes accessed": -1.0}))
     counted = bench.measure(lambda x: x @ x, a, min_time=0.02, peaks=peaks)
     assert real.cost_source == "xla" and counted.cost_source == "jaxpr"
     assert counted.flops == real.flops == 2 * n**3  # exact for a matrix product

@@ -43,7 +43,8 @@ spans.append((_t, time.perf_counter()))
 jaxrun.record(spans=spans)
 """
 
-# The same jitted matmuls, first blocked on (their cost), then dispatched and dropped.
+# The same jitted matmuls twice: first dispatched and waited for (their cost, pipelined as the
+# device runs them), then dispatched and dropped.
 DROPPED_RESULTS = """\
 import time
 import jax, jax.numpy as jnp
@@ -53,8 +54,10 @@ a = jnp.ones((1000, 1000)); b = jnp.ones((1000, 1000))
 f(a, b).block_until_ready()
 started = time.perf_counter()
 for _ in range(CALLS):
-    f(a, b).block_until_ready()
+    last = f(a, b)
+last.block_until_ready()
 blocked = time.perf_counter() - started
+del last
 started = time.perf_counter()
 for _ in range(CALLS):
     f(a, b)
@@ -101,10 +104,10 @@ def test_device_work_whose_results_are_dropped_is_run_time(tmp_path: Path) -> No
     assert result.success, result.error_message
     blocked, dispatched = result.results["blocked"], result.results["dispatched"]
     assert dispatched < blocked / 4  # the dropped calls were only dispatched inside the body
-    # The run holds the blocked calls and the same work again, dropped: about 2 x blocked.
-    dropped = result.run_time - blocked
-    assert 0.75 * blocked <= dropped <= 1.3 * blocked, (result.run_time, blocked)
+    # What the probe waited for after the last line is the dropped calls' work: their cost, once.
     assert 0.75 * blocked <= result.drain_time <= 1.3 * blocked, (result.drain_time, blocked)
+    # The run holds both rounds (and the first call, jnp.ones): at least the blocked cost twice.
+    assert result.run_time >= blocked + 0.75 * blocked, (result.run_time, blocked)
     assert_partition(result)
 
 
@@ -172,11 +175,11 @@ def test_a_signal_the_script_handles_is_not_its_end(tmp_path: Path) -> None:
     import os, signal, time
     signal.signal(signal.SIGUSR1, lambda *a: None)
     os.kill(os.getpid(), signal.SIGUSR1)
-    time.sleep(0.4)
+    time.sleep(1.0)
     """
     result = run(tmp_path, text)
     assert result.success and result.ended_by == "return"
-    assert 0.4 <= result.run_time <= 0.4 * 1.05
+    assert 1.0 <= result.run_time <= 1.0 * 1.05
 
 
 def test_a_timed_out_script_has_its_body_measured_to_the_kill(tmp_path: Path) -> None:
@@ -186,3 +189,23 @@ def test_a_timed_out_script_has_its_body_measured_to_the_kill(tmp_path: Path) ->
     assert 0.5 <= result.body_time <= result.execution_time, (result.body_time, result.execution_time)
     assert result.import_time is None and result.run_time is None
     assert "before the probe could report its phases" in result.phases_note
+
+
+def test_the_drains_program_is_kept_and_a_damaged_copy_is_replaced(tmp_path: Path, jaxrun_cache_dir: Path) -> None:
+    """The drain's tiny program is kept serialized in jaxrun's cache folder (XLA compiles it in tens
+    of ms; it loads in a few), never in the script's compile cache; a damaged copy costs a compile."""
+    text = "import jax, jax.numpy as jnp\njax.jit(lambda x: x * 2)(jnp.ones(4)).block_until_ready()\n"
+    script = write(tmp_path, "s.py", text)
+    cache = tmp_path / "xla-cache"
+    first = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "r1", compile_cache=cache)
+    assert first.success, first.error_message
+    kept = list((jaxrun_cache_dir / "drain").glob("*.xla"))  # other tests' device sets have theirs
+    assert kept and all(p.stat().st_size > 0 for p in kept)
+    assert first.cache_misses == first.compile_count  # the drain's own lookup is not the script's
+    stored = {p.name for p in cache.rglob("*") if p.is_file()}
+    for path in kept:
+        path.write_bytes(b"not an executable")
+    second = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "r2", compile_cache=cache)
+    assert second.success and second.drain_time is not None and second.drain_time < 0.005
+    assert [p.read_bytes() != b"not an executable" for p in kept].count(True) == 1  # built again, replaced
+    assert {p.name for p in cache.rglob("*") if p.is_file()} == stored  # nothing of the drain's stored there

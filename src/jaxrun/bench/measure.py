@@ -17,6 +17,7 @@ from ..errors import UsageError
 from .models import DevicePeaks, Measurement
 from ..stats import describe
 from ._compiles import CompileCounter, counting
+from ._cost import cost_figures, program_cost  # cost_figures: importable from here too
 from ._timing import block, clean_warnings, device_label, device_of, sample, timed_call
 from .roofline import compute_dtype, device_peaks, roofline
 
@@ -28,59 +29,6 @@ _MAX_REMEASURE = 2
 
 def _is_jitted(fn: Any) -> bool:
     return callable(fn) and all(hasattr(fn, a) for a in ("trace", "lower", "eval_shape"))
-
-
-def _number(value: Any) -> float | None:
-    """XLA reports -1 for "could not analyse" (e.g. across a host callback): that is unknown."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if value >= 0 else None
-
-
-def cost_figures(cost: Any) -> dict[str, float | None]:
-    """flops / bytes accessed / transcendentals from ``compiled.cost_analysis()``.
-
-    Depending on the JAX version that is a dict, a list with one dict per computation, or None.
-    XLA leaves out properties that are zero (a matmul has no "transcendentals" key), so a missing
-    key in a valid analysis is 0; an analysis that is absent, empty or -1 is unknown (None).
-    """
-    if isinstance(cost, (list, tuple)):
-        dicts = [c for c in cost if isinstance(c, dict)]
-        cost = None if not dicts else {k: sum(float(d.get(k, 0.0)) for d in dicts) for k in set().union(*dicts)}
-    unknown: dict[str, float | None] = {"flops": None, "bytes_accessed": None, "transcendentals": None}
-    if not isinstance(cost, dict) or not cost:
-        return unknown
-    values = {key: _number(cost.get(xla_key, 0.0)) for key, xla_key in
-              (("flops", "flops"), ("bytes_accessed", "bytes accessed"), ("transcendentals", "transcendentals"))}
-    if any(_number(v) is None for v in cost.values() if isinstance(v, (int, float))):
-        # One -1 means the analysis failed somewhere: totals would be silently short.
-        return unknown
-    return values
-
-
-def _jaxpr_estimate(traced: Any, memory: dict[str, int | None], warnings: list[str]) -> tuple[dict[str, float | None], str | None]:
-    """FLOPs counted from the jaxpr when XLA's cost analysis is unavailable (GPUs); the bytes are
-    the arguments and outputs, the least the function must move (a lower bound)."""
-    from ._flops import jaxpr_cost
-
-    unknown: dict[str, float | None] = {"flops": None, "bytes_accessed": None, "transcendentals": None}
-    try:
-        counted = jaxpr_cost(traced.jaxpr)
-    except Exception:
-        return unknown, None
-    if counted.flops is None:
-        return unknown, None
-    args, outs = memory.get("argument_bytes"), memory.get("output_bytes")
-    moved = float(args + outs) if args is not None and outs is not None else None
-    warnings.append(
-        "XLA's cost analysis is unavailable on this backend: FLOPs counted from the jaxpr (matrix products "
-        "and convolutions exactly, other arithmetic one per element"
-        + ("" if counted.exact else "; a while loop counted once, so a lower bound")
-        + "), bytes_accessed = arguments + outputs (a lower bound)"
-    )
-    return {"flops": counted.flops, "bytes_accessed": moved, "transcendentals": None}, "jaxpr"
 
 
 def memory_figures(analysis: Any) -> dict[str, int | None]:
@@ -166,8 +114,11 @@ def measure(
     Steady-state calls are repeated until ``min_time`` seconds and ``min_samples`` samples
     (at most ``max_samples``), each sample being ``inner_loops`` calls (calibrated so a sample
     lasts >= 1 ms) ended by ``jax.block_until_ready``; ``samples`` holds seconds per call.
-    ``peaks=True`` compares against the device's measured peaks (measured once, then cached; pass
-    a :class:`~jaxrun.models.DevicePeaks` to reuse one, ``False`` to skip the roofline).
+    FLOPs, bytes accessed and transcendentals count every loop iteration (XLA's own analysis counts
+    a loop body once): ``cost_source`` says how they were had, and they are None where a loop's trip
+    count depends on the data (see ``_cost``). ``peaks=True`` compares against the device's
+    measured peaks (measured once, then cached; pass a :class:`~jaxrun.models.DevicePeaks` to
+    reuse one, ``False`` to skip the roofline).
     Keyword arguments other than the options above are passed to ``fn``.
     """
     import jax
@@ -225,13 +176,12 @@ def measure(
     steady = describe(sampled.samples)
     steady.warnings = clean_warnings(steady.warnings)
 
-    cost = cost_figures(_safe(compiled.cost_analysis))
     memory = memory_figures(_safe(compiled.memory_analysis))
     n_devices = program_devices(compiled)
-    cost_source = "xla" if cost["flops"] is not None else None
-    if cost["flops"] is None:
-        cost, cost_source = _jaxpr_estimate(traced, memory, warnings)
-    if n_devices > 1 and cost_source == "xla":
+    program = program_cost(compiled, traced, memory, device)
+    cost, cost_source = program.figures, program.source
+    warnings += program.warnings
+    if n_devices > 1 and cost_source in ("xla", "xla_trip_counts"):
         # XLA's cost analysis of an SPMD program describes one partition; the program does n.
         cost = {k: (v * n_devices if v is not None else None) for k, v in cost.items()}
     dtype = compute_dtype((args, kwargs))
@@ -263,10 +213,6 @@ def measure(
             "achieved_flops_per_s": cost["flops"] / steady.median,
             "achieved_bytes_per_s": (cost["bytes_accessed"] / steady.median) if cost["bytes_accessed"] is not None else None,
         }
-    if cost["flops"] is None:
-        warnings.append("XLA's cost analysis is unavailable for this function, and its jaxpr hides work (a host "
-                        "callback or foreign call): FLOPs and the roofline are unknown")
-
     del out
     return Measurement(
         name=label,

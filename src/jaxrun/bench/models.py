@@ -84,11 +84,17 @@ class Measurement(MappingModel):
     steady: Statistics = Field(description="Statistics of the per-call seconds")
     compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")
     num_devices: int = Field(1, description="Devices the compiled program runs on (SPMD partitions)")
-    flops: float | None = Field(None, description="From the compiled cost analysis, summed over devices "
-                                "(or counted from the jaxpr where the backend has none: cost_source)")
-    cost_source: str | None = Field(None, description='"xla" (the compiled cost analysis), "jaxpr" (counted), or null')
-    bytes_accessed: float | None = None
-    transcendentals: float | None = None
+    flops: float | None = Field(None, description="FLOPs of one call, every loop iteration counted, summed over "
+                                "devices; where they come from: cost_source. Null when unknown (a loop whose "
+                                "trip count depends on the data, a host callback): warnings say why")
+    cost_source: str | None = Field(
+        None,
+        description='"xla" (the compiled cost analysis; the program has no loop), "xla_trip_counts" (the same, '
+        "with each loop's body counted by its trip count: XLA alone counts it once), \"jaxpr\" (FLOPs counted "
+        "from the jaxpr with trip counts, bytes a lower bound: no usable XLA analysis), or null (unknown)",
+    )
+    bytes_accessed: float | None = Field(None, description="Bytes read and written, from the same source as flops")
+    transcendentals: float | None = Field(None, description="From the same source as flops (null for jaxpr)")
     argument_bytes: int | None = Field(None, description="From the compiled memory analysis")
     output_bytes: int | None = None
     temp_bytes: int | None = None

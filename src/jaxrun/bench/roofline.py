@@ -263,7 +263,9 @@ def roofline(
 
     The arithmetic intensity is FLOPs per byte accessed; the ridge point is peak FLOP/s over peak
     bytes/s. At or above the ridge the function is ``"compute"``-bound, below it ``"memory"``-bound.
-    Every figure whose inputs are unknown is None (never 0).
+    Every figure whose inputs are unknown is None (never 0). ``flops`` and ``bytes_accessed`` must
+    count every loop iteration, as :func:`~jaxrun.bench.measure`'s do: ``compiled.cost_analysis()``
+    counts a loop body once, whatever its trip count, and would make every rate here too low.
     """
     if dtype not in _PEAK_DTYPES:
         dtype = "bfloat16" if dtype == "float16" else "float32"

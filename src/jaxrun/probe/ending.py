@@ -78,6 +78,7 @@ class Body:
             if self._ended or os.getpid() != self.pid:
                 return  # a forked child left the script's code: its end is not the script's
             self._ended = True
+        compile_cache = compile_cache_facts()  # before the drain, whose own lookup is not the script's
         ended, waited = drain.drain(now) if wait_for_devices else (now, 0.0)
         import_timer.stop()
         import_seconds, import_spans, import_open = import_timer.spans(ended)
@@ -106,7 +107,7 @@ class Body:
             cpu_time=_cpu_seconds(),
             peak_rss_kb=_own_peak_rss_kb(),
             device=device_facts(),
-            compile_cache=compile_cache_facts(),
+            compile_cache=compile_cache,
             exit_code=exit_code,
         )
         self.writer.close()
