@@ -209,3 +209,21 @@ def test_the_drains_program_is_kept_and_a_damaged_copy_is_replaced(tmp_path: Pat
     assert second.success and second.drain_time is not None and second.drain_time < 0.005
     assert [p.read_bytes() != b"not an executable" for p in kept].count(True) == 1  # built again, replaced
     assert {p.name for p in cache.rglob("*") if p.is_file()} == stored  # nothing of the drain's stored there
+
+
+def test_an_import_still_running_when_the_body_ends_is_said(tmp_path: Path) -> None:
+    """A daemon thread still inside an import statement when the script returns: its import counts
+    up to the end of the body, and the result (and its warnings, on every surface) says so."""
+    write(tmp_path, "slow_module.py", "import time\ntime.sleep(5)\n")
+    text = """\
+    import sys, threading, time
+    sys.path.insert(0, %r)
+    threading.Thread(target=lambda: __import__("slow_module"), daemon=True).start()
+    time.sleep(0.5)
+    """ % str(tmp_path)
+    result = run(tmp_path, text)
+    assert result.success, result.error_message
+    assert 0.5 <= result.import_time <= result.body_time and result.run_time < 0.05, (result.import_time, result.run_time)
+    assert "still running in another thread" in result.phases_note
+    assert any(w.startswith("phases: an import was still running") for w in result.warnings)
+    assert_partition(result)

@@ -99,6 +99,7 @@ def _build(client: Any, devices: list[Any], argument: Any) -> Any:
         program = jax.jit(lambda v: v + 1).lower(argument).compile()
     finally:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
+    temporary = None
     try:
         from jax.experimental import serialize_executable
 
@@ -109,7 +110,11 @@ def _build(client: Any, devices: list[Any], argument: Any) -> Any:
             file.write(serialize_executable.serialize(program)[0])
         os.replace(temporary, path)
     except Exception:  # noqa: BLE001 - a read-only or full disk: the next script compiles it again
-        pass
+        if temporary is not None:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
     return program
 
 

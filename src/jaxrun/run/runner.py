@@ -387,7 +387,9 @@ def _build_result(
         cache_hits=cache_hits,
         cache_misses=cache_misses,
         compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
-        warnings=[*report.warnings, *recompile_warnings(report.compiles), *_process_warnings(outcome, failure is not None)],
+        # A split that is not exact is worth a look on a run that passed (a failed one says why it ended).
+        warnings=[*report.warnings, *recompile_warnings(report.compiles), *_process_warnings(outcome, failure is not None),
+                  *([f"phases: {phases_note}"] if phases_note and passed else [])],
         leftover_processes=outcome.leftovers if outcome else None,
         peak_processes=outcome.peak_processes if outcome else None,
         cgroup=outcome.cgroup if outcome else None,
