@@ -9,13 +9,13 @@ import time
 import traceback
 
 from . import events
+from .arguments import SPARE, ProbeArguments
 from .channel import EVENTS_ENV, EventWriter
 from .cgroup_join import join_cgroups
 from .ending import Body
 from .jax_hooks import block_until_ready, jit_seconds, watch_jax_import
 from .profiler import Profiler
 
-USAGE = "usage: python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] [--profile DIR] -- SCRIPT [ARGS...]"
 _TRACEBACK_TAIL = 8000
 # The module name a script gets in warm mode: its `if __name__ == "__main__":` block stays idle.
 WARM_RUN_NAME = "__jaxrun_warm__"
@@ -23,21 +23,6 @@ WARM_RUN_NAME = "__jaxrun_warm__"
 
 class WarmModeError(LookupError):
     """The script has no callable entry function to run in warm mode."""
-
-
-def _parse(argv: list[str]) -> tuple[str, str | None, int, str | None, list[str]]:
-    try:
-        split = argv.index("--")
-    except ValueError:
-        raise SystemExit(USAGE) from None
-    options, script_argv = argv[:split], argv[split + 1 :]
-    values = dict(zip(options[::2], options[1::2]))
-    known = {"--events", "--entry", "--warm-calls", "--profile"}
-    if not script_argv or len(options) % 2 or "--events" not in values or set(values) - known:
-        raise SystemExit(USAGE)
-    entry = values.get("--entry")
-    calls = int(values.get("--warm-calls", "1"))
-    return values["--events"], entry, calls, values.get("--profile"), script_argv
 
 
 def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
@@ -138,12 +123,14 @@ def _wait_as_spare() -> tuple[list[str], float] | None:
 
 def main(argv: list[str]) -> int:
     spare_ready_at = None
-    if argv == ["--spare"]:
+    if argv == [SPARE]:
         job = _wait_as_spare()
         if job is None:
             return 0
         argv, spare_ready_at = job
-    events_path, entry, calls, profile_dir, script_argv = _parse(argv)
+    arguments = ProbeArguments.parse(argv)
+    events_path, entry, profile_dir = arguments.events, arguments.entry, arguments.profile
+    script_argv = list(arguments.script_argv)
     script = script_argv[0]
     joined = join_cgroups()
     writer = EventWriter(events_path)
@@ -168,7 +155,7 @@ def main(argv: list[str]) -> int:
             # Kept until the end: the script's arrays stay alive for the drain (probe/drain.py).
             namespace = runpy.run_path(script, run_name="__main__")
         else:
-            _run_warm(writer, script, entry, calls)
+            _run_warm(writer, script, entry, arguments.warm_calls)
     except SystemExit as exc:
         exit_code, message = _exit_status(exc.code)
         ended_by = f"sys.exit({exit_code})"

@@ -12,12 +12,12 @@ compilation cache, ``JAXRUN_OUTPUT_DIR`` and the event channel.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from ..config import JAX_PLATFORMS_VALUE, make_jaxrun_importable
 from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
+from ..probe.arguments import ProbeArguments
 from ..probe.channel import EVENTS_ENV
 from .job import Job
 from .placement import Slot, merge_xla_flags
@@ -124,10 +124,11 @@ def numerics_of(env: dict[str, str]) -> Numerics:
 
 
 def probe_command(script: Path, events_path: Path, options: RunOptions, profile_dir: Path | None = None) -> list[str]:
-    """``python -m jaxrun.probe --events FILE [--entry NAME --warm-calls N] [--profile DIR] -- script [args]``."""
-    command = [sys.executable, "-m", "jaxrun.probe", "--events", str(events_path)]
-    if options.entry is not None:
-        command += ["--entry", options.entry, "--warm-calls", str(options.warm_calls)]
-    if options.enable_profiling and profile_dir is not None:
-        command += ["--profile", str(profile_dir)]
-    return [*command, "--", str(script), *(options.args or ())]
+    """``python -m jaxrun.probe --events FILE [...] -- script [args]`` (probe/arguments.py)."""
+    return ProbeArguments(
+        events=str(events_path),
+        script_argv=(str(script), *(options.args or ())),
+        entry=options.entry,
+        warm_calls=options.warm_calls if options.entry is not None else 1,
+        profile=str(profile_dir) if options.enable_profiling and profile_dir is not None else None,
+    ).command()

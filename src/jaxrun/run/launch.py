@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable
 
 from ..config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from ..probe import events as ev
+from ..probe.arguments import MODULE as PROBE_MODULE
 from ..probe.channel import EVENTS_ENV, read_events
 from . import cgroups
 from .spare import POOL, Spare
@@ -170,7 +171,7 @@ def launch(
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
-    spare = POOL.take(env) if command[:3] == [sys.executable, "-m", "jaxrun.probe"] else None
+    spare = POOL.take(env) if command[:3] == [sys.executable, "-m", PROBE_MODULE] else None
     if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
         group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
         group.limit(memory_limit, max_processes)

@@ -29,6 +29,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Mapping
 
+from ..probe.arguments import MODULE as PROBE_MODULE, SPARE
 from . import cgroups
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 _STARTUP_PREFIXES = ("PYTHON", "LD_", "LC_", "MALLOC_")
 _STARTUP_NAMES = {"LANG", "LANGUAGE", "HOME", "TMPDIR", "TZ", "GLIBC_TUNABLES"}
-SPARE_FLAG = "--spare"
 
 
 def startup_variables(env: Mapping[str, str]) -> dict[str, str]:
@@ -122,7 +122,7 @@ class SparePool:
             spawned_at = time.perf_counter()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "jaxrun.probe", SPARE_FLAG], env={**self._env, **(group.env() if group else {})},
+                    [sys.executable, "-m", PROBE_MODULE, SPARE], env={**self._env, **(group.env() if group else {})},
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                 )
             except OSError:

@@ -1,0 +1,80 @@
+"""The probe's command line, defined once for both sides of the process boundary.
+
+The parent builds it (``ProbeArguments(...).command()``, run/environment.py) and the child reads
+it back (``ProbeArguments.parse(argv)``, probe/__main__.py) through this one definition: a flag is
+a field, named like it (``warm_calls`` -> ``--warm-calls``), typed by its default. A new setting
+that reaches the probe is a field here and the line that fills it in run/environment.py.
+A ``NamedTuple``, not a dataclass: ``dataclasses`` imports ``inspect`` (~15 ms), and this module is
+on the way to every script's first line, in jaxrun (run/spare.py) and in the probe.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple
+
+MODULE = "jaxrun.probe"
+SPARE = "--spare"  # a probe started before its job is known (run/spare.py); the job comes on stdin
+
+
+class ProbeUsageError(SystemExit):
+    """The probe's command line is not one the parent builds (a bug, or a hand-made command)."""
+
+
+class ProbeArguments(NamedTuple):
+    events: str  # the private channel's file (probe/channel.py)
+    script_argv: tuple[str, ...]  # the script and its own arguments, after ``--``
+    entry: str | None = None  # warm mode: the function called ``warm_calls`` times
+    warm_calls: int = 1
+    profile: str | None = None  # --profile: where the jax.profiler trace goes
+
+    def flags(self) -> list[str]:
+        """``--name value`` for every field set away from its default (``events`` always)."""
+        out: list[str] = []
+        defaults = self._field_defaults
+        for name in _flag_names():
+            value = getattr(self, name)
+            if name not in defaults or value != defaults[name]:
+                out += [_flag(name), str(value)]
+        return [*out, "--", *self.script_argv]
+
+    def command(self, python: str | None = None) -> list[str]:
+        """The whole command line: ``python -m jaxrun.probe --events FILE ... -- script [args]``."""
+        return [python or sys.executable, "-m", MODULE, *self.flags()]
+
+    @classmethod
+    def parse(cls, argv: list[str]) -> "ProbeArguments":
+        """The arguments :meth:`flags` wrote; :class:`ProbeUsageError` (its usage line) otherwise."""
+        try:
+            split = argv.index("--")
+        except ValueError:
+            raise ProbeUsageError(usage()) from None
+        options, script_argv = argv[:split], tuple(argv[split + 1:])
+        by_flag = {_flag(name): name for name in _flag_names()}
+        given = dict(zip(options[::2], options[1::2]))
+        required = {_flag(name) for name in _flag_names() if name not in cls._field_defaults}
+        if not script_argv or len(options) % 2 or required - set(given) or set(given) - set(by_flag):
+            raise ProbeUsageError(usage())
+        values: dict[str, object] = {}
+        for flag, text in given.items():
+            name = by_flag[flag]
+            try:
+                values[name] = int(text) if isinstance(cls._field_defaults.get(name), int) else text
+            except ValueError:
+                raise ProbeUsageError(f"{flag} takes a whole number, got {text!r}\n{usage()}") from None
+        return cls(script_argv=script_argv, **values)  # type: ignore[arg-type]
+
+
+def _flag_names() -> list[str]:
+    return [name for name in ProbeArguments._fields if name != "script_argv"]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def usage() -> str:
+    defaults = ProbeArguments._field_defaults
+    names = " ".join(f"[{_flag(name)} {name.upper()}]" if name in defaults else f"{_flag(name)} {name.upper()}"
+                     for name in _flag_names())
+    return f"usage: python -m {MODULE} {names} -- SCRIPT [ARGS...]"
