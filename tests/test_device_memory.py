@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jaxrun
+from jaxrun.probe import events
 from jaxrun.probe.jax_hooks import peak_bytes_in_use
 from jaxrun.run.outcome import device_memory, read_probe_report
 
@@ -18,8 +19,12 @@ GPU_READING = {  # one H100 after a training step (recorded shape; values chosen
 }
 
 
-def end_event(device: dict | None) -> list[dict]:
-    return [{"type": "jax_loaded"}, {"type": "end", "body_time": 1.0, "import_time": 0.1, "device": device}]
+def end_event(device: dict | None) -> list[events.Event]:
+    end = events.End(type=events.END, body_start=0.0, body_time=1.0, import_time=0.1, compile_wall_time=0.0,
+                     run_time=0.9, phases_notes=[], drain_time=0.0, ended_by="return", cpu_time=1.0, peak_rss_kb=None,
+                     device=device, compile_cache=None, exit_code=0)
+    assert not events.problems(end)
+    return [events.JaxLoaded(type=events.JAX_LOADED), end]
 
 
 def test_the_peak_of_the_busiest_device_in_mb() -> None:

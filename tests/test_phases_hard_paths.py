@@ -104,10 +104,11 @@ def test_device_work_whose_results_are_dropped_is_run_time(tmp_path: Path) -> No
     assert result.success, result.error_message
     blocked, dispatched = result.results["blocked"], result.results["dispatched"]
     assert dispatched < blocked / 4  # the dropped calls were only dispatched inside the body
-    # What the probe waited for after the last line is the dropped calls' work: their cost, once.
-    assert 0.75 * blocked <= result.drain_time <= 1.3 * blocked, (result.drain_time, blocked)
-    # The run holds both rounds (and the first call, jnp.ones): at least the blocked cost twice.
-    assert result.run_time >= blocked + 0.75 * blocked, (result.run_time, blocked)
+    # What the probe waited for after the last line is the dropped calls' work: their cost, once
+    # (not 0, not twice; the bounds are wide because the other test worker shares the 2 cores).
+    assert 0.6 * blocked <= result.drain_time <= 1.6 * blocked, (result.drain_time, blocked)
+    # The run holds both rounds (and the first call, jnp.ones).
+    assert result.run_time >= blocked + 0.6 * blocked, (result.run_time, blocked)
     assert_partition(result)
 
 

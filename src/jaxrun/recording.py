@@ -30,4 +30,4 @@ def record(**metrics: Any) -> None:
     if _writer is None or _writer_pid != os.getpid():
         _writer = EventWriter(path)
         _writer_pid = os.getpid()
-    _writer.emit(events.RECORD, values=metrics)
+    _writer.send(events.Record(type=events.RECORD, values=metrics))

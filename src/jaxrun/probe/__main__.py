@@ -39,7 +39,7 @@ def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
         started = time.perf_counter()
         block_until_ready(function())
         seconds = time.perf_counter() - started
-        writer.emit(events.CALL, index=index, seconds=seconds, compile_time=jit_seconds() - jit_before)
+        writer.send(events.Call(type=events.CALL, index=index, seconds=seconds, compile_time=jit_seconds() - jit_before))
 
 
 def _script_traceback(exc: BaseException) -> BaseException:
@@ -89,15 +89,15 @@ def _exception_event(writer: EventWriter, exc: BaseException) -> str:
     # traceback renders an unprintable exception itself ("<exception str() failed>").
     text = _without_probe_frames("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     kind = type(exc)
-    writer.emit(
-        events.EXCEPTION,
+    writer.send(events.Exception_(
+        type=events.EXCEPTION,
         pid=os.getpid(),
         exc_type=kind.__name__,
         exc_module=kind.__module__,
         exc_mro=[k.__name__ for k in kind.__mro__],
         message=_without_probe_frames(_message(exc)),
         traceback=text[-_TRACEBACK_TAIL:],
-    )
+    ))
     return text
 
 
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
     probe_pid = os.getpid()
     if spare_ready_at is not None:
         joined["spare_ready_at"] = spare_ready_at
-    writer.emit(events.START, pid=probe_pid, python=sys.version.split()[0], **joined)
+    writer.send(events.Start(type=events.START, pid=probe_pid, python=sys.version.split()[0], **joined))  # type: ignore[typeddict-item]
     profiler = Profiler(profile_dir) if profile_dir else None
     watch_jax_import(writer, [profiler.on_jax_loaded] if profiler else None)
 
@@ -161,8 +161,10 @@ def main(argv: list[str]) -> int:
         ended_by = f"sys.exit({exit_code})"
         if message is not None:
             print(message, file=sys.stderr)
-        fields = {"message": message} if message is not None else {}
-        writer.emit(events.EXIT, pid=os.getpid(), code=exit_code, **fields)
+        exited = events.Exit(type=events.EXIT, pid=os.getpid(), code=exit_code)
+        if message is not None:
+            exited["message"] = message
+        writer.send(exited)
     except BaseException as exc:  # the script's failure is the result, reported in full
         _script_traceback(exc)
         sys.stderr.write(_exception_event(writer, exc))

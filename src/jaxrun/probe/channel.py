@@ -65,8 +65,9 @@ class EventWriter:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
-    def emit(self, kind: str, **fields: Any) -> None:
-        line = json.dumps({ev.TYPE: kind, **_jsonable(fields)}, allow_nan=True) + "\n"
+    def send(self, event: "ev.Event") -> None:
+        """Write one event (its definition in probe/events.py) as one line, in one write."""
+        line = json.dumps(_jsonable(event), allow_nan=True) + "\n"
         try:
             os.write(self._fd, line.encode("utf-8"))
         except OSError:
@@ -79,9 +80,9 @@ class EventWriter:
             pass
 
 
-def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read every complete event; a line cut short by a kill is ignored."""
-    events: list[dict[str, Any]] = []
+def read_events(path: str | os.PathLike[str]) -> list[ev.Event]:
+    """Read every complete event (defined in probe/events.py); a line cut short by a kill is ignored."""
+    events: list[ev.Event] = []
     try:
         with open(path, "rb") as handle:
             lines: Iterable[bytes] = handle.read().splitlines()

@@ -68,7 +68,7 @@ class Body:
         self._watch_exits()
         import_timer.start()
         self.started = time.perf_counter()
-        self.writer.emit(events.BODY, pid=self.pid, at=self.started)
+        self.writer.send(events.Body(type=events.BODY, pid=self.pid, at=self.started))
 
     def end(self, exit_code: int | None, ended_by: str, *, wait_for_devices: bool) -> None:
         """Write the END event (once; later calls do nothing): the body's phases up to now, and
@@ -87,16 +87,9 @@ class Body:
             import_still_running=import_open, imports_dropped=import_timer.dropped,
             import_seconds=import_seconds,
         )
-        extra: dict[str, Any] = {}
-        if self._finish_hooks:  # profiling: the imports are a profile's timeline (the body's part)
-            extra["imports"] = [[max(a, self.started), min(b, ended)] for a, b in import_spans
-                                if b > self.started and a < ended]
-        for hook in self._finish_hooks:
-            hook(self.writer)
-        self.writer.emit(
-            events.END,
+        event = events.End(
+            type=events.END,
             body_start=self.started,
-            **extra,
             body_time=split["body_time"],
             import_time=split["import_time"],
             compile_wall_time=split["compile_wall_time"],
@@ -110,6 +103,12 @@ class Body:
             compile_cache=compile_cache,
             exit_code=exit_code,
         )
+        if self._finish_hooks:  # profiling: the imports are a profile's timeline (the body's part)
+            event["imports"] = [[max(a, self.started), min(b, ended)] for a, b in import_spans
+                                if b > self.started and a < ended]
+        for hook in self._finish_hooks:
+            hook(self.writer)
+        self.writer.send(event)
         self.writer.close()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,39 +1,178 @@
-"""Names of the events on the probe's private channel, shared by the child (writer) and the parent
-(reader), so neither side spells one by hand.
+"""The events on the probe's private channel: each defined once, here, for the child that writes
+them and the parent that reads them (run/outcome.py, run/classify.py, run/launch.py).
 
-Each event is one JSON object per line with ``type`` set to one of the names below; the fields each
-carries are listed beside it. docs/ARCHITECTURE.md describes the channel itself.
+Each event is one JSON object per line: ``type`` (one of the names below) and the fields of its
+``TypedDict``. They are plain dicts at run time (no cost in the script's process, no pydantic or
+jax to import); :func:`problems` checks a line against its definition (tests/test_probe_events.py
+holds every event a real probe writes to it). docs/ARCHITECTURE.md describes the channel itself.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: TypedDict reads which keys are required from the
+# evaluated class bodies. Required fields sit in a total base class, optional ones in the event.
+from typing import Any, Literal, TypedDict, Union
 
 TYPE = "type"
 
-START = "start"  # pid, python, [cgroup_joined, cgroup_error, spare_ready_at]: the probe is running (its absence:
-# it never started)
-JAX_LOADED = "jax_loaded"  # the script imported jax and the listeners are attached
-# One jax.monitoring duration: phase (trace | lower | compile), fun (the program key, e.g.
-# "jit(grad(loss))"), s, at (perf_counter when it ended), and when known source ("path:line"),
-# reason (a trace: why JAX traced again), cached (a compile: the executable was loaded from the
-# persistent cache).
+START = "start"
+JAX_LOADED = "jax_loaded"
 COMPILE = "compile"
-CACHE_SAVED = "cache_saved"  # s: compile seconds the cache saved (JAX's lower bound)
-RECORD = "record"  # values: what the script passed to jaxrun.record
-CALL = "call"  # index, seconds, compile_time: one call of the entry function in warm mode
-EXCEPTION = "exception"  # exc_type, exc_module, exc_mro, message, traceback
-EXIT = "exit"  # code, [message]: the script called sys.exit (message: sys.exit("text") printed it, status 1)
-BODY = "body"  # pid, at (perf_counter): the script's first line is about to run
-PROBE_WARNING = "probe_warning"  # message: the probe could not do something (listeners, ...)
-# body_time, import_time, compile_wall_time, run_time (a partition of the body: probe/phases.py),
-# phases_notes (what could not be told apart), drain_time (s waited after the last line for the
-# device work the script dispatched), ended_by (return | exception | sys.exit | os._exit(N) | a
-# signal the script sent itself), cpu_time, peak_rss_kb, device, exit_code, compile_cache
-# ({enabled, misses} or null without jax), body_start (perf_counter), and when profiling imports
-# ([[start, end], ...] perf_counter of the union of the imports)
+CACHE_SAVED = "cache_saved"
+RECORD = "record"
+CALL = "call"
+EXCEPTION = "exception"
+EXIT = "exit"
+BODY = "body"
+PROBE_WARNING = "probe_warning"
 END = "end"
-# --profile: trace_dir | trace_reason, device_samples ({"gpu:0": [[perf_counter, MB], ...]}),
-# interval, memory_profile (pprof path) | memory_profile_reason
 PROFILE = "profile"
 
 # Phases of a COMPILE event.
 PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"
+
+
+class _StartFields(TypedDict):
+    type: Literal["start"]
+    pid: int
+    python: str
+
+
+class Start(_StartFields, total=False):
+    """The probe is running (its absence: it never started)."""
+
+    cgroup_joined: bool  # it joined the run's cgroups (run/cgroups.py)
+    cgroup_error: str
+    cpu_before_join: float  # its CPU seconds before it joined (what the group's count lacks)
+    spare_ready_at: float  # perf_counter when it was ready as a spare (run/spare.py)
+
+
+class JaxLoaded(TypedDict):
+    """The script imported jax and the listeners are attached."""
+
+    type: Literal["jax_loaded"]
+
+
+class _CompileFields(TypedDict):
+    type: Literal["compile"]
+    phase: str  # PHASE_TRACE | PHASE_LOWER | PHASE_COMPILE
+    fun: str  # the program key, e.g. "jit(grad(loss))"
+    s: float
+    at: float  # perf_counter when it ended
+
+
+class Compile(_CompileFields, total=False):
+    """One jax.monitoring duration of a program's trace, lowering or compilation."""
+
+    source: str  # "path:line" of the user's function
+    reason: str  # a trace: why JAX traced again
+    cached: bool  # a compile: the executable was loaded from the persistent cache
+
+
+class CacheSaved(TypedDict):
+    type: Literal["cache_saved"]
+    s: float  # compile seconds the persistent cache saved (JAX's lower bound)
+
+
+class Record(TypedDict):
+    type: Literal["record"]
+    values: dict[str, Any]  # what the script passed to jaxrun.record
+
+
+class Call(TypedDict):
+    """One call of the entry function in warm mode."""
+
+    type: Literal["call"]
+    index: int
+    seconds: float
+    compile_time: float
+
+
+class Exception_(TypedDict):
+    type: Literal["exception"]
+    pid: int
+    exc_type: str
+    exc_module: str
+    exc_mro: list[str]
+    message: str
+    traceback: str  # as `python script.py` prints it, the probe's frames left out
+
+
+class _ExitFields(TypedDict):
+    type: Literal["exit"]
+    pid: int
+    code: int
+
+
+class Exit(_ExitFields, total=False):
+    """The script called sys.exit."""
+
+    message: str  # sys.exit("text") printed it (status 1)
+
+
+class Body(TypedDict):
+    """The script's first line is about to run."""
+
+    type: Literal["body"]
+    pid: int
+    at: float  # perf_counter
+
+
+class ProbeWarning(TypedDict):
+    """The probe could not do something (attach listeners, start profiling, ...)."""
+
+    type: Literal["probe_warning"]
+    message: str
+
+
+class _EndFields(TypedDict):
+    type: Literal["end"]
+    body_start: float  # perf_counter
+    body_time: float
+    import_time: float
+    compile_wall_time: float
+    run_time: float
+    phases_notes: list[str]  # what could not be told apart
+    drain_time: float  # waited after the last line for the device work it dispatched
+    ended_by: str  # return | exception | sys.exit(N) | os._exit(N) | a signal it sent itself
+    cpu_time: float
+    peak_rss_kb: int | None
+    device: dict[str, Any] | None  # the backend used, peak device memory; None without jax
+    compile_cache: dict[str, Any] | None  # {enabled, misses}; None without jax
+    exit_code: int | None
+
+
+class End(_EndFields, total=False):
+    """The body ended (probe/ending.py): its phases, a partition of it (probe/phases.py)."""
+
+    imports: list[list[float]]  # profiling: [[start, end], ...] of the union of the imports
+
+
+class Profile(TypedDict):
+    """--profile: the trace and the device memory samples."""
+
+    type: Literal["profile"]
+    trace_dir: str | None
+    trace_reason: str | None
+    device_samples: dict[str, list[list[float]]]  # {"gpu:0": [[perf_counter, MB], ...]}
+    interval: float
+    memory_profile: str | None  # the pprof file
+    memory_profile_reason: str | None
+
+
+Event = Union[Start, JaxLoaded, Compile, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End, Profile]
+
+DEFINITIONS: dict[str, type] = {
+    START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, CACHE_SAVED: CacheSaved, RECORD: Record, CALL: Call,
+    EXCEPTION: Exception_, EXIT: Exit, BODY: Body, PROBE_WARNING: ProbeWarning, END: End, PROFILE: Profile,
+}
+
+
+def problems(event: dict[str, Any]) -> list[str]:
+    """What in ``event`` does not match its definition: an unknown type, a missing required
+    field, a field it does not define. (Values' types are for the type checker.)"""
+    definition = DEFINITIONS.get(str(event.get(TYPE)))
+    if definition is None:
+        return [f"unknown event type {event.get(TYPE)!r}"]
+    keys = set(event)
+    missing = sorted(definition.__required_keys__ - keys)  # type: ignore[attr-defined]
+    unknown = sorted(keys - set(definition.__annotations__))
+    return [f"{event[TYPE]}: missing {name}" for name in missing] + [f"{event[TYPE]}: no field {name}" for name in unknown]

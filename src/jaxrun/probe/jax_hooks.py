@@ -63,23 +63,23 @@ def attach_listeners(writer: EventWriter) -> None:
         _jit_seconds += duration
         end = time.perf_counter()
         _intervals.append((end - duration, end))
-        fields: dict[str, Any] = {"phase": event.phase, "fun": event.program, "s": duration, "at": end}
+        compiled = events.Compile(type=events.COMPILE, phase=event.phase, fun=event.program, s=duration, at=end)
         if event.source is not None:
-            fields["source"] = event.source
+            compiled["source"] = event.source
         if event.reason is not None:
-            fields["reason"] = event.reason
+            compiled["reason"] = event.reason
         if event.cached:
-            fields["cached"] = True
-        writer.emit(events.COMPILE, **fields)
+            compiled["cached"] = True
+        writer.send(compiled)
 
     def on_duration(event: str, duration: float, **kwargs: Any) -> None:
         if event == _CACHE_SAVED:
-            writer.emit(events.CACHE_SAVED, s=duration)
+            writer.send(events.CacheSaved(type=events.CACHE_SAVED, s=duration))
 
     programs.subscribe(on_compile)
     programs.explain_on()  # for the whole run: a recompile's reason is part of the result
     monitoring.register_event_duration_secs_listener(on_duration)
-    writer.emit(events.JAX_LOADED)
+    writer.send(events.JaxLoaded(type=events.JAX_LOADED))
 
 
 def compile_cache_facts() -> dict[str, Any] | None:
@@ -137,12 +137,12 @@ def watch_jax_import(writer: EventWriter, hooks: list[Callable[[], None]] | None
         try:
             attach_listeners(writer)
         except Exception as exc:  # listeners are a bonus; never break the script over them
-            writer.emit(events.PROBE_WARNING, message=f"could not attach jax listeners: {exc!r}")
+            writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not attach jax listeners: {exc!r}"))
         for hook in hooks or ():
             try:
                 hook()
             except Exception as exc:
-                writer.emit(events.PROBE_WARNING, message=f"could not start profiling: {exc!r}")
+                writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not start profiling: {exc!r}"))
 
     if "jax" in sys.modules:
         on_loaded()

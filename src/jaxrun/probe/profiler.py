@@ -87,8 +87,8 @@ class Profiler:
                 jax.profiler.stop_trace()
             except Exception as exc:
                 self.trace_error = f"jax.profiler.stop_trace failed: {exc}"
-        writer.emit(
-            events.PROFILE,
+        writer.send(events.Profile(
+            type=events.PROFILE,
             trace_dir=self.directory if self.trace_started and self.trace_error is None else None,
             trace_reason=self.trace_error if self.trace_error else (None if self.trace_started else
                                                                     "the script never imported jax"),
@@ -96,7 +96,7 @@ class Profiler:
             interval=self.interval,
             memory_profile=memory_profile,
             memory_profile_reason=memory_reason,
-        )
+        ))
 
     def _save_memory_profile(self) -> tuple[str | None, str | None]:
         if "jax" not in sys.modules:

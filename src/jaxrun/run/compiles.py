@@ -21,8 +21,8 @@ _CHANGE = re.compile(r"^argument (?P<arg>.+?) changed (?P<old>.+?) -> (?P<new>.+
 _SHOWN = 3
 
 
-def add_event(compiles: dict[str, CompileStats], event: dict[str, Any]) -> None:
-    """Fold one COMPILE event into the per-program statistics."""
+def add_event(compiles: dict[str, CompileStats], event: ev.Compile) -> None:
+    """Fold one COMPILE event (probe/events.py) into the per-program statistics."""
     source = str(event["source"]) if event.get("source") else None
     seen = {key: stats.source for key, stats in compiles.items()}
     stats = compiles.setdefault(program_key(str(event.get("fun")), source, seen), CompileStats(source=source))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..config import MB, MONITOR_INTERVAL
 from ..models import CompileStats, WarmCall
@@ -44,55 +44,74 @@ class ProbeReport:
     profile: dict[str, Any] | None = None
 
 
-def read_probe_report(events: list[dict[str, Any]]) -> ProbeReport:
+def _compile(report: ProbeReport, event: ev.Compile) -> None:
+    add_event(report.compiles, event)
+    at, seconds = float(event["at"]), float(event.get("s") or 0.0)
+    phase = "cache_load" if event.get("cached") else str(event["phase"])
+    report.jit_phases.append((phase, at - seconds, at, str(event["fun"])))
+
+
+def _body(report: ProbeReport, event: ev.Body) -> None:
+    if report.body_start is None:
+        report.body_start = event["at"]
+
+
+def _record(report: ProbeReport, event: ev.Record) -> None:
+    if isinstance(event.get("values"), dict):
+        report.results.update(event["values"])
+
+
+def _call(report: ProbeReport, event: ev.Call) -> None:
+    report.calls.append(WarmCall(index=int(event["index"]), seconds=float(event["seconds"]),
+                                 compile_time=float(event["compile_time"])))
+
+
+def _end(report: ProbeReport, event: ev.End) -> None:
+    report.body_start = event["body_start"]
+    report.body_time = event["body_time"]
+    report.import_time = event["import_time"]
+    report.compile_wall_time = float(event["compile_wall_time"])
+    report.run_time = event["run_time"]
+    report.drain_time = event["drain_time"]
+    report.ended_by = event["ended_by"]
+    report.phases_notes = [str(note) for note in event["phases_notes"]]
+    report.cpu_time = event["cpu_time"]
+    kb = event["peak_rss_kb"]
+    report.peak_rss_bytes = None if kb is None else int(kb) * 1024
+    report.device = event["device"]
+    report.compile_cache = event["compile_cache"]
+    report.imports = [(float(a), float(b)) for a, b in event.get("imports") or ()]
+
+
+# What each event adds to the report (their fields: probe/events.py). START, EXIT and the
+# exception's type are the classifier's (run/classify.py) and the launcher's (run/launch.py).
+_READERS: dict[str, Callable[[ProbeReport, Any], None]] = {
+    ev.JAX_LOADED: lambda report, event: setattr(report, "jax_loaded", True),
+    ev.COMPILE: _compile,
+    ev.BODY: _body,
+    ev.PROFILE: lambda report, event: setattr(report, "profile", event),
+    ev.CACHE_SAVED: lambda report, event: setattr(
+        report, "compile_time_saved", report.compile_time_saved + max(0.0, float(event["s"]))),
+    ev.RECORD: _record,
+    ev.CALL: _call,
+    ev.EXCEPTION: lambda report, event: setattr(report, "traceback", event["traceback"]),
+    ev.PROBE_WARNING: lambda report, event: report.warnings.append(str(event["message"])),
+    ev.END: _end,
+}
+
+
+def read_probe_report(events: list[ev.Event]) -> ProbeReport:
+    """The probe's events, folded into one report. A line that does not match its definition
+    (an older probe, a damaged file) is skipped, never a crash: the figures it held are unknown."""
     report = ProbeReport()
     for event in events:
-        kind = event.get(ev.TYPE)
-        if kind == ev.JAX_LOADED:
-            report.jax_loaded = True
-        elif kind == ev.COMPILE:
-            add_event(report.compiles, event)
-            if event.get("at") is not None:
-                at, seconds = float(event["at"]), float(event.get("s") or 0.0)
-                phase = "cache_load" if event.get("cached") else str(event.get("phase"))
-                report.jit_phases.append((phase, at - seconds, at, str(event.get("fun"))))
-        elif kind == ev.BODY and report.body_start is None:
-            report.body_start = event.get("at")
-        elif kind == ev.PROFILE:
-            report.profile = event
-        elif kind == ev.CACHE_SAVED:
-            report.compile_time_saved += max(0.0, float(event.get("s") or 0.0))
-        elif kind == ev.RECORD:
-            values = event.get("values")
-            if isinstance(values, dict):
-                report.results.update(values)
-        elif kind == ev.CALL:
-            report.calls.append(
-                WarmCall(
-                    index=int(event.get("index", len(report.calls) + 1)),
-                    seconds=float(event.get("seconds") or 0.0),
-                    compile_time=float(event.get("compile_time") or 0.0),
-                )
-            )
-        elif kind == ev.EXCEPTION:
-            report.traceback = event.get("traceback")
-        elif kind == ev.PROBE_WARNING:
-            report.warnings.append(str(event.get("message")))
-        elif kind == ev.END:
-            report.body_time = event.get("body_time")
-            report.import_time = event.get("import_time")
-            report.compile_wall_time = float(event.get("compile_wall_time") or 0.0)
-            report.run_time = event.get("run_time")
-            report.drain_time = event.get("drain_time")
-            report.ended_by = event.get("ended_by")
-            report.phases_notes = [str(n) for n in event.get("phases_notes") or ()]
-            report.cpu_time = event.get("cpu_time")
-            kb = event.get("peak_rss_kb")
-            report.peak_rss_bytes = None if kb is None else int(kb) * 1024
-            report.device = event.get("device")
-            report.compile_cache = event.get("compile_cache")
-            report.body_start = event.get("body_start")
-            report.imports = [(float(a), float(b)) for a, b in event.get("imports") or ()]
+        reader = _READERS.get(str(event.get(ev.TYPE)))
+        if reader is None:
+            continue
+        try:
+            reader(report, event)
+        except (KeyError, TypeError, ValueError):
+            report.warnings.append(f"jaxrun could not read a {event.get(ev.TYPE)} event of the probe: {ev.problems(event) or 'bad values'}")  # type: ignore[arg-type]
     return report
 
 
