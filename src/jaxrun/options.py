@@ -317,6 +317,7 @@ class BatchOptions(_Options):
     markdown: Optional[Path] = None
     export_json: Optional[Path] = None  # run summary with every raw sample (hyperfine's names)
     export_csv: Optional[Path] = None  # one row per script
+    junit_xml: Optional[Path] = None  # the batch as JUnit XML (sinks/junit.py)
     resume: bool = False  # continue the batch in results_dir: keep what finished there
     strict_xfail: bool = False  # a script expected to fail that passes fails the batch
     allow_mismatch: bool = False  # judge regressions against history runs with other numerics
@@ -403,7 +404,7 @@ class BatchOptions(_Options):
     def _history(cls, value: Any) -> Path | None:
         return history_path(value)
 
-    @field_validator("markdown", "export_json", "export_csv", mode="before")
+    @field_validator("markdown", "export_json", "export_csv", "junit_xml", mode="before")
     @classmethod
     def _markdown(cls, value: Any) -> Path | None:
         return None if value is None else Path(value).expanduser().resolve()

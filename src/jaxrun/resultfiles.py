@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
+from .errors import UsageError
 from .probe.channel import valid_texts
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,6 +62,13 @@ def schema_model(name: str) -> type[BaseModel]:
     """The model of the file ``name`` (a key of :data:`SCHEMAS`)."""
     module_name, class_name = SCHEMAS[name].split(":")
     return getattr(importlib.import_module(module_name), class_name)
+
+
+def writable_file(path: Path, what: str) -> None:
+    """Refuse, before a batch runs, a report ``path`` that could not be written after it."""
+    if not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
+        raise UsageError(f"cannot write the {what} {str(path)!r}: its folder does not exist or is not "
+                         "writable; pass a path in a folder you can write to")
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:

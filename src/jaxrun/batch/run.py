@@ -31,6 +31,7 @@ from ..sinks import Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.callbacks import CallbackSink, OnResult, OnStart
 from ..sinks.run_log import RunLogSink
+from ..sinks.registry import report_sinks
 from ..sinks.script_files import ScriptFileSink
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock, unwritable
@@ -220,9 +221,7 @@ def _run_locked(
         files,
         RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices, unreadable, skipped),
                    verbose=options.run.verbose),
-        *_optional_sink(options.markdown is not None, "markdown:MarkdownSink", options.markdown),
-        *_optional_sink(bool(options.export_json or options.export_csv), "exports:ExportSink", options.export_json,
-                        options.export_csv),
+        *report_sinks(options),
         *sinks,
     ])
     to_run = [j for j in jobs if j.index not in reused]

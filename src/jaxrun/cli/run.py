@@ -69,6 +69,7 @@ def run(
     markdown: Optional[Path] = typer.Option(None, "--markdown", "--export-markdown", help="Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set)."),
     export_json: Optional[Path] = typer.Option(None, "--export-json", help="Also write each script's figures with every raw sample as JSON (hyperfine's names: mean, median, times...)."),
     export_csv: Optional[Path] = typer.Option(None, "--export-csv", help="Also write one CSV row per script."),
+    junit_xml: Optional[Path] = typer.Option(None, "--junit-xml", help="Also write the batch as JUnit XML (pytest's format: a testcase per script), for CI test reports."),
     x64: bool = typer.Option(False, "--x64", help="Run with jax_enable_x64 (64-bit floats and ints)."),
     matmul_precision: Optional[str] = typer.Option(None, "--matmul-precision", help="jax_default_matmul_precision: default, high, highest, bfloat16, tensorfloat32, float32, or a dot algorithm like BF16_BF16_F32."),
     disable_jit: bool = typer.Option(False, "--disable-jit", help="Run with jax_disable_jit (op by op), to debug a failing script."),

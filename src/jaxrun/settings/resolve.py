@@ -30,7 +30,7 @@ from .keys import (
 )
 
 # Keys whose relative paths in a config file are relative to the file's folder.
-_PATH_KEYS = ("results_dir", "history", "compile_cache", "markdown", "export_json", "export_csv")
+_PATH_KEYS = ("results_dir", "history", "compile_cache", "markdown", "export_json", "export_csv", "junit_xml")
 _SEED_BLOCKS = {"execution": "JAX_EXEC_CONFIG", "monitoring": "MONITORING_CONFIG"}
 _MONITORING = {"logging": ("level", "file_output", "console_output", "performance_summary"),
                "benchmarking": ("warmup_runs", "measurement_runs", "statistical_analysis")}

@@ -12,14 +12,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import resultfiles
 from ..compare import load_samples, script_samples
-from ..errors import UsageError
 from ..models import SAMPLE_METRICS, SCHEMA_VERSION
 from . import BaseSink
 
@@ -135,9 +133,8 @@ class ExportSink(BaseSink):
     def on_begin(self, jobs: object) -> None:
         # A path that cannot be written is found before the batch runs, not after.
         for path in (self.json_path, self.csv_path):
-            if path is not None and not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
-                raise UsageError(f"cannot write the export {str(path)!r}: its folder does not exist or is not "
-                                 "writable; pass a path in a folder you can write to")
+            if path is not None:
+                resultfiles.writable_file(path, "export")
 
     def on_end(self, batch: "BatchResult") -> None:
         if self.json_path is not None:
