@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jaxrun.run.classify import HINTS, Classification, callback_exception, classification, classify, is_transient
+from jaxrun.run.classify import HINTS, Classification, Evidence, callback_exception, classification, classify, is_transient
 from jaxrun.models import ERROR_CLASSES
 
 XLA_BRIDGE_TB = """Traceback (most recent call last):
@@ -46,7 +46,7 @@ def run_classify(
     timeout: float | None = 30,
     stderr: str = "",
 ) -> Classification | None:
-    return classify(
+    return classify(Evidence(
         events=[START, *(events or [])],
         exit_code=exit_code,
         signal=sig,
@@ -54,7 +54,7 @@ def run_classify(
         interrupted=interrupted,
         timeout=timeout,
         stderr_tail=stderr,
-    )
+    ))
 
 
 def test_hints_cover_exactly_the_taxonomy():
@@ -299,8 +299,8 @@ def test_nonzero_exit_without_evidence_is_script_error():
 
 
 def test_probe_that_never_started():
-    got = classify(events=[], exit_code=2, signal=None, timed_out=False, interrupted=False, timeout=30,
-                   stderr_tail="usage: python -m jaxrun.probe --events FILE -- SCRIPT [ARGS...]\n")
+    got = classify(Evidence(events=[], exit_code=2, signal=None, timeout=30,
+                            stderr_tail="usage: python -m jaxrun.probe --events EVENTS -- SCRIPT [ARGS...]\n"))
     assert got is not None
     assert got.error_class == "script_error"
     assert "probe could not start" in got.message

@@ -14,7 +14,7 @@ import pytest
 from helpers import jaxrun, load, write
 
 from jaxrun.run import cgroups
-from jaxrun.run.launch import drop_deferred, launch, when_started
+from jaxrun.run.launch import Limits, drop_deferred, launch, when_started
 from jaxrun.run.spare import POOL, spare_environment
 from jaxrun.run.environment import probe_command
 from jaxrun.options import RunOptions
@@ -42,7 +42,7 @@ def _launch(tmp_path: Path, env: dict[str, str]):  # type: ignore[no-untyped-def
     command = probe_command(script, events, RunOptions.build("api", args=["--flag", "x y"]))
     return launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
                   stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                  timeout=60, log_cap=2**20)
+                  limits=Limits(timeout=60), log_cap=2**20)
 
 
 def test_a_spare_runs_the_job_as_a_new_process_would_without_its_waiting_time(tmp_path: Path, monkeypatch) -> None:
@@ -117,14 +117,14 @@ def test_deferred_set_up_runs_once_the_script_runs_and_never_counts_in_its_time(
     when_started(slow_set_up)
     script = write(tmp_path, "quick.py", f"open({str(tmp_path / 'started')!r}, 'w').close()\n")
     outcome = launch([sys.executable, str(script)], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
-                     stderr_log=tmp_path / "e", events_path=tmp_path / "events", timeout=60, log_cap=2**20)
+                     stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20)
     assert seen == [True]  # it ran while (or after) the script ran, never before it started
     # ground truth: the script is a Python start-up and one file, far below the set-up's 0.8 s
     assert outcome.exit_code == 0 and outcome.wall_time < 0.5, outcome.wall_time
     when_started(lambda: seen.append(False))
     drop_deferred()  # a batch that starts nothing leaves nothing for the next one
     launch([sys.executable, "-c", "pass"], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
-           stderr_log=tmp_path / "e", events_path=tmp_path / "events", timeout=60, log_cap=2**20)
+           stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20)
     assert seen == [True]
 
 

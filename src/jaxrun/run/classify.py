@@ -10,13 +10,17 @@ from __future__ import annotations
 import re
 import signal as signal_module
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import MB
 from ..failures import HINTS, is_transient
 from ..probe import events as ev
 
-__all__ = ["Classification", "classification", "classify", "HINTS", "is_transient"]
+if TYPE_CHECKING:
+    from ..options import RunOptions
+    from .launch import LaunchOutcome
+
+__all__ = ["Classification", "Evidence", "classification", "classify", "HINTS", "is_transient"]
 
 _OOM = re.compile(
     r"RESOURCE_EXHAUSTED|out of memory|Out of memory|OOM when allocating|failed to allocate|"
@@ -166,53 +170,79 @@ def _final(error_class: str, message: str, hint: str) -> Classification:
     return Classification(error_class, message, hint, None, final=True)
 
 
-def classify(
-    *,
-    events: list[dict[str, Any]],
-    exit_code: int | None,
-    signal: int | None,
-    timed_out: bool,
-    interrupted: bool,
-    timeout: float | None,
-    stderr_tail: str,
-    memory_limit: int | None = None,
-    over_memory_limit: bool = False,
-    peak_bytes: int | None = None,
-    oom_kills: int = 0,
-    cgroup_peak_bytes: int | None = None,
-    max_processes: int | None = None,
-    over_process_limit: bool = False,
-    refused_forks: int = 0,
-    peak_processes: int = 0,
-) -> Classification | None:
+@dataclass(frozen=True)
+class Evidence:
+    """What is known of one attempt: the classifier's one input (:func:`classify`)."""
+
+    events: list[ev.Event]  # the probe's channel
+    exit_code: int | None
+    signal: int | None
+    stderr_tail: str = ""
+    timed_out: bool = False  # jaxrun stopped it at the time limit...
+    interrupted: bool = False  # ...or on Ctrl-C
+    timeout: float | None = None
+    memory_limit: int | None = None  # --memory-limit, bytes
+    over_memory_limit: bool = False  # jaxrun's samples went over it
+    peak_bytes: int | None = None  # jaxrun's sampled peak
+    oom_kills: int = 0  # the kernel's OOM kills in the run's cgroup
+    cgroup_peak_bytes: int | None = None
+    max_processes: int | None = None  # --max-processes
+    over_process_limit: bool = False
+    refused_forks: int = 0  # forks the kernel refused at pids.max
+    peak_processes: int = 0
+
+    @classmethod
+    def of(cls, outcome: "LaunchOutcome", options: "RunOptions", stderr_tail: str) -> "Evidence":
+        return cls(
+            events=outcome.events, exit_code=outcome.exit_code, signal=outcome.signal, stderr_tail=stderr_tail,
+            timed_out=outcome.timed_out, interrupted=outcome.interrupted, timeout=options.timeout,
+            memory_limit=options.memory_limit, over_memory_limit=outcome.over_memory_limit,
+            peak_bytes=outcome.sampled_peak_rss_bytes, oom_kills=outcome.oom_kills,
+            cgroup_peak_bytes=outcome.cgroup_peak_bytes, max_processes=options.max_processes,
+            over_process_limit=outcome.over_process_limit, refused_forks=outcome.refused_forks,
+            peak_processes=outcome.peak_processes,
+        )
+
+
+def classify(evidence: Evidence) -> Classification | None:
     """Return why a run failed, or None when it succeeded.
 
-    Evidence, in order: what jaxrun itself did (timeout, Ctrl-C); the exception of the script's
-    own process; its exit status or signal; and only for a process that failed without either,
-    stderr lines that mean failure (never a warning such as XLA's "... not a failure").
+    Evidence, in order: what jaxrun itself did (timeout, Ctrl-C, its limits); the exception of the
+    script's own process; its exit status or signal; and only for a process that failed without
+    either, stderr lines that mean failure (never a warning such as XLA's "... not a failure").
     """
-    if timed_out:
-        return classification("timeout", f"stopped after the {timeout:g} s time limit")
-    if interrupted:
+    return _stopped_by_jaxrun(evidence) or _from_process(evidence)
+
+
+def _stopped_by_jaxrun(e: Evidence) -> Classification | None:
+    if e.timed_out:
+        return classification("timeout", f"stopped after the {e.timeout:g} s time limit")
+    if e.interrupted:
         return classification("interrupted", "interrupted before the script finished")
-    failed = exit_code != 0 or signal is not None
-    if memory_limit is not None and (over_memory_limit or (oom_kills and failed)):
-        limit = f"{memory_limit / MB:.0f} MB"
-        peak = f"{peak_bytes / MB:.0f} MB" if peak_bytes else "an unknown peak"
-        charged = f"{cgroup_peak_bytes / MB:.0f} MB" if cgroup_peak_bytes else "unknown"
-        message = (f"stopped at {peak}: over the memory limit of {limit}" if over_memory_limit else
-                   f"the kernel stopped {oom_kills} process(es) at the memory limit of {limit} (its peak "
+    failed = e.exit_code != 0 or e.signal is not None
+    if e.memory_limit is not None and (e.over_memory_limit or (e.oom_kills and failed)):
+        limit = f"{e.memory_limit / MB:.0f} MB"
+        peak = f"{e.peak_bytes / MB:.0f} MB" if e.peak_bytes else "an unknown peak"
+        charged = f"{e.cgroup_peak_bytes / MB:.0f} MB" if e.cgroup_peak_bytes else "unknown"
+        message = (f"stopped at {peak}: over the memory limit of {limit}" if e.over_memory_limit else
+                   f"the kernel stopped {e.oom_kills} process(es) at the memory limit of {limit} (its peak "
                    f"charge {charged}, page cache included; jaxrun's samples peaked at {peak})")
         return _final("out_of_memory", message, "the script's processes used more host memory than "
                       "--memory-limit allows: raise the limit or make the script use less")
-    if max_processes is not None and over_process_limit:
-        refused = f"; the kernel refused {refused_forks} fork(s) or thread(s)" if refused_forks else ""
+    if e.max_processes is not None and e.over_process_limit:
+        refused = f"; the kernel refused {e.refused_forks} fork(s) or thread(s)" if e.refused_forks else ""
         return _final(
             "script_error",
-            f"stopped for starting more processes than --max-processes {max_processes} allows "
-            f"(peak {peak_processes} sampled{refused})",
+            f"stopped for starting more processes than --max-processes {e.max_processes} allows "
+            f"(peak {e.peak_processes} sampled{refused})",
             "the script forks without bound (a fork bomb?) or needs more processes: raise --max-processes",
         )
+    return None
+
+
+def _from_process(evidence: Evidence) -> Classification | None:
+    """What the script's process itself says: its exception, its exit, its signal, its stderr."""
+    events, exit_code, signal, stderr_tail = evidence.events, evidence.exit_code, evidence.signal, evidence.stderr_tail
     main_pid = _main_pid(events)
     exception = _own(events, ev.EXCEPTION, main_pid)
     if exception is not None and exit_code != 0:

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from ..probe import events as ev
@@ -151,6 +151,30 @@ class _Waiter(threading.Thread):
         self.done.set()
 
 
+class Limits(NamedTuple):
+    """What one run may use: past it jaxrun stops the process tree (the kernel holds what it can)."""
+
+    timeout: float | None = None  # seconds
+    memory_limit: int | None = None  # bytes of host memory of the tree
+    max_processes: int | None = None
+
+
+class _Request(NamedTuple):
+    """One :func:`launch` call's arguments, as its steps take them."""
+
+    command: list[str]
+    cwd: Path
+    env: dict[str, str]
+    stdout_log: Path
+    stderr_log: Path
+    events_path: Path
+    limits: Limits
+    log_cap: int
+    cpu_affinity: tuple[int, ...] | None
+    stop: threading.Event | None
+    record_memory: bool
+
+
 def launch(
     command: list[str],
     *,
@@ -159,18 +183,17 @@ def launch(
     stdout_log: Path,
     stderr_log: Path,
     events_path: Path,
-    timeout: float | None,
+    limits: Limits,
     log_cap: int,
     cpu_affinity: tuple[int, ...] | None = None,
     stop: threading.Event | None = None,
     record_memory: bool = False,
-    memory_limit: int | None = None,
-    max_processes: int | None = None,
 ) -> LaunchOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
+    memory_limit, max_processes = limits.memory_limit, limits.max_processes
     spare = POOL.take(env) if command[:3] == [sys.executable, "-m", PROBE_MODULE] else None
     if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
         group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
@@ -180,8 +203,9 @@ def launch(
     if group is not None:
         env = {**env, **group.env()}
     try:
-        return _launch(command, cwd, env, stdout_log, stderr_log, events_path, timeout, log_cap,
-                       cpu_affinity, stop, record_memory, memory_limit, max_processes, group, spare)
+        request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
+                           stop, record_memory)
+        return _launch(request, group, spare)
     finally:
         for used in (group, spare.group if spare is not None else None):
             if used is not None:
@@ -220,12 +244,9 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
     return proc, spare.spawned_at
 
 
-def _launch(
-    command: list[str], cwd: Path, env: dict[str, str], stdout_log: Path, stderr_log: Path,
-    events_path: Path, timeout: float | None, log_cap: int, cpu_affinity: tuple[int, ...] | None,
-    stop: threading.Event | None, record_memory: bool, memory_limit: int | None,
-    max_processes: int | None, group: cgroups.ScriptCgroup | None, spare: Spare | None,
-) -> LaunchOutcome:
+def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None) -> LaunchOutcome:
+    command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
+    timeout, memory_limit, max_processes = limits
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     waiter = _Waiter(proc.pid)

@@ -29,10 +29,10 @@ from ..nvml import UtilizationSampler, visible_gpus
 from ..options import RunOptions
 from ..provenance import script_identity
 from ..timestamps import now_iso
-from .classify import Classification, classification, classify
+from .classify import Classification, Evidence, classification, classify
 from .environment import child_env, numerics_of, probe_command
 from .job import Job
-from .launch import Interrupted, LaunchOutcome, cpu_time_of, launch
+from .launch import Interrupted, LaunchOutcome, Limits, cpu_time_of, launch
 from .compiles import recompile_warnings, totals
 from .profiles import performance_metrics, script_profile
 from .outcome import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, phases, read_probe_report
@@ -145,37 +145,18 @@ def launch_attempt(
                 stdout_log=job.stdout_log,
                 stderr_log=job.stderr_log,
                 events_path=events_path,
-                timeout=options.timeout,
+                limits=Limits(options.timeout, options.memory_limit, options.max_processes),
                 log_cap=log_cap_bytes(),
                 cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
                 stop=stop,
                 record_memory=options.enable_profiling,
-                memory_limit=options.memory_limit,
-                max_processes=options.max_processes,
             )
         except Interrupted as stopped:
             outcome = stopped.outcome
         finally:
             if sampler is not None:
                 sampler.stop()
-    failure = classify(
-        events=outcome.events,
-        exit_code=outcome.exit_code,
-        signal=outcome.signal,
-        timed_out=outcome.timed_out,
-        interrupted=outcome.interrupted,
-        timeout=options.timeout,
-        stderr_tail=_stderr_tail(job.stderr_log),
-        memory_limit=options.memory_limit,
-        over_memory_limit=outcome.over_memory_limit,
-        peak_bytes=outcome.sampled_peak_rss_bytes,
-        oom_kills=outcome.oom_kills,
-        cgroup_peak_bytes=outcome.cgroup_peak_bytes,
-        max_processes=options.max_processes,
-        over_process_limit=outcome.over_process_limit,
-        refused_forks=outcome.refused_forks,
-        peak_processes=outcome.peak_processes,
-    )
+    failure = classify(Evidence.of(outcome, options, _stderr_tail(job.stderr_log)))
     environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
                                  variables=len(env))
     return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None,
