@@ -159,10 +159,9 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         exit_code, message = _exit_status(exc.code)
         ended_by = f"sys.exit({exit_code})"
-        if message is not None:
-            print(message, file=sys.stderr)
         exited = events.Exit(type=events.EXIT, pid=os.getpid(), code=exit_code)
         if message is not None:
+            print(message, file=sys.stderr)
             exited["message"] = message
         writer.send(exited)
     except BaseException as exc:  # the script's failure is the result, reported in full

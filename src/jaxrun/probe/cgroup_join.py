@@ -15,23 +15,37 @@ import resource
 from .channel import CGROUPS_ENV
 
 
-def _group_cpu_seconds(folders: list[str]) -> float | None:
-    """CPU seconds the run's cgroup has counted, from the first of ``folders`` that counts them
-    (the files of run/cgroups.py's CPU_USAGE_FILES: v1 ``cpuacct.usage`` in ns, v2 ``cpu.stat``
-    ``usage_usec``; a v1 ``cpu.stat`` has no ``usage_usec``); None where none does."""
-    for folder in folders:
-        try:
-            with open(os.path.join(folder, "cpuacct.usage"), encoding="ascii") as usage:
-                return int(usage.read()) / 1e9
-        except (OSError, ValueError):
-            pass
-        try:
-            with open(os.path.join(folder, "cpu.stat"), encoding="ascii") as stat:
-                for line in stat:
-                    if line.startswith("usage_usec "):
-                        return int(line.split()[1]) / 1e6
-        except (OSError, ValueError, IndexError):
-            pass
+# Where a cgroup counts the CPU time of its processes: controller (``""`` for v2) -> (file, key,
+# seconds per unit). A v1 ``cpu.stat`` has no ``usage_usec``. run/cgroups.py reads the same files.
+CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
+    "cpuacct": ("cpuacct.usage", None, 1e-9),
+    "": ("cpu.stat", "usage_usec", 1e-6),
+}
+
+
+def read_count(path: str, key: str | None = None) -> int | None:
+    """An integer file, or the value of ``key`` in a ``key value`` file; None when absent."""
+    try:
+        with open(path, encoding="ascii") as file:
+            text = file.read()
+    except OSError:
+        return None
+    if key is None:
+        return int(text.strip()) if text.strip().isdigit() else None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def group_cpu_seconds(folder: str) -> float | None:
+    """CPU seconds the cgroup ``folder`` has counted (user+sys of every process while it was in
+    it); None where it keeps no such count."""
+    for name, key, unit in CPU_USAGE_FILES.values():
+        value = read_count(os.path.join(folder, name), key)
+        if value is not None:
+            return value * unit
     return None
 
 
@@ -42,7 +56,7 @@ def _cpu_before_join(folders: list[str]) -> float | None:
     is read first: reading it brings the kernel's count of this running process, the group's
     included, up to date."""
     own = resource.getrusage(resource.RUSAGE_SELF)
-    in_group = _group_cpu_seconds(folders)
+    in_group = next((s for s in map(group_cpu_seconds, folders) if s is not None), None)
     return None if in_group is None else max(0.0, own.ru_utime + own.ru_stime - in_group)
 
 

@@ -11,8 +11,7 @@ probe builds one such program per backend the script used (over all its local de
 it and blocks. XLA compiles it once per JAX build and device set (~40 ms on CPU); jaxrun keeps it
 serialized in its cache folder, and later scripts load it (~5 ms), while the devices keep working:
 device work still running after that is counted up to its end; work that ended meanwhile, up to the
-end of the kept arrays' work. Its compile events are not the
-script's (``jax_hooks.ignore_compiles``).
+end of the kept arrays' work. Its compile events are not the script's (``jax_hooks.ignore_compiles``).
 """
 
 from __future__ import annotations
@@ -146,7 +145,6 @@ def drain(body_end: float) -> tuple[float, float]:
     except Exception:
         # A failed computation is the script's error, reported when it is read, not here; a
         # backend that cannot build the barrier leaves the kept arrays' end as the best known.
-        jax_hooks.ignore_compiles(False)
         return kept_done, kept_done - body_end
     if first - built > _FIRST_RUN + 2 * own:
         ended = first - own  # the devices were still busy with the script's work after the build

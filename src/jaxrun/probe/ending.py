@@ -104,8 +104,7 @@ class Body:
             exit_code=exit_code,
         )
         if self._finish_hooks:  # profiling: the imports are a profile's timeline (the body's part)
-            event["imports"] = [[max(a, self.started), min(b, ended)] for a, b in import_spans
-                                if b > self.started and a < ended]
+            event["imports"] = [[a, b] for a, b in phases.clipped(import_spans, self.started, ended)]
         for hook in self._finish_hooks:
             hook(self.writer)
         self.writer.send(event)

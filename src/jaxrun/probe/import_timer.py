@@ -71,11 +71,6 @@ def stop() -> None:
     builtins.__import__ = _real_import
 
 
-def importing() -> bool:
-    """Whether this thread is inside an import statement right now."""
-    return bool(getattr(_state, "depth", 0))
-
-
 def spans(until: float) -> tuple[float, list[tuple[float, float]], bool]:
     """``(seconds, intervals, open)`` of the union of imports up to ``until``: an import still
     running then (another thread's, when the body ended) counts up to ``until``."""

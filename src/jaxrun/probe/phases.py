@@ -21,7 +21,7 @@ from . import intervals
 Interval = tuple[float, float]
 
 
-def _clipped(spans: Iterable[Interval], start: float, end: float) -> list[Interval]:
+def clipped(spans: Iterable[Interval], start: float, end: float) -> list[Interval]:
     return [(max(a, start), min(b, end)) for a, b in spans if b > start and a < end]
 
 
@@ -40,8 +40,8 @@ def split(
     dropped (``imports_dropped``), ``import_seconds`` is the exact total and only the overlap with
     compilation is computed from the intervals kept."""
     body = max(0.0, end - start)
-    imported = intervals.merged(_clipped(imports, start, end))
-    compiled = intervals.merged(_clipped(compiles, start, end))
+    imported = intervals.merged(clipped(imports, start, end))
+    compiled = intervals.merged(clipped(compiles, start, end))
     notes: list[str] = []
     import_time = intervals.length(imported)
     if imports_dropped and import_seconds is not None:

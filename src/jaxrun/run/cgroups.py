@@ -25,12 +25,12 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import re
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count
 from ..probe.channel import CGROUPS_ENV
 
 _PREFIX = "jaxrun-"
@@ -106,29 +106,10 @@ def _write(path: Path, value: str) -> bool:
         return False
 
 
-def _read_number(path: Path, key: str | None = None) -> int | None:
-    """An integer file, or the value of ``key`` in a ``key value`` file; None when absent."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None
-    if key is None:
-        return int(text.strip()) if text.strip().isdigit() else None
-    match = re.search(rf"^{re.escape(key)} (\d+)$", text, re.MULTILINE)
-    return int(match.group(1)) if match else None
-
-
 def _read_int(path: Path, key: str | None = None) -> int:
-    """:func:`_read_number`, 0 when absent (a counter the kernel has not started is at 0)."""
-    return _read_number(path, key) or 0
-
-
-# Where a group counts the CPU time of its processes: controller -> (file, key, seconds per unit).
-# The probe reads the same files when it joins (probe/cgroup_join.py).
-CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
-    "cpuacct": ("cpuacct.usage", None, 1e-9),
-    "": ("cpu.stat", "usage_usec", 1e-6),
-}
+    """An integer file, or the value of ``key`` in a ``key value`` file; 0 when absent (a counter
+    the kernel has not started is at 0)."""
+    return read_count(str(path), key) or 0
 
 
 def _sweep(parent: Path) -> None:
@@ -218,30 +199,23 @@ class ScriptCgroup:
         folder = self.dirs.get("pids", self.dirs.get(""))
         return _read_int(folder / "pids.events", "max") if folder is not None else 0
 
-    def _cpu_usage(self) -> tuple[Path, str | None, float] | None:
-        """The file (and key, and seconds per unit) where this group counts its CPU time."""
-        for controller, (name, key, unit) in CPU_USAGE_FILES.items():
-            if controller in self.dirs:
-                return self.dirs[controller] / name, key, unit
-        return None
+    def _cpu_controller(self) -> str | None:
+        """The controller whose folder counts this group's CPU time (probe/cgroup_join.py)."""
+        return next((c for c in CPU_USAGE_FILES if c in self.dirs), None)
 
     @property
     def cpu_source(self) -> str | None:
         """The kernel's count that :meth:`cpu_seconds` reads (``"cpuacct.usage"``,
         ``"cpu.stat usage_usec"``); None where the group keeps none."""
-        usage = self._cpu_usage()
-        return None if usage is None else " ".join(str(part) for part in (usage[0].name, usage[1]) if part)
+        controller = self._cpu_controller()
+        return None if controller is None else " ".join(p for p in CPU_USAGE_FILES[controller][:2] if p)
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds (user+sys) of every process while it was in the group, exited ones and
         ones nobody waited for included; None where the group keeps no such count. The kernel
         charges CPU as it is used, so once the group is empty the figure is final."""
-        usage = self._cpu_usage()
-        if usage is None:
-            return None
-        path, key, unit = usage
-        value = _read_number(path, key)
-        return None if value is None else value * unit
+        controller = self._cpu_controller()
+        return None if controller is None else group_cpu_seconds(str(self.dirs[controller]))
 
     def peak_bytes(self) -> int | None:
         """The kernel's peak charge of the group (page cache included), where it keeps one."""

@@ -109,10 +109,6 @@ def _from_exception(exc: dict[str, Any]) -> str:
     names = set(exc.get("exc_mro") or [exc.get("exc_type", "")])
     message = str(exc.get("message", ""))
     tb = str(exc.get("traceback", ""))
-    if names & _RUNTIME_ERRORS:
-        inner = callback_exception(message)
-        if inner is not None:
-            return _from_callback(inner[0])
     if "SyntaxError" in names:
         return "syntax_error"
     # A message about memory is evidence only from the runtime that allocates device memory:
@@ -248,10 +244,11 @@ def _from_process(evidence: Evidence) -> Classification | None:
     if exception is not None and exit_code != 0:
         exc_type = str(exception.get("exc_type"))
         message = f"{exc_type}: {exception.get('message', '')}".rstrip(": ")
-        inner = callback_exception(str(exception.get("message", ""))) if exc_type in _RUNTIME_ERRORS else None
+        runtime = set(exception.get("exc_mro") or [exc_type]) & _RUNTIME_ERRORS
+        inner = callback_exception(str(exception.get("message", ""))) if runtime else None
         if inner is not None:
             return classification(
-                _from_exception(exception), f"{inner[0]}: {inner[1]}".rstrip(": ")
+                _from_callback(inner[0]), f"{inner[0]}: {inner[1]}".rstrip(": ")
                 + f" (raised in a JAX host callback; the computation failed with {exc_type})", inner[0],
             )
         if exc_type == "KeyboardInterrupt" or "KeyboardInterrupt" in (exception.get("exc_mro") or []):
