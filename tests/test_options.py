@@ -105,7 +105,7 @@ def test_debug_infs_reaches_the_child(tmp_path: Path) -> None:
 def test_the_cli_marks_flags_env_and_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI builds one BatchOptions; each value says whether a flag, the environment or the
     default set it. The batch itself is not run: run_batch is replaced by a probe of its options."""
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     import jaxrun.batch.run
     from jaxrun.cli import app

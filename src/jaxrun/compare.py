@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 from pydantic import ValidationError
 
 from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
+from .config import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from .errors import UsageError
+from .options import VerdictOptions, verdict_options
 from .models import BatchResult, BenchmarkResults, ComparisonReport, ScriptBenchmark, ScriptResult
 from .summary import with_unlisted_results
 from .verdicts import judge_script, metrics_for
@@ -158,25 +159,6 @@ def load_samples(path: Source, metric: str = "wall_time") -> dict[Key, list[floa
 
 # --- options ------------------------------------------------------------------------------------
 
-_EFFECT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")
-
-
-def parse_effect(text: str) -> float:
-    """``"5%"``, ``"5 %"`` or ``"0.05"`` → 0.05 (the CLI's ``--min-effect``)."""
-    match = _EFFECT.match(str(text))
-    if not match:
-        raise UsageError(f"invalid minimum effect {text!r}: write a percentage like '5%' or a fraction like '0.05'")
-    value = float(match.group(1))
-    if match.group(2):
-        return value / 100
-    if value >= 1:
-        raise UsageError(
-            f"minimum effect {text!r} is ambiguous: write '{match.group(1)}%' for a percentage "
-            "or a fraction below 1 like '0.05'"
-        )
-    return value
-
-
 # --- comparing ----------------------------------------------------------------------------------
 
 
@@ -198,11 +180,8 @@ def _pair(base: dict[Key, ScriptSamples], new: dict[Key, ScriptSamples]) -> tupl
 def compare_results(
     base: Source,
     new: Source,
-    *,
-    metric: str | None = None,
-    alpha: float = 0.01,
-    min_effect: float = 0.05,
-    allow_mismatch: bool = False,
+    options: VerdictOptions | None = None,
+    **given: Any,
 ) -> ComparisonReport:
     """Compare every script of ``new`` against ``base`` (results folders, their JSON files, or models).
 
@@ -215,8 +194,9 @@ def compare_results(
     debug flags, XLA flags) is listed in ``numerics_mismatch`` and not judged ("not comparable"),
     unless ``allow_mismatch``. Raises :class:`UsageError` for unreadable inputs or bad options.
     """
+    options = verdict_options(options, given)
+    metric, alpha, min_effect, allow_mismatch = options.metric, options.alpha, options.min_effect, options.allow_mismatch
     judged, gate = metrics_for(metric)
-    stats.check_verdict_options(alpha, min_effect)
     left, right = _load(base, judged), _load(new, judged)
     pairs, only_base, only_new = _pair(left.entries, right.entries)
     several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
@@ -228,8 +208,8 @@ def compare_results(
                               alpha=alpha, min_effect=min_effect)
     for base_key, new_key in pairs:
         old, now = left.entries[base_key], right.entries[new_key]
-        row = judge_script(new_key[0], new_key[1], old.samples, now.samples, metric=metric, alpha=alpha,
-                           min_effect=min_effect, repeated=old.benchmarked or now.benchmarked)
+        row = judge_script(new_key[0], new_key[1], old.samples, now.samples, options,
+                           repeated=old.benchmarked or now.benchmarked)
         notes = [row.note] if row.note else []
         if base_key != new_key:
             notes.insert(0, f"requested device {base_key[1]} in base, {new_key[1]} in new")

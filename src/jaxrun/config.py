@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,9 @@ AUTO_PREFERENCE: tuple[str, ...] = ("tpu", "gpu", "cpu")
 JAX_PLATFORMS_VALUE: dict[str, str] = {"cpu": "cpu", "gpu": "cuda,rocm", "tpu": "tpu"}
 
 DEFAULT_TIMEOUT = 300.0
+# How a verdict judges (jaxrun.options.VerdictOptions): significance level, smallest change that counts.
+DEFAULT_ALPHA = 0.01
+DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_RESULTS_DIR = "jaxrun_results"
 # jaxrun's MB, in every figure it reports (memory_peak, ...) and in --memory-limit: 2^20 bytes.
 MB = 2**20
@@ -207,3 +211,22 @@ def available_memory_mb() -> float | None:
     except (OSError, ValueError):
         pass
     return min(limits) / MB if limits else None
+
+
+_EFFECT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")
+
+
+def parse_effect(text: str) -> float:
+    """``"5%"``, ``"5 %"`` or ``"0.05"`` → 0.05 (the CLI's ``--min-effect``)."""
+    match = _EFFECT.match(str(text))
+    if not match:
+        raise UsageError(f"invalid minimum effect {text!r}: write a percentage like '5%' or a fraction like '0.05'")
+    value = float(match.group(1))
+    if match.group(2):
+        return value / 100
+    if value >= 1:
+        raise UsageError(
+            f"minimum effect {text!r} is ambiguous: write '{match.group(1)}%' for a percentage "
+            "or a fraction below 1 like '0.05'"
+        )
+    return value

@@ -27,14 +27,14 @@ import statistics
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from .config import HISTORY_ENV, default_history_path, history_path
 from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, Numerics, RegressionCheck, RunSample
 from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
-from .stats import check_verdict_options
+from .options import VerdictOptions, verdict_options
 from .verdicts import judge_script, metrics_for
 
 __all__ = [
@@ -398,8 +398,7 @@ class HistoryStore:
     # -- regressions --------------------------------------------------------------------------------
 
     def check_regression(
-        self, run_id: int, *, metric: str | None = None, alpha: float = 0.01, min_effect: float = 0.05,
-        window: int = 5, allow_mismatch: bool = False,
+        self, run_id: int, options: VerdictOptions | None = None, *, window: int = 5, **given: Any,
     ) -> RegressionCheck:
         """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
         device used, host and mode, and the same numerics unless ``allow_mismatch``) that have
@@ -407,8 +406,9 @@ class HistoryStore:
         regression is the verdict of the gate (run and compile time, or ``metric``), as in
         :func:`jaxrun.verdicts.judge_script`. Earlier runs left out for their numerics are
         counted in ``other_numerics`` and said in ``note``."""
-        judged, gate = metrics_for(metric)
-        check_verdict_options(alpha, min_effect)
+        options = verdict_options(options, given)
+        allow_mismatch = options.allow_mismatch
+        judged, gate = metrics_for(options.metric)
         run = self.get(run_id)
         mine = None if run.numerics is None else run.numerics.model_dump_json()
         same = "" if allow_mismatch else " AND r.numerics IS ?"
@@ -438,8 +438,7 @@ class HistoryStore:
         base_samples = self._samples(ids)
         base = {m: metric_values(base_samples, m) for m in judged}
         new = {m: metric_values(run.samples, m) for m in judged}
-        comparison = judge_script(run.script_name, run.device_used, base, new, metric=metric, alpha=alpha,
-                                  min_effect=min_effect)
+        comparison = judge_script(run.script_name, run.device_used, base, new, options)
         notes = [f"baseline: {len(base_samples)} samples from runs {ids}"]
         if not any(new.values()):
             notes.append("the newest run has no successful counted sample")
@@ -448,7 +447,8 @@ class HistoryStore:
         check.regression = comparison.verdict == "slower"
         return check
 
-    def check_latest(self, script: str | os.PathLike[str] | None = None, **options: object) -> list[RegressionCheck]:
+    def check_latest(self, script: str | os.PathLike[str] | None = None, options: VerdictOptions | None = None,
+                     **given: Any) -> list[RegressionCheck]:
         """:meth:`check_regression` of the newest run of every (script, device, host) group."""
         where, params = "", []
         if script is not None:
@@ -460,7 +460,8 @@ class HistoryStore:
             f"SELECT MAX(id) FROM runs {where} GROUP BY script_path, device_used, host, mode ORDER BY script_path, MAX(id)",
             params,
         ).fetchall()]
-        return [self.check_regression(run_id, **options) for run_id in ids]  # type: ignore[arg-type]
+        options = verdict_options(options, given)
+        return [self.check_regression(run_id, options) for run_id in ids]
 
 
 def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: Sequence[Path]) -> dict[str, float]:

@@ -2,8 +2,10 @@
 to the runner, the Ray worker and, as environment and probe flags, to the child);
 :class:`BatchOptions` shapes a batch (what to run, where, how many at once, where results go).
 
-Both are immutable, picklable pydantic models. Every option has one name from the CLI flag to
-the child, and each value remembers where it came from (``source_of``): its default, the CLI, the
+Both are immutable, picklable pydantic models. Each option is declared once, on its field
+(:func:`jaxrun.option_spec.option`: default, help, flag); the CLI's flags, the API's keywords,
+the MCP tools' schemas and the config-file keys are made from it. Every option has one name from
+the CLI flag to the child, and each value remembers where it came from (``source_of``): its default, the CLI, the
 Python API (the config file and environment join later). Bad values raise :class:`UsageError`
 with a message that names the option and says what is valid. docs/ARCHITECTURE.md says how to
 add an option.
@@ -11,6 +13,7 @@ add an option.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
@@ -18,9 +21,13 @@ from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .config import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
     DEFAULT_RESULTS_DIR,
+    DEFAULT_TIMEOUT,
     compile_cache_dir,
     history_path,
+    parse_effect,
     parse_size,
     validate_device,
     validate_memory_limit,
@@ -32,6 +39,7 @@ from .config import (
 from .cache import DEFAULT_COMPILE_CACHE_MAX_SIZE
 from .errors import UsageError
 from .executors import BACKENDS
+from .option_spec import Flag, option
 from .seed_names import resolve_option_aliases
 
 # Where a value came from, lowest precedence first: see jaxrun.settings for the layering.
@@ -149,38 +157,57 @@ def _usage_error(exc: ValidationError) -> UsageError:
 class RunOptions(_Options):
     """What shapes one script's run. Passed whole from the batch to the runner and the Ray worker."""
 
-    device: str = "auto"
-    timeout: Optional[float] = 300.0
-    retries: int = 0
-    fallback: bool = True
-    debug_nans: bool = False
-    debug_infs: bool = False
-    env: Optional[dict[str, str]] = None
-    args: Optional[Tuple[str, ...]] = None
-    entry: Optional[str] = None
-    warm_calls: int = DEFAULT_WARM_CALLS
-    benchmark_runs: int = 0
-    warmup_runs: int = 0
-    host_devices: Optional[int] = None
+    # The batch's --device gives each job its device (BatchOptions.device): no flag of its own.
+    device: str = option("auto", "auto, cpu, gpu or tpu.", flag=None)
+    timeout: Optional[float] = option(DEFAULT_TIMEOUT, "Seconds per script before it is stopped.", Flag(metavar="SECONDS"))
+    retries: int = option(0, "Retries of transient failures (missing device, accelerator OOM).", Flag(metavar="N"))
+    fallback: bool = option(True, "Re-run a script that failed on an accelerator on CPU.",
+                            Flag(names=("--no-fallback",), sets=False, help="Do not re-run failed accelerator scripts on CPU."))
+    debug_nans: bool = option(False, "Run with jax_debug_nans: a NaN is an error.")
+    debug_infs: bool = option(False, "Run with jax_debug_infs: an Inf is an error.")
+    env: Optional[dict[str, str]] = option(None, "Variables set in each script's environment.",
+                                           Flag(metavar="KEY=VALUE", help="KEY=VALUE set in each script's environment (repeatable)."))
+    # The script's sys.argv[1:]: on the command line, what follows `--`.
+    args: Optional[Tuple[str, ...]] = option(None, "The script's command-line arguments (sys.argv[1:]).", flag=None)
+    entry: Optional[str] = option(None, "Warm mode: the function called repeatedly in one process (like 'main').",
+                                  Flag(names=("--warm",), sets="main", help="Call the script's main() repeatedly in one process."))
+    warm_calls: int = option(DEFAULT_WARM_CALLS, "Calls of the entry function per process in warm mode.", Flag(metavar="N"))
+    benchmark_runs: int = option(0, "Counted process runs per script (0: run once).", Flag(metavar="N"))
+    warmup_runs: int = option(0, "Uncounted process runs before the counted ones.", Flag(metavar="N"))
+    host_devices: Optional[int] = option(None, "Simulated CPU devices per script (for sharding code).", Flag(metavar="N"))
     # The persistent compilation cache folder, resolved; None: no cache. Given as None/True (the
     # default folder), False (none) or a path.
-    compile_cache: Optional[Path] = None
-    cold_cache: bool = False
+    compile_cache: Optional[Path] = option(
+        None, "Persistent compilation cache folder (false: none).",
+        Flag(metavar="PATH", off="--no-compile-cache", off_help="Run without JAX's persistent compilation cache."),
+        show_default="jaxrun's cache")
+    cold_cache: bool = option(False, "Each run (each benchmark run too) starts with an empty compilation cache.")
     # JAX's bound on the persistent compilation cache, in bytes: past it the least recently used
     # executables are deleted (jaxrun/cache.py). None: no bound. Given as a size ("4GB").
-    compile_cache_max_size: Optional[int] = DEFAULT_COMPILE_CACHE_MAX_SIZE
-    enable_profiling: bool = False
-    verbose: bool = False
-    log_compiles: bool = False  # JAX logs every compilation (jax_log_compiles) to the script's stderr
-    memory_limit: Optional[int] = None  # bytes of host memory the script's tree may use
-    max_processes: Optional[int] = None  # processes the script's tree may hold at once
+    compile_cache_max_size: Optional[int] = option(
+        DEFAULT_COMPILE_CACHE_MAX_SIZE, "Bound of the compilation cache (none: unbounded); JAX deletes the least "
+        "recently used executables past it.", Flag(metavar="SIZE", text=True), show_default="4GB")
+    enable_profiling: bool = option(False, "Profile each script: jax.profiler trace, memory and timing profiles "
+                                    "in jax_profiling/.", Flag(names=("--profile",)))
+    verbose: bool = option(False, "Log each attempt.", Flag(names=("--verbose", "-v")))
+    log_compiles: bool = option(False, "JAX logs every compilation (jax_log_compiles) to the script's stderr log.")
+    memory_limit: Optional[int] = option(
+        None, "Host memory per script, e.g. 4GB or 512MB (MB = 2^20 bytes, as memory_peak): over it the script is "
+        "stopped (out_of_memory).", Flag(metavar="SIZE", text=True))
+    max_processes: Optional[int] = option(
+        None, "Processes each script's tree may hold at once (fork bombs): over it the script is stopped.", Flag(metavar="N"))
     # Numerics (recorded in each result: runs with other numerics are not compared silently).
-    x64: bool = False  # jax_enable_x64
-    matmul_precision: Optional[str] = None  # jax_default_matmul_precision; None: JAX's default
-    disable_jit: bool = False  # jax_disable_jit: run op by op, to debug a failing script
-    xla_flags: Optional[str] = None  # added to XLA_FLAGS after the user's own
-    isolate_env: bool = False  # the script gets a minimal environment (run/environment.py says which)
-    xfail: Optional[str] = None  # expected to fail, and why: its failure does not fail the batch
+    x64: bool = option(False, "Run with jax_enable_x64 (64-bit floats and ints).")
+    matmul_precision: Optional[str] = option(
+        None, "jax_default_matmul_precision: default, high, highest, bfloat16, tensorfloat32, float32, or a dot "
+        "algorithm like BF16_BF16_F32 (none: JAX's default).", Flag(metavar="PRECISION"))
+    disable_jit: bool = option(False, "Run with jax_disable_jit (op by op), to debug a failing script.")
+    xla_flags: Optional[str] = option(None, "XLA flags added to XLA_FLAGS (a flag set both ways takes this value).",
+                                      Flag(metavar="FLAGS"))
+    isolate_env: bool = option(False, "Scripts get a minimal environment (PATH, HOME, locale, JAX_*, XLA_*, CUDA_*...) "
+                               "instead of all of yours (run/environment.py says which).")
+    xfail: Optional[str] = option(None, "Expected to fail, and why: the script's failure does not fail the batch "
+                                  "(a per-script setting).", flag=None)
 
     @field_validator("matmul_precision", mode="before")
     @classmethod
@@ -300,29 +327,43 @@ class BatchOptions(_Options):
     """What shapes a batch: which scripts, on which devices, how many at once, where results go.
     ``run`` holds the options of each script's run."""
 
-    paths: Tuple[Path, ...]
-    recursive: bool = True
-    include: Optional[Tuple[str, ...]] = None
-    exclude: Optional[Tuple[str, ...]] = None
-    device: Tuple[str, ...] = ("auto",)
-    jobs: int = 1
-    gpus_per_job: int = 1
-    jobs_per_gpu: int = 1
-    backend: str = "local"
-    ray_address: Optional[str] = None
-    results_dir: Path = Path(DEFAULT_RESULTS_DIR)
+    paths: Tuple[Path, ...] = option(..., "Folders of JAX scripts, or .py files.", flag=None)
+    recursive: bool = option(True, "Search sub-folders.")
+    include: Optional[Tuple[str, ...]] = option(None, "Only scripts matching these globs.",
+                                                Flag(metavar="GLOB", help="Only scripts matching this glob (repeatable)."))
+    exclude: Optional[Tuple[str, ...]] = option(None, "Skip scripts matching these globs.",
+                                                Flag(metavar="GLOB", help="Skip scripts matching this glob (repeatable)."))
+    device: Tuple[str, ...] = option(("auto",), "auto, cpu, gpu or tpu; a list (cpu,gpu) runs each script on each.",
+                                     Flag(names=("--device", "-d"), metavar="DEVICE", text=True), show_default="auto")
+    jobs: int = option(1, "Scripts run at once (each CPU job gets its share of the cores).", Flag(names=("--jobs", "-j"), metavar="N"))
+    gpus_per_job: int = option(1, "GPUs given to each job.", Flag(metavar="N"))
+    jobs_per_gpu: int = option(1, "Jobs sharing one GPU (each gets a memory fraction).", Flag(metavar="N"))
+    backend: str = option("local", "Where scripts run: local, or ray (each script a Ray task).", Flag(choices=BACKENDS))
+    ray_address: Optional[str] = option(None, "Address of an existing Ray cluster.", Flag(metavar="ADDRESS"))
+    results_dir: Path = option(Path(DEFAULT_RESULTS_DIR), "Where result files are written.", Flag(metavar="DIR"),
+                               show_default=DEFAULT_RESULTS_DIR)
     # The history database, resolved; None: keep no history. Given as None/True (the default
     # database), False (none) or a path.
-    history: Optional[Path] = None
-    markdown: Optional[Path] = None
-    export_json: Optional[Path] = None  # run summary with every raw sample (hyperfine's names)
-    export_csv: Optional[Path] = None  # one row per script
-    junit_xml: Optional[Path] = None  # the batch as JUnit XML (sinks/junit.py)
-    resume: bool = False  # continue the batch in results_dir: keep what finished there
-    strict_xfail: bool = False  # a script expected to fail that passes fails the batch
-    allow_mismatch: bool = False  # judge regressions against history runs with other numerics
-    rules: Tuple[ScriptRule, ...] = ()  # per-script and per-device settings of the config file
-    config_file: Optional[Path] = None  # the config file these options were read from
+    history: Optional[Path] = option(
+        None, "History database of benchmarks (false: none).",
+        Flag(metavar="PATH", off="--no-history", off_help="Do not store benchmarks in the history."),
+        show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite")
+    markdown: Optional[Path] = option(
+        None, "Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set).",
+        Flag(names=("--markdown", "--export-markdown"), metavar="FILE"))
+    export_json: Optional[Path] = option(
+        None, "Also write each script's figures with every raw sample as JSON (hyperfine's names: mean, median, "
+        "times...).", Flag(metavar="FILE"))
+    export_csv: Optional[Path] = option(None, "Also write one CSV row per script.", Flag(metavar="FILE"))
+    junit_xml: Optional[Path] = option(
+        None, "Also write the batch as JUnit XML (pytest's format: a testcase per script), for CI test reports.",
+        Flag(metavar="FILE"))
+    resume: bool = option(False, "Continue the batch in the results folder: keep the scripts that finished there "
+                          "(same content and options), run the rest.")
+    strict_xfail: bool = option(False, "A script marked xfail that passes fails the batch.")
+    allow_mismatch: bool = option(False, "Check regressions against history runs with other numerics too.")
+    rules: Tuple[ScriptRule, ...] = option((), "Per-script and per-device settings of the config file.", flag=None)
+    config_file: Optional[Path] = option(None, "The config file these options were read from.", flag=None)
     run: RunOptions = Field(default_factory=RunOptions)
 
     @classmethod
@@ -426,6 +467,53 @@ class BatchOptions(_Options):
         """The run options of ``job`` (a :class:`~jaxrun.run.job.Job`): its own, when per-script
         settings gave it some, else the batch's for its device."""
         return job.run_options if job.run_options is not None else self.run_for(job.device)
+
+
+METRIC_HELP = ("The one metric that decides a regression: wall_time, body_time, import_time, compile_time, "
+               "run_time or memory_peak (default: run_time and compile_time, the code's own phases; every phase "
+               "is judged).")
+
+
+class VerdictOptions(_Options):
+    """How NEW is judged against BASE, phase by phase (jaxrun.verdicts): by ``jaxrun compare``,
+    ``jaxrun history``, the pytest plugin and :func:`jaxrun.compare_results`."""
+
+    metric: Optional[str] = option(None, METRIC_HELP, Flag(metavar="METRIC"))
+    alpha: float = option(DEFAULT_ALPHA, "Significance level of the Mann-Whitney U test.", Flag(metavar="P"))
+    # A fraction; given as one ("0.05") or a percentage ("5%").
+    min_effect: float = option(DEFAULT_MIN_EFFECT, "Smallest change that counts, e.g. 5% or 0.05.", Flag(metavar="EFFECT", text=True),
+                               show_default="5%")
+    allow_mismatch: bool = option(False, "Judge runs with other numerics (x64, matmul precision, debug or XLA "
+                                  "flags) against each other too.")
+
+    @field_validator("metric", mode="before")
+    @classmethod
+    def _metric(cls, value: Any) -> str | None:
+        from .benchmark import resolve_metric  # statistics: only when a metric is named
+
+        return None if value is None else resolve_metric(value)
+
+    @field_validator("min_effect", mode="before")
+    @classmethod
+    def _min_effect(cls, value: Any) -> float:
+        return parse_effect(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _valid(self) -> "VerdictOptions":
+        alpha, effect = self.alpha, self.min_effect
+        if not 0 < alpha < 1:
+            raise UsageError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}; 0.01 is usual")
+        if not (math.isfinite(effect) and effect >= 0):
+            raise UsageError(f"minimum effect must be a fraction >= 0, got {effect!r}; 0.05 means 5%")
+        return self
+
+
+def verdict_options(options: "VerdictOptions | None", given: Mapping[str, Any]) -> VerdictOptions:
+    """``options``, or the keywords ``given`` (metric, alpha, min_effect, allow_mismatch) validated
+    into them: what an API function that judges takes."""
+    if options is not None and given:
+        raise UsageError(f"pass either options or {', '.join(given)}, not both")
+    return options if options is not None else VerdictOptions.build("api", **given)
 
 
 def parse_devices(device: str | Iterable[str]) -> tuple[str, ...]:

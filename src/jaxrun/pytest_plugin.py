@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 import pytest
 
+from .config import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from .errors import UsageError
 from .timestamps import now_iso
 
 PROPERTY = "jax_benchmark"
@@ -39,10 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Write every jax_benchmark measurement (raw samples included) to PATH as JSON.")
     group.addoption("--jax-benchmark-compare", metavar="BASELINE_JSON", default=None,
                     help="Compare each benchmark with the same test in a file written by --jax-benchmark-json.")
-    group.addoption("--jax-benchmark-min-effect", type=float, default=0.05, metavar="FRACTION",
-                    help="Smallest change in the median counted as slower/faster (default 0.05 = 5%%).")
-    group.addoption("--jax-benchmark-alpha", type=float, default=0.01, metavar="P",
-                    help="Significance level of the Mann-Whitney U test (default 0.01).")
+    # Validated as jaxrun.options.VerdictOptions, whose defaults these are (imported only when used:
+    # pydantic would add to every pytest start-up).
+    group.addoption("--jax-benchmark-min-effect", type=float, default=DEFAULT_MIN_EFFECT, metavar="FRACTION",
+                    help=f"Smallest change in the median counted as slower/faster (default {DEFAULT_MIN_EFFECT}).")
+    group.addoption("--jax-benchmark-alpha", type=float, default=DEFAULT_ALPHA, metavar="P",
+                    help=f"Significance level of the Mann-Whitney U test (default {DEFAULT_ALPHA}).")
     group.addoption("--jax-benchmark-fail-on-regression", action="store_true", default=False,
                     help="Exit with status 1 when a benchmark is significantly slower than the baseline.")
     group.addoption("--jax-benchmark-min-time", type=float, default=None, metavar="SECONDS",
@@ -54,12 +58,20 @@ def pytest_configure(config: pytest.Config) -> None:
     baseline = config.getoption("--jax-benchmark-compare")
     if baseline and not Path(baseline).is_file():
         raise pytest.UsageError(f"--jax-benchmark-compare: baseline file {baseline!r} does not exist")
-    alpha = config.getoption("--jax-benchmark-alpha")
-    if not 0 < alpha < 1:
-        raise pytest.UsageError(f"--jax-benchmark-alpha must be between 0 and 1, got {alpha}")
-    if config.getoption("--jax-benchmark-min-effect") < 0:
-        raise pytest.UsageError("--jax-benchmark-min-effect must be >= 0")
+    try:
+        if (config.getoption("--jax-benchmark-alpha"), config.getoption("--jax-benchmark-min-effect")) != (
+                DEFAULT_ALPHA, DEFAULT_MIN_EFFECT):
+            _verdict_options(config)
+    except UsageError as exc:
+        raise pytest.UsageError(f"--jax-benchmark-alpha / --jax-benchmark-min-effect: {exc}") from None
     config.pluginmanager.register(_Session(config), _PLUGIN_NAME)
+
+
+def _verdict_options(config: pytest.Config) -> Any:
+    from .options import VerdictOptions
+
+    return VerdictOptions.build("cli", alpha=config.getoption("--jax-benchmark-alpha"),
+                                min_effect=config.getoption("--jax-benchmark-min-effect"))
 
 
 class _Session:
@@ -168,8 +180,7 @@ def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> l
         base = PytestBenchmarks.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
         raise ValueError(f"baseline {path} is not a --jax-benchmark-json file: {exc}") from exc
-    alpha = config.getoption("--jax-benchmark-alpha")
-    min_effect = config.getoption("--jax-benchmark-min-effect")
+    options = _verdict_options(config)
     out = []
     for key, new in benchmarks.items():
         old = base.benchmarks.get(key)
@@ -178,7 +189,7 @@ def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> l
             out.append(ScriptComparison(script_name=key, device=new.device, verdict="not comparable",
                                         gate=list(DEFAULT_GATE), note=note))
             continue
-        out.append(judge_script(key, new.device, _phases(old), _phases(new), alpha=alpha, min_effect=min_effect))
+        out.append(judge_script(key, new.device, _phases(old), _phases(new), options))
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .config import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from .errors import UsageError
 from .models import Statistics
 
@@ -202,20 +203,12 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     return float(math.exp(sum(math.log(v) for v in positive) / len(positive)))
 
 
-def check_verdict_options(alpha: float, min_effect: float) -> None:
-    """The significance level and minimum effect of a verdict, or a UsageError that says what is valid."""
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise UsageError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}; 0.01 is usual")
-    if not (isinstance(min_effect, (int, float)) and math.isfinite(min_effect) and min_effect >= 0):
-        raise UsageError(f"minimum effect must be a fraction >= 0, got {min_effect!r}; 0.05 means 5%")
-
-
 def verdict(
     base: Sequence[float],
     new: Sequence[float],
     *,
-    alpha: float = 0.01,
-    min_effect: float = 0.05,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     seed: int = 0,
 ) -> tuple[str, float | None, float | None, float | None, float | None]:
     """Judge ``new`` against ``base`` (lower is better, as for times).

@@ -19,6 +19,7 @@ import numpy as np
 from . import stats
 from .benchmark import resolve_metric
 from .models import PhaseComparison, ScriptComparison
+from .options import VerdictOptions
 
 PHASES: tuple[str, ...] = ("wall_time", "import_time", "compile_time", "run_time", "memory_peak")
 DEFAULT_GATE: tuple[str, ...] = ("run_time", "compile_time")
@@ -91,13 +92,15 @@ def _gate_verdict(phases: Sequence[PhaseComparison]) -> str:
 
 def judge_script(
     name: str, device: str | None, base: Mapping[str, Sequence[float]], new: Mapping[str, Sequence[float]],
-    *, metric: str | None = None, alpha: float = 0.01, min_effect: float = 0.05, repeated: bool = True,
+    options: VerdictOptions | None = None, *, repeated: bool = True,
 ) -> ScriptComparison:
     """Judge every phase of one script (``base`` / ``new``: samples per metric name) and gate them.
 
-    ``metric`` None gates on run and compile time (those measured on both sides; wall time when
-    neither is); a named metric is the whole gate. Metrics absent from both mappings are skipped.
+    ``options.metric`` None gates on run and compile time (those measured on both sides; wall time
+    when neither is); a named metric is the whole gate. Metrics absent from both mappings are skipped.
     """
+    options = options if options is not None else VerdictOptions()
+    metric, alpha, min_effect = options.metric, options.alpha, options.min_effect
     judged, gate = metrics_for(metric)
     phases = {
         m: judge_phase(m, base.get(m, ()), new.get(m, ()), alpha=alpha, min_effect=min_effect, repeated=repeated)

@@ -1,15 +1,15 @@
-"""The ``jaxrun`` command (typer + rich). Only the CLI prints and chooses exit codes.
+"""The ``jaxrun`` command (click + rich). Only the CLI prints and chooses exit codes.
 
 Exit codes: 0 all scripts succeeded, 1 a script failed, 2 bad usage or input, 130 interrupted.
 Each command lives in its own module and imports what it needs when it runs, so ``jaxrun --help``
-stays fast.
+stays fast; `jaxrun run`'s flags are made from the options' declarations (cli/flags.py).
 """
 
 from __future__ import annotations
 
 import sys
 
-import typer
+import click
 
 from ..run.spare import POOL
 
@@ -18,21 +18,19 @@ from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
 
-app = typer.Typer(
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
+
+app = click.Group(
     name="jaxrun",
     help="Run a folder of JAX programs on the best device and record what happened.",
-    add_completion=False,
     no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    # Plain click help: rendering it with rich would import rich (~40 ms) for every --help.
-    rich_markup_mode=None,
+    context_settings=_CONTEXT,
 )
 # The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
-for command in (run.run, info.devices, info.check, info.schema, analysis.compare, analysis.history,
-                analysis.report, info.mcp):
-    app.command()(command)
-app.command(context_settings=config.CONTEXT)(config.config)
-app.add_typer(cache.app, name="cache")
+app.add_command(run.command())
+for command in (info.devices, info.check, info.schema, analysis.compare, analysis.history, analysis.report,
+                info.mcp, config.config, cache.app):
+    app.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         at = args.index("--")
         args, script_args = args[:at], args[at + 1:]
     try:
-        app(args=args, prog_name="jaxrun", standalone_mode=True, obj={"script_args": script_args})
+        app.main(args=args, prog_name="jaxrun", standalone_mode=True, obj={"script_args": script_args})
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     finally:

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import typer
+import click
 
 from .console import out
 
-app = typer.Typer(help="The persistent compilation cache scripts run with: what it holds, and emptying it.",
-                  no_args_is_help=True, rich_markup_mode=None)
+app = click.Group("cache", help="The persistent compilation cache scripts run with: what it holds, and emptying it.",
+                  no_args_is_help=True)
 
 _FOLDER_HELP = "The compilation cache folder (default: jaxrun's, as jaxrun run uses it)."
 
@@ -24,10 +24,9 @@ def _size(count: int) -> str:
 
 
 @app.command()
-def info(
-    compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help=_FOLDER_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
-) -> None:
+@click.option("--compile-cache", type=click.Path(path_type=Path), metavar="PATH", help=_FOLDER_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def info(compile_cache: Optional[Path], as_json: bool) -> None:
     """Where the compilation cache is, how many executables it holds and its size against its bound."""
     from ..cache import DEFAULT_COMPILE_CACHE_MAX_SIZE, cache_info
 
@@ -44,10 +43,9 @@ def info(
 
 
 @app.command()
-def clear(
-    compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help=_FOLDER_HELP),
-    everything: bool = typer.Option(False, "--all", help="All of jaxrun's cache folder: the device facts and measured peaks too."),
-) -> None:
+@click.option("--compile-cache", type=click.Path(path_type=Path), metavar="PATH", help=_FOLDER_HELP)
+@click.option("--all", "everything", is_flag=True, help="All of jaxrun's cache folder: the device facts and measured peaks too.")
+def clear(compile_cache: Optional[Path], everything: bool) -> None:
     """Delete the compiled executables (the next runs compile again and refill it)."""
     from ..cache import clear_cache
 

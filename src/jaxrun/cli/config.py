@@ -8,19 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import typer
+import click
 
 from ..errors import JAXExecutionError
 from .console import fail_usage, out
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["-h", "--help"]}
 
-# click's usage errors as typer raises them: typer >= 0.29 carries its own copy of click, whose
-# classes are not the installed click's (catching click.MissingParameter caught nothing there).
-_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-
-
-def config(ctx: typer.Context) -> None:
+@click.command(context_settings=CONTEXT)
+@click.pass_context
+def config(ctx: click.Context) -> None:
     """Show the effective settings of `jaxrun run` and where each value came from.
 
     Takes what `jaxrun run` takes (PATH defaults to .; --json prints JSON). Precedence: command
@@ -33,8 +30,8 @@ def config(ctx: typer.Context) -> None:
     args = list(ctx.args)
     try:
         run_ctx = run_command.make_context("run", list(args), parent=ctx.parent, obj=ctx.obj)  # click consumes it
-    except _USAGE_ERROR as exc:
-        if type(exc).__name__ != "MissingParameter":
+    except click.UsageError as exc:
+        if not isinstance(exc, click.MissingParameter):
             raise fail_usage(exc.format_message()) from None
         run_ctx = run_command.make_context("run", [".", *args], parent=ctx.parent, obj=ctx.obj)
     with run_ctx:

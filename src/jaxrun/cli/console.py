@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,7 +47,7 @@ out: Any = _LazyConsole(stderr=False)
 err: Any = _LazyConsole(stderr=True)
 
 
-def fail_usage(message: str) -> typer.Exit:
+def fail_usage(message: str) -> click.exceptions.Exit:
     """Print one line on stderr and return the exit (status 2) to raise."""
     err.print(f"jaxrun: error: {message}", markup=False, soft_wrap=True)
-    return typer.Exit(EXIT_USAGE)
+    return click.exceptions.Exit(EXIT_USAGE)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-import typer
+import click
 
 from .. import __version__
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
 
 
-def devices(
-    as_json: bool = typer.Option(False, "--json", help="Print the device facts as JSON."),
-    refresh: bool = typer.Option(False, "--refresh", help="Probe again instead of using the cache."),
-) -> None:
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the device facts as JSON.")
+@click.option("--refresh", is_flag=True, help="Probe again instead of using the cache.")
+def devices(as_json: bool, refresh: bool) -> None:
     """Show the JAX platforms and devices of this machine (read in a child process)."""
     from rich.table import Table
     from rich.text import Text
@@ -28,13 +28,13 @@ def devices(
         info = get_jax_device_info(refresh=refresh)
     except JAXExecutionError as exc:
         err.print(f"jaxrun: {exc}", markup=False)
-        raise typer.Exit(EXIT_FAILED) from None
+        raise click.exceptions.Exit(EXIT_FAILED) from None
     if as_json:
         sys.stdout.write(info.model_dump_json(indent=2) + "\n")
         return
     if not info.jax_available:
         out.print(f"JAX is not usable: {info.error}", markup=False)
-        raise typer.Exit(EXIT_FAILED)
+        raise click.exceptions.Exit(EXIT_FAILED)
     out.print(f"jax {info.jax_version}, jaxlib {info.jaxlib_version}, default backend {info.default_backend}")
     table = Table()
     for column in ("platform", "available", "backend", "devices", "details"):
@@ -55,6 +55,7 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+@click.command()
 def check() -> None:
     """Check the installation: JAX, its devices, JAX libraries and NVML."""
     from rich.table import Table
@@ -67,7 +68,7 @@ def check() -> None:
         info = get_jax_device_info(refresh=True)
     except JAXExecutionError as exc:
         err.print(f"jaxrun: {exc}", markup=False)
-        raise typer.Exit(EXIT_FAILED) from None
+        raise click.exceptions.Exit(EXIT_FAILED) from None
     table = Table(title=f"jaxrun {__version__} check", title_justify="left")
     table.add_column("item")
     table.add_column("status")
@@ -86,11 +87,15 @@ def check() -> None:
     nvml = nvml_status()
     row("NVML", f"usable, driver {nvml.driver_version}, {nvml.gpu_count} GPU(s)" if nvml.usable else f"not usable: {nvml.error}")
     out.print(table, markup=False)
-    raise typer.Exit(EXIT_OK if info.jax_available else EXIT_FAILED)
+    raise click.exceptions.Exit(EXIT_OK if info.jax_available else EXIT_FAILED)
 
 
-def schema(model: Optional[str] = typer.Argument(None, help="One of the result files; all when omitted.")) -> None:
-    """Print the JSON Schema of jaxrun's result files."""
+@click.command()
+@click.argument("model", required=False)
+def schema(model: Optional[str]) -> None:
+    """Print the JSON Schema of jaxrun's result files.
+
+    MODEL: one of the result files; all when omitted."""
     from ..resultfiles import SCHEMAS, json_schema
 
     if model is None:
@@ -102,9 +107,10 @@ def schema(model: Optional[str] = typer.Argument(None, help="One of the result f
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
 
 
-def mcp(
-    root: Optional[List[Path]] = typer.Option(None, "--root", help="A folder clients may name (repeatable); default: the working folder."),
-) -> None:
+@click.command()
+@click.option("--root", type=click.Path(path_type=Path), multiple=True, metavar="DIR",
+              help="A folder clients may name (repeatable); default: the working folder.")
+def mcp(root: tuple[Path, ...]) -> None:
     """Serve jaxrun's MCP tools over stdio (execute.run_jax_scripts, execute.check_jax_availability,
     execute.monitor_jax_performance, execute.benchmark_jax_script)."""
     try:

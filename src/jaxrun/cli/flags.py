@@ -1,0 +1,144 @@
+"""`jaxrun run`'s flags, made from the options' own declarations (jaxrun/option_spec.py): each
+field with a :class:`~jaxrun.option_spec.Flag` becomes one click parameter (two with an ``off``
+switch), with the field's help and default. :func:`given_options` turns what the command line
+gave back into option values, each with the flag that gave it; flags left out give nothing, so a
+config file or ``JAXRUN_*`` value under them is not hidden by a default."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import click
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..option_spec import Flag
+
+Models = tuple["type[BaseModel]", ...]
+
+# The switch that turns an option off wins over the flag that sets it (--no-history --history X).
+_OFF = "__off"
+
+
+def run_models() -> Models:
+    """`jaxrun run`'s options: the batch's, then each run's."""
+    from ..options import BatchOptions, RunOptions
+
+    return BatchOptions, RunOptions
+
+
+def verdict_models() -> Models:
+    """The options of a command that judges (compare, history)."""
+    from ..options import VerdictOptions
+
+    return (VerdictOptions,)
+
+
+class OptionsCommand(click.Command):
+    """A command whose option flags are made from option models (``models``, a function: the
+    models are imported only when the command is used, so `jaxrun --help` does not import
+    pydantic). Its own arguments come first, its own options after the generated ones."""
+
+    def __init__(self, *args: Any, models: Callable[[], Models], **kwargs: Any) -> None:
+        self._models = models
+        self._made: list[click.Parameter] | None = None
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def params(self) -> list[click.Parameter]:
+        if self._made is None:
+            arguments = [p for p in self._own if isinstance(p, click.Argument)]
+            options = [p for p in self._own if not isinstance(p, click.Argument)]
+            self._made = [*arguments, *option_params(self._models()), *options]
+        return self._made
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._own, self._made = list(value), None
+
+
+def _fields(models: Models) -> Iterator[tuple[str, Any, "Flag"]]:
+    """(name, field, flag) of every option of ``models`` on the command line, the first model's
+    first where two declare one name (``device``)."""
+    from ..option_spec import flag_of
+
+    seen: set[str] = set()
+    for model in models:
+        for name, field in model.model_fields.items():
+            flag = flag_of(field)
+            if flag is not None and name not in seen:
+                seen.add(name)
+                yield name, field, flag
+
+
+def _value_type(annotation: Any) -> tuple[Any, bool]:
+    """The click type of one value, and whether the flag may be repeated (lists, mappings)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union and len(args) == 1:
+        return _value_type(args[0])
+    if origin in (tuple, list, dict):
+        return click.STRING, True
+    return {int: click.INT, float: click.FLOAT, Path: click.Path(path_type=Path)}.get(annotation, click.STRING), False
+
+
+def _help(text: str, default: str | None) -> str:
+    return f"{text}  [default: {default}]" if default else text
+
+
+def option_params(models: Models) -> list[click.Parameter]:
+    """The click parameters of every option of ``models`` with a flag, in declaration order."""
+    from ..option_spec import shown_default
+
+    params: list[click.Parameter] = []
+    for name, field, flag in _fields(models):
+        names = list(flag.names or ("--" + name.replace("_", "-"),))
+        text = flag.help or field.description or ""
+        if field.annotation is bool and flag.sets is None and not flag.off:
+            if field.default is True:  # on by default: --name / --no-name
+                names = [f"{names[0]}/--no-{names[0].removeprefix('--')}", *names[1:]]
+                params.append(click.Option([*names, name], default=None, help=_help(text, name.replace("_", "-"))))
+            else:
+                params.append(click.Option([*names, name], is_flag=True, default=None, help=text))
+            continue
+        if flag.sets is not None:  # a switch setting one value (--warm, --no-fallback)
+            params.append(click.Option([*names, name], is_flag=True, flag_value=flag.sets, default=None, help=text))
+            continue
+        kind, repeatable = _value_type(field.annotation)
+        if flag.text:
+            kind, repeatable = click.STRING, False
+        # The choices are shown, and checked by the option's validator: one line that lists them.
+        metavar = f"[{'|'.join(flag.choices)}]" if flag.choices else flag.metavar
+        params.append(click.Option([*names, name], type=kind, multiple=repeatable, default=None,
+                                   metavar=metavar, help=_help(text, shown_default(field))))
+        if flag.off:
+            params.append(click.Option([flag.off, name + _OFF], is_flag=True, default=None, help=flag.off_help))
+    return params
+
+
+def given_options(ctx: click.Context, models: Models) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options of ``models`` the command line gave (by option name), and the flag that gave each."""
+    def given(param: str) -> bool:
+        source = ctx.get_parameter_source(param)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name, field, flag in _fields(models):
+        if given(name + _OFF) and ctx.params.get(name + _OFF):
+            values[name], origins[name] = False, flag.off  # type: ignore[assignment]
+            continue
+        value = ctx.params.get(name)
+        if not given(name) or value is None or value == ():
+            continue
+        if name == "env":
+            from ..settings.keys import pairs
+
+            value = pairs(value)
+        values[name] = value
+        spelled = (flag.names or ("--" + name.replace("_", "-"),))[0]
+        origins[name] = f"--no-{spelled[2:]}" if value is False and flag.sets is None else spelled
+    return values, origins
