@@ -18,10 +18,11 @@ _EXPORTS: dict[str, str] = {
     "find_jax_scripts": "jaxrun.discovery",
     "is_jax_available": "jaxrun.devices",
     "get_jax_device_info": "jaxrun.devices",
-    "execute_jax_script": "jaxrun.run.execute",
-    "run_jax_scripts": "jaxrun.batch.run",
+    "execute_jax_script": "jaxrun.api",
+    "run_jax_scripts": "jaxrun.api",
     "RunOptions": "jaxrun.options",
     "BatchOptions": "jaxrun.options",
+    "VerdictOptions": "jaxrun.options",
     "compare_results": "jaxrun.compare",
     "HistoryStore": "jaxrun.history",
     "JAXExecutionError": "jaxrun.errors",
@@ -43,7 +44,7 @@ __all__ = ["record", "__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from . import bench
-    from .batch.run import run_jax_scripts
+    from .api import execute_jax_script, run_jax_scripts
     from .compare import compare_results
     from .devices import get_jax_device_info, is_jax_available
     from .discovery import find_jax_scripts
@@ -55,8 +56,7 @@ if TYPE_CHECKING:
         ScriptNotFoundError,
         UsageError,
     )
-    from .options import BatchOptions, RunOptions
-    from .run.execute import execute_jax_script
+    from .options import BatchOptions, RunOptions, VerdictOptions
     from .history import HistoryStore
     from .models import (
         BatchResult,

@@ -26,6 +26,8 @@ import anyio
 from pydantic import BaseModel, Field
 
 from .models import BatchResult
+from .option_spec import default_of, described
+from .options import BatchOptions, RunOptions
 
 try:  # mcp >= 2
     from mcp.server.mcpserver import Context, MCPServer as _Server
@@ -162,6 +164,18 @@ async def _run_cli(args: list[str], ctx: Context | None) -> BatchResult:
     return BatchResult.model_validate_json(stdout)
 
 
+# The tools' parameters that are options: their type, help and default come from the options'
+# declarations (jaxrun/options.py), as the CLI's flags do.
+_Devices = described(BatchOptions, "device", str)
+_Device = described(RunOptions, "device")
+_Recursive = described(BatchOptions, "recursive")
+_Timeout = described(RunOptions, "timeout")
+_BenchmarkRuns = described(RunOptions, "benchmark_runs", int)
+_WarmupRuns = described(RunOptions, "warmup_runs", int)
+_ResultsDir = described(BatchOptions, "results_dir", Optional[str])
+_DEVICE = default_of(RunOptions, "device")
+
+
 def build_server(roots: list[Path]) -> Any:
     allowed = Roots(roots)
     server = _Server("jaxrun", instructions="Run folders of JAX programs and measure them (jaxrun).")
@@ -169,20 +183,22 @@ def build_server(roots: list[Path]) -> Any:
     runs = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
     @server.tool(name="execute.run_jax_scripts", annotations=runs)
-    async def run_jax_scripts(pipeline_output_dir: str, device: str = "auto", recursive_search: bool = True,
-                              timeout: float = 300.0, results_dir: Optional[str] = None,
+    async def run_jax_scripts(pipeline_output_dir: str, device: _Devices = _DEVICE,
+                              recursive_search: _Recursive = default_of(BatchOptions, "recursive"),
+                              timeout: _Timeout = default_of(RunOptions, "timeout"), results_dir: _ResultsDir = None,
                               ctx: Context = None) -> BatchReport:  # type: ignore[assignment]
         """Run every JAX script under a folder, each in its own process, and return what happened:
         per script success, error class, device, phases (import, compile, run) and peak memory.
         One progress notification per script started and finished; cancelling stops the scripts."""
         folder = allowed.check(pipeline_output_dir, "pipeline_output_dir")
         out = allowed.check(results_dir, "results_dir") if results_dir else allowed.roots[0] / "jaxrun_results"
-        args = [str(folder), "--device", device, "--timeout", str(timeout), "--results-dir", str(out)]
+        args = [str(folder), "--device", device, "--results-dir", str(out)]
+        args += ["--timeout", str(timeout)] if timeout is not None else []
         args.append("--recursive" if recursive_search else "--no-recursive")
         return _summary(await _run_cli(args, ctx))
 
     @server.tool(name="execute.check_jax_availability", annotations=read_only)
-    def check_jax_availability(device: str = "auto") -> Availability:
+    def check_jax_availability(device: _Device = _DEVICE) -> Availability:
         """Whether JAX can use a device here (cpu, gpu, tpu or auto), with the devices it sees."""
         from .devices import get_jax_device_info, is_jax_available
         from .errors import JAXExecutionError
@@ -211,8 +227,9 @@ def build_server(roots: list[Path]) -> Any:
             raise ToolError(f"{str(path)!r} is not a valid jaxrun results file: {exc}") from None
 
     @server.tool(name="execute.benchmark_jax_script", annotations=runs)
-    async def benchmark_jax_script(script_path: str, benchmark_runs: int = 5, warmup_runs: int = 1,
-                                   device: str = "auto", results_dir: Optional[str] = None,
+    # A benchmark tool runs the script more than once by default (the options' 0 means "run once").
+    async def benchmark_jax_script(script_path: str, benchmark_runs: _BenchmarkRuns = 5, warmup_runs: _WarmupRuns = 1,
+                                   device: _Device = _DEVICE, results_dir: _ResultsDir = None,
                                    ctx: Context = None) -> BenchmarkReport:  # type: ignore[assignment]
         """Benchmark one script: warm-up and counted process runs; the medians of each phase, a 95%
         confidence interval of the median wall time and every run's wall time."""

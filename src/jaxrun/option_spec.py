@@ -72,11 +72,12 @@ def shown_default(field: "FieldInfo") -> Optional[str]:
     return str(default)
 
 
-def described(model: "type[BaseModel]", name: str) -> Any:
-    """The option's type with its help attached (``Annotated[type, Field(description=...)]``): the
-    parameter annotation an MCP tool's input schema is made from."""
+def described(model: "type[BaseModel]", name: str, annotation: Any = None) -> Any:
+    """The option's type (or ``annotation``, where a tool takes it in another shape) with its help
+    attached, ``Annotated[type, Field(description=...)]``: the parameter annotation an MCP tool's
+    input schema is made from."""
     field = model.model_fields[name]
-    return Annotated[field.annotation, Field(description=field.description)]  # type: ignore[name-defined]
+    return Annotated[annotation or field.annotation, Field(description=field.description)]  # type: ignore[name-defined]
 
 
 def default_of(model: "type[BaseModel]", name: str) -> Any:

@@ -18,7 +18,6 @@ from typing import Sequence
 import numpy as np
 
 from .config import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
-from .errors import UsageError
 from .models import Statistics
 
 CV_WARN = 0.05

@@ -8,7 +8,6 @@ off by a crash or Ctrl-C still leaves valid, schema-conforming files describing 
 from __future__ import annotations
 
 import logging
-import os
 import platform as platform_module
 import socket
 from pathlib import Path
@@ -21,7 +20,6 @@ from ..executors.base import RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult, SkippedScript
 from ..failures import HINTS
 from ..options import BatchOptions, RunOptions
-from ..settings.resolve import explicit_keywords, resolve_batch_options
 from ..run.execute import run_job
 from ..run.job import Job
 from ..run.launch import drop_deferred, when_started
@@ -29,7 +27,6 @@ from ..run.runner import failed_before_running
 from ..run.spare import POOL, spare_environment
 from ..sinks import Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
-from ..sinks.callbacks import CallbackSink, OnResult, OnStart
 from ..sinks.run_log import RunLogSink
 from ..sinks.registry import report_sinks
 from ..sinks.script_files import ScriptFileSink
@@ -42,50 +39,6 @@ if TYPE_CHECKING:
     from ..history import HistoryStore
 
 logger = logging.getLogger("jaxrun")
-
-
-def run_jax_scripts(
-    pipeline_output_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    recursive_search: bool = True,
-    *,
-    device: str | Iterable[str] = "auto",
-    timeout: float | None = 300,
-    verbose: bool = False,
-    results_dir: str | os.PathLike[str] | None = None,
-    jobs: int = 1,
-    return_detailed_results: bool = False,
-    on_start: OnStart | None = None,
-    on_result: OnResult | None = None,
-    **options: Any,
-) -> bool | BatchResult:
-    """Find the JAX scripts under ``pipeline_output_dir`` (a path or a list) and run each one.
-
-    Returns True when every script succeeded (or the :class:`BatchResult` with
-    ``return_detailed_results=True``). A failing script never stops the batch. Result files are
-    written to ``results_dir`` (default ``./jaxrun_results``) after every script; files of a
-    previous batch in that folder (``script_results/``, ``logs/``, ``outputs/``) are replaced.
-
-    ``device`` may list several devices (``"cpu,gpu"``): each script then runs on each, its files
-    are named ``<name>@<device>``, and with ``benchmark_runs`` the benchmarking section reports
-    each device's speed-up over the first. ``jobs=N`` runs up to N scripts at once: CPU jobs each
-    get a disjoint share of the cores, GPU jobs their own GPU (``gpus_per_job``, or
-    ``jobs_per_gpu`` sharing one with a memory fraction), longest first when the history knows
-    durations; ``backend="ray"`` runs each script as a Ray task (``ray_address`` of an existing
-    cluster, else a local Ray). Benchmarked scripts are stored in the ``history`` database (a path;
-    None for ``$JAXRUN_HISTORY`` or ``./.jaxrun/history.sqlite``; False for none) and checked for
-    regressions there. ``markdown`` writes the run summary as Markdown tables to that file.
-
-    Every option (see :class:`jaxrun.BatchOptions` and :class:`jaxrun.RunOptions`) is validated
-    before anything runs; ``on_start(i, n, name)`` and ``on_result(i, n, result)`` are called as
-    scripts start and finish.
-    """
-    config = options.pop("config", None)
-    given = explicit_keywords(run_jax_scripts, dict(recursive=recursive_search, device=device, timeout=timeout,
-                                                    verbose=verbose, results_dir=results_dir, jobs=jobs, **options),
-                              renamed={"recursive": "recursive_search"})
-    batch_options = resolve_batch_options(pipeline_output_dir, given, source="api", config=config).options
-    batch = run_batch(batch_options, sinks=[CallbackSink(on_start, on_result)])
-    return batch if return_detailed_results else batch.success
 
 
 def _optional_sink(wanted: bool, where: str, *args: Any) -> list[Sink]:

@@ -63,7 +63,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
     if script is None:
         out.print(history_scripts_table(summary))
     flags = {c.newest_run_id: history_cell(c) for c in checks}
-    from ..benchmark import metric_values, resolve_metric
+    from ..benchmark import metric_values
 
     import statistics
 
