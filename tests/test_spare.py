@@ -14,8 +14,9 @@ import pytest
 from helpers import jaxrun, load, write
 
 from jaxrun.run import cgroups
-from jaxrun.run.launch import Limits, drop_deferred, launch, when_started
-from jaxrun.run.spare import POOL, spare_environment
+from jaxrun.run.launch import Limits, launch
+from jaxrun.run.launcher import Launcher
+from jaxrun.run.spare import spare_environment
 from jaxrun.run.environment import probe_command
 from jaxrun.options import RunOptions
 
@@ -36,25 +37,26 @@ def spares_of(token: str) -> list[int]:
 SLEEPS = "import os, sys, time\ntime.sleep(0.3)\nprint(os.getcwd(), os.environ.get('ONLY_FOR_THE_JOB'), sys.argv[1:])\n"
 
 
-def _launch(tmp_path: Path, env: dict[str, str]):  # type: ignore[no-untyped-def]
+def _launch(tmp_path: Path, env: dict[str, str], launcher: Launcher):  # type: ignore[no-untyped-def]
     script = write(tmp_path / "s", "sleeps.py", SLEEPS)
     events = tmp_path / "events.jsonl"
     command = probe_command(script, events, RunOptions.build("api", args=["--flag", "x y"]))
     return launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
                   stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                  limits=Limits(timeout=60), log_cap=2**20)
+                  limits=Limits(timeout=60), log_cap=2**20, launcher=launcher)
 
 
 def test_a_spare_runs_the_job_as_a_new_process_would_without_its_waiting_time(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
     env = {**spare_environment(), "ONLY_FOR_THE_JOB": "yes"}
-    POOL.open(spare_environment())
+    launcher = Launcher()
+    launcher.open_spares(spare_environment())
     try:
         time.sleep(1.0)  # the spare waits, ready, for a second: not the script's time
         assert len(spares_of(str(tmp_path))) == 1  # the check below sees a spare when there is one
-        outcome = _launch(tmp_path, env)
+        outcome = _launch(tmp_path, env, launcher)
     finally:
-        POOL.close()
+        launcher.close()
     assert outcome.prestarted and outcome.exit_code == 0, (tmp_path / "err.log").read_text()
     # the job's folder, environment and arguments, as for a process started for it
     assert (tmp_path / "out.log").read_text().strip().split(maxsplit=2) == [str(tmp_path / "s"), "yes", "['--flag', 'x y']"]
@@ -65,11 +67,12 @@ def test_a_spare_runs_the_job_as_a_new_process_would_without_its_waiting_time(tm
 
 def test_a_spare_is_not_used_when_a_start_up_variable_differs(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
-    POOL.open(spare_environment())
+    launcher = Launcher()
+    launcher.open_spares(spare_environment())
     try:
-        outcome = _launch(tmp_path, {**spare_environment(), "PYTHONHASHSEED": "123", "ONLY_FOR_THE_JOB": "no"})
+        outcome = _launch(tmp_path, {**spare_environment(), "PYTHONHASHSEED": "123", "ONLY_FOR_THE_JOB": "no"}, launcher)
     finally:
-        POOL.close()
+        launcher.close()
     assert not outcome.prestarted and outcome.exit_code == 0
     assert (tmp_path / "out.log").read_text().split()[1] == "no"
     assert not spares_of(str(tmp_path))
@@ -92,40 +95,50 @@ def test_jaxrun_run_uses_spares_and_leaves_none(tmp_path: Path) -> None:
 
 def test_no_spare_is_started_after_the_last_process_the_batch_expects(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
-    POOL.open(spare_environment())
+    launcher = Launcher()
+    launcher.open_spares(spare_environment())
     try:
-        POOL.expect(2)
-        first = _launch(tmp_path, spare_environment())  # takes the spare; launch starts the next
+        launcher.expect(2)
+        first = _launch(tmp_path, spare_environment(), launcher)  # takes the spare; launch starts the next
         assert len(spares_of(str(tmp_path))) == 1
-        second = _launch(tmp_path, spare_environment())
+        second = _launch(tmp_path, spare_environment(), launcher)
         # the batch expects no more: nothing was started to be stopped again
         assert not spares_of(str(tmp_path))
     finally:
-        POOL.close()
+        launcher.close()
     assert first.prestarted and second.prestarted
 
 
-# --- the parent's own set-up, done while the first script runs (run/launch.py: when_started) -------
+# --- the parent's own set-up, done while the first script runs (run/launcher.py: when_started) -----
 
 def test_deferred_set_up_runs_once_the_script_runs_and_never_counts_in_its_time(tmp_path: Path) -> None:
     seen: list[bool] = []
+    launcher = Launcher()
 
     def slow_set_up() -> None:
         seen.append((tmp_path / "started").exists() or _waits_for(tmp_path / "started"))
         time.sleep(0.8)  # longer than the script
 
-    when_started(slow_set_up)
+    launcher.when_started(slow_set_up)
     script = write(tmp_path, "quick.py", f"open({str(tmp_path / 'started')!r}, 'w').close()\n")
     outcome = launch([sys.executable, str(script)], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
-                     stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20)
+                     stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20,
+                     launcher=launcher)
     assert seen == [True]  # it ran while (or after) the script ran, never before it started
     # ground truth: the script is a Python start-up and one file, far below the set-up's 0.8 s
     assert outcome.exit_code == 0 and outcome.wall_time < 0.5, outcome.wall_time
-    when_started(lambda: seen.append(False))
-    drop_deferred()  # a batch that starts nothing leaves nothing for the next one
+    launcher.when_started(lambda: seen.append(False))
+    launcher.drop_deferred()  # a batch that starts nothing leaves nothing for the next one
     launch([sys.executable, "-c", "pass"], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
-           stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20)
+           stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20,
+           launcher=launcher)
     assert seen == [True]
+    # Another process (a Ray worker) gets a launcher of its own: no spare, nothing put off.
+    import pickle
+
+    launcher.when_started(lambda: None)
+    elsewhere = pickle.loads(pickle.dumps(launcher))
+    assert isinstance(elsewhere, Launcher) and elsewhere is not launcher and not elsewhere._deferred
 
 
 def _waits_for(path: Path) -> bool:
@@ -161,16 +174,17 @@ jaxrun.record(group=folder, pids_max=open(folder + "/pids.max").read().strip())
                     reason="needs a cgroup v1 pids hierarchy that jaxrun may write to")
 def test_a_spare_waits_in_the_cgroup_that_becomes_its_jobs_with_the_jobs_limits(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
-    POOL.open(spare_environment())
+    launcher = Launcher()
+    launcher.open_spares(spare_environment())
     try:
-        spare = POOL._spare
+        spare = launcher.spares._spare
         assert spare is not None and spare.group is not None
         deadline = time.monotonic() + 20
         while spare.proc.pid not in spare.group.pids() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert spare.proc.pid in spare.group.pids()  # joined while it waits, before any job
     finally:
-        POOL.close()
+        launcher.close()
     assert not spare.group.dirs["pids"].exists()  # an unused spare's group goes with it
     script = write(tmp_path / "s", "reads.py", READS_ITS_PIDS_GROUP)
     done = jaxrun("run", script, "--results-dir", tmp_path / "r", "--no-history", "--no-config",

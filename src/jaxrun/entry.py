@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .run.launcher import Launcher
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     collecting = gc.isenabled()
+    launcher = None
     try:
         if args[:1] == ["run"] and not {"--help", "-h"} & set(args[: args.index("--") if "--" in args else None]):
-            _start_run()
+            launcher = _start_run()
         from .cli import main as cli_main
 
-        return cli_main(args)
+        return cli_main(args, launcher=launcher)
     finally:
         # The objects of the imported modules then stay out of the collection Python makes as it
         # exits (30 of its 38 ms after a batch: measured in issue 14).
@@ -28,15 +33,17 @@ def main(argv: list[str] | None = None) -> int:
             gc.enable()
 
 
-def _start_run() -> None:
-    from .run.launch import when_started
-    from .run.spare import POOL, spare_environment
+def _start_run() -> "Launcher":
+    from .run.launcher import Launcher
+    from .run.spare import spare_environment
 
-    POOL.open(spare_environment())
+    launcher = Launcher()
+    launcher.open_spares(spare_environment())
     # No collections while the modules load (their objects are long-lived: ~10 ms of the way to
     # the first script); once it runs they are set aside (freeze) and collection resumes.
     gc.disable()
-    when_started(_collect_again)
+    launcher.when_started(_collect_again)
+    return launcher
 
 
 def _collect_again() -> None:

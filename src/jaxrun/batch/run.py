@@ -7,6 +7,7 @@ off by a crash or Ctrl-C still leaves valid, schema-conforming files describing 
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform as platform_module
 import socket
@@ -20,12 +21,12 @@ from ..executors.base import RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult, SkippedScript
 from ..failures import HINTS
 from ..options import BatchOptions, RunOptions
-from ..run.execute import run_job
+from ..run import execute
 from ..run.job import Job
-from ..run.launch import drop_deferred, when_started
+from ..run.launcher import Launcher
 from ..run.runner import failed_before_running
-from ..run.spare import POOL, spare_environment
-from ..sinks import Sink, Sinks
+from ..run.spare import spare_environment
+from ..sinks import BaseSink, Sink, Sinks
 from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.run_log import RunLogSink
 from ..sinks.registry import report_sinks
@@ -75,8 +76,14 @@ def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: Devic
     return lines
 
 
-def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: RunJob = run_job) -> BatchResult:
-    """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own sinks."""
+def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: RunJob | None = None,
+              launcher: Launcher | None = None) -> BatchResult:
+    """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own sinks.
+    ``launcher``: the one that starts its processes (the ``jaxrun`` command's, with a spare
+    already started; a new one by default); ``run_job``: a stand-in for running a job (tests)."""
+    launcher = launcher if launcher is not None else Launcher()
+    if run_job is None:
+        run_job = functools.partial(execute.run_job, attempt=launcher.attempt)
     if options.run.verbose:
         logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
     scripts, unreadable = discover(options.paths, options.recursive, options.include, options.exclude)
@@ -101,13 +108,23 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         if isinstance(exc, UsageError):
             raise
         raise unwritable(out, exc) from None
-    POOL.open(spare_environment())  # each script's process starts while the last one's result is written
+    launcher.open_spares(spare_environment())  # each script's process starts while the last one's result is written
     try:
-        return _run_locked(options, sinks, run_job, scripts, unreadable, store, out)
+        return _run_locked(options, sinks, run_job, launcher, scripts, unreadable, store, out)
     finally:
-        drop_deferred()
-        POOL.close()
+        launcher.close()
         lock.release()
+
+
+class _HandedOver(BaseSink):
+    """For an executor whose jobs start elsewhere: the put-off set-up is done once the first job
+    is handed over (a local launch does it once the script's process has started)."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+
+    def on_start(self, job: Job, total: int) -> None:
+        self.launcher.started()
 
 
 def _processes(run: RunOptions) -> int:
@@ -123,7 +140,7 @@ def _build_result_models() -> None:
 
 
 def _run_locked(
-    options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, scripts: list[tuple[Path, str]],
+    options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, scripts: list[tuple[Path, str]],
     unreadable: list[str], store: HistoryStore | None, out: Path,
 ) -> BatchResult:
     """The batch, once its results folder is ours."""
@@ -178,16 +195,20 @@ def _run_locked(
         *sinks,
     ])
     to_run = [j for j in jobs if j.index not in reused]
-    # Ray's workers start the processes of a ray batch: a spare here would never be used.
-    POOL.expect(sum(_processes(options.options_for(job)) for job in to_run) if options.backend == "local" else 0)
+    executor = make_executor(options, info)
+    if getattr(executor, "starts_processes_here", False):  # a backend that does not say: elsewhere
+        launcher.expect(sum(_processes(options.options_for(job)) for job in to_run))
+    else:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
+        launcher.expect(0)
+        chain = Sinks([_HandedOver(launcher), chain])
     # What the scripts need not wait for is done while the first one runs.
-    when_started(files.begin)
-    when_started(_build_result_models)
+    launcher.when_started(files.begin)
+    launcher.when_started(_build_result_models)
     try:
         chain.on_begin(jobs)
         for index, previous in sorted(reused.items()):
             chain.on_result(jobs[index], previous)
-        make_executor(options, info).run(to_run, run_job, chain)
+        executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
         # Every script of the batch is in the files: those that never ran are marked interrupted.
         for job in jobs:

@@ -8,13 +8,15 @@ stays fast; `jaxrun run`'s flags are made from the options' declarations (cli/fl
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from ..run.spare import POOL
-
 from . import analysis, cache, config, info, run
 from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
+
+if TYPE_CHECKING:
+    from ..run.launcher import Launcher
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
 
@@ -33,20 +35,23 @@ for command in (info.devices, info.check, info.schema, analysis.compare, analysi
     app.add_command(command)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, launcher: "Launcher | None" = None) -> int:
     """Console entry point; returns the exit code instead of calling sys.exit when embedded.
 
     ``jaxrun run PATH -- ARGS``: everything after the first ``--`` is the scripts' own arguments,
-    set aside here because click would take them for more paths."""
+    set aside here because click would take them for more paths. ``launcher``: the one
+    jaxrun.entry made (with a spare process already starting) for `jaxrun run`."""
     args = list(sys.argv[1:] if argv is None else argv)
     script_args = None
     if args and args[0] in ("run", "config") and "--" in args:
         at = args.index("--")
         args, script_args = args[:at], args[at + 1:]
     try:
-        app.main(args=args, prog_name="jaxrun", standalone_mode=True, obj={"script_args": script_args})
+        app.main(args=args, prog_name="jaxrun", standalone_mode=True,
+                 obj={"script_args": script_args, "launcher": launcher})
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     finally:
-        POOL.close()  # a spare that jaxrun.entry started and no batch used
+        if launcher is not None:
+            launcher.close()  # a spare that jaxrun.entry started and no batch used
     return EXIT_OK

@@ -69,15 +69,18 @@ def run(ctx: click.Context, **params: Any) -> None:
     else:
         from .progress import LineProgress
     view = LiveProgress(err.console(), slots=options.jobs) if live else LineProgress(sys.stderr)
-    if not json_output:
-        from ..run.launch import when_started
+    launcher = (ctx.obj or {}).get("launcher")
+    if launcher is None:
+        from ..run.launcher import Launcher
 
-        when_started(_load_summary)  # while the first script runs, not after the last one
+        launcher = Launcher()
+    if not json_output:
+        launcher.when_started(_load_summary)  # while the first script runs, not after the last one
     # SIGTERM (a scheduler, `kill`) stops the batch as Ctrl-C does: running scripts stopped,
     # unfinished ones marked interrupted, valid files, exit 130.
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        batch = run_batch(options, sinks=[view])
+        batch = run_batch(options, sinks=[view], launcher=launcher)
     except KeyboardInterrupt:
         err.print(f"jaxrun: interrupted; partial results are in {options.results_dir}", markup=False)
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None

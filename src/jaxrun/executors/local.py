@@ -61,6 +61,7 @@ class _Locked:
 
 
 class LocalExecutor:
+    starts_processes_here = True  # through the batch's launcher (run/launcher.py)
     def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
         self.options = options
         self.pools = slot_pools(options.jobs, info, options.gpus_per_job, options.jobs_per_gpu)

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..config import make_jaxrun_importable
 from ..errors import UsageError
 from ..models import ScriptResult
-from ..run.launch import run_deferred
 from ..run.runner import failed_before_running
 from .base import BatchInterrupted, RunJob
 
@@ -68,6 +67,8 @@ def lost_result(job: "Job", message: str, error_class: str = "crashed") -> Scrip
 
 
 class RayExecutor:
+    starts_processes_here = False  # Ray's workers start them
+
     def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
         self.options = options
 
@@ -107,7 +108,6 @@ class RayExecutor:
                         num_cpus=1, num_gpus=gpus, max_retries=0, runtime_env={"env_vars": _worker_env()},
                     ).remote(run_job, job, options.options_for(job))
                     pending[ref] = job
-                run_deferred()  # the scripts start on Ray's workers: what jaxrun put off is done now
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
                     sink.on_result(pending[ref], _result_of(ray, ref, pending.pop(ref)))

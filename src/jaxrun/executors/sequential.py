@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 
 class SequentialExecutor:
+    starts_processes_here = True  # through the batch's launcher (run/launcher.py)
     def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
         self.options = options
 

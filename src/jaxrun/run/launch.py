@@ -27,46 +27,15 @@ from ..probe import events as ev
 from ..probe.arguments import MODULE as PROBE_MODULE
 from ..probe.channel import EVENTS_ENV, read_events
 from . import cgroups
-from .spare import POOL, Spare
+from .spare import Spare
 
 if TYPE_CHECKING:
+    from .launcher import Launcher
     from .monitor import TreeMonitor
 
 logger = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
-
-# The parent's own set-up that can wait until a script runs (see when_started).
-_deferred: list[Callable[[], None]] = []
-_deferred_lock = threading.Lock()
-
-
-def when_started(work: Callable[[], None]) -> None:
-    """Do ``work`` once, right after the next script's process has started, in the thread that
-    started it: what jaxrun must do but the script need not wait for (the batch files' first
-    version, building the result models, importing the summary's tables) then overlaps the script
-    instead of delaying its start. ``work`` must be safe to run again by its owner (who calls it
-    when it must be done, started or not) and its errors are left for that call to raise."""
-    with _deferred_lock:
-        _deferred.append(work)
-
-
-def drop_deferred() -> None:
-    """Forget the work :func:`when_started` holds (a batch that ends without starting a process)."""
-    with _deferred_lock:
-        _deferred.clear()
-
-
-def run_deferred() -> None:
-    """Do the work :func:`when_started` holds, now (a process has just started)."""
-    with _deferred_lock:
-        work, _deferred[:] = list(_deferred), []
-    for item in work:
-        try:
-            item()
-        except Exception:  # noqa: BLE001 - its owner does it again where the error belongs
-            logger.debug("deferred set-up failed; its owner repeats it", exc_info=True)
-
 
 @dataclass
 class LaunchOutcome:
@@ -188,13 +157,18 @@ def launch(
     cpu_affinity: tuple[int, ...] | None = None,
     stop: threading.Event | None = None,
     record_memory: bool = False,
+    launcher: "Launcher | None" = None,
 ) -> LaunchOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
+    if launcher is None:
+        from .launcher import Launcher
+
+        launcher = Launcher()  # no spare, nothing put off: a launch of its own
     memory_limit, max_processes = limits.memory_limit, limits.max_processes
-    spare = POOL.take(env) if command[:3] == [sys.executable, "-m", PROBE_MODULE] else None
+    spare = launcher.spares.take(env) if command[:3] == [sys.executable, "-m", PROBE_MODULE] else None
     if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
         group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
         group.limit(memory_limit, max_processes)
@@ -205,12 +179,12 @@ def launch(
     try:
         request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
                            stop, record_memory)
-        return _launch(request, group, spare)
+        return _launch(request, group, spare, launcher)
     finally:
         for used in (group, spare.group if spare is not None else None):
             if used is not None:
                 used.remove()  # the spare's own group too, when the job needed another; once each
-        POOL.replenish()  # the next script's process starts while this result is written
+        launcher.spares.replenish()  # the next script's process starts while this result is written
 
 
 def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
@@ -244,7 +218,8 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
     return proc, spare.spawned_at
 
 
-def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None) -> LaunchOutcome:
+def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
+            launcher: "Launcher") -> LaunchOutcome:
     command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
     timeout, memory_limit, max_processes = limits
     started = time.perf_counter()
@@ -260,7 +235,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
 
     monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
                           record=record_memory, members=group.pids if group is not None else None)
-    run_deferred()  # the script runs meanwhile; its logs are drained, its end noted by the waiter
+    launcher.started()  # the script runs meanwhile; its logs are drained, its end noted by the waiter
     deadline = None if timeout is None else started + timeout
     timed_out = interrupted = over_memory = over_processes = False
     try:

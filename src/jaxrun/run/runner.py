@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import resultfiles
 from ..config import log_cap_bytes
@@ -37,6 +37,9 @@ from .compiles import recompile_warnings, totals
 from .profiles import performance_metrics, script_profile
 from .outcome import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, phases, read_probe_report
 from .placement import WHOLE_MACHINE, Placement, Slot
+
+if TYPE_CHECKING:
+    from .launcher import Launcher
 
 logger = logging.getLogger("jaxrun")
 
@@ -127,8 +130,10 @@ def launch_attempt(
     info: DeviceInfo | None,
     stop: threading.Event | None,
     compile_cache: Path | None,
+    launcher: "Launcher | None" = None,
 ) -> AttemptRun:
-    """The real attempt: the script in its own process through the probe."""
+    """The real attempt: the script in its own process through the probe (``launcher``: the
+    batch's, with its spare process; :meth:`Launcher.attempt` passes it)."""
     job.output_dir.mkdir(parents=True, exist_ok=True)
     job.stdout_log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jaxrun-events-") as tmp:
@@ -150,6 +155,7 @@ def launch_attempt(
                 cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
                 stop=stop,
                 record_memory=options.enable_profiling,
+                launcher=launcher,
             )
         except Interrupted as stopped:
             outcome = stopped.outcome

@@ -161,5 +161,3 @@ def spare_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     env["PYTHONUNBUFFERED"] = "1"
     return make_jaxrun_importable(env)
 
-
-POOL = SparePool()
