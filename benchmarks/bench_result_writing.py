@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jaxrun.batch.run import run_batch
+from jaxrun.batch.pipeline import run_batch
 from jaxrun.models import ScriptResult
 from jaxrun.options import BatchOptions
 from jaxrun.timestamps import now_iso

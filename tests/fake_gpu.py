@@ -1,6 +1,6 @@
 """A stand-in GPU for tests of the failure policy: this machine has none.
 
-``FakeAttempt`` replaces the launch of one attempt (``run_once(..., attempt=...)``): it answers with
+``FakeAttempt`` replaces the launch of one attempt (``run_attempts(..., attempt=...)``): it answers with
 a crafted out-of-memory or success per GPU id and records every call; ``gpu_facts`` are device
 facts that list GPUs 0..n-1 beside the real CPU. Everything else (the runner's policy loop, the
 failure table, placements, executors, sinks) is the real code.

@@ -13,11 +13,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "jaxrun"
 # Layer of each module (by dotted-name prefix, the longest prefix wins); lower numbers are lower.
 LAYERS: dict[str, int] = {
     # 0: foundation, shared by everything
-    "jaxrun.errors": 0, "jaxrun.timestamps": 0, "jaxrun.config": 0, "jaxrun.failures": 0,
+    "jaxrun.errors": 0, "jaxrun.timestamps": 0, "jaxrun.defaults": 0, "jaxrun.failures": 0,
     "jaxrun.models": 0, "jaxrun.probe": 0, "jaxrun.recording": 0, "jaxrun.stats": 0,
     "jaxrun.resultfiles": 0, "jaxrun.executors": 0,  # executors/__init__: the registry table only
     # 1: options, facts and analysis over results
-    "jaxrun.options": 1, "jaxrun.option_spec": 0, "jaxrun.discovery": 1, "jaxrun.devices": 1, "jaxrun.nvml": 1,
+    "jaxrun.options": 1, "jaxrun.option_spec": 0, "jaxrun.job": 1, "jaxrun.discovery": 1, "jaxrun.devices": 1, "jaxrun.nvml": 1,
     "jaxrun.benchmark": 1, "jaxrun.summary": 1, "jaxrun.provenance": 1, "jaxrun.history": 1,
     "jaxrun.compare": 1,
     "jaxrun.seed_names": 0,
@@ -146,6 +146,29 @@ def test_no_lower_layer_imports_an_upper_one() -> None:
 
 def test_the_graph_sees_imports() -> None:
     """The checks above would pass vacuously if the parser missed imports."""
-    top, lazy = GRAPH["jaxrun.batch.run"]
+    top, lazy = GRAPH["jaxrun.batch.pipeline"]
     assert {"jaxrun.options", "jaxrun.executors.base", "jaxrun.run.execute"} <= top
-    assert "jaxrun.batch.run" in GRAPH["jaxrun.cli.run"][1]
+    assert "jaxrun.batch.pipeline" in GRAPH["jaxrun.cli.run"][1]
+
+
+def test_one_scripts_run_and_the_sinks_do_not_import_each_other() -> None:
+    """run/ writes through the Sink protocol; sinks/ read jobs (jaxrun.job) and results (models/):
+    neither package reaches into the other's modules beyond that protocol."""
+    wrong = [f"{name} imports {target}" for name, (top, lazy) in GRAPH.items() if name.startswith("jaxrun.sinks")
+             for target in top | lazy if target.startswith("jaxrun.run")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_function_outside_the_cli_takes_more_than_twelve_parameters() -> None:
+    """Options travel as one validated object; a long parameter list is a missing one."""
+    long = []
+    for name, path in MODULES.items():
+        if name.startswith("jaxrun.cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) - int(bool(a.args) and a.args[0].arg in ("self", "cls"))
+                if count > 12:
+                    long.append(f"{name}.{node.name}: {count} parameters")
+    assert not long, "\n".join(long)

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from jaxrun.cli.live import LiveProgress
-from jaxrun.run.job import Job
+from jaxrun.job import Job
 
 from helpers import jaxrun, write
 

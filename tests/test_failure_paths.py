@@ -18,7 +18,7 @@ from jaxrun.executors.base import make_executor
 from jaxrun.models import ScriptResult
 from jaxrun.options import BatchOptions
 from jaxrun.run.execute import run_job
-from jaxrun.run.job import Job
+from jaxrun.job import Job
 from jaxrun.sinks import BaseSink
 
 from fake_gpu import FakeAttempt, GpuFacts

@@ -211,7 +211,7 @@ def test_batch_files_are_rewritten_at_a_bounded_rate_and_a_killed_batch_loses_no
                                                                                          monkeypatch) -> None:
     # Scripts that finish at once (the run_job seam stands in for running them: what is tested is
     # the writing): 300 results must not mean 300 rewrites of files that list every result.
-    from jaxrun.batch.run import run_batch
+    from jaxrun.batch.pipeline import run_batch
     from jaxrun.compare import compare_results
     from jaxrun.models import BatchResult, ScriptResult
     from jaxrun.options import BatchOptions

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import jaxrun
-import jaxrun.batch.run
+import jaxrun.batch.pipeline
 from jaxrun.cli import app
 from jaxrun.option_spec import flag_of, shown_default
 from jaxrun.options import BatchOptions, RunOptions, VerdictOptions
@@ -44,7 +44,7 @@ def cli_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> 
         seen.append(options)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(jaxrun.batch.run, "run_batch", capture)
+    monkeypatch.setattr(jaxrun.batch.pipeline, "run_batch", capture)
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "s", "a.py", "import jax\n")
     result = CliRunner().invoke(app, ["run", "s", "--no-config", *args])
@@ -87,7 +87,7 @@ def test_each_flag_sets_its_option_and_says_it_came_from_the_command_line(
 def test_a_flag_left_out_leaves_the_config_file_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "jaxrun.toml").write_text("timeout = 42\nfallback = false\nhistory = false\n")
     seen: list[BatchOptions] = []
-    monkeypatch.setattr(jaxrun.batch.run, "run_batch", lambda options, **_: (seen.append(options), (_ for _ in ()).throw(KeyboardInterrupt))[1])
+    monkeypatch.setattr(jaxrun.batch.pipeline, "run_batch", lambda options, **_: (seen.append(options), (_ for _ in ()).throw(KeyboardInterrupt))[1])
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "s", "a.py", "import jax\n")
     assert CliRunner().invoke(app, ["run", "s", "--jobs", "1"]).exit_code == 130

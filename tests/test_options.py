@@ -107,7 +107,7 @@ def test_the_cli_marks_flags_env_and_defaults(tmp_path: Path, monkeypatch: pytes
     default set it. The batch itself is not run: run_batch is replaced by a probe of its options."""
     from click.testing import CliRunner
 
-    import jaxrun.batch.run
+    import jaxrun.batch.pipeline
     from jaxrun.cli import app
 
     seen: list[BatchOptions] = []
@@ -116,7 +116,7 @@ def test_the_cli_marks_flags_env_and_defaults(tmp_path: Path, monkeypatch: pytes
         seen.append(options)
         raise KeyboardInterrupt  # stop here: the CLI reports an interrupted run
 
-    monkeypatch.setattr(jaxrun.batch.run, "run_batch", capture)
+    monkeypatch.setattr(jaxrun.batch.pipeline, "run_batch", capture)
     monkeypatch.setenv("JAXRUN_HISTORY", str(tmp_path / "h.sqlite"))
     write(tmp_path / "s", "a.py", "import jax\n")
     result = CliRunner().invoke(app, ["run", str(tmp_path / "s"), "--jobs", "2", "--no-fallback", "--warm",

@@ -26,8 +26,8 @@ from jaxrun import __version__
 from jaxrun.executors.local import longest_first
 from jaxrun.executors.slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
 from jaxrun.options import RunOptions
-from jaxrun.run.job import Job
-from jaxrun.run.runner import run_once
+from jaxrun.job import Job
+from jaxrun.run.runner import run_attempts
 from jaxrun.history import HistoryStore
 from jaxrun.models import Attempt, HistoryRun, ScriptResult
 from fake_gpu import FakeAttempt, GpuFacts
@@ -410,7 +410,7 @@ def _run_gpu_job(tmp_path: Path, pools: dict[str, SlotPool], fake: FakeAttempt, 
     placement = PooledPlacement(pools, "gpu")
     try:
         options = RunOptions.build("api", device="gpu", fallback=fallback)
-        return run_once(_gpu_job(tmp_path), options, placement=placement, attempt=fake, facts=GpuFacts(2))
+        return run_attempts(_gpu_job(tmp_path), options, placement=placement, attempt=fake, facts=GpuFacts(2))
     finally:
         placement.close()
 

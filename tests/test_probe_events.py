@@ -13,7 +13,7 @@ import pytest
 from jaxrun.probe import events
 from jaxrun.probe.arguments import ProbeArguments
 from jaxrun.probe.channel import read_events
-from jaxrun.run.outcome import read_probe_report
+from jaxrun.run.probe_report import read_probe_report
 
 from helpers import write
 

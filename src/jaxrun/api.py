@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import resultfiles
-from .batch.run import run_batch
+from .batch.pipeline import run_batch
 from .errors import ScriptFailedError, ScriptNotFoundError
 from .models import BatchResult, ScriptResult
 from .option_spec import default_of, keyword_signature
 from .options import BatchOptions, RunOptions
 from .probe.channel import valid_text
 from .run.execute import RunInterrupted, run_job
-from .run.job import Job
+from .job import Job
 from .settings.resolve import explicit_keywords, resolve_batch_options, script_settings
 from .sinks import NO_SINK, Sink, Sinks
 from .sinks.callbacks import CallbackSink, OnResult, OnStart

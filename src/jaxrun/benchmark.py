@@ -11,7 +11,7 @@ import math
 import statistics as pystats
 from typing import Sequence
 
-from .config import available_memory_mb
+from .defaults import available_memory_mb
 from .errors import UsageError
 from .models import (
     METRIC_ALIASES,

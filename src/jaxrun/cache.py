@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import MB, cache_dir, compile_cache_dir
+from .defaults import MB, cache_dir, compile_cache_dir
 
 DEFAULT_COMPILE_CACHE_MAX_SIZE = 4 * 1024 * MB
 # JAX's file names in the cache folder: <key>-cache (an executable) and <key>-atime (its last use).

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
-from .config import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
+from .defaults import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from .errors import UsageError
 from .options import VerdictOptions, verdict_options
 from .models import BatchResult, BenchmarkResults, ComparisonReport, ScriptBenchmark, ScriptResult

@@ -20,7 +20,7 @@ import time
 
 from pydantic import ValidationError
 
-from .config import AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, validate_device
+from .defaults import AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, validate_device
 from .errors import DeviceProbeError
 from .models import AvailableDevice, DeviceInfo
 from .resultfiles import atomic_write_text

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
-from .config import HISTORY_ENV, default_history_path, history_path
+from .defaults import HISTORY_ENV, default_history_path, history_path
 from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, Numerics, RegressionCheck, RunSample
 from .benchmark import metric_values, resolve_metric

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .config import (
+from .defaults import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     DEFAULT_RESULTS_DIR,
@@ -464,7 +464,7 @@ class BatchOptions(_Options):
         return self.run if device == self.run.device else self.run.evolve(device=device)
 
     def options_for(self, job: Any) -> RunOptions:
-        """The run options of ``job`` (a :class:`~jaxrun.run.job.Job`): its own, when per-script
+        """The run options of ``job`` (a :class:`~jaxrun.job.Job`): its own, when per-script
         settings gave it some, else the batch's for its device."""
         return job.run_options if job.run_options is not None else self.run_for(job.device)
 

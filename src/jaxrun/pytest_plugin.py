@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import pytest
 
-from .config import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from .defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from .errors import UsageError
 from .timestamps import now_iso
 

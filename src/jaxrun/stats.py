@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .config import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from .defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from .models import Statistics
 
 CV_WARN = 0.05

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
 from ..probe.channel import valid_text
-from ..run.job import Job
+from ..job import Job
 from ..settings import ScriptSettings, script_settings
 
 

@@ -16,7 +16,7 @@ from ..errors import ScriptNotFoundError, UsageError
 from ..models import BatchResult, ScriptResult
 from ..options import BatchOptions
 from ..provenance import script_identity
-from ..run.job import Job
+from ..job import Job
 from ..summary import with_unlisted_results
 
 logger = logging.getLogger("jaxrun")

@@ -23,7 +23,7 @@ from .progress import outcome_text
 
 if TYPE_CHECKING:
     from ..models import ScriptResult
-    from ..run.job import Job
+    from ..job import Job
 
 
 class LiveProgress(BaseSink):

@@ -12,7 +12,7 @@ from ..sinks import BaseSink
 
 if TYPE_CHECKING:
     from ..models import ScriptResult
-    from ..run.job import Job
+    from ..job import Job
 
 
 def outcome_text(result: "ScriptResult") -> str:

@@ -54,7 +54,7 @@ def command() -> click.Command:
 def run(ctx: click.Context, **params: Any) -> None:
     """The `jaxrun run` command (RUN_HELP)."""
     paths, quiet, report, json_output = params["paths"], params["quiet"], params["report"], params["json_output"]
-    from ..batch.run import run_batch
+    from ..batch.pipeline import run_batch
     from ..resultfiles import dump_model
 
     resolved = resolve_settings(ctx, paths)

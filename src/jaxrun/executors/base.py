@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 if TYPE_CHECKING:
     from ..models import DeviceInfo, ScriptResult
     from ..options import BatchOptions, RunOptions
-    from ..run.job import Job
+    from ..job import Job
     from ..run.placement import Placement
     from ..sinks import Sink
 

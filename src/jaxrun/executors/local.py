@@ -20,7 +20,7 @@ from .slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
 if TYPE_CHECKING:
     from ..models import DeviceInfo
     from ..options import BatchOptions
-    from ..run.job import Job
+    from ..job import Job
     from ..sinks import Sink
 
 

@@ -20,7 +20,7 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..config import make_jaxrun_importable
+from ..defaults import make_jaxrun_importable
 from ..errors import UsageError
 from ..models import ScriptResult
 from ..run.runner import failed_before_running
@@ -29,7 +29,7 @@ from .base import BatchInterrupted, RunJob
 if TYPE_CHECKING:
     from ..models import DeviceInfo
     from ..options import BatchOptions, RunOptions
-    from ..run.job import Job
+    from ..job import Job
     from ..sinks import Sink
 
 # Environment variables a JAX job may depend on, passed to the workers through runtime_env.

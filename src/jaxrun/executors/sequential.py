@@ -11,7 +11,7 @@ from .base import BatchInterrupted, RunJob
 if TYPE_CHECKING:
     from ..models import DeviceInfo
     from ..options import BatchOptions
-    from ..run.job import Job
+    from ..job import Job
     from ..sinks import Sink
 
 

@@ -12,7 +12,7 @@ import signal as signal_module
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..config import MB
+from ..defaults import MB
 from ..failures import HINTS, is_transient
 from ..probe import events as ev
 

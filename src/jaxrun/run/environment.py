@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..config import JAX_PLATFORMS_VALUE, make_jaxrun_importable
+from ..defaults import JAX_PLATFORMS_VALUE, make_jaxrun_importable
 from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
 from ..probe.arguments import ProbeArguments
 from ..probe.channel import EVENTS_ENV
-from .job import Job
+from ..job import Job
 from .placement import Slot, merge_xla_flags
 
 

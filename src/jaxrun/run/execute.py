@@ -12,9 +12,9 @@ from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
 from ..options import DEFAULT_WARM_CALLS, RunOptions
 from ..sinks import NO_SINK, Sink
 from ..timestamps import now_iso
-from .job import Job
+from ..job import Job
 from .placement import WHOLE_MACHINE, Placement
-from .runner import AttemptFn, RunInterrupted, failed_before_running, launch_attempt, run_once
+from .runner import AttemptFn, RunInterrupted, failed_before_running, launch_attempt, run_attempts
 
 logger = logging.getLogger("jaxrun")
 
@@ -32,7 +32,7 @@ def run_job(
     facts: Callable[[], DeviceInfo] = get_jax_device_info,
 ) -> ScriptResult:
     """Run one job as ``options`` say; ``sink.on_progress`` sees each benchmark run's result.
-    ``attempt`` and ``facts``: see :func:`jaxrun.run.runner.run_once`.
+    ``attempt`` and ``facts``: see :func:`jaxrun.run.runner.run_attempts`.
 
     Raises :class:`RunInterrupted` (carrying the interrupted result) when stopped.
     """
@@ -44,7 +44,7 @@ def run_job(
             "cluster, e.g. with Ray, check that the script path is reachable on every node)",
         )
     if not options.benchmark_runs:
-        return run_once(job, options, placement=placement, stop=stop, attempt=attempt, facts=facts)
+        return run_attempts(job, options, placement=placement, stop=stop, attempt=attempt, facts=facts)
     return _benchmark(job, options, placement, stop, sink, attempt, facts)
 
 
@@ -65,7 +65,7 @@ def _benchmark(
     warmup_runs, benchmark_runs = options.warmup_runs, options.benchmark_runs
     for number in range(1, warmup_runs + benchmark_runs + 1):
         warmup = number <= warmup_runs
-        result = run_once(job, options, placement=placement, stop=stop, device=device, attempt=attempt, facts=facts)
+        result = run_attempts(job, options, placement=placement, stop=stop, device=device, attempt=attempt, facts=facts)
         if first is None:
             first = result
             # After a fallback, later runs start on the platform that worked: re-trying the

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, NamedTuple
 
-from ..config import KILL_GRACE_SECONDS, MONITOR_INTERVAL
+from ..defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from ..probe import events as ev
 from ..probe.arguments import MODULE as PROBE_MODULE
 from ..probe.channel import EVENTS_ENV, read_events

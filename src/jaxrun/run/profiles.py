@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import MB, MONITOR_INTERVAL
+from ..defaults import MB, MONITOR_INTERVAL
 from ..models import ScriptMemoryProfile, ScriptProfile, ScriptResult, ScriptTimingProfile, TimelineEvent
 from .launch import LaunchOutcome
-from .outcome import ProbeReport
+from .probe_report import ProbeReport
 
 MAX_EVENTS = 10_000
 
@@ -74,7 +74,7 @@ def script_profile(outcome: LaunchOutcome, report: ProbeReport, result: ScriptRe
     return ScriptProfile(memory=_memory(outcome, report, result), timing=_timing(report, result))
 
 
-def performance_metrics(result: ScriptResult, profile: ScriptProfile, files: dict[str, str]) -> dict[str, Any]:
+def profile_metrics(result: ScriptResult, profile: ScriptProfile, files: dict[str, str]) -> dict[str, Any]:
     """The seed's ``performance_metrics``: the run's figures and where its profiles are."""
     return {
         "execution_time": result.execution_time,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .. import resultfiles
-from ..config import log_cap_bytes
+from ..defaults import log_cap_bytes
 from ..devices import get_jax_device_info, resolve_device
 from ..errors import DeviceProbeError, ScriptNotFoundError
 from ..failures import backoff_seconds, next_action
@@ -31,11 +31,11 @@ from ..provenance import script_identity
 from ..timestamps import now_iso
 from .classify import Classification, Evidence, classification, classify
 from .environment import child_env, numerics_of, probe_command
-from .job import Job
+from ..job import Job
 from .launch import Interrupted, LaunchOutcome, Limits, cpu_time_of, launch
 from .compiles import recompile_warnings, totals
-from .profiles import performance_metrics, script_profile
-from .outcome import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, phases, read_probe_report
+from .profiles import profile_metrics, script_profile
+from .probe_report import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, phases, read_probe_report
 from .placement import WHOLE_MACHINE, Placement, Slot
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> b
         return True
 
 
-def run_once(
+def run_attempts(
     job: Job,
     options: RunOptions,
     *,
@@ -202,7 +202,7 @@ def run_once(
     if options.cold_cache and options.compile_cache is not None and compile_cache is None:
         # Every run, benchmarked or not, starts from an empty compilation cache of its own.
         with tempfile.TemporaryDirectory(prefix="jaxrun-cold-cache-") as empty:
-            return run_once(job, options, placement=placement, stop=stop, device=device,
+            return run_attempts(job, options, placement=placement, stop=stop, device=device,
                             compile_cache=Path(empty), attempt=attempt, facts=facts)
     if job.output_dir.exists():
         shutil.rmtree(job.output_dir)  # outputs of an earlier run must not pass for this run's
@@ -399,5 +399,5 @@ def _build_result(
         files = {"memory_profile": str(folder / resultfiles.MEMORY_PROFILE),
                  "timing_profile": str(folder / resultfiles.TIMING_PROFILE)}
         result.profile = profile
-        result.performance_metrics = performance_metrics(result, profile, files)
+        result.performance_metrics = profile_metrics(result, profile, files)
     return result

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ScriptResult
-    from ..run.job import Job
+    from ..job import Job
 
 
 class Sink(Protocol):

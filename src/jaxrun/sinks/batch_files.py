@@ -30,7 +30,7 @@ from ..timestamps import now_iso
 from . import BaseSink
 
 if TYPE_CHECKING:
-    from ..run.job import Job
+    from ..job import Job
 
 
 # The most of a batch's time the rewrites of the batch files may take: after a rewrite that took

@@ -8,7 +8,7 @@ from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import ScriptResult
-    from ..run.job import Job
+    from ..job import Job
 
 OnStart = Callable[[int, int, str], None]  # (position from 1, total, file name)
 OnResult = Callable[[int, int, "ScriptResult"], None]  # (position from 1, total, result)

@@ -10,7 +10,7 @@ from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import BatchResult, DeviceInfo, ScriptResult
-    from ..run.job import Job
+    from ..job import Job
 
 
 class HistorySink(BaseSink):

@@ -12,7 +12,7 @@ from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ScriptResult
-    from ..run.job import Job
+    from ..job import Job
 
 logger = logging.getLogger("jaxrun")
 

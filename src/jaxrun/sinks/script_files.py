@@ -10,7 +10,7 @@ from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import ScriptResult
-    from ..run.job import Job
+    from ..job import Job
 
 
 class ScriptFileSink(BaseSink):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..config import MB, MONITOR_INTERVAL
+from ..defaults import MB, MONITOR_INTERVAL
 from ..models import CompileStats, WarmCall
 from ..probe import events as ev
 from .compiles import add_event

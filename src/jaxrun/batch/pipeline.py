@@ -22,7 +22,7 @@ from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult, Skipp
 from ..failures import HINTS
 from ..options import BatchOptions, RunOptions
 from ..run import execute
-from ..run.job import Job
+from ..job import Job
 from ..run.launcher import Launcher
 from ..run.runner import failed_before_running
 from ..run.spare import spare_environment

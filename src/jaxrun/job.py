@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import resultfiles
-from ..options import RunOptions
+from . import resultfiles
+from .options import RunOptions
 
 
 @dataclass(frozen=True)
