@@ -13,7 +13,7 @@ import jaxrun
 from jaxrun import BatchOptions, RunOptions
 from jaxrun.errors import InvalidDeviceError, UsageError
 
-from helpers import write
+from helpers import jaxrun as run_cli, load, write
 
 
 def test_options_are_exported_and_immutable() -> None:
@@ -100,6 +100,38 @@ def test_debug_infs_reaches_the_child(tmp_path: Path) -> None:
     strict = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "b", compile_cache=False, debug_infs=True)
     assert not strict.success and strict.error_class == "numerical_instability"
     assert strict.exception_type == "FloatingPointError"
+
+
+LEAKS_A_TRACER = """\
+import jax, jax.numpy as jnp
+leaked = []
+
+@jax.jit
+def f(x):
+    leaked.append(x)
+    return x + 1
+
+print(f(jnp.ones(3)))
+"""
+
+
+def test_an_option_declared_in_two_files_reaches_the_child_from_every_surface(tmp_path: Path) -> None:
+    """check_tracer_leaks is one field (options.py) and one variable (run/environment.py): the CLI
+    flag, the JAXRUN_* variable and the API keyword all reach the script; without it the same
+    script passes (JAX keeps no watch on leaked tracers by default)."""
+    script = write(tmp_path, "leak.py", LEAKS_A_TRACER)
+    plain = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "a", compile_cache=False)
+    assert plain.success, plain.error_message
+    api = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "b", compile_cache=False,
+                                    check_tracer_leaks=True)
+    assert not api.success and "Leaked trace" in (api.error_message or ""), api.error_message
+    for how, extra in (("flag", ["--check-tracer-leaks"]), ("variable", [])):
+        env = {"JAXRUN_CHECK_TRACER_LEAKS": "1"} if how == "variable" else {}
+        done = run_cli("run", script, "--device", "cpu", "--no-compile-cache", "--no-history", "--no-config",
+                       "--results-dir", tmp_path / how, *extra, env=env)
+        assert done.returncode == 1, (how, done.stderr)
+        [row] = load(tmp_path / how / "jax_execution_results.json")["script_results"]
+        assert "Leaked trace" in row["error_message"], (how, row["error_message"])
 
 
 def test_the_cli_marks_flags_env_and_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -165,6 +165,8 @@ class RunOptions(_Options):
                             Flag(names=("--no-fallback",), sets=False, help="Do not re-run failed accelerator scripts on CPU."))
     debug_nans: bool = option(False, "Run with jax_debug_nans: a NaN is an error.")
     debug_infs: bool = option(False, "Run with jax_debug_infs: an Inf is an error.")
+    check_tracer_leaks: bool = option(False, "Run with jax_check_tracer_leaks: a tracer kept past its "
+                                      "transformation (appended to a global list, say) is an error.")
     env: Optional[dict[str, str]] = option(None, "Variables set in each script's environment.",
                                            Flag(metavar="KEY=VALUE", help="KEY=VALUE set in each script's environment (repeatable)."))
     # The script's sys.argv[1:]: on the command line, what follows `--`.

@@ -68,6 +68,8 @@ def child_env(
         env["JAX_DEBUG_NANS"] = "True"
     if options.debug_infs:
         env["JAX_DEBUG_INFS"] = "True"
+    if options.check_tracer_leaks:
+        env["JAX_CHECK_TRACER_LEAKS"] = "True"
     if options.log_compiles:
         env["JAX_LOG_COMPILES"] = "True"
     if options.x64:
