@@ -85,6 +85,10 @@ def _value_type(annotation: Any) -> tuple[Any, bool]:
     return {int: click.INT, float: click.FLOAT, Path: click.Path(path_type=Path)}.get(annotation, click.STRING), False
 
 
+def _is_mapping(annotation: Any) -> bool:
+    return any(typing.get_origin(a) is dict for a in (annotation, *typing.get_args(annotation)))
+
+
 def _help(text: str, default: str | None) -> str:
     return f"{text}  [default: {default}]" if default else text
 
@@ -134,7 +138,7 @@ def given_options(ctx: click.Context, models: Models) -> tuple[dict[str, Any], d
         value = ctx.params.get(name)
         if not given(name) or value is None or value == ():
             continue
-        if name == "env":
+        if _is_mapping(field.annotation):  # KEY=VALUE, repeated
             from ..settings.keys import pairs
 
             value = pairs(value)
