@@ -13,20 +13,18 @@ from typing import TYPE_CHECKING
 import click
 
 from . import analysis, cache, config, info, run
-from .console import EXIT_OK, EXIT_USAGE, err, fail_usage, out
+from .console import CONTEXT_SETTINGS, EXIT_OK, EXIT_USAGE, err, fail_usage, out
 
 if TYPE_CHECKING:
     from ..run.launcher import Launcher
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
 
-_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
-
 app = click.Group(
     name="jaxrun",
     help="Run a folder of JAX programs on the best device and record what happened.",
     no_args_is_help=True,
-    context_settings=_CONTEXT,
+    context_settings=CONTEXT_SETTINGS,
 )
 # The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
 app.add_command(run.command())

@@ -11,9 +11,9 @@ from typing import Any
 import click
 
 from ..errors import JAXExecutionError
-from .console import fail_usage, out
+from .console import CONTEXT_SETTINGS, fail_usage, out
 
-CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["-h", "--help"]}
+CONTEXT = {**CONTEXT_SETTINGS, "allow_extra_args": True, "ignore_unknown_options": True}
 
 @click.command(context_settings=CONTEXT)
 @click.pass_context

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Every command's: -h as well as --help, and help text up to 120 columns wide where the terminal is.
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 
 # A path or message holding non-UTF-8 bytes is printed with \xNN escapes, never a crash.
 for _stream in (sys.stdout, sys.stderr):

@@ -14,7 +14,7 @@ from ..errors import JAXExecutionError
 
 if TYPE_CHECKING:
     from ..settings import Resolved
-from .console import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, err, fail_usage, out
+from .console import CONTEXT_SETTINGS, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, err, fail_usage, out
 
 RUN_HELP = """Run every JAX script under PATHS, each in its own process, and write the results folder.
 
@@ -47,7 +47,7 @@ def command() -> click.Command:
     from .flags import OptionsCommand, run_models
 
     return OptionsCommand("run", callback=run, params=_own_params(), help=RUN_HELP, models=run_models,
-                          context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+                          context_settings=CONTEXT_SETTINGS)
 
 
 @click.pass_context
