@@ -73,27 +73,25 @@ def help_time(runs: int) -> Row:
                "+100 ms", m - b <= 0.100, f"median of {runs}, interleaved")
 
 
-# What `jaxrun run` imports before it hands the first job over, cumulatively (where_startup_goes).
-_STAGES = [
-    ("Python itself", "pass"),
-    ("click", "import click"),
-    ("pydantic", "import click, pydantic.main"),
-    ("the options (and their validators)", "import click, jaxrun.options"),
-    ("every module on the way to the first script, `run`'s flags made",
-     "import jaxrun.cli, jaxrun.cli.flags as f, jaxrun.batch.pipeline, jaxrun.settings.resolve; f.option_params(f.run_models())"),
-]
+def steps(trace: Path, begin: float, end: float, last: str) -> list[tuple[str, float]]:
+    """The marks jaxrun wrote (jaxrun/startup_trace.py) between ``begin`` and ``end``, as the
+    seconds each step took, named by the mark that ends it (``last``: the step after the last mark)."""
+    marks = [(float(t), name.strip()) for t, name in (line.split(" ", 1) for line in trace.read_text().splitlines())]
+    out, before = [], begin
+    for t, name in marks:
+        if begin <= t <= end:
+            out.append((name, t - before))
+            before = t
+    out.append((last, end - before))
+    return out
 
 
-def where_startup_goes(runs: int, first_line: float) -> Row:
-    """The start-up to the first line, split: each import stage's median over the one before it
-    (a new process each), and the rest, jaxrun's own work (settings, discovery, plan, hand-over)."""
-    times = []
-    for _label, code in _STAGES:
-        times.append(median([timed([sys.executable, "-c", code]) for _ in range(runs)]))
-    parts = [f"{_STAGES[0][0]} {times[0] * 1000:.0f}"]
-    parts += [f"{label} +{(t - before) * 1000:.0f}" for (label, _), t, before in zip(_STAGES[1:], times[1:], times)]
-    parts.append(f"settings, discovery, plan and hand-over (the rest) +{(first_line - times[-1]) * 1000:.0f}")
-    return Row("where the start-up goes (ms)", "; ".join(parts), "-", None, f"medians of {runs}, a new process each")
+def breakdown(budget: str, runs: list[list[tuple[str, float]]]) -> Row:
+    """One row: the median of each step over the runs (each step's label from the first run)."""
+    labels = [label for label, _ in runs[0]]
+    medians = [median([r[i][1] for r in runs if len(r) == len(labels)]) for i in range(len(labels))]
+    text = "; ".join(f"{label} {m * 1000:.0f}" for label, m in zip(labels, medians))
+    return Row(budget, text, "-", None, f"medians of {len(runs)} (jaxrun's marks: JAXRUN_STARTUP_TRACE)")
 
 
 def library_floor(runs: int) -> Row:
@@ -115,39 +113,52 @@ def interleaved(runs: int, measure: Callable[[list[str]], float], script: Path, 
     return median(jaxrun), median(bare)
 
 
-def first_line_time(runs: int, tmp: Path) -> tuple[Row, float]:
-    """Seconds from starting the command to the script's first statement, jaxrun and python."""
+def first_line_time(runs: int, tmp: Path) -> list[Row]:
+    """Seconds from starting the command to the script's first statement, jaxrun and python; and
+    where jaxrun's went (its marks)."""
     script = tmp / "first_line.py"
     script.write_text(FIRST_LINE)
-    stamp = tmp / "stamp"
+    stamp, trace = tmp / "stamp", tmp / "trace_first"
+    split: list[list[tuple[str, float]]] = []
 
     def run(command: list[str]) -> float:
+        trace.unlink(missing_ok=True)
         started = time.time()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)},
-                       check=False)
-        return float(stamp.read_text()) - started
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                       env={**ENV, "STAMP_FILE": str(stamp), "JAXRUN_STARTUP_TRACE": str(trace)})
+        first_line = float(stamp.read_text())
+        if trace.exists():
+            split.append(steps(trace, started, first_line, "the script's first line runs"))
+        return first_line - started
 
     m, b = interleaved(runs, run, script, tmp / "r_first")
-    return Row("`jaxrun run` start-up (to the script's first line)", f"{m * 1000:.0f} ms (python: {b * 1000:.0f} ms)",
-               "150 ms", m <= 0.150, f"median of {runs}, interleaved"), m
+    return [Row("`jaxrun run` start-up (to the script's first line)", f"{m * 1000:.0f} ms (python: {b * 1000:.0f} ms)",
+                "150 ms", m <= 0.150, f"median of {runs}, interleaved"),
+            breakdown("where the start-up goes (ms)", split)]
 
 
-def teardown_time(runs: int, tmp: Path) -> Row:
+def teardown_time(runs: int, tmp: Path) -> list[Row]:
     """Seconds from the script's last statement to the command's exit: the interpreter's teardown
     (JAX's included) under python; that, the result, the files and the summary under jaxrun."""
     script = tmp / "last_line.py"
     script.write_text(LAST_LINE)
-    stamp = tmp / "stamp_last"
+    stamp, trace = tmp / "stamp_last", tmp / "trace_last"
+    split: list[list[tuple[str, float]]] = []
 
     def run(command: list[str]) -> float:
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)},
-                       check=False)
-        return time.time() - float(stamp.read_text())
+        trace.unlink(missing_ok=True)
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                       env={**ENV, "STAMP_FILE": str(stamp), "JAXRUN_STARTUP_TRACE": str(trace)})
+        ended, last_line = time.time(), float(stamp.read_text())
+        if trace.exists():
+            split.append(steps(trace, last_line, ended, "jaxrun's interpreter exits"))
+        return ended - last_line
 
     m, b = interleaved(runs, run, script, tmp / "r_last")
-    return Row("`jaxrun run` teardown (the script's last line to exit), over `python`",
-               f"+{(m - b) * 1000:.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)", "+50 ms", m - b <= 0.050,
-               f"median of {runs}, interleaved, a trivial JAX script")
+    return [Row("`jaxrun run` teardown (the script's last line to exit), over `python`",
+                f"+{(m - b) * 1000:.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)", "+50 ms", m - b <= 0.050,
+                f"median of {runs}, interleaved, a trivial JAX script"),
+            breakdown("where the teardown goes (ms)", split)]
 
 
 def per_script_cost(runs: int, tmp: Path) -> Row:
@@ -276,9 +287,8 @@ def main() -> None:
     where = machine()
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        first_line, first_line_s = first_line_time(args.runs, tmp)
-        rows = [help_time(args.runs), library_floor(args.runs), first_line, where_startup_goes(args.runs, first_line_s),
-                teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
+        rows = [help_time(args.runs), library_floor(args.runs), *first_line_time(args.runs, tmp),
+                *teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
                 result_writing(tmp), discovery(tmp), *compile_cache(max(3, args.runs // 2), tmp)]
     text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
             f"{versions()}.\n\n{table(rows)}\n")

@@ -31,6 +31,7 @@ from ..sinks.batch_files import BatchFilesSink, clear_previous_run
 from ..sinks.run_log import RunLogSink
 from ..sinks.registry import report_sinks
 from ..sinks.script_files import ScriptFileSink
+from ..startup_trace import mark
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock, unwritable
 from .plan import DevicePlan, discover, make_jobs, plan_devices, plan_scripts
@@ -208,6 +209,7 @@ def _run_locked(
         chain.on_begin(jobs)
         for index, previous in sorted(reused.items()):
             chain.on_result(jobs[index], previous)
+        mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
         # Every script of the batch is in the files: those that never ran are marked interrupted.

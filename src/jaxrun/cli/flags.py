@@ -53,6 +53,9 @@ class OptionsCommand(click.Command):
             arguments = [p for p in self._own if isinstance(p, click.Argument)]
             options = [p for p in self._own if not isinstance(p, click.Argument)]
             self._made = [*arguments, *option_params(self._models()), *options]
+            from ..startup_trace import mark
+
+            mark("pydantic and the options imported, the flags made")
         return self._made
 
     @params.setter

@@ -56,8 +56,11 @@ def run(ctx: click.Context, **params: Any) -> None:
     paths, quiet, report, json_output = params["paths"], params["quiet"], params["report"], params["json_output"]
     from ..batch.pipeline import run_batch
     from ..resultfiles import dump_model
+    from ..startup_trace import mark
 
+    mark("the flags parsed, the batch's modules imported")
     resolved = resolve_settings(ctx, paths)
+    mark("options resolved (flags, config file, environment)")
     options = resolved.options
     quiet = _display(resolved, "quiet", quiet)
     report = _display(resolved, "report", report)
@@ -98,11 +101,14 @@ def run(ctx: click.Context, **params: Any) -> None:
         except JAXExecutionError as exc:
             raise fail_usage(str(exc)) from None
         err.print(f"report: {written}", markup=False)
+    mark("the batch returned (results and files written)")
     if json_output:
         out.file.write(dump_model(batch))
         out.file.flush()
         raise click.exceptions.Exit(_exit_status(batch))
-    raise click.exceptions.Exit(_report_run(batch))
+    status = _report_run(batch)
+    mark("the summary printed")
+    raise click.exceptions.Exit(status)
 
 
 def command_line_values(ctx: click.Context) -> tuple[dict[str, Any], dict[str, str]]:

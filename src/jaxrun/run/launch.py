@@ -26,6 +26,7 @@ from ..defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from ..probe import events as ev
 from ..probe.arguments import MODULE as PROBE_MODULE
 from ..probe.channel import EVENTS_ENV, read_events
+from ..startup_trace import mark
 from . import cgroups
 from .spare import Spare
 
@@ -224,6 +225,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     timeout, memory_limit, max_processes = limits
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
+    mark("the job handed to its process")
     waiter = _Waiter(proc.pid)
     waiter.start()
     pgid = proc.pid
@@ -256,6 +258,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         interrupted = True
         _stop(pgid, monitor, group, waiter)
     waiter.done.wait()
+    mark("the script's teardown (JAX's too), its process reaped")
     ended = waiter.ended if waiter.ended is not None else time.perf_counter()
     monitor.sample(scan=True)  # descendants still running: their memory and CPU so far
     # Popen must not try to reap the pid the waiter already reaped.
