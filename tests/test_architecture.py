@@ -17,7 +17,7 @@ LAYERS: dict[str, int] = {
     "jaxrun.models": 0, "jaxrun.probe": 0, "jaxrun.recording": 0, "jaxrun.stats": 0,
     "jaxrun.resultfiles": 0, "jaxrun.executors": 0,  # executors/__init__: the registry table only
     # 1: options, facts and analysis over results
-    "jaxrun.options": 1, "jaxrun.option_spec": 0, "jaxrun.job": 1, "jaxrun.discovery": 1, "jaxrun.devices": 1, "jaxrun.nvml": 1,
+    "jaxrun.options": 1, "jaxrun.option_spec": 0, "jaxrun.startup_trace": 0, "jaxrun.job": 1, "jaxrun.discovery": 1, "jaxrun.devices": 1, "jaxrun.nvml": 1,
     "jaxrun.benchmark": 1, "jaxrun.summary": 1, "jaxrun.provenance": 1, "jaxrun.history": 1,
     "jaxrun.compare": 1,
     "jaxrun.seed_names": 0,
