@@ -113,48 +113,49 @@ def interleaved(runs: int, measure: Callable[[list[str]], float], script: Path, 
     return median(jaxrun), median(bare)
 
 
-def first_line_time(runs: int, tmp: Path) -> list[Row]:
-    """Seconds from starting the command to the script's first statement, jaxrun and python; and
-    where jaxrun's went (its marks)."""
-    script = tmp / "first_line.py"
-    script.write_text(FIRST_LINE)
-    stamp, trace = tmp / "stamp", tmp / "trace_first"
+def stamped_run(command: list[str], stamp: Path, trace: Path) -> tuple[float, float, float]:
+    """Run ``command`` with the script's stamp file and jaxrun's trace file (unix times): when it
+    started, when it ended, and the stamp the script wrote."""
+    trace.unlink(missing_ok=True)
+    started = time.time()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                   env={**ENV, "STAMP_FILE": str(stamp), "JAXRUN_STARTUP_TRACE": str(trace)})
+    return started, time.time(), float(stamp.read_text())
+
+
+def stamped_spans(runs: int, tmp: Path, name: str, text: str, to_stamp: bool, last_step: str,
+                  ) -> tuple[float, float, list[list[tuple[str, float]]]]:
+    """Medians, jaxrun's and python's (interleaved), of the span from the command's start to the
+    script's stamp (``to_stamp``) or from the stamp to the command's exit; and jaxrun's steps in it."""
+    script = tmp / f"{name}.py"
+    script.write_text(text)
+    stamp, trace = tmp / f"stamp_{name}", tmp / f"trace_{name}"
     split: list[list[tuple[str, float]]] = []
 
     def run(command: list[str]) -> float:
-        trace.unlink(missing_ok=True)
-        started = time.time()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                       env={**ENV, "STAMP_FILE": str(stamp), "JAXRUN_STARTUP_TRACE": str(trace)})
-        first_line = float(stamp.read_text())
+        started, ended, stamped = stamped_run(command, stamp, trace)
+        begin, end = (started, stamped) if to_stamp else (stamped, ended)
         if trace.exists():
-            split.append(steps(trace, started, first_line, "the script's first line runs"))
-        return first_line - started
+            split.append(steps(trace, begin, end, last_step))
+        return end - begin
 
-    m, b = interleaved(runs, run, script, tmp / "r_first")
+    m, b = interleaved(runs, run, script, tmp / f"r_{name}")
+    return m, b, split
+
+
+def first_line_time(runs: int, tmp: Path) -> list[Row]:
+    """From starting the command to the script's first statement, jaxrun and python; and where
+    jaxrun's time went (its marks)."""
+    m, b, split = stamped_spans(runs, tmp, "first_line", FIRST_LINE, True, "the script's first line runs")
     return [Row("`jaxrun run` start-up (to the script's first line)", f"{m * 1000:.0f} ms (python: {b * 1000:.0f} ms)",
                 "150 ms", m <= 0.150, f"median of {runs}, interleaved"),
             breakdown("where the start-up goes (ms)", split)]
 
 
 def teardown_time(runs: int, tmp: Path) -> list[Row]:
-    """Seconds from the script's last statement to the command's exit: the interpreter's teardown
-    (JAX's included) under python; that, the result, the files and the summary under jaxrun."""
-    script = tmp / "last_line.py"
-    script.write_text(LAST_LINE)
-    stamp, trace = tmp / "stamp_last", tmp / "trace_last"
-    split: list[list[tuple[str, float]]] = []
-
-    def run(command: list[str]) -> float:
-        trace.unlink(missing_ok=True)
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                       env={**ENV, "STAMP_FILE": str(stamp), "JAXRUN_STARTUP_TRACE": str(trace)})
-        ended, last_line = time.time(), float(stamp.read_text())
-        if trace.exists():
-            split.append(steps(trace, last_line, ended, "jaxrun's interpreter exits"))
-        return ended - last_line
-
-    m, b = interleaved(runs, run, script, tmp / "r_last")
+    """From the script's last statement to the command's exit: the interpreter's teardown (JAX's
+    included) under python; that, the result, the files and the summary under jaxrun."""
+    m, b, split = stamped_spans(runs, tmp, "last_line", LAST_LINE, False, "jaxrun's interpreter exits")
     return [Row("`jaxrun run` teardown (the script's last line to exit), over `python`",
                 f"+{(m - b) * 1000:.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)", "+50 ms", m - b <= 0.050,
                 f"median of {runs}, interleaved, a trivial JAX script"),
