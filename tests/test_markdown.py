@@ -33,19 +33,43 @@ raise ValueError("bad | input")
 """
 
 
+def tables(text: str) -> dict[str, list[list[str]]]:
+    """Every table as a GFM parser reads it (markdown-it-py with tables, as GitHub renders them):
+    the heading above it -> its rows (the header row first), each a list of cell texts. A table
+    whose rows do not match its header is no table for the parser, and is missing here."""
+    from markdown_it import MarkdownIt
+
+    found: dict[str, list[list[str]]] = {}
+    heading, rows, cells, in_heading, cell = "", [], [], False, False
+    for token in MarkdownIt("commonmark").enable("table").parse(text):
+        if token.type == "heading_open":
+            in_heading = True
+        elif token.type == "inline" and in_heading:
+            heading, in_heading = token.content, False
+        elif token.type in ("th_open", "td_open"):
+            cell = True
+        elif token.type == "inline" and cell:
+            cells.append("".join(child.content for child in token.children or ()).strip())
+            cell = False
+        elif token.type in ("th_close", "td_close") and cell:  # an empty cell has no inline token
+            cells.append("")
+            cell = False
+        elif token.type == "tr_close":
+            rows.append(cells)
+            cells = []
+        elif token.type == "table_close":
+            found[heading] = rows
+            rows = []
+    return found
+
+
 def table_rows(text: str, heading: str) -> list[list[str]]:
-    """The body rows of the Markdown table under ``heading``, as cells."""
-    lines = text.splitlines()
-    start = lines.index(heading)
-    rows = []
-    for line in lines[start + 1:]:
-        if line.startswith("### "):
-            break
-        if line.startswith("| ") and not line.startswith("| script "):
-            # Split on pipes that are not escaped.
-            cells = [c.strip().replace("\\|", "|") for c in line.replace("\\|", "\0").strip("|").split("|")]
-            rows.append([c.replace("\0", "|") for c in cells])
-    return rows
+    """The body rows of the table under ``heading`` (e.g. "Every script"), as a GFM parser reads
+    them; each row has as many cells as the header, or the parser would have seen no table."""
+    rows = tables(text)[heading]
+    header, body = rows[0], rows[1:]
+    assert header[:3] == ["script", "status", "device"] and all(len(r) == len(header) for r in body), rows
+    return body
 
 
 def test_markdown_file_and_github_step_summary(tmp_path: Path) -> None:
@@ -65,10 +89,10 @@ def test_markdown_file_and_github_step_summary(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr  # one script failed
     text = (tmp_path / "report.md").read_text()
     assert text.startswith("## jaxrun: 2/3 scripts succeeded\n")
-    attention = table_rows(text, "### Failures and regressions")
+    attention = table_rows(text, "Failures and regressions")
     assert [(r[0], r[1], r[2]) for r in attention] == [("b_fails", "FAILED script_error", "cpu")]
     assert attention[0][-1] == "ValueError: bad | input"  # the pipe survives, escaped
-    every = table_rows(text, "### Every script")
+    every = table_rows(text, "Every script")
     assert [(r[0], r[1]) for r in every] == [("a_good", "ok"), ("b_fails", "FAILED script_error"), ("c_good", "ok")]
     assert all(len(r) == 11 for r in every)
     assert every[0][3] != "-" and float(every[0][3]) > 0  # a measured time, not a placeholder
@@ -117,7 +141,7 @@ def test_regressions_are_listed_first_with_their_ratio() -> None:
         script_results=[_result("fine"), _result("slow", regression=True), _result("late", success=False)],
     ))
     text = render_markdown(batch)
-    attention = table_rows(text, "### Failures and regressions")
+    attention = table_rows(text, "Failures and regressions")
     assert [(r[0], r[1]) for r in attention] == [("slow", "regression"), ("late", "FAILED timeout")]
     assert attention[0][-1] == "slower than 2 earlier run(s): run_time x1.300 p=0.001"
-    assert [r[0] for r in table_rows(text, "### Every script")] == ["fine", "slow", "late"]
+    assert [r[0] for r in table_rows(text, "Every script")] == ["fine", "slow", "late"]

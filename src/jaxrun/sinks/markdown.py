@@ -16,8 +16,11 @@ if TYPE_CHECKING:
     from ..models import BatchResult, ScriptResult
 
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
-_HEADERS = ("script", "status", "device", "time s", "body s", "import s", "JIT s", "run s", "compiles", "peak RSS MB",
-            "details")
+# Each column with whether it holds numbers (right-aligned): one list, so that the header and the
+# alignment row always have as many cells as every row.
+_COLUMNS = (("script", False), ("status", False), ("device", False), ("time s", True), ("body s", True),
+            ("import s", True), ("JIT s", True), ("run s", True), ("compiles", True), ("peak RSS MB", True),
+            ("details", False))
 
 
 def _cell(value: object) -> str:
@@ -58,8 +61,9 @@ def _row(result: "ScriptResult") -> str:
 
 
 def _table(results: "list[ScriptResult]") -> list[str]:
-    align = ["---", "---", "---", *["---:"] * 5, "---"]
-    return ["| " + " | ".join(_HEADERS) + " |", "|" + "|".join(align) + "|", *(_row(r) for r in results)]
+    header = "| " + " | ".join(name for name, _ in _COLUMNS) + " |"
+    align = "|" + "|".join("---:" if numeric else "---" for _, numeric in _COLUMNS) + "|"
+    return [header, align, *(_row(r) for r in results)]
 
 
 def render_markdown(batch: "BatchResult") -> str:
