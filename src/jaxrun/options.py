@@ -69,8 +69,7 @@ class _Options(BaseModel):
         given = resolve_option_aliases(given, {n: f.default for n, f in cls.model_fields.items()})
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
-            valid = ", ".join(sorted(n for n in cls.model_fields if n not in ("run", "rules", "config_file")))
-            raise UsageError(f"unknown option {unknown[0]!r}: valid options are {valid}")
+            raise unknown_option(unknown[0], cls.model_fields)
         try:
             options = cls(**given)
         except ValidationError as exc:
@@ -141,6 +140,17 @@ class _Options(BaseModel):
         copy._sources = {**self._sources, **{k: source for k in taken}}
         copy._origins = {**self._origins, **{k: origins[k] for k in taken if k in origins}}
         return copy
+
+
+def unknown_option(name: str, names: Iterable[str]) -> UsageError:
+    """``unknown option 'timout' (did you mean 'timeout'?)``, or the valid names when none is close."""
+    import difflib
+
+    valid = sorted(n for n in names if n not in ("run", "rules", "config_file"))
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    if close:
+        return UsageError(f"unknown option {name!r} (did you mean {close[0]!r}?)")
+    return UsageError(f"unknown option {name!r}: valid options are {', '.join(valid)}")
 
 
 def _usage_error(exc: ValidationError) -> UsageError:
@@ -380,8 +390,7 @@ class BatchOptions(_Options):
         run_given = {k: given.pop(k) for k in list(given) if k in run_names}
         unknown = sorted(set(given) - set(cls.model_fields) - {"run"})
         if unknown:
-            valid = ", ".join(sorted((set(cls.model_fields) | set(RunOptions.model_fields)) - {"run", "rules", "config_file"}))
-            raise UsageError(f"unknown option {unknown[0]!r}: valid options are {valid}")
+            raise unknown_option(unknown[0], set(cls.model_fields) | set(RunOptions.model_fields))
         if "device" in given:
             given["device"] = parse_devices(given["device"])
         if "device" in given:
