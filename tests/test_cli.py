@@ -108,6 +108,16 @@ def test_unknown_device_lists_the_valid_ones(jaxrun_cli, tmp_path: Path) -> None
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("name", ["notes.txt", "README.md", "script"])
+def test_a_file_that_is_not_a_python_script_is_refused_before_anything_is_written(
+        jaxrun_cli, tmp_path: Path, name: str) -> None:
+    # Run as Python it would fail as the script's NameError or syntax error, over the last results.
+    (tmp_path / name).write_text("import jax\nSee the notes.\n")
+    done = jaxrun_cli("run", tmp_path / name, cwd=tmp_path)
+    assert_one_line_usage_error(done, "not a Python script", name, "a .py file")
+    assert not (tmp_path / "jaxrun_results").exists()
+
+
 def test_folder_without_jax_scripts_is_exit_2(jaxrun_cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "plain.py", "print('hello')\n")
     assert_one_line_usage_error(

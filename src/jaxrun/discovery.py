@@ -323,7 +323,8 @@ def search_jax_scripts(
 
     The result is sorted by the relative posix path; each path is the resolved *search_dir*
     joined with that relative path (a symlinked file inside the folder keeps its in-folder
-    path). When *search_dir* is a file it is returned alone, resolved, whatever it imports.
+    path). When *search_dir* is a ``.py`` file it is returned alone, resolved, whatever it imports;
+    another file is a :class:`~jaxrun.errors.UsageError`.
 
     Raises :class:`~jaxrun.errors.ScriptNotFoundError` when *search_dir* does not exist or
     cannot be read, and :class:`~jaxrun.errors.UsageError` for malformed ``include`` /
@@ -344,6 +345,9 @@ def search_jax_scripts(
             f"no such file or folder: {given!r} — pass a folder of JAX scripts or a .py file"
         )
     root = path.resolve()
+    if root.is_file() and root.suffix != ".py":
+        # Run as Python it would fail with a NameError or a syntax error, reported as the script's.
+        raise UsageError(f"not a Python script: {given!r} — pass a folder of JAX scripts or a .py file")
     if root.is_file():
         try:
             with open(root, "rb"):
