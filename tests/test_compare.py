@@ -54,6 +54,7 @@ def _bench(
     walls: list[float],
     *,
     device: str = "cpu",
+    used: str | None = None,  # where it ran (default: the device asked for)
     warmups: list[float] = (),  # type: ignore[assignment]
     failed: int = 0,
 ) -> ScriptBenchmark:
@@ -61,7 +62,7 @@ def _bench(
     counted = [_sample(len(warm) + i, w) for i, w in enumerate(walls)]
     counted += [_sample(len(warm) + len(walls) + i, None, success=False) for i in range(failed)]
     return ScriptBenchmark(
-        script_name=name, script_path=f"/suite/{name}.py", device_requested=device, device_used=device,
+        script_name=name, script_path=f"/suite/{name}.py", device_requested=device, device_used=used or device,
         benchmark_runs=len(counted), warmup_runs=len(warm), runs_completed=len(walls),
         samples=counted, warmups=warm, mean_execution_time=float(np.mean(walls)) if walls else None,
     )
@@ -358,6 +359,13 @@ def test_a_different_requested_device_still_pairs_the_script(tmp_path: Path) -> 
     (row,) = report.scripts
     assert row.verdict == "no significant change" and "auto in base, cpu in new" in row.note
     assert report.only_in_base == report.only_in_new == []
+
+
+def test_the_device_shown_is_the_one_the_scripts_ran_on(tmp_path: Path) -> None:
+    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", _times(1), device="auto", used="cpu")))
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", _times(2), device="auto", used="cpu")))
+    (row,) = compare_results(base, new).scripts
+    assert row.device == "cpu"  # not "auto", which was only asked for
 
 
 def test_too_few_runs_for_the_test_are_explained(tmp_path: Path) -> None:

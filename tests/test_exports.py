@@ -72,7 +72,7 @@ def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path
     gate = [r for r in rows if r["gate"] == "True"]
     assert [(r["script"], r["metric"]) for r in gate] == [("a_short", "run_time"), ("b_shorter", "run_time")]
     assert all(float(r["ratio"]) > 1.5 for r in gate)  # twice the sleep
-    assert "| a_short | auto | run_time | True |" in (tmp_path / "c.md").read_text()
+    assert "| a_short | cpu | run_time | True |" in (tmp_path / "c.md").read_text()  # where it ran, not "auto"
 
 
 def test_an_export_path_that_cannot_be_written_is_refused_before_running(tmp_path: Path) -> None:

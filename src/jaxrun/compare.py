@@ -208,7 +208,8 @@ def compare_results(
                               alpha=alpha, min_effect=min_effect)
     for base_key, new_key in pairs:
         old, now = left.entries[base_key], right.entries[new_key]
-        row = judge_script(new_key[0], new_key[1], old.samples, now.samples, options,
+        # The device the new run used ("auto" was only asked for); the notes say where the sides differ.
+        row = judge_script(new_key[0], now.device_used or new_key[1], old.samples, now.samples, options,
                            repeated=old.benchmarked or now.benchmarked)
         notes = [row.note] if row.note else []
         if base_key != new_key:
