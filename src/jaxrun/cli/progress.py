@@ -24,19 +24,27 @@ def outcome_text(result: "ScriptResult") -> str:
 
 
 class LineProgress(BaseSink):
-    """``[k/n] name ...`` when a script starts, ``  ok cpu, 1.23 s`` or its failure when it ends:
-    plain lines on a stream (no rich: its import would delay the first script by ~40 ms)."""
+    """``[k/n] name ...`` when the k-th of the n scripts to run starts, ``  ok cpu, 1.23 s`` or its
+    failure when it ends; a result kept from an earlier run (``--resume``) says so. Plain lines on
+    a stream (no rich: its import would delay the first script by ~40 ms)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self.started: set[int] = set()
 
     def _line(self, text: str) -> None:
         self.stream.write(text + "\n")
         self.stream.flush()
 
     def on_start(self, job: "Job", total: int) -> None:
-        self._line(f"[{job.index + 1}/{total}] {job.file_name} ...")
+        # Counted here, not by job.index: kept scripts and several jobs at once leave gaps in it.
+        self.started.add(job.index)
+        self._line(f"[{len(self.started)}/{total}] {job.file_name} ...")
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
-        self._line(f"  {job.file_name}: {outcome_text(result)}")
+        if job.index in self.started:
+            self._line(f"  {job.file_name}: {outcome_text(result)}")
+        else:
+            self._line(f"  {job.file_name}: kept from the earlier run ({outcome_text(result)}, "
+                       f"finished {result.finished_at})")
         return result
