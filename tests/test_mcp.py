@@ -10,6 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+import jaxrun
+
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
@@ -63,7 +65,10 @@ def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: P
         assert not cpu["isError"] and cpu["structuredContent"]["available"] is True
         assert cpu["structuredContent"]["platforms"]["cpu"] >= 1
         gpu = (await _call(session, "execute.check_jax_availability", {"device": "gpu"}))["structuredContent"]
-        assert gpu["available"] is False and "gpu is not available" in gpu["reason"]
+        # The true reason, as `jaxrun devices` reads it (no CUDA backend here), not a list of names.
+        truth = jaxrun.get_jax_device_info().platforms["gpu"].error
+        assert gpu["available"] is False and gpu["reason"] == f"gpu is not available: {truth}", gpu
+        assert "gpu" not in gpu["platforms"]  # JAX sees no GPU: only usable platforms are listed
 
         progress: list[tuple[float, float | None, str | None]] = []
 

@@ -200,16 +200,16 @@ def build_server(roots: list[Path]) -> Any:
     @server.tool(name="execute.check_jax_availability", annotations=read_only)
     def check_jax_availability(device: _Device = _DEVICE) -> Availability:
         """Whether JAX can use a device here (cpu, gpu, tpu or auto), with the devices it sees."""
-        from .devices import get_jax_device_info, is_jax_available
+        from .devices import get_jax_device_info, resolve_device
         from .errors import JAXExecutionError
 
         try:
             info = get_jax_device_info()
-            available = is_jax_available(device)
+            _, reason = resolve_device(device, info)  # the reason `jaxrun run` and `jaxrun devices` give
         except JAXExecutionError as exc:
             raise ToolError(str(exc)) from None
-        platforms = {name: len(p.devices) for name, p in info.platforms.items()}
-        reason = None if available else f"{device} is not available here; JAX sees: {', '.join(platforms) or 'nothing'}"
+        available = reason is None
+        platforms = {name: len(p.devices) for name, p in info.platforms.items() if p.available}
         return Availability(device=device, available=available, jax_version=info.jax_version,
                             default_backend=info.default_backend, platforms=platforms, reason=reason)
 
