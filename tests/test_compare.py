@@ -332,6 +332,13 @@ def test_scripts_on_one_side_only_are_listed(tmp_path: Path) -> None:
     assert report.only_in_base == ["removed"] and report.only_in_new == ["added"]
 
 
+def test_two_runs_without_a_script_in_common_are_refused_with_both_sides_named(tmp_path: Path) -> None:
+    base = _write_dir(tmp_path / "base", _bench_results(_bench("old_model", _times(1))))
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("new_model", _times(2))))
+    with pytest.raises(UsageError, match=r"nothing to compare: .*BASE has old_model; NEW has new_model"):
+        compare_results(base, new)
+
+
 def test_a_script_that_now_fails_is_not_comparable(tmp_path: Path, base_dir: Path) -> None:
     new = _write_dir(tmp_path / "new", _bench_results(_bench("pomdp_solver", [], failed=5)))
     (row,) = compare_results(base_dir, new).scripts

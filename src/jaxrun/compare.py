@@ -199,6 +199,12 @@ def compare_results(
     judged, gate = metrics_for(metric)
     left, right = _load(base, judged), _load(new, judged)
     pairs, only_base, only_new = _pair(left.entries, right.entries)
+    if not pairs and (only_base or only_new):
+        def names(keys: list[Key]) -> str:
+            return ", ".join(sorted({k[0] for k in keys})[:5]) or "none"
+
+        raise UsageError(f"nothing to compare: no script is in both {left.label!r} and {right.label!r} "
+                         f"(BASE has {names(only_base)}; NEW has {names(only_new)}) — pass two runs of the same scripts")
     several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
 
     def label(key: Key) -> str:  # "name [device]" only for scripts run on several devices
