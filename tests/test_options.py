@@ -81,9 +81,9 @@ def test_bad_run_options_name_the_culprit(tmp_path: Path, given: dict, error: ty
 
 
 def test_unknown_batch_option_names_the_close_one_or_lists_batch_and_run_options(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"unknown option 'job' \(did you mean 'jobs'\?\)"):
+    with pytest.raises(UsageError, match=r"unknown option 'job': did you mean 'jobs'\?"):
         jaxrun.run_jax_scripts(tmp_path, results_dir=tmp_path / "r", job=2)
-    with pytest.raises(UsageError, match=r"unknown option 'timout' \(did you mean 'timeout'\?\)"):
+    with pytest.raises(UsageError, match=r"unknown option 'timout': did you mean 'timeout'\?"):
         jaxrun.execute_jax_script(tmp_path / "x.py", timout=3)  # a run option, through the other API
     with pytest.raises(UsageError, match="unknown option 'qqq': valid options are .*jobs.*retries"):
         jaxrun.run_jax_scripts(tmp_path, results_dir=tmp_path / "r", qqq=2)

@@ -7,6 +7,8 @@ what to do, listing the valid values and naming the culprit, so the CLI can prin
 
 from __future__ import annotations
 
+from typing import Iterable
+
 
 class JAXExecutionError(Exception):
     """Base of every error jaxrun raises."""
@@ -34,3 +36,15 @@ class ScriptFailedError(JAXExecutionError):
     def __init__(self, message: str, result: object | None = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+def closest(name: str, valid: "Iterable[str]", noun: str = "keys") -> str:
+    """``did you mean 'timeout'?``, or the valid names (``valid keys are ...``) when none is close:
+    the tail of every "unknown key / option / metric" message."""
+    import difflib
+
+    names = sorted(valid)
+    match = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if match:
+        return f"did you mean {match[0]!r}?"
+    return f"valid {noun} are {', '.join(names)}"

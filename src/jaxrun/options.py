@@ -37,7 +37,7 @@ from .defaults import (
     validate_timeout,
 )
 from .cache import DEFAULT_COMPILE_CACHE_MAX_SIZE
-from .errors import UsageError
+from .errors import UsageError, closest
 from .executors import BACKENDS
 from .option_spec import Flag, option
 from .seed_names import resolve_option_aliases
@@ -143,14 +143,10 @@ class _Options(BaseModel):
 
 
 def unknown_option(name: str, names: Iterable[str]) -> UsageError:
-    """``unknown option 'timout' (did you mean 'timeout'?)``, or the valid names when none is close."""
-    import difflib
-
-    valid = sorted(n for n in names if n not in ("run", "rules", "config_file"))
-    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
-    if close:
-        return UsageError(f"unknown option {name!r} (did you mean {close[0]!r}?)")
-    return UsageError(f"unknown option {name!r}: valid options are {', '.join(valid)}")
+    """``unknown option 'timout': did you mean 'timeout'?``, or the valid names when none is close
+    (as the config file's unknown keys say it)."""
+    valid = [n for n in names if n not in ("run", "rules", "config_file")]
+    return UsageError(f"unknown option {name!r}: {closest(name, valid, 'options')}")
 
 
 def _usage_error(exc: ValidationError) -> UsageError:

@@ -9,13 +9,12 @@ settings may hold.
 
 from __future__ import annotations
 
-import difflib
 import os
 import shlex
 import typing
 from typing import Any, Callable
 
-from ..errors import UsageError
+from ..errors import UsageError, closest  # noqa: F401 - closest: settings' messages use it from here
 from ..options import BatchOptions, RunOptions
 
 # Options of the batch (not the script list itself, which the command line or the API gives).
@@ -35,15 +34,6 @@ ENV_PREFIX = "JAXRUN_"
 def env_name(key: str) -> str:
     """``timeout`` -> ``JAXRUN_TIMEOUT``."""
     return ENV_PREFIX + key.upper()
-
-
-def closest(key: str, valid: typing.Iterable[str]) -> str:
-    """``" (did you mean 'timeout'?)"`` or the list of valid keys when nothing is close."""
-    valid = sorted(valid)
-    match = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    if match:
-        return f"did you mean {match[0]!r}?"
-    return f"valid keys are {', '.join(valid)}"
 
 
 # --- the seed documents' configuration blocks (../shared/seeds/001: JAX_EXEC_CONFIG,
