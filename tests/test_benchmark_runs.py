@@ -154,6 +154,24 @@ def test_statistics_per_metric_have_median_and_ci(sleeper_benchmark) -> None:
 
 
 @pytest.mark.slow
+def test_the_headline_figures_of_a_benchmarked_script_are_the_medians(sleeper_benchmark) -> None:
+    """Issue 23: execution_time (the summary table's time, the report's wall) was the last run's
+    where the benchmark table printed the median; every surface reads these fields."""
+    result, results_dir = sleeper_benchmark
+    samples = result.benchmark.samples
+    assert result.timing == "median of 3 counted runs"
+    pairs = {"execution_time": "wall_time", "body_time": "body_time", "import_time": "import_time",
+             "jit_compile_time": "compile_time", "run_time": "run_time", "memory_peak": "memory_peak",
+             "cpu_time": "cpu_time"}
+    for field, metric in pairs.items():
+        values = sorted(getattr(s, metric) for s in samples)
+        assert getattr(result, field) == pytest.approx(values[1]), field
+    assert result.execution_time == pytest.approx(result.benchmark.statistics["wall_time"].median)
+    saved = load(results_dir / "script_results" / "sleeper_result.json")
+    assert saved["execution_time"] == pytest.approx(result.execution_time) and saved["timing"] == result.timing
+
+
+@pytest.mark.slow
 def test_benchmark_is_persisted_in_the_script_result_file(sleeper_benchmark) -> None:
     result, results_dir = sleeper_benchmark
     saved = load(results_dir / "script_results" / "sleeper_result.json")

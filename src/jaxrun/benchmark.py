@@ -39,6 +39,7 @@ def sample_from_result(result: ScriptResult, index: int, warmup: bool) -> RunSam
         compile_time=result.jit_compile_time,
         run_time=result.run_time,
         memory_peak=result.memory_peak,
+        cpu_time=result.cpu_time,
     )
 
 

@@ -58,6 +58,7 @@ class RunSample(MappingModel):
         description="Seconds of the script's own work: body minus imports minus compilation",
     )
     memory_peak: float | None = Field(None, description="MB, peak RSS of the process tree")
+    cpu_time: float | None = Field(None, description="Seconds of CPU (user+sys) of the process tree")
 
 
 class WarmCall(MappingModel):

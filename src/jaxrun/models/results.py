@@ -100,6 +100,12 @@ class ScriptResult(MappingModel):
     fallback_reason: str | None = None
     attempts: list[Attempt] = []
     execution_time: float | None = Field(None, description="Seconds, whole process")
+    timing: str | None = Field(
+        None, description="'median of N counted runs' for a benchmarked script whose N counted runs all "
+        "succeeded: execution_time, body_time, import_time, run_time, jit_compile_time, cpu_time and "
+        "memory_peak are then each the median of those runs (benchmark.samples holds every run); "
+        "null: the figures are of one run"
+    )
     body_time: float | None = Field(
         None, description="Seconds, the script body inside the probe: from its first line to its end (return, "
         "exception, sys.exit, os._exit, a signal it sent itself), and on success to the end of the device "

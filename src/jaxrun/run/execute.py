@@ -82,7 +82,8 @@ def _benchmark(
     entry = options.entry
     warm = warm_summary(entry, calls) if entry and calls else result.warm
     bench = script_benchmark(result, samples, warmups, benchmark_runs, warmup_runs, warm, options.mode)
-    update: dict[str, Any] = {"benchmark": bench, "started_at": first.started_at, "finished_at": now_iso()}
+    update: dict[str, Any] = {"benchmark": bench, "started_at": first.started_at, "finished_at": now_iso(),
+                              **_medians(result, samples)}
     if entry and calls:
         # The last run's own summary labels its calls run=1 whatever counted run it was, and
         # leaves the other runs out; the result's .warm must say the same as .benchmark.warm.
@@ -91,3 +92,26 @@ def _benchmark(
         update["fallback_reason"] = first.fallback_reason
         update["benchmark"] = bench.model_copy(update={"fallback_reason": first.fallback_reason})
     return result.model_copy(update=update)
+
+
+# A result's field -> the sample field it is the median of.
+_MEDIAN_FIELDS = {"execution_time": "wall_time", "body_time": "body_time", "import_time": "import_time",
+                  "jit_compile_time": "compile_time", "run_time": "run_time", "memory_peak": "memory_peak",
+                  "cpu_time": "cpu_time"}
+
+
+def _medians(last: ScriptResult, samples: list[RunSample]) -> dict[str, Any]:
+    """A benchmarked script's headline figures: the median of its counted runs, each figure on its
+    own (what the benchmark table prints), labelled in ``timing``. Only when every counted run
+    succeeded: a failed run's result keeps its own figures, which say how it failed."""
+    if not last.success or not samples or not all(s.success for s in samples):
+        return {}
+    import statistics
+
+    medians: dict[str, Any] = {"timing": f"median of {len(samples)} counted run{'s' if len(samples) > 1 else ''}"}
+    for field, metric in _MEDIAN_FIELDS.items():
+        values = [v for v in (getattr(s, metric) for s in samples) if v is not None]
+        # A figure some run could not measure stays that of the last run (null when it is).
+        if len(values) == len(samples):
+            medians[field] = statistics.median(values)
+    return medians
