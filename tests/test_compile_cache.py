@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -218,3 +219,45 @@ def test_the_cache_is_bounded_and_jaxrun_cache_reads_and_empties_it(tmp_path: Pa
     assert cleared.returncode == 0 and f"deleted {files} file(s)" in cleared.stdout
     after = json.loads(jaxrun("cache", "info", "--compile-cache", unbounded, "--json").stdout)
     assert after["entries"] == 0 and after["bytes"] == 0
+
+
+# Two scripts, each with programs of its own (and jnp's small ones, shared by both).
+JOBS_SCRIPT = """\
+import jax, jax.numpy as jnp
+
+def make(k):
+    def f(x):
+        return jnp.sin(x @ x.T * (1.0 / (k + {offset})) + x).sum()
+    return jax.jit(f)
+
+print(sum(float(make(k)(jnp.ones((16, 16)) * 0.01)) for k in range(4)))
+"""
+# Runs jaxrun on at most two of the usable cores, so that `--jobs 2` gives each job one core on
+# any machine: the share that made jaxrun add an XLA flag, which entered JAX's cache key.
+_TWO_CORES = "import os, sys; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2]); os.execv(sys.argv[1], sys.argv[1:])"
+
+
+def test_the_cache_a_sequential_run_filled_serves_a_run_with_two_jobs(tmp_path: Path) -> None:
+    """Issue 23: `jaxrun run --jobs 2` right after a sequential run recompiled everything (its
+    one-core shares added --xla_cpu_multi_thread_eigen=false to XLA_FLAGS, which JAX hashes into
+    the persistent cache key). The second run must load (nearly) every executable from the cache
+    in jaxrun's default cache folder."""
+    from helpers import jaxrun as cli, load, write
+
+    write(tmp_path / "s", "one.py", JOBS_SCRIPT.format(offset=1))
+    write(tmp_path / "s", "two.py", JOBS_SCRIPT.format(offset=100))
+    env = {"JAXRUN_CACHE_DIR": str(tmp_path / "jaxrun-cache")}  # its default compile cache: jaxrun-cache/xla_compilation_cache
+    loaded = {}
+    for name, jobs in (("sequential", "1"), ("parallel", "2")):
+        done = cli("run", tmp_path / "s", "--device", "cpu", "--no-history", "--no-config", "--jobs", jobs,
+                   "--results-dir", tmp_path / name, env=env, prefix=(sys.executable, "-c", _TWO_CORES))
+        assert done.returncode == 0, done.stdout + done.stderr
+        results = [load(tmp_path / name / "script_results" / f"{s}_result.json") for s in ("one", "two")]
+        hits = sum(p["cache_hits"] for r in results for p in r["compiles"].values())
+        built = hits + sum(p["count"] for r in results for p in r["compiles"].values())
+        assert hits == sum(r["cache_hits"] for r in results)
+        loaded[name] = (hits, built)
+    assert "running up to 2 script(s) at once" in (tmp_path / "parallel" / "jax_execution_log.txt").read_text()
+    assert cache_files(tmp_path / "jaxrun-cache" / "xla_compilation_cache"), "the sequential run stored nothing"
+    hits, built = loaded["parallel"]
+    assert built >= 8 and hits >= 0.9 * built, f"--jobs 2 loaded {hits} of {built} executables from the cache ({loaded})"

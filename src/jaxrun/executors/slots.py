@@ -9,8 +9,10 @@ list, since the machine that runs them has no GPU.
   from 0), with preallocation off and, when a GPU is shared, a memory fraction of 1/m of the
   usable 90%. A job that ran out of accelerator memory can ask for a slot on *other* GPUs.
 * CPU slots: the cores are divided among the jobs that may run at once, so N jobs never
-  oversubscribe the machine: each job gets a disjoint set of cores (applied as CPU affinity)
-  and thread-count variables for XLA's CPU backend, OpenMP, MKL and OpenBLAS.
+  oversubscribe the machine: each job gets a disjoint set of cores (applied as CPU affinity,
+  which also sizes XLA's CPU thread pools) and thread-count variables for OpenMP, MKL and
+  OpenBLAS. Never an XLA flag: XLA_FLAGS enter JAX's persistent compilation cache key, so the
+  executables a sequential run stored would all be misses under ``--jobs N``.
 """
 
 from __future__ import annotations

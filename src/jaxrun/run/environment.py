@@ -43,17 +43,15 @@ def child_env(
     if platform == "gpu":
         # Several scripts (and jaxrun's own probes) may share the GPU: grab memory as needed.
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    xla_flags: list[str] = []
     if slot is not None and slot.kind == platform:
         for key, value in slot.env().items():
             # The slot decides which GPUs a job sees; thread counts are only a default.
             if key == "CUDA_VISIBLE_DEVICES" or key not in env:
                 env[key] = value
-        xla_flags += slot.xla_cpu_flags()
     if options.host_devices is not None:
-        xla_flags.append(f"--xla_force_host_platform_device_count={options.host_devices}")
-    if xla_flags:
-        env["XLA_FLAGS"] = merge_xla_flags(env.get("XLA_FLAGS"), xla_flags)
+        # A flag JAX leaves out of its persistent cache key (jax/_src/cache_key.py).
+        env["XLA_FLAGS"] = merge_xla_flags(
+            env.get("XLA_FLAGS"), [f"--xla_force_host_platform_device_count={options.host_devices}"])
     cache = compile_cache or options.compile_cache
     if cache is not None:
         # Thresholds at 0: JAX's defaults (1 s, and a size floor) would leave most real
@@ -91,7 +89,8 @@ ISOLATED_NAMES = frozenset({
     "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
 })
 ISOLATED_PREFIXES = ("JAX_", "XLA_", "LC_", "CUDA_", "NVIDIA_", "TPU_", "ROCR_", "HIP_", "TF_CPP_")
-# XLA flags jaxrun adds itself for placement (thread pools, simulated devices): not numerics.
+# XLA flags about placement, not numerics: simulated devices (jaxrun's --host-devices) and XLA's CPU
+# thread pool (a user's; jaxrun added it to --jobs N's one-core shares before issue 23).
 _PLACEMENT_FLAGS = ("--xla_force_host_platform_device_count", "--xla_cpu_multi_thread_eigen")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 

@@ -34,15 +34,12 @@ class Slot:
             if self.memory_fraction is not None:
                 env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{self.memory_fraction:.3f}"
             return env
+        # No XLA flag: XLA_FLAGS (and the compile options they set) enter the key of JAX's
+        # persistent compilation cache, so a flag added only under --jobs N made every executable
+        # a sequential run had stored a miss. XLA's CPU thread pools are sized from the CPU
+        # affinity the launch sets (run/launch.py), which JAX's cache key does not see.
         threads = str(max(1, len(self.cpus)))
         return {name: threads for name in _THREAD_VARS}
-
-    def xla_cpu_flags(self) -> list[str]:
-        """XLA CPU flags for this slot: with one core, XLA's own thread pool is pointless."""
-        if self.gpus or len(self.cpus) != 1:
-            return []
-        # Only `--flag=value` tokens: a bare token makes XLA stop parsing the flags after it.
-        return ["--xla_cpu_multi_thread_eigen=false"]
 
 
 def merge_xla_flags(existing: str | None, extra: Iterable[str]) -> str:
