@@ -235,6 +235,32 @@ def compile_cache(runs: int, tmp: Path) -> list[Row]:
                 "-", None, f"median of {runs}, interleaved")]
 
 
+def cache_under_jobs(tmp: Path, jobs: int = 2) -> Row:
+    """The compile cache kept under ``--jobs N``: the share of executables a ``--jobs N`` run loads
+    from the persistent cache that a sequential run of the same scripts has just filled (jaxrun's
+    default cache folder, new and empty: JAXRUN_CACHE_DIR). Anything that enters JAX's cache key
+    and differs between the two modes (an XLA flag of the jobs' core shares, say) makes it fall."""
+    import json
+
+    folder = ROOT / "examples" / "gnn_rendered_simulators" / "jax"
+    env = {**ENV, "JAXRUN_CACHE_DIR": str(tmp / "cache_jobs")}
+    loaded = built = 0
+    for mode, n in (("sequential", 1), ("jobs", jobs)):
+        results = tmp / f"r_cache_{mode}"
+        subprocess.run([*JAXRUN, "run", str(folder), "--no-history", "--no-config", "-q", "--device", "cpu",
+                        "--jobs", str(n), "--results-dir", str(results)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+        if mode == "jobs":
+            for file in sorted((results / "script_results").glob("*_result.json")):
+                programs = json.loads(file.read_text())["compiles"].values()
+                hits = sum(p["cache_hits"] for p in programs)
+                loaded, built = loaded + hits, built + hits + sum(p["count"] for p in programs)
+    share = loaded / built if built else 0.0
+    return Row(f"the compile cache kept under `--jobs {jobs}`", f"{share:.0%} of the executables loaded from the cache "
+               f"({loaded} of {built})", ">= 90%", built > 0 and share >= 0.9,
+               f"{folder.relative_to(ROOT)}: a sequential run, then `--jobs {jobs}`, one new default cache")
+
+
 def versions() -> str:
     from importlib.metadata import version
 
@@ -290,7 +316,8 @@ def main() -> None:
         tmp = Path(tmp_name)
         rows = [help_time(args.runs), library_floor(args.runs), *first_line_time(args.runs, tmp),
                 *teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
-                result_writing(tmp), discovery(tmp), *compile_cache(max(3, args.runs // 2), tmp)]
+                result_writing(tmp), discovery(tmp), *compile_cache(max(3, args.runs // 2), tmp),
+                cache_under_jobs(tmp)]
     text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
             f"{versions()}.\n\n{table(rows)}\n")
     print(text)
