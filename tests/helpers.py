@@ -99,7 +99,7 @@ def interrupt_and_resume(tmp_path: Path, sig: int, *extra: str) -> None:
     assert rows["a_first"]["started_at"] == first["started_at"]  # kept, not run again
     # What the resumed run printed: the kept script said to be kept, the two that ran as 1 and 2 of 2.
     lines = [line for line in resumed.stderr.splitlines() if "a_first" in line or line.startswith("[")]
-    assert f"  a_first: kept from the earlier run (ok " in "\n".join(lines), resumed.stderr
+    assert f"  a_first.py: kept from the earlier run (ok " in "\n".join(lines), resumed.stderr
     assert [line.split()[0] for line in lines if line.startswith("[")] == ["[1/2]", "[2/2]"], resumed.stderr
     assert rows["b_slow"]["started_at"] > first["finished_at"]
     # The same files as one uninterrupted run: one result, one pair of logs per script.

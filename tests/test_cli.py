@@ -167,12 +167,13 @@ def test_console_script_success_batch_prints_summary_and_exits_0(cli_env, tmp_pa
     )
     assert proc.returncode == 0, proc.stderr
     assert "jaxrun results" in proc.stdout
-    for name in ("first", "sub__second"):
+    # Each script as the folder given holds it: its relative path, with "/".
+    for name in ("first.py", "sub/second.py"):
         assert name in proc.stdout
     assert "2/2 succeeded" in proc.stdout
     assert str((tmp_path / "r").resolve()) in proc.stdout
     # Progress goes to stderr, the table to stdout.
-    assert "[1/2] first" in proc.stderr and "[2/2] sub__second" in proc.stderr
+    assert "[1/2] first.py" in proc.stderr and "[2/2] sub/second.py" in proc.stderr
     assert "jaxrun results" not in proc.stderr
     doc = load(tmp_path / "r" / "jax_execution_results.json")
     assert doc["metadata"]["scripts_successful"] == 2

@@ -55,9 +55,9 @@ def test_a_terminal_gets_the_live_view_then_the_summary(tmp_path: Path) -> None:
     assert status == 1, output
     assert HIDE_CURSOR in output  # the live view ran
     assert "a_sleeps" in output and "━" in output and "ETA" in output  # a running script, the bar
-    assert "b_fails: script_error: ValueError: on purpose" in output
-    assert "jaxrun results" in output and "failed: b_fails: script_error" in output
-    assert "hint:" in output
+    assert "b_fails.py: script_error: ValueError: on purpose at b_fails.py:3" in output
+    assert "jaxrun results" in output and "failed: b_fails.py: script_error: ValueError: on purpose at b_fails.py:3" in output
+    assert "hint:" in output and f"log: {tmp_path / 'r' / 'logs' / 'b_fails.stderr.log'}" in output
 
 
 def test_quiet_in_a_terminal_is_plain_lines(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_quiet_in_a_terminal_is_plain_lines(tmp_path: Path) -> None:
                                 "--device", "cpu", "--quiet", cwd=tmp_path)
     assert status == 1
     assert HIDE_CURSOR not in output
-    assert "[1/2] a_sleeps ..." in output and "  a_sleeps: ok cpu" in output
+    assert "[1/2] a_sleeps.py ..." in output and "  a_sleeps.py: ok cpu" in output
 
 
 def test_not_a_terminal_gets_plain_lines_without_escape_codes(tmp_path: Path) -> None:
@@ -73,10 +73,10 @@ def test_not_a_terminal_gets_plain_lines_without_escape_codes(tmp_path: Path) ->
                   timeout=120)
     assert done.returncode == 1
     lines = done.stderr.splitlines()
-    assert lines[:2] == ["[1/2] a_sleeps ...", lines[1]] and lines[1].startswith("  a_sleeps: ok cpu, ")
-    assert "[2/2] b_fails ..." in lines and "  b_fails: script_error: ValueError: on purpose" in lines
+    assert lines[:2] == ["[1/2] a_sleeps.py ...", lines[1]] and lines[1].startswith("  a_sleeps.py: ok cpu, ")
+    assert "[2/2] b_fails.py ..." in lines and "  b_fails.py: script_error: ValueError: on purpose at b_fails.py:3" in lines
     assert "\x1b[" not in done.stdout + done.stderr
-    assert "slowest: a_sleeps " in done.stdout
+    assert "slowest: a_sleeps.py " in done.stdout
 
 
 def test_json_prints_the_results_file_and_nothing_else_on_stdout(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: P
         report = ran["structuredContent"]
         assert report["success"] and report["scripts_successful"] == 2
         assert [s["script_name"] for s in report["scripts"]] == ["a", "b"]
-        assert [m for _, _, m in progress][0] == "running a" and progress[-1][:2] == (2, 2)
+        assert [m for _, _, m in progress][0] == "running a.py" and progress[-1][:2] == (2, 2)
         assert len(progress) == 4  # each script started and finished
 
         watched = (await _call(session, "execute.monitor_jax_performance",
@@ -112,7 +112,7 @@ def test_cancelling_a_run_stops_its_scripts(tmp_path: Path) -> None:
         started = anyio.Event()
 
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
-            if message == "running sleepy":
+            if message == "running sleepy.py":
                 started.set()
 
         async with anyio.create_task_group() as group:

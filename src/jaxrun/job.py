@@ -21,6 +21,12 @@ class Job:
     expected_seconds: float | None = None  # from the history, to start the longest first
     # The job's own run options, when per-script settings changed the batch's (BatchOptions.options_for).
     run_options: RunOptions | None = None
+    # What a reader sees (the view's label): the path relative to the folder given, with "/".
+    label: str = ""
+
+    @property
+    def shown(self) -> str:
+        return self.label or self.file_name
 
     @property
     def stdout_log(self) -> Path:

@@ -38,7 +38,7 @@ except ImportError:  # mcp 1.x
 from mcp.types import ToolAnnotations
 
 _STARTED = re.compile(r"^\[(\d+)/(\d+)\] (.+) \.\.\.$")
-_FINISHED = re.compile(r"^  (.+?): (ok .+|\w+: .*)$")
+_FINISHED = re.compile(r"^  (.+?): ((?:ok|XPASS|kept) .+|\w+: .*)$")
 STOP_GRACE_SECONDS = 30.0
 
 

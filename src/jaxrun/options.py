@@ -370,6 +370,9 @@ class BatchOptions(_Options):
                           "(same content and options), run the rest.")
     strict_xfail: bool = option(False, "A script marked xfail that passes fails the batch.")
     allow_mismatch: bool = option(False, "Check regressions against history runs with other numerics too.")
+    fail_on_regression: bool = option(
+        False, "Exit 1 when the history judges a benchmarked script slower (without it a regression is "
+        "reported, and the run's exit status says only whether the scripts succeeded).")
     rules: Tuple[ScriptRule, ...] = option((), "Per-script and per-device settings of the config file.", flag=None)
     config_file: Optional[Path] = option(None, "The config file these options were read from.", flag=None)
     run: RunOptions = Field(default_factory=RunOptions)

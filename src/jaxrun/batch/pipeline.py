@@ -168,6 +168,7 @@ def _run_locked(
         host=socket.gethostname(),
         python_version=platform_module.python_version(),
         strict_xfail=options.strict_xfail,
+        fail_on_regression=options.fail_on_regression,
         skipped=skipped,
         config_file=str(options.config_file) if options.config_file else None,
     )
@@ -208,7 +209,7 @@ def _run_locked(
     try:
         chain.on_begin(jobs)
         for index, previous in sorted(reused.items()):
-            chain.on_result(jobs[index], previous)
+            chain.on_result(jobs[index], previous.model_copy(update={"kept": True}))
         mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:

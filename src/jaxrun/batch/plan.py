@@ -15,6 +15,7 @@ from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
 from ..probe.channel import valid_text
 from ..job import Job
+from ..view.scripts import relative_path
 from ..settings import ScriptSettings, script_settings
 
 
@@ -109,6 +110,7 @@ def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DeviceP
 
         durations = expected_durations(options.history or False, [p.script for p in scripts])
     jobs: list[Job] = []
+    roots = [str(p.resolve()) for p in options.paths]  # as the batch's metadata records them
     for plan in scripts:
         for device in plan.devices:
             platform = devices.platforms[device]
@@ -120,5 +122,6 @@ def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DeviceP
                 device=device, platform=platform, results_dir=options.results_dir,
                 expected_seconds=durations.get(str(plan.script)),
                 run_options=options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None,
+                label=relative_path(str(plan.script), roots) + (f" @{device}" if several else ""),
             ))
     return jobs

@@ -29,16 +29,20 @@ if TYPE_CHECKING:
 class LiveProgress(BaseSink):
     """The live view of a batch in a terminal (see the module's docstring)."""
 
-    def __init__(self, console: Console, slots: int = 1) -> None:
+    def __init__(self, console: Console, slots: int = 1, runs: int = 1) -> None:
         self.console = console
         self.slots = max(1, slots)
+        self.runs = max(1, runs)  # process runs per script: warm-ups + counted runs when benchmarking
+        self._bar = BarColumn(complete_style="green", finished_style="green")
         self._progress = Progress(
-            TextColumn("[bold]jaxrun"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
+            TextColumn("[bold]jaxrun"), self._bar, MofNCompleteColumn(), TextColumn("elapsed"),
             TimeElapsedColumn(), TextColumn("{task.fields[eta]}"), console=console,
         )
         self._task = self._progress.add_task("batch", total=0, eta="ETA -")
         self._running: dict[int, tuple["Job", float]] = {}
         self._expected: dict[int, float | None] = {}
+        self._runs_of: dict[int, int] = {}  # job index -> its process runs
+        self._runs_done: dict[int, list[float]] = {}  # job index -> seconds of its finished runs
         self._finished_seconds: list[float] = []
         self._live = Live(self, console=console, refresh_per_second=4, transient=True)
 
@@ -47,41 +51,65 @@ class LiveProgress(BaseSink):
         self._progress.update(self._task, eta=f"ETA {self._eta()}")
         running = Table.grid(padding=(0, 2))
         for job, started in sorted(self._running.values(), key=lambda item: item[1]):
-            running.add_row(Text(f"  {job.file_name}"), Text(job.platform or job.device, style="cyan"),
-                            Text(f"{time.monotonic() - started:.1f} s", style="dim"))
+            runs = self._runs_of.get(job.index, 1)
+            cells = [Text(f"  {job.shown}"), Text(job.platform or job.device, style="cyan"),
+                     Text(f"{time.monotonic() - started:.1f} s", style="dim")]
+            if runs > 1:
+                cells.append(Text(f"run {min(len(self._runs_done.get(job.index, [])) + 1, runs)}/{runs}", style="dim"))
+            running.add_row(*cells)
         return Group(self._progress, running)
 
     def _eta(self) -> str:
-        """Seconds left: expected durations of what has not finished, less what already ran."""
+        """Seconds left: expected durations of what has not finished, less what already ran. A
+        script benchmarked N times is expected to take N runs; once one of its runs has ended,
+        its own runs say how long the rest will take."""
         mean_done = sum(self._finished_seconds) / len(self._finished_seconds) if self._finished_seconds else None
         left = 0.0
         for index, expected in self._expected.items():
-            if expected is None:
-                if mean_done is None:
-                    return "-"
-                expected = mean_done
+            runs = self._runs_of.get(index, 1)
+            done = self._runs_done.get(index, [])
+            if done:
+                per_run: float | None = sum(done) / len(done)
+            else:
+                per_run = expected if expected is not None else (mean_done / runs if mean_done is not None else None)
+            if per_run is None:
+                return "-"
+            remaining = per_run * (runs - len(done))
             if index in self._running:
-                expected = max(0.0, expected - (time.monotonic() - self._running[index][1]))
-            left += expected
+                ran = time.monotonic() - self._running[index][1] - sum(done)
+                remaining = max(0.0, remaining - ran)
+            left += remaining
         return f"{left / self.slots:.0f} s"
 
     def on_begin(self, jobs: "Sequence[Job]") -> None:
         self._expected = {job.index: job.expected_seconds for job in jobs}
+        for job in jobs:
+            own = job.run_options
+            self._runs_of[job.index] = max(1, own.warmup_runs + own.benchmark_runs) if own is not None else self.runs
         self._progress.update(self._task, total=len(jobs))
         self._live.start()
 
     def on_start(self, job: "Job", total: int) -> None:
         self._running[job.index] = (job, time.monotonic())
 
+    def on_progress(self, job: "Job", result: "ScriptResult") -> None:
+        """One process run of a benchmarked script ended."""
+        if result.execution_time is not None:
+            self._runs_done.setdefault(job.index, []).append(result.execution_time)
+
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         self._running.pop(job.index, None)
         self._expected.pop(job.index, None)
-        if result.execution_time is not None:
-            self._finished_seconds.append(result.execution_time)
+        runs = self._runs_done.pop(job.index, None)
+        spent = sum(runs) if runs else result.execution_time
+        if spent is not None and not result.kept:
+            self._finished_seconds.append(spent)
+        if not (result.success or result.outcome == "xfailed"):
+            self._bar.complete_style = self._bar.finished_style = "red"  # something failed: the bar says so
         self._progress.advance(self._task)
         # Each finished script stays visible above the live view, as a plain line would.
-        self._live.console.print(f"  {job.file_name}: {outcome_text(result)}", markup=False, highlight=False,
-                                 soft_wrap=True)
+        text = outcome_text(result) if not result.kept else f"kept from the earlier run ({outcome_text(result)})"
+        self._live.console.print(f"  {job.shown}: {text}", markup=False, highlight=False, soft_wrap=True)
         return result
 
     def on_end(self, batch: object) -> None:

@@ -16,11 +16,13 @@ if TYPE_CHECKING:
 
 
 def outcome_text(result: "ScriptResult") -> str:
-    expected = " (xfail: expected to fail)" if result.xfail else ""
-    if result.success:
-        seconds = "-" if result.execution_time is None else f"{result.execution_time:.2f}"
-        return f"ok {result.device_used}, {seconds} s{expected}"
-    return f"{result.error_class}: {result.error_message or ''}{expected}"
+    """A finished script's one line (cli/live.py's too), from the view of a run (jaxrun/view)."""
+    import os
+
+    from ..view.scripts import script_view
+
+    # Where it failed, relative to the script's own folder (the line has no room for more).
+    return script_view(result, (os.path.dirname(result.script_path),)).outcome_text()
 
 
 class LineProgress(BaseSink):
@@ -39,12 +41,12 @@ class LineProgress(BaseSink):
     def on_start(self, job: "Job", total: int) -> None:
         # Counted here, not by job.index: kept scripts and several jobs at once leave gaps in it.
         self.started.add(job.index)
-        self._line(f"[{len(self.started)}/{total}] {job.file_name} ...")
+        self._line(f"[{len(self.started)}/{total}] {job.shown} ...")
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
-        if job.index in self.started:
-            self._line(f"  {job.file_name}: {outcome_text(result)}")
+        if not result.kept:
+            self._line(f"  {job.shown}: {outcome_text(result)}")
         else:
-            self._line(f"  {job.file_name}: kept from the earlier run ({outcome_text(result)}, "
+            self._line(f"  {job.shown}: kept from the earlier run ({outcome_text(result)}, "
                        f"finished {result.finished_at})")
         return result

@@ -14,7 +14,7 @@ from ..errors import JAXExecutionError
 
 if TYPE_CHECKING:
     from ..settings import Resolved
-from .console import CONTEXT_SETTINGS, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, err, fail_usage, out
+from .console import CONTEXT_SETTINGS, EXIT_INTERRUPTED, err, fail_usage, out
 
 RUN_HELP = """Run every JAX script under PATHS, each in its own process, and write the results folder.
 
@@ -22,8 +22,8 @@ RUN_HELP = """Run every JAX script under PATHS, each in its own process, and wri
     come from [tool.jaxrun] in pyproject.toml or a jaxrun.toml (see jaxrun config), per-script
     tables and '# jaxrun:' comments, and JAXRUN_<OPTION> variables; these flags win over all.
 
-    Exit status: 0 all succeeded (or failed as expected: xfail), 1 a script failed or the history
-    flags a regression, 2 bad usage, 130 interrupted.
+    Exit status: 0 all succeeded (or failed as expected: xfail), 1 a script failed (or, with
+    --fail-on-regression, the history judged one slower), 2 bad usage, 130 interrupted.
     """
 
 
@@ -71,7 +71,8 @@ def run(ctx: click.Context, **params: Any) -> None:
         from .live import LiveProgress
     else:
         from .progress import LineProgress
-    view = LiveProgress(err.console(), slots=options.jobs) if live else LineProgress(sys.stderr)
+    view = LiveProgress(err.console(), slots=options.jobs, runs=options.run.warmup_runs + options.run.benchmark_runs) \
+        if live else LineProgress(sys.stderr)
     launcher = (ctx.obj or {}).get("launcher")
     if launcher is None:
         from ..run.launcher import Launcher
@@ -161,18 +162,21 @@ def _load_summary() -> None:
 
 
 def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
-    """Print the run's tables and return its exit status."""
+    """Print the run's view (the tables, what failed and why, the closing line); its exit status."""
+    from ..view import run_view
     from .tables import benchmark_table, speedup_table, summary_table, warm_table
 
-    out.print(summary_table(batch.script_results))
-    _slowest_and_failed(batch.script_results)
-    for result in batch.script_results:
-        _warn(result.script_name, result.warnings)
+    view = run_view(batch)
+    out.print(summary_table(view, out.width))
+    _slowest_and_failed(view)
+    labels = {(s.name, s.device_requested): s.label for s in view.scripts}
+    for script in view.scripts:
+        _warn(script.label, script.warnings)
     bench = batch.benchmarking
     if bench.enabled and bench.benchmarks:
-        out.print(benchmark_table(bench.benchmarks))
+        out.print(benchmark_table(bench.benchmarks, out.width, labels))
         for b in bench.benchmarks:
-            _warn(b.script_name, b.warnings)
+            _warn(labels.get((b.script_name, b.device_requested), b.script_name), b.warnings)
     # A benchmarked result's .warm already pools the calls of all its runs.
     warm_rows = [(r.script_name, r.warm) for r in batch.script_results if r.warm is not None]
     for name, warm in warm_rows:
@@ -181,44 +185,40 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
         out.print(warm_table(warm_rows))
     if bench.device_comparison:
         out.print(speedup_table(bench.device_comparison))
-    regressions = _regressions(batch)
-    meta = batch.metadata
-    _warn("discovery", [f"skipped {path} (could not be read)" for path in meta.unreadable_paths])
-    for skipped in meta.skipped:
+    _warn("discovery", [f"skipped {path} (could not be read)" for path in view.unreadable])
+    for skipped in view.skipped:
         where = f" ({skipped.origin})" if skipped.origin else ""
-        out.print(f"skipped: {skipped.script_name}: {skipped.reason}{where}", markup=False, soft_wrap=True)
-    counts = [f"{meta.scripts_successful}/{meta.scripts_executed} succeeded"]
-    counts += [f"{n} {word}" for n, word in ((meta.scripts_xfailed, "failed as expected (xfail)"),
-                                             (meta.scripts_xpassed, "passed unexpectedly (xfail)"),
-                                             (len(meta.skipped), "skipped")) if n]
-    out.print(f"{', '.join(counts)}; results in {meta.results_dir}", markup=False)
-    if regressions:
-        err.print(f"jaxrun: regression against history: {', '.join(regressions)}", markup=False)
-    return _exit_status(batch)
+        out.print(f"skipped: {skipped.label}: {skipped.reason}{where}", markup=False, soft_wrap=True)
+    for note in view.notes:
+        out.print(f"note: {note}", markup=False, soft_wrap=True)
+    out.print(view.closing, markup=False, soft_wrap=True)
+    return view.exit_status
 
 
-def _slowest_and_failed(results) -> None:  # type: ignore[no-untyped-def]
-    """Under the table: where the time went (the slowest scripts) and what failed, with its hint."""
-    timed = sorted((r for r in results if r.execution_time is not None), key=lambda r: -r.execution_time)
+def _slowest_and_failed(view) -> None:  # type: ignore[no-untyped-def]
+    """Under the table: where the time went (the slowest scripts), where a script ran other than
+    asked and why, and what failed: where, its log and its hint."""
+    timed = sorted((s for s in view.scripts if s.time is not None and not s.kept), key=lambda s: -s.time)
     if len(timed) > 1:
-        out.print("slowest: " + ", ".join(f"{r.script_name} {r.execution_time:.2f} s" for r in timed[:3]),
-                  markup=False, soft_wrap=True)
-    for r in results:
-        if r.outcome == "xfailed":
-            out.print(f"xfail: {r.script_name}: {r.error_class}, as expected ({r.xfail})", markup=False, soft_wrap=True)
-        elif r.outcome == "xpassed":
-            out.print(f"XPASS: {r.script_name} passed but is marked xfail ({r.xfail}); remove the mark if it is fixed",
+        out.print("slowest: " + ", ".join(f"{s.label} {s.time:.2f} s" for s in timed[:3]), markup=False, soft_wrap=True)
+    for s in view.scripts:
+        if s.fallback_reason:
+            out.print(f"fallback: {s.label}: ran on {s.device} instead of {s.device_requested}: {s.fallback_reason}",
                       markup=False, soft_wrap=True)
-        elif not r.success:
-            out.print(f"failed: {r.script_name}: {r.error_class}: {r.error_message or ''}", markup=False, soft_wrap=True)
-            if r.hint:
-                out.print(f"  hint: {r.hint}", markup=False, soft_wrap=True)
-
-
-def _regressions(batch) -> list[str]:  # type: ignore[no-untyped-def]
-    return [b.script_name for b in batch.benchmarking.benchmarks
-            if b.history_check is not None and b.history_check.regression]
+        if s.status == "xfailed":
+            out.print(f"xfail: {s.label}: {s.outcome_text()}", markup=False, soft_wrap=True)
+        elif s.status == "xpassed":
+            out.print(f"XPASS: {s.label} passed but is marked xfail ({s.expected_failure}); remove the mark if it is fixed",
+                      markup=False, soft_wrap=True)
+        elif s.status == "failed":
+            out.print(f"failed: {s.label}: {s.outcome_text()}", markup=False, soft_wrap=True)
+            if s.log:
+                out.print(f"  log: {s.log}", markup=False, soft_wrap=True)
+            if s.hint:
+                out.print(f"  hint: {s.hint}", markup=False, soft_wrap=True)
 
 
 def _exit_status(batch) -> int:  # type: ignore[no-untyped-def]
-    return EXIT_OK if batch.success and not _regressions(batch) else EXIT_FAILED
+    from ..view import run_view
+
+    return run_view(batch).exit_status

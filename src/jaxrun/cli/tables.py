@@ -2,98 +2,162 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+import io
+from typing import TYPE_CHECKING, Callable, Iterable
 
+from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..view.text import fmt, fmt_metric, fmt_p, fmt_seconds, shorten_middle
 from ..models import (
     ComparisonReport,
     DeviceSpeedup,
     HistoryRun,
     RegressionCheck,
     ScriptBenchmark,
-    ScriptResult,
     WarmSummary,
 )
 
 
-def fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+if TYPE_CHECKING:
+    from ..view import RunView, ScriptView
 
 
-def fmt_seconds(value: float | None) -> str:
-    """Seconds with a unit that keeps 3 significant figures (µs for sub-millisecond values)."""
-    if value is None:
-        return "-"
-    if abs(value) < 1e-3:
-        return f"{value * 1e6:.3g} µs"
-    if abs(value) < 1:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} s"
-
-
-def fmt_p(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}"
-
-
-def _table(title: str, columns: Iterable[tuple[str, str]]) -> Table:
-    table = Table(title=title, title_justify="left")
+def _table(title: str, columns: Iterable[tuple[str, str]], no_wrap: bool = False) -> Table:
+    """A table of plain columns; a cell too long for its column wraps between words (``no_wrap``:
+    never: the table is fitted to the terminal by :func:`fitted` instead)."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                  collapse_padding=True)
     for column, justify in columns:
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(column, justify=justify, no_wrap=no_wrap)  # type: ignore[arg-type]
     return table
 
 
-def summary_table(results: list[ScriptResult]) -> Table:
-    table = _table("jaxrun results", (
-        ("script", "left"), ("status", "left"), ("device", "left"), ("time s", "right"),
-        ("body s", "right"), ("import s", "right"), ("jit s", "right"), ("run s", "right"),
-        ("compiles", "right"), ("peak RSS MB", "right"),
-    ))
-    for r in results:
-        status = _status(r)
-        device = r.device_used or "-"
-        if r.fallback_reason:
-            device += f" (fallback from {r.device_requested})"
-        table.add_row(
-            Text(r.script_name), status, Text(device), fmt(r.execution_time), fmt(r.body_time),
-            fmt(r.import_time), fmt(r.jit_compile_time), fmt(r.run_time),
-            "-" if r.compile_count is None else str(r.compile_count),
-            fmt(r.memory_peak, 0),
-        )
+_STYLES = {"good": "green", "bad": "red", "warn": "yellow"}
+# The summary's columns: header, the cell of a script's view (``star`` marks a median in a mixed
+# batch), and whether it holds numbers. When the table would not fit the terminal, long names are
+# shortened in the middle, then the columns of _DROPPED_FIRST are left out, in that order.
+_SUMMARY_COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], str], bool], ...] = (
+    ("script", lambda s, star: s.label, False),
+    ("status", lambda s, star: s.status_text + (" (kept)" if s.kept else ""), False),
+    ("device", lambda s, star: s.device_text, False),
+    ("time s", lambda s, star: fmt(s.time) + (star if s.timing else ""), True),
+    ("body s", lambda s, star: fmt(s.body), True),
+    ("import s", lambda s, star: fmt(s.import_), True),
+    ("jit s", lambda s, star: fmt(s.jit), True),
+    ("run s", lambda s, star: fmt(s.run), True),
+    ("compiles", lambda s, star: s.compiles_text, True),
+    ("RSS MB", lambda s, star: fmt(s.memory, 0), True),
+    ("verdict", lambda s, star: s.verdict_short or "-", False),
+)
+# What gives way, in order, when the table is wider than the terminal (after shortening the
+# names, not below _MIN_NAME): a column left out, or "device" written short.
+_NARROWER = ("body s", "import s", "compiles", "device", "run s", "verdict")
+_MIN_NAME = 20
+
+
+def timing_note(view: "RunView") -> tuple[str, str | None]:
+    """(the mark after a median in a table, the line that says what it is): a batch whose
+    successful scripts are all benchmarked says it once, in the title; a mixed one marks them."""
+    timings = sorted({s.timing for s in view.scripts if s.timing})
+    if not timings:
+        return "", None
+    if all(s.timing for s in view.scripts if s.status == "ok"):
+        return "", "times: " + "; ".join(timings)
+    return " *", "* the median of its counted runs: " + "; ".join(timings)
+
+
+def summary_table(view: "RunView", width: int = 160) -> Table:
+    """Every script of the run in at most ``width`` columns, no word broken: long names are
+    shortened in the middle (not below _MIN_NAME), then _NARROWER's columns give way in order."""
+    star, note = timing_note(view)
+    shown = [c for c in _SUMMARY_COLUMNS if c[0] != "verdict" or any(s.verdict for s in view.scripts)]
+    return fitted(lambda given_up, name_width: _summary(
+        view, note, star, [c for c in shown if c[0] not in given_up or c[0] == "device"], name_width,
+        short_device="device" in given_up), _NARROWER, max((len(s.label) for s in view.scripts), default=0), width)
+
+
+def fitted(make: Callable[[set[str], int | None], Table], narrower: Iterable[str], longest: int, width: int) -> Table:
+    """The table ``make(given_up, name_width)`` builds, at most ``width`` wide if it can be: the
+    names (``longest`` characters at most) shortened to what the other columns leave, not below
+    _MIN_NAME; failing that, the next of ``narrower`` given up, and so on."""
+    given_up: set[str] = set()
+    for step in (None, *narrower):
+        if step is not None:
+            given_up.add(step)
+        table = make(given_up, None)
+        over = _width(table) - width
+        if over <= 0:
+            return table
+        if longest - over >= _MIN_NAME:
+            return make(given_up, longest - over)
+    return make(given_up, _MIN_NAME)
+
+
+def _summary(view: "RunView", note: str | None, star: str, columns: list, name_width: int | None,
+             short_device: bool) -> Table:
+    title = "jaxrun results" + (f" ({note})" if note else "")
+    table = _table(title, [(header, "right" if numeric else "left") for header, _, numeric in columns], no_wrap=True)
+    for script in view.scripts:
+        styles = {"status": _STYLES.get(script.level, ""), "verdict": _STYLES.get(script.verdict_level, "")}
+        cells = []
+        for header, cell, _ in columns:
+            value = cell(script, star)
+            if header == "script" and name_width is not None:
+                value = shorten_middle(value, name_width)
+            elif header == "device" and short_device and script.fallback_reason:
+                value = f"{script.device} (fallback)"
+            cells.append(Text(value, style=styles.get(header, "")))
+        table.add_row(*cells)
     return table
 
 
-def _status(r: ScriptResult) -> Text:
-    if r.outcome == "xfailed":
-        return Text(f"xfail ({r.error_class})", style="yellow")
-    if r.outcome == "xpassed":
-        return Text("XPASS", style="yellow")
-    return Text("ok", style="green") if r.success else Text(str(r.error_class), style="red")
+def _width(table: Table) -> int:
+    """The width ``table`` takes when nothing constrains it."""
+    console = Console(width=100_000, file=io.StringIO(), color_system=None)
+    with console.capture() as capture:
+        console.print(table)
+    return max((len(line.rstrip()) for line in capture.get().splitlines()), default=0)
 
 
-def benchmark_table(benchmarks: list[ScriptBenchmark]) -> Table:
-    table = _table("process benchmark (medians, 95% CI of the median)", (
-        ("script", "left"), ("device", "left"), ("runs", "right"), ("wall", "right"),
-        ("95% CI", "right"), ("body", "right"), ("import", "right"), ("compile", "right"), ("run", "right"),
-        ("CV", "right"), ("history", "left"),
-    ))
-    for b in benchmarks:
+_BENCHMARK_NARROWER = ("body", "import", "95% CI", "runs", "CV", "history")
+
+
+def benchmark_table(benchmarks: list[ScriptBenchmark], width: int = 160, labels: dict | None = None) -> Table:
+    """The benchmark of each script, fitted to ``width`` as the summary is; ``labels``: (name,
+    device asked) -> the name the summary shows."""
+    labels = labels or {}
+
+    def row(b: ScriptBenchmark) -> dict[str, str]:
         stats = b.statistics
         wall = stats.get("wall_time")
         ci = "-" if wall is None or wall.ci_low is None else f"{fmt_seconds(wall.ci_low)} – {fmt_seconds(wall.ci_high)}"
-        table.add_row(
-            Text(b.script_name), Text(_device_cell(b.device_used, b.device_requested)),
-            f"{b.runs_completed}/{b.benchmark_runs}",
-            fmt_seconds(wall.median if wall else None), ci,
-            *(fmt_seconds(stats[m].median if m in stats else None)
-              for m in ("body_time", "import_time", "compile_time", "run_time")),
-            "-" if wall is None or wall.cv is None else f"{wall.cv:.1%}",
-            Text(history_cell(b.history_check)),
-        )
-    return table
+        cells = {"script": labels.get((b.script_name, b.device_requested), b.script_name),
+                 "device": _device_cell(b.device_used, b.device_requested),
+                 "runs": f"{b.runs_completed}/{b.benchmark_runs}", "wall": fmt_seconds(wall.median if wall else None),
+                 "95% CI": ci}
+        for metric, header in (("body_time", "body"), ("import_time", "import"), ("compile_time", "compile"),
+                               ("run_time", "run")):
+            cells[header] = fmt_seconds(stats[metric].median if metric in stats else None)
+        cells["CV"] = "-" if wall is None or wall.cv is None else f"{wall.cv:.1%}"
+        cells["history"] = history_cell(b.history_check)
+        return cells
+
+    rows = [row(b) for b in benchmarks]
+    headers = ("script", "device", "runs", "wall", "95% CI", "body", "import", "compile", "run", "CV", "history")
+
+    def make(given_up: set[str], name_width: int | None) -> Table:
+        table = _table("process benchmark (medians, 95% CI of the median)",
+                       [(h, "left" if h in ("script", "device", "history") else "right") for h in headers if h not in given_up],
+                       no_wrap=True)
+        for cells in rows:
+            name = cells["script"] if name_width is None else shorten_middle(cells["script"], name_width)
+            table.add_row(*(Text(name if h == "script" else cells[h]) for h in headers if h not in given_up))
+        return table
+
+    return fitted(make, _BENCHMARK_NARROWER, max((len(r["script"]) for r in rows), default=0), width)
 
 
 def _device_cell(used: str | None, requested: str) -> str:
@@ -145,13 +209,6 @@ def speedup_table(rows: list[DeviceSpeedup]) -> Table:
             Text(row.note or "real comparison"),
         )
     return table
-
-
-def fmt_metric(metric: str, value: float | None) -> str:
-    """A median of ``metric`` with its unit: MB for memory, seconds otherwise."""
-    if metric == "memory_peak":
-        return "-" if value is None else f"{value:.4g} MB"
-    return fmt_seconds(value)
 
 
 def compare_table(report: ComparisonReport) -> Table:

@@ -41,6 +41,8 @@ class BatchMetadata(MappingModel):
     scripts_xfailed: int = Field(0, description="Scripts expected to fail (xfail) that failed: not a batch failure")
     scripts_xpassed: int = Field(0, description="Scripts expected to fail that passed (a failure with strict_xfail)")
     strict_xfail: bool = False
+    fail_on_regression: bool = Field(
+        False, description="Whether a regression against the history fails the batch (--fail-on-regression)")
     skipped: list[SkippedScript] = Field([], description="Scripts a skip setting left out, with the reason")
     config_file: str | None = Field(None, description="The config file the batch read (null: none)")
 

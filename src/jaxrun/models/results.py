@@ -210,6 +210,8 @@ class ScriptResult(MappingModel):
     stderr_truncated: bool = False
     started_at: str
     finished_at: str
+    kept: bool = Field(False, description="Kept from an earlier run in this results folder by --resume (not run "
+                       "again: started_at and finished_at are that run's)")
     warm: WarmSummary | None = Field(None, description="Warm mode: the entry function's calls")
     benchmark: ScriptBenchmark | None = Field(None, description="Process benchmark runs, when asked")
     performance_metrics: dict[str, Any] | None = Field(

@@ -1,0 +1,179 @@
+"""The view of a run: one object computed from a batch (a results folder) and, when given, a
+baseline run, that every surface renders: the terminal summary and closing line, the progress
+lines, Markdown, the HTML report and the MCP replies. What a figure is, which verdict a script
+got and why the run's exit status is what it is are decided here, once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from .scripts import ScriptView, script_view
+from .text import plural
+
+if TYPE_CHECKING:
+    from ..models import BatchResult, ComparisonReport
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+@dataclass(frozen=True)
+class Skipped:
+    label: str
+    reason: str
+    origin: Optional[str]
+
+
+@dataclass(frozen=True)
+class RunView:
+    scripts: list[ScriptView]
+    results_dir: str
+    complete: bool
+    device_requested: str
+    device_used: Optional[str]
+    executed: int
+    succeeded: int
+    failed: int
+    xfailed: int
+    xpassed: int
+    kept: int
+    skipped: list[Skipped]
+    total_time: Optional[float]  # seconds of every process run (a benchmark's runs all counted)
+    largest_memory: Optional[float]  # MB
+    benchmarked: bool
+    baseline: Optional[str]  # the baseline run the verdicts are against (None: the history's)
+    exit_status: int
+    exit_reasons: list[str]  # why the exit status is 1, one line each
+    notes: list[str] = field(default_factory=list)  # said once, under the table
+    unreadable: list[str] = field(default_factory=list)
+
+    @property
+    def counts(self) -> str:
+        """``3/4 succeeded, 1 failed as expected (xfail), 2 kept from the earlier run, 1 skipped``."""
+        parts = [f"{self.succeeded}/{self.executed} succeeded"]
+        parts += [text for n, text in (
+            (self.xfailed, f"{self.xfailed} failed as expected (xfail)"),
+            (self.xpassed, f"{self.xpassed} passed unexpectedly (xfail)"),
+            (self.kept, f"{self.kept} kept from the earlier run"),
+            (len(self.skipped), f"{len(self.skipped)} skipped"),
+        ) if n]
+        return ", ".join(parts)
+
+    @property
+    def heading(self) -> str:
+        """The title of a report: the counts, the state, and the exit status with its reason."""
+        state = "" if self.complete else " (interrupted before the end)"
+        head = f"{self.succeeded}/{self.executed} scripts succeeded{state}"
+        if self.exit_status:
+            head += " — exit 1: " + "; ".join(self.exit_reasons)
+        return head
+
+    @property
+    def closing(self) -> str:
+        """The terminal's last line."""
+        line = f"{self.counts}; results in {self.results_dir}"
+        if self.exit_status:
+            line += " — exit 1: " + "; ".join(self.exit_reasons)
+        return line
+
+    @property
+    def regressions(self) -> list[ScriptView]:
+        return [s for s in self.scripts if s.regression]
+
+    @property
+    def attention(self) -> list[ScriptView]:
+        """What a reader must look at first: failures, unexpected passes and regressions."""
+        return [s for s in self.scripts if s.status in ("failed", "xpassed") or s.regression]
+
+    def script(self, name: str) -> ScriptView:
+        return next(s for s in self.scripts if s.name == name)
+
+
+def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> RunView:
+    """The view of ``batch``; ``comparison`` (``compare_results(baseline, batch)``) puts the
+    verdicts against that baseline in place of the history's."""
+    from ..summary import performance_summary
+
+    meta = batch.metadata
+    results = batch.script_results
+    requested = {r.device_requested for r in results}
+    several = len(requested) > 1
+    judged = {}
+    if comparison is not None:
+        judged = {(c.script_name, c.device): c for c in comparison.scripts}
+    scripts = []
+    for r in results:
+        against = judged.get((r.script_name, r.device_used)) or judged.get((r.script_name, r.device_requested)) \
+            if comparison is not None else None
+        scripts.append(script_view(r, meta.search_paths, several_devices=several, kept=r.kept,
+                                   comparison=against))
+    # Skipped scripts never ran; their label is their path, as the table's.
+    from .scripts import relative_path
+
+    skipped = [Skipped(relative_path(s.script_path, meta.search_paths) if s.script_path else s.script_name,
+                       s.reason, s.origin) for s in meta.skipped]
+    reasons, notes = _exit(batch, scripts, comparison is not None)
+    memory = [s.memory for s in scripts if s.memory is not None]
+    summary = performance_summary(results)
+    return RunView(
+        scripts=scripts, results_dir=meta.results_dir, complete=meta.complete,
+        device_requested=meta.device_requested, device_used=meta.device_used,
+        executed=len(results), succeeded=sum(s.status == "ok" for s in scripts),
+        failed=sum(s.status == "failed" for s in scripts),
+        xfailed=sum(s.status == "xfailed" for s in scripts), xpassed=sum(s.status == "xpassed" for s in scripts),
+        kept=sum(s.kept for s in scripts), skipped=skipped,
+        total_time=summary.total_execution_time, largest_memory=max(memory) if memory else None,
+        benchmarked=any(r.benchmark is not None for r in results),
+        baseline=comparison.base if comparison is not None else None,
+        exit_status=EXIT_FAILED if reasons else EXIT_OK, exit_reasons=reasons, notes=notes,
+        unreadable=list(meta.unreadable_paths),
+    )
+
+
+def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tuple[list[str], list[str]]:
+    """Why the run exits 1 (nothing: it exits 0), and what is said without failing it."""
+    meta = batch.metadata
+    reasons: list[str] = []
+    notes: list[str] = []
+    failed = [s.label for s in scripts if s.status == "failed"]
+    if failed:
+        reasons.append(f"{plural(len(failed), 'script')} failed ({', '.join(failed)})")
+    xpassed = [s.label for s in scripts if s.status == "xpassed"]
+    if xpassed and meta.strict_xfail:
+        reasons.append(f"{plural(len(xpassed), 'script')} marked xfail passed, with strict_xfail ({', '.join(xpassed)})")
+    if not meta.complete:
+        reasons.append("the batch did not finish")
+    slower = [s.label for s in scripts if s.regression]
+    if slower:
+        against = "the baseline" if baseline else "its history"
+        if meta.fail_on_regression and not baseline:
+            reasons.append(f"slower than {against} ({', '.join(slower)}), with --fail-on-regression")
+        else:
+            notes.append(f"slower than {against}: {', '.join(slower)} (reported; the exit status does not count it"
+                         + ("" if baseline else " without --fail-on-regression") + ")")
+    return reasons, notes
+
+
+def read_run_view(results_dir: Path, baseline: Optional[Path] = None) -> RunView:
+    """The view of the run in ``results_dir`` (against ``baseline``, another results folder, when
+    given). Raises UsageError when the folder holds no readable run."""
+    from .. import resultfiles
+    from ..errors import UsageError
+    from ..models import BatchResult
+    from ..summary import with_unlisted_results
+
+    source = Path(results_dir) / resultfiles.EXECUTION_RESULTS
+    try:
+        batch = with_unlisted_results(resultfiles.read_model(source, BatchResult), Path(results_dir))
+    except OSError:
+        raise UsageError(f"no jaxrun results in {str(results_dir)!r} ({resultfiles.EXECUTION_RESULTS} is missing); "
+                         "pass a folder `jaxrun run` wrote") from None
+    except ValueError as exc:
+        raise UsageError(f"{str(source)!r} is not a valid jaxrun results file: {str(exc).splitlines()[0]}") from None
+    comparison = None
+    if baseline is not None:
+        from ..compare import compare_results
+
+        comparison = compare_results(baseline, results_dir)
+    return run_view(batch, comparison)

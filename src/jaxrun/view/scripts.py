@@ -1,0 +1,220 @@
+"""One script's row of the view of a run: what every surface shows of it, computed once.
+
+A surface (the terminal table, the progress lines, Markdown, the HTML report, MCP replies) only
+lays these values out; it never reads a :class:`~jaxrun.models.ScriptResult` to decide what a
+figure or a verdict is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Sequence
+
+from .text import fmt_seconds, one_line, plural
+
+if TYPE_CHECKING:
+    from ..models import RegressionCheck, ScriptComparison, ScriptResult
+
+GOOD, BAD, WARN, PLAIN = "good", "bad", "warn", ""
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ScriptView:
+    """What every surface says of one script (one job: a script on one device)."""
+
+    name: str  # the batch-unique <name> of its files (with @device on a batch of several devices)
+    label: str  # what a reader sees: the path relative to the folder given, with "/" (+ " @gpu")
+    path: str
+    status: str  # ok | failed | xfailed | xpassed
+    status_text: str  # "ok", "timeout", "xfail (script_error)", "XPASS"
+    level: str  # good | bad | warn: how to colour it
+    kept: bool  # kept from an earlier run by --resume, not run again
+    device: str  # where it ran ("-": nowhere)
+    device_requested: str
+    device_text: str  # "cpu", "cpu (fallback from gpu)"
+    fallback_reason: Optional[str]
+    time: Optional[float]  # seconds, the whole process: the median when benchmarked
+    body: Optional[float]
+    import_: Optional[float]
+    jit: Optional[float]
+    run: Optional[float]
+    memory: Optional[float]  # MB, peak RSS of the process tree
+    timing: Optional[str]  # "median of 5 counted runs"; None: one run
+    compiles: Optional[int]  # XLA compilations (cache loads not included)
+    cache_loads: Optional[int]  # executables loaded from the persistent cache
+    compiles_text: str  # "3", "3 cached", "1+2 cached", "-"
+    verdict: Optional[str]  # the performance verdict (history, or the baseline when one is given)
+    verdict_short: Optional[str]  # in a table cell: "slower x1.28", "no change", "first run"
+    verdict_level: str
+    regression: bool  # judged slower (by the history, or against the baseline)
+    error_class: Optional[str]
+    error: Optional[str]  # one line: "ValueError: boom (+1 more line)"
+    error_full: Optional[str]
+    location: Optional[str]  # where it failed, "model.py:12" (relative to the folder given)
+    log: Optional[str]  # the stderr log of a failed script
+    hint: Optional[str]
+    expected_failure: Optional[str]  # why it is marked xfail
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("ok", "xfailed")
+
+    def outcome_text(self) -> str:
+        """The one-line outcome the progress lines print when it ends."""
+        where = f" at {self.location}" if self.location else ""
+        if self.status == "failed":
+            return f"{self.error_class}: {self.error or ''}{where}"
+        if self.status == "xfailed":
+            return f"xfail: {self.error_class}: {self.error or ''}{where} (expected: {self.expected_failure})"
+        figure = fmt_seconds(self.time) + (f" ({self.timing})" if self.timing else "")
+        expected = f" (marked xfail: {self.expected_failure})" if self.status == "xpassed" else ""
+        return f"{self.status_text} {self.device_text}, {figure}{expected}" + (f"; {self.verdict}" if self.verdict else "")
+
+
+def relative_path(script_path: str, search_paths: Sequence[str]) -> str:
+    """The script's path relative to the folder it was found in, with "/" (a file given on the
+    command line: its own name); the path as recorded when no search path holds it."""
+    best: Optional[str] = None
+    for root in search_paths:
+        if script_path == root:
+            candidate = os.path.basename(script_path)
+        else:
+            prefix = root.rstrip(os.sep) + os.sep
+            if not script_path.startswith(prefix):
+                continue
+            candidate = script_path[len(prefix):]
+        if best is None or len(candidate) < len(best):
+            best = candidate
+    return (best if best is not None else script_path).replace(os.sep, "/")
+
+
+def error_location(result: "ScriptResult", search_paths: Sequence[str]) -> Optional[str]:
+    """``model.py:12``: the innermost frame of the traceback in the script's own file (else in any
+    file of the folders searched, else the innermost frame)."""
+    if not result.traceback:
+        return None
+    frames = [(m["file"], m["line"]) for m in _FRAME.finditer(result.traceback)]
+    if not frames:
+        return None
+    roots = [r.rstrip(os.sep) + os.sep for r in search_paths]
+    chosen = (next((f for f in reversed(frames) if f[0] == result.script_path), None)
+              or next((f for f in reversed(frames) if any(f[0].startswith(r) for r in roots)), None)
+              or frames[-1])
+    return f"{relative_path(chosen[0], search_paths)}:{chosen[1]}"
+
+
+def compiles_text(compiles: Optional[int], loads: Optional[int]) -> str:
+    """Compilations and cache loads in one cell: a program loaded from the persistent cache was
+    not compiled, yet it is not "0 compiles" either."""
+    if compiles is None:
+        return "-"
+    if not loads:
+        return str(compiles)
+    return f"{loads} cached" if compiles == 0 else f"{compiles}+{loads} cached"
+
+
+def history_verdict(check: "RegressionCheck | None") -> tuple[Optional[str], str, bool]:
+    """(text, level, regression) of the history's judgement of a benchmarked run."""
+    if check is None:
+        return None, PLAIN, False
+    if not check.previous_runs or check.comparison is None:
+        if check.other_numerics:
+            return (f"not judged: {plural(check.other_numerics, 'earlier run')} with other numerics", PLAIN, False)
+        return "first run in the history", PLAIN, False
+    from ..verdicts import describe_gate
+
+    c = check.comparison
+    text = f"{c.verdict} than {plural(check.previous_runs, 'earlier run')}" if c.verdict in ("slower", "faster") \
+        else f"{c.verdict} against {plural(check.previous_runs, 'earlier run')}"
+    detail = describe_gate(c)
+    return (text + (f": {detail}" if detail else ""), _level(c.verdict), bool(check.regression))
+
+
+def baseline_verdict(comparison: "ScriptComparison") -> tuple[str, str, bool]:
+    """(text, level, regression) of a script against a baseline run (``--baseline``)."""
+    from ..verdicts import describe_gate
+
+    verb = "than" if comparison.verdict in ("slower", "faster") else "against"
+    detail = describe_gate(comparison)
+    return (f"{comparison.verdict} {verb} the baseline" + (f": {detail}" if detail else ""),
+            _level(comparison.verdict), comparison.verdict == "slower")
+
+
+def short_verdict(verdict: Optional[str], comparison: "ScriptComparison | None") -> Optional[str]:
+    """A verdict in a table cell: the word, and the gate's ratio that decided it."""
+    if verdict is None:
+        return None
+    if comparison is None or not verdict.startswith(comparison.verdict):
+        return verdict.split(":")[0].removesuffix(" in the history")
+    word = {"no significant change": "no change"}.get(comparison.verdict, comparison.verdict)
+    decided = [m for m in comparison.gate if m in comparison.slower + comparison.faster]
+    ratios = [comparison.phases[m].ratio for m in decided if comparison.phases.get(m) and comparison.phases[m].ratio]
+    return word + (f" x{ratios[0]:.2f}" if ratios else "")
+
+
+def _level(verdict: str) -> str:
+    return {"slower": BAD, "faster": GOOD}.get(verdict, PLAIN)
+
+
+def _status(result: "ScriptResult") -> tuple[str, str, str]:
+    if result.outcome == "xfailed":
+        return "xfailed", f"xfail ({result.error_class})", WARN
+    if result.outcome == "xpassed":
+        return "xpassed", "XPASS", WARN
+    if result.success:
+        return "ok", "ok", GOOD
+    return "failed", str(result.error_class or "failed"), BAD
+
+
+def script_view(
+    result: "ScriptResult",
+    search_paths: Sequence[str] = (),
+    *,
+    several_devices: bool = False,
+    name: Optional[str] = None,
+    kept: bool = False,
+    comparison: "ScriptComparison | None" = None,
+) -> ScriptView:
+    """The view of one script's result. ``several_devices``: the batch ran scripts on more than
+    one device (the label then says which); ``comparison``: its judgement against a baseline,
+    which then replaces the history's."""
+    status, status_text, level = _status(result)
+    device = result.device_used or "-"
+    device_text = device
+    if result.fallback_reason:
+        device_text += f" (fallback from {result.device_requested})"
+    path = relative_path(result.script_path, search_paths)
+    label = path + (f" @{result.device_requested}" if several_devices else "")
+    if comparison is not None:
+        verdict, verdict_level, regression = baseline_verdict(comparison)
+        against = comparison
+    else:
+        check = result.benchmark.history_check if result.benchmark is not None else None
+        verdict, verdict_level, regression = history_verdict(check)
+        against = check.comparison if check is not None else None
+    failed = status in ("failed", "xfailed")
+    return ScriptView(
+        name=name or result.script_name, label=label, path=path,
+        status=status, status_text=status_text, level=level, kept=kept,
+        device=device, device_requested=result.device_requested, device_text=device_text,
+        fallback_reason=result.fallback_reason,
+        time=result.execution_time, body=result.body_time, import_=result.import_time,
+        jit=result.jit_compile_time, run=result.run_time, memory=result.memory_peak,
+        timing=result.timing,
+        compiles=result.compile_count, cache_loads=result.cache_hits,
+        compiles_text=compiles_text(result.compile_count, result.cache_hits),
+        verdict=verdict, verdict_short=short_verdict(verdict, against), verdict_level=verdict_level, regression=regression,
+        error_class=result.error_class if failed else None,
+        error=one_line(result.error_message) if failed else None,
+        error_full=result.error_message if failed else None,
+        location=error_location(result, search_paths) if failed else None,
+        log=result.stderr_log if failed else None,
+        hint=result.hint if failed else None,
+        expected_failure=result.xfail,
+        warnings=list(result.warnings),
+    )
