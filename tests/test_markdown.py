@@ -19,6 +19,7 @@ from jaxrun.models import (
     ScriptComparison,
 )
 from jaxrun.sinks.markdown import render_markdown
+from jaxrun.view import run_view
 
 from helpers import write
 
@@ -88,13 +89,14 @@ def test_markdown_file_and_github_step_summary(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr  # one script failed
     text = (tmp_path / "report.md").read_text()
-    assert text.startswith("## jaxrun: 2/3 scripts succeeded\n")
+    # The heading says the exit status and why, as the terminal's last line does.
+    assert text.startswith("## jaxrun: 2/3 scripts succeeded — exit 1: 1 script failed (b_fails.py)\n")
     attention = table_rows(text, "Failures and regressions")
-    assert [(r[0], r[1], r[2]) for r in attention] == [("b_fails", "FAILED script_error", "cpu")]
-    assert attention[0][-1] == "ValueError: bad | input"  # the pipe survives, escaped
+    assert [(r[0], r[1], r[2]) for r in attention] == [("b_fails.py", "script_error", "cpu")]
+    assert attention[0][-1] == "ValueError: bad | input at b_fails.py:2"  # the pipe survives, escaped
     every = table_rows(text, "Every script")
-    assert [(r[0], r[1]) for r in every] == [("a_good", "ok"), ("b_fails", "FAILED script_error"), ("c_good", "ok")]
-    assert all(len(r) == 11 for r in every)
+    assert [(r[0], r[1]) for r in every] == [("a_good.py", "ok"), ("b_fails.py", "script_error"), ("c_good.py", "ok")]
+    assert all(len(r) == 12 for r in every)
     assert every[0][3] != "-" and float(every[0][3]) > 0  # a measured time, not a placeholder
     # The step summary keeps what earlier steps wrote and gets the same report appended.
     assert summary.read_text() == "earlier step output\n" + text + "\n"
@@ -134,14 +136,15 @@ def _result(name: str, *, success: bool = True, regression: bool = False) -> dic
 def test_regressions_are_listed_first_with_their_ratio() -> None:
     meta = BatchMetadata(jaxrun_version="0", device_requested="cpu", device_used="cpu", jax_version=None,
                          execution_timestamp="t", scripts_found=3, scripts_executed=3, scripts_successful=2,
-                         scripts_failed=1, search_paths=[], results_dir="/r", host="h", python_version="3",
+                         scripts_failed=1, search_paths=["/x"], results_dir="/r", host="h", python_version="3",
                          complete=True)
     batch = BatchResult.model_validate(dict(
         metadata=meta, device_info=None, performance_summary=PerformanceSummary(),
         script_results=[_result("fine"), _result("slow", regression=True), _result("late", success=False)],
     ))
-    text = render_markdown(batch)
+    text = render_markdown(run_view(batch))
     attention = table_rows(text, "Failures and regressions")
-    assert [(r[0], r[1]) for r in attention] == [("slow", "regression"), ("late", "FAILED timeout")]
-    assert attention[0][-1] == "slower than 2 earlier run(s): run_time x1.300 p=0.001"
-    assert [r[0] for r in table_rows(text, "Every script")] == ["fine", "slow", "late"]
+    assert [(r[0], r[1]) for r in attention] == [("slow.py", "ok"), ("late.py", "timeout")]
+    assert attention[0][-2] == "slower than 2 earlier runs: run_time x1.300 p=0.001"  # the verdict column
+    assert attention[1][-1] == "stopped"  # the details: what went wrong
+    assert [r[0] for r in table_rows(text, "Every script")] == ["fine.py", "slow.py", "late.py"]

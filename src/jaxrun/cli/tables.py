@@ -58,21 +58,10 @@ _NARROWER = ("body s", "import s", "compiles", "device", "run s", "verdict")
 _MIN_NAME = 20
 
 
-def timing_note(view: "RunView") -> tuple[str, str | None]:
-    """(the mark after a median in a table, the line that says what it is): a batch whose
-    successful scripts are all benchmarked says it once, in the title; a mixed one marks them."""
-    timings = sorted({s.timing for s in view.scripts if s.timing})
-    if not timings:
-        return "", None
-    if all(s.timing for s in view.scripts if s.status == "ok"):
-        return "", "times: " + "; ".join(timings)
-    return " *", "* the median of its counted runs: " + "; ".join(timings)
-
-
 def summary_table(view: "RunView", width: int = 160) -> Table:
     """Every script of the run in at most ``width`` columns, no word broken: long names are
     shortened in the middle (not below _MIN_NAME), then _NARROWER's columns give way in order."""
-    star, note = timing_note(view)
+    star, note = view.timing_note()
     shown = [c for c in _SUMMARY_COLUMNS if c[0] != "verdict" or any(s.verdict for s in view.scripts)]
     return fitted(lambda given_up, name_width: _summary(
         view, note, star, [c for c in shown if c[0] not in given_up or c[0] == "device"], name_width,

@@ -12,10 +12,13 @@ from __future__ import annotations
 import html
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..view.text import fmt
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport, ScriptResult
+    from ..view import RunView, ScriptView
 
 _LOG_TAIL_LINES = 30
 _PHASES = ("import", "trace", "lower", "compile", "run")
@@ -29,8 +32,10 @@ h1{margin:0 0 4px} .sub{color:#666;margin-bottom:16px}
 .card b{display:block;font-size:1.5em} .bad b{color:#c0392b} .good b{color:#27ae60}
 table{border-collapse:collapse;background:#fff;margin:8px 0 24px}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:right} th{cursor:pointer;background:#f0f0f0}
-td:first-child,th:first-child,td.text{text-align:left}
-tr.failed td{background:#fdecea} pre{background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:20em}
+td:first-child,th:first-child,td.text,th.text{text-align:left}
+tr.failed td{background:#fdecea} td.bad{color:#c0392b;font-weight:bold} td.good{color:#27ae60}
+td.warn{color:#b7791f} caption{caption-side:bottom;text-align:left;color:#666;padding-top:4px}
+.heading{font-size:1.2em;margin:4px 0} .note{color:#444} pre{background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:20em}
 section{margin-bottom:28px}
 """
 
@@ -59,10 +64,6 @@ def _esc(value: object) -> str:
     return html.escape("-" if value is None else str(value))
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def _phase_seconds(result: "ScriptResult") -> dict[str, float]:
     """Where the body's time went; JIT phases summed over the script's programs."""
     compiles = result.compiles.values()
@@ -75,42 +76,57 @@ def _phase_seconds(result: "ScriptResult") -> dict[str, float]:
     }
 
 
-def _cards(batch: "BatchResult") -> str:
-    meta, summary = batch.metadata, batch.performance_summary
-    peaks = [r.memory_peak for r in batch.script_results if r.memory_peak is not None]
+def _cards(view: "RunView") -> str:
     cards = [
-        ("scripts", meta.scripts_executed, ""),
-        ("succeeded", meta.scripts_successful, "good"),
-        ("failed", meta.scripts_failed, "bad" if meta.scripts_failed else ""),
-        ("total time", f"{_num(summary.total_execution_time, 1)} s", ""),
-        ("largest peak", f"{_num(max(peaks) if peaks else None, 0)} MB", ""),
-        ("device", meta.device_used or "-", ""),
+        ("scripts", view.executed, ""),
+        ("succeeded", view.succeeded, "good"),
+        ("failed", view.failed, "bad" if view.failed else ""),
+        ("total time", f"{fmt(view.total_time, 1)} s", ""),
+        ("largest peak", f"{fmt(view.largest_memory, 0)} MB", ""),
+        ("device", view.device_used or "-", ""),
+        ("exit status", view.exit_status, "bad" if view.exit_status else "good"),
     ]
     return '<div class="cards">' + "".join(
         f'<div class="card {cls}"><b>{_esc(value)}</b>{_esc(label)}</div>' for label, value, cls in cards) + "</div>"
 
 
-def _table(batch: "BatchResult") -> str:
-    columns = ("script", "status", "device", "wall s", "import s", "compile s", "run s", "compiles", "peak MB")
+# The scripts table: header, the shown text and the value it sorts by, whether it is text.
+_COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], tuple[object, object]], bool], ...] = (
+    ("script", lambda s, m: (s.label, s.label), True),
+    ("status", lambda s, m: (s.status_text + (" (kept)" if s.kept else ""), s.status_text), True),
+    ("device", lambda s, m: (s.device_text, s.device_text), True),
+    ("time s", lambda s, m: (fmt(s.time) + (m if s.timing else ""), s.time), False),
+    ("import s", lambda s, m: (fmt(s.import_), s.import_), False),
+    ("JIT s", lambda s, m: (fmt(s.jit), s.jit), False),
+    ("run s", lambda s, m: (fmt(s.run), s.run), False),
+    ("compiles", lambda s, m: (s.compiles_text, s.compiles), False),
+    ("peak MB", lambda s, m: (fmt(s.memory, 0), s.memory), False),
+    ("verdict", lambda s, m: (s.verdict or "-", s.verdict_short or ""), True),
+)
+
+
+def _table(view: "RunView") -> str:
+    mark, note = view.timing_note()
     rows = []
-    for r in batch.script_results:
-        status = "ok" if r.success else str(r.error_class)
-        cells = [(r.script_name, r.script_name, "text"), (status, status, "text"), (r.device_used, r.device_used, "text"),
-                 (_num(r.execution_time), r.execution_time, ""), (_num(r.import_time), r.import_time, ""),
-                 (_num(r.jit_compile_time), r.jit_compile_time, ""), (_num(r.run_time), r.run_time, ""),
-                 (_esc(r.compile_count), r.compile_count, ""), (_num(r.memory_peak, 0), r.memory_peak, "")]
-        tds = "".join(f'<td class="{cls}" data-value="{_esc("" if raw is None else raw)}">{_esc(shown)}</td>'
-                      for shown, raw, cls in cells)
-        rows.append(f'<tr class="{"" if r.success else "failed"}" data-script="{_esc(r.script_name)}">{tds}</tr>')
-    head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
-    return f'<table id="scripts" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    for s in view.scripts:
+        tds = []
+        for header, cell, text in _COLUMNS:
+            shown, raw = cell(s, mark)
+            style = {"status": s.level, "verdict": s.verdict_level}.get(header, "")
+            cls = " ".join(c for c in ("text" if text else "", style) if c)
+            tds.append(f'<td class="{cls}" data-value="{_esc("" if raw is None else raw)}">{_esc(shown)}</td>')
+        rows.append(f'<tr class="{"failed" if s.status == "failed" else ""}" data-script="{_esc(s.name)}">{"".join(tds)}</tr>')
+    head = "".join(f"<th{' class=\'text\'' if text else ''}>{_esc(c)}</th>" for c, _, text in _COLUMNS)
+    caption = f"<caption>{_esc(note)}</caption>" if note else ""
+    return (f'<table id="scripts" class="sortable">{caption}<thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _figures(batch: "BatchResult", comparison: "ComparisonReport | None") -> list[tuple[str, Any]]:
+def _figures(batch: "BatchResult", view: "RunView", comparison: "ComparisonReport | None") -> list[tuple[str, Any]]:
     import plotly.graph_objects as go
 
     results = batch.script_results
-    names = [r.script_name for r in results]
+    names = [s.label for s in view.scripts]
     figures = []
     phases = [_phase_seconds(r) for r in results]
     time_fig = go.Figure([go.Bar(name=p, x=names, y=[s[p] for s in phases], marker_color=_COLORS[p]) for p in _PHASES])
@@ -124,35 +140,56 @@ def _figures(batch: "BatchResult", comparison: "ComparisonReport | None") -> lis
     figures.append(("memory", memory_fig))
     benchmarks = [b for b in batch.benchmarking.benchmarks if any(s.success for s in b.samples)]
     if benchmarks:
-        box = go.Figure([go.Box(name=b.script_name, boxpoints="all",
+        labels = {(s.name, s.device_requested): s.label for s in view.scripts}
+        box = go.Figure([go.Box(name=labels.get((b.script_name, b.device_requested), b.script_name), boxpoints="all",
                                 y=[s.wall_time for s in b.samples if s.success and s.wall_time is not None])
                          for b in benchmarks])
         box.update_layout(yaxis_title="seconds", title="Benchmark runs: wall time of every counted run")
         figures.append(("benchmarks", box))
     if comparison is not None and comparison.scripts:
-        gate = comparison.gate[0] if comparison.gate else "wall_time"
-        ratios = [(s.script_name, s.phases.get(gate)) for s in comparison.scripts]
-        ratio_fig = go.Figure([go.Bar(
-            x=[n for n, _ in ratios], y=[p.ratio if p else None for n, p in ratios],
-            text=[p.verdict if p else "" for n, p in ratios],
-            error_y=dict(type="data", symmetric=False,
-                         array=[(p.ratio_ci_high - p.ratio) if p and p.ratio and p.ratio_ci_high else 0 for _, p in ratios],
-                         arrayminus=[(p.ratio - p.ratio_ci_low) if p and p.ratio and p.ratio_ci_low else 0 for _, p in ratios]),
-        )])
-        ratio_fig.add_hline(y=1.0, line_dash="dot")
-        ratio_fig.update_layout(yaxis_title=f"{gate}: this run / baseline", title="Against the baseline (median ratio, 95% CI)")
-        figures.append(("comparison", ratio_fig))
+        figures.append(("comparison", _comparison_figure(view, comparison)))
     return figures
 
 
-def _comparison_table(comparison: "ComparisonReport") -> str:
-    rows = "".join(
-        f"<tr><td>{_esc(s.script_name)}</td><td class='text'>{_esc(s.verdict)}</td>"
-        f"<td class='text'>{_esc(', '.join(s.slower) or '-')}</td><td class='text'>{_esc(', '.join(s.faster) or '-')}</td></tr>"
-        for s in comparison.scripts)
+def _comparison_figure(view: "RunView", comparison: "ComparisonReport") -> Any:
+    """Each gate phase's ratio (this run / baseline) per script, with its 95% CI and its own
+    verdict on the bar; under each script, its verdict: the one the table beside it states."""
+    import plotly.graph_objects as go
+
+    by_key = {(c.script_name, c.device): c for c in comparison.scripts}
+    judged = [(s, by_key.get((s.name, s.device)) or by_key.get((s.name, s.device_requested))) for s in view.scripts]
+    judged = [(s, c) for s, c in judged if c is not None]
+    x = [f"{s.label}<br>{s.verdict_short or c.verdict}" for s, c in judged]
+    bars = []
+    for metric in comparison.gate:
+        phases = [c.phases.get(metric) for _, c in judged]
+        bars.append(go.Bar(
+            name=metric, x=x, y=[p.ratio if p else None for p in phases],
+            text=[p.verdict if p else "" for p in phases], textposition="outside",
+            error_y=dict(type="data", symmetric=False,
+                         array=[(p.ratio_ci_high - p.ratio) if p and p.ratio and p.ratio_ci_high else 0 for p in phases],
+                         arrayminus=[(p.ratio - p.ratio_ci_low) if p and p.ratio and p.ratio_ci_low else 0 for p in phases]),
+        ))
+    figure = go.Figure(bars)
+    figure.add_hline(y=1.0, line_dash="dot")
+    figure.update_layout(barmode="group", yaxis_title="this run / baseline (median ratio)",
+                         title="Against the baseline: each gate phase, 95% CI; under each script its verdict")
+    return figure
+
+
+def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
+    by_key = {(c.script_name, c.device): c for c in comparison.scripts}
+    rows = []
+    for s in view.scripts:
+        c = by_key.get((s.name, s.device)) or by_key.get((s.name, s.device_requested))
+        if c is None:
+            continue
+        rows.append(f"<tr data-compared='{_esc(s.name)}'><td class='text'>{_esc(s.label)}</td>"
+                    f"<td class='text {s.verdict_level}'>{_esc(s.verdict)}</td>"
+                    f"<td class='text'>{_esc(', '.join(c.slower) or '-')}</td><td class='text'>{_esc(', '.join(c.faster) or '-')}</td></tr>")
     return (f"<p>Baseline: <code>{_esc(comparison.base)}</code>. Gate: {_esc(', '.join(comparison.gate))}.</p>"
             f'<table id="comparison"><thead><tr><th>script</th><th>verdict</th><th>slower phases</th>'
-            f"<th>faster phases</th></tr></thead><tbody>{rows}</tbody></table>")
+            f"<th>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def _recompiles(batch: "BatchResult") -> str:
@@ -183,37 +220,45 @@ def _log_tail(path: str | None) -> str:
     return "\n".join(lines[-_LOG_TAIL_LINES:])
 
 
-def _failures(batch: "BatchResult") -> str:
-    failed = [r for r in batch.script_results if not r.success]
+def _failures(view: "RunView") -> str:
+    failed = [s for s in view.scripts if s.status == "failed"]
     if not failed:
         return "<p>Every script succeeded.</p>"
     return "".join(
-        f"<h3>{_esc(r.script_name)}: {_esc(r.error_class)}</h3><p>{_esc(r.error_message)}</p>"
-        f"<p><i>hint:</i> {_esc(r.hint)}</p><pre>{_esc(_log_tail(r.stderr_log))}</pre>" for r in failed)
+        f"<h3>{_esc(s.label)}: {_esc(s.error_class)}</h3><pre>{_esc(s.error_full)}</pre>"
+        + (f"<p>at <code>{_esc(s.location)}</code></p>" if s.location else "")
+        + f"<p><i>hint:</i> {_esc(s.hint)}</p><p>log: <code>{_esc(s.log)}</code></p><pre>{_esc(_log_tail(s.log))}</pre>"
+        for s in failed)
 
 
 def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> str:
-    """The report as one HTML document, plotly.js included once, inline."""
+    """The report as one HTML document, plotly.js included once, inline: the view of the run
+    (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline."""
     import plotly.io as pio
 
+    from ..view import run_view
+
+    view = run_view(batch, comparison)
     meta = batch.metadata
     plots = []
-    for index, (name, figure) in enumerate(_figures(batch, comparison)):
+    for index, (name, figure) in enumerate(_figures(batch, view, comparison)):
         figure.update_layout(template="plotly_white", height=420, margin=dict(t=50, b=80))
         plots.append(f'<section id="plot-{name}">' + pio.to_html(
             figure, full_html=False, include_plotlyjs="inline" if index == 0 else False,
             div_id=f"figure-{name}", config={"displaylogo": False}) + "</section>")
-    state = "" if meta.complete else " (interrupted before the end)"
-    comparison_html = f"<section><h2>Against the baseline</h2>{_comparison_table(comparison)}</section>" if comparison else ""
+    comparison_html = (f"<section><h2>Against the baseline</h2>{_comparison_table(view, comparison)}</section>"
+                       if comparison else "")
+    notes = "".join(f"<p class='note'>{_esc(n)}</p>" for n in view.notes)
+    skipped = "".join(f"<p class='note'>skipped: {_esc(s.label)}: {_esc(s.reason)}</p>" for s in view.skipped)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>jaxrun report: {_esc(meta.results_dir)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>jaxrun report{_esc(state)}</h1>"
+        f"<h1>jaxrun report</h1><p class='heading'>{_esc(view.heading)}</p>"
         f"<div class='sub'>{_esc(meta.results_dir)} · {_esc(meta.execution_timestamp)} · jaxrun {_esc(meta.jaxrun_version)}"
         f" · jax {_esc(meta.jax_version)} · {_esc(meta.host)}</div>"
-        f"{_cards(batch)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(batch)}</section>"
+        f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
         f"{''.join(plots)}{comparison_html}"
         f"<section><h2>Recompilations</h2>{_recompiles(batch)}</section>"
-        f"<section><h2>Failures</h2>{_failures(batch)}</section>"
+        f"<section><h2>Failures</h2>{_failures(view)}</section>"
         f"<script>{_SORT_JS}</script></body></html>\n"
     )

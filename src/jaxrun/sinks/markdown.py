@@ -8,19 +8,33 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from typing import Callable
+
 from .. import resultfiles
-from ..verdicts import describe_gate
+from ..view.text import fmt
 from . import BaseSink
 
 if TYPE_CHECKING:
-    from ..models import BatchResult, ScriptResult
+    from ..models import BatchResult
+    from ..view import RunView, ScriptView
 
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
-# Each column with whether it holds numbers (right-aligned): one list, so that the header and the
-# alignment row always have as many cells as every row.
-_COLUMNS = (("script", False), ("status", False), ("device", False), ("time s", True), ("body s", True),
-            ("import s", True), ("JIT s", True), ("run s", True), ("compiles", True), ("peak RSS MB", True),
-            ("details", False))
+# Each column: header, whether it holds numbers (right-aligned), its cell of a script's view. One
+# list, so that the header and the alignment row always have as many cells as every row.
+_COLUMNS: tuple[tuple[str, bool, Callable[["ScriptView"], object]], ...] = (
+    ("script", False, lambda s: s.label),
+    ("status", False, lambda s: s.status_text + (" (kept)" if s.kept else "")),
+    ("device", False, lambda s: s.device_text),
+    ("time s", True, lambda s: fmt(s.time)),
+    ("body s", True, lambda s: fmt(s.body)),
+    ("import s", True, lambda s: fmt(s.import_)),
+    ("JIT s", True, lambda s: fmt(s.jit)),
+    ("run s", True, lambda s: fmt(s.run)),
+    ("compiles", True, lambda s: s.compiles_text),
+    ("peak RSS MB", True, lambda s: fmt(s.memory, 0)),
+    ("verdict", False, lambda s: s.verdict),
+    ("details", False, lambda s: _details(s)),
+)
 
 
 def _cell(value: object) -> str:
@@ -29,59 +43,45 @@ def _cell(value: object) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+def _details(script: "ScriptView") -> str | None:
+    parts = []
+    if script.status in ("failed", "xfailed"):
+        parts.append((script.error or "") + (f" at {script.location}" if script.location else ""))
+    if script.fallback_reason:
+        parts.append(f"fallback from {script.device_requested}: {script.fallback_reason}")
+    return "; ".join(parts) or None
 
 
-def _regression(result: "ScriptResult") -> str | None:
-    check = result.benchmark.history_check if result.benchmark is not None else None
-    if check is None or not check.regression or check.comparison is None:
-        return None
-    return f"slower than {check.previous_runs} earlier run(s): {describe_gate(check.comparison)}"
+def _table(scripts: "list[ScriptView]", timing_mark: str) -> list[str]:
+    header = "| " + " | ".join(name for name, _, _ in _COLUMNS) + " |"
+    align = "|" + "|".join("---:" if numeric else "---" for _, numeric, _ in _COLUMNS) + "|"
+    rows = []
+    for script in scripts:
+        cells = [cell(script) for _, _, cell in _COLUMNS]
+        if script.timing and timing_mark:
+            cells[3] = f"{cells[3]}{timing_mark}"
+        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return [header, align, *rows]
 
 
-def _row(result: "ScriptResult") -> str:
-    regression = _regression(result)
-    if not result.success:
-        status, details = f"FAILED {result.error_class}", result.error_message
-    elif regression:
-        status, details = "regression", regression
-    else:
-        status, details = "ok", None
-    device = result.device_used or "-"
-    if result.fallback_reason:
-        device += f" (fallback from {result.device_requested})"
-        details = details or f"fallback: {result.fallback_reason}"
-    cells = (
-        result.script_name, status, device, _num(result.execution_time), _num(result.body_time),
-        _num(result.import_time), _num(result.jit_compile_time), _num(result.run_time), "-" if result.compile_count is None else result.compile_count,
-        _num(result.memory_peak, 0), details,
-    )
-    return "| " + " | ".join(_cell(c) for c in cells) + " |"
-
-
-def _table(results: "list[ScriptResult]") -> list[str]:
-    header = "| " + " | ".join(name for name, _ in _COLUMNS) + " |"
-    align = "|" + "|".join("---:" if numeric else "---" for _, numeric in _COLUMNS) + "|"
-    return [header, align, *(_row(r) for r in results)]
-
-
-def render_markdown(batch: "BatchResult") -> str:
-    """The summary of a batch as Markdown."""
-    meta = batch.metadata
-    results = batch.script_results
-    state = "" if meta.complete else " (interrupted before the end)"
+def render_markdown(view: "RunView") -> str:
+    """The view of a run as Markdown (GitHub's flavour: tables)."""
+    mark, note = view.timing_note()
     lines = [
-        f"## jaxrun: {meta.scripts_successful}/{meta.scripts_executed} scripts succeeded{state}",
+        f"## jaxrun: {view.heading}",
         "",
-        f"Device asked: `{meta.device_requested}`, used: `{meta.device_used or '-'}`; "
-        f"results in `{meta.results_dir}`.",
+        f"Device asked: `{view.device_requested}`, used: `{view.device_used or '-'}`; "
+        f"results in `{view.results_dir}`.",
         "",
     ]
-    attention = [r for r in results if not r.success or _regression(r)]
-    if attention:
-        lines += ["### Failures and regressions", "", *_table(attention), ""]
-    lines += ["### Every script", "", *_table(results), ""]
+    if note:
+        lines += [_cell(note), ""]
+    if view.attention:
+        lines += ["### Failures and regressions", "", *_table(view.attention, mark), ""]
+    lines += ["### Every script", "", *_table(view.scripts, mark), ""]
+    extra = [f"- skipped: `{s.label}`: {s.reason}" for s in view.skipped] + [f"- note: {n}" for n in view.notes]
+    if extra:
+        lines += [*extra, ""]
     return "\n".join(lines)
 
 
@@ -90,7 +90,9 @@ class MarkdownSink(BaseSink):
         self.path = path
 
     def on_end(self, batch: "BatchResult") -> None:
-        text = render_markdown(batch)
+        from ..view import run_view
+
+        text = render_markdown(run_view(batch))
         if self.path is not None:
             resultfiles.atomic_write_text(self.path, text)
         step_summary = os.environ.get(GITHUB_STEP_SUMMARY)

@@ -86,6 +86,16 @@ class RunView:
         """What a reader must look at first: failures, unexpected passes and regressions."""
         return [s for s in self.scripts if s.status in ("failed", "xpassed") or s.regression]
 
+    def timing_note(self) -> tuple[str, Optional[str]]:
+        """(the mark after a median in a table, the line that says what it is): a run whose
+        successful scripts were all benchmarked says it once; a mixed one marks the medians."""
+        timings = sorted({s.timing for s in self.scripts if s.timing})
+        if not timings:
+            return "", None
+        if all(s.timing for s in self.scripts if s.status == "ok"):
+            return "", "times: " + "; ".join(timings)
+        return " *", "* the median of its counted runs: " + "; ".join(timings)
+
     def script(self, name: str) -> ScriptView:
         return next(s for s in self.scripts if s.name == name)
 
