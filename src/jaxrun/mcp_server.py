@@ -43,23 +43,41 @@ STOP_GRACE_SECONDS = 30.0
 
 
 class ScriptSummary(BaseModel):
+    """One script as every surface states it (jaxrun/view: the terminal's row, the report's)."""
+
     script_name: str
+    path: str = Field(description="Relative to the folder searched, with '/' (+ ' @device' on several devices)")
     success: bool
+    status: str = Field(description="ok, failed, xfailed (failed as expected) or xpassed")
     error_class: Optional[str] = None
     error_message: Optional[str] = None
+    error_location: Optional[str] = Field(None, description="Where it failed: file:line")
     hint: Optional[str] = None
+    stderr_log: Optional[str] = Field(None, description="The log of a failed script")
+    device_requested: str
     device_used: Optional[str] = None
-    execution_time: Optional[float] = Field(None, description="Seconds, whole process")
+    fallback_reason: Optional[str] = Field(None, description="Why it ran elsewhere than asked")
+    execution_time: Optional[float] = Field(None, description="Seconds, whole process (see timing)")
     import_time: Optional[float] = None
     jit_compile_time: Optional[float] = None
     run_time: Optional[float] = None
+    timing: Optional[str] = Field(None, description="'median of N counted runs' when benchmarked; null: one run")
     memory_peak: Optional[float] = Field(None, description="MB, peak RSS of the script's process tree")
+    compile_count: Optional[int] = Field(None, description="XLA compilations (cache loads not included)")
+    cache_hits: Optional[int] = Field(None, description="Executables loaded from the persistent compilation cache")
+    verdict: Optional[str] = Field(None, description="The performance verdict against its history")
+    kept: bool = Field(False, description="Kept from an earlier run by --resume")
     warnings: list[str] = []
 
 
 class BatchReport(BaseModel):
     success: bool = Field(description="Every script succeeded (and the batch finished)")
     complete: bool = Field(description="False while the batch runs, or when it was cut off")
+    summary: str = Field(description="The run in one line, as the terminal's last line")
+    exit_status: int = Field(description="What `jaxrun run` exits with: 0, or 1 (exit_reasons say why)")
+    exit_reasons: list[str] = []
+    notes: list[str] = Field([], description="Said once about the run without failing it (a regression without "
+                             "--fail-on-regression)")
     results_dir: str
     scripts_found: int
     scripts_executed: int
@@ -92,13 +110,28 @@ class BenchmarkReport(BaseModel):
 
 
 def _summary(batch: BatchResult) -> BatchReport:
+    """The MCP reply of a run: its view (jaxrun/view), as every other surface renders it."""
+    from .view import run_view
+
     meta = batch.metadata
+    view = run_view(batch)
+    scripts = [
+        ScriptSummary(
+            script_name=s.name, path=s.label, success=r.success, status=s.status, error_class=r.error_class,
+            error_message=r.error_message, error_location=s.location, hint=r.hint, stderr_log=s.log,
+            device_requested=r.device_requested, device_used=r.device_used, fallback_reason=r.fallback_reason,
+            execution_time=s.time, import_time=s.import_, jit_compile_time=s.jit, run_time=s.run, timing=s.timing,
+            memory_peak=s.memory, compile_count=s.compiles, cache_hits=s.cache_loads, verdict=s.verdict,
+            kept=s.kept, warnings=s.warnings,
+        )
+        for s, r in zip(view.scripts, batch.script_results)
+    ]
     return BatchReport(
-        success=batch.success, complete=meta.complete, results_dir=meta.results_dir,
+        success=batch.success, complete=meta.complete, summary=view.closing, exit_status=view.exit_status,
+        exit_reasons=view.exit_reasons, notes=view.notes, results_dir=meta.results_dir,
         scripts_found=meta.scripts_found, scripts_executed=meta.scripts_executed,
         scripts_successful=meta.scripts_successful, scripts_failed=meta.scripts_failed,
-        total_execution_time=batch.performance_summary.total_execution_time,
-        scripts=[ScriptSummary(**{k: getattr(r, k) for k in ScriptSummary.model_fields}) for r in batch.script_results],
+        total_execution_time=view.total_time, scripts=scripts,
     )
 
 
