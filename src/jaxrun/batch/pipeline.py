@@ -173,6 +173,11 @@ def _run_locked(
         config_file=str(options.config_file) if options.config_file else None,
     )
     jobs = make_jobs(options, planned, devices)
+    if store is None and options.history and any(j.run_options is not None and j.run_options.benchmark_runs
+                                                 for j in jobs):
+        from ..history import HistoryStore
+
+        store = HistoryStore(options.history)  # a script's own settings benchmark it: its runs are history too
     try:
         reused = finished_before(options, jobs) if options.resume else {}
         clear_previous_run(out, keep={jobs[i].file_name for i in reused})

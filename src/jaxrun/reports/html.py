@@ -105,6 +105,9 @@ _COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], tuple[object, object]],
 )
 
 
+_TEXT_CLASS = ' class="text"'
+
+
 def _table(view: "RunView") -> str:
     mark, note = view.timing_note()
     rows = []
@@ -116,7 +119,7 @@ def _table(view: "RunView") -> str:
             cls = " ".join(c for c in ("text" if text else "", style) if c)
             tds.append(f'<td class="{cls}" data-value="{_esc("" if raw is None else raw)}">{_esc(shown)}</td>')
         rows.append(f'<tr class="{"failed" if s.status == "failed" else ""}" data-script="{_esc(s.name)}">{"".join(tds)}</tr>')
-    head = "".join(f"<th{' class=\'text\'' if text else ''}>{_esc(c)}</th>" for c, _, text in _COLUMNS)
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _COLUMNS)
     caption = f"<caption>{_esc(note)}</caption>" if note else ""
     return (f'<table id="scripts" class="sortable">{caption}<thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
