@@ -115,7 +115,8 @@ def sample(
     and pytest-benchmark do: calibrate the calls per sample (a sample lasts >= 1 ms, and
     >= time_budget / max_samples), note how long one sample takes, then take as many samples as
     the rest of the budget holds (calibration counts in it), at least ``min_samples`` (which wins
-    over the budget for a slow function) and at most ``max_samples``. ``samples`` asks for
+    over the budget for a slow function) and at most ``max_samples``; past ``min_samples``,
+    sampling also stops when the budget is spent (the machine got slower than calibrated). ``samples`` asks for
     exactly that many instead. ``one_call`` (seconds of one call of each, just timed, e.g. the
     warm-up) spares the calibration of a call that already lasts a sample. With ``inner`` given
     there is no calibration: the first sample of each call is timed, kept, and sets the count. Several calls are interleaved sample by sample
@@ -152,6 +153,11 @@ def sample(
         for call, r in zip(calls, results):
             if len(r.samples) < rounds:
                 _take(call, r)
+        taken = min(len(r.samples) for r in results)
+        if samples is None and min_samples <= taken < rounds and time.perf_counter() - start >= time_budget:
+            # The machine slowed down after the calibration (a loaded box): the budget wins.
+            rounds, rounds_from = taken, "time_budget"
+            break
     return Budgeted(results, rounds, rounds_from, time_budget, time.perf_counter() - start)
 
 
