@@ -7,6 +7,7 @@ from typing import Iterable
 from rich.table import Table
 from rich.text import Text
 
+from ..formatting import fmt_metric, fmt_p, fmt_seconds
 from ..models import (
     ComparisonReport,
     DeviceSpeedup,
@@ -20,23 +21,6 @@ from ..models import (
 
 def fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
-
-
-def fmt_seconds(value: float | None) -> str:
-    """Seconds with a unit that keeps 3 significant figures (µs for sub-millisecond values)."""
-    if value is None:
-        return "-"
-    if abs(value) < 1e-3:
-        return f"{value * 1e6:.3g} µs"
-    if abs(value) < 1:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} s"
-
-
-def fmt_p(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}"
 
 
 def _table(title: str, columns: Iterable[tuple[str, str]]) -> Table:
@@ -145,13 +129,6 @@ def speedup_table(rows: list[DeviceSpeedup]) -> Table:
             Text(row.note or "real comparison"),
         )
     return table
-
-
-def fmt_metric(metric: str, value: float | None) -> str:
-    """A median of ``metric`` with its unit: MB for memory, seconds otherwise."""
-    if metric == "memory_peak":
-        return "-" if value is None else f"{value:.4g} MB"
-    return fmt_seconds(value)
 
 
 def compare_table(report: ComparisonReport) -> Table:
