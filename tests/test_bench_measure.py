@@ -236,3 +236,71 @@ def test_flops_are_counted_from_the_jaxpr_where_xla_reports_none(monkeypatch, pe
     # A scan's body counts `length` times (XLA's own analysis counts a loop body once).
     scan = jax.jit(lambda x: jax.lax.scan(lambda c, _: (c @ c, None), x, None, length=5)[0]).trace(jnp.ones((16, 16)))
     assert jaxpr_cost(scan.jaxpr).flops == 5 * 2 * 16**3
+
+
+# --- how many samples: a time budget, calibrated ------------------------------------------------
+
+
+def _sleepy(seconds: float):
+    """A function whose every call lasts at least ``seconds`` (a host sleep), so that sample counts
+    can be bounded without timing anything in the test."""
+    import time
+
+    def sleepy(x):
+        return jax.pure_callback(lambda v: (time.sleep(seconds), v)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    return sleepy
+
+
+def test_default_sample_count_never_draws_a_too_few_samples_warning() -> None:
+    # The defaults' own minimum gives a 95% CI of the median inside [min, max]: no warning.
+    from jaxrun.defaults import DEFAULT_MIN_SAMPLES
+    from jaxrun.stats import describe
+
+    stats = describe([1.0 + 0.01 * i for i in range(DEFAULT_MIN_SAMPLES)])
+    assert stats.ci_coverage >= 0.95 and stats.ci_low > stats.min and stats.ci_high < stats.max
+    assert not any("too few" in w for w in stats.warnings)
+
+
+def test_measure_fills_its_default_time_budget_without_a_too_few_samples_warning() -> None:
+    # 50 ms a call: the old default (0.2 s, at least 5 samples) took 5 and warned that 5 are too few.
+    m = bench.measure(_sleepy(0.05), jnp.ones(4), peaks=False)
+    assert not any("too few" in w for w in m.steady.warnings + m.warnings), m.steady.warnings
+    from jaxrun.defaults import DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
+
+    assert m.time_budget == DEFAULT_TIME_BUDGET == 1.0
+    assert m.num_samples == len(m.samples) == m.steady.n
+    assert m.inner_loops == 1  # a call lasts longer than a sample must: no calibration loops
+    # Every call sleeps 50 ms, so the budget holds at most 1 s / 50 ms = 20 samples.
+    assert DEFAULT_MIN_SAMPLES <= m.num_samples <= 20
+    assert m.num_samples_from in ("time_budget", "min_samples")
+    assert m.sampling_time is not None and m.sampling_time > 0
+
+
+def test_a_fast_function_is_sampled_within_its_budget() -> None:
+    # Each sample is calibrated to last >= max(1 ms, budget / max_samples): at most budget / 1 ms
+    # samples, each of many calls.
+    m = bench.measure(jnp.sin, jnp.ones(8), time_budget=0.05, peaks=False)
+    assert m.time_budget == 0.05
+    assert 10 <= m.num_samples == len(m.samples) <= 50
+    assert m.inner_loops > 1
+    assert not any("too few" in w for w in m.steady.warnings + m.warnings)
+
+
+def test_a_slow_function_takes_the_minimum_and_explicit_samples_win() -> None:
+    # 30 ms a call against a 50 ms budget: one sample fits, the minimum (10) is taken all the same.
+    slow = _sleepy(0.03)
+    m = bench.measure(slow, jnp.ones(4), time_budget=0.05, peaks=False)
+    assert (m.num_samples, m.num_samples_from) == (10, "min_samples") and len(m.samples) == 10
+    few = bench.measure(slow, jnp.ones(4), time_budget=0.05, min_samples=6, peaks=False)
+    assert (few.num_samples, few.num_samples_from) == (6, "min_samples")
+    # An explicit count wins over the budget, both ways.
+    exact = bench.measure(slow, jnp.ones(4), samples=3, peaks=False)
+    assert (exact.num_samples, exact.num_samples_from, len(exact.samples)) == (3, "samples", 3)
+    # The older name of the budget still works; both at once is a usage error.
+    old = bench.measure(jnp.cos, jnp.ones(8), min_time=0.02, peaks=False)
+    assert old.time_budget == 0.02
+    with pytest.raises(UsageError, match="time_budget or min_time"):
+        bench.measure(jnp.cos, jnp.ones(8), min_time=0.02, time_budget=0.1, peaks=False)
+    with pytest.raises(UsageError, match="time_budget must be a number of seconds > 0, got 0"):
+        bench.measure(jnp.cos, jnp.ones(8), time_budget=0, peaks=False)

@@ -72,6 +72,34 @@ def test_batch_scaling_names_a_missing_batch_axis() -> None:
         bench.batch_scaling(jnp.sin, lambda n: (jnp.ones(n),), sizes=(0, 4))
 
 
+def test_batch_scaling_says_fn_takes_one_item_when_given_a_whole_batch_function() -> None:
+    w = jnp.ones((64, 8))
+
+    def whole_batch(batch):  # written for (batch, 64): one item of shape (64,) cannot be unpacked
+        n, d = batch.shape
+        return jnp.tanh(batch.reshape(n, d) @ w)
+
+    with pytest.raises(UsageError) as caught:
+        bench.batch_scaling(whole_batch, lambda n: (jnp.ones((n, 64)),), sizes=(1, 16), time_budget=0.02)
+    message = str(caught.value)
+    assert message.startswith("batch_scaling: fn 'whole_batch' must take ONE item (batch_scaling vmaps it over the batch)")
+    assert "given one item (args[0]: (64,)) it raised ValueError: not enough values to unpack" in message
+    assert "given the whole batch of 1 (args[0]: (1, 64)) it runs" in message
+    assert "\n" not in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # one error, not JAX's chain
+
+    # A function that fails on the whole batch too is the function's own error, raised as it is.
+    def broken(x):
+        raise KeyError("missing")
+
+    with pytest.raises(KeyError, match="missing"):
+        bench.batch_scaling(broken, lambda n: (jnp.ones((n, 4)),), sizes=(2,), time_budget=0.02)
+
+
+def test_batch_scaling_documents_that_fn_takes_one_item() -> None:
+    assert "``fn`` takes ONE item" in bench.batch_scaling.__doc__
+
+
 # --- speedup --------------------------------------------------------------------------------------
 
 

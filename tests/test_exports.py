@@ -72,7 +72,10 @@ def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path
     gate = [r for r in rows if r["gate"] == "True"]
     assert [(r["script"], r["metric"]) for r in gate] == [("a_short", "run_time"), ("b_shorter", "run_time")]
     assert all(float(r["ratio"]) > 1.5 for r in gate)  # twice the sleep
-    assert "| a_short | cpu | run_time | True |" in (tmp_path / "c.md").read_text()  # where it ran, not "auto"
+    (table,) = _markdown_tables((tmp_path / "c.md").read_text())
+    gate_rows = [r for r in table[1:] if r[2] == "run *"]
+    assert [(r[0].split(" → ")[0], r[1]) for r in gate_rows] == [("a_short", "cpu"), ("b_shorter", "cpu")]  # not "auto"
+    assert all(r[3].endswith(" ms") and r[4].endswith(" ms") for r in gate_rows)  # 0.1 s and 0.2 s sleeps
 
 
 def test_an_export_path_that_cannot_be_written_is_refused_before_running(tmp_path: Path) -> None:
@@ -82,3 +85,67 @@ def test_an_export_path_that_cannot_be_written_is_refused_before_running(tmp_pat
     assert done.returncode == 2 and "cannot write the export" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r" / "script_results").exists()
+
+
+def _markdown_tables(text: str) -> list[list[list[str]]]:
+    """Every table as a GFM parser reads it (markdown-it-py, as GitHub renders): rows of cell texts,
+    the header row first."""
+    from markdown_it import MarkdownIt
+
+    found: list[list[list[str]]] = []
+    rows: list[list[str]] = []
+    cells: list[str] = []
+    cell = False
+    for token in MarkdownIt("commonmark").enable("table").parse(text):
+        if token.type in ("th_open", "td_open"):
+            cell = True
+        elif token.type == "inline" and cell:
+            cells.append("".join(child.content for child in token.children or ()).strip())
+            cell = False
+        elif token.type in ("th_close", "td_close") and cell:
+            cells.append("")
+            cell = False
+        elif token.type == "tr_close":
+            rows, cells = rows + [cells], []
+        elif token.type == "table_close":
+            found, rows = found + [rows], []
+    return found
+
+
+def test_comparison_markdown_has_readable_headers_and_figures_with_units() -> None:
+    from jaxrun.models import ComparisonReport, PhaseComparison, ScriptComparison
+    from jaxrun.sinks.exports import comparison_markdown
+
+    def phase(metric, base, new, ratio, verdict, p=0.004, low=None, high=None, note=None):
+        return PhaseComparison(metric=metric, base_n=5, new_n=5, base_median=base, new_median=new, ratio=ratio,
+                               ratio_ci_low=low, ratio_ci_high=high, p_value=p, verdict=verdict, note=note)
+
+    report = ComparisonReport(
+        base="runs/base", new="runs/new", metrics=["wall_time", "run_time", "memory_peak"],
+        gate=["run_time", "compile_time"], alpha=0.01, min_effect=0.05,
+        scripts=[
+            ScriptComparison(script_name="sub__model", device="cpu", verdict="slower", gate=["run_time"],
+                             slower=["run_time"], phases={
+                                 "wall_time": phase("wall_time", 1.234, 1.5, 1.2156, "no significant change", p=0.2),
+                                 "run_time": phase("run_time", 0.0123, 0.0246, 2.0, "slower", low=1.91, high=2.1),
+                                 "memory_peak": phase("memory_peak", 512.25, 600.0, 1.1713, "not comparable",
+                                                      p=None, note="memory | bytes"),
+                             }),
+        ],
+        only_in_new=["extra"], regressions=["sub__model"], geometric_mean_ratio={"run_time": 2.0},
+    )
+    text = comparison_markdown(report)
+    (table,) = _markdown_tables(text)
+    header, body = table[0], table[1:]
+    assert header == ["Script", "Device", "Phase", "Base median", "New median", "Ratio (new/base)",
+                      "95% CI of ratio", "p", "Runs (base/new)", "Verdict"]
+    assert body == [
+        ["sub__model → slower", "cpu", "wall", "1.23 s", "1.5 s", "1.216", "-", "0.2", "5/5", "no significant change"],
+        ["sub__model → slower", "cpu", "run *", "12.3 ms", "24.6 ms", "2.000", "1.910 – 2.100", "0.004", "5/5",
+         "slower"],
+        ["sub__model → slower", "cpu", "memory", "512.2 MB", "600 MB", "1.171", "-", "-", "5/5",
+         "not comparable (memory | bytes)"],
+    ]
+    assert "wall_time" not in text and "base_median" not in text  # no raw field names
+    assert "Slower: sub__model; faster: none" in text.replace("\\", "")
+    assert "Only in NEW: extra." in text and "Geometric mean of the ratios (NEW/BASE): run 2.000." in text

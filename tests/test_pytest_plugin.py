@@ -154,3 +154,56 @@ def test_no_file_and_no_summary_without_benchmarks(suite: pytest.Pytester) -> No
     assert result.ret == 0
     assert not out.exists()
     assert "jax benchmarks" not in result.stdout.str()
+
+
+FAST = '''
+import jax.numpy as jnp
+
+
+def test_fast(jax_benchmark):
+    jax_benchmark(jnp.sin, jnp.ones(8), peaks=False)
+'''
+
+
+def _fast_benchmark(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, Measurement]:
+    pytester.makepyfile(test_fast=FAST)
+    out = pytester.path / "fast.json"
+    result = _run(pytester, "--jax-benchmark-json", str(out), *args)
+    result.assert_outcomes(passed=1)
+    return result, PytestBenchmarks.model_validate(json.loads(out.read_text())).benchmarks["test_fast.py::test_fast"]
+
+
+def test_a_sub_millisecond_benchmark_is_sampled_within_the_time_budget(pytester: pytest.Pytester) -> None:
+    # By default: about 1 s of samples, at least 10 of them, so no "too few samples" warning.
+    result, m = _fast_benchmark(pytester)
+    assert m.time_budget == 1.0
+    assert 10 <= m.num_samples == len(m.samples) == m.steady.n <= 200
+    assert m.inner_loops > 1  # each sample is many calls of the sub-millisecond function
+    assert not any("too few" in w for w in m.steady.warnings + m.warnings)
+    assert "too few" not in result.stdout.str()
+    result.stdout.fnmatch_lines([f"test_fast.py::test_fast: median * ms [[]*], compile *, {m.num_samples} samples x "
+                                 f"{m.inner_loops} calls in * s"])
+    # Each sample is calibrated to last >= 1 ms, so a 0.05 s budget holds at most 50 of them.
+    _, short = _fast_benchmark(pytester, "--jax-benchmark-time-budget", "0.05")
+    assert short.time_budget == 0.05 and 10 <= short.num_samples <= 50
+    assert not any("too few" in w for w in short.steady.warnings + short.warnings)
+
+
+def test_the_time_budget_comes_from_the_ini_file_and_the_command_line_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\njax_benchmark_time_budget = 0.05\n")
+    _, from_ini = _fast_benchmark(pytester)
+    assert from_ini.time_budget == 0.05 and 10 <= from_ini.num_samples <= 50
+    # The option's older name, --jax-benchmark-min-time, still works.
+    _, from_flag = _fast_benchmark(pytester, "--jax-benchmark-min-time", "0.02")
+    assert from_flag.time_budget == 0.02 and 10 <= from_flag.num_samples <= 20
+
+
+def test_a_bad_time_budget_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fast=FAST)
+    flag = _run(pytester, "--jax-benchmark-time-budget", "0")
+    assert flag.ret == pytest.ExitCode.USAGE_ERROR
+    flag.stderr.fnmatch_lines(["*--jax-benchmark-time-budget must be a number of seconds > 0, like 0.5, got 0.0*"])
+    pytester.makeini("[pytest]\njax_benchmark_time_budget = soon\n")
+    ini = _run(pytester)
+    assert ini.ret == pytest.ExitCode.USAGE_ERROR
+    ini.stderr.fnmatch_lines(["*ini value jax_benchmark_time_budget must be a number of seconds > 0*got 'soon'*"])

@@ -20,6 +20,12 @@ DEFAULT_TIMEOUT = 300.0
 DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_RESULTS_DIR = "jaxrun_results"
+# jaxrun.bench and the pytest plugin's jax_benchmark: seconds of steady-state timing per function
+# (calibration and samples), and the fewest samples whatever the budget: 10 give a distribution-free
+# 95% CI of the median narrower than [min, max] (6 is the least that reaches 95% at all).
+DEFAULT_TIME_BUDGET = 1.0
+DEFAULT_MIN_SAMPLES = 10
+DEFAULT_MAX_SAMPLES = 200
 # jaxrun's MB, in every figure it reports (memory_peak, ...) and in --memory-limit: 2^20 bytes.
 MB = 2**20
 DEFAULT_LOG_CAP_BYTES = 50 * MB

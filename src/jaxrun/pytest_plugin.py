@@ -27,11 +27,12 @@ from typing import Any, Callable
 
 import pytest
 
-from .defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from .defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
 from .errors import UsageError
 from .timestamps import now_iso
 
 PROPERTY = "jax_benchmark"
+TIME_BUDGET_INI = "jax_benchmark_time_budget"
 _PLUGIN_NAME = "jaxrun-benchmark-session"
 
 
@@ -49,8 +50,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"Significance level of the Mann-Whitney U test (default {DEFAULT_ALPHA}).")
     group.addoption("--jax-benchmark-fail-on-regression", action="store_true", default=False,
                     help="Exit with status 1 when a benchmark is significantly slower than the baseline.")
-    group.addoption("--jax-benchmark-min-time", type=float, default=None, metavar="SECONDS",
-                    help="Minimum seconds of steady-state samples per benchmark (measure's default: 0.2).")
+    group.addoption("--jax-benchmark-time-budget", "--jax-benchmark-min-time", type=float, default=None,
+                    metavar="SECONDS", dest="jax_benchmark_time_budget",
+                    help=f"Seconds of steady-state timing per benchmark: as many samples as fit, at least "
+                    f"{DEFAULT_MIN_SAMPLES} (default: the {TIME_BUDGET_INI} ini value, else {DEFAULT_TIME_BUDGET}; "
+                    "--jax-benchmark-min-time is its older name).")
+    parser.addini(TIME_BUDGET_INI, default=None,
+                  help=f"Seconds of steady-state timing per jax_benchmark (default {DEFAULT_TIME_BUDGET}); "
+                  "--jax-benchmark-time-budget overrides it.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,7 +71,25 @@ def pytest_configure(config: pytest.Config) -> None:
             _verdict_options(config)
     except UsageError as exc:
         raise pytest.UsageError(f"--jax-benchmark-alpha / --jax-benchmark-min-effect: {exc}") from None
+    time_budget(config)  # a bad budget stops the session before any test runs
     config.pluginmanager.register(_Session(config), _PLUGIN_NAME)
+
+
+def time_budget(config: pytest.Config) -> float:
+    """Seconds of timing per benchmark: the command line's, else the ini file's, else the default."""
+    value: Any = config.getoption("jax_benchmark_time_budget")
+    where = "--jax-benchmark-time-budget"
+    if value is None:
+        value, where = config.getini(TIME_BUDGET_INI), f"ini value {TIME_BUDGET_INI}"
+    if value in (None, ""):
+        return DEFAULT_TIME_BUDGET
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise pytest.UsageError(f"{where} must be a number of seconds > 0, like 0.5, got {value!r}")
+    return seconds
 
 
 def _verdict_options(config: pytest.Config) -> Any:
@@ -145,7 +170,11 @@ class _Session:
             extra = ""
             if data.get("fraction_of_peak_flops") is not None:
                 extra = f", {data['fraction_of_peak_flops']:.1%} of peak FLOP/s ({data.get('bound')}-bound)"
-            tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{extra}")
+            taken = ""
+            if data.get("num_samples") is not None and data.get("sampling_time") is not None:
+                taken = (f", {data['num_samples']} samples x {data.get('inner_loops')} calls in "
+                         f"{data['sampling_time']:.2f} s")
+            tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{taken}{extra}")
         from .verdicts import describe_gate
 
         for c in self.comparisons:
@@ -203,9 +232,8 @@ class _Benchmark:
     def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         from .bench import measure
 
-        min_time = self._request.config.getoption("--jax-benchmark-min-time")
-        if min_time is not None:
-            kwargs.setdefault("min_time", min_time)
+        if "time_budget" not in kwargs and "min_time" not in kwargs:
+            kwargs["time_budget"] = time_budget(self._request.config)
         m = measure(fn, *args, **kwargs)
         node = self._request.node
         taken = {value.get("key") for name, value in node.user_properties if name == PROPERTY and isinstance(value, dict)}
@@ -222,7 +250,9 @@ class _Benchmark:
 def jax_benchmark(request: pytest.FixtureRequest) -> _Benchmark:
     """Measure a JAX function: ``jax_benchmark(fn, *args, **kwargs)`` returns a Measurement.
 
-    Takes :func:`jaxrun.bench.measure`'s options (``static_argnums``, ``min_time``, ``peaks``...).
+    Takes :func:`jaxrun.bench.measure`'s options (``static_argnums``, ``time_budget``, ``samples``,
+    ``peaks``...); ``time_budget`` defaults to ``--jax-benchmark-time-budget``, else the
+    ``jax_benchmark_time_budget`` ini value, else 1 s.
     The first measurement of a test is stored under the test's node id, further ones under
     ``<node id>::<function name>``.
     """

@@ -1,10 +1,13 @@
-"""How a call is timed: pyperf-like calibration of inner loops, then samples until a minimum time.
+"""How a call is timed: pyperf-like calibration of inner loops, then as many samples as a time budget holds.
 
 JAX dispatches asynchronously: a call returns before the device has finished, so every sample
 ends with ``jax.block_until_ready`` on the last output. Calls within a sample are not blocked one
 by one; what is measured is sustained throughput, as a training loop would see it. A sample runs
 ``inner`` calls so that it lasts long enough (>= 1 ms) for the clock and the scheduler's noise to
-be small against it; the figure kept is seconds per call (sample / inner).
+be small against it; the figure kept is seconds per call (sample / inner). How many samples: as
+many as fit the time budget (about 1 s by default, ``DEFAULT_TIME_BUDGET``), never fewer than
+``DEFAULT_MIN_SAMPLES``, enough for a distribution-free 95% CI of the median that is narrower than
+[min, max], so jaxrun's own defaults never draw a "too few samples" warning.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+
+from ..errors import UsageError
 
 MIN_SAMPLE_SECONDS = 1e-3
 _MAX_INNER = 1_000_000
@@ -49,22 +54,22 @@ def _run_sample(call: Callable[[], Any], inner: int) -> float:
             gc.enable()
 
 
-def sample_target(min_time: float, max_samples: int) -> float:
-    """How long one sample should last: >= 1 ms, and long enough that max_samples fill min_time."""
-    return max(MIN_SAMPLE_SECONDS, min_time / max(1, max_samples))
+def sample_target(time_budget: float, max_samples: int) -> float:
+    """How long one sample should last: >= 1 ms, and long enough that max_samples fill the budget."""
+    return max(MIN_SAMPLE_SECONDS, time_budget / max(1, max_samples))
 
 
-def calibrate(call: Callable[[], Any], target: float) -> int:
-    """Inner loops per sample so a sample lasts >= ``target`` (the runs double as warm-up)."""
+def calibrate(call: Callable[[], Any], target: float) -> tuple[int, float]:
+    """Inner loops per sample so a sample lasts >= ``target`` (the runs double as warm-up), and the
+    seconds the last run of that many loops took: what one sample is expected to last."""
     inner = 1
-    while inner < _MAX_INNER:
+    while True:
         elapsed = _run_sample(call, inner)
-        if elapsed >= target:
-            return inner
+        if elapsed >= target or inner >= _MAX_INNER:
+            return inner, elapsed
         # Grow towards the target with a 20% margin, by 2x-10x per step so noise cannot stall it.
         growth = min(_MAX_GROWTH, max(2.0, 1.2 * target / max(elapsed, 1e-9)))
         inner = min(_MAX_INNER, int(math.ceil(inner * growth)))
-    return inner
 
 
 @dataclass
@@ -74,40 +79,103 @@ class Sampled:
     total: float = 0.0  # seconds spent in samples
 
 
+@dataclass
+class Budgeted:
+    """What a budgeted timing did: the samples of each call, and how their number was chosen."""
+
+    timed: list[Sampled]
+    rounds: int  # samples of each call
+    rounds_from: str  # what set that number: time_budget, min_samples, max_samples or samples
+    time_budget: float
+    elapsed: float  # seconds spent calibrating and sampling, all calls together
+
+
+def sample_count(time_left: float, seconds_per_round: float, min_samples: int, max_samples: int) -> tuple[int, str]:
+    """Samples that fit ``time_left`` at ``seconds_per_round`` each, within [min_samples,
+    max_samples], and which of the three set the number."""
+    fits = int(time_left // seconds_per_round) if seconds_per_round > 0 else max_samples
+    if fits < min_samples:
+        return min_samples, "min_samples"
+    if fits > max_samples:
+        return max_samples, "max_samples"
+    return fits, "time_budget"
+
+
 def sample(
     calls: Sequence[Callable[[], Any]],
     *,
-    min_time: float,
+    time_budget: float,
     min_samples: int,
     max_samples: int,
+    samples: int | None = None,
     inner: Sequence[int] | None = None,
-) -> list[Sampled]:
-    """Time each call until it has ``min_samples`` samples *and* ``min_time`` seconds of them
-    (or ``max_samples`` samples). Several calls are interleaved sample by sample, so a drift in
-    the machine's speed (thermal, a background job) hits all of them alike instead of biasing a
-    comparison.
+    one_call: Sequence[float] | None = None,
+) -> Budgeted:
+    """Time each call in samples whose number fits ``time_budget`` seconds, as timeit's autorange
+    and pytest-benchmark do: calibrate the calls per sample (a sample lasts >= 1 ms, and
+    >= time_budget / max_samples), note how long one sample takes, then take as many samples as
+    the rest of the budget holds (calibration counts in it), at least ``min_samples`` (which wins
+    over the budget for a slow function) and at most ``max_samples``; past ``min_samples``,
+    sampling also stops when the budget is spent (the machine got slower than calibrated). ``samples`` asks for
+    exactly that many instead. ``one_call`` (seconds of one call of each, just timed, e.g. the
+    warm-up) spares the calibration of a call that already lasts a sample. With ``inner`` given
+    there is no calibration: the first sample of each call is timed, kept, and sets the count. Several calls are interleaved sample by sample
+    (the same count each, the budget shared), so a drift in the machine's speed (thermal, a
+    background job) hits all of them alike instead of biasing a comparison.
     """
-    if min_samples < 1 or max_samples < min_samples:
+    if samples is not None:
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise ValueError(f"samples must be a whole number >= 1, got {samples!r}")
+    elif min_samples < 1 or max_samples < min_samples:
         raise ValueError(
             f"need 1 <= min_samples <= max_samples, got min_samples={min_samples}, max_samples={max_samples}"
         )
-    if min_time < 0:
-        raise ValueError(f"min_time must be >= 0 seconds, got {min_time}")
-    target = sample_target(min_time, max_samples)
-    loops = list(inner) if inner is not None else [calibrate(call, target) for call in calls]
-    results = [Sampled(n) for n in loops]
-
-    def done(r: Sampled) -> bool:
-        return len(r.samples) >= max_samples or (len(r.samples) >= min_samples and r.total >= min_time)
-
-    while not all(done(r) for r in results):
+    if not time_budget > 0:
+        raise ValueError(f"time_budget must be > 0 seconds, got {time_budget}")
+    start = time.perf_counter()
+    target = sample_target(time_budget, max_samples)
+    if inner is None:
+        known = list(one_call) if one_call is not None else [0.0] * len(calls)
+        calibrated = [(1, t) if t >= target else calibrate(call, target) for call, t in zip(calls, known)]
+        results = [Sampled(n) for n, _ in calibrated]
+        per_round = sum(seconds for _, seconds in calibrated)
+    else:
+        results = [Sampled(n) for n in inner]
         for call, r in zip(calls, results):
-            if done(r):
-                continue
-            elapsed = _run_sample(call, r.inner)
-            r.total += elapsed
-            r.samples.append(elapsed / r.inner)
-    return results
+            _take(call, r)
+        per_round = sum(r.total for r in results)
+    if samples is None:
+        time_left = time_budget - (time.perf_counter() - start)
+        rounds, rounds_from = sample_count(time_left, per_round, min_samples, max_samples)
+    else:
+        rounds, rounds_from = samples, "samples"
+    while any(len(r.samples) < rounds for r in results):
+        for call, r in zip(calls, results):
+            if len(r.samples) < rounds:
+                _take(call, r)
+        taken = min(len(r.samples) for r in results)
+        if samples is None and min_samples <= taken < rounds and time.perf_counter() - start >= time_budget:
+            # The machine slowed down after the calibration (a loaded box): the budget wins.
+            rounds, rounds_from = taken, "time_budget"
+            break
+    return Budgeted(results, rounds, rounds_from, time_budget, time.perf_counter() - start)
+
+
+def _take(call: Callable[[], Any], r: Sampled) -> None:
+    elapsed = _run_sample(call, r.inner)
+    r.total += elapsed
+    r.samples.append(elapsed / r.inner)
+
+
+def budget_of(time_budget: float | None, min_time: float | None, default: float) -> float:
+    """The time budget a bench function was given: ``time_budget``, or its older name ``min_time``."""
+    if time_budget is not None and min_time is not None:
+        raise UsageError("give time_budget or min_time (its older name), not both")
+    value = time_budget if time_budget is not None else min_time if min_time is not None else default
+    name = "time_budget" if min_time is None else "min_time"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UsageError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 def clean_warnings(warnings: list[str]) -> list[str]:

@@ -54,7 +54,9 @@ def measurement_text(m: "Measurement") -> str:
         f"  trace {fmt_seconds(m.trace_time)}, lower {fmt_seconds(m.lower_time)}, "
         f"compile {fmt_seconds(m.compile_time)}{' (cached)' if m.compile_cached else ''}, "
         f"first call {fmt_seconds(m.first_call)}",
-        f"  steady {fmt_seconds(s.median)}{ci} median of {s.n} samples x {m.inner_loops} calls",
+        f"  steady {fmt_seconds(s.median)}{ci} median of {s.n} samples x {m.inner_loops} calls"
+        + (f" in {fmt_seconds(m.sampling_time)} (budget {fmt_seconds(m.time_budget)})"
+           if m.sampling_time is not None and m.time_budget is not None else ""),
     ]
     if m.flops is not None:
         lines.append(

@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
+from ..defaults import DEFAULT_MAX_SAMPLES, DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
 from ..errors import UsageError
 from .models import DevicePeaks, Measurement
 from ..stats import describe
 from ._compiles import CompileCounter, counting
-from ._cost import cost_figures, program_cost  # cost_figures: importable from here too
-from ._timing import block, clean_warnings, device_label, device_of, sample, timed_call
+from ._cost import cost_figures, program_cost  # noqa: F401  (cost_figures: importable from here too)
+from ._timing import budget_of, clean_warnings, device_label, device_of, sample, timed_call
 from .roofline import compute_dtype, device_peaks, roofline
 
 __all__ = ["measure"]
@@ -88,9 +89,11 @@ def measure(
     *args: Any,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
-    min_time: float = 0.2,
-    min_samples: int = 5,
-    max_samples: int = 200,
+    time_budget: float | None = None,
+    samples: int | None = None,
+    min_samples: int = DEFAULT_MIN_SAMPLES,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+    min_time: float | None = None,
     warmup_calls: int = 1,
     name: str | None = None,
     peaks: bool | DevicePeaks = True,
@@ -111,9 +114,14 @@ def measure(
 
     ``fn`` may take and return pytrees. Pass ``static_argnums`` / ``static_argnames`` as to
     ``jax.jit``, or pass an already jitted function (then give them to ``jax.jit``, not here).
-    Steady-state calls are repeated until ``min_time`` seconds and ``min_samples`` samples
-    (at most ``max_samples``), each sample being ``inner_loops`` calls (calibrated so a sample
-    lasts >= 1 ms) ended by ``jax.block_until_ready``; ``samples`` holds seconds per call.
+    Steady-state timing is calibrated to ``time_budget`` seconds (default 1 s, calibration
+    included; compiling and warm-up are not), as timeit's autorange and pytest-benchmark do: a
+    sample is ``inner_loops`` calls (calibrated so it lasts >= 1 ms) ended by
+    ``jax.block_until_ready``; one sample is timed, then as many are taken as the budget holds, at
+    least ``min_samples`` (10: it wins over the budget for a slow function) and at most
+    ``max_samples``. ``samples=N`` takes exactly N instead. The result's ``samples`` holds seconds
+    per call; ``num_samples``, ``num_samples_from``, ``time_budget`` and ``sampling_time`` say how
+    many were taken, why, and in how long. ``min_time`` is the older name of ``time_budget``.
     FLOPs, bytes accessed and transcendentals count every loop iteration (XLA's own analysis counts
     a loop body once): ``cost_source`` says how they were had, and they are None where a loop's trip
     count depends on the data (see ``_cost``). ``peaks=True`` compares against the device's
@@ -127,6 +135,7 @@ def measure(
         raise UsageError(f"measure needs a function as first argument, got {type(fn).__name__}: {fn!r}")
     if warmup_calls < 0:
         raise UsageError(f"warmup_calls must be >= 0, got {warmup_calls}")
+    budget = budget_of(time_budget, min_time, DEFAULT_TIME_BUDGET)
     if _is_jitted(fn):
         if static_argnums or static_argnames:
             raise UsageError(
@@ -165,9 +174,12 @@ def measure(
     during = CompileCounter()
     with counting(during):
         first_call, out = timed_call(call)
+        warm: float | None = None  # seconds of the last warm-up call: spares calibrating a slow function
         for _ in range(warmup_calls):
-            block(call())
-        (sampled,) = sample([call], min_time=min_time, min_samples=min_samples, max_samples=max_samples)
+            warm, _ = timed_call(call)
+        timing = sample([call], time_budget=budget, samples=samples, min_samples=min_samples,
+                        max_samples=max_samples, one_call=None if warm is None else [warm])
+    (sampled,) = timing.timed
     if during.total:
         warnings.append(
             f"{during.total} compilation(s) during the timed calls ({during.counts}): the jit cache did "
@@ -226,6 +238,10 @@ def measure(
         first_call=first_call,
         warmup_calls=warmup_calls,
         inner_loops=sampled.inner,
+        num_samples=timing.rounds,
+        num_samples_from=timing.rounds_from,
+        time_budget=timing.time_budget,
+        sampling_time=timing.elapsed,
         samples=sampled.samples,
         steady=steady,
         compiles_during_timing=during.total,

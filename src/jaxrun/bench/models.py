@@ -80,6 +80,17 @@ class Measurement(MappingModel):
     first_call: float = Field(description="Seconds of the first call after compiling, to the result being ready")
     warmup_calls: int = 0
     inner_loops: int = Field(description="Calls per timed sample (calibrated)")
+    num_samples: int | None = Field(
+        None, description="Timed samples taken (each inner_loops calls): as many as time_budget holds, within "
+        "[min_samples, max_samples], or the number asked for (null in files from before it was recorded)")
+    num_samples_from: Literal["time_budget", "min_samples", "max_samples", "samples"] | None = Field(
+        None, description="What set num_samples: the time budget; min_samples (the budget holds fewer: a slow "
+        "function takes longer than time_budget); max_samples (it holds more); or samples=N asked for")
+    time_budget: float | None = Field(
+        None, description="Seconds of steady-state timing aimed for (calibration and samples; not compiling "
+        "or warm-up); it also sets each sample's length (>= time_budget / max_samples, >= 1 ms)")
+    sampling_time: float | None = Field(
+        None, description="Seconds actually spent calibrating and taking the samples")
     samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
     steady: Statistics = Field(description="Statistics of the per-call seconds")
     compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")

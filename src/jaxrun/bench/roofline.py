@@ -133,8 +133,8 @@ def _measure(device: Any, facts: dict[str, Any]) -> DevicePeaks:
     # the machine in bursts, every workload gets its chance at the quiet moments.
     for _ in range(_ROUNDS):
         for t in trials:
-            (done,) = sample([t.call], min_time=_TRIAL_SECONDS / _ROUNDS, min_samples=2, max_samples=50,
-                             inner=None if t.inner is None else [t.inner])
+            (done,) = sample([t.call], time_budget=_TRIAL_SECONDS / _ROUNDS, min_samples=2, max_samples=50,
+                             inner=None if t.inner is None else [t.inner]).timed
             t.inner = done.inner
             t.samples += done.samples
     results = [t.result() for t in trials]

@@ -17,7 +17,8 @@ import numpy as np
 from ..errors import JAXExecutionError
 from .models import Speedup, TimedCall
 from ..stats import describe, ratio_of_medians_ci
-from ._timing import block, clean_warnings, sample
+from ..defaults import DEFAULT_MAX_SAMPLES, DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
+from ._timing import block, budget_of, clean_warnings, sample
 
 __all__ = ["speedup", "NumericalMismatchError", "check_close"]
 
@@ -104,9 +105,11 @@ def speedup(
     *args: Any,
     rtol: float = 1e-5,
     atol: float = 1e-6,
-    min_time: float = 0.2,
-    min_samples: int = 5,
-    max_samples: int = 200,
+    time_budget: float | None = None,
+    samples: int | None = None,
+    min_samples: int = DEFAULT_MIN_SAMPLES,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+    min_time: float | None = None,
     names: tuple[str, str] | None = None,
     **kwargs: Any,
 ) -> Speedup:
@@ -128,12 +131,15 @@ def speedup(
     against tuples are fine as long as the leaves line up. A mismatch raises
     :class:`NumericalMismatchError` naming the leaf and the largest errors. Each function is called
     once for the check (for a jitted ``fast`` that call compiles), then both are timed like
-    :func:`~jaxrun.bench.measure` does, interleaved, until ``min_time`` and ``min_samples``.
+    :func:`~jaxrun.bench.measure` does, interleaved, as many samples of each as ``time_budget``
+    seconds hold (default 1 s for both together; at least ``min_samples``, at most ``max_samples``,
+    or exactly ``samples``; ``min_time`` is its older name).
     ``names`` overrides the two labels; other keyword arguments go to both functions.
     """
     for role, fn in (("fast", fast), ("reference", reference)):
         if not callable(fn):
             raise TypeError(f"speedup needs two functions; {role} is {type(fn).__name__}: {fn!r}")
+    budget = budget_of(time_budget, min_time, DEFAULT_TIME_BUDGET)
     labels = names or (_name(fast), _name(reference))
     if labels[0] == labels[1]:
         labels = (f"{labels[0]} (fast)", f"{labels[1]} (reference)")
@@ -145,8 +151,8 @@ def speedup(
 
     timed = sample(
         [lambda: fast(*args, **kwargs), lambda: reference(*args, **kwargs)],
-        min_time=min_time, min_samples=min_samples, max_samples=max_samples,
-    )
+        time_budget=budget, samples=samples, min_samples=min_samples, max_samples=max_samples,
+    ).timed
     stats = []
     for timed_call in timed:
         summary = describe(timed_call.samples)

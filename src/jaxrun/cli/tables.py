@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..view.text import fmt, fmt_metric, fmt_p, fmt_seconds, shorten_middle
+from ..formatting import fmt, fmt_metric, fmt_p, fmt_seconds, shorten_middle
 from ..models import (
     ComparisonReport,
     DeviceSpeedup,

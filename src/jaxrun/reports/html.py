@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..view.text import fmt
+from ..formatting import fmt
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport, ScriptResult

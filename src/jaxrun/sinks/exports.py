@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import resultfiles
 from ..compare import load_samples, script_samples
+from ..formatting import fmt_metric, fmt_p, fmt_ratio, fmt_ratio_ci, phase_label
 from ..models import SAMPLE_METRICS, SCHEMA_VERSION
 from . import BaseSink
 
@@ -95,19 +96,56 @@ def comparison_csv(report: "ComparisonReport") -> str:
     return _csv(_COMPARISON_HEADER, _comparison_rows(report))
 
 
-def comparison_markdown(report: "ComparisonReport") -> str:
-    def cell(value: Any) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, float):
-            return f"{value:.3g}"
-        return " ".join(str(value).replace("|", "\\|").split())
+_MARKDOWN_HEADER = ["Script", "Device", "Phase", "Base median", "New median", "Ratio (new/base)",
+                    "95% CI of ratio", "p", "Runs (base/new)", "Verdict"]
+_MARKDOWN_ALIGN = ["---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]
 
-    lines = [f"## jaxrun compare: {report.base} -> {report.new}", "",
-             f"Slower: {', '.join(report.regressions) or 'none'}; faster: {', '.join(report.improvements) or 'none'} "
-             f"(Mann-Whitney U, alpha {report.alpha}, minimum effect {report.min_effect:.0%}).", "",
-             "| " + " | ".join(_COMPARISON_HEADER) + " |", "|" + "|".join(["---"] * len(_COMPARISON_HEADER)) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in _comparison_rows(report)]
+
+def _md(text: object) -> str:
+    """Text for one table cell: Markdown's punctuation escaped (a script named ``__init__`` stays
+    itself, a ``|`` cannot end the cell), on one line."""
+    return "".join("\\" + c if c in "\\`*_[]<>|" else c for c in " ".join(str(text).split()))
+
+
+def comparison_markdown(report: "ComparisonReport") -> str:
+    """The comparison as ``jaxrun compare`` prints it: one row per script and phase, medians with
+    their units (s/ms/µs, MB), the ratio NEW / BASE with its CI, the p-value, the runs and the
+    verdict; the gate's phases marked *, and notes in rows of their own, as in the terminal."""
+    gate = " + ".join(report.gate)
+    lines = [f"## jaxrun compare: {_md(report.base)} -> {_md(report.new)}", "",
+             f"Slower: {_md(', '.join(report.regressions) or 'none')}; "
+             f"faster: {_md(', '.join(report.improvements) or 'none')} "
+             f"(Mann-Whitney U, alpha {report.alpha:g}, minimum effect {report.min_effect:.0%}). "
+             f"Ratios are NEW / BASE medians; \\* marks the phases that decide a script's verdict "
+             f"(by default {_md(gate)}).", "",
+             "| " + " | ".join(_MARKDOWN_HEADER) + " |", "|" + "|".join(_MARKDOWN_ALIGN) + "|"]
+
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+    for c in report.scripts:
+        # As the terminal's table: a note several phases share is said once, in a row of its own.
+        notes = [p.note for p in c.phases.values() if p.note]
+        shared = list(dict.fromkeys(n for n in notes if notes.count(n) > 1))
+        note = "; ".join(([c.note] if c.note else []) + shared)
+        name = c.script_name + (f" → {c.verdict}" if c.verdict != "no significant change" else "")
+        for metric, phase in c.phases.items():
+            own = phase.note if phase.note and phase.note not in shared else None
+            lines.append(row([
+                name, c.device or "-", phase_label(metric, metric in c.gate),
+                fmt_metric(metric, phase.base_median), fmt_metric(metric, phase.new_median),
+                fmt_ratio(phase.ratio), fmt_ratio_ci(phase.ratio_ci_low, phase.ratio_ci_high),
+                fmt_p(phase.p_value), f"{phase.base_n}/{phase.new_n}",
+                phase.verdict + (f" ({own})" if own else ""),
+            ]))
+        if note:
+            lines.append(row([name, c.device or "-", "note", "", "", "", "", "", "", note]))
+    for side, names in (("Only in BASE", report.only_in_base), ("Only in NEW", report.only_in_new)):
+        if names:
+            lines += ["", f"{side}: {_md(', '.join(names))}."]
+    means = [f"{phase_label(m)} {fmt_ratio(r)}" for m, r in report.geometric_mean_ratio.items() if r is not None]
+    if means:
+        lines += ["", f"Geometric mean of the ratios (NEW/BASE): {_md(', '.join(means))}."]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from typing import Callable
 
 from .. import resultfiles
-from ..view.text import fmt
+from ..formatting import fmt
 from . import BaseSink
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """One view of a run (issue 23): what the terminal, the progress lines, Markdown, the HTML report
 and the MCP replies say of a run is computed here, from its results (and a baseline), and only
-laid out by each of them. ``text`` writes every kind of figure one way for all of them."""
+laid out by each of them (jaxrun/formatting.py writes every kind of figure one way for all)."""
 
 from .run import RunView, Skipped, read_run_view, run_view
 from .scripts import ScriptView, compiles_text, relative_path, script_view

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from .scripts import ScriptView, script_view
-from .text import plural
+from ..formatting import plural
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from .text import fmt_seconds, one_line, plural
+from ..formatting import fmt_seconds, one_line, plural
 
 if TYPE_CHECKING:
     from ..models import RegressionCheck, ScriptComparison, ScriptResult

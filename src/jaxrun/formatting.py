@@ -1,19 +1,17 @@
-"""How a figure is written wherever a person reads it (terminal, Markdown, HTML, progress lines):
-one function per kind of value, so that every surface writes the same figure the same way."""
+"""Figures as people read them, with their units: shared by every surface (the CLI's tables, the
+progress lines, Markdown, the HTML report, the exports people paste elsewhere; jaxrun/view decides
+what is shown, this how each kind of value is written), so that all show a figure the same way.
+Pure text, no rich; unknown is "-"."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-ELLIPSIS = "…"
+__all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
+           "shorten_middle", "plural"]
 
 
-def fmt(value: Optional[float], digits: int = 2) -> str:
-    """A number with ``digits`` decimals; unknown is "-", never 0."""
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def fmt_seconds(value: Optional[float]) -> str:
+def fmt_seconds(value: float | None) -> str:
     """Seconds with a unit that keeps 3 significant figures (µs for sub-millisecond values)."""
     if value is None:
         return "-"
@@ -24,17 +22,39 @@ def fmt_seconds(value: Optional[float]) -> str:
     return f"{value:.3g} s"
 
 
-def fmt_p(value: Optional[float]) -> str:
+def fmt_p(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}"
 
 
-def fmt_metric(metric: str, value: Optional[float]) -> str:
-    """A figure of ``metric`` with its unit: MB for memory, seconds otherwise."""
+def fmt_metric(metric: str, value: float | None) -> str:
+    """A median of ``metric`` with its unit: MB for memory, seconds otherwise."""
     if metric == "memory_peak":
         return "-" if value is None else f"{value:.4g} MB"
     return fmt_seconds(value)
+
+
+def fmt_ratio(value: float | None) -> str:
+    """A NEW / BASE ratio, as ``jaxrun compare`` prints it."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def fmt_ratio_ci(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"{low:.3f} – {high:.3f}"
+
+
+def phase_label(metric: str, gate: bool = False) -> str:
+    """``run_time`` -> ``run``, ``memory_peak`` -> ``memory``; `` *`` marks a phase of the gate."""
+    return metric.removesuffix("_time").removesuffix("_peak") + (" *" if gate else "")
+
+
+ELLIPSIS = "…"
+
+
+def fmt(value: Optional[float], digits: int = 2) -> str:
+    """A number with ``digits`` decimals; unknown is "-", never 0."""
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def one_line(text: Optional[str]) -> Optional[str]:
