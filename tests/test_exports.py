@@ -53,7 +53,7 @@ def test_run_exports_hold_every_raw_sample_and_one_row_per_script(runs: Path) ->
     assert float(rows[0]["median"]) == exported["results"][0]["median"]
     assert float(rows[0]["median_run_time"]) == statistics.median(exported["results"][0]["samples"]["run_time"])
     markdown = (tmp_path / "base.md").read_text()
-    assert "| a_short | ok |" in markdown and "| b_shorter | ok |" in markdown
+    assert "| a_short.py | ok |" in markdown and "| b_shorter.py | ok |" in markdown
 
 
 def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path: Path) -> None:
