@@ -1,0 +1,98 @@
+"""The summary on a real terminal (a pty of 80 and of 120 columns): no line wider than the terminal,
+no header or word broken, long names shortened in the middle (their start and end kept), each
+script named by its path relative to the folder given, with "/" (issue 23)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from helpers import write
+
+LONG = "gnn_pipeline/output/11_render_output/tiger_pomdp/jax/Tiger POMDP_jax.py"
+QUICK = "if False:\n    import jax\nprint('done')\n"
+FAILS = "if False:\n    import jax\nraise ValueError('boom')\n"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # captures (git-ignored)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("width") / "scripts"
+    write(root, LONG, QUICK)
+    write(root, "general_model.py", QUICK)
+    write(root, "fails.py", FAILS)
+    write(root, "asks_gpu.py", "# jaxrun: device='gpu'\n" + QUICK)  # falls back to the CPU
+    return root
+
+
+def _summary_on_a_terminal(folder: Path, columns: int) -> str:
+    """`jaxrun run` with its stdout on a pty ``columns`` wide (stderr, the progress, on a pipe)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["TERM"] = "dumb"  # rich: a terminal without colours, so the text is what a reader sees
+    proc = subprocess.Popen([sys.executable, "-m", "jaxrun", "run", str(folder), "--results-dir",
+                             str(folder.parent / f"r{columns}"), "--no-history"],
+                            stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert proc.wait(timeout=300) == 1  # fails.py
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8")).replace("\r\n", "\n")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"summary_{columns}_columns.txt").write_text(text)
+    return text
+
+
+def _table(text: str) -> tuple[list[str], list[list[str]]]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("jaxrun results"))
+    header = re.split(r"\s{2,}", lines[start + 1].strip())
+    assert set(lines[start + 2].strip()) == {"─"}
+    rows = []
+    for line in lines[start + 3:]:
+        if not line.strip() or not re.match(r"^\S", line):
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return header, rows
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_summary_fits_the_terminal_without_a_broken_word(folder: Path, columns: int) -> None:
+    text = _summary_on_a_terminal(folder, columns)
+    assert max(len(line) for line in text.splitlines()) <= columns, text
+    header, rows = _table(text)
+    # Whole headers, in order, the most needed ones always there.
+    known = ["script", "status", "device", "time s", "body s", "import s", "jit s", "run s", "compiles", "RSS MB"]
+    assert header == [h for h in known if h in header] and {"script", "status", "device", "time s"} <= set(header), header
+    assert len(rows) == 4 and all(len(r) == len(header) for r in rows), text
+    by_name = {r[0]: dict(zip(header, r)) for r in rows}
+    assert by_name["general_model.py"]["status"] == "ok"  # a short name is never shortened
+    assert by_name["fails.py"]["status"] == "script_error"
+    (long_name,) = [n for n in by_name if n.startswith("gnn_pipeline/")]
+    if long_name != LONG:  # shortened in the middle: its start and its end kept
+        start, end = long_name.split("…")
+        assert LONG.startswith(start) and LONG.endswith(end) and len(start) >= 8 and len(end) >= 8, long_name
+    assert columns == 80 or long_name == LONG  # 120 columns have room for it
+    gpu = by_name["asks_gpu.py"]["device"]
+    assert gpu in ("cpu (fallback from gpu)", "cpu (fallback)"), gpu
+    # Under the table, the fallback's reason and the failure's place, one line each, not cut.
+    assert re.search(r"^fallback: asks_gpu\.py: ran on cpu instead of gpu: .+", text, re.MULTILINE), text
+    assert "failed: fails.py: script_error: ValueError: boom at fails.py:3" in text
