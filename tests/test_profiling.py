@@ -111,6 +111,17 @@ def test_the_timeline_holds_the_phases_and_every_compile(profiled: Path) -> None
     assert imports == pytest.approx(result["import_time"], rel=1e-3)
 
 
+def test_each_import_on_the_timeline_names_its_module(profiled: Path) -> None:
+    events = _load(profiled, resultfiles.TIMING_PROFILE)["scripts"]["holds"]["events"]
+    modules = [e["module"] for e in events if e["kind"] == "import"]
+    assert modules and all(modules), [e for e in events if e["kind"] == "import" and not e["module"]][:5]
+    # The script's own statements, in order (an interval in which other threads imported too, the
+    # probe's device-memory sampler say, names them all: "jax, jax._src, jax.numpy").
+    names = iter([name for m in modules for name in m.split(", ")])
+    assert all(name in names for name in ("time", "jax", "jax.numpy", "numpy")), modules[:20]
+    assert all(e["module"] is None for e in events if e["kind"] != "import")
+
+
 def test_profiling_does_not_change_what_the_script_computes(tmp_path: Path, profiled: Path) -> None:
     script = write(tmp_path / "s", "holds.py", HOLDS_200MB)
     plain = execute_jax_script(script, device="cpu", compile_cache=False)
