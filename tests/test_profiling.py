@@ -48,6 +48,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    (root / "stdout.txt").write_text(proc.stdout)
     return root / "r"
 
 
@@ -78,6 +79,18 @@ def test_each_jax_script_has_a_trace_that_jax_can_read(profiled: Path) -> None:
     # A script that never imports jax has no trace, and says why.
     assert timing["plain"]["trace_dir"] is None and timing["plain"]["trace_reason"] == "the script never imported jax"
     assert not (profiled / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / "plain").exists()
+
+
+def test_the_run_says_where_the_trace_is_and_how_to_open_it(profiled: Path) -> None:
+    stdout = (profiled.parent / "stdout.txt").read_text().splitlines()
+    trace_dir = profiled / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / "holds"
+    (chrome_trace,) = glob.glob(str(trace_dir / "plugins" / "profile" / "*" / "*.trace.json.gz"))
+    at = next(i for i, line in enumerate(stdout) if line.startswith("profile: "))
+    where, how = stdout[at:at + 2]
+    assert where == (f"profile: jax.profiler trace of holds in {trace_dir}, 1 without one (see trace_reason in "
+                     f"timing_profile.json); memory and timing profiles in {profiled / resultfiles.PROFILING_DIR}")
+    assert f"xprof --logdir {trace_dir} " in how and "tensorboard --logdir" in how, how
+    assert how.endswith(f"or load {chrome_trace} in https://ui.perfetto.dev"), how
 
 
 def test_the_host_memory_series_shows_the_known_allocation(profiled: Path) -> None:

@@ -194,6 +194,8 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
     out.print(f"{', '.join(counts)}; results in {meta.results_dir}", markup=False)
     if regressions:
         err.print(f"jaxrun: regression against history: {', '.join(regressions)}", markup=False)
+    from .profiling import print_profile_note  # --profile: where the traces are, how to open them
+    print_profile_note(batch)
     return _exit_status(batch)
 
 
