@@ -556,6 +556,23 @@ def test_compare_metric_picks_the_gate(cli, crafted_pair) -> None:
     assert report["regressions"] == []  # fourruns: p = 0.029 in body_time too, not below 0.01
 
 
+def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, crafted_pair) -> None:
+    """-q: no table; tenpct (10% slower, p < 0.01) has a line, fourruns (p = 0.029) does not."""
+    base, new = crafted_pair
+    proc = cli("compare", base, new, "--metric", "wall_time", "-q", "--fail-on-regression")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout
+    assert re.fullmatch(r"tenpct( \(\w+\))?: slower: wall_time 1\.100x \(95% CI 1\.\d{3}-1\.\d{3}, p=\S+\)", lines[0]), lines[0]
+    assert lines[1] == ("2 script(s) compared: 1 slower, 0 faster, 1 no significant change; "
+                        f"geometric mean of ratios (NEW/BASE): wall_time {(1.10 * 1.5) ** 0.5:.3f}"), lines[1]
+    # Nothing changed: the summary alone.
+    same = cli("compare", base, base, "--quiet")
+    assert same.returncode == 0 and same.stdout.splitlines() == [
+        "2 script(s) compared: 0 slower, 0 faster, 2 no significant change; "
+        "geometric mean of ratios (NEW/BASE): compile_time 1.000, run_time 1.000"], same.stdout
+
+
 def test_compare_min_effect_decides_whether_ten_percent_counts(cli, crafted_pair) -> None:
     base, new = crafted_pair
     # Gated on wall time, tenpct is slower at the default 5%; at 20% the same p < 0.01 does not count.
