@@ -5,6 +5,7 @@ Exit codes (README, "CLI"): 0 all succeeded · 1 a script failed · 2 bad usage 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -81,7 +82,8 @@ def schemas(jaxrun_cli) -> dict:
 def assert_one_line_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+    # One line; click's own errors (a bad flag value) add where the help is: "try 'jaxrun run --help'".
+    assert len(lines) == 1 or (len(lines) == 2 and re.fullmatch(r"try 'jaxrun [a-z ]+ --help'", lines[1])), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     for needle in needles:
         assert needle in lines[0], lines[0]
@@ -402,9 +404,28 @@ def test_devices_table(jaxrun_cli) -> None:
     assert set(rows) == {"cpu", "gpu", "tpu"}
     assert " yes " in rows["cpu"]
     if jaxrun.get_jax_device_info().platforms["gpu"].available:
-        assert " yes " in rows["gpu"] and " no " in rows["tpu"]
+        assert " yes " in rows["gpu"] and " yes " not in rows["tpu"]
     else:
-        assert " no " in rows["gpu"] and " no " in rows["tpu"]
+        assert " yes " not in rows["gpu"] and " yes " not in rows["tpu"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here")
+def test_a_missing_libtpu_is_not_installed_without_xla_internal_text(jaxrun_cli) -> None:
+    """JAX tries tpu on every machine; without libtpu XLA says "INTERNAL: Failed to open
+    libtpu.so: ...". jaxrun says the platform is not installed and why, in a few words."""
+    check = jaxrun_cli("check")
+    devices = jaxrun_cli("devices", "--refresh")
+    as_json = jaxrun_cli("devices", "--json")
+    for proc in (check, devices, as_json):
+        assert proc.returncode == 0, proc.stderr
+        assert "INTERNAL" not in proc.stdout and "libtpu.so" not in proc.stdout, proc.stdout
+    reason = "libtpu is not installed (pip install 'jax[tpu]' on a TPU machine)"
+    tpu_line = next(line for line in check.stdout.splitlines() if "platform tpu" in line)
+    assert f"not installed: {reason}" in tpu_line, tpu_line
+    tpu_row = next(line for line in devices.stdout.splitlines() if line.split()[1:2] == ["tpu"])
+    assert "not installed" in tpu_row and reason in tpu_row, tpu_row
+    tpu = json.loads(as_json.stdout)["platforms"]["tpu"]
+    assert (tpu["available"], tpu["installed"], tpu["error"]) == (False, False, reason)
 
 
 def test_check_reports_jax_libraries_and_nvml(jaxrun_cli) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -124,7 +125,8 @@ def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 def one_line_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+    # One line; click's own errors (a bad flag value) add where the help is: "try 'jaxrun run --help'".
+    assert len(lines) == 1 or (len(lines) == 2 and re.fullmatch(r"try 'jaxrun [a-z ]+ --help'", lines[1])), proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert lines[0].startswith("jaxrun: error:"), lines[0]
     for needle in needles:
@@ -552,6 +554,23 @@ def test_compare_metric_picks_the_gate(cli, crafted_pair) -> None:
     assert body["ratio"] == pytest.approx(1.0)  # the body times did not change
     assert rows["tenpct"]["verdict"] == "no significant change"
     assert report["regressions"] == []  # fourruns: p = 0.029 in body_time too, not below 0.01
+
+
+def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, crafted_pair) -> None:
+    """-q: no table; tenpct (10% slower, p < 0.01) has a line, fourruns (p = 0.029) does not."""
+    base, new = crafted_pair
+    proc = cli("compare", base, new, "--metric", "wall_time", "-q", "--fail-on-regression")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout
+    assert re.fullmatch(r"tenpct( \(\w+\))?: slower: wall_time 1\.100x \(95% CI 1\.\d{3}-1\.\d{3}, p=\S+\)", lines[0]), lines[0]
+    assert lines[1] == ("2 script(s) compared: 1 slower, 0 faster, 1 no significant change; "
+                        f"geometric mean of ratios (NEW/BASE): wall_time {(1.10 * 1.5) ** 0.5:.3f}"), lines[1]
+    # Nothing changed: the summary alone.
+    same = cli("compare", base, base, "--quiet")
+    assert same.returncode == 0 and same.stdout.splitlines() == [
+        "2 script(s) compared: 0 slower, 0 faster, 2 no significant change; "
+        "geometric mean of ratios (NEW/BASE): compile_time 1.000, run_time 1.000"], same.stdout
 
 
 def test_compare_min_effect_decides_whether_ten_percent_counts(cli, crafted_pair) -> None:

@@ -29,8 +29,8 @@ def _server(root: Path) -> StdioServerParameters:
                                  env=dict(os.environ), cwd=str(root))
 
 
-async def _session(root: Path, body) -> None:  # type: ignore[no-untyped-def]
-    async with stdio_client(_server(root)) as (read, write_stream):
+async def _session(root: Path, body, errlog=sys.stderr) -> None:  # type: ignore[no-untyped-def]
+    async with stdio_client(_server(root), errlog=errlog) as (read, write_stream):
         async with ClientSession(read, write_stream) as session:
             await session.initialize()
             await body(session)
@@ -135,3 +135,23 @@ def test_cancelling_a_run_stops_its_scripts(tmp_path: Path) -> None:
     doc = load(root / "jaxrun_results" / "jax_execution_results.json")
     assert doc["metadata"]["complete"] is False
     assert doc["script_results"][0]["error_class"] == "interrupted"
+
+
+def test_each_tool_error_is_one_plain_line_on_the_servers_stderr(tmp_path: Path) -> None:
+    """The SDK logs every tool error; rich's handler made each a boxed block of ~10 wrapped lines."""
+    root = tmp_path / "root"
+    root.mkdir()
+    stderr = tmp_path / "server-stderr.txt"
+
+    async def body(session: ClientSession) -> None:
+        for arguments in ({"results_dir": "/etc"}, {"results_dir": "nothing-here"}):
+            failed = await _call(session, "execute.monitor_jax_performance", arguments)
+            assert failed["isError"], failed
+
+    with stderr.open("w") as errlog:
+        anyio.run(_session, root, body, errlog)
+    lines = stderr.read_text().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("jaxrun mcp: INFO: Tool 'execute.monitor_jax_performance' failed: ")
+    assert "'/etc'" in lines[0] and "outside the allowed folders" in lines[0]
+    assert "no jaxrun results in" in lines[1] and "nothing-here" in lines[1]

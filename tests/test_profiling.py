@@ -48,6 +48,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    (root / "stdout.txt").write_text(proc.stdout)
     return root / "r"
 
 
@@ -80,6 +81,18 @@ def test_each_jax_script_has_a_trace_that_jax_can_read(profiled: Path) -> None:
     assert not (profiled / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / "plain").exists()
 
 
+def test_the_run_says_where_the_trace_is_and_how_to_open_it(profiled: Path) -> None:
+    stdout = (profiled.parent / "stdout.txt").read_text().splitlines()
+    trace_dir = profiled / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / "holds"
+    (chrome_trace,) = glob.glob(str(trace_dir / "plugins" / "profile" / "*" / "*.trace.json.gz"))
+    at = next(i for i, line in enumerate(stdout) if line.startswith("profile: "))
+    where, how = stdout[at:at + 2]
+    assert where == (f"profile: jax.profiler trace of holds in {trace_dir}, 1 without one (see trace_reason in "
+                     f"timing_profile.json); memory and timing profiles in {profiled / resultfiles.PROFILING_DIR}")
+    assert f"xprof --logdir {trace_dir} " in how and "tensorboard --logdir" in how, how
+    assert how.endswith(f"or load {chrome_trace} in https://ui.perfetto.dev"), how
+
+
 def test_the_host_memory_series_shows_the_known_allocation(profiled: Path) -> None:
     memory = _load(profiled, resultfiles.MEMORY_PROFILE)["scripts"]["holds"]
     result = json.loads(resultfiles.script_result_path(profiled, "holds").read_text())
@@ -109,6 +122,17 @@ def test_the_timeline_holds_the_phases_and_every_compile(profiled: Path) -> None
     assert phases == pytest.approx(result["jit_compile_time"], rel=1e-6)
     imports = sum(e["end"] - e["start"] for e in events if e["kind"] == "import")
     assert imports == pytest.approx(result["import_time"], rel=1e-3)
+
+
+def test_each_import_on_the_timeline_names_its_module(profiled: Path) -> None:
+    events = _load(profiled, resultfiles.TIMING_PROFILE)["scripts"]["holds"]["events"]
+    modules = [e["module"] for e in events if e["kind"] == "import"]
+    assert modules and all(modules), [e for e in events if e["kind"] == "import" and not e["module"]][:5]
+    # The script's own statements, in order (an interval in which other threads imported too, the
+    # probe's device-memory sampler say, names them all: "jax, jax._src, jax.numpy").
+    names = iter([name for m in modules for name in m.split(", ")])
+    assert all(name in names for name in ("time", "jax", "jax.numpy", "numpy")), modules[:20]
+    assert all(e["module"] is None for e in events if e["kind"] != "import")
 
 
 def test_profiling_does_not_change_what_the_script_computes(tmp_path: Path, profiled: Path) -> None:

@@ -214,7 +214,7 @@ def test_jaxrun_config_shows_each_value_and_where_it_came_from(tmp_path: Path) -
     assert here.returncode == 0, here.stderr
     assert json.loads(here.stdout)["config_file"] == str(tmp_path / "pyproject.toml")
     bad = jaxrun("config", sims, "--timeout", "soon")
-    assert bad.returncode == 2 and bad.stderr.startswith("jaxrun: error: Invalid value for '--timeout'"), bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("jaxrun: error: invalid value for '--timeout'"), bad.stderr
 
 
 # --- end to end: one real batch ---------------------------------------------------------------------

@@ -56,8 +56,9 @@ def _installed(name: str) -> str:
 
 
 def _cache_key() -> str:
-    # "facts-3": keyed on the installed files rather than the versions they declare.
-    parts = ["facts-3", sys.executable, socket.gethostname(), _installed("jax"), _installed("jaxlib")]
+    # "facts-4": keyed on the installed files rather than the versions they declare; platforms say
+    # whether their backend is installed, with a short reason.
+    parts = ["facts-4", sys.executable, socket.gethostname(), _installed("jax"), _installed("jaxlib")]
     parts += [f"{name}={os.environ.get(name, '')}" for name in _DEVICE_ENV]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 

@@ -16,6 +16,7 @@ name ``mcp.server.fastmcp.FastMCP`` (mcp 1.x).
 """
 
 import asyncio
+import logging
 import re
 import signal
 import sys
@@ -286,5 +287,31 @@ def build_server(roots: list[Path]) -> Any:
     return server
 
 
+class OneLineFormatter(logging.Formatter):
+    """Every record on one plain line: ``jaxrun mcp: INFO: Tool 'x' failed: '...'``; an exception
+    as its type and message on that line, never a traceback over many."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"jaxrun mcp: {record.levelname}: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f" ({type(exc).__name__}: {exc})"
+        return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def plain_logging() -> None:
+    """Log on stderr, one plain line per record. The SDK's server configures logging with
+    ``logging.basicConfig`` and rich's handler (a boxed, wrapped block per tool error) when it is
+    made; basicConfig does nothing once the root logger has a handler, so this one, set first, stays."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
 def serve(roots: list[Path]) -> None:
+    plain_logging()
     build_server(roots).run()  # stdio

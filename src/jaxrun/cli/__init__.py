@@ -8,19 +8,48 @@ stays fast; `jaxrun run`'s flags are made from the options' declarations (cli/fl
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import analysis, cache, config, info, run
-from .console import CONTEXT_SETTINGS, EXIT_OK, EXIT_USAGE, err, fail_usage, out
+from .console import CONTEXT_SETTINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, fail_usage, out, show_usage_error
 
 if TYPE_CHECKING:
     from ..run.launcher import Launcher
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
 
-app = click.Group(
+
+class JaxrunGroup(click.Group):
+    """The `jaxrun` group: click's own errors (unknown flag or command, missing argument, bad
+    value) are shown in jaxrun's one style (console.show_usage_error), not click's usage block
+    and ``Error: ...``; exit 2 as before."""
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            # Not standalone: click raises its errors here instead of printing them its own way;
+            # an Exit (raised by every command) comes back as its status.
+            value = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            status = value if isinstance(value, int) else EXIT_OK
+        except click.exceptions.NoArgsIsHelpError as exc:  # `jaxrun` alone: the help, as before
+            exc.show()
+            status = exc.exit_code
+        except click.UsageError as exc:
+            status = show_usage_error(exc)
+        except click.ClickException as exc:
+            err.print(f"jaxrun: error: {exc.format_message()}", markup=False, soft_wrap=True)
+            status = exc.exit_code
+        except click.Abort:
+            err.print("jaxrun: interrupted", markup=False)
+            status = EXIT_INTERRUPTED
+        if standalone_mode:
+            sys.exit(status)
+        return status
+
+
+app = JaxrunGroup(
     name="jaxrun",
     help="Run a folder of JAX programs on the best device and record what happened.",
     no_args_is_help=True,

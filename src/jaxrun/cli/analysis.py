@@ -91,11 +91,13 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a script is significantly slower, or could not be judged for other numerics.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No table: one line per script whose verdict is not 'no significant change', then a summary line.")
 @click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write the comparison with both sides' raw samples as JSON.")
 @click.option("--export-csv", type=click.Path(path_type=Path), metavar="FILE", help="Also write one CSV row per script and phase.")
 @click.option("--export-markdown", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as a Markdown table.")
-def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, export_json: Optional[Path],
+def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quiet: bool, export_json: Optional[Path],
             export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Compare two runs script by script and phase by phase (wall, import, compile, run, memory):
     ratio of medians with a CI, Mann-Whitney U p-value and a verdict (faster / slower / no
@@ -114,6 +116,9 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, expo
     _export_comparison(report, base, new, export_json, export_csv, export_markdown)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    elif quiet:
+        for line in quiet_comparison(report, options.allow_mismatch):
+            out.print(line, markup=False, soft_wrap=True)
     else:
         out.print(compare_table(report))
         for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
@@ -131,6 +136,46 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, expo
             out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
     refused = report.numerics_mismatch and not options.allow_mismatch
     raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and (report.regressions or refused) else EXIT_OK)
+
+
+def _phase_figures(phase: Any) -> str:
+    """``run_time 1.320x (95% CI 1.250-1.400, p=0.0012)``"""
+    from .tables import fmt_p
+
+    if phase.ratio is None:
+        return phase.metric
+    ci = "" if phase.ratio_ci_low is None else f"95% CI {phase.ratio_ci_low:.3f}-{phase.ratio_ci_high:.3f}, "
+    return f"{phase.metric} {phase.ratio:.3f}x ({ci}p={fmt_p(phase.p_value)})"
+
+
+def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
+    """`jaxrun compare -q`: a line for each script whose verdict is not 'no significant change'
+    (the gate phases that decided it, or why it could not be judged), then one summary line."""
+    lines = []
+    for c in report.scripts:
+        if c.verdict == "no significant change":
+            continue
+        name = f"{c.script_name} ({c.device})" if c.device else c.script_name
+        decided = [p for m, p in c.phases.items() if m in c.gate and p.verdict == c.verdict]
+        detail = ", ".join(_phase_figures(p) for p in decided) if c.verdict in ("slower", "faster") else (c.note or "")
+        lines.append(f"{name}: {c.verdict}" + (f": {detail}" if detail else ""))
+    counts: dict[str, int] = {}
+    for c in report.scripts:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    summary = f"{len(report.scripts)} script(s) compared: " + ", ".join(
+        f"{counts.get(v, 0)} {v}" for v in ("slower", "faster", "no significant change"))
+    if counts.get("not comparable"):
+        summary += f", {counts['not comparable']} not comparable"
+    means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None and m in report.gate]
+    if means:
+        summary += f"; geometric mean of ratios (NEW/BASE): {', '.join(means)}"
+    for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
+        if names:
+            summary += f"; {side}: {', '.join(names)}"
+    if report.numerics_mismatch:
+        verb = "judged anyway" if allow_mismatch else "not judged (--allow-mismatch)"
+        summary += f"; other numerics: {', '.join(report.numerics_mismatch)}, {verb}"
+    return [*lines, summary]
 
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]

@@ -11,11 +11,11 @@ from typing import Any
 import click
 
 from ..errors import JAXExecutionError
-from .console import CONTEXT_SETTINGS, fail_usage, out
+from .console import CONTEXT_SETTINGS, fail_usage, out, show_usage_error
 
 CONTEXT = {**CONTEXT_SETTINGS, "allow_extra_args": True, "ignore_unknown_options": True}
 
-@click.command(context_settings=CONTEXT)
+@click.command(context_settings=CONTEXT, options_metavar="[PATHS]... [RUN OPTIONS]")
 @click.pass_context
 def config(ctx: click.Context) -> None:
     """Show the effective settings of `jaxrun run` and where each value came from.
@@ -32,7 +32,7 @@ def config(ctx: click.Context) -> None:
         run_ctx = run_command.make_context("run", list(args), parent=ctx.parent, obj=ctx.obj)  # click consumes it
     except click.UsageError as exc:
         if not isinstance(exc, click.MissingParameter):
-            raise fail_usage(exc.format_message()) from None
+            raise click.exceptions.Exit(show_usage_error(exc)) from None
         run_ctx = run_command.make_context("run", [".", *args], parent=ctx.parent, obj=ctx.obj)
     with run_ctx:
         paths = run_ctx.params["paths"]

@@ -1,7 +1,11 @@
-"""The CLI's two consoles and exit codes (the only place, with the commands, that prints)."""
+"""The CLI's two consoles and exit codes (the only place, with the commands, that prints), and
+jaxrun's one style of usage error: ``jaxrun: error: <message>`` on stderr, exit 2 (click's own
+errors too: an unknown flag or command, a missing argument, a bad value, with a second line
+saying where the usage is)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -53,3 +57,22 @@ def fail_usage(message: str) -> click.exceptions.Exit:
     """Print one line on stderr and return the exit (status 2) to raise."""
     err.print(f"jaxrun: error: {message}", markup=False, soft_wrap=True)
     return click.exceptions.Exit(EXIT_USAGE)
+
+
+def usage_message(exc: click.UsageError) -> str:
+    """Click's message in jaxrun's words: "No such option '--bogus'. (Did you mean '--jobs'?)"
+    -> "no such option '--bogus' (did you mean '--jobs'?)"."""
+    message = " ".join(exc.format_message().split())
+    message = re.sub(r"\.\s*\((Did|did) you mean", " (did you mean", message).rstrip(".")
+    if message[:1].isupper() and not message[1:2].isupper():
+        message = message[0].lower() + message[1:]
+    return message
+
+
+def show_usage_error(exc: click.UsageError) -> int:
+    """Print a click usage error as jaxrun's (two lines: what was wrong, where the help is);
+    return its exit status (2)."""
+    command = exc.ctx.command_path if exc.ctx is not None else "jaxrun"
+    err.print(f"jaxrun: error: {usage_message(exc)}", markup=False, soft_wrap=True)
+    err.print(f"try '{command} --help'", markup=False, soft_wrap=True)
+    return EXIT_USAGE

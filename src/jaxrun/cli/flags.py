@@ -88,6 +88,31 @@ def _value_type(annotation: Any) -> tuple[Any, bool]:
     return {int: click.INT, float: click.FLOAT, Path: click.Path(path_type=Path)}.get(annotation, click.STRING), False
 
 
+# The word a value is shown with when its option's Flag names none (never click's TEXT, nor a
+# type's repr: `--names <list[str]>`): by the value's type; a mapping is KEY=VALUE.
+_WORDS = {int: "N", float: "NUMBER", Path: "PATH", str: "TEXT", bool: "BOOL"}
+
+
+def _value_word(annotation: Any) -> str:
+    """The metavar of one value of ``annotation`` (the element's, for a list or tuple)."""
+    if _is_mapping(annotation):
+        return "KEY=VALUE"
+    args = [a for a in typing.get_args(annotation) if a is not type(None) and a is not Ellipsis]
+    if typing.get_origin(annotation) is not None and args:
+        return _value_word(args[0])
+    return _WORDS.get(annotation, "VALUE")
+
+
+def metavar_of(annotation: Any, flag: "Flag") -> str:
+    """How the help shows the value of an option's flag: its choices, the Flag's metavar, or a
+    word for its type (:func:`_value_word`)."""
+    if flag.choices:
+        return f"[{'|'.join(flag.choices)}]"
+    if flag.metavar:
+        return flag.metavar
+    return "TEXT" if flag.text else _value_word(annotation)
+
+
 def _is_mapping(annotation: Any) -> bool:
     return any(typing.get_origin(a) is dict for a in (annotation, *typing.get_args(annotation)))
 
@@ -118,9 +143,8 @@ def option_params(models: Models) -> list[click.Parameter]:
         if flag.text:
             kind, repeatable = click.STRING, False
         # The choices are shown, and checked by the option's validator: one line that lists them.
-        metavar = f"[{'|'.join(flag.choices)}]" if flag.choices else flag.metavar
         params.append(click.Option([*names, name], type=kind, multiple=repeatable, default=None,
-                                   metavar=metavar, help=_help(text, shown_default(field))))
+                                   metavar=metavar_of(field.annotation, flag), help=_help(text, shown_default(field))))
         if flag.off:
             params.append(click.Option([flag.off, name + _OFF], is_flag=True, default=None, help=flag.off_help))
     return params

@@ -42,8 +42,15 @@ def devices(as_json: bool, refresh: bool) -> None:
     for name, p in info.platforms.items():
         kinds = sorted({d.device_kind for d in p.devices})
         details = ", ".join(kinds) if p.available else (p.error or "")
-        table.add_row(name, "yes" if p.available else "no", p.backend or "-", str(len(p.devices)), Text(details))
+        table.add_row(name, _availability(p), p.backend or "-", str(len(p.devices)), Text(details))
     out.print(table)
+
+
+def _availability(platform) -> str:  # type: ignore[no-untyped-def]
+    """yes, not installed (no libtpu, no CUDA/ROCm backend) or unavailable (installed, not usable)."""
+    if platform.available:
+        return "yes"
+    return "not installed" if platform.installed is False else "unavailable"
 
 
 def _version(dist: str) -> str:
@@ -80,7 +87,7 @@ def check() -> None:
     row("jax", info.jax_version or f"not usable: {info.error}")
     row("jaxlib", info.jaxlib_version or "not installed")
     for name, p in info.platforms.items():
-        state = f"{len(p.devices)} device(s) via {p.backend}" if p.available else f"unavailable: {p.error}"
+        state = f"{len(p.devices)} device(s) via {p.backend}" if p.available else f"{_availability(p)}: {p.error}"
         row(f"platform {name}", state)
     for dist in ("optax", "flax", "equinox"):
         row(dist, _version(dist))

@@ -191,6 +191,9 @@ def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
         out.print(f"skipped: {skipped.label}: {skipped.reason}{where}", markup=False, soft_wrap=True)
     for note in view.notes:
         out.print(f"note: {note}", markup=False, soft_wrap=True)
+    from .profiling import print_profile_note  # --profile: where the traces are, how to open them
+
+    print_profile_note(batch)
     out.print(view.closing, markup=False, soft_wrap=True)
     return view.exit_status
 

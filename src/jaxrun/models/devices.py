@@ -23,6 +23,9 @@ class DeviceEntry(MappingModel):
 class PlatformInfo(MappingModel):
     name: Literal["cpu", "gpu", "tpu"]
     available: bool
+    installed: bool | None = Field(
+        None, description="Whether its JAX backend is installed (false: libtpu or the CUDA/ROCm plugin is missing)"
+    )
     backend: str | None = Field(None, description="JAX backend name behind it (cuda, rocm, tpu, cpu)")
     devices: list[DeviceEntry] = []
     error: str | None = Field(None, description="Why the platform did not initialise")

@@ -36,6 +36,9 @@ class TimelineEvent(MappingModel):
     start: float = Field(description="Seconds since the script body started")
     end: float
     program: str | None = Field(None, description="The compiled program (jit(loss), ...) for JIT phases")
+    module: str | None = Field(
+        None, description="For an import: the module its outermost import statement named (jax.numpy, ...); "
+        "several, comma-separated, when threads imported at once")
 
 
 class ScriptTimingProfile(MappingModel):

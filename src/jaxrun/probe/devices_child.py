@@ -1,19 +1,42 @@
 """Child that reads device facts: ``python -m jaxrun.probe.devices_child OUT.json``.
 
 Runs with ``JAX_PLATFORMS`` unset so JAX tries every backend it knows, and records for each of
-cpu / gpu / tpu either its devices or the reason it did not initialise.
+cpu / gpu / tpu either its devices or the reason it did not initialise, in a few words: a backend
+whose library is missing is "not installed" (``installed: false``), never XLA's raw
+``INTERNAL: Failed to open libtpu.so: ...``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
 from ..timestamps import now_iso
 
 _GPU_BACKENDS = ("cuda", "rocm")
+# XLA's status codes that start a backend's error ("INTERNAL: Failed to open libtpu.so: ...").
+_STATUS = re.compile(r"^(?:[A-Z][A-Z_]+): ")
+_NOT_INSTALLED = {
+    "tpu": "libtpu is not installed (pip install 'jax[tpu]' on a TPU machine)",
+    "gpu": "no CUDA or ROCm backend is installed (pip install 'jax[cuda12]' on an NVIDIA machine)",
+}
+
+
+def _missing_library(backend: str, message: str) -> bool:
+    """Whether a backend failed because it is not installed: JAX always tries tpu, and without
+    libtpu that fails with "INTERNAL: Failed to open libtpu.so: ... cannot open shared object
+    file". (A CUDA plugin that cannot open libcuda is installed: its driver is what is missing.)"""
+    return backend == "tpu" and "libtpu" in message and (
+        "Failed to open" in message or "cannot open shared object file" in message)
+
+
+def _reason(message: str) -> str:
+    """A backend's error in a few words: its first line, without XLA's status code."""
+    first = (str(message).strip().splitlines() or [""])[0]
+    return _STATUS.sub("", first)
 
 
 def _device_entry(device: object) -> dict:
@@ -46,16 +69,19 @@ def _platform(jax: object, name: str, backend_errors: dict) -> dict:
             return {
                 "name": name,
                 "available": True,
+                "installed": True,
                 "backend": backend,
                 "devices": [_device_entry(d) for d in devices],
             }
-    reasons = [f"{b}: {backend_errors[b]}" for b in backends if b in backend_errors]
-    if not reasons:
-        if name == "gpu":
-            reasons = ["no CUDA or ROCm backend is installed (pip install 'jax[cuda12]' on an NVIDIA machine)"]
-        else:
-            reasons = [f"no {name} backend is installed"]
-    return {"name": name, "available": False, "backend": None, "devices": [], "error": "; ".join(reasons)}
+    failed = {b: str(backend_errors[b]) for b in backends if b in backend_errors}
+    broken = {b: message for b, message in failed.items() if not _missing_library(b, message)}
+    if not broken:  # no backend tried, or each one's library is missing
+        reason = _NOT_INSTALLED.get(name, f"no {name} backend is installed")
+        return {"name": name, "available": False, "installed": False, "backend": None, "devices": [], "error": reason}
+    # Installed but it did not start (no device, a driver mismatch): the backend's own words.
+    reasons = [_reason(message) if name == b else f"{b}: {_reason(message)}" for b, message in broken.items()]
+    return {"name": name, "available": False, "installed": True, "backend": None, "devices": [],
+            "error": "; ".join(reasons)}
 
 
 def collect() -> dict:

@@ -104,7 +104,8 @@ class Body:
             exit_code=exit_code,
         )
         if self._finish_hooks:  # profiling: the imports are a profile's timeline (the body's part)
-            event["imports"] = [[a, b] for a, b in phases.clipped(import_spans, self.started, ended)]
+            event["imports"] = [[max(a, self.started), min(b, ended), module]
+                                for a, b, module in import_timer.named_spans(ended) if b > self.started and a < ended]
         for hook in self._finish_hooks:
             hook(self.writer)
         self.writer.send(event)

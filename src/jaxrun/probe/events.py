@@ -143,7 +143,8 @@ class _EndFields(TypedDict):
 class End(_EndFields, total=False):
     """The body ended (probe/ending.py): its phases, a partition of it (probe/phases.py)."""
 
-    imports: list[list[float]]  # profiling: [[start, end], ...] of the union of the imports
+    imports: list[list[Any]]  # profiling: [[start, end, module], ...]: the union of the imports, each
+    # interval with the module its outermost import statement named (several: "jax, numpy")
 
 
 class Profile(TypedDict):

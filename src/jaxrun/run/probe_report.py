@@ -39,7 +39,7 @@ class ProbeReport:
     # For profiles: perf_counter of the body's start, the outermost imports, each JIT phase
     # (kind, start, end, program), and the probe's PROFILE event.
     body_start: float | None = None
-    imports: list[tuple[float, float]] = field(default_factory=list)
+    imports: list[tuple[float, float, str | None]] = field(default_factory=list)  # (start, end, module)
     jit_phases: list[tuple[str, float, float, str]] = field(default_factory=list)
     profile: dict[str, Any] | None = None
 
@@ -80,7 +80,7 @@ def _end(report: ProbeReport, event: ev.End) -> None:
     report.peak_rss_bytes = None if kb is None else int(kb) * 1024
     report.device = event["device"]
     report.compile_cache = event["compile_cache"]
-    report.imports = [(float(a), float(b)) for a, b in event.get("imports") or ()]
+    report.imports = [(float(a), float(b), str(rest[0]) if rest else None) for a, b, *rest in event.get("imports") or ()]
 
 
 # What each event adds to the report (their fields: probe/events.py). START, EXIT and the
