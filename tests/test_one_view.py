@@ -147,7 +147,14 @@ def markdown_rows(path: Path) -> dict[str, dict[str, str]]:
 
 
 LABELS = {"bench/steady.py @cpu", "bench/steady.py @gpu", "fails.py @cpu", "fails.py @gpu",
-          "fallback.py @gpu", "expected.py @cpu", "expected.py @gpu"}
+          "fallback.py", "expected.py @cpu", "expected.py @gpu"}  # @device: only a script run on two
+
+
+def labelled(root: Path, results: list[dict]) -> dict[str, dict]:
+    """The result file's scripts by the label a reader sees: the path under the folder given, and
+    the device asked for when the script ran on more than one."""
+    paths = [Path(r["script_path"]).relative_to(root / "scripts").as_posix() for r in results]
+    return {p + (f" @{r['device_requested']}" if paths.count(p) > 1 else ""): r for p, r in zip(paths, results)}
 
 
 def test_every_surface_states_the_same_figures_and_verdicts(rich: dict) -> None:
@@ -156,9 +163,7 @@ def test_every_surface_states_the_same_figures_and_verdicts(rich: dict) -> None:
     markdown = markdown_rows(root / "new.md")
     html = html_rows(root / "report.html")
     mcp_rows = {s["path"]: s for s in rich["mcp"]["scripts"]}
-    results = {}
-    for r in rich["batch"]["script_results"]:
-        results[f"{Path(r['script_path']).relative_to(root / 'scripts').as_posix()} @{r['device_requested']}"] = r
+    results = labelled(root, rich["batch"]["script_results"])
     assert set(terminal) == set(markdown) == set(html) == set(mcp_rows) == set(results) == LABELS
     for label, result in results.items():
         t, m, h, reply = terminal[label], markdown[label], html[label], mcp_rows[label]
@@ -178,22 +183,22 @@ def test_every_surface_states_the_same_figures_and_verdicts(rich: dict) -> None:
 def test_the_figures_are_what_happened(rich: dict) -> None:
     """Each surface's shared figures checked against what the folder's ground truth says."""
     terminal = terminal_rows(rich["terminal"].stdout)
-    results = {f"{Path(r['script_path']).name} @{r['device_requested']}": r for r in rich["batch"]["script_results"]}
-    steady = results["steady.py @cpu"]
+    results = labelled(rich["root"], rich["batch"]["script_results"])
+    steady = results["bench/steady.py @cpu"]
     walls = [s["wall_time"] for s in steady["benchmark"]["samples"]]
     assert len(walls) == 3 and steady["timing"] == "median of 3 counted runs"
     assert terminal["bench/steady.py @cpu"]["time s"] == f"{statistics.median(walls):.2f} *"  # the median, not the last
     # Runs 2 and 3 loaded both programs from the cache the first run wrote: "2 cached", never "0".
     assert steady["compile_count"] == 0 and steady["cache_hits"] == 2
     assert terminal["bench/steady.py @cpu"]["compiles"] == "2 cached"
-    assert terminal["fallback.py @gpu"]["device"] == "cpu (fallback from gpu)"
+    assert terminal["fallback.py"]["device"] == "cpu (fallback from gpu)"
     assert terminal["fails.py @cpu"]["status"] == "script_error (kept)"  # kept by --resume
     assert terminal["expected.py @cpu"]["status"] == "xfail (script_error) (kept)"
     assert terminal["bench/steady.py @cpu"]["status"] == "ok"  # ran again: its content changed
     stdout = rich["terminal"].stdout
     assert "failed: fails.py @cpu: script_error: ValueError: diverged at step 3 (+1 more line) at fails.py:4" in stdout
     assert f"  log: {rich['root'] / 'new' / 'logs' / 'fails@cpu.stderr.log'}" in stdout
-    assert "fallback: fallback.py @gpu: ran on cpu instead of gpu: " in stdout
+    assert "fallback: fallback.py: ran on cpu instead of gpu: " in stdout
     assert "skipped: skipped.py: needs a TPU" in stdout
 
 
@@ -213,8 +218,8 @@ def test_the_report_against_a_baseline_states_compare_s_verdicts(rich: dict) -> 
     """The report's verdict column against a baseline is `jaxrun compare`'s verdict of each script."""
     html = html_rows(rich["root"] / "against.html")
     verdicts = {(c["script_name"], c["device"]): c["verdict"] for c in rich["compare"]["scripts"]}
-    results = {f"{Path(r['script_path']).relative_to(rich['root'] / 'scripts').as_posix()} @{r['device_requested']}":
-               (r["script_name"], r["device_used"]) for r in rich["batch"]["script_results"]}
+    results = {label: (r["script_name"], r["device_used"])
+               for label, r in labelled(rich["root"], rich["batch"]["script_results"]).items()}
     judged = 0
     for label, key in results.items():
         if key in verdicts:

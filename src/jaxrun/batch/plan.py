@@ -122,6 +122,6 @@ def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DeviceP
                 device=device, platform=platform, results_dir=options.results_dir,
                 expected_seconds=durations.get(str(plan.script)),
                 run_options=options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None,
-                label=relative_path(str(plan.script), roots) + (f" @{device}" if several else ""),
+                label=relative_path(str(plan.script), roots) + (f" @{device}" if len(plan.devices) > 1 else ""),
             ))
     return jobs

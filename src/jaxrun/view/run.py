@@ -5,6 +5,7 @@ got and why the run's exit status is what it is are decided here, once."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -107,8 +108,8 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
 
     meta = batch.metadata
     results = batch.script_results
-    requested = {r.device_requested for r in results}
-    several = len(requested) > 1
+    # A script run on several devices is one row per device: only then does its label say which.
+    runs_of = Counter(r.script_path for r in results)
     judged = {}
     if comparison is not None:
         judged = {(c.script_name, c.device): c for c in comparison.scripts}
@@ -116,7 +117,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
     for r in results:
         against = judged.get((r.script_name, r.device_used)) or judged.get((r.script_name, r.device_requested)) \
             if comparison is not None else None
-        scripts.append(script_view(r, meta.search_paths, several_devices=several, kept=r.kept,
+        scripts.append(script_view(r, meta.search_paths, several_devices=runs_of[r.script_path] > 1, kept=r.kept,
                                    comparison=against))
     # Skipped scripts never ran; their label is their path, as the table's.
     from .scripts import relative_path

@@ -180,8 +180,8 @@ def script_view(
     kept: bool = False,
     comparison: "ScriptComparison | None" = None,
 ) -> ScriptView:
-    """The view of one script's result. ``several_devices``: the batch ran scripts on more than
-    one device (the label then says which); ``comparison``: its judgement against a baseline,
+    """The view of one script's result. ``several_devices``: the batch ran this script on more
+    than one device (the label then says which); ``comparison``: its judgement against a baseline,
     which then replaces the history's."""
     status, status_text, level = _status(result)
     device = result.device_used or "-"
