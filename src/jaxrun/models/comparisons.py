@@ -11,7 +11,7 @@ from .benchmarks import METRIC_ALIASES, RunSample
 from .results import Numerics
 
 
-Verdict = Literal["faster", "slower", "no significant change", "not comparable"]
+Verdict = Literal["faster", "slower", "no significant change", "too few runs to judge", "not comparable"]
 
 
 class PhaseComparison(MappingModel):
@@ -29,8 +29,9 @@ class PhaseComparison(MappingModel):
         None, description="Two-sided Mann-Whitney U (exact with ties and small samples); null without a test"
     )
     verdict: Verdict = Field(
-        description="slower / faster need p < alpha and a ratio beyond 1 +- min_effect; not comparable "
-        "without at least 2 samples per side"
+        description="slower / faster need p < alpha and a ratio beyond 1 +- min_effect; too few runs to "
+        "judge when the sample sizes cannot give p < alpha whatever the data (3 vs 3: p >= 0.1; the note "
+        "says how many runs each side needs); not comparable without at least 2 samples per side"
     )
     note: str | None = None
 
@@ -42,7 +43,8 @@ class ScriptComparison(MappingModel):
     device: str | None
     verdict: Verdict = Field(
         description="Over the gate's phases: slower if one is slower, else faster if one is faster, "
-        "else no significant change; not comparable when no gate phase could be tested"
+        "else not comparable when no gate phase could be tested, else too few runs to judge when a "
+        "gate phase had too few samples for the test to be significant, else no significant change"
     )
     gate: list[str] = Field(
         description="The phases that decide the verdict: the chosen metric, or run_time and "
