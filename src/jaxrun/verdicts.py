@@ -5,8 +5,10 @@ A run's wall time mixes the script's own work with importing jax and with noise 
 exact rank test, minimum effect: :func:`jaxrun.stats.verdict`), and a script's verdict looks only at
 its *gate*: by default the phases that are the code's own, ``run_time`` and ``compile_time``. A
 gate phase measured on one side only (files from before phases existed) is left out of the gate,
-and when none is left the gate is ``wall_time``, with a note. ``jaxrun compare``, the history's
-regression check and the pytest plugin all judge through :func:`judge_script`.
+and when none is left the gate is ``wall_time``, with a note. Samples too few for the test ever to
+reach p < alpha (3 vs 3: p >= 0.1) are "too few runs to judge", never "no significant change".
+``jaxrun compare``, the history's regression check and the pytest plugin all judge through
+:func:`judge_script`.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def judge_phase(
             notes.append(f"the base median {metric} is 0, so there is no ratio")
     elif verdict == stats.TOO_FEW:
         notes.append(f"with {len(a)} and {len(b)} samples no test can reach p < {alpha:g}: "
-                     f"at least {stats.runs_needed(alpha)} runs each (--benchmark-runs)")
+                     f"at least {stats.runs_needed(alpha)} runs each")
     return PhaseComparison(
         metric=metric, base_n=len(a), new_n=len(b),
         base_median=float(np.median(a)) if a else None, new_median=float(np.median(b)) if b else None,
@@ -121,6 +123,16 @@ def judge_script(
         faster=[m for m, p in phases.items() if p.verdict == "faster"],
         phases=phases, note="; ".join(notes) or None,
     )
+
+
+def too_few_note(comparison: ScriptComparison) -> str | None:
+    """The note of the first gate phase judged "too few runs to judge" ("with 3 and 3 samples no
+    test can reach p < 0.05: at least 4 runs each"), or None."""
+    for m in comparison.gate:
+        phase = comparison.phases.get(m)
+        if phase is not None and phase.verdict == stats.TOO_FEW and phase.note:
+            return phase.note
+    return None
 
 
 def describe_gate(comparison: ScriptComparison) -> str:
