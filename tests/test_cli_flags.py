@@ -543,6 +543,23 @@ def test_compare_defaults_judge_every_phase_and_gate_on_run_and_compile(default_
     assert report["regressions"] == []
 
 
+def test_compare_of_three_runs_against_three_says_too_few_and_passes_the_gate(cli, tmp_path: Path) -> None:
+    """Issue 23: 'run_time x2.751 [2.717, 2.780] p=0.1' (3 vs 3) was printed as 'no significant change'.
+    No 3-vs-3 test can reach p < 0.05: the table says too few runs to judge and how many are needed,
+    and --fail-on-regression does not count it as a regression."""
+    walls = [1.00, 1.01, 0.99]
+    base = _benchmark_file(tmp_path / "base", {"three": (walls, [w - 0.5 for w in walls])})
+    new = _benchmark_file(tmp_path / "new", {"three": ([2.751 * w for w in walls], [2.751 * w - 0.5 for w in walls])})
+    proc = ok(cli("compare", base, new, "--alpha", "0.05", "--fail-on-regression", COLUMNS="250"))
+    assert "three → too few runs to judge" in proc.stdout
+    assert "no test can reach p < 0.05:" in proc.stdout and "at least 4 runs each" in proc.stdout  # the note
+    assert "no significant change" not in proc.stdout
+    assert "too few runs to judge (not a regression): three; at least 4 runs each (--benchmark-runs)" in proc.stdout
+    assert "significantly slower" not in proc.stdout
+    report, rows = compare_json(cli, base, new, "--alpha", "0.05", "--fail-on-regression")
+    assert rows["three"]["verdict"] == "too few runs to judge" and report["regressions"] == []
+
+
 def test_compare_metric_picks_the_gate(cli, crafted_pair) -> None:
     base, new = crafted_pair
     report, rows = compare_json(cli, base, new, "--metric", "wall_time", "--fail-on-regression", expect=1)

@@ -99,7 +99,8 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, expo
             export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Compare two runs script by script and phase by phase (wall, import, compile, run, memory):
     ratio of medians with a CI, Mann-Whitney U p-value and a verdict (faster / slower / no
-    significant change) that needs both p < alpha and the minimum effect. A script is slower when
+    significant change) that needs both p < alpha and the minimum effect; too few runs to judge
+    when the runs are too few for any test to reach p < alpha (3 against 3: at least 0.1). A script is slower when
     its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression.
 
     BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
@@ -126,11 +127,25 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, expo
             out.print(f"significantly slower: {', '.join(report.regressions)}", markup=False)
         if report.improvements:
             out.print(f"significantly faster: {', '.join(report.improvements)}", markup=False)
+        _print_too_few(report)
         if report.numerics_mismatch:
             verb = "judged anyway (--allow-mismatch)" if options.allow_mismatch else "not judged; pass --allow-mismatch to judge them"
             out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
     refused = report.numerics_mismatch and not options.allow_mismatch
     raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and (report.regressions or refused) else EXIT_OK)
+
+
+def _print_too_few(report: Any) -> None:
+    """The scripts whose gate had too few runs for any test to be significant: not regressions, and
+    not "no significant change" either; with the runs each side needs."""
+    from ..verdicts import too_few_note
+
+    rows = [c for c in report.scripts if c.verdict == "too few runs to judge"]
+    if rows:
+        need = too_few_note(rows[0]) or ""
+        need = need[need.find("at least"):] if "at least" in need else "more runs"
+        out.print(f"too few runs to judge (not a regression): {', '.join(c.script_name for c in rows)}; "
+                  f"{need} (--benchmark-runs)", markup=False)
 
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]

@@ -164,7 +164,8 @@ def compare_table(report: ComparisonReport) -> Table:
             ("ratio", "right"), ("95% CI", "right"), ("p", "right"), ("n", "right"), ("verdict", "left"),
         ),
     )
-    styles = {"slower": "red", "faster": "green"}
+    # "too few runs to judge" is not "no significant change": the samples could not have shown one.
+    styles = {"slower": "red", "faster": "green", "too few runs to judge": "yellow"}
     for c in report.scripts:
         # A note that several phases share ("with 3 and 3 samples no test can reach...") is said once.
         notes = [p.note for p in c.phases.values() if p.note]
