@@ -31,7 +31,8 @@ def verdict_options() -> Any:
 def history(script: Optional[str], history_path: Optional[Path], limit: Optional[int], as_json: bool,
             **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
-    than the earlier comparable runs (same script, device and host). Exit 1 on a regression.
+    than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
+    else it is not judged). Exit 1 on a regression.
 
     SCRIPT: a script's path, name or path suffix; all scripts when omitted."""
     from ..history import HistoryStore, default_history_path
