@@ -264,11 +264,11 @@ def test_compare_on_a_missing_path_is_one_line_and_exit_2(jaxrun, tmp_path: Path
 
 @pytest.fixture(scope="module")
 def history_story(jaxrun, tmp_path_factory: pytest.TempPathFactory):
-    """Two benchmark runs of one script path, then a third with the script made much slower.
+    """Three benchmark runs of one script path, then a fourth with the script made much slower.
 
-    Each run has 4 counted samples: 4 vs 4 can never reach p < 0.01 (no false alarm on run 2),
-    while 4 new against 8 pooled earlier samples can: complete separation gives the exact
-    two-sided p = 2/C(12,4) = 2/495 = 0.004, one inverted pair 4/495 = 0.008, two 8/495 = 0.016.
+    Runs 2 and 3 have fewer than 3 earlier runs: not judged (MIN_HISTORY_RUNS), whatever their
+    times. Each run has 4 counted samples; 4 new against 12 pooled earlier samples can reach
+    p < 0.01: complete separation gives the exact two-sided p = 2/C(16,4) = 2/1820 = 0.001.
     The sleep grows from 0.20 to 1.00 s and nothing else differs (lazy_jax_sleeper), so inverting
     even one pair needs one run's start-up to exceed another's by 0.8 s, ~8x the worst spread seen.
     """
@@ -285,6 +285,7 @@ def history_story(jaxrun, tmp_path_factory: pytest.TempPathFactory):
     story = {"script": script, "db": db, "run1": bench_run("1"), "run2": bench_run("2")}
     story["history_after_two"] = jaxrun("history", "--history", db, "--json")
     story["history_table_after_two"] = jaxrun("history", "--history", db)
+    story["run2b"] = bench_run("2b")  # a third run: the slow one below is judged against three
     # Same path, new content: the sleep grows from 0.20 s to 1.00 s (~4x the whole process).
     write(script, lazy_jax_sleeper(1.00))
     # The same slower run without --fail-on-regression, against a copy of the history: reported only.
@@ -317,9 +318,16 @@ def test_history_shows_two_runs_of_a_script(history_story) -> None:
     (check,) = doc["checks"]
     assert check["newest_run_id"] == runs[1]["id"] and check["previous_runs"] == 1
     assert check["regression"] is False
+    # One earlier run is no baseline: not judged, and said so (issue 23 item 18).
+    assert check["judged"] is False and check["comparison"] is None
+    assert check["reason"] == "not judged: 1 earlier run, needs 3"
     table = history_story["history_table_after_two"]
     assert table.returncode == 0, table.stdout + table.stderr
     assert "benchmark history" in table.stdout and "bench" in table.stdout
+    assert "not judged: 1 earlier run, needs 3" in " ".join(table.stdout.split())
+    # jaxrun run shows the same in its benchmark table.
+    assert "not judged:" in history_story["run2"].stdout and "not judged:" in history_story["run2b"].stdout
+    assert history_story["run2b"].returncode == 0
 
 
 @pytest.mark.slow
@@ -349,23 +357,23 @@ def test_a_regression_fails_a_run_only_when_asked(history_story) -> None:
 def test_history_of_the_script_flags_the_injected_regression(history_story) -> None:
     proc = history_story["history_script"]
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "regression: bench.py on cpu is slower than its 2 earlier run(s): run_time x" in proc.stdout
+    assert "regression: bench.py on cpu is slower than its 3 earlier run(s): run_time x" in proc.stdout
 
     as_json = history_story["history_script_json"]
     assert as_json.returncode == 1, as_json.stdout + as_json.stderr
     doc = json.loads(as_json.stdout)
     (runs,) = doc["runs"].values()
-    assert len(runs) == 3
-    assert runs[2]["content_hash"] != runs[1]["content_hash"]  # new content, same path: still comparable
+    assert len(runs) == 4
+    assert runs[3]["content_hash"] != runs[2]["content_hash"]  # new content, same path: still comparable
     (check,) = doc["checks"]
-    assert check["newest_run_id"] == runs[2]["id"]
-    assert check["previous_runs"] == 2
-    assert check["regression"] is True
+    assert check["newest_run_id"] == runs[3]["id"]
+    assert check["previous_runs"] == 3
+    assert check["regression"] is True and check["judged"] is True and check["reason"] is None
     comparison = check["comparison"]
     assert comparison["verdict"] == "slower" and check["gate"] == ["run_time"]
     run = comparison["phases"]["run_time"]
     assert run["p_value"] < 0.01
-    assert (run["base_n"], run["new_n"]) == (8, 4)
+    assert (run["base_n"], run["new_n"]) == (12, 4)
     assert run["ratio"] > 1.05
 
 

@@ -538,8 +538,28 @@ def test_compare_defaults_judge_every_phase_and_gate_on_run_and_compile(default_
     assert rows["tenpct"]["slower"] == ["wall_time"] and rows["tenpct"]["verdict"] == "no significant change"
     four = rows["fourruns"]["phases"]["wall_time"]
     assert four["p_value"] == pytest.approx(2 / 70) and four["ratio"] == pytest.approx(1.5)
-    assert rows["fourruns"]["verdict"] == "no significant change"  # p = 0.029 is not below 0.01
+    # 4 vs 4 can never reach p < 0.01 (at best 2/70 = 0.029): too few runs to judge, not "no
+    # significant change"; and not a regression, so --fail-on-regression exits 0 (default_comparison).
+    assert rows["fourruns"]["verdict"] == "too few runs to judge" and four["verdict"] == "too few runs to judge"
+    assert "at least 5 runs each" in rows["fourruns"]["phases"]["run_time"]["note"]
     assert report["regressions"] == []
+
+
+def test_compare_of_three_runs_against_three_says_too_few_and_passes_the_gate(cli, tmp_path: Path) -> None:
+    """Issue 23: 'run_time x2.751 [2.717, 2.780] p=0.1' (3 vs 3) was printed as 'no significant change'.
+    No 3-vs-3 test can reach p < 0.05: the table says too few runs to judge and how many are needed,
+    and --fail-on-regression does not count it as a regression."""
+    walls = [1.00, 1.01, 0.99]
+    base = _benchmark_file(tmp_path / "base", {"three": (walls, [w - 0.5 for w in walls])})
+    new = _benchmark_file(tmp_path / "new", {"three": ([2.751 * w for w in walls], [2.751 * w - 0.5 for w in walls])})
+    proc = ok(cli("compare", base, new, "--alpha", "0.05", "--fail-on-regression", COLUMNS="250"))
+    assert "three → too few runs to judge" in proc.stdout
+    assert "no test can reach p < 0.05:" in proc.stdout and "at least 4 runs each" in proc.stdout  # the note
+    assert "no significant change" not in proc.stdout
+    assert "too few runs to judge (not a regression): three; at least 4 runs each (--benchmark-runs)" in proc.stdout
+    assert "significantly slower" not in proc.stdout
+    report, rows = compare_json(cli, base, new, "--alpha", "0.05", "--fail-on-regression")
+    assert rows["three"]["verdict"] == "too few runs to judge" and report["regressions"] == []
 
 
 def test_compare_metric_picks_the_gate(cli, crafted_pair) -> None:
@@ -586,7 +606,7 @@ def test_compare_min_effect_decides_whether_ten_percent_counts(cli, crafted_pair
 
 def test_compare_alpha_decides_whether_p_0029_is_significant(cli, crafted_pair) -> None:
     base, new = crafted_pair
-    # At the default alpha 0.01 fourruns is no significant change (default_comparison).
+    # At the default alpha 0.01 fourruns is too few runs to judge (default_comparison).
     report, rows = compare_json(cli, base, new, "--alpha", "0.05")
     assert report["alpha"] == pytest.approx(0.05)
     run = rows["fourruns"]["phases"]["run_time"]
@@ -624,20 +644,21 @@ time.sleep(float(Path("delay.txt").read_text()))
 
 @pytest.fixture(scope="module")
 def history_db(tmp_path_factory: pytest.TempPathFactory, jaxrun_cache_dir: Path):
-    """alpha.py and beta.py benchmarked twice (2 runs each, no delay), then beta.py once more with a
-    2 s sleep added (read from delay.txt, so the script, its path and hash are unchanged)."""
+    """alpha.py and beta.py benchmarked three times (2 runs each, no delay: the 3 earlier runs a
+    history check needs), then beta.py once more with a 2 s sleep added (read from delay.txt, so the
+    script, its path and hash are unchanged)."""
     root = tmp_path_factory.mktemp("history")
     env = _env(jaxrun_cache_dir, root / "history.sqlite")
     write(root, "s/alpha.py", DELAYED)
     write(root, "s/beta.py", DELAYED)
     (root / "s" / "delay.txt").write_text("0")
     common = ("--device", "cpu", "--benchmark-runs", 2, "--no-compile-cache")
-    for label in ("1", "2"):
+    for label in ("1", "2", "3"):
         ok(_run(root, env, "run", "s", *common, "--jobs", 2, "--results-dir", f"r{label}"))
     (root / "s" / "delay.txt").write_text("2")
-    # With the default alpha 0.01, 2 new samples against 4 earlier ones cannot be significant
-    # (the smallest two-sided p is 2 / C(6, 2) = 0.13), so run itself flags nothing.
-    ok(_run(root, env, "run", root / "s" / "beta.py", *common, "--results-dir", "r3"))
+    # With the default alpha 0.01, 2 new samples against 6 earlier ones cannot be significant
+    # (the smallest two-sided p is 2 / C(8, 2) = 0.071): too few runs to judge, run flags nothing.
+    ok(_run(root, env, "run", root / "s" / "beta.py", *common, "--results-dir", "r4"))
 
     def history(*args: object) -> subprocess.CompletedProcess:
         return _run(root, env, "history", *args)
@@ -661,7 +682,7 @@ def by_script(doc: dict) -> tuple[dict[str, list[dict]], dict[str, dict]]:
 def history_default(history_db) -> tuple[dict[str, list[dict]], dict[str, dict]]:
     """`jaxrun history --json` with the default options (gate run + compile, alpha 0.01, 5%, no limit)."""
     runs, checks = by_script(history_json(history_db))
-    assert {name: len(rs) for name, rs in runs.items()} == {"alpha": 2, "beta": 3}
+    assert {name: len(rs) for name, rs in runs.items()} == {"alpha": 3, "beta": 4}
     return runs, checks
 
 
@@ -681,7 +702,7 @@ def counted(runs: list[dict], metric: str) -> list[float]:
 def test_history_limit_shows_only_the_newest_runs_per_script(history_db, history_default, history_table) -> None:
     runs, checks = history_default
     limited, limited_checks = by_script(history_json(history_db, "--limit", 2))
-    # Per script, not in all: alpha keeps both its runs, beta its newest two of three.
+    # Per script, not in all: alpha keeps its newest two of three runs, beta its newest two of four.
     assert {name: [r["id"] for r in rs] for name, rs in limited.items()} == {
         name: [r["id"] for r in rs[-2:]] for name, rs in runs.items()
     }
@@ -700,8 +721,8 @@ def test_history_metric_selects_the_samples_checked(history_db, history_default,
     for metric, check in (("run_time", default_checks["beta"]), ("body_time", body_checks["beta"])):
         phase = check["comparison"]["phases"][metric]
         assert phase["metric"] == metric and metric in check["gate"]
-        assert check["previous_runs"] == 2
-        # The newest run against the two earlier ones, in the chosen metric's samples.
+        assert check["previous_runs"] == 3
+        # The newest run against the three earlier ones, in the chosen metric's samples.
         assert phase["base_median"] == pytest.approx(statistics.median(counted(beta[:-1], metric)))
         assert phase["new_median"] == pytest.approx(statistics.median(counted(beta[-1:], metric)))
     assert "beta: body_time per run" in history_table
@@ -714,8 +735,11 @@ def test_history_alpha_and_min_effect_decide_the_regression(history_db, history_
     _, checks = history_default
     comparison = checks["beta"]["comparison"]
     p, ratio = comparison["phases"]["run_time"]["p_value"], comparison["phases"]["run_time"]["ratio"]
-    assert comparison["verdict"] == "no significant change" and not checks["beta"]["regression"]
-    # The 2 s sleep made beta slower by more than the default 5%; 2 vs 4 samples cannot give p < 0.01.
+    # The 2 s sleep made beta slower by more than the default 5%; 6 vs 2 samples cannot give p < 0.01:
+    # too few runs to judge (it said "no significant change"), so not judged and no regression.
+    assert comparison["verdict"] == "too few runs to judge" and not checks["beta"]["regression"]
+    assert checks["beta"]["judged"] is False and checks["beta"]["reason"].startswith("not judged: too few runs to judge")
+    assert "at least 5 runs each" in checks["beta"]["reason"]
     assert p < 1 and ratio >= 1.06, comparison
 
     loose = f"{(1 + p) / 2:.4f}"  # an alpha above this p

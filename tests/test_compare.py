@@ -176,8 +176,8 @@ def test_min_effect_and_alpha_are_applied(tmp_path: Path, base_dir: Path) -> Non
     new = _write_dir(tmp_path / "new", _bench_results(_bench("pomdp_solver", _times(11, scale=1.03))))
     assert compare_results(base_dir, new).scripts[0].verdict == "no significant change"
     assert compare_results(base_dir, new, min_effect=0.02).scripts[0].verdict == "slower"
-    # An alpha no 10-vs-10 test can beat turns the same data into "no significant change".
-    assert compare_results(base_dir, new, min_effect=0.02, alpha=1e-9).scripts[0].verdict == "no significant change"
+    # An alpha no 10-vs-10 test can beat: too few runs to judge (not "no significant change").
+    assert compare_results(base_dir, new, min_effect=0.02, alpha=1e-9).scripts[0].verdict == "too few runs to judge"
 
 
 @pytest.mark.slow
@@ -379,8 +379,47 @@ def test_too_few_runs_for_the_test_are_explained(tmp_path: Path) -> None:
     base = _write_dir(tmp_path / "base", _bench_results(_bench("m", [1.0, 1.01, 0.99])))
     new = _write_dir(tmp_path / "new", _bench_results(_bench("m", [1.5, 1.51, 1.49])))
     (row,) = compare_results(base, new).scripts
-    assert row.verdict == "no significant change" and row.phase("wall_time").ratio == pytest.approx(1.5)
+    assert row.verdict == "too few runs to judge" and row.phase("wall_time").ratio == pytest.approx(1.5)
     assert "no test can reach p < 0.01" in row.phase("run_time").note
+    assert "at least 5 runs each" in row.phase("run_time").note  # 2 / comb(10, 5) < 0.01
+
+
+def test_three_runs_against_three_are_too_few_never_no_change(tmp_path: Path) -> None:
+    """Issue 23: 'run_time x2.751 [2.717, 2.780] p=0.1' was printed as 'no significant change'."""
+    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", [1.0, 1.01, 0.99])))
+    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", [2.751, 2.717, 2.780])))
+    report = compare_results(base, new, alpha=0.05)
+    (row,) = report.scripts
+    run = row.phase("run_time")
+    assert row.phase("wall_time").ratio == pytest.approx(2.751) and run.ratio > 2.7 and run.p_value == pytest.approx(0.1)
+    assert run.verdict == "too few runs to judge" and "at least 4 runs each" in run.note
+    assert row.verdict == "too few runs to judge" and row.slower == [] and row.faster == []
+    assert report.regressions == [] and report.improvements == []
+    assert all(p.verdict == "too few runs to judge" for p in row.phases.values())
+    # One run more each and the same slow-down is judged.
+    base4 = _write_dir(tmp_path / "base4", _bench_results(_bench("m", [1.0, 1.01, 0.99, 1.02])))
+    new4 = _write_dir(tmp_path / "new4", _bench_results(_bench("m", [2.751, 2.717, 2.780, 2.73])))
+    assert compare_results(base4, new4, alpha=0.05).scripts[0].verdict == "slower"
+
+
+def test_a_gate_phase_with_too_few_runs_makes_the_gate_too_few() -> None:
+    from jaxrun.options import VerdictOptions
+    from jaxrun.verdicts import judge_script
+
+    options = VerdictOptions(alpha=0.05)
+    same = _times(1, n=10)
+    base = {"run_time": same, "compile_time": [0.5, 0.51, 0.49]}
+    new = {"run_time": list(reversed(same)), "compile_time": [0.5, 0.52, 0.48]}
+    row = judge_script("m", "cpu", base, new, options)
+    assert row.phase("run_time").verdict == "no significant change"
+    assert row.phase("compile_time").verdict == "too few runs to judge"
+    assert row.verdict == "too few runs to judge"
+    # A slower gate phase still decides, whatever the other one.
+    slower = judge_script("m", "cpu", base, {**new, "run_time": [1.3 * x for x in same]}, options)
+    assert slower.verdict == "slower" and slower.slower == ["run_time"]
+    # A gate phase with one sample a side is untested (not comparable): the other decides.
+    single = judge_script("m", "cpu", {**base, "compile_time": [0.5]}, {**new, "compile_time": [0.5]}, options)
+    assert single.phase("compile_time").verdict == "not comparable" and single.verdict == "no significant change"
 
 
 def test_zero_compile_time_on_both_sides_is_no_change(tmp_path: Path) -> None:

@@ -135,8 +135,11 @@ def test_injected_regression_is_flagged(db: Path) -> None:
         assert run.base_n == 40 and run.new_n == 10
         assert check.script_path == "/proj/examples/model.py" and check.device == "cpu" and check.host == "hostA"
 
-        window = store.check_regression(slow, window=2)
-        assert window.previous_runs == 2 and window.comparison and window.comparison.phase("run_time").base_n == 20
+        assert check.judged and check.reason is None and check.min_previous_runs == 3
+
+        window = store.check_regression(slow, window=3)  # the newest 3 of the 4 earlier runs
+        assert window.previous_runs == 3 and window.comparison and window.comparison.phase("run_time").base_n == 30
+        assert window.regression
         # Gated on memory, which did not change, the same run is no regression.
         assert not store.check_regression(slow, metric="memory_peak").regression
 
@@ -166,15 +169,48 @@ def test_other_device_or_host_is_not_comparable(db: Path) -> None:
 
 def test_failed_runs_do_not_fill_the_window(db: Path) -> None:
     with HistoryStore(db) as store:
-        store.record(make_run(normal(1, 1.0)))
+        for k in range(3):
+            store.record(make_run(normal(k + 1, 1.0)))
         failed = make_run([])
         failed.samples = [RunSample(index=0, warmup=False, success=False, error_class="script_error")]
         store.record(failed)
-        check = store.check_regression(store.record(make_run(normal(2, 1.3))), window=1)
-        assert check.previous_runs == 1 and check.regression
+        check = store.check_regression(store.record(make_run(normal(5, 1.3))), window=3)
+        assert check.previous_runs == 3 and check.regression and check.judged
         check = store.check_regression(store.record(failed))
         assert check.comparison is not None and check.comparison.verdict == "not comparable"
-        assert not check.regression
+        assert not check.regression and not check.judged and check.reason == "not judged: not comparable"
+
+
+def test_fewer_than_three_earlier_runs_are_not_judged(db: Path) -> None:
+    """Issue 23 item 18: one earlier run was a baseline, so a machine's slow minute was a regression.
+    Now a check needs MIN_HISTORY_RUNS (3) earlier runs of the same numerics; until then it is not
+    judged (and never a regression), and says why."""
+    from jaxrun.cli.tables import history_cell
+    from jaxrun.defaults import MIN_HISTORY_RUNS
+    from jaxrun.models import RegressionCheck
+
+    assert MIN_HISTORY_RUNS == 3
+    with HistoryStore(db) as store:
+        first = store.check_regression(store.record(make_run(normal(1, 1.0))))
+        assert (first.judged, first.regression, first.reason) == (False, False, "not judged: no earlier run, needs 3")
+        slow = store.check_regression(store.record(make_run(normal(2, 2.7))))  # 2.7x slower than the one run
+        assert (slow.previous_runs, slow.judged, slow.regression) == (1, False, False)
+        assert slow.reason == "not judged: 1 earlier run, needs 3" and slow.comparison is None
+        assert history_cell(slow) == "not judged: 1 earlier run, needs 3"
+        two = store.check_regression(store.record(make_run(normal(3, 1.0))))
+        assert (two.previous_runs, two.judged, two.reason) == (2, False, "not judged: 2 earlier runs, needs 3")
+        three = store.check_regression(store.record(make_run(normal(4, 2.7))))
+        assert three.regression and three.judged and three.reason is None  # 3 earlier runs: judged
+        assert history_cell(three).startswith("slower (run_time x") and "vs 3 earlier" in history_cell(three)
+        with pytest.raises(UsageError, match="window"):
+            store.check_regression(1, window=2)
+        # Asked for 5 earlier runs, the 3 there are not enough.
+        assert store.check_regression(three.newest_run_id, min_runs=5).reason == "not judged: 3 earlier runs, needs 5"
+    # A check written before `judged` existed reads as judged when its comparison had a verdict.
+    old = {"script_path": "/s.py", "device": "cpu", "host": "h", "gate": ["run_time"], "newest_run_id": 2,
+           "previous_runs": 1, "regression": False}
+    assert RegressionCheck.model_validate(old).judged is False
+    assert RegressionCheck.model_validate(old | {"comparison": three.comparison.model_dump()}).judged is True
 
 
 V1_DDL = [

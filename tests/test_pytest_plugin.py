@@ -207,3 +207,49 @@ def test_a_bad_time_budget_is_a_usage_error(pytester: pytest.Pytester) -> None:
     ini = _run(pytester)
     assert ini.ret == pytest.ExitCode.USAGE_ERROR
     ini.stderr.fnmatch_lines(["*ini value jax_benchmark_time_budget must be a number of seconds > 0*got 'soon'*"])
+
+
+THREE_SAMPLES = '''
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+
+SLEEP = float(os.environ.get("SAMPLE_SLEEP", "0"))
+
+
+def work(x):
+    if SLEEP:
+        x = jax.pure_callback(lambda v: (time.sleep(SLEEP), v)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    return jnp.tanh(x) @ x
+
+
+def test_three(jax_benchmark):
+    jax_benchmark(work, jnp.ones((32, 32)), min_time=0.0, min_samples=3, max_samples=3, peaks=False)
+'''
+
+
+def test_three_samples_a_side_are_too_few_to_judge_and_not_a_regression(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """3 vs 3 steady-state samples can never reach p < 0.01 (at best 0.1): even a much slower
+    function is "too few runs to judge" (issue 23 printed it as "no significant change"), shown
+    with how many samples are needed, and the session passes with --jax-benchmark-fail-on-regression."""
+    pytester.makepyfile(test_three=THREE_SAMPLES)
+    base_json, new_json = pytester.path / "base.json", pytester.path / "new.json"
+    _run(pytester, "--jax-benchmark-json", str(base_json)).assert_outcomes(passed=1)
+    monkeypatch.setenv("SAMPLE_SLEEP", "0.02")
+    result = _run(pytester, "--jax-benchmark-compare", str(base_json), "--jax-benchmark-json", str(new_json),
+                  "--jax-benchmark-fail-on-regression")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "TOO FEW RUNS TO JUDGE: test_three.py::test_three run_time x* p=0.1* (*no test can reach p < 0.01: at least 5 runs each)",
+        "1 benchmark(s) with too few samples to judge against the baseline (not a regression)*",
+    ])
+    assert "NO SIGNIFICANT CHANGE" not in result.stdout.str()
+    (comparison,) = PytestBenchmarks.model_validate(json.loads(new_json.read_text())).comparisons
+    run = comparison.phase("run_time")
+    assert (run.base_n, run.new_n) == (3, 3) and run.ratio > 2
+    assert comparison.verdict == run.verdict == "too few runs to judge" and comparison.slower == []

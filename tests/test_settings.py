@@ -328,31 +328,36 @@ def _run(walls: list[float], numerics: Numerics | None) -> HistoryRun:
 def test_history_judges_only_against_runs_with_the_same_numerics(tmp_path: Path) -> None:
     plain, x64 = Numerics(), Numerics(x64=True)
     with HistoryStore(tmp_path / "h.sqlite") as store:
-        for _ in range(2):
+        for _ in range(3):
             store.record(_run([1.0, 1.01, 0.99, 1.0, 1.02], plain))
         newest = store.record(_run([2.0, 2.01, 1.99, 2.0, 2.02], x64))
         check = store.check_regression(newest)
-        assert (check.regression, check.previous_runs, check.other_numerics) == (False, 0, 2)
-        assert check.note.startswith("not judged: the 2 earlier run(s) started with other numerics")
+        assert (check.regression, check.previous_runs, check.other_numerics) == (False, 0, 3)
+        assert check.note.startswith("not judged: the 3 earlier run(s) started with other numerics")
+        assert not check.judged and check.reason == "not judged: no earlier run, needs 3 (3 more with other numerics)"
         pooled = store.check_regression(newest, allow_mismatch=True)
-        assert pooled.regression and pooled.previous_runs == 2
+        assert pooled.regression and pooled.previous_runs == 3 and pooled.judged
         same = store.record(_run([2.0, 2.02, 1.98, 2.01, 2.0], x64))
         check = store.check_regression(same)
-        assert (check.previous_runs, check.other_numerics, check.regression) == (1, 2, False)
+        assert (check.previous_runs, check.other_numerics, check.regression, check.judged) == (1, 3, False, False)
+        assert check.reason == "not judged: 1 earlier run, needs 3 (3 more with other numerics)"
         assert store.get(same).numerics == x64
 
 
 def test_jaxrun_history_says_not_judged_across_numerics_unless_allowed(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     with HistoryStore(db) as store:
-        store.record(_run([1.0, 1.01, 0.99, 1.0, 1.02], Numerics()))
+        for _ in range(3):
+            store.record(_run([1.0, 1.01, 0.99, 1.0, 1.02], Numerics()))
         store.record(_run([2.0, 2.01, 1.99, 2.0, 2.02], Numerics(matmul_precision="bfloat16")))
     refused = jaxrun("history", "--history", db, "--json")
     (check,) = json.loads(refused.stdout)["checks"]
-    assert refused.returncode == 0 and check["other_numerics"] == 1 and check["note"].startswith("not judged")
+    assert refused.returncode == 0 and check["other_numerics"] == 3 and check["note"].startswith("not judged")
+    assert check["judged"] is False and check["reason"] == "not judged: no earlier run, needs 3 (3 more with other numerics)"
     allowed = jaxrun("history", "--history", db, "--json", "--allow-mismatch")
     assert allowed.returncode == 1 and json.loads(allowed.stdout)["checks"][0]["regression"]  # 2x slower
-    assert "not judged: 1 earlier run(s) with other numerics" in jaxrun("history", "--history", db).stdout
+    table = " ".join(jaxrun("history", "--history", db).stdout.split())
+    assert "not judged: no earlier run, needs 3" in table
 
 
 def test_key_lines_finds_keys_in_quoted_tables_and_skips_multiline_strings() -> None:

@@ -284,10 +284,28 @@ def test_verdict_min_effect_threshold() -> None:
 
 
 def test_verdict_needs_significance_not_just_a_big_ratio() -> None:
-    # 3 vs 3 samples: even complete separation gives p = 0.1, so no verdict at alpha 0.01.
+    # 3 vs 3 samples: even complete separation gives p = 0.1, so no verdict at alpha 0.01: too few
+    # runs to judge, never "no significant change" (issue 23: x2.751 [2.717, 2.780] p=0.1 was that).
     v, ratio, _, _, p = stats.verdict([1.0, 1.01, 0.99], [1.5, 1.51, 1.49])
     assert ratio == pytest.approx(1.5) and p == pytest.approx(0.1)
-    assert v == "no significant change"
+    assert v == "too few runs to judge"
+    v, ratio, low, high, p = stats.verdict([1.0, 1.01, 0.99], [2.751, 2.717, 2.780], alpha=0.05)
+    assert v == "too few runs to judge" and ratio == pytest.approx(2.751) and p == pytest.approx(0.1)
+    # Even identical sides: 3 vs 3 could not have shown a change, so none is claimed.
+    assert stats.verdict([1.0, 1.01, 0.99], [1.0, 1.01, 0.99], alpha=0.05)[0] == "too few runs to judge"
+    # 4 vs 4 can reach p = 0.029 < 0.05: judged.
+    assert stats.verdict([1.0, 1.01, 0.99, 1.02], [2.7, 2.71, 2.72, 2.73], alpha=0.05)[0] == "slower"
+    assert stats.verdict([1.0, 1.01, 0.99, 1.02], [1.01, 1.0, 0.99, 1.02], alpha=0.05)[0] == "no significant change"
+
+
+def test_runs_needed_is_the_smallest_n_each_side_that_can_be_significant() -> None:
+    from math import comb
+
+    assert stats.min_p_value(3, 3) == pytest.approx(0.1) and stats.min_p_value(4, 4) == pytest.approx(2 / 70)
+    assert stats.runs_needed(0.05) == 4 and stats.runs_needed(0.01) == 5 and stats.runs_needed(0.5) == 2
+    for alpha in (0.2, 0.05, 0.01, 0.001):
+        n = stats.runs_needed(alpha)
+        assert 2 / comb(2 * n, n) < alpha <= 2 / comb(2 * n - 2, n - 1)
 
 
 def test_outliers_need_five_samples():

@@ -34,6 +34,11 @@ KILL_GRACE_SECONDS = 3.0
 # Seconds between samples of the process tree (RSS peak, descendants to reap).
 MONITOR_INTERVAL = 0.05
 HISTORY_ENV = "JAXRUN_HISTORY"
+# The history's regression check judges a run only against at least this many earlier comparable
+# runs of the same numerics (against one, a single slow minute of the machine reads as a regression);
+# it pools up to HISTORY_WINDOW of them.
+MIN_HISTORY_RUNS = 3
+HISTORY_WINDOW = 5
 
 
 def validate_device(device: str) -> str:

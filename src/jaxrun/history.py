@@ -13,9 +13,10 @@ to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows. A 
 a newer jaxrun is refused rather than guessed at.
 
 Regression: the newest run of a script is compared phase by phase (:mod:`jaxrun.verdicts`) with the
-counted, successful samples of up to ``window`` earlier runs of the same script path on the same
-device and host; it is a regression when the verdict of its gate (run and compile time by default)
-is "slower".
+counted, successful samples of up to ``window`` (5) earlier runs of the same script path on the same
+device, host, mode and numerics; it is a regression when the verdict of its gate (run and compile
+time by default) is "slower". With fewer than :data:`~jaxrun.defaults.MIN_HISTORY_RUNS` (3) such
+earlier runs it is not judged ("not judged: 1 earlier run, needs 3"), never a regression.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
-from .defaults import HISTORY_ENV, default_history_path, history_path
+from .defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS, default_history_path, history_path
 from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, Numerics, RegressionCheck, RunSample
+from .models.comparisons import JUDGED_VERDICTS
 from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
 from .options import VerdictOptions, verdict_options
-from .verdicts import judge_script, metrics_for
+from .verdicts import judge_script, metrics_for, too_few_note
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
@@ -398,14 +400,25 @@ class HistoryStore:
     # -- regressions --------------------------------------------------------------------------------
 
     def check_regression(
-        self, run_id: int, options: VerdictOptions | None = None, *, window: int = 5, **given: Any,
+        self, run_id: int, options: VerdictOptions | None = None, *, window: int = HISTORY_WINDOW,
+        min_runs: int = MIN_HISTORY_RUNS, **given: Any,
     ) -> RegressionCheck:
         """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
         device used, host and mode, and the same numerics unless ``allow_mismatch``) that have
         counted successful samples; pooled, they are the baseline. Every phase is judged; the
         regression is the verdict of the gate (run and compile time, or ``metric``), as in
         :func:`jaxrun.verdicts.judge_script`. Earlier runs left out for their numerics are
-        counted in ``other_numerics`` and said in ``note``."""
+        counted in ``other_numerics`` and said in ``note``.
+
+        With fewer than ``min_runs`` earlier comparable runs nothing is compared: ``judged`` is
+        false, ``reason`` says so ("not judged: 1 earlier run, needs 3") and ``regression`` is
+        false. A comparison that reaches no verdict (too few runs to judge, not comparable) is not
+        judged either."""
+        for name, value in (("window", window), ("min_runs", min_runs)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
+        if window < min_runs:
+            raise UsageError(f"window ({window}) must be at least min_runs ({min_runs}): no check could be judged")
         options = verdict_options(options, given)
         allow_mismatch = options.allow_mismatch
         judged, gate = metrics_for(options.metric)
@@ -419,18 +432,23 @@ class HistoryStore:
             " ORDER BY r.id DESC LIMIT ?"
         )
         params = (run.script_path, run.device_used, run.host, run.mode, run_id)
-        previous = self._db.execute(query.format(same), (*params, *([mine] if same else []), max(int(window), 0))).fetchall()
+        previous = self._db.execute(query.format(same), (*params, *([mine] if same else []), window)).fetchall()
         other = 0 if allow_mismatch else len(self._db.execute(
-            query.format(" AND r.numerics IS NOT ?"), (*params, mine, max(int(window), 0))).fetchall())
+            query.format(" AND r.numerics IS NOT ?"), (*params, mine, window)).fetchall())
         check = RegressionCheck(
             script_path=run.script_path, device=run.device_used, host=run.host, gate=list(gate),
-            newest_run_id=run_id, previous_runs=len(previous), regression=False, other_numerics=other,
+            newest_run_id=run_id, previous_runs=len(previous), min_previous_runs=min_runs, regression=False,
+            other_numerics=other, judged=False,
         )
         if other:
             check.note = (f"{other} earlier run(s) started with other numerics and are not in the baseline "
                           "(--allow-mismatch to pool them)")
-        if not previous:
+        if len(previous) < min_runs:
+            found = {0: "no earlier run", 1: "1 earlier run"}.get(len(previous), f"{len(previous)} earlier runs")
+            check.reason = f"not judged: {found}, needs {min_runs}"
             if other:
+                check.reason += f" ({other} more with other numerics)"
+            if not previous and other:
                 check.note = (f"not judged: the {other} earlier run(s) started with other numerics "
                               "(x64, matmul precision, debug or XLA flags); --allow-mismatch to judge against them")
             return check
@@ -445,6 +463,12 @@ class HistoryStore:
         comparison.note = "; ".join(notes + ([comparison.note] if comparison.note else []))
         check.gate, check.comparison = comparison.gate, comparison
         check.regression = comparison.verdict == "slower"
+        check.judged = comparison.verdict in JUDGED_VERDICTS
+        if not check.judged:
+            check.reason = f"not judged: {comparison.verdict}"
+            detail = too_few_note(comparison) if comparison.verdict == "too few runs to judge" else None
+            if detail:
+                check.reason += f" ({detail})"
         return check
 
     def check_latest(self, script: str | os.PathLike[str] | None = None, options: VerdictOptions | None = None,

@@ -13,6 +13,8 @@ report plugins) and collected from the test reports, which also works under pyte
 baseline, each test is judged against the baseline's as ``jaxrun compare`` judges a script
 (:func:`jaxrun.verdicts.judge_script`): its run phase (the steady-state samples; Mann-Whitney U and a
 minimum effect) and its compile phase (one trace + lower + compile per side: shown, never tested).
+Too few steady-state samples for the test to reach p < alpha give "too few runs to judge": shown,
+never a regression.
 
 pytest loads entry-point plugins in every session of the environment, so this module imports
 neither jax nor pydantic: they are imported when a benchmark runs or a file is read or written.
@@ -33,6 +35,7 @@ from .timestamps import now_iso
 
 PROPERTY = "jax_benchmark"
 TIME_BUDGET_INI = "jax_benchmark_time_budget"
+_TOO_FEW = "too few runs to judge"  # jaxrun.stats.TOO_FEW (not imported here: it imports numpy)
 _PLUGIN_NAME = "jaxrun-benchmark-session"
 
 
@@ -175,17 +178,22 @@ class _Session:
                 taken = (f", {data['num_samples']} samples x {data.get('inner_loops')} calls in "
                          f"{data['sampling_time']:.2f} s")
             tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{taken}{extra}")
-        from .verdicts import describe_gate
+        from .verdicts import describe_gate, too_few_note
 
         for c in self.comparisons:
             judged = describe_gate(c)
-            note = f" ({c.note})" if c.note else ""
+            notes = [n for n in (c.note, too_few_note(c) if c.verdict == _TOO_FEW else None) if n]
+            note = f" ({'; '.join(notes)})" if notes else ""
             tr.write_line(f"{c.verdict.upper()}: {c.script_name}{' ' + judged if judged else ''}{note}",
-                          red=c.verdict == "slower", green=c.verdict == "faster")
+                          red=c.verdict == "slower", green=c.verdict == "faster", yellow=c.verdict == _TOO_FEW)
         if self.written:
             tr.write_line(f"jax benchmark results written to {self.written}")
         if self.error:
             tr.write_line(f"jax benchmark results could not be written or compared: {self.error}", red=True)
+        too_few = [c.script_name for c in self.comparisons if c.verdict == _TOO_FEW]
+        if too_few:
+            tr.write_line(f"{len(too_few)} benchmark(s) with too few samples to judge against the baseline (not a "
+                          "regression): take more with min_samples= or --jax-benchmark-min-time", yellow=True)
         slower = [c.script_name for c in self.comparisons if c.verdict == "slower"]
         if slower and self.config.getoption("--jax-benchmark-fail-on-regression"):
             tr.write_line(f"{len(slower)} benchmark(s) slower than the baseline: failing the session", red=True)

@@ -202,6 +202,25 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     return float(math.exp(sum(math.log(v) for v in positive) / len(positive)))
 
 
+TOO_FEW = "too few runs to judge"
+
+
+def min_p_value(n1: int, n2: int) -> float:
+    """Smallest two-sided p-value the exact Mann-Whitney U test can give for these sample sizes
+    (the two samples completely apart: 2 of the comb(n1 + n2, n1) ways to split them)."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
+
+
+def runs_needed(alpha: float) -> int:
+    """The smallest n for which n runs against n can reach p < ``alpha`` (4 at 0.05, 5 at 0.01)."""
+    if not 0 < alpha <= 1:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+    n = 2
+    while min_p_value(n, n) >= alpha:
+        n += 1
+    return n
+
+
 def verdict(
     base: Sequence[float],
     new: Sequence[float],
@@ -216,7 +235,9 @@ def verdict(
     median(new) / median(base). "slower" needs both p < alpha (two-sided Mann-Whitney U) and
     ratio >= 1 + min_effect; "faster" needs p < alpha and ratio <= 1 - min_effect. Unequal sample
     sizes are fine: the rank test accounts for them (unlike a t-test on means). With fewer than
-    2 samples on a side there is no test, and the verdict is "not comparable".
+    2 samples on a side there is no test, and the verdict is "not comparable". When the sizes are
+    so small that no outcome of the test could reach p < alpha (3 vs 3 at alpha 0.05: p >= 0.1),
+    the verdict is "too few runs to judge", never "no significant change": nothing was learnt.
     """
     ratio, low, high = ratio_of_medians_ci(new, base, seed=seed)
     if ratio is None:
@@ -224,6 +245,8 @@ def verdict(
     if len(base) < 2 or len(new) < 2:
         return "not comparable", ratio, low, high, None
     p = mann_whitney_p(base, new)
+    if min_p_value(len(base), len(new)) >= alpha:
+        return TOO_FEW, ratio, low, high, p
     if p is not None and p < alpha and ratio >= 1 + min_effect:
         return "slower", ratio, low, high, p
     if p is not None and p < alpha and ratio <= 1 - min_effect:

@@ -5,15 +5,15 @@ A run's wall time mixes the script's own work with importing jax and with noise 
 exact rank test, minimum effect: :func:`jaxrun.stats.verdict`), and a script's verdict looks only at
 its *gate*: by default the phases that are the code's own, ``run_time`` and ``compile_time``. A
 gate phase measured on one side only (files from before phases existed) is left out of the gate,
-and when none is left the gate is ``wall_time``, with a note. ``jaxrun compare``, the history's
-regression check and the pytest plugin all judge through :func:`judge_script`.
+and when none is left the gate is ``wall_time``, with a note. Samples too few for the test ever to
+reach p < alpha (3 vs 3: p >= 0.1) are "too few runs to judge", never "no significant change".
+``jaxrun compare``, the history's regression check and the pytest plugin all judge through
+:func:`judge_script`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from math import comb
-
 import numpy as np
 
 from . import stats
@@ -40,11 +40,6 @@ def metrics_for(metric: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (PHASES if name in PHASES else (*PHASES, name)), (name,)
 
 
-def _min_p(n1: int, n2: int) -> float:
-    """Smallest two-sided p-value the exact Mann-Whitney U test can give for these sizes."""
-    return min(1.0, 2 / comb(n1 + n2, n1))
-
-
 def judge_phase(
     metric: str, base: Sequence[float], new: Sequence[float], *, alpha: float, min_effect: float,
     repeated: bool = True,
@@ -69,8 +64,9 @@ def judge_phase(
             notes.append(f"{metric} is 0 in every run on both sides")
         else:
             notes.append(f"the base median {metric} is 0, so there is no ratio")
-    elif verdict == "no significant change" and _min_p(len(a), len(b)) >= alpha:
-        notes.append(f"with {len(a)} and {len(b)} samples no test can reach p < {alpha:g}; use more --benchmark-runs")
+    elif verdict == stats.TOO_FEW:
+        notes.append(f"with {len(a)} and {len(b)} samples no test can reach p < {alpha:g}: "
+                     f"at least {stats.runs_needed(alpha)} runs each")
     return PhaseComparison(
         metric=metric, base_n=len(a), new_n=len(b),
         base_median=float(np.median(a)) if a else None, new_median=float(np.median(b)) if b else None,
@@ -80,6 +76,9 @@ def judge_phase(
 
 
 def _gate_verdict(phases: Sequence[PhaseComparison]) -> str:
+    """slower, else faster, else not comparable when no gate phase was tested, else too few runs
+    to judge when a gate phase had samples too few for any test to be significant, else no
+    significant change (every tested gate phase could have shown a change, and none did)."""
     verdicts = [p.verdict for p in phases]
     if "slower" in verdicts:
         return "slower"
@@ -87,6 +86,8 @@ def _gate_verdict(phases: Sequence[PhaseComparison]) -> str:
         return "faster"
     if all(v == "not comparable" for v in verdicts):  # none tested, or no gate phase at all
         return "not comparable"
+    if stats.TOO_FEW in verdicts:
+        return stats.TOO_FEW
     return "no significant change"
 
 
@@ -122,6 +123,16 @@ def judge_script(
         faster=[m for m, p in phases.items() if p.verdict == "faster"],
         phases=phases, note="; ".join(notes) or None,
     )
+
+
+def too_few_note(comparison: ScriptComparison) -> str | None:
+    """The note of the first gate phase judged "too few runs to judge" ("with 3 and 3 samples no
+    test can reach p < 0.05: at least 4 runs each"), or None."""
+    for m in comparison.gate:
+        phase = comparison.phases.get(m)
+        if phase is not None and phase.verdict == stats.TOO_FEW and phase.note:
+            return phase.note
+    return None
 
 
 def describe_gate(comparison: ScriptComparison) -> str:

@@ -31,7 +31,8 @@ def verdict_options() -> Any:
 def history(script: Optional[str], history_path: Optional[Path], limit: Optional[int], as_json: bool,
             **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
-    than the earlier comparable runs (same script, device and host). Exit 1 on a regression.
+    than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
+    else it is not judged). Exit 1 on a regression.
 
     SCRIPT: a script's path, name or path suffix; all scripts when omitted."""
     from ..history import HistoryStore, default_history_path
@@ -101,7 +102,8 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
             export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Compare two runs script by script and phase by phase (wall, import, compile, run, memory):
     ratio of medians with a CI, Mann-Whitney U p-value and a verdict (faster / slower / no
-    significant change) that needs both p < alpha and the minimum effect. A script is slower when
+    significant change) that needs both p < alpha and the minimum effect; too few runs to judge
+    when the runs are too few for any test to reach p < alpha (3 against 3: at least 0.1). A script is slower when
     its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression.
 
     BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
@@ -131,6 +133,7 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
             out.print(f"significantly slower: {', '.join(report.regressions)}", markup=False)
         if report.improvements:
             out.print(f"significantly faster: {', '.join(report.improvements)}", markup=False)
+        _print_too_few(report)
         if report.numerics_mismatch:
             verb = "judged anyway (--allow-mismatch)" if options.allow_mismatch else "not judged; pass --allow-mismatch to judge them"
             out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
@@ -164,8 +167,9 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     summary = f"{len(report.scripts)} script(s) compared: " + ", ".join(
         f"{counts.get(v, 0)} {v}" for v in ("slower", "faster", "no significant change"))
-    if counts.get("not comparable"):
-        summary += f", {counts['not comparable']} not comparable"
+    for verdict in ("too few runs to judge", "not comparable"):
+        if counts.get(verdict):
+            summary += f", {counts[verdict]} {verdict}"
     means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None and m in report.gate]
     if means:
         summary += f"; geometric mean of ratios (NEW/BASE): {', '.join(means)}"
@@ -176,6 +180,19 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
         verb = "judged anyway" if allow_mismatch else "not judged (--allow-mismatch)"
         summary += f"; other numerics: {', '.join(report.numerics_mismatch)}, {verb}"
     return [*lines, summary]
+
+
+def _print_too_few(report: Any) -> None:
+    """The scripts whose gate had too few runs for any test to be significant: not regressions, and
+    not "no significant change" either; with the runs each side needs."""
+    from ..verdicts import too_few_note
+
+    rows = [c for c in report.scripts if c.verdict == "too few runs to judge"]
+    if rows:
+        need = too_few_note(rows[0]) or ""
+        need = need[need.find("at least"):] if "at least" in need else "more runs"
+        out.print(f"too few runs to judge (not a regression): {', '.join(c.script_name for c in rows)}; "
+                  f"{need} (--benchmark-runs)", markup=False)
 
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]

@@ -157,14 +157,24 @@ def _device_cell(used: str | None, requested: str) -> str:
 
 
 def history_cell(check: RegressionCheck | None) -> str:
+    """The history check in a few words: the verdict against N earlier runs, or why there is none
+    ("not judged: 1 earlier run, needs 3")."""
     if check is None:
         return "-"
-    if not check.previous_runs or check.comparison is None:
-        return f"not judged: {check.other_numerics} earlier run(s) with other numerics" if check.other_numerics else "first run"
-    from ..verdicts import describe_gate
+    if check.comparison is None:
+        if check.reason:
+            return check.reason
+        if check.other_numerics:  # a check written before `reason` existed
+            return f"not judged: {check.other_numerics} earlier run(s) with other numerics"
+        return "first run" if not check.previous_runs else "not judged"
+    from ..verdicts import describe_gate, too_few_note
 
     c = check.comparison
-    return f"{c.verdict} ({describe_gate(c) or ', '.join(c.gate)} vs {check.previous_runs} earlier)"
+    text = f"{c.verdict} ({describe_gate(c) or ', '.join(c.gate)} vs {check.previous_runs} earlier)"
+    need = too_few_note(c) if c.verdict == "too few runs to judge" else None
+    if need and "at least" in need:
+        text += f"; {need[need.find('at least'):]}"
+    return text
 
 
 def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
@@ -210,7 +220,8 @@ def compare_table(report: ComparisonReport) -> Table:
             ("ratio", "right"), ("95% CI", "right"), ("p", "right"), ("n", "right"), ("verdict", "left"),
         ),
     )
-    styles = {"slower": "red", "faster": "green"}
+    # "too few runs to judge" is not "no significant change": the samples could not have shown one.
+    styles = {"slower": "red", "faster": "green", "too few runs to judge": "yellow"}
     for c in report.scripts:
         # A note that several phases share ("with 3 and 3 samples no test can reach...") is said once.
         notes = [p.note for p in c.phases.values() if p.note]

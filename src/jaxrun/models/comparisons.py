@@ -6,12 +6,13 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from ..defaults import MIN_HISTORY_RUNS
 from .base import SCHEMA_VERSION, MappingModel
 from .benchmarks import METRIC_ALIASES, RunSample
 from .results import Numerics
 
 
-Verdict = Literal["faster", "slower", "no significant change", "not comparable"]
+Verdict = Literal["faster", "slower", "no significant change", "too few runs to judge", "not comparable"]
 
 
 class PhaseComparison(MappingModel):
@@ -29,8 +30,9 @@ class PhaseComparison(MappingModel):
         None, description="Two-sided Mann-Whitney U (exact with ties and small samples); null without a test"
     )
     verdict: Verdict = Field(
-        description="slower / faster need p < alpha and a ratio beyond 1 +- min_effect; not comparable "
-        "without at least 2 samples per side"
+        description="slower / faster need p < alpha and a ratio beyond 1 +- min_effect; too few runs to "
+        "judge when the sample sizes cannot give p < alpha whatever the data (3 vs 3: p >= 0.1; the note "
+        "says how many runs each side needs); not comparable without at least 2 samples per side"
     )
     note: str | None = None
 
@@ -42,7 +44,8 @@ class ScriptComparison(MappingModel):
     device: str | None
     verdict: Verdict = Field(
         description="Over the gate's phases: slower if one is slower, else faster if one is faster, "
-        "else no significant change; not comparable when no gate phase could be tested"
+        "else not comparable when no gate phase could be tested, else too few runs to judge when a "
+        "gate phase had too few samples for the test to be significant, else no significant change"
     )
     gate: list[str] = Field(
         description="The phases that decide the verdict: the chosen metric, or run_time and "
@@ -117,14 +120,30 @@ class HistoryRun(MappingModel):
     numerics: Numerics | None = Field(None, description="The numerics the run started with (null: unknown)")
 
 
+JUDGED_VERDICTS = ("slower", "faster", "no significant change")
+
+
 class RegressionCheck(MappingModel):
+    """The newest run of a script judged against its earlier comparable runs in the history."""
+
     script_path: str
     device: str | None
     host: str
     gate: list[str] = Field(description="The phases that decide the regression")
     newest_run_id: int
-    previous_runs: int = Field(description="Earlier comparable runs pooled as the baseline")
+    previous_runs: int = Field(description="Earlier comparable runs (same numerics) found: the baseline when judged")
+    min_previous_runs: int = Field(
+        MIN_HISTORY_RUNS, description="Earlier comparable runs of the same numerics a judgement needs (jaxrun.defaults.MIN_HISTORY_RUNS)"
+    )
     other_numerics: int = Field(0, description="Earlier runs left out of the baseline for other numerics")
+    judged: bool = Field(
+        True, description="Whether the run was judged: false with fewer than min_previous_runs earlier runs (no "
+        "comparison then), or when the comparison reached no verdict (too few runs to judge, not comparable); "
+        "regression is then false, and reason says why"
+    )
+    reason: str | None = Field(
+        None, description="Why the run was not judged, e.g. 'not judged: 1 earlier run, needs 3'; null when judged"
+    )
     note: str | None = None
     comparison: ScriptComparison | None = None
     regression: bool
@@ -134,4 +153,8 @@ class RegressionCheck(MappingModel):
     def _from_one_metric(cls, data: Any) -> Any:
         if isinstance(data, dict) and "metric" in data and "gate" not in data:  # an older file
             data = {k: v for k, v in data.items() if k != "metric"} | {"gate": [data["metric"]]}
+        if isinstance(data, dict) and "judged" not in data:  # written before judged existed
+            comparison = data.get("comparison")
+            verdict = comparison.get("verdict") if isinstance(comparison, dict) else getattr(comparison, "verdict", None)
+            data = {**data, "judged": verdict in JUDGED_VERDICTS}
         return data
