@@ -157,24 +157,11 @@ def _device_cell(used: str | None, requested: str) -> str:
 
 
 def history_cell(check: RegressionCheck | None) -> str:
-    """The history check in a few words: the verdict against N earlier runs, or why there is none
-    ("not judged: 1 earlier run, needs 3")."""
-    if check is None:
-        return "-"
-    if check.comparison is None:
-        if check.reason:
-            return check.reason
-        if check.other_numerics:  # a check written before `reason` existed
-            return f"not judged: {check.other_numerics} earlier run(s) with other numerics"
-        return "first run" if not check.previous_runs else "not judged"
-    from ..verdicts import describe_gate, too_few_note
+    """The history check as every surface words it (jaxrun/view): the verdict against N earlier
+    runs, or why there is none ("not judged: 1 earlier run, needs 3")."""
+    from ..view.scripts import history_verdict
 
-    c = check.comparison
-    text = f"{c.verdict} ({describe_gate(c) or ', '.join(c.gate)} vs {check.previous_runs} earlier)"
-    need = too_few_note(c) if c.verdict == "too few runs to judge" else None
-    if need and "at least" in need:
-        text += f"; {need[need.find('at least'):]}"
-    return text
+    return history_verdict(check)[0] or "-"
 
 
 def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..models import RegressionCheck, ScriptComparison, ScriptResult
 
 GOOD, BAD, WARN, PLAIN = "good", "bad", "warn", ""
+TOO_FEW = "too few runs to judge"  # jaxrun.stats.TOO_FEW (stats imports numpy: not for a progress line)
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 
@@ -119,28 +120,38 @@ def compiles_text(compiles: Optional[int], loads: Optional[int]) -> str:
 
 
 def history_verdict(check: "RegressionCheck | None") -> tuple[Optional[str], str, bool]:
-    """(text, level, regression) of the history's judgement of a benchmarked run."""
+    """(text, level, regression) of the history's judgement of a benchmarked run: the verdict
+    against N earlier runs with the figures that decided it, or why there is none ("not judged:
+    1 earlier run, needs 3")."""
     if check is None:
         return None, PLAIN, False
-    if not check.previous_runs or check.comparison is None:
-        if check.other_numerics:
-            return (f"not judged: {plural(check.other_numerics, 'earlier run')} with other numerics", PLAIN, False)
-        return "first run in the history", PLAIN, False
-    from ..verdicts import describe_gate
-
     c = check.comparison
-    text = f"{c.verdict} than {plural(check.previous_runs, 'earlier run')}" if c.verdict in ("slower", "faster") \
-        else f"{c.verdict} against {plural(check.previous_runs, 'earlier run')}"
+    if c is None:
+        if check.reason:
+            return check.reason, PLAIN, False
+        if check.other_numerics:  # a check written before `reason` existed
+            return f"not judged: {plural(check.other_numerics, 'earlier run')} with other numerics", PLAIN, False
+        return ("first run in the history" if not check.previous_runs else "not judged"), PLAIN, False
+    from ..verdicts import describe_gate, too_few_note
+
+    verb = "than" if c.verdict in ("slower", "faster") else "against"
+    text = f"{c.verdict} {verb} {plural(check.previous_runs, 'earlier run')}"
     detail = describe_gate(c)
-    return (text + (f": {detail}" if detail else ""), _level(c.verdict), bool(check.regression))
+    if c.verdict == TOO_FEW:
+        need = too_few_note(c) or ""
+        detail = need[need.find("at least"):] if "at least" in need else detail
+    return text + (f": {detail}" if detail else ""), _level(c.verdict), bool(check.regression)
 
 
 def baseline_verdict(comparison: "ScriptComparison") -> tuple[str, str, bool]:
     """(text, level, regression) of a script against a baseline run (``--baseline``)."""
-    from ..verdicts import describe_gate
+    from ..verdicts import describe_gate, too_few_note
 
     verb = "than" if comparison.verdict in ("slower", "faster") else "against"
     detail = describe_gate(comparison)
+    if comparison.verdict == TOO_FEW:
+        need = too_few_note(comparison) or ""
+        detail = need[need.find("at least"):] if "at least" in need else detail
     return (f"{comparison.verdict} {verb} the baseline" + (f": {detail}" if detail else ""),
             _level(comparison.verdict), comparison.verdict == "slower")
 
@@ -151,14 +162,14 @@ def short_verdict(verdict: Optional[str], comparison: "ScriptComparison | None")
         return None
     if comparison is None or not verdict.startswith(comparison.verdict):
         return verdict.split(":")[0].removesuffix(" in the history")
-    word = {"no significant change": "no change"}.get(comparison.verdict, comparison.verdict)
+    word = {"no significant change": "no change", TOO_FEW: "too few runs"}.get(comparison.verdict, comparison.verdict)
     decided = [m for m in comparison.gate if m in comparison.slower + comparison.faster]
     ratios = [comparison.phases[m].ratio for m in decided if comparison.phases.get(m) and comparison.phases[m].ratio]
     return word + (f" x{ratios[0]:.2f}" if ratios else "")
 
 
 def _level(verdict: str) -> str:
-    return {"slower": BAD, "faster": GOOD}.get(verdict, PLAIN)
+    return {"slower": BAD, "faster": GOOD, TOO_FEW: WARN}.get(verdict, PLAIN)
 
 
 def _status(result: "ScriptResult") -> tuple[str, str, str]:
