@@ -577,19 +577,22 @@ def test_compare_metric_picks_the_gate(cli, crafted_pair) -> None:
 
 
 def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, crafted_pair) -> None:
-    """-q: no table; tenpct (10% slower, p < 0.01) has a line, fourruns (p = 0.029) does not."""
+    """-q: no table; tenpct (10% slower, p < 0.01) has a line, and so has fourruns (4 runs a side
+    can never reach p < 0.01: too few runs to judge, with the runs it needs); then the summary."""
     base, new = crafted_pair
     proc = cli("compare", base, new, "--metric", "wall_time", "-q", "--fail-on-regression")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 2, proc.stdout
+    assert len(lines) == 3, proc.stdout
     assert re.fullmatch(r"tenpct( \(\w+\))?: slower: wall_time 1\.100x \(95% CI 1\.\d{3}-1\.\d{3}, p=\S+\)", lines[0]), lines[0]
-    assert lines[1] == ("2 script(s) compared: 1 slower, 0 faster, 1 no significant change; "
-                        f"geometric mean of ratios (NEW/BASE): wall_time {(1.10 * 1.5) ** 0.5:.3f}"), lines[1]
-    # Nothing changed: the summary alone.
+    assert re.fullmatch(r"fourruns( \(\w+\))?: too few runs to judge: at least 5 runs each", lines[1]), lines[1]
+    assert lines[2] == ("2 script(s) compared: 1 slower, 0 faster, 0 no significant change, 1 too few runs to judge; "
+                        f"geometric mean of ratios (NEW/BASE): wall_time {(1.10 * 1.5) ** 0.5:.3f}"), lines[2]
+    # Nothing changed: the summary, and fourruns, whose 4 runs a side can never be judged.
     same = cli("compare", base, base, "--quiet")
     assert same.returncode == 0 and same.stdout.splitlines() == [
-        "2 script(s) compared: 0 slower, 0 faster, 2 no significant change; "
+        "fourruns (cpu): too few runs to judge: at least 5 runs each",
+        "2 script(s) compared: 0 slower, 0 faster, 1 no significant change, 1 too few runs to judge; "
         "geometric mean of ratios (NEW/BASE): compile_time 1.000, run_time 1.000"], same.stdout
 
 

@@ -87,7 +87,7 @@ def test_json_prints_the_results_file_and_nothing_else_on_stdout(tmp_path: Path)
     assert done.stdout == (results / "jax_execution_results.json").read_text(encoding="utf-8")
     doc = json.loads(done.stdout)
     assert [(r["script_name"], r["success"]) for r in doc["script_results"]] == [("a_sleeps", True), ("b_fails", False)]
-    assert "[1/2] a_sleeps ..." in done.stderr  # the progress went to stderr
+    assert "[1/2] a_sleeps.py ..." in done.stderr  # the progress went to stderr
 
 
 def _job(index: int, expected: float | None) -> Job:
@@ -104,3 +104,24 @@ def test_the_eta_adds_up_the_history_and_is_unknown_without_it() -> None:
     assert view._eta() == "-"  # a script with no history, and none finished yet to go by
     view._finished_seconds.append(10.0)
     assert view._eta() == "45 s"  # the unknown one counts as the mean of the finished: (30+50+10)/2
+
+
+def test_verbose_says_each_fact_once_and_each_event_on_one_line(tmp_path: Path) -> None:
+    """Issue 23: -v printed a failure four times (the attempt, the run log's result line, the seed's
+    line, the progress line), and a multi-line message broke every one of them over lines."""
+    write(tmp_path / "s", "multi.py", "if False:\n    import jax\nraise ValueError('first line\\nsecond line')\n")
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--device", "cpu", "-v",
+                  timeout=120)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    mentions = [line for line in lines if "first line" in line]
+    assert mentions == [
+        "[jaxrun] Script failed: multi.py (script_error, " + mentions[0].split("(script_error, ")[1],
+        "  multi.py: script_error: ValueError: first line (+1 more line) at multi.py:3",
+    ], done.stderr
+    assert mentions[0].endswith("): ValueError: first line (+1 more line)")
+    assert not any(line.startswith("second line") for line in lines + done.stdout.splitlines())
+    # The run log keeps every event, one line each, the full message in the result file.
+    log = (tmp_path / "r" / "jax_execution_log.txt").read_text().splitlines()
+    assert any("multi on cpu: FAILED script_error: ValueError: first line (+1 more line)" in line for line in log)
+    assert not any(line.startswith("second line") for line in log)

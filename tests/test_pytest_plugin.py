@@ -226,7 +226,7 @@ def work(x):
 
 
 def test_three(jax_benchmark):
-    jax_benchmark(work, jnp.ones((32, 32)), min_time=0.0, min_samples=3, max_samples=3, peaks=False)
+    jax_benchmark(work, jnp.ones((32, 32)), samples=3, peaks=False)
 '''
 
 

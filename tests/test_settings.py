@@ -250,9 +250,9 @@ def test_a_configured_project_runs_with_its_settings_end_to_end(tmp_path: Path) 
                   "--", "--steps", "100", env={"MY_SECRET": "s3cret", "JAX_TEST_KEEP": "1"})
     # a script expected to fail that fails leaves the batch green; one that passes is reported
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "xfail: fails: script_error, as expected (known bug #12)" in done.stdout
-    assert "XPASS: passes passed but is marked xfail (was broken)" in done.stdout
-    assert "skipped: skipped: needs a TPU" in done.stdout
+    assert "xfail: fails.py: script_error: ValueError: boom at fails.py:4 (expected: known bug #12)" in done.stdout
+    assert "XPASS: passes.py passed but is marked xfail (was broken)" in done.stdout
+    assert "skipped: skipped.py: needs a TPU (" in done.stdout  # and where the skip was set
     doc = load(results / "jax_execution_results.json")
     rows = {r["script_name"]: r for r in doc["script_results"]}
     assert sorted(rows) == ["fails", "isolated", "passes", "prints"]  # the skipped script never ran

@@ -154,13 +154,21 @@ def _phase_figures(phase: Any) -> str:
 def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
     """`jaxrun compare -q`: a line for each script whose verdict is not 'no significant change'
     (the gate phases that decided it, or why it could not be judged), then one summary line."""
+    from ..verdicts import too_few_note
+
     lines = []
     for c in report.scripts:
         if c.verdict == "no significant change":
             continue
         name = f"{c.script_name} ({c.device})" if c.device else c.script_name
         decided = [p for m, p in c.phases.items() if m in c.gate and p.verdict == c.verdict]
-        detail = ", ".join(_phase_figures(p) for p in decided) if c.verdict in ("slower", "faster") else (c.note or "")
+        if c.verdict in ("slower", "faster"):
+            detail = ", ".join(_phase_figures(p) for p in decided)
+        elif c.verdict == "too few runs to judge":
+            need = too_few_note(c) or ""
+            detail = need[need.find("at least"):] if "at least" in need else need
+        else:
+            detail = c.note or ""
         lines.append(f"{name}: {c.verdict}" + (f": {detail}" if detail else ""))
     counts: dict[str, int] = {}
     for c in report.scripts:

@@ -209,7 +209,7 @@ def _slowest_and_failed(view) -> None:  # type: ignore[no-untyped-def]
             out.print(f"fallback: {s.label}: ran on {s.device} instead of {s.device_requested}: {s.fallback_reason}",
                       markup=False, soft_wrap=True)
         if s.status == "xfailed":
-            out.print(f"xfail: {s.label}: {s.outcome_text()}", markup=False, soft_wrap=True)
+            out.print(f"xfail: {s.label}: {s.outcome_text().removeprefix('xfail: ')}", markup=False, soft_wrap=True)
         elif s.status == "xpassed":
             out.print(f"XPASS: {s.label} passed but is marked xfail ({s.expected_failure}); remove the mark if it is fixed",
                       markup=False, soft_wrap=True)

@@ -28,6 +28,7 @@ from ..models import Attempt, DeviceInfo, Numerics, RunEnvironment, ScriptResult
 from ..nvml import UtilizationSampler, visible_gpus
 from ..options import RunOptions
 from ..provenance import script_identity
+from ..formatting import one_line
 from ..timestamps import now_iso
 from .classify import Classification, Evidence, classification, classify
 from .environment import child_env, numerics_of, probe_command
@@ -246,9 +247,6 @@ def run_attempts(
                 started_at=attempt_started,
             )
         )
-        if options.verbose:
-            state = "ok" if failure is None else f"{failure.error_class}: {failure.message}"
-            logger.info("%s attempt %d on %s: %s", job.name, number, platform or target, state)
         if outcome is not None and outcome.interrupted:
             break
         action = next_action(
@@ -259,6 +257,12 @@ def run_attempts(
             launched=outcome is not None,
             other_gpu=placement.has_other_gpu(),
         )
+        if options.verbose and failure is not None and outcome is not None and action in ("retry", "other_gpu", "fallback"):
+            # Only a launched attempt that another follows: the last one is the script's result, and
+            # a device known to be missing before launching is said once, by the batch's header.
+            next_step = {"retry": "retrying", "other_gpu": "trying another GPU", "fallback": "falling back to cpu"}
+            logger.info("%s: attempt %d on %s: %s: %s; %s", job.name, number, platform or target,
+                        failure.error_class, one_line(failure.message), next_step[action])
         if action == "retry":
             retries_left -= 1
             if _interrupted_during_backoff(backoff_seconds(options.retries - retries_left), stop):

@@ -1,5 +1,8 @@
-"""``jax_execution_log.txt``: one timestamped line per event of the batch (also logged to the
-``jaxrun`` logger, which ``--verbose`` prints)."""
+"""``jax_execution_log.txt``: one timestamped line per event of the batch. What a progress line
+already says (a script's start and end, the batch's end) goes to the file only; the rest (the
+header, the seed's performance line) also to the ``jaxrun`` logger, which ``--verbose`` prints:
+each fact is said once on the terminal. Every message is one line (a multi-line error is its
+first line and ``(+N more lines)``: the full text is in the result file)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from ..formatting import one_line
 from ..timestamps import now_iso
 from . import BaseSink
 
@@ -30,7 +34,7 @@ def seed_line(result: "ScriptResult") -> str:
         return f"Script executed successfully: {file_name} ({seconds}, {_mb(result.memory_peak)})"
     return (
         f"Script failed: {file_name} ({result.error_class}, {seconds}, {_mb(result.memory_peak)}): "
-        f"{result.error_message}"
+        f"{one_line(result.error_message)}"
     )
 
 
@@ -42,13 +46,15 @@ class RunLogSink(BaseSink):
         self._total = 0
         self._handle = None
 
-    def write(self, message: str) -> None:
+    def write(self, message: str, *, echo: bool = True) -> None:
+        """A line of the log file; ``echo``: also to the logger (what no progress line says)."""
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle = open(self.path, "a", encoding="utf-8", errors="backslashreplace")
         self._handle.write(f"{now_iso()} {message}\n")
         self._handle.flush()
-        logger.info(message)
+        if echo:
+            logger.info(message)
 
     def on_begin(self, jobs: Sequence["Job"]) -> None:
         self._total = len(jobs)
@@ -56,14 +62,13 @@ class RunLogSink(BaseSink):
             self.write(line)
 
     def on_start(self, job: "Job", total: int) -> None:
-        self.write(f"[{job.index + 1}/{total}] start {job.file_name} ({job.script})")
+        self.write(f"[{job.index + 1}/{total}] start {job.file_name} ({job.script})", echo=False)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
-        state = "ok" if result.success else f"FAILED {result.error_class}: {result.error_message}"
-        self.write(
-            f"[{job.index + 1}/{self._total}] {job.file_name} on {result.device_used}: {state} "
-            f"({result.execution_time or 0:.2f} s)"
-        )
+        state = "ok" if result.success else f"FAILED {result.error_class}: {one_line(result.error_message)}"
+        seconds = "time unknown" if result.execution_time is None else f"{result.execution_time:.2f} s"
+        self.write(f"[{job.index + 1}/{self._total}] {job.file_name} on {result.device_used}: {state} ({seconds})",
+                   echo=False)
         if self.verbose:
             self.write(seed_line(result))
         return result
@@ -71,9 +76,9 @@ class RunLogSink(BaseSink):
     def on_end(self, batch: "BatchResult") -> None:
         meta = batch.metadata
         if meta.complete:
-            self.write(f"done: {meta.scripts_successful}/{meta.scripts_executed} succeeded")
+            self.write(f"done: {meta.scripts_successful}/{meta.scripts_executed} succeeded", echo=False)
         else:
-            self.write(f"interrupted after {meta.scripts_executed} of {self._total} run(s)")
+            self.write(f"interrupted after {meta.scripts_executed} of {self._total} run(s)", echo=False)
         if self._handle is not None:
             self._handle.close()
             self._handle = None
