@@ -79,6 +79,16 @@ def test_a_warning_groups_the_values_an_argument_took() -> None:
         "jit(f) compiled 5 times: argument x took 5 different values: f32[1] -> f32[2] -> f32[3] -> f32[4] -> f32[5]"]
 
 
+def test_a_warning_does_not_call_a_cache_load_a_compilation() -> None:
+    """Issue 23: 'jit(_pbvi) compiled 3 times (3 loaded from the persistent cache)' beside a table
+    that said 0 compiles: the executables loaded were never compiled."""
+    loaded = CompileStats(count=1, cache_hits=2, traces=3, source="/s.py:3", recompile_reasons=[
+        "argument x changed f32[1] -> f32[2]", "argument x changed f32[2] -> f32[3]"])
+    assert recompile_warnings({"jit(f)": loaded}) == [
+        "jit(f) needed 3 executables (1 compiled, 2 loaded from the persistent cache): argument x took 3 different "
+        "values: f32[1] -> f32[2] -> f32[3]"]
+
+
 def test_a_script_that_asked_for_explanations_still_sees_them(tmp_path: Path) -> None:
     """jaxrun hides only the explanations it asked for; the script's own logging is its own."""
     script = write(tmp_path / "s", "asks.py", (

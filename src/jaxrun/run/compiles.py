@@ -104,6 +104,8 @@ def recompile_warnings(compiles: dict[str, CompileStats]) -> list[str]:
             continue
         parts = _grouped(stats.recompile_reasons)
         more = f"; and {len(parts) - _SHOWN} other reasons" if len(parts) > _SHOWN else ""
-        loaded = f" ({stats.cache_hits} loaded from the persistent cache)" if stats.cache_hits else ""
-        warnings.append(f"{key} compiled {built[key]} times{loaded}: {'; '.join(parts[:_SHOWN])}{more}")
+        # An executable loaded from the cache was not compiled: "compiled 3 times (3 loaded)" said both.
+        what = (f"needed {built[key]} executables ({stats.count} compiled, {stats.cache_hits} loaded from the "
+                f"persistent cache)" if stats.cache_hits else f"compiled {built[key]} times")
+        warnings.append(f"{key} {what}: {'; '.join(parts[:_SHOWN])}{more}")
     return warnings
