@@ -74,7 +74,7 @@ def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path
     assert all(float(r["ratio"]) > 1.5 for r in gate)  # twice the sleep
     (table,) = _markdown_tables((tmp_path / "c.md").read_text())
     gate_rows = [r for r in table[1:] if r[2] == "run *"]
-    assert [(r[0].split(" → ")[0], r[1]) for r in gate_rows] == [("a_short", "cpu"), ("b_shorter", "cpu")]  # not "auto"
+    assert [(r[0].split(" → ")[0], r[1]) for r in gate_rows] == [("a_short.py", "cpu"), ("b_shorter.py", "cpu")]  # not "auto"; named as the summary names them
     assert all(r[3].endswith(" ms") and r[4].endswith(" ms") for r in gate_rows)  # 0.1 s and 0.2 s sleeps
 
 

@@ -220,6 +220,9 @@ def test_the_report_against_a_baseline_states_compare_s_verdicts(rich: dict) -> 
     verdicts = {(c["script_name"], c["device"]): c["verdict"] for c in rich["compare"]["scripts"]}
     results = {label: (r["script_name"], r["device_used"])
                for label, r in labelled(rich["root"], rich["batch"]["script_results"]).items()}
+    # compare names the scripts as the run's summary does (its JSON's "path"), not by file stem.
+    paths = [c["path"] for c in rich["compare"]["scripts"]]
+    assert paths and set(paths) <= LABELS and "bench/steady.py @cpu" in paths, paths
     judged = 0
     for label, key in results.items():
         if key in verdicts:

@@ -28,6 +28,7 @@ from .options import VerdictOptions, verdict_options
 from .models import BatchResult, BenchmarkResults, ComparisonReport, ScriptBenchmark, ScriptResult
 from .summary import with_unlisted_results
 from .verdicts import judge_script, metrics_for
+from .view.scripts import relative_path
 
 Key = tuple[str, Union[str, None]]
 Source = Union[str, "os.PathLike[str]", BenchmarkResults, BatchResult]
@@ -41,6 +42,7 @@ class ScriptSamples:
     device_used: str | None
     benchmarked: bool
     numerics: Numerics | None = None  # None: a file from before jaxrun recorded them
+    path: str | None = None  # as the run's view names it: relative to the folder searched, with "/"
 
 
 @dataclass
@@ -83,8 +85,11 @@ def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ..
     """Per ``(script_name, device_requested)``: the counted samples of each metric (a benchmark's
     runs, or a plain run's one value), as compare and the exports read them."""
     entries: dict[Key, ScriptSamples] = {}
+    roots = model.metadata.search_paths if isinstance(model, BatchResult) else model.search_paths
     for bench in _benchmarks(model):
-        entries[(bench.script_name, bench.device_requested)] = _benchmark_entry(bench, metrics)
+        entry = _benchmark_entry(bench, metrics)
+        entry.path = relative_path(bench.script_path, roots) if roots else None
+        entries[(bench.script_name, bench.device_requested)] = entry
     if isinstance(model, BatchResult):
         # Scripts without benchmark runs (all of them without --benchmark-runs; a script that
         # failed before benchmarking) contribute their single run, or nothing if it failed.
@@ -94,7 +99,8 @@ def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ..
                 continue
             values = {m: _single_value(result, m) if result.success else None for m in metrics}
             samples = {m: [] if v is None else [float(v)] for m, v in values.items()}
-            entries[key] = ScriptSamples(samples, result.device_used, False, result.numerics)
+            entries[key] = ScriptSamples(samples, result.device_used, False, result.numerics,
+                                         relative_path(result.script_path, roots or []))
     return entries
 
 
@@ -217,6 +223,8 @@ def compare_results(
         # The device the new run used ("auto" was only asked for); the notes say where the sides differ.
         row = judge_script(new_key[0], now.device_used or new_key[1], old.samples, now.samples, options,
                            repeated=old.benchmarked or now.benchmarked)
+        if now.path is not None:
+            row.path = now.path + (f" @{new_key[1]}" if new_key[0] in several else "")
         notes = [row.note] if row.note else []
         if base_key != new_key:
             notes.insert(0, f"requested device {base_key[1]} in base, {new_key[1]} in new")

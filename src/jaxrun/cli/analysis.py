@@ -130,9 +130,9 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
         if means:
             out.print(f"geometric mean of ratios (NEW/BASE): {', '.join(means)}", markup=False)
         if report.regressions:
-            out.print(f"significantly slower: {', '.join(report.regressions)}", markup=False)
+            out.print(f"significantly slower: {', '.join(report.shown(report.regressions))}", markup=False)
         if report.improvements:
-            out.print(f"significantly faster: {', '.join(report.improvements)}", markup=False)
+            out.print(f"significantly faster: {', '.join(report.shown(report.improvements))}", markup=False)
         _print_too_few(report)
         if report.numerics_mismatch:
             verb = "judged anyway (--allow-mismatch)" if options.allow_mismatch else "not judged; pass --allow-mismatch to judge them"
@@ -160,7 +160,7 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
     for c in report.scripts:
         if c.verdict == "no significant change":
             continue
-        name = f"{c.script_name} ({c.device})" if c.device else c.script_name
+        name = (c.path or c.script_name) + (f" ({c.device})" if c.device else "")
         decided = [p for m, p in c.phases.items() if m in c.gate and p.verdict == c.verdict]
         if c.verdict in ("slower", "faster"):
             detail = ", ".join(_phase_figures(p) for p in decided)
@@ -199,7 +199,7 @@ def _print_too_few(report: Any) -> None:
     if rows:
         need = too_few_note(rows[0]) or ""
         need = need[need.find("at least"):] if "at least" in need else "more runs"
-        out.print(f"too few runs to judge (not a regression): {', '.join(c.script_name for c in rows)}; "
+        out.print(f"too few runs to judge (not a regression): {', '.join(c.path or c.script_name for c in rows)}; "
                   f"{need} (--benchmark-runs)", markup=False)
 
 

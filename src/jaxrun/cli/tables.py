@@ -218,7 +218,7 @@ def compare_table(report: ComparisonReport) -> Table:
             ci = "-" if phase.ratio_ci_low is None else f"{phase.ratio_ci_low:.3f} – {phase.ratio_ci_high:.3f}"
             own = phase.note if phase.note and phase.note not in shared else None
             verdict = Text(phase.verdict + (f" ({own})" if own else ""), style=styles.get(phase.verdict, ""))
-            name = Text(c.script_name + (f" → {c.verdict}" if c.verdict != "no significant change" else ""),
+            name = Text((c.path or c.script_name) + (f" → {c.verdict}" if c.verdict != "no significant change" else ""),
                         style=styles.get(c.verdict, "")) if i == 0 else Text("")
             table.add_row(
                 name, Text(c.device or "-") if i == 0 else Text(""),

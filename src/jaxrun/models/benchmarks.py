@@ -156,3 +156,5 @@ class BenchmarkResults(BenchmarkingSection):
     host: str
     jaxrun_version: str
     jax_version: str | None
+    search_paths: list[str] = Field([], description="The folders (and files) the run searched: what scripts' "
+                                    "paths are shown relative to")

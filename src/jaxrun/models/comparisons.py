@@ -41,6 +41,8 @@ class ScriptComparison(MappingModel):
     """One script: every phase judged on its own, and the verdict of the phases in its gate."""
 
     script_name: str
+    path: str | None = Field(None, description="The script as the NEW run's summary names it: its path relative "
+                             "to the folder searched, with '/' (' @device' when it ran on several); null: unknown")
     device: str | None
     verdict: Verdict = Field(
         description="Over the gate's phases: slower if one is slower, else faster if one is faster, "
@@ -96,6 +98,11 @@ class ComparisonReport(MappingModel):
     numerics_mismatch: list[str] = Field(
         [], description="Scripts whose two sides started with other numerics: not judged unless allow_mismatch"
     )
+
+    def shown(self, names: list[str]) -> list[str]:
+        """``regressions``' (or another list's) entries as the summary names the scripts: their paths."""
+        paths = {c.script_name: c.path for c in self.scripts if c.path}
+        return [paths.get(name, name) for name in names]
 
 
 class HistoryRun(MappingModel):

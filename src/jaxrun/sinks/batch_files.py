@@ -100,7 +100,7 @@ class BatchFilesSink(BaseSink):
                 out / resultfiles.BENCHMARK_RESULTS,
                 BenchmarkResults(
                     generated_at=now_iso(), host=self.meta.host, jaxrun_version=__version__,
-                    jax_version=self.meta.jax_version, **dict(batch.benchmarking),
+                    jax_version=self.meta.jax_version, search_paths=self.meta.search_paths, **dict(batch.benchmarking),
                 ),
             )
         resultfiles.write_model(out / resultfiles.EXECUTION_RESULTS, batch)

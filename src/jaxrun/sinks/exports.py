@@ -113,8 +113,8 @@ def comparison_markdown(report: "ComparisonReport") -> str:
     verdict; the gate's phases marked *, and notes in rows of their own, as in the terminal."""
     gate = " + ".join(report.gate)
     lines = [f"## jaxrun compare: {_md(report.base)} -> {_md(report.new)}", "",
-             f"Slower: {_md(', '.join(report.regressions) or 'none')}; "
-             f"faster: {_md(', '.join(report.improvements) or 'none')} "
+             f"Slower: {_md(', '.join(report.shown(report.regressions)) or 'none')}; "
+             f"faster: {_md(', '.join(report.shown(report.improvements)) or 'none')} "
              f"(Mann-Whitney U, alpha {report.alpha:g}, minimum effect {report.min_effect:.0%}). "
              f"Ratios are NEW / BASE medians; \\* marks the phases that decide a script's verdict "
              f"(by default {_md(gate)}).", "",
@@ -128,7 +128,7 @@ def comparison_markdown(report: "ComparisonReport") -> str:
         notes = [p.note for p in c.phases.values() if p.note]
         shared = list(dict.fromkeys(n for n in notes if notes.count(n) > 1))
         note = "; ".join(([c.note] if c.note else []) + shared)
-        name = c.script_name + (f" → {c.verdict}" if c.verdict != "no significant change" else "")
+        name = (c.path or c.script_name) + (f" → {c.verdict}" if c.verdict != "no significant change" else "")
         for metric, phase in c.phases.items():
             own = phase.note if phase.note and phase.note not in shared else None
             lines.append(row([
