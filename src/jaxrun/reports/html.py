@@ -191,14 +191,14 @@ def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
                     f"<td class='text {s.verdict_level}'>{_esc(s.verdict)}</td>"
                     f"<td class='text'>{_esc(', '.join(c.slower) or '-')}</td><td class='text'>{_esc(', '.join(c.faster) or '-')}</td></tr>")
     return (f"<p>Baseline: <code>{_esc(comparison.base)}</code>. Gate: {_esc(', '.join(comparison.gate))}.</p>"
-            f'<table id="comparison"><thead><tr><th>script</th><th>verdict</th><th>slower phases</th>'
-            f"<th>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f'<table id="comparison"><thead><tr><th>script</th><th{_TEXT_CLASS}>verdict</th><th{_TEXT_CLASS}>'
+            f"slower phases</th><th{_TEXT_CLASS}>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
-def _recompiles(batch: "BatchResult") -> str:
+def _recompiles(batch: "BatchResult", view: "RunView") -> str:
     """Per script, each program traced more than once, with JAX's reasons (repeats counted)."""
     blocks = []
-    for r in batch.script_results:
+    for r, shown in zip(batch.script_results, view.scripts):
         items = []
         for program, stats in r.compiles.items():
             if not stats.recompile_reasons:
@@ -208,7 +208,7 @@ def _recompiles(batch: "BatchResult") -> str:
             items.append(f"<li><code>{_esc(program)}</code>: traced {stats.traces} times, compiled {stats.count}, "
                          f"loaded from the cache {stats.cache_hits}<ul>{reasons}</ul></li>")
         if items:
-            blocks.append(f"<details><summary><b>{_esc(r.script_name)}</b>: {len(items)} program(s) traced again"
+            blocks.append(f"<details><summary><b>{_esc(shown.label)}</b>: {len(items)} program(s) traced again"
                           f"</summary><ul>{''.join(items)}</ul></details>")
     return "".join(blocks) if blocks else "<p>No program was traced more than once.</p>"
 
@@ -261,7 +261,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
         f" · jax {_esc(meta.jax_version)} · {_esc(meta.host)}</div>"
         f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
         f"{''.join(plots)}{comparison_html}"
-        f"<section><h2>Recompilations</h2>{_recompiles(batch)}</section>"
+        f"<section><h2>Recompilations</h2>{_recompiles(batch, view)}</section>"
         f"<section><h2>Failures</h2>{_failures(view)}</section>"
         f"<script>{_SORT_JS}</script></body></html>\n"
     )
