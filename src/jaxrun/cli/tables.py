@@ -56,6 +56,7 @@ _SUMMARY_COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], str], bool], ..
 # names, not below _MIN_NAME): a column left out, or "device" written short.
 _NARROWER = ("body s", "import s", "compiles", "device", "run s", "verdict")
 _MIN_NAME = 20
+_READABLE_NAME = 32
 
 
 def summary_table(view: "RunView", width: int = 160) -> Table:
@@ -70,18 +71,21 @@ def summary_table(view: "RunView", width: int = 160) -> Table:
 
 def fitted(make: Callable[[set[str], int | None], Table], narrower: Iterable[str], longest: int, width: int) -> Table:
     """The table ``make(given_up, name_width)`` builds, at most ``width`` wide if it can be: the
-    names (``longest`` characters at most) shortened to what the other columns leave, not below
-    _MIN_NAME; failing that, the next of ``narrower`` given up, and so on."""
-    given_up: set[str] = set()
-    for step in (None, *narrower):
-        if step is not None:
-            given_up.add(step)
-        table = make(given_up, None)
-        over = _width(table) - width
-        if over <= 0:
-            return table
-        if longest - over >= _MIN_NAME:
-            return make(given_up, longest - over)
+    names (``longest`` characters at most) shortened to what the other columns leave, then the next
+    of ``narrower`` given up, and so on; first keeping names of _READABLE_NAME characters, failing
+    that of _MIN_NAME (a name says which script; a column only one more figure of it)."""
+    steps = [None, *narrower]
+    for least in (min(_READABLE_NAME, longest), _MIN_NAME):
+        given_up: set[str] = set()
+        for step in steps:
+            if step is not None:
+                given_up.add(step)
+            table = make(given_up, None)
+            over = _width(table) - width
+            if over <= 0:
+                return table
+            if longest - over >= least:
+                return make(given_up, longest - over)
     return make(given_up, _MIN_NAME)
 
 
