@@ -125,3 +125,48 @@ def test_verbose_says_each_fact_once_and_each_event_on_one_line(tmp_path: Path) 
     log = (tmp_path / "r" / "jax_execution_log.txt").read_text().splitlines()
     assert any("multi on cpu: FAILED script_error: ValueError: first line (+1 more line)" in line for line in log)
     assert not any(line.startswith("second line") for line in log)
+
+
+def _job(tmp_path: Path, index: int, name: str) -> Job:
+    return Job(index=index, script=tmp_path / f"{name}.py", name=name, file_name=name, device="cpu", platform="cpu",
+               results_dir=tmp_path, label=f"{name}.py")
+
+
+def _ended(name: str, seconds: float, success: bool = True):  # type: ignore[no-untyped-def]
+    from jaxrun.models import ScriptResult
+
+    return ScriptResult(script_name=name, script_path=f"/s/{name}.py", success=success, device_requested="cpu",
+                        device_used="cpu", execution_time=seconds, started_at="t", finished_at="t",
+                        error_class=None if success else "script_error", error_message=None if success else "boom")
+
+
+def test_a_benchmarked_script_shows_its_run_and_an_eta_from_its_own_runs(tmp_path: Path) -> None:
+    """Issue 23: the live view sat at '0/1 name 23.8 s', ETA '-', with no word of the runs."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=100, color_system="standard")
+    view = LiveProgress(console, slots=1, runs=3)  # --warmup-runs 0 --benchmark-runs 3
+    job = _job(tmp_path, 0, "bench")
+    view._expected, view._runs_of = {0: None}, {0: 3}  # noqa: SLF001 - as on_begin would, without Live
+    view.on_start(job, 1)
+    assert view._eta() == "-"  # nothing to go by yet
+    view.on_progress(job, _ended("bench", 2.0))  # its first run took 2 s: two more to go
+    assert view._eta() == "4 s"
+    with console.capture() as capture:
+        console.print(view.__rich__())
+    assert "bench.py" in capture.get() and "run 2/3" in capture.get()
+
+
+def test_the_bar_is_green_until_a_script_fails(tmp_path: Path) -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=100, color_system="standard")
+    view = LiveProgress(console, slots=1)
+    view._expected = {0: None, 1: None, 2: None}  # noqa: SLF001
+    view._progress.update(view._task, total=3)  # noqa: SLF001
+
+    def bar() -> str:
+        with console.capture() as capture:
+            console.print(view.__rich__())
+        return capture.get()
+
+    view.on_result(_job(tmp_path, 0, "a"), _ended("a", 1.0))
+    assert "\x1b[32m━" in bar() and "\x1b[31m━" not in bar()  # done and all well: green, never red
+    view.on_result(_job(tmp_path, 1, "b"), _ended("b", 1.0, success=False))
+    assert "\x1b[31m━" in bar()  # a failure turns it red

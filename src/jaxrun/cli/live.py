@@ -76,7 +76,7 @@ class LiveProgress(BaseSink):
                 return "-"
             remaining = per_run * (runs - len(done))
             if index in self._running:
-                ran = time.monotonic() - self._running[index][1] - sum(done)
+                ran = max(0.0, time.monotonic() - self._running[index][1] - sum(done))  # of the run going on
                 remaining = max(0.0, remaining - ran)
             left += remaining
         return f"{left / self.slots:.0f} s"
