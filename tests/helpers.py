@@ -99,7 +99,7 @@ def interrupt_and_resume(tmp_path: Path, sig: int, *extra: str) -> None:
     assert rows["a_first"]["started_at"] == first["started_at"]  # kept, not run again
     # What the resumed run printed: the kept script said to be kept, the two that ran as 1 and 2 of 2.
     lines = [line for line in resumed.stderr.splitlines() if "a_first" in line or line.startswith("[")]
-    assert f"  a_first.py: kept from the earlier run (ok " in "\n".join(lines), resumed.stderr
+    assert "  a_first.py: kept from the earlier run (ok " in "\n".join(lines), resumed.stderr
     assert [line.split()[0] for line in lines if line.startswith("[")] == ["[1/2]", "[2/2]"], resumed.stderr
     assert rows["b_slow"]["started_at"] > first["finished_at"]
     # The same files as one uninterrupted run: one result, one pair of logs per script.
@@ -136,3 +136,18 @@ def survivors(token: str) -> list[str]:
         except psutil.Error:
             continue
     return found
+
+
+def read_terminal(master: int) -> str:
+    """Everything a child wrote to the pseudo-terminal ``master`` until it closed it (closed here)."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")

@@ -16,7 +16,7 @@ from rich.console import Console
 from jaxrun.cli.live import LiveProgress
 from jaxrun.job import Job
 
-from helpers import jaxrun, write
+from helpers import jaxrun, read_terminal, write
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\nprint('done')\n"
 FAILS = "if False:\n    import jax\nraise ValueError('on purpose')\n"
@@ -36,17 +36,8 @@ def _under_pty(*args: object, cwd: Path) -> tuple[int, str]:
     proc = subprocess.Popen([sys.executable, "-m", "jaxrun", *map(str, args)], cwd=cwd, stdin=slave,
                             stdout=slave, stderr=slave, env=env)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    return proc.wait(timeout=120), b"".join(chunks).decode("utf-8", "replace")
+    output = read_terminal(master)
+    return proc.wait(timeout=120), output
 
 
 def test_a_terminal_gets_the_live_view_then_the_summary(tmp_path: Path) -> None:

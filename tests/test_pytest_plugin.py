@@ -15,7 +15,7 @@ pytest_plugins = ["pytester"]
 
 # The sample suite: SAMPLE_SLEEP (seconds) slows `work` down through a host callback, to play a
 # regression between two runs.
-SUITE = '''
+WORK_MODULE = '''
 import os
 import time
 
@@ -29,7 +29,8 @@ def work(x):
     if SLEEP:
         x = jax.pure_callback(lambda v: (time.sleep(SLEEP), v)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x)
     return jnp.tanh(x) @ x
-
+'''
+SUITE = WORK_MODULE + '''
 
 def test_work(jax_benchmark):
     m = jax_benchmark(work, jnp.ones((64, 64)), min_time=0.1, peaks=False)
@@ -209,21 +210,7 @@ def test_a_bad_time_budget_is_a_usage_error(pytester: pytest.Pytester) -> None:
     ini.stderr.fnmatch_lines(["*ini value jax_benchmark_time_budget must be a number of seconds > 0*got 'soon'*"])
 
 
-THREE_SAMPLES = '''
-import os
-import time
-
-import jax
-import jax.numpy as jnp
-
-SLEEP = float(os.environ.get("SAMPLE_SLEEP", "0"))
-
-
-def work(x):
-    if SLEEP:
-        x = jax.pure_callback(lambda v: (time.sleep(SLEEP), v)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x)
-    return jnp.tanh(x) @ x
-
+THREE_SAMPLES = WORK_MODULE + '''
 
 def test_three(jax_benchmark):
     jax_benchmark(work, jnp.ones((32, 32)), samples=3, peaks=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write
+from helpers import read_terminal, write
 
 LONG = "gnn_pipeline/output/11_render_output/tiger_pomdp/jax/Tiger POMDP_jax.py"
 QUICK = "if False:\n    import jax\nprint('done')\n"
@@ -44,18 +44,9 @@ def _summary_on_a_terminal(folder: Path, columns: int) -> str:
                              str(folder.parent / f"r{columns}"), "--no-history"],
                             stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
+    output = read_terminal(master)
     assert proc.wait(timeout=300) == 1  # fails.py
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8")).replace("\r\n", "\n")
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output).replace("\r\n", "\n")
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / f"summary_{columns}_columns.txt").write_text(text)
     return text

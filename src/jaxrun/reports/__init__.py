@@ -7,8 +7,7 @@ from pathlib import Path
 
 from .. import resultfiles
 from ..errors import UsageError
-from ..models import BatchResult
-from ..summary import with_unlisted_results
+from ..view.run import read_batch
 
 REPORT_FILE = "report.html"
 
@@ -24,14 +23,7 @@ def write_report(results_dir: Path, output: Path | None = None, baseline: Path |
     except ImportError:
         raise UsageError("jaxrun report needs plotly: pip install 'jaxrun[report]'") from None
 
-    source = Path(results_dir) / resultfiles.EXECUTION_RESULTS
-    try:
-        batch = with_unlisted_results(resultfiles.read_model(source, BatchResult), Path(results_dir))
-    except OSError:
-        raise UsageError(f"no jaxrun results in {str(results_dir)!r} ({resultfiles.EXECUTION_RESULTS} is missing); "
-                         "pass a folder `jaxrun run` wrote") from None
-    except ValueError as exc:
-        raise UsageError(f"{str(source)!r} is not a valid jaxrun results file: {str(exc).splitlines()[0]}") from None
+    batch = read_batch(Path(results_dir))
     comparison = compare_results(baseline, results_dir) if baseline is not None else None
     target = Path(output) if output is not None else Path(results_dir) / REPORT_FILE
     try:

@@ -166,9 +166,9 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tu
     return reasons, notes
 
 
-def read_run_view(results_dir: Path, baseline: Optional[Path] = None) -> RunView:
-    """The view of the run in ``results_dir`` (against ``baseline``, another results folder, when
-    given). Raises UsageError when the folder holds no readable run."""
+def read_batch(results_dir: Path) -> "BatchResult":
+    """The run in ``results_dir`` as its files hold it (with the scripts a cut-off batch has only
+    in their own files). Raises UsageError when the folder holds no readable run."""
     from .. import resultfiles
     from ..errors import UsageError
     from ..models import BatchResult
@@ -176,15 +176,20 @@ def read_run_view(results_dir: Path, baseline: Optional[Path] = None) -> RunView
 
     source = Path(results_dir) / resultfiles.EXECUTION_RESULTS
     try:
-        batch = with_unlisted_results(resultfiles.read_model(source, BatchResult), Path(results_dir))
+        return with_unlisted_results(resultfiles.read_model(source, BatchResult), Path(results_dir))
     except OSError:
         raise UsageError(f"no jaxrun results in {str(results_dir)!r} ({resultfiles.EXECUTION_RESULTS} is missing); "
                          "pass a folder `jaxrun run` wrote") from None
     except ValueError as exc:
         raise UsageError(f"{str(source)!r} is not a valid jaxrun results file: {str(exc).splitlines()[0]}") from None
+
+
+def read_run_view(results_dir: Path, baseline: Optional[Path] = None) -> RunView:
+    """The view of the run in ``results_dir`` (against ``baseline``, another results folder, when
+    given). Raises UsageError when the folder holds no readable run."""
     comparison = None
     if baseline is not None:
         from ..compare import compare_results
 
         comparison = compare_results(baseline, results_dir)
-    return run_view(batch, comparison)
+    return run_view(read_batch(results_dir), comparison)
