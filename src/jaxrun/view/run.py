@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from .scripts import ScriptView, script_view
+from .scripts import ScriptView, relative_path, script_view
 from ..formatting import plural
 
 if TYPE_CHECKING:
@@ -97,15 +97,10 @@ class RunView:
             return "", "times: " + "; ".join(timings)
         return " *", "* the median of its counted runs: " + "; ".join(timings)
 
-    def script(self, name: str) -> ScriptView:
-        return next(s for s in self.scripts if s.name == name)
-
 
 def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> RunView:
     """The view of ``batch``; ``comparison`` (``compare_results(baseline, batch)``) puts the
     verdicts against that baseline in place of the history's."""
-    from ..summary import performance_summary
-
     meta = batch.metadata
     results = batch.script_results
     # A script run on several devices is one row per device: only then does its label say which.
@@ -120,21 +115,18 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
         scripts.append(script_view(r, meta.search_paths, several_devices=runs_of[r.script_path] > 1, kept=r.kept,
                                    comparison=against))
     # Skipped scripts never ran; their label is their path, as the table's.
-    from .scripts import relative_path
-
     skipped = [Skipped(relative_path(s.script_path, meta.search_paths) if s.script_path else s.script_name,
                        s.reason, s.origin) for s in meta.skipped]
     reasons, notes = _exit(batch, scripts, comparison is not None)
     memory = [s.memory for s in scripts if s.memory is not None]
-    summary = performance_summary(results)
     return RunView(
         scripts=scripts, results_dir=meta.results_dir, complete=meta.complete,
         device_requested=meta.device_requested, device_used=meta.device_used,
-        executed=len(results), succeeded=sum(s.status == "ok" for s in scripts),
+        executed=len(results), succeeded=sum(r.success for r in results),  # as the result files count
         failed=sum(s.status == "failed" for s in scripts),
         xfailed=sum(s.status == "xfailed" for s in scripts), xpassed=sum(s.status == "xpassed" for s in scripts),
         kept=sum(s.kept for s in scripts), skipped=skipped,
-        total_time=summary.total_execution_time, largest_memory=max(memory) if memory else None,
+        total_time=batch.performance_summary.total_execution_time, largest_memory=max(memory) if memory else None,
         benchmarked=any(r.benchmark is not None for r in results),
         baseline=comparison.base if comparison is not None else None,
         exit_status=EXIT_FAILED if reasons else EXIT_OK, exit_reasons=reasons, notes=notes,

@@ -61,10 +61,6 @@ class ScriptView:
     expected_failure: Optional[str]  # why it is marked xfail
     warnings: list[str] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return self.status in ("ok", "xfailed")
-
     def outcome_text(self) -> str:
         """The one-line outcome the progress lines print when it ends."""
         where = f" at {self.location}" if self.location else ""
