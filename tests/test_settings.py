@@ -384,3 +384,18 @@ def test_each_job_gets_its_own_device_tables_settings_and_origins(tmp_path: Path
     assert (runs["cpu"].memory_limit, runs["gpu"].memory_limit) == (2**30, 2 * 2**30)
     assert runs["cpu"].origin_of("memory_limit").endswith("jaxrun.toml:3")
     assert runs["gpu"].origin_of("memory_limit").endswith("jaxrun.toml:5")  # not the cpu table's line
+
+
+def test_a_script_s_own_device_list_gives_each_device_its_own_files(tmp_path: Path) -> None:
+    """A '# jaxrun: device=' list makes one job per device: before, both wrote the same
+    <name>_result.json and logs (the batch added @device only for a batch-wide list)."""
+    write(tmp_path, "s/both.py", "# jaxrun: device='cpu,gpu'\nif False:\n    import jax\nprint('hi')\n")
+    write(tmp_path, "s/plain.py", "if False:\n    import jax\nprint('hi')\n")
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history")
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir())
+    assert files == ["both@cpu_result.json", "both@gpu_result.json", "plain_result.json"]
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    assert [(r["script_name"], r["device_requested"]) for r in doc["script_results"]] == [
+        ("both", "cpu"), ("both", "gpu"), ("plain", "auto")]
+    assert "both.py @cpu" in done.stdout and "both.py @gpu" in done.stdout and "plain.py @" not in done.stdout

@@ -118,7 +118,10 @@ def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DeviceP
                                              device if plan.own_device else None)
             jobs.append(Job(
                 index=len(jobs), script=plan.script, name=plan.name,
-                file_name=resultfiles.file_stem(f"{plan.name}@{device}" if several else plan.name),
+                # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one
+                # script too: each needs its own files.
+                file_name=resultfiles.file_stem(f"{plan.name}@{device}" if several or len(plan.devices) > 1
+                                                else plan.name),
                 device=device, platform=platform, results_dir=options.results_dir,
                 expected_seconds=durations.get(str(plan.script)),
                 run_options=options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None,
