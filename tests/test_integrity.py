@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,9 +17,10 @@ import pytest
 
 from jaxrun import execute_jax_script, resultfiles, run_jax_scripts
 from jaxrun.errors import UsageError
+from jaxrun.probe.lifeline import SCRIPTS_LOCK_FILE
 from jaxrun.run import cgroups
 
-from helpers import interrupt_and_resume, start_batch, write
+from helpers import interrupt_and_resume, start_batch, survivors, write
 
 SLOW = "import time\nimport jax\ntime.sleep(4)\n"
 QUICK = "import jax\nprint('quick')\n"
@@ -247,3 +249,74 @@ def test_batch_files_are_rewritten_at_a_bounded_rate_and_a_killed_batch_loses_no
     resultfiles.write_model(tmp_path / "r" / resultfiles.EXECUTION_RESULTS, stale)
     report = compare_results(tmp_path / "r", tmp_path / "r")
     assert len(report.scripts) == 300
+
+
+KILLED_MID_RUN = """\
+if False:
+    import jax
+import os, pathlib, subprocess, sys, time
+marks = pathlib.Path(os.environ["MARKS"])
+marks.mkdir(exist_ok=True)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "grandchild-{token}"])
+(marks / "started").write_text(str(os.getpid()))
+time.sleep(20)
+(marks / "finished").write_text("the script outlived jaxrun")
+"""
+
+
+def test_scripts_never_outlive_a_killed_jaxrun_and_its_leftovers_go(tmp_path: Path) -> None:
+    """Issue 24: after `kill -9` of jaxrun its scripts ran on unsupervised (re-parented to init),
+    the folder lock was free at once, so a --resume ran them a second time beside the survivors,
+    and each kill left /tmp/jaxrun-events-* folders behind."""
+    token = f"k9-{os.getpid()}-{time.time_ns()}"
+    marks = tmp_path / "marks"
+    write(tmp_path / "s", "sleeper.py", KILLED_MID_RUN.replace("{token}", token))
+    env = {**os.environ, "MARKS": str(marks)}
+    proc = subprocess.Popen([sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--results-dir",
+                             str(tmp_path / "r"), "--no-history", "-q"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (marks / "started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "the script never started"
+        time.sleep(0.05)
+    probe = psutil.Process(int((marks / "started").read_text()))
+    # While it runs, the script's process holds the scripts' lock of the results folder.
+    assert str(tmp_path / "r" / SCRIPTS_LOCK_FILE) in [f.path for f in probe.open_files()]
+    jaxrun_pid = proc.pid
+    leftovers = [p for p in Path(tempfile.gettempdir()).glob(f"jaxrun-events-{jaxrun_pid}-*")]
+    assert leftovers, "the run's channel folder is named after its jaxrun process"
+    proc.kill()  # SIGKILL: jaxrun cannot clean up
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while survivors(token) or probe.is_running() and probe.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"left running after jaxrun died: {survivors(token)}"
+        time.sleep(0.05)
+    assert not (marks / "finished").exists()
+    # The next run (here: the resume) removes what the killed run could not, and runs the script once.
+    (marks / "started").unlink()
+    done = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--results-dir",
+                           str(tmp_path / "r"), "--no-history", "-q", "--resume"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not any(p.exists() for p in leftovers)
+    assert (marks / "finished").exists() and survivors(token) == []
+
+
+def test_a_new_run_waits_for_the_scripts_of_an_earlier_one(tmp_path: Path) -> None:
+    """The scripts of a run hold the folder's scripts lock (shared) while they live: a run that
+    starts meanwhile waits for them, and refuses after its patience, in one line."""
+    import fcntl
+
+    from jaxrun.batch.lock import ResultsFolderLock, _wait_for_earlier_scripts
+
+    folder = tmp_path / "r"
+    folder.mkdir()
+    fd = os.open(folder / SCRIPTS_LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # a script of an earlier run, still alive
+    try:
+        with pytest.raises(UsageError, match="still in use by the scripts of an earlier jaxrun run"):
+            _wait_for_earlier_scripts(folder, patience=0.2)
+    finally:
+        os.close(fd)  # it is gone
+    with ResultsFolderLock(folder):  # nothing holds it: the run starts at once
+        pass

@@ -14,6 +14,7 @@ from .channel import EVENTS_ENV, EventWriter
 from .cgroup_join import join_cgroups
 from .ending import Body
 from .jax_hooks import block_until_ready, jit_seconds, watch_jax_import
+from .lifeline import hold_scripts_lock, watch as watch_lifeline
 from .profiler import Profiler
 
 _TRACEBACK_TAIL = 8000
@@ -122,12 +123,14 @@ def _wait_as_spare() -> tuple[list[str], float] | None:
 
 
 def main(argv: list[str]) -> int:
+    watch_lifeline()  # before anything can run: a spare too (it may wait long for its job)
     spare_ready_at = None
     if argv == [SPARE]:
         job = _wait_as_spare()
         if job is None:
             return 0
         argv, spare_ready_at = job
+    hold_scripts_lock()  # the job's environment names it (a spare has it only now)
     arguments = ProbeArguments.parse(argv)
     events_path, entry, profile_dir = arguments.events, arguments.entry, arguments.profile
     script_argv = list(arguments.script_argv)

@@ -14,6 +14,9 @@ import resource
 
 from .channel import CGROUPS_ENV
 
+# The run's cgroups this process joined (probe/lifeline.py stops every process in them).
+joined_folders: list[str] = []
+
 
 # Where a cgroup counts the CPU time of its processes: controller (``""`` for v2) -> (file, key,
 # seconds per unit). A v1 ``cpu.stat`` has no ``usage_usec``. run/cgroups.py reads the same files.
@@ -83,6 +86,7 @@ def join_cgroups() -> dict[str, object]:
     counts CPU, the process reaps its finished children as it exits (``_reap_finished_children``)."""
     atexit.unregister(_reap_finished_children)  # a spare joins twice: as a spare, then for its job
     folders = [f for f in os.environ.pop(CGROUPS_ENV, "").split(os.pathsep) if f]
+    joined_folders[:] = folders
     joined = _join(folders) if folders else {}
     if joined.get("cgroup_joined"):
         cpu_before = _cpu_before_join(folders)

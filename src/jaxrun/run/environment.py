@@ -19,6 +19,7 @@ from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
 from ..probe.arguments import ProbeArguments
 from ..probe.channel import EVENTS_ENV
+from ..probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
 from ..job import Job
 from .placement import Slot, merge_xla_flags
 
@@ -78,6 +79,8 @@ def child_env(
         env["JAX_DISABLE_JIT"] = "True"
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
+    # The probe holds a shared lock on it while it lives: a later run waits until it is gone.
+    env[SCRIPTS_LOCK_ENV] = str(job.results_dir / SCRIPTS_LOCK_FILE)
     env["PYTHONUNBUFFERED"] = "1"
     return make_jaxrun_importable(env)  # the probe must be importable, from a source tree too
 

@@ -27,7 +27,7 @@ from ..probe import events as ev
 from ..probe.arguments import MODULE as PROBE_MODULE
 from ..probe.channel import EVENTS_ENV, read_events
 from ..startup_trace import mark
-from . import cgroups
+from . import cgroups, lifeline
 from .spare import Spare
 
 if TYPE_CHECKING:
@@ -195,11 +195,12 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
     proc = spare.proc if spare is not None else subprocess.Popen(
         command,
         cwd=cwd,
-        env=env,
+        env={**env, **lifeline.child_env()},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group: one signal reaches the whole tree
+        pass_fds=lifeline.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline.py)
     )
     if group is not None and (spare is None or group is not spare.group):
         group.adopt(proc.pid)

@@ -9,6 +9,7 @@ policy can be exercised without a GPU (tests pass a fake attempt; see docs/ARCHI
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -123,6 +124,28 @@ def _keep_attempt_logs(job: Job, number: int) -> None:
             log.rename(log.with_name(f"{stem}.attempt{number}.{stream}.{ext}"))
 
 
+_EVENTS_PREFIX = "jaxrun-events-"  # + the pid of the jaxrun process that made the folder
+
+
+@functools.lru_cache(maxsize=None)
+def _sweep_stale_event_folders() -> None:
+    """Remove the probe channel folders of jaxrun processes that were killed before they could
+    (once per process: a killed run's folders go at the next run)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_EVENTS_PREFIX}*"):
+        owner = folder.name[len(_EVENTS_PREFIX):].split("-")[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not _alive(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: str) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def launch_attempt(
     job: Job,
     options: RunOptions,
@@ -137,7 +160,8 @@ def launch_attempt(
     batch's, with its spare process; :meth:`Launcher.attempt` passes it)."""
     job.output_dir.mkdir(parents=True, exist_ok=True)
     job.stdout_log.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="jaxrun-events-") as tmp:
+    _sweep_stale_event_folders()
+    with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
         env = child_env(job, options, platform, info, events_path, slot, compile_cache)
         command = probe_command(job.script, events_path, options, job.profile_dir)

@@ -30,7 +30,7 @@ import time
 from typing import TYPE_CHECKING, Mapping
 
 from ..probe.arguments import MODULE as PROBE_MODULE, SPARE
-from . import cgroups
+from . import cgroups, lifeline
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -122,8 +122,10 @@ class SparePool:
             spawned_at = time.perf_counter()
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", PROBE_MODULE, SPARE], env={**self._env, **(group.env() if group else {})},
+                    [sys.executable, "-m", PROBE_MODULE, SPARE],
+                    env={**self._env, **(group.env() if group else {}), **lifeline.child_env()},
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                    pass_fds=lifeline.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline.py)
                 )
             except OSError:
                 if group is not None:
