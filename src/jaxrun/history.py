@@ -549,10 +549,21 @@ def integrity_check(path: str | os.PathLike[str]) -> list[str]:
         db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS)
     except sqlite3.Error as exc:
         return [str(exc)]
+    # SQLite may stop with an error after a finding, and Python's sqlite3 then loses the rows it
+    # had: ask for 1, 2, 4, ... findings, keeping the last full answer and the error that ended it.
+    rows: list[str] = []
+    limit = 1
     try:
-        rows = [str(r[0]) for r in db.execute("PRAGMA integrity_check").fetchall()]
-    except sqlite3.Error as exc:
-        return [str(exc)]
+        while True:
+            try:
+                found = [str(r[0]) for r in db.execute(f"PRAGMA integrity_check({limit})").fetchall()]
+            except sqlite3.Error as exc:
+                rows.append(str(exc))
+                break
+            rows = found
+            if found == ["ok"] or len(found) < limit or limit >= 1024:
+                break
+            limit *= 2
     finally:
         db.close()
     return [] if rows == ["ok"] else [line for row in rows for line in row.splitlines()]
