@@ -385,3 +385,102 @@ def test_warm_mode_runs_are_compared_only_with_warm_mode_runs(db: Path) -> None:
         # Slower than the ordinary runs, but a different measurement: nothing earlier to compare.
         assert check.previous_runs == 0 and check.regression is False
         assert store.get(warm_id).mode == "warm:mainx10"
+
+
+# --- a damaged page: the file opens, SQLite cannot read part of it ----------------------------------
+
+TINY = "if False:\n    import jax\nprint(1)\n"
+
+
+def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf") -> int:
+    """A real history of ``runs`` runs (30 samples each) with garbage written over one page:
+    ``samples-leaf`` a leaf of the samples table in the middle, ``samples-root`` its root page,
+    ``meta`` the meta table's page. Returns how many samples it held."""
+    with HistoryStore(path) as store:
+        for k in range(runs):
+            store.record(make_run(normal(k, 1.0, 30), path=f"/proj/s{k % 4}.py", name=f"s{k % 4}.py"))
+    con = sqlite3.connect(path)
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    if page == "samples-leaf":
+        leaves = [r[0] for r in con.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'samples' AND pagetype = 'leaf' ORDER BY pageno")]
+        assert len(leaves) > 4
+        number = leaves[len(leaves) // 2]
+    else:
+        number = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
+                             ("samples" if page == "samples-root" else "meta",)).fetchone()[0]
+    total = con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+    con.close()
+    assert not Path(f"{path}-wal").exists()  # every write is in the file itself
+    with open(path, "r+b") as f:
+        f.seek((number - 1) * size)
+        f.write(bytes([0xA5]) * size)
+    return total
+
+
+def test_a_damaged_page_is_one_line_and_check_and_repair_save_what_can_be_read(tmp_path: Path) -> None:
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    total = damaged_history(db)
+    with pytest.raises(sqlite3.DatabaseError, match="malformed"):  # the damage is real: SQLite cannot read it
+        with HistoryStore(db) as store:
+            store.runs()
+
+    shown = jaxrun("history", "--history", db)
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr
+    (line,) = shown.stderr.strip().splitlines()
+    assert str(db) in line and "database disk image is malformed" in line
+    assert "jaxrun history --check" in line and "jaxrun history --repair" in line
+
+    checked = jaxrun("history", "--history", db, "--check")
+    assert checked.returncode == 1, checked.stderr
+    assert "is damaged" in checked.stdout and "--repair" in checked.stdout
+    assert "btreeInitPage() returns error code 11" in checked.stdout  # SQLite's own findings, one a line
+
+    repaired = jaxrun("history", "--history", db, "--repair")
+    assert repaired.returncode == 0, repaired.stderr
+    (damaged,) = tmp_path.glob("history.sqlite.damaged-*")
+    assert damaged.is_file()  # the old file is kept
+    with HistoryStore(db) as store:
+        runs = store.runs()
+        saved = sum(len(r.samples) for r in runs)
+    assert len(runs) == 40 and 0 < saved < total  # every run; the samples of one page are lost
+    assert f"saved 40 run(s) with {saved} sample(s)" in repaired.stdout and str(damaged) in repaired.stdout
+    assert jaxrun("history", "--history", db, "--check").returncode == 0
+    assert jaxrun("history", "--history", db).returncode == 0
+    assert jaxrun("history", "--history", damaged, "--check").returncode == 1  # kept as it was
+
+
+@pytest.mark.parametrize("page", ["samples-root", "meta"])
+def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> None:
+    """A page the batch's first record hits (samples-root), or one that opening the store reads
+    (meta): every script still runs and is written, exit 0, one note; each check says why."""
+    import json
+
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    damaged_history(db, runs=4, page=page)
+    for name in ("a", "b", "c"):
+        (tmp_path / "s").mkdir(exist_ok=True)
+        (tmp_path / "s" / f"{name}.py").write_text(TINY)
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--device", "cpu", "--history", db,
+                  "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    notes = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("note: history unreadable")]
+    assert len(notes) == 1 and str(db) in notes[0] and "malformed" in notes[0]
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert doc["metadata"]["complete"] and str(db) in doc["metadata"]["history_problem"]
+    assert len(doc["script_results"]) == 3 and all(r["success"] for r in doc["script_results"])
+    assert sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir()) == [
+        "a_result.json", "b_result.json", "c_result.json"]
+    for result in doc["script_results"]:
+        check = result["benchmark"]["history_check"]
+        assert not check["judged"] and not check["regression"]
+        assert check["reason"] == f"not judged: history unreadable ({db}: database disk image is malformed)"
+    shown = jaxrun("history", "--history", db)
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr
+    (line,) = shown.stderr.strip().splitlines()
+    assert str(db) in line and "malformed" in line and "jaxrun history --repair" in line

@@ -42,6 +42,7 @@ from .verdicts import judge_script, metrics_for, too_few_note
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
     "script_identity", "ScriptSummary", "TrendPoint", "MIGRATIONS", "SCHEMA_VERSION", "HISTORY_ENV",
+    "HistoryUnreadable", "integrity_check", "repair", "Repaired",
 ]
 
 SCHEMA_VERSION = 5
@@ -53,6 +54,23 @@ _RUN_COLUMNS = (
     "mode", "numerics",
 )
 _SAMPLE_COLUMNS = ("idx", "warmup", "success", "error_class", *SAMPLE_METRICS)
+
+
+class HistoryUnreadable(UsageError):
+    """The history database opened, but SQLite could not read or write it (a damaged page, an I/O
+    error). A batch notes it once and goes on without the history; ``jaxrun history`` says it in
+    one line. ``problem`` is ``<path>: <SQLite's message>``."""
+
+    def __init__(self, path: str | os.PathLike[str], detail: object) -> None:
+        self.path, self.detail = Path(path), str(detail)
+        super().__init__(
+            f"cannot read the history database {str(self.path)!r}: {self.detail}; "
+            "`jaxrun history --check` says what is damaged, `jaxrun history --repair` saves what can be read"
+        )
+
+    @property
+    def problem(self) -> str:
+        return f"{self.path}: {self.detail}"
 
 
 class ScriptSummary(NamedTuple):
@@ -203,9 +221,11 @@ class HistoryStore:
                 if ("locked" in str(exc) or "busy" in str(exc)) and time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
-                raise UsageError(f"cannot use history database {str(self.path)!r}: {exc}") from None
+                raise HistoryUnreadable(self.path, exc) from None
             except sqlite3.DatabaseError as exc:
-                raise self._not_a_database(exc) from None
+                if "not a database" in str(exc):  # not an SQLite file at all (or its header is gone)
+                    raise self._not_a_database(exc) from None
+                raise HistoryUnreadable(self.path, exc) from None  # an SQLite file with a damaged page
 
     def _stored_version(self) -> int:
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
@@ -509,3 +529,160 @@ def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: S
     except (UsageError, sqlite3.Error):
         return {}
     return durations
+
+
+# --- a damaged database: SQLite's own check, and saving what can be read ---------------------------
+
+
+def _existing(path: str | os.PathLike[str]) -> Path:
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UsageError(f"no history database at {str(path)!r}; pass --history PATH")
+    return path
+
+
+def integrity_check(path: str | os.PathLike[str]) -> list[str]:
+    """SQLite's ``PRAGMA integrity_check`` of the history at ``path``: its findings, ``[]`` when
+    the file is sound. A file SQLite cannot check at all is one finding (its message)."""
+    path = _existing(path)
+    try:
+        db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS)
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    # SQLite may stop with an error after a finding, and Python's sqlite3 then loses the rows it
+    # had: ask for 1, 2, 4, ... findings, keeping the last full answer and the error that ended it.
+    rows: list[str] = []
+    limit = 1
+    try:
+        while True:
+            try:
+                found = [str(r[0]) for r in db.execute(f"PRAGMA integrity_check({limit})").fetchall()]
+            except sqlite3.Error as exc:
+                rows.append(str(exc))
+                break
+            rows = found
+            if found == ["ok"] or len(found) < limit or limit >= 1024:
+                break
+            limit *= 2
+    finally:
+        db.close()
+    return [] if rows == ["ok"] else [line for row in rows for line in row.splitlines()]
+
+
+class Repaired(NamedTuple):
+    path: Path  # the new database, where the old one was
+    damaged: Path  # the old file, renamed
+    runs: int
+    samples: int
+    unreadable: list[str]  # "table: what could not be read"
+
+
+def _readable_rows(db: sqlite3.Connection, table: str, lost: list[str]) -> Iterator[tuple[Any, ...]]:
+    """Every row of ``table`` SQLite can still read, in rowid order: a damaged page is stepped
+    over (the first readable rowid past it found by a doubling then a bisecting search)."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    after: int | None = None  # the last rowid read (None: from the start)
+    while True:
+        where, params = ("", []) if after is None else (" WHERE rowid > ?", [after])
+        try:
+            for row in db.execute(f"SELECT rowid, * FROM {quoted}{where} ORDER BY rowid", params):
+                after = row[0]
+                yield row
+            return
+        except sqlite3.DatabaseError as exc:
+            start = after if after is not None else -(2 ** 63)
+
+            def readable(low: int) -> bool:
+                try:
+                    db.execute(f"SELECT rowid, * FROM {quoted} WHERE rowid > ? ORDER BY rowid LIMIT 1", [low]).fetchall()
+                    return True
+                except sqlite3.DatabaseError:
+                    return False
+
+            step, past = 1, None
+            while start + step < 2 ** 63:
+                if readable(start + step):
+                    past = start + step
+                    break
+                step *= 2
+            lost.append(f"{table}: rows after rowid {after if after is not None else 'the start'} ({exc})")
+            if past is None:
+                return
+            low = start + step // 2  # unreadable from here; readable from past: the smallest readable
+            while past - low > 1:
+                middle = (low + past) // 2
+                if readable(middle):
+                    past = middle
+                else:
+                    low = middle
+            after = past
+
+
+def repair(path: str | os.PathLike[str]) -> Repaired:
+    """Save what SQLite can still read of the history at ``path`` into a new database at
+    ``path``; the old file is kept beside it as ``<name>.damaged-<timestamp>``. Tables and indexes
+    are made again from the old file's own schema; every row that can be read is copied; samples
+    whose run was lost are left out."""
+    path = _existing(path)
+    source = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fresh = path.with_name(f"{path.name}.repairing-{stamp}")
+    lost: list[str] = []
+    try:
+        try:
+            schema = source.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
+                " ORDER BY type = 'index', rowid").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"nothing can be saved from {str(path)!r}: SQLite cannot read its list of tables ({exc})") from None
+        names = {name for kind, name, _ in schema if kind == "table"}
+        if not {"meta", "runs", "samples"} <= names:
+            raise UsageError(f"{str(path)!r} is not a jaxrun history database (tables: {', '.join(sorted(names)) or 'none'})")
+        target = sqlite3.connect(str(fresh), isolation_level=None)
+        try:
+            target.execute("BEGIN")
+            for kind, _, sql in schema:
+                if kind == "table":
+                    target.execute(sql)
+            counts: dict[str, int] = {}
+            run_ids: set[int] = set()
+            for table in ("meta", "runs", "samples"):
+                columns = [r[1] for r in source.execute(f"PRAGMA table_info({table})").fetchall()]
+                insert = (f"INSERT INTO {table} (rowid, {', '.join(columns)}) "
+                          f"VALUES (?{', ?' * len(columns)})")
+                n = 0
+                run_at = columns.index("run_id") + 1 if table == "samples" else None
+                for row in _readable_rows(source, table, lost):
+                    if run_at is not None and row[run_at] not in run_ids:
+                        continue  # its run was lost: a sample of nothing
+                    target.execute(insert, row)
+                    if table == "runs":
+                        run_ids.add(row[0])
+                    n += 1
+                counts[table] = n
+            for kind, _, sql in schema:
+                if kind != "table":
+                    target.execute(sql)
+            target.execute("COMMIT")
+        finally:
+            target.close()
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
+    finally:
+        source.close()
+    try:
+        HistoryStore(fresh).close()  # what jaxrun will open: brought up to this schema, in WAL mode
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
+    damaged = path.with_name(f"{path.name}.damaged-{stamp}")
+    os.replace(path, damaged)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, damaged.with_name(damaged.name + suffix))
+    os.replace(fresh, path)
+    for suffix in ("-wal", "-shm"):
+        fresh.with_name(fresh.name + suffix).unlink(missing_ok=True)
+    return Repaired(path, damaged, counts["runs"], counts["samples"], lost)

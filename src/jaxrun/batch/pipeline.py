@@ -53,12 +53,24 @@ def _optional_sink(wanted: bool, where: str, *args: Any) -> list[Sink]:
     return [getattr(importlib.import_module(f"..sinks.{module}", __package__), name)(*args)]
 
 
-def _history_sink(store: "HistoryStore | None", info: DeviceInfo | None, options: BatchOptions) -> list[Sink]:
-    if store is None:
+def _history_sink(store: "HistoryStore | None", problem: str | None, info: DeviceInfo | None, options: BatchOptions,
+                  meta: BatchMetadata) -> list[Sink]:
+    if store is None and problem is None:
         return []
     from ..sinks.history import HistorySink
 
-    return [HistorySink(store, info, options.allow_mismatch)]
+    return [HistorySink(store, info, options.allow_mismatch, meta=meta, problem=problem)]
+
+
+def _open_history(options: BatchOptions) -> "tuple[HistoryStore | None, str | None]":
+    """The history store, or why SQLite could not use it (a damaged page): the batch goes on
+    without it. A --history that is no history database (a folder, another file) is a UsageError."""
+    from ..history import HistoryStore, HistoryUnreadable  # numpy and scipy: only for a batch that benchmarks
+
+    try:
+        return HistoryStore(options.history), None
+    except HistoryUnreadable as exc:
+        return None, exc.problem
 
 
 def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan, unreadable: list[str],
@@ -90,11 +102,9 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     scripts, unreadable = discover(options.paths, options.recursive, options.include, options.exclude)
 
     # Open the history before running anything: a bad --history is a usage error, not a late crash.
-    store = None
+    store, history_problem = None, None
     if options.run.benchmark_runs and options.history:
-        from ..history import HistoryStore  # numpy and scipy: only for a batch that benchmarks
-
-        store = HistoryStore(options.history)
+        store, history_problem = _open_history(options)
     out = options.results_dir
     lock = ResultsFolderLock(out)
     try:
@@ -111,7 +121,7 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         raise unwritable(out, exc) from None
     launcher.open_spares(spare_environment())  # each script's process starts while the last one's result is written
     try:
-        return _run_locked(options, sinks, run_job, launcher, scripts, unreadable, store, out)
+        return _run_locked(options, sinks, run_job, launcher, scripts, unreadable, store, history_problem, out)
     finally:
         launcher.close()
         lock.release()
@@ -142,7 +152,7 @@ def _build_result_models() -> None:
 
 def _run_locked(
     options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, scripts: list[tuple[Path, str]],
-    unreadable: list[str], store: HistoryStore | None, out: Path,
+    unreadable: list[str], store: HistoryStore | None, history_problem: str | None, out: Path,
 ) -> BatchResult:
     """The batch, once its results folder is ours."""
     try:
@@ -173,11 +183,9 @@ def _run_locked(
         config_file=str(options.config_file) if options.config_file else None,
     )
     jobs = make_jobs(options, planned, devices)
-    if store is None and options.history and any(j.run_options is not None and j.run_options.benchmark_runs
-                                                 for j in jobs):
-        from ..history import HistoryStore
-
-        store = HistoryStore(options.history)  # a script's own settings benchmark it: its runs are history too
+    if store is None and history_problem is None and options.history and any(
+            j.run_options is not None and j.run_options.benchmark_runs for j in jobs):
+        store, history_problem = _open_history(options)  # a script's own settings benchmark it: its runs are history too
     try:
         reused = finished_before(options, jobs) if options.resume else {}
         clear_previous_run(out, keep={jobs[i].file_name for i in reused})
@@ -192,7 +200,7 @@ def _run_locked(
     files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
                            devices=options.device)
     chain = Sinks([
-        *_history_sink(store, info, options),
+        *_history_sink(store, history_problem, info, options, meta),
         ScriptFileSink(),
         *_optional_sink(run.enable_profiling, "profiles:ProfileSink", out),
         files,

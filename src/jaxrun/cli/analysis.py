@@ -28,20 +28,30 @@ def verdict_options() -> Any:
               help="History database (default ./.jaxrun/history.sqlite).")
 @click.option("--limit", type=int, metavar="N", help="Show only the newest N runs per script.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs and checks as JSON.")
+@click.option("--check", "check_only", is_flag=True,
+              help="Run SQLite's integrity check of the history database and print its findings (exit 1 when damaged).")
+@click.option("--repair", is_flag=True,
+              help="Save what can be read of a damaged history database into a new one; the old file is kept "
+                   "as <file>.damaged-<time>.")
 def history(script: Optional[str], history_path: Optional[Path], limit: Optional[int], as_json: bool,
-            **verdict: Any) -> None:
+            check_only: bool, repair: bool, **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
     than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
     else it is not judged). Exit 1 on a regression.
 
     SCRIPT: a script's path, name or path suffix; all scripts when omitted."""
-    from ..history import HistoryStore, default_history_path
+    import sqlite3
+
+    from ..history import HistoryStore, HistoryUnreadable, default_history_path
     from ..verdicts import describe_gate
     from .tables import history_cell, history_runs_table, history_scripts_table
 
+    path = history_path or default_history_path()
+    if check_only or repair:
+        _check_or_repair(path, repair)
     try:
         options = verdict_options()
-        with HistoryStore(history_path or default_history_path(), create=False) as store:
+        with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
                 known = ", ".join(s.script_name for s in store.scripts()) or "none"
                 raise fail_usage(f"no runs of {script!r} in the history {str(store.path)!r}; scripts there: {known}")
@@ -49,6 +59,8 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
             runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
             summary = store.scripts()
+    except sqlite3.Error as exc:  # the file opened, a page of it is damaged
+        raise fail_usage(str(HistoryUnreadable(path, exc))) from None
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     regressions = [c for c in checks if c.regression]
@@ -84,6 +96,36 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             markup=False,
         )
     raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
+
+
+def _check_or_repair(path: Path, repair: bool) -> None:
+    """``jaxrun history --check`` (exit 0 sound, 1 damaged) and ``--repair``."""
+    from ..history import integrity_check, repair as save_readable
+
+    try:
+        findings = integrity_check(path)
+        if not findings:
+            what = "nothing to repair" if repair else "no problem found"
+            out.print(f"history database {str(path)!r}: SQLite's integrity check: ok ({what})", markup=False, soft_wrap=True)
+            raise click.exceptions.Exit(EXIT_OK)
+        if not repair:
+            out.print(f"history database {str(path)!r} is damaged; SQLite's integrity check found:", markup=False,
+                      soft_wrap=True)
+            for line in findings:
+                out.print(f"  {line}", markup=False, soft_wrap=True)
+            out.print("`jaxrun history --repair` saves what can be read into a new file, keeping this one",
+                      markup=False, soft_wrap=True)
+            raise click.exceptions.Exit(EXIT_FAILED)
+        saved = save_readable(path)
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    except OSError as exc:
+        raise fail_usage(f"cannot repair {str(path)!r}: {exc.strerror or exc}") from None
+    for lost in saved.unreadable:
+        out.print(f"could not be read: {lost}", markup=False, soft_wrap=True)
+    out.print(f"saved {saved.runs} run(s) with {saved.samples} sample(s) into a new {str(saved.path)!r}; "
+              f"the damaged file is kept as {str(saved.damaged)!r}", markup=False, soft_wrap=True)
+    raise click.exceptions.Exit(EXIT_OK)
 
 
 @click.command(cls=OptionsCommand, models=verdict_models)

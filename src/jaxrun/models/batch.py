@@ -45,6 +45,9 @@ class BatchMetadata(MappingModel):
         False, description="Whether a regression against the history fails the batch (--fail-on-regression)")
     skipped: list[SkippedScript] = Field([], description="Scripts a skip setting left out, with the reason")
     config_file: str | None = Field(None, description="The config file the batch read (null: none)")
+    history_problem: str | None = Field(
+        None, description="Why the history could not be read or written during the batch (\"<path>: <SQLite's "
+        "message>\"): the benchmarks from then on were neither recorded nor judged; null when it could")
 
 
 

@@ -137,7 +137,7 @@ class RegressionCheck(MappingModel):
     device: str | None
     host: str
     gate: list[str] = Field(description="The phases that decide the regression")
-    newest_run_id: int
+    newest_run_id: int | None = Field(description="The run judged; null when it could not be recorded (history unreadable)")
     previous_runs: int = Field(description="Earlier comparable runs (same numerics) found: the baseline when judged")
     min_previous_runs: int = Field(
         MIN_HISTORY_RUNS, description="Earlier comparable runs of the same numerics a judgement needs (jaxrun.defaults.MIN_HISTORY_RUNS)"

@@ -155,6 +155,10 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tu
         else:
             notes.append(f"slower than {against}: {', '.join(slower)} (reported; the exit status does not count it"
                          + ("" if baseline else " without --fail-on-regression") + ")")
+    if meta.history_problem:
+        notes.append(f"history unreadable ({meta.history_problem}): the benchmarks were not all recorded or "
+                     "judged; `jaxrun history --check` says what is damaged, `jaxrun history --repair` saves what "
+                     "can be read")
     return reasons, notes
 
 
