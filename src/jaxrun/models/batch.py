@@ -45,6 +45,9 @@ class BatchMetadata(MappingModel):
         False, description="Whether a regression against the history fails the batch (--fail-on-regression)")
     skipped: list[SkippedScript] = Field([], description="Scripts a skip setting left out, with the reason")
     config_file: str | None = Field(None, description="The config file the batch read (null: none)")
+    compile_cache_warning: str | None = Field(
+        None, description="Why the persistent compilation cache folder the scripts use cannot be written, naming "
+        "it (checked once before the batch; null: it can, or there is none)")
 
 
 

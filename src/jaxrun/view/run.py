@@ -155,6 +155,8 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tu
         else:
             notes.append(f"slower than {against}: {', '.join(slower)} (reported; the exit status does not count it"
                          + ("" if baseline else " without --fail-on-regression") + ")")
+    if meta.compile_cache_warning:
+        notes.append(meta.compile_cache_warning)
     return reasons, notes
 
 
