@@ -215,6 +215,45 @@ def discovery(tmp: Path) -> Row:
     return Row("discovery of 10,000 files", f"{m * 1000:.0f} ms", "1 s", m <= 1.0, "median of 5")
 
 
+_HUGE_CHILD = """
+import json, sys, time
+def peak_mb():  # VmHWM: ru_maxrss would carry the launching process's peak across exec
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+started = time.perf_counter()
+from jaxrun.discovery import find_jax_scripts
+found = find_jax_scripts(sys.argv[1])
+print(json.dumps({"s": time.perf_counter() - started, "found": len(found),
+                  "rss_mb": peak_mb()}))
+"""
+
+
+def discovery_huge_file(runs: int, tmp: Path, megabytes: int = 50) -> Row:
+    """A folder holding one 50 MB ``.py`` (``import jax`` and a huge list literal, which is what
+    makes ``ast`` take GBs): the whole discovery in a fresh process, its time and peak RSS
+    (the interpreter's own ~10 MB included)."""
+    import json
+
+    root = tmp / "huge"
+    root.mkdir()
+    line = b"1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,\n"
+    with open(root / "table.py", "wb") as f:
+        f.write(b"import jax.numpy as jnp\ndata = [\n")
+        for _ in range(megabytes):
+            f.write(line * ((1 << 20) // len(line)))
+        f.write(b"]\n")
+    samples, rss = [], []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", _HUGE_CHILD, str(root)], capture_output=True, text=True,
+                             env=ENV, check=True)
+        figures = json.loads(out.stdout)
+        assert figures["found"] == 1, figures
+        samples.append(figures["s"])
+        rss.append(figures["rss_mb"])
+    s, r = median(samples), max(rss)
+    return Row(f"discovery of a folder with one {megabytes} MB file", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MB",
+               "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
+
+
 def compile_cache(runs: int, tmp: Path) -> list[Row]:
     """A real multi-function program: plain python (no cache) against jaxrun with an empty cache
     (cold) and with the cache it filled (warm)."""
@@ -316,7 +355,7 @@ def main() -> None:
         tmp = Path(tmp_name)
         rows = [help_time(args.runs), library_floor(args.runs), *first_line_time(args.runs, tmp),
                 *teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
-                result_writing(tmp), discovery(tmp), *compile_cache(max(3, args.runs // 2), tmp),
+                result_writing(tmp), discovery(tmp), discovery_huge_file(args.runs, tmp), *compile_cache(max(3, args.runs // 2), tmp),
                 cache_under_jobs(tmp)]
     text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
             f"{versions()}.\n\n{table(rows)}\n")

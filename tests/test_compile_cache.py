@@ -261,3 +261,28 @@ def test_the_cache_a_sequential_run_filled_serves_a_run_with_two_jobs(tmp_path: 
     assert cache_files(tmp_path / "jaxrun-cache" / "xla_compilation_cache"), "the sequential run stored nothing"
     hits, built = loaded["parallel"]
     assert built >= 8 and hits >= 0.9 * built, f"--jobs 2 loaded {hits} of {built} executables from the cache ({loaded})"
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "is_a_file"])
+def test_an_unwritable_cache_folder_is_said_once_and_the_batch_runs(tmp_path: Path, where: str) -> None:
+    """A compile cache folder that cannot be written (here: its parent, or itself, is a regular
+    file, which stops root too) gives one warning line naming it; the scripts still run."""
+    from helpers import jaxrun as jaxrun_cli
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder\n")
+    folder = blocker / "xla_cache" if where == "under_a_file" else blocker
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    for name in ("a.py", "b.py"):
+        (scripts / name).write_text("import jax\nprint('ran')\n")
+    results = tmp_path / "results"
+    proc = jaxrun_cli("run", scripts, "--device", "cpu", "--no-history", "--no-config", "--results-dir", results,
+                      "--compile-cache", folder)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if str(folder) in line]
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    assert "cannot be written" in lines[0]
+    doc = json.loads((results / "jax_execution_results.json").read_text())
+    assert str(folder) in doc["metadata"]["compile_cache_warning"]
+    assert [r["success"] for r in doc["script_results"]] == [True, True]

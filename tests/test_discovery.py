@@ -379,3 +379,67 @@ def test_discovery_does_not_import_jax(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False"]
+
+
+# --------------------------------------------------------------------------- huge files
+
+
+_HUGE_CHILD = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+def peak_mb():  # VmHWM: ru_maxrss would carry the launching process's peak across exec
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+import jaxrun.discovery as d
+found = d.find_jax_scripts(sys.argv[1])
+print(json.dumps({"found": [p.name for p in found],
+                  "maxrss_mb": peak_mb()}))
+"""
+
+
+def _huge(path: Path, head: bytes, megabytes: int = 50) -> None:
+    # A list literal of ~50 MB: what makes ast.parse take many GB (issue 24, item 5).
+    with open(path, "wb") as f:
+        f.write(head + b"data = [\n")
+        line = b"1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,\n"
+        for _ in range(megabytes):
+            f.write(line * ((1 << 20) // len(line)))
+        f.write(b"]\n")
+
+
+def test_huge_file_is_decided_without_parsing_it(tmp_path: Path) -> None:
+    """A 50 MB ``.py`` is decided by a bounded textual scan, under a 1 GB address-space limit,
+    with a small peak RSS; a huge file that only mentions JAX (no import line) is not kept."""
+    _huge(tmp_path / "big_jax.py", b'"""A generated table."""\nimport os\nimport jax.numpy as jnp\n')
+    _huge(tmp_path / "big_mention.py", b"# computed once with jax, pasted here\n")
+    write(tmp_path, "small.py", "import jax\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    proc = subprocess.run([sys.executable, "-c", _HUGE_CHILD, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = __import__("json").loads(proc.stdout)
+    assert out["found"] == ["big_jax.py", "small.py"]
+    assert out["maxrss_mb"] < 400, out  # parsing it in-process takes GBs (MemoryError at 1 GB)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (b"import jax\n", True),
+        (b"  import jax.numpy as jnp\n", True),
+        (b"import os, optax\n", True),
+        (b"from flax import linen\n", True),
+        (b"\tfrom jax.numpy import zeros\n", True),
+        (b"m = importlib.import_module('jax.numpy')\n", True),
+        (b"import jaxrun\n", False),
+        (b"from jax_utils import x\n", False),
+        (b"from . import jax\n", False),
+        (b"import myjax\n", False),
+        (b"# import jax is what we would do\n", False),
+        (b"x = 'jax'\n", False),
+    ],
+)
+def test_large_source_uses_the_textual_scan(text: bytes, expected: bool) -> None:
+    # Above the parse limit, the decision is the textual scan's: one import line is enough.
+    filler = b"x = 1\n" * (2 * (1 << 20) // 6)
+    assert imports_jax(filler + text + filler) is expected

@@ -4,12 +4,15 @@ Scripts run with JAX's persistent compilation cache on (``--compile-cache``, def
 ``<cache folder>/xla_compilation_cache``) and, unless the user sets ``JAX_COMPILATION_CACHE_MAX_SIZE``,
 with JAX's own bound, ``compile_cache_max_size`` (default ``DEFAULT_COMPILE_CACHE_MAX_SIZE``): past
 it JAX deletes the least recently used executables (its ``LRUCache``, which needs ``filelock``).
-``jaxrun cache info`` / ``jaxrun cache clear`` read and empty it.
+``jaxrun cache info`` / ``jaxrun cache clear`` read and empty it. :func:`compile_cache_warning`
+checks, once before a batch, that the folder its scripts will use can be written: JAX itself only
+warns in each script's stderr, and its figures then read as ordinary misses.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,3 +78,39 @@ def clear_cache(folder: str | os.PathLike[str] | None = None, *, everything: boo
                     continue
                 count, freed = count + 1, freed + size
     return count, freed
+
+
+def unwritable_reason(folder: str | os.PathLike[str]) -> str | None:
+    """Why the compilation cache ``folder`` cannot be written (``None``: it can). The folder is
+    created when missing, as JAX would create it, and a file is written there and removed: a
+    real write, so that a read-only mount stops root as well (root ignores permission bits)."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        return "it is a file, not a folder"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".jaxrun-write-check-{os.getpid()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def compile_cache_warning(
+    folder: Path | None, cold: bool = False, env: Mapping[str, str] | None = None,
+) -> str | None:
+    """The one line to say when the persistent compilation cache a batch's scripts will use
+    cannot be written; ``None`` when it can, when there is none (``folder`` None: off), or with
+    ``cold`` (every run gets an empty folder of its own). The user's own
+    ``JAX_COMPILATION_CACHE_DIR`` (in ``env``, the scripts' extra variables, or jaxrun's
+    environment) wins over ``folder``, as in the scripts' environment."""
+    if folder is None or cold:
+        return None
+    chosen = (env or {}).get("JAX_COMPILATION_CACHE_DIR") or os.environ.get("JAX_COMPILATION_CACHE_DIR") or folder
+    reason = unwritable_reason(chosen)
+    if reason is None:
+        return None
+    return (f"the compilation cache folder {str(chosen)!r} cannot be written ({reason}): every script compiles "
+            "as with an empty cache and stores nothing (its cache figures read as misses); pass "
+            "--compile-cache DIR with a folder you can write, or --no-compile-cache")

@@ -7,6 +7,12 @@ Relative imports and look-alikes (``jaxrun``, ``jax_utils``, ``myjax``) do not c
 byte-level pre-filter runs first, so only files that mention one of those names are parsed; a
 file that mentions JAX but does not parse is kept, so its syntax error becomes a result.
 
+Work is bounded: only a file of at most :data:`PARSE_LIMIT` bytes is parsed (``ast`` needs some
+hundred times a file's size in memory: a 50 MB data literal took 55 s and 7.9 GB). A larger file
+is decided by a textual scan of its first :data:`SCAN_LIMIT` bytes, read in chunks: it is a JAX
+script when a line imports a JAX library (``import jax.numpy as jnp``, ``import os, optax``,
+``from flax import linen``, indented or not) or calls ``importlib.import_module("jax")``.
+
 This module uses only the standard library and never imports jax.
 """
 
@@ -25,6 +31,8 @@ from jaxrun.errors import ScriptNotFoundError, UsageError
 
 __all__ = [
     "JAX_MODULES",
+    "PARSE_LIMIT",
+    "SCAN_LIMIT",
     "ScriptSearch",
     "find_jax_scripts",
     "search_jax_scripts",
@@ -42,8 +50,26 @@ _PRUNED_DIRS = frozenset({"__pycache__", "site-packages", "dist-packages", "node
 # A folder holding one of these is a Python environment (venv / virtualenv / conda): skipped.
 _ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 
-_MENTION_RE = re.compile(rb"\b(?:jax|jaxlib|flax|optax|equinox|pymdp)\b")
+#: Source of at most this many bytes is parsed with ``ast``; larger source is scanned as text.
+PARSE_LIMIT = 1 << 20
+#: A file larger than :data:`PARSE_LIMIT` is scanned up to this many bytes, in :data:`_CHUNK`\ s.
+SCAN_LIMIT = 64 << 20
+_CHUNK = 1 << 20
+# A partial line longer than this at a chunk's end is dropped (no import line is that long).
+_CARRY_LIMIT = 1 << 16
+
+_NAMES = rb"(?:jax|jaxlib|flax|optax|equinox|pymdp)"
+_MENTION_RE = re.compile(rb"\b" + _NAMES + rb"\b")
 _DYNAMIC_IMPORT = (b"import_module", b"__import__")
+# The textual scan: an import statement at a line's start ...
+_IMPORT_LINE_RE = re.compile(
+    rb"[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*" + _NAMES + rb"(?![\w])"
+    rb"|from[ \t]+" + _NAMES + rb"(?:\.[\w.]*)?[ \t]+import\b)"
+)
+# ... or importlib.import_module("jax...") / __import__("jax...") anywhere in a line.
+_DYNAMIC_RE = re.compile(
+    rb"\b(?:import_module|__import__)\([ \t]*[rRbBuU]?['\"]" + _NAMES + rb"(?:\.[\w.]*)?['\"]"
+)
 
 
 # --------------------------------------------------------------------------- JAX detection
@@ -71,8 +97,8 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     while stack:
         node = stack.pop()
         yield node
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            children = getattr(node, field, None)
+        for attr in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, attr, None)
             if children:
                 stack.extend(reversed(children))
 
@@ -105,8 +131,11 @@ def imports_jax(source: bytes) -> bool:
     """Whether Python *source* imports JAX or a JAX library (see :data:`JAX_MODULES`).
 
     Source that mentions one of those names but cannot be parsed counts as importing JAX, so that
-    a broken JAX script is reported rather than silently dropped.
+    a broken JAX script is reported rather than silently dropped. Source longer than
+    :data:`PARSE_LIMIT` bytes is not parsed: the textual scan decides (see the module's notes).
     """
+    if len(source) > PARSE_LIMIT:
+        return _scan_chunks(_split(source))
     if not _mentions_jax(source):
         return False
     try:
@@ -118,15 +147,70 @@ def imports_jax(source: bytes) -> bool:
     return _tree_imports_jax(tree, dynamic=any(s in source for s in _DYNAMIC_IMPORT))
 
 
-def _read(path: str | os.PathLike[str]) -> bytes:
+def _scan_lines(data: bytes) -> bool:
+    """The textual scan of whole lines *data*: a line that imports a JAX library, or a dynamic
+    import of one. Only the lines holding the word ``import`` are looked at, each once, and
+    only when *data* mentions a JAX library: linear work."""
+    if not _mentions_jax(data):
+        return False
+    line_end = -1  # the end of the last line looked at
+    at = data.find(b"import")
+    while at >= 0:
+        start = data.rfind(b"\n", line_end + 1, at) + 1 or line_end + 1
+        line_end = data.find(b"\n", at)
+        if line_end < 0:
+            line_end = len(data)
+        if _IMPORT_LINE_RE.match(data, start, line_end) or _DYNAMIC_RE.search(data, start, line_end):
+            return True
+        at = data.find(b"import", line_end)
+    return False
+
+
+def _scan_chunks(chunks: Iterable[bytes]) -> bool:
+    """The textual scan over *chunks* (consecutive pieces of one source), at most
+    :data:`SCAN_LIMIT` bytes of them, holding at most one chunk and a short partial line."""
+    carry, seen = b"", 0
+    for chunk in chunks:
+        seen += len(chunk)
+        cut = chunk.rfind(b"\n") + 1
+        if cut:
+            if _scan_lines(carry + chunk[:cut]):
+                return True
+            carry = chunk[cut:]
+        else:
+            carry += chunk
+        if len(carry) > _CARRY_LIMIT:
+            carry = b"#"  # still inside a long line: what follows cannot start an import
+        if seen >= SCAN_LIMIT:
+            return False
+    return _scan_lines(carry)
+
+
+def _split(source: bytes) -> Iterator[bytes]:
+    for start in range(0, len(source), _CHUNK):
+        yield source[start:start + _CHUNK]
+
+
+def _file_imports_jax(path: str | os.PathLike[str]) -> bool:
+    """:func:`imports_jax` of the file at *path*, reading at most :data:`PARSE_LIMIT` bytes at
+    once; raises :class:`OSError` when it cannot be read."""
     with open(path, "rb", buffering=0) as f:
-        return f.readall()
+        head = f.read(PARSE_LIMIT + 1)
+        if len(head) <= PARSE_LIMIT:
+            return imports_jax(head)
+
+        def chunks() -> Iterator[bytes]:
+            yield head
+            while chunk := f.read(_CHUNK):
+                yield chunk
+
+        return _scan_chunks(chunks())
 
 
 def is_jax_script(path: str | os.PathLike[str]) -> bool:
     """Whether the file at *path* imports JAX; ``False`` when it cannot be read."""
     try:
-        return imports_jax(_read(path))
+        return _file_imports_jax(path)
     except OSError:
         return False
 
@@ -374,11 +458,11 @@ def search_jax_scripts(
             if excludes and _matches(rel, excludes):
                 continue
             try:
-                source = _read(os.path.join(root_str, rel))
+                is_jax = _file_imports_jax(os.path.join(root_str, rel))
             except OSError as exc:
                 unreadable.append((rel, exc.strerror or str(exc)))
                 continue
-            if imports_jax(source):
+            if is_jax:
                 found.append(rel)
     except OSError as exc:  # only the top folder re-raises; sub-folders are skipped
         raise ScriptNotFoundError(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import __version__, resultfiles
+from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
 from ..errors import DeviceProbeError, UsageError
 from ..executors.base import RunJob, make_executor
@@ -181,6 +182,7 @@ def _run_locked(
         fail_on_regression=options.fail_on_regression,
         skipped=skipped,
         config_file=str(options.config_file) if options.config_file else None,
+        compile_cache_warning=compile_cache_warning(options.run.compile_cache, options.run.cold_cache, options.run.env),
     )
     jobs = make_jobs(options, planned, devices)
     if store is None and history_problem is None and options.history and any(

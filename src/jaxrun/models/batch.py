@@ -48,6 +48,9 @@ class BatchMetadata(MappingModel):
     history_problem: str | None = Field(
         None, description="Why the history could not be read or written during the batch (\"<path>: <SQLite's "
         "message>\"): the benchmarks from then on were neither recorded nor judged; null when it could")
+    compile_cache_warning: str | None = Field(
+        None, description="Why the persistent compilation cache folder the scripts use cannot be written, naming "
+        "it (checked once before the batch; null: it can, or there is none)")
 
 
 

@@ -159,6 +159,8 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tu
         notes.append(f"history unreadable ({meta.history_problem}): the benchmarks were not all recorded or "
                      "judged; `jaxrun history --check` says what is damaged, `jaxrun history --repair` saves what "
                      "can be read")
+    if meta.compile_cache_warning:
+        notes.append(meta.compile_cache_warning)
     return reasons, notes
 
 
