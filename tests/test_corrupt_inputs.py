@@ -42,6 +42,7 @@ def _check(read, data: bytes) -> None:
             read(path)
         except UsageError as exc:
             assert "\n" not in str(exc) and str(exc)
+            assert "validation error" not in str(exc)
         # A corruption that still parses into a valid file is fine: it is a valid file.
 
 
@@ -58,10 +59,8 @@ def test_resume_reads_a_corrupted_results_file_or_says_why(good_results: bytes, 
                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     corrupted = data.draw(_corruptions(good_results))
     root = tmp_path_factory.mktemp("resume")
-    write(root / "s", "a.py", "print(1)\nimport jax\n")
+    write(root / "s", "a.py", "print(1)\nif False:\n    import jax\n")  # quick: no jax to import
     (root / "r").mkdir()
     (root / "r" / resultfiles.EXECUTION_RESULTS).write_bytes(corrupted)
-    try:
-        run_jax_scripts(root / "s", device="cpu", results_dir=root / "r", history=False, resume=True)
-    except UsageError as exc:
-        assert "--resume" in str(exc)
+    # Whatever the damage, --resume runs (what no script file holds runs again).
+    assert run_jax_scripts(root / "s", device="cpu", results_dir=root / "r", history=False, resume=True)

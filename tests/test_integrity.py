@@ -199,12 +199,15 @@ def test_the_history_survives_a_writer_killed_mid_write(tmp_path: Path) -> None:
             assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
-def test_resume_from_an_unreadable_results_file_is_a_usage_error(tmp_path: Path) -> None:
+def test_resume_from_a_damaged_results_file_runs_what_no_script_file_holds(tmp_path: Path, caplog) -> None:
     write(tmp_path / "s", "quick.py", QUICK)
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "jax_execution_results.json").write_text("{ not json")
-    with pytest.raises(UsageError, match="--resume: .* cannot be read .*run without --resume"):
-        run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False, resume=True)
+    with caplog.at_level("WARNING", logger="jaxrun"):
+        assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False, resume=True)
+    assert [r.getMessage() for r in caplog.records if "--resume:" in r.getMessage()] == [
+        f"--resume: {str(tmp_path / 'r' / 'jax_execution_results.json')!r} is damaged: not valid JSON at line 1 "
+        "column 3 (Expecting property name enclosed in double quotes); rebuilt the batch from 0 per-script result files"]
     # Into an empty folder, --resume simply runs everything.
     assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "new", history=False, resume=True)
 

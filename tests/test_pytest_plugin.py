@@ -149,6 +149,21 @@ def test_bad_options_are_usage_errors(suite: pytest.Pytester) -> None:
     assert alpha.ret == pytest.ExitCode.USAGE_ERROR
 
 
+def test_a_damaged_baseline_is_named_with_what_is_wrong_in_one_line(suite: pytest.Pytester) -> None:
+    baseline = suite.path / "base.json"
+    baseline.write_text(json.dumps({"host": "h", "jaxrun_version": "0", "benchmarks": {}}))
+    result = _run(suite, "--jax-benchmark-compare", str(baseline), "-k", "test_two_in_one")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    text = "\n".join(result.outlines + result.errlines)
+    assert "validation error" not in text, text
+    assert f"baseline {str(baseline)!r} is damaged: does not match PytestBenchmarks: generated_at: Field required" \
+        in text, text
+    baseline.write_text('{"generated_at": "x", "host"')
+    result = _run(suite, "--jax-benchmark-compare", str(baseline), "-k", "test_two_in_one")
+    text = "\n".join(result.outlines + result.errlines)
+    assert "is damaged: not valid JSON at line 1 column 29 (Expecting ':' delimiter) (the file ends there" in text, text
+
+
 def test_no_file_and_no_summary_without_benchmarks(suite: pytest.Pytester) -> None:
     out = suite.path / "out.json"
     result = _run(suite, "--jax-benchmark-json", str(out), "-k", "test_without_benchmark")

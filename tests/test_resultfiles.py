@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
-from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from jaxrun import resultfiles
@@ -171,7 +170,8 @@ def test_reading_a_file_with_an_unknown_field_fails(tmp_path: Path) -> None:
     doc = json.loads(resultfiles.dump_model(script_result()))
     doc["surprise"] = 1
     path.write_text(json.dumps(doc))
-    with pytest.raises(ValidationError, match="surprise"):
+    with pytest.raises(resultfiles.DamagedFileError, match=r"r\.json' is damaged: does not match ScriptResult: "
+                                                          "surprise: Extra inputs are not permitted$"):
         resultfiles.read_model(path, ScriptResult)
 
 

@@ -11,27 +11,27 @@ are the code's own.
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from pydantic import ValidationError
-
 from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
 from .defaults import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from .errors import UsageError
 from .options import VerdictOptions, verdict_options
-from .models import BatchResult, BenchmarkResults, ComparisonReport, ScriptBenchmark, ScriptResult
+from .models import BatchResult, BenchmarkResults, ComparisonReport, Numerics, ScriptBenchmark, ScriptResult
 from .summary import with_unlisted_results
 from .verdicts import judge_script, metrics_for
 from .view.scripts import relative_path
 
 Key = tuple[str, Union[str, None]]
 Source = Union[str, "os.PathLike[str]", BenchmarkResults, BatchResult]
+
+logger = logging.getLogger("jaxrun")
 
 _EXPECTED = f"expected {resultfiles.BENCHMARK_RESULTS} or {resultfiles.EXECUTION_RESULTS}"
 
@@ -105,27 +105,24 @@ def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ..
 
 
 def _read_json(path: Path) -> BenchmarkResults | BatchResult:
+    """The results file ``path``: its model chosen by its name, or for another name by its keys.
+    A damaged file raises resultfiles.DamagedFileError (one line that says where)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        if path.name == resultfiles.BENCHMARK_RESULTS:
+            parsed: BenchmarkResults | BatchResult = resultfiles.read_model(path, BenchmarkResults)
+        elif path.name == resultfiles.EXECUTION_RESULTS:
+            parsed = resultfiles.read_model(path, BatchResult)
+        else:
+            data = resultfiles.read_json(path)
+            if isinstance(data, dict) and "script_results" in data:
+                model: type[BenchmarkResults] | type[BatchResult] = BatchResult
+            elif isinstance(data, dict) and "benchmarks" in data:
+                model = BenchmarkResults
+            else:
+                raise UsageError(f"{str(path)!r} is not a jaxrun results file: {_EXPECTED}")
+            parsed = resultfiles.validate_model(path, data, model)
+    except OSError as exc:
         raise UsageError(f"cannot read {str(path)!r} ({exc.__class__.__name__}: {exc}): {_EXPECTED}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{str(path)!r} is not valid JSON ({exc}): {_EXPECTED}") from None
-    if isinstance(data, dict) and "script_results" in data:
-        model: type[BenchmarkResults] | type[BatchResult] = BatchResult
-    elif isinstance(data, dict) and "benchmarks" in data:
-        model = BenchmarkResults
-    else:
-        raise UsageError(f"{str(path)!r} is not a jaxrun results file: {_EXPECTED}")
-    try:
-        parsed = model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise UsageError(
-            f"{str(path)!r} looks like a {model.__name__} file but does not match it "
-            f"({where}: {first['msg']}); it may come from another jaxrun version: {_EXPECTED}"
-        ) from None
     if isinstance(parsed, BatchResult) and path.name == resultfiles.EXECUTION_RESULTS:
         return with_unlisted_results(parsed, path.parent)
     return parsed
@@ -143,7 +140,18 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
     if path.is_dir():
         bench_file, batch_file = path / resultfiles.BENCHMARK_RESULTS, path / resultfiles.EXECUTION_RESULTS
         if bench_file.is_file():
-            model = _read_json(bench_file)
+            try:
+                model = _read_json(bench_file)
+            except resultfiles.DamagedFileError as exc:
+                if not batch_file.is_file():
+                    raise
+                # The batch file holds the same benchmarks (its "benchmarking" section).
+                try:
+                    model = _read_json(batch_file)
+                except resultfiles.DamagedFileError as second:
+                    raise UsageError(f"{str(path)!r} holds no readable results: {exc}; {second}") from None
+                logger.warning("%s; read %s instead", exc, resultfiles.EXECUTION_RESULTS)
+                return _Loaded(str(source), script_samples(model, metrics))
             if _benchmarks(model) or not batch_file.is_file():
                 return _Loaded(str(source), script_samples(model, metrics))
         if batch_file.is_file():

@@ -251,14 +251,17 @@ def build_server(roots: list[Path]) -> Any:
     def monitor_jax_performance(results_dir: str) -> BatchReport:
         """The figures of a results folder: of a finished batch, or of one still running (its
         files are replaced after every script; ``complete`` says which)."""
+        from . import resultfiles
+        from .errors import UsageError
+        from .view import read_batch
+
         folder = allowed.check(results_dir, "results_dir")
-        path = folder / "jax_execution_results.json"
         try:
-            return _summary(BatchResult.model_validate_json(path.read_bytes()))
-        except OSError:
-            raise ToolError(f"no jaxrun results in {str(folder)!r}: run execute.run_jax_scripts first") from None
-        except ValueError as exc:
-            raise ToolError(f"{str(path)!r} is not a valid jaxrun results file: {exc}") from None
+            return _summary(read_batch(folder))
+        except UsageError as exc:
+            if not (folder / resultfiles.EXECUTION_RESULTS).exists():
+                raise ToolError(f"no jaxrun results in {str(folder)!r}: run execute.run_jax_scripts first") from None
+            raise ToolError(str(exc)) from None  # a damaged file: one line that says where
 
     @server.tool(name="execute.benchmark_jax_script", annotations=runs)
     # A benchmark tool runs the script more than once by default (the options' 0 means "run once").

@@ -22,7 +22,6 @@ neither jax nor pydantic: they are imported when a benchmark runs or a file is r
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
 from typing import Any, Callable
@@ -209,14 +208,17 @@ def _phases(m: Any) -> dict[str, list[float]]:
 
 
 def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> list[Any]:
+    from . import resultfiles
     from .bench.models import PytestBenchmarks
     from .models import ScriptComparison
     from .verdicts import DEFAULT_GATE, judge_script
 
     try:
-        base = PytestBenchmarks.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"baseline {path} is not a --jax-benchmark-json file: {exc}") from exc
+        base = resultfiles.read_model(path, PytestBenchmarks)
+    except resultfiles.DamagedFileError as exc:  # one line that says where, as every reader says it
+        raise ValueError(f"baseline {exc} (expected a --jax-benchmark-json file)") from None
+    except OSError as exc:
+        raise ValueError(f"baseline {path} cannot be read: {exc}") from None
     options = _verdict_options(config)
     out = []
     for key, new in benchmarks.items():

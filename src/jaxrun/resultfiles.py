@@ -14,10 +14,11 @@ import threading
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from .errors import UsageError
+from .formatting import one_line
 from .probe.channel import valid_texts
 
 M = TypeVar("M", bound=BaseModel)
@@ -119,8 +120,75 @@ def write_json(path: Path, data: Any) -> None:
     atomic_write_text(Path(path), json.dumps(data, indent=2, default=str) + "\n")
 
 
+class DamagedFileError(UsageError):
+    """A result file that exists but cannot be used: not JSON (cut off, garbled) or not of its model.
+    The message is one line that names the file and says what is wrong in it."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{str(path)!r} is damaged: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+def _not_json(text: str) -> str:
+    """Where ``text`` stops being JSON: ``not valid JSON at line L column C (why)``."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        cut = " (the file is empty)" if not text.strip() else \
+            " (the file ends there: cut off?)" if exc.pos >= len(text.rstrip()) else ""
+        return f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}){cut}"
+    except (ValueError, RecursionError) as exc:
+        return f"not valid JSON ({type(exc).__name__})"
+    return "not valid JSON"  # json accepts what pydantic does not (NaN, Infinity)
+
+
+def _wrong_fields(exc: ValidationError, model: type[BaseModel]) -> str:
+    """The first field that does not match ``model``: ``script_results.0.success: Field required``."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return one_line(f"does not match {model.__name__}: {where}: {first['msg']}{more}") or ""
+
+
+def _read_text(path: Path) -> str:
+    raw = Path(path).read_bytes()  # OSError (missing, unreadable) is the caller's to word
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedFileError(path, f"not valid JSON: not UTF-8 text at byte {exc.start}") from None
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; raises :class:`DamagedFileError` (one line) when it is not JSON."""
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise DamagedFileError(path, _not_json(text)) from None
+
+
+def validate_model(path: Path, data: Any, model: type[M]) -> M:
+    """``data`` read from ``path`` as a ``model``; raises :class:`DamagedFileError` naming the field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise DamagedFileError(path, _wrong_fields(exc, model)) from None
+
+
 def read_model(path: Path, model: type[M]) -> M:
-    return model.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    """The ``model`` in the file ``path``: the one reader of result files (report, compare, --resume,
+    the MCP tools). Raises OSError when it cannot be read and :class:`DamagedFileError` (a
+    UsageError, so a ValueError) when it is damaged, with one line saying where: ``not valid JSON
+    at line L column C`` or ``does not match BatchResult: script_results.0.success: Field required``."""
+    text = _read_text(path)
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors(include_url=False)):
+            raise DamagedFileError(path, _not_json(text)) from None
+        raise DamagedFileError(path, _wrong_fields(exc, model)) from None
 
 
 def json_schema(name: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from . import resultfiles
 from .devices import describing
@@ -151,18 +151,33 @@ def with_unlisted_results(batch: BatchResult, results_dir: Path) -> BatchResult:
     if batch.metadata.complete:
         return batch
     listed = {(r.script_name, r.device_requested) for r in batch.script_results}
-    found: list[ScriptResult] = []
-    for path in sorted((results_dir / resultfiles.SCRIPT_RESULTS_DIR).glob("*_result.json")):
-        try:
-            result = resultfiles.read_model(path, ScriptResult)
-        except (OSError, ValueError):
-            continue  # unreadable: the batch file's view stands
-        if (result.script_name, result.device_requested) not in listed:
-            found.append(result)
+    # An unreadable script file: the batch file's view stands.
+    found = [result for result, _ in script_files(results_dir).readable
+             if (result.script_name, result.device_requested) not in listed]
     if not found:
         return batch
-    results = [*batch.script_results, *sorted(found, key=lambda r: r.started_at or "")]
+    results = [*batch.script_results, *found]
     meta = batch.metadata.model_copy(update=_counts(results))
     return batch.model_copy(update={"metadata": meta, "script_results": results,
                                     "performance_summary": performance_summary(results)})
 
+
+class ScriptFiles(NamedTuple):
+    readable: list[tuple[ScriptResult, Path]]  # in the order the scripts started
+    damaged: list[resultfiles.DamagedFileError]
+
+
+def script_files(results_dir: Path) -> ScriptFiles:
+    """The per-script result files (``script_results/*_result.json``) of ``results_dir``: what
+    each readable one holds, and why each damaged one cannot be used."""
+    readable: list[tuple[ScriptResult, Path]] = []
+    damaged: list[resultfiles.DamagedFileError] = []
+    for path in sorted((Path(results_dir) / resultfiles.SCRIPT_RESULTS_DIR).glob("*_result.json")):
+        try:
+            readable.append((resultfiles.read_model(path, ScriptResult), path))
+        except resultfiles.DamagedFileError as exc:
+            damaged.append(exc)
+        except OSError:
+            continue  # gone or unreadable since it was listed: as if it had never been written
+    readable.sort(key=lambda pair: pair[0].started_at or "")
+    return ScriptFiles(readable, damaged)

@@ -3,13 +3,17 @@
 A script's earlier result is reused when it finished (succeeded, or failed for a reason of its own:
 not ``interrupted``), from the same content (sha256) and the same run options; everything else
 runs again, so the resumed batch ends with the result files of one uninterrupted run.
+
+The earlier results are those of the batch file, with the scripts that only have their own file
+(a batch cut off between two rewrites of it). When the batch file is damaged (cut off, garbled,
+missing fields) or gone, the batch is rebuilt from the per-script files alone, and one line says
+so; a script whose own file is damaged too runs again.
 """
 
 from __future__ import annotations
 
 import logging
-
-from pydantic import ValidationError
+from pathlib import Path
 
 from .. import resultfiles
 from ..errors import ScriptNotFoundError, UsageError
@@ -17,24 +21,47 @@ from ..models import BatchResult, ScriptResult
 from ..options import BatchOptions
 from ..provenance import script_identity
 from ..job import Job
-from ..summary import with_unlisted_results
+from ..summary import script_files, with_unlisted_results
 
 logger = logging.getLogger("jaxrun")
 
 
+def earlier_results(results_dir: Path) -> list[ScriptResult]:
+    """The results an earlier batch left in ``results_dir``: of its batch file when it can be
+    read, else of the per-script files that can (with a warning naming what was used)."""
+    path = Path(results_dir) / resultfiles.EXECUTION_RESULTS
+    try:
+        return with_unlisted_results(resultfiles.read_model(path, BatchResult), Path(results_dir)).script_results
+    except resultfiles.DamagedFileError as exc:
+        why = exc.problem
+    except FileNotFoundError:
+        why = None
+    except OSError as exc:
+        raise UsageError(f"--resume: cannot read {str(path)!r} ({type(exc).__name__}: {exc.strerror or exc}); "
+                         "make it readable, or run without --resume to start over") from None
+    found = script_files(results_dir)
+    if why is None and not found.readable and not found.damaged:
+        logger.info("--resume: no earlier batch in %s, running every script", results_dir)
+        return []
+    used = [p.name for _, p in found.readable]
+    line = (f"--resume: {str(path)!r} is {'damaged: ' + why if why else 'missing'}; "
+            f"rebuilt the batch from {len(used)} per-script result file{'' if len(used) == 1 else 's'}"
+            + (f" ({_names(used)})" if used else ""))
+    if found.damaged:
+        line += ("; damaged, so their scripts run again: "
+                 + _names([f"{e.path.name} ({e.problem})" for e in found.damaged]))
+    logger.warning(line)
+    return [result for result, _ in found.readable]
+
+
+def _names(names: list[str], shown: int = 10) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def finished_before(options: BatchOptions, jobs: list[Job]) -> dict[int, ScriptResult]:
     """Job index -> the earlier result to keep."""
-    path = options.results_dir / resultfiles.EXECUTION_RESULTS
-    if not path.is_file():
-        logger.info("--resume: no earlier batch in %s, running every script", options.results_dir)
-        return {}
-    try:
-        before = with_unlisted_results(resultfiles.read_model(path, BatchResult), options.results_dir)
-    except (OSError, ValueError, ValidationError) as exc:
-        raise UsageError(
-            f"--resume: {str(path)!r} cannot be read ({type(exc).__name__}); run without --resume to start over"
-        ) from None
-    earlier = {(r.script_name, r.device_requested): r for r in before.script_results}
+    earlier = {(r.script_name, r.device_requested): r for r in earlier_results(options.results_dir)}
     reused: dict[int, ScriptResult] = {}
     for job in jobs:
         result = earlier.get((job.name, job.device))

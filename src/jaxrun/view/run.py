@@ -175,11 +175,12 @@ def read_batch(results_dir: Path) -> "BatchResult":
     source = Path(results_dir) / resultfiles.EXECUTION_RESULTS
     try:
         return with_unlisted_results(resultfiles.read_model(source, BatchResult), Path(results_dir))
-    except OSError:
+    except FileNotFoundError:
         raise UsageError(f"no jaxrun results in {str(results_dir)!r} ({resultfiles.EXECUTION_RESULTS} is missing); "
                          "pass a folder `jaxrun run` wrote") from None
-    except ValueError as exc:
-        raise UsageError(f"{str(source)!r} is not a valid jaxrun results file: {str(exc).splitlines()[0]}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {str(source)!r} ({type(exc).__name__}: {exc.strerror or exc})") from None
+    # A damaged file: resultfiles.DamagedFileError, a UsageError whose one line says where.
 
 
 def read_run_view(results_dir: Path, baseline: Optional[Path] = None) -> RunView:

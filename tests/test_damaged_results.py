@@ -1,0 +1,173 @@
+"""Issue 24, item 4: a results folder whose files were damaged (cut off, garbled, fields missing).
+`--resume` rebuilds the batch from the per-script files that survived; every reader (report,
+compare, --resume, the MCP monitor tool) names the damaged file and says what is wrong in one
+line; compare falls back from a damaged jax_benchmark_results.json to jax_execution_results.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jaxrun import resultfiles
+from jaxrun.models import BatchResult
+
+from helpers import load, write
+
+QUICK = "if False:\n    import jax\nprint('{name}')\n"
+
+
+def _jaxrun(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jaxrun", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory, jaxrun_cache_dir: Path) -> Path:
+    """A finished, benchmarked batch of a.py and b.py (folders s/ and r/)."""
+    root = tmp_path_factory.mktemp("finished")
+    for name in ("a", "b"):
+        write(root / "s", f"{name}.py", QUICK.format(name=name))
+    with pytest.MonkeyPatch.context() as env:  # as the tests' own runs have it: the same run options
+        env.setenv("JAXRUN_CACHE_DIR", str(jaxrun_cache_dir))
+        done = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
+                       "--benchmark-runs", "2", "--warmup-runs", "0")
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def _copy(finished: Path, tmp_path: Path) -> Path:
+    shutil.copytree(finished / "s", tmp_path / "s")
+    shutil.copytree(finished / "r", tmp_path / "r")
+    return tmp_path
+
+
+def _cut(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "--resume:" in line]
+
+
+def test_resume_rebuilds_a_cut_off_batch_file_from_the_script_files(finished: Path, tmp_path: Path) -> None:
+    root = _copy(finished, tmp_path)
+    _cut(root / "r" / resultfiles.EXECUTION_RESULTS)
+    _cut(root / "r" / "script_results" / "b_result.json", 0.3)
+    resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
+                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    said = _warnings(resumed.stderr)
+    assert len(said) == 1, resumed.stderr
+    assert "jax_execution_results.json' is damaged: not valid JSON at line " in said[0]
+    assert "rebuilt the batch from 1 per-script result file (a_result.json)" in said[0]
+    assert "damaged, so their scripts run again: b_result.json (not valid JSON at line " in said[0]
+    # a is kept, b ran again, and the folder ends as one run would have left it.
+    batch = resultfiles.read_model(root / "r" / resultfiles.EXECUTION_RESULTS, BatchResult)
+    assert [(r.script_name, r.kept, r.success) for r in batch.script_results] == [("a", True, True), ("b", False, True)], resumed.stderr
+    assert batch.metadata.complete
+    assert load(root / "r" / "script_results" / "b_result.json")["success"] is True
+
+
+@pytest.mark.parametrize("damage", ["missing metadata", "not JSON", "missing"])
+def test_resume_rebuilds_a_batch_file_missing_fields_not_json_or_gone(finished: Path, tmp_path: Path,
+                                                                      damage: str) -> None:
+    root = _copy(finished, tmp_path)
+    path = root / "r" / resultfiles.EXECUTION_RESULTS
+    if damage == "missing metadata":
+        doc = load(path)
+        del doc["metadata"]
+        path.write_text(json.dumps(doc))
+    elif damage == "not JSON":
+        path.write_bytes(b"\x00\xff garbage")
+    else:
+        path.unlink()
+    resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
+                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    said = _warnings(resumed.stderr)
+    assert len(said) == 1, resumed.stderr
+    assert {"missing metadata": "is damaged: does not match BatchResult: metadata: Field required",
+            "not JSON": "is damaged: not valid JSON", "missing": "is missing"}[damage] in said[0]
+    assert "rebuilt the batch from 2 per-script result files (a_result.json, b_result.json)" in said[0]
+    batch = resultfiles.read_model(path, BatchResult)
+    assert [(r.script_name, r.kept) for r in batch.script_results] == [("a", True), ("b", True)]
+
+
+def test_report_says_where_a_cut_off_file_stops_being_json(finished: Path, tmp_path: Path) -> None:
+    root = _copy(finished, tmp_path)
+    path = root / "r" / resultfiles.EXECUTION_RESULTS
+    _cut(path)
+    path.write_text(path.read_text().rstrip())  # it stops on its last line
+    lines = path.read_text().splitlines()
+    done = _jaxrun(root, "report", "r")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "validation error" not in done.stderr, done.stderr
+    assert f"jax_execution_results.json' is damaged: not valid JSON at line {len(lines)} column " in done.stderr
+    assert "cut off" in done.stderr
+
+
+def test_report_names_the_field_that_does_not_match(finished: Path, tmp_path: Path) -> None:
+    root = _copy(finished, tmp_path)
+    path = root / "r" / resultfiles.EXECUTION_RESULTS
+    doc = load(path)
+    del doc["script_results"][0]["success"]
+    path.write_text(json.dumps(doc))
+    done = _jaxrun(root, "report", "r")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "is damaged: does not match BatchResult: script_results.0.success: Field required" in done.stderr
+
+
+def test_compare_falls_back_from_a_damaged_benchmark_file(finished: Path, tmp_path: Path) -> None:
+    root = _copy(finished, tmp_path)
+    _cut(root / "r" / resultfiles.BENCHMARK_RESULTS)
+    done = _jaxrun(root, "compare", str(finished / "r"), "r", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {s["script_name"] for s in json.loads(done.stdout)["scripts"]} == {"a", "b"}
+    notes = [line for line in done.stderr.splitlines() if "damaged" in line]
+    assert len(notes) == 1 and "jax_benchmark_results.json' is damaged: not valid JSON at line " in notes[0], done.stderr
+    assert "read jax_execution_results.json instead" in notes[0]
+    # Both damaged: one line naming both, exit 2.
+    _cut(root / "r" / resultfiles.EXECUTION_RESULTS)
+    done = _jaxrun(root, "compare", str(finished / "r"), "r")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "jax_benchmark_results.json' is damaged: not valid JSON" in done.stderr
+    assert "jax_execution_results.json' is damaged: not valid JSON" in done.stderr
+
+
+def test_mcp_monitor_says_what_report_says(finished: Path, tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    root = tmp_path / "root"
+    shutil.copytree(finished / "r", root / "r")
+    _cut(root / "r" / resultfiles.EXECUTION_RESULTS)
+    report = _jaxrun(root, "report", "r")
+    said = report.stderr.strip().partition("jax_execution_results.json' ")[2]  # the path is as each was given
+    texts: list[str] = []
+
+    async def body() -> None:
+        server = StdioServerParameters(command=sys.executable, args=["-m", "jaxrun", "mcp", "--root", str(root)],
+                                       env=dict(os.environ), cwd=str(root))
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(server, errlog=quiet) as (read, write_stream):
+                async with ClientSession(read, write_stream) as session:
+                    await session.initialize()
+                    called = await session.call_tool("execute.monitor_jax_performance", {"results_dir": "r"})
+                    failed = called.model_dump(by_alias=True, mode="json")  # whatever the SDK's field names
+                    assert failed["isError"], failed
+                    texts.extend(c.get("text", "") for c in failed["content"])
+
+    anyio.run(body)
+    assert said.startswith("is damaged: not valid JSON at line"), report.stderr
+    assert any(text.endswith("jax_execution_results.json' " + said) for text in texts), (said, texts)
