@@ -136,7 +136,8 @@ def _not_json(text: str) -> str:
         json.loads(text)
     except json.JSONDecodeError as exc:
         cut = " (the file is empty)" if not text.strip() else \
-            " (the file ends there: cut off?)" if exc.pos >= len(text.rstrip()) else ""
+            " (the file ends there: cut off?)" if exc.pos >= len(text.rstrip()) or \
+            exc.msg.startswith("Unterminated string") else ""  # a string that runs to the end: cut inside it
         return f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}){cut}"
     except (ValueError, RecursionError) as exc:
         return f"not valid JSON ({type(exc).__name__})"
