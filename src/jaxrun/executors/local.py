@@ -98,6 +98,11 @@ class LocalExecutor:
                 if not future.cancelled():
                     self._report(future, futures[future], shared, wait_for_it=True)
             raise BatchInterrupted from None
+        except BaseException:
+            # A result that could not be written (a full disk) stops the batch: the jobs running
+            # are stopped, not waited for, and none starts (batch/pipeline.py reports them).
+            stop.set()
+            raise
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
 
