@@ -130,3 +130,46 @@ def test_a_log_that_cannot_be_written_does_not_stop_the_batch(tmp_path: Path) ->
     assert log.stat().st_size <= limit
     assert by_name["s3.py"]["stdout_truncated"] is False
     assert (results / "logs" / "s3.stdout.log").read_text() == "x" * 100 + "\n"
+
+
+# The script makes its own result file's path a folder that is not empty: writing that one file
+# fails (os.replace: "Is a directory"), every other file of the batch can be written.
+SPOILS_ITS_RESULT = """if False:
+    import jax
+import os
+from pathlib import Path
+results = Path(os.environ["JAXRUN_OUTPUT_DIR"]).parents[1]
+(results / "script_results" / "s2_result.json" / "in-the-way").mkdir(parents=True)
+print("done")
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_result_file_that_cannot_be_written_stops_the_batch_cleanly(tmp_path: Path, jobs: str) -> None:
+    scripts = tmp_path / "s"
+    # With --jobs 2 the first script is still running (far from its timeout) when s2's result fails.
+    write(scripts, "s1.py", SMALL if jobs == "1" else "if False:\n    import jax\nimport time\ntime.sleep(250)\n")
+    write(scripts, "s2.py", SPOILS_ITS_RESULT)
+    for i in (3, 4):
+        write(scripts, f"s{i}.py", SMALL)
+    results = tmp_path / "r"
+
+    done = _jaxrun(tmp_path, scripts, "--results-dir", results, "--jobs", jobs)
+
+    assert "Traceback" not in done.stderr, done.stderr
+    assert _errors(done.stderr) == [
+        f"jaxrun: error: cannot write {results}/script_results/s2_result.json: [Errno 21] Is a directory"], done.stderr
+    assert done.returncode == 2, done.stderr
+    assert survivors(str(tmp_path)) == []
+    # What could be written was: the batch files, with every script, say the batch did not end.
+    batch = json.loads((results / "jax_execution_results.json").read_text())
+    assert batch["metadata"]["complete"] is False
+    by_name = {Path(r["script_path"]).name: r for r in batch["script_results"]}
+    assert sorted(by_name) == ["s1.py", "s2.py", "s3.py", "s4.py"]
+    assert by_name["s2.py"]["success"] is True
+    assert by_name["s4.py"]["error_class"] == "interrupted"
+    if jobs == "1":
+        assert by_name["s1.py"]["success"] is True
+        assert json.loads((results / "script_results" / "s1_result.json").read_text())["success"] is True
+    else:
+        assert by_name["s1.py"]["error_class"] == "interrupted"  # stopped, not waited for
