@@ -253,7 +253,8 @@ def _stop_unwritable(jobs: list[Job], chain: Sink, files: BatchFilesSink, exc: R
         if job.index not in files.reported:
             try:
                 chain.on_result(job, failed_before_running(
-                    job, f"not run: the batch stopped first: {exc}", "interrupted", hint=HINTS["interrupted"]))
+                    job, f"not run: the batch stopped first ({exc.path} could not be written)", "interrupted",
+                    hint="make room (or fix the folder) and run the batch again with --resume"))
             except ResultsWriteError:
                 pass
     try:
