@@ -173,3 +173,33 @@ def test_a_result_file_that_cannot_be_written_stops_the_batch_cleanly(tmp_path: 
         assert json.loads((results / "script_results" / "s1_result.json").read_text())["success"] is True
     else:
         assert by_name["s1.py"]["error_class"] == "interrupted"  # stopped, not waited for
+
+
+def test_a_results_folder_full_from_the_start_is_one_line_and_keeps_no_lock(tmp_path: Path, tiny_disk: Path) -> None:
+    scripts = tmp_path / "s"
+    write(scripts, "s1.py", SMALL)
+    filler = tiny_disk / "filler"
+    with open(filler, "wb") as handle:  # the whole disk
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+
+    done = _jaxrun(tmp_path, scripts, "--results-dir", tiny_disk)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert _errors(done.stderr) == [
+        f"jaxrun: error: cannot write the results folder {str(tiny_disk)!r}: [Errno 28] No space left on device; "
+        "pass a folder you can write to --results-dir"], done.stderr
+    assert done.returncode == 2
+
+    # In one process (the API), the failed batch does not keep the folder's lock: once there is
+    # room, the next batch runs there.
+    from jaxrun.errors import UsageError
+    from helpers import run_batch
+
+    with pytest.raises(UsageError, match=r"\[Errno 28\] No space left on device"):
+        run_batch(scripts, tiny_disk)
+    filler.unlink()
+    assert run_batch(scripts, tiny_disk).metadata.scripts_successful == 1
