@@ -308,7 +308,7 @@ def test_a_read_only_results_folder_is_one_clear_error(shared_tmp: Path) -> None
     done = jaxrun("run", shared_tmp / "scripts", "--results-dir", results, "--no-history", prefix=_UNPRIVILEGED, timeout=CASE_TIMEOUT)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"jaxrun: error: cannot write the results folder {str(results)!r}: Permission denied; "
+        f"jaxrun: error: cannot write the results folder {str(results)!r}: [Errno 13] Permission denied; "
         "pass a folder you can write to --results-dir"
     ]
     assert list(results.iterdir()) == []

@@ -30,6 +30,27 @@ class DeviceProbeError(JAXExecutionError):
     """The child process that reads device facts could not run (JAX missing or broken)."""
 
 
+class ResultsWriteError(JAXExecutionError, OSError):
+    """A file of the results (a result, a batch file, a log, an output folder) could not be written:
+    a full disk, an I/O error, a file too large. One line: the file and the errno, as in
+    ``cannot write /r/script_results/x_result.json: [Errno 28] No space left on device``. Still an
+    ``OSError`` (its ``errno``, ``strerror`` and ``filename``) for callers that catch those."""
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        super().__init__(exc.errno, exc.strerror or str(exc), str(path))
+        self.path = str(path)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {describe_os_error(self)}"
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``[Errno 28] No space left on device`` (the errno and its text, without the file name)."""
+    if exc.errno is None:
+        return exc.strerror or str(exc) or type(exc).__name__
+    return f"[Errno {exc.errno}] {exc.strerror}"
+
+
 class ScriptFailedError(JAXExecutionError):
     """Raised only when the caller asked for ``raise_on_error=True``; carries the result."""
 

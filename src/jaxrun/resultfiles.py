@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from .errors import UsageError
+from .errors import ResultsWriteError, UsageError
 from .formatting import one_line
 from .probe.channel import valid_texts
 
@@ -79,6 +79,16 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     of the machine; per-script result files use it (a 10,000-script batch would spend seconds in
     fsync), the batch files, which describe them all, do not."""
     path = Path(path)
+    try:
+        _atomic_write(path, text, durable)
+    except ResultsWriteError:
+        raise
+    except OSError as exc:
+        # A full disk, an I/O error: one line naming the file (errors.py), never a traceback.
+        raise ResultsWriteError(path, exc) from None
+
+
+def _atomic_write(path: Path, text: str, durable: bool) -> None:
     # One temporary name per writer (process, thread): no random names to try, no clash.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:

@@ -25,7 +25,9 @@ SCRIPTS_STOP_SECONDS = 10.0  # how long a new run waits for the scripts of a kil
 
 def unwritable(folder: Path, exc: OSError) -> UsageError:
     """The one message for a results folder jaxrun cannot write to."""
-    return UsageError(f"cannot write the results folder {str(folder)!r}: {exc.strerror or exc}; "
+    from ..errors import describe_os_error
+
+    return UsageError(f"cannot write the results folder {str(folder)!r}: {describe_os_error(exc)}; "
                       "pass a folder you can write to --results-dir")
 
 
@@ -77,8 +79,12 @@ class ResultsFolderLock:
                 f"the results folder {str(self.path.parent)!r} is in use by another jaxrun run ({holder}); "
                 "wait for it to finish or pass another --results-dir"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}, started {now_iso()}".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}, started {now_iso()}".encode(), 0)
+        except OSError as exc:  # a full disk: no batch can write here; the lock is not kept either
+            os.close(fd)
+            raise unwritable(self.path.parent, exc) from None
         self._fd = fd
         try:
             _wait_for_earlier_scripts(self.path.parent)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import __version__, resultfiles
 from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
-from ..errors import DeviceProbeError, UsageError
+from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..executors.base import RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult, SkippedScript
 from ..failures import HINTS
@@ -235,10 +235,39 @@ def _run_locked(
                     job, "not run: the batch was interrupted first", "interrupted", hint=HINTS["interrupted"]))
         chain.on_end(files.batch(complete=False))
         raise
+    except ResultsWriteError as exc:
+        _stop_unwritable(jobs, chain, files, exc)
+        if store is not None:
+            store.close()
+        raise
     except BaseException:
         if store is not None:
             store.close()
         raise
     result = files.batch(complete=True)
-    chain.on_end(result)
+    try:
+        chain.on_end(result)
+    except ResultsWriteError as exc:
+        _stop_unwritable(jobs, chain, files, exc)
+        raise
     return result
+
+
+def _stop_unwritable(jobs: list[Job], chain: Sink, files: BatchFilesSink, exc: ResultsWriteError) -> None:
+    """A file of the batch could not be written (a full disk, an I/O error): the batch stops there,
+    and what can still be written is: every script not run marked so, the batch files with
+    ``complete: false`` (a later ``--resume`` runs what is missing). Further write errors are
+    expected now and left unsaid: the CLI says the first one, in one line."""
+    logger.info("the batch stops: %s", exc)
+    for job in jobs:
+        if job.index not in files.reported:
+            try:
+                chain.on_result(job, failed_before_running(
+                    job, f"not run: the batch stopped first ({exc.path} could not be written)", "interrupted",
+                    hint="make room (or fix the folder) and run the batch again with --resume"))
+            except ResultsWriteError:
+                pass
+    try:
+        chain.on_end(files.batch(complete=False))
+    except ResultsWriteError:
+        pass

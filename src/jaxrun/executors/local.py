@@ -98,6 +98,20 @@ class LocalExecutor:
                 if not future.cancelled():
                     self._report(future, futures[future], shared, wait_for_it=True)
             raise BatchInterrupted from None
+        except BaseException:
+            # A result that could not be written (a full disk) stops the batch: no job starts, the
+            # running ones are stopped (not waited for) and their results reported as far as they
+            # can be; batch/pipeline.py marks the rest and says the first error.
+            stop.set()
+            for future in pending:
+                future.cancel()
+            for future in pending:
+                if not future.cancelled():
+                    try:
+                        self._report(future, futures[future], shared, wait_for_it=True)
+                    except Exception:  # noqa: BLE001 - the error that stopped the batch is the one to say
+                        pass
+            raise
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
 

@@ -67,39 +67,86 @@ class LaunchOutcome:
     kernel_limits: list[str] | None = None  # the limits its cgroup held ("memory", "processes")
     prestarted: bool = False  # a spare process became the script's (run/spare.py)
     cpu_method: str | None = None  # how cpu_time was measured (CGROUP_CPU_METHOD, RUSAGE_CPU_METHOD)
+    log_errors: list[str] = field(default_factory=list)  # a log that could not be written: why, one line each
 
 
 class _LogPump(threading.Thread):
-    """Copy a pipe to a file up to ``cap`` bytes; keep draining after that so the child never blocks."""
+    """Copy a pipe to a file up to ``cap`` bytes; keep draining after that so the child never blocks.
+
+    The pipe is read to its end whatever happens to the file: a log that cannot be written (a
+    full disk, an I/O error, a file too large) is left as far as it got, the rest of the output is
+    read and discarded, and ``write_error`` says why (the result's warning; the script, whose pipe
+    would otherwise fill, runs on)."""
 
     def __init__(self, pipe: IO[bytes], path: Path, cap: int) -> None:
         super().__init__(daemon=True)
         self.pipe, self.path, self.cap = pipe, path, cap
         self.written = 0
         self.discarded = 0
+        self.write_error: OSError | None = None
 
     def run(self) -> None:
-        with open(self.path, "wb") as out:
+        out = self._open()
+        try:
             while True:
                 chunk = self.pipe.read1(_CHUNK) if hasattr(self.pipe, "read1") else self.pipe.read(_CHUNK)
                 if not chunk:
                     break
-                room = self.cap - self.written
+                room = self.cap - self.written if out is not None else 0
                 if room > 0:
-                    out.write(chunk[:room])
-                    out.flush()
-                    self.written += min(room, len(chunk))
-                self.discarded += max(0, len(chunk) - max(room, 0))
-            if self.discarded:
-                out.write(
-                    f"\n[jaxrun: log truncated at {self.cap} bytes; {self.discarded} more bytes "
-                    "were discarded]\n".encode()
-                )
-        self.pipe.close()
+                    kept = self._write(out, chunk[:room])  # type: ignore[arg-type]
+                    self.written += kept
+                    self.discarded += len(chunk) - kept
+                    if kept < min(room, len(chunk)):
+                        out = self._close(out)
+                else:
+                    self.discarded += len(chunk)
+            if self.discarded and out is not None:
+                self._write(out, f"\n[jaxrun: log truncated at {self.cap} bytes; {self.discarded} more bytes "
+                            "were discarded]\n".encode())
+        finally:
+            self._close(out)
+            self.pipe.close()
+
+    def _open(self) -> int | None:
+        try:
+            return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            self.write_error = exc
+            return None
+
+    def _write(self, fd: int, data: bytes) -> int:
+        """Bytes of ``data`` written (all of them, unless the file could not take them)."""
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError as exc:
+            self.write_error = exc
+        return done
+
+    @staticmethod
+    def _close(fd: int | None) -> None:
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return None
 
     @property
     def truncated(self) -> bool:
-        return self.discarded > 0
+        return self.discarded > 0 or self.write_error is not None
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why the log holds less than the script wrote, when it could not be written: one line."""
+        if self.write_error is None:
+            return None
+        from ..errors import describe_os_error
+
+        return (f"{self.path.name} is incomplete: cannot write {self.path}: {describe_os_error(self.write_error)}; "
+                f"{self.discarded} bytes of output were read and discarded")
 
 
 class _Waiter(threading.Thread):
@@ -303,6 +350,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         interrupted=interrupted,
         stdout_truncated=pumps[0].truncated,
         stderr_truncated=pumps[1].truncated,
+        log_errors=[note for note in (pump.incomplete for pump in pumps) if note is not None],
         escaped_cpu_seconds=monitor.escaped_cpu_seconds,
         events=events,
         started=started,

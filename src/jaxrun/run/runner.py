@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import resultfiles
 from ..defaults import log_cap_bytes
 from ..devices import get_jax_device_info, resolve_device
-from ..errors import DeviceProbeError, ScriptNotFoundError
+from ..errors import DeviceProbeError, ResultsWriteError, ScriptNotFoundError
 from ..failures import backoff_seconds, next_action
 from ..models import Attempt, DeviceInfo, Numerics, RunEnvironment, ScriptResult
 from ..nvml import UtilizationSampler, visible_gpus
@@ -158,8 +158,11 @@ def launch_attempt(
 ) -> AttemptRun:
     """The real attempt: the script in its own process through the probe (``launcher``: the
     batch's, with its spare process; :meth:`Launcher.attempt` passes it)."""
-    job.output_dir.mkdir(parents=True, exist_ok=True)
-    job.stdout_log.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (job.output_dir, job.stdout_log.parent):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a full disk: the batch stops with one line (errors.py), no traceback
+            raise ResultsWriteError(folder, exc) from None
     _sweep_stale_event_folders()
     with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
@@ -318,7 +321,7 @@ def _content_hash(job: Job) -> str | None:
 def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
     if outcome is None:
         return []
-    found = []
+    found = list(outcome.log_errors)  # a log the disk would not take: the script ran on, its log stops short
     stopped_by_jaxrun = outcome.timed_out or outcome.interrupted or outcome.over_memory_limit or outcome.over_process_limit
     if outcome.leftovers and not stopped_by_jaxrun:
         found.append(f"the script left {outcome.leftovers} process(es) running when it ended; jaxrun stopped them")

@@ -10,7 +10,7 @@ add one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ScriptResult
@@ -52,28 +52,46 @@ NO_SINK: Sink = BaseSink()
 
 
 class Sinks(BaseSink):
-    """Several sinks in order, as one."""
+    """Several sinks in order, as one. A file one of them cannot write (a full disk:
+    :class:`~jaxrun.errors.ResultsWriteError`) does not keep the others from the event: each is
+    told, then the first such error is raised (the batch stops there: batch/pipeline.py)."""
 
     def __init__(self, sinks: Sequence[Sink]) -> None:
         self.sinks = list(sinks)
 
     def on_begin(self, jobs: Sequence["Job"]) -> None:
-        for sink in self.sinks:
-            sink.on_begin(jobs)
+        self._each(lambda sink: sink.on_begin(jobs))
 
     def on_start(self, job: "Job", total: int) -> None:
-        for sink in self.sinks:
-            sink.on_start(job, total)
+        self._each(lambda sink: sink.on_start(job, total))
 
     def on_progress(self, job: "Job", result: "ScriptResult") -> None:
-        for sink in self.sinks:
-            sink.on_progress(job, result)
+        self._each(lambda sink: sink.on_progress(job, result))
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        from ..errors import ResultsWriteError
+
+        first: ResultsWriteError | None = None
         for sink in self.sinks:
-            result = sink.on_result(job, result)
+            try:
+                result = sink.on_result(job, result)
+            except ResultsWriteError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
         return result
 
     def on_end(self, batch: "BatchResult") -> None:
+        self._each(lambda sink: sink.on_end(batch))
+
+    def _each(self, call: Callable[[Sink], None]) -> None:
+        from ..errors import ResultsWriteError
+
+        first: ResultsWriteError | None = None
         for sink in self.sinks:
-            sink.on_end(batch)
+            try:
+                call(sink)
+            except ResultsWriteError as exc:
+                first = first or exc
+        if first is not None:
+            raise first

@@ -64,8 +64,8 @@ class BatchFilesSink(BaseSink):
             self._begun = True
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
+        self._done[job.index] = result  # first: held even when the files cannot be written
         self.begin()
-        self._done[job.index] = result
         waited = time.monotonic() - self._last_write
         if waited >= self._write_seconds / MAX_WRITE_SHARE:
             self._write(self.batch(complete=False))

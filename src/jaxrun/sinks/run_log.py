@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from ..errors import ResultsWriteError
 from ..formatting import one_line
 from ..timestamps import now_iso
 from . import BaseSink
@@ -48,13 +49,26 @@ class RunLogSink(BaseSink):
 
     def write(self, message: str, *, echo: bool = True) -> None:
         """A line of the log file; ``echo``: also to the logger (what no progress line says)."""
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a", encoding="utf-8", errors="backslashreplace")
-        self._handle.write(f"{now_iso()} {message}\n")
-        self._handle.flush()
         if echo:
             logger.info(message)
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = open(self.path, "a", encoding="utf-8", errors="backslashreplace")
+            self._handle.write(f"{now_iso()} {message}\n")
+            self._handle.flush()
+        except OSError as exc:  # a full disk: one line naming the file, the batch stops (batch/pipeline.py)
+            self._drop()
+            raise ResultsWriteError(self.path, exc) from None
+
+    def _drop(self) -> None:
+        """Close the file, whatever its buffer still held (what the disk would not take)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError:
+                pass
 
     def on_begin(self, jobs: Sequence["Job"]) -> None:
         self._total = len(jobs)
@@ -80,5 +94,9 @@ class RunLogSink(BaseSink):
         else:
             self.write(f"interrupted after {meta.scripts_executed} of {self._total} run(s)", echo=False)
         if self._handle is not None:
-            self._handle.close()
+            try:
+                self._handle.close()
+            except OSError as exc:
+                self._handle = None
+                raise ResultsWriteError(self.path, exc) from None
             self._handle = None
