@@ -153,3 +153,71 @@ def test_a_node_lost_mid_batch_runs_its_script_again_on_another_node(cluster, tm
     assert len(list(markers.glob(f"{victim[0]}.*"))) == 2
     saved = load(tmp_path / "r" / "script_results" / f"{victim[0]}_result.json")
     assert saved["success"] is True and len(saved["attempts"]) == 2
+
+
+# --------------------------------------------------------------------------- token authentication
+
+
+@pytest.fixture
+def cluster_with_token(tmp_path: Path):
+    """A head started as users start it, ``ray start --head``, with Ray's token authentication
+    (``RAY_AUTH_MODE=token``, the token in its ~/.ray/auth_token; a private HOME)."""
+    import secrets
+
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    token = secrets.token_hex(32)
+    (home / ".ray" / "auth_token").write_text(token)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(home), RAY_AUTH_MODE="token")
+    head = subprocess.Popen(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--port", str(port), "--num-cpus", "1",
+         "--include-dashboard", "false", "--block", "--disable-usage-stats"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        address = f"{ray.util.get_node_ip_address()}:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex((address.split(":")[0], port)) == 0:
+                    break
+            assert head.poll() is None, head.stderr.read() if head.stderr else ""
+            time.sleep(0.2)
+        yield address, home, token
+    finally:
+        head.terminate()  # `ray start --block` stops the processes it started
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait()
+
+
+def run_cli(address: str, folder: Path, results: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jaxrun", "run", str(folder), "--backend", "ray", "--ray-address", address,
+         "--results-dir", str(results), "--device", "cpu", "--no-compile-cache", "--no-history"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+
+
+def test_jaxrun_reaches_a_cluster_with_token_authentication(cluster_with_token, tmp_path: Path) -> None:
+    """Ray's driver sends no token to an address it is given unless RAY_AUTH_MODE=token; jaxrun
+    sends the user's token (their ~/.ray/auth_token, or RAY_AUTH_TOKEN) as ``ray start`` does."""
+    address, home, token = cluster_with_token
+    write(tmp_path / "s", "a.py", "if False:\n    import jax\nprint(1)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "JAX_PLATFORMS"}
+    # The token in the user's ~/.ray/auth_token, RAY_AUTH_MODE unset.
+    proc = run_cli(address, tmp_path / "s", tmp_path / "r1", {**env, "HOME": str(home)})
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "Token authentication" not in proc.stderr
+    # The token in Ray's own variable.
+    empty_home = tmp_path / "empty_home"
+    empty_home.mkdir()
+    proc = run_cli(address, tmp_path / "s", tmp_path / "r2", {**env, "HOME": str(empty_home), "RAY_AUTH_TOKEN": token})
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert load(tmp_path / "r2" / "script_results" / "a_result.json")["success"] is True

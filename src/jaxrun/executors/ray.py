@@ -155,12 +155,43 @@ class RayExecutor:
 def _init_ray(ray: Any, address: str | None) -> None:
     """``ray.init`` for jaxrun: Ray's own log lines stay out of jaxrun's output (its driver logger
     at ERROR; the workers' output is not forwarded: the scripts' output is in logs/)."""
+    if address is not None:
+        _use_a_token_if_there_is_one()
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": _worker_env()})
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
         where = address or "a local Ray"
-        raise UsageError(f"cannot start or reach {where}: {exc}") from None
+        hint = ""
+        if address is not None:
+            hint = (" (a cluster started with token authentication needs its token here: "
+                    "RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token)")
+        raise UsageError(f"cannot start or reach {where}: {_first_line(exc)}{hint}") from None
+
+
+def _use_a_token_if_there_is_one() -> None:
+    """Turn on Ray's token authentication for this driver when the user has a token and has not
+    chosen (``RAY_AUTH_MODE`` unset), as ``ray start`` and ``ray.init()`` without an address do:
+    a ``ray start`` cluster asks for the token whenever one exists (~/.ray/auth_token, which any
+    earlier local Ray wrote), but Ray's driver never sends it to an address it is given. A driver
+    that sends a token also reaches a cluster that asks for none. Ray's own function, quietly;
+    a Ray without token authentication has nothing to turn on."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    try:
+        from ray._private.authentication import authentication_token_setup as setup
+        turn_on = setup.maybe_enable_token_auth_if_token_available
+    except (ImportError, AttributeError):
+        return
+    ray_logger = logging.getLogger(setup.__name__)
+    level = ray_logger.level
+    ray_logger.setLevel(logging.ERROR)  # "Token authentication is enabled ...": what the user has
+    try:
+        turn_on(warn_if_disabled=False)
+    except Exception as exc:  # noqa: BLE001 - then ray.init says what is wrong
+        _log.debug("Ray token authentication: %s", exc)
+    finally:
+        ray_logger.setLevel(level)
 
 
 def _quiet_ray_driver(ray: Any) -> Callable[[], None] | None:
