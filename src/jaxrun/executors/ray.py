@@ -3,7 +3,11 @@
 Each job is one Ray task running the same ``run_job`` as a local batch, with the same
 :class:`~jaxrun.options.RunOptions` object (pickled, never rebuilt from a dict); the task
 returns the result and the driver's sinks write every file, exactly as for local runs. A task that
-fails or is lost (worker crash, node loss) becomes a failed result, never a crash of the batch.
+fails becomes a failed result, never a crash of the batch; one lost with its node or its worker
+(``NodeDiedError``, ``WorkerCrashedError``, ...) is run again on a node still alive, at most
+``LOST_NODE_RETRIES`` times, then becomes a ``crashed`` result. Each result records the node that
+ran it (``node``, ``ray_node_id``). Ray's own log lines stay out of jaxrun's output, and the
+user's Ray token is sent to ``--ray-address`` as ``ray start`` would (:func:`_init_ray`).
 
 Assumptions for a cluster: the script paths and the results folder are on a file system shared
 by every node (logs and outputs are written there by the workers), and jaxrun and JAX are
