@@ -3,7 +3,11 @@
 Each job is one Ray task running the same ``run_job`` as a local batch, with the same
 :class:`~jaxrun.options.RunOptions` object (pickled, never rebuilt from a dict); the task
 returns the result and the driver's sinks write every file, exactly as for local runs. A task that
-fails or is lost (worker crash, node loss) becomes a failed result, never a crash of the batch.
+fails becomes a failed result, never a crash of the batch; one lost with its node or its worker
+(``NodeDiedError``, ``WorkerCrashedError``, ...) is run again on a node still alive, at most
+``LOST_NODE_RETRIES`` times, then becomes a ``crashed`` result. Each result records the node that
+ran it (``node``, ``ray_node_id``). Ray's own log lines stay out of jaxrun's output, and the
+user's Ray token is sent to ``--ray-address`` as ``ray start`` would (:func:`_init_ray`).
 
 Assumptions for a cluster: the script paths and the results folder are on a file system shared
 by every node (logs and outputs are written there by the workers), and jaxrun and JAX are
@@ -15,14 +19,17 @@ Ray gives a task no other GPU to move to.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import signal
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..defaults import make_jaxrun_importable
 from ..errors import UsageError
 from ..models import ScriptResult
+from ..models.results import Attempt
 from ..run.runner import failed_before_running
 from .base import BatchInterrupted, RunJob
 
@@ -31,6 +38,8 @@ if TYPE_CHECKING:
     from ..options import BatchOptions, RunOptions
     from ..job import Job
     from ..sinks import Sink
+
+_log = logging.getLogger(__name__)
 
 # Environment variables a JAX job may depend on, passed to the workers through runtime_env.
 _PASSED_ENV_PREFIXES = ("JAX_", "XLA_", "JAXRUN_", "TF_CPP_", "CUDA_", "NVIDIA_", "TPU_")
@@ -55,7 +64,22 @@ def run_on_worker(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[st
         result = run_job(job, options, placement=WHOLE_MACHINE, stop=None, sink=NO_SINK)
     except RunInterrupted as stopped:  # ray.cancel: the script's process tree was stopped
         result = stopped.result
-    return result.model_dump(mode="json")
+    data = result.model_dump(mode="json")
+    data["node"], data["ray_node_id"] = _this_node()
+    return data
+
+
+def _this_node() -> tuple[str | None, str | None]:
+    """(host name, Ray node id) of the node running this task."""
+    import socket
+
+    import ray
+
+    try:
+        node_id = ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - a missing id is null, never a lost result
+        node_id = None
+    return socket.gethostname(), node_id
 
 
 def lost_result(job: "Job", message: str, error_class: str = "crashed") -> ScriptResult:
@@ -79,57 +103,174 @@ class RayExecutor:
             raise UsageError("--backend ray needs Ray: pip install 'jaxrun[ray]'") from None
         options = self.options
         started_ray = False
+        restore_output = None
         if not ray.is_initialized():
             sigterm = signal.getsignal(signal.SIGTERM)
-            try:
-                ray.init(address=options.ray_address, include_dashboard=False, log_to_driver=False,
-                         runtime_env={"env_vars": _worker_env()})
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                where = options.ray_address or "a local Ray"
-                raise UsageError(f"cannot start or reach {where}: {exc}") from None
+            _init_ray(ray, options.ray_address)
             started_ray = True
+            restore_output = _quiet_ray_driver(ray)
             if sigterm is not None and threading.current_thread() is threading.main_thread():
                 # Ray's driver exits at once on SIGTERM; jaxrun's handler makes it an interrupt that
                 # cancels the tasks (stopping their scripts) and leaves valid files.
                 signal.signal(signal.SIGTERM, sigterm)
         task = ray.remote(run_on_worker)
-        pending: dict[Any, "Job"] = {}
+        pending: dict[Any, tuple["Job", list[Attempt]]] = {}  # ref -> job, its attempts lost with a node
         queue = list(jobs)
+
+        def submit(job: "Job", lost: list[Attempt]) -> None:
+            # Ray shares a GPU between tasks that each ask for a fraction of it.
+            gpus = 0.0
+            if job.platform == "gpu":
+                gpus = options.gpus_per_job if options.jobs_per_gpu == 1 else 1 / options.jobs_per_gpu
+            ref = task.options(
+                num_cpus=1, num_gpus=gpus, max_retries=0, runtime_env={"env_vars": _worker_env()},
+            ).remote(run_job, job, options.options_for(job))
+            pending[ref] = (job, lost)
+
         try:
             while queue or pending:
                 while queue and len(pending) < max(1, options.jobs):
                     job = queue.pop(0)
                     sink.on_start(job, len(jobs))  # handed to Ray: it starts when a worker is free
-                    # Ray shares a GPU between tasks that each ask for a fraction of it.
-                    gpus = 0.0
-                    if job.platform == "gpu":
-                        gpus = options.gpus_per_job if options.jobs_per_gpu == 1 else 1 / options.jobs_per_gpu
-                    ref = task.options(
-                        num_cpus=1, num_gpus=gpus, max_retries=0, runtime_env={"env_vars": _worker_env()},
-                    ).remote(run_job, job, options.options_for(job))
-                    pending[ref] = job
+                    submit(job, [])
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    sink.on_result(pending[ref], _result_of(ray, ref, pending.pop(ref)))
+                    job, lost = pending.pop(ref)
+                    result, lost_node = _result_of(ray, ref, job)
+                    if lost_node is not None and len(lost) < LOST_NODE_RETRIES:
+                        # The node (or its worker) went away under the task: run it again; Ray
+                        # places it on a node still alive.
+                        submit(job, [*lost, _lost_attempt(result, len(lost) + 1)])
+                        continue
+                    sink.on_result(job, _with_lost_attempts(result, lost))
         except KeyboardInterrupt:
             for ref in pending:
                 ray.cancel(ref)  # raises KeyboardInterrupt in the task: it stops its script's tree
-            for ref, job in pending.items():
-                sink.on_result(job, _result_of(ray, ref, job))
+            for ref, (job, lost) in pending.items():
+                sink.on_result(job, _with_lost_attempts(_result_of(ray, ref, job)[0], lost))
             raise BatchInterrupted from None
         finally:
             if started_ray:
                 ray.shutdown()
+            if restore_output is not None:
+                restore_output()
 
 
-def _result_of(ray: Any, ref: Any, job: "Job") -> ScriptResult:
-    """The task's result, or a stand-in for a task that failed or was lost."""
+def _init_ray(ray: Any, address: str | None) -> None:
+    """``ray.init`` for jaxrun: Ray's own log lines stay out of jaxrun's output (its driver logger
+    at ERROR; the workers' output is not forwarded: the scripts' output is in logs/)."""
+    if address is not None:
+        _use_a_token_if_there_is_one()
     try:
-        return ScriptResult.model_validate(ray.get(ref))
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR, runtime_env={"env_vars": _worker_env()})
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+        where = address or "a local Ray"
+        hint = ""
+        if address is not None:
+            hint = (" (a cluster started with token authentication needs its token here: "
+                    "RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token)")
+        raise UsageError(f"cannot start or reach {where}: {_first_line(exc)}{hint}") from None
+
+
+def _use_a_token_if_there_is_one() -> None:
+    """Turn on Ray's token authentication for this driver when the user has a token and has not
+    chosen (``RAY_AUTH_MODE`` unset), as ``ray start`` and ``ray.init()`` without an address do:
+    a ``ray start`` cluster asks for the token whenever one exists (~/.ray/auth_token, which any
+    earlier local Ray wrote), but Ray's driver never sends it to an address it is given. A driver
+    that sends a token also reaches a cluster that asks for none. Ray's own function, quietly;
+    a Ray without token authentication has nothing to turn on."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    try:
+        from ray._private.authentication import authentication_token_setup as setup
+        turn_on = setup.maybe_enable_token_auth_if_token_available
+    except (ImportError, AttributeError):
+        return
+    ray_logger = logging.getLogger(setup.__name__)
+    level = ray_logger.level
+    ray_logger.setLevel(logging.ERROR)  # "Token authentication is enabled ...": what the user has
+    try:
+        turn_on(warn_if_disabled=False)
+    except Exception as exc:  # noqa: BLE001 - then ray.init says what is wrong
+        _log.debug("Ray token authentication: %s", exc)
+    finally:
+        ray_logger.setLevel(level)
+
+
+def _quiet_ray_driver(ray: Any) -> Callable[[], None] | None:
+    """Send the messages Ray's driver prints whatever ``log_to_driver`` says (its error listener's
+    ``(raylet) A worker died ...``, ``node ... dead``) to jaxrun's debug log instead of the terminal:
+    what they say is in the results (a lost node's attempt and warning). Ray's driver reads the
+    name ``print_to_stdstream`` of ``ray._private.worker`` at each message; where this Ray has no
+    such name, nothing changes. Returns what puts it back."""
+    module = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(module, "print_to_stdstream", None)
+    if original is None:
+        return None
+
+    def to_debug_log(data: Any, *args: Any, **kwargs: Any) -> None:
+        lines = data.get("lines", ()) if isinstance(data, dict) else ()
+        for line in lines:
+            _log.debug("ray (%s): %s", data.get("pid"), line)
+
+    module.print_to_stdstream = to_debug_log
+
+    def restore() -> None:
+        module.print_to_stdstream = original
+
+    return restore
+
+
+def _result_of(ray: Any, ref: Any, job: "Job") -> tuple[ScriptResult, str | None]:
+    """The task's result, or a stand-in for a task that failed or was lost; and, when the task was
+    lost with its node or worker (worth running again elsewhere), what was lost, in one line."""
+    try:
+        return ScriptResult.model_validate(ray.get(ref)), None
     except ray.exceptions.TaskCancelledError:
-        return lost_result(job, "the Ray task was cancelled before it finished", "interrupted")
+        return lost_result(job, "the Ray task was cancelled before it finished", "interrupted"), None
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None) or exc
-        return lost_result(job, f"the Ray task raised {type(cause).__name__}: {cause}", "script_error")
+        return lost_result(job, f"the Ray task raised {type(cause).__name__}: {cause}", "script_error"), None
     except ray.exceptions.RayError as exc:  # worker crashed, node died, object lost
-        return lost_result(job, f"the Ray task was lost: {type(exc).__name__}: {exc}")
+        result = lost_result(job, f"the Ray task was lost: {type(exc).__name__}: {_first_line(exc)}")
+        if isinstance(exc, _node_lost_errors(ray)):
+            node = _NODE_ID.search(str(exc))
+            what = f"{type(exc).__name__}" + (f" on node {node.group(1)}" if node else "")
+            result.ray_node_id = node.group(1) if node else None
+            return result, what
+        return result, None
+
+
+# A task lost with its node or its worker process: run again on a node still alive, this many
+# times at most, then reported as crashed.
+LOST_NODE_RETRIES = 2
+_NODE_ID = re.compile(r"node ID: ([0-9a-f]{16,})")
+
+
+def _node_lost_errors(ray: Any) -> tuple[type, ...]:
+    names = ("NodeDiedError", "WorkerCrashedError", "ActorDiedError", "ObjectLostError")
+    owner_died = getattr(ray.exceptions, "OwnerDiedError", None)  # the owner is this driver: not a node loss
+    return tuple(cls for cls in (getattr(ray.exceptions, name, None) for name in names)
+                 if isinstance(cls, type) and cls is not owner_died)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _lost_attempt(result: ScriptResult, number: int) -> Attempt:
+    attempt = result.attempts[-1].model_copy(update={"number": number})
+    return attempt
+
+
+def _with_lost_attempts(result: ScriptResult, lost: list[Attempt]) -> ScriptResult:
+    """``result`` (of the last run) after the runs lost with their node: those come first in
+    ``attempts``, and a warning says the script was run again."""
+    if not lost:
+        return result
+    attempts = [*lost, *(a.model_copy(update={"number": a.number + len(lost)}) for a in result.attempts)]
+    note = (f"run again after its Ray node or worker was lost {len(lost)} time(s): "
+            + "; ".join(a.error_message or "" for a in lost))
+    return result.model_copy(update={"attempts": attempts, "warnings": [*result.warnings, note]})

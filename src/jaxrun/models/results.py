@@ -202,6 +202,14 @@ class ScriptResult(MappingModel):
         None, description="The limits the kernel held through the cgroup: \"memory\" (--memory-limit), "
         "\"processes\" (--max-processes); the others were watched by sampling only. Null without a cgroup"
     )
+    node: str | None = Field(
+        None, description="Host name of the machine that ran the script's last attempt (--backend ray: the "
+        "Ray node's host; null for a local run, and when the script never ran)"
+    )
+    ray_node_id: str | None = Field(
+        None, description="Ray's id of the node that ran the last attempt (ray.get_runtime_context()."
+        "get_node_id(), as `ray list nodes` shows it); null outside --backend ray"
+    )
     output_files: list[str] = []
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
     stdout_log: str | None = None
