@@ -20,6 +20,19 @@ _MARKER_SCAN_EVERY = 10
 MAX_SERIES = 20_000  # memory samples kept for a profile (at 0.1 s: 33 min; then every other one)
 
 
+def _has_children(pid: int) -> bool:
+    """Whether ``pid`` has a child process: its threads' ``/proc/PID/task/TID/children`` files;
+    True where they cannot be read (a kernel without them), so the caller looks the long way."""
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                if handle.read().strip():
+                    return True
+    except OSError:
+        return True
+    return False
+
+
 class TreeMonitor:
     """Samples a script's process tree: its memory, and every descendant ever seen.
 
@@ -47,6 +60,7 @@ class TreeMonitor:
         self.last_count = 0  # live processes of the run at the last sample, the script's included
         self.peak_count = 0
         self.samples = 0
+        self._grouped = False  # the script's process was seen in the run's cgroup (run/cgroups.py)
         # (perf_counter, bytes) of every sample, when asked (profiling); halved past MAX_SERIES.
         self.series: list[tuple[float, int]] | None = [] if record else None
         self._seen: dict[int, psutil.Process] = {}
@@ -79,17 +93,18 @@ class TreeMonitor:
         if self._root is None:
             return
         grouped = self.members() if self.members is not None else set()
-        if self.pid in grouped:
-            # The script's process is in the run's cgroup, where every process it starts is born
-            # and stays: the group is the tree, read from one file. Scanning every process's
-            # parent and environment (~2 ms a sample) is CPU taken from the script.
+        self._grouped = self._grouped or self.pid in grouped
+        if self._grouped:
+            # The script's process is (or was, until it ended: the last sample) in the run's
+            # cgroup, where every process it starts is born and stays: the group is the tree, read
+            # from one file. Scanning every process's parent and environment (~5 ms a sample with
+            # a hundred processes on the machine) is CPU taken from the script, and jaxrun's own.
             tree = self._cgroup_members(set(), grouped)
         else:
-            try:
-                tree = self._root.children(recursive=True)
-            except psutil.NoSuchProcess:
-                tree = []
-            if scan or self.samples % _MARKER_SCAN_EVERY == 0:
+            tree = self._descendants()
+            # Not at the first sample: the process has only just been started (or a spare given
+            # its job), the script has not run, nothing of it can have left the tree yet.
+            if scan or (self.samples and self.samples % _MARKER_SCAN_EVERY == 0):
                 tree += self._marked()
             tree += self._cgroup_members({p.pid for p in tree}, grouped)
         for proc in tree:
@@ -118,6 +133,17 @@ class TreeMonitor:
             self.series.append((time.perf_counter(), total))
             if len(self.series) > MAX_SERIES:
                 del self.series[::2]
+
+    def _descendants(self) -> list[psutil.Process]:
+        """Every descendant of the script's process; none, read from its threads' ``children``
+        files (a few files, not every process's ``stat``), while it has started none (a probe
+        before its script runs: a spare not yet in its cgroup)."""
+        if self._root is not None and self._root.is_running() and not _has_children(self.pid):
+            return []
+        try:
+            return self._root.children(recursive=True) if self._root is not None else []
+        except psutil.NoSuchProcess:
+            return []
 
     def _cgroup_members(self, known: set[int], grouped: set[int]) -> list[psutil.Process]:
         found = []
