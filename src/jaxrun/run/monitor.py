@@ -51,10 +51,14 @@ class TreeMonitor:
     method = "rss of the script's process + uss of each descendant, sampled"
 
     def __init__(self, pid: int, marker: tuple[str, str] | None = None, *, record: bool = False,
-                 members: Callable[[], set[int]] | None = None) -> None:
+                 members: Callable[[], set[int]] | None = None,
+                 group_cpu: Callable[[], float | None] | None = None) -> None:
         self.pid = pid
         self.marker = marker
         self.members = members
+        # The CPU seconds the run's cgroup counted: above 0, the script's process joined it (a
+        # tiny script may end between two samples, never seen in it). Nothing else enters it.
+        self.group_cpu = group_cpu
         self.peak_rss_bytes = 0
         self.last_bytes = 0
         self.last_count = 0  # live processes of the run at the last sample, the script's included
@@ -93,7 +97,8 @@ class TreeMonitor:
         if self._root is None:
             return
         grouped = self.members() if self.members is not None else set()
-        self._grouped = self._grouped or self.pid in grouped
+        self._grouped = self._grouped or self.pid in grouped or (
+            scan and self.group_cpu is not None and not is_alive(self._root) and (self.group_cpu() or 0.0) > 0)
         if self._grouped:
             # The script's process is (or was, until it ended: the last sample) in the run's
             # cgroup, where every process it starts is born and stays: the group is the tree, read
@@ -242,6 +247,18 @@ def signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
+def _group_gone(pgid: int) -> bool:
+    """No process at all (not even a zombie) is left in the process group: one system call, where
+    :func:`group_members` reads every process of the machine."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
 def group_members(pgid: int) -> list[psutil.Process]:
     """Live (non-zombie) processes of a process group, including ones never sampled."""
     members = []
@@ -284,6 +301,6 @@ def stop_tree(pgid: int, monitor: TreeMonitor, grace: float, *, wait_for_exit=No
 
 def reap_leftovers(pgid: int, monitor: TreeMonitor, grace: float) -> int:
     """After the script exited: stop any process it started that is still running."""
-    if not monitor.descendants_alive() and not group_members(pgid):
+    if not monitor.descendants_alive() and (_group_gone(pgid) or not group_members(pgid)):
         return 0
     return stop_tree(pgid, monitor, grace)
