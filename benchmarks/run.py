@@ -300,6 +300,91 @@ def cache_under_jobs(tmp: Path, jobs: int = 2) -> Row:
                f"{folder.relative_to(ROOT)}: a sequential run, then `--jobs {jobs}`, one new default cache")
 
 
+TINY = "if False:\n    import jax\nprint(1)\n"  # a "JAX script" (discovery finds it) that never imports jax
+
+
+def watched(command: list[str], **kw: object) -> tuple[float, float, float, int]:
+    """Run ``command``: its wall time, its own CPU seconds (not its children's), its children's
+    CPU seconds and its peak RSS in KiB. The process is waited for without being reaped
+    (``waitid(WNOWAIT)``), so its ``/proc/PID/stat`` still holds its own ``utime + stime``
+    (fields 14-15; 16-17 are its reaped children's); its peak RSS is ``VmHWM``, polled while it
+    runs (a zombie has no memory left to report). The children's CPU is this process's
+    ``RUSAGE_CHILDREN`` growth less the command's own."""
+    import resource
+
+    tick = os.sysconf("SC_CLK_TCK")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, **kw)  # type: ignore[call-overload]
+    peak = 0
+    status = Path(f"/proc/{proc.pid}/status")
+    while True:
+        try:
+            line = next((l for l in status.read_text().splitlines() if l.startswith("VmHWM")), None)
+            if line:
+                peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+            break
+        time.sleep(0.02)
+    wall = time.perf_counter() - started
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    own = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat(5))
+    proc.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) - own
+    return wall, own, children, peak
+
+
+def tiny_sweep(runs: int, tmp: Path, n: int = 1000, jobs: int = 2) -> list[Row]:
+    """``n`` tiny scripts (TINY) under ``jaxrun run DIR --jobs 2``, ``xargs -P2 -n1 python`` and a
+    plain ``for`` loop, interleaved: the wall time and its ratio, jaxrun's own CPU a script (its
+    process's own utime + stime, /proc, not its scripts'), the scripts' CPU a script under each,
+    and jaxrun's peak RSS against a run of n/10 scripts (what each further result adds)."""
+    small = max(2, n // 10)
+    folders = {}
+    for count in (n, small):
+        folder = tmp / f"tiny_{count}"
+        folder.mkdir()
+        for i in range(count):
+            (folder / f"s{i:05d}.py").write_text(TINY)
+        folders[count] = folder
+    listing = tmp / f"tiny_{n}.txt"
+    listing.write_text("".join(f"{s}\n" for s in sorted(folders[n].glob("*.py"))))
+
+    def jaxrun(count: int) -> list[str]:
+        return [*JAXRUN, "run", str(folders[count]), "--jobs", str(jobs), "--no-history", "--no-config", "-q",
+                "--results-dir", str(tmp / f"r_tiny_{count}")]
+
+    xargs = ["sh", "-c", f'xargs -P{jobs} -n1 "$0" >/dev/null < "$1"', sys.executable, str(listing)]
+    loop = ["sh", "-c", 'while read -r s; do "$0" "$s"; done >/dev/null < "$1"', sys.executable, str(listing)]
+    ours, theirs, serial, own, script_cpu, bare_cpu, peaks, small_peaks = [], [], [], [], [], [], [], []
+    for _ in range(runs):
+        wall, cpu, children, peak = watched(jaxrun(n))
+        ours.append(wall)
+        own.append(cpu / n)
+        script_cpu.append(children / n)
+        peaks.append(peak)
+        wall, _, children, _ = watched(xargs)
+        theirs.append(wall)
+        bare_cpu.append(children / n)
+        serial.append(watched(loop)[0])
+        small_peaks.append(watched(jaxrun(small))[3])
+    m, x, s = median(ours), median(theirs), median(serial)
+    growth = (median(peaks) - median(small_peaks)) / (n - small) * 1024  # bytes a result
+    how = f"median of {runs}, interleaved, {n} scripts `{TINY!r}`"
+    return [Row(f"{n} tiny scripts, `jaxrun run --jobs {jobs}` against `xargs -P{jobs} -n1 python`",
+                f"x{m / x:.2f} ({m:.1f} s vs {x:.1f} s; a plain `for` loop: {s:.1f} s)", "x1.5", m / x <= 1.5, how),
+            Row("jaxrun's own CPU a script", f"{median(own) * 1000:.1f} ms (the scripts' processes: "
+                f"{median(script_cpu) * 1000:.1f} ms a script, under xargs {median(bare_cpu) * 1000:.1f} ms)",
+                "10 ms", median(own) <= 0.010,
+                "jaxrun's process's own utime+stime (/proc/PID/stat before it is reaped), not its children's"),
+            Row(f"jaxrun's peak RSS, {n} against {small} scripts", f"{median(peaks) / 1024:.0f} MB vs "
+                f"{median(small_peaks) / 1024:.0f} MB: {growth / 1024:+.1f} KB a result", "5 KB a result",
+                growth <= 5 * 1024, f"VmHWM, medians of {runs}")]
+
+
 def versions() -> str:
     from importlib.metadata import version
 
@@ -345,6 +430,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="Interleaved measurements per figure (medians).")
     parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/README.md alone.")
+    parser.add_argument("--scripts", type=int, default=1000, help="Tiny scripts in the --jobs 2 sweep (fewer: a quick run).")
+    parser.add_argument("--only-sweep", action="store_true", help="Only the tiny-script sweep (implies --no-write).")
     args = parser.parse_args()
     # An installed jaxrun has its bytecode compiled by pip; this checkout's may be missing or stale
     # (PYTHONDONTWRITEBYTECODE is set on the development machine), which would add the compiling of
@@ -353,10 +440,14 @@ def main() -> None:
     where = machine()
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        sweep_runs = max(3, args.runs // 2)
+        if args.only_sweep:
+            print(table(tiny_sweep(sweep_runs, tmp, args.scripts)))
+            return
         rows = [help_time(args.runs), library_floor(args.runs), *first_line_time(args.runs, tmp),
                 *teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
                 result_writing(tmp), discovery(tmp), discovery_huge_file(args.runs, tmp), *compile_cache(max(3, args.runs // 2), tmp),
-                cache_under_jobs(tmp)]
+                cache_under_jobs(tmp), *tiny_sweep(sweep_runs, tmp, args.scripts)]
     text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
             f"{versions()}.\n\n{table(rows)}\n")
     print(text)

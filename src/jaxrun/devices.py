@@ -38,10 +38,25 @@ _DEVICE_ENV = (
 _memo: dict[str, DeviceInfo] = {}
 
 
+_INSTALLED_FOR = 2.0  # seconds an answer of _installed stands: a batch asks at every script
+_installed_memo: dict[str, tuple[float, str]] = {}
+
+
 def _installed(name: str) -> str:
     """Where package ``name`` is installed and when its version file was written: it changes with
     any install, upgrade or reinstall, and is read without importing the package (nor
-    importlib.metadata, whose import and lookups cost ~20 ms of every `jaxrun run`)."""
+    importlib.metadata, whose import and lookups cost ~20 ms of every `jaxrun run`). Looked up
+    again after _INSTALLED_FOR seconds (a long-lived process sees a new install)."""
+    now = time.monotonic()
+    known = _installed_memo.get(name)
+    if known is not None and now - known[0] < _INSTALLED_FOR:
+        return known[1]
+    answer = _look_up_installed(name)
+    _installed_memo[name] = (now, answer)
+    return answer
+
+
+def _look_up_installed(name: str) -> str:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.origin:
         return "not installed"

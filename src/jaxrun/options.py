@@ -111,7 +111,8 @@ class _Options(BaseModel):
 
     @property
     def sources(self) -> dict[str, Source]:
-        return {name: self.source_of(name) for name in type(self).model_fields}
+        given = self._sources  # what source_of reads, without its check of each name (every result)
+        return {name: given.get(name, "default") for name in type(self).model_fields}  # type: ignore[misc]
 
     def evolve(self: O, **changes: Any) -> O:
         """A copy with ``changes`` (jaxrun's own decisions, such as the device after a fallback),

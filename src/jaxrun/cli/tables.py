@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import io
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -108,11 +110,43 @@ def _summary(view: "RunView", note: str | None, star: str, columns: list, name_w
 
 
 def _width(table: Table) -> int:
-    """The width ``table`` takes when nothing constrains it."""
+    """The width ``table`` takes when nothing constrains it: that of the table of its widest rows
+    (a column as wide as its widest cell: :func:`_widest_rows`), rendered, so that fitting the
+    summary of 10,000 scripts renders a dozen rows, not 10,000, at each step."""
     console = Console(width=100_000, file=io.StringIO(), color_system=None)
     with console.capture() as capture:
-        console.print(table)
+        console.print(_widest_rows(table))
     return max((len(line.rstrip()) for line in capture.get().splitlines()), default=0)
+
+
+def _widest_rows(table: Table) -> Table:
+    """``table`` with only the rows that hold the widest cell of some column (in their order): as
+    wide as ``table`` where nothing constrains it (no cell wraps: each column takes its widest
+    cell, and the header, title and padding are kept)."""
+    columns = table.columns
+    if table.row_count <= 2 * len(columns):
+        return table
+    if not all(isinstance(cell, str) or (isinstance(cell, Text) and "\t" not in cell.plain)
+               for column in columns for cell in column._cells):
+        return table  # a cell whose width is not its text's length (a tab, another renderable)
+    keep: set[int] = set()
+    for column in columns:
+        cells = column._cells
+        if cells:
+            keep.add(max(range(len(cells)), key=lambda i: _cell_width(cells[i])))
+    rows = sorted(keep)
+    narrow = copy.copy(table)
+    narrow.columns = []
+    for column in columns:
+        kept = copy.copy(column)
+        kept._cells = [column._cells[i] for i in rows]
+        narrow.columns.append(kept)
+    narrow.rows = [table.rows[i] for i in rows]
+    return narrow
+
+
+def _cell_width(cell: "Text | str") -> int:
+    return max((cell_len(line) for line in (cell.plain if isinstance(cell, Text) else cell).split("\n")), default=0)
 
 
 _BENCHMARK_NARROWER = ("body", "import", "95% CI", "runs", "CV", "history")

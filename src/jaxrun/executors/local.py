@@ -8,8 +8,9 @@ every running job's launcher watches: their process trees are stopped, their res
 
 from __future__ import annotations
 
+import queue
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Sequence
 
 from ..models import ScriptResult
@@ -85,11 +86,19 @@ class LocalExecutor:
         executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="jaxrun-job")
         futures: dict[Future[ScriptResult], "Job"] = {executor.submit(task, job): job for job in longest_first(jobs)}
         pending = set(futures)
+        # Each future says when it is done on one queue: waiting on all the pending futures at
+        # every result (concurrent.futures.wait) costs the square of the batch's size.
+        done: queue.SimpleQueue[Future[ScriptResult]] = queue.SimpleQueue()
+        for future in futures:
+            future.add_done_callback(done.put)
         try:
             while pending:
-                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    self._report(future, futures[future], shared)
+                try:
+                    finished = done.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                pending.discard(finished)
+                self._report(finished, futures[finished], shared)
         except KeyboardInterrupt:
             stop.set()
             for future in pending:

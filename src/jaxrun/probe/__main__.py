@@ -6,7 +6,6 @@ import os
 import runpy
 import sys
 import time
-import traceback
 
 from . import events
 from .arguments import SPARE, ProbeArguments
@@ -87,6 +86,8 @@ def _without_probe_frames(text: str) -> str:
 
 def _exception_event(writer: EventWriter, exc: BaseException) -> str:
     """Report the script's exception; return its traceback as ``python script.py`` prints it."""
+    import traceback  # here: with textwrap and tokenize it is ~3 ms of every script's start-up
+
     # traceback renders an unprintable exception itself ("<exception str() failed>").
     text = _without_probe_frames("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     kind = type(exc)
@@ -156,7 +157,7 @@ def main(argv: list[str]) -> int:
     try:
         if entry is None:
             # Kept until the end: the script's arrays stay alive for the drain (probe/drain.py).
-            namespace = runpy.run_path(script, run_name="__main__")
+            namespace = runpy.run_path(script, run_name="__main__")  # noqa: F841
         else:
             _run_warm(writer, script, entry, arguments.warm_calls)
     except SystemExit as exc:

@@ -7,7 +7,6 @@ jax in the probe up front would cost ~0.4 s for scripts that never use it and wo
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 import time
@@ -98,7 +97,9 @@ def compile_cache_facts() -> dict[str, Any] | None:
     return {"enabled": enabled, "misses": programs.persistent_cache_misses()}
 
 
-class _NotifyingLoader(importlib.abc.Loader):
+# Plain classes, not importlib.abc's: the import system needs only these methods, and importlib.abc
+# (its ABCs) would be imported at every probe's start for scripts that never import jax.
+class _NotifyingLoader:
     """Runs the real loader, then tells the probe that the module exists."""
 
     def __init__(self, inner: Any, on_loaded: Callable[[], None]) -> None:
@@ -116,7 +117,7 @@ class _NotifyingLoader(importlib.abc.Loader):
         return getattr(self._inner, name)
 
 
-class JaxImportWatcher(importlib.abc.MetaPathFinder):
+class JaxImportWatcher:
     def __init__(self, on_loaded: Callable[[], None]) -> None:
         self._on_loaded = on_loaded
 

@@ -285,8 +285,13 @@ def create(memory_limit: int | None = None, max_processes: int | None = None) ->
     return group
 
 
+_swept: set[Path] = set()  # the parents swept by this process: once each, not at every script
+
+
 def _make(parent: Path, name: str) -> bool:
-    _sweep(parent)
+    if parent not in _swept:
+        _swept.add(parent)
+        _sweep(parent)
     try:
         (parent / name).mkdir()
         return True

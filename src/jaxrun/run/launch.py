@@ -284,7 +284,8 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     from .monitor import TreeMonitor, reap_leftovers
 
     monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
-                          record=record_memory, members=group.pids if group is not None else None)
+                          record=record_memory, members=group.pids if group is not None else None,
+                          group_cpu=group.cpu_seconds if group is not None else None)
     launcher.started()  # the script runs meanwhile; its logs are drained, its end noted by the waiter
     deadline = None if timeout is None else started + timeout
     timed_out = interrupted = over_memory = over_processes = False

@@ -20,6 +20,19 @@ _MARKER_SCAN_EVERY = 10
 MAX_SERIES = 20_000  # memory samples kept for a profile (at 0.1 s: 33 min; then every other one)
 
 
+def _has_children(pid: int) -> bool:
+    """Whether ``pid`` has a child process: its threads' ``/proc/PID/task/TID/children`` files;
+    True where they cannot be read (a kernel without them), so the caller looks the long way."""
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                if handle.read().strip():
+                    return True
+    except OSError:
+        return True
+    return False
+
+
 class TreeMonitor:
     """Samples a script's process tree: its memory, and every descendant ever seen.
 
@@ -38,15 +51,20 @@ class TreeMonitor:
     method = "rss of the script's process + uss of each descendant, sampled"
 
     def __init__(self, pid: int, marker: tuple[str, str] | None = None, *, record: bool = False,
-                 members: Callable[[], set[int]] | None = None) -> None:
+                 members: Callable[[], set[int]] | None = None,
+                 group_cpu: Callable[[], float | None] | None = None) -> None:
         self.pid = pid
         self.marker = marker
         self.members = members
+        # The CPU seconds the run's cgroup counted: above 0, the script's process joined it (a
+        # tiny script may end between two samples, never seen in it). Nothing else enters it.
+        self.group_cpu = group_cpu
         self.peak_rss_bytes = 0
         self.last_bytes = 0
         self.last_count = 0  # live processes of the run at the last sample, the script's included
         self.peak_count = 0
         self.samples = 0
+        self._grouped = False  # the script's process was seen in the run's cgroup (run/cgroups.py)
         # (perf_counter, bytes) of every sample, when asked (profiling); halved past MAX_SERIES.
         self.series: list[tuple[float, int]] | None = [] if record else None
         self._seen: dict[int, psutil.Process] = {}
@@ -79,17 +97,19 @@ class TreeMonitor:
         if self._root is None:
             return
         grouped = self.members() if self.members is not None else set()
-        if self.pid in grouped:
-            # The script's process is in the run's cgroup, where every process it starts is born
-            # and stays: the group is the tree, read from one file. Scanning every process's
-            # parent and environment (~2 ms a sample) is CPU taken from the script.
+        self._grouped = self._grouped or self.pid in grouped or (
+            scan and self.group_cpu is not None and not is_alive(self._root) and (self.group_cpu() or 0.0) > 0)
+        if self._grouped:
+            # The script's process is (or was, until it ended: the last sample) in the run's
+            # cgroup, where every process it starts is born and stays: the group is the tree, read
+            # from one file. Scanning every process's parent and environment (~5 ms a sample with
+            # a hundred processes on the machine) is CPU taken from the script, and jaxrun's own.
             tree = self._cgroup_members(set(), grouped)
         else:
-            try:
-                tree = self._root.children(recursive=True)
-            except psutil.NoSuchProcess:
-                tree = []
-            if scan or self.samples % _MARKER_SCAN_EVERY == 0:
+            tree = self._descendants()
+            # Not at the first sample: the process has only just been started (or a spare given
+            # its job), the script has not run, nothing of it can have left the tree yet.
+            if scan or (self.samples and self.samples % _MARKER_SCAN_EVERY == 0):
                 tree += self._marked()
             tree += self._cgroup_members({p.pid for p in tree}, grouped)
         for proc in tree:
@@ -118,6 +138,17 @@ class TreeMonitor:
             self.series.append((time.perf_counter(), total))
             if len(self.series) > MAX_SERIES:
                 del self.series[::2]
+
+    def _descendants(self) -> list[psutil.Process]:
+        """Every descendant of the script's process; none, read from its threads' ``children``
+        files (a few files, not every process's ``stat``), while it has started none (a probe
+        before its script runs: a spare not yet in its cgroup)."""
+        if self._root is not None and self._root.is_running() and not _has_children(self.pid):
+            return []
+        try:
+            return self._root.children(recursive=True) if self._root is not None else []
+        except psutil.NoSuchProcess:
+            return []
 
     def _cgroup_members(self, known: set[int], grouped: set[int]) -> list[psutil.Process]:
         found = []
@@ -216,6 +247,18 @@ def signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
+def _group_gone(pgid: int) -> bool:
+    """No process at all (not even a zombie) is left in the process group: one system call, where
+    :func:`group_members` reads every process of the machine."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
 def group_members(pgid: int) -> list[psutil.Process]:
     """Live (non-zombie) processes of a process group, including ones never sampled."""
     members = []
@@ -258,6 +301,6 @@ def stop_tree(pgid: int, monitor: TreeMonitor, grace: float, *, wait_for_exit=No
 
 def reap_leftovers(pgid: int, monitor: TreeMonitor, grace: float) -> int:
     """After the script exited: stop any process it started that is still running."""
-    if not monitor.descendants_alive() and not group_members(pgid):
+    if not monitor.descendants_alive() and (_group_gone(pgid) or not group_members(pgid)):
         return 0
     return stop_tree(pgid, monitor, grace)
