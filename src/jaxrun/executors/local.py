@@ -100,29 +100,32 @@ class LocalExecutor:
                 pending.discard(finished)
                 self._report(finished, futures[finished], shared)
         except KeyboardInterrupt:
-            stop.set()
-            for future in pending:
-                future.cancel()
-            for future in pending:
-                if not future.cancelled():
-                    self._report(future, futures[future], shared, wait_for_it=True)
+            self._stop(pending, futures, shared, stop)
             raise BatchInterrupted from None
         except BaseException:
             # A result that could not be written (a full disk) stops the batch: no job starts, the
             # running ones are stopped (not waited for) and their results reported as far as they
             # can be; batch/pipeline.py marks the rest and says the first error.
-            stop.set()
-            for future in pending:
-                future.cancel()
-            for future in pending:
-                if not future.cancelled():
-                    try:
-                        self._report(future, futures[future], shared, wait_for_it=True)
-                    except Exception:  # noqa: BLE001 - the error that stopped the batch is the one to say
-                        pass
+            self._stop(pending, futures, shared, stop, quiet=True)
             raise
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
+
+    @classmethod
+    def _stop(cls, pending: set, futures: dict, sink: _Locked, stop: threading.Event, quiet: bool = False) -> None:
+        """No job starts any more; each running one is stopped and its result reported (``quiet``:
+        a failure to report it is not said: the error that stopped the batch is the one to say)."""
+        stop.set()
+        for future in pending:
+            future.cancel()
+        for future in pending:
+            if future.cancelled():
+                continue
+            try:
+                cls._report(future, futures[future], sink, wait_for_it=True)
+            except Exception:  # noqa: BLE001
+                if not quiet:
+                    raise
 
     @staticmethod
     def _report(future: Future, job: "Job", sink: _Locked, wait_for_it: bool = False) -> None:
