@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 from .defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS, default_history_path, history_path
 from .errors import UsageError
 from .models import SAMPLE_METRICS, HistoryRun, Numerics, RegressionCheck, RunSample
-from .models.comparisons import JUDGED_VERDICTS
+from .models.comparisons import JUDGED_VERDICTS, TOO_FEW
 from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
 from .options import VerdictOptions, verdict_options
@@ -486,7 +486,7 @@ class HistoryStore:
         check.judged = comparison.verdict in JUDGED_VERDICTS
         if not check.judged:
             check.reason = f"not judged: {comparison.verdict}"
-            detail = too_few_note(comparison) if comparison.verdict == "too few runs to judge" else None
+            detail = too_few_note(comparison) if comparison.verdict == TOO_FEW else None
             if detail:
                 check.reason += f" ({detail})"
         return check

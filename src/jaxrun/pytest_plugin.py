@@ -34,7 +34,6 @@ from .timestamps import now_iso
 
 PROPERTY = "jax_benchmark"
 TIME_BUDGET_INI = "jax_benchmark_time_budget"
-_TOO_FEW = "too few runs to judge"  # jaxrun.stats.TOO_FEW (not imported here: it imports numpy)
 _PLUGIN_NAME = "jaxrun-benchmark-session"
 
 
@@ -177,19 +176,20 @@ class _Session:
                 taken = (f", {data['num_samples']} samples x {data.get('inner_loops')} calls in "
                          f"{data['sampling_time']:.2f} s")
             tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{taken}{extra}")
+        from .models.comparisons import TOO_FEW
         from .verdicts import describe_gate, too_few_note
 
         for c in self.comparisons:
             judged = describe_gate(c)
-            notes = [n for n in (c.note, too_few_note(c) if c.verdict == _TOO_FEW else None) if n]
+            notes = [n for n in (c.note, too_few_note(c) if c.verdict == TOO_FEW else None) if n]
             note = f" ({'; '.join(notes)})" if notes else ""
             tr.write_line(f"{c.verdict.upper()}: {c.script_name}{' ' + judged if judged else ''}{note}",
-                          red=c.verdict == "slower", green=c.verdict == "faster", yellow=c.verdict == _TOO_FEW)
+                          red=c.verdict == "slower", green=c.verdict == "faster", yellow=c.verdict == TOO_FEW)
         if self.written:
             tr.write_line(f"jax benchmark results written to {self.written}")
         if self.error:
             tr.write_line(f"jax benchmark results could not be written or compared: {self.error}", red=True)
-        too_few = [c.script_name for c in self.comparisons if c.verdict == _TOO_FEW]
+        too_few = [c.script_name for c in self.comparisons if c.verdict == TOO_FEW]
         if too_few:
             tr.write_line(f"{len(too_few)} benchmark(s) with too few samples to judge against the baseline (not a "
                           "regression): take more with min_samples= or --jax-benchmark-min-time", yellow=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from .models import Statistics
+from .models.comparisons import TOO_FEW
 
 CV_WARN = 0.05
 TOO_FAST_SECONDS = 1e-3
@@ -202,7 +203,6 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     return float(math.exp(sum(math.log(v) for v in positive) / len(positive)))
 
 
-TOO_FEW = "too few runs to judge"
 
 
 def min_p_value(n1: int, n2: int) -> float:

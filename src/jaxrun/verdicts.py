@@ -135,6 +135,12 @@ def too_few_note(comparison: ScriptComparison) -> str | None:
     return None
 
 
+def runs_needed(comparison: ScriptComparison) -> str | None:
+    """The part of :func:`too_few_note` that says what to do: ``at least 4 runs each``."""
+    note = too_few_note(comparison)
+    return note[note.find("at least"):] if note and "at least" in note else None
+
+
 def describe_gate(comparison: ScriptComparison) -> str:
     """``run_time x1.284 [1.21, 1.33] p=0.00058`` for each gate phase judged slower or faster, or
     for the whole gate when none was: the one line the history, Markdown and pytest print."""

@@ -196,7 +196,8 @@ def _phase_figures(phase: Any) -> str:
 def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
     """`jaxrun compare -q`: a line for each script whose verdict is not 'no significant change'
     (the gate phases that decided it, or why it could not be judged), then one summary line."""
-    from ..verdicts import too_few_note
+    from ..models.comparisons import TOO_FEW
+    from ..verdicts import runs_needed, too_few_note
 
     lines = []
     for c in report.scripts:
@@ -206,9 +207,8 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
         decided = [p for m, p in c.phases.items() if m in c.gate and p.verdict == c.verdict]
         if c.verdict in ("slower", "faster"):
             detail = ", ".join(_phase_figures(p) for p in decided)
-        elif c.verdict == "too few runs to judge":
-            need = too_few_note(c) or ""
-            detail = need[need.find("at least"):] if "at least" in need else need
+        elif c.verdict == TOO_FEW:
+            detail = runs_needed(c) or too_few_note(c) or ""
         else:
             detail = c.note or ""
         lines.append(f"{name}: {c.verdict}" + (f": {detail}" if detail else ""))
@@ -217,7 +217,7 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     summary = f"{len(report.scripts)} script(s) compared: " + ", ".join(
         f"{counts.get(v, 0)} {v}" for v in ("slower", "faster", "no significant change"))
-    for verdict in ("too few runs to judge", "not comparable"):
+    for verdict in (TOO_FEW, "not comparable"):
         if counts.get(verdict):
             summary += f", {counts[verdict]} {verdict}"
     means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None and m in report.gate]
@@ -235,12 +235,12 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
 def _print_too_few(report: Any) -> None:
     """The scripts whose gate had too few runs for any test to be significant: not regressions, and
     not "no significant change" either; with the runs each side needs."""
-    from ..verdicts import too_few_note
+    from ..models.comparisons import TOO_FEW
+    from ..verdicts import runs_needed
 
-    rows = [c for c in report.scripts if c.verdict == "too few runs to judge"]
+    rows = [c for c in report.scripts if c.verdict == TOO_FEW]
     if rows:
-        need = too_few_note(rows[0]) or ""
-        need = need[need.find("at least"):] if "at least" in need else "more runs"
+        need = runs_needed(rows[0]) or "more runs"
         out.print(f"too few runs to judge (not a regression): {', '.join(c.path or c.script_name for c in rows)}; "
                   f"{need} (--benchmark-runs)", markup=False)
 

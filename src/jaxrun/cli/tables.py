@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..formatting import fmt, fmt_metric, fmt_p, fmt_seconds, shorten_middle
+from ..models.comparisons import TOO_FEW
 from ..models import (
     ComparisonReport,
     DeviceSpeedup,
@@ -246,7 +247,7 @@ def compare_table(report: ComparisonReport) -> Table:
         ),
     )
     # "too few runs to judge" is not "no significant change": the samples could not have shown one.
-    styles = {"slower": "red", "faster": "green", "too few runs to judge": "yellow"}
+    styles = {"slower": "red", "faster": "green", TOO_FEW: "yellow"}
     for c in report.scripts:
         # A note that several phases share ("with 3 and 3 samples no test can reach...") is said once.
         notes = [p.note for p in c.phases.values() if p.note]

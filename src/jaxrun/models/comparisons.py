@@ -13,6 +13,8 @@ from .results import Numerics
 
 
 Verdict = Literal["faster", "slower", "no significant change", "too few runs to judge", "not comparable"]
+# No test could reach p < alpha with these sample sizes: nothing was learnt, which is not "no change".
+TOO_FEW = "too few runs to judge"
 
 
 class PhaseComparison(MappingModel):

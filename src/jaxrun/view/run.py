@@ -42,8 +42,6 @@ class RunView:
     skipped: list[Skipped]
     total_time: Optional[float]  # seconds of every process run (a benchmark's runs all counted)
     largest_memory: Optional[float]  # MB
-    benchmarked: bool
-    baseline: Optional[str]  # the baseline run the verdicts are against (None: the history's)
     exit_status: int
     exit_reasons: list[str]  # why the exit status is 1, one line each
     notes: list[str] = field(default_factory=list)  # said once, under the table
@@ -77,10 +75,6 @@ class RunView:
         if self.exit_status:
             line += " — exit 1: " + "; ".join(self.exit_reasons)
         return line
-
-    @property
-    def regressions(self) -> list[ScriptView]:
-        return [s for s in self.scripts if s.regression]
 
     @property
     def attention(self) -> list[ScriptView]:
@@ -127,8 +121,6 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
         xfailed=sum(s.status == "xfailed" for s in scripts), xpassed=sum(s.status == "xpassed" for s in scripts),
         kept=sum(s.kept for s in scripts), skipped=skipped,
         total_time=batch.performance_summary.total_execution_time, largest_memory=max(memory) if memory else None,
-        benchmarked=any(r.benchmark is not None for r in results),
-        baseline=comparison.base if comparison is not None else None,
         exit_status=EXIT_FAILED if reasons else EXIT_OK, exit_reasons=reasons, notes=notes,
         unreadable=list(meta.unreadable_paths),
     )

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..formatting import fmt_seconds, one_line, plural
+from ..models.comparisons import TOO_FEW
 
 if TYPE_CHECKING:
     from ..models import RegressionCheck, ScriptComparison, ScriptResult
 
 GOOD, BAD, WARN, PLAIN = "good", "bad", "warn", ""
-TOO_FEW = "too few runs to judge"  # jaxrun.stats.TOO_FEW (stats imports numpy: not for a progress line)
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 
@@ -128,26 +128,24 @@ def history_verdict(check: "RegressionCheck | None") -> tuple[Optional[str], str
         if check.other_numerics:  # a check written before `reason` existed
             return f"not judged: {plural(check.other_numerics, 'earlier run')} with other numerics", PLAIN, False
         return ("first run in the history" if not check.previous_runs else "not judged"), PLAIN, False
-    from ..verdicts import describe_gate, too_few_note
+    from ..verdicts import describe_gate, runs_needed
 
     verb = "than" if c.verdict in ("slower", "faster") else "against"
     text = f"{c.verdict} {verb} {plural(check.previous_runs, 'earlier run')}"
     detail = describe_gate(c)
     if c.verdict == TOO_FEW:
-        need = too_few_note(c) or ""
-        detail = need[need.find("at least"):] if "at least" in need else detail
+        detail = runs_needed(c) or detail
     return text + (f": {detail}" if detail else ""), _level(c.verdict), bool(check.regression)
 
 
 def baseline_verdict(comparison: "ScriptComparison") -> tuple[str, str, bool]:
     """(text, level, regression) of a script against a baseline run (``--baseline``)."""
-    from ..verdicts import describe_gate, too_few_note
+    from ..verdicts import describe_gate, runs_needed
 
     verb = "than" if comparison.verdict in ("slower", "faster") else "against"
     detail = describe_gate(comparison)
     if comparison.verdict == TOO_FEW:
-        need = too_few_note(comparison) or ""
-        detail = need[need.find("at least"):] if "at least" in need else detail
+        detail = runs_needed(comparison) or detail
     return (f"{comparison.verdict} {verb} the baseline" + (f": {detail}" if detail else ""),
             _level(comparison.verdict), comparison.verdict == "slower")
 
