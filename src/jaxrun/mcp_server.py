@@ -38,7 +38,7 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 from mcp.types import ToolAnnotations
 
-_STARTED = re.compile(r"^\[(\d+)/(\d+)\] (.+) \.\.\.$")
+_STARTED = re.compile(r"^\[(\d+)/(\d+|\?)\] (.+) \.\.\.$")  # "?": the plan is still finding scripts
 _FINISHED = re.compile(r"^  (.+?): ((?:ok|XPASS|kept) .+|\w+: .*)$")
 STOP_GRACE_SECONDS = 30.0
 
@@ -164,15 +164,15 @@ async def _run_cli(args: list[str], ctx: Context | None) -> BatchResult:
 
     async def follow_progress() -> None:
         assert proc.stderr is not None
-        done = total = 0
+        done, total = 0, None  # total: None until the plan has found every script
         async for raw in proc.stderr:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             stderr_tail[:] = (stderr_tail + [line])[-20:]
             started, finished = _STARTED.match(line), _FINISHED.match(line)
             if started:
-                total = int(started.group(2))
+                total = int(started.group(2)) if started.group(2) != "?" else total
                 message = f"running {started.group(3)}"
-            elif finished and total:
+            elif finished:
                 done += 1
                 message = f"{finished.group(1)}: {finished.group(2)}"
             else:

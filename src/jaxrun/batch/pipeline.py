@@ -19,11 +19,11 @@ from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..executors.base import RunJob, make_executor
-from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult, SkippedScript
+from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
 from ..failures import HINTS
 from ..options import BatchOptions, RunOptions
 from ..run import execute
-from ..job import Job
+from ..job import Job, Jobs
 from ..run.launcher import Launcher
 from ..run.runner import failed_before_running
 from ..run.spare import spare_environment
@@ -35,7 +35,7 @@ from ..sinks.script_files import ScriptFileSink
 from ..startup_trace import mark
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock, unwritable
-from .plan import DevicePlan, discover, make_jobs, plan_devices, plan_scripts
+from .plan import Plan
 from .resume import finished_before
 
 if TYPE_CHECKING:
@@ -74,20 +74,71 @@ def _open_history(options: BatchOptions) -> "tuple[HistoryStore | None, str | No
         return None, exc.problem
 
 
-def _header(options: BatchOptions, jobs: list[Job], scripts: int, devices: DevicePlan, unreadable: list[str],
-            skipped: list[SkippedScript]) -> list[str]:
+def _header(options: BatchOptions, plan: Plan, complete: bool) -> list[str]:
+    """The run log's first lines; what the plan had not yet found (``complete`` False) is said
+    when it has (:class:`_PlanFacts`)."""
     run = options.run
-    lines = [f"jaxrun {__version__}: {scripts} script(s), device={','.join(options.device)}, running on {devices.summary}"]
+    found = f"{plan.found} script(s)" if complete else "scripts found as they run"
+    lines = [f"jaxrun {__version__}: {found}, device={','.join(options.device)}, running on {plan.devices.summary}"]
     if options.config_file is not None:
         lines.append(f"settings from {options.config_file}")
-    lines += devices.notes
-    lines += [f"skipped, could not be read: {path}" for path in unreadable]
-    lines += [f"skipped {s.script_name}: {s.reason}" for s in skipped]
+    if complete:
+        lines += _plan_lines(plan)
     if run.benchmark_runs:
         lines.append(f"benchmarking: {run.warmup_runs} warm-up + {run.benchmark_runs} counted process runs per script")
     if options.jobs > 1 or options.backend != "local":
         lines.append(f"running up to {options.jobs} script(s) at once on the {options.backend} backend")
     return lines
+
+
+def _plan_lines(plan: Plan) -> list[str]:
+    return [*plan.devices.notes, *(f"skipped, could not be read: {path}" for path in plan.unreadable),
+            *(f"skipped {s.script_name}: {s.reason}" for s in plan.skipped)]
+
+
+class _PlanFacts(BaseSink):
+    """What the plan found, in the batch's metadata as it stands at each write; and, when the
+    plan ended after the batch began, the run log's lines about it."""
+
+    def __init__(self, plan: Plan, meta: BatchMetadata, log: RunLogSink, said: bool, to_run: Jobs,
+                 launcher: Launcher | None) -> None:
+        self.plan, self.meta, self.log, self.to_run, self.launcher = plan, meta, log, to_run, launcher
+        self.said = said  # the run log's header said what the plan found
+        self.complete = False  # what the plan found is all in the metadata and the log
+        self.started: set[int] = set()
+
+    def update(self) -> None:
+        if self.complete:
+            return
+        plan, meta = self.plan, self.meta
+        complete = plan.jobs.complete
+        meta.scripts_found, meta.skipped = plan.found, list(plan.skipped)
+        meta.unreadable_paths, meta.device_used = plan.unreadable, plan.devices.summary
+        if not complete:
+            return
+        self.complete = True
+        if self.launcher is not None:
+            # No spare process is started after the last job's (run/spare.py: expect).
+            self.launcher.expect(sum(_processes(self.plan.options.options_for(job))
+                                     for job in self.to_run.planned() if job.index not in self.started))
+        if self.said:
+            return
+        for line in [f"found {plan.found} script(s), running on {plan.devices.summary}", *_plan_lines(plan)]:
+            self.log.write(line)
+
+    def on_begin(self, jobs: Jobs) -> None:
+        self.update()
+
+    def on_start(self, job: Job, total: int | None) -> None:
+        self.started.add(job.index)
+        self.update()
+
+    def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
+        self.update()
+        return result
+
+    def on_end(self, batch: BatchResult) -> None:
+        self.update()
 
 
 def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: RunJob | None = None,
@@ -100,8 +151,23 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         run_job = functools.partial(execute.run_job, attempt=launcher.attempt)
     if options.run.verbose:
         logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
-    scripts, unreadable = discover(options.paths, options.recursive, options.include, options.exclude)
+    try:
+        info: DeviceInfo | None = get_jax_device_info()
+    except DeviceProbeError as exc:
+        info = None
+        logger.warning("device facts unavailable: %s", exc)
+    # The plan reads the folder in a thread of its own; a small folder is planned whole here,
+    # a large one goes on while its first scripts run (batch/plan.py).
+    plan = Plan(options, info).start()
+    try:
+        return _run_planned(options, sinks, run_job, launcher, plan, info)
+    finally:
+        plan.stop()
 
+
+def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
+                 info: DeviceInfo | None) -> BatchResult:
+    plan.wait_ahead()
     # Open the history before running anything: a bad --history is a usage error, not a late crash.
     store, history_problem = None, None
     if options.run.benchmark_runs and options.history:
@@ -122,7 +188,7 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         raise unwritable(out, exc) from None
     launcher.open_spares(spare_environment())  # each script's process starts while the last one's result is written
     try:
-        return _run_locked(options, sinks, run_job, launcher, scripts, unreadable, store, history_problem, out)
+        return _run_locked(options, sinks, run_job, launcher, plan, info, store, history_problem, out)
     finally:
         launcher.close()
         lock.release()
@@ -152,45 +218,44 @@ def _build_result_models() -> None:
 
 
 def _run_locked(
-    options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, scripts: list[tuple[Path, str]],
-    unreadable: list[str], store: HistoryStore | None, history_problem: str | None, out: Path,
+    options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
+    info: DeviceInfo | None, store: HistoryStore | None, history_problem: str | None, out: Path,
 ) -> BatchResult:
     """The batch, once its results folder is ours."""
-    try:
-        info: DeviceInfo | None = get_jax_device_info()
-    except DeviceProbeError as exc:
-        info = None
-        logger.warning("device facts unavailable: %s", exc)
-    planned, skipped = plan_scripts(options, scripts)
-    devices = plan_devices(options, info, tuple(d for p in planned for d in p.devices))
+    if options.resume:
+        plan.jobs.wait()  # the earlier results are matched to the whole plan
     meta = BatchMetadata(
         jaxrun_version=__version__,
         device_requested=",".join(options.device),
-        device_used=devices.summary,
+        device_used=plan.devices.summary,
         jax_version=info.jax_version if info else None,
         execution_timestamp=now_iso(),
-        scripts_found=len(scripts),
+        scripts_found=plan.found,
         scripts_executed=0,
         scripts_successful=0,
         scripts_failed=0,
         search_paths=[str(p.resolve()) for p in options.paths],
-        unreadable_paths=unreadable,
+        unreadable_paths=plan.unreadable,
         results_dir=str(out),
         host=socket.gethostname(),
         python_version=platform_module.python_version(),
         strict_xfail=options.strict_xfail,
         fail_on_regression=options.fail_on_regression,
-        skipped=skipped,
+        skipped=list(plan.skipped),
         config_file=str(options.config_file) if options.config_file else None,
         compile_cache_warning=compile_cache_warning(options.run.compile_cache, options.run.cold_cache, options.run.env),
     )
-    jobs = make_jobs(options, planned, devices)
-    if store is None and history_problem is None and options.history and any(
-            j.run_options is not None and j.run_options.benchmark_runs for j in jobs):
-        store, history_problem = _open_history(options)  # a script's own settings benchmark it: its runs are history too
+    history: list[Sink] = []
+    if store is None and history_problem is None and options.history:
+        # A script's own settings may benchmark it: its runs are history too.
+        if not plan.jobs.complete:
+            history = [_HistoryWhenNeeded(info, options, meta)]
+        elif any(_benchmarks(job) for job in plan.jobs.planned()):
+            store, history_problem = _open_history(options)
+    history = history or _history_sink(store, history_problem, info, options, meta)
     try:
-        reused = finished_before(options, jobs) if options.resume else {}
-        clear_previous_run(out, keep={jobs[i].file_name for i in reused})
+        reused = finished_before(options, plan.jobs.all()) if options.resume else {}
+        clear_previous_run(out, keep={plan.jobs.planned()[i].file_name for i in reused})
     except (OSError, UsageError) as exc:
         if store is not None:
             store.close()
@@ -201,45 +266,60 @@ def _run_locked(
     # The batch files sink holds the results as they stand; the returned batch is its view.
     files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
                            devices=options.device)
+    said = plan.jobs.complete
+    log = RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, plan, said), verbose=options.run.verbose)
+    executor = make_executor(options, info)
+    here = getattr(executor, "starts_processes_here", False)  # a backend that does not say: elsewhere
+    to_run = Jobs([j for j in plan.jobs.planned() if j.index not in reused]) if reused else plan.jobs
+    facts = _PlanFacts(plan, meta, log, said, to_run, launcher if here else None)
     chain = Sinks([
-        *_history_sink(store, history_problem, info, options, meta),
+        facts,
+        *history,
         ScriptFileSink(),
         *_optional_sink(run.enable_profiling, "profiles:ProfileSink", out),
         files,
-        RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, jobs, len(scripts), devices, unreadable, skipped),
-                   verbose=options.run.verbose),
+        log,
         *report_sinks(options),
         *sinks,
     ])
-    to_run = [j for j in jobs if j.index not in reused]
-    executor = make_executor(options, info)
-    if getattr(executor, "starts_processes_here", False):  # a backend that does not say: elsewhere
-        launcher.expect(sum(_processes(options.options_for(job)) for job in to_run))
-    else:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
+    if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
         launcher.expect(0)
         chain = Sinks([_HandedOver(launcher), chain])
     # What the scripts need not wait for is done while the first one runs.
     launcher.when_started(files.begin)
     launcher.when_started(_build_result_models)
     try:
-        chain.on_begin(jobs)
+        chain.on_begin(plan.jobs)
         for index, previous in sorted(reused.items()):
-            chain.on_result(jobs[index], previous.model_copy(update={"kept": True}))
+            chain.on_result(plan.jobs.planned()[index], previous.model_copy(update={"kept": True}))
         mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
         # Every script of the batch is in the files: those that never ran are marked interrupted.
-        for job in jobs:
+        plan.stop()
+        for job in plan.jobs.planned():
             if job.index not in files.reported:
                 chain.on_result(job, failed_before_running(
                     job, "not run: the batch was interrupted first", "interrupted", hint=HINTS["interrupted"]))
         chain.on_end(files.batch(complete=False))
         raise
     except ResultsWriteError as exc:
-        _stop_unwritable(jobs, chain, files, exc)
+        plan.stop()
+        _stop_early(plan.jobs, chain, files, f"{exc.path} could not be written",
+                    "make room (or fix the folder) and run the batch again with --resume")
         if store is not None:
             store.close()
         raise
+    except UsageError as exc:
+        if exc is not plan.jobs.error:
+            raise
+        # The plan found a mistake (a bad '# jaxrun:' comment) after the first scripts ran.
+        _stop_early(plan.jobs, chain, files, "the plan stopped at a mistake", "fix it and run the batch again with --resume")
+        if store is not None:
+            store.close()
+        ran = sum(1 for r in files.batch(complete=False).script_results if r.error_class != "interrupted")
+        raise UsageError(f"{exc} (the batch stopped after {ran} script(s): fix it, then run it again with "
+                         "--resume to keep what ran)") from None
     except BaseException:
         if store is not None:
             store.close()
@@ -248,23 +328,47 @@ def _run_locked(
     try:
         chain.on_end(result)
     except ResultsWriteError as exc:
-        _stop_unwritable(jobs, chain, files, exc)
+        _stop_early(plan.jobs, chain, files, f"{exc.path} could not be written",
+                    "make room (or fix the folder) and run the batch again with --resume")
         raise
     return result
 
 
-def _stop_unwritable(jobs: list[Job], chain: Sink, files: BatchFilesSink, exc: ResultsWriteError) -> None:
-    """A file of the batch could not be written (a full disk, an I/O error): the batch stops there,
-    and what can still be written is: every script not run marked so, the batch files with
-    ``complete: false`` (a later ``--resume`` runs what is missing). Further write errors are
-    expected now and left unsaid: the CLI says the first one, in one line."""
-    logger.info("the batch stops: %s", exc)
-    for job in jobs:
+def _benchmarks(job: Job) -> bool:
+    return job.run_options is not None and bool(job.run_options.benchmark_runs)
+
+
+class _HistoryWhenNeeded(BaseSink):
+    """The history sink of a batch still being planned, opened when a script's own settings first
+    benchmark it (opening it imports numpy and scipy: not for a batch that never benchmarks)."""
+
+    def __init__(self, info: DeviceInfo | None, options: BatchOptions, meta: BatchMetadata) -> None:
+        self.info, self.options, self.meta = info, options, meta
+        self.sink: Sink | None = None
+
+    def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
+        if self.sink is None and _benchmarks(job):
+            store, problem = _open_history(self.options)
+            self.sink = _history_sink(store, problem, self.info, self.options, self.meta)[0]
+        return self.sink.on_result(job, result) if self.sink is not None else result
+
+    def on_end(self, batch: BatchResult) -> None:
+        if self.sink is not None:
+            self.sink.on_end(batch)
+
+
+def _stop_early(jobs: Jobs, chain: Sink, files: BatchFilesSink, why: str, hint: str) -> None:
+    """The batch stops before its end (a file that could not be written: a full disk, an I/O
+    error; a mistake the plan found late) and what can still be written is: every script not run
+    marked so, the batch files with ``complete: false`` (a later ``--resume`` runs what is
+    missing). Further write errors are expected now and left unsaid: the CLI says the first one,
+    in one line."""
+    logger.info("the batch stops: %s", why)
+    for job in jobs.planned():
         if job.index not in files.reported:
             try:
-                chain.on_result(job, failed_before_running(
-                    job, f"not run: the batch stopped first ({exc.path} could not be written)", "interrupted",
-                    hint="make room (or fix the folder) and run the batch again with --resume"))
+                chain.on_result(job, failed_before_running(job, f"not run: the batch stopped first ({why})",
+                                                           "interrupted", hint=hint))
             except ResultsWriteError:
                 pass
     try:

@@ -1,22 +1,80 @@
 """The plan of a batch: which scripts (discovery, batch-unique names), on which platform each
-requested device will run, and the jobs in batch order."""
+requested device will run, and the jobs in batch order.
+
+A batch's plan is made one script at a time (:class:`Plan`, in a thread of its own): listing a
+folder is cheap (10,000 files in ~10 ms), reading each file to see whether it imports JAX and
+what its ``# jaxrun:`` comment says is not (~0.2 ms a file), so the first script starts while
+the rest of a large folder is read. The batch waits for the first ``PLAN_AHEAD_JOBS`` jobs (or
+the whole plan, when smaller): a small folder is planned whole before anything runs, as before.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import resultfiles
+from ..defaults import history_path
 from ..devices import resolve_device
-from ..discovery import search_jax_scripts, unique_names
+from ..discovery import PreparedSearch, prepare_search, script_display_name
 from ..errors import UsageError
+from ..job import Job, Jobs
 from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
 from ..probe.channel import valid_text
-from ..job import Job
 from ..view.scripts import relative_path
 from ..settings import ScriptSettings, script_settings
+
+# Jobs planned before the first one starts (a folder of fewer scripts: all of them), and the
+# longest the batch waits for them: enough for the longest-first order of a small --jobs batch and
+# for a bad '# jaxrun:' comment to stop a small batch before anything runs.
+PLAN_AHEAD_JOBS = 64
+PLAN_AHEAD_SECONDS = 0.25
+# Scripts looked up in the history at once, for the longest-first order of a --jobs batch.
+DURATIONS_CHUNK = 64
+
+
+class ScriptNames:
+    """Batch-unique ``<name>``s (docs/ARCHITECTURE.md, "Results folder"), first come, first served:
+    a name already taken (case-insensitively: ``a/model.py`` and ``A/model.py`` never share
+    ``outputs/<name>/``) gets ``_2``, ``_3``, ..."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def name(self, script: Path, root: Path) -> str:
+        # The name goes into file names, JSON and the terminal: non-UTF-8 bytes become \xNN.
+        name = valid_text(script_display_name(script, root))
+        unique, n = name, 2
+        while unique.casefold() in self.taken:
+            unique, n = f"{name}_{n}", n + 1
+        self.taken.add(unique.casefold())
+        return unique
+
+
+def _no_scripts(paths: tuple[Path, ...], unreadable: list[str]) -> UsageError:
+    shown = ", ".join(repr(str(p)) for p in paths)
+    unread = f"; {len(unreadable)} path(s) could not be read: {', '.join(unreadable[:3])}" if unreadable else ""
+    return UsageError(
+        f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
+        f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"
+    )
+
+
+def _searches(paths: tuple[Path, ...], recursive: bool, include: object, exclude: object) -> list[PreparedSearch]:
+    return [prepare_search(path, recursive, include=include, exclude=exclude)  # type: ignore[arg-type]
+            for path in paths]
+
+
+def _unreadable(paths: tuple[Path, ...], searches: list[PreparedSearch]) -> list[str]:
+    return [valid_text(f"{os.path.join(path, rel)}: {reason}")
+            for path, search in zip(paths, searches) for rel, reason in sorted(search.unreadable)]
+
+
+def _root(path: Path) -> Path:
+    return path if path.is_dir() else path.parent
 
 
 def discover(
@@ -24,55 +82,44 @@ def discover(
 ) -> tuple[list[tuple[Path, str]], list[str]]:
     """All scripts to run, in order, each with its batch-unique ``<name>``; and what the search
     could not read (``"path: reason"``), which the batch reports and goes on without."""
-    found: list[tuple[Path, str]] = []
-    skipped: list[str] = []
-    taken: set[str] = set()
-    for path in paths:
-        search = search_jax_scripts(path, recursive, include=include, exclude=exclude)  # type: ignore[arg-type]
-        scripts = search.scripts
-        skipped += [valid_text(f"{os.path.join(path, rel)}: {reason}") for rel, reason in search.unreadable]
-        root = path if path.is_dir() else path.parent
-        for script, name in unique_names(scripts, root).items():
-            # The name goes into file names, JSON and the terminal: non-UTF-8 bytes become \xNN.
-            name = valid_text(name)
-            unique, n = name, 2
-            while unique.casefold() in taken:
-                unique, n = f"{name}_{n}", n + 1
-            taken.add(unique.casefold())
-            found.append((script, unique))
+    searches = _searches(paths, recursive, include, exclude)
+    names = ScriptNames()
+    found = [(script, names.name(script, _root(path))) for path, search in zip(paths, searches)
+             for script in search.scripts()]
+    skipped = _unreadable(paths, searches)
     if not found:
-        shown = ", ".join(repr(str(p)) for p in paths)
-        unread = f"; {len(skipped)} path(s) could not be read: {', '.join(skipped[:3])}" if skipped else ""
-        raise UsageError(
-            f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
-            f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"
-        )
+        raise _no_scripts(paths, skipped)
     return found, skipped
 
 
-@dataclass(frozen=True)
+@dataclass
 class DevicePlan:
-    platforms: dict[str, str | None]  # requested device -> platform it will start on (None: nowhere)
-    notes: list[str]  # why a requested device is missing, and what happens instead
+    platforms: dict[str, str | None] = field(default_factory=dict)  # requested device -> where it will start (None: nowhere)
+    notes: list[str] = field(default_factory=list)  # why a requested device is missing, and what happens instead
 
     @property
     def summary(self) -> str:
         return ",".join(p or "none" for p in self.platforms.values())
 
+    def add(self, name: str, options: BatchOptions, info: DeviceInfo | None) -> str | None:
+        """Where device ``name`` will run (planned once, with its note)."""
+        if name not in self.platforms:
+            planned, missing = resolve_device(name, info) if info is not None else (None, None)
+            if planned is None and options.run.fallback and info is not None and info.platforms.get("cpu"):
+                planned = "cpu"  # the requested accelerator is absent; its scripts will fall back
+            self.platforms[name] = planned
+            if missing:
+                self.notes.append(missing + ("; falling back to cpu" if planned == "cpu" else ""))
+        return self.platforms[name]
+
 
 def plan_devices(options: BatchOptions, info: DeviceInfo | None, extra: tuple[str, ...] = ()) -> DevicePlan:
     """Where each requested device (the batch's, then ``extra`` ones that per-script settings
     ask for) will run."""
-    platforms: dict[str, str | None] = {}
-    notes: list[str] = []
-    for name in dict.fromkeys((*options.device, *extra)):
-        planned, missing = resolve_device(name, info) if info is not None else (None, None)
-        if planned is None and options.run.fallback and info is not None and info.platforms.get("cpu"):
-            planned = "cpu"  # the requested accelerator is absent; its scripts will fall back
-        platforms[name] = planned
-        if missing:
-            notes.append(missing + ("; falling back to cpu" if planned == "cpu" else ""))
-    return DevicePlan(platforms, notes)
+    devices = DevicePlan()
+    for name in (*options.device, *extra):
+        devices.add(name, options, info)
+    return devices
 
 
 @dataclass(frozen=True)
@@ -84,47 +131,156 @@ class ScriptPlan:
     settings: ScriptSettings
 
 
+def plan_script(options: BatchOptions, script: Path, name: str) -> ScriptPlan | SkippedScript:
+    """The script with its own settings (per-script tables, header comment), or why a skip
+    setting leaves it out."""
+    settings = script_settings(options, script)
+    if settings.skip is not None:
+        return SkippedScript(script_name=name, script_path=str(script), reason=settings.skip,
+                             origin=settings.origins.get("skip"))
+    own_device = "device" in settings.values and not options.given("device")
+    devices = parse_devices(settings.values["device"]) if own_device else options.device
+    return ScriptPlan(script, name, devices, own_device, settings)
+
+
 def plan_scripts(options: BatchOptions, scripts: list[tuple[Path, str]]) -> tuple[list[ScriptPlan], list[SkippedScript]]:
-    """Each script with its own settings (per-script tables, header comment); the ones a skip
-    setting leaves out, with the reason."""
+    """Each script with its own settings; the ones a skip setting leaves out, with the reason."""
     planned: list[ScriptPlan] = []
     skipped: list[SkippedScript] = []
     for script, name in scripts:
-        settings = script_settings(options, script)
-        if settings.skip is not None:
-            skipped.append(SkippedScript(script_name=name, script_path=str(script), reason=settings.skip,
-                                         origin=settings.origins.get("skip")))
-            continue
-        own_device = "device" in settings.values and not options.given("device")
-        devices = parse_devices(settings.values["device"]) if own_device else options.device
-        planned.append(ScriptPlan(script, name, devices, own_device, settings))
+        plan = plan_script(options, script, name)
+        (skipped if isinstance(plan, SkippedScript) else planned).append(plan)  # type: ignore[arg-type]
     return planned, skipped
 
 
-def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DevicePlan) -> list[Job]:
-    """One job per script and device, in batch order (scripts first, then devices)."""
-    several = len(options.device) > 1
-    durations: dict[str, float] = {}
-    if options.jobs > 1:  # longest first needs the history (numpy, scipy): only for parallel batches
-        from ..history import expected_durations
+def _durations(options: BatchOptions, scripts: list[ScriptPlan]) -> dict[str, float]:
+    """What the history expects of each script, for the longest-first order of a --jobs batch
+    (only then: it needs numpy and scipy)."""
+    if options.jobs <= 1:
+        return {}
+    path = history_path(options.history or False)
+    if path is None or not path.is_file():
+        return {}
+    from ..history import expected_durations
 
-        durations = expected_durations(options.history or False, [p.script for p in scripts])
+    return expected_durations(path, [p.script for p in scripts])
+
+
+def search_roots(options: BatchOptions) -> list[str]:
+    """The folders searched, as the batch's metadata records them (what a script's label is relative to)."""
+    return [str(p.resolve()) for p in options.paths]
+
+
+def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: DeviceInfo | None,
+                first: int, expected: float | None, roots: list[str]) -> list[Job]:
+    """The script's jobs, one per device, numbered from ``first`` in batch order."""
+    several = len(options.device) > 1
     jobs: list[Job] = []
-    roots = [str(p.resolve()) for p in options.paths]  # as the batch's metadata records them
-    for plan in scripts:
-        for device in plan.devices:
-            platform = devices.platforms[device]
-            own = plan.settings.run_settings(options, platform or (device if device != "auto" else None),
-                                             device if plan.own_device else None)
-            jobs.append(Job(
-                index=len(jobs), script=plan.script, name=plan.name,
-                # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one
-                # script too: each needs its own files.
-                file_name=resultfiles.file_stem(f"{plan.name}@{device}" if several or len(plan.devices) > 1
-                                                else plan.name),
-                device=device, platform=platform, results_dir=options.results_dir,
-                expected_seconds=durations.get(str(plan.script)),
-                run_options=options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None,
-                label=relative_path(str(plan.script), roots) + (f" @{device}" if len(plan.devices) > 1 else ""),
-            ))
+    for device in plan.devices:
+        platform = devices.add(device, options, info)
+        own = plan.settings.run_settings(options, platform or (device if device != "auto" else None),
+                                         device if plan.own_device else None)
+        jobs.append(Job(
+            index=first + len(jobs), script=plan.script, name=plan.name,
+            # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one
+            # script too: each needs its own files.
+            file_name=resultfiles.file_stem(f"{plan.name}@{device}" if several or len(plan.devices) > 1
+                                            else plan.name),
+            device=device, platform=platform, results_dir=options.results_dir,
+            expected_seconds=expected,
+            run_options=options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None,
+            label=relative_path(str(plan.script), roots) + (f" @{device}" if len(plan.devices) > 1 else ""),
+        ))
     return jobs
+
+
+def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DevicePlan,
+              info: DeviceInfo | None = None) -> list[Job]:
+    """One job per script and device, in batch order (scripts first, then devices)."""
+    durations, roots = _durations(options, scripts), search_roots(options)
+    jobs: list[Job] = []
+    for plan in scripts:
+        jobs += script_jobs(options, plan, devices, info, len(jobs), durations.get(str(plan.script)), roots)
+    return jobs
+
+
+class Plan:
+    """The batch's plan, made in a thread of its own while the first scripts run: ``jobs`` grows
+    in batch order; once it is complete, ``found``, ``unreadable``, ``skipped`` and ``devices``
+    say what the whole search found.
+
+    The paths are checked when it is built (a missing folder is a usage error before anything
+    else); finding no script at all, or a script's bad ``# jaxrun:`` comment, stops the plan
+    with a :class:`~jaxrun.errors.UsageError` that ``jobs`` raises where it stopped.
+    """
+
+    def __init__(self, options: BatchOptions, info: DeviceInfo | None) -> None:
+        self.options, self.info = options, info
+        self._searches = _searches(options.paths, options.recursive, options.include, options.exclude)
+        self.jobs = Jobs(complete=False)
+        self.found = 0
+        self.skipped: list[SkippedScript] = []
+        self.devices = plan_devices(options, info)
+        self._roots = search_roots(options)
+        self._count = 0  # jobs planned
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def unreadable(self) -> list[str]:
+        """What the search could not read, so far (``"path: reason"``)."""
+        return _unreadable(self.options.paths, self._searches)
+
+    def start(self) -> "Plan":
+        self._thread = threading.Thread(target=self._run, name="jaxrun-plan", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Plan no further script (Ctrl-C, or the batch stopped)."""
+        self._stop.set()
+
+    def wait_ahead(self) -> None:
+        """Wait for the first jobs (all of a small batch), or the plan's end; raise what
+        stopped it before any job was planned."""
+        self.jobs.wait(PLAN_AHEAD_JOBS, timeout=PLAN_AHEAD_SECONDS)
+        if self.jobs.error is not None and not self.jobs.planned():
+            raise self.jobs.error
+
+    def _run(self) -> None:
+        try:
+            self._plan()
+        except BaseException as exc:  # noqa: BLE001 - raised where the jobs are read
+            self.jobs.finish(exc)
+        else:
+            self.jobs.finish()
+
+    def _plan(self) -> None:
+        options = self.options
+        names = ScriptNames()
+        chunk = DURATIONS_CHUNK if options.jobs > 1 else 1
+        waiting: list[ScriptPlan] = []
+        for path, search in zip(options.paths, self._searches):
+            for script in search.scripts():
+                if self._stop.is_set():
+                    return
+                self.found += 1
+                plan = plan_script(options, script, names.name(script, _root(path)))
+                if isinstance(plan, SkippedScript):
+                    self.skipped.append(plan)
+                    continue
+                waiting.append(plan)
+                if len(waiting) >= chunk:
+                    self._add(waiting)
+                    waiting = []
+        self._add(waiting)
+        if not self.found:
+            raise _no_scripts(options.paths, self.unreadable)
+
+    def _add(self, scripts: list[ScriptPlan]) -> None:
+        durations = _durations(self.options, scripts) if scripts else {}
+        for plan in scripts:
+            for job in script_jobs(self.options, plan, self.devices, self.info, self._count,
+                                   durations.get(str(plan.script)), self._roots):
+                self.jobs.add(job)
+                self._count += 1

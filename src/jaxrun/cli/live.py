@@ -9,8 +9,9 @@ ETA is unknown ("-"), never a guess. Each finished script leaves its plain line 
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -23,7 +24,7 @@ from .progress import outcome_text
 
 if TYPE_CHECKING:
     from ..models import ScriptResult
-    from ..job import Job
+    from ..job import Job, Jobs
 
 
 class LiveProgress(BaseSink):
@@ -44,10 +45,14 @@ class LiveProgress(BaseSink):
         self._runs_of: dict[int, int] = {}  # job index -> its process runs
         self._runs_done: dict[int, list[float]] = {}  # job index -> seconds of its finished runs
         self._finished_seconds: list[float] = []
+        self._jobs: "Jobs | None" = None
+        self._taken = 0  # jobs of the plan read into _expected and _runs_of
+        self._taking = threading.Lock()
         self._live = Live(self, console=console, refresh_per_second=4, transient=True)
 
     def __rich__(self) -> Group:
         """Rendered at every refresh: the bar, then one line per running script."""
+        self._take_planned()
         self._progress.update(self._task, eta=f"ETA {self._eta()}")
         running = Table.grid(padding=(0, 2))
         for job, started in sorted(self._running.values(), key=lambda item: item[1]):
@@ -63,9 +68,11 @@ class LiveProgress(BaseSink):
         """Seconds left: expected durations of what has not finished, less what already ran. A
         script benchmarked N times is expected to take N runs; once one of its runs has ended,
         its own runs say how long the rest will take."""
+        if self._jobs is not None and not self._jobs.complete:
+            return "-"  # the plan is still finding scripts
         mean_done = sum(self._finished_seconds) / len(self._finished_seconds) if self._finished_seconds else None
         left = 0.0
-        for index, expected in self._expected.items():
+        for index, expected in list(self._expected.items()):
             runs = self._runs_of.get(index, 1)
             done = self._runs_done.get(index, [])
             if done:
@@ -81,15 +88,29 @@ class LiveProgress(BaseSink):
             left += remaining
         return f"{left / self.slots:.0f} s"
 
-    def on_begin(self, jobs: "Sequence[Job]") -> None:
-        self._expected = {job.index: job.expected_seconds for job in jobs}
-        for job in jobs:
-            own = job.run_options
-            self._runs_of[job.index] = max(1, own.warmup_runs + own.benchmark_runs) if own is not None else self.runs
-        self._progress.update(self._task, total=len(jobs))
+    def _take_planned(self) -> None:
+        """What each job the plan added since expects; the bar's total once the plan is complete."""
+        if self._jobs is None:
+            return
+        with self._taking:  # the refresh's thread and the batch's both call it
+            complete = self._jobs.complete
+            planned = self._jobs.planned(self._taken)
+            for job in planned:
+                self._expected[job.index] = job.expected_seconds
+                own = job.run_options
+                self._runs_of[job.index] = max(1, own.warmup_runs + own.benchmark_runs) if own is not None else self.runs
+            self._taken += len(planned)
+            if complete and not planned and self._progress.tasks[0].total != self._taken:
+                self._progress.update(self._task, total=self._taken)
+
+    def on_begin(self, jobs: "Jobs") -> None:
+        self._jobs = jobs
+        self._progress.update(self._task, total=None)  # not known until the plan is complete
+        self._take_planned()
         self._live.start()
 
-    def on_start(self, job: "Job", total: int) -> None:
+    def on_start(self, job: "Job", total: int | None) -> None:
+        self._take_planned()
         self._running[job.index] = (job, time.monotonic())
 
     def on_progress(self, job: "Job", result: "ScriptResult") -> None:
@@ -98,6 +119,7 @@ class LiveProgress(BaseSink):
             self._runs_done.setdefault(job.index, []).append(result.execution_time)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        self._take_planned()
         self._running.pop(job.index, None)
         self._expected.pop(job.index, None)
         runs = self._runs_done.pop(job.index, None)

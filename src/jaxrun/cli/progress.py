@@ -26,7 +26,8 @@ def outcome_text(result: "ScriptResult") -> str:
 
 
 class LineProgress(BaseSink):
-    """``[k/n] name ...`` when the k-th of the n scripts to run starts, ``  ok cpu, 1.23 s`` or its
+    """``[k/n] name ...`` when the k-th of the n scripts to run starts (``[k/?]`` before the plan
+    of a large batch knows n), ``  ok cpu, 1.23 s`` or its
     failure when it ends; a result kept from an earlier run (``--resume``) says so. Plain lines on
     a stream (no rich: its import would delay the first script by ~40 ms)."""
 
@@ -38,10 +39,11 @@ class LineProgress(BaseSink):
         self.stream.write(text + "\n")
         self.stream.flush()
 
-    def on_start(self, job: "Job", total: int) -> None:
+    def on_start(self, job: "Job", total: int | None) -> None:
         # Counted here, not by job.index: kept scripts and several jobs at once leave gaps in it.
+        # The total is "?" while a large batch's plan is still finding scripts (batch/plan.py).
         self.started.add(job.index)
-        self._line(f"[{len(self.started)}/{total}] {job.shown} ...")
+        self._line(f"[{len(self.started)}/{'?' if total is None else total}] {job.shown} ...")
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         if not result.kept:

@@ -1,9 +1,11 @@
 """The executor protocol: what every backend (sequential, local parallel, Ray, ...) implements.
 
-An executor is built from the batch options and the device facts, then runs a list of jobs:
+An executor is built from the batch options and the device facts, then runs the batch's jobs
+(a :class:`~jaxrun.job.Jobs`: iterating it waits for the plan's next job, ``total`` is None while
+the plan is still finding them):
 
 * it calls ``sink.on_start(job, total)`` when a job really starts (it got its slot, or its task was
-  handed to a worker), and ``sink.on_result(job, result)`` once per job with its final result,
+  handed to a worker; ``total``: ``jobs.total``), and ``sink.on_result(job, result)`` once per job with its final result,
   whether it succeeded, failed, or its worker was lost;
 * it runs each job with ``run_job`` (:func:`jaxrun.run.execute.run_job` unless a test passes
   another), which follows the one failure table (failures.py) for retries and fallback;
@@ -16,12 +18,12 @@ Results may be reported in any order; ``job.index`` is the batch order.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ..models import DeviceInfo, ScriptResult
     from ..options import BatchOptions, RunOptions
-    from ..job import Job
+    from ..job import Job, Jobs
     from ..run.placement import Placement
     from ..sinks import Sink
 
@@ -42,7 +44,7 @@ class Executor(Protocol):
 
     def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None: ...
 
-    def run(self, jobs: Sequence["Job"], run_job: RunJob, sink: "Sink") -> None: ...
+    def run(self, jobs: "Jobs", run_job: RunJob, sink: "Sink") -> None: ...
 
 
 class BatchInterrupted(KeyboardInterrupt):

@@ -1,18 +1,21 @@
 """Several jobs at once on this machine (``--jobs N``), each in a slot: a GPU (or a share of one),
 or a share of the CPU cores (executors/slots.py).
 
-Jobs start longest first when the history knows their durations. Ctrl-C sets a stop event that
+Jobs start as slots free up, longest first when the history knows their durations (among the
+jobs planned so far: a small batch is planned whole before it starts, batch/plan.py). Ctrl-C sets a stop event that
 every running job's launcher watches: their process trees are stopped, their results reported as
 ``interrupted``, and only then is the interrupt raised.
 """
 
 from __future__ import annotations
 
+import heapq
 import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Sequence
 
+from ..job import Jobs
 from ..models import ScriptResult
 from ..run.runner import RunInterrupted
 from .base import BatchInterrupted, RunJob
@@ -25,10 +28,14 @@ if TYPE_CHECKING:
     from ..sinks import Sink
 
 
+def _priority(job: "Job") -> tuple[bool, float, int]:
+    return (job.expected_seconds is not None, -(job.expected_seconds or 0.0), job.index)
+
+
 def longest_first(jobs: Sequence["Job"]) -> list["Job"]:
     """Longest expected duration first (LPT scheduling); jobs the history does not know first of all,
     since they may be the longest. Ties keep the batch order."""
-    return sorted(jobs, key=lambda j: (j.expected_seconds is not None, -(j.expected_seconds or 0.0), j.index))
+    return sorted(jobs, key=_priority)
 
 
 def slot_pools(jobs: int, info: "DeviceInfo | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
@@ -67,46 +74,62 @@ class LocalExecutor:
         self.options = options
         self.pools = slot_pools(options.jobs, info, options.gpus_per_job, options.jobs_per_gpu)
 
-    def run(self, jobs: Sequence["Job"], run_job: RunJob, sink: "Sink") -> None:
+    def run(self, jobs: "Jobs | Sequence[Job]", run_job: RunJob, sink: "Sink") -> None:
+        jobs = Jobs.of(jobs)
         stop = threading.Event()
         shared = _Locked(sink, threading.Lock())
-        total = len(jobs)
+        width = max(1, self.options.jobs)
 
         def task(job: "Job") -> ScriptResult:
             placement = PooledPlacement(self.pools, job.platform)  # waits for a free slot
             try:
                 if stop.is_set():
                     raise _NotStarted
-                shared.on_start(job, total)  # only now: a job waiting for a free GPU has not started
+                shared.on_start(job, jobs.total)  # only now: a job waiting for a free GPU has not started
                 options = self.options.options_for(job)
                 return run_job(job, options, placement=placement, stop=stop, sink=shared)  # type: ignore[arg-type]
             finally:
                 placement.close()
 
-        executor = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="jaxrun-job")
-        futures: dict[Future[ScriptResult], "Job"] = {executor.submit(task, job): job for job in longest_first(jobs)}
-        pending = set(futures)
-        # Each future says when it is done on one queue: waiting on all the pending futures at
-        # every result (concurrent.futures.wait) costs the square of the batch's size.
-        done: queue.SimpleQueue[Future[ScriptResult]] = queue.SimpleQueue()
-        for future in futures:
-            future.add_done_callback(done.put)
+        # One queue says when a job has finished or the plan has a new one: waiting on all the
+        # pending futures at every result (concurrent.futures.wait) costs the square of the
+        # batch's size. Jobs are started as slots free up, the longest first among those
+        # planned (batch/plan.py plans a small batch whole before it starts).
+        events: queue.SimpleQueue[Future[ScriptResult] | None] = queue.SimpleQueue()
+        threading.Thread(target=_tell_planned, args=(jobs, events), name="jaxrun-plan-watch", daemon=True).start()
+        executor = ThreadPoolExecutor(max_workers=width, thread_name_prefix="jaxrun-job")
+        waiting: list[tuple[tuple[bool, float, int], "Job"]] = []  # a heap: planned, not yet started
+        taken = 0  # jobs read from the plan
+        futures: dict[Future[ScriptResult], "Job"] = {}  # started, not yet reported
         try:
-            while pending:
+            while True:
+                planned = jobs.planned(taken)
+                taken += len(planned)
+                for job in planned:
+                    heapq.heappush(waiting, (_priority(job), job))
+                while waiting and len(futures) < width:
+                    job = heapq.heappop(waiting)[1]
+                    future = executor.submit(task, job)
+                    futures[future] = job
+                    future.add_done_callback(events.put)
+                if not futures and not waiting and jobs.complete and not jobs.planned(taken):
+                    if jobs.error is not None:
+                        raise jobs.error  # the plan stopped at a mistake (batch/pipeline.py says it)
+                    return
                 try:
-                    finished = done.get(timeout=0.2)
+                    finished = events.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                pending.discard(finished)
-                self._report(finished, futures[finished], shared)
+                if finished is not None:
+                    self._report(finished, futures.pop(finished), shared)
         except KeyboardInterrupt:
-            self._stop(pending, futures, shared, stop)
+            self._stop(set(futures), futures, shared, stop)
             raise BatchInterrupted from None
         except BaseException:
             # A result that could not be written (a full disk) stops the batch: no job starts, the
             # running ones are stopped (not waited for) and their results reported as far as they
             # can be; batch/pipeline.py marks the rest and says the first error.
-            self._stop(pending, futures, shared, stop, quiet=True)
+            self._stop(set(futures), futures, shared, stop, quiet=True)
             raise
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
@@ -136,3 +159,13 @@ class LocalExecutor:
         except RunInterrupted as stopped:  # a job stopped by the stop event carries its result
             result = stopped.result
         sink.on_result(job, result)
+
+
+def _tell_planned(jobs: Jobs, events: "queue.SimpleQueue[Future[ScriptResult] | None]") -> None:
+    """Wake the executor (``None`` on its queue) for each job the plan adds, and at its end."""
+    try:
+        for _ in jobs:
+            events.put(None)
+    except BaseException:  # noqa: BLE001 - the plan's error is the executor's to raise
+        pass
+    events.put(None)

@@ -115,7 +115,8 @@ class RayExecutor:
                 signal.signal(signal.SIGTERM, sigterm)
         task = ray.remote(run_on_worker)
         pending: dict[Any, tuple["Job", list[Attempt]]] = {}  # ref -> job, its attempts lost with a node
-        queue = list(jobs)
+        queue = list(jobs)  # the whole plan: its tasks are handed to the cluster as slots free up
+        total = len(queue)
 
         def submit(job: "Job", lost: list[Attempt]) -> None:
             # Ray shares a GPU between tasks that each ask for a fraction of it.
@@ -131,7 +132,7 @@ class RayExecutor:
             while queue or pending:
                 while queue and len(pending) < max(1, options.jobs):
                     job = queue.pop(0)
-                    sink.on_start(job, len(jobs))  # handed to Ray: it starts when a worker is free
+                    sink.on_start(job, total)  # handed to Ray: it starts when a worker is free
                     submit(job, [])
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:

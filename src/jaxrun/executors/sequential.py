@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from ..job import Jobs
 from ..run.placement import WHOLE_MACHINE
 from ..run.runner import RunInterrupted
 from .base import BatchInterrupted, RunJob
@@ -20,9 +21,10 @@ class SequentialExecutor:
     def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
         self.options = options
 
-    def run(self, jobs: Sequence["Job"], run_job: RunJob, sink: "Sink") -> None:
-        for job in jobs:
-            sink.on_start(job, len(jobs))
+    def run(self, jobs: "Jobs | Sequence[Job]", run_job: RunJob, sink: "Sink") -> None:
+        jobs = Jobs.of(jobs)
+        for job in jobs:  # waits for the plan's next job
+            sink.on_start(job, jobs.total)
             try:
                 result = run_job(
                     job, self.options.options_for(job), placement=WHOLE_MACHINE, stop=None, sink=sink

@@ -6,7 +6,7 @@
 Words are split like a shell; each is ``key=value`` (a bare ``key`` means true, or, for
 ``skip`` and ``xfail``, no reason given). Values are TOML scalars when they parse as one
 (``900``, ``true``, ``1.5``), else text; ``args`` is split like a shell, ``env`` is
-``KEY=VALUE`` words. Only the first lines of the file are read (``HEADER_LINES``).
+``KEY=VALUE`` words. Only the first lines of the file are read (``HEADER_LINES``, at most ``HEADER_BYTES``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from .files import display
 from .keys import SCRIPT_KEYS, closest, pairs
 
 HEADER_LINES = 40
+# Read at once, at most: a file of one 50 MB line costs no more than a short one.
+HEADER_BYTES = 64 * 1024
 _MARKER = re.compile(rb"^\s*#\s*jaxrun\s*:(.*)$")
 _BARE = {"skip": "skipped by its header comment", "xfail": "marked xfail in its header comment"}
 
@@ -38,9 +40,13 @@ def read_header(script: Path) -> list[HeaderSetting]:
     """The settings in ``script``'s ``# jaxrun:`` comments (none when it cannot be read)."""
     try:
         with open(script, "rb") as handle:
-            head = [handle.readline() for _ in range(HEADER_LINES)]
+            data = handle.read(HEADER_BYTES)
     except OSError:
         return []
+    head = data.split(b"\n", HEADER_LINES)
+    if len(head) <= HEADER_LINES and len(data) == HEADER_BYTES:
+        head.pop()  # cut off by the bound: not a whole line
+    head = head[:HEADER_LINES]
     settings: list[HeaderSetting] = []
     for number, raw in enumerate(head, start=1):
         match = _MARKER.match(raw.rstrip(b"\r\n"))

@@ -1,6 +1,8 @@
 """Result sinks: everything a run writes or reports goes through one of these.
 
-A sink is told when the batch begins, when a job starts, when a benchmark run of it ends (``on_progress``, so a crash
+A sink is told when the batch begins (with its :class:`~jaxrun.job.Jobs`, which a large batch's
+plan is still adding to: ``jobs.total`` is None until it is complete), when a job starts (with
+the total, or None while it is not known), when a benchmark run of it ends (``on_progress``, so a crash
 of jaxrun loses at most one run), when the job's result is final (``on_result``), and when the
 batch ends (``on_end``, also after Ctrl-C, with ``metadata.complete`` false). ``on_result`` returns
 the result, possibly annotated (the history sink adds its regression check); the sinks of a batch
@@ -14,13 +16,13 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ScriptResult
-    from ..job import Job
+    from ..job import Job, Jobs
 
 
 class Sink(Protocol):
-    def on_begin(self, jobs: Sequence["Job"]) -> None: ...
+    def on_begin(self, jobs: "Jobs") -> None: ...
 
-    def on_start(self, job: "Job", total: int) -> None: ...
+    def on_start(self, job: "Job", total: int | None) -> None: ...
 
     def on_progress(self, job: "Job", result: "ScriptResult") -> None: ...
 
@@ -32,10 +34,10 @@ class Sink(Protocol):
 class BaseSink:
     """A sink that does nothing; subclasses override what they need."""
 
-    def on_begin(self, jobs: Sequence["Job"]) -> None:
+    def on_begin(self, jobs: "Jobs") -> None:
         pass
 
-    def on_start(self, job: "Job", total: int) -> None:
+    def on_start(self, job: "Job", total: int | None) -> None:
         pass
 
     def on_progress(self, job: "Job", result: "ScriptResult") -> None:
@@ -59,10 +61,10 @@ class Sinks(BaseSink):
     def __init__(self, sinks: Sequence[Sink]) -> None:
         self.sinks = list(sinks)
 
-    def on_begin(self, jobs: Sequence["Job"]) -> None:
+    def on_begin(self, jobs: "Jobs") -> None:
         self._each(lambda sink: sink.on_begin(jobs))
 
-    def on_start(self, job: "Job", total: int) -> None:
+    def on_start(self, job: "Job", total: int | None) -> None:
         self._each(lambda sink: sink.on_start(job, total))
 
     def on_progress(self, job: "Job", result: "ScriptResult") -> None:

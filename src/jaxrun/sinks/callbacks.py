@@ -2,31 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable
 
 from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import ScriptResult
-    from ..job import Job
+    from ..job import Job, Jobs
 
-OnStart = Callable[[int, int, str], None]  # (position from 1, total, file name)
-OnResult = Callable[[int, int, "ScriptResult"], None]  # (position from 1, total, result)
+# (position from 1, total, file name): total is None while a large batch's plan is still finding scripts
+OnStart = Callable[[int, "int | None", str], None]
+OnResult = Callable[[int, "int | None", "ScriptResult"], None]  # (position from 1, total, result)
 
 
 class CallbackSink(BaseSink):
     def __init__(self, on_start: OnStart | None, on_result: OnResult | None) -> None:
         self._on_start, self._on_result = on_start, on_result
-        self._total = 0
+        self._jobs: "Jobs | None" = None
 
-    def on_begin(self, jobs: "Sequence[Job]") -> None:
-        self._total = len(jobs)
+    def on_begin(self, jobs: "Jobs") -> None:
+        self._jobs = jobs
 
-    def on_start(self, job: "Job", total: int) -> None:
+    def on_start(self, job: "Job", total: int | None) -> None:
         if self._on_start is not None:
             self._on_start(job.index + 1, total, job.file_name)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         if self._on_result is not None:
-            self._on_result(job.index + 1, self._total, result)
+            self._on_result(job.index + 1, self._jobs.total if self._jobs is not None else None, result)
         return result

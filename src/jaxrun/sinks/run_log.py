@@ -17,7 +17,7 @@ from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ScriptResult
-    from ..job import Job
+    from ..job import Job, Jobs
 
 logger = logging.getLogger("jaxrun")
 
@@ -44,7 +44,7 @@ class RunLogSink(BaseSink):
         self.path = path
         self.verbose = verbose  # adds the seed's performance line per script
         self.header = list(header)
-        self._total = 0
+        self._jobs: "Jobs | None" = None
         self._handle = None
 
     def write(self, message: str, *, echo: bool = True) -> None:
@@ -70,13 +70,19 @@ class RunLogSink(BaseSink):
             except OSError:
                 pass
 
-    def on_begin(self, jobs: Sequence["Job"]) -> None:
-        self._total = len(jobs)
+    @property
+    def _total(self) -> str:
+        """How many jobs the batch has; ``?`` while its plan is still finding them."""
+        total = self._jobs.total if self._jobs is not None else None
+        return "?" if total is None else str(total)
+
+    def on_begin(self, jobs: "Jobs") -> None:
+        self._jobs = jobs
         for line in self.header:
             self.write(line)
 
-    def on_start(self, job: "Job", total: int) -> None:
-        self.write(f"[{job.index + 1}/{total}] start {job.file_name} ({job.script})", echo=False)
+    def on_start(self, job: "Job", total: int | None) -> None:
+        self.write(f"[{job.index + 1}/{'?' if total is None else total}] start {job.file_name} ({job.script})", echo=False)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         state = "ok" if result.success else f"FAILED {result.error_class}: {one_line(result.error_message)}"
