@@ -138,11 +138,14 @@ def test_device_facts_are_cached_on_disk_and_refresh_reprobes(tmp_path: Path) ->
     assert not list(cache.glob("*.tmp")) and not list(cache.glob(".*"))
 
 
-def test_a_corrupt_cache_file_is_reprobed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", [b"{ this is not json", b"\xff\xfe not UTF-8 \x80", b'{"jax_version": 3}'])
+def test_a_corrupt_cache_file_is_reprobed(tmp_path: Path, damage: bytes) -> None:
+    # Garbled bytes (not UTF-8) were a UnicodeDecodeError traceback: the cache is read through
+    # resultfiles.read_model, and any damage means probing again.
     cache = tmp_path / "cache"
     run_python(DEVICE_INFO_CALL, cache)
     [path] = cache_files(cache)
-    path.write_text("{ this is not json")
+    path.write_bytes(damage)
     again = run_python(DEVICE_INFO_CALL, cache)
     assert again["cpu_devices"] >= 1
     rewritten = DeviceInfo.model_validate_json(path.read_text())

@@ -399,3 +399,18 @@ def test_a_script_s_own_device_list_gives_each_device_its_own_files(tmp_path: Pa
     assert [(r["script_name"], r["device_requested"]) for r in doc["script_results"]] == [
         ("both", "cpu"), ("both", "gpu"), ("plain", "auto")]
     assert "both.py @cpu" in done.stdout and "both.py @gpu" in done.stdout and "plain.py @" not in done.stdout
+
+
+def test_the_header_comment_is_read_from_a_bounded_start_of_the_file(tmp_path: Path) -> None:
+    # read_header read 40 lines with an unbounded readline: a file of one 50 MB line was read whole.
+    from jaxrun.settings.header import HEADER_BYTES, read_header
+
+    script = tmp_path / "long.py"
+    script.write_bytes(b"# jaxrun: timeout=5\n" + b"x = 1  # " + b"y" * (4 * HEADER_BYTES) + b"\n# jaxrun: timeout=9\n")
+    assert [(s.key, s.value, s.line) for s in read_header(script)] == [("timeout", 5, 1)]
+    one_line = tmp_path / "one_line.py"
+    one_line.write_bytes(b"# jaxrun: timeout=7 " + b"z" * (4 * HEADER_BYTES))  # cut off by the bound: not read
+    assert read_header(one_line) == []
+    short = tmp_path / "short.py"
+    short.write_bytes(b"import jax\r\n" * 3 + b"# jaxrun: timeout=3")  # the last line, without its newline
+    assert [(s.key, s.value, s.line) for s in read_header(short)] == [("timeout", 3, 4)]

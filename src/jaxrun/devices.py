@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from .defaults import AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, validate_device
 from .errors import DeviceProbeError
 from .models import AvailableDevice, DeviceInfo
-from .resultfiles import atomic_write_text
+from .resultfiles import DamagedFileError, atomic_write_text, read_model
 
 CACHE_TTL_SECONDS = 6 * 3600
 PROBE_TIMEOUT_SECONDS = 180.0
@@ -174,11 +174,11 @@ def get_jax_device_info(refresh: bool = False) -> DeviceInfo:
     path = cache_dir() / f"devices-{key}.json"
     if not refresh and path.is_file() and time.time() - path.stat().st_mtime < CACHE_TTL_SECONDS:
         try:
-            info = DeviceInfo.model_validate_json(path.read_text(encoding="utf-8"))
+            info = read_model(path, DeviceInfo)
             _memo[key] = info
             return info
-        except (OSError, ValidationError):
-            pass  # a stale or foreign cache file is simply re-probed
+        except (OSError, DamagedFileError):
+            pass  # a damaged, stale or foreign cache file is simply probed again
     info = _probe_child()
     try:
         atomic_write_text(path, info.model_dump_json(indent=2))

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import cache_dir
+from ..resultfiles import DamagedFileError, read_model
 from ..timestamps import now_iso
 from .models import DevicePeaks, PeakTrial, Roofline
 from ._timing import block, sample
@@ -156,8 +157,8 @@ def _measure(device: Any, facts: dict[str, Any]) -> DevicePeaks:
 
 def _read(path: Path) -> DevicePeaks | None:
     try:
-        return DevicePeaks.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # absent, unreadable or from an older schema: measure again
+        return read_model(path, DevicePeaks)
+    except (OSError, DamagedFileError):  # absent, unreadable, damaged or from an older schema: measure again
         return None
 
 
