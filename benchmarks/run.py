@@ -14,6 +14,7 @@ import argparse
 import compileall
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -150,6 +151,50 @@ def first_line_time(runs: int, tmp: Path) -> list[Row]:
     return [Row("`jaxrun run` start-up (to the script's first line)", f"{m * 1000:.0f} ms (python: {b * 1000:.0f} ms)",
                 "150 ms", m <= 0.150, f"median of {runs}, interleaved"),
             breakdown("where the start-up goes (ms)", split)]
+
+
+# A folder's scripts each note when they ran, once: the first one to run wins.
+FIRST_OF_MANY = ("import time, os\nif not os.path.exists(os.environ['STAMP_FILE']):\n"
+                 "    open(os.environ['STAMP_FILE'], 'w').write(repr(time.time()))\nif False:\n    import jax\n")
+
+
+def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
+    """From starting `jaxrun run DIR` to the first script's first statement, for a folder of n
+    scripts and of one, interleaved; jaxrun is stopped (SIGINT) once the first script has run.
+    What the plan of a large folder adds before its first script (batch/plan.py streams it)."""
+    folders = {}
+    for count in (1, n):
+        folder = tmp / f"first_of_{count}"
+        folder.mkdir()
+        for i in range(count):
+            (folder / f"s{i:05d}.py").write_text(FIRST_OF_MANY)
+        folders[count] = folder
+    stamp = tmp / "stamp_first_of"
+
+    def run(count: int) -> float:
+        stamp.unlink(missing_ok=True)
+        started = time.time()
+        proc = subprocess.Popen([*JAXRUN, "run", str(folders[count]), "--no-history", "--no-config", "-q",
+                                 "--results-dir", str(tmp / f"r_first_of_{count}")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)})
+        try:
+            while not (stamp.exists() and stamp.read_text()):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"jaxrun ended (exit {proc.returncode}) before its first script ran")
+                time.sleep(0.001)
+            return float(stamp.read_text()) - started
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
+
+    many, one = [], []
+    for _ in range(runs):
+        many.append(run(n))
+        one.append(run(1))
+    m, o = median(many), median(one)
+    return Row(f"`jaxrun run` start-up with {n:,} scripts (to the first script's first line)",
+               f"{m * 1000:.0f} ms (one script: {o * 1000:.0f} ms, {(m - o) * 1000:+.0f} ms)", "150 ms", m <= 0.150,
+               f"median of {runs}, interleaved; jaxrun stopped once the first script ran")
 
 
 def teardown_time(runs: int, tmp: Path) -> list[Row]:
@@ -432,6 +477,8 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/README.md alone.")
     parser.add_argument("--scripts", type=int, default=1000, help="Tiny scripts in the --jobs 2 sweep (fewer: a quick run).")
     parser.add_argument("--only-sweep", action="store_true", help="Only the tiny-script sweep (implies --no-write).")
+    parser.add_argument("--only-scale", action="store_true",
+                        help="Only the start-up with 10,000 scripts against one (implies --no-write).")
     args = parser.parse_args()
     # An installed jaxrun has its bytecode compiled by pip; this checkout's may be missing or stale
     # (PYTHONDONTWRITEBYTECODE is set on the development machine), which would add the compiling of
@@ -441,10 +488,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
         tmp = Path(tmp_name)
         sweep_runs = max(3, args.runs // 2)
-        if args.only_sweep:
-            print(table(tiny_sweep(sweep_runs, tmp, args.scripts)))
+        if args.only_sweep or args.only_scale:
+            print(table(tiny_sweep(sweep_runs, tmp, args.scripts) if args.only_sweep
+                        else [first_line_at_scale(args.runs, tmp)]))
             return
         rows = [help_time(args.runs), library_floor(args.runs), *first_line_time(args.runs, tmp),
+                first_line_at_scale(args.runs, tmp),
                 *teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
                 result_writing(tmp), discovery(tmp), discovery_huge_file(args.runs, tmp), *compile_cache(max(3, args.runs // 2), tmp),
                 cache_under_jobs(tmp), *tiny_sweep(sweep_runs, tmp, args.scripts)]

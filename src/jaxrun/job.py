@@ -12,7 +12,7 @@ from . import resultfiles
 from .options import RunOptions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a batch of 10,000 scripts holds 10,000 of them
 class Job:
     index: int  # position in the batch's order; results are reported in this order
     script: Path
