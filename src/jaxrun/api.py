@@ -64,7 +64,8 @@ def run_jax_scripts(
     and :class:`jaxrun.RunOptions`) is validated before anything runs; a keyword left out takes
     the config file's or ``JAXRUN_*``'s value, else its default. ``config``: the config file
     (default: the nearest above the first path; False: none). ``on_start(i, n, name)`` and
-    ``on_result(i, n, result)`` are called as scripts start and finish.
+    ``on_result(i, n, result)`` are called as scripts start and finish (``n`` is None while the
+    plan of a large folder is still finding its scripts: the first ones run meanwhile).
     """
     given = explicit_keywords(run_jax_scripts, {"recursive": recursive_search}, renamed={"recursive": "recursive_search"})
     batch_options = resolve_batch_options(pipeline_output_dir, {**given, **options}, source="api", config=config).options
