@@ -254,8 +254,9 @@ def _run_locked(
             store, history_problem = _open_history(options)
     history = history or _history_sink(store, history_problem, info, options, meta)
     try:
-        reused = finished_before(options, plan.jobs.all()) if options.resume else {}
-        clear_previous_run(out, keep={plan.jobs.planned()[i].file_name for i in reused})
+        everything = plan.jobs.all() if options.resume else []
+        reused = finished_before(options, everything) if options.resume else {}
+        clear_previous_run(out, keep={everything[i].file_name for i in reused})
     except (OSError, UsageError) as exc:
         if store is not None:
             store.close()
@@ -270,7 +271,7 @@ def _run_locked(
     log = RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, plan, said), verbose=options.run.verbose)
     executor = make_executor(options, info)
     here = getattr(executor, "starts_processes_here", False)  # a backend that does not say: elsewhere
-    to_run = Jobs([j for j in plan.jobs.planned() if j.index not in reused]) if reused else plan.jobs
+    to_run = Jobs([j for j in everything if j.index not in reused]) if reused else plan.jobs
     facts = _PlanFacts(plan, meta, log, said, to_run, launcher if here else None)
     chain = Sinks([
         facts,
@@ -291,7 +292,7 @@ def _run_locked(
     try:
         chain.on_begin(plan.jobs)
         for index, previous in sorted(reused.items()):
-            chain.on_result(plan.jobs.planned()[index], previous.model_copy(update={"kept": True}))
+            chain.on_result(everything[index], previous.model_copy(update={"kept": True}))
         mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
@@ -312,6 +313,8 @@ def _run_locked(
         raise
     except UsageError as exc:
         if exc is not plan.jobs.error:
+            if store is not None:
+                store.close()
             raise
         # The plan found a mistake (a bad '# jaxrun:' comment) after the first scripts ran.
         _stop_early(plan.jobs, chain, files, "the plan stopped at a mistake", "fix it and run the batch again with --resume")
