@@ -246,6 +246,8 @@ def _result_of(ray: Any, ref: Any, job: "Job", nodes: "_NodeWatch | None" = None
     except ray.exceptions.RayError as exc:  # worker crashed, node died, object lost
         what = f"{type(exc).__name__}: {_first_line(exc)}"
         if isinstance(exc, _node_died_errors(ray)):
+            if nodes is not None:
+                nodes.died_since(None)  # tasks handed to Ray from now on know that node dead
             result = lost_result(job, f"the Ray task was lost with its node: {what}")
             node = _NODE_ID.search(str(exc))
             result.ray_node_id = node.group(1) if node else None
@@ -269,8 +271,11 @@ def _result_of(ray: Any, ref: Any, job: "Job", nodes: "_NodeWatch | None" = None
 
 
 class _NodeWatch:
-    """The Ray nodes known dead, read from ``ray.nodes()`` at the start and again only when a task's
-    worker is lost (never once a task: a batch of 10,000 scripts asks the GCS nothing more)."""
+    """The Ray nodes known dead, read from ``ray.nodes()`` at the start and again only when a task
+    is lost with its worker or its node (never once a task: a batch of 10,000 scripts asks the GCS
+    nothing more). A node that dies while no task of this batch is lost stays unknown until the next
+    loss, so the first worker killed by its script after such a death runs once more (the snapshot
+    is fresh for its second run); with every node alive, nothing runs twice."""
 
     def __init__(self, ray: Any) -> None:
         self._ray = ray
