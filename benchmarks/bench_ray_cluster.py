@@ -20,8 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 # Run in a child: the benchmark's own process never joins the cluster. Prints {node id: is head}
 # for the nodes alive.
@@ -42,7 +42,8 @@ def _free_port() -> int:
 
 
 def _nodes(address: str, env: dict[str, str]) -> dict[str, bool]:
-    out = subprocess.run([sys.executable, "-c", _NODES, address], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-c", _NODES, address], capture_output=True, text=True, env=env, timeout=120,
+                         check=False)
     if out.returncode != 0:
         return {}
     return json.loads(out.stdout.strip().splitlines()[-1])

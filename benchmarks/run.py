@@ -3,6 +3,8 @@ in one run, printed as a table and written to benchmarks/README.md with the mach
 the versions. Run from the checkout::
 
     python benchmarks/run.py [--runs 7] [--no-write]
+    python benchmarks/run.py --only-sweep [--scripts 1000]     # the tiny-script sweep alone
+    python benchmarks/run.py --only-ray --scripts 10000        # over a local 2-node Ray (bench_ray_cluster)
 
 Each figure is a median of ``--runs`` interleaved measurements (a jaxrun run, then the plain
 python it is compared with, and so on), so both sides see the same load on this shared machine.
