@@ -3,6 +3,8 @@ in one run, printed as a table and written to benchmarks/README.md with the mach
 the versions. Run from the checkout::
 
     python benchmarks/run.py [--runs 7] [--no-write]
+    python benchmarks/run.py --only-sweep [--scripts 1000]     # the tiny-script sweep alone
+    python benchmarks/run.py --only-ray --scripts 10000        # over a local 2-node Ray (bench_ray_cluster)
 
 Each figure is a median of ``--runs`` interleaved measurements (a jaxrun run, then the plain
 python it is compared with, and so on), so both sides see the same load on this shared machine.
@@ -30,6 +32,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT / "src"), str(HERE)]
 
 import bench_discovery  # noqa: E402
+import bench_ray_cluster  # noqa: E402
 import bench_result_writing  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)}
@@ -430,6 +433,37 @@ def tiny_sweep(runs: int, tmp: Path, n: int = 1000, jobs: int = 2) -> list[Row]:
                 growth <= 5 * 1024, f"VmHWM, medians of {runs}")]
 
 
+def ray_cluster(tmp: Path, n: int, jobs: int = 2) -> list[Row]:
+    """``n`` tiny scripts (TINY) with ``jaxrun run DIR --backend ray --jobs 2`` over a local
+    two-node Ray cluster (bench_ray_cluster: two ``ray start``, one CPU each), then the same
+    folder with a local ``--jobs 2``: one run each (a 10,000-script run takes a quarter of an
+    hour). Every script must have one successful result in one attempt; the wall time, jaxrun's
+    own CPU a script (its process's utime + stime; under Ray the scripts run in Ray's workers, not
+    in jaxrun's children) and its peak RSS, and which node ran how many."""
+    folder = tmp / f"ray_tiny_{n}"
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"s{i:05d}.py").write_text(TINY)
+    common = ["--jobs", str(jobs), "--no-history", "--no-config", "-q"]
+    with bench_ray_cluster.two_node_cluster(ENV) as (address, nodes):
+        wall, own, _, peak = watched([*JAXRUN, "run", str(folder), "--backend", "ray", "--ray-address", address,
+                                      *common, "--results-dir", str(tmp / "r_ray")])
+    on_ray = bench_ray_cluster.completeness(tmp / "r_ray", n)
+    l_wall, l_own, l_children, l_peak = watched([*JAXRUN, "run", str(folder), *common, "--results-dir", str(tmp / "r_local")])
+    local = bench_ray_cluster.completeness(tmp / "r_local", n)
+    where = "; ".join(f"{'head' if nodes.get(node) else 'worker' if node in nodes else node} {count}"
+                      for node, count in sorted(on_ray["by_node"].items(), key=lambda kv: str(kv[0])))
+    how = (f"one run each, {n} scripts `{TINY!r}`, a head and a worker node (`ray start --num-cpus 1`) on this "
+           "machine; own CPU: jaxrun's process's utime+stime (/proc)")
+    return [Row(f"{n} tiny scripts over a 2-node Ray, `--backend ray --jobs {jobs}`",
+                f"{bench_ray_cluster.describe(on_ray, n)}; {wall:.1f} s ({wall / n * 1000:.0f} ms a script); by node: {where}; "
+                f"local `--jobs {jobs}`: {bench_ray_cluster.describe(local, n)}, {l_wall:.1f} s (x{wall / l_wall:.2f} under Ray)",
+                "every script once", on_ray["ok"] and local["ok"], how),
+            Row(f"jaxrun's own CPU a script, {n} scripts over Ray", f"{own / n * 1000:.1f} ms (local `--jobs {jobs}`: "
+                f"{l_own / n * 1000:.1f} ms; the local scripts' processes {l_children / n * 1000:.1f} ms a script); "
+                f"peak RSS {peak / 1024:.0f} MB (local {l_peak / 1024:.0f} MB)", "10 ms", own / n <= 0.010, how)]
+
+
 def versions() -> str:
     from importlib.metadata import version
 
@@ -479,6 +513,8 @@ def main() -> None:
     parser.add_argument("--only-sweep", action="store_true", help="Only the tiny-script sweep (implies --no-write).")
     parser.add_argument("--only-scale", action="store_true",
                         help="Only the start-up with 10,000 scripts against one (implies --no-write).")
+    parser.add_argument("--only-ray", action="store_true", help="Only --scripts tiny scripts over a local 2-node "
+                        "Ray cluster against local --jobs 2, one run each (implies --no-write).")
     args = parser.parse_args()
     # An installed jaxrun has its bytecode compiled by pip; this checkout's may be missing or stale
     # (PYTHONDONTWRITEBYTECODE is set on the development machine), which would add the compiling of
@@ -488,6 +524,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
         tmp = Path(tmp_name)
         sweep_runs = max(3, args.runs // 2)
+        if args.only_ray:
+            rows = ray_cluster(tmp, args.scripts)
+            print(table(rows))
+            sys.exit(1 if any(r.ok is False for r in rows) else 0)
         if args.only_sweep or args.only_scale:
             print(table(tiny_sweep(sweep_runs, tmp, args.scripts) if args.only_sweep
                         else [first_line_at_scale(args.runs, tmp)]))

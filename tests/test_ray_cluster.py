@@ -4,7 +4,7 @@ A real two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``: a he
 node, one CPU each, each node its own raylet), not a mock. The scripts are tiny (they name jax so
 that discovery takes them, and never import it); each writes a marker named after its node's
 raylet (``RAY_RAYLET_PID``, which Ray sets in every worker of a node) so a test can tell where it
-runs. The tests run in file order: the last one removes the worker node.
+runs. The tests run in file order: the last but one removes the worker node.
 """
 
 from __future__ import annotations
@@ -116,8 +116,47 @@ def test_cli_output_has_no_ray_log_lines(cluster, tmp_path: Path) -> None:
     assert load(tmp_path / "r" / "script_results" / "b_kills_its_worker_result.json")["error_class"] == "crashed"
 
 
+# Appends a line to a file each time it runs, then kills the Ray worker running it (its parent).
+COUNTS_THEN_KILLS_ITS_WORKER = """\
+if False:
+    import jax
+import os, signal
+import psutil
+
+with open({runs!r}, "a") as f:
+    f.write(f"{{os.getpid()}} {{os.environ.get('RAY_RAYLET_PID', 'none')}}\\n")
+parent = " ".join(psutil.Process(os.getppid()).cmdline())
+if "ray::" in parent or "default_worker" in parent:
+    os.kill(os.getppid(), signal.SIGKILL)
+raise SystemExit("not running under a Ray worker")
+"""
+
+
+def test_a_script_that_kills_its_worker_runs_once_and_is_crashed(cluster, tmp_path: Path) -> None:
+    """Nothing is run twice but a task lost with its node: a worker killed by its own script on a
+    cluster whose nodes are all alive is one ``crashed`` result, not three runs."""
+    runs = tmp_path / "runs.txt"
+    write(tmp_path / "s", "a_kills_its_worker.py", COUNTS_THEN_KILLS_ITS_WORKER.format(runs=str(runs)))
+    write(tmp_path / "s", "b.py", "if False:\n    import jax\nprint(1)\n")
+    result = batch(tmp_path / "s", tmp_path / "r", backend="ray", jobs=2, timeout=120)
+    killer, good = result.script_results
+    assert good.success and len(good.attempts) == 1
+    assert len(runs.read_text().splitlines()) == 1, runs.read_text()  # run exactly once
+    assert not killer.success and killer.error_class == "crashed"
+    assert "the Ray worker running this script died while the script ran" in killer.error_message
+    assert "WorkerCrashedError" in killer.error_message and "still alive" in killer.error_message
+    assert "not run again" in killer.error_message
+    assert [(a.number, a.error_class) for a in killer.attempts] == [(1, "crashed")]
+    assert killer.warnings == []
+    assert result.metadata.complete is True
+    saved = load(tmp_path / "r" / "script_results" / "a_kills_its_worker_result.json")
+    assert saved["error_class"] == "crashed" and len(saved["attempts"]) == 1
+    # Both nodes still there for the tests after this one.
+    assert {n["NodeID"] for n in ray.nodes() if n["Alive"]} == {cluster.head_node.node_id, cluster.worker.node_id}
+
+
 def test_a_node_lost_mid_batch_runs_its_script_again_on_another_node(cluster, tmp_path: Path) -> None:
-    """Runs last: it removes the worker node while that node runs a script."""
+    """Runs last but one: it removes the worker node while that node runs a script."""
     markers = tmp_path / "markers"
     markers.mkdir()
     write(tmp_path / "s", "a.py", sleeper(markers, 4))
@@ -153,6 +192,28 @@ def test_a_node_lost_mid_batch_runs_its_script_again_on_another_node(cluster, tm
     assert len(list(markers.glob(f"{victim[0]}.*"))) == 2
     saved = load(tmp_path / "r" / "script_results" / f"{victim[0]}_result.json")
     assert saved["success"] is True and len(saved["attempts"]) == 2
+
+
+def test_a_node_dead_before_the_batch_does_not_make_a_killed_worker_run_again(cluster, tmp_path: Path) -> None:
+    """After the worker node's removal (the test above): a node that died before the batch is not a
+    node lost under its task, so a script killing its worker still runs once; a node that died
+    after a task was handed to Ray is (what makes a lost worker run again)."""
+    from jaxrun.executors.ray import _NodeWatch
+
+    dead = {n["NodeID"] for n in ray.nodes() if not n["Alive"]}
+    assert cluster.worker.node_id in dead
+    runs = tmp_path / "runs.txt"
+    write(tmp_path / "s", "a_kills_its_worker.py", COUNTS_THEN_KILLS_ITS_WORKER.format(runs=str(runs)))
+    result = batch(tmp_path / "s", tmp_path / "r", backend="ray", jobs=1, timeout=120)
+    (killer,) = result.script_results
+    assert len(runs.read_text().splitlines()) == 1, runs.read_text()
+    assert killer.error_class == "crashed" and "not run again" in killer.error_message
+    assert len(killer.attempts) == 1
+    # What _result_of asks when a worker is lost: the nodes dead now that were alive (not known
+    # dead) when the task was handed to Ray.
+    watch = _NodeWatch(ray)
+    assert watch.died_since(watch.dead) == frozenset()
+    assert cluster.worker.node_id in watch.died_since(frozenset(dead - {cluster.worker.node_id}))
 
 
 # --------------------------------------------------------------------------- token authentication

@@ -3,10 +3,15 @@
 Each job is one Ray task running the same ``run_job`` as a local batch, with the same
 :class:`~jaxrun.options.RunOptions` object (pickled, never rebuilt from a dict); the task
 returns the result and the driver's sinks write every file, exactly as for local runs. A task that
-fails becomes a failed result, never a crash of the batch; one lost with its node or its worker
-(``NodeDiedError``, ``WorkerCrashedError``, ...) is run again on a node still alive, at most
-``LOST_NODE_RETRIES`` times, then becomes a ``crashed`` result. Each result records the node that
-ran it (``node``, ``ray_node_id``). Ray's own log lines stay out of jaxrun's output, and the
+fails becomes a failed result, never a crash of the batch. Nothing is run twice, except a task
+lost with its node, a transient failure: it is run again on a node still alive, at most
+``LOST_NODE_RETRIES`` times, then becomes a ``crashed`` result. Lost with its node means Ray's
+``NodeDiedError``, or a lost worker (``WorkerCrashedError``, ...) while a node that was alive when
+the task was handed to Ray is no longer alive (``ray.nodes()``, read when the error arrives: Ray
+does not say which node ran the lost task). A worker that died on a cluster whose nodes are all
+still alive was killed by its script (or by something else on its node: the kernel's OOM killer,
+a signal): one ``crashed`` result that says so, not run again (:class:`_NodeWatch`). Each result
+records the node that ran it (``node``, ``ray_node_id``). Ray's own log lines stay out of jaxrun's output, and the
 user's Ray token is sent to ``--ray-address`` as ``ray start`` would (:func:`_init_ray`).
 
 Assumptions for a cluster: the script paths and the results folder are on a file system shared
@@ -19,6 +24,7 @@ Ray gives a task no other GPU to move to.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import re
@@ -114,8 +120,10 @@ class RayExecutor:
                 # cancels the tasks (stopping their scripts) and leaves valid files.
                 signal.signal(signal.SIGTERM, sigterm)
         task = ray.remote(run_on_worker)
-        pending: dict[Any, tuple["Job", list[Attempt]]] = {}  # ref -> job, its attempts lost with a node
-        queue = list(jobs)  # the whole plan: its tasks are handed to the cluster as slots free up
+        nodes = _NodeWatch(ray)
+        # ref -> the job, its attempts lost with a node, the nodes known dead when it was handed to Ray
+        pending: dict[Any, tuple["Job", list[Attempt], frozenset[str] | None]] = {}
+        queue = collections.deque(jobs)  # the whole plan: its tasks are handed to the cluster as slots free up
         total = len(queue)
 
         def submit(job: "Job", lost: list[Attempt]) -> None:
@@ -126,18 +134,18 @@ class RayExecutor:
             ref = task.options(
                 num_cpus=1, num_gpus=gpus, max_retries=0, runtime_env={"env_vars": _worker_env()},
             ).remote(run_job, job, options.options_for(job))
-            pending[ref] = (job, lost)
+            pending[ref] = (job, lost, nodes.dead)
 
         try:
             while queue or pending:
                 while queue and len(pending) < max(1, options.jobs):
-                    job = queue.pop(0)
+                    job = queue.popleft()
                     sink.on_start(job, total)  # handed to Ray: it starts when a worker is free
                     submit(job, [])
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    job, lost = pending.pop(ref)
-                    result, lost_node = _result_of(ray, ref, job)
+                    job, lost, dead_before = pending.pop(ref)
+                    result, lost_node = _result_of(ray, ref, job, nodes, dead_before)
                     if lost_node is not None and len(lost) < LOST_NODE_RETRIES:
                         # The node (or its worker) went away under the task: run it again; Ray
                         # places it on a node still alive.
@@ -147,7 +155,7 @@ class RayExecutor:
         except KeyboardInterrupt:
             for ref in pending:
                 ray.cancel(ref)  # raises KeyboardInterrupt in the task: it stops its script's tree
-            for ref, (job, lost) in pending.items():
+            for ref, (job, lost, _) in pending.items():
                 sink.on_result(job, _with_lost_attempts(_result_of(ray, ref, job)[0], lost))
             raise BatchInterrupted from None
         finally:
@@ -223,9 +231,12 @@ def _quiet_ray_driver(ray: Any) -> Callable[[], None] | None:
     return restore
 
 
-def _result_of(ray: Any, ref: Any, job: "Job") -> tuple[ScriptResult, str | None]:
+def _result_of(ray: Any, ref: Any, job: "Job", nodes: "_NodeWatch | None" = None,
+               dead_before: frozenset[str] | None = None) -> tuple[ScriptResult, str | None]:
     """The task's result, or a stand-in for a task that failed or was lost; and, when the task was
-    lost with its node or worker (worth running again elsewhere), what was lost, in one line."""
+    lost with its node (worth running again elsewhere), what was lost, in one line. A lost worker
+    counts as a lost node only when a node has died since the task was handed to Ray
+    (``dead_before``: the nodes known dead then); otherwise it is the script's own doing."""
     try:
         return ScriptResult.model_validate(ray.get(ref)), None
     except ray.exceptions.TaskCancelledError:
@@ -234,23 +245,76 @@ def _result_of(ray: Any, ref: Any, job: "Job") -> tuple[ScriptResult, str | None
         cause = getattr(exc, "cause", None) or exc
         return lost_result(job, f"the Ray task raised {type(cause).__name__}: {cause}", "script_error"), None
     except ray.exceptions.RayError as exc:  # worker crashed, node died, object lost
-        result = lost_result(job, f"the Ray task was lost: {type(exc).__name__}: {_first_line(exc)}")
-        if isinstance(exc, _node_lost_errors(ray)):
+        what = f"{type(exc).__name__}: {_first_line(exc)}"
+        if isinstance(exc, _node_died_errors(ray)):
+            if nodes is not None:
+                nodes.died_since(None)  # tasks handed to Ray from now on know that node dead
+            result = lost_result(job, f"the Ray task was lost with its node: {what}")
             node = _NODE_ID.search(str(exc))
-            what = f"{type(exc).__name__}" + (f" on node {node.group(1)}" if node else "")
             result.ray_node_id = node.group(1) if node else None
-            return result, what
-        return result, None
+            return result, f"{type(exc).__name__}" + (f" on node {node.group(1)}" if node else "")
+        if isinstance(exc, _node_lost_errors(ray)):
+            died = nodes.died_since(dead_before) if nodes is not None else None
+            if died:
+                names = ", ".join(sorted(died))
+                result = lost_result(job, f"the Ray task was lost: {what} (node {names} died meanwhile)")
+                return result, f"{type(exc).__name__}, node {names} died"
+            checked = "" if died is not None else " (ray.nodes() could not be read to check)"
+            return failed_before_running(
+                job, f"the Ray worker running this script died while the script ran ({what}), and every "
+                f"node of the cluster is still alive{checked}: the script, or a process it started, killed "
+                "its worker (or the worker was killed on its node: the kernel's OOM killer, a signal); "
+                "not run again", "crashed",
+                hint="a script must not kill its parent process (the Ray worker running it); look at "
+                "what the script kills, or at the node's kernel log (dmesg) for the OOM killer",
+            ), None
+        return lost_result(job, f"the Ray task was lost: {what}"), None
 
 
-# A task lost with its node or its worker process: run again on a node still alive, this many
-# times at most, then reported as crashed.
+class _NodeWatch:
+    """The Ray nodes known dead, read from ``ray.nodes()`` at the start and again only when a task
+    is lost with its worker or its node (never once a task: a batch of 10,000 scripts asks the GCS
+    nothing more). A node that dies while no task of this batch is lost stays unknown until the next
+    loss, so the first worker killed by its script after such a death runs once more (the snapshot
+    is fresh for its second run); with every node alive, nothing runs twice."""
+
+    def __init__(self, ray: Any) -> None:
+        self._ray = ray
+        self.dead = self._read()
+
+    def _read(self) -> frozenset[str] | None:
+        try:
+            return frozenset(n["NodeID"] for n in self._ray.nodes() if not n.get("Alive", True))
+        except Exception as exc:  # noqa: BLE001 - unknown, never a crash of the batch
+            _log.debug("ray.nodes(): %s", exc)
+            return None
+
+    def died_since(self, dead_before: frozenset[str] | None) -> frozenset[str] | None:
+        """The nodes dead now that were not known dead when a task was handed to Ray (empty: none
+        died; None: unknown)."""
+        now = self._read()
+        if now is None:
+            return None
+        self.dead = now
+        return now - (dead_before or frozenset())
+
+
+# A task lost with its node: run again on a node still alive, this many times at most, then
+# reported as crashed.
 LOST_NODE_RETRIES = 2
 _NODE_ID = re.compile(r"node ID: ([0-9a-f]{16,})")
 
 
+def _node_died_errors(ray: Any) -> tuple[type, ...]:
+    """Ray's errors that say the task's node died (a transient failure: run again elsewhere)."""
+    cls = getattr(ray.exceptions, "NodeDiedError", None)
+    return (cls,) if isinstance(cls, type) else ()
+
+
 def _node_lost_errors(ray: Any) -> tuple[type, ...]:
-    names = ("NodeDiedError", "WorkerCrashedError", "ActorDiedError", "ObjectLostError")
+    """Ray's errors for a task whose worker (or its return value) was lost: lost with its node or
+    killed on a node still alive; :func:`_result_of` tells which from the nodes' liveness."""
+    names = ("WorkerCrashedError", "ActorDiedError", "ObjectLostError")
     owner_died = getattr(ray.exceptions, "OwnerDiedError", None)  # the owner is this driver: not a node loss
     return tuple(cls for cls in (getattr(ray.exceptions, name, None) for name in names)
                  if isinstance(cls, type) and cls is not owner_died)
