@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .. import __version__, resultfiles
 from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, ScriptResult
-from ..summary import assemble_batch, performance_metrics
+from ..summary import assemble_batch, latest_by_name, performance_metrics_head, script_metrics
 from ..timestamps import now_iso
 from . import BaseSink
 
@@ -104,10 +104,14 @@ class BatchFilesSink(BaseSink):
                     jax_version=self.meta.jax_version, search_paths=self.meta.search_paths, **dict(batch.benchmarking),
                 ),
             )
-        resultfiles.write_model(out / resultfiles.EXECUTION_RESULTS, batch)
-        resultfiles.write_model(
-            out / resultfiles.PERFORMANCE_METRICS, performance_metrics(batch.script_results, batch.performance_summary)
-        )
+        # Both written one result at a time (the same bytes as dumping them whole): at 1,000
+        # results the whole text and its copies were ~10 MB more at every rewrite (DESIGN §10).
+        results = batch.script_results
+        resultfiles.write_model_chunks(out / resultfiles.EXECUTION_RESULTS,
+                                       batch.model_copy(update={"script_results": []}), "script_results", results)
+        resultfiles.write_model_chunks(
+            out / resultfiles.PERFORMANCE_METRICS, performance_metrics_head(results, batch.performance_summary),
+            "scripts", ((name, script_metrics(r)) for name, r in latest_by_name(results)))
 
 
 def _belongs(entry: str, name: str) -> bool:
