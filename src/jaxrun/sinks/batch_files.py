@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .. import __version__, resultfiles
+from ..models.base import share_parts
 from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, ScriptResult
 from ..summary import assemble_batch, latest_by_name, performance_metrics_head, script_metrics
 from ..timestamps import now_iso
@@ -65,6 +66,8 @@ class BatchFilesSink(BaseSink):
             self._begun = True
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
+        # Held until the batch ends: what it has in common with the others is held once.
+        share_parts(result)
         self._done[job.index] = result  # first: held even when the files cannot be written
         self.begin()
         now = time.monotonic()
