@@ -70,7 +70,7 @@ def summary_table(view: "RunView", width: int = 160) -> Table:
 
 
 # The rows of each of the tables summary_tables gives.
-SUMMARY_ROWS = 200
+SUMMARY_ROWS = 50
 
 
 def summary_tables(view: "RunView", width: int = 160, rows: int = SUMMARY_ROWS) -> Iterator[Table]:
