@@ -150,12 +150,14 @@ def _share(model: BaseModel, seen: dict[str, str]) -> None:
         elif isinstance(value, BaseModel):
             values[name] = _part(value, seen)
         elif isinstance(value, list) and value:
-            if isinstance(value[0], str):
-                last = _LAST_LISTS.get(name)
-                if last is not None:
-                    for i, (item, before) in enumerate(zip(value, last)):
-                        if item is not before and item == before and type(item) is str:
-                            value[i] = before
+            if isinstance(value[0], str):  # a command line: the last one's words, or this model's texts
+                last = _LAST_LISTS.get(name) or ()
+                for i, item in enumerate(value):
+                    if type(item) is str:
+                        before = last[i] if i < len(last) else None
+                        same = before if item == before else seen.setdefault(item, item)
+                        if same is not item:
+                            value[i] = same
                 _LAST_LISTS[name] = value
             for i, item in enumerate(value):
                 if isinstance(item, BaseModel):
