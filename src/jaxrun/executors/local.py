@@ -98,8 +98,7 @@ class LocalExecutor:
                 except queue.Empty:
                     continue
                 pending.discard(finished)
-                # Not kept once reported: a future (its condition, lock, result) is ~2 KB a job.
-                self._report(finished, futures.pop(finished), shared)
+                self._report(finished, futures[finished], shared)
         except KeyboardInterrupt:
             self._stop(pending, futures, shared, stop)
             raise BatchInterrupted from None
