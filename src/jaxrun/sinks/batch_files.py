@@ -107,8 +107,9 @@ class BatchFilesSink(BaseSink):
                     jax_version=self.meta.jax_version, search_paths=self.meta.search_paths, **dict(batch.benchmarking),
                 ),
             )
-        # Both written one result at a time (the same bytes as dumping them whole): at 1,000
-        # results the whole text and its copies were ~10 MB more at every rewrite (DESIGN §10).
+        # Both written one result at a time (the same bytes as dumping them whole): dumped whole,
+        # the text was held twice at every rewrite, ~7 MB at 1,000 results besides the
+        # serializer's own buffer (DESIGN §10: peak RSS); one result at a time, ~0.3 MB.
         results = batch.script_results
         resultfiles.write_model_chunks(out / resultfiles.EXECUTION_RESULTS,
                                        batch.model_copy(update={"script_results": []}), "script_results", results)
