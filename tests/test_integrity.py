@@ -224,19 +224,19 @@ def test_batch_files_are_rewritten_at_a_bounded_rate_and_a_killed_batch_loses_no
     for i in range(300):
         write(tmp_path / "s", f"s{i:03d}.py", "import jax\n")
     writes: list[str] = []
-    real_write = resultfiles.write_model
+    real_write = resultfiles.atomic_write_chunks  # every write of a file, whole or one result at a time
 
-    def counting(path, model, **kw):  # type: ignore[no-untyped-def]
+    def counting(path, chunks, **kw):  # type: ignore[no-untyped-def]
         if Path(path).name == resultfiles.EXECUTION_RESULTS:
             writes.append(Path(path).name)
-        return real_write(path, model, **kw)
+        return real_write(path, chunks, **kw)
 
     def instant(job, options, **_):  # type: ignore[no-untyped-def]
         return ScriptResult(script_name=job.name, script_path=str(job.script), success=True, outcome="passed",
                             device_requested=job.device, device_used="cpu", execution_time=0.5,
                             started_at=f"2026-01-01T00:00:{job.index / 10:06.3f}Z", finished_at="2026-01-01T00:01:00Z")
 
-    monkeypatch.setattr(resultfiles, "write_model", counting)
+    monkeypatch.setattr(resultfiles, "atomic_write_chunks", counting)
     options = BatchOptions.build("api", paths=[tmp_path / "s"], results_dir=tmp_path / "r", history=False, device="cpu")
     batch = run_batch(options, run_job=instant)
     assert len(batch.script_results) == 300 and batch.metadata.complete

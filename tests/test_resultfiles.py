@@ -175,6 +175,67 @@ def test_reading_a_file_with_an_unknown_field_fails(tmp_path: Path) -> None:
         resultfiles.read_model(path, ScriptResult)
 
 
+def test_batch_files_written_one_result_at_a_time_are_the_same_bytes(tmp_path: Path) -> None:
+    """resultfiles.write_model_chunks (the batch files sink's writes): the bytes of dumping the
+    whole model, a list's items and a dict's entries written one at a time, valid against the schema."""
+    from jaxrun.summary import latest_by_name, performance_metrics_head, script_metrics
+
+    results = [script_result("a"), script_result("bé \"q\"", success=False, error_class="timeout",
+                                                 execution_time=None, results={"nan": float("nan")}, compiles={}),
+               script_result("c", device_requested="gpu"), script_result("a", device_requested="gpu")]
+    for listed in (results, results[:1], []):
+        batch = batch_result(listed)
+        path = tmp_path / resultfiles.EXECUTION_RESULTS
+        resultfiles.write_model_chunks(path, batch.model_copy(update={"script_results": []}), "script_results", listed)
+        assert path.read_text() == resultfiles.dump_model(batch)
+        Draft202012Validator(resultfiles.json_schema("execution_results")).validate(json.loads(path.read_text()))
+        whole = performance_metrics(listed)
+        head = performance_metrics_head(listed).model_copy(update={"generated_at": whole.generated_at})
+        path = tmp_path / resultfiles.PERFORMANCE_METRICS
+        resultfiles.write_model_chunks(path, head, "scripts",
+                                       ((name, script_metrics(r)) for name, r in latest_by_name(listed)))
+        assert path.read_text() == resultfiles.dump_model(whole)  # "a" twice: its first place, its last result
+        Draft202012Validator(resultfiles.json_schema("performance_metrics")).validate(json.loads(path.read_text()))
+    assert entries(tmp_path) == sorted([resultfiles.EXECUTION_RESULTS, resultfiles.PERFORMANCE_METRICS])
+    with pytest.raises(ValueError, match="no empty top-level field"):
+        list(resultfiles.dump_model_chunks(batch_result(results), "script_results", results))
+
+
+def test_a_result_whose_parts_are_shared_reads_and_writes_the_same() -> None:
+    """models.base.share_parts: what equal results hold is one object (the set of field names
+    given, vocabulary texts, Numerics), their values, copies and files unchanged."""
+    import copy
+    import pickle
+
+    from jaxrun.models import Attempt, Numerics
+    from jaxrun.models.base import SharedNames, share_parts
+
+    def made(name: str) -> ScriptResult:
+        return script_result(name, cpu_method="the cgroup's " + "count", numerics=Numerics(x64=True),
+                             attempts=[Attempt(number=1, device="c" + "pu", success=True, started_at="t")],
+                             command=["python", "-m", "jaxrun." + "probe", name])
+
+    a, b = made("a"), made("b")
+    texts = [resultfiles.dump_model(r) for r in (a, b)]
+    share_parts(a)
+    share_parts(b)
+    assert [resultfiles.dump_model(r) for r in (a, b)] == texts
+    assert a.__pydantic_fields_set__ is b.__pydantic_fields_set__
+    assert a.attempts[0].__pydantic_fields_set__ is b.attempts[0].__pydantic_fields_set__
+    assert a.cpu_method is b.cpu_method and a.numerics is b.numerics
+    assert a.attempts[0].device is b.attempts[0].device and a.command[2] is b.command[2]
+    assert a.model_dump(exclude_unset=True) == made("a").model_dump(exclude_unset=True)
+    # A shared set never changes: a copy, or a field assigned anew, gets its own.
+    with pytest.raises(TypeError):
+        a.__pydantic_fields_set__.add("traceback")
+    c = a.model_copy(update={"traceback": "x"})
+    assert "traceback" in c.model_fields_set and "traceback" not in b.model_fields_set
+    a.hint = "try again"
+    assert "hint" in a.model_fields_set and "hint" not in b.model_fields_set
+    assert type(b.model_fields_set) is SharedNames and type(copy.deepcopy(b).model_fields_set) is set
+    assert pickle.loads(pickle.dumps(b)) == b and type(pickle.loads(pickle.dumps(b)).model_fields_set) is set
+
+
 # --------------------------------------------------------------------------- JSON Schemas
 
 

@@ -90,3 +90,43 @@ def test_the_summary_fits_the_terminal_without_a_broken_word(folder: Path, colum
     # Under the table, the fallback's reason and the failure's place, one line each, not cut.
     assert re.search(r"^fallback: asks_gpu\.py: ran on cpu instead of gpu: .+", text, re.MULTILINE), text
     assert "failed: fails.py: script_error: ValueError: boom at fails.py:3" in text
+
+
+@pytest.mark.parametrize("columns", [40, 80, 120, 200])
+def test_the_summary_printed_a_few_rows_at_a_time_is_the_same_lines(columns: int) -> None:
+    """cli/tables.summary_tables (what `jaxrun run` prints: the whole table is never held at
+    once): the lines of summary_table, colours included, each column as wide as in the whole table."""
+    import io
+
+    from rich.console import Console
+
+    from jaxrun.cli.tables import summary_table, summary_tables
+    from jaxrun.models import BatchMetadata, BatchResult, PerformanceSummary, ScriptResult
+    from jaxrun.view import run_view
+
+    results = []
+    for i in range(53):
+        name = f"s{i:02d}" + "_long_name" * (i % 7 == 3) * 6
+        failed = i % 5 == 2
+        results.append(ScriptResult(
+            script_name=name, script_path=f"/x/{name}.py", success=not failed, device_requested="gpu" if i % 9 == 4 else "cpu",
+            device_used="cpu", fallback_reason="no GPU" if i % 9 == 4 else None, started_at="t", finished_at="t",
+            execution_time=None if i % 11 == 0 else 0.1 * i * i, memory_peak=14.0 + i, compile_count=i % 4 or None,
+            error_class="script_error" if failed else None, error_message="boom" if failed else None,
+            outcome="failed" if failed else "passed"))
+    meta = BatchMetadata(jaxrun_version="0", device_requested="cpu", device_used="cpu", execution_timestamp="t", jax_version=None,
+                         scripts_found=53, scripts_executed=53, scripts_successful=43, scripts_failed=10,
+                         search_paths=["/x"], results_dir="/r", host="h", python_version="3.11", complete=True)
+    view = run_view(BatchResult(metadata=meta, device_info=None, performance_summary=PerformanceSummary(),
+                                script_results=results))
+    for terminal in (False, True):
+        def printed(tables) -> str:  # type: ignore[no-untyped-def]
+            console = Console(file=io.StringIO(), width=columns, force_terminal=terminal, highlight=False,
+                              color_system="truecolor" if terminal else None)
+            for table in tables:
+                console.print(table)
+            return console.file.getvalue()  # type: ignore[attr-defined]
+
+        whole = printed([summary_table(view, columns)])
+        assert printed(summary_tables(view, columns, rows=10)) == whole
+        assert len(whole.splitlines()) == 3 + 53

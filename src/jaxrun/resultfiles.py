@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import itertools
 import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from .errors import ResultsWriteError, UsageError
 from .formatting import one_line
@@ -78,9 +79,15 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     ``durable=False`` skips the fsync: the file then survives a crash of jaxrun but perhaps not
     of the machine; per-script result files use it (a 10,000-script batch would spend seconds in
     fsync), the batch files, which describe them all, do not."""
+    atomic_write_chunks(path, (text,), durable=durable)
+
+
+def atomic_write_chunks(path: Path, chunks: Iterable[str], *, durable: bool = True) -> None:
+    """:func:`atomic_write_text` of the text ``chunks`` make, written as they come: the whole
+    text is never held at once (a batch file of 10,000 results is tens of MB)."""
     path = Path(path)
     try:
-        _atomic_write(path, text, durable)
+        _atomic_write(path, chunks, durable)
     except ResultsWriteError:
         raise
     except OSError as exc:
@@ -88,7 +95,7 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
         raise ResultsWriteError(path, exc) from None
 
 
-def _atomic_write(path: Path, text: str, durable: bool) -> None:
+def _atomic_write(path: Path, chunks: Iterable[str], durable: bool) -> None:
     # One temporary name per writer (process, thread): no random names to try, no clash.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -99,7 +106,8 @@ def _atomic_write(path: Path, text: str, durable: bool) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             os.fchmod(handle.fileno(), _FILE_MODE)  # the mode O_CREAT gave is filtered by the umask
-            handle.write(text)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
@@ -113,17 +121,64 @@ def _atomic_write(path: Path, text: str, durable: bool) -> None:
 
 
 def dump_model(model: BaseModel) -> str:
+    return _dump(model) + "\n"
+
+
+def _dump(model: BaseModel) -> str:
+    """``model`` as indented JSON, without the final newline."""
     try:
-        return model.model_dump_json(indent=2) + "\n"
+        return model.model_dump_json(indent=2)
     except PydanticSerializationError as exc:
         if "surrogates not allowed" not in str(exc):
             raise
         # A string that is not valid Unicode (a file name with non-UTF-8 bytes): escaped, not lost.
-        return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str) + "\n"
+        return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str)
 
 
 def write_model(path: Path, model: BaseModel, *, durable: bool = True) -> None:
     atomic_write_text(Path(path), dump_model(model), durable=durable)
+
+
+def dump_model_chunks(model: BaseModel, key: str, items: Iterable[Any]) -> Iterator[str]:
+    """The text of :func:`dump_model` of ``model`` with its top-level field ``key`` holding
+    ``items``, one item at a time: ``key`` is empty in ``model`` (``[]`` or ``{}``), ``items``
+    are the list's models or the dict's ``(name, model)`` pairs. The same bytes as dumping the
+    whole model, without ever holding them all (a batch's files: one result at a time)."""
+    text = dump_model(model)
+    for empty, opening, closing in (("[]", "[", "]"), ("{}", "{", "}")):
+        marker = f'\n  "{key}": {empty}'
+        at = text.find(marker)  # unique: a top-level key is the only line with two spaces then "key"
+        if at >= 0:
+            break
+    else:
+        raise ValueError(f"{type(model).__name__} has no empty top-level field {key!r}")
+    items = iter(items)
+    first = next(items, None)
+    if first is None:
+        yield text
+        return
+    yield text[:at] + f'\n  "{key}": {opening}'
+    separator = "\n    "
+    for item in itertools.chain((first,), items):
+        if opening == "{":
+            name, item = item
+            yield separator + _json_key(name) + ": " + _dump(item).replace("\n", "\n    ")
+        else:
+            yield separator + _dump(item).replace("\n", "\n    ")
+        separator = ",\n    "
+    yield f"\n  {closing}" + text[at + len(marker):]
+
+
+def _json_key(name: str) -> str:
+    try:
+        return to_json(name).decode()
+    except PydanticSerializationError:  # not valid Unicode: escaped, as _dump does
+        return json.dumps(valid_texts(name), ensure_ascii=False)
+
+
+def write_model_chunks(path: Path, model: BaseModel, key: str, items: Iterable[Any], *, durable: bool = True) -> None:
+    """:func:`write_model` of ``model`` with ``key`` holding ``items`` (:func:`dump_model_chunks`)."""
+    atomic_write_chunks(Path(path), dump_model_chunks(model, key, items), durable=durable)
 
 
 def write_json(path: Path, data: Any) -> None:

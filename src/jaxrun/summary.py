@@ -70,27 +70,43 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
 
 def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary | None = None) -> PerformanceMetrics:
     """Per-script metrics plus the aggregate (pass ``summary`` when it is already computed)."""
+    head = performance_metrics_head(results, summary)
+    return head.model_copy(update={"scripts": {name: script_metrics(r) for name, r in latest_by_name(results)}})
+
+
+def performance_metrics_head(results: list[ScriptResult], summary: PerformanceSummary | None = None) -> PerformanceMetrics:
+    """:func:`performance_metrics` with no ``scripts`` yet: the batch files sink writes them one
+    at a time (``latest_by_name``, ``script_metrics``: resultfiles.write_model_chunks)."""
     summary = summary if summary is not None else performance_summary(results)
     return PerformanceMetrics(
         generated_at=now_iso(),
-        scripts={
-            r.script_name: ScriptMetrics(
-                execution_time=r.execution_time,
-                body_time=r.body_time,
-                cpu_time=r.cpu_time,
-                memory_peak=r.memory_peak,
-                device_memory_peak=r.device_memory_peak,
-                device_utilization=r.device_utilization,
-                jit_compile_time=r.jit_compile_time,
-                compile_count=r.compile_count,
-                cache_hits=r.cache_hits,
-                success=r.success,
-            )
-            for r in results
-        },
+        scripts={},
         aggregate=summary,
         avg_execution_time=summary.average_execution_time,
         peak_memory_mb=summary.peak_memory_mb,
+    )
+
+
+def latest_by_name(results: list[ScriptResult]) -> list[tuple[str, ScriptResult]]:
+    """``(script_name, result)`` as a dict keyed by name keeps them: a name's first place, its last result."""
+    latest: dict[str, ScriptResult] = {}
+    for r in results:
+        latest[r.script_name] = r
+    return list(latest.items())
+
+
+def script_metrics(r: ScriptResult) -> ScriptMetrics:
+    return ScriptMetrics(
+        execution_time=r.execution_time,
+        body_time=r.body_time,
+        cpu_time=r.cpu_time,
+        memory_peak=r.memory_peak,
+        device_memory_peak=r.device_memory_peak,
+        device_utilization=r.device_utilization,
+        jit_compile_time=r.jit_compile_time,
+        compile_count=r.compile_count,
+        cache_hits=r.cache_hits,
+        success=r.success,
     )
 
 

@@ -164,10 +164,11 @@ def _load_summary() -> None:
 def _report_run(batch) -> int:  # type: ignore[no-untyped-def]
     """Print the run's view (the tables, what failed and why, the closing line); its exit status."""
     from ..view import run_view
-    from .tables import benchmark_table, speedup_table, summary_table, warm_table
+    from .tables import benchmark_table, speedup_table, summary_tables, warm_table
 
     view = run_view(batch)
-    out.print(summary_table(view, out.width))
+    for table in summary_tables(view, out.width):  # a few hundred rows at a time: the same lines
+        out.print(table)
     _slowest_and_failed(view)
     labels = {(s.name, s.device_requested): s.label for s in view.scripts}
     for script in view.scripts:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import io
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from rich import box
 from rich.cells import cell_len
@@ -65,11 +65,67 @@ _READABLE_NAME = 32
 def summary_table(view: "RunView", width: int = 160) -> Table:
     """Every script of the run in at most ``width`` columns, no word broken: long names are
     shortened in the middle (not below _MIN_NAME), then _NARROWER's columns give way in order."""
+    star, note, shown = _summary_columns(view)
+    return fitted(_summary_maker(view.scripts, note, star, shown), _NARROWER, _longest_label(view.scripts), width)
+
+
+# The rows of each of the tables summary_tables gives.
+SUMMARY_ROWS = 50
+
+
+def summary_tables(view: "RunView", width: int = 160, rows: int = SUMMARY_ROWS) -> Iterator[Table]:
+    """:func:`summary_table` as tables of at most ``rows`` rows, each column as wide as in the
+    whole table, the title and header in the first only: printed one after the other they are
+    the same lines, and the whole table (~5 KB a script as rich renders it) is never held at once
+    (DESIGN §10: jaxrun's peak RSS +5 KB a result at most)."""
+    scripts = view.scripts
+    if len(scripts) <= rows:
+        yield summary_table(view, width)
+        return
+    star, note, shown = _summary_columns(view)
+    # The widths are those of the rows that hold some column's widest cell (_widest_rows).
+    widest = _widest_scripts(scripts, star, shown)
+    make = _summary_maker(widest, note, star, shown)
+    given_up, name_width, narrow = _fit(make, _NARROWER, _longest_label(scripts), width)
+    columns = narrow.columns
+    if _width(narrow) > width or not all(isinstance(cell, Text) and "\t" not in cell.plain and "\n" not in cell.plain
+                                         for column in columns for cell in column._cells):
+        yield summary_table(view, width)  # squeezed by rich, or a cell whose width is not its length
+        return
+    widths = [max(cell_len(str(column.header)), *(_cell_width(cell) for cell in column._cells)) for column in columns]
+    for start in range(0, len(scripts), rows):
+        table = _summary_maker(scripts[start:start + rows], note, star, shown)(given_up, name_width)
+        for column, fixed in zip(table.columns, widths):
+            column.width = fixed
+        if start:
+            table.title, table.show_header = None, False
+        yield table
+
+
+def _summary_columns(view: "RunView") -> tuple[str, str | None, list]:
     star, note = view.timing_note()
-    shown = [c for c in _SUMMARY_COLUMNS if c[0] != "verdict" or any(s.verdict for s in view.scripts)]
-    return fitted(lambda given_up, name_width: _summary(
-        view, note, star, [c for c in shown if c[0] not in given_up or c[0] == "device"], name_width,
-        short_device="device" in given_up), _NARROWER, max((len(s.label) for s in view.scripts), default=0), width)
+    return star, note, [c for c in _SUMMARY_COLUMNS if c[0] != "verdict" or any(s.verdict for s in view.scripts)]
+
+
+def _longest_label(scripts: Sequence["ScriptView"]) -> int:
+    return max((len(s.label) for s in scripts), default=0)
+
+
+def _summary_maker(scripts: Sequence["ScriptView"], note: str | None, star: str,
+                   shown: list) -> Callable[[set[str], int | None], Table]:
+    return lambda given_up, name_width: _summary(
+        scripts, note, star, [c for c in shown if c[0] not in given_up or c[0] == "device"], name_width,
+        short_device="device" in given_up)
+
+
+def _widest_scripts(scripts: Sequence["ScriptView"], star: str, shown: list) -> list["ScriptView"]:
+    """The scripts that hold the widest cell of some column (the device column written either
+    way), in their order: whatever gives way, the summary of these is as wide as that of all."""
+    keep: set[int] = set()
+    cells = [cell for _, cell, _ in shown] + [lambda s, star: f"{s.device} (fallback)" if s.fallback_reason else s.device_text]
+    for cell in cells:
+        keep.add(max(range(len(scripts)), key=lambda i: cell_len(cell(scripts[i], star))))
+    return [scripts[i] for i in sorted(keep)]
 
 
 def fitted(make: Callable[[set[str], int | None], Table], narrower: Iterable[str], longest: int, width: int) -> Table:
@@ -77,6 +133,12 @@ def fitted(make: Callable[[set[str], int | None], Table], narrower: Iterable[str
     names (``longest`` characters at most) shortened to what the other columns leave, then the next
     of ``narrower`` given up, and so on; first keeping names of _READABLE_NAME characters, failing
     that of _MIN_NAME (a name says which script; a column only one more figure of it)."""
+    return _fit(make, narrower, longest, width)[2]
+
+
+def _fit(make: Callable[[set[str], int | None], Table], narrower: Iterable[str], longest: int,
+         width: int) -> tuple[set[str], int | None, Table]:
+    """:func:`fitted`'s ``(given_up, name_width, table)``."""
     steps = [None, *narrower]
     for least in (min(_READABLE_NAME, longest), _MIN_NAME):
         given_up: set[str] = set()
@@ -86,17 +148,17 @@ def fitted(make: Callable[[set[str], int | None], Table], narrower: Iterable[str
             table = make(given_up, None)
             over = _width(table) - width
             if over <= 0:
-                return table
+                return given_up, None, table
             if longest - over >= least:
-                return make(given_up, longest - over)
-    return make(given_up, _MIN_NAME)
+                return given_up, longest - over, make(given_up, longest - over)
+    return given_up, _MIN_NAME, make(given_up, _MIN_NAME)
 
 
-def _summary(view: "RunView", note: str | None, star: str, columns: list, name_width: int | None,
+def _summary(scripts: Sequence["ScriptView"], note: str | None, star: str, columns: list, name_width: int | None,
              short_device: bool) -> Table:
     title = "jaxrun results" + (f" ({note})" if note else "")
     table = _table(title, [(header, "right" if numeric else "left") for header, _, numeric in columns], no_wrap=True)
-    for script in view.scripts:
+    for script in scripts:
         styles = {"status": _STYLES.get(script.level, ""), "verdict": _STYLES.get(script.verdict_level, "")}
         cells = []
         for header, cell, _ in columns:

@@ -121,6 +121,7 @@ class LocalExecutor:
                 except queue.Empty:
                     continue
                 if finished is not None:
+                    # Let go of the future once reported (its condition, lock and result: ~1.8 KB a job).
                     self._report(finished, futures.pop(finished), shared)
         except KeyboardInterrupt:
             self._stop(set(futures), futures, shared, stop)
