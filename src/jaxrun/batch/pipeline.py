@@ -134,6 +134,7 @@ class _PlanFacts(BaseSink):
         self.update()
 
     def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
+        self.plan.go_on()  # a job ended, whether or not a process started for it
         self.update()
         return result
 
@@ -286,7 +287,8 @@ def _run_locked(
     if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
         launcher.expect(0)
         chain = Sinks([_HandedOver(launcher), chain])
-    # What the scripts need not wait for is done while the first one runs.
+    # What the scripts need not wait for is done while the first one runs, the rest of the plan too.
+    launcher.when_started(plan.go_on)
     launcher.when_started(files.begin)
     launcher.when_started(_build_result_models)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from ..settings import ScriptSettings, script_settings
 # for a bad '# jaxrun:' comment to stop a small batch before anything runs.
 PLAN_AHEAD_JOBS = 64
 PLAN_AHEAD_SECONDS = 0.25
+# The longest the plan waits, after those, for the first script to start (Plan.go_on).
+HAND_OVER_SECONDS = 1.0
 # Scripts looked up in the history at once, for the longest-first order of a --jobs batch.
 DURATIONS_CHUNK = 64
 
@@ -224,6 +227,7 @@ class Plan:
         self._roots = search_roots(options)
         self._count = 0  # jobs planned
         self._stop = threading.Event()
+        self._handed_over = threading.Event()  # the first script has started (or need not be waited for)
         self._thread: threading.Thread | None = None
 
     @property
@@ -239,6 +243,13 @@ class Plan:
     def stop(self) -> None:
         """Plan no further script (Ctrl-C, or the batch stopped)."""
         self._stop.set()
+        self._handed_over.set()
+
+    def go_on(self) -> None:
+        """The first script has started: plan the rest. Until then the plan stops after the
+        first PLAN_AHEAD_JOBS jobs (at most HAND_OVER_SECONDS), so that reading the rest of a
+        large folder does not compete with the first script's start for the CPU."""
+        self._handed_over.set()
 
     def wait_ahead(self) -> None:
         """Wait for the first jobs (all of a small batch), or the plan's end; raise what
@@ -264,6 +275,11 @@ class Plan:
             for script in search.scripts():
                 if self._stop.is_set():
                     return
+                if self._count >= PLAN_AHEAD_JOBS and not self._handed_over.is_set():
+                    self._handed_over.wait(HAND_OVER_SECONDS)
+                # Let the batch's own thread have the interpreter between two files: it starts
+                # the scripts (the interpreter otherwise switches threads every 5 ms).
+                time.sleep(0)
                 self.found += 1
                 plan = plan_script(options, script, names.name(script, _root(path)))
                 if isinstance(plan, SkippedScript):
