@@ -224,6 +224,7 @@ def _run_locked(
 ) -> BatchResult:
     """The batch, once its results folder is ours."""
     if options.resume:
+        plan.go_on()
         plan.jobs.wait()  # the earlier results are matched to the whole plan
     meta = BatchMetadata(
         jaxrun_version=__version__,
@@ -255,7 +256,7 @@ def _run_locked(
             store, history_problem = _open_history(options)
     history = history or _history_sink(store, history_problem, info, options, meta)
     try:
-        everything = plan.jobs.all() if options.resume else []
+        everything = plan.all() if options.resume else []
         reused = finished_before(options, everything) if options.resume else {}
         clear_previous_run(out, keep={everything[i].file_name for i in reused})
     except (OSError, UsageError) as exc:
@@ -285,6 +286,7 @@ def _run_locked(
         *sinks,
     ])
     if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
+        plan.go_on()  # nor a first local script to wait for
         launcher.expect(0)
         chain = Sinks([_HandedOver(launcher), chain])
     # What the scripts need not wait for is done while the first one runs, the rest of the plan too.

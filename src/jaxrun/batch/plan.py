@@ -251,6 +251,11 @@ class Plan:
         large folder does not compete with the first script's start for the CPU."""
         self._handed_over.set()
 
+    def all(self) -> list[Job]:
+        """Every job, once the whole plan is made (--resume, Ray): it does not pause for a first script."""
+        self.go_on()
+        return self.jobs.all()
+
     def wait_ahead(self) -> None:
         """Wait for the first jobs (all of a small batch), or the plan's end; raise what
         stopped it before any job was planned."""
@@ -277,6 +282,7 @@ class Plan:
                     return
                 if self._count >= PLAN_AHEAD_JOBS and not self._handed_over.is_set():
                     self._handed_over.wait(HAND_OVER_SECONDS)
+                    self._handed_over.set()  # once: a batch that never starts a process is not held up again
                 # Let the batch's own thread have the interpreter between two files: it starts
                 # the scripts (the interpreter otherwise switches threads every 5 ms).
                 time.sleep(0)
