@@ -356,6 +356,21 @@ def test_unique_names_suffixes_collisions() -> None:
     }
 
 
+def test_a_batch_names_its_scripts_by_the_same_rule(tmp_path: Path) -> None:
+    # The batch names scripts one at a time as its plan reads the folder (batch/plan.py): a
+    # script's own name is still never given to an earlier clash.
+    from jaxrun.batch.plan import discover
+
+    for rel in ("a/model.py", "a__model.py", "a__model_2.py", "b__model_2.py"):
+        write(tmp_path / "x", rel)
+    write(tmp_path / "y", "a__model.py")
+    found, _ = discover((tmp_path / "x", tmp_path / "y"), True, None, None)
+    within = unique_names([s for s, _ in found[:4]], tmp_path / "x")
+    assert [n for _, n in found[:4]] == list(within.values()) == ["a__model", "a__model_3", "a__model_2",
+                                                                   "b__model_2"]
+    assert found[4][1] == "a__model_4"  # across the folders given: first come, first served
+
+
 # --------------------------------------------------------------------------- no jax import
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "is_jax_script",
     "imports_jax",
     "script_display_name",
+    "ScriptNames",
     "unique_names",
 ]
 
@@ -430,6 +431,12 @@ class PreparedSearch:
     candidates: list[str]  # posix paths relative to root, sorted; [""]: root is the script itself
     unreadable: list[tuple[str, str]]  # grows as scripts() finds files it cannot read
 
+    def base_names(self) -> list[str]:
+        """Each candidate's :func:`script_display_name` (from its relative path: no file is read)."""
+        if self.candidates == [""]:
+            return [script_display_name(self.root, self.root.parent)]
+        return [_joined_name(rel.split("/")) for rel in self.candidates]
+
     def scripts(self) -> Iterator[Path]:
         """The JAX scripts among the candidates, in order."""
         if self.candidates == [""]:
@@ -541,10 +548,31 @@ def script_display_name(script: str | os.PathLike[str], root: str | os.PathLike[
     parts = _relative_parts(script, Path(root))
     if not parts:
         return script.stem or script.name
+    return _joined_name(parts)
+
+
+def _joined_name(parts: Iterable[str]) -> str:
     name = "__".join(parts)
-    if name.endswith(".py") and len(name) > 3:
-        name = name[:-3]
-    return name
+    return name[:-3] if name.endswith(".py") and len(name) > 3 else name
+
+
+class ScriptNames:
+    """Names unique in a batch (case-insensitively), given one script at a time in batch order:
+    a script keeps its own base name unless an earlier script has it; a clash gets the first
+    ``_2``, ``_3``, ... that no script has, nor is any ``reserved`` name (the base names of the
+    scripts still to come: a script's own name is never taken from it by an earlier clash)."""
+
+    def __init__(self, reserved: Iterable[str] = ()) -> None:
+        self._reserved = {name.casefold() for name in reserved}
+        self._taken: set[str] = set()
+
+    def take(self, base: str) -> str:
+        name, n = base, 2
+        if name.casefold() in self._taken:
+            while (name := f"{base}_{n}").casefold() in self._taken or name.casefold() in self._reserved:
+                n += 1
+        self._taken.add(name.casefold())
+        return name
 
 
 def unique_names(
@@ -558,19 +586,5 @@ def unique_names(
     """
     paths = list(dict.fromkeys(Path(s) for s in scripts))
     bases = [script_display_name(p, root) for p in paths]
-    names: dict[Path, str] = {}
-    taken: set[str] = set()
-    clashes: list[int] = []
-    for i, (path, base) in enumerate(zip(paths, bases)):
-        if base.casefold() in taken:
-            clashes.append(i)
-        else:
-            taken.add(base.casefold())
-            names[path] = base
-    for i in clashes:
-        n = 2
-        while f"{bases[i]}_{n}".casefold() in taken:
-            n += 1
-        names[paths[i]] = f"{bases[i]}_{n}"
-        taken.add(names[paths[i]].casefold())
-    return {p: names[p] for p in paths}
+    names = ScriptNames(reserved=bases)
+    return {path: names.take(base) for path, base in zip(paths, bases)}

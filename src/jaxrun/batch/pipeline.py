@@ -35,7 +35,7 @@ from ..sinks.script_files import ScriptFileSink
 from ..startup_trace import mark
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock, unwritable
-from .plan import Plan
+from .plan import Plan, search_roots
 from .resume import finished_before
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def _run_locked(
         scripts_executed=0,
         scripts_successful=0,
         scripts_failed=0,
-        search_paths=[str(p.resolve()) for p in options.paths],
+        search_paths=search_roots(options),
         unreadable_paths=plan.unreadable,
         results_dir=str(out),
         host=socket.gethostname(),

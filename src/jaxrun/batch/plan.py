@@ -15,11 +15,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from .. import resultfiles
-from ..defaults import history_path
 from ..devices import resolve_device
-from ..discovery import PreparedSearch, prepare_search, script_display_name
+from ..discovery import PreparedSearch, ScriptNames, prepare_search, script_display_name
 from ..errors import UsageError
 from ..job import Job, Jobs
 from ..models import DeviceInfo, SkippedScript
@@ -37,24 +37,6 @@ PLAN_AHEAD_SECONDS = 0.25
 HAND_OVER_SECONDS = 1.0
 # Scripts looked up in the history at once, for the longest-first order of a --jobs batch.
 DURATIONS_CHUNK = 64
-
-
-class ScriptNames:
-    """Batch-unique ``<name>``s (docs/ARCHITECTURE.md, "Results folder"), first come, first served:
-    a name already taken (case-insensitively: ``a/model.py`` and ``A/model.py`` never share
-    ``outputs/<name>/``) gets ``_2``, ``_3``, ..."""
-
-    def __init__(self) -> None:
-        self.taken: set[str] = set()
-
-    def name(self, script: Path, root: Path) -> str:
-        # The name goes into file names, JSON and the terminal: non-UTF-8 bytes become \xNN.
-        name = valid_text(script_display_name(script, root))
-        unique, n = name, 2
-        while unique.casefold() in self.taken:
-            unique, n = f"{name}_{n}", n + 1
-        self.taken.add(unique.casefold())
-        return unique
 
 
 def _no_scripts(paths: tuple[Path, ...], unreadable: list[str]) -> UsageError:
@@ -76,8 +58,17 @@ def _unreadable(paths: tuple[Path, ...], searches: list[PreparedSearch]) -> list
             for path, search in zip(paths, searches) for rel, reason in sorted(search.unreadable)]
 
 
-def _root(path: Path) -> Path:
-    return path if path.is_dir() else path.parent
+def _named_scripts(paths: tuple[Path, ...], searches: list[PreparedSearch]) -> Iterator[tuple[Path, str]]:
+    """Each script found, in batch order, with its batch-unique ``<name>`` (docs/ARCHITECTURE.md,
+    "Results folder"): within a folder given, discovery's rule (its own base name kept, a clash
+    suffixed past every name the folder's files have); across folders, first come first served."""
+    batch = ScriptNames()
+    for path, search in zip(paths, searches):
+        root = path if path.is_dir() else path.parent
+        folder = ScriptNames(reserved=search.base_names())
+        for script in search.scripts():
+            # The name goes into file names, JSON and the terminal: non-UTF-8 bytes become \xNN.
+            yield script, batch.take(valid_text(folder.take(script_display_name(script, root))))
 
 
 def discover(
@@ -86,9 +77,7 @@ def discover(
     """All scripts to run, in order, each with its batch-unique ``<name>``; and what the search
     could not read (``"path: reason"``), which the batch reports and goes on without."""
     searches = _searches(paths, recursive, include, exclude)
-    names = ScriptNames()
-    found = [(script, names.name(script, _root(path))) for path, search in zip(paths, searches)
-             for script in search.scripts()]
+    found = list(_named_scripts(paths, searches))
     skipped = _unreadable(paths, searches)
     if not found:
         raise _no_scripts(paths, skipped)
@@ -161,12 +150,11 @@ def _durations(options: BatchOptions, scripts: list[ScriptPlan]) -> dict[str, fl
     (only then: it needs numpy and scipy)."""
     if options.jobs <= 1:
         return {}
-    path = history_path(options.history or False)
-    if path is None or not path.is_file():
+    if options.history is None or not options.history.is_file():  # resolved by BatchOptions
         return {}
     from ..history import expected_durations
 
-    return expected_durations(path, [p.script for p in scripts])
+    return expected_durations(options.history, [p.script for p in scripts])
 
 
 def search_roots(options: BatchOptions) -> list[str]:
@@ -273,28 +261,26 @@ class Plan:
 
     def _plan(self) -> None:
         options = self.options
-        names = ScriptNames()
         chunk = DURATIONS_CHUNK if options.jobs > 1 else 1
         waiting: list[ScriptPlan] = []
-        for path, search in zip(options.paths, self._searches):
-            for script in search.scripts():
-                if self._stop.is_set():
-                    return
-                if self._count >= PLAN_AHEAD_JOBS and not self._handed_over.is_set():
-                    self._handed_over.wait(HAND_OVER_SECONDS)
-                    self._handed_over.set()  # once: a batch that never starts a process is not held up again
-                # Let the batch's own thread have the interpreter between two files: it starts
-                # the scripts (the interpreter otherwise switches threads every 5 ms).
-                time.sleep(0)
-                self.found += 1
-                plan = plan_script(options, script, names.name(script, _root(path)))
-                if isinstance(plan, SkippedScript):
-                    self.skipped.append(plan)
-                    continue
-                waiting.append(plan)
-                if len(waiting) >= chunk:
-                    self._add(waiting)
-                    waiting = []
+        for script, name in _named_scripts(options.paths, self._searches):
+            if self._stop.is_set():
+                return
+            if self._count >= PLAN_AHEAD_JOBS and not self._handed_over.is_set():
+                self._handed_over.wait(HAND_OVER_SECONDS)
+                self._handed_over.set()  # once: a batch that never starts a process is not held up again
+            # Let the batch's own thread have the interpreter between two files: it starts
+            # the scripts (the interpreter otherwise switches threads every 5 ms).
+            time.sleep(0)
+            self.found += 1
+            plan = plan_script(options, script, name)
+            if isinstance(plan, SkippedScript):
+                self.skipped.append(plan)
+                continue
+            waiting.append(plan)
+            if len(waiting) >= chunk:
+                self._add(waiting)
+                waiting = []
         self._add(waiting)
         if not self.found:
             raise _no_scripts(options.paths, self.unreadable)
