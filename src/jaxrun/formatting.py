@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
-           "shorten_middle", "plural"]
+           "shorten_middle", "plural", "of_total"]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -81,6 +81,11 @@ def shorten_middle(text: str, width: int) -> str:
     keep = width - 1
     head = (keep + 1) // 2
     return text[:head] + ELLIPSIS + text[len(text) - (keep - head):]
+
+
+def of_total(total: int | None) -> str:
+    """The n of ``[k/n]``: ``?`` while it is not known (a large batch's plan still reading its folder)."""
+    return "?" if total is None else str(total)
 
 
 def plural(n: int, word: str, words: Optional[str] = None) -> str:

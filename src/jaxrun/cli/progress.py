@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
+from ..formatting import of_total
 from ..sinks import BaseSink
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class LineProgress(BaseSink):
         # Counted here, not by job.index: kept scripts and several jobs at once leave gaps in it.
         # The total is "?" while a large batch's plan is still finding scripts (batch/plan.py).
         self.started.add(job.index)
-        self._line(f"[{len(self.started)}/{'?' if total is None else total}] {job.shown} ...")
+        self._line(f"[{len(self.started)}/{of_total(total)}] {job.shown} ...")
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         if not result.kept:

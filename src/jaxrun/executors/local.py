@@ -124,25 +124,26 @@ class LocalExecutor:
                     # Let go of the future once reported (its condition, lock and result: ~1.8 KB a job).
                     self._report(finished, futures.pop(finished), shared)
         except KeyboardInterrupt:
-            self._stop(set(futures), futures, shared, stop)
+            self._stop(futures, shared, stop)
             raise BatchInterrupted from None
         except BaseException:
             # A result that could not be written (a full disk) stops the batch: no job starts, the
             # running ones are stopped (not waited for) and their results reported as far as they
             # can be; batch/pipeline.py marks the rest and says the first error.
-            self._stop(set(futures), futures, shared, stop, quiet=True)
+            self._stop(futures, shared, stop, quiet=True)
             raise
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
 
     @classmethod
-    def _stop(cls, pending: set, futures: dict, sink: _Locked, stop: threading.Event, quiet: bool = False) -> None:
-        """No job starts any more; each running one is stopped and its result reported (``quiet``:
-        a failure to report it is not said: the error that stopped the batch is the one to say)."""
+    def _stop(cls, futures: dict, sink: _Locked, stop: threading.Event, quiet: bool = False) -> None:
+        """No job starts any more; each running one (``futures``: started, not yet reported) is
+        stopped and its result reported (``quiet``: a failure to report it is not said: the error
+        that stopped the batch is the one to say)."""
         stop.set()
-        for future in pending:
+        for future in futures:
             future.cancel()
-        for future in pending:
+        for future in futures:
             if future.cancelled():
                 continue
             try:

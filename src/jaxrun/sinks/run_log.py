@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from ..errors import ResultsWriteError
-from ..formatting import one_line
+from ..formatting import of_total, one_line
 from ..timestamps import now_iso
 from . import BaseSink
 
@@ -73,8 +73,7 @@ class RunLogSink(BaseSink):
     @property
     def _total(self) -> str:
         """How many jobs the batch has; ``?`` while its plan is still finding them."""
-        total = self._jobs.total if self._jobs is not None else None
-        return "?" if total is None else str(total)
+        return of_total(self._jobs.total if self._jobs is not None else None)
 
     def on_begin(self, jobs: "Jobs") -> None:
         self._jobs = jobs
@@ -82,7 +81,7 @@ class RunLogSink(BaseSink):
             self.write(line)
 
     def on_start(self, job: "Job", total: int | None) -> None:
-        self.write(f"[{job.index + 1}/{'?' if total is None else total}] start {job.file_name} ({job.script})", echo=False)
+        self.write(f"[{job.index + 1}/{of_total(total)}] start {job.file_name} ({job.script})", echo=False)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         state = "ok" if result.success else f"FAILED {result.error_class}: {one_line(result.error_message)}"
