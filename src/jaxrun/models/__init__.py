@@ -38,7 +38,10 @@ from .profiles import (
     TimelineEvent,
     TimingProfile,
 )
-from .results import MAX_RECOMPILE_REASONS, Attempt, CompileStats, Numerics, Outcome, RunEnvironment, ScriptResult
+from .results import (
+    MAX_RECOMPILE_REASONS, Attempt, CompileEnvironment, CompileStats, Numerics, Outcome, ProgramCost, ProgramMemory,
+    RunEnvironment, ScriptResult, TransferStats, Transfers,
+)
 
 # Models that name models of other modules (imported under TYPE_CHECKING there, to avoid import
 # cycles) find them in their own module once it is loaded: pydantic builds every model on first
@@ -52,10 +55,11 @@ from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSu
 
 __all__ = [
     "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
-    "Attempt", "AvailableDevice", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileStats",
-    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
+    "Attempt", "AvailableDevice", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
+    "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
-    "PlatformInfo", "RegressionCheck", "RunEnvironment", "RunSample", "ScriptBenchmark", "ScriptComparison", "ScriptMetrics",
+    "PlatformInfo", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",
+    "ScriptComparison", "ScriptMetrics", "TransferStats", "Transfers",
     "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "SkippedScript", "ScriptTimingProfile", "Statistics",
     "TimelineEvent", "TimingProfile", "Verdict", "WarmCall", "WarmSummary",
 ]

@@ -16,6 +16,74 @@ if TYPE_CHECKING:
 MAX_RECOMPILE_REASONS = 100
 
 
+class ProgramCost(MappingModel):
+    """XLA's cost analysis of a compiled program (the last executable built for it)."""
+
+    flops: float | None = Field(None, description="Floating-point operations per call, every device's share")
+    bytes_accessed: float | None = Field(None, description="Bytes read and written per call")
+    transcendentals: float | None = Field(None, description="exp, log, tanh, ... per call")
+    source: Literal["xla", "xla_trip_counts"] | None = Field(
+        None, description="xla: XLA's analysis as it is (no loop left); xla_trip_counts: XLA's analysis with each "
+        "loop's body counted as often as the trip count XLA proved; null: unknown (see reason)"
+    )
+    reason: str | None = Field(None, description="Why the figures are null, or how they were corrected")
+
+
+class ProgramMemory(MappingModel):
+    """XLA's memory analysis of a compiled program: the device memory its executable needs, per device."""
+
+    argument_bytes: int = Field(description="Its inputs")
+    output_bytes: int = Field(description="Its outputs")
+    alias_bytes: int = Field(description="Outputs that reuse an input's buffer (donated arguments)")
+    temp_bytes: int = Field(description="Temporary buffers while it runs")
+    generated_code_bytes: int = Field(description="The executable's code")
+    total_bytes: int = Field(
+        description="argument + output - alias + temp + generated code: what the program needs on the device, "
+        "its inputs included"
+    )
+
+    @property
+    def beyond_arguments(self) -> int:
+        """What a call allocates besides its (already resident) inputs."""
+        return self.total_bytes - self.argument_bytes
+
+
+class CompileEnvironment(MappingModel):
+    """What JAX's persistent-cache key takes from the process besides the program
+    (jax/_src/cache_key.py): a program compiled again in a warm cache differs in one of these."""
+
+    SHARED_BY_VALUE: ClassVar[bool] = True
+
+    jax_version: str | None = None
+    jaxlib_version: str | None = None
+    backend: str | None = Field(None, description="The platform JAX compiled for (cpu, gpu, tpu)")
+    platform_version: str | None = Field(None, description="The backend's own version (CUDA, libtpu, ...)")
+    xla_flags: list[str] = Field(
+        [], description="The XLA flags JAX's cache key hashes, sorted: XLA_FLAGS, LIBTPU_INIT_ARGS and --xla* "
+        "arguments of the script's command line"
+    )
+    cache_dir: str | None = Field(None, description="The persistent compilation cache's folder; null when it is off")
+
+
+class Transfers(MappingModel):
+    """Implicit copies of one direction that JAX's transfer guard saw (jax_transfer_guard="log")."""
+
+    count: int
+    bytes: int = Field(description="Bytes of the arrays copied (each array once, however many devices got it)")
+
+
+class TransferStats(MappingModel):
+    """Implicit host<->device transfers of a script (explicit jax.device_put / device_get not counted)."""
+
+    host_to_device: Transfers | None = None
+    device_to_host: Transfers | None = Field(
+        None, description="null on CPU: its arrays are host memory, JAX's guard sees no copy to the host"
+    )
+    device_to_device: Transfers | None = None
+    examples: list[str] = Field([], description="The first transfers, as JAX logged them")
+    reason: str | None = Field(None, description="Why a direction is null")
+
+
 class CompileStats(MappingModel):
     """JIT work for one program, keyed by the name JAX's transformations give it (``jit(loss)``,
     ``jit(grad(loss))``, ``pmap(step)``; ``name @ file:line`` when two functions share a name),
@@ -32,6 +100,29 @@ class CompileStats(MappingModel):
     recompile_reasons: list[str] = Field(
         [], description="Why each trace after the first happened, as JAX explains its cache misses "
         f"(jax_explain_cache_misses); at most {MAX_RECOMPILE_REASONS} kept"
+    )
+    # What XLA knows about the program: its last executable's analyses (issue 25).
+    cost: ProgramCost | None = Field(None, description="XLA's cost analysis; null when no executable was read")
+    memory: ProgramMemory | None = Field(None, description="XLA's memory analysis; null when the backend gives none")
+    fingerprint: str | None = Field(
+        None, description="Of the optimized program XLA built (its HLO as XLA prints it for fingerprints: no "
+        "source lines, canonical names): equal across processes for the same program and compiler, different "
+        "when either changes"
+    )
+    input_fingerprint: str | None = Field(
+        None, description="Of the program JAX handed to XLA (StableHLO, debug info stripped: what JAX's "
+        "persistent-cache key hashes): different only when the program itself changed"
+    )
+    variants: int = Field(0, description="Different input programs seen (shapes, dtypes, devices): executables "
+                                         "the fields above describe the last of")
+    device_kind: str | None = Field(None, description="The kind of device it was compiled for, e.g. 'NVIDIA H100'")
+    device_count: int | None = Field(None, description="How many devices it was compiled for")
+    analysis_time: float = Field(0.0, description="Seconds jaxrun spent reading XLA's analyses (in the compile "
+                                                  "phase's wall time, not in compile_time)")
+    analysis_reason: str | None = Field(None, description="Why the analyses are null (a JAX internal moved, ...)")
+    cache_miss_reason: str | None = Field(
+        None, description="Why a warm persistent cache compiled this program where an earlier run of the same "
+        "script loaded it: the cache key's ingredient that changed (from the history)"
     )
 
 
@@ -165,6 +256,15 @@ class ScriptResult(MappingModel):
     )
     compile_count: int | None = Field(None, description="XLA compilations (cache loads are cache_hits)")
     compiles: dict[str, CompileStats] = Field({}, description="Per program, e.g. jit(loss), jit(grad(loss))")
+    compile_environment: CompileEnvironment | None = Field(
+        None, description="What JAX's persistent-cache key took from the process; null when it did not use JAX"
+    )
+    transfers: TransferStats | None = Field(
+        None, description="Implicit host<->device transfers; null when JAX was unused or the guard was not jaxrun's"
+    )
+    live_array_bytes: int | None = Field(
+        None, description="Bytes of the jax.Arrays alive when the body ended (jax.live_arrays()); null without JAX"
+    )
     cache_hits: int | None = Field(
         None, description="Executables loaded from the persistent compilation cache; null when it is off"
     )
