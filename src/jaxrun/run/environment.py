@@ -135,4 +135,5 @@ def probe_command(script: Path, events_path: Path, options: RunOptions, profile_
         entry=options.entry,
         warm_calls=options.warm_calls if options.entry is not None else 1,
         profile=str(profile_dir) if options.enable_profiling and profile_dir is not None else None,
+        xla_analysis=int(options.xla_analysis),
     ).command()

@@ -402,6 +402,7 @@ def _build_result(
         jit_compile_time=jit_seconds,
         compile_count=compile_count,
         compiles=report.compiles,
+        compile_environment=report.compile_environment,
         cache_hits=cache_hits,
         cache_misses=cache_misses,
         compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
