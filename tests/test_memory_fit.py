@@ -160,6 +160,11 @@ def test_host_available_reads_a_cgroup_v1_limit_less_its_page_cache(tmp_path: Pa
     })
     avail = memory_fit.host_available(proc, root, environ={})
     assert avail == Available(700 * MiB, 300 * MiB, 400 * MiB, f"cgroup v1 memory.limit_in_bytes of {root}/memory/jaxrun/run1")
+    # The page cache is read (memory.stat, ~0.1 ms) only where what is needed would not fit without it.
+    source = f"cgroup v1 memory.limit_in_bytes of {root}/memory/jaxrun/run1"
+    assert memory_fit.host_available(proc, root, environ={}, needed=200 * MiB) == Available(
+        700 * MiB, 400 * MiB, 300 * MiB, source)
+    assert memory_fit.host_available(proc, root, environ={}, needed=350 * MiB) == avail
 
 
 def test_host_available_without_cgroup_takes_jaxruns_limit_or_memavailable(tmp_path: Path) -> None:
@@ -297,3 +302,13 @@ def test_a_real_out_of_memory_failure_says_what_jaxrun_foresaw(tmp_path: Path, m
     [warning] = [w for w in result.warnings if FIT_MARKER in w]
     assert warning.startswith("jit(grow) needs 1 GiB on cpu:0 (outputs 1 GiB; beyond its 256 MiB of inputs)")
     assert result.hint.startswith(f"jaxrun warned at compile time: {warning}")
+
+
+def test_check_compiled_is_the_compile_hooks_one_call() -> None:
+    stats = jax.jit(chained).lower(SQUARE).compile().memory_analysis()
+    assert memory_fit.check_compiled("jit(chained)", stats, jax.devices("cpu")[0]) is None  # 8 MiB fits
+    assert memory_fit.check_compiled("jit(chained)", None, jax.devices("cpu")[0]) is None
+    huge = jax.jit(chained).lower(jax.ShapeDtypeStruct((200_000, 200_000), jnp.float32)).compile().memory_analysis()
+    text = memory_fit.check_compiled("jit(chained)", huge, jax.devices("cpu")[0])
+    assert text is not None and text.startswith("jit(chained) needs 298 GiB on cpu:0 (temporaries 149 GiB")
+    assert FIT_MARKER in text
