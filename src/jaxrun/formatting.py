@@ -100,3 +100,13 @@ def fmt_bytes(value: float | None) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{int(value)} B"
+
+
+def fmt_count(value: float | None) -> str:
+    """A large count with an SI prefix and 3 significant figures (``2.15 G``, ``388 k``, ``12``)."""
+    if value is None:
+        return "-"
+    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g}"
