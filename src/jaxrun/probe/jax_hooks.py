@@ -77,8 +77,84 @@ def attach_listeners(writer: EventWriter) -> None:
 
     programs.subscribe(on_compile)
     programs.explain_on()  # for the whole run: a recompile's reason is part of the result
+    watch_transfer_guard(writer)
     monitoring.register_event_duration_secs_listener(on_duration)
     writer.send(events.JaxLoaded(type=events.JAX_LOADED))
+
+
+_GUARD_CONTEXTS = ("transfer_guard", "transfer_guard_host_to_device", "transfer_guard_device_to_host",
+                   "transfer_guard_device_to_device")
+
+
+def watch_transfer_guard(writer: EventWriter) -> None:
+    """Tell the parent (once) when the script sets JAX's transfer guard itself: by
+    ``jax.config.update`` (programs.py's wrapper) or the ``jax.transfer_guard*`` context managers.
+    Its setting still applies exactly as it would without jaxrun ("disallow" raises)."""
+    import jax
+
+    from . import programs
+
+    told = []
+
+    def tell(setting: str) -> None:
+        if not told:
+            told.append(setting)
+            writer.send(events.TransferGuard(type=events.TRANSFER_GUARD, setting=setting))
+
+    def on_config(name: str, value: Any) -> None:
+        if name.startswith("jax_transfer_guard"):
+            tell(f"jax.config.update({name!r}, {value!r})")
+
+    programs.watch_config(on_config)
+
+    for name in _GUARD_CONTEXTS:
+        manager = getattr(jax, name, None)
+        if callable(manager):
+            setattr(jax, name, _Notifying(name, manager, tell))
+
+
+class _Notifying:
+    """``jax.transfer_guard*`` as they are (a function, a config ``State`` with its ``.value``),
+    calling ``tell`` first when used as a context manager."""
+
+    def __init__(self, name: str, inner: Any, tell: Callable[[str], None]) -> None:
+        self._name, self._inner, self._tell = name, inner, tell
+        self.__doc__ = getattr(inner, "__doc__", None)
+        self.__wrapped__ = inner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._tell(f"jax.{self._name}({', '.join(repr(a) for a in args)})")
+        return self._inner(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __repr__(self) -> str:
+        return repr(self._inner)
+
+
+def live_array_bytes() -> int | None:
+    """Bytes of the jax.Arrays alive now (deleted and donated ones hold nothing); None without JAX.
+    0 when no backend was started: no array exists (asking would start one)."""
+    if "jax" not in sys.modules:
+        return None
+    try:
+        from jax._src import xla_bridge
+
+        if not xla_bridge.backends_are_initialized():
+            return 0
+        import jax
+
+        total = 0
+        for array in jax.live_arrays():
+            try:
+                if not array.is_deleted():
+                    total += int(array.nbytes)
+            except Exception:  # noqa: BLE001 - deleted meanwhile (another thread)
+                continue
+        return total
+    except Exception:  # noqa: BLE001 - unknown, never a broken end
+        return None
 
 
 def compile_cache_facts() -> dict[str, Any] | None:
@@ -184,6 +260,7 @@ def device_facts() -> dict[str, Any] | None:
             "platform": devices[0].platform if devices else None,
             "device_count": jax.device_count(),
             "peak_bytes_per_device": peaks,
+            "live_array_bytes": live_array_bytes(),
         }
     except Exception as exc:
         return {"initialized": None, "error": repr(exc)}
