@@ -241,3 +241,14 @@ def test_growth_is_judged_on_every_steady_call_not_on_noise() -> None:
     assert leak(both) and "in each of the 2 runs" in both.warnings[-1]
     unknown = warm_summary("main", [WarmCall(index=i, seconds=0.01) for i in (1, 2, 3)])
     assert unknown.live_array_growth is None and not leak(unknown)
+
+
+def test_a_script_that_changes_the_guard_variable_before_importing_jax(tmp_path: Path) -> None:
+    script = write(tmp_path, "environ.py", """\
+        import os
+        os.environ["JAX_TRANSFER_GUARD"] = "allow"
+        import numpy as np, jax
+        x = jax.device_put(np.zeros(8, np.float32)) + np.ones(8, np.float32)
+    """)
+    transfers = run(script, tmp_path).transfers
+    assert transfers.host_to_device is None and "JAX_TRANSFER_GUARD=allow" in transfers.reason  # never a false 0

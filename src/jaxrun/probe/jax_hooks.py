@@ -8,6 +8,7 @@ jax in the probe up front would cost ~0.4 s for scripts that never use it and wo
 from __future__ import annotations
 
 import importlib.machinery
+import os
 import sys
 import time
 from typing import Any, Callable
@@ -77,11 +78,23 @@ def attach_listeners(writer: EventWriter) -> None:
 
     programs.subscribe(on_compile)
     programs.explain_on()  # for the whole run: a recompile's reason is part of the result
-    watch_transfer_guard(writer)
     monitoring.register_event_duration_secs_listener(on_duration)
     writer.send(events.JaxLoaded(type=events.JAX_LOADED))
+    try:
+        watch_transfer_guard(writer)
+    except Exception as exc:  # noqa: BLE001 - the counts would not be known to be jaxrun's
+        writer.send(events.TransferGuard(type=events.TRANSFER_GUARD, setting=f"unknown (jaxrun could not watch it: {exc!r})"))
 
 
+# JAX's transfer-guard variables (jax/_src/config.py), and the one jaxrun sets beside its own
+# JAX_TRANSFER_GUARD=log (run/transfers.py).
+GUARD_ENV = "JAX_TRANSFER_GUARD"
+GUARD_DIRECTION_ENV = {
+    "host_to_device": "JAX_TRANSFER_GUARD_HOST_TO_DEVICE",
+    "device_to_host": "JAX_TRANSFER_GUARD_DEVICE_TO_HOST",
+    "device_to_device": "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE",
+}
+OWN_GUARD_ENV = "JAXRUN_TRANSFER_GUARD"
 _GUARD_CONTEXTS = ("transfer_guard", "transfer_guard_host_to_device", "transfer_guard_device_to_host",
                    "transfer_guard_device_to_device")
 
@@ -106,6 +119,10 @@ def watch_transfer_guard(writer: EventWriter) -> None:
             tell(f"jax.config.update({name!r}, {value!r})")
 
     programs.watch_config(on_config)
+    if os.environ.get(OWN_GUARD_ENV) == "1":  # jaxrun's guard: did the script change it before importing jax?
+        found = {name: os.environ.get(name) for name in (GUARD_ENV, *GUARD_DIRECTION_ENV.values())}
+        if found != {GUARD_ENV: "log", **dict.fromkeys(GUARD_DIRECTION_ENV.values())}:
+            tell("os.environ: " + " ".join(f"{k}={v}" for k, v in found.items() if v is not None))
 
     for name in _GUARD_CONTEXTS:
         manager = getattr(jax, name, None)

@@ -19,16 +19,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-# The variable jaxrun sets, and the per-direction ones that override it (jax/_src/config.py).
-GUARD_ENV = "JAX_TRANSFER_GUARD"
-DIRECTION_ENV = {
-    "host_to_device": "JAX_TRANSFER_GUARD_HOST_TO_DEVICE",
-    "device_to_host": "JAX_TRANSFER_GUARD_DEVICE_TO_HOST",
-    "device_to_device": "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE",
-}
-# Set by jaxrun beside JAX_TRANSFER_GUARD when the guard is its own: the lines are then left out
-# of the script's stderr log.
-OWN_GUARD_ENV = "JAXRUN_TRANSFER_GUARD"
+# The variable jaxrun sets, the per-direction ones that override it (jax/_src/config.py), and
+# jaxrun's marker beside its own JAX_TRANSFER_GUARD=log: the lines are then left out of the log.
+from ..probe.jax_hooks import GUARD_DIRECTION_ENV as DIRECTION_ENV, GUARD_ENV, OWN_GUARD_ENV
+
 DIRECTIONS = tuple(DIRECTION_ENV)
 MAX_EXAMPLES = 5
 # A partial last line held back (it may be the start of a guard line) is let go past this.
