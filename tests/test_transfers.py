@@ -252,3 +252,14 @@ def test_a_script_that_changes_the_guard_variable_before_importing_jax(tmp_path:
     """)
     transfers = run(script, tmp_path).transfers
     assert transfers.host_to_device is None and "JAX_TRANSFER_GUARD=allow" in transfers.reason  # never a false 0
+
+
+def test_a_log_level_that_hides_the_guards_lines_makes_the_counts_unknown(tmp_path: Path) -> None:
+    script = write(tmp_path, "quiet.py", "import numpy as np, jax\nx = jax.device_put(np.zeros(8, np.float32)) + np.ones(8, np.float32)\n")
+    transfers = run(script, tmp_path, env={"TF_CPP_MIN_LOG_LEVEL": "2"}).transfers
+    assert transfers.host_to_device is None and "TF_CPP_MIN_LOG_LEVEL=2" in transfers.reason
+
+    inside = write(tmp_path, "quiet_inside.py", "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n" + script.read_text())
+    transfers = run(inside, tmp_path).transfers
+    assert transfers.host_to_device is None and "TF_CPP_MIN_LOG_LEVEL=3" in transfers.reason
+    assert "before importing jax" in transfers.reason

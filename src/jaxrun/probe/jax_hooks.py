@@ -95,6 +95,8 @@ GUARD_DIRECTION_ENV = {
     "device_to_device": "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE",
 }
 OWN_GUARD_ENV = "JAXRUN_TRANSFER_GUARD"
+LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"  # 2 or more: XLA writes no warnings, the guard's lines among them
+ENVIRON_CHANGED = "os.environ:"
 _GUARD_CONTEXTS = ("transfer_guard", "transfer_guard_host_to_device", "transfer_guard_device_to_host",
                    "transfer_guard_device_to_device")
 
@@ -120,9 +122,11 @@ def watch_transfer_guard(writer: EventWriter) -> None:
 
     programs.watch_config(on_config)
     if os.environ.get(OWN_GUARD_ENV) == "1":  # jaxrun's guard: did the script change it before importing jax?
-        found = {name: os.environ.get(name) for name in (GUARD_ENV, *GUARD_DIRECTION_ENV.values())}
-        if found != {GUARD_ENV: "log", **dict.fromkeys(GUARD_DIRECTION_ENV.values())}:
-            tell("os.environ: " + " ".join(f"{k}={v}" for k, v in found.items() if v is not None))
+        found = {name: os.environ.get(name) for name in (GUARD_ENV, *GUARD_DIRECTION_ENV.values(), LOG_LEVEL_ENV)}
+        expected = {GUARD_ENV: "log", **dict.fromkeys(GUARD_DIRECTION_ENV.values()), LOG_LEVEL_ENV: found[LOG_LEVEL_ENV]}
+        level = (found[LOG_LEVEL_ENV] or "").strip()
+        if found != expected or (level.isdigit() and int(level) >= 2):
+            tell(" ".join([ENVIRON_CHANGED, *(f"{k}={v}" for k, v in found.items() if v is not None)]))
 
     for name in _GUARD_CONTEXTS:
         manager = getattr(jax, name, None)

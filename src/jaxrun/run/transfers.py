@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 # The variable jaxrun sets, the per-direction ones that override it (jax/_src/config.py), and
 # jaxrun's marker beside its own JAX_TRANSFER_GUARD=log: the lines are then left out of the log.
-from ..probe.jax_hooks import GUARD_DIRECTION_ENV as DIRECTION_ENV, GUARD_ENV, OWN_GUARD_ENV
+from ..probe.jax_hooks import ENVIRON_CHANGED, GUARD_DIRECTION_ENV as DIRECTION_ENV, GUARD_ENV, LOG_LEVEL_ENV, OWN_GUARD_ENV
 
 DIRECTIONS = tuple(DIRECTION_ENV)
 MAX_EXAMPLES = 5
@@ -152,10 +152,19 @@ class GuardLog:
         return True
 
 
+def hides_warnings(env: Mapping[str, str]) -> bool:
+    """``TF_CPP_MIN_LOG_LEVEL`` of 2 or more: XLA's C++ writes no warning, the guard's lines included."""
+    try:
+        return int(env.get(LOG_LEVEL_ENV, "0").strip() or 0) >= 2
+    except ValueError:
+        return False
+
+
 def guard_env(env: dict[str, str]) -> None:
     """Turn JAX's guard to its logging mode in a script's environment ``env``, unless the user's
-    variables set a level already (theirs stays, and transfers are counted only where it is "log")."""
-    if GUARD_ENV in env or any(name in env for name in DIRECTION_ENV.values()):
+    variables set a level already (theirs stays, and transfers are counted only where it is "log")
+    or hide the lines it would write (``TF_CPP_MIN_LOG_LEVEL``)."""
+    if GUARD_ENV in env or any(name in env for name in DIRECTION_ENV.values()) or hides_warnings(env):
         return
     env[GUARD_ENV] = "log"
     env[OWN_GUARD_ENV] = "1"
@@ -165,14 +174,15 @@ def guard_log(env: Mapping[str, str]) -> GuardLog | None:
     """The filter for a script's stderr, from its environment: None when no direction logs."""
     levels = {d: (env.get(DIRECTION_ENV[d]) or env.get(GUARD_ENV) or "").strip().lower() for d in DIRECTIONS}
     counted = tuple(d for d in DIRECTIONS if levels[d] == "log")
-    if not counted:
+    if not counted or hides_warnings(env):
         return None
     return GuardLog(strip=env.get(OWN_GUARD_ENV) == "1", counted=counted)
 
 
 def guard_variables(env: Mapping[str, str]) -> dict[str, str]:
-    """The transfer-guard variables of a script's environment (jaxrun's marker included)."""
-    return {name: env[name] for name in (GUARD_ENV, *DIRECTION_ENV.values(), OWN_GUARD_ENV) if name in env}
+    """The transfer-guard variables of a script's environment (jaxrun's marker and the log level included)."""
+    return {name: env[name] for name in (GUARD_ENV, *DIRECTION_ENV.values(), OWN_GUARD_ENV, LOG_LEVEL_ENV)
+            if name in env}
 
 
 SCRIPT_SET_GUARD = "the script set jax_transfer_guard itself"
@@ -187,7 +197,13 @@ def transfer_stats(log: GuardLog | None, env: Mapping[str, str], *, jax_loaded: 
     if not jax_loaded:
         return None
     if script_set is not None:
+        if script_set.startswith(ENVIRON_CHANGED):
+            return TransferStats(reason=f"the script changed its environment before importing jax ({script_set}): "
+                                        "jaxrun cannot count its transfers")
         return TransferStats(reason=f"{SCRIPT_SET_GUARD} ({script_set}): its counts are not jaxrun's")
+    if hides_warnings(env):
+        return TransferStats(reason=f"{LOG_LEVEL_ENV}={env[LOG_LEVEL_ENV]} in the script's environment hides the "
+                                    "lines JAX's transfer guard writes (warnings): jaxrun cannot count them")
     if log is None:
         user = " ".join(f"{name}={env[name]}" for name in (GUARD_ENV, *DIRECTION_ENV.values()) if name in env)
         return TransferStats(reason=f"the script's environment sets {user or 'no transfer guard'}: jaxrun counts "
