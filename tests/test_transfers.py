@@ -263,3 +263,16 @@ def test_a_log_level_that_hides_the_guards_lines_makes_the_counts_unknown(tmp_pa
     transfers = run(inside, tmp_path).transfers
     assert transfers.host_to_device is None and "TF_CPP_MIN_LOG_LEVEL=3" in transfers.reason
     assert "before importing jax" in transfers.reason
+
+
+def test_processes_the_script_starts_after_importing_jax_get_no_guard(tmp_path: Path) -> None:
+    script = write(tmp_path, "spawns.py", """\
+        import os, subprocess, sys
+        import jax
+        code = "import numpy as np, jax; jax.device_put(np.zeros(8, np.float32)) + np.ones(8, np.float32)"
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        print(repr(os.environ.get("JAX_TRANSFER_GUARD")), "transfer:" in child.stderr)
+    """)
+    result = run(script, tmp_path)
+    assert Path(result.stdout_log).read_text() == "None False\n"  # as without jaxrun
+    assert result.transfers.host_to_device.count == 0

@@ -127,6 +127,11 @@ def watch_transfer_guard(writer: EventWriter) -> None:
         level = (found[LOG_LEVEL_ENV] or "").strip()
         if found != expected or (level.isdigit() and int(level) >= 2):
             tell(" ".join([ENVIRON_CHANGED, *(f"{k}={v}" for k, v in found.items() if v is not None)]))
+        else:
+            # JAX has read it: the processes the script starts from now on run as they would
+            # without jaxrun (no guard lines in output the script may capture from them).
+            os.environ.pop(GUARD_ENV, None)
+            os.environ.pop(OWN_GUARD_ENV, None)
 
     for name in _GUARD_CONTEXTS:
         manager = getattr(jax, name, None)
