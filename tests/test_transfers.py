@@ -70,6 +70,15 @@ def test_guard_lines_split_across_reads_are_counted_and_left_out(size: int) -> N
     assert log.undescribed["host_to_device"] == 1 and len(log.examples) == 2
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 9, 64, 1000])
+def test_a_guard_line_after_the_scripts_unfinished_line_leaves_that_part(size: int) -> None:
+    bar = b"\r 10%|#   |\r 20%|##  |" + guard_line("aval=ShapedArray(float32[2])") + b"\n\r 30%|### |\n"
+    log = GuardLog(strip=True)
+    assert feed(log, bar, size) == b"\r 10%|#   |\r 20%|##  |\r 30%|### |\n"
+    assert log.counts["host_to_device"] == 1 and log.bytes["host_to_device"] == 8
+    assert log.examples[0].startswith("W1124 ")
+
+
 @pytest.mark.parametrize("size", [1, 4, 33])
 def test_the_users_own_guard_lines_are_counted_and_kept(size: int) -> None:
     log = GuardLog(strip=False)
@@ -81,6 +90,8 @@ def test_other_output_is_never_held_back() -> None:
     log = GuardLog(strip=True)
     assert log.feed(b"progress 50%") == b"progress 50%"  # no newline, not a guard line: passed on at once
     assert log.feed(b"\nWarning: x") == b"\nWarning: x"
+    assert log.feed(b"\nEpoch 1: loss W") == b"\nEpoch 1: loss "  # a W at the end may start JAX's line
+    assert log.feed(b"ell") == b"Well"  # it did not
     assert log.feed(b"\nW1124 06:0") == b"\n"  # may be JAX's line: held until the rest arrives
     assert log.feed(b"5:00.1 12 other.cc:3] something else\n") == b"W1124 06:05:00.1 12 other.cc:3] something else\n"
     assert log.feed(b"W1124 06:05:00.1 12 a.cc:3] host-to") == b""

@@ -29,13 +29,17 @@ MAX_EXAMPLES = 5
 _MAX_HELD = 1 << 20
 
 _MARK = b" transfer: "
-_LINE = re.compile(
-    rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]+:\d+\] (host-to-device|device-to-host|device-to-device) transfer: ?(.*)",
-    re.S)
+_GUARD = (rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]+:\d+\] "
+          rb"(host-to-device|device-to-device|device-to-host) transfer: ?(.*)")
+_LINE = re.compile(_GUARD, re.S)  # searched in a line: it may follow what the script left unfinished on it
+_CANDIDATE = re.compile(rb"[IWEF](?=\d|\Z)")
 # Any beginning of an absl line's header (a line cut between two reads); what follows "] " is
 # checked against the three directions.
 _HEADER_PREFIX = re.compile(
     rb"[IWEF](?:\d{1,4}(?: (?:[\d:.]+(?: +(?:\d+(?: (?:[^\s\]]+(?:\](?: (?P<rest>.*))?)?)?)?)?)?)?)?)?", re.S)
+# The longest a guard line's start can be before its direction has fully come (absl's header
+# with a file's base name, then "device-to-device transfer: ").
+_HEADER_MAX = 512
 _STARTS = (b"host-to-device transfer: ", b"device-to-host transfer: ", b"device-to-device transfer: ")
 _AVAL = re.compile(r"aval=ShapedArray\((\w+)\[([^\]]*)\]")
 _IFRT = re.compile(r"dtype=(\w+); shape=\[([^\]]*)\]")  # an ifrt array's description
@@ -85,8 +89,10 @@ def array_bytes(description: str) -> tuple[int | None, str | None]:
 
 class GuardLog:
     """Counts the guard lines of a stream read in chunks; ``strip``: leaves them out of what it
-    passes on. Other output is passed on unchanged and in order; a partial last line is held
-    back (until the next chunk or the end) only when it could be the start of a guard line."""
+    passes on. Other output is passed on unchanged and in order. JAX writes each line whole, but
+    after whatever the script left unfinished on its line (a progress bar's ``\\r``): that part
+    is the script's and stays. A partial last line is held back (until the next chunk or the
+    end) only from where it could be the start of a guard line."""
 
     __slots__ = ("strip", "counted", "counts", "bytes", "undescribed", "unknown", "examples", "_held")
 
@@ -105,41 +111,58 @@ class GuardLog:
         data = self._held + chunk if self._held else chunk
         self._held = b""
         if _MARK not in data:  # no guard line in it (the usual case): at most a partial one at the end
-            cut = len(data) if data.endswith(b"\n") else data.rfind(b"\n") + 1
-            if cut < len(data) and self._could_start(data[cut:]):
-                self._held, data = data[cut:], data[:cut]
+            if not data.endswith(b"\n"):
+                start = self._possible_start(data, data.rfind(b"\n") + 1, marked=False)
+                if start is not None:
+                    self._held, data = data[start:], data[:start]
             return data if self.strip else chunk
         lines = data.split(b"\n")
         last = lines.pop()  # b"" when data ends with a newline
         kept = []
         for line in lines:
-            if not self._count(line) or not self.strip:
+            at = self._count(line)
+            if at is None or not self.strip:
                 kept.append(line + b"\n")
-        if last and self._could_start(last):
-            self._held = last
-        elif last:
+            elif at:
+                kept.append(line[:at])  # the script's unfinished line, before JAX's
+        if last:
+            start = self._possible_start(last, 0, marked=_MARK in last)
+            if start is not None:
+                self._held, last = last[start:], last[:start]
             kept.append(last)
-        return chunk if not self.strip else b"".join(kept)
+        return b"".join(kept) if self.strip else chunk
 
     def flush(self) -> bytes:
         """At the end of the stream: a held partial line (no newline: not a whole guard line)."""
         held, self._held = self._held, b""
         return held if self.strip else b""
 
-    def _could_start(self, partial: bytes) -> bool:
-        if len(partial) > _MAX_HELD or partial[:1] not in (b"I", b"W", b"E", b"F"):
-            return False
-        match = _HEADER_PREFIX.fullmatch(partial)
-        if match is None:
-            return False
-        rest = match.group("rest")
-        return rest is None or any(rest.startswith(start) or start.startswith(rest) for start in _STARTS)
+    @staticmethod
+    def _possible_start(data: bytes, begin: int, *, marked: bool) -> int | None:
+        """Where, from ``begin`` on, the rest of ``data`` (a line without its end) could be the
+        start of a guard line; None when nowhere. ``marked``: the rest holds " transfer: "."""
+        if len(data) - begin > _MAX_HELD:
+            return None
+        whole = _LINE.search(data, begin) if marked else None  # a guard line whose end has not come yet
+        if whole is not None:
+            return whole.start()
+        # Else only its header and direction can have come: the last bytes are enough to look at.
+        for candidate in _CANDIDATE.finditer(data, max(begin, len(data) - _HEADER_MAX)):
+            match = _HEADER_PREFIX.fullmatch(data, candidate.start())
+            if match is None:
+                continue
+            rest = match.group("rest")
+            if rest is None or any(start.startswith(rest) for start in _STARTS):
+                return candidate.start()
+        return None
 
-    def _count(self, line: bytes) -> bool:
-        parsed = parse_line(line)
-        if parsed is None:
-            return False
-        direction, size, why = parsed
+    def _count(self, line: bytes) -> int | None:
+        """Where the guard line in ``line`` starts, counted; None when it holds none."""
+        match = _LINE.search(line)
+        if match is None:
+            return None
+        direction = match.group(1).decode().replace("-", "_")
+        size, why = array_bytes(match.group(2).decode("utf-8", "replace"))
         self.counts[direction] += 1
         if size is None:
             self.undescribed[direction] += 1
@@ -148,8 +171,8 @@ class GuardLog:
         else:
             self.bytes[direction] += size
         if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append(line.decode("utf-8", "replace"))
-        return True
+            self.examples.append(line[match.start():].decode("utf-8", "replace"))
+        return match.start()
 
 
 def hides_warnings(env: Mapping[str, str]) -> bool:
