@@ -4,13 +4,15 @@ parser and the stderr filter on their own, then real scripts run by jaxrun with 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
-from jaxrun import execute_jax_script
+from jaxrun import execute_jax_script, resultfiles
 from jaxrun.benchmark import warm_summary
 from jaxrun.models import ScriptResult, WarmCall
 from jaxrun.run.launch import _LogPump
@@ -158,6 +160,9 @@ def test_implicit_transfers_counted_exactly_and_kept_out_of_the_log(tmp_path: Pa
     log = Path(result.stderr_log).read_text()
     assert "the script's own line" in log and "transfer:" not in log
     assert result.live_array_bytes == 4_000_000  # the one array the script kept
+    written = json.loads((tmp_path / "results" / "script_results" / "known_result.json").read_text())
+    Draft202012Validator(resultfiles.json_schema("script_result")).validate(written)
+    assert written["transfers"]["host_to_device"] == {"count": 3, "bytes": 3584} and written["live_array_bytes"] == 4_000_000
 
 
 def test_a_transfer_jax_logs_without_its_array_makes_the_bytes_unknown(tmp_path: Path) -> None:
