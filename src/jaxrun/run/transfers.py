@@ -11,7 +11,9 @@ variables; the stderr pump (``run/launch.py``) passes the script's stderr throug
 the log (they are jaxrun's noise, not the script's output). A line JAX wrote from its C++
 dispatch path names no array (``host-to-device transfer: `` and nothing after): it is counted, its
 bytes are unknown. On CPU the arrays are host memory: JAX's guard sees no device-to-host copy, so
-that direction is unknown there (null), never 0.
+that direction is unknown there (null), never 0. Nothing is counted (all null, with the reason)
+where the lines cannot be trusted to be all there and jaxrun's: ``TF_CPP_MIN_LOG_LEVEL`` of 2 or
+more hides them, or the script set the guard itself (probe/jax_hooks.py tells the parent).
 """
 
 from __future__ import annotations
