@@ -29,6 +29,7 @@ SCRIPTS = {
     "os_exit": "import os\nos._exit(2)\n",
     "forks": "import os\npid = os.fork()\nif pid == 0:\n    raise SystemExit(3)\nos.waitpid(pid, 0)\n",
     "warm": "import jax.numpy as jnp\ndef main():\n    return jnp.ones(3) * 2\n",
+    "sets_guard": "import jax\njax.config.update('jax_transfer_guard', 'allow')\nwith jax.transfer_guard('log'):\n    pass\n",
 }
 ARGUMENTS = {"warm": {"entry": "main", "warm_calls": 2}, "jax_recorded": {"profile": "PROFILE"}}
 
@@ -53,6 +54,9 @@ def test_every_line_a_real_probe_writes_matches_its_definition(tmp_path: Path, n
         assert {events.COMPILE, events.RECORD, events.PROFILE, events.JAX_LOADED} <= set(kinds)
     if name == "warm":
         assert kinds.count(events.CALL) == 2
+        assert all(isinstance(line["live_array_bytes"], int) for line in lines if line["type"] == events.CALL)
+    if name == "sets_guard":
+        assert kinds.count(events.TRANSFER_GUARD) == 1  # once, however many settings
 
 
 def test_the_parent_reads_back_what_the_probe_wrote(tmp_path: Path) -> None:

@@ -80,10 +80,44 @@ def warm_summary(entry: str, calls: list[WarmCall]) -> WarmSummary:
             f"({sum(c.compile_time for c in compiled):.3g} s of JIT work): they are not steady; "
             "look for arguments that change shape or dtype between calls"
         )
+    growth, leak = live_array_growth(entry, calls)
+    if leak is not None:
+        warnings.append(leak)
     return WarmSummary(
         entry=entry, calls=calls, first_call=first, steady=steady_stats,
-        compile_first_call_overhead_ratio=ratio, warnings=warnings,
+        compile_first_call_overhead_ratio=ratio, live_array_growth=growth, warnings=warnings,
     )
+
+
+def live_array_growth(entry: str, calls: list[WarmCall]) -> tuple[int | None, str | None]:
+    """``(growth, warning)``: the bytes of live arrays the steady calls added (after the last call
+    minus after the first; the median over runs), and a warning when every run's steady calls
+    kept arrays alive: each call left at least as many live bytes as the one before, more than
+    half of them more, and the run grew (one call that fills a cache, then none, is no leak)."""
+    runs: dict[int, list[WarmCall]] = {}
+    for call in calls:
+        runs.setdefault(call.run, []).append(call)
+    growths: list[int] = []
+    leaking: list[tuple[int, int]] = []  # (growth, steady calls) of each run that grew at every step
+    for run_calls in runs.values():
+        ordered = sorted(run_calls, key=lambda c: c.index)
+        live = [c.live_array_bytes for c in ordered]
+        if len(live) < 2 or ordered[0].index != 1 or any(v is None for v in live):
+            return None, None  # a run without the figure after each call: unknown
+        steps = [b - a for a, b in zip(live, live[1:])]  # type: ignore[operator]
+        growth = live[-1] - live[0]  # type: ignore[operator]
+        growths.append(growth)
+        if len(steps) >= 2 and min(steps) >= 0 and sum(1 for s in steps if s > 0) * 2 > len(steps) and growth > 0:
+            leaking.append((growth, len(steps)))
+    if not growths:
+        return None, None
+    median = int(pystats.median(growths))
+    if not leaking or len(leaking) < len(growths):
+        return median, None
+    grew, steady = leaking[0]
+    where = f" (in each of the {len(leaking)} runs)" if len(leaking) > 1 else ""
+    return median, (f"live array bytes grew by {grew:,} over {steady} steady calls of {entry}() "
+                    f"({grew // steady:,} per call){where}: arrays kept alive between calls, a possible leak")
 
 
 def stability(cv: float | None) -> str:

@@ -66,6 +66,9 @@ class WarmCall(MappingModel):
     index: int
     seconds: float
     compile_time: float = Field(0.0, description="Seconds of JIT work during this call")
+    live_array_bytes: int | None = Field(
+        None, description="Bytes of the jax.Arrays alive after the call (its return value dropped); null without JAX"
+    )
 
 
 class WarmSummary(MappingModel):
@@ -77,6 +80,10 @@ class WarmSummary(MappingModel):
     steady: Statistics | None = Field(None, description="Calls after the first")
     compile_first_call_overhead_ratio: float | None = Field(
         None, description="compile+first-call overhead ratio: first call / median steady call"
+    )
+    live_array_growth: int | None = Field(
+        None, description="Bytes of live jax.Arrays the steady calls added (after the last call minus after the "
+        "first; the median over runs); null when unknown. Growth at every steady call is warned of as a possible leak"
     )
     warnings: list[str] = Field([], description="E.g. steady calls that compiled (they are not steady)")
 

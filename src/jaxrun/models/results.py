@@ -69,7 +69,8 @@ class Transfers(MappingModel):
     """Implicit copies of one direction that JAX's transfer guard saw (jax_transfer_guard="log")."""
 
     count: int
-    bytes: int = Field(description="Bytes of the arrays copied (each array once, however many devices got it)")
+    bytes: int | None = Field(description="Bytes of the arrays copied (each array once, however many devices got it); "
+                              "null when JAX logged a transfer without naming its array (its C++ dispatch path)")
 
 
 class TransferStats(MappingModel):
@@ -260,7 +261,8 @@ class ScriptResult(MappingModel):
         None, description="What JAX's persistent-cache key took from the process; null when it did not use JAX"
     )
     transfers: TransferStats | None = Field(
-        None, description="Implicit host<->device transfers; null when JAX was unused or the guard was not jaxrun's"
+        None, description="Implicit host<->device transfers; null when JAX was unused (a direction is null, with the "
+        "reason, where they could not be counted: a guard level the script or its environment set, CPU's device-to-host)"
     )
     live_array_bytes: int | None = Field(
         None, description="Bytes of the jax.Arrays alive when the body ended (jax.live_arrays()); null without JAX"

@@ -12,7 +12,7 @@ from .arguments import SPARE, ProbeArguments
 from .channel import EVENTS_ENV, EventWriter
 from .cgroup_join import join_cgroups
 from .ending import Body
-from .jax_hooks import block_until_ready, jit_seconds, watch_jax_import
+from .jax_hooks import block_until_ready, jit_seconds, live_array_bytes, watch_jax_import
 from .lifeline import hold_scripts_lock, watch as watch_lifeline
 from .profiler import Profiler
 
@@ -39,7 +39,11 @@ def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
         started = time.perf_counter()
         block_until_ready(function())
         seconds = time.perf_counter() - started
-        writer.send(events.Call(type=events.CALL, index=index, seconds=seconds, compile_time=jit_seconds() - jit_before))
+        call = events.Call(type=events.CALL, index=index, seconds=seconds, compile_time=jit_seconds() - jit_before)
+        live = live_array_bytes()  # after the call, its return value dropped: what it left alive
+        if live is not None:
+            call["live_array_bytes"] = live
+        writer.send(call)
 
 
 def _script_traceback(exc: BaseException) -> BaseException:

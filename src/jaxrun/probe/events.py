@@ -26,6 +26,7 @@ BODY = "body"
 PROBE_WARNING = "probe_warning"
 END = "end"
 PROFILE = "profile"
+TRANSFER_GUARD = "transfer_guard"
 
 # Phases of a COMPILE event.
 PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"
@@ -97,13 +98,25 @@ class Record(TypedDict):
     values: dict[str, Any]  # what the script passed to jaxrun.record
 
 
-class Call(TypedDict):
-    """One call of the entry function in warm mode."""
-
+class _CallFields(TypedDict):
     type: Literal["call"]
     index: int
     seconds: float
     compile_time: float
+
+
+class Call(_CallFields, total=False):
+    """One call of the entry function in warm mode."""
+
+    live_array_bytes: int  # bytes of the jax.Arrays alive after it (its return value dropped)
+
+
+class TransferGuard(TypedDict):
+    """The script set JAX's transfer guard itself (jax.config.update, jax.transfer_guard*): the
+    guard's lines in its stderr are no longer jaxrun's count of its implicit transfers. Once."""
+
+    type: Literal["transfer_guard"]
+    setting: str  # what it called, e.g. "jax.config.update('jax_transfer_guard', 'disallow')"
 
 
 class Exception_(TypedDict):
@@ -155,7 +168,7 @@ class _EndFields(TypedDict):
     ended_by: str  # return | exception | sys.exit(N) | os._exit(N) | a signal it sent itself
     cpu_time: float
     peak_rss_kb: int | None
-    device: dict[str, Any] | None  # the backend used, peak device memory; None without jax
+    device: dict[str, Any] | None  # the backend used, peak device memory, live array bytes; None without jax
     compile_cache: dict[str, Any] | None  # {enabled, misses}; None without jax
     exit_code: int | None
 
@@ -180,11 +193,13 @@ class Profile(TypedDict):
     memory_profile_reason: str | None
 
 
-Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End, Profile]
+Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End,
+              Profile, TransferGuard]
 
 DEFINITIONS: dict[str, type] = {
     START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, PROGRAM: Program, CACHE_SAVED: CacheSaved, RECORD: Record, CALL: Call,
     EXCEPTION: Exception_, EXIT: Exit, BODY: Body, PROBE_WARNING: ProbeWarning, END: End, PROFILE: Profile,
+    TRANSFER_GUARD: TransferGuard,
 }
 
 

@@ -296,6 +296,7 @@ def _on_config_update(name: str, value: Any) -> None:
     """The script set ``jax_explain_cache_misses`` itself: its setting wins, and what it asked for
     it sees in its log."""
     global _explain_before
+    _tell_config_watchers(name, value)
     if name == "jax_explain_cache_misses":
         with _install_lock:
             _explain_before = bool(value)
@@ -394,3 +395,21 @@ def explaining() -> Iterator[None]:
 def persistent_cache_misses() -> int:
     """Persistent-cache lookups that found nothing, as JAX counted them in this process."""
     return _tracker.cache_misses
+
+
+# The script's own jax.config.update calls, told to whoever watches them (probe/jax_hooks.py: the
+# transfer guard's level, which makes jaxrun's count of transfers no longer its own).
+_config_watchers: list[Callable[[str, Any], None]] = []
+
+
+def watch_config(callback: Callable[[str, Any], None]) -> None:
+    """Call ``callback(name, value)`` on each ``jax.config.update`` the script makes from now on."""
+    _config_watchers.append(callback)
+
+
+def _tell_config_watchers(name: str, value: Any) -> None:
+    for callback in list(_config_watchers):
+        try:
+            callback(name, value)
+        except Exception:  # noqa: BLE001 - a watcher never breaks the script's own call
+            pass

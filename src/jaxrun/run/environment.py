@@ -6,7 +6,8 @@ unless ``isolate_env``, which keeps only what a program needs to start and find 
 (``ISOLATED_NAMES``, ``ISOLATED_PREFIXES``: ``JAX_*`` and ``XLA_*`` always). On top come the
 ``env`` option (``--env KEY=VALUE``, per-script ``env``), then jaxrun's own: the device
 (``JAX_PLATFORMS``, a GPU slot's ``CUDA_VISIBLE_DEVICES``), the numerics options, the
-compilation cache, ``JAXRUN_OUTPUT_DIR`` and the event channel.
+compilation cache, JAX's transfer guard in its logging mode (``JAX_TRANSFER_GUARD=log``, unless
+the user's variables set a level), ``JAXRUN_OUTPUT_DIR`` and the event channel.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
 from ..probe.memory_fit import MEMORY_LIMIT_ENV
 from ..job import Job
 from .placement import Slot, merge_xla_flags
+from .transfers import guard_env
 
 
 def child_env(
@@ -82,6 +84,7 @@ def child_env(
         # What the probe's fit check (probe/memory_fit.py) holds a CPU program against, with a
         # cgroup holding the limit or without one (jaxrun's sampling).
         env[MEMORY_LIMIT_ENV] = str(options.memory_limit)
+    guard_env(env)  # implicit transfers counted (run/transfers.py), unless the user set a guard level
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     # The probe holds a shared lock on it while it lives: a later run waits until it is gone.

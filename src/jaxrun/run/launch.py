@@ -29,6 +29,7 @@ from ..probe.channel import EVENTS_ENV, read_events
 from ..startup_trace import mark
 from . import cgroups, lifeline
 from .spare import Spare
+from .transfers import GuardLog, guard_log
 
 if TYPE_CHECKING:
     from .launcher import Launcher
@@ -68,6 +69,7 @@ class LaunchOutcome:
     prestarted: bool = False  # a spare process became the script's (run/spare.py)
     cpu_method: str | None = None  # how cpu_time was measured (CGROUP_CPU_METHOD, RUSAGE_CPU_METHOD)
     log_errors: list[str] = field(default_factory=list)  # a log that could not be written: why, one line each
+    transfers: GuardLog | None = None  # JAX's transfer-guard lines counted in its stderr (run/transfers.py)
 
 
 class _LogPump(threading.Thread):
@@ -78,35 +80,47 @@ class _LogPump(threading.Thread):
     read and discarded, and ``write_error`` says why (the result's warning; the script, whose pipe
     would otherwise fill, runs on)."""
 
-    def __init__(self, pipe: IO[bytes], path: Path, cap: int) -> None:
+    def __init__(self, pipe: IO[bytes], path: Path, cap: int, guard: GuardLog | None = None) -> None:
         super().__init__(daemon=True)
         self.pipe, self.path, self.cap = pipe, path, cap
+        self.guard = guard  # stderr: JAX's transfer-guard lines counted (and left out when jaxrun's)
         self.written = 0
         self.discarded = 0
         self.write_error: OSError | None = None
 
     def run(self) -> None:
         out = self._open()
+        guard = self.guard
         try:
             while True:
                 chunk = self.pipe.read1(_CHUNK) if hasattr(self.pipe, "read1") else self.pipe.read(_CHUNK)
                 if not chunk:
                     break
-                room = self.cap - self.written if out is not None else 0
-                if room > 0:
-                    kept = self._write(out, chunk[:room])  # type: ignore[arg-type]
-                    self.written += kept
-                    self.discarded += len(chunk) - kept
-                    if kept < min(room, len(chunk)):
-                        out = self._close(out)
-                else:
-                    self.discarded += len(chunk)
+                if guard is not None:
+                    chunk = guard.feed(chunk)  # before the cap: jaxrun's own lines never count against it
+                out = self._take(out, chunk)
+            if guard is not None:
+                out = self._take(out, guard.flush())
             if self.discarded and out is not None:
                 self._write(out, f"\n[jaxrun: log truncated at {self.cap} bytes; {self.discarded} more bytes "
                             "were discarded]\n".encode())
         finally:
             self._close(out)
             self.pipe.close()
+
+    def _take(self, out: int | None, chunk: bytes) -> int | None:
+        """``chunk`` to the log as far as the cap and the disk allow; the log's descriptor, or
+        None once it cannot take more."""
+        room = self.cap - self.written if out is not None else 0
+        if room > 0:
+            kept = self._write(out, chunk[:room])  # type: ignore[arg-type]
+            self.written += kept
+            self.discarded += len(chunk) - kept
+            if kept < min(room, len(chunk)):
+                out = self._close(out)
+        else:
+            self.discarded += len(chunk)
+        return out
 
     def _open(self) -> int | None:
         try:
@@ -277,7 +291,8 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     waiter = _Waiter(proc.pid)
     waiter.start()
     pgid = proc.pid
-    pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap)]  # type: ignore[arg-type]
+    guard = guard_log(env)
+    pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
     for pump in pumps:
         pump.start()
     # psutil (~10 ms to import) is first needed here, once the script runs: not on its way to start.
@@ -366,6 +381,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         kernel_limits=joined.kernel_limits if joined is not None else None,
         prestarted=spawned_at is not None,
         cpu_method=cpu_method,
+        transfers=guard,
     )
     if interrupted:
         raise Interrupted(outcome)

@@ -43,6 +43,7 @@ class ProbeReport:
     imports: list[tuple[float, float, str | None]] = field(default_factory=list)  # (start, end, module)
     jit_phases: list[tuple[str, float, float, str]] = field(default_factory=list)
     profile: dict[str, Any] | None = None
+    transfer_guard_set: str | None = None  # the script set JAX's transfer guard itself: how
 
 
 def _compile(report: ProbeReport, event: ev.Compile) -> None:
@@ -63,8 +64,10 @@ def _record(report: ProbeReport, event: ev.Record) -> None:
 
 
 def _call(report: ProbeReport, event: ev.Call) -> None:
+    live = event.get("live_array_bytes")
     report.calls.append(WarmCall(index=int(event["index"]), seconds=float(event["seconds"]),
-                                 compile_time=float(event["compile_time"])))
+                                 compile_time=float(event["compile_time"]),
+                                 live_array_bytes=int(live) if live is not None else None))
 
 
 def _end(report: ProbeReport, event: ev.End) -> None:
@@ -100,6 +103,7 @@ _READERS: dict[str, Callable[[ProbeReport, Any], None]] = {
     ev.EXCEPTION: lambda report, event: setattr(report, "traceback", event["traceback"]),
     ev.PROBE_WARNING: lambda report, event: report.warnings.append(str(event["message"])),
     ev.END: _end,
+    ev.TRANSFER_GUARD: lambda report, event: setattr(report, "transfer_guard_set", str(event["setting"])),
 }
 
 
@@ -167,3 +171,14 @@ def phases(report: ProbeReport, outcome: LaunchOutcome | None) -> tuple[float | 
     note = (f"the process was {how} before the probe could report its phases: body_time measured by "
             "jaxrun up to the process's end; import and run time unknown")
     return max(0.0, ended - float(report.body_start)), None, None, note
+
+
+def live_array_bytes(report: ProbeReport) -> int | None:
+    """Bytes of the jax.Arrays alive when the body ended; None without JAX or when the probe could
+    not read them (the body did not end in the probe's hands)."""
+    if not report.jax_loaded or not isinstance(report.device, dict):
+        return None
+    live = report.device.get("live_array_bytes")
+    if live is None and report.device.get("initialized") is False:
+        return 0  # no backend was started: no array existed
+    return int(live) if isinstance(live, (int, float)) else None

@@ -38,7 +38,9 @@ from ..job import Job
 from .launch import Interrupted, LaunchOutcome, Limits, cpu_time_of, launch
 from .compiles import recompile_warnings, totals
 from .profiles import profile_metrics, script_profile
-from .probe_report import MEMORY_METHOD, ProbeReport, device_memory, memory_peak_mb, phases, read_probe_report
+from .probe_report import (MEMORY_METHOD, ProbeReport, device_memory, live_array_bytes, memory_peak_mb, phases,
+                           read_probe_report)
+from .transfers import guard_variables, transfer_stats
 from .placement import WHOLE_MACHINE, Placement, Slot
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ class AttemptRun:
     command: list[str] | None = None  # what the process ran
     numerics: Numerics | None = None  # read from its environment
     environment: RunEnvironment | None = None
+    guard_env: dict[str, str] = field(default_factory=dict)  # its transfer-guard variables (run/transfers.py)
 
 
 # attempt(job, options, platform, slot, device_info, stop, compile_cache) -> AttemptRun
@@ -195,7 +198,8 @@ def launch_attempt(
     environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
                                  variables=len(env))
     return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None,
-                      command=command, numerics=numerics_of(env), environment=environment)
+                      command=command, numerics=numerics_of(env), environment=environment,
+                      guard_env=guard_variables(env))
 
 
 def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> bool:
@@ -411,6 +415,10 @@ def _build_result(
         compile_count=compile_count,
         compiles=report.compiles,
         compile_environment=report.compile_environment,
+        transfers=transfer_stats(outcome.transfers, run.guard_env, jax_loaded=report.jax_loaded,
+                                 platform=device.get("platform") or platform,
+                                 script_set=report.transfer_guard_set) if outcome else None,
+        live_array_bytes=live_array_bytes(report),
         cache_hits=cache_hits,
         cache_misses=cache_misses,
         compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
