@@ -197,8 +197,8 @@ Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exce
               Profile, TransferGuard]
 
 DEFINITIONS: dict[str, type] = {
-    START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, PROGRAM: Program, CACHE_SAVED: CacheSaved, RECORD: Record, CALL: Call,
-    EXCEPTION: Exception_, EXIT: Exit, BODY: Body, PROBE_WARNING: ProbeWarning, END: End, PROFILE: Profile,
+    START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, PROGRAM: Program, CACHE_SAVED: CacheSaved, RECORD: Record,
+    CALL: Call, EXCEPTION: Exception_, EXIT: Exit, BODY: Body, PROBE_WARNING: ProbeWarning, END: End, PROFILE: Profile,
     TRANSFER_GUARD: TransferGuard,
 }
 
