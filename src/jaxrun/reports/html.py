@@ -3,8 +3,9 @@
 Summary cards; a table of every script, sortable by any column; plotly figures (plotly.js inlined
 once): where each script's time went (import, trace, lower, compile, run, stacked), its peak
 memory, the distribution of its benchmark runs (box plots, when there are samples), and the ratio
-to a baseline run (``--baseline``) with the verdicts of ``jaxrun compare``; then the recompile
-reasons and each failure with its hint and the tail of its stderr log.
+to a baseline run (``--baseline``) with the verdicts of ``jaxrun compare``; then what XLA knows
+about each program (view/programs.py: cost, memory, fingerprint), the recompile reasons and each
+failure with its hint and the tail of its stderr log.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..formatting import fmt
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport, ScriptResult
-    from ..view import RunView, ScriptView
+    from ..view import ProgramView, RunView, ScriptView
 
 _LOG_TAIL_LINES = 30
 _PHASES = ("import", "trace", "lower", "compile", "run")
@@ -195,6 +196,47 @@ def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
             f"slower phases</th><th{_TEXT_CLASS}>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
+_PROGRAM_ROWS = 500  # a huge batch's report lists the first programs; the result files hold every one
+_PROGRAM_COLUMNS: tuple[tuple[str, Callable[["ProgramView"], tuple[object, object]], bool], ...] = (
+    ("script", lambda p: (p.script, p.script), True),
+    ("program", lambda p: (p.program, p.program), True),
+    ("built", lambda p: (p.builds, p.builds), True),
+    ("JIT s", lambda p: (fmt(p.jit, 3), p.jit), False),
+    ("FLOPs", lambda p: (p.flops_text, p.flops), False),
+    ("bytes accessed", lambda p: (p.bytes_accessed_text, p.bytes_accessed), False),
+    ("device memory", lambda p: (p.memory_text, p.memory), False),
+    ("fingerprint", lambda p: (p.fingerprint_text, p.fingerprint), True),
+    ("compiled for", lambda p: (p.device_text, p.device_text), True),
+    ("note", lambda p: (p.note, p.note or ""), True),
+)
+
+
+def _programs(batch: "BatchResult", view: "RunView") -> str:
+    """What XLA knows about each program (one row each: view/programs.py), sortable."""
+    from itertools import islice
+
+    from ..view import program_views
+
+    views = list(islice(program_views(batch, view), _PROGRAM_ROWS + 1))
+    if not views:
+        return "<p>No script compiled a JAX program.</p>"
+    rows = []
+    for program in views[:_PROGRAM_ROWS]:
+        cells = []
+        for _, cell, text in _PROGRAM_COLUMNS:
+            shown, raw = cell(program)
+            cells.append(f'<td class="{"text" if text else ""}" data-value="{_esc("" if raw is None else raw)}">'
+                         f"{_esc(shown)}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _PROGRAM_COLUMNS)
+    more = (f"<caption>The first {_PROGRAM_ROWS} programs; every one is in script_results/.</caption>"
+            if len(views) > _PROGRAM_ROWS else
+            "<caption>FLOPs and bytes accessed per call, device memory per device (inputs included), as XLA's "
+            "analyses of the last executable built or loaded.</caption>")
+    return (f'<table id="programs" class="sortable">{more}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def _recompiles(batch: "BatchResult", view: "RunView") -> str:
     """Per script, each program traced more than once, with JAX's reasons (repeats counted)."""
     blocks = []
@@ -261,6 +303,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
         f" · jax {_esc(meta.jax_version)} · {_esc(meta.host)}</div>"
         f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
         f"{''.join(plots)}{comparison_html}"
+        f"<section><h2>Programs</h2>{_programs(batch, view)}</section>"
         f"<section><h2>Recompilations</h2>{_recompiles(batch, view)}</section>"
         f"<section><h2>Failures</h2>{_failures(view)}</section>"
         f"<script>{_SORT_JS}</script></body></html>\n"
