@@ -36,10 +36,8 @@ from .defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS, default_his
 from .errors import UsageError
 from .models import SAMPLE_METRICS, CompileStats, HistoryRun, Numerics, RegressionCheck, RunSample
 from .models.comparisons import JUDGED_VERDICTS, TOO_FEW
-from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
 from .options import VerdictOptions, verdict_options
-from .verdicts import judge_script, metrics_for, too_few_note
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
@@ -291,6 +289,8 @@ class HistoryStore:
         """Store one run with its samples; returns its id."""
         median = _clean(run.median_wall_time)
         if median is None:
+            from .benchmark import metric_values  # numpy: only for a benchmark (recording compiles needs none)
+
             walls = metric_values(run.samples, "wall_time")
             median = statistics.median(walls) if walls else None
         values = run.model_dump(include=set(_RUN_COLUMNS) - {"id", "median_wall_time"})
@@ -431,6 +431,8 @@ class HistoryStore:
         host: str | None = None,
     ) -> list[TrendPoint]:
         """Per run of ``script`` (oldest first): the median of its counted successful samples."""
+        from .benchmark import metric_values, resolve_metric
+
         metric = resolve_metric(metric)
         points = []
         for run in self.runs(script, device=device, host=host):
@@ -461,6 +463,9 @@ class HistoryStore:
                 raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
         if window < min_runs:
             raise UsageError(f"window ({window}) must be at least min_runs ({min_runs}): no check could be judged")
+        from .benchmark import metric_values
+        from .verdicts import judge_script, metrics_for, too_few_note
+
         options = verdict_options(options, given)
         allow_mismatch = options.allow_mismatch
         judged, gate = metrics_for(options.metric)
