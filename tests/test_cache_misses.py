@@ -71,3 +71,13 @@ def test_flag_changes_added_removed_and_a_new_value() -> None:
 ])
 def test_program_change(before, now, expected) -> None:
     assert program_change(before, now) == expected
+
+
+@pytest.mark.parametrize(("before", "now", "moved"), [
+    (0.100, 0.130, True), (0.100, 0.115, False), (0.010, 0.019, False), (0.0, 0.02, True), (0.5, 0.1, True),
+    (None, 0.5, False), (0.5, None, False),
+])
+def test_compile_time_moved_needs_20_percent_and_10_ms(before, now, moved) -> None:
+    from jaxrun.cache_misses import compile_time_moved
+
+    assert compile_time_moved(before, now) is moved

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .models import CompileEnvironment, CompileStats
 
-__all__ = ["explain_cache_miss", "flag_changes", "program_change", "NOTHING_SEEN_CHANGED", "SAME_PROGRAM",
+__all__ = ["explain_cache_miss", "flag_changes", "program_change", "compile_time_moved", "NOTHING_SEEN_CHANGED", "SAME_PROGRAM",
            "PROGRAM_CHANGED", "XLA_OUTPUT_CHANGED"]
 
 NOTHING_SEEN_CHANGED = (
@@ -110,3 +110,17 @@ def program_change(before: "CompileStats", now: "CompileStats") -> str | None:
     if before.fingerprint is not None and now.fingerprint is not None and before.fingerprint == now.fingerprint:
         return SAME_PROGRAM  # the same optimized program: the same input (or one XLA made the same)
     return None
+
+
+# A program's compile time "moved" between two runs when it changed by more than both of these.
+MOVED_FRACTION = 0.20
+MOVED_SECONDS = 0.010
+
+
+def compile_time_moved(before: float | None, now: float | None) -> bool:
+    """Whether a program's compile time moved between two runs: by more than 20% of the earlier
+    time and more than 10 ms (unknown on either side: not moved)."""
+    if before is None or now is None:
+        return False
+    change = abs(now - before)
+    return change > MOVED_SECONDS and change > MOVED_FRACTION * before

@@ -149,7 +149,7 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
     its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression.
 
     BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
-    from ..compare import compare_results
+    from ..compare import compare_results, program_lines
     from .tables import compare_table
 
     try:
@@ -165,6 +165,8 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
             out.print(line, markup=False, soft_wrap=True)
     else:
         out.print(compare_table(report))
+        for line in program_lines(report):
+            out.print(line, markup=False, soft_wrap=True)
         for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
             if names:
                 out.print(f"{side}: {', '.join(names)}", markup=False)
