@@ -156,13 +156,13 @@ def test_a_loop_without_static_trip_count_has_unknown_figures(loop: str) -> None
     assert m.flops is None and m.bytes_accessed is None and m.transcendentals is None and m.cost_source is None
     assert m.achieved_flops_per_s is None and m.arithmetic_intensity is None and m.bound is None
     (warning,) = [w for w in m.warnings if "trip count" in w]
-    assert "test_bench_loops.py" in warning and "unknown (None)" in warning  # where, and what it means
+    assert "test_bench_loops.py" in warning and "are unknown" in warning  # where, and what it means
     assert "fori_loop with Python-int bounds" in warning  # what to do
 
 
 def _without_xla_analysis(monkeypatch) -> None:
     # As on an NVIDIA GPU, where JAX's compiled cost analysis says flops -1 (no GPU here).
-    monkeypatch.setattr(sys.modules["jaxrun.bench._cost"], "cost_figures",
+    monkeypatch.setattr(sys.modules["jaxrun.probe.loop_costs"], "cost_figures",
                         lambda cost: cost_figures({"flops": -1.0, "bytes accessed": -1.0}))
 
 
@@ -182,7 +182,7 @@ def test_jaxpr_count_multiplies_trip_counts_where_xla_has_no_analysis(monkeypatc
 
 def test_jaxpr_count_is_used_where_xlas_loop_figures_cannot_be_read(monkeypatch) -> None:
     # A jaxlib without the private functions that analyse one loop body: the jaxpr's count, said so.
-    from jaxrun.bench import _loop_costs
+    from jaxrun.probe import loop_costs as _loop_costs
 
     def unavailable(*args, **kwargs):
         raise _loop_costs.LoopCostUnavailable("no module cost analysis in this jaxlib")
@@ -197,9 +197,10 @@ def test_jaxpr_count_is_used_where_xlas_loop_figures_cannot_be_read(monkeypatch)
 
 
 def test_nothing_is_added_where_the_backend_counts_every_trip_itself(monkeypatch) -> None:
-    from jaxrun.bench import _loop_costs
+    from jaxrun.probe import loop_costs as _loop_costs
 
-    assert _loop_costs._counts_each_body_once(jax.devices()[0]) is True  # XLA:CPU, today
+    device = jax.devices()[0]
+    assert _loop_costs._counts_each_body_once(device.client, device.platform) is True  # XLA:CPU, today
     monkeypatch.setitem(_loop_costs._body_once, jax.devices()[0].platform, False)  # as a future XLA might
     x, w = _inputs()
     m = _measure(_scan10, x, w)

@@ -221,7 +221,7 @@ def test_flops_are_counted_from_the_jaxpr_where_xla_reports_none(monkeypatch, pe
     # this CPU has a real analysis, so the test takes it away as the GPU does (no GPU here).
     from jaxrun.bench._flops import jaxpr_cost
 
-    cost_module = sys.modules["jaxrun.bench._cost"]  # where measure() chooses its cost figures
+    cost_module = sys.modules["jaxrun.probe.loop_costs"]  # where XLA's figures are read
 
     n = 256
     a = jnp.ones((n, n), jnp.float32)

@@ -32,7 +32,7 @@ SAMPLES = {
     "memory_limit": (["--memory-limit", "1GB"], 2**30), "compile_cache_max_size": (["--compile-cache-max-size", "2GB"], 2**31),
     "matmul_precision": (["--matmul-precision", "highest"], "highest"), "xla_flags": (["--xla-flags", "--xla_x=1"], "--xla_x=1"),
     "timeout": (["--timeout", "12.5"], 12.5), "enable_profiling": (["--profile"], True), "verbose": (["-v"], True),
-    "jobs": (["-j", "2"], 2),
+    "jobs": (["-j", "2"], 2), "xla_analysis": (["--no-xla-analysis"], False),
 }
 
 

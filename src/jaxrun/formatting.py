@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
-           "shorten_middle", "plural", "of_total"]
+           "shorten_middle", "plural", "of_total", "fmt_bytes"]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -90,3 +90,13 @@ def of_total(total: int | None) -> str:
 
 def plural(n: int, word: str, words: Optional[str] = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def fmt_bytes(value: float | None) -> str:
+    """Bytes in binary units with 3 significant figures (``9.1 GiB``, ``512 MiB``, ``100 B``)."""
+    if value is None:
+        return "-"
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{int(value)} B"

@@ -174,6 +174,10 @@ class RunOptions(_Options):
     debug_infs: bool = option(False, "Run with jax_debug_infs: an Inf is an error.")
     check_tracer_leaks: bool = option(False, "Run with jax_check_tracer_leaks: a tracer kept past its "
                                       "transformation (appended to a global list, say) is an error.")
+    xla_analysis: bool = option(
+        True, "Read XLA's cost and memory analysis and the fingerprints of every program a script compiles.",
+        Flag(names=("--no-xla-analysis",), sets=False,
+             help="Do not read XLA's analyses of each program (they cost ~1 ms a compilation)."))
     env: Optional[dict[str, str]] = option(None, "Variables set in each script's environment.",
                                            Flag(metavar="KEY=VALUE", help="KEY=VALUE set in each script's environment (repeatable)."))
     # The script's sys.argv[1:]: on the command line, what follows `--`.

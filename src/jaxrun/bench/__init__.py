@@ -10,15 +10,17 @@ function inside the caller's process, the way a JAX user tunes a training step:
 * :func:`count_compiles`, :func:`no_recompile`, :func:`assert_max_compiles` - recompilation
   counting and guards whose errors name the argument that changed;
 * :func:`pytree_nbytes`, :func:`pytree_breakdown` - memory held by a pytree, leaf by leaf;
-* :func:`device_peaks`, :func:`roofline` - measured device peaks (cached) and the roofline model.
+* :func:`device_peaks`, :func:`roofline` - measured device peaks (cached) and the roofline model;
+* :func:`fits` - whether a function's program fits in its device's free memory, without running it.
 
 jax is imported when a function here is first called, not when the package is imported.
 """
 
 from __future__ import annotations
 
-from .models import BatchScaling, DevicePeaks, LeafBytes, Measurement, Roofline, Speedup, TimedCall
+from .models import BatchScaling, DevicePeaks, FitCheck, LeafBytes, Measurement, Roofline, Speedup, TimedCall
 from ._compiles import CompileCounter, count_compiles
+from .fit import fits
 from .measure import measure
 from .pytree import breakdown_table, pytree_breakdown, pytree_nbytes
 from .recompile import RecompileError, assert_max_compiles, no_recompile
@@ -48,4 +50,6 @@ __all__ = [
     "DevicePeaks",
     "roofline",
     "Roofline",
+    "fits",
+    "FitCheck",
 ]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..models import Statistics
-    from .models import BatchScaling, Measurement, Speedup
+    from .models import BatchScaling, FitCheck, Measurement, Speedup
 
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -102,3 +102,22 @@ def speedup_table(sp: "Speedup") -> str:
         interval = "" if sp.ci_low is None else f" (95% CI {sp.ci_low:.3g}x - {sp.ci_high:.3g}x)"
         text += f"\nspeed-up of {sp.fast.name} over {sp.reference.name}: {sp.ratio:.3g}x{interval}"
     return text
+
+
+def fit_text(f: "FitCheck") -> str:
+    verdict = {True: "fits", False: "does not fit", None: "unknown whether it fits"}[f.fits]
+    lines = [f"{f.program} on {f.device}: {verdict}"]
+    m = f.memory
+    if m is not None:
+        lines.append(
+            f"  needs {fmt_bytes(f.needed_bytes)}: inputs {fmt_bytes(m.argument_bytes)} "
+            f"({fmt_bytes(f.resident_bytes)} already on the device), outputs {fmt_bytes(m.output_bytes)}, "
+            f"temporaries {fmt_bytes(m.temp_bytes)}, code {fmt_bytes(m.generated_code_bytes)}"
+            + (f", less {fmt_bytes(m.alias_bytes)} of donated inputs" if m.alias_bytes else "")
+        )
+    if f.free_bytes is not None:
+        lines.append(f"  free {fmt_bytes(f.free_bytes)} = limit {fmt_bytes(f.limit_bytes)} - "
+                     f"{fmt_bytes(f.in_use_bytes)} in use ({f.source})")
+    if f.reason:
+        lines.append(f"  {f.reason}")
+    return "\n".join(lines)

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..models import SCHEMA_VERSION, MappingModel, ScriptComparison, Statistics
+from ..models import SCHEMA_VERSION, MappingModel, ProgramMemory, ScriptComparison, Statistics
 
 
 class PeakTrial(MappingModel):
@@ -196,6 +196,32 @@ class Speedup(MappingModel):
 
     def __str__(self) -> str:
         return self.table()
+
+class FitCheck(MappingModel):
+    """``jaxrun.bench.fits``: whether a function's compiled program fits in what its device can
+    still give, from XLA's memory analysis, without running it."""
+
+    fits: bool | None = Field(description="None when the backend gives no memory analysis or no limit (see reason)")
+    program: str = Field(description="The program, as jaxrun names it: jit(step)")
+    device: str = Field(description="The device it was compiled for, e.g. cpu:0 (cpu)")
+    memory: ProgramMemory | None = Field(None, description="XLA's memory analysis of the program (per device)")
+    needed_bytes: int | None = Field(
+        None, description="What a call must still allocate: the program's total, less its inputs already on the device"
+    )
+    resident_bytes: int | None = Field(None, description="Bytes of its inputs already on the device (given as "
+                                                         "arrays there); 0 for jax.ShapeDtypeStruct inputs")
+    free_bytes: int | None = Field(None, description="What the device can still give: limit - in use")
+    limit_bytes: int | None = Field(None, description="The most the device (on CPU, this process) may hold")
+    in_use_bytes: int | None = None
+    source: str | None = Field(None, description="Where the limit comes from: memory_stats()'s bytes_limit, a "
+                                                 "cgroup's memory limit, /proc/meminfo's MemAvailable, ...")
+    reason: str | None = Field(None, description="Why it does not fit, or why it is unknown")
+
+    def __str__(self) -> str:
+        from .format import fit_text
+
+        return fit_text(self)
+
 
 class LeafBytes(MappingModel):
     """One leaf of a pytree and the memory it holds."""

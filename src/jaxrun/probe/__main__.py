@@ -145,7 +145,7 @@ def main(argv: list[str]) -> int:
         joined["spare_ready_at"] = spare_ready_at
     writer.send(events.Start(type=events.START, pid=probe_pid, python=sys.version.split()[0], **joined))  # type: ignore[typeddict-item]
     profiler = Profiler(profile_dir) if profile_dir else None
-    watch_jax_import(writer, [profiler.on_jax_loaded] if profiler else None)
+    watch_jax_import(writer, [profiler.on_jax_loaded] if profiler else None, analyse=bool(arguments.xla_analysis))
 
     # Make the script see the world exactly as `python script.py` would.
     sys.argv = list(script_argv)

@@ -27,6 +27,7 @@ class ProbeArguments(NamedTuple):
     entry: str | None = None  # warm mode: the function called ``warm_calls`` times
     warm_calls: int = 1
     profile: str | None = None  # --profile: where the jax.profiler trace goes
+    xla_analysis: int = 1  # 0: --no-xla-analysis (probe/xla_facts.py is not asked)
 
     def flags(self) -> list[str]:
         """``--name value`` for every field set away from its default (``events`` always)."""

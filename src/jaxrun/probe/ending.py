@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from . import drain, events, import_timer, phases
 from .channel import EventWriter
-from .jax_hooks import compile_cache_facts, compile_intervals, device_facts
+from .jax_hooks import compile_cache_facts, compile_environment, compile_intervals, device_facts
 
 # Signals whose default action does not end the process (ignore, stop, continue).
 _NOT_FATAL = {
@@ -103,6 +103,9 @@ class Body:
             compile_cache=compile_cache,
             exit_code=exit_code,
         )
+        environment = compile_environment()
+        if environment is not None:
+            event["compile_environment"] = environment
         if self._finish_hooks:  # profiling: the imports are a profile's timeline (the body's part)
             event["imports"] = [[max(a, self.started), min(b, ended), module]
                                 for a, b, module in import_timer.named_spans(ended) if b > self.started and a < ended]

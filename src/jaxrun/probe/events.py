@@ -17,6 +17,7 @@ START = "start"
 JAX_LOADED = "jax_loaded"
 COMPILE = "compile"
 CACHE_SAVED = "cache_saved"
+PROGRAM = "program"
 RECORD = "record"
 CALL = "call"
 EXCEPTION = "exception"
@@ -65,6 +66,26 @@ class Compile(_CompileFields, total=False):
     source: str  # "path:line" of the user's function
     reason: str  # a trace: why JAX traced again
     cached: bool  # a compile: the executable was loaded from the persistent cache
+
+
+class _ProgramFields(TypedDict):
+    type: Literal["program"]
+    fun: str  # the program key, as in the COMPILE event it follows
+    s: float  # seconds spent reading XLA's analyses (after the COMPILE event's own time)
+
+
+class Program(_ProgramFields, total=False):
+    """What XLA knows about the executable just built or loaded for ``fun`` (probe/xla_facts.py)."""
+
+    source: str
+    cost: dict[str, Any]  # flops, bytes_accessed, transcendentals, source, reason
+    memory: dict[str, int]  # argument/output/alias/temp/generated_code/total bytes
+    fingerprint: str
+    input_fingerprint: str
+    device_kind: str
+    device_count: int
+    reason: str  # what could not be read, and why
+    fit_warning: str  # the program cannot fit in what the device has free (probe/memory_fit.py)
 
 
 class CacheSaved(TypedDict):
@@ -143,6 +164,7 @@ class _EndFields(TypedDict):
 class End(_EndFields, total=False):
     """The body ended (probe/ending.py): its phases, a partition of it (probe/phases.py)."""
 
+    compile_environment: dict[str, Any]  # what JAX's cache key takes from the process (xla_facts.py)
     imports: list[list[Any]]  # profiling: [[start, end, module], ...]: the union of the imports, each
     # interval with the module its outermost import statement named (several: "jax, numpy")
 
@@ -159,10 +181,10 @@ class Profile(TypedDict):
     memory_profile_reason: str | None
 
 
-Event = Union[Start, JaxLoaded, Compile, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End, Profile]
+Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End, Profile]
 
 DEFINITIONS: dict[str, type] = {
-    START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, CACHE_SAVED: CacheSaved, RECORD: Record, CALL: Call,
+    START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, PROGRAM: Program, CACHE_SAVED: CacheSaved, RECORD: Record, CALL: Call,
     EXCEPTION: Exception_, EXIT: Exit, BODY: Body, PROBE_WARNING: ProbeWarning, END: End, PROFILE: Profile,
 }
 

@@ -49,7 +49,8 @@ def block_until_ready(value: Any) -> Any:
     return jax.block_until_ready(value)
 
 
-def attach_listeners(writer: EventWriter) -> None:
+def attach_listeners(writer: EventWriter, analyse: bool = True) -> None:
+    """``analyse``: read XLA's analyses of each executable built (probe/xla_facts.py)."""
     import jax.monitoring as monitoring
 
     from . import programs  # here, not at the top: logging and re are not needed without jax
@@ -59,9 +60,7 @@ def attach_listeners(writer: EventWriter) -> None:
         if _ignoring:
             return
         duration = event.seconds
-        _jit_seconds += duration
         end = time.perf_counter()
-        _intervals.append((end - duration, end))
         compiled = events.Compile(type=events.COMPILE, phase=event.phase, fun=event.program, s=duration, at=end)
         if event.source is not None:
             compiled["source"] = event.source
@@ -70,6 +69,11 @@ def attach_listeners(writer: EventWriter) -> None:
         if event.cached:
             compiled["cached"] = True
         writer.send(compiled)
+        if analyse and event.built is not None:
+            _send_program_facts(writer, event)
+        # The analyses' time is JIT work too (the compile phase's wall time, not the script's run).
+        _jit_seconds += time.perf_counter() - end + duration
+        _intervals.append((end - duration, time.perf_counter()))
 
     def on_duration(event: str, duration: float, **kwargs: Any) -> None:
         if event == _CACHE_SAVED:
@@ -79,6 +83,32 @@ def attach_listeners(writer: EventWriter) -> None:
     programs.explain_on()  # for the whole run: a recompile's reason is part of the result
     monitoring.register_event_duration_secs_listener(on_duration)
     writer.send(events.JaxLoaded(type=events.JAX_LOADED))
+
+
+def _send_program_facts(writer: EventWriter, event: Any) -> None:
+    from .xla_facts import program_facts
+
+    try:
+        facts = program_facts(*event.built)
+    except Exception as exc:  # a figure is never worth the script
+        writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not read XLA's analyses: {exc!r}"))
+        return
+    program = events.Program(type=events.PROGRAM, fun=event.program, **facts)  # type: ignore[typeddict-item]
+    if event.source is not None:
+        program["source"] = event.source
+    writer.send(program)
+
+
+def compile_environment() -> dict[str, Any] | None:
+    """What JAX's persistent-cache key takes from the process (None: the script never imported jax)."""
+    if "jax" not in sys.modules:
+        return None
+    from .xla_facts import compile_environment as read
+
+    try:
+        return read()
+    except Exception:
+        return None
 
 
 def compile_cache_facts() -> dict[str, Any] | None:
@@ -131,12 +161,13 @@ class JaxImportWatcher:
         return spec
 
 
-def watch_jax_import(writer: EventWriter, hooks: list[Callable[[], None]] | None = None) -> None:
+def watch_jax_import(writer: EventWriter, hooks: list[Callable[[], None]] | None = None, *,
+                     analyse: bool = True) -> None:
     """Attach the listeners when the script imports jax, then run ``hooks`` (the profiler's start)."""
 
     def on_loaded() -> None:
         try:
-            attach_listeners(writer)
+            attach_listeners(writer, analyse)
         except Exception as exc:  # listeners are a bonus; never break the script over them
             writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not attach jax listeners: {exc!r}"))
         for hook in hooks or ():

@@ -21,12 +21,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import sys
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from .jax_internals import COMPILING_FRAME, COMPILING_LOCALS, LOWERING_FRAME, LOWERING_LOCALS, caller_locals
 from .program_names import base_name, describe, function_name, program_key, set_jax_dir, traced_callable
 
 __all__ = [
@@ -64,6 +64,9 @@ class CompileEvent:
     source: str | None = None  # "path:line" of the user's function; None for JAX's own
     reason: str | None = None  # TRACE: why JAX traced again (None on a first trace, or unexplained)
     cached: bool = False  # COMPILE: the executable was loaded from the persistent cache
+    # COMPILE: what JAX built, for a subscriber that reads XLA's analyses of it (probe/xla_facts.py);
+    # None where JAX's frames could not be read. Not kept by the tracker.
+    built: tuple[Any, Any, Any] | None = None  # (executable, the module compiled, its devices)
 
 
 # --- JAX's explanations of cache misses ------------------------------------------------------------
@@ -139,25 +142,6 @@ class _MissLog(logging.Filter):
 
 
 # --- JAX's identity of a program ----------------------------------------------------------------
-
-# JAX's functions whose locals hold the program being lowered or compiled (jax/_src/interpreters/
-# pxla.py): the jaxpr and its lowering; the module handed to XLA.
-_LOWERING_FRAME, _COMPILING_FRAME = "_cached_lowering_to_hlo", "_cached_compilation"
-_FRAMES_SEARCHED = 12
-
-
-def _jax_locals(code_name: str, names: tuple[str, ...]) -> tuple[Any, ...] | None:
-    """The locals ``names`` of the nearest caller frame running JAX's ``code_name``, or None."""
-    frame = sys._getframe(2)
-    for _ in range(_FRAMES_SEARCHED):
-        if frame is None:
-            return None
-        if frame.f_code.co_name == code_name:
-            values = frame.f_locals
-            return tuple(values.get(name) for name in names)
-        frame = frame.f_back
-    return None
-
 
 class _Identities:
     """Program of each jaxpr and MLIR module JAX lowered, by object identity, for as long as the
@@ -242,17 +226,22 @@ class _Tracker:
     def lowered(self, raw_name: object) -> tuple[str, str | None]:
         """The program being lowered: its jaxpr's, when that jaxpr was lowered before (a new
         lowering of a cached trace), else the last traced by name; its module is remembered."""
-        found = _jax_locals(_LOWERING_FRAME, ("closed_jaxpr", "lowering_result"))
+        found = caller_locals(LOWERING_FRAME, LOWERING_LOCALS)
         jaxpr, lowering = found if found is not None else (None, None)
         program = self.identities.get(jaxpr) or self.program_for(raw_name)
         self.identities.put(jaxpr, program)
         self.identities.put(getattr(lowering, "module", None), program)
         return program
 
-    def compiled(self, raw_name: object) -> tuple[str, str | None]:
-        """The program being compiled: the one its module was lowered for."""
-        found = _jax_locals(_COMPILING_FRAME, ("computation",))
-        return (found is not None and self.identities.get(found[0])) or self.program_for(raw_name)
+    def compiled(self, raw_name: object) -> tuple[tuple[str, str | None], tuple[Any, Any, Any] | None]:
+        """The program being compiled (the one its module was lowered for), and what JAX built:
+        (executable, module, devices), None where its frame could not be read."""
+        found = caller_locals(COMPILING_FRAME, COMPILING_LOCALS)
+        if found is None:
+            return self.program_for(raw_name), None
+        computation, executable, devices = found
+        program = self.identities.get(computation) or self.program_for(raw_name)
+        return program, ((executable, computation, devices) if executable is not None else None)
 
     def on_duration(self, event: str, duration: float, **kwargs: Any) -> None:
         phase = _EVENTS.get(event)
@@ -260,7 +249,7 @@ class _Tracker:
             return
         try:
             thread = threading.get_ident()
-            reason, cached = None, False
+            reason, cached, built = None, False, None
             if phase == TRACE:
                 key, source, reason, explained = self.on_trace(function_name(kwargs.get("fun_name")))
                 with self._lock:
@@ -275,11 +264,10 @@ class _Tracker:
             elif phase == LOWER:
                 key, source = self.lowered(kwargs.get("fun_name"))
             else:
-                key, source = self.compiled(kwargs.get("fun_name"))
-                if phase == COMPILE:
-                    cached = bool(getattr(self._local, "cache_hit", False))
-                    self._local.cache_hit = False
-            record = CompileEvent(phase, key, float(duration), thread, source, reason, cached)
+                (key, source), built = self.compiled(kwargs.get("fun_name"))
+                cached = bool(getattr(self._local, "cache_hit", False))
+                self._local.cache_hit = False
+            record = CompileEvent(phase, key, float(duration), thread, source, reason, cached, built)
         except Exception:  # never break the script over bookkeeping
             return
         for subscriber in list(self.subscribers):

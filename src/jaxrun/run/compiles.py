@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..models import MAX_RECOMPILE_REASONS, CompileStats
+from ..models import MAX_RECOMPILE_REASONS, CompileStats, ProgramCost, ProgramMemory
 from ..probe import events as ev
 from ..probe.programs import program_key
 
@@ -42,6 +42,29 @@ def add_event(compiles: dict[str, CompileStats], event: ev.Compile) -> None:
         else:
             stats.count += 1
             stats.compile_time += seconds
+
+
+def add_program(compiles: dict[str, CompileStats], event: ev.Program, inputs: dict[str, set[str]]) -> None:
+    """Fold one PROGRAM event (what XLA knows about the executable just built) into its program:
+    the figures are the last executable's; ``inputs`` collects each program's input fingerprints
+    (its ``variants``)."""
+    source = str(event["source"]) if event.get("source") else None
+    seen = {key: stats.source for key, stats in compiles.items()}
+    key = program_key(str(event.get("fun")), source, seen)
+    stats = compiles.setdefault(key, CompileStats(source=source))
+    stats.analysis_time += float(event.get("s") or 0.0)
+    cost = event.get("cost")
+    stats.cost = ProgramCost.model_validate(cost) if isinstance(cost, dict) else None
+    memory = event.get("memory")
+    stats.memory = ProgramMemory.model_validate(memory) if isinstance(memory, dict) else None
+    stats.fingerprint = event.get("fingerprint")
+    stats.input_fingerprint = event.get("input_fingerprint")
+    if stats.input_fingerprint is not None:
+        inputs.setdefault(key, set()).add(stats.input_fingerprint)
+    stats.variants = len(inputs.get(key, ())) or stats.variants + 1
+    stats.device_kind = event.get("device_kind")
+    stats.device_count = event.get("device_count")
+    stats.analysis_reason = event.get("reason")
 
 
 def totals(

@@ -20,6 +20,7 @@ from ..options import RunOptions
 from ..probe.arguments import ProbeArguments
 from ..probe.channel import EVENTS_ENV
 from ..probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
+from ..probe.memory_fit import MEMORY_LIMIT_ENV
 from ..job import Job
 from .placement import Slot, merge_xla_flags
 
@@ -77,6 +78,10 @@ def child_env(
         env["JAX_DEFAULT_MATMUL_PRECISION"] = options.matmul_precision
     if options.disable_jit:
         env["JAX_DISABLE_JIT"] = "True"
+    if options.memory_limit is not None:
+        # What the probe's fit check (probe/memory_fit.py) holds a CPU program against, with a
+        # cgroup holding the limit or without one (jaxrun's sampling).
+        env[MEMORY_LIMIT_ENV] = str(options.memory_limit)
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     # The probe holds a shared lock on it while it lives: a later run waits until it is gone.
@@ -135,4 +140,5 @@ def probe_command(script: Path, events_path: Path, options: RunOptions, profile_
         entry=options.entry,
         warm_calls=options.warm_calls if options.entry is not None else 1,
         profile=str(profile_dir) if options.enable_profiling and profile_dir is not None else None,
+        xla_analysis=int(options.xla_analysis),
     ).command()

@@ -8,9 +8,8 @@ from typing import Any, Callable
 from ..defaults import MB, MONITOR_INTERVAL
 from ..models import CompileStats, WarmCall
 from ..probe import events as ev
-from .compiles import add_event
+from .compiles import add_event, add_program
 from .launch import LaunchOutcome
-
 
 
 @dataclass
@@ -27,6 +26,8 @@ class ProbeReport:
     peak_rss_bytes: int | None = None  # the probe process's own peak RSS (VmHWM)
     device: dict[str, Any] | None = None
     compiles: dict[str, CompileStats] = field(default_factory=dict)  # per program
+    input_fingerprints: dict[str, set[str]] = field(default_factory=dict)  # per program: its variants
+    compile_environment: dict[str, Any] | None = None  # what JAX's cache key took from the process
     compile_cache: dict[str, Any] | None = None  # {enabled, misses}: the persistent cache at the end
     # JAX stores a cached program's compile time in whole seconds, so its "saved" figure is
     # (floor of the original compile time) - (retrieval time): a lower bound, negative for
@@ -80,6 +81,7 @@ def _end(report: ProbeReport, event: ev.End) -> None:
     report.peak_rss_bytes = None if kb is None else int(kb) * 1024
     report.device = event["device"]
     report.compile_cache = event["compile_cache"]
+    report.compile_environment = event.get("compile_environment")
     report.imports = [(float(a), float(b), str(rest[0]) if rest else None) for a, b, *rest in event.get("imports") or ()]
 
 
@@ -88,6 +90,7 @@ def _end(report: ProbeReport, event: ev.End) -> None:
 _READERS: dict[str, Callable[[ProbeReport, Any], None]] = {
     ev.JAX_LOADED: lambda report, event: setattr(report, "jax_loaded", True),
     ev.COMPILE: _compile,
+    ev.PROGRAM: lambda report, event: add_program(report.compiles, event, report.input_fingerprints),
     ev.BODY: _body,
     ev.PROFILE: lambda report, event: setattr(report, "profile", event),
     ev.CACHE_SAVED: lambda report, event: setattr(

@@ -28,6 +28,7 @@ from ..failures import backoff_seconds, next_action
 from ..models import Attempt, DeviceInfo, Numerics, RunEnvironment, ScriptResult
 from ..nvml import UtilizationSampler, visible_gpus
 from ..options import RunOptions
+from ..probe.memory_fit import with_fit_evidence
 from ..provenance import script_identity
 from ..formatting import one_line
 from ..timestamps import now_iso
@@ -331,6 +332,13 @@ def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
     return found
 
 
+def _hint(failure: Classification | None, warnings: list[str]) -> str | None:
+    """The failure's hint; an out-of-memory one says what jaxrun foresaw as the programs compiled."""
+    if failure is None:
+        return None
+    return with_fit_evidence(failure.hint, warnings) if failure.error_class == "out_of_memory" else failure.hint
+
+
 def _warm_summary(entry: str, calls: list) -> object:  # type: ignore[type-arg]
     from ..benchmark import warm_summary  # numpy: only for warm mode
 
@@ -375,7 +383,7 @@ def _build_result(
         error_message=failure.message if failure else None,
         exception_type=failure.exception_type if failure else None,
         traceback=report.traceback if outcome else None,
-        hint=failure.hint if failure else None,
+        hint=_hint(failure, report.warnings),
         exit_code=outcome.exit_code if outcome else None,
         signal=outcome.signal if outcome else None,
         device_requested=options.device,
@@ -402,6 +410,7 @@ def _build_result(
         jit_compile_time=jit_seconds,
         compile_count=compile_count,
         compiles=report.compiles,
+        compile_environment=report.compile_environment,
         cache_hits=cache_hits,
         cache_misses=cache_misses,
         compile_time_saved=report.compile_time_saved if cache_hits is not None else None,

@@ -18,8 +18,12 @@ and transcendentals alike:
 no longer a ``while``: the analysis already counted every copy. Should a backend's analysis ever
 multiply by the trip count itself, nothing is added: a tiny scan, analysed once per platform,
 tells which convention the backend follows. The private jaxlib functions this needs (a module
-parsed from text, a module's cost analysis) may move between JAX versions: any failure raises
-:class:`LoopCostUnavailable`, and the caller counts from the jaxpr instead.
+parsed from text, a module's cost analysis: :mod:`.jax_internals`) may move between JAX versions:
+any failure raises :class:`LoopCostUnavailable`, and the caller says the figures are unknown (or,
+in ``jaxrun.bench``, counts from the jaxpr instead).
+
+Used in the script's process by the probe (:mod:`.xla_facts`, every program a script compiles) and
+by ``jaxrun.bench``: it imports nothing heavy, and compiles nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["LoopCost", "LoopCostUnavailable", "has_loops", "loop_cost"]
+__all__ = ["LoopCost", "LoopCostUnavailable", "XlaCost", "cost_figures", "has_loops", "loop_cost", "xla_cost"]
 
 Figures = dict[str, float]
 _KEYS = ("flops", "bytes_accessed", "transcendentals")
@@ -73,51 +77,73 @@ class LoopCost:
     scaled: bool = True  # False: the backend's own analysis already counted every trip
 
 
-def has_loops(compiled: Any) -> bool:
-    """Whether the compiled program still holds a while loop (XLA may have unrolled JAX's)."""
-    try:
-        return any(_WHILE.search(line) for line in compiled.as_text().splitlines())
-    except Exception:  # no text from this backend: the caller cannot correct, and says so
-        return True
+def has_loops(text: str) -> bool:
+    """Whether a compiled program's text still holds a while loop (XLA may have unrolled JAX's)."""
+    return any(_WHILE.search(line) for line in text.splitlines())
 
 
-def loop_cost(compiled: Any, whole: Figures, device: Any) -> LoopCost:
-    """``whole`` (XLA's figures for the program on ``device``) with every loop counted by its trip count."""
-    header, computations, entry = _parse(compiled.as_text())
-    analyse = _analyser(compiled, header, computations)
+def loop_cost(text: str, client: Any, whole: Figures, platform: str) -> LoopCost:
+    """``whole`` (XLA's figures for the program whose optimized text is ``text``, compiled by
+    ``client``) with every loop counted by its trip count."""
+    header, computations, entry = _parse(text)
+    analyse = _analyser(client, header, computations)
     _check_round_trip(analyse, entry, whole)
     walk = _Walk(computations, analyse)
     extra = walk.extra(entry)
     if walk.unbounded:
         return LoopCost(dict.fromkeys(_KEYS), walk.loops, walk.unbounded)
-    if not _counts_each_body_once(device):
+    if not _counts_each_body_once(client, platform):
         return LoopCost(dict(whole), walk.loops, [], scaled=False)
     return LoopCost({k: whole[k] + extra[k] for k in _KEYS}, walk.loops, [])
 
 
-_PROBE_TRIPS, _PROBE_SIDE = 1000, 8
+_PROBE_TRIPS = 1000
 _body_once: dict[str, bool] = {}  # platform -> its analysis counts a loop body once
+# A loop of 1000 8x8 matmuls with its trip count known, as XLA writes it: analysed (never compiled)
+# once per platform, to tell whether the backend's analysis counts a loop body once or trip times.
+_PROBE_LOOP = """HloModule probe_loop
+
+body {
+  p = (s32[], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[8,8] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[8,8] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (s32[], f32[8,8]) tuple(j, y)
+}
+
+cond {
+  p = (s32[], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(%d)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+ENTRY main {
+  x = f32[8,8] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8,8]) tuple(zero, x)
+  w = (s32[], f32[8,8]) while(init), condition=cond, body=body, backend_config={"known_trip_count":{"n":"%d"}}
+  ROOT r = f32[8,8] get-tuple-element(w), index=1
+}
+""" % (_PROBE_TRIPS, _PROBE_TRIPS)
 
 
-def _counts_each_body_once(device: Any) -> bool:
-    """Whether ``device``'s cost analysis counts a loop body once (XLA's HandleWhile so far) rather
-    than trip times: asked of a scan of 1000 small matmuls, once per platform. So many trips that
-    no backend unrolls it; if one did, the answer would be unknown, and the caller says so."""
-    if device.platform not in _body_once:
-        import jax
-        import jax.numpy as jnp
+def _counts_each_body_once(client: Any, platform: str) -> bool:
+    """Whether ``client``'s cost analysis counts a loop body once (XLA's HandleWhile so far) rather
+    than trip times: asked of a 1000-trip loop of small matmuls, once per platform."""
+    if platform not in _body_once:
+        try:
+            from .jax_internals import hlo_analysis
 
-        x = jax.device_put(jnp.ones((_PROBE_SIDE, _PROBE_SIDE), jnp.float32), device)
-        probe = jax.jit(lambda c: jax.lax.scan(lambda c, _: (c @ c, None), c, None, length=_PROBE_TRIPS)[0])
-        compiled = probe.lower(x).compile()
-        if not has_loops(compiled):
-            raise LoopCostUnavailable(f"XLA on {device.platform} unrolled a {_PROBE_TRIPS}-trip scan, so whether its "
-                                      "cost analysis counts a loop body once could not be told")
-        cost = compiled.cost_analysis()
-        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-        one_trip = 2.0 * _PROBE_SIDE**3
-        _body_once[device.platform] = _figures(cost, "a probe scan")["flops"] < 2 * one_trip
-    return _body_once[device.platform]
+            parse, analyse = hlo_analysis()
+            cost = analyse(client, parse(_PROBE_LOOP))
+        except Exception as error:
+            raise LoopCostUnavailable(f"XLA on {platform} could not analyse a probe loop ({error})") from error
+        one_trip = 2.0 * 8**3
+        _body_once[platform] = _figures(cost, "a probe loop")["flops"] < 2 * one_trip
+    return _body_once[platform]
 
 
 def _parse(text: str) -> tuple[list[str], dict[str, _Computation], str]:
@@ -161,13 +187,12 @@ def _read_instruction(computation: _Computation, line: str) -> None:
         computation.calls += [name for names in references.values() for name in names]
 
 
-def _analyser(compiled: Any, header: list[str], computations: dict[str, _Computation]) -> Callable[[str], Figures]:
+def _analyser(client: Any, header: list[str], computations: dict[str, _Computation]) -> Callable[[str], Figures]:
     """A function: computation name -> XLA's figures for one run of it, memoised."""
     try:
-        from jax._src.lib import hlo, xla_client  # private: XLA's parser and cost analysis
+        from .jax_internals import hlo_analysis
 
-        parse, analyse = hlo.hlo_module_from_text, xla_client._xla.hlo_module_cost_analysis
-        client = compiled.runtime_executable().client
+        parse, analyse = hlo_analysis()
     except Exception as error:
         raise LoopCostUnavailable(f"this jaxlib does not expose XLA's module cost analysis ({error})") from error
     first = _MODULE_SIZE.findall(header[0])
@@ -277,3 +302,89 @@ class _Walk:
 def _add(total: Figures, part: Figures, times: float = 1.0) -> None:
     for key in _KEYS:
         total[key] += times * part[key]
+
+
+# --- one program's figures -----------------------------------------------------------------------
+
+_UNKNOWN: dict[str, float | None] = {"flops": None, "bytes_accessed": None, "transcendentals": None}
+CURE = ("to get figures, give the loop static bounds (lax.scan, or lax.fori_loop with Python-int bounds), "
+        "or measure its body alone and multiply by the trips you expect")
+UNAVAILABLE = "XLA's cost analysis is unavailable for this program (on this backend, or across a host callback)"
+
+
+@dataclass
+class XlaCost:
+    """A compiled program's figures from XLA, loops counted by their trip counts where XLA proved them."""
+
+    figures: dict[str, float | None]  # flops, bytes_accessed, transcendentals
+    source: str | None  # "xla", "xla_trip_counts" or None (unknown)
+    reason: str | None = None  # why unknown, or how corrected
+    unbounded: list[str] = field(default_factory=list)  # loops without a trip count
+    one_trip: dict[str, float | None] | None = None  # XLA's own figures (a loop body counted once)
+
+    @property
+    def countable_elsewhere(self) -> bool:
+        """Unknown for want of XLA's figures (not for an unbounded loop): the jaxpr may count it."""
+        return self.source is None and not self.unbounded
+
+
+def _number(value: Any) -> float | None:
+    """XLA reports -1 for "could not analyse" (e.g. across a host callback): that is unknown."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+def cost_figures(cost: Any) -> dict[str, float | None]:
+    """flops / bytes accessed / transcendentals from XLA's ``cost_analysis()``.
+
+    Depending on the JAX version that is a dict, a list with one dict per computation, or None.
+    XLA leaves out properties that are zero (a matmul has no "transcendentals" key), so a missing
+    key in a valid analysis is 0; an analysis that is absent, empty or -1 is unknown (None).
+    """
+    if isinstance(cost, (list, tuple)):
+        dicts = [c for c in cost if isinstance(c, dict)]
+        cost = None if not dicts else {k: sum(float(d.get(k, 0.0)) for d in dicts) for k in set().union(*dicts)}
+    if not isinstance(cost, dict) or not cost:
+        return dict(_UNKNOWN)
+    values = {key: _number(cost.get(xla_key, 0.0)) for key, xla_key in _XLA_KEYS.items()}
+    if any(_number(v) is None for v in cost.values() if isinstance(v, (int, float))):
+        # One -1 means the analysis failed somewhere: totals would be silently short.
+        return dict(_UNKNOWN)
+    return values
+
+
+def xla_cost(raw_cost: Any, text: str | None, client: Any, platform: str) -> XlaCost:
+    """The figures of one compiled program: ``raw_cost`` is its ``cost_analysis()``, ``text`` its
+    optimized module as text (None: not readable), ``client`` the PJRT client that compiled it."""
+    xla = cost_figures(raw_cost)
+    if xla["flops"] is None:
+        return XlaCost(dict(_UNKNOWN), None, UNAVAILABLE)
+    if text is None:
+        return XlaCost(dict(_UNKNOWN), None, "the compiled program's text could not be read, so whether XLA's "
+                       "cost analysis left a loop's trips out cannot be told", one_trip=xla)
+    if not has_loops(text):
+        return XlaCost(xla, "xla")
+    try:
+        loops = loop_cost(text, client, xla, platform)  # type: ignore[arg-type]
+    except LoopCostUnavailable as error:
+        return XlaCost(dict(_UNKNOWN), None, "XLA's cost analysis counts each loop body once, whatever its trip "
+                       f"count, and its per-loop figures could not be read ({error})", one_trip=xla)
+    if loops.unbounded:
+        what = f"XLA found no static trip count for loop {', '.join(loops.unbounded[:3])}"
+        return XlaCost(dict(_UNKNOWN), None, f"{what}: FLOPs, bytes accessed and transcendentals are unknown. "
+                       f"XLA's cost analysis counts the loop's body once, so its {xla['flops']:.4g} FLOPs are only a "
+                       f"lower bound; {CURE}", unbounded=loops.unbounded, one_trip=xla)
+    if not loops.scaled:
+        return XlaCost(xla, "xla")
+    shown = ", ".join(f"{label} x{trips}" for label, trips in loops.loops[:4])
+    more = f" and {len(loops.loops) - 4} more" if len(loops.loops) > 4 else ""
+    reason = (
+        "XLA's cost analysis counts each loop body once, whatever its trip count: FLOPs, bytes accessed and "
+        "transcendentals here are XLA's, with each loop's body analysed on its own and counted by its trip count "
+        f"({shown}{more}; cost_source 'xla_trip_counts'). XLA's one-trip figure was {xla['flops']:.4g} FLOPs and "
+        f"{xla['bytes_accessed']:.4g} bytes per device"
+    )
+    return XlaCost(loops.figures, "xla_trip_counts", reason, one_trip=xla)

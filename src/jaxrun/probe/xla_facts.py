@@ -1,0 +1,145 @@
+"""What XLA knows about each program a script compiles, read in the script's process as JAX builds
+(or loads) its executable: cost analysis (loops counted by their trip counts), memory analysis, a
+fingerprint of the optimized program and of the program JAX handed to XLA, the device kind and
+count; and, at the end, what JAX's persistent-cache key takes from the process.
+
+Each figure is read on its own: one that this backend or JAX version cannot give is null, and
+``reason`` says which and why; nothing here may fail the script. The JAX internals used are
+:mod:`.jax_internals`'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from . import jax_internals
+from .loop_costs import has_loops, xla_cost
+
+__all__ = ["compile_environment", "memory_of", "program_facts"]
+
+_MEMORY_FIELDS = (
+    ("argument_bytes", "argument_size_in_bytes"),
+    ("output_bytes", "output_size_in_bytes"),
+    ("alias_bytes", "alias_size_in_bytes"),
+    ("temp_bytes", "temp_size_in_bytes"),
+    ("generated_code_bytes", "generated_code_size_in_bytes"),
+)
+
+
+def memory_of(stats: Any) -> dict[str, int] | None:
+    """The figures of XLA's ``CompiledMemoryStats`` (None when the backend gives none), with
+    ``total_bytes``: argument + output - alias + temp + generated code."""
+    if stats is None:
+        return None
+    try:
+        memory = {name: int(getattr(stats, xla_name)) for name, xla_name in _MEMORY_FIELDS}
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if any(value < 0 for value in memory.values()):
+        return None
+    memory["total_bytes"] = (memory["argument_bytes"] + memory["output_bytes"] - memory["alias_bytes"]
+                             + memory["temp_bytes"] + memory["generated_code_bytes"])
+    return memory
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def program_facts(executable: Any, computation: Any, devices: Any) -> dict[str, Any]:
+    """The facts of one executable: ``cost``, ``memory``, ``fingerprint``, ``input_fingerprint``,
+    ``device_kind``, ``device_count``, and ``reason`` for what is missing; ``s``: seconds spent."""
+    start = time.perf_counter()
+    facts: dict[str, Any] = {}
+    missing: list[str] = []
+    platform, client = None, None
+    try:
+        flat = list(devices.flat) if hasattr(devices, "flat") else list(devices)
+        facts["device_count"] = len(flat)
+        facts["device_kind"] = str(flat[0].device_kind)
+        platform, client = flat[0].platform, flat[0].client
+    except Exception as error:
+        missing.append(f"devices: {_short(error)}")
+    try:
+        memory = memory_of(executable.get_compiled_memory_stats())
+        if memory is None:
+            missing.append("memory: this backend gives no memory analysis")
+        else:
+            facts["memory"] = memory
+    except Exception as error:
+        missing.append(f"memory: {_short(error)}")
+    text = None
+    try:
+        text = jax_internals.optimized_text(executable)
+        facts["fingerprint"] = _fingerprint(text)
+    except Exception as error:
+        missing.append(f"fingerprint: {_short(error)}")
+    try:
+        facts["input_fingerprint"] = jax_internals.input_fingerprint(computation)
+    except Exception as error:
+        missing.append(f"input fingerprint: {_short(error)}")
+    facts["cost"] = _cost(executable, text, client, platform)
+    if missing:
+        facts["reason"] = "; ".join(missing)
+    facts["s"] = time.perf_counter() - start
+    return facts
+
+
+def _cost(executable: Any, fingerprint_text: str | None, client: Any, platform: str | None) -> dict[str, Any]:
+    try:
+        raw = executable.cost_analysis()
+    except Exception:  # not implemented on this backend / version
+        raw = None
+    text = fingerprint_text
+    if text is not None and has_loops(text):
+        # The trip counts XLA proved are in the loops' backend configs, which the fingerprint's
+        # text leaves out: the full text, only for a program with a loop.
+        try:
+            text = "\n".join(module.to_string() for module in executable.hlo_modules())
+        except Exception:
+            text = None
+    try:
+        cost = xla_cost(raw, text, client, platform or "unknown")
+    except Exception as error:  # never fail the script over a figure
+        return {"flops": None, "bytes_accessed": None, "transcendentals": None, "source": None,
+                "reason": f"XLA's cost analysis could not be read: {_short(error)}"}
+    return {**cost.figures, "source": cost.source, "reason": cost.reason}
+
+
+def compile_environment() -> dict[str, Any]:
+    """What JAX's persistent-cache key takes from this process besides the program (see
+    jax/_src/cache_key.py ``get``): versions, backend, XLA flags, the cache folder."""
+    environment: dict[str, Any] = {}
+    try:
+        import jax
+        import jaxlib
+
+        environment["jax_version"] = jax.__version__
+        environment["jaxlib_version"] = getattr(jaxlib, "__version__", None)
+        directory = jax.config.jax_compilation_cache_dir
+        enabled = bool(directory) and bool(getattr(jax.config, "jax_enable_compilation_cache", True))
+        environment["cache_dir"] = str(directory) if enabled else None
+    except Exception:
+        pass
+    try:
+        environment["xla_flags"] = jax_internals.cache_key_xla_flags()
+    except Exception:
+        pass
+    try:
+        if jax_internals.backends_initialized():
+            import jax
+
+            backend = jax.devices()[0].client
+            environment["backend"] = backend.platform
+            environment["platform_version"] = str(backend.platform_version)
+    except Exception:
+        pass
+    return environment
+
+
+def _short(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
