@@ -70,6 +70,20 @@ def test_no_explanation_without_an_earlier_load_a_warm_cache_or_a_compile(tmp_pa
     assert "the run of t6 loaded it" in miss.warnings[0]  # the latest load
 
 
+def test_programs_that_missed_for_one_reason_are_one_warning(tmp_path: Path, script: Path) -> None:
+    def with_programs(r: ScriptResult, **stats) -> ScriptResult:
+        own = r.compiles["jit(loss)"].model_copy(update={"source": "m.py:3"})
+        jax_own = [(f"jit(op{k})", r.compiles["jit(loss)"]) for k in range(4)]
+        return r.model_copy(update={"compiles": dict(jax_own + [("jit(loss)", own)])})
+
+    loaded = with_programs(result(script, "t1", count=0, cache_hits=1))
+    _, now = through_sink(tmp_path / "h.sqlite", script, loaded,
+                          with_programs(result(script, "t2", count=1, flags=["--a=1"])))
+    assert now.warnings == ["jit(loss), jit(op0), jit(op1) and 2 more were compiled though the run of t1 loaded "
+                            "them from the persistent cache: XLA_FLAGS changed: --a=1 added"]
+    assert all(s.cache_miss_reason == "XLA_FLAGS changed: --a=1 added" for s in now.compiles.values())
+
+
 def test_another_script_or_host_is_not_an_earlier_run(tmp_path: Path, script: Path) -> None:
     other = tmp_path / "other.py"
     other.write_text("import jax\n")
@@ -90,3 +104,91 @@ def test_a_run_without_jax_opens_no_history(tmp_path: Path) -> None:
     done = jaxrun("run", tmp_path / "s", "--device", "cpu", "--history", db, "--results-dir", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     assert not db.exists()
+
+
+# --- real runs, a real persistent cache --------------------------------------------------------------
+
+SCRIPT = """\
+import jax
+import jax.numpy as jnp
+
+
+def loss(x):
+    for i in range(4):
+        x = jnp.sin(x @ x.T * 0.5 + x)
+    return x.sum()
+
+
+print(jax.jit(loss)(jnp.ones((32, 32)) * 0.01))
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScriptResult]:
+    """One script, one cache, one history: r1 compiles (cold); r2 loads; r3 with an XLA flag
+    compiles; r4, with one line of the function changed, compiles jit(loss)."""
+    import os
+
+    from helpers import run_batch
+
+    root = tmp_path_factory.mktemp("cache-miss")
+    script = root / "s" / "m.py"
+    script.parent.mkdir()
+    cache, db = root / "cache", root / "history.sqlite"
+    os.environ.pop("XLA_FLAGS", None)
+    done = {}
+    for name, text, env in (("r1", SCRIPT, {}), ("r2", SCRIPT, {}),
+                            ("r3", SCRIPT, {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}),
+                            ("r4", SCRIPT.replace("* 0.5 + x", "* 0.25 + x"), {})):
+        script.write_text(text)
+        batch = run_batch(script.parent, root / name, history=db, compile_cache=cache, env=env)
+        (done[name],) = batch.script_results
+        assert done[name].success, done[name].error_message
+    done["root"] = root  # type: ignore[assignment]
+    return done
+
+
+def test_the_same_run_again_loads_and_says_nothing(runs) -> None:
+    first, second = runs["r1"].compiles["jit(loss)"], runs["r2"].compiles["jit(loss)"]
+    assert first.count == 1 and first.cache_hits == 0  # a cold cache: compiled, and stored
+    assert second.count == 0 and second.cache_hits == 1  # loaded
+    assert second.cache_miss_reason is None and runs["r2"].warnings == []
+    assert first.input_fingerprint and first.input_fingerprint == second.input_fingerprint
+
+
+def test_an_xla_flag_added_is_named(runs) -> None:
+    result = runs["r3"]
+    assert result.compile_environment.xla_flags == ["--xla_cpu_enable_fast_math=false"]
+    loss = result.compiles["jit(loss)"]
+    assert loss.count == 1 and loss.cache_hits == 0  # compiled, not loaded: the flag is in JAX's key
+    assert loss.cache_miss_reason == "XLA_FLAGS changed: --xla_cpu_enable_fast_math=false added"
+    (warning,) = [w for w in result.warnings if "jit(loss)" in w]
+    assert "compiled though the run of" in warning and "loaded" in warning
+    assert warning.endswith("from the persistent cache: XLA_FLAGS changed: --xla_cpu_enable_fast_math=false added")
+
+
+def test_a_changed_function_is_the_program_changed(runs) -> None:
+    result = runs["r4"]
+    loss = result.compiles["jit(loss)"]
+    assert loss.count == 1 and loss.cache_hits == 0
+    # The latest run that loaded it is r2 (r3 compiled it): same flags, same devices; the program differs.
+    assert loss.cache_miss_reason == "the program changed (its StableHLO differs)"
+    others = [stats for name, stats in result.compiles.items() if name != "jit(loss)"]
+    assert others and all(s.count == 0 and s.cache_miss_reason is None for s in others)  # still loaded
+
+
+def test_compare_says_whether_the_program_changed(runs) -> None:
+    from jaxrun.compare import compare_results
+
+    root = runs["root"]
+    loaded = compare_results(root / "r1", root / "r2")  # compiled, then loaded: the same program
+    (same,) = [p for p in loaded.scripts[0].programs if p.program == "jit(loss)"]
+    assert same.moved and same.new_compile_time == 0 and same.change == "same program"
+    changed = compare_results(root / "r2", root / "r4")  # loaded, then a changed function compiled
+    (loss,) = [p for p in changed.scripts[0].programs if p.program == "jit(loss)"]
+    assert loss.moved and loss.base_compile_time == 0 and loss.change == "the program changed"
+    from helpers import jaxrun
+
+    shown = jaxrun("compare", root / "r2", root / "r4")
+    assert shown.returncode == 0, shown.stderr
+    assert "jit(loss) compile 0.000 s ->" in shown.stdout and ": the program changed" in shown.stdout

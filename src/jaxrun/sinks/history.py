@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ..job import Job
 
 
+MAX_NAMED = 3  # programs named in one cache-miss warning; the rest are counted
+
+
 class HistorySink(BaseSink):
     def __init__(self, store: HistoryStore | None, info: "DeviceInfo | None", allow_mismatch: bool = False, *,
                  meta: "BatchMetadata | None" = None, problem: str | None = None, cold_cache: bool = False) -> None:
@@ -81,12 +84,19 @@ class HistorySink(BaseSink):
             return result
         if not before:
             return result
-        compiles, warnings = dict(result.compiles), list(result.warnings)
+        compiles = dict(result.compiles)
+        said: dict[tuple[str, str], list[str]] = {}  # (when, reason) -> programs: one warning each
         for name, loaded in before.items():
             reason = explain_cache_miss(name, environment, compiles[name], loaded.environment, loaded.stats)
             compiles[name] = compiles[name].model_copy(update={"cache_miss_reason": reason})
-            warnings.append(f"{name} was compiled though the run of {_when(loaded)} loaded it from the "
-                            f"persistent cache: {reason}")
+            said.setdefault((_when(loaded), reason), []).append(name)
+        warnings = list(result.warnings)
+        for (when, reason), names in said.items():
+            names.sort(key=lambda name: compiles[name].source is None)  # the script's own programs first
+            shown = ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+            verb, pronoun = ("was", "it") if len(names) == 1 else ("were", "them")
+            warnings.append(f"{shown} {verb} compiled though the run of {when} loaded {pronoun} from the persistent "
+                            f"cache: {reason}")
         return result.model_copy(update={"compiles": compiles, "warnings": warnings})
 
     def _benchmark(self, result: "ScriptResult") -> "ScriptResult":
