@@ -192,3 +192,39 @@ def test_compare_says_whether_the_program_changed(runs) -> None:
     shown = jaxrun("compare", root / "r2", root / "r4")
     assert shown.returncode == 0, shown.stderr
     assert "jit(loss) compile 0.000 s ->" in shown.stdout and ": the program changed" in shown.stdout
+
+
+def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_path: Path) -> None:
+    """``jaxrun history SCRIPT``: per benchmarked run, each program whose compile time moved since
+    the run before, and whether it is the same program."""
+    import json
+
+    from helpers import jaxrun
+    from jaxrun.compile_history import CompileRun
+    from jaxrun.models import HistoryRun, RunSample
+
+    db = tmp_path / "h.sqlite"
+    programs = [
+        {"jit(loss)": dict(count=1, compile_time=0.10, fingerprint="f", input_fingerprint="i"),
+         "jit(step)": dict(count=1, compile_time=0.10, fingerprint="g", input_fingerprint="j")},
+        {"jit(loss)": dict(count=1, compile_time=0.30, fingerprint="f2", input_fingerprint="i2"),  # changed
+         "jit(step)": dict(count=1, compile_time=0.105, fingerprint="g", input_fingerprint="j")},  # not moved
+        {"jit(loss)": dict(count=1, compile_time=0.60, fingerprint="f2", input_fingerprint="i2"),  # same, slower
+         "jit(step)": dict(count=1, compile_time=0.10, fingerprint="g", input_fingerprint="j")},
+    ]
+    with HistoryStore(db) as store:
+        for k, stats in enumerate(programs):
+            run = HistoryRun(recorded_at=f"2026-01-0{k + 1}T00:00:00+00:00", script_name="m.py",
+                             script_path="/proj/m.py", content_hash="h", host="hostA", device_requested="cpu",
+                             device_used="cpu", jaxrun_version="x",
+                             samples=[RunSample(index=0, warmup=False, success=True, wall_time=1.0, run_time=0.5)])
+            run_id = store.record(run)
+            store.record_compiles(CompileRun(run.recorded_at, "m.py", "/proj/m.py", "h", "hostA", "cpu", "cpu", None,
+                                             {n: CompileStats(**s) for n, s in stats.items()}, run_id))
+    shown = jaxrun("history", "m.py", "--history", db)
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if "since the run before" in line]
+    assert lines == ["run 2: jit(loss) compile 0.100 s -> 0.300 s since the run before: the program changed",
+                     "run 3: jit(loss) compile 0.300 s -> 0.600 s since the run before: same program"]
+    as_json = json.loads(jaxrun("history", "m.py", "--history", db, "--json").stdout)
+    assert [c["change"] for c in as_json["program_changes"]["2"]] == ["the program changed"]
