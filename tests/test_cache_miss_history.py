@@ -228,3 +228,18 @@ def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_p
                      "run 3: jit(loss) compile 0.300 s -> 0.600 s since the run before: same program"]
     as_json = json.loads(jaxrun("history", "m.py", "--history", db, "--json").stdout)
     assert [c["change"] for c in as_json["program_changes"]["2"]] == ["the program changed"]
+
+
+def test_a_history_that_cannot_be_opened_is_one_note_for_a_run_that_only_used_jax(tmp_path: Path) -> None:
+    """Not a usage error (nothing was benchmarked), not "unreadable" (nothing is damaged): a note."""
+    from helpers import jaxrun
+
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "j.py").write_text("import jax.numpy as jnp\nprint(jnp.ones(3).sum())\n")
+    (tmp_path / "folder").mkdir()
+    done = jaxrun("run", tmp_path / "s", "--device", "cpu", "--history", tmp_path / "folder",
+                  "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if line.startswith("note: history")]
+    assert notes == [f"note: history not used: history path {str(tmp_path / 'folder')!r} is a folder; pass a file "
+                     "path with --history"]

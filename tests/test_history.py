@@ -407,8 +407,8 @@ def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf") -
         assert len(leaves) > 4
         number = leaves[len(leaves) // 2]
     else:
-        number = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
-                             ("samples" if page == "samples-root" else "meta",)).fetchone()[0]
+        table = {"samples-root": "samples", "compile_runs-root": "compile_runs"}.get(page, "meta")
+        number = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
     total = con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
     con.close()
     assert not Path(f"{path}-wal").exists()  # every write is in the file itself
@@ -557,3 +557,26 @@ def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
         assert list(store.programs_of_runs([1])[1]) == ["jit(f)"]
         _, before = store.record_compiles(compile_run("u", {"jit(f)": dict(count=1)}), ["jit(f)"])
         assert before["jit(f)"].recorded_at == "t"
+
+
+@pytest.mark.parametrize("page", ["compile_runs-root", "meta"])
+def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_path: Path, page: str) -> None:
+    """What a run compiled is history too: a damaged page its write hits (compile_runs-root) or
+    that opening reads (meta) is one note; every script still runs and is written, exit 0."""
+    import json
+
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    damaged_history(db, runs=4, page=page)
+    (tmp_path / "s").mkdir()
+    for name in ("a", "b"):
+        (tmp_path / "s" / f"{name}.py").write_text("import jax.numpy as jnp\nprint(jnp.ones(3).sum())\n")
+    done = jaxrun("run", tmp_path / "s", "--device", "cpu", "--history", db, "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    notes = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("note: history unreadable")]
+    assert len(notes) == 1 and str(db) in notes[0] and "malformed" in notes[0]
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert str(db) in doc["metadata"]["history_problem"]
+    assert [r["success"] for r in doc["script_results"]] == [True, True]

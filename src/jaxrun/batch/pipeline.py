@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import __version__, resultfiles
 from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
+from ..defaults import HISTORY_NOT_USED
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..executors.base import RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
@@ -369,7 +370,7 @@ class _HistoryWhenNeeded(BaseSink):
             except UsageError as exc:
                 if _benchmarks(job):
                     raise
-                store, problem = None, str(exc)
+                store, problem = None, f"{HISTORY_NOT_USED}: {exc}"
             self.sink = _history_sink(store, problem, self.info, self.options, self.meta)[0]
         return self.sink.on_result(job, result) if self.sink is not None else result
 
