@@ -53,8 +53,9 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         options = verdict_options()
         with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
-                known = ", ".join(s.script_name for s in store.scripts()) or "none"
-                raise fail_usage(f"no runs of {script!r} in the history {str(store.path)!r}; scripts there: {known}")
+                known = ", ".join(s.script_name for s in store.scripts()) or "none (jaxrun run SCRIPT --benchmark-runs N)"
+                raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}; "
+                                 f"scripts benchmarked there: {known}")
             checks = store.check_latest(script, options)
             paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
             runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
