@@ -85,7 +85,6 @@ class Program(_ProgramFields, total=False):
     device_kind: str
     device_count: int
     reason: str  # what could not be read, and why
-    fit_warning: str  # the program cannot fit in what the device has free (probe/memory_fit.py)
 
 
 class CacheSaved(TypedDict):

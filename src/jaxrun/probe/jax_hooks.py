@@ -85,11 +85,20 @@ def attach_listeners(writer: EventWriter, analyse: bool = True) -> None:
     writer.send(events.JaxLoaded(type=events.JAX_LOADED))
 
 
+# Programs already warned about (a program compiled again for new shapes warns once).
+_fit_warned: set[str] = set()
+
+
 def _send_program_facts(writer: EventWriter, event: Any) -> None:
+    """What XLA knows about the executable just built; a warning when it cannot fit in what its
+    device has free (probe/memory_fit.py), written before the script runs it out of memory."""
     from .xla_facts import program_facts
 
     try:
         facts = program_facts(*event.built)
+        started = time.perf_counter()
+        warning = _fit_warning(event, facts.get("memory"))
+        facts["s"] += time.perf_counter() - started
     except Exception as exc:  # a figure is never worth the script
         writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not read XLA's analyses: {exc!r}"))
         return
@@ -97,6 +106,23 @@ def _send_program_facts(writer: EventWriter, event: Any) -> None:
     if event.source is not None:
         program["source"] = event.source
     writer.send(program)
+    if warning is not None:
+        writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=warning))
+
+
+def _fit_warning(event: Any, memory: dict[str, int] | None) -> str | None:
+    """Once per program: a warning when it cannot fit on the first of its devices."""
+    if memory is None or event.program in _fit_warned:
+        return None
+    from .memory_fit import available, device_label, fit_warning
+    from .xla_facts import first_devices
+
+    device = first_devices(event.built[2])[0]
+    warning = fit_warning(event.program, memory, device_label(device),
+                          available(device, needed=memory["total_bytes"] - memory["argument_bytes"]))
+    if warning is not None:
+        _fit_warned.add(event.program)
+    return warning
 
 
 def compile_environment() -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "FIT_MARKER", "MEMORY_LIMIT_ENV", "MEMORY_FIELDS", "Available", "memory_of", "available", "host_available",
-    "fit_warning", "device_label", "check_compiled", "fit_evidence", "with_fit_evidence",
+    "fit_warning", "device_label", "fit_evidence", "with_fit_evidence",
 ]
 
 # Every fit warning contains it: the parent finds them among a result's warnings by it.
@@ -233,17 +233,6 @@ def fit_warning(program: str, memory: dict[str, int] | None, device_label: str, 
 def device_label(device: Any) -> str:
     """``cuda:0``, ``cpu:0``: a device as the fit warnings name it."""
     return f"{getattr(device, 'platform', '?')}:{getattr(device, 'id', '?')}"
-
-
-def check_compiled(program: str, stats: Any, device: Any) -> str | None:
-    """The compile hook's one call: the fit warning of a program just compiled (``stats``: its
-    ``CompiledMemoryStats``, ``device``: a ``jax.Device`` it runs on), or None when it fits or
-    either side is unknown. The device is asked only when the backend gave an analysis."""
-    memory = memory_of(stats)
-    if memory is None:
-        return None
-    return fit_warning(program, memory, device_label(device),
-                       available(device, needed=memory["total_bytes"] - memory["argument_bytes"]))
 
 
 def fit_evidence(warnings: list[str] | tuple[str, ...]) -> list[str]:

@@ -16,32 +16,13 @@ from typing import Any
 
 from . import jax_internals
 from .loop_costs import has_loops, xla_cost
+from .memory_fit import memory_of
 
-__all__ = ["compile_environment", "memory_of", "program_facts"]
+__all__ = ["compile_environment", "program_facts"]
 
-_MEMORY_FIELDS = (
-    ("argument_bytes", "argument_size_in_bytes"),
-    ("output_bytes", "output_size_in_bytes"),
-    ("alias_bytes", "alias_size_in_bytes"),
-    ("temp_bytes", "temp_size_in_bytes"),
-    ("generated_code_bytes", "generated_code_size_in_bytes"),
-)
-
-
-def memory_of(stats: Any) -> dict[str, int] | None:
-    """The figures of XLA's ``CompiledMemoryStats`` (None when the backend gives none), with
-    ``total_bytes``: argument + output - alias + temp + generated code."""
-    if stats is None:
-        return None
-    try:
-        memory = {name: int(getattr(stats, xla_name)) for name, xla_name in _MEMORY_FIELDS}
-    except (AttributeError, TypeError, ValueError):
-        return None
-    if any(value < 0 for value in memory.values()):
-        return None
-    memory["total_bytes"] = (memory["argument_bytes"] + memory["output_bytes"] - memory["alias_bytes"]
-                             + memory["temp_bytes"] + memory["generated_code_bytes"])
-    return memory
+def first_devices(devices: Any) -> list[Any]:
+    """The devices a program was compiled for (JAX holds them as a numpy array of objects)."""
+    return list(devices.flat) if hasattr(devices, "flat") else list(devices)
 
 
 def _fingerprint(text: str) -> str:
@@ -56,7 +37,7 @@ def program_facts(executable: Any, computation: Any, devices: Any) -> dict[str, 
     missing: list[str] = []
     platform, client = None, None
     try:
-        flat = list(devices.flat) if hasattr(devices, "flat") else list(devices)
+        flat = first_devices(devices)
         facts["device_count"] = len(flat)
         facts["device_kind"] = str(flat[0].device_kind)
         platform, client = flat[0].platform, flat[0].client
