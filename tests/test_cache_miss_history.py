@@ -84,12 +84,13 @@ def test_programs_that_missed_for_one_reason_are_one_warning(tmp_path: Path, scr
     assert all(s.cache_miss_reason == "XLA_FLAGS changed: --a=1 added" for s in now.compiles.values())
 
 
-def test_another_script_or_host_is_not_an_earlier_run(tmp_path: Path, script: Path) -> None:
+def test_another_script_host_or_platform_is_not_an_earlier_run(tmp_path: Path, script: Path) -> None:
     other = tmp_path / "other.py"
     other.write_text("import jax\n")
     db = tmp_path / "h.sqlite"
     through_sink(db, other, result(other, "t1", count=0, cache_hits=1))
     through_sink(db, script, result(script, "t1", count=0, cache_hits=1).model_copy(update={"node": "elsewhere"}))
+    through_sink(db, script, result(script, "t1", count=0, cache_hits=1).model_copy(update={"device_used": "gpu"}))
     (now,) = through_sink(db, script, result(script, "t2", count=1))
     assert now.warnings == []
 

@@ -489,14 +489,14 @@ def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> Non
 # --- what each run compiled (schema 6) -----------------------------------------------------------
 
 
-def compile_run(at: str, programs: dict, *, path: str = "/proj/m.py", host: str = "hostA", flags=(),
+def compile_run(at: str, programs: dict, *, path: str = "/proj/m.py", host: str = "hostA", flags=(), device="cpu",
                 run_id: int | None = None):
     from jaxrun.compile_history import CompileRun
     from jaxrun.models import CompileEnvironment, CompileStats
 
     env = CompileEnvironment(jax_version="0.7", jaxlib_version="0.7", backend="cpu", xla_flags=list(flags),
                              cache_dir="/cache")
-    return CompileRun(at, "m.py", path, "h" * 64, host, "cpu", "cpu", env,
+    return CompileRun(at, "m.py", path, "h" * 64, host, "cpu", device, env,
                       {name: CompileStats(**stats) for name, stats in programs.items()}, run_id)
 
 
@@ -506,6 +506,7 @@ def test_compiles_are_kept_and_the_last_cache_load_found(db: Path) -> None:
         first, before = store.record_compiles(compile_run("t1", {"jit(f)": loaded}), ["jit(f)"])
         assert before == {}
         store.record_compiles(compile_run("t2", {"jit(f)": loaded}, host="hostB"))  # another host
+        store.record_compiles(compile_run("t2", {"jit(f)": loaded}, device="gpu"))  # another platform
         store.record_compiles(compile_run("t3", {"jit(f)": loaded}, path="/proj/other.py"))  # another script
         store.record_compiles(compile_run("t4", {"jit(f)": dict(loaded, count=1, cache_hits=0)}))  # compiled
         _, before = store.record_compiles(

@@ -79,18 +79,20 @@ def _stats(row: Sequence[object]) -> CompileStats:
     return CompileStats(**data)
 
 
-def loaded_before(db: sqlite3.Connection, script_path: str, host: str, programs: Iterable[str],
-                  before: int | None = None) -> dict[str, LoadedBefore]:
-    """Per program of ``programs``: the latest run of ``script_path`` on ``host`` (before the
-    ``compile_runs`` row ``before``, when given) in which it had cache loads."""
+def loaded_before(db: sqlite3.Connection, script_path: str, host: str, device_used: str | None,
+                  programs: Iterable[str], before: int | None = None) -> dict[str, LoadedBefore]:
+    """Per program of ``programs``: the latest run of ``script_path`` on ``host`` and the platform
+    ``device_used`` (before the ``compile_runs`` row ``before``, when given) in which it had cache
+    loads. Another platform's run is not an earlier run of the same program: its executables are
+    other cache entries (a batch on --device cpu,gpu compiles each)."""
     found: dict[str, LoadedBefore] = {}
     for program in programs:
         row = db.execute(
             "SELECT c.id, c.recorded_at, c.environment, " + ", ".join(f"p.{c}" for c in _PROGRAM_COLUMNS) +
             " FROM programs p JOIN compile_runs c ON c.id = p.compile_run_id"
-            " WHERE p.program = ? AND p.cache_hits > 0 AND c.script_path = ? AND c.host = ? AND c.id < ?"
-            " ORDER BY c.id DESC LIMIT 1",
-            (program, script_path, host, before if before is not None else 2 ** 62),
+            " WHERE p.program = ? AND p.cache_hits > 0 AND c.script_path = ? AND c.host = ? AND c.device_used IS ?"
+            " AND c.id < ? ORDER BY c.id DESC LIMIT 1",
+            (program, script_path, host, device_used, before if before is not None else 2 ** 62),
         ).fetchone()
         if row is not None:
             found[program] = LoadedBefore(int(row[0]), str(row[1]), _environment(row[2]), _stats(row[3:]))

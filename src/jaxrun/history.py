@@ -316,10 +316,10 @@ class HistoryStore:
 
     def record_compiles(self, run: CompileRun, look_back: Iterable[str] = ()) -> tuple[int, dict[str, LoadedBefore]]:
         """Store what one run compiled (one transaction); returns its id and, for each program of
-        ``look_back``, the latest earlier run of the same script on the same host that loaded it
-        from the persistent cache."""
+        ``look_back``, the latest earlier run of the same script on the same host and platform
+        that loaded it from the persistent cache."""
         with self._write():
-            before = compile_history.loaded_before(self._db, run.script_path, run.host, look_back)
+            before = compile_history.loaded_before(self._db, run.script_path, run.host, run.device_used, look_back)
             return compile_history.insert(self._db, run), before
 
     def programs_of_runs(self, run_ids: Sequence[int]) -> dict[int, dict[str, CompileStats]]:
