@@ -136,15 +136,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScriptResult]:
     script = root / "s" / "m.py"
     script.parent.mkdir()
     cache, db = root / "cache", root / "history.sqlite"
-    os.environ.pop("XLA_FLAGS", None)
+    developers = os.environ.pop("XLA_FLAGS", None)  # the runs' flags are the test's alone
     done = {}
-    for name, text, env in (("r1", SCRIPT, {}), ("r2", SCRIPT, {}),
-                            ("r3", SCRIPT, {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}),
-                            ("r4", SCRIPT.replace("* 0.5 + x", "* 0.25 + x"), {})):
-        script.write_text(text)
-        batch = run_batch(script.parent, root / name, history=db, compile_cache=cache, env=env)
-        (done[name],) = batch.script_results
-        assert done[name].success, done[name].error_message
+    try:
+        for name, text, env in (("r1", SCRIPT, {}), ("r2", SCRIPT, {}),
+                                ("r3", SCRIPT, {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}),
+                                ("r4", SCRIPT.replace("* 0.5 + x", "* 0.25 + x"), {})):
+            script.write_text(text)
+            batch = run_batch(script.parent, root / name, history=db, compile_cache=cache, env=env)
+            (done[name],) = batch.script_results
+            assert done[name].success, done[name].error_message
+    finally:
+        if developers is not None:
+            os.environ["XLA_FLAGS"] = developers
     done["root"] = root  # type: ignore[assignment]
     return done
 
