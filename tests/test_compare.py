@@ -595,3 +595,68 @@ def test_comparisons_written_before_phases_still_read() -> None:
                                             "newest_run_id": 2, "previous_runs": 1, "regression": True,
                                             "comparison": {**old, "metric": "wall_time"}})
     assert check.gate == ["wall_time"] and check.comparison.phase("wall_time").p_value == 0.008
+
+
+# --- same program or a changed one (issue 25, part 4) ----------------------------------------------
+
+
+def _with_programs(name: str, **programs: dict) -> ScriptResult:
+    from jaxrun.models import CompileStats
+
+    return _script_result(name, 1.0).model_copy(
+        update={"compiles": {p: CompileStats(**stats) for p, stats in programs.items()}})
+
+
+def test_a_program_whose_compile_time_moved_says_whether_it_changed(tmp_path: Path) -> None:
+    from jaxrun.compare import program_lines
+    from jaxrun.sinks.exports import comparison_markdown
+
+    same = dict(count=1, fingerprint="f", input_fingerprint="i")
+    base = _batch([_with_programs("m", **{"jit(a)": dict(same, compile_time=0.10),
+                                          "jit(b)": dict(same, compile_time=0.10),
+                                          "jit(c)": dict(same, compile_time=0.10),
+                                          "jit(d)": dict(same, compile_time=0.10),
+                                          "jit(e)": dict(same, compile_time=0.10),
+                                          "jit(gone)": dict(same, compile_time=0.10)})])
+    new = _batch([_with_programs("m", **{"jit(a)": dict(same, compile_time=0.30),  # same program, slower
+                                         "jit(b)": dict(same, compile_time=0.30, input_fingerprint="i2",
+                                                        fingerprint="f2"),
+                                         "jit(c)": dict(same, compile_time=0.30, fingerprint="f2"),
+                                         "jit(d)": dict(count=1, compile_time=0.30),  # no fingerprint
+                                         "jit(e)": dict(same, compile_time=0.105),  # did not move
+                                         "jit(new)": dict(same, compile_time=0.5)})])
+    report = compare_results(_write_dir(tmp_path / "b", base), _write_dir(tmp_path / "n", new))
+    (row,) = report.scripts
+    assert {p.program: p.change for p in row.programs} == {
+        "jit(a)": "same program", "jit(b)": "the program changed",
+        "jit(c)": "XLA's output changed (same input: compiler or flags)", "jit(d)": None}
+    (a,) = [p for p in row.programs if p.program == "jit(a)"]
+    assert (a.base_compile_time, a.new_compile_time, a.moved) == (0.10, 0.30, True)
+    lines = program_lines(report)
+    assert "m.py: jit(b) compile 0.100 s -> 0.300 s: the program changed" in lines
+    assert "m.py: jit(d) compile 0.100 s -> 0.300 s: unknown whether it is the same program (a run kept no " \
+           "fingerprint of it)" in lines
+    assert "jit(b) compile 0.100 s -\\> 0.300 s: the program changed" in comparison_markdown(report)
+    assert ComparisonReport.model_validate_json(report.model_dump_json()) == report
+
+
+def test_nothing_said_of_programs_when_nothing_moved(tmp_path: Path, base_dir: Path) -> None:
+    from jaxrun.compare import program_lines
+
+    same = dict(count=1, compile_time=0.10, fingerprint="f", input_fingerprint="i")
+    model = _batch([_with_programs("m", **{"jit(a)": same})])
+    report = compare_results(_write_dir(tmp_path / "b", model), _write_dir(tmp_path / "n", model))
+    assert report.scripts[0].programs == [] and program_lines(report) == []
+    assert compare_results(base_dir, base_dir).scripts[0].programs == []  # a benchmark file alone: nothing kept
+
+
+def test_a_benchmarked_script_takes_its_programs_from_the_batch_file(tmp_path: Path) -> None:
+    def folder(path: Path, seed: int, compile_time: float, fingerprint: str) -> Path:
+        bench = _bench("m", _times(seed))
+        result = _with_programs("m", **{"jit(a)": dict(count=1, compile_time=compile_time, fingerprint=fingerprint,
+                                                       input_fingerprint=fingerprint)})
+        _write_dir(path, _bench_results(bench))
+        return _write_dir(path, _batch([result], [bench]))
+
+    report = compare_results(folder(tmp_path / "b", 1, 0.1, "x"), folder(tmp_path / "n", 2, 0.5, "y"))
+    assert [(p.program, p.change) for p in report.scripts[0].programs] == [("jit(a)", "the program changed")]

@@ -245,7 +245,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
     con.close()
 
     with HistoryStore(db) as store:
-        assert store.schema_version == SCHEMA_VERSION == 5
+        assert store.schema_version == SCHEMA_VERSION == 6
         (old,) = store.runs("old.py")
         assert old.git_dirty is True and old.jaxrun_version == "0.0.9" and len(old.samples) == 3
         assert old.median_wall_time == 2.0  # backfilled by the v2 migration
@@ -253,7 +253,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
         new_id = store.record(make_run([1.0, 2.0], path="/proj/old.py", name="old.py"))
         assert new_id == 2 and len(store.runs("old.py")) == 2
     with HistoryStore(db) as store:  # reopening an up-to-date database changes nothing
-        assert store.schema_version == 5 and len(store.runs()) == 2
+        assert store.schema_version == 6 and len(store.runs()) == 2
 
 
 def test_newer_schema_is_refused(db: Path) -> None:
@@ -263,7 +263,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.commit()
     con.close()
-    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 5\).*--history"):
+    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 6\).*--history"):
         HistoryStore(db)
 
 
@@ -407,8 +407,8 @@ def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf") -
         assert len(leaves) > 4
         number = leaves[len(leaves) // 2]
     else:
-        number = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
-                             ("samples" if page == "samples-root" else "meta",)).fetchone()[0]
+        table = {"samples-root": "samples", "compile_runs-root": "compile_runs"}.get(page, "meta")
+        number = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
     total = con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
     con.close()
     assert not Path(f"{path}-wal").exists()  # every write is in the file itself
@@ -484,3 +484,100 @@ def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> Non
     assert shown.returncode == 2 and "Traceback" not in shown.stderr
     (line,) = shown.stderr.strip().splitlines()
     assert str(db) in line and "malformed" in line and "jaxrun history --repair" in line
+
+
+# --- what each run compiled (schema 6) -----------------------------------------------------------
+
+
+def compile_run(at: str, programs: dict, *, path: str = "/proj/m.py", host: str = "hostA", flags=(), device="cpu",
+                run_id: int | None = None):
+    from jaxrun.compile_history import CompileRun
+    from jaxrun.models import CompileEnvironment, CompileStats
+
+    env = CompileEnvironment(jax_version="0.7", jaxlib_version="0.7", backend="cpu", xla_flags=list(flags),
+                             cache_dir="/cache")
+    return CompileRun(at, "m.py", path, "h" * 64, host, "cpu", device, env,
+                      {name: CompileStats(**stats) for name, stats in programs.items()}, run_id)
+
+
+def test_compiles_are_kept_and_the_last_cache_load_found(db: Path) -> None:
+    loaded = dict(count=0, cache_hits=1, fingerprint="f", input_fingerprint="i", device_kind="cpu", device_count=1)
+    with HistoryStore(db) as store:
+        first, before = store.record_compiles(compile_run("t1", {"jit(f)": loaded}), ["jit(f)"])
+        assert before == {}
+        store.record_compiles(compile_run("t2", {"jit(f)": loaded}, host="hostB"))  # another host
+        store.record_compiles(compile_run("t2", {"jit(f)": loaded}, device="gpu"))  # another platform
+        store.record_compiles(compile_run("t3", {"jit(f)": loaded}, path="/proj/other.py"))  # another script
+        store.record_compiles(compile_run("t4", {"jit(f)": dict(loaded, count=1, cache_hits=0)}))  # compiled
+        _, before = store.record_compiles(
+            compile_run("t5", {"jit(f)": dict(loaded, count=1, cache_hits=0)}, flags=["--x=1"]), ["jit(f)", "jit(g)"])
+    (found,) = before.values()
+    assert list(before) == ["jit(f)"] and found.compile_run_id == first and found.recorded_at == "t1"
+    assert found.environment.cache_dir == "/cache" and found.environment.xla_flags == []
+    assert found.stats.cache_hits == 1 and found.stats.input_fingerprint == "i" and found.stats.device_count == 1
+
+
+def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
+    with HistoryStore(db) as store:
+        run_id = store.record(make_run([1.0, 1.1]))
+        store.record_compiles(compile_run("t1", {"jit(f)": dict(count=1, compile_time=0.5, fingerprint="f"),
+                                                 "jit(g)": dict(count=2)}, run_id=run_id))
+        other = store.record(make_run([1.0, 1.1]))
+        programs = store.programs_of_runs([run_id, other])
+    assert list(programs) == [run_id] and list(programs[run_id]) == ["jit(f)", "jit(g)"]
+    assert programs[run_id]["jit(f)"].compile_time == 0.5 and programs[run_id]["jit(f)"].fingerprint == "f"
+    assert programs[run_id]["jit(g)"].count == 2 and programs[run_id]["jit(g)"].fingerprint is None
+
+
+def test_v5_database_gains_the_compile_tables(db: Path) -> None:
+    from jaxrun.history import MIGRATIONS
+
+    db.parent.mkdir()
+    con = sqlite3.connect(db, isolation_level=None)
+    for migration in MIGRATIONS[:5]:
+        migration(con)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '5')")
+    con.close()
+    with HistoryStore(db) as store:
+        assert store.schema_version == 6
+        run_id = store.record(make_run([1.0]))
+        assert store.programs_of_runs([run_id]) == {}
+        store.record_compiles(compile_run("t", {"jit(f)": dict(count=1)}, run_id=run_id))
+        assert list(store.programs_of_runs([run_id])[run_id]) == ["jit(f)"]
+
+
+def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
+    from jaxrun.history import repair
+
+    db = tmp_path / "history.sqlite"
+    damaged_history(db, runs=12)
+    with HistoryStore(db) as store:  # the damage is in the samples: the compile tables are readable
+        store.record_compiles(compile_run("t", {"jit(f)": dict(count=0, cache_hits=1)}, run_id=1))
+    saved = repair(db)
+    with HistoryStore(saved.path) as store:
+        assert list(store.programs_of_runs([1])[1]) == ["jit(f)"]
+        _, before = store.record_compiles(compile_run("u", {"jit(f)": dict(count=1)}), ["jit(f)"])
+        assert before["jit(f)"].recorded_at == "t"
+
+
+@pytest.mark.parametrize("page", ["compile_runs-root", "meta"])
+def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_path: Path, page: str) -> None:
+    """What a run compiled is history too: a damaged page its write hits (compile_runs-root) or
+    that opening reads (meta) is one note; every script still runs and is written, exit 0."""
+    import json
+
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    damaged_history(db, runs=4, page=page)
+    (tmp_path / "s").mkdir()
+    for name in ("a", "b"):
+        (tmp_path / "s" / f"{name}.py").write_text("import jax.numpy as jnp\nprint(jnp.ones(3).sum())\n")
+    done = jaxrun("run", tmp_path / "s", "--device", "cpu", "--history", db, "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    notes = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("note: history unreadable")]
+    assert len(notes) == 1 and str(db) in notes[0] and "malformed" in notes[0]
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert str(db) in doc["metadata"]["history_problem"]
+    assert [r["success"] for r in doc["script_results"]] == [True, True]

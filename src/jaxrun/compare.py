@@ -23,7 +23,9 @@ from .benchmark import metric_values, resolve_metric
 from .defaults import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from .errors import UsageError
 from .options import VerdictOptions, verdict_options
-from .models import BatchResult, BenchmarkResults, ComparisonReport, Numerics, ScriptBenchmark, ScriptResult
+from .cache_misses import compile_time_moved, program_change
+from .models import (BatchResult, BenchmarkResults, CompileStats, ComparisonReport, Numerics, ProgramComparison,
+                     ScriptBenchmark, ScriptComparison, ScriptResult)
 from .summary import with_unlisted_results
 from .verdicts import judge_script, metrics_for
 from .view.scripts import relative_path
@@ -43,6 +45,7 @@ class ScriptSamples:
     benchmarked: bool
     numerics: Numerics | None = None  # None: a file from before jaxrun recorded them
     path: str | None = None  # as the run's view names it: relative to the folder searched, with "/"
+    compiles: dict[str, CompileStats] | None = None  # per program; None: the file kept none (a benchmark file)
 
 
 @dataclass
@@ -91,6 +94,7 @@ def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ..
         entry.path = relative_path(bench.script_path, roots) if roots else None
         entries[(bench.script_name, bench.device_requested)] = entry
     if isinstance(model, BatchResult):
+        _attach_compiles(entries, model)
         # Scripts without benchmark runs (all of them without --benchmark-runs; a script that
         # failed before benchmarking) contribute their single run, or nothing if it failed.
         for result in model.script_results:
@@ -100,8 +104,17 @@ def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ..
             values = {m: _single_value(result, m) if result.success else None for m in metrics}
             samples = {m: [] if v is None else [float(v)] for m, v in values.items()}
             entries[key] = ScriptSamples(samples, result.device_used, False, result.numerics,
-                                         relative_path(result.script_path, roots or []))
+                                         relative_path(result.script_path, roots or []),
+                                         result.compiles if result.success else None)
     return entries
+
+
+def _attach_compiles(entries: dict[Key, ScriptSamples], batch: BatchResult) -> None:
+    """The per-program figures of the batch's results, for the benchmarked scripts of ``entries``."""
+    for result in batch.script_results:
+        entry = entries.get((result.script_name, result.device_requested))
+        if entry is not None and entry.compiles is None and result.success:
+            entry.compiles = result.compiles
 
 
 def _read_json(path: Path) -> BenchmarkResults | BatchResult:
@@ -153,7 +166,13 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
                 logger.warning("%s; read %s instead", exc, resultfiles.EXECUTION_RESULTS)
                 return _Loaded(str(source), script_samples(model, metrics))
             if _benchmarks(model) or not batch_file.is_file():
-                return _Loaded(str(source), script_samples(model, metrics))
+                entries = script_samples(model, metrics)
+                if batch_file.is_file():
+                    try:  # the per-program figures are in the batch file's results
+                        _attach_compiles(entries, _read_json(batch_file))  # type: ignore[arg-type]
+                    except (UsageError, resultfiles.DamagedFileError) as exc:
+                        logger.warning("%s: the programs' figures are not compared", exc)
+                return _Loaded(str(source), entries)
         if batch_file.is_file():
             return _Loaded(str(source), script_samples(_read_json(batch_file), metrics))
         raise UsageError(f"{str(source)!r} is not a jaxrun results folder or results JSON: {_EXPECTED} in it")
@@ -246,6 +265,7 @@ def compare_results(
                 notes[0] += ": not judged; pass --allow-mismatch to judge anyway"
                 row.verdict, row.slower, row.faster = "not comparable", [], []
         row.note = "; ".join(notes) or None
+        row.programs = compare_programs(old.compiles, now.compiles, row)
         report.scripts.append(row)
         if row.verdict == "slower":
             report.regressions.append(label(new_key))
@@ -258,3 +278,41 @@ def compare_results(
         for m in judged
     }
     return report
+
+
+def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, CompileStats] | None,
+                     row: ScriptComparison | None = None) -> list[ProgramComparison]:
+    """The programs in both runs whose compile time moved (more than 20% and 10 ms), or every one in
+    both when ``row``'s verdict or its run time's is a change: compile time base -> new, and
+    whether each is the same program (:func:`jaxrun.cache_misses.program_change`)."""
+    if not base or not new:
+        return []
+    changed = row is not None and (row.verdict in ("slower", "faster") or (
+        (run := row.phases.get("run_time")) is not None and run.verdict in ("slower", "faster")))
+    programs = []
+    for name, now in new.items():
+        before = base.get(name)
+        if before is None:
+            continue
+        moved = compile_time_moved(before.compile_time, now.compile_time)
+        if not (moved or changed):
+            continue
+        change = program_change(before, now)
+        programs.append(ProgramComparison(
+            program=name, base_compile_time=before.compile_time, new_compile_time=now.compile_time,
+            base_count=before.count, new_count=now.count, moved=moved, change=change,  # type: ignore[arg-type]
+            reason=None if change is not None else "a run kept no fingerprint of it",
+        ))
+    return programs
+
+
+def program_lines(report: ComparisonReport) -> list[str]:
+    """``model.py: jit(loss) compile 0.120 s -> 0.310 s: the program changed``: one line per
+    program of :attr:`ScriptComparison.programs` (what `jaxrun compare` and its Markdown say)."""
+    lines = []
+    for row in report.scripts:
+        for p in row.programs:
+            said = p.change or f"unknown whether it is the same program ({p.reason})"
+            lines.append(f"{row.path or row.script_name}: {p.program} compile {p.base_compile_time:.3f} s -> "
+                         f"{p.new_compile_time:.3f} s: {said}")
+    return lines

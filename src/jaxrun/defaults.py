@@ -34,6 +34,9 @@ KILL_GRACE_SECONDS = 3.0
 # Seconds between samples of the process tree (RSS peak, descendants to reap).
 MONITOR_INTERVAL = 0.05
 HISTORY_ENV = "JAXRUN_HISTORY"
+# A batch's history_problem that starts with this: the history could not be opened for a run that
+# only used JAX (a folder, a file that is no history): nothing is damaged, it was not used.
+HISTORY_NOT_USED = "not used"
 # The history's regression check judges a run only against at least this many earlier comparable
 # runs of the same numerics (against one, a single slow minute of the machine reads as a regression);
 # it pools up to HISTORY_WINDOW of them.

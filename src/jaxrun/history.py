@@ -28,16 +28,16 @@ import statistics
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
+from . import compile_history
+from .compile_history import CompileRun, LoadedBefore
 from .defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS, default_history_path, history_path
 from .errors import UsageError
-from .models import SAMPLE_METRICS, HistoryRun, Numerics, RegressionCheck, RunSample
+from .models import SAMPLE_METRICS, CompileStats, HistoryRun, Numerics, RegressionCheck, RunSample
 from .models.comparisons import JUDGED_VERDICTS, TOO_FEW
-from .benchmark import metric_values, resolve_metric
 from .provenance import git_state, history_run_from_benchmark, script_identity
 from .options import VerdictOptions, verdict_options
-from .verdicts import judge_script, metrics_for, too_few_note
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
@@ -45,7 +45,7 @@ __all__ = [
     "HistoryUnreadable", "integrity_check", "repair", "Repaired",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_SECONDS = 30.0
 
 _RUN_COLUMNS = (
@@ -147,8 +147,15 @@ def _v5(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN numerics TEXT")
 
 
+def _v6(db: sqlite3.Connection) -> None:
+    """What each run of a script that used JAX compiled (benchmarked or not): its compile
+    environment and, per program, its compilations, cache loads, compile time, fingerprints,
+    device kind and count (:mod:`jaxrun.compile_history`). Older runs have none."""
+    compile_history.create_tables(db)
+
+
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -282,6 +289,8 @@ class HistoryStore:
         """Store one run with its samples; returns its id."""
         median = _clean(run.median_wall_time)
         if median is None:
+            from .benchmark import metric_values  # numpy: only for a benchmark (recording compiles needs none)
+
             walls = metric_values(run.samples, "wall_time")
             median = statistics.median(walls) if walls else None
         values = run.model_dump(include=set(_RUN_COLUMNS) - {"id", "median_wall_time"})
@@ -304,6 +313,19 @@ class HistoryStore:
                 ],
             )
         return run_id
+
+    def record_compiles(self, run: CompileRun, look_back: Iterable[str] = ()) -> tuple[int, dict[str, LoadedBefore]]:
+        """Store what one run compiled (one transaction); returns its id and, for each program of
+        ``look_back``, the latest earlier run of the same script on the same host and platform
+        that loaded it from the persistent cache."""
+        with self._write():
+            before = compile_history.loaded_before(self._db, run.script_path, run.host, run.device_used, look_back)
+            return compile_history.insert(self._db, run), before
+
+    def programs_of_runs(self, run_ids: Sequence[int]) -> dict[int, dict[str, CompileStats]]:
+        """Per benchmarked run id: the programs it compiled (none for runs from before schema 6)."""
+        with self._read():
+            return compile_history.programs_of_runs(self._db, run_ids)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -409,6 +431,8 @@ class HistoryStore:
         host: str | None = None,
     ) -> list[TrendPoint]:
         """Per run of ``script`` (oldest first): the median of its counted successful samples."""
+        from .benchmark import metric_values, resolve_metric
+
         metric = resolve_metric(metric)
         points = []
         for run in self.runs(script, device=device, host=host):
@@ -439,6 +463,9 @@ class HistoryStore:
                 raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
         if window < min_runs:
             raise UsageError(f"window ({window}) must be at least min_runs ({min_runs}): no check could be judged")
+        from .benchmark import metric_values
+        from .verdicts import judge_script, metrics_for, too_few_note
+
         options = verdict_options(options, given)
         allow_mismatch = options.allow_mismatch
         judged, gate = metrics_for(options.metric)
@@ -646,15 +673,26 @@ def repair(path: str | os.PathLike[str]) -> Repaired:
                     target.execute(sql)
             counts: dict[str, int] = {}
             run_ids: set[int] = set()
-            for table in ("meta", "runs", "samples"):
+            compile_run_ids: set[int] = set()
+            for table in ("meta", "runs", "samples", "compile_runs", "programs"):
+                if table not in names:
+                    continue  # a database from before schema 6
                 columns = [r[1] for r in source.execute(f"PRAGMA table_info({table})").fetchall()]
                 insert = (f"INSERT INTO {table} (rowid, {', '.join(columns)}) "
                           f"VALUES (?{', ?' * len(columns)})")
                 n = 0
                 run_at = columns.index("run_id") + 1 if table == "samples" else None
+                owner_at = columns.index("compile_run_id") + 1 if table == "programs" else None
                 for row in _readable_rows(source, table, lost):
                     if run_at is not None and row[run_at] not in run_ids:
                         continue  # its run was lost: a sample of nothing
+                    if owner_at is not None and row[owner_at] not in compile_run_ids:
+                        continue  # a program of a lost run
+                    if table == "compile_runs":
+                        linked = columns.index("history_run_id") + 1
+                        if row[linked] is not None and row[linked] not in run_ids:
+                            row = (*row[:linked], None, *row[linked + 1:])  # its benchmarked run was lost
+                        compile_run_ids.add(row[0])
                     target.execute(insert, row)
                     if table == "runs":
                         run_ids.add(row[0])

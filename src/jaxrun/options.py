@@ -358,8 +358,8 @@ class BatchOptions(_Options):
     # The history database, resolved; None: keep no history. Given as None/True (the default
     # database), False (none) or a path.
     history: Optional[Path] = option(
-        None, "History database of benchmarks (false: none).",
-        Flag(metavar="PATH", off="--no-history", off_help="Do not store benchmarks in the history."),
+        None, "History database of benchmarks and of what each run compiled (false: none).",
+        Flag(metavar="PATH", off="--no-history", off_help="Do not use the history (benchmarks, what each run compiled, why the cache missed)."),
         show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite")
     markdown: Optional[Path] = option(
         None, "Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set).",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import __version__, resultfiles
 from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
+from ..defaults import HISTORY_NOT_USED
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..executors.base import RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
@@ -60,13 +61,14 @@ def _history_sink(store: "HistoryStore | None", problem: str | None, info: Devic
         return []
     from ..sinks.history import HistorySink
 
-    return [HistorySink(store, info, options.allow_mismatch, meta=meta, problem=problem)]
+    return [HistorySink(store, info, options.allow_mismatch, meta=meta, problem=problem,
+                        cold_cache=options.run.cold_cache)]
 
 
 def _open_history(options: BatchOptions) -> "tuple[HistoryStore | None, str | None]":
     """The history store, or why SQLite could not use it (a damaged page): the batch goes on
     without it. A --history that is no history database (a folder, another file) is a UsageError."""
-    from ..history import HistoryStore, HistoryUnreadable  # numpy and scipy: only for a batch that benchmarks
+    from ..history import HistoryStore, HistoryUnreadable
 
     try:
         return HistoryStore(options.history), None
@@ -249,11 +251,12 @@ def _run_locked(
     )
     history: list[Sink] = []
     if store is None and history_problem is None and options.history:
-        # A script's own settings may benchmark it: its runs are history too.
-        if not plan.jobs.complete:
-            history = [_HistoryWhenNeeded(info, options, meta)]
-        elif any(_benchmarks(job) for job in plan.jobs.planned()):
+        # A script's own settings may benchmark it: its runs are history too; and what every run
+        # that used JAX compiled is kept: the history is opened at the first result that needs it.
+        if plan.jobs.complete and any(_benchmarks(job) for job in plan.jobs.planned()):
             store, history_problem = _open_history(options)
+        else:
+            history = [_HistoryWhenNeeded(info, options, meta)]
     history = history or _history_sink(store, history_problem, info, options, meta)
     try:
         everything = plan.all() if options.resume else []
@@ -345,17 +348,29 @@ def _benchmarks(job: Job) -> bool:
     return job.run_options is not None and bool(job.run_options.benchmark_runs)
 
 
+def _used_jax(result: ScriptResult) -> bool:
+    return result.compile_environment is not None or bool(result.compiles)
+
+
 class _HistoryWhenNeeded(BaseSink):
-    """The history sink of a batch still being planned, opened when a script's own settings first
-    benchmark it (opening it imports numpy and scipy: not for a batch that never benchmarks)."""
+    """The history sink of a batch that may need one, opened at the first result that does: a
+    script's own settings benchmark it, or it used JAX (what it compiled is kept); a batch of
+    scripts that never use JAX never opens it. A history jaxrun cannot open for a run that only
+    used JAX (a folder, a file that is no history, a folder it may not create) is one note in
+    the batch's metadata, as an unreadable one; for a benchmark it is a usage error, as before."""
 
     def __init__(self, info: DeviceInfo | None, options: BatchOptions, meta: BatchMetadata) -> None:
         self.info, self.options, self.meta = info, options, meta
         self.sink: Sink | None = None
 
     def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
-        if self.sink is None and _benchmarks(job):
-            store, problem = _open_history(self.options)
+        if self.sink is None and (_benchmarks(job) or _used_jax(result)):
+            try:
+                store, problem = _open_history(self.options)
+            except UsageError as exc:
+                if _benchmarks(job):
+                    raise
+                store, problem = None, f"{HISTORY_NOT_USED}: {exc}"
             self.sink = _history_sink(store, problem, self.info, self.options, self.meta)[0]
         return self.sink.on_result(job, result) if self.sink is not None else result
 

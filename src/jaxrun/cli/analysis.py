@@ -53,11 +53,13 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         options = verdict_options()
         with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
-                known = ", ".join(s.script_name for s in store.scripts()) or "none"
-                raise fail_usage(f"no runs of {script!r} in the history {str(store.path)!r}; scripts there: {known}")
+                known = ", ".join(s.script_name for s in store.scripts()) or "none (jaxrun run SCRIPT --benchmark-runs N)"
+                raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}; "
+                                 f"scripts benchmarked there: {known}")
             checks = store.check_latest(script, options)
             paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
             runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
+            programs = store.programs_of_runs([int(r.id) for runs in runs_by_path.values() for r in runs if r.id])
             summary = store.scripts()
     except sqlite3.Error as exc:  # the file opened, a page of it is damaged
         raise fail_usage(str(HistoryUnreadable(path, exc))) from None
@@ -70,6 +72,8 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         document = {
             "runs": {p: [r.model_dump(mode="json") for r in runs] for p, runs in runs_by_path.items()},
             "checks": [c.model_dump(mode="json") for c in checks],
+            "program_changes": {str(run_id): [c.model_dump(mode="json") for c in changes]
+                                for run_id, changes in _program_changes(runs_by_path, programs).items()},
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
@@ -88,6 +92,11 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             medians.append(statistics.median(values) if values else None)
         name = runs[-1].script_name if runs else path
         out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags))
+        for run_id, changes in _program_changes({path: runs}, programs).items():
+            for c in changes:
+                said = c.change or f"unknown whether it is the same program ({c.reason})"
+                out.print(f"run {run_id}: {c.program} compile {c.base_compile_time:.3f} s -> {c.new_compile_time:.3f} s "
+                          f"since the run before: {said}", markup=False, soft_wrap=True)
     for check in regressions:
         assert check.comparison is not None
         out.print(
@@ -96,6 +105,20 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             markup=False,
         )
     raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
+
+
+def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dict[str, Any]]) -> dict[int, list[Any]]:
+    """Per run (its id): its programs whose compile time moved (more than 20% and 10 ms) since the
+    script's run before it, each with whether it is the same program (compare.compare_programs)."""
+    from ..compare import compare_programs
+
+    changes: dict[int, list[Any]] = {}
+    for runs in runs_by_path.values():
+        for before, now in zip(runs, runs[1:]):
+            found = compare_programs(programs.get(int(before.id or 0)), programs.get(int(now.id or 0)))
+            if found:
+                changes[int(now.id or 0)] = found
+    return changes
 
 
 def _check_or_repair(path: Path, repair: bool) -> None:
@@ -149,7 +172,7 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
     its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression.
 
     BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
-    from ..compare import compare_results
+    from ..compare import compare_results, program_lines
     from .tables import compare_table
 
     try:
@@ -165,6 +188,8 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
             out.print(line, markup=False, soft_wrap=True)
     else:
         out.print(compare_table(report))
+        for line in program_lines(report):
+            out.print(line, markup=False, soft_wrap=True)
         for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
             if names:
                 out.print(f"{side}: {', '.join(names)}", markup=False)

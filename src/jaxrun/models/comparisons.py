@@ -39,6 +39,27 @@ class PhaseComparison(MappingModel):
     note: str | None = None
 
 
+ProgramChange = Literal["same program", "the program changed", "XLA's output changed (same input: compiler or flags)"]
+
+
+class ProgramComparison(MappingModel):
+    """One program (``jit(loss)``) in both runs of a script: its compile time, and whether it is
+    the same program (jaxrun.cache_misses.program_change)."""
+
+    program: str
+    base_compile_time: float = Field(description="Seconds of XLA compilation in BASE (cache loads not included)")
+    new_compile_time: float = Field(description="Seconds of XLA compilation in NEW")
+    base_count: int = Field(description="Compilations in BASE")
+    new_count: int = Field(description="Compilations in NEW")
+    moved: bool = Field(description="Its compile time moved by more than 20% and 10 ms")
+    change: ProgramChange | None = Field(
+        None, description="same program (same fingerprints); the program changed (the StableHLO JAX handed XLA "
+        "differs); XLA's output changed (same input, another optimized program: the compiler or its flags); "
+        "null: unknown, a side lacks a fingerprint"
+    )
+    reason: str | None = Field(None, description="Why change is null")
+
+
 class ScriptComparison(MappingModel):
     """One script: every phase judged on its own, and the verdict of the phases in its gate."""
 
@@ -58,6 +79,11 @@ class ScriptComparison(MappingModel):
     slower: list[str] = Field([], description="Phases judged slower (larger), gate or not")
     faster: list[str] = Field([], description="Phases judged faster (smaller), gate or not")
     phases: dict[str, PhaseComparison] = Field({}, description="Per metric: wall, import, compile, run, memory")
+    programs: list[ProgramComparison] = Field(
+        [], description="The programs in both runs whose compile time moved (by more than 20% and 10 ms), every "
+        "program in both when the script's verdict or its run time's is a change; empty when neither run kept "
+        "per-program figures (a benchmark file alone)"
+    )
     note: str | None = None
 
     @model_validator(mode="before")

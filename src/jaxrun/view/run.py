@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 from .scripts import ScriptView, relative_path, script_view
 from ..formatting import plural
+from ..defaults import HISTORY_NOT_USED
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport
@@ -147,7 +148,9 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tu
         else:
             notes.append(f"slower than {against}: {', '.join(slower)} (reported; the exit status does not count it"
                          + ("" if baseline else " without --fail-on-regression") + ")")
-    if meta.history_problem:
+    if meta.history_problem and meta.history_problem.startswith(HISTORY_NOT_USED):
+        notes.append(f"history {meta.history_problem}")  # it could not be opened: nothing is damaged
+    elif meta.history_problem:
         notes.append(f"history unreadable ({meta.history_problem}): the benchmarks were not all recorded or "
                      "judged; `jaxrun history --check` says what is damaged, `jaxrun history --repair` saves what "
                      "can be read")
