@@ -119,3 +119,20 @@ def test_the_report_renders_in_headless_chromium_without_console_errors(report: 
         assert driver.save_screenshot(str(ARTIFACTS / "report.png"))
     finally:
         driver.quit()
+
+
+def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[Path, Path]) -> None:
+    _, out = report
+    driver = _chrome()
+    try:
+        driver.get(out.as_uri())
+        head = [th.text for th in driver.find_elements("css selector", "table#programs thead th")]
+        rows = [[td.text for td in tr.find_elements("css selector", "td")]
+                for tr in driver.find_elements("css selector", "table#programs tbody tr")]
+    finally:
+        driver.quit()
+    cell = dict(zip(head, next(r for r in rows if r[:2] == ["a_good.py", "jit(<lambda>)"])))
+    # (x * x).sum() of f32[4], the last executable built: 4 multiplies, then 3 adds to sum them
+    assert cell["FLOPs"] == "7" and cell["compiled for"] == "cpu"
+    assert cell["built"].startswith("2 compiled") and "2 variants" in cell["built"]  # shapes 3 and 4
+    assert len(cell["fingerprint"]) == 12 and cell["device memory"].endswith("B")

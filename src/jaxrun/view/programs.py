@@ -29,6 +29,7 @@ class ProgramView:
     jit: float  # seconds: trace + lower + compile + cache loads
     flops: Optional[float]
     flops_text: str  # "2.15 G", "-"
+    bytes_accessed: Optional[float]
     bytes_accessed_text: str
     memory: Optional[int]  # bytes the program needs on its device, inputs included
     memory_text: str  # "12 MiB (temp 4 MiB)", "-"
@@ -67,6 +68,7 @@ def program_view(script: str, program: str, stats: "CompileStats") -> ProgramVie
         script=script, program=program, source=stats.source, builds=_builds(stats),
         jit=stats.trace_time + stats.lower_time + stats.compile_time + stats.cache_load_time,
         flops=cost.flops if cost else None, flops_text=fmt_count(cost.flops if cost else None),
+        bytes_accessed=cost.bytes_accessed if cost else None,
         bytes_accessed_text=fmt_bytes(cost.bytes_accessed if cost else None),
         memory=memory.total_bytes if memory else None, memory_text=memory_text,
         fingerprint=stats.fingerprint,
