@@ -161,3 +161,19 @@ def test_the_bar_is_green_until_a_script_fails(tmp_path: Path) -> None:
     assert "\x1b[32m━" in bar() and "\x1b[31m━" not in bar()  # done and all well: green, never red
     view.on_result(_job(tmp_path, 1, "b"), _ended("b", 1.0, success=False))
     assert "\x1b[31m━" in bar()  # a failure turns it red
+
+
+def test_verbose_lists_what_xla_knows_of_each_program(tmp_path: Path) -> None:
+    write(tmp_path / "s", "mm.py", "import jax, jax.numpy as jnp\n\ndef matmul(x):\n    return x @ x\n\n"
+          "jax.jit(matmul)(jnp.ones((256, 256))).block_until_ready()\n")
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--device", "cpu", "-v",
+                  env={"COLUMNS": "200"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("script") and "FLOPs" in line)
+    row = next(line for line in lines if "jit(matmul)" in line).split()
+    assert header.split()[:6] == ["script", "program", "built", "JIT", "s", "FLOPs"]
+    fingerprint = __import__("json").loads((tmp_path / "r" / "script_results" / "mm_result.json").read_text())[
+        "compiles"]["jit(matmul)"]["fingerprint"]
+    # 2 x 256^3 FLOPs; inputs and output of 256 KiB each, no temporaries; the fingerprint's start
+    assert "33.6 M" in " ".join(row) and "512 KiB" in " ".join(row) and fingerprint[:12] in row

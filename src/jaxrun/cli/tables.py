@@ -25,6 +25,7 @@ from ..models import (
 
 
 if TYPE_CHECKING:
+    from ..view import ProgramView
     from ..view import RunView, ScriptView
 
 
@@ -280,6 +281,18 @@ def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
             fmt_seconds(steady.median if steady else None), ci,
             "-" if ratio is None else f"{ratio:.1f}",
         )
+    return table
+
+
+def programs_table(rows: "Iterable[ProgramView]") -> Table:
+    """``jaxrun run -v``: what XLA knows about each program (view/programs.py), as the report lists it."""
+    table = _table("programs: XLA's analyses of the last executable of each", (
+        ("script", "left"), ("program", "left"), ("built", "left"), ("JIT s", "right"), ("FLOPs", "right"),
+        ("bytes accessed", "right"), ("device memory", "right"), ("fingerprint", "left"), ("compiled for", "left"),
+    ))
+    for p in rows:
+        table.add_row(Text(p.script), Text(p.program), p.builds, fmt_seconds(p.jit), p.flops_text,
+                      p.bytes_accessed_text, p.memory_text, p.fingerprint_text, Text(p.device_text))
     return table
 
 
