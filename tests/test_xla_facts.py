@@ -57,6 +57,23 @@ def test_every_jax_internal_jaxrun_reads_is_where_it_expects(tmp_path: Path) -> 
     assert not moved, f"JAX internals moved in this JAX version: {moved}"
 
 
+def test_a_moved_internal_leaves_the_figures_null_with_the_reason(tmp_path: Path) -> None:
+    # As on a JAX whose compilation function was renamed: the script still runs, its figures are
+    # null, and the result says why.
+    script = write(tmp_path, "moved.py", """\
+        import jax, jax.numpy as jnp
+        import jaxrun.probe.programs as programs
+        programs.COMPILING_FRAME = "_a_function_this_jax_does_not_have"
+        print(jax.jit(lambda x: x * 3)(jnp.ones(4)).sum())
+        """)
+    result = execute_jax_script(script, device="cpu", timeout=120, compile_cache=False)
+    assert result.success, result.error_message
+    stats = result.compiles["jit(<lambda>)"]
+    assert stats.count == 1 and stats.cost is None and stats.memory is None and stats.fingerprint is None
+    assert stats.analysis_reason == ("a JAX internal jaxrun reads has moved in this JAX version (the locals of "
+                                     "pxla._cached_compilation): XLA's analyses cannot be read")
+
+
 def test_flops_of_known_programs(known) -> None:  # type: ignore[no-untyped-def]
     matmul, conv, scan = (known.compiles[f"jit({n})"].cost for n in ("matmul", "conv", "scan5"))
     assert matmul.flops == MATMUL_FLOPS and matmul.source == "xla" and matmul.reason is None

@@ -56,9 +56,9 @@ def _size(aval: Any) -> int:
 def _where(eqn: Any) -> str:
     """The user's source line of an equation, for messages ("model.py:12 (step)")."""
     try:
-        from jax._src import source_info_util  # private, but the only way to a jaxpr's source lines
+        from ..probe.jax_internals import source_info_util
 
-        return source_info_util.summarize(eqn.source_info)
+        return source_info_util().summarize(eqn.source_info)
     except Exception:
         return "an unknown source line"
 

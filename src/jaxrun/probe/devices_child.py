@@ -99,13 +99,13 @@ def collect() -> dict:
         facts["error"] = f"jax cannot be imported in {sys.executable}: {exc} (pip install jax)"
         return facts
     facts.update(jax_available=True, jax_version=jax.__version__, jaxlib_version=jaxlib.__version__)
-    from jax._src import xla_bridge
+    from . import jax_internals
 
     try:
-        xla_bridge.backends()
+        jax_internals.backends()
     except Exception as exc:  # every backend failed; per-platform reasons follow
         facts["error"] = f"no JAX backend initialised: {exc}"
-    errors = dict(getattr(xla_bridge, "_backend_errors", {}) or {})
+    errors = jax_internals.backend_errors()
     facts["platforms"] = {name: _platform(jax, name, errors) for name in ("cpu", "gpu", "tpu")}
     try:
         facts["default_backend"] = jax.default_backend()

@@ -30,12 +30,12 @@ _FIRST_RUN = 0.002
 
 def _used_clients() -> list[Any]:
     """The PJRT clients the script put work on: initialized backends that hold an executable."""
-    from jax._src import xla_bridge
+    from .jax_internals import backends, backends_initialized
 
-    if not xla_bridge.backends_are_initialized():
+    if not backends_initialized():
         return []  # nothing was dispatched; asking would start a backend (ms on CPU, s on a GPU)
     clients = []
-    for client in xla_bridge.backends().values():
+    for client in backends().values():
         try:
             if client.live_executables():
                 clients.append(client)

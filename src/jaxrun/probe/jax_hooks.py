@@ -70,7 +70,7 @@ def attach_listeners(writer: EventWriter, analyse: bool = True) -> None:
         if event.cached:
             compiled["cached"] = True
         writer.send(compiled)
-        if analyse and event.built is not None:
+        if analyse and event.phase == programs.COMPILE:
             _send_program_facts(writer, event)
         # The analyses' time is JIT work too (the compile phase's wall time, not the script's run).
         _jit_seconds += time.perf_counter() - end + duration
@@ -169,9 +169,9 @@ def live_array_bytes() -> int | None:
     if "jax" not in sys.modules:
         return None
     try:
-        from jax._src import xla_bridge
+        from .jax_internals import backends_initialized
 
-        if not xla_bridge.backends_are_initialized():
+        if not backends_initialized():
             return 0
         import jax
 
@@ -196,6 +196,12 @@ def _send_program_facts(writer: EventWriter, event: Any) -> None:
     device has free (probe/memory_fit.py), written before the script runs it out of memory."""
     from .xla_facts import program_facts
 
+    if event.built is None:  # JAX's frame did not hold the executable: say why the figures are null
+        from .jax_internals import COMPILING_FRAME, MOVED
+
+        writer.send(events.Program(type=events.PROGRAM, fun=event.program, s=0.0,
+                                   reason=MOVED.format(what=f"the locals of pxla.{COMPILING_FRAME}")))
+        return
     try:
         facts = program_facts(*event.built)
         started = time.perf_counter()
@@ -323,9 +329,9 @@ def device_facts() -> dict[str, Any] | None:
     if "jax" not in sys.modules:
         return None
     try:
-        from jax._src import xla_bridge
+        from .jax_internals import backends_initialized
 
-        if not xla_bridge.backends_are_initialized():
+        if not backends_initialized():
             return {"initialized": False}
         import jax
 

@@ -3,9 +3,10 @@
 JAX's public API says nothing about which program a compile event belongs to, hands out no
 executable at compile time, and has no way to print an optimized program without its source
 lines. What jaxrun needs of that comes from JAX's private modules and from the locals of two of
-its functions; all of it is here. :func:`check` lists what this JAX lacks (``tests/
-test_jax_internals.py`` fails, naming it, on a JAX where one moved), and each caller falls back to
-null with the reason (:data:`MOVED`) instead of failing the script.
+its functions; all of it is here (and ``program_names.traced_callable``: the callable a trace event
+belongs to, a local ``fun`` of JAX's frames, with the event's name as its fallback). :func:`check`
+lists what this JAX lacks (``tests/test_xla_facts.py`` fails, naming it, on a JAX where one moved),
+and each caller falls back to null with the reason (:data:`MOVED`) instead of failing the script.
 
 Nothing here imports jax at import time: the probe loads this module only once the script has.
 """
@@ -19,8 +20,8 @@ import sys
 from typing import Any, Callable
 
 __all__ = [
-    "COMPILING_FRAME", "LOWERING_FRAME", "MOVED", "backend_errors", "backends", "backends_initialized",
-    "caller_locals", "check", "hlo_analysis", "input_fingerprint", "optimized_text",
+    "COMPILING_FRAME", "EXPLAIN_LOGGERS", "LOWERING_FRAME", "MOVED", "backend_errors", "backends", "backends_initialized",
+    "caller_locals", "check", "hlo_analysis", "source_info_util", "input_fingerprint", "optimized_text",
 ]
 
 # JAX's functions whose locals hold the program being lowered or compiled (jax/_src/interpreters/
@@ -32,7 +33,18 @@ COMPILING_FRAME = "_cached_compilation"
 COMPILING_LOCALS = ("computation", "xla_executable", "dev")
 _FRAMES_SEARCHED = 12
 
-MOVED = "a JAX internal jaxrun reads has moved in this JAX version ({what}): jaxrun cannot say"
+MOVED = "a JAX internal jaxrun reads has moved in this JAX version ({what}): XLA's analyses cannot be read"
+
+# Where JAX logs its cache-miss explanations ("TRACING CACHE MISS"; with a persistent cache also
+# "PERSISTENT COMPILATION CACHE MISS"): probe/programs.py filters them.
+EXPLAIN_LOGGERS = (
+    "jax._src.interpreters.partial_eval",
+    "jax._src.pjit",
+    "jax._src.linear_util",
+    "jax._src.util",
+    "jax._src.compiler",
+    "jax._src.compilation_cache",
+)
 
 
 def caller_locals(code_name: str, names: tuple[str, ...], depth: int = 2) -> tuple[Any, ...] | None:
@@ -67,6 +79,13 @@ def backend_errors() -> dict[str, str]:
     from jax._src import xla_bridge
 
     return dict(getattr(xla_bridge, "_backend_errors", {}) or {})
+
+
+def source_info_util() -> Any:
+    """JAX's module that turns an equation's source info into ``file:line`` (a jaxpr's loops)."""
+    from jax._src import source_info_util as module
+
+    return module
 
 
 def hlo_analysis() -> tuple[Callable[[str], Any], Callable[[Any, Any], Any]]:
@@ -190,6 +209,8 @@ INTERNALS: dict[str, tuple[str, Callable[[], str | None]]] = {
                             _attribute_check("jax._src.xla_bridge", "backends_are_initialized", "backends")),
     "hlo parser and cost analysis": ("loops counted by their trip counts",
                                      _hlo_analysis_check),
+    "source_info_util": ("the source line of a jaxpr's loop (jaxrun.bench)",
+                         _attribute_check("jax._src.source_info_util", "summarize")),
     "cache_key": ("the input fingerprint and the cache key's XLA flags",
                   _attribute_check("jax._src.cache_key", "_serialize_ir", "IgnoreCallbacks", "get_flag_prefixes",
                                    "xla_flags_to_exclude_from_cache_key")),

@@ -48,12 +48,12 @@ class Profiler:
         self._thread.start()
 
     def _sample_loop(self) -> None:
-        from jax._src import xla_bridge
+        from .jax_internals import backends_initialized
 
         import jax
 
         while not self._stop.wait(self.interval):
-            if not xla_bridge.backends_are_initialized():
+            if not backends_initialized():
                 continue
             now = time.perf_counter()
             try:
@@ -101,9 +101,9 @@ class Profiler:
     def _save_memory_profile(self) -> tuple[str | None, str | None]:
         if "jax" not in sys.modules:
             return None, "the script never imported jax"
-        from jax._src import xla_bridge
+        from .jax_internals import backends_initialized
 
-        if not xla_bridge.backends_are_initialized():
+        if not backends_initialized():
             return None, "the script imported jax but never used a device"
         import jax
 

@@ -26,7 +26,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .jax_internals import COMPILING_FRAME, COMPILING_LOCALS, LOWERING_FRAME, LOWERING_LOCALS, caller_locals
+from .jax_internals import (
+    COMPILING_FRAME, COMPILING_LOCALS, EXPLAIN_LOGGERS, LOWERING_FRAME, LOWERING_LOCALS, caller_locals,
+)
 from .program_names import base_name, describe, function_name, program_key, set_jax_dir, traced_callable
 
 __all__ = [
@@ -42,17 +44,6 @@ _EVENTS = {
 }
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
 _CACHE_MISS = "/jax/compilation_cache/cache_misses"
-
-# Where JAX logs its cache-miss explanations ("TRACING CACHE MISS"; with a persistent cache also
-# "PERSISTENT COMPILATION CACHE MISS").
-EXPLAIN_LOGGERS = (
-    "jax._src.interpreters.partial_eval",
-    "jax._src.pjit",
-    "jax._src.linear_util",
-    "jax._src.util",
-    "jax._src.compiler",
-    "jax._src.compilation_cache",
-)
 
 
 @dataclass(frozen=True)
