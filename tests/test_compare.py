@@ -633,10 +633,10 @@ def test_a_program_whose_compile_time_moved_says_whether_it_changed(tmp_path: Pa
     (a,) = [p for p in row.programs if p.program == "jit(a)"]
     assert (a.base_compile_time, a.new_compile_time, a.moved) == (0.10, 0.30, True)
     lines = program_lines(report)
-    assert "m.py: jit(b) compile 0.100 s -> 0.300 s: the program changed" in lines
-    assert "m.py: jit(d) compile 0.100 s -> 0.300 s: unknown whether it is the same program (a run kept no " \
+    assert "m.py: jit(b) compiled in 0.100 s -> compiled in 0.300 s: the program changed" in lines
+    assert "m.py: jit(d) compiled in 0.100 s -> compiled in 0.300 s: unknown whether it is the same program (a run kept no " \
            "fingerprint of it)" in lines
-    assert "jit(b) compile 0.100 s -\\> 0.300 s: the program changed" in comparison_markdown(report)
+    assert "jit(b) compiled in 0.100 s -\\> compiled in 0.300 s: the program changed" in comparison_markdown(report)
     assert ComparisonReport.model_validate_json(report.model_dump_json()) == report
 
 

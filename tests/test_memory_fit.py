@@ -7,7 +7,6 @@ dicts (no GPU on this machine: a stand-in device object returns them, nothing el
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
 import jax
@@ -174,7 +173,7 @@ def test_host_available_without_cgroup_takes_jaxruns_limit_or_memavailable(tmp_p
         GiB + page, page, GiB, "MemAvailable of /proc/meminfo")
     limited = memory_fit.host_available(proc, root, environ={MEMORY_LIMIT_ENV: str(300 * MiB)})
     assert limited is not None and limited.limit_bytes == 300 * MiB and limited.free_bytes == 300 * MiB - page
-    assert MEMORY_LIMIT_ENV in limited.source
+    assert limited.source == "--memory-limit"
 
 
 def test_available_on_this_cpu_is_the_host_memory() -> None:
@@ -221,7 +220,7 @@ def test_available_under_jaxruns_sampled_memory_limit(tmp_path: Path, monkeypatc
     result = execute_jax_script(script, device="cpu", memory_limit="700MB", timeout=120)
     assert result.success, result.error_message
     recorded = result.results
-    assert recorded["limit"] == 700 * MiB and MEMORY_LIMIT_ENV in recorded["source"], recorded
+    assert recorded["limit"] == 700 * MiB and recorded["source"] == "--memory-limit", recorded
     assert 0 < recorded["in_use"] < 700 * MiB
 
 

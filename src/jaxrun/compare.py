@@ -306,13 +306,19 @@ def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, Compil
     return programs
 
 
+def compile_text(seconds: float, count: int) -> str:
+    """``compiled in 0.120 s``, or ``not compiled`` (its executable loaded from the persistent
+    cache, or none built): a load is not a 0 s compilation."""
+    return f"compiled in {seconds:.3f} s" if count else "not compiled"
+
+
 def program_lines(report: ComparisonReport) -> list[str]:
-    """``model.py: jit(loss) compile 0.120 s -> 0.310 s: the program changed``: one line per
-    program of :attr:`ScriptComparison.programs` (what `jaxrun compare` and its Markdown say)."""
+    """``model.py: jit(loss) compiled in 0.120 s -> compiled in 0.310 s: the program changed``: one
+    line per program of :attr:`ScriptComparison.programs` (what `jaxrun compare` and its Markdown say)."""
     lines = []
     for row in report.scripts:
         for p in row.programs:
             said = p.change or f"unknown whether it is the same program ({p.reason})"
-            lines.append(f"{row.path or row.script_name}: {p.program} compile {p.base_compile_time:.3f} s -> "
-                         f"{p.new_compile_time:.3f} s: {said}")
+            lines.append(f"{row.path or row.script_name}: {p.program} {compile_text(p.base_compile_time, p.base_count)} "
+                         f"-> {compile_text(p.new_compile_time, p.new_count)}: {said}")
     return lines

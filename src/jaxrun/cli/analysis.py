@@ -81,6 +81,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         out.print(history_scripts_table(summary))
     flags = {c.newest_run_id: history_cell(c) for c in checks}
     from ..benchmark import metric_values
+    from ..compare import compile_text
 
     import statistics
 
@@ -95,8 +96,9 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         for run_id, changes in _program_changes({path: runs}, programs).items():
             for c in changes:
                 said = c.change or f"unknown whether it is the same program ({c.reason})"
-                out.print(f"run {run_id}: {c.program} compile {c.base_compile_time:.3f} s -> {c.new_compile_time:.3f} s "
-                          f"since the run before: {said}", markup=False, soft_wrap=True)
+                out.print(f"run {run_id}: {c.program} {compile_text(c.base_compile_time, c.base_count)} -> "
+                          f"{compile_text(c.new_compile_time, c.new_count)} since the run before: {said}",
+                          markup=False, soft_wrap=True)
     for check in regressions:
         assert check.comparison is not None
         out.print(

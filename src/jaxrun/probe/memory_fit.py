@@ -101,7 +101,7 @@ def host_available(proc: str = "/proc", cgroup_root: str = "/sys/fs/cgroup",
     rss = _rss(proc)
     limit = env.get(MEMORY_LIMIT_ENV, "")
     if limit.isdigit() and rss is not None:
-        found.append(_of(int(limit), rss, f"jaxrun's --memory-limit ({MEMORY_LIMIT_ENV}) against this process's RSS"))
+        found.append(_of(int(limit), rss, "--memory-limit"))
     mem_available = _meminfo(proc, "MemAvailable")
     if mem_available is not None and rss is not None:
         found.append(Available(mem_available + rss, rss, mem_available, "MemAvailable of /proc/meminfo"))
