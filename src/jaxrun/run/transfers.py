@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 # The variable jaxrun sets, the per-direction ones that override it (jax/_src/config.py), and
 # jaxrun's marker beside its own JAX_TRANSFER_GUARD=log: the lines are then left out of the log.
-from ..probe.jax_hooks import ENVIRON_CHANGED, GUARD_DIRECTION_ENV as DIRECTION_ENV, GUARD_ENV, LOG_LEVEL_ENV, OWN_GUARD_ENV
+from ..probe.transfer_guard import ENVIRON_CHANGED, GUARD_DIRECTION_ENV as DIRECTION_ENV, GUARD_ENV, LOG_LEVEL_ENV, OWN_GUARD_ENV
 
 DIRECTIONS = tuple(DIRECTION_ENV)
 MAX_EXAMPLES = 5
