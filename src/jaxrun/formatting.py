@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
-           "shorten_middle", "plural", "of_total", "fmt_bytes"]
+           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count"]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -92,21 +92,22 @@ def plural(n: int, word: str, words: Optional[str] = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
-def fmt_bytes(value: float | None) -> str:
-    """Bytes in binary units with 3 significant figures (``9.1 GiB``, ``512 MiB``, ``100 B``)."""
+def fmt_bytes(value: float | None, digits: int = 3) -> str:
+    """Bytes in binary units with ``digits`` significant figures (``9.1 GiB``, ``512 MiB``, ``100 B``)."""
     if value is None:
         return "-"
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
+            return f"{value / scale:.{digits}g} {unit}"
     return f"{int(value)} B"
 
 
-def fmt_count(value: float | None) -> str:
-    """A large count with an SI prefix and 3 significant figures (``2.15 G``, ``388 k``, ``12``)."""
+def fmt_count(value: float | None, unit: str = "", digits: int = 3) -> str:
+    """A count or a rate with an SI prefix and ``digits`` significant figures (``2.15 G``,
+    ``388 k``, ``12``; with ``unit``: ``1.2 TFLOP/s``)."""
     if value is None:
         return "-"
-    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.3g}"
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g}" + (f" {unit}" if unit else "")

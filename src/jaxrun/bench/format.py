@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..formatting import fmt_bytes as _fmt_bytes, fmt_count
+
 if TYPE_CHECKING:
     from ..models import Statistics
     from .models import BatchScaling, FitCheck, Measurement, Speedup
@@ -29,21 +31,11 @@ def fmt_seconds(value: float | None) -> str:
 
 
 def fmt_rate(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.4g} {prefix}{unit}"
-    return f"{value:.4g} {unit}"
+    return fmt_count(value, unit, digits=4)
 
 
 def fmt_bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= scale:
-            return f"{value / scale:.4g} {unit}"
-    return f"{int(value)} B"
+    return _fmt_bytes(value, digits=4)
 
 
 def measurement_text(m: "Measurement") -> str:
