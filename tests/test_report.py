@@ -129,6 +129,8 @@ def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[P
         head = [th.text for th in driver.find_elements("css selector", "table#programs thead th")]
         rows = [[td.text for td in tr.find_elements("css selector", "td")]
                 for tr in driver.find_elements("css selector", "table#programs tbody tr")]
+        transfers = [[td.text for td in tr.find_elements("css selector", "td")]
+                     for tr in driver.find_elements("css selector", "table#transfers tbody tr")]
     finally:
         driver.quit()
     cell = dict(zip(head, next(r for r in rows if r[:2] == ["a_good.py", "jit(<lambda>)"])))
@@ -137,3 +139,6 @@ def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[P
     # Shapes 3 and 4: two executables, compiled or loaded from the persistent cache.
     assert cell["built"] in ("2 compiled, 2 variants", "1 compiled, 1 loaded, 2 variants", "2 loaded, 2 variants")
     assert len(cell["fingerprint"]) == 12 and cell["device memory"].endswith("B")
+    # One row a script that used JAX; on CPU the guard sees no copy to the host: unknown, not 0.
+    [(script, _, to_host, _, live, note)] = transfers
+    assert script == "a_good.py" and to_host == "-" and live.endswith("B") and "CPU" in note

@@ -25,7 +25,7 @@ from ..models import (
 
 
 if TYPE_CHECKING:
-    from ..view import ProgramView
+    from ..view import ProgramView, TransferView
     from ..view import RunView, ScriptView
 
 
@@ -293,6 +293,18 @@ def programs_table(rows: "Iterable[ProgramView]") -> Table:
     for p in rows:
         table.add_row(Text(p.script), Text(p.program), p.builds, fmt_seconds(p.jit), p.flops_text,
                       p.bytes_accessed_text, p.memory_text, p.fingerprint_text, Text(p.device_text))
+    return table
+
+
+def transfers_table(rows: "Iterable[TransferView]") -> Table:
+    """``jaxrun run -v``: implicit copies and live arrays of each script that used JAX (view/programs.py)."""
+    table = _table("implicit transfers (count, bytes) and arrays alive at the end", (
+        ("script", "left"), ("host to device", "right"), ("device to host", "right"), ("device to device", "right"),
+        ("live arrays", "right"), ("note", "left"),
+    ))
+    for t in rows:
+        table.add_row(Text(t.script), t.host_to_device, t.device_to_host, t.device_to_device, t.live_arrays,
+                      Text(t.note or ""))
     return table
 
 

@@ -237,6 +237,22 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
+def _transfers(batch: "BatchResult", view: "RunView") -> str:
+    """Implicit host<->device copies and live arrays, one row a script that used JAX."""
+    from ..view import transfer_views
+
+    rows = [f"<tr><td class='text'>{_esc(t.script)}</td><td>{_esc(t.host_to_device)}</td><td>{_esc(t.device_to_host)}</td>"
+            f"<td>{_esc(t.device_to_device)}</td><td>{_esc(t.live_arrays)}</td><td class='text'>{_esc(t.note)}</td></tr>"
+            for t in transfer_views(batch, view)]
+    if not rows:
+        return ""
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, text in (
+        ("script", True), ("host to device", False), ("device to host", False), ("device to device", False),
+        ("live arrays at the end", False), ("note", True)))
+    return (f'<table id="transfers"><caption>Implicit copies JAX made (count, bytes); explicit device_put and '
+            f"device_get are not counted.</caption><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
 def _recompiles(batch: "BatchResult", view: "RunView") -> str:
     """Per script, each program traced more than once, with JAX's reasons (repeats counted)."""
     blocks = []
@@ -303,7 +319,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
         f" · jax {_esc(meta.jax_version)} · {_esc(meta.host)}</div>"
         f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
         f"{''.join(plots)}{comparison_html}"
-        f"<section><h2>Programs</h2>{_programs(batch, view)}</section>"
+        f"<section><h2>Programs</h2>{_programs(batch, view)}{_transfers(batch, view)}</section>"
         f"<section><h2>Recompilations</h2>{_recompiles(batch, view)}</section>"
         f"<section><h2>Failures</h2>{_failures(view)}</section>"
         f"<script>{_SORT_JS}</script></body></html>\n"

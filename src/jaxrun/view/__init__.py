@@ -2,9 +2,9 @@
 and the MCP replies say of a run is computed here, from its results (and a baseline), and only
 laid out by each of them (jaxrun/formatting.py writes every kind of figure one way for all)."""
 
-from .programs import ProgramView, program_views
+from .programs import ProgramView, TransferView, program_views, transfer_views
 from .run import RunView, Skipped, read_batch, read_run_view, run_view
 from .scripts import ScriptView, compiles_text, relative_path, script_view
 
 __all__ = ["ProgramView", "RunView", "ScriptView", "Skipped", "compiles_text", "read_batch", "read_run_view", "relative_path", "run_view",
-           "program_views", "script_view"]
+           "program_views", "script_view", "TransferView", "transfer_views"]

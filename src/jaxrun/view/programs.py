@@ -1,5 +1,6 @@
 """One row per program of a run: what XLA knows about it (issue 25), as every surface that lists
-programs shows it (the HTML report's Programs section, ``jaxrun run -v``).
+programs shows it (the HTML report's Programs section, ``jaxrun run -v``); and one row per script
+of what JAX copied for it implicitly and left alive (``transfer_views``).
 
 Made on demand from the results (a large batch's view does not hold them): a program is what
 JAX compiled for the script (``jit(loss)``, ``jit(grad(loss))``), its figures those of the last
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from ..formatting import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:
-    from ..models import BatchResult, CompileStats
+    from ..models import BatchResult, CompileStats, Transfers
     from .run import RunView
 
 FINGERPRINT_SHOWN = 12  # characters of a fingerprint a table shows (the result file has 32)
@@ -87,3 +88,36 @@ def program_views(batch: "BatchResult", view: "RunView") -> Iterator[ProgramView
         for program, stats in ordered:
             yield program_view(shown.label, program, stats)
 
+
+
+@dataclass(frozen=True, slots=True)
+class TransferView:
+    script: str
+    host_to_device: str  # "3 (3.5 KiB)", "3 (bytes unknown)", "-" (unknown)
+    device_to_host: str
+    device_to_device: str
+    live_arrays: str  # bytes of the arrays alive at the end of the body
+    note: Optional[str]  # why a direction is unknown
+
+
+def _direction(transfers: "Transfers | None") -> str:
+    if transfers is None:
+        return "-"
+    size = "bytes unknown" if transfers.bytes is None else fmt_bytes(transfers.bytes)
+    return f"{transfers.count} ({size})" if transfers.count else "0"
+
+
+def transfer_views(batch: "BatchResult", view: "RunView") -> Iterator[TransferView]:
+    """Each script that used JAX: its implicit transfers by direction and its live array bytes."""
+    for result, shown in zip(batch.script_results, view.scripts):
+        stats = result.transfers
+        if stats is None and result.live_array_bytes is None:
+            continue
+        yield TransferView(
+            script=shown.label,
+            host_to_device=_direction(stats.host_to_device if stats else None),
+            device_to_host=_direction(stats.device_to_host if stats else None),
+            device_to_device=_direction(stats.device_to_device if stats else None),
+            live_arrays=fmt_bytes(result.live_array_bytes),
+            note=stats.reason if stats else None,
+        )
