@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
     # 4: the batch
     "jaxrun.batch": 4,
     # 5: front ends and the in-process benchmarking API
-    "jaxrun.cli": 5, "jaxrun.api": 5, "jaxrun.__main__": 5, "jaxrun.entry": 5, "jaxrun.pytest_plugin": 5, "jaxrun.bench": 5, "jaxrun.mcp_server": 5, "jaxrun.reports": 2,
+    "jaxrun.cli": 5, "jaxrun.ab": 5, "jaxrun.api": 5, "jaxrun.__main__": 5, "jaxrun.entry": 5, "jaxrun.pytest_plugin": 5, "jaxrun.bench": 5, "jaxrun.mcp_server": 5, "jaxrun.reports": 2,
 }
 
 

@@ -57,7 +57,7 @@ class _Loaded:
 # --- reading ------------------------------------------------------------------------------------
 
 
-def _single_value(result: ScriptResult, metric: str) -> float | None:
+def single_value(result: ScriptResult, metric: str) -> float | None:
     """One plain run's value of ``metric`` (its name in SAMPLE_METRICS mapped to ScriptResult)."""
     if metric == "wall_time":
         return result.execution_time
@@ -101,7 +101,7 @@ def script_samples(model: BenchmarkResults | BatchResult, metrics: tuple[str, ..
             key = (result.script_name, result.device_requested)
             if key in entries:
                 continue
-            values = {m: _single_value(result, m) if result.success else None for m in metrics}
+            values = {m: single_value(result, m) if result.success else None for m in metrics}
             samples = {m: [] if v is None else [float(v)] for m, v in values.items()}
             entries[key] = ScriptSamples(samples, result.device_used, False, result.numerics,
                                          relative_path(result.script_path, roots or []),

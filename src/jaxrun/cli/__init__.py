@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import analysis, cache, config, info, run
+from . import ab, analysis, cache, config, info, run
 from .console import CONTEXT_SETTINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, fail_usage, out, show_usage_error
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ app = JaxrunGroup(
 # The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
 app.add_command(run.command())
 for command in (info.devices, info.check, info.schema, analysis.compare, analysis.history, analysis.report,
-                info.mcp, config.config, cache.app):
+                ab.ab, ab.bisect, info.mcp, config.config, cache.app):
     app.add_command(command)
 
 

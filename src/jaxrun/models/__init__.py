@@ -22,6 +22,7 @@ from .benchmarks import (
     WarmSummary,
 )
 from .comparisons import (
+    ABSide,
     ComparisonReport,
     HistoryRun,
     PhaseComparison,
@@ -55,7 +56,7 @@ _benchmarks.RegressionCheck, _benchmarks.Numerics = RegressionCheck, Numerics
 from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSummary, ScriptMetrics, SkippedScript  # noqa: E402
 
 __all__ = [
-    "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
+    "ABSide", "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
     "Attempt", "AvailableDevice", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
     "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",

@@ -58,6 +58,12 @@ class ProgramComparison(MappingModel):
         "null: unknown, a side lacks a fingerprint"
     )
     reason: str | None = Field(None, description="Why change is null")
+    # jaxrun ab: each figure the median over the pairs' runs, and the phases apart.
+    base_trace_time: float | None = Field(None, description="jaxrun ab: seconds of tracing in BASE (median)")
+    new_trace_time: float | None = None
+    base_lower_time: float | None = Field(None, description="jaxrun ab: seconds of lowering in BASE (median)")
+    new_lower_time: float | None = None
+    compile_ratio: float | None = Field(None, description="jaxrun ab: new / base compile time (null: base is 0)")
 
 
 class ScriptComparison(MappingModel):
@@ -107,10 +113,27 @@ class ScriptComparison(MappingModel):
         return self.phases.get(METRIC_ALIASES.get(metric, metric))
 
 
+class ABSide(MappingModel):
+    """One side of a ``jaxrun ab`` comparison: where its scripts were and what ran them."""
+
+    label: str
+    given: str = Field(description="What was named: a folder, a revision, an interpreter")
+    root: str = Field(description="The folder its scripts ran from (a revision's temporary worktree, removed since)")
+    commit: str | None = Field(None, description="The revision checked out (its full hash); null: a folder as it is")
+    python: str | None = Field(None, description="The interpreter (null: jaxrun's own)")
+    jax_version: str | None = Field(None, description="As the scripts' processes imported it (null: no script used JAX)")
+    jaxlib_version: str | None = None
+
+
 class ComparisonReport(MappingModel):
     schema_version: int = SCHEMA_VERSION
     base: str
     new: str
+    paired: bool = Field(False, description="jaxrun ab: the two sides ran in alternating pairs and each phase was "
+                         "judged on the per-pair ratios (jaxrun compare: two independent samples)")
+    pairs: int | None = Field(None, description="jaxrun ab: the counted pairs asked for per script")
+    warmup_pairs: int | None = None
+    sides: dict[str, ABSide] = Field({}, description="jaxrun ab: BASE and NEW")
     metrics: list[str] = Field(description="The phases judged for every script")
     gate: list[str] = Field(description="The phases that decide regressions (per script, see scripts[].gate)")
     alpha: float

@@ -83,7 +83,7 @@ def _benchmark(
     warm = warm_summary(entry, calls) if entry and calls else result.warm
     bench = script_benchmark(result, samples, warmups, benchmark_runs, warmup_runs, warm, options.mode)
     update: dict[str, Any] = {"benchmark": bench, "started_at": first.started_at, "finished_at": now_iso(),
-                              **_medians(result, samples)}
+                              **benchmark_medians(result, samples)}
     if entry and calls:
         # The last run's own summary labels its calls run=1 whatever counted run it was, and
         # leaves the other runs out; the result's .warm must say the same as .benchmark.warm.
@@ -100,7 +100,7 @@ _MEDIAN_FIELDS = {"execution_time": "wall_time", "body_time": "body_time", "impo
                   "cpu_time": "cpu_time"}
 
 
-def _medians(last: ScriptResult, samples: list[RunSample]) -> dict[str, Any]:
+def benchmark_medians(last: ScriptResult, samples: list[RunSample]) -> dict[str, Any]:
     """A benchmarked script's headline figures: the median of its counted runs, each figure on its
     own (what the benchmark table prints), labelled in ``timing``. Only when every counted run
     succeeded: a failed run's result keeps its own figures, which say how it failed."""

@@ -1,0 +1,119 @@
+"""Interleaved A/B runs: each script present on both sides runs BASE then NEW, then NEW then BASE,
+and so on (the order of each pair alternates too), after warm-up pairs, for ``pairs`` pairs or
+until a time budget is spent or the ratios are as precise as asked. A drift of the machine's load
+lands on both runs of a pair alike, so the per-pair ratios (jaxrun.paired) do not see it.
+
+Each run is one process, as ``jaxrun run`` makes it (``execute_jax_script``), without the
+persistent compilation cache (every run compiles: compile time is compared, not cache loads).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..api import execute_jax_script
+from ..compare import single_value
+from ..discovery import find_jax_scripts
+from ..models import ScriptResult
+from ..options import VerdictOptions
+from ..paired import judge_paired_script, pairs_needed
+from ..verdicts import metrics_for
+from .sides import Side
+
+__all__ = ["PairedRuns", "run_script_pairs", "scripts_of", "metric_samples"]
+
+OnRun = Callable[[str, Side, int, bool, ScriptResult], None]  # script, side, pair, warm-up, result
+
+
+@dataclass
+class PairedRuns:
+    """One script's runs on both sides: ``base[i]`` and ``new[i]`` are pair i (warm-ups apart)."""
+
+    key: str  # its path relative to each side's folder ("a/model.py"; a side that is a file: its name)
+    base: list[ScriptResult] = field(default_factory=list)
+    new: list[ScriptResult] = field(default_factory=list)
+    warmups: list[tuple[ScriptResult, ScriptResult]] = field(default_factory=list)  # (base, new)
+    stopped: str | None = None  # why it ended before the pairs asked for (budget, precision, a failure)
+
+
+def scripts_of(base: Side, new: Side, recursive: bool = True) -> tuple[list[str], list[str], list[str]]:
+    """``(in both, only in BASE, only in NEW)``: the scripts paired by their path under each side."""
+
+    def found(side: Side) -> dict[str, Path]:
+        if side.root.is_file():
+            return {side.root.name: side.root}
+        return {p.relative_to(side.root).as_posix(): p for p in find_jax_scripts(side.root, recursive)}
+
+    a, b = found(base), found(new)
+    return sorted(a.keys() & b.keys()), sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
+
+
+def _script(side: Side, key: str) -> Path:
+    return side.root if side.root.is_file() else side.root / key
+
+
+def metric_samples(results: list[ScriptResult], metrics: tuple[str, ...]) -> dict[str, list[float | None]]:
+    """Per metric, each pair's figure (None where that run could not measure it)."""
+    return {m: [single_value(r, m) for r in results] for m in metrics}
+
+
+def _precise(runs: PairedRuns, options: VerdictOptions, precision: float) -> bool:
+    """Whether every gate phase's ratio is known to within +-``precision`` (its 95% CI)."""
+    metrics, _ = metrics_for(options.metric)
+    judged = judge_paired_script(runs.key, None, metric_samples(runs.base, metrics), metric_samples(runs.new, metrics),
+                                 options)
+    gate = [judged.phases[m] for m in judged.gate if m in judged.phases]
+    return bool(gate) and all(
+        p.ratio is not None and p.ratio_ci_low is not None and p.ratio_ci_high is not None
+        and (p.ratio_ci_high - p.ratio_ci_low) / 2 <= precision * p.ratio for p in gate)
+
+
+def run_script_pairs(
+    key: str, base: Side, new: Side, results_dir: Path, *, pairs: int, warmup_pairs: int,
+    time_budget: float | None, precision: float | None, verdict: VerdictOptions, run_options: dict[str, Any],
+    on_run: OnRun | None = None,
+) -> PairedRuns:
+    """Run ``key`` on both sides, pair by pair; stops at the first failed run (it would repeat)."""
+    runs = PairedRuns(key)
+    started = time.monotonic()
+    least = pairs_needed(verdict.alpha)
+    name = key.removesuffix(".py").replace("/", "__")
+    for number in range(warmup_pairs + pairs):
+        warmup = number < warmup_pairs
+        order = (base, new) if number % 2 == 0 else (new, base)
+        done: dict[str, ScriptResult] = {}
+        for side in order:
+            options = dict(run_options)
+            if side.python is not None:
+                options["python"] = side.python
+            result = execute_jax_script(
+                _script(side, key), results_dir=results_dir / side.label.lower() / f"pair{number:03d}",
+                name=name, compile_cache=False, **options)
+            done[side.label] = result
+            if on_run is not None:
+                on_run(key, side, number - warmup_pairs, warmup, result)
+        pair = (done[base.label], done[new.label])
+        if warmup:
+            runs.warmups.append(pair)
+        else:
+            runs.base.append(pair[0])
+            runs.new.append(pair[1])
+        failed = [(s, r) for s, r in zip((base, new), pair) if not r.success]
+        if failed:
+            side, result = failed[0]
+            which = f"warm-up pair {number + 1}" if warmup else f"pair {number - warmup_pairs + 1}"
+            runs.stopped = f"{side.label} failed in {which} ({result.error_class}: {result.error_message})"
+            break
+        counted = len(runs.base)
+        if warmup or counted < least or counted >= pairs:
+            continue
+        if time_budget is not None and time.monotonic() - started >= time_budget:
+            runs.stopped = f"the time budget of {time_budget:g} s was spent after {counted} pairs"
+            break
+        if precision is not None and _precise(runs, verdict, precision):
+            runs.stopped = f"every gate ratio was known to within {precision:.0%} after {counted} pairs"
+            break
+    return runs
