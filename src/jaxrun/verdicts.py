@@ -101,12 +101,23 @@ def judge_script(
     when neither is); a named metric is the whole gate. Metrics absent from both mappings are skipped.
     """
     options = options if options is not None else VerdictOptions()
-    metric, alpha, min_effect = options.metric, options.alpha, options.min_effect
-    judged, gate = metrics_for(metric)
+    alpha, min_effect = options.alpha, options.min_effect
+    judged, _ = metrics_for(options.metric)
     phases = {
         m: judge_phase(m, base.get(m, ()), new.get(m, ()), alpha=alpha, min_effect=min_effect, repeated=repeated)
         for m in judged if m in base or m in new
     }
+    return gated_comparison(name, device, phases, options.metric)
+
+
+def gated_comparison(
+    name: str, device: str | None, phases: dict[str, PhaseComparison], metric: str | None,
+) -> ScriptComparison:
+    """One script's phases (judged by :func:`judge_phase` or, pair by pair, by
+    :func:`jaxrun.paired.judge_paired_phase`) made one verdict by the gate of ``metric``
+    (:func:`metrics_for`): None gates on run and compile time, those measured on both sides
+    (wall time, with a note, when neither is); a named metric is the whole gate."""
+    _, gate = metrics_for(metric)
     notes = []
     if metric is None:
         measured = [m for m in gate if m in phases and phases[m].base_n and phases[m].new_n]

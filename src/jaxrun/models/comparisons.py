@@ -25,11 +25,21 @@ class PhaseComparison(MappingModel):
     new_n: int
     base_median: float | None
     new_median: float | None
-    ratio: float | None = Field(None, description="new median / base median (> 1 is slower, or larger for memory)")
-    ratio_ci_low: float | None = Field(None, description="95% bootstrap CI of the ratio")
+    ratio: float | None = Field(
+        None, description="new median / base median (> 1 is slower, or larger for memory); with pairs: the paired "
+        "estimate, exp(median of the pairs' log(new / base)), the median pair's ratio"
+    )
+    ratio_ci_low: float | None = Field(
+        None, description="95% bootstrap CI of the ratio; with pairs: the distribution-free CI of the median pair's "
+        "ratio (order statistics; with fewer than 6 pairs the widest, [min, max], which covers less)"
+    )
     ratio_ci_high: float | None = None
     p_value: float | None = Field(
-        None, description="Two-sided Mann-Whitney U (exact with ties and small samples); null without a test"
+        None, description="Two-sided Mann-Whitney U (exact with ties and small samples); with pairs: the two-sided "
+        "Wilcoxon signed-rank test of the pairs' log ratios (exact with ties and zeros); null without a test"
+    )
+    pairs: int | None = Field(
+        None, description="Judged pair by pair (jaxrun ab): the pairs used; null: two independent samples (compare)"
     )
     verdict: Verdict = Field(
         description="slower / faster need p < alpha and a ratio beyond 1 +- min_effect; too few runs to "
