@@ -18,6 +18,7 @@ from ..cache_misses import compile_time_moved, program_change
 from ..models import ABSide, BatchMetadata, ComparisonReport, ProgramComparison, ScriptComparison, ScriptResult
 from ..options import VerdictOptions
 from ..paired import judge_paired_script
+from ..reports import AB_COMPARISON as COMPARISON_FILE  # what jaxrun report looks for
 from ..run.execute import benchmark_medians
 from ..stats import geometric_mean
 from ..summary import assemble_batch
@@ -28,7 +29,7 @@ from .sides import Side
 
 __all__ = ["COMPARISON_FILE", "comparison", "program_comparisons", "write_sides"]
 
-COMPARISON_FILE = "ab_comparison.json"
+
 
 
 def _median(values: list[float]) -> float | None:
@@ -81,8 +82,11 @@ def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list
     scripts: list[ScriptComparison] = []
     for pr in runs:
         device = next((r.device_used for r in pr.new if r.device_used), None)
-        judged = judge_paired_script(pr.key, device, metric_samples(pr.base, metrics), metric_samples(pr.new, metrics),
-                                     options)
+        before, after = metric_samples(pr.base, metrics), metric_samples(pr.new, metrics)
+        # A phase neither side measured (compile time of a script without JAX) is not judged.
+        measured = [m for m in metrics if any(v is not None for v in (*before[m], *after[m]))]
+        judged = judge_paired_script(pr.key, device, {m: before[m] for m in measured},
+                                     {m: after[m] for m in measured}, options)
         note = "; ".join(n for n in (judged.note, pr.stopped) if n) or None
         scripts.append(judged.model_copy(update={"path": pr.key, "programs": program_comparisons(pr), "note": note}))
     means = {m: geometric_mean([s.phases[m].ratio for s in scripts if m in s.phases and s.phases[m].ratio])

@@ -269,7 +269,7 @@ def _print_too_few(report: Any) -> None:
     if rows:
         need = runs_needed(rows[0]) or "more runs"
         out.print(f"too few runs to judge (not a regression): {', '.join(c.path or c.script_name for c in rows)}; "
-                  f"{need} (--benchmark-runs)", markup=False)
+                  f"{need} ({'--pairs' if getattr(report, 'paired', False) else '--benchmark-runs'})", markup=False)
 
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]

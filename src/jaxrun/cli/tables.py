@@ -326,7 +326,8 @@ def speedup_table(rows: list[DeviceSpeedup]) -> Table:
 def compare_table(report: ComparisonReport) -> Table:
     gate = " + ".join(report.gate)
     table = _table(
-        f"NEW vs BASE per phase (ratio of medians; alpha={report.alpha:g}, min effect={report.min_effect:.0%}; "
+        f"NEW vs BASE per phase ({'paired: median of the per-pair ratios, Wilcoxon signed-rank p' if report.paired else 'ratio of medians'}; "
+        f"alpha={report.alpha:g}, min effect={report.min_effect:.0%}; "
         f"* = gate phase, by default {gate})",
         (
             ("script", "left"), ("device", "left"), ("phase", "left"), ("base", "right"), ("new", "right"),

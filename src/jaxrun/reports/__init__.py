@@ -12,6 +12,18 @@ from ..view.run import read_batch
 REPORT_FILE = "report.html"
 
 
+AB_COMPARISON = "ab_comparison.json"  # jaxrun ab's folder (jaxrun/ab/report.py): NEW's runs in new/
+
+
+def _ab_folder(folder: Path):  # type: ignore[no-untyped-def]
+    """A ``jaxrun ab`` folder's NEW side and its paired comparison; ``(None, None)`` for another folder."""
+    if not (folder / AB_COMPARISON).is_file():
+        return None, None
+    from ..models import ComparisonReport
+
+    return read_batch(folder / "new"), resultfiles.read_model(folder / AB_COMPARISON, ComparisonReport)
+
+
 def write_report(results_dir: Path, output: Path | None = None, baseline: Path | None = None) -> Path:
     """Write the HTML report of ``results_dir`` (against ``baseline``, another results folder or
     file, when given) to ``output`` (default ``results_dir/report.html``) and return its path."""
@@ -23,8 +35,10 @@ def write_report(results_dir: Path, output: Path | None = None, baseline: Path |
     except ImportError:
         raise UsageError("jaxrun report needs plotly: pip install 'jaxrun[report]'") from None
 
-    batch = read_batch(Path(results_dir))
-    comparison = compare_results(baseline, results_dir) if baseline is not None else None
+    batch, comparison = _ab_folder(Path(results_dir)) if baseline is None else (None, None)
+    if batch is None:
+        batch = read_batch(Path(results_dir))
+        comparison = compare_results(baseline, results_dir) if baseline is not None else None
     target = Path(output) if output is not None else Path(results_dir) / REPORT_FILE
     try:
         resultfiles.atomic_write_text(target, render_report(batch, comparison))
