@@ -1,0 +1,122 @@
+"""jaxrun ab and jaxrun bisect (issue 26): interleaved A/B runs of real scripts in real processes,
+two folders, two revisions of a real git repository (temporary worktrees, the user's tree left as
+it was), and a bisect that names the commit that added a known sleep.
+
+The scripts differ by a known sleep, so the verdicts have a ground truth; they import no JAX (a
+run is ~0.1 s) but are JAX scripts to discovery (``if False: import jax``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jaxrun.ab import run_ab
+from jaxrun.ab.bisect import bisect
+from jaxrun.options import VerdictOptions
+
+from helpers import jaxrun, write
+
+SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
+LENIENT = VerdictOptions(alpha=0.05)  # 6 pairs can reach p < 0.05 (exact Wilcoxon: 2/2^6)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        write(repo, name, text)
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path: Path) -> None:
+    write(tmp_path / "A", "s.py", SLEEPS.format(seconds=0.05))
+    write(tmp_path / "B", "s.py", SLEEPS.format(seconds=0.10))
+    write(tmp_path / "B", "extra.py", SLEEPS.format(seconds=0))
+    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", pairs=6, warmup_pairs=1, verdict=LENIENT)
+    (script,) = report.scripts
+    assert report.paired and script.verdict == "slower" and report.regressions == ["s.py"]
+    run = script.phases["run_time"]
+    assert run.pairs == 6 and 1.5 < run.ratio < 2.5 and run.p_value <= 2 / 2**6
+    assert report.only_in_new == ["extra.py"]
+    # BASE first in even pairs, NEW first in odd ones (warm-up pair 0 included).
+    for number in range(7):
+        started = {side: json.loads((tmp_path / "r" / side / f"pair{number:03d}" / "script_results" / "s_result.json")
+                                    .read_text())["started_at"] for side in ("base", "new")}
+        assert (started["base"] < started["new"]) == (number % 2 == 0), (number, started)
+    # The comparison file, and each side as a results folder jaxrun report reads.
+    written = json.loads((tmp_path / "r" / "ab_comparison.json").read_text())
+    assert written["paired"] is True and written["scripts"][0]["verdict"] == "slower"
+    assert json.loads((tmp_path / "r" / "new" / "jax_execution_results.json").read_text())[
+        "script_results"][0]["benchmark"]["runs_completed"] == 6
+
+
+def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:
+    for side in ("A", "B"):
+        write(tmp_path / side, "s.py", SLEEPS.format(seconds=0.05))
+    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", pairs=8, warmup_pairs=1)
+    assert report.scripts[0].verdict == "no significant change" and not report.regressions
+
+
+def test_two_revisions_in_temporary_worktrees_leave_the_users_tree_alone(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    fast = _commit(repo, "fast", {"s/s.py": SLEEPS.format(seconds=0.05)})
+    slow = _commit(repo, "slow", {"s/s.py": SLEEPS.format(seconds=0.10)})
+    (repo / "s" / "s.py").write_text("# the user's uncommitted edit\n")  # must survive untouched
+    done = jaxrun("ab", repo / "s", "--base-rev", fast, "--new-rev", "HEAD", "--pairs", "6", "--alpha", "0.05",
+                  "--results-dir", tmp_path / "r", "--json", "-q")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["scripts"][0]["verdict"] == "slower"
+    assert report["sides"]["BASE"]["commit"] == fast and report["sides"]["NEW"]["commit"] == slow
+    assert (repo / "s" / "s.py").read_text() == "# the user's uncommitted edit\n"
+    assert _git(repo, "worktree", "list").count("\n") == 0  # only the user's own tree
+    assert not Path(report["sides"]["BASE"]["root"]).exists()  # the temporary worktree is gone
+
+
+def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
+    _commit(repo, "docs", {"README": "words\n"})
+    culprit = _commit(repo, "add a sleep", {"s.py": SLEEPS.format(seconds=0.12)})
+    _commit(repo, "more docs", {"README": "more words\n"})
+    found = bisect(repo / "s.py", good, "HEAD", tmp_path / "r", pairs=6, warmup_pairs=0, verdict=LENIENT)
+    assert found.first_slower == culprit and found.subject == "add a sleep"
+    assert [s.verdict for s in found.steps][0] == "slower"  # the bad end is judged first
+    assert _git(repo, "worktree", "list").count("\n") == 0
+
+
+def test_bisect_says_when_bad_is_not_slower(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
+    _commit(repo, "docs", {"README": "words\n"})
+    done = jaxrun("bisect", repo / "s.py", "--good", good, "--bad", "HEAD", "--pairs", "6", "--alpha", "0.05",
+                  "--results-dir", tmp_path / "r", "-q")
+    assert done.returncode == 1 and "is not judged slower than" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (["ONLY"], "give two folders to compare"),
+    (["ONLY", "--base-rev", "no-such-rev"], "no commit 'no-such-rev'"),
+    (["ONLY", "--base-python", "/no/python"], "no Python interpreter at '/no/python'"),
+])
+def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0)})
+    done = jaxrun("ab", *[str(repo) if a == "ONLY" else a for a in args], "--results-dir", tmp_path / "r")
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
