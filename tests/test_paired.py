@@ -11,7 +11,13 @@ from scipy.stats import rankdata, wilcoxon
 
 from jaxrun import stats
 from jaxrun.options import VerdictOptions
-from jaxrun.paired import judge_paired_phase, judge_paired_script, min_p_value, pairs_needed, signed_rank_p
+from jaxrun.paired import (
+    judge_paired_phase,
+    judge_paired_script,
+    min_p_value,
+    pairs_needed,
+    signed_rank_p,
+)
 from jaxrun.verdicts import judge_script
 
 ALPHA, EFFECT = 0.05, 0.05

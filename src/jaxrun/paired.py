@@ -87,9 +87,8 @@ def _pairs(base: Sequence[float | None], new: Sequence[float | None]) -> tuple[l
     """The pairs with a ratio (``base``, ``new`` figures) and how many were left out."""
     kept_base, kept_new, dropped = [], [], 0
     for b, n in zip(base, new):
-        if b is None or n is None or not (math.isfinite(b) and math.isfinite(n)):
-            dropped += 1
-        elif (b <= 0 or n <= 0) and not (b == 0 and n == 0):
+        measured = b is not None and n is not None and math.isfinite(b) and math.isfinite(n)
+        if not measured or ((b <= 0 or n <= 0) and not (b == 0 and n == 0)):  # type: ignore[operator]
             dropped += 1
         else:
             kept_base.append(float(b))

@@ -8,7 +8,8 @@ gate phase measured on one side only (files from before phases existed) is left 
 and when none is left the gate is ``wall_time``, with a note. Samples too few for the test ever to
 reach p < alpha (3 vs 3: p >= 0.1) are "too few runs to judge", never "no significant change".
 ``jaxrun compare``, the history's regression check and the pytest plugin all judge through
-:func:`judge_script`.
+:func:`judge_script`; ``jaxrun ab`` judges pair by pair (:mod:`jaxrun.paired`) through the same gate,
+:func:`gated_comparison`.
 """
 
 from __future__ import annotations
