@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxrun.ab import run_ab
+from jaxrun.ab import ABOptions, run_ab
 from jaxrun.ab.bisect import bisect
 from jaxrun.options import VerdictOptions
 
@@ -39,7 +39,7 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     write(tmp_path / "A", "s.py", SLEEPS.format(seconds=0.05))
     write(tmp_path / "B", "s.py", SLEEPS.format(seconds=0.10))
     write(tmp_path / "B", "extra.py", SLEEPS.format(seconds=0))
-    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", pairs=6, warmup_pairs=1, verdict=LENIENT)
+    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", ABOptions(pairs=6, warmup_pairs=1, verdict=LENIENT))
     (script,) = report.scripts
     assert report.paired and script.verdict == "slower" and report.regressions == ["s.py"]
     run = script.phases["run_time"]
@@ -60,7 +60,7 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
 def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:
     for side in ("A", "B"):
         write(tmp_path / side, "s.py", SLEEPS.format(seconds=0.05))
-    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", pairs=8, warmup_pairs=1)
+    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", ABOptions(pairs=8, warmup_pairs=1))
     assert report.scripts[0].verdict == "no significant change" and not report.regressions
 
 
@@ -90,7 +90,7 @@ def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
     _commit(repo, "docs", {"README": "words\n"})
     culprit = _commit(repo, "add a sleep", {"s.py": SLEEPS.format(seconds=0.12)})
     _commit(repo, "more docs", {"README": "more words\n"})
-    found = bisect(repo / "s.py", good, "HEAD", tmp_path / "r", pairs=6, warmup_pairs=0, verdict=LENIENT)
+    found = bisect(repo / "s.py", good, "HEAD", tmp_path / "r", ABOptions(pairs=6, warmup_pairs=0, verdict=LENIENT))
     assert found.first_slower == culprit and found.subject == "add a sleep"
     assert [s.verdict for s in found.steps][0] == "slower"  # the bad end is judged first
     assert _git(repo, "worktree", "list").count("\n") == 0

@@ -13,13 +13,12 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ..errors import UsageError
 from ..models import ScriptComparison
-from ..options import VerdictOptions
 from .report import comparison
-from .session import OnRun, run_script_pairs
+from .session import ABOptions, OnRun, run_script_pairs
 from .sides import Side, git, repository_of, revision, worktree
 
 __all__ = ["BisectStep", "Bisection", "bisect"]
@@ -48,10 +47,9 @@ def _step(judged: ScriptComparison, commit: str, subject: str) -> BisectStep:
     return BisectStep(commit, subject, judged.verdict, moved[0].ratio if moved else None)
 
 
-def bisect(script: Path, good: str, bad: str, results_dir: Path, *, pairs: int, warmup_pairs: int,
-           verdict: VerdictOptions | None = None, run_options: dict[str, Any] | None = None,
+def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOptions | None = None, *,
            on_step: Callable[[BisectStep], None] | None = None, on_run: OnRun | None = None) -> Bisection:
-    verdict = verdict or VerdictOptions()
+    options = options or ABOptions()
     if not script.is_file():
         raise UsageError(f"no such script: {str(script)!r} (bisect follows one script through the revisions)")
     repo, relative = repository_of(script)
@@ -71,10 +69,8 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, *, pairs: int, 
                 with worktree(repo, commit, folder / f"rev{step}") as tree:
                     new_side = Side("NEW", tree / relative, commit=commit, given=f"rev {commit[:12]}")
                     runs = run_script_pairs(relative.name, good_side, new_side, results_dir / f"step{step:02d}",
-                                            pairs=pairs, warmup_pairs=warmup_pairs, time_budget=None, precision=None,
-                                            verdict=verdict, run_options=dict(run_options or {}), on_run=on_run)
-                    report = comparison(good_side, new_side, [runs], [], [], options=verdict, pairs=pairs,
-                                        warmup_pairs=warmup_pairs)
+                                            options, on_run)
+                    report = comparison(good_side, new_side, [runs], [], [], options)
                 done = _step(report.scripts[0], commit, subject)
                 result.steps.append(done)
                 if on_step is not None:

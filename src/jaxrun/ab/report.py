@@ -16,7 +16,6 @@ from .. import resultfiles
 from ..benchmark import sample_from_result, script_benchmark
 from ..cache_misses import compile_time_moved, program_change
 from ..models import ABSide, BatchMetadata, ComparisonReport, ProgramComparison, ScriptComparison, ScriptResult
-from ..options import VerdictOptions
 from ..paired import judge_paired_script
 from ..reports import AB_COMPARISON as COMPARISON_FILE  # what jaxrun report looks for
 from ..run.execute import benchmark_medians
@@ -24,7 +23,7 @@ from ..stats import geometric_mean
 from ..summary import assemble_batch
 from ..timestamps import now_iso
 from ..verdicts import metrics_for
-from .session import PairedRuns, metric_samples
+from .session import ABOptions, PairedRuns, metric_samples
 from .sides import Side
 
 __all__ = ["COMPARISON_FILE", "comparison", "program_comparisons", "write_sides"]
@@ -75,9 +74,10 @@ def _side(side: Side, runs: list[PairedRuns], label: str) -> ABSide:
                   jaxlib_version=env.jaxlib_version if env else None)
 
 
-def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list[str], only_in_new: list[str], *,
-               options: VerdictOptions, pairs: int, warmup_pairs: int) -> ComparisonReport:
+def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list[str], only_in_new: list[str],
+               ab: ABOptions) -> ComparisonReport:
     """The paired verdict of every script, as ``jaxrun compare`` would report it."""
+    options, pairs, warmup_pairs = ab.verdict, ab.pairs, ab.warmup_pairs
     metrics, gate = metrics_for(options.metric)
     scripts: list[ScriptComparison] = []
     for pr in runs:
@@ -115,12 +115,13 @@ def _benchmarked(pr: PairedRuns, label: str, pairs: int, warmup_pairs: int) -> S
                                    **benchmark_medians(last, samples)})
 
 
-def write_sides(folder: Path, base: Side, new: Side, runs: list[PairedRuns], report: ComparisonReport, *,
-                pairs: int, warmup_pairs: int, device: str) -> None:
+def write_sides(folder: Path, base: Side, new: Side, runs: list[PairedRuns], report: ComparisonReport,
+                ab: ABOptions) -> None:
     """``folder/ab_comparison.json`` and each side as a results folder (``base/``, ``new/``) with its
     runs as benchmarked results: ``jaxrun report folder`` renders NEW with the paired verdicts."""
     from .. import __version__
 
+    pairs, warmup_pairs, device = ab.pairs, ab.warmup_pairs, str(ab.run_options.get("device", "auto"))
     for side in (base, new):
         results = [r for r in (_benchmarked(pr, side.label, pairs, warmup_pairs) for pr in runs) if r is not None]
         jax_version = report.sides[side.label].jax_version if side.label in report.sides else None

@@ -12,20 +12,44 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..api import execute_jax_script
 from ..compare import single_value
 from ..discovery import find_jax_scripts
+from ..errors import UsageError
 from ..models import ScriptResult
 from ..options import VerdictOptions
 from ..paired import judge_paired_script, pairs_needed
 from ..verdicts import metrics_for
 from .sides import Side
 
-__all__ = ["PairedRuns", "run_script_pairs", "scripts_of", "metric_samples"]
+__all__ = ["ABOptions", "PairedRuns", "run_script_pairs", "scripts_of", "metric_samples"]
+
+DEFAULT_PAIRS = 10
+DEFAULT_WARMUP_PAIRS = 1
 
 OnRun = Callable[[str, Side, int, bool, ScriptResult], None]  # script, side, pair, warm-up, result
+
+
+@dataclass(frozen=True)
+class ABOptions:
+    """How an A/B runs and judges (``jaxrun ab``'s flags), checked once."""
+
+    pairs: int = DEFAULT_PAIRS  # counted pairs per script
+    warmup_pairs: int = DEFAULT_WARMUP_PAIRS
+    time_budget: float | None = None  # seconds per script, then stop (after the least pairs a test needs)
+    precision: float | None = None  # stop once every gate ratio's CI is within +-this fraction
+    verdict: VerdictOptions = field(default_factory=VerdictOptions)
+    recursive: bool = True
+    run_options: Mapping[str, Any] = field(default_factory=dict)  # execute_jax_script's keywords for every run
+
+    def __post_init__(self) -> None:
+        if self.pairs < 1 or self.warmup_pairs < 0:
+            raise UsageError(f"--pairs must be at least 1 and --warmup-pairs at least 0 (got {self.pairs} and "
+                             f"{self.warmup_pairs})")
+        if self.time_budget is not None and self.time_budget < 0 or self.precision is not None and self.precision <= 0:
+            raise UsageError("--time-budget must be 0 or more seconds and --precision a fraction above 0 (0.02: 2%)")
 
 
 @dataclass
@@ -71,12 +95,11 @@ def _precise(runs: PairedRuns, options: VerdictOptions, precision: float) -> boo
         and (p.ratio_ci_high - p.ratio_ci_low) / 2 <= precision * p.ratio for p in gate)
 
 
-def run_script_pairs(
-    key: str, base: Side, new: Side, results_dir: Path, *, pairs: int, warmup_pairs: int,
-    time_budget: float | None, precision: float | None, verdict: VerdictOptions, run_options: dict[str, Any],
-    on_run: OnRun | None = None,
-) -> PairedRuns:
+def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options: ABOptions,
+                     on_run: OnRun | None = None) -> PairedRuns:
     """Run ``key`` on both sides, pair by pair; stops at the first failed run (it would repeat)."""
+    pairs, warmup_pairs, verdict = options.pairs, options.warmup_pairs, options.verdict
+    time_budget, precision = options.time_budget, options.precision
     runs = PairedRuns(key)
     started = time.monotonic()
     least = pairs_needed(verdict.alpha)
@@ -86,12 +109,12 @@ def run_script_pairs(
         order = (base, new) if number % 2 == 0 else (new, base)
         done: dict[str, ScriptResult] = {}
         for side in order:
-            options = dict(run_options)
+            given = dict(options.run_options)
             if side.python is not None:
-                options["python"] = side.python
+                given["python"] = side.python
             result = execute_jax_script(
                 _script(side, key), results_dir=results_dir / side.label.lower() / f"pair{number:03d}",
-                name=name, compile_cache=False, **options)
+                name=name, compile_cache=False, **given)
             done[side.label] = result
             if on_run is not None:
                 on_run(key, side, number - warmup_pairs, warmup, result)

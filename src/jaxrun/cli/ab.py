@@ -27,8 +27,8 @@ def _progress(quiet: bool):  # type: ignore[no-untyped-def]
     return on_run
 
 
-def _run_options(device: Optional[str], timeout: Optional[float]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
+def _run_options(device: Optional[str], timeout: Optional[float], config: bool = True) -> dict[str, Any]:
+    options: dict[str, Any] = {} if config else {"config": False}
     if device is not None:
         options["device"] = device
     if timeout is not None:
@@ -72,6 +72,7 @@ def program_phase_lines(report: Any) -> list[str]:
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Seconds per run before it is stopped.")
 @click.option("--recursive/--no-recursive", default=True, help="Search the folders' subfolders.")
+@click.option("--no-config", is_flag=True, help="Read no config file ([tool.jaxrun], jaxrun.toml) for the runs.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a script is significantly slower.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (progress stays on stderr).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
@@ -81,7 +82,7 @@ def program_phase_lines(report: Any) -> list[str]:
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
        precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[float],
-       recursive: bool, fail_on_regression: bool, as_json: bool, quiet: bool, export_json: Optional[Path],
+       recursive: bool, no_config: bool, fail_on_regression: bool, as_json: bool, quiet: bool, export_json: Optional[Path],
        export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Run each script of BASE and NEW in alternating pairs (BASE NEW, NEW BASE, ...) and judge NEW
     on the per-pair ratios: drift of the machine's load hits both runs of a pair alike, so it
@@ -91,16 +92,15 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
 
     BASE and NEW: two folders; or one folder (or script) with --base-rev/--new-rev (two revisions
     of its git repository) or --base-python/--new-python (two Python environments)."""
-    from ..ab import run_ab
+    from ..ab import ABOptions, run_ab
     from .analysis import _export_comparison, _print_too_few, verdict_options
     from .tables import compare_table
 
     try:
-        options = verdict_options()
-        report = run_ab(base, new, results_dir, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
-                        new_python=new_python, pairs=pairs, warmup_pairs=warmup_pairs, time_budget=time_budget,
-                        precision=precision, verdict=options, recursive=recursive,
-                        run_options=_run_options(device, timeout), on_run=_progress(quiet))
+        options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
+                            _run_options(device, timeout, not no_config))
+        report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
+                        new_python=new_python, on_run=_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     _export_comparison(report, results_dir / "base", results_dir / "new", export_json, export_csv, export_markdown)
@@ -146,6 +146,7 @@ def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, res
     """Find the first revision at which SCRIPT got slower, as git bisect would: each step runs the
     script at a revision against GOOD in alternating pairs and judges it (--metric, run and compile
     time by default). Exit 0 when a commit is named, 1 when BAD is not slower than GOOD."""
+    from ..ab import ABOptions
     from ..ab.bisect import bisect as run_bisect
     from .analysis import verdict_options
 
@@ -154,9 +155,8 @@ def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, res
         out.print(f"{step.commit[:12]} {step.subject}: {step.verdict}{ratio}", markup=False, soft_wrap=True)
 
     try:
-        options = verdict_options()
-        found = run_bisect(script, good, bad, results_dir, pairs=pairs, warmup_pairs=warmup_pairs, verdict=options,
-                           run_options=_run_options(device, timeout), on_step=on_step, on_run=_progress(quiet))
+        options = ABOptions(pairs, warmup_pairs, verdict=verdict_options(), run_options=_run_options(device, timeout))
+        found = run_bisect(script, good, bad, results_dir, options, on_step=on_step, on_run=_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     if found.first_slower is None:
