@@ -120,3 +120,10 @@ def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str
     done = jaxrun("ab", *[str(repo) if a == "ONLY" else a for a in args], "--results-dir", tmp_path / "r")
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_cli_and_the_api_default_to_the_same_pairs() -> None:
+    from jaxrun.ab.session import DEFAULT_PAIRS
+    from jaxrun.cli import ab
+
+    assert ab._PAIRS == DEFAULT_PAIRS

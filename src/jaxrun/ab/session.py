@@ -26,7 +26,7 @@ from .sides import Side
 
 __all__ = ["ABOptions", "PairedRuns", "run_script_pairs", "scripts_of", "metric_samples"]
 
-DEFAULT_PAIRS = 10
+DEFAULT_PAIRS = 20
 DEFAULT_WARMUP_PAIRS = 1
 
 OnRun = Callable[[str, Side, int, bool, ScriptResult], None]  # script, side, pair, warm-up, result

@@ -12,7 +12,7 @@ from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
 from .flags import OptionsCommand, verdict_models
 
-_PAIRS = 10
+_PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
 
 
 def _progress(quiet: bool):  # type: ignore[no-untyped-def]
