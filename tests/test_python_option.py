@@ -142,6 +142,21 @@ def test_the_option_is_declared_once_and_reaches_every_surface(tmp_path: Path, b
                for line in shown.stdout.splitlines()), shown.stdout
 
 
+def test_the_config_file_path_is_relative_to_it_and_a_bare_name_is_on_path(tmp_path: Path, bare_python: Path) -> None:
+    """`python = "env/bin/python"` in jaxrun.toml is that file's folder's env; a bare name is a
+    command looked up on PATH, as a shell runs it."""
+    project = tmp_path / "project"
+    (project / "env" / "bin").mkdir(parents=True)
+    os.symlink(bare_python, project / "env" / "bin" / "python")
+    (project / "jaxrun.toml").write_text('python = "env/bin/python"\n')
+    write(project, "a.py", "import jax\n")
+    shown = run_cli("config", project / "a.py", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert str(project / "env" / "bin" / "python") in shown.stdout, shown.stdout
+    named = RunOptions.build(python=os.path.basename(sys.executable))
+    assert named.python is not None and os.path.isabs(named.python)
+
+
 # ------------------------------------------------------------------ an environment without jax
 
 

@@ -35,14 +35,18 @@ _checked: dict[tuple[str, int, int], tuple[int, int]] = {}
 
 def validate_python(value: object) -> str | None:
     """The ``python`` option: None (jaxrun's own interpreter), or the absolute path of an
-    executable file that runs a Python jaxrun supports. Symbolic links are kept as given: a
+    executable file that runs a Python jaxrun supports (a bare name like ``python3.12`` is looked
+    up on ``PATH``; a relative path in a config file is relative to its folder). Symbolic links are kept as given: a
     virtual environment's ``bin/python`` is a link to its base interpreter, and only through the
     link does it find its own packages."""
     if value is None:
         return None
     if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
         raise UsageError(f"python must be the path of a Python interpreter (like .venv/bin/python), got {value!r}")
-    path = os.path.abspath(os.path.expanduser(str(value).strip()))
+    text = str(value).strip()
+    # A bare name (python3.12) is a command on PATH, as a shell would run it.
+    found = shutil.which(text) if os.sep not in text else None
+    path = os.path.abspath(os.path.expanduser(found or text))
     if not os.path.exists(path):
         raise UsageError(f"python: no such interpreter {path!r}; pass the path of a Python executable, "
                          "like other-env/bin/python")
