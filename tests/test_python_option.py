@@ -3,9 +3,14 @@ another interpreter, a second virtual environment with its own jax/jaxlib (issue
 
 Two environments are made once and kept in the tests' base temporary folder (across sessions: a
 pip install is ~20 s): a bare one (``python -m venv``, nothing installed: no jax, no pydantic) and
-one with another jax release from PyPI (``OTHER_JAX``; the slow tests skip, saying why, where it
-cannot be installed). Nothing of this environment may reach them: jaxrun's probe is imported
-there through a folder holding only a link to the jaxrun package (jaxrun/interpreters.py).
+one with another jax release from PyPI (``OTHER_JAX``). Nothing of this environment may reach
+them: jaxrun's probe is imported there through a folder holding only a link to the jaxrun package
+(jaxrun/interpreters.py).
+
+Where PyPI cannot be reached (or with ``JR_TESTS_STAND_IN_JAX=1``) the other release is a
+stand-in: a ``--system-site-packages`` environment (so this environment's jax, seen from another
+interpreter path) whose ``.pth`` hook makes jax and jaxlib report ``STAND_IN_VERSION``; the
+tests then check that version instead.
 """
 
 from __future__ import annotations
@@ -82,13 +87,66 @@ def bare_python() -> Path:
     return python
 
 
+# Where PyPI cannot be reached (or with JR_TESTS_STAND_IN_JAX=1): a stand-in for another release,
+# a virtual environment that sees this one's packages (--system-site-packages) and whose own
+# site-packages holds a .pth hook that makes jax and jaxlib report STAND_IN_VERSION once imported
+# (the probe's own watch of `import jax` finds jax itself: the hook patches jax.version).
+# Above the real one: jax refuses a jaxlib newer than itself (jax/_src/lib: check_jaxlib_version).
+STAND_IN_VERSION = "99.0.0+stand.in"
+_STAND_IN_HOOK = f"""
+import sys
+
+VERSION = {STAND_IN_VERSION!r}
+
+
+class _StandIn:
+    # jax.__version__ is jax.version's; jaxlib's own version module is left alone (jax checks it).
+    def find_spec(self, name, path=None, target=None):
+        if name not in ("jax.version", "jaxlib"):
+            return None
+        for finder in sys.meta_path:
+            spec = None if finder is self or not hasattr(finder, "find_spec") else finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                run = spec.loader.exec_module
+
+                def exec_module(module, run=run):
+                    run(module)
+                    module.__version__ = VERSION
+
+                spec.loader.exec_module = exec_module
+                return spec
+        return None
+
+
+sys.meta_path.insert(0, _StandIn())
+"""
+
+
+def _stand_in_venv() -> Path:
+    root = _venv_root()
+    folder, done = root / "jax-stand-in", root / "jax-stand-in.done"
+    with open(root / "jax-stand-in.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", "--system-site-packages", str(folder)],
+                           check=True, capture_output=True, timeout=300)
+            [site] = (folder / "lib").glob("python3*/site-packages")
+            (site / "_jaxrun_stand_in.py").write_text(_STAND_IN_HOOK)
+            (site / "_jaxrun_stand_in.pth").write_text("import _jaxrun_stand_in\n")
+            done.write_text("ok")
+    return folder / "bin" / "python"
+
+
 @pytest.fixture(scope="session")
-def other_jax_python() -> Path:
-    """A virtual environment with another jax/jaxlib release than this one's."""
-    python, why = _make_venv(f"jax-{OTHER_JAX}", (f"jax=={OTHER_JAX}", f"jaxlib=={OTHER_JAX}"))
+def other_jax() -> tuple[Path, str]:
+    """A virtual environment with another jax/jaxlib release than this one's, and that release:
+    OTHER_JAX from PyPI, or the stand-in's version where it cannot be installed."""
+    python, why = (None, "asked for") if os.environ.get("JR_TESTS_STAND_IN_JAX") else _make_venv(
+        f"jax-{OTHER_JAX}", (f"jax=={OTHER_JAX}", f"jaxlib=={OTHER_JAX}"))
     if python is None:
-        pytest.skip(why)
-    return python
+        print(f"jax {OTHER_JAX} not installed ({why}): a stand-in environment reports {STAND_IN_VERSION}")
+        return _stand_in_venv(), STAND_IN_VERSION
+    return python, OTHER_JAX
 
 
 # ------------------------------------------------------------------------------ the option itself
@@ -215,13 +273,13 @@ def test_without_jax_a_script_fails_with_its_import_error(tmp_path: Path, bare_p
 
 
 @pytest.mark.slow
-def test_a_script_runs_under_another_jax(tmp_path: Path, other_jax_python: Path) -> None:
+def test_a_script_runs_under_another_jax(tmp_path: Path, other_jax: tuple[Path, str]) -> None:
     """`jaxrun run --python VENV/bin/python`: the script imports that environment's jax (the
     version it records, the probe's compile_environment, the batch's metadata), its compilations
     are recorded, and the device facts are that interpreter's, cached apart from jaxrun's own."""
-    python = str(other_jax_python)
+    python, version = str(other_jax[0]), other_jax[1]
     info = get_jax_device_info(python=python)
-    assert info.jax_available and info.jax_version == OTHER_JAX and info.python_executable == python
+    assert info.jax_available and info.jax_version == version and info.python_executable == python
     assert info.platforms["cpu"].available
     assert get_jax_device_info().jax_version == OWN_JAX  # jaxrun's own, cached under another key
     assert get_jax_device_info(python=python) is info  # cached per interpreter
@@ -233,24 +291,24 @@ def test_a_script_runs_under_another_jax(tmp_path: Path, other_jax_python: Path)
     doc = load(tmp_path / "r" / "jax_execution_results.json")
     [row] = doc["script_results"]
     assert row["success"] and row["python"] == python and row["device_used"] == "cpu"
-    assert row["results"]["jax_seen"] == OTHER_JAX
-    assert row["compile_environment"]["jax_version"] == OTHER_JAX
-    assert row["compile_environment"]["jaxlib_version"] == OTHER_JAX
+    assert row["results"]["jax_seen"] == version
+    assert row["compile_environment"]["jax_version"] == version
+    assert row["compile_environment"]["jaxlib_version"] == version
     assert row["compile_count"] >= 1 and row["compiles"]
     assert row["command"][:3] == [python, "-m", "jaxrun.probe"]
-    assert doc["metadata"]["jax_version"] == OTHER_JAX and doc["metadata"]["python"] == python
+    assert doc["metadata"]["jax_version"] == version and doc["metadata"]["python"] == python
     assert json.loads(done.stdout)  # the --json output parses
 
 
 @pytest.mark.slow
-def test_the_api_and_a_batch_of_both_interpreters(tmp_path: Path, other_jax_python: Path) -> None:
+def test_the_api_and_a_batch_of_both_interpreters(tmp_path: Path, other_jax: tuple[Path, str]) -> None:
     """execute_jax_script(python=...) records the other jax; without it, the same script runs
     under jaxrun's own (python null, its own jax)."""
     script = write(tmp_path, "double.py", SCRIPT)
-    other = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "a", compile_cache=False,
-                                      python=str(other_jax_python))
+    python, version = str(other_jax[0]), other_jax[1]
+    other = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "a", compile_cache=False, python=python)
     own = jaxrun.execute_jax_script(script, "cpu", results_dir=tmp_path / "b", compile_cache=False)
     assert other.success and own.success, (other.error_message, own.error_message)
-    assert other.python == str(other_jax_python) and own.python is None
-    assert other.compile_environment.jax_version == OTHER_JAX
+    assert other.python == python and own.python is None
+    assert other.compile_environment.jax_version == version
     assert own.compile_environment.jax_version == OWN_JAX
