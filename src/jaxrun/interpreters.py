@@ -9,12 +9,11 @@ which is this environment's site-packages and would bring its jax along. What th
 of jaxrun (the probe, :func:`jaxrun.record`, the device facts' child) is standard library only.
 
 The parent's own interpreter is ``None`` everywhere (the option's default): nothing changes then.
+Imported on the way to every script's first line (run/environment.py): only what is cheap at the top.
 """
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import os
 import shutil
 import subprocess
@@ -98,6 +97,8 @@ def importable_by(env: dict[str, str], python: str) -> dict[str, str]:
 def jaxrun_only_folder() -> str:
     """A folder holding only ``jaxrun``, a link to this jaxrun package, made once per package
     folder in jaxrun's cache (or the temporary folder where the cache cannot be written)."""
+    import hashlib
+
     name = "only-jaxrun-" + hashlib.sha256(PACKAGE_DIR.encode()).hexdigest()[:16]
     for parent in (cache_dir(), Path(tempfile.gettempdir()) / f"jaxrun-{os.getuid()}"):
         folder = parent / name
@@ -126,6 +127,8 @@ def installed_marks(python: str) -> str:
     """What changes when the environment of ``python`` changes, read without running it: the
     interpreter file, and each ``site-packages`` folder of its prefix (a package added, removed or
     upgraded changes the folder's entries) with its jax and jaxlib version files."""
+    import glob
+
     parts = [python]
     try:
         st = os.stat(python)
