@@ -312,3 +312,17 @@ def test_the_api_and_a_batch_of_both_interpreters(tmp_path: Path, other_jax: tup
     assert other.python == python and own.python is None
     assert other.compile_environment.jax_version == version
     assert own.compile_environment.jax_version == OWN_JAX
+
+
+def test_the_facts_cache_key_follows_the_environments_installs(tmp_path: Path) -> None:
+    """The device facts of another interpreter are cached under its path and what an install
+    into its environment changes (its site-packages' entries), never under jaxrun's own key."""
+    from jaxrun.devices import _cache_key
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True, timeout=120)
+    python = str(tmp_path / "env" / "bin" / "python")
+    before = _cache_key(python)
+    assert before == _cache_key(python) != _cache_key()
+    [site] = {os.path.realpath(p) for p in (tmp_path / "env").glob("lib*/python3*/site-packages")}
+    os.utime(site, ns=(1, 1))  # an install changes the folder's entries, and so its mtime
+    assert _cache_key(python) != before

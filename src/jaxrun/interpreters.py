@@ -125,7 +125,7 @@ def jaxrun_only_folder() -> str:
 
 def installed_marks(python: str) -> str:
     """What changes when the environment of ``python`` changes, read without running it: the
-    interpreter file, and each ``site-packages`` folder of its prefix (a package added, removed or
+    interpreter file, and each ``site-packages`` (or ``dist-packages``) folder of its prefix (a package added, removed or
     upgraded changes the folder's entries) with its jax and jaxlib version files."""
     import glob
 
@@ -136,7 +136,9 @@ def installed_marks(python: str) -> str:
     except OSError:
         parts.append("missing")
     prefix = os.path.dirname(os.path.dirname(python))
-    for site in sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages"))):
+    sites = [site for kind in ("site-packages", "dist-packages")  # dist-packages: Debian's system Python
+             for site in glob.glob(os.path.join(prefix, "lib*", "python3*", kind))]
+    for site in sorted(sites):
         for item in (site, os.path.join(site, "jax", "version.py"), os.path.join(site, "jaxlib", "version.py")):
             try:
                 parts.append(f"{item}:{os.stat(item).st_mtime_ns}")
