@@ -283,8 +283,10 @@ def test_resolve_device_without_jax() -> None:
         jax_available=False, python_version="3", python_executable="py", probed_at="now",
         error="jax cannot be imported",
     )
-    assert resolve_device("cpu", info) == (None, "jax cannot be imported")
-    assert resolve_device("auto", info) == (None, "jax cannot be imported")
+    # The script runs on CPU: one that imports jax fails with its own ImportError (import_error).
+    assert resolve_device("cpu", info) == ("cpu", None)
+    assert resolve_device("auto", info) == ("cpu", None)
+    assert resolve_device("gpu", info) == (None, "jax cannot be imported")
 
 
 # --------------------------------------------------------------------------- NVML

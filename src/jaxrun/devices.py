@@ -3,6 +3,8 @@
 The cache lives in memory for the process and on disk (``$JAXRUN_CACHE_DIR`` or
 ``~/.cache/jaxrun``) keyed by everything that can change the answer: the Python interpreter, the
 installed jax/jaxlib versions, the host, and the environment variables that select devices.
+Under another interpreter (``--python``) the child is that interpreter's, importing jaxrun alone
+(jaxrun/interpreters.py), and the key holds its path and what marks its environment's installs.
 """
 
 from __future__ import annotations
@@ -70,24 +72,34 @@ def _look_up_installed(name: str) -> str:
     return spec.origin
 
 
-def _cache_key() -> str:
+def _cache_key(python: str | None = None) -> str:
     # "facts-4": keyed on the installed files rather than the versions they declare; platforms say
     # whether their backend is installed, with a short reason.
-    parts = ["facts-4", sys.executable, socket.gethostname(), _installed("jax"), _installed("jaxlib")]
+    if python is None:
+        parts = ["facts-4", sys.executable, socket.gethostname(), _installed("jax"), _installed("jaxlib")]
+    else:
+        from .interpreters import installed_marks
+
+        parts = ["facts-4", "python", socket.gethostname(), installed_marks(python)]
     parts += [f"{name}={os.environ.get(name, '')}" for name in _DEVICE_ENV]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _probe_child() -> DeviceInfo:
+def _probe_child(python: str | None = None) -> DeviceInfo:
     env = dict(os.environ)
     env.pop("JAX_PLATFORMS", None)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    make_jaxrun_importable(env)
+    if python is None:
+        make_jaxrun_importable(env)
+    else:
+        from .interpreters import importable_by
+
+        importable_by(env, python)  # that environment's jax, never this one's
     with tempfile.TemporaryDirectory(prefix="jaxrun-devices-") as tmp:
         out = os.path.join(tmp, "facts.json")
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "jaxrun.probe.devices_child", out],
+                [python or sys.executable, "-m", "jaxrun.probe.devices_child", out],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -166,9 +178,16 @@ def describing(info: DeviceInfo, platform: str | None) -> DeviceInfo:
     return info.model_copy(update={f: getattr(first, f) if first else None for f in fields})
 
 
-def get_jax_device_info(refresh: bool = False) -> DeviceInfo:
-    """Return the JAX device facts of this machine (jax versions, platforms, devices, failures)."""
-    key = _cache_key()
+def get_jax_device_info(refresh: bool = False, *, python: str | None = None) -> DeviceInfo:
+    """Return the JAX device facts of this machine (jax versions, platforms, devices, failures),
+    as seen by ``python`` (another environment's interpreter; None: jaxrun's own)."""
+    if python is not None:
+        from .interpreters import is_other, validate_python
+
+        python = validate_python(python)
+        if not is_other(python):
+            python = None
+    key = _cache_key(python)
     if not refresh and key in _memo:
         return _memo[key]
     path = cache_dir() / f"devices-{key}.json"
@@ -179,7 +198,7 @@ def get_jax_device_info(refresh: bool = False) -> DeviceInfo:
             return info
         except (OSError, DamagedFileError):
             pass  # a damaged, stale or foreign cache file is simply probed again
-    info = _probe_child()
+    info = _probe_child(python)
     try:
         atomic_write_text(path, info.model_dump_json(indent=2))
     except OSError:
@@ -192,6 +211,10 @@ def resolve_device(device: str, info: DeviceInfo) -> tuple[str | None, str | Non
     """Map a requested device to a present platform: ``(platform, None)`` or ``(None, reason)``."""
     device = validate_device(device)
     if not info.jax_available:
+        if device in ("auto", "cpu"):
+            # A script that never imports jax runs as it would with `python`; one that does fails
+            # with its own ImportError (import_error), the real reason, not a missing device.
+            return "cpu", None
         return None, info.error or "jax is not installed (pip install jax)"
     if device == "auto":
         for name in AUTO_PREFERENCE:
@@ -214,4 +237,4 @@ def is_jax_available(device: str = "cpu") -> bool:
     except DeviceProbeError:
         return False
     platform, _ = resolve_device(device, info)
-    return platform is not None
+    return info.jax_available and platform is not None

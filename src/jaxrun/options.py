@@ -217,6 +217,12 @@ class RunOptions(_Options):
     disable_jit: bool = option(False, "Run with jax_disable_jit (op by op), to debug a failing script.")
     xla_flags: Optional[str] = option(None, "XLA flags added to XLA_FLAGS (a flag set both ways takes this value).",
                                       Flag(metavar="FLAGS"))
+    # Another interpreter for the scripts (a second virtual environment, another jax/jaxlib):
+    # its path as given, symbolic links kept (jaxrun/interpreters.py). None: jaxrun's own.
+    python: Optional[str] = option(
+        None, "Run the scripts under this Python interpreter (another environment's bin/python, with its own "
+        "jax/jaxlib); its device facts and versions are recorded.", Flag(metavar="PATH"),
+        show_default="jaxrun's own interpreter")
     isolate_env: bool = option(False, "Scripts get a minimal environment (PATH, HOME, locale, JAX_*, XLA_*, CUDA_*...) "
                                "instead of all of yours (run/environment.py says which).")
     xfail: Optional[str] = option(None, "Expected to fail, and why: the script's failure does not fail the batch "
@@ -236,6 +242,13 @@ class RunOptions(_Options):
             what = "XLA flags like '--xla_cpu_enable_fast_math=false'" if info.field_name == "xla_flags" else "a reason"
             raise UsageError(f"{info.field_name} must be a non-empty string ({what}), got {value!r}")
         return value.strip()
+
+    @field_validator("python", mode="before")
+    @classmethod
+    def _python(cls, value: Any) -> str | None:
+        from .interpreters import validate_python
+
+        return validate_python(value)
 
     @field_validator("memory_limit", mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..executors.base import RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
 from ..failures import HINTS
+from ..interpreters import is_other
 from ..options import BatchOptions, RunOptions
 from ..run import execute
 from ..job import Job, Jobs
@@ -155,7 +156,8 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     if options.run.verbose:
         logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
     try:
-        info: DeviceInfo | None = get_jax_device_info()
+        # The facts of the scripts' interpreter (--python: another environment's, read by its child).
+        info: DeviceInfo | None = get_jax_device_info(python=options.run.python)
     except DeviceProbeError as exc:
         info = None
         logger.warning("device facts unavailable: %s", exc)
@@ -189,7 +191,10 @@ def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, 
         if isinstance(exc, UsageError):
             raise
         raise unwritable(out, exc) from None
-    launcher.open_spares(spare_environment())  # each script's process starts while the last one's result is written
+    if options.run.python is None or not is_other(options.run.python):
+        # Each script's process starts while the last one's result is written. A spare runs
+        # jaxrun's own interpreter: none for a batch under another one (--python).
+        launcher.open_spares(spare_environment())
     try:
         return _run_locked(options, sinks, run_job, launcher, plan, info, store, history_problem, out)
     finally:
@@ -242,7 +247,8 @@ def _run_locked(
         unreadable_paths=plan.unreadable,
         results_dir=str(out),
         host=socket.gethostname(),
-        python_version=platform_module.python_version(),
+        python_version=(info.python_version if options.run.python and info else platform_module.python_version()),
+        python=options.run.python,
         strict_xfail=options.strict_xfail,
         fail_on_regression=options.fail_on_regression,
         skipped=list(plan.skipped),

@@ -10,14 +10,16 @@ from typing import Optional
 import click
 
 from .. import __version__
-from ..errors import JAXExecutionError
+from ..errors import JAXExecutionError, UsageError
 from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the device facts as JSON.")
 @click.option("--refresh", is_flag=True, help="Probe again instead of using the cache.")
-def devices(as_json: bool, refresh: bool) -> None:
+@click.option("--python", "python", metavar="PATH", default=None,
+              help="The facts as this interpreter (another environment's bin/python) sees them.")
+def devices(as_json: bool, refresh: bool, python: Optional[str]) -> None:
     """Show the JAX platforms and devices of this machine (read in a child process)."""
     from rich.table import Table
     from rich.text import Text
@@ -25,7 +27,9 @@ def devices(as_json: bool, refresh: bool) -> None:
     from ..devices import get_jax_device_info
 
     try:
-        info = get_jax_device_info(refresh=refresh)
+        info = get_jax_device_info(refresh=refresh, python=python)
+    except UsageError as exc:
+        raise fail_usage(str(exc)) from None
     except JAXExecutionError as exc:
         err.print(f"jaxrun: {exc}", markup=False)
         raise click.exceptions.Exit(EXIT_FAILED) from None

@@ -37,6 +37,10 @@ class BatchMetadata(MappingModel):
     results_dir: str
     host: str
     python_version: str
+    python: str | None = Field(
+        None, description="The interpreter the scripts ran under when it was not jaxrun's own (--python); "
+        "jax_version and python_version are then that interpreter's"
+    )
     complete: bool = Field(False, description="False while the batch is still running or was cut off")
     scripts_xfailed: int = Field(0, description="Scripts expected to fail (xfail) that failed: not a batch failure")
     scripts_xpassed: int = Field(0, description="Scripts expected to fail that passed (a failure with strict_xfail)")

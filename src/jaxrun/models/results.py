@@ -183,7 +183,7 @@ class ScriptResult(MappingModel):
     # Texts from a small vocabulary: the results of a batch hold one of each (base.share_parts).
     SHARED_TEXTS: ClassVar[frozenset[str]] = frozenset({
         "error_class", "exception_type", "device_requested", "device_used", "jax_backend", "ended_by", "cpu_method",
-        "memory_method", "device_memory_reason", "device_utilization_reason", "outcome", "options_key"})
+        "memory_method", "device_memory_reason", "device_utilization_reason", "outcome", "options_key", "python"})
 
     schema_version: int = SCHEMA_VERSION
     script_name: str
@@ -286,6 +286,10 @@ class ScriptResult(MappingModel):
     )
     xfail: str | None = Field(None, description="Why the script is expected to fail (its xfail setting)")
     command: list[str] | None = Field(None, description="The command line the script's process ran")
+    python: str | None = Field(
+        None, description="The interpreter it ran under when not jaxrun's own (--python, another environment); "
+        "compile_environment holds that environment's jax and jaxlib versions"
+    )
     prestarted: bool | None = Field(
         None, description="Its process was started before the script was known (a spare, to hide Python's "
         "start-up); the time it waited is not in execution_time"

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ..defaults import JAX_PLATFORMS_VALUE, make_jaxrun_importable
+from ..interpreters import importable_by, is_other
 from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
 from ..probe.arguments import ProbeArguments
@@ -90,6 +91,9 @@ def child_env(
     # The probe holds a shared lock on it while it lives: a later run waits until it is gone.
     env[SCRIPTS_LOCK_ENV] = str(job.results_dir / SCRIPTS_LOCK_FILE)
     env["PYTHONUNBUFFERED"] = "1"
+    if options.python is not None and is_other(options.python):
+        # Another environment (--python): jaxrun alone made importable there, never this one's packages.
+        return importable_by(env, options.python)
     return make_jaxrun_importable(env)  # the probe must be importable, from a source tree too
 
 
@@ -136,7 +140,8 @@ def numerics_of(env: dict[str, str]) -> Numerics:
 
 
 def probe_command(script: Path, events_path: Path, options: RunOptions, profile_dir: Path | None = None) -> list[str]:
-    """``python -m jaxrun.probe --events FILE [...] -- script [args]`` (probe/arguments.py)."""
+    """``python -m jaxrun.probe --events FILE [...] -- script [args]`` (probe/arguments.py), under
+    ``options.python`` when given (another environment's interpreter)."""
     return ProbeArguments(
         events=str(events_path),
         script_argv=(str(script), *(options.args or ())),
@@ -144,4 +149,4 @@ def probe_command(script: Path, events_path: Path, options: RunOptions, profile_
         warm_calls=options.warm_calls if options.entry is not None else 1,
         profile=str(profile_dir) if options.enable_profiling and profile_dir is not None else None,
         xla_analysis=int(options.xla_analysis),
-    ).command()
+    ).command(options.python)

@@ -7,7 +7,6 @@ import logging
 import threading
 from typing import Any, Callable
 
-from ..devices import get_jax_device_info
 from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
 from ..options import DEFAULT_WARM_CALLS, RunOptions
 from ..sinks import NO_SINK, Sink
@@ -29,7 +28,7 @@ def run_job(
     stop: threading.Event | None = None,
     sink: Sink = NO_SINK,
     attempt: AttemptFn = launch_attempt,
-    facts: Callable[[], DeviceInfo] = get_jax_device_info,
+    facts: Callable[[], DeviceInfo] | None = None,
 ) -> ScriptResult:
     """Run one job as ``options`` say; ``sink.on_progress`` sees each benchmark run's result.
     ``attempt`` and ``facts``: see :func:`jaxrun.run.runner.run_attempts`.
@@ -50,7 +49,7 @@ def run_job(
 
 def _benchmark(
     job: Job, options: RunOptions, placement: Placement, stop: threading.Event | None, sink: Sink,
-    attempt: AttemptFn, facts: Callable[[], DeviceInfo],
+    attempt: AttemptFn, facts: Callable[[], DeviceInfo] | None,
 ) -> ScriptResult:
     """W warm-up then N counted process runs; stops at the first failed run (it would repeat)."""
     # Statistics need numpy (~50 ms to import): only a batch that benchmarks pays for it.

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import resultfiles
 from ..defaults import log_cap_bytes
+from ..interpreters import is_other
 from ..devices import get_jax_device_info, resolve_device
 from ..errors import DeviceProbeError, ResultsWriteError, ScriptNotFoundError
 from ..failures import backoff_seconds, next_action
@@ -223,7 +224,7 @@ def run_attempts(
     device: str | None = None,
     compile_cache: Path | None = None,
     attempt: AttemptFn = launch_attempt,
-    facts: Callable[[], DeviceInfo] = get_jax_device_info,
+    facts: Callable[[], DeviceInfo] | None = None,
 ) -> ScriptResult:
     """Run ``job.script`` once (over as many attempts as the failure table asks for).
 
@@ -241,7 +242,8 @@ def run_attempts(
         shutil.rmtree(job.output_dir)  # outputs of an earlier run must not pass for this run's
     started_at = now_iso()
     try:
-        info: DeviceInfo | None = facts()
+        # The facts of the interpreter that runs the script (--python: another environment's).
+        info: DeviceInfo | None = facts() if facts is not None else get_jax_device_info(python=options.python)
     except DeviceProbeError:
         info = None  # the script still runs; if it needs JAX it fails with the real reason
 
@@ -336,10 +338,13 @@ def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
     return found
 
 
-def _hint(failure: Classification | None, warnings: list[str]) -> str | None:
-    """The failure's hint; an out-of-memory one says what jaxrun foresaw as the programs compiled."""
+def _hint(failure: Classification | None, warnings: list[str], python: str | None = None) -> str | None:
+    """The failure's hint; an out-of-memory one says what jaxrun foresaw as the programs compiled,
+    a missing module under another interpreter (--python) which environment lacks it."""
     if failure is None:
         return None
+    if failure.error_class == "import_error" and python is not None and is_other(python):
+        return f"a module the script imports is missing; pip install it into the environment of {python} (--python)"
     return with_fit_evidence(failure.hint, warnings) if failure.error_class == "out_of_memory" else failure.hint
 
 
@@ -377,6 +382,7 @@ def _build_result(
         outcome=("xpassed" if passed else "xfailed") if options.xfail else ("passed" if passed else "failed"),
         xfail=options.xfail,
         command=run.command,
+        python=options.python if options.python is not None and is_other(options.python) else None,
         prestarted=outcome.prestarted if outcome else None,
         script_args=list(options.args or ()),
         numerics=run.numerics,
@@ -387,7 +393,7 @@ def _build_result(
         error_message=failure.message if failure else None,
         exception_type=failure.exception_type if failure else None,
         traceback=report.traceback if outcome else None,
-        hint=_hint(failure, report.warnings),
+        hint=_hint(failure, report.warnings, options.python),
         exit_code=outcome.exit_code if outcome else None,
         signal=outcome.signal if outcome else None,
         device_requested=options.device,

@@ -30,7 +30,8 @@ from .keys import (
 )
 
 # Keys whose relative paths in a config file are relative to the file's folder.
-_PATH_KEYS = ("results_dir", "history", "compile_cache", "markdown", "export_json", "export_csv", "junit_xml")
+_PATH_KEYS = ("results_dir", "history", "compile_cache", "markdown", "export_json", "export_csv", "junit_xml",
+              "python")  # python: a path with a "/" (a bare name is a command looked up on PATH)
 _SEED_BLOCKS = {"execution": "JAX_EXEC_CONFIG", "monitoring": "MONITORING_CONFIG"}
 _MONITORING = {"logging": ("level", "file_output", "console_output", "performance_summary"),
                "benchmarking": ("warmup_runs", "measurement_runs", "statistical_analysis")}
@@ -121,7 +122,7 @@ class _Reader:
                     raise UsageError(f"{where}: {table} skip: skip is a per-script setting; put it in a "
                                      f'[tool.jaxrun.scripts."GLOB"] table or a "# jaxrun: skip=..." comment')
                 raise UsageError(f"{where}: unknown key {key!r} in {table}: {closest(key, allowed)}")
-            if target in _PATH_KEYS and isinstance(value, str):
+            if target in _PATH_KEYS and isinstance(value, str) and (target != "python" or "/" in value):
                 value = str(self.config.folder / Path(value).expanduser())
             try:
                 check(target, value)
