@@ -326,3 +326,25 @@ def test_the_facts_cache_key_follows_the_environments_installs(tmp_path: Path) -
     [site] = {os.path.realpath(p) for p in (tmp_path / "env").glob("lib*/python3*/site-packages")}
     os.utime(site, ns=(1, 1))  # an install changes the folder's entries, and so its mtime
     assert _cache_key(python) != before
+
+
+@pytest.mark.slow
+def test_ab_of_two_environments_compares_each_programs_compile_time(tmp_path: Path, other_jax: tuple[Path, str]) -> None:
+    """`jaxrun ab DIR --base-python OTHER --new-python OWN` (issue 26): one script under two jax
+    releases, in alternating pairs; each side records its jax version, and each program compiled on
+    both sides has its trace, lower and compile time on both, with the ratio."""
+    python, version = str(other_jax[0]), other_jax[1]
+    write(tmp_path / "s", "double.py", SCRIPT)
+    done = run_cli("ab", tmp_path / "s", "--base-python", python, "--new-python", sys.executable, "--pairs", "3",
+                   "--warmup-pairs", "0", "--results-dir", tmp_path / "r", "--no-config")
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "ab_comparison.json").read_text())
+    assert report["paired"] and report["sides"]["BASE"]["jax_version"] == version
+    assert report["sides"]["NEW"]["jax_version"] == OWN_JAX and report["sides"]["BASE"]["python"] == python
+    [program] = [p for p in report["scripts"][0]["programs"] if p["program"] == "jit(<lambda>)"]
+    assert program["base_count"] == program["new_count"] == 1 and program["base_compile_time"] > 0
+    assert program["compile_ratio"] == pytest.approx(program["new_compile_time"] / program["base_compile_time"])
+    assert program["base_trace_time"] is not None and program["new_lower_time"] is not None
+    # The terminal's line for it: both sides' phases, and the ratio.
+    line = next(line for line in done.stdout.splitlines() if "double.py: jit(<lambda>) compile" in line)
+    assert "trace" in line and "lower" in line and "count 1 -> 1" in line and " (x" in line
