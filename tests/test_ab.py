@@ -41,7 +41,7 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     write(tmp_path / "B", "extra.py", SLEEPS.format(seconds=0))
     report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", ABOptions(pairs=6, warmup_pairs=1, verdict=LENIENT))
     (script,) = report.scripts
-    assert report.paired and script.verdict == "slower" and report.regressions == ["s.py"]
+    assert report.paired and script.verdict == "slower" and report.shown(report.regressions) == ["s.py"]
     run = script.phases["run_time"]
     assert run.pairs == 6 and 1.5 < run.ratio < 2.5 and run.p_value <= 2 / 2**6
     assert report.only_in_new == ["extra.py"]
@@ -55,6 +55,17 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     assert written["paired"] is True and written["scripts"][0]["verdict"] == "slower"
     assert json.loads((tmp_path / "r" / "new" / "jax_execution_results.json").read_text())[
         "script_results"][0]["benchmark"]["runs_completed"] == 6
+    # The exports and the report say it was paired, with the paired verdict.
+    from markdown_it import MarkdownIt
+
+    from jaxrun.reports import write_report
+    from jaxrun.sinks.exports import comparison_markdown
+
+    tokens = MarkdownIt().enable("table").parse(comparison_markdown(report))
+    heading = next(t.content for i, t in enumerate(tokens) if i and tokens[i - 1].type == "heading_open")
+    assert heading.startswith("jaxrun ab:") and "Wilcoxon signed-rank" in comparison_markdown(report)
+    page = write_report(tmp_path / "r").read_text()
+    assert "Against the baseline" in page and "data-compared='s'" in page and "slower" in page.split("data-compared='s'")[1][:300]
 
 
 def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from ..stats import geometric_mean
 from ..summary import assemble_batch
 from ..timestamps import now_iso
 from ..verdicts import metrics_for
-from .session import ABOptions, PairedRuns, metric_samples
+from .session import ABOptions, PairedRuns, metric_samples, script_name
 from .sides import Side
 
 __all__ = ["COMPARISON_FILE", "comparison", "program_comparisons", "write_sides"]
@@ -85,7 +85,7 @@ def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list
         before, after = metric_samples(pr.base, metrics), metric_samples(pr.new, metrics)
         # A phase neither side measured (compile time of a script without JAX) is not judged.
         measured = [m for m in metrics if any(v is not None for v in (*before[m], *after[m]))]
-        judged = judge_paired_script(pr.key, device, {m: before[m] for m in measured},
+        judged = judge_paired_script(script_name(pr.key), device, {m: before[m] for m in measured},
                                      {m: after[m] for m in measured}, options)
         note = "; ".join(n for n in (judged.note, pr.stopped) if n) or None
         scripts.append(judged.model_copy(update={"path": pr.key, "programs": program_comparisons(pr), "note": note}))
@@ -111,7 +111,8 @@ def _benchmarked(pr: PairedRuns, label: str, pairs: int, warmup_pairs: int) -> S
     warmups = [sample_from_result(r, i + 1, True) for i, r in enumerate(warm)]
     last = results[-1]
     bench = script_benchmark(last, samples, warmups, pairs, warmup_pairs, None)
-    return last.model_copy(update={"benchmark": bench, "script_name": pr.key.removesuffix(".py").replace("/", "__"),
+    return last.model_copy(update={"benchmark": bench.model_copy(update={"script_name": script_name(pr.key)}),
+                                   "script_name": script_name(pr.key),
                                    **benchmark_medians(last, samples)})
 
 

@@ -75,6 +75,11 @@ def scripts_of(base: Side, new: Side, recursive: bool = True) -> tuple[list[str]
     return sorted(a.keys() & b.keys()), sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
 
 
+def script_name(key: str) -> str:
+    """A script's ``<name>`` on both sides, as a batch names it: ``a/model.py`` -> ``a__model``."""
+    return key.removesuffix(".py").replace("/", "__")
+
+
 def _script(side: Side, key: str) -> Path:
     return side.root if side.root.is_file() else side.root / key
 
@@ -103,7 +108,7 @@ def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options
     runs = PairedRuns(key)
     started = time.monotonic()
     least = pairs_needed(verdict.alpha)
-    name = key.removesuffix(".py").replace("/", "__")
+    name = script_name(key)
     for number in range(warmup_pairs + pairs):
         warmup = number < warmup_pairs
         order = (base, new) if number % 2 == 0 else (new, base)

@@ -93,8 +93,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     BASE and NEW: two folders; or one folder (or script) with --base-rev/--new-rev (two revisions
     of its git repository) or --base-python/--new-python (two Python environments)."""
     from ..ab import ABOptions, run_ab
-    from .analysis import _export_comparison, _print_too_few, verdict_options
-    from .tables import compare_table
+    from .analysis import _export_comparison, print_comparison, verdict_options
 
     try:
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
@@ -111,20 +110,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
             versions = f", jax {side.jax_version}" if side.jax_version else ""
             out.print(f"{label}: {side.given}{f' (commit {side.commit[:12]})' if side.commit else ''}{versions}",
                       markup=False, soft_wrap=True)
-        out.print(compare_table(report))
-        for line in program_phase_lines(report):
-            out.print(line, markup=False, soft_wrap=True)
-        for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
-            if names:
-                out.print(f"{side}: {', '.join(names)}", markup=False)
-        for script in report.scripts:
-            if script.note:
-                out.print(f"note: {script.path}: {script.note}", markup=False, soft_wrap=True)
-        if report.regressions:
-            out.print(f"significantly slower: {', '.join(report.shown(report.regressions))}", markup=False)
-        if report.improvements:
-            out.print(f"significantly faster: {', '.join(report.shown(report.improvements))}", markup=False)
-        _print_too_few(report)
+        print_comparison(report, program_phase_lines(report), options.verdict.allow_mismatch)
         out.print(f"comparison: {results_dir / 'ab_comparison.json'}; each side's runs in {results_dir / 'base'} and "
                   f"{results_dir / 'new'} (jaxrun report {results_dir})", markup=False, soft_wrap=True)
     raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)

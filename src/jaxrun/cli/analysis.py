@@ -175,7 +175,6 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
 
     BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
     from ..compare import compare_results, program_lines
-    from .tables import compare_table
 
     try:
         options = verdict_options()
@@ -189,25 +188,33 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
         for line in quiet_comparison(report, options.allow_mismatch):
             out.print(line, markup=False, soft_wrap=True)
     else:
-        out.print(compare_table(report))
-        for line in program_lines(report):
-            out.print(line, markup=False, soft_wrap=True)
-        for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
-            if names:
-                out.print(f"{side}: {', '.join(names)}", markup=False)
-        means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None]
-        if means:
-            out.print(f"geometric mean of ratios (NEW/BASE): {', '.join(means)}", markup=False)
-        if report.regressions:
-            out.print(f"significantly slower: {', '.join(report.shown(report.regressions))}", markup=False)
-        if report.improvements:
-            out.print(f"significantly faster: {', '.join(report.shown(report.improvements))}", markup=False)
-        _print_too_few(report)
-        if report.numerics_mismatch:
-            verb = "judged anyway (--allow-mismatch)" if options.allow_mismatch else "not judged; pass --allow-mismatch to judge them"
-            out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
+        print_comparison(report, program_lines(report), options.allow_mismatch)
     refused = report.numerics_mismatch and not options.allow_mismatch
     raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and (report.regressions or refused) else EXIT_OK)
+
+
+def print_comparison(report: Any, program_lines: list[str], allow_mismatch: bool) -> None:
+    """The comparison as `jaxrun compare` and `jaxrun ab` print it: the table, a line per program,
+    what is on one side only, the geometric means, what got slower or faster, what was too few."""
+    from .tables import compare_table
+
+    out.print(compare_table(report))
+    for line in program_lines:
+        out.print(line, markup=False, soft_wrap=True)
+    for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
+        if names:
+            out.print(f"{side}: {', '.join(names)}", markup=False)
+    means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None]
+    if means:
+        out.print(f"geometric mean of ratios (NEW/BASE): {', '.join(means)}", markup=False)
+    if report.regressions:
+        out.print(f"significantly slower: {', '.join(report.shown(report.regressions))}", markup=False)
+    if report.improvements:
+        out.print(f"significantly faster: {', '.join(report.shown(report.improvements))}", markup=False)
+    _print_too_few(report)
+    if report.numerics_mismatch:
+        verb = "judged anyway (--allow-mismatch)" if allow_mismatch else "not judged; pass --allow-mismatch to judge them"
+        out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
 
 
 def _phase_figures(phase: Any) -> str:

@@ -112,11 +112,15 @@ def comparison_markdown(report: "ComparisonReport") -> str:
     their units (s/ms/µs, MB), the ratio NEW / BASE with its CI, the p-value, the runs and the
     verdict; the gate's phases marked *, and notes in rows of their own, as in the terminal."""
     gate = " + ".join(report.gate)
-    lines = [f"## jaxrun compare: {_md(report.base)} -> {_md(report.new)}", "",
+    # jaxrun ab judges pair by pair (jaxrun.paired): its test and its ratio are not compare's.
+    command, test, ratios = (("ab", f"{report.pairs} alternating pairs, Wilcoxon signed-rank",
+                              "the median of the per-pair ratios NEW / BASE") if report.paired else
+                             ("compare", "Mann-Whitney U", "NEW / BASE medians"))
+    lines = [f"## jaxrun {command}: {_md(report.base)} -> {_md(report.new)}", "",
              f"Slower: {_md(', '.join(report.shown(report.regressions)) or 'none')}; "
              f"faster: {_md(', '.join(report.shown(report.improvements)) or 'none')} "
-             f"(Mann-Whitney U, alpha {report.alpha:g}, minimum effect {report.min_effect:.0%}). "
-             f"Ratios are NEW / BASE medians; \\* marks the phases that decide a script's verdict "
+             f"({test}, alpha {report.alpha:g}, minimum effect {report.min_effect:.0%}). "
+             f"Ratios are {ratios}; \\* marks the phases that decide a script's verdict "
              f"(by default {_md(gate)}).", "",
              "| " + " | ".join(_MARKDOWN_HEADER) + " |", "|" + "|".join(_MARKDOWN_ALIGN) + "|"]
 
