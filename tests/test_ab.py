@@ -69,9 +69,10 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
 
 
 def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:
-    for side in ("A", "B"):
-        write(tmp_path / side, "s.py", SLEEPS.format(seconds=0.05))
-    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", ABOptions(pairs=8, warmup_pairs=1))
+    write(tmp_path, "old.py", SLEEPS.format(seconds=0.05))
+    write(tmp_path, "new.py", SLEEPS.format(seconds=0.05))
+    # Two files are one pair whatever their names.
+    report = run_ab(tmp_path / "old.py", tmp_path / "new.py", tmp_path / "r", ABOptions(pairs=8, warmup_pairs=1))
     assert report.scripts[0].verdict == "no significant change" and not report.regressions
 
 

@@ -64,7 +64,10 @@ class PairedRuns:
 
 
 def scripts_of(base: Side, new: Side, recursive: bool = True) -> tuple[list[str], list[str], list[str]]:
-    """``(in both, only in BASE, only in NEW)``: the scripts paired by their path under each side."""
+    """``(in both, only in BASE, only in NEW)``: the scripts paired by their path under each side
+    (two files are one pair whatever their names)."""
+    if base.root.is_file() and new.root.is_file():
+        return [new.root.name], [], []
 
     def found(side: Side) -> dict[str, Path]:
         if side.root.is_file():
