@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ SAMPLES = {
     "matmul_precision": (["--matmul-precision", "highest"], "highest"), "xla_flags": (["--xla-flags", "--xla_x=1"], "--xla_x=1"),
     "timeout": (["--timeout", "12.5"], 12.5), "enable_profiling": (["--profile"], True), "verbose": (["-v"], True),
     "jobs": (["-j", "2"], 2), "xla_analysis": (["--no-xla-analysis"], False),
+    "python": (["--python", sys.executable], sys.executable),
 }
 
 
