@@ -122,7 +122,7 @@ def test_bisect_says_when_bad_is_not_slower(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, says", [
     (["ONLY"], "give two folders to compare"),
     (["ONLY", "--base-rev", "no-such-rev"], "no commit 'no-such-rev'"),
-    (["ONLY", "--base-python", "/no/python"], "no Python interpreter at '/no/python'"),
+    (["ONLY", "--base-python", "/no/python"], "--base-python: no such interpreter '/no/python'"),
 ])
 def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     repo = tmp_path / "repo"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import UsageError
+from ..interpreters import validate_python
 
 __all__ = ["Side", "git", "repository_of", "revision", "sides", "worktree"]
 
@@ -88,12 +89,14 @@ def worktree(repo: Path, commit: str, into: Path) -> Iterator[Path]:
             git(repo, "worktree", "prune")
 
 
-def _python(path: str) -> str:
-    found = shutil.which(path) if not Path(path).exists() else path
-    if found is None or not Path(found).is_file():
-        raise UsageError(f"no Python interpreter at {path!r} (give the path of an environment's python, e.g. "
-                         "venv/bin/python)")
-    return str(Path(found).absolute())
+def _python(flag: str, path: str) -> str:
+    """The interpreter ``flag`` names, checked as ``--python`` checks it (interpreters.validate_python)."""
+    try:
+        checked = validate_python(path)
+    except UsageError as error:
+        raise UsageError(f"{flag}: {str(error).removeprefix('python: ')}") from None
+    assert checked is not None
+    return checked
 
 
 @contextlib.contextmanager
@@ -109,7 +112,8 @@ def sides(base: Path, new: Path | None = None, *, base_rev: str | None = None, n
     if new is None and not (revs or pythons):
         raise UsageError("give two folders to compare (jaxrun ab BASE NEW), or one folder with --base-rev REV "
                          "--new-rev REV (two revisions) or --base-python PATH --new-python PATH (two environments)")
-    interpreters = (_python(base_python) if base_python else None, _python(new_python) if new_python else None)
+    interpreters = (_python("--base-python", base_python) if base_python else None,
+                    _python("--new-python", new_python) if new_python else None)
     if new is not None:
         for path in (base, new):
             if not path.exists():

@@ -177,12 +177,10 @@ def compile_cache_facts() -> dict[str, Any] | None:
     if "jax" not in sys.modules:
         return None
     try:
-        import jax
-
         from . import programs
+        from .xla_facts import cache_dir
 
-        directory = jax.config.jax_compilation_cache_dir
-        enabled = bool(directory) and bool(getattr(jax.config, "jax_enable_compilation_cache", True))
+        enabled = cache_dir() is not None
     except Exception:
         return None
     return {"enabled": enabled, "misses": programs.persistent_cache_misses()}

@@ -89,6 +89,15 @@ def _cost(executable: Any, fingerprint_text: str | None, client: Any, platform: 
     return {**cost.figures, "source": cost.source, "reason": cost.reason}
 
 
+def cache_dir() -> str | None:
+    """The persistent compilation cache's folder, None when it is off (jax imported)."""
+    import jax
+
+    directory = jax.config.jax_compilation_cache_dir
+    enabled = bool(directory) and bool(getattr(jax.config, "jax_enable_compilation_cache", True))
+    return str(directory) if enabled else None
+
+
 def compile_environment() -> dict[str, Any]:
     """What JAX's persistent-cache key takes from this process besides the program (see
     jax/_src/cache_key.py ``get``): versions, backend, XLA flags, the cache folder."""
@@ -99,9 +108,7 @@ def compile_environment() -> dict[str, Any]:
 
         environment["jax_version"] = jax.__version__
         environment["jaxlib_version"] = getattr(jaxlib, "__version__", None)
-        directory = jax.config.jax_compilation_cache_dir
-        enabled = bool(directory) and bool(getattr(jax.config, "jax_enable_compilation_cache", True))
-        environment["cache_dir"] = str(directory) if enabled else None
+        environment["cache_dir"] = cache_dir()
     except Exception:
         pass
     try:
