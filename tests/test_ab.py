@@ -27,6 +27,13 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _repository(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    return repo
+
+
 def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
     for name, text in files.items():
         write(repo, name, text)
@@ -77,9 +84,7 @@ def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:
 
 
 def test_two_revisions_in_temporary_worktrees_leave_the_users_tree_alone(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
+    repo = _repository(tmp_path)
     fast = _commit(repo, "fast", {"s/s.py": SLEEPS.format(seconds=0.05)})
     slow = _commit(repo, "slow", {"s/s.py": SLEEPS.format(seconds=0.10)})
     (repo / "s" / "s.py").write_text("# the user's uncommitted edit\n")  # must survive untouched
@@ -95,9 +100,7 @@ def test_two_revisions_in_temporary_worktrees_leave_the_users_tree_alone(tmp_pat
 
 
 def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
+    repo = _repository(tmp_path)
     good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
     _commit(repo, "docs", {"README": "words\n"})
     culprit = _commit(repo, "add a sleep", {"s.py": SLEEPS.format(seconds=0.12)})
@@ -109,9 +112,7 @@ def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
 
 
 def test_bisect_says_when_bad_is_not_slower(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
+    repo = _repository(tmp_path)
     good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
     _commit(repo, "docs", {"README": "words\n"})
     done = jaxrun("bisect", repo / "s.py", "--good", good, "--bad", "HEAD", "--pairs", "6", "--alpha", "0.05",
@@ -125,9 +126,7 @@ def test_bisect_says_when_bad_is_not_slower(tmp_path: Path) -> None:
     (["ONLY", "--base-python", "/no/python"], "--base-python: no such interpreter '/no/python'"),
 ])
 def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
+    repo = _repository(tmp_path)
     _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0)})
     done = jaxrun("ab", *[str(repo) if a == "ONLY" else a for a in args], "--results-dir", tmp_path / "r")
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
