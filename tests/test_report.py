@@ -95,11 +95,23 @@ def _chrome():  # type: ignore[no-untyped-def]
     return webdriver.Chrome(service=Service(driver_path), options=options)
 
 
+def _open(driver, page: Path, ready: str) -> None:  # type: ignore[no-untyped-def]
+    """Loads the page and waits until `ready` (a CSS selector) is in it. Under load, chromedriver's
+    get() has returned while a first query still saw no table (CI: thead th empty, tbody rows found
+    a moment later), so every test waits for what it reads instead of trusting get()."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+        "return document.readyState === 'complete' && document.URL === arguments[0] "
+        "&& document.querySelectorAll(arguments[1]).length > 0", page.as_uri(), ready))
+
+
 def test_the_report_renders_in_headless_chromium_without_console_errors(report: tuple[Path, Path]) -> None:
     _, out = report
     driver = _chrome()
     try:
-        driver.get(out.as_uri())
+        _open(driver, out, "table#scripts tbody tr")
         rows = driver.find_elements("css selector", "table#scripts tbody tr")
         assert [r.get_attribute("data-script") for r in rows] == ["a_good", "b_fails"]
         # plotly drew every figure (an SVG per plot)
@@ -125,17 +137,22 @@ def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[P
     _, out = report
     driver = _chrome()
     try:
-        driver.get(out.as_uri())
+        _open(driver, out, "table#programs thead th")
         head = [th.text for th in driver.find_elements("css selector", "table#programs thead th")]
         rows = [[td.text for td in tr.find_elements("css selector", "td")]
                 for tr in driver.find_elements("css selector", "table#programs tbody tr")]
         transfers = [[td.text for td in tr.find_elements("css selector", "td")]
                      for tr in driver.find_elements("css selector", "table#transfers tbody tr")]
+        # The second sortable table on the page sorts by its own clicked column (FLOPs: 0, 0, 7).
+        driver.find_elements("css selector", "table#programs thead th")[head.index("FLOPs")].click()
+        flops = [tr.find_elements("css selector", "td")[head.index("FLOPs")].text
+                 for tr in driver.find_elements("css selector", "table#programs tbody tr")]
     finally:
         driver.quit()
     cell = dict(zip(head, next(r for r in rows if r[:2] == ["a_good.py", "jit(<lambda>)"])))
     # (x * x).sum() of f32[4], the last executable built: 4 multiplies, then 3 adds to sum them
     assert cell["FLOPs"] == "7" and cell["compiled for"] == "cpu"
+    assert flops == sorted(flops, key=float) and "7" in flops and len(flops) == len(rows)
     # Shapes 3 and 4: two executables, compiled or loaded from the persistent cache.
     assert cell["built"] in ("2 compiled, 2 variants", "1 compiled, 1 loaded, 2 variants", "2 loaded, 2 variants")
     assert len(cell["fingerprint"]) == 12 and cell["device memory"].endswith("B")

@@ -42,8 +42,9 @@ section{margin-bottom:28px}
 
 # Sorts the table by the clicked column: numbers as numbers ("-" last), text as text.
 _SORT_JS = """
-document.querySelectorAll('table.sortable th').forEach(function (th, col) {
+document.querySelectorAll('table.sortable th').forEach(function (th) {
   th.addEventListener('click', function () {
+    var col = th.cellIndex;  // within its own row: the page has more than one sortable table
     var body = th.closest('table').tBodies[0];
     var rows = Array.from(body.rows);
     var up = th.dataset.order !== 'asc';
