@@ -43,31 +43,40 @@ spans.append((_t, time.perf_counter()))
 jaxrun.record(spans=spans)
 """
 
-# The same jitted matmuls, first dispatched and waited for (their cost, pipelined as the device
-# runs them) three times, then dispatched and dropped. XLA runs them on one thread, so that the
-# other test worker on the 2 cores slows them by about the same factor in every round; the three
-# rounds bracket how much that factor moves while the script runs.
+# The same chain of jitted matmuls, first dispatched and waited for (its cost) three times, then
+# dispatched and dropped. The chain's last call is one that stamps, from the device's side, the
+# moment its product is done (a debug callback writes perf_counter to a file: one clock with the
+# probe's), so the script knows when its dropped work really ended, whatever the load did.
 DROPPED_RESULTS = """\
-import os
-os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-import time
+import os, time
 import jax, jax.numpy as jnp
 import jaxrun
-f = jax.jit(lambda a, b: (a @ b).sum(axis=0))
-a = jnp.ones((1000, 1000)); b = jnp.ones((1000, 1000))
-f(a, b).block_until_ready()
+stamps = open(os.environ["STAMPS"], "a", buffering=1)
+def stamp(_):
+    stamps.write(f"{time.perf_counter()}\\n")
+def step(x, b):
+    return (x @ b) * 1e-3
+def stamped(x, b):
+    y = step(x, b)
+    jax.debug.callback(stamp, y[0, 0])
+    return y
+f, last = jax.jit(step), jax.jit(stamped)
+b = jnp.ones((1000, 1000))
+def chain():
+    x = jnp.ones((1000, 1000))
+    for _ in range(CALLS - 1):
+        x = f(x, b)
+    return last(x, b)
+chain().block_until_ready()
 blocked = []
 for _ in range(3):
     started = time.perf_counter()
-    for _ in range(CALLS):
-        last = f(a, b)
-    last.block_until_ready()
+    chain().block_until_ready()
     blocked.append(time.perf_counter() - started)
-del last
 started = time.perf_counter()
-for _ in range(CALLS):
-    f(a, b)
-jaxrun.record(blocked=blocked, dispatched=time.perf_counter() - started)
+chain()
+ended = time.perf_counter()
+jaxrun.record(blocked=blocked, dispatched=ended - started, ended=ended)
 """
 
 
@@ -105,17 +114,23 @@ def test_imports_in_four_threads_count_their_union(tmp_path: Path) -> None:
     assert result.phases_note is None
 
 
-def test_device_work_whose_results_are_dropped_is_run_time(tmp_path: Path) -> None:
+def test_device_work_whose_results_are_dropped_is_run_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stamps = tmp_path / "stamps"
+    monkeypatch.setenv("STAMPS", str(stamps))
     result = run(tmp_path, DROPPED_RESULTS.replace("CALLS", "8"))
     assert result.success, result.error_message
-    blocked, dispatched = result.results["blocked"], result.results["dispatched"]
+    blocked, dispatched, ended = (result.results[k] for k in ("blocked", "dispatched", "ended"))
+    done = [float(line) for line in stamps.read_text().split()]
+    assert len(done) == 5  # the dropped chain ran to its end, after the body
     assert dispatched < min(blocked) / 4  # the dropped calls were only dispatched inside the body
-    # What the probe waited for after the last line is the dropped calls' work: their cost, once
-    # (not 0, not twice), within the spread of the rounds the script timed itself.
-    low, high = min(blocked), max(blocked)
-    assert 0.6 * low <= result.drain_time <= 1.6 * high, (result.drain_time, blocked)
-    # The run holds every round (and the first call, jnp.ones).
-    assert result.run_time >= sum(blocked) + 0.6 * low, (result.run_time, blocked)
+    # What the probe waited for after the last line is the dropped calls' work that was still to
+    # run: from the body's last line to the last product's stamp, once (not 0, not twice), plus
+    # the drain's own tiny program.
+    truth = max(done) - ended
+    assert truth > min(blocked) / 4  # most of the work was left for the drain
+    assert 0.9 * truth <= result.drain_time <= 1.1 * truth + 0.02, (result.drain_time, truth)
+    # The run holds every round, the dropped work and the first call.
+    assert result.run_time >= sum(blocked) + 0.9 * truth, (result.run_time, blocked, truth)
     assert_partition(result)
 
 
