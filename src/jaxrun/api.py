@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from . import resultfiles
 from .batch.pipeline import run_batch
-from .errors import ScriptFailedError, ScriptNotFoundError
+from .errors import DeviceProbeError, ScriptFailedError, ScriptNotFoundError
 from .models import BatchResult, ScriptResult
 from .option_spec import default_of, keyword_signature
 from .options import BatchOptions, RunOptions
@@ -112,6 +112,13 @@ def execute_jax_script(
         raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file")
     script = script.resolve()
     run_options = _with_settings(script, given, config)
+    if ":" in run_options.device:  # one device (gpu:1): one that is not here is a usage error, as in a batch
+        from .devices import check_device_id, get_jax_device_info
+
+        try:
+            check_device_id(run_options.device, get_jax_device_info(python=run_options.python), run_options.host_devices)
+        except DeviceProbeError:
+            pass  # no facts: the run says why
     name = valid_text(name or script.stem)
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
     job = Job(index=0, script=script, name=name, file_name=resultfiles.file_stem(name), device=run_options.device,

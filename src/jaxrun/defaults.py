@@ -44,14 +44,30 @@ MIN_HISTORY_RUNS = 3
 HISTORY_WINDOW = 5
 
 
+# A device is a platform, or one device of it: "gpu:1" (JAX's id on the platform, as jax.devices()
+# numbers them; "auto" takes no index). README, "Choosing a device".
+DEVICE_FORMS = "auto, cpu, gpu, tpu, or one device of a platform: cpu:N, gpu:N, tpu:N (N = 0, 1, ...)"
+
+
 def validate_device(device: str) -> str:
-    """Return the normalised device name or raise a message that lists the valid ones."""
+    """Return the normalised device name (``"gpu"``, ``"gpu:1"``) or raise a message that lists
+    the valid forms."""
     name = str(device).strip().lower()
-    if name not in VALID_DEVICES:
-        raise InvalidDeviceError(
-            f"unknown device {device!r}: choose one of {', '.join(VALID_DEVICES)}"
-        )
-    return name
+    platform, sep, index = name.partition(":")
+    if platform not in VALID_DEVICES or (sep and (platform == "auto" or not (index.isascii() and index.isdigit()))):
+        raise InvalidDeviceError(f"unknown device {device!r}: choose one of {DEVICE_FORMS}")
+    return f"{platform}:{int(index)}" if sep else name
+
+
+def split_device(device: str) -> tuple[str, int | None]:
+    """``"gpu:1"`` -> ``("gpu", 1)``; ``"gpu"`` -> ``("gpu", None)`` (any device of the platform)."""
+    platform, _, index = validate_device(device).partition(":")
+    return platform, int(index) if index else None
+
+
+def device_label(platform: str | None, index: int | None) -> str | None:
+    """How every surface writes a device: ``gpu:1`` for one chosen device, else the platform."""
+    return platform if platform is None or index is None else f"{platform}:{index}"
 
 
 def validate_timeout(timeout: float | None) -> float | None:

@@ -22,8 +22,9 @@ import time
 
 from pydantic import ValidationError
 
-from .defaults import AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, validate_device
-from .errors import DeviceProbeError
+from .defaults import (AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, split_device,
+                       validate_device)
+from .errors import DeviceProbeError, InvalidDeviceError
 from .models import AvailableDevice, DeviceInfo
 from .resultfiles import DamagedFileError, atomic_write_text, read_model
 
@@ -170,10 +171,12 @@ def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
     return describing(info, info.default_backend)
 
 
-def describing(info: DeviceInfo, platform: str | None) -> DeviceInfo:
+def describing(info: DeviceInfo, platform: str | None, index: int | None = None) -> DeviceInfo:
     """``info`` whose top-level name / memory_gb / compute_capability / driver_version describe
-    the first device of ``platform`` (the one a batch used); all null when it has none."""
-    first = next((d for d in info.available_devices if d.platform == platform), None)
+    the first device of ``platform`` (the one a batch used; ``index``: the one it chose); all null
+    when it has none."""
+    first = next((d for d in info.available_devices
+                  if d.platform == platform and index in (None, d.id)), None)
     fields = ("name", "memory_gb", "compute_capability", "driver_version")
     return info.model_copy(update={f: getattr(first, f) if first else None for f in fields})
 
@@ -208,8 +211,11 @@ def get_jax_device_info(refresh: bool = False, *, python: str | None = None) -> 
 
 
 def resolve_device(device: str, info: DeviceInfo) -> tuple[str | None, str | None]:
-    """Map a requested device to a present platform: ``(platform, None)`` or ``(None, reason)``."""
-    device = validate_device(device)
+    """Map a requested device to a present platform: ``(platform, None)`` or ``(None, reason)``.
+    One device of a platform (``gpu:1``) resolves as its platform does (whether that id exists is
+    :func:`check_device_id`'s, once before the batch); the reason names what was asked."""
+    asked = validate_device(device)
+    device = split_device(asked)[0]
     if not info.jax_available:
         if device in ("auto", "cpu"):
             # A script that never imports jax runs as it would with `python`; one that does fails
@@ -226,7 +232,33 @@ def resolve_device(device: str, info: DeviceInfo) -> tuple[str | None, str | Non
     if platform is not None and platform.available:
         return device, None
     reason = platform.error if platform is not None and platform.error else f"no {device} platform"
-    return None, f"{device} is not available: {reason}"
+    return None, f"{asked} is not available: {reason}"
+
+
+def device_ids(platform: str, info: DeviceInfo, cpu_count: int | None = None) -> list[int]:
+    """The ids of ``platform``'s devices here (``cpu_count``: the simulated CPU devices a run asks
+    for with --host-devices, which the device facts, read without it, do not show)."""
+    if platform == "cpu" and cpu_count is not None:
+        return list(range(cpu_count))
+    found = info.platforms.get(platform)
+    return [d.id for d in found.devices] if found is not None and found.available else []
+
+
+def check_device_id(device: str, info: DeviceInfo | None, cpu_count: int | None = None) -> None:
+    """Raise a usage error when ``device`` names one device (``gpu:3``) that this machine lacks,
+    listing the ones it has. A platform absent altogether is no usage error: the run is
+    ``device_unavailable`` and falls back to the CPU as ``--device gpu`` does (README)."""
+    platform, index = split_device(device)
+    if index is None or info is None or not info.jax_available:
+        return
+    ids = device_ids(platform, info, cpu_count)
+    if not ids and platform != "cpu":
+        return  # no such platform here: the fallback rule decides, with the reason
+    if index not in ids:
+        has = ", ".join(f"{platform}:{i}" for i in ids) or f"no {platform} device"
+        more = "; --host-devices N simulates N CPU devices" if platform == "cpu" else ""
+        raise InvalidDeviceError(f"unknown device {device}: this machine has {has} "
+                                 f"(choose one, or {platform} for any{more})")
 
 
 def is_jax_available(device: str = "cpu") -> bool:

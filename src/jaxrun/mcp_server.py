@@ -56,7 +56,8 @@ class ScriptSummary(BaseModel):
     hint: Optional[str] = None
     stderr_log: Optional[str] = Field(None, description="The log of a failed script")
     device_requested: str
-    device_used: Optional[str] = None
+    device_used: Optional[str] = Field(None, description="Platform it ran on (cpu, gpu, tpu)")
+    device: Optional[str] = Field(None, description="The device as shown: gpu:1 when one was chosen, else the platform")
     fallback_reason: Optional[str] = Field(None, description="Why it ran elsewhere than asked")
     execution_time: Optional[float] = Field(None, description="Seconds, whole process (see timing)")
     import_time: Optional[float] = None
@@ -120,7 +121,8 @@ def _summary(batch: BatchResult) -> BatchReport:
         ScriptSummary(
             script_name=s.name, path=s.label, success=r.success, status=s.status, error_class=r.error_class,
             error_message=r.error_message, error_location=s.location, hint=r.hint, stderr_log=s.log,
-            device_requested=r.device_requested, device_used=r.device_used, fallback_reason=r.fallback_reason,
+            device_requested=r.device_requested, device_used=r.device_used, device=None if s.device == "-" else s.device,
+            fallback_reason=r.fallback_reason,
             execution_time=s.time, import_time=s.import_, jit_compile_time=s.jit, run_time=s.run, timing=s.timing,
             memory_peak=s.memory, compile_count=s.compiles, cache_hits=s.cache_loads, verdict=s.verdict,
             kept=s.kept, warnings=s.warnings,
@@ -233,13 +235,18 @@ def build_server(roots: list[Path]) -> Any:
 
     @server.tool(name="execute.check_jax_availability", annotations=read_only)
     def check_jax_availability(device: _Device = _DEVICE) -> Availability:
-        """Whether JAX can use a device here (cpu, gpu, tpu or auto), with the devices it sees."""
-        from .devices import get_jax_device_info, resolve_device
-        from .errors import JAXExecutionError
+        """Whether JAX can use a device here (cpu, gpu, tpu, auto, or one device: gpu:1), with the
+        devices it sees."""
+        from .devices import check_device_id, get_jax_device_info, resolve_device
+        from .errors import InvalidDeviceError, JAXExecutionError
 
         try:
             info = get_jax_device_info()
             _, reason = resolve_device(device, info)  # the reason `jaxrun run` and `jaxrun devices` give
+            try:
+                check_device_id(device, info)
+            except InvalidDeviceError as missing:  # gpu:3 on two GPUs: the ids there are
+                reason = str(missing)
         except JAXExecutionError as exc:
             raise ToolError(str(exc)) from None
         available = reason is None

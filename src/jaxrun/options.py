@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from .defaults import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
+    DEVICE_FORMS,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
     compile_cache_dir,
@@ -165,7 +166,7 @@ class RunOptions(_Options):
     """What shapes one script's run. Passed whole from the batch to the runner and the Ray worker."""
 
     # The batch's --device gives each job its device (BatchOptions.device): no flag of its own.
-    device: str = option("auto", "auto, cpu, gpu or tpu.", flag=None)
+    device: str = option("auto", "auto, cpu, gpu or tpu, or one device of a platform: gpu:1, cpu:0, tpu:0.", flag=None)
     timeout: Optional[float] = option(DEFAULT_TIMEOUT, "Seconds per script before it is stopped.", Flag(metavar="SECONDS"))
     retries: int = option(0, "Retries of transient failures (missing device, accelerator OOM).", Flag(metavar="N"))
     fallback: bool = option(True, "Re-run a script that failed on an accelerator on CPU.",
@@ -359,7 +360,8 @@ class BatchOptions(_Options):
                                                 Flag(metavar="GLOB", help="Only scripts matching this glob (repeatable)."))
     exclude: Optional[Tuple[str, ...]] = option(None, "Skip scripts matching these globs.",
                                                 Flag(metavar="GLOB", help="Skip scripts matching this glob (repeatable)."))
-    device: Tuple[str, ...] = option(("auto",), "auto, cpu, gpu or tpu; a list (cpu,gpu) runs each script on each.",
+    device: Tuple[str, ...] = option(("auto",), "auto, cpu, gpu or tpu, or one device: gpu:1 (an id of `jaxrun devices`); "
+                                     "a list (cpu,gpu:1) runs each script on each.",
                                      Flag(names=("--device", "-d"), metavar="DEVICE", text=True), show_default="auto")
     jobs: int = option(1, "Scripts run at once (each CPU job gets its share of the cores).", Flag(names=("--jobs", "-j"), metavar="N"))
     gpus_per_job: int = option(1, "GPUs given to each job.", Flag(metavar="N"))
@@ -549,5 +551,5 @@ def parse_devices(device: str | Iterable[str]) -> tuple[str, ...]:
     items = device.split(",") if isinstance(device, str) else list(device)
     names = [validate_device(item) for item in items if str(item).strip()]
     if not names:
-        raise UsageError("no device given: choose one or more of auto, cpu, gpu, tpu (comma-separated)")
+        raise UsageError(f"no device given: choose one or more of {DEVICE_FORMS} (comma-separated)")
     return tuple(dict.fromkeys(names))

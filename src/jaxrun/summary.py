@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from . import resultfiles
+from .defaults import device_label
 from .devices import describing
 from .models import (
     BatchMetadata,
@@ -132,7 +133,7 @@ def assemble_batch(
     devices: Sequence[str],
 ) -> BatchResult:
     """The batch as it stands: ``results`` in batch order, the metadata counts brought up to date."""
-    used = sorted({r.device_used for r in results if r.device_used})
+    used = sorted({device_label(r.device_used, r.device_index) for r in results if r.device_used})  # "cpu:1": one chosen
     meta = meta.model_copy(
         update={
             "device_used": ",".join(used) if used else meta.device_used,
@@ -149,7 +150,8 @@ def assemble_batch(
         benchmarking = benchmarking_section(benchmarks, benchmark_runs, warmup_runs, list(devices))
     if info is not None and used:
         # The seed's top-level device description is of the device the batch ran on.
-        info = describing(info, used[0].split(":")[0])
+        platform, _, index = used[0].partition(":")
+        info = describing(info, platform, int(index) if index else None)
     return BatchResult(
         metadata=meta,
         device_info=info,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import resultfiles
-from ..devices import resolve_device
+from ..devices import check_device_id, resolve_device
 from ..discovery import PreparedSearch, ScriptNames, prepare_search, script_display_name
 from ..errors import UsageError
 from ..job import Job, Jobs
@@ -110,6 +110,8 @@ def plan_devices(options: BatchOptions, info: DeviceInfo | None, extra: tuple[st
     ask for) will run."""
     devices = DevicePlan()
     for name in (*options.device, *extra):
+        # One device that is not here (gpu:3 on two GPUs) is a usage error before anything runs.
+        check_device_id(name, info, options.run.host_devices)
         devices.add(name, options, info)
     return devices
 
@@ -169,8 +171,12 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
     jobs: list[Job] = []
     for device in plan.devices:
         platform = devices.add(device, options, info)
-        own = plan.settings.run_settings(options, platform or (device if device != "auto" else None),
+        own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
                                          device if plan.own_device else None)
+        run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
+        if plan.own_device or "host_devices" in own.values:
+            # The script's own device (or its own simulated CPU devices): checked as the batch's were.
+            check_device_id(device, info, (run_options or options.run_for(device)).host_devices)
         jobs.append(Job(
             index=first + len(jobs), script=plan.script, name=plan.name,
             # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one
@@ -179,7 +185,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
                                             else plan.name),
             device=device, platform=platform, results_dir=options.results_dir,
             expected_seconds=expected,
-            run_options=options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None,
+            run_options=run_options,
             label=relative_path(str(plan.script), roots) + (f" @{device}" if len(plan.devices) > 1 else ""),
         ))
     return jobs

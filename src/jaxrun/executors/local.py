@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..job import Jobs
 from ..models import ScriptResult
+from ..run.environment import chosen_index
 from ..run.runner import RunInterrupted
 from .base import BatchInterrupted, RunJob
 from .slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
@@ -81,7 +82,8 @@ class LocalExecutor:
         width = max(1, self.options.jobs)
 
         def task(job: "Job") -> ScriptResult:
-            placement = PooledPlacement(self.pools, job.platform)  # waits for a free slot
+            # Waits for a free slot (a chosen GPU, --device gpu:1: that GPU's slot).
+            placement = PooledPlacement(self.pools, job.platform, chosen_index(job.device, job.platform))
             try:
                 if stop.is_set():
                     raise _NotStarted

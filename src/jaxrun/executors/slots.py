@@ -90,26 +90,32 @@ class SlotPool:
             raise UsageError("no execution slots: nothing could run")
         self._free = list(self.slots)
 
-    def acquire(self, *, avoid_gpus: Iterable[int] = (), timeout: float | None = None) -> Slot | None:
-        """The first free slot that shares no GPU with ``avoid_gpus``.
+    def acquire(self, *, avoid_gpus: Iterable[int] = (), gpu: int | None = None,
+                timeout: float | None = None) -> Slot | None:
+        """The first free slot that shares no GPU with ``avoid_gpus`` (and holds GPU ``gpu``, a
+        chosen device: --device gpu:1 waits for that GPU's slot, never takes another).
 
-        Returns None when no slot avoiding those GPUs exists at all (so waiting would never end)
-        or when ``timeout`` passes.
+        Returns None when no such slot exists at all (so waiting would never end) or when
+        ``timeout`` passes.
         """
         avoid = set(avoid_gpus)
-        if avoid and not any(not (set(s.gpus) & avoid) for s in self.slots):
+        if not any(self._fits(s, avoid, gpu) for s in self.slots):
             return None
         with self._cond:
-            found = self._cond.wait_for(lambda: self._pick(avoid) is not None, timeout=timeout)
+            found = self._cond.wait_for(lambda: self._pick(avoid, gpu) is not None, timeout=timeout)
             if not found:
                 return None
-            slot = self._pick(avoid)
+            slot = self._pick(avoid, gpu)
             assert slot is not None
             self._free.remove(slot)
             return slot
 
-    def _pick(self, avoid: set[int]) -> Slot | None:
-        return next((s for s in self._free if not (set(s.gpus) & avoid)), None)
+    @staticmethod
+    def _fits(slot: Slot, avoid: set[int], gpu: int | None) -> bool:
+        return not (set(slot.gpus) & avoid) and (gpu is None or gpu in slot.gpus)
+
+    def _pick(self, avoid: set[int], gpu: int | None = None) -> Slot | None:
+        return next((s for s in self._free if self._fits(s, avoid, gpu)), None)
 
     def release(self, slot: Slot) -> None:
         with self._cond:
@@ -128,17 +134,19 @@ class SlotPool:
 class PooledPlacement:
     """A job's slots taken from shared pools: its first slot is taken when it is created (the job
     waits for it), a CPU fallback takes a CPU share like any CPU job, and an accelerator
-    out-of-memory may move it to GPUs it has not tried. :meth:`close` gives every slot back."""
+    out-of-memory may move it to GPUs it has not tried, unless its GPU was chosen (``gpu``:
+    --device gpu:1 takes GPU 1's slot and stays there). :meth:`close` gives every slot back."""
 
-    def __init__(self, pools: dict[str, SlotPool], platform: str | None) -> None:
+    def __init__(self, pools: dict[str, SlotPool], platform: str | None, gpu: int | None = None) -> None:
         self.pools = pools
         self._held: dict[str, Slot] = {}
         self._tried_gpus: set[int] = set()
+        self._gpu = gpu
         kind = platform if platform in pools else "cpu"
         self._take(kind)
 
     def _take(self, kind: str, avoid: Iterable[int] = ()) -> Slot | None:
-        slot = self.pools[kind].acquire(avoid_gpus=avoid)
+        slot = self.pools[kind].acquire(avoid_gpus=avoid, gpu=self._gpu if kind == "gpu" else None)
         if slot is not None:
             self._held[kind] = slot
             self._tried_gpus |= set(slot.gpus)
@@ -160,7 +168,7 @@ class PooledPlacement:
 
     def has_other_gpu(self) -> bool:
         pool = self.pools.get("gpu")
-        return pool is not None and any(not (set(s.gpus) & self._tried_gpus) for s in pool.slots)
+        return pool is not None and self._gpu is None and any(not (set(s.gpus) & self._tried_gpus) for s in pool.slots)
 
     def move_to_other_gpu(self) -> bool:
         if not self.has_other_gpu():

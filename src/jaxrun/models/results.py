@@ -198,6 +198,9 @@ class ScriptResult(MappingModel):
     signal: int | None = None
     device_requested: str
     device_used: str | None = Field(None, description="Platform the last attempt ran on")
+    device_index: int | None = Field(
+        None, description="Id of the one device of that platform the run was given (--device gpu:1 -> 1); null "
+        "when any device of the platform would do (--device gpu, a fallback to cpu). Shown as gpu:1")
     jax_backend: str | None = Field(None, description="Backend JAX actually initialised in the child")
     device_count: int | None = Field(None, description="Devices the script saw, when it used JAX")
     fallback_reason: str | None = None

@@ -8,6 +8,7 @@ jax in the probe up front would cost ~0.4 s for scripts that never use it and wo
 from __future__ import annotations
 
 import importlib.machinery
+import os
 import sys
 import time
 from typing import Any, Callable
@@ -17,6 +18,8 @@ from .channel import EventWriter
 from .transfer_guard import watch_transfer_guard
 
 _CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
+# --device cpu:K (K > 0): the CPU device the script's work goes to by default (run/environment.py).
+DEFAULT_DEVICE_ENV = "JAXRUN_DEFAULT_DEVICE"
 
 _jit_seconds = 0.0
 # (start, end) of every JIT phase of the script's. Phases nest (tracing an outer function traces
@@ -220,11 +223,27 @@ class JaxImportWatcher:
         return spec
 
 
+def choose_default_device() -> None:
+    """--device cpu:K: device K of the (simulated) CPU devices becomes JAX's default, as the
+    script imports jax. The backend starts here rather than at the script's first operation."""
+    index = os.environ.get(DEFAULT_DEVICE_ENV)
+    if index:
+        import jax
+
+        jax.config.update("jax_default_device", jax.devices("cpu")[int(index)])
+
+
 def watch_jax_import(writer: EventWriter, hooks: list[Callable[[], None]] | None = None, *,
                      analyse: bool = True) -> None:
     """Attach the listeners when the script imports jax, then run ``hooks`` (the profiler's start)."""
 
     def on_loaded() -> None:
+        try:
+            choose_default_device()
+        except Exception as exc:  # noqa: BLE001 - said in the result; the script runs on JAX's default
+            writer.send(events.ProbeWarning(type=events.PROBE_WARNING,
+                                            message=f"could not make cpu:{os.environ.get(DEFAULT_DEVICE_ENV)} "
+                                            f"the default device: {exc!r}"))
         try:
             attach_listeners(writer, analyse)
         except Exception as exc:  # listeners are a bonus; never break the script over them

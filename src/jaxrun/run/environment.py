@@ -15,12 +15,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..defaults import JAX_PLATFORMS_VALUE, make_jaxrun_importable
+from ..defaults import JAX_PLATFORMS_VALUE, make_jaxrun_importable, split_device
 from ..interpreters import importable_by, is_other
 from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
 from ..probe.arguments import ProbeArguments
 from ..probe.channel import EVENTS_ENV
+from ..probe.jax_hooks import DEFAULT_DEVICE_ENV
 from ..probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
 from ..probe.memory_fit import MEMORY_LIMIT_ENV
 from ..job import Job
@@ -48,11 +49,18 @@ def child_env(
     if platform == "gpu":
         # Several scripts (and jaxrun's own probes) may share the GPU: grab memory as needed.
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    # What the user made visible (their variables, --env): a slot's or a chosen device's ids are
+    # JAX's, which number those entries from 0.
+    user_visible = env.get("CUDA_VISIBLE_DEVICES")
     if slot is not None and slot.kind == platform:
         for key, value in slot.env().items():
             # The slot decides which GPUs a job sees; thread counts are only a default.
-            if key == "CUDA_VISIBLE_DEVICES" or key not in env:
+            if key == "CUDA_VISIBLE_DEVICES":
+                env[key] = ",".join(visible_index(g, user_visible) for g in slot.gpus)
+            elif key not in env:
                 env[key] = value
+    env.update(chosen_device_env(platform, chosen_index(options.device, platform), backend,
+                                 {**env, "CUDA_VISIBLE_DEVICES": user_visible}))
     if options.host_devices is not None:
         # A flag JAX leaves out of its persistent cache key (jax/_src/cache_key.py).
         env["XLA_FLAGS"] = merge_xla_flags(
@@ -95,6 +103,45 @@ def child_env(
         # Another environment (--python): jaxrun alone made importable there, never this one's packages.
         return importable_by(env, options.python)
     return make_jaxrun_importable(env)  # the probe must be importable, from a source tree too
+
+
+# --- one chosen device (--device gpu:1): README, "Choosing a device" ---------------------------------
+
+# The variable that makes a GPU backend's devices visible; JAX numbers what it lets through from 0.
+_GPU_VISIBLE = {"cuda": "CUDA_VISIBLE_DEVICES", "rocm": "HIP_VISIBLE_DEVICES"}
+
+
+def chosen_index(device: str, platform: str | None) -> int | None:
+    """The id of the one device asked for (``gpu:1`` -> 1) when the run is on its platform; None
+    when any device of the platform will do, or after a fallback to another platform."""
+    asked, index = split_device(device)
+    return index if asked == platform else None
+
+
+def visible_index(index: int, user_value: str | None) -> str:
+    """What a ``*_VISIBLE_DEVICES`` variable must say for JAX's device ``index``: the index-th
+    entry of what the user already made visible (JAX numbered those from 0), else ``index``."""
+    entries = [e.strip() for e in (user_value or "").split(",") if e.strip()]
+    return entries[index] if index < len(entries) else str(index)
+
+
+def chosen_device_env(platform: str, index: int | None, backend: str | None,
+                      user_env: "dict[str, str | None]") -> dict[str, str]:
+    """The variables that show the child only device ``index`` of ``platform`` (nothing for None).
+    GPU and TPU: the driver's visibility variables, so the script sees one device (its
+    ``jax.devices()`` is that one, id 0); CPU: the simulated devices all stay (sharding code
+    needs them) and the probe makes device ``index`` JAX's default (probe/jax_hooks.py)."""
+    if index is None:
+        return {}
+    if platform == "gpu":
+        name = _GPU_VISIBLE.get(backend or "cuda", "CUDA_VISIBLE_DEVICES")
+        return {name: visible_index(index, user_env.get(name))}
+    if platform == "tpu":
+        # One chip to one process (Cloud TPU's recipe; jax/_src/test_multiprocess.py sets the same).
+        return {"TPU_VISIBLE_CHIPS": visible_index(index, user_env.get("TPU_VISIBLE_CHIPS")),
+                "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1", "TPU_PROCESS_BOUNDS": "1,1,1",
+                "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}  # other jobs may hold the other chips
+    return {DEFAULT_DEVICE_ENV: str(index)} if index > 0 else {}  # cpu:0 is JAX's default already
 
 
 # --isolate-env keeps these of the user's variables: enough to run Python, find the GPU driver

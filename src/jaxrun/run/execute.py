@@ -7,6 +7,7 @@ import logging
 import threading
 from typing import Any, Callable
 
+from ..defaults import device_label
 from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
 from ..options import DEFAULT_WARM_CALLS, RunOptions
 from ..sinks import NO_SINK, Sink
@@ -69,7 +70,7 @@ def _benchmark(
             first = result
             # After a fallback, later runs start on the platform that worked: re-trying the
             # missing accelerator each time would only add noise.
-            device = result.device_used if result.success else None
+            device = device_label(result.device_used, result.device_index) if result.success else None
         index = number if warmup else number - warmup_runs
         (warmups if warmup else samples).append(sample_from_result(result, index, warmup))
         if not warmup and result.warm is not None:

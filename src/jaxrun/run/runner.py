@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .. import resultfiles
-from ..defaults import log_cap_bytes
+from ..defaults import device_label, log_cap_bytes, split_device
 from ..interpreters import is_other
 from ..devices import get_jax_device_info, resolve_device
 from ..errors import DeviceProbeError, ResultsWriteError, ScriptNotFoundError
@@ -34,7 +34,7 @@ from ..provenance import script_identity
 from ..formatting import one_line
 from ..timestamps import now_iso
 from .classify import Classification, Evidence, classification, classify
-from .environment import child_env, numerics_of, probe_command
+from .environment import child_env, chosen_index, numerics_of, probe_command
 from ..job import Job
 from .launch import Interrupted, LaunchOutcome, Limits, cpu_time_of, launch
 from .compiles import recompile_warnings, totals
@@ -268,10 +268,11 @@ def run_attempts(
                 _keep_attempt_logs(job, number - 1)
             run = attempt(job, options, platform, placement.slot(platform), info, stop, compile_cache)
         failure, outcome = run.failure, run.outcome
+        chosen = chosen_index(options.device, platform)  # gpu:1: that GPU only, or the CPU by the fallback
         attempts.append(
             Attempt(
                 number=number,
-                device=platform or target,
+                device=device_label(platform, chosen) or target,
                 success=failure is None,
                 error_class=failure.error_class if failure else None,  # type: ignore[arg-type]
                 error_message=failure.message if failure else None,
@@ -285,11 +286,11 @@ def run_attempts(
             break
         action = next_action(
             failure.error_class if failure and not failure.final else None,
-            platform or target,
+            platform or split_device(target)[0],  # gpu:1 follows gpu's rules (fallback included)
             retries_left=retries_left,
             fallback=options.fallback,
             launched=outcome is not None,
-            other_gpu=placement.has_other_gpu(),
+            other_gpu=chosen is None and placement.has_other_gpu(),  # a chosen GPU never moves to another
         )
         if options.verbose and failure is not None and outcome is not None and action in ("retry", "other_gpu", "fallback"):
             # Only a launched attempt that another follows: the last one is the script's result, and
@@ -398,6 +399,7 @@ def _build_result(
         signal=outcome.signal if outcome else None,
         device_requested=options.device,
         device_used=platform,
+        device_index=chosen_index(options.device, platform),
         jax_backend=device.get("backend"),
         device_count=device.get("device_count"),
         fallback_reason=fallback_reason,

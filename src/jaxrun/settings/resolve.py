@@ -282,6 +282,7 @@ class ScriptSettings(Layer):
         """The run options this script sets for a job on ``platform``: its device table's, then its
         own (later wins); ``device``: the job's device when the script's own device setting chose it."""
         found = Layer()
+        platform = platform.split(":")[0] if platform else None  # gpu:1 takes the [devices.gpu] table
         for rule in options.rules:
             if rule.device is not None and rule.device == platform:
                 for key, value in rule.values.items():

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from ..defaults import device_label
 from ..formatting import fmt_seconds, one_line, plural
 from ..models.comparisons import TOO_FEW
 
@@ -189,7 +190,7 @@ def script_view(
     than one device (the label then says which); ``comparison``: its judgement against a baseline,
     which then replaces the history's."""
     status, status_text, level = _status(result)
-    device = result.device_used or "-"
+    device = device_label(result.device_used, result.device_index) or "-"  # gpu:1 when one was chosen
     device_text = device
     if result.fallback_reason:
         device_text += f" (fallback from {result.device_requested})"
