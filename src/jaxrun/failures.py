@@ -15,7 +15,8 @@ ACCELERATORS = ("gpu", "tpu")
 
 # What to do after a failed attempt, in the order the table lists them for a class:
 # "retry" on the same device (after a backoff), on an "other_gpu" (when the executor has one to
-# offer), "fallback" to the CPU, or "stop" and report the failure.
+# offer; never for a chosen device, --device gpu:1: the runner says there is none, so it retries
+# on that GPU or falls back to the CPU), "fallback" to the CPU, or "stop" and report the failure.
 Action = Literal["retry", "other_gpu", "fallback", "stop"]
 
 RETRY_BACKOFF_BASE = 1.0

@@ -2,7 +2,8 @@
 
 A requested platform that the device facts say is absent is ``device_unavailable`` before anything
 is launched. After a failed attempt, :func:`jaxrun.failures.next_action` decides: retry on the same
-device after a backoff, move to another GPU (when the placement has one), fall back to CPU, or stop.
+device after a backoff, move to another GPU (when the placement has one and the device was not
+chosen: ``gpu:1`` stays on GPU 1), fall back to CPU, or stop.
 Every attempt is kept in the result. The attempt itself is a parameter (``attempt``), so the
 policy can be exercised without a GPU (tests pass a fake attempt; see docs/ARCHITECTURE.md).
 """
@@ -308,7 +309,7 @@ def run_attempts(
             continue
         elif action == "fallback":
             assert failure is not None
-            fallback_reason = f"{platform or target} failed with {failure.error_class}: {failure.message}"
+            fallback_reason = f"{device_label(platform, chosen) or target} failed with {failure.error_class}: {failure.message}"
             target = "cpu"
         else:
             break

@@ -92,11 +92,21 @@ UNSUPPORTED: dict[str, str] = {
     "jaxrun cannot make from outside; to bound a script's memory use memory_limit (--memory-limit)",
     "thread_count": "jaxrun gives each CPU job its share of the cores (--jobs); to choose XLA's threads set "
     "xla_flags (--xla-flags) or env",
-    "device_id": "jaxrun places scripts on GPUs itself (--jobs, --gpus-per-job, --jobs-per-gpu); to pin one GPU "
-    "set env = { CUDA_VISIBLE_DEVICES = \"0\" }",
     "enable_peer_access": "peer access between GPUs is the driver's setting, not a runner's",
     "core_count": "a TPU's cores are all given to the script; choose fewer with env (TPU_VISIBLE_CHIPS)",
 }
+
+# DEVICE_CONFIG's device_id (seed 001: `'gpu': {'device_id': 0}`): which device of the platform,
+# read by settings/resolve.py into the device (device = "gpu", device_id = 1 -> gpu:1).
+DEVICE_ID_KEY = "device_id"
+
+
+def device_id_value(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"device_id must be a device's id, a whole number >= 0 (as `jaxrun devices` lists them), "
+                         f"got {value!r}")
+    return value
+
 
 # MONITORING_CONFIG.metrics: jaxrun measures all of them on every run, so only "true" is accepted.
 SEED_METRICS = ("execution_time", "memory_usage", "cpu_utilization", "gpu_utilization", "jit_compile_time")

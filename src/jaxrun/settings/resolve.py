@@ -25,8 +25,8 @@ from ..seed_names import OPTION_ALIASES
 from .files import ConfigFile, config_from_env, display, find_config, read_config
 from .header import read_header
 from .keys import (
-    DEVICE_KEYS, DISPLAY_KEYS, RUN_KEYS, SCRIPT_KEYS, SEED_KEYS, TOP_KEYS, UNSUPPORTED,
-    closest, env_name, from_text, seed_metrics,
+    DEVICE_ID_KEY, DEVICE_KEYS, DISPLAY_KEYS, RUN_KEYS, SCRIPT_KEYS, SEED_KEYS, TOP_KEYS, UNSUPPORTED,
+    closest, device_id_value, env_name, from_text, seed_metrics,
 )
 
 # Keys whose relative paths in a config file are relative to the file's folder.
@@ -83,6 +83,7 @@ class _Reader:
         self.config = config
         self.top = Layer()
         self.rules: list[ScriptRule] = []
+        self.device_ids: dict[str, tuple[int, str]] = {}  # platform ("*": the batch's) -> (id, where)
 
     def read(self) -> None:
         for key, value in self.config.table.items():
@@ -105,6 +106,9 @@ class _Reader:
              seed: bool = True) -> None:
         where = self.config.where(*keys)
         table = self.config.table_name(*keys[:-1])
+        if key == DEVICE_ID_KEY and allowed is not SCRIPT_KEYS:
+            self._device_id(value, keys, where, table)
+            return
         if key in UNSUPPORTED:
             raise UsageError(f"{where}: {table} {key}: {UNSUPPORTED[key]}")
         if seed and key in SEED_KEYS:
@@ -130,6 +134,17 @@ class _Reader:
                 label = key if table == "the top level" else f"{table} {key}"
                 raise UsageError(f"{where}: {label}: {exc}") from None
             layer.put(target, value, where)
+
+    def _device_id(self, value: Any, keys: tuple[str, ...], where: str, table: str) -> None:
+        """``device_id = 1``: at the top level, of the device the batch asks for; in a
+        ``[devices.gpu]`` table, of gpu (seed 001's DEVICE_CONFIG). Kept apart until the layers
+        are merged (:func:`with_device_ids`), since the device may come from another layer."""
+        try:
+            index = device_id_value(value)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {table} {exc}") from None
+        platform = keys[1] if keys[0] == "devices" else "*"
+        self.device_ids[platform] = (index, where)
 
     def _scripts(self, value: Any) -> None:
         for pattern, settings in self._table(value, ("scripts",), 'per-script tables ([scripts."GLOB"])').items():
@@ -177,7 +192,22 @@ class _Reader:
 def config_layer(config: ConfigFile) -> tuple[Layer, list[ScriptRule]]:
     reader = _Reader(config)
     reader.read()
+    if reader.device_ids:
+        reader.top.values[DEVICE_ID_KEY], reader.top.origins[DEVICE_ID_KEY] = reader.device_ids, ""
     return reader.top, reader.rules
+
+
+def with_device_ids(device: Any, ids: dict[str, tuple[int, str]]) -> Any:
+    """The batch's device(s) with the config file's ``device_id``: ``gpu`` + ``device_id = 1`` ->
+    ``gpu:1`` (a device that names its id already keeps it)."""
+    names = list(parse_devices(device))
+    if "*" in ids and names == ["auto"]:
+        index, where = ids["*"]
+        raise UsageError(f"{where}: device_id = {index} needs a platform: set device = \"gpu\" (or cpu, tpu), "
+                         f"or device = \"gpu:{index}\"")
+    chosen = [name if ":" in name or name == "auto" or not ({name, "*"} & set(ids))
+              else f"{name}:{ids.get(name, ids.get('*'))[0]}" for name in names]  # type: ignore[index]
+    return ",".join(chosen)
 
 
 # --- the environment --------------------------------------------------------------------------------
@@ -241,6 +271,8 @@ def resolve_batch_options(
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())
     found = locate_config([Path(p) for p in items], config, environ)
     top, rules = config_layer(found) if found is not None else (Layer(), [])
+    device_ids = top.values.pop(DEVICE_ID_KEY, None)
+    top.origins.pop(DEVICE_ID_KEY, None)
     layers: list[tuple[Source, Layer]] = [("config", top), ("env", env_layer(environ)),
                                           (source, Layer(dict(given), dict(origins or {})))]
     merged, sources = Layer(), {}
@@ -250,6 +282,8 @@ def resolve_batch_options(
             sources[key] = layer_source
     where = {k: v for k, v in merged.origins.items() if v}
     display = {k: (merged.values.pop(k), sources[k], where.get(k)) for k in DISPLAY_KEYS if k in merged.values}
+    if device_ids:
+        merged.values["device"] = with_device_ids(merged.values.get("device", "auto"), device_ids)
     try:
         options = BatchOptions.build(
             source, sources=sources, origins=where, paths=paths, rules=tuple(rules),
