@@ -11,7 +11,7 @@ import math
 import statistics as pystats
 from typing import Sequence
 
-from .defaults import available_memory_mb
+from .defaults import available_memory_mb, device_label
 from .errors import UsageError
 from .models import (
     METRIC_ALIASES,
@@ -157,7 +157,7 @@ def script_benchmark(
         script_name=result.script_name,
         script_path=result.script_path,
         device_requested=result.device_requested,
-        device_used=result.device_used,
+        device_used=device_label(result.device_used, result.device_index),  # gpu:1 vs gpu:0 are two devices
         fallback_reason=result.fallback_reason,
         benchmark_runs=benchmark_runs,
         warmup_runs=warmup_runs,

@@ -91,7 +91,9 @@ class DevicePlan:
 
     @property
     def summary(self) -> str:
-        return ",".join(p or "none" for p in self.platforms.values())
+        # A chosen device that will run where it was asked says which one (gpu:1).
+        return ",".join(name if p and ":" in name and name.startswith(p + ":") else p or "none"
+                        for name, p in self.platforms.items())
 
     def add(self, name: str, options: BatchOptions, info: DeviceInfo | None) -> str | None:
         """Where device ``name`` will run (planned once, with its note)."""

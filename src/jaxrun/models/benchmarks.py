@@ -92,7 +92,7 @@ class ScriptBenchmark(MappingModel):
     script_name: str
     script_path: str
     device_requested: str
-    device_used: str | None
+    device_used: str | None = Field(description="Where it ran: the platform, or the one device chosen (gpu:1)")
     fallback_reason: str | None = None
     benchmark_runs: int
     warmup_runs: int

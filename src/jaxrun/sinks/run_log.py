@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from ..defaults import device_label
 from ..errors import ResultsWriteError
 from ..formatting import of_total, one_line
 from ..timestamps import now_iso
@@ -86,7 +87,7 @@ class RunLogSink(BaseSink):
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         state = "ok" if result.success else f"FAILED {result.error_class}: {one_line(result.error_message)}"
         seconds = "time unknown" if result.execution_time is None else f"{result.execution_time:.2f} s"
-        self.write(f"[{job.index + 1}/{self._total}] {job.file_name} on {result.device_used}: {state} ({seconds})",
+        self.write(f"[{job.index + 1}/{self._total}] {job.file_name} on {device_label(result.device_used, result.device_index)}: {state} ({seconds})",
                    echo=False)
         if self.verbose:
             self.write(seed_line(result))
