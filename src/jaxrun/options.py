@@ -360,7 +360,7 @@ class BatchOptions(_Options):
                                                 Flag(metavar="GLOB", help="Only scripts matching this glob (repeatable)."))
     exclude: Optional[Tuple[str, ...]] = option(None, "Skip scripts matching these globs.",
                                                 Flag(metavar="GLOB", help="Skip scripts matching this glob (repeatable)."))
-    device: Tuple[str, ...] = option(("auto",), "auto, cpu, gpu or tpu, or one device: gpu:1 (an id of `jaxrun devices`); "
+    device: Tuple[str, ...] = option(("auto",), "auto, cpu, gpu or tpu, or one device: gpu:1 (JAX's id, as `jaxrun devices --json` lists them); "
                                      "a list (cpu,gpu:1) runs each script on each.",
                                      Flag(names=("--device", "-d"), metavar="DEVICE", text=True), show_default="auto")
     jobs: int = option(1, "Scripts run at once (each CPU job gets its share of the cores).", Flag(names=("--jobs", "-j"), metavar="N"))
