@@ -484,6 +484,11 @@ class BatchOptions(_Options):
     def _consistent(self) -> "BatchOptions":
         if self.ray_address is not None and self.backend != "ray":
             raise UsageError("ray_address needs backend='ray' (--backend ray)")
+        chosen = next((d for d in self.device if ":" in d and not d.startswith("cpu:")), None)
+        if chosen is not None and self.backend == "ray":
+            # Ray hands each task a GPU of some node (its CUDA_VISIBLE_DEVICES): this machine's ids mean nothing there.
+            raise UsageError(f"--device {chosen} chooses a device of this machine; with backend='ray' (--backend ray) "
+                             f"Ray chooses each task's device: use --device {chosen.split(':')[0]}")
         if self.gpus_per_job > 1 and self.jobs_per_gpu > 1:
             # Checked here, not only when GPU slots are built: the batch must not drop one silently.
             raise UsageError("use either gpus_per_job (--gpus-per-job) or jobs_per_gpu (--jobs-per-gpu), not both")
