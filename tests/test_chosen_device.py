@@ -207,8 +207,8 @@ def test_the_api_the_config_and_a_header_choose_a_device(tmp_path: Path) -> None
         jaxrun.execute_jax_script(script, device="cpu:3", host_devices=2, config=False)
     # Seed 001's DEVICE_CONFIG: a [devices.<platform>] table's device_id, and a top-level one.
     write(tmp_path / "c1", "probe_devices.py", DEVICES)
-    write(tmp_path / "c1", "pyproject.toml", '[tool.jaxrun]\ndevice = "cpu"\nhost_devices = 2\n'
-          "[tool.jaxrun.devices.cpu]\ndevice_id = 1\n")
+    write(tmp_path / "c1", "pyproject.toml", '[tool.jaxrun]\ndevice = "cpu"\n'
+          "[tool.jaxrun.devices.cpu]\ndevice_id = 1\nhost_devices = 2\n")
     write(tmp_path / "c2", "probe_devices.py", DEVICES)
     write(tmp_path / "c2", "pyproject.toml", '[tool.jaxrun]\ndevice = "cpu"\ndevice_id = 0\n')
     for folder, expected in (("c1", ("cpu:1", "{CpuDevice(id=1)}")), ("c2", ("cpu:0", "{CpuDevice(id=0)}"))):

@@ -107,13 +107,23 @@ class DevicePlan:
         return self.platforms[name]
 
 
+def _host_devices(options: BatchOptions, platform: str) -> int | None:
+    """The simulated CPU devices of a run on ``platform``: the command line's or the environment's,
+    else its [devices.<platform>] table's, else the config's (settings/resolve.py's precedence)."""
+    if not options.run.given("host_devices"):
+        for rule in reversed(options.rules):
+            if rule.device == platform and "host_devices" in rule.values:
+                return rule.values["host_devices"]
+    return options.run.host_devices
+
+
 def plan_devices(options: BatchOptions, info: DeviceInfo | None, extra: tuple[str, ...] = ()) -> DevicePlan:
     """Where each requested device (the batch's, then ``extra`` ones that per-script settings
     ask for) will run."""
     devices = DevicePlan()
     for name in (*options.device, *extra):
         # One device that is not here (gpu:3 on two GPUs) is a usage error before anything runs.
-        check_device_id(name, info, options.run.host_devices)
+        check_device_id(name, info, _host_devices(options, name.split(":")[0]))
         devices.add(name, options, info)
     return devices
 
