@@ -209,6 +209,9 @@ class RunOptions(_Options):
         "stopped (out_of_memory).", Flag(metavar="SIZE", text=True))
     max_processes: Optional[int] = option(
         None, "Processes each script's tree may hold at once (fork bombs): over it the script is stopped.", Flag(metavar="N"))
+    # Multi-process programs (run/multiprocess.py): one job, N cooperating probes, one result.
+    processes: int = option(1, "Run each script as N cooperating processes (jax.distributed.initialize() with no "
+                            "arguments finds a coordinator on localhost); 1: one process.", Flag(metavar="N"))
     # Numerics (recorded in each result: runs with other numerics are not compared silently).
     x64: bool = option(False, "Run with jax_enable_x64 (64-bit floats and ints).")
     matmul_precision: Optional[str] = option(
@@ -283,6 +286,14 @@ class RunOptions(_Options):
         note = " (the script's own process counts)" if info.field_name == "max_processes" else ""
         return validate_optional_positive(info.field_name, value, note)
 
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _processes(cls, value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"processes must be a whole number >= 1 (1: one process; N: N cooperating processes "
+                             f"of one multi-process program), got {value!r}")
+        return value
+
     @field_validator("compile_cache", mode="before")
     @classmethod
     def _compile_cache(cls, value: Any) -> Path | None:
@@ -327,7 +338,9 @@ class RunOptions(_Options):
         """A fingerprint of these options: a result of other options is not this run's (--resume)."""
         import hashlib
 
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        # An option at the value that means "as before" stays out: earlier results keep their key.
+        same_as_before = {"processes"} if self.processes == 1 else None
+        return hashlib.sha256(self.model_dump_json(exclude=same_as_before).encode()).hexdigest()[:16]
 
     @property
     def mode(self) -> str:

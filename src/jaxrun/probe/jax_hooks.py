@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from . import events
+from . import cluster, events
 from .channel import EventWriter
 from .transfer_guard import watch_transfer_guard
 
@@ -225,6 +225,13 @@ def watch_jax_import(writer: EventWriter, hooks: list[Callable[[], None]] | None
     """Attach the listeners when the script imports jax, then run ``hooks`` (the profiler's start)."""
 
     def on_loaded() -> None:
+        if cluster.in_job():  # --processes N: before the script can call jax.distributed.initialize()
+            try:
+                cluster.register()
+            except Exception as exc:  # noqa: BLE001 - the script's initialize() then says what is missing
+                writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=(
+                    f"could not register jaxrun's cluster environment: {exc!r}; jax.distributed.initialize() "
+                    "needs num_processes and process_id (JAXRUN_PROCESS_COUNT, JAXRUN_PROCESS_ID)")))
         try:
             attach_listeners(writer, analyse)
         except Exception as exc:  # listeners are a bonus; never break the script over them
