@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from .launcher import Launcher
 
 _WATCH_INTERVAL = 0.02  # seconds between looks at the batch's stop while no process has ended
+# SIGTERM to SIGKILL for a process jaxrun stops. Short: a process that called
+# jax.distributed.initialize() has JAX's preemption notifier catching SIGTERM (it only marks a
+# preemption point), and one waiting in a collective has nothing to save.
+KILL_GRACE = 0.5
 
 CPU_METHOD = "the sum over the job's processes, each: {method}"
 
@@ -117,6 +121,7 @@ def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_
                 limits=Limits(left, options.memory_limit, options.max_processes), log_cap=log_cap_bytes(),
                 cpu_affinity=cpu_affinity, stop=halts[k], record_memory=options.enable_profiling and k == 0,
                 launcher=launcher if k == 0 else None,  # no spare for the others (a launch of their own)
+                kill_grace=KILL_GRACE,
             )
         except Interrupted as stopped:
             outcomes[k] = stopped.outcome
