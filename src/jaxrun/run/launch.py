@@ -188,6 +188,7 @@ class Limits(NamedTuple):
     timeout: float | None = None  # seconds
     memory_limit: int | None = None  # bytes of host memory of the tree
     max_processes: int | None = None
+    kill_grace: float = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL when jaxrun stops the tree
 
 
 class _Request(NamedTuple):
@@ -204,7 +205,6 @@ class _Request(NamedTuple):
     cpu_affinity: tuple[int, ...] | None
     stop: threading.Event | None
     record_memory: bool
-    kill_grace: float  # seconds between SIGTERM and SIGKILL when jaxrun stops the tree
 
 
 def launch(
@@ -221,7 +221,6 @@ def launch(
     stop: threading.Event | None = None,
     record_memory: bool = False,
     launcher: "Launcher | None" = None,
-    kill_grace: float = KILL_GRACE_SECONDS,
 ) -> LaunchOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
@@ -242,7 +241,7 @@ def launch(
         env = {**env, **group.env()}
     try:
         request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
-                           stop, record_memory, kill_grace)
+                           stop, record_memory)
         return _launch(request, group, spare, launcher)
     finally:
         for used in (group, spare.group if spare is not None else None):
@@ -285,8 +284,8 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
 
 def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
             launcher: "Launcher") -> LaunchOutcome:
-    command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory, grace = request
-    timeout, memory_limit, max_processes = limits
+    command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
+    timeout, memory_limit, max_processes, grace = limits
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     mark("the job handed to its process")

@@ -118,10 +118,9 @@ def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_
                 probe_command(job.script, events_path, options, job.profile_dir if k == 0 else None),
                 cwd=job.script.parent, env=process_env(env, k, count, address, events_path),
                 stdout_log=stdout_log, stderr_log=stderr_log, events_path=events_path,
-                limits=Limits(left, options.memory_limit, options.max_processes), log_cap=log_cap_bytes(),
+                limits=Limits(left, options.memory_limit, options.max_processes, KILL_GRACE), log_cap=log_cap_bytes(),
                 cpu_affinity=cpu_affinity, stop=halts[k], record_memory=options.enable_profiling and k == 0,
                 launcher=launcher if k == 0 else None,  # no spare for the others (a launch of their own)
-                kill_grace=KILL_GRACE,
             )
         except Interrupted as stopped:
             outcomes[k] = stopped.outcome
