@@ -23,8 +23,8 @@ import os
 PROCESS_ID_ENV = "JAXRUN_PROCESS_ID"
 PROCESS_COUNT_ENV = "JAXRUN_PROCESS_COUNT"
 COORDINATOR_ENV = "JAX_COORDINATOR_ADDRESS"  # JAX's own variable: it reads it before any cluster
-# CPU collectives across processes: JAX's config variable (gloo is its default from jax 0.4.3x on;
-# older versions had none, and a psum across processes failed). Set by the parent, never over the user's.
+# CPU collectives across processes: JAX's config variable (gloo is the default of recent JAX; older
+# versions had none, and a collective across processes failed). Set by the parent, never over the user's.
 COLLECTIVES_ENV = "JAX_CPU_COLLECTIVES_IMPLEMENTATION"
 CLUSTER_NAME = "jaxrun"
 
