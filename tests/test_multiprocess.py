@@ -106,10 +106,16 @@ def test_a_process_that_hangs_is_stopped_with_the_job_by_its_timeout(tmp_path: P
     assert survivors(str(tmp_path / "s" / "hangs.py")) == []
 
 
+# A Slurm allocation's variables (JAX's SlurmCluster would read 7 processes, this one the 6th):
+# jaxrun's job is the one jax.distributed.initialize() finds, its cluster environment being first.
+SLURM = {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "node1", "SLURM_NTASKS": "7", "SLURM_PROCID": "5",
+         "SLURM_LOCALID": "5"}
+
+
 def test_a_header_comment_asks_for_processes_as_the_flag_does_and_one_process_is_as_before(tmp_path: Path) -> None:
     write(tmp_path / "s", "psum.py", PSUM.format(header="# jaxrun: processes=2\n"))
     write(tmp_path / "s", "plain.py", "import jax\nimport jaxrun\njaxrun.record(value=1)\n")
-    batch = run_batch(tmp_path / "s", tmp_path / "r")
+    batch = run_batch(tmp_path / "s", tmp_path / "r", env=SLURM, timeout=60)
     by_name = {r.script_name: r for r in batch.script_results}
     psum, plain = by_name["psum"], by_name["plain"]
     assert psum.success and psum.results["total"] == 3.0 and psum.processes is not None and len(psum.processes) == 2
