@@ -37,7 +37,6 @@ from .classify import Classification, Evidence, classification, classify, stderr
 from .environment import child_env, numerics_of, probe_command
 from ..job import Job
 from .launch import Interrupted, LaunchOutcome, Limits, cpu_time_of, launch
-from .multiprocess import JobRun, job_log_files, launch_processes, process_results
 from .compiles import recompile_warnings, totals
 from .profiles import profile_metrics, script_profile
 from .probe_report import (MEMORY_METHOD, ProbeReport, device_memory, live_array_bytes, memory_peak_mb, phases,
@@ -47,6 +46,7 @@ from .placement import WHOLE_MACHINE, Placement, Slot
 
 if TYPE_CHECKING:
     from .launcher import Launcher
+    from .multiprocess import JobRun
 
 logger = logging.getLogger("jaxrun")
 
@@ -70,7 +70,7 @@ class AttemptRun:
     numerics: Numerics | None = None  # read from its environment
     environment: RunEnvironment | None = None
     guard_env: dict[str, str] = field(default_factory=dict)  # its transfer-guard variables (run/transfers.py)
-    processes: JobRun | None = None  # --processes N: each process (run/multiprocess.py); None: one process
+    processes: "JobRun | None" = None  # --processes N: each process (run/multiprocess.py); None: one process
 
 
 # attempt(job, options, platform, slot, device_info, stop, compile_cache) -> AttemptRun
@@ -110,7 +110,13 @@ def _list_outputs(output_dir: Path) -> list[str]:
 
 def _keep_attempt_logs(job: Job, number: int, processes: int = 1) -> None:
     """Before a new attempt overwrites the logs, keep the previous attempt's under its number."""
-    for log in job_log_files(job, processes):
+    if processes > 1:
+        from .multiprocess import job_log_files  # (socket, queue): only multi-process jobs import it
+
+        logs = job_log_files(job, processes)
+    else:
+        logs = [job.stdout_log, job.stderr_log]
+    for log in logs:
         if log.exists():
             # `<name>.stdout.log`: the name itself may hold dots (`v1.2__model`), so split from the right.
             stem, stream, ext = log.name.rsplit(".", 2)
@@ -166,6 +172,8 @@ def launch_attempt(
         job_run: JobRun | None = None
         try:
             if options.processes > 1:
+                from .multiprocess import launch_processes
+
                 job_run = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
                                            cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None)
                 outcome = job_run.outcome
@@ -372,6 +380,8 @@ def _build_result(
         utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
     passed = failure is None
     job_run = run.processes  # --processes N: the job's figures and its lead's (run/multiprocess.py)
+    if job_run is not None:
+        from .multiprocess import process_results
     lead = job_run.lead if job_run is not None else None
     # The probe's own CPU figure is one process's: never a job's stand-in.
     cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time if job_run is None else None)
