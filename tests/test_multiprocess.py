@@ -11,7 +11,7 @@ import pytest
 import jaxrun
 from jaxrun.errors import UsageError
 
-from helpers import jaxrun as jaxrun_cli, load, run_batch, survivors, write
+from helpers import jaxrun as jaxrun_cli, load, run_batch, write
 
 # Each process contributes its id + 1 to a psum over every device of both processes: 1 + 2 = 3.
 PSUM = """\
@@ -27,7 +27,14 @@ print("process", me, "total", float(total[0]))
 jax.distributed.shutdown()
 """
 
-FAILS = """\
+# Each process leaves its pid in the job's output folder: the test checks that none outlives the job.
+PID = """\
+import os
+with open(os.path.join(os.environ["JAXRUN_OUTPUT_DIR"], "pid%s" % os.environ["JAXRUN_PROCESS_ID"]), "w") as f:
+    f.write(str(os.getpid()))
+"""
+
+FAILS = PID + """\
 import jax
 import jax.numpy as jnp
 
@@ -37,7 +44,7 @@ if jax.process_index() == 1:
 jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")(jnp.array([1.0]))  # waits for process 1
 """
 
-HANGS = """\
+HANGS = PID + """\
 import time
 import jax
 import jax.numpy as jnp
@@ -47,6 +54,15 @@ if jax.process_index() == 1:
     time.sleep(600)
 jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")(jnp.array([1.0]))
 """
+
+
+def assert_gone(outputs: Path) -> None:
+    """Both processes of the job wrote their pid there, and neither runs any more."""
+    import psutil
+
+    pids = [int((outputs / f"pid{k}").read_text()) for k in (0, 1)]
+    alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"processes of the job still running: {alive}"
 
 
 def test_a_two_process_psum_is_one_job_with_each_process_recorded(tmp_path: Path) -> None:
@@ -91,7 +107,7 @@ def test_a_process_that_raises_fails_the_job_with_its_error_and_the_others_are_s
     assert not first["success"] and first["error_class"] is None
     assert first["stopped"] == "stopped by jaxrun: process 1 failed first"
     assert result["execution_time"] < 60
-    assert survivors(str(tmp_path / "s" / "fails.py")) == []
+    assert_gone(tmp_path / "r" / "outputs" / "fails")
 
 
 def test_a_process_that_hangs_is_stopped_with_the_job_by_its_timeout(tmp_path: Path) -> None:
@@ -103,7 +119,7 @@ def test_a_process_that_hangs_is_stopped_with_the_job_by_its_timeout(tmp_path: P
     assert result.processes is not None and all(not p.success for p in result.processes)
     assert all(p.exit_code is None for p in result.processes)  # both ended by jaxrun
     assert result.execution_time < 30
-    assert survivors(str(tmp_path / "s" / "hangs.py")) == []
+    assert_gone(tmp_path / "r" / "outputs" / "hangs")
 
 
 # A Slurm allocation's variables (JAX's SlurmCluster would read 7 processes, this one the 6th):
