@@ -108,6 +108,7 @@ def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_
     halts = [threading.Event() for _ in range(count)]
     outcomes: list[LaunchOutcome | None] = [None] * count
     ended: queue.SimpleQueue[int] = queue.SimpleQueue()
+    errors: list[BaseException] = []  # a launch that could not happen (a full disk): raised here
 
     def run(k: int) -> None:
         stdout_log, stderr_log = log_paths(job, k)
@@ -124,6 +125,8 @@ def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_
             )
         except Interrupted as stopped:
             outcomes[k] = stopped.outcome
+        except BaseException as error:  # noqa: BLE001 - the others are stopped, then it is raised
+            errors.append(error)
         finally:
             ended.put(k)
 
@@ -133,6 +136,8 @@ def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_
     interrupted, stopped_by = _watch(count, ended, outcomes, halts, stop)
     for thread in threads:
         thread.join()
+    if errors:
+        raise errors[0]
     runs = [_process_run(job, options, k, outcomes[k], stopped_by.get(k)) for k in range(count)]  # type: ignore[arg-type]
     # The lead: the process whose failure came first by its end (the queue's order is the order the
     # launches returned, which their reaping and log draining can shuffle by a few ms).
@@ -173,8 +178,8 @@ def _watch(count: int, ended: "queue.SimpleQueue[int]", outcomes: list[LaunchOut
             continue
         pending.discard(k)
         outcome = outcomes[k]
-        if interrupted or first_failed is not None or outcome is None or outcome.interrupted or not _failed(outcome):
-            continue
+        if interrupted or first_failed is not None or (outcome is not None and (outcome.interrupted or not _failed(outcome))):
+            continue  # (no outcome: its launch raised, the job cannot go on)
         first_failed = k
         for other in pending:
             stopped_by[other] = f"stopped by jaxrun: process {k} failed first"
