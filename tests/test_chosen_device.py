@@ -225,6 +225,11 @@ def test_the_api_the_config_and_a_header_choose_a_device(tmp_path: Path) -> None
     done = run_cli("run", tmp_path / "h", "--results-dir", tmp_path / "h" / "r", "--no-history")
     assert done.returncode == 0, done.stderr
     assert load(tmp_path / "h" / "r" / "script_results" / "own_result.json")["results"]["devices"] == "{CpuDevice(id=1)}"
+    # The command line's cpu:1 on a script whose own comment simulates two CPU devices.
+    write(tmp_path / "h2", "own.py", "# jaxrun: host_devices=2\n" + DEVICES)
+    done = run_cli("run", tmp_path / "h2", "--device", "cpu:1", "--results-dir", tmp_path / "h2" / "r", "--no-history")
+    assert done.returncode == 0, done.stderr
+    assert load(tmp_path / "h2" / "r" / "script_results" / "own_result.json")["results"]["devices"] == "{CpuDevice(id=1)}"
     done = run_cli("run", tmp_path / "api", "--results-dir", tmp_path / "e", "--no-history",
                    env={"JAXRUN_DEVICE": "cpu:0"})
     assert done.returncode == 0 and json.loads(

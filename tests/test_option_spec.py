@@ -35,6 +35,7 @@ SAMPLES = {
     "timeout": (["--timeout", "12.5"], 12.5), "enable_profiling": (["--profile"], True), "verbose": (["-v"], True),
     "jobs": (["-j", "2"], 2), "xla_analysis": (["--no-xla-analysis"], False),
     "python": (["--python", sys.executable], sys.executable),
+    "processes": (["--processes", "2"], 2),
 }
 
 

@@ -210,6 +210,9 @@ class RunOptions(_Options):
         "stopped (out_of_memory).", Flag(metavar="SIZE", text=True))
     max_processes: Optional[int] = option(
         None, "Processes each script's tree may hold at once (fork bombs): over it the script is stopped.", Flag(metavar="N"))
+    # Multi-process programs (run/multiprocess.py): one job, N cooperating probes, one result.
+    processes: int = option(1, "Run each script as N cooperating processes (jax.distributed.initialize() with no "
+                            "arguments finds a coordinator on localhost); 1: one process.", Flag(metavar="N"))
     # Numerics (recorded in each result: runs with other numerics are not compared silently).
     x64: bool = option(False, "Run with jax_enable_x64 (64-bit floats and ints).")
     matmul_precision: Optional[str] = option(
@@ -284,6 +287,14 @@ class RunOptions(_Options):
         note = " (the script's own process counts)" if info.field_name == "max_processes" else ""
         return validate_optional_positive(info.field_name, value, note)
 
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _processes(cls, value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"processes must be a whole number >= 1 (1: one process; N: N cooperating processes "
+                             f"of one multi-process program), got {value!r}")
+        return value
+
     @field_validator("compile_cache", mode="before")
     @classmethod
     def _compile_cache(cls, value: Any) -> Path | None:
@@ -313,6 +324,10 @@ class RunOptions(_Options):
     def _consistent(self) -> "RunOptions":
         if self.warmup_runs and not self.benchmark_runs:
             raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
+        if self.processes > 1 and ":" in self.device and not self.device.startswith("cpu:"):
+            # Each process of a job takes the GPU of its own id (probe/cluster.py); one chosen GPU cannot hold N.
+            raise UsageError(f"processes={self.processes} (--processes) gives each process a device of its own; "
+                             f"device {self.device} is one device: use --device {self.device.split(':')[0]}")
         if self.entry is not None:
             if not isinstance(self.entry, str) or not self.entry.isidentifier():
                 raise UsageError(f"entry must be the name of a function in the script (like 'main'), got {self.entry!r}")
@@ -328,7 +343,9 @@ class RunOptions(_Options):
         """A fingerprint of these options: a result of other options is not this run's (--resume)."""
         import hashlib
 
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        # An option at the value that means "as before" stays out: earlier results keep their key.
+        same_as_before = {"processes"} if self.processes == 1 else None
+        return hashlib.sha256(self.model_dump_json(exclude=same_as_before).encode()).hexdigest()[:16]
 
     @property
     def mode(self) -> str:

@@ -123,7 +123,9 @@ def plan_devices(options: BatchOptions, info: DeviceInfo | None, extra: tuple[st
     devices = DevicePlan()
     for name in (*options.device, *extra):
         # One device that is not here (gpu:3 on two GPUs) is a usage error before anything runs.
-        check_device_id(name, info, _host_devices(options, name.split(":")[0]))
+        # A CPU id waits for each script's own settings: '# jaxrun: host_devices=2' makes cpu:1.
+        if not name.startswith("cpu:"):
+            check_device_id(name, info, _host_devices(options, name.split(":")[0]))
         devices.add(name, options, info)
     return devices
 
@@ -186,8 +188,9 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
                                          device if plan.own_device else None)
         run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
-        if plan.own_device or "host_devices" in own.values:
-            # The script's own device (or its own simulated CPU devices): checked as the batch's were.
+        if plan.own_device or "host_devices" in own.values or device.startswith("cpu:"):
+            # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
+            # devices a script has is its own setting): checked as the batch's were.
             check_device_id(device, info, (run_options or options.run_for(device)).host_devices)
         jobs.append(Job(
             index=first + len(jobs), script=plan.script, name=plan.name,

@@ -177,6 +177,32 @@ class RunEnvironment(MappingModel):
 Outcome = Literal["passed", "failed", "xfailed", "xpassed"]
 
 
+class ProcessResult(MappingModel):
+    """One process of a multi-process job (--processes N): its own figures, as a one-process
+    script's result has them (README, "Multi-process programs")."""
+
+    process_id: int = Field(description="Its id in the job (jax.process_index()), 0 the coordinator")
+    success: bool
+    error_class: ErrorClass | None = Field(
+        None, description="Why it failed; null on success and for a process jaxrun stopped (see stopped)")
+    error_message: str | None = None
+    stopped: str | None = Field(
+        None, description="Why jaxrun stopped it though it had not failed itself (another process failed first)")
+    exit_code: int | None = None
+    signal: int | None = None
+    execution_time: float | None = Field(None, description="Seconds, its whole process")
+    body_time: float | None = None
+    import_time: float | None = None
+    jit_compile_time: float | None = None
+    run_time: float | None = None
+    cpu_time: float | None = Field(None, description="Seconds user+sys of its process tree")
+    memory_peak: float | None = Field(None, description="MB, peak host memory of its process tree")
+    compile_count: int | None = None
+    results: dict[str, Any] = Field({}, description="What it passed to jaxrun.record")
+    stdout_log: str | None = None
+    stderr_log: str | None = None
+
+
 class ScriptResult(MappingModel):
     """What happened when one script ran (possibly over several attempts)."""
 
@@ -330,6 +356,9 @@ class ScriptResult(MappingModel):
         None, description="Ray's id of the node that ran the last attempt (ray.get_runtime_context()."
         "get_node_id(), as `ray list nodes` shows it); null outside --backend ray"
     )
+    processes: list[ProcessResult] | None = Field(
+        None, description="--processes N: each process of the job, by id; the job's own figures are described in "
+        "the README (\"Multi-process programs\"); null for a one-process run")
     output_files: list[str] = []
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
     stdout_log: str | None = None

@@ -11,6 +11,7 @@ from . import events
 from .arguments import SPARE, ProbeArguments
 from .channel import EVENTS_ENV, EventWriter
 from .cgroup_join import join_cgroups
+from .cluster import in_job
 from .ending import Body
 from .jax_hooks import block_until_ready, jit_seconds, live_array_bytes, watch_jax_import
 from .lifeline import hold_scripts_lock, watch as watch_lifeline
@@ -184,6 +185,13 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
         return exit_code
     body.end(exit_code, ended_by, wait_for_devices=exit_code == 0)
+    if exit_code != 0 and in_job():
+        # A failed process of a multi-process job (--processes N) ends now, its END event written:
+        # JAX's distributed shutdown at exit would wait at a barrier for the others, which are
+        # themselves waiting for this one (jaxrun stops them as soon as it is gone).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)
     return exit_code
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from . import events
+from . import cluster, events
 from .channel import EventWriter
 from .transfer_guard import watch_transfer_guard
 
@@ -238,6 +238,13 @@ def watch_jax_import(writer: EventWriter, hooks: list[Callable[[], None]] | None
     """Attach the listeners when the script imports jax, then run ``hooks`` (the profiler's start)."""
 
     def on_loaded() -> None:
+        if cluster.in_job():  # --processes N: before the script can call jax.distributed.initialize()
+            try:
+                cluster.register()
+            except Exception as exc:  # noqa: BLE001 - the script's initialize() then says what is missing
+                writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=(
+                    f"could not register jaxrun's cluster environment: {exc!r}; jax.distributed.initialize() "
+                    "needs num_processes and process_id (JAXRUN_PROCESS_COUNT, JAXRUN_PROCESS_ID)")))
         try:
             choose_default_device()
         except Exception as exc:  # noqa: BLE001 - said in the result; the script runs on JAX's default

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 __all__ = [
     "COMPILING_FRAME", "EXPLAIN_LOGGERS", "LOWERING_FRAME", "MOVED", "backend_errors", "backends", "backends_initialized",
-    "caller_locals", "check", "hlo_analysis", "source_info_util", "input_fingerprint", "optimized_text",
+    "caller_locals", "check", "register_cluster", "hlo_analysis", "source_info_util", "input_fingerprint", "optimized_text",
 ]
 
 # JAX's functions whose locals hold the program being lowered or compiled (jax/_src/interpreters/
@@ -140,6 +140,30 @@ def cache_key_xla_flags() -> list[str]:
     return sorted(f for f in flags if f.split("=")[0] not in excluded)
 
 
+def register_cluster(make: Callable[[type], type]) -> type:
+    """The class ``make(ClusterEnv)`` returns, registered first among JAX's cluster environments
+    (``jax._src.clusters``; probe/cluster.py says why first)."""
+    from jax._src import clusters
+
+    types = clusters.ClusterEnv._cluster_types
+    cls = make(clusters.ClusterEnv)  # ClusterEnv.__init_subclass__ appends it
+    if cls in types:
+        types.remove(cls)
+    types.insert(0, cls)
+    return cls
+
+
+def _cluster_check() -> str | None:
+    from jax._src import clusters
+
+    env = getattr(clusters, "ClusterEnv", None)
+    if env is None:
+        return "jax._src.clusters has no ClusterEnv"
+    needed = ("_cluster_types", "auto_detect_unset_distributed_params", "get_local_process_id")
+    missing = [n for n in needed if not hasattr(env, n)]
+    return f"ClusterEnv has no {', '.join(missing)}" if missing else None
+
+
 # --- the check -----------------------------------------------------------------------------------
 
 
@@ -211,6 +235,8 @@ INTERNALS: dict[str, tuple[str, Callable[[], str | None]]] = {
                                      _hlo_analysis_check),
     "source_info_util": ("the source line of a jaxpr's loop (jaxrun.bench)",
                          _attribute_check("jax._src.source_info_util", "summarize")),
+    "clusters.ClusterEnv": ("jax.distributed.initialize() with no arguments in a --processes N job",
+                            _cluster_check),
     "cache_key": ("the input fingerprint and the cache key's XLA flags",
                   _attribute_check("jax._src.cache_key", "_serialize_ir", "IgnoreCallbacks", "get_flag_prefixes",
                                    "xla_flags_to_exclude_from_cache_key")),

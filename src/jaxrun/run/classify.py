@@ -7,6 +7,7 @@ stderr text (for deaths that left no Python exception, such as an XLA abort).
 
 from __future__ import annotations
 
+import os
 import re
 import signal as signal_module
 from dataclasses import dataclass
@@ -17,10 +18,12 @@ from ..failures import HINTS, is_transient
 from ..probe import events as ev
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..options import RunOptions
     from .launch import LaunchOutcome
 
-__all__ = ["Classification", "Evidence", "classification", "classify", "HINTS", "is_transient"]
+__all__ = ["Classification", "Evidence", "classification", "classify", "HINTS", "is_transient", "stderr_tail"]
 
 _OOM = re.compile(
     r"RESOURCE_EXHAUSTED|out of memory|Out of memory|OOM when allocating|failed to allocate|"
@@ -59,6 +62,21 @@ _COMPILE_TEXT = re.compile(
 )
 # jax 0.10 without a CUDA plugin and JAX_PLATFORMS=cuda dies with this bare assertion.
 _NO_BACKEND_ASSERT = re.compile(r"assert _default_backend is not None|xla_bridge\.py")
+
+
+_STDERR_TAIL_BYTES = 64 * 1024
+
+
+def stderr_tail(path: "Path") -> str:
+    """The last 64 KiB of a stderr log (the evidence of a death without a Python exception)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _STDERR_TAIL_BYTES))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)

@@ -188,6 +188,7 @@ class Limits(NamedTuple):
     timeout: float | None = None  # seconds
     memory_limit: int | None = None  # bytes of host memory of the tree
     max_processes: int | None = None
+    kill_grace: float = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL when jaxrun stops the tree
 
 
 class _Request(NamedTuple):
@@ -284,7 +285,7 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
 def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
             launcher: "Launcher") -> LaunchOutcome:
     command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
-    timeout, memory_limit, max_processes = limits
+    timeout, memory_limit, max_processes, grace = limits
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     mark("the job handed to its process")
@@ -315,12 +316,12 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
             # Ctrl-C reaches only the main thread; jobs in worker threads learn of it from `stop`.
             interrupted = not (over_memory or over_processes or timed_out) and stop is not None and stop.is_set()
             if over_memory or over_processes or timed_out or interrupted:
-                _stop(pgid, monitor, group, waiter)
+                _stop(pgid, monitor, group, waiter, grace)
                 break
             waiter.done.wait(MONITOR_INTERVAL)
     except KeyboardInterrupt:
         interrupted = True
-        _stop(pgid, monitor, group, waiter)
+        _stop(pgid, monitor, group, waiter, grace)
     waiter.done.wait()
     mark("the script's teardown (JAX's too), its process reaped")
     ended = waiter.ended if waiter.ended is not None else time.perf_counter()
@@ -388,12 +389,13 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     return outcome
 
 
-def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter) -> None:
+def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter,
+          grace: float = KILL_GRACE_SECONDS) -> None:
     from .monitor import stop_tree
 
-    stop_tree(pgid, monitor, KILL_GRACE_SECONDS, wait_for_exit=waiter.done.wait)
+    stop_tree(pgid, monitor, grace, wait_for_exit=waiter.done.wait)
     if group is not None:
-        group.kill_all(KILL_GRACE_SECONDS)
+        group.kill_all(grace)
 
 
 CGROUP_CPU_METHOD = (

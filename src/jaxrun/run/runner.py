@@ -27,14 +27,14 @@ from ..interpreters import is_other
 from ..devices import get_jax_device_info, resolve_device
 from ..errors import DeviceProbeError, ResultsWriteError, ScriptNotFoundError
 from ..failures import backoff_seconds, next_action
-from ..models import Attempt, DeviceInfo, Numerics, RunEnvironment, ScriptResult
+from ..models import Attempt, DeviceInfo, Numerics, ProcessResult, RunEnvironment, ScriptResult
 from ..nvml import UtilizationSampler, visible_gpus
 from ..options import RunOptions
 from ..probe.memory_fit import with_fit_evidence
 from ..provenance import script_identity
 from ..formatting import one_line
 from ..timestamps import now_iso
-from .classify import Classification, Evidence, classification, classify
+from .classify import Classification, Evidence, classification, classify, stderr_tail
 from .environment import child_env, chosen_index, numerics_of, probe_command
 from ..job import Job
 from .launch import Interrupted, LaunchOutcome, Limits, cpu_time_of, launch
@@ -47,11 +47,9 @@ from .placement import WHOLE_MACHINE, Placement, Slot
 
 if TYPE_CHECKING:
     from .launcher import Launcher
+    from .multiprocess import JobRun
 
 logger = logging.getLogger("jaxrun")
-
-_STDERR_TAIL_BYTES = 64 * 1024
-
 
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C stopped the script; its (interrupted) result was saved and travels with this."""
@@ -73,6 +71,7 @@ class AttemptRun:
     numerics: Numerics | None = None  # read from its environment
     environment: RunEnvironment | None = None
     guard_env: dict[str, str] = field(default_factory=dict)  # its transfer-guard variables (run/transfers.py)
+    processes: "JobRun | None" = None  # --processes N: each process (run/multiprocess.py); None: one process
 
 
 # attempt(job, options, platform, slot, device_info, stop, compile_cache) -> AttemptRun
@@ -100,17 +99,6 @@ def failed_before_running(job: Job, message: str, error_class: str, *, hint: str
     )
 
 
-def _stderr_tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _STDERR_TAIL_BYTES))
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
 def _list_outputs(output_dir: Path) -> list[str]:
     """Files the script wrote to JAXRUN_OUTPUT_DIR; an empty folder is removed, not left behind."""
     if not output_dir.is_dir():
@@ -121,9 +109,15 @@ def _list_outputs(output_dir: Path) -> list[str]:
     return files
 
 
-def _keep_attempt_logs(job: Job, number: int) -> None:
+def _keep_attempt_logs(job: Job, number: int, processes: int = 1) -> None:
     """Before a new attempt overwrites the logs, keep the previous attempt's under its number."""
-    for log in (job.stdout_log, job.stderr_log):
+    if processes > 1:
+        from .multiprocess import job_log_files  # (socket, queue): only multi-process jobs import it
+
+        logs = job_log_files(job, processes)
+    else:
+        logs = [job.stdout_log, job.stderr_log]
+    for log in logs:
         if log.exists():
             # `<name>.stdout.log`: the name itself may hold dots (`v1.2__model`), so split from the right.
             stem, stream, ext = log.name.rsplit(".", 2)
@@ -176,32 +170,44 @@ def launch_attempt(
         command = probe_command(job.script, events_path, options, job.profile_dir)
         # Utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs.
         sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start() if platform == "gpu" else None
+        job_run: JobRun | None = None
         try:
-            outcome = launch(
-                command,
-                cwd=job.script.parent,
-                env=env,
-                stdout_log=job.stdout_log,
-                stderr_log=job.stderr_log,
-                events_path=events_path,
-                limits=Limits(options.timeout, options.memory_limit, options.max_processes),
-                log_cap=log_cap_bytes(),
-                cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
-                stop=stop,
-                record_memory=options.enable_profiling,
-                launcher=launcher,
-            )
+            if options.processes > 1:
+                from .multiprocess import launch_processes
+
+                job_run = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
+                                           cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None)
+                outcome = job_run.outcome
+            else:
+                outcome = launch(
+                    command,
+                    cwd=job.script.parent,
+                    env=env,
+                    stdout_log=job.stdout_log,
+                    stderr_log=job.stderr_log,
+                    events_path=events_path,
+                    limits=Limits(options.timeout, options.memory_limit, options.max_processes),
+                    log_cap=log_cap_bytes(),
+                    cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
+                    stop=stop,
+                    record_memory=options.enable_profiling,
+                    launcher=launcher,
+                )
         except Interrupted as stopped:
             outcome = stopped.outcome
         finally:
             if sampler is not None:
                 sampler.stop()
-    failure = classify(Evidence.of(outcome, options, _stderr_tail(job.stderr_log)))
+    if job_run is not None:
+        failure, report = job_run.failure, job_run.lead.report
+    else:
+        failure = classify(Evidence.of(outcome, options, stderr_tail(job.stderr_log)))
+        report = read_probe_report(outcome.events)
     environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
                                  variables=len(env))
-    return AttemptRun(outcome, failure, read_probe_report(outcome.events), sampler.result() if sampler else None,
+    return AttemptRun(outcome, failure, report, sampler.result() if sampler else None,
                       command=command, numerics=numerics_of(env), environment=environment,
-                      guard_env=guard_variables(env))
+                      guard_env=guard_variables(env), processes=job_run)
 
 
 def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> bool:
@@ -266,7 +272,7 @@ def run_attempts(
             run = AttemptRun(None, classification("device_unavailable", missing or f"{target} is not available"))
         else:
             if number > 1:
-                _keep_attempt_logs(job, number - 1)
+                _keep_attempt_logs(job, number - 1, options.processes)
             run = attempt(job, options, platform, placement.slot(platform), info, stop, compile_cache)
         failure, outcome = run.failure, run.outcome
         chosen = chosen_index(options.device, platform)  # gpu:1: that GPU only, or the CPU by the fallback
@@ -375,8 +381,13 @@ def _build_result(
     else:
         utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
     passed = failure is None
-    cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time)
-    body_time, import_time, run_seconds, phases_note = phases(report, outcome)
+    job_run = run.processes  # --processes N: the job's figures and its lead's (run/multiprocess.py)
+    if job_run is not None:
+        from .multiprocess import process_results
+    lead = job_run.lead if job_run is not None else None
+    # The probe's own CPU figure is one process's: never a job's stand-in.
+    cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time if job_run is None else None)
+    body_time, import_time, run_seconds, phases_note = phases(report, lead.outcome if lead is not None else outcome)
     result = ScriptResult(
         script_name=job.name,
         script_path=str(job.script),
@@ -440,10 +451,11 @@ def _build_result(
         kernel_limits=outcome.kernel_limits if outcome else None,
         content_hash=_content_hash(job),
         options_key=options.key,
+        processes=[ProcessResult(**process) for process in process_results(job_run)] if job_run is not None else None,
         output_files=_list_outputs(job.output_dir),
-        results=report.results,
-        stdout_log=str(job.stdout_log) if outcome else None,
-        stderr_log=str(job.stderr_log) if outcome else None,
+        results=job_run.processes[0].report.results if job_run is not None else report.results,
+        stdout_log=str(lead.stdout_log if lead is not None else job.stdout_log) if outcome else None,
+        stderr_log=str(lead.stderr_log if lead is not None else job.stderr_log) if outcome else None,
         stdout_truncated=bool(outcome and outcome.stdout_truncated),
         stderr_truncated=bool(outcome and outcome.stderr_truncated),
         started_at=started_at,
