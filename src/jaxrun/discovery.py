@@ -58,6 +58,9 @@ JAX_MODULES = frozenset({"jax", "jaxlib", "flax", "optax", "equinox", "pymdp"})
 _PRUNED_DIRS = frozenset({"__pycache__", "site-packages", "dist-packages", "node_modules"})
 # A folder holding one of these is a Python environment (venv / virtualenv / conda): skipped.
 _ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+# A folder holding one of these is a jaxrun results folder (batch/lock.py's lock, the batch file):
+# skipped, so the executed copies of notebooks (--save-notebooks) are never programs of a later run.
+_RESULTS_MARKERS = (".jaxrun.lock", "jax_execution_results.json")
 
 #: Source of at most this many bytes is parsed with ``ast``; larger source is scanned as text.
 PARSE_LIMIT = 1 << 20
@@ -371,8 +374,8 @@ def _walk_python_files(
             if unreadable is not None:
                 unreadable.append((rel_dir + "/", exc.strerror or str(exc)))
             continue  # an unreadable sub-folder is skipped, and reported
-        if rel_dir and any(e.name in _ENV_MARKERS for e in entries):
-            continue  # a virtual environment or conda env
+        if rel_dir and any(e.name in _ENV_MARKERS or e.name in _RESULTS_MARKERS for e in entries):
+            continue  # a virtual environment or conda env, or a jaxrun results folder
         subdirs: list[str] = []
         for entry in entries:
             name = entry.name
@@ -436,7 +439,8 @@ def search_jax_scripts(
     A ``.py`` file is returned when it imports JAX or a JAX library (see :func:`imports_jax`;
     files that mention JAX but do not parse are returned too). Skipped: hidden folders (``.x``),
     ``__pycache__``, ``site-packages``, ``dist-packages``, ``node_modules``, any folder holding a
-    ``pyvenv.cfg`` or ``conda-meta`` (virtual / conda environments), pytest files (``test_*.py``,
+    ``pyvenv.cfg`` or ``conda-meta`` (virtual / conda environments), jaxrun results folders (holding
+    ``.jaxrun.lock`` or ``jax_execution_results.json``), pytest files (``test_*.py``,
     ``*_test.py``, ``conftest.py``); unreadable files or sub-folders are skipped and listed in
     ``unreadable``. Symlinked folders and
     files are followed only when they resolve inside *search_dir*; each real folder is visited
