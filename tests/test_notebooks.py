@@ -245,3 +245,9 @@ def test_ipython_lines_are_skipped_with_one_warning_without_ipython(tmp_path: Pa
     out = Path(with_ipython.stdout_log).read_text()
     assert with_ipython.success and "y is 6" in out and "shell-line" in out and "from-bash" in out and "z is 3" in out
     assert not [w for w in with_ipython.warnings if "notebook" in w]
+
+
+def test_the_probe_knows_a_notebook_by_the_one_suffix() -> None:
+    from jaxrun.probe import __main__ as probe_main, notebook_cells
+
+    assert probe_main.NOTEBOOK_SUFFIX == notebook_cells.SUFFIX

@@ -14,10 +14,11 @@ from .cgroup_join import join_cgroups
 from .ending import Body
 from .jax_hooks import block_until_ready, jit_seconds, live_array_bytes, watch_jax_import
 from .lifeline import hold_scripts_lock, watch as watch_lifeline
-from .notebook_cells import SUFFIX as NOTEBOOK_SUFFIX
 from .profiler import Profiler
 
 _TRACEBACK_TAIL = 8000
+# notebook_cells.SUFFIX; the notebook's modules are imported only for a notebook (its `re` is not every script's).
+NOTEBOOK_SUFFIX = ".ipynb"
 # The module name a script gets in warm mode: its `if __name__ == "__main__":` block stays idle.
 WARM_RUN_NAME = "__jaxrun_warm__"
 
