@@ -251,3 +251,26 @@ def test_the_probe_knows_a_notebook_by_the_one_suffix() -> None:
     from jaxrun.probe import __main__ as probe_main, notebook_cells
 
     assert probe_main.NOTEBOOK_SUFFIX == notebook_cells.SUFFIX
+
+
+def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None:
+    _, results, _ = mixed
+    proc = jaxrun_cli("report", results, "-o", tmp_path / "report.html")
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "report.html").read_text()
+    cells = html[html.index("<h2>Notebook cells</h2>"):]
+    assert "fails.ipynb" in cells and "error at line 2" in cells and "<code>%time loss0" in cells
+
+
+def test_a_cell_the_process_was_stopped_in_is_not_finished_and_display_prints(tmp_path: Path) -> None:
+    write_notebook(tmp_path / "n", "hangs.ipynb", [
+        "import sys, time, jax\nprint('IPython loaded:', 'IPython' in sys.modules)\ndisplay('shown')",
+        "time.sleep(60)",
+        "print('never')",
+    ])
+    (result,) = run_batch(tmp_path / "n", tmp_path / "r", timeout=5).script_results
+    assert result.error_class == "timeout"
+    assert [(c.index, c.outcome) for c in result.cells] == [(1, "ok"), (2, "not finished")]
+    assert result.cells[1].seconds is None and result.cells[1].source == "time.sleep(60)"  # unknown: null
+    out = Path(result.stdout_log).read_text()
+    assert "shown" in out and "IPython loaded: False" in out  # a notebook without IPython lines never loads it

@@ -112,12 +112,19 @@ def _prepare(writer: EventWriter, cells: list[CodeCell], namespace: dict[str, An
         config.HistoryManager.enabled = False  # no SQLite history file written in ~/.ipython
         InteractiveShell.instance(config=config, user_module=sys.modules["__main__"])
     elif "display" not in namespace:
-        if find_spec("IPython") is not None:
-            from IPython.display import display  # prints when no shell runs
-        else:
-            display = print  # type: ignore[assignment]
-        namespace["display"] = display
+        namespace["display"] = _display
     return codes
+
+
+def _display(*objects: Any, **options: Any) -> None:
+    """``display()`` without a shell: IPython's (it prints), imported on the first call only (IPython
+    takes ~0.6 s to import: no notebook pays it unless it displays), else ``print``."""
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(*objects)
+        return
+    display(*objects, **options)
 
 
 def _error_line(exc: BaseException, filename: str) -> int | None:
