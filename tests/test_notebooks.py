@@ -274,3 +274,19 @@ def test_a_cell_the_process_was_stopped_in_is_not_finished_and_display_prints(tm
     assert result.cells[1].seconds is None and result.cells[1].source == "time.sleep(60)"  # unknown: null
     out = Path(result.stdout_log).read_text()
     assert "shown" in out and "IPython loaded: False" in out  # a notebook without IPython lines never loads it
+
+
+def test_discovery_of_notebooks_stays_bounded_and_reads_their_settings(tmp_path: Path) -> None:
+    from jaxrun.discovery import NOTEBOOK_PARSE_LIMIT, search_jax_scripts
+    from jaxrun.settings.header import read_header
+
+    blob = "x" * (NOTEBOOK_PARSE_LIMIT + 1024)  # an output image's worth of text: scanned, not parsed
+    big = write_notebook(tmp_path, "big.ipynb", [f"print('{blob}')", "import jax.numpy as jnp"])
+    write_notebook(tmp_path, "big_plain.ipynb", [f"print('{blob}')", "import numpy as np"])
+    skipped = write_notebook(tmp_path, "skipped.ipynb", ["import jax"], metadata={"jaxrun": {"skip": True}})
+    assert search_jax_scripts(tmp_path).scripts == [big, skipped]
+    (setting,) = read_header(skipped)
+    assert (setting.key, setting.value) == ("skip", "skipped by its metadata")
+    write_notebook(tmp_path, "typo.ipynb", ["import jax"], metadata={"jaxrun": {"timout": 5}})
+    with pytest.raises(jaxrun.errors.UsageError, match=r"typo.ipynb: metadata.jaxrun: unknown key 'timout'.*timeout"):
+        read_header(tmp_path / "typo.ipynb")

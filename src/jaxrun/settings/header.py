@@ -78,6 +78,8 @@ def _notebook_header(notebook: Path) -> list[HeaderSetting]:
             raise UsageError(f"{where}: unknown key {key!r}: {closest(key, SCRIPT_KEYS)}")
         if isinstance(value, str):
             value = _value(key, value, where)
+        elif value is True and key in _BARE:  # "skip": true, as a bare `skip` in a comment
+            value = _BARE[key].replace("header comment", "metadata")
         elif key == "env" and isinstance(value, dict):
             value = {str(k): str(v) for k, v in value.items()}
         settings.append(HeaderSetting(key, value, 0, where))
