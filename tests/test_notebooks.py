@@ -222,6 +222,17 @@ def test_each_cell_time_is_what_the_cell_measured_of_itself(tmp_path: Path) -> N
     for own, cell in zip(seen, cells):
         assert own <= cell.seconds <= own * 1.5 + 0.01, (own, cell)
     assert sum(c.seconds for c in result.cells) <= result.body_time
+    assert result.import_time + result.run_time <= result.body_time + 1e-6 and result.phases_note is None
+
+
+def test_a_benchmarked_notebook_s_cells_are_the_medians_of_its_counted_runs(tmp_path: Path) -> None:
+    write_notebook(tmp_path / "b", "bench.ipynb", [
+        "import os, time, jax\nrun = len(os.listdir('.')) - 1",  # 0, 1, 2: the files it left before
+        "open(f'mark{run}', 'w').close()\ntime.sleep(0.1 + 0.1 * run)",
+    ])
+    (result,) = run_batch(tmp_path / "b", tmp_path / "r", benchmark_runs=3).script_results
+    assert result.success and result.timing == "median of 3 counted runs"
+    assert 0.2 <= result.cells[1].seconds < 0.28  # sleeps of 0.1, 0.2, 0.3 s
 
 
 def test_ipython_lines_are_skipped_with_one_warning_without_ipython(tmp_path: Path) -> None:
