@@ -3,9 +3,11 @@
 Three programs with the same code, an equinox MLP fitted a few steps (equinox's examples' style):
 ``mlp.py`` (the cells joined), ``mlp.ipynb`` (the cells as code cells), and ``mlp_magic.ipynb``
 (one line as ``%time``: IPython's transformer and shell are loaded for it). Each round runs the
-three through ``jaxrun.execute_jax_script`` in turn (interleaved; no compile cache);
-medians of ``body_time`` and ``execution_time`` over the rounds and their ratios to the script's,
-and the median of each cell's seconds.
+three through ``jaxrun.execute_jax_script`` in turn (interleaved; no compile cache):
+medians of ``body_time`` and ``execution_time`` over the rounds, their ratios to the script's
+(of the medians, and the median of each round's own ratio: a noisy machine's drift cancels within
+a round), the body outside any cell (``body_time`` - the cells' seconds: reading the notebook,
+preparing its cells, IPython's loading for the magic one), and the median of each cell's seconds.
 
     python benchmarks/bench_notebooks.py [--rounds 7]
 """
@@ -74,6 +76,7 @@ def main() -> None:
         body: dict[str, list[float]] = {name: [] for name in programs}
         wall: dict[str, list[float]] = {name: [] for name in programs}
         cells: dict[str, list[list[float]]] = {name: [] for name in programs}
+        outside: dict[str, list[float]] = {name: [] for name in programs}
         for round_ in range(rounds):
             for name, path in programs.items():
                 result = jaxrun.execute_jax_script(path, "cpu", results_dir=folder / "results", compile_cache=False)
@@ -82,13 +85,19 @@ def main() -> None:
                 wall[name].append(result.execution_time)
                 if result.cells is not None:
                     cells[name].append([c.seconds for c in result.cells])
-            print(f"round {round_ + 1}/{rounds}: " + ", ".join(f"{n} {body[n][-1]:.3f} s" for n in programs))
+                    outside[name].append(result.body_time - sum(c.seconds for c in result.cells))
+            print(f"round {round_ + 1}/{rounds}: " + ", ".join(f"{n} {body[n][-1]:.3f} s" for n in programs), flush=True)
     base_body, base_wall = statistics.median(body["mlp.py"]), statistics.median(wall["mlp.py"])
     print(f"\nmedians of {rounds} interleaved rounds (compile cache off):")
-    print(f"{'program':<18}{'body_time s':>12}{'x script':>10}{'execution_time s':>18}{'x script':>10}")
+    print(f"{'program':<18}{'body_time s':>12}{'x script':>10}{'paired x':>10}{'execution_time s':>18}{'x script':>10}"
+          f"{'paired x':>10}{'outside cells ms':>18}")
     for name in programs:
         b, w = statistics.median(body[name]), statistics.median(wall[name])
-        print(f"{name:<18}{b:>12.3f}{b / base_body:>10.3f}{w:>18.3f}{w / base_wall:>10.3f}")
+        paired_b = statistics.median(n / s for n, s in zip(body[name], body["mlp.py"]))
+        paired_w = statistics.median(n / s for n, s in zip(wall[name], wall["mlp.py"]))
+        out = f"{statistics.median(outside[name]) * 1000:.1f}" if outside[name] else "-"
+        print(f"{name:<18}{b:>12.3f}{b / base_body:>10.3f}{paired_b:>10.3f}{w:>18.3f}{w / base_wall:>10.3f}"
+              f"{paired_w:>10.3f}{out:>18}")
     for name in ("mlp.ipynb", "mlp_magic.ipynb"):
         per_cell = [statistics.median(column) for column in zip(*cells[name])]
         print(f"{name} per cell (medians): " + ", ".join(f"In [{i}] {s * 1000:.1f} ms" for i, s in
