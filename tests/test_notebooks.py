@@ -301,3 +301,16 @@ def test_discovery_of_notebooks_stays_bounded_and_reads_their_settings(tmp_path:
     write_notebook(tmp_path, "typo.ipynb", ["import jax"], metadata={"jaxrun": {"timout": 5}})
     with pytest.raises(jaxrun.errors.UsageError, match=r"typo.ipynb: metadata.jaxrun: unknown key 'timout'.*timeout"):
         read_header(tmp_path / "typo.ipynb")
+
+
+def test_execute_jax_script_runs_a_notebook_beside_its_script(tmp_path: Path) -> None:
+    notebook = write_notebook(tmp_path, "m.ipynb", ["import jax.numpy as jnp\nprint('sum', jnp.ones(4).sum())"])
+    script = write(tmp_path, "m.py", "import jax.numpy as jnp\nprint('sum', jnp.ones(4).sum())\n")
+    results = tmp_path / "r"
+    ran = jaxrun.execute_jax_script(notebook, "cpu", results_dir=results, compile_cache=False, save_notebooks=True)
+    plain = jaxrun.execute_jax_script(script, "cpu", results_dir=results, compile_cache=False)
+    assert (ran.script_name, plain.script_name) == ("m.ipynb", "m") and ran.success and plain.success
+    assert sorted(p.name for p in (results / "script_results").iterdir()) == ["m.ipynb_result.json", "m_result.json"]
+    copy = nbformat.read(results / "notebooks" / "m.ipynb", as_version=4)
+    nbformat.validate(copy)
+    assert copy.cells[0].outputs == [{"output_type": "stream", "name": "stdout", "text": "sum 4.0\n"}]
