@@ -203,7 +203,7 @@ def test_save_notebooks_writes_a_valid_executed_copy(mixed) -> None:
 
 def test_each_cell_time_is_what_the_cell_measured_of_itself(tmp_path: Path) -> None:
     # Each timed cell measures its own body with perf_counter; jaxrun's figure of the cell holds
-    # that and little more (compiling the cell's code, two channel writes).
+    # that and little more (compiling the cell's code, two channel writes): a figure 2x off fails.
     def timed(body: str) -> str:
         return f"_t = time.perf_counter()\n{body}\nseen.append(time.perf_counter() - _t)"
 
@@ -220,7 +220,7 @@ def test_each_cell_time_is_what_the_cell_measured_of_itself(tmp_path: Path) -> N
     seen, cells = result.results["seen"], result.cells[1:4]
     assert 0.3 <= cells[0].seconds < 0.3 + 0.1
     for own, cell in zip(seen, cells):
-        assert own <= cell.seconds <= own * 1.5 + 0.01, (own, cell)
+        assert own <= cell.seconds <= own * 1.5 + 0.02, (own, cell)
     assert sum(c.seconds for c in result.cells) <= result.body_time
     assert result.import_time + result.run_time <= result.body_time + 1e-6 and result.phases_note is None
 
@@ -314,3 +314,13 @@ def test_execute_jax_script_runs_a_notebook_beside_its_script(tmp_path: Path) ->
     copy = nbformat.read(results / "notebooks" / "m.ipynb", as_version=4)
     nbformat.validate(copy)
     assert copy.cells[0].outputs == [{"output_type": "stream", "name": "stdout", "text": "sum 4.0\n"}]
+
+
+def test_run_verbose_prints_each_cell(mixed, tmp_path: Path) -> None:
+    folder, _, _ = mixed
+    proc = jaxrun_cli("run", folder / "fails.ipynb", "-v", "--results-dir", tmp_path / "r", "-d", "cpu",
+                      "--no-history", "--no-compile-cache", env={"COLUMNS": "200"})
+    assert proc.returncode == 1
+    table = proc.stdout[proc.stdout.index("notebook cells"):]
+    assert "y = 1" in table and "error at line 2" in table
+    assert "at fails.ipynb:cell 2, line 2" in proc.stdout + proc.stderr
