@@ -295,6 +295,9 @@ def test_discovery_of_notebooks_stays_bounded_and_reads_their_settings(tmp_path:
     big = write_notebook(tmp_path, "big.ipynb", [f"print('{blob}')", "import jax.numpy as jnp"])
     write_notebook(tmp_path, "big_plain.ipynb", [f"print('{blob}')", "import numpy as np"])
     skipped = write_notebook(tmp_path, "skipped.ipynb", ["import jax"], metadata={"jaxrun": {"skip": True}})
+    # A results folder's executed copies are never programs of a later run.
+    write_notebook(tmp_path / "jaxrun_results" / "notebooks", "skipped.ipynb", ["import jax"])
+    (tmp_path / "jaxrun_results" / ".jaxrun.lock").touch()
     assert search_jax_scripts(tmp_path).scripts == [big, skipped]
     (setting,) = read_header(skipped)
     assert (setting.key, setting.value) == ("skip", "skipped by its metadata")
