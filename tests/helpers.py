@@ -151,3 +151,20 @@ def read_terminal(master: int) -> str:
         chunks.append(chunk)
     os.close(master)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def write_notebook(root: Path, rel: str, cells: list[str], metadata: dict | None = None) -> Path:
+    """Write an nbformat 4 notebook at ``root/rel``: each string a code cell (dedented), or a
+    markdown cell when it starts with ``"md:"``."""
+    def cell(i: int, text: str) -> dict:
+        if text.startswith("md:"):
+            return {"cell_type": "markdown", "id": f"cell-{i}", "metadata": {}, "source": text[3:]}
+        return {"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None, "outputs": [],
+                "source": textwrap.dedent(text).strip("\n").splitlines(keepends=True)}
+
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": metadata or {},
+                "cells": [cell(i, text) for i, text in enumerate(cells)]}
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(notebook, indent=1))
+    return path

@@ -15,7 +15,7 @@ from jaxrun.probe.arguments import ProbeArguments
 from jaxrun.probe.channel import read_events
 from jaxrun.run.probe_report import read_probe_report
 
-from helpers import write
+from helpers import write, write_notebook
 
 SCRIPTS = {
     "jax_recorded": """\
@@ -31,12 +31,18 @@ SCRIPTS = {
     "warm": "import jax.numpy as jnp\ndef main():\n    return jnp.ones(3) * 2\n",
     "sets_guard": "import jax\njax.config.update('jax_transfer_guard', 'allow')\nwith jax.transfer_guard('log'):\n    pass\n",
 }
-ARGUMENTS = {"warm": {"entry": "main", "warm_calls": 2}, "jax_recorded": {"profile": "PROFILE"}}
+# Notebooks (probe/notebook.py): each a list of code cells; their outputs sent (--save-notebooks).
+NOTEBOOKS = {
+    "notebook": ["import jax.numpy as jnp\nx = jnp.ones(3)", "!pip install optax\nprint(x.sum())", "x / 0\nraise ValueError('cell')"],
+}
+ARGUMENTS = {"warm": {"entry": "main", "warm_calls": 2}, "jax_recorded": {"profile": "PROFILE"},
+             "notebook": {"cell_outputs": 1}}
 
 
 def run_probe(tmp_path: Path, name: str) -> Path:
     """The real probe process, as jaxrun starts it; returns its channel file."""
-    script = write(tmp_path, f"{name}.py", SCRIPTS[name])
+    script = (write_notebook(tmp_path, f"{name}.ipynb", NOTEBOOKS[name]) if name in NOTEBOOKS
+              else write(tmp_path, f"{name}.py", SCRIPTS[name]))
     channel = tmp_path / "events.jsonl"
     options = {k: str(tmp_path / "profile") if v == "PROFILE" else v for k, v in ARGUMENTS.get(name, {}).items()}
     command = ProbeArguments(events=str(channel), script_argv=(str(script),), **options).command()
@@ -44,7 +50,7 @@ def run_probe(tmp_path: Path, name: str) -> Path:
     return channel
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTS))
+@pytest.mark.parametrize("name", sorted([*SCRIPTS, *NOTEBOOKS]))
 def test_every_line_a_real_probe_writes_matches_its_definition(tmp_path: Path, name: str) -> None:
     lines = [json.loads(line) for line in run_probe(tmp_path, name).read_text().splitlines()]
     assert lines and all(not events.problems(line) for line in lines), [events.problems(line) for line in lines]
@@ -55,6 +61,11 @@ def test_every_line_a_real_probe_writes_matches_its_definition(tmp_path: Path, n
     if name == "warm":
         assert kinds.count(events.CALL) == 2
         assert all(isinstance(line["live_array_bytes"], int) for line in lines if line["type"] == events.CALL)
+    if name == "notebook":  # a start and an end a cell; the warning for the install line
+        assert kinds.count(events.CELL) == 6 and events.PROBE_WARNING in kinds and events.EXCEPTION in kinds
+        ends = [line for line in lines if line["type"] == events.CELL and "s" in line]
+        assert [e["outcome"] for e in ends] == ["ok", "ok", "error"] and ends[2]["error_line"] == 2
+        assert ends[1]["outputs"] == [["stdout", "3.0\n"]]
     if name == "sets_guard":
         assert kinds.count(events.TRANSFER_GUARD) == 1  # once, however many settings
 

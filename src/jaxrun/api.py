@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from . import resultfiles
 from .batch.pipeline import run_batch
+from .discovery import script_display_name
 from .errors import DeviceProbeError, ScriptFailedError, ScriptNotFoundError
 from .models import BatchResult, ScriptResult
 from .option_spec import default_of, keyword_signature
@@ -109,7 +110,7 @@ def execute_jax_script(
     RunOptions.build("api", **given)  # checks the keywords: only run options here
     script = Path(script_path).expanduser()
     if not script.is_file():
-        raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file")
+        raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file or an .ipynb notebook")
     script = script.resolve()
     run_options = _with_settings(script, given, config)
     if ":" in run_options.device:  # one device (gpu:1): one that is not here is a usage error, as in a batch
@@ -119,13 +120,14 @@ def execute_jax_script(
             check_device_id(run_options.device, get_jax_device_info(python=run_options.python), run_options.host_devices)
         except DeviceProbeError:
             pass  # no facts: the run says why
-    name = valid_text(name or script.stem)
+    name = valid_text(name or script_display_name(script, script.parent))  # a notebook keeps its .ipynb
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
     job = Job(index=0, script=script, name=name, file_name=resultfiles.file_stem(name), device=run_options.device,
               platform=None, results_dir=base)
     sink: Sink = NO_SINK
     if results_dir is not None:
-        sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else [])])
+        sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else []),
+                      *([_notebook_sink()] if run_options.save_notebooks else [])])
     try:
         result = run_job(job, run_options, sink=sink)
     except RunInterrupted as stopped:
@@ -137,6 +139,12 @@ def execute_jax_script(
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)
     return result
+
+
+def _notebook_sink() -> Sink:
+    from .sinks.notebooks import NotebookSink  # only a run that saves notebooks imports it
+
+    return NotebookSink()
 
 
 def _with_settings(script: Path, given: dict[str, Any], config: Any) -> RunOptions:

@@ -13,6 +13,13 @@ is decided by a textual scan of its first :data:`SCAN_LIMIT` bytes, read in chun
 script when a line imports a JAX library (``import jax.numpy as jnp``, ``import os, optax``,
 ``from flax import linen``, indented or not) or calls ``importlib.import_module("jax")``.
 
+A Jupyter notebook (``.ipynb``) is a JAX program by the same rule applied to its code cells
+(their IPython lines set aside: probe/notebook_cells.py). A notebook of at most
+:data:`NOTEBOOK_PARSE_LIMIT` bytes is read as JSON (its outputs, images included, are most of a
+large one); a larger one is decided by the textual scan of its first :data:`SCAN_LIMIT` bytes,
+looking for an import at the start of a JSON string (a source line). A notebook that is not
+valid JSON is listed with what could not be read, one line saying why.
+
 This module uses only the standard library and never imports jax.
 """
 
@@ -28,6 +35,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from jaxrun.errors import ScriptNotFoundError, UsageError
+from jaxrun.probe import notebook_cells
 
 __all__ = [
     "JAX_MODULES",
@@ -50,12 +58,19 @@ JAX_MODULES = frozenset({"jax", "jaxlib", "flax", "optax", "equinox", "pymdp"})
 _PRUNED_DIRS = frozenset({"__pycache__", "site-packages", "dist-packages", "node_modules"})
 # A folder holding one of these is a Python environment (venv / virtualenv / conda): skipped.
 _ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+# A folder holding one of these is a jaxrun results folder (batch/lock.py's lock, the batch file):
+# skipped, so the executed copies of notebooks (--save-notebooks) are never programs of a later run.
+_RESULTS_MARKERS = (".jaxrun.lock", "jax_execution_results.json")
 
 #: Source of at most this many bytes is parsed with ``ast``; larger source is scanned as text.
 PARSE_LIMIT = 1 << 20
 #: A file larger than :data:`PARSE_LIMIT` is scanned up to this many bytes, in :data:`_CHUNK`\ s.
 SCAN_LIMIT = 64 << 20
 _CHUNK = 1 << 20
+#: A notebook of at most this many bytes is read as JSON; a larger one is scanned as text.
+NOTEBOOK_PARSE_LIMIT = 16 << 20
+_NOTEBOOK = notebook_cells.SUFFIX
+_PROGRAM_SUFFIXES = (".py", _NOTEBOOK)
 # A partial line longer than this at a chunk's end is dropped (no import line is that long).
 _CARRY_LIMIT = 1 << 16
 
@@ -67,6 +82,8 @@ _IMPORT_LINE_RE = re.compile(
     rb"[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*" + _NAMES + rb"(?![\w])"
     rb"|from[ \t]+" + _NAMES + rb"(?:\.[\w.]*)?[ \t]+import\b)"
 )
+# A notebook's source line holding such an import, in the notebook's JSON text: `    "import jax\n",`.
+_NOTEBOOK_IMPORT_RE = re.compile(rb'"' + _IMPORT_LINE_RE.pattern)
 # ... or importlib.import_module("jax...") / __import__("jax...") anywhere in a line.
 _DYNAMIC_RE = re.compile(
     rb"\b(?:import_module|__import__)\([ \t]*[rRbBuU]?['\"]" + _NAMES + rb"(?:\.[\w.]*)?['\"]"
@@ -208,11 +225,39 @@ def _file_imports_jax(path: str | os.PathLike[str]) -> bool:
         return _scan_chunks(chunks())
 
 
+def _notebook_imports_jax(path: str | os.PathLike[str]) -> bool:
+    """Whether the notebook at *path*'s code cells import JAX (see the module's notes); raises
+    :class:`OSError` when it cannot be read, ``notebook_cells.NotebookError`` when it is not a notebook."""
+    with open(path, "rb", buffering=0) as f:
+        head = f.read(NOTEBOOK_PARSE_LIMIT + 1)
+        if len(head) <= NOTEBOOK_PARSE_LIMIT:
+            if not _mentions_jax(head):
+                return False
+            notebook = notebook_cells.parse(head, os.fspath(path))
+            return imports_jax(notebook_cells.code_text(notebook).encode("utf-8", "surrogateescape"))
+        seen, carry = len(head), b""
+        chunk = head
+        while chunk:  # the textual scan, chunk by chunk, a short overlap kept for a line cut in two
+            if _NOTEBOOK_IMPORT_RE.search(carry + chunk):
+                return True
+            carry = chunk[-256:]
+            if seen >= SCAN_LIMIT:
+                return False
+            chunk = f.read(_CHUNK)
+            seen += len(chunk)
+        return False
+
+
+def _program_imports_jax(path: str) -> bool:
+    return _notebook_imports_jax(path) if path.endswith(_NOTEBOOK) else _file_imports_jax(path)
+
+
 def is_jax_script(path: str | os.PathLike[str]) -> bool:
-    """Whether the file at *path* imports JAX; ``False`` when it cannot be read."""
+    """Whether the file at *path* (a ``.py`` script or an ``.ipynb`` notebook) imports JAX;
+    ``False`` when it cannot be read."""
     try:
-        return _file_imports_jax(path)
-    except OSError:
+        return _program_imports_jax(os.fspath(path))
+    except (OSError, notebook_cells.NotebookError):
         return False
 
 
@@ -275,6 +320,8 @@ def _is_pruned_name(name: str) -> bool:
 
 def _is_not_a_program(name: str) -> bool:
     """pytest files, and package ``__init__.py`` files, which import jax but are not programs."""
+    if name.endswith(_NOTEBOOK):
+        return False
     if name in ("conftest.py", "__init__.py"):
         return True
     return name.startswith("test_") or name.endswith("_test.py")
@@ -327,8 +374,8 @@ def _walk_python_files(
             if unreadable is not None:
                 unreadable.append((rel_dir + "/", exc.strerror or str(exc)))
             continue  # an unreadable sub-folder is skipped, and reported
-        if rel_dir and any(e.name in _ENV_MARKERS for e in entries):
-            continue  # a virtual environment or conda env
+        if rel_dir and any(e.name in _ENV_MARKERS or e.name in _RESULTS_MARKERS for e in entries):
+            continue  # a virtual environment or conda env, or a jaxrun results folder
         subdirs: list[str] = []
         for entry in entries:
             name = entry.name
@@ -339,7 +386,7 @@ def _walk_python_files(
                         if recursive and not _is_pruned_name(name) and not _matches(rel, exclude):
                             deferred.append(rel)
                     elif (
-                        name.endswith(".py")
+                        name.endswith(_PROGRAM_SUFFIXES)
                         and entry.is_file()
                         and _inside(os.path.realpath(entry.path), root)
                     ):
@@ -351,7 +398,7 @@ def _walk_python_files(
                         if key not in visited:
                             visited.add(key)
                             subdirs.append(rel)
-                elif name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                elif name.endswith(_PROGRAM_SUFFIXES) and entry.is_file(follow_symlinks=False):
                     yield rel
             except OSError:
                 continue  # vanished or unreadable entry
@@ -392,7 +439,8 @@ def search_jax_scripts(
     A ``.py`` file is returned when it imports JAX or a JAX library (see :func:`imports_jax`;
     files that mention JAX but do not parse are returned too). Skipped: hidden folders (``.x``),
     ``__pycache__``, ``site-packages``, ``dist-packages``, ``node_modules``, any folder holding a
-    ``pyvenv.cfg`` or ``conda-meta`` (virtual / conda environments), pytest files (``test_*.py``,
+    ``pyvenv.cfg`` or ``conda-meta`` (virtual / conda environments), jaxrun results folders (holding
+    ``.jaxrun.lock`` or ``jax_execution_results.json``), pytest files (``test_*.py``,
     ``*_test.py``, ``conftest.py``); unreadable files or sub-folders are skipped and listed in
     ``unreadable``. Symlinked folders and
     files are followed only when they resolve inside *search_dir*; each real folder is visited
@@ -445,9 +493,12 @@ class PreparedSearch:
         root_str = str(self.root)
         for rel in self.candidates:
             try:
-                is_jax = _file_imports_jax(os.path.join(root_str, rel))
+                is_jax = _program_imports_jax(os.path.join(root_str, rel))
             except OSError as exc:
                 self.unreadable.append((rel, exc.strerror or str(exc)))
+                continue
+            except notebook_cells.NotebookError as exc:  # "<path>: not a valid notebook: ..."
+                self.unreadable.append((rel, str(exc).removeprefix(os.path.join(root_str, rel) + ": ")))
                 continue
             if is_jax:
                 yield self.root.joinpath(*rel.split("/"))
@@ -477,9 +528,10 @@ def prepare_search(
             f"no such file or folder: {given!r} — pass a folder of JAX scripts or a .py file"
         )
     root = path.resolve()
-    if root.is_file() and root.suffix != ".py":
+    if root.is_file() and root.suffix not in _PROGRAM_SUFFIXES:
         # Run as Python it would fail with a NameError or a syntax error, reported as the script's.
-        raise UsageError(f"not a Python script: {given!r} — pass a folder of JAX scripts or a .py file")
+        raise UsageError(f"not a Python script or notebook: {given!r} — pass a folder of JAX scripts or a .py file "
+                         "(or an .ipynb notebook)")
     if root.is_file():
         try:
             with open(root, "rb"):
@@ -540,6 +592,7 @@ def _relative_parts(script: Path, root: Path) -> tuple[str, ...] | None:
 
 def script_display_name(script: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:
     """The ``<name>`` of a script in a batch (docs/ARCHITECTURE.md, "Results folder"): *script* relative to *root*, ``"__"``-joined, without ``.py``.
+    A notebook keeps its ``.ipynb``: ``train.py`` and ``train.ipynb`` are ``train`` and ``train.ipynb``.
 
     ``gnn/jax/model.py`` under *root* gives ``"gnn__jax__model"``; a script not under *root*
     (or *root* being the script itself) gives the file stem.
@@ -547,7 +600,7 @@ def script_display_name(script: str | os.PathLike[str], root: str | os.PathLike[
     script = Path(script)
     parts = _relative_parts(script, Path(root))
     if not parts:
-        return script.stem or script.name
+        return script.name if script.suffix == _NOTEBOOK else script.stem or script.name
     return _joined_name(parts)
 
 

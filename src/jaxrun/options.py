@@ -231,6 +231,9 @@ class RunOptions(_Options):
                                "instead of all of yours (run/environment.py says which).")
     xfail: Optional[str] = option(None, "Expected to fail, and why: the script's failure does not fail the batch "
                                   "(a per-script setting).", flag=None)
+    # Notebooks (.ipynb programs; probe/notebook.py): the executed copy with each cell's outputs.
+    save_notebooks: bool = option(False, "Write each notebook, executed, with its cells' outputs, to "
+                                  "notebooks/<name>.ipynb in the results folder (the notebook itself is never changed).")
 
     @field_validator("matmul_precision", mode="before")
     @classmethod

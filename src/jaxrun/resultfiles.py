@@ -32,6 +32,7 @@ BENCHMARK_RESULTS = "jax_benchmark_results.json"
 SCRIPT_RESULTS_DIR = "script_results"
 LOGS_DIR = "logs"
 OUTPUTS_DIR = "outputs"
+NOTEBOOKS_DIR = "notebooks"  # --save-notebooks: each notebook executed, with its outputs (sinks/notebooks.py)
 PROFILING_DIR = "jax_profiling"
 MEMORY_PROFILE = "memory_profile.json"
 TIMING_PROFILE = "timing_profile.json"

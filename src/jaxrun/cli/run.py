@@ -165,7 +165,8 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
     """Print the run's view (the tables, what failed and why, the closing line); its exit status.
     ``programs`` (``-v``): what XLA knows about each program, in a table of its own."""
     from ..view import program_views, run_view, transfer_views
-    from .tables import benchmark_table, programs_table, speedup_table, summary_tables, transfers_table, warm_table
+    from .tables import (benchmark_table, cells_table, programs_table, speedup_table, summary_tables, transfers_table,
+                         warm_table)
 
     view = run_view(batch)
     for table in summary_tables(view, out.width):  # a few hundred rows at a time: the same lines
@@ -173,8 +174,12 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
     if programs and any(r.compiles for r in batch.script_results):
         out.print(programs_table(program_views(batch, view)))
         out.print(transfers_table(transfer_views(batch, view)))
-    _slowest_and_failed(view)
     labels = {(s.name, s.device_requested): s.label for s in view.scripts}
+    cells = [(labels.get((r.script_name, r.device_requested), r.script_name), cell)
+             for r in batch.script_results for cell in r.cells or ()]
+    if programs and cells:
+        out.print(cells_table(cells))
+    _slowest_and_failed(view)
     for script in view.scripts:
         _warn(script.label, script.warnings)
     bench = batch.benchmarking

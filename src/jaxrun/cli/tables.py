@@ -25,6 +25,7 @@ from ..models import (
 
 
 if TYPE_CHECKING:
+    from ..models import CellTiming
     from ..view import ProgramView, TransferView
     from ..view import RunView, ScriptView
 
@@ -281,6 +282,17 @@ def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
             fmt_seconds(steady.median if steady else None), ci,
             "-" if ratio is None else f"{ratio:.1f}",
         )
+    return table
+
+
+def cells_table(rows: "Iterable[tuple[str, CellTiming]]") -> Table:
+    """``jaxrun run -v``: a notebook's code cells, each timed (In [N], its first line, seconds)."""
+    table = _table("notebook cells: the seconds of each code cell (In [N])", (
+        ("script", "left"), ("cell", "right"), ("first line", "left"), ("seconds", "right"), ("outcome", "left"),
+    ))
+    for name, cell in rows:
+        outcome = cell.outcome + (f" at line {cell.error_line}" if cell.error_line is not None else "")
+        table.add_row(Text(name), str(cell.index), Text(cell.source), fmt_seconds(cell.seconds), outcome)
     return table
 
 

@@ -41,8 +41,8 @@ from .profiles import (
     TimingProfile,
 )
 from .results import (
-    MAX_RECOMPILE_REASONS, Attempt, CompileEnvironment, CompileStats, Numerics, Outcome, ProcessResult, ProgramCost,
-    ProgramMemory, RunEnvironment, ScriptResult, TransferStats, Transfers,
+    MAX_RECOMPILE_REASONS, Attempt, CellTiming, CompileEnvironment, CompileStats, Numerics, Outcome, ProcessResult,
+    ProgramCost, ProgramMemory, RunEnvironment, ScriptResult, TransferStats, Transfers,
 )
 
 # Models that name models of other modules (imported under TYPE_CHECKING there, to avoid import
@@ -57,7 +57,7 @@ from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSu
 
 __all__ = [
     "ABSide", "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
-    "Attempt", "AvailableDevice", "ProcessResult", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
+    "Attempt", "AvailableDevice", "ProcessResult", "CellTiming", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
     "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
     "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",

@@ -203,6 +203,22 @@ class ProcessResult(MappingModel):
     stderr_log: str | None = None
 
 
+class CellTiming(MappingModel):
+    """One code cell of a notebook as it ran (probe/notebook.py)."""
+
+    index: int = Field(description="The code cell's number from 1: what Jupyter shows as In [index] after "
+                       "Restart & Run All (markdown cells are not counted)")
+    source: str = Field(description="Its first line of code")
+    seconds: float | None = Field(None, description="Seconds it ran (its code compiled and run); null: it never "
+                                  "ended (the process was stopped in it)")
+    outcome: Literal["ok", "error", "exit", "not finished"] = Field(
+        description="ok; error: it raised (the script's error); exit: it called sys.exit; not finished: the process "
+        "ended or was stopped in it")
+    error_line: int | None = Field(None, description="The line of the cell where it failed")
+    # --save-notebooks: what its Python code wrote, [(stdout|stderr, text)]; for the executed copy only.
+    outputs: list[tuple[str, str]] | None = Field(None, exclude=True)
+
+
 class ScriptResult(MappingModel):
     """What happened when one script ran (possibly over several attempts)."""
 
@@ -369,6 +385,9 @@ class ScriptResult(MappingModel):
     finished_at: str
     kept: bool = Field(False, description="Kept from an earlier run in this results folder by --resume (not run "
                        "again: started_at and finished_at are that run's)")
+    cells: list[CellTiming] | None = Field(
+        None, description="A notebook's code cells in the order they ran, each timed (their seconds are part of "
+        "body_time); null for a .py script")
     warm: WarmSummary | None = Field(None, description="Warm mode: the entry function's calls")
     benchmark: ScriptBenchmark | None = Field(None, description="Process benchmark runs, when asked")
     performance_metrics: dict[str, Any] | None = Field(

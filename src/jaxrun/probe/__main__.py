@@ -18,6 +18,8 @@ from .lifeline import hold_scripts_lock, watch as watch_lifeline
 from .profiler import Profiler
 
 _TRACEBACK_TAIL = 8000
+# notebook_cells.SUFFIX; the notebook's modules are imported only for a notebook (its `re` is not every script's).
+NOTEBOOK_SUFFIX = ".ipynb"
 # The module name a script gets in warm mode: its `if __name__ == "__main__":` block stays idle.
 WARM_RUN_NAME = "__jaxrun_warm__"
 
@@ -47,11 +49,15 @@ def _run_warm(writer: EventWriter, script: str, entry: str, calls: int) -> None:
         writer.send(call)
 
 
+# The probe's own files whose frames a script's traceback leaves out (a notebook's runner's too).
+_PROBE_FILES = (__file__, *(os.path.join(os.path.dirname(__file__), name) for name in ("notebook.py", "notebook_cells.py")))
+
+
 def _script_traceback(exc: BaseException) -> BaseException:
     """Drop the probe's and runpy's frames so the traceback reads as `python script.py`'s."""
     tb = exc.__traceback__
     while tb is not None and (
-        tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>")
+        tb.tb_frame.f_code.co_filename in (*_PROBE_FILES, "<frozen runpy>")
         or tb.tb_frame.f_code.co_filename.endswith("runpy.py")
     ):
         tb = tb.tb_next
@@ -68,7 +74,7 @@ def _message(value: object) -> str:
 
 
 def _is_probe_frame(line: str) -> bool:
-    return line.lstrip().startswith(('File "<frozen runpy>"', f'File "{__file__}"')) or (
+    return line.lstrip().startswith(('File "<frozen runpy>"', *(f'File "{f}"' for f in _PROBE_FILES))) or (
         line.lstrip().startswith('File "') and '/runpy.py", line' in line)
 
 
@@ -160,7 +166,14 @@ def main(argv: list[str]) -> int:
     namespace: dict[str, object] = {}
     body.begin()
     try:
-        if entry is None:
+        if script.endswith(NOTEBOOK_SUFFIX):
+            if entry is not None:
+                raise WarmModeError(f"warm mode calls {entry}() of a .py script; {os.path.basename(script)} is a "
+                                    "notebook: run it without --warm, or move the code into a .py script")
+            from .notebook import run_notebook
+
+            namespace = run_notebook(writer, script, capture=bool(arguments.cell_outputs))  # noqa: F841
+        elif entry is None:
             # Kept until the end: the script's arrays stay alive for the drain (probe/drain.py).
             namespace = runpy.run_path(script, run_name="__main__")  # noqa: F841
         else:

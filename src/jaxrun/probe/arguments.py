@@ -28,6 +28,7 @@ class ProbeArguments(NamedTuple):
     warm_calls: int = 1
     profile: str | None = None  # --profile: where the jax.profiler trace goes
     xla_analysis: int = 1  # 0: --no-xla-analysis (probe/xla_facts.py is not asked)
+    cell_outputs: int = 0  # 1: --save-notebooks (a notebook's cells send what they printed)
 
     def flags(self) -> list[str]:
         """``--name value`` for every field set away from its default (``events`` always)."""

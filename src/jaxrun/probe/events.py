@@ -27,6 +27,7 @@ PROBE_WARNING = "probe_warning"
 END = "end"
 PROFILE = "profile"
 TRANSFER_GUARD = "transfer_guard"
+CELL = "cell"
 
 # Phases of a COMPILE event.
 PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"
@@ -181,6 +182,23 @@ class End(_EndFields, total=False):
     # interval with the module its outermost import statement named (several: "jax, numpy")
 
 
+class _CellFields(TypedDict):
+    type: Literal["cell"]
+    index: int  # the code cell's number from 1: In [index] after Restart & Run All
+    at: float  # perf_counter when it started
+
+
+class Cell(_CellFields, total=False):
+    """A notebook's code cell (probe/notebook.py): one at its start (``source``), one at its end
+    (``s``, ``outcome``); a cell with no end never ended (the process was stopped in it)."""
+
+    source: str  # start: its first line of code
+    s: float  # end: seconds it ran (compiling and running its code)
+    outcome: str  # end: ok | error | exit (sys.exit)
+    error_line: int  # end: the line of the cell where it failed
+    outputs: list[list[str]]  # end, --save-notebooks: [[stdout|stderr, text], ...] its Python code wrote
+
+
 class Profile(TypedDict):
     """--profile: the trace and the device memory samples."""
 
@@ -194,12 +212,12 @@ class Profile(TypedDict):
 
 
 Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End,
-              Profile, TransferGuard]
+              Profile, TransferGuard, Cell]
 
 DEFINITIONS: dict[str, type] = {
     START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, PROGRAM: Program, CACHE_SAVED: CacheSaved, RECORD: Record,
     CALL: Call, EXCEPTION: Exception_, EXIT: Exit, BODY: Body, PROBE_WARNING: ProbeWarning, END: End, PROFILE: Profile,
-    TRANSFER_GUARD: TransferGuard,
+    TRANSFER_GUARD: TransferGuard, CELL: Cell,
 }
 
 

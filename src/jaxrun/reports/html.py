@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..formatting import fmt
+from ..formatting import fmt, fmt_seconds
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport, ScriptResult
@@ -272,6 +272,22 @@ def _recompiles(batch: "BatchResult", view: "RunView") -> str:
     return "".join(blocks) if blocks else "<p>No program was traced more than once.</p>"
 
 
+def _cells(batch: "BatchResult", view: "RunView") -> str:
+    """Per notebook, each code cell's seconds and outcome (empty when the run had no notebook)."""
+    blocks = []
+    for r, shown in zip(batch.script_results, view.scripts):
+        if not r.cells:
+            continue
+        rows = "".join(
+            f"<tr><td>{c.index}</td><td class='text'><code>{_esc(c.source)}</code></td><td>{_esc(fmt_seconds(c.seconds))}</td>"
+            f"<td class='text'>{_esc(c.outcome)}{_esc(f' at line {c.error_line}' if c.error_line is not None else '')}</td></tr>"
+            for c in r.cells)
+        blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {len(r.cells)} cell(s)</summary>"
+                      "<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th><th>seconds</th>"
+                      f"<th class='text'>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
+    return f"<section><h2>Notebook cells</h2>{''.join(blocks)}</section>" if blocks else ""
+
+
 def _log_tail(path: str | None) -> str:
     if not path:
         return ""
@@ -321,7 +337,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
         f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
         f"{''.join(plots)}{comparison_html}"
         f"<section><h2>Programs</h2>{_programs(batch, view)}{_transfers(batch, view)}</section>"
-        f"<section><h2>Recompilations</h2>{_recompiles(batch, view)}</section>"
+        f"<section><h2>Recompilations</h2>{_recompiles(batch, view)}</section>{_cells(batch, view)}"
         f"<section><h2>Failures</h2>{_failures(view)}</section>"
         f"<script>{_SORT_JS}</script></body></html>\n"
     )

@@ -196,4 +196,5 @@ def probe_command(script: Path, events_path: Path, options: RunOptions, profile_
         warm_calls=options.warm_calls if options.entry is not None else 1,
         profile=str(profile_dir) if options.enable_profiling and profile_dir is not None else None,
         xla_analysis=int(options.xla_analysis),
+        cell_outputs=int(options.save_notebooks),
     ).command(options.python)

@@ -59,6 +59,7 @@ def _benchmark(
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
     calls: list[WarmCall] = []
+    cell_runs: list[list[Any]] = []  # a notebook's cells, each counted run's
     first: ScriptResult | None = None
     result: ScriptResult | None = None
     device: str | None = None
@@ -75,6 +76,8 @@ def _benchmark(
         (warmups if warmup else samples).append(sample_from_result(result, index, warmup))
         if not warmup and result.warm is not None:
             calls += [call.model_copy(update={"run": index}) for call in result.warm.calls]
+        if not warmup and result.cells is not None:
+            cell_runs.append(result.cells)
         sink.on_progress(job, result)  # progress survives a crash of the parent
         if not result.success:
             break
@@ -84,6 +87,12 @@ def _benchmark(
     bench = script_benchmark(result, samples, warmups, benchmark_runs, warmup_runs, warm, options.mode)
     update: dict[str, Any] = {"benchmark": bench, "started_at": first.started_at, "finished_at": now_iso(),
                               **benchmark_medians(result, samples)}
+    if "timing" in update and cell_runs and len({len(cells) for cells in cell_runs}) == 1:
+        # A notebook's cells, as its headline figures: each cell's median over the counted runs.
+        import statistics
+
+        update["cells"] = [cell.model_copy(update={"seconds": statistics.median(run[i].seconds for run in cell_runs)})
+                           for i, cell in enumerate(result.cells or ())]
     if entry and calls:
         # The last run's own summary labels its calls run=1 whatever counted run it was, and
         # leaves the other runs out; the result's .warm must say the same as .benchmark.warm.

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..defaults import MB, MONITOR_INTERVAL
-from ..models import CompileStats, WarmCall
+from ..models import CellTiming, CompileStats, WarmCall
 from ..probe import events as ev
 from .compiles import add_event, add_program
 from .launch import LaunchOutcome
@@ -44,6 +44,7 @@ class ProbeReport:
     jit_phases: list[tuple[str, float, float, str]] = field(default_factory=list)
     profile: dict[str, Any] | None = None
     transfer_guard_set: str | None = None  # the script set JAX's transfer guard itself: how
+    cells: dict[int, CellTiming] | None = None  # a notebook's code cells, by number (CELL events)
 
 
 def _compile(report: ProbeReport, event: ev.Compile) -> None:
@@ -68,6 +69,20 @@ def _call(report: ProbeReport, event: ev.Call) -> None:
     report.calls.append(WarmCall(index=int(event["index"]), seconds=float(event["seconds"]),
                                  compile_time=float(event["compile_time"]),
                                  live_array_bytes=int(live) if live is not None else None))
+
+
+def _cell(report: ProbeReport, event: ev.Cell) -> None:
+    """A cell's start (its first line) or its end (seconds, outcome): one CellTiming a cell."""
+    cells = report.cells = report.cells if report.cells is not None else {}
+    index = int(event["index"])
+    cell = cells.get(index) or CellTiming(index=index, source=str(event.get("source", "")), outcome="not finished")
+    if "s" in event:
+        outputs = event.get("outputs")
+        cell = cell.model_copy(update={
+            "seconds": float(event["s"]), "outcome": str(event.get("outcome", "ok")),
+            "error_line": event.get("error_line"),
+            "outputs": [(str(name), str(text)) for name, text in outputs] if outputs is not None else None})
+    cells[index] = cell
 
 
 def _end(report: ProbeReport, event: ev.End) -> None:
@@ -104,6 +119,7 @@ _READERS: dict[str, Callable[[ProbeReport, Any], None]] = {
     ev.PROBE_WARNING: lambda report, event: report.warnings.append(str(event["message"])),
     ev.END: _end,
     ev.TRANSFER_GUARD: lambda report, event: setattr(report, "transfer_guard_set", str(event["setting"])),
+    ev.CELL: _cell,
 }
 
 

@@ -461,6 +461,7 @@ def _build_result(
         started_at=started_at,
         finished_at=now_iso(),
         warm=_warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
+        cells=list(report.cells.values()) if report.cells is not None else None,
     )
     if options.enable_profiling and outcome is not None:
         profile = script_profile(outcome, report, result)

@@ -7,6 +7,10 @@ Words are split like a shell; each is ``key=value`` (a bare ``key`` means true, 
 ``skip`` and ``xfail``, no reason given). Values are TOML scalars when they parse as one
 (``900``, ``true``, ``1.5``), else text; ``args`` is split like a shell, ``env`` is
 ``KEY=VALUE`` words. Only the first lines of the file are read (``HEADER_LINES``, at most ``HEADER_BYTES``).
+
+A notebook's settings are its ``metadata.jaxrun`` table (``{"timeout": 900, "args": ["--steps",
+"100"], "env": {"XLA_FLAGS": "..."}}``: JSON values, or text read as in a comment) and the
+``# jaxrun:`` lines of its first code cell, which win (each setting's ``place`` names the metadata or the cell's line).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..probe import notebook_cells
 from .files import display
 from .keys import SCRIPT_KEYS, closest, pairs
 
@@ -34,10 +39,13 @@ class HeaderSetting:
     key: str
     value: Any
     line: int
+    place: str | None = None  # where it was set, when not "<script>:<line>" (a notebook's)
 
 
 def read_header(script: Path) -> list[HeaderSetting]:
     """The settings in ``script``'s ``# jaxrun:`` comments (none when it cannot be read)."""
+    if script.suffix == notebook_cells.SUFFIX:
+        return _notebook_header(script)
     try:
         with open(script, "rb") as handle:
             data = handle.read(HEADER_BYTES)
@@ -54,6 +62,34 @@ def read_header(script: Path) -> list[HeaderSetting]:
             where = f"{display(script)}:{number}"
             text = match.group(1).decode("utf-8", errors="replace")
             settings += [HeaderSetting(key, value, number) for key, value in _words(text, where)]
+    return settings
+
+
+def _notebook_header(notebook: Path) -> list[HeaderSetting]:
+    """A notebook's ``metadata.jaxrun`` (line 0), then its first code cell's ``# jaxrun:`` lines."""
+    try:
+        data = notebook_cells.read(str(notebook))
+    except (OSError, notebook_cells.NotebookError):
+        return []  # the probe reports a notebook it cannot read as the program's failure
+    where = f"{display(notebook)}: metadata.jaxrun"
+    settings: list[HeaderSetting] = []
+    for key, value in notebook_cells.settings(data).items():
+        if key not in SCRIPT_KEYS:
+            raise UsageError(f"{where}: unknown key {key!r}: {closest(key, SCRIPT_KEYS)}")
+        if isinstance(value, str):
+            value = _value(key, value, where)
+        elif value is True and key in _BARE:  # "skip": true, as a bare `skip` in a comment
+            value = _BARE[key].replace("header comment", "metadata")
+        elif key == "env" and isinstance(value, dict):
+            value = {str(k): str(v) for k, v in value.items()}
+        settings.append(HeaderSetting(key, value, 0, where))
+    cells = notebook_cells.code_cells(data)
+    for number, raw in enumerate(cells[0].source.splitlines() if cells else [], start=1):
+        match = _MARKER.match(raw.encode("utf-8", "surrogateescape"))
+        if match:
+            text = match.group(1).decode("utf-8", errors="replace")
+            place = f"{display(notebook)}:cell 1:{number}"
+            settings += [HeaderSetting(key, value, number, place) for key, value in _words(text, place)]
     return settings
 
 

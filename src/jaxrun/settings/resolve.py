@@ -344,11 +344,12 @@ def script_settings(options: BatchOptions, script: Path) -> ScriptSettings:
             for key, value in rule.values.items():
                 found.put(key, value, rule.origins.get(key, rule.table))
     for setting in read_header(script):
+        place = setting.place or f"{display(script)}:{setting.line}"
         try:
             check(setting.key, setting.value)
         except UsageError as exc:
-            raise UsageError(f"{display(script)}:{setting.line}: '# jaxrun:' {setting.key}: {exc}") from None
-        found.put(setting.key, setting.value, f"{display(script)}:{setting.line}")
+            raise UsageError(f"{place}: '# jaxrun:' {setting.key}: {exc}") from None
+        found.put(setting.key, setting.value, place)
     return found
 
 

@@ -120,7 +120,7 @@ class BatchFilesSink(BaseSink):
 
 def _belongs(entry: str, name: str) -> bool:
     """Whether a file or folder of the results folder is script ``name``'s."""
-    return entry in (name, f"{name}_result.json") or re.fullmatch(
+    return entry in (name, f"{name}_result.json", f"{name}.ipynb") or re.fullmatch(
         rf"{re.escape(name)}(\.attempt\d+)?\.(stdout|stderr)\.log", entry) is not None
 
 
@@ -128,7 +128,8 @@ def clear_previous_run(results_dir: Path, keep: Iterable[str] = ()) -> None:
     """Per-script files from an earlier batch would pass for this one's: start from a clean slate,
     except for the scripts in ``keep`` (their earlier results are reused by --resume)."""
     kept = set(keep)
-    for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR, resultfiles.PROFILING_DIR):
+    for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR, resultfiles.PROFILING_DIR,
+                resultfiles.NOTEBOOKS_DIR):
         target = results_dir / sub
         if not target.is_dir():
             continue

@@ -32,6 +32,9 @@ REPORT_SINKS: dict[str, ReportSink] = {
     "markdown": ReportSink("markdown:MarkdownSink", _paths("markdown")),
     "exports": ReportSink("exports:ExportSink", _paths("export_json", "export_csv")),
     "junit_xml": ReportSink("junit:JUnitSink", _paths("junit_xml")),
+    # Always there: --save-notebooks may be one notebook's own setting; it writes only the
+    # notebooks whose cells sent their outputs.
+    "notebooks": ReportSink("notebooks:NotebookSink", lambda options: ()),
 }
 
 

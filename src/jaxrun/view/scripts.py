@@ -100,9 +100,12 @@ def error_location(result: "ScriptResult", search_paths: Sequence[str]) -> Optio
     if not frames:
         return None
     roots = [r.rstrip(os.sep) + os.sep for r in search_paths]
-    chosen = (next((f for f in reversed(frames) if f[0] == result.script_path), None)
+    cells = result.script_path + ":cell "  # a notebook's cells are compiled as "<path>:cell N"
+    chosen = (next((f for f in reversed(frames) if f[0] == result.script_path or f[0].startswith(cells)), None)
               or next((f for f in reversed(frames) if any(f[0].startswith(r) for r in roots)), None)
               or frames[-1])
+    if chosen[0].startswith(cells):  # "train.ipynb:cell 3, line 2"
+        return f"{relative_path(result.script_path, search_paths)}:cell {chosen[0][len(cells):]}, line {chosen[1]}"
     return f"{relative_path(chosen[0], search_paths)}:{chosen[1]}"
 
 
