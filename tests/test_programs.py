@@ -107,6 +107,24 @@ def test_a_script_that_asked_for_explanations_still_sees_them(tmp_path: Path) ->
     assert reason == "argument v changed f32[2] -> f32[3]"
 
 
+def test_the_persistent_caches_bookkeeping_stays_out_of_the_scripts_stderr(tmp_path: Path) -> None:
+    """JAX logs 'Writing jit_f to persistent compilation cache' at WARNING only because jaxrun
+    turned explanations on: a plain python run prints nothing, and so does the script under
+    jaxrun; a script that turns them on itself sees them."""
+    text = ("import jax, jax.numpy as jnp\n"
+            "{own}jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
+            "print(jax.jit(lambda v: v * 3.25 + {n})(jnp.ones({n})))\n")
+    cache = tmp_path / "cache"
+    for own, asked in (("", False), ("jax.config.update('jax_explain_cache_misses', True)\n", True)):
+        script = write(tmp_path / f"s{asked}", "writes.py", text.format(own=own, n=7 + asked))
+        result = execute_jax_script(script, device="cpu", results_dir=tmp_path / f"r{asked}",
+                                    env={"JAX_COMPILATION_CACHE_DIR": str(cache)})
+        assert result.success, result.error_message
+        assert sum(s.count for s in result.compiles.values()) >= 1  # something new was compiled and written
+        stderr = Path(result.stderr_log).read_text()
+        assert ("to persistent compilation cache with key" in stderr) is asked, stderr
+
+
 @pytest.mark.parametrize("explain", [False, True])
 def test_other_jax_warnings_are_left_alone(caplog: pytest.LogCaptureFixture, explain: bool) -> None:
     with caplog.at_level(logging.WARNING):

@@ -112,6 +112,13 @@ def explain(message: str) -> tuple[str, str | None] | None:
     return seen["name"], " ".join(body.split())[:400] or "JAX gave no explanation"
 
 
+_BOOKKEEPING = ("Writing %s to persistent compilation cache", "Not writing persistent cache entry")
+
+
+def _cache_bookkeeping(record: logging.LogRecord) -> bool:
+    return isinstance(record.msg, str) and record.msg.startswith(_BOOKKEEPING)
+
+
 class _MissLog(logging.Filter):
     """Collects cache-miss explanations from JAX's loggers; hides them from the script's stderr
     when jaxrun (not the script) turned them on."""
@@ -124,7 +131,11 @@ class _MissLog(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if "CACHE MISS" not in message:
-            return True
+            # With explanations on, JAX also raises its persistent cache's bookkeeping ("Writing
+            # jit_f to persistent compilation cache ...") from DEBUG to WARNING: jaxrun's doing,
+            # not the script's, so it stays out of the script's stderr as the explanations do.
+            return not (self.hide and record.levelno == logging.WARNING and _cache_bookkeeping(record))
+
         explained = explain(message)
         if explained is not None:
             self.tracker.pending().append(explained)
