@@ -209,3 +209,24 @@ def test_an_interrupted_ray_batch_resumes_like_one_uninterrupted_run(local_ray, 
     finishes it; the CLI joins this module's Ray rather than starting its own."""
     interrupt_and_resume(tmp_path, signal.SIGTERM, "--backend", "ray",
                          "--ray-address", local_ray.get_runtime_context().gcs_address)
+
+
+@pytest.mark.slow
+def test_the_processes_of_a_multi_process_job_run_together_in_one_task(local_ray, tmp_path: Path) -> None:
+    """--processes 2 under Ray: one task runs the whole job, so both processes are on the node
+    that task got, and their collective meets (each records its host and its parent's pid: the
+    worker that ran the task)."""
+    write(tmp_path / "s", "psum.py", (
+        "import os, socket, jax, jax.numpy as jnp, jaxrun\n"
+        "jax.distributed.initialize()\n"
+        "me = jax.process_index()\n"
+        "total = jax.pmap(lambda x: jax.lax.psum(x, 'i'), axis_name='i')(jnp.array([me + 1.0]))\n"
+        "import psutil\n"
+        "jaxrun.record(total=float(total[0]), host=socket.gethostname(), worker=psutil.Process().parent().pid)\n"
+        "jax.distributed.shutdown()\n"))
+    result = batch(tmp_path / "s", tmp_path / "r", backend="ray", processes=2).script_results[0]
+    assert result.success, (result.error_message, result.traceback)
+    assert result.node is not None and result.ray_node_id is not None
+    assert [p.results["total"] for p in result.processes] == [3.0, 3.0]
+    assert len({(p.results["host"], p.results["worker"]) for p in result.processes}) == 1
+    assert result.processes[0].results["worker"] != os.getpid()  # a Ray worker, not this driver
