@@ -225,6 +225,23 @@ def test_each_cell_time_is_what_the_cell_measured_of_itself(tmp_path: Path) -> N
     assert result.import_time + result.run_time <= result.body_time + 1e-6 and result.phases_note is None
 
 
+def test_a_cell_may_await_at_top_level_on_one_loop_for_the_whole_notebook(tmp_path: Path) -> None:
+    """As in Jupyter (its kernel awaits on its event loop): a queue made on the loop in one cell
+    is used by a task awaited in the next; an error in an awaiting cell names its line."""
+    write_notebook(tmp_path / "a", "awaits.ipynb", [
+        "import asyncio, time, jaxrun\nimport jax.numpy as jnp",
+        "queue = asyncio.Queue()\n_t = time.perf_counter()\nawait asyncio.sleep(0.2)\nslept = time.perf_counter() - _t",
+        "async def produce():\n    await queue.put(float(jnp.ones(3).sum()))\nawait produce()\ngot = await queue.get()",
+        "jaxrun.record(got=got, slept=slept)",
+        "await asyncio.sleep(0)\nraise ValueError('after awaiting')",
+    ])
+    (result,) = run_batch(tmp_path / "a", tmp_path / "r").script_results
+    assert result.error_class == "script_error" and "after awaiting" in result.error_message
+    assert result.results["got"] == 3.0
+    assert result.results["slept"] <= result.cells[1].seconds <= result.results["slept"] + 0.05
+    assert [c.outcome for c in result.cells] == ["ok", "ok", "ok", "ok", "error"] and result.cells[4].error_line == 2
+
+
 def test_a_benchmarked_notebook_s_cells_are_the_medians_of_its_counted_runs(tmp_path: Path) -> None:
     write_notebook(tmp_path / "b", "bench.ipynb", [
         "import os, time, jax\nrun = len(os.listdir('.')) - 1",  # 0, 1, 2: the files it left before

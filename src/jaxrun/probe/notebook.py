@@ -14,7 +14,9 @@ import is in the body's import time, in no cell's time); otherwise each such lin
 (``pass``) and one warning lists them. Package installs (``!pip install``, ``%pip``, ``%conda``)
 are never run, with or without IPython: a runner that measures an environment must not change
 it, silently and over the network, while measuring it (one warning lists them).
-A cell's last expression is evaluated and its value dropped, as in a script (no display);
+A cell may ``await`` at its top level (Jupyter's kernel allows it): such cells run on one event
+loop kept for the notebook. A cell's last expression is evaluated and its value dropped, as in a
+script (no display);
 ``display()`` is IPython's when importable, else ``print``.
 
 ``--save-notebooks`` (``capture``): what each cell's Python code writes to ``sys.stdout`` /
@@ -24,6 +26,7 @@ with the cell's end, for the parent to write the executed copy (sinks/notebooks.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import linecache
 import sys
@@ -36,6 +39,9 @@ from . import events
 from .channel import EventWriter
 from .notebook_cells import (CodeCell, Skipped, cell_filename, code_cells, first_code_line, has_ipython_lines,
                              is_install, plain_python, read)
+
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE (importing inspect costs ~6 ms in every notebook's process)
+_loop: Any = None  # the event loop of the cells that await (_run_awaiting)
 
 # What one cell's captured output may hold (characters); the logs keep all of it.
 OUTPUT_CAP = 100_000
@@ -140,6 +146,19 @@ def _error_line(exc: BaseException, filename: str) -> int | None:
     return line
 
 
+def _run_awaiting(coroutine: Any) -> None:
+    """A cell with a top-level ``await`` (Jupyter's kernel runs those on its event loop): run on
+    one loop kept for the whole notebook, so what a cell binds to it (a task, a queue, a client)
+    works in the next cell too. asyncio is imported only for such a notebook."""
+    import asyncio
+
+    global _loop
+    if _loop is None:
+        _loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(_loop)
+    _loop.run_until_complete(coroutine)
+
+
 def _run_cell(writer: EventWriter, path: str, cell: CodeCell, code: str, namespace: dict[str, Any],
               outputs: list[list[str]] | None) -> None:
     filename = cell_filename(path, cell.number)
@@ -148,7 +167,11 @@ def _run_cell(writer: EventWriter, path: str, cell: CodeCell, code: str, namespa
     writer.send(events.Cell(type=events.CELL, index=cell.number, at=started, source=first_code_line(cell.source)))
     outcome, line = "ok", None
     try:
-        exec(compile(code, filename, "exec"), namespace)
+        compiled = compile(code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        if compiled.co_flags & CO_COROUTINE:
+            _run_awaiting(eval(compiled, namespace))
+        else:
+            exec(compiled, namespace)
     except SystemExit:
         outcome = "exit"
         raise
