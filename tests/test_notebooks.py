@@ -242,6 +242,20 @@ def test_a_cell_may_await_at_top_level_on_one_loop_for_the_whole_notebook(tmp_pa
     assert [c.outcome for c in result.cells] == ["ok", "ok", "ok", "ok", "error"] and result.cells[4].error_line == 2
 
 
+def test_code_that_calls_get_ipython_itself_gets_the_shell(tmp_path: Path) -> None:
+    """No magic line, but get_ipython() in the code (as notebooks exported from IPython have):
+    with IPython installed, the shell is there, as in Jupyter."""
+    pytest.importorskip("IPython")
+    write_notebook(tmp_path / "g", "calls.ipynb", [
+        "import jax.numpy as jnp, jaxrun",
+        "shell = get_ipython()\nshell.run_line_magic('load_ext', 'autoreload')\n"
+        "jaxrun.record(shell=type(shell).__name__, total=float(jnp.ones(2).sum()))",
+    ])
+    (result,) = run_batch(tmp_path / "g", tmp_path / "r").script_results
+    assert result.success, result.error_message
+    assert result.results == {"shell": "InteractiveShell", "total": 2.0}
+
+
 def test_a_benchmarked_notebook_s_cells_are_the_medians_of_its_counted_runs(tmp_path: Path) -> None:
     write_notebook(tmp_path / "b", "bench.ipynb", [
         "import os, time, jax\nrun = len(os.listdir('.')) - 1",  # 0, 1, 2: the files it left before

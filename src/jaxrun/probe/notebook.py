@@ -80,10 +80,14 @@ def _warn(writer: EventWriter, what: str, skipped: list[Skipped]) -> None:
         print(f"jaxrun: {message}", file=sys.stderr)
 
 
+def ipython_here() -> bool:
+    return find_spec("IPython") is not None
+
+
 def _prepare(writer: EventWriter, cells: list[CodeCell], namespace: dict[str, Any]) -> list[str]:
     """Each cell's code as Python with its line numbers kept; the IPython shell made when a cell
     needs it; one warning for the lines set aside."""
-    ipython = any(has_ipython_lines(cell.source) for cell in cells) and find_spec("IPython") is not None
+    ipython = any(has_ipython_lines(cell.source) for cell in cells) and ipython_here()
     installs: list[Skipped] = []
     others: list[Skipped] = []
     codes: list[str] = []
@@ -110,7 +114,8 @@ def _prepare(writer: EventWriter, cells: list[CodeCell], namespace: dict[str, An
     _warn(writer, "package installs not run (jaxrun never installs packages: install them in the "
                   "environment first)", installs)
     _warn(writer, "IPython lines skipped (IPython is not importable by this interpreter)", others)
-    if manager is not None:
+    # Code that calls get_ipython() itself (get_ipython().run_line_magic(...)) needs the shell too.
+    if manager is not None or (ipython_here() and any("get_ipython" in cell.source for cell in cells)):
         from IPython.core.interactiveshell import InteractiveShell
         from traitlets.config import Config
 
