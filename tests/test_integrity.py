@@ -279,7 +279,8 @@ def test_scripts_never_outlive_a_killed_jaxrun_and_its_leftovers_go(tmp_path: Pa
                              str(tmp_path / "r"), "--no-history", "-q"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not (marks / "started").exists():
+    # write_text creates the file before it writes the pid: wait for the pid itself.
+    while not ((marks / "started").exists() and (marks / "started").read_text().strip()):
         assert time.monotonic() < deadline and proc.poll() is None, "the script never started"
         time.sleep(0.05)
     probe = psutil.Process(int((marks / "started").read_text()))
