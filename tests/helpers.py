@@ -5,12 +5,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from jaxrun.models import BatchResult
 
@@ -168,3 +171,33 @@ def write_notebook(root: Path, rel: str, cells: list[str], metadata: dict | None
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(notebook, indent=1))
     return path
+
+
+# --- a real browser (Chromium) for the HTML pages ---------------------------------------------
+
+def chrome():  # type: ignore[no-untyped-def]
+    webdriver = pytest.importorskip("selenium.webdriver")
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if browser is None or driver_path is None:
+        pytest.skip("needs Chromium and its driver (Debian: apt-get install chromium chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2400"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+def open_page(driver, page: Path, ready: str) -> None:  # type: ignore[no-untyped-def]
+    """Loads the page and waits until `ready` (a CSS selector) is in it. Under load, chromedriver's
+    get() has returned while a first query still saw no table (CI: thead th empty, tbody rows found
+    a moment later), so every test waits for what it reads instead of trusting get()."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+        "return document.readyState === 'complete' && document.URL === arguments[0] "
+        "&& document.querySelectorAll(arguments[1]).length > 0", page.as_uri(), ready))

@@ -19,7 +19,7 @@ from jaxrun import resultfiles
 from jaxrun.models import ScriptResult
 from jaxrun.view.scripts import error_location
 
-from helpers import jaxrun as jaxrun_cli, load, run_batch, write, write_notebook
+from helpers import chrome, jaxrun as jaxrun_cli, load, open_page, run_batch, write, write_notebook
 
 EQUINOX = [
     "md:# An MLP fitted with equinox (in the style of equinox's docs/examples)",
@@ -299,9 +299,22 @@ def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None
     _, results, _ = mixed
     proc = jaxrun_cli("report", results, "-o", tmp_path / "report.html")
     assert proc.returncode == 0, proc.stderr
-    html = (tmp_path / "report.html").read_text()
-    cells = html[html.index("<h2>Notebook cells</h2>"):]
-    assert "fails.ipynb" in cells and "error at line 2" in cells and "<code>%time loss0" in cells
+    # What the reader sees: each notebook's block, its table's rows as Chromium renders them.
+    driver = chrome()
+    try:
+        open_page(driver, tmp_path / "report.html", "table.cells tbody tr")
+        blocks = {d.find_element("css selector", "summary").text.split(":")[0]:
+                  [[td.text for td in tr.find_elements("css selector", "td")]
+                   for tr in d.find_elements("css selector", "table.cells tbody tr")]
+                  for d in driver.find_elements("css selector", "details") if d.find_elements("css selector", "table.cells")}
+    finally:
+        driver.quit()
+    failing = blocks[next(name for name in blocks if name.endswith("fails.ipynb"))]
+    assert [row[0] for row in failing] == [str(i) for i in range(1, len(failing) + 1)]  # In [N], in order
+    assert failing[-1][3] == "error at line 2" and all(row[3] == "ok" for row in failing[:-1])
+    trained = next(rows for name, rows in blocks.items() if "%time loss0 = float(loss_fn(model, x, y))" in
+                   [row[1] for row in rows])
+    assert all(row[2].endswith("s") and row[3] == "ok" for row in trained)  # seconds shown with their unit
 
 
 def test_a_cell_the_process_was_stopped_in_is_not_finished_and_display_prints(tmp_path: Path) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from helpers import jaxrun, write
+from helpers import chrome, jaxrun, open_page, write
 
 pytest.importorskip("plotly")
 
@@ -79,39 +78,11 @@ def test_report_of_a_folder_without_results_is_one_clear_error(tmp_path: Path) -
     assert "no jaxrun results" in done.stderr
 
 
-def _chrome():  # type: ignore[no-untyped-def]
-    webdriver = pytest.importorskip("selenium.webdriver")
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if browser is None or driver_path is None:
-        pytest.skip("needs Chromium and its driver (Debian: apt-get install chromium chromium-driver)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2400"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(driver_path), options=options)
-
-
-def _open(driver, page: Path, ready: str) -> None:  # type: ignore[no-untyped-def]
-    """Loads the page and waits until `ready` (a CSS selector) is in it. Under load, chromedriver's
-    get() has returned while a first query still saw no table (CI: thead th empty, tbody rows found
-    a moment later), so every test waits for what it reads instead of trusting get()."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.get(page.as_uri())
-    WebDriverWait(driver, 60).until(lambda d: d.execute_script(
-        "return document.readyState === 'complete' && document.URL === arguments[0] "
-        "&& document.querySelectorAll(arguments[1]).length > 0", page.as_uri(), ready))
-
-
 def test_the_report_renders_in_headless_chromium_without_console_errors(report: tuple[Path, Path]) -> None:
     _, out = report
-    driver = _chrome()
+    driver = chrome()
     try:
-        _open(driver, out, "table#scripts tbody tr")
+        open_page(driver, out, "table#scripts tbody tr")
         rows = driver.find_elements("css selector", "table#scripts tbody tr")
         assert [r.get_attribute("data-script") for r in rows] == ["a_good", "b_fails"]
         # plotly drew every figure (an SVG per plot)
@@ -135,9 +106,9 @@ def test_the_report_renders_in_headless_chromium_without_console_errors(report: 
 
 def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[Path, Path]) -> None:
     _, out = report
-    driver = _chrome()
+    driver = chrome()
     try:
-        _open(driver, out, "table#programs thead th")
+        open_page(driver, out, "table#programs thead th")
         head = [th.text for th in driver.find_elements("css selector", "table#programs thead th")]
         rows = [[td.text for td in tr.find_elements("css selector", "td")]
                 for tr in driver.find_elements("css selector", "table#programs tbody tr")]
