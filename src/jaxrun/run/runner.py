@@ -297,7 +297,7 @@ def run_attempts(
             retries_left=retries_left,
             fallback=options.fallback,
             launched=outcome is not None,
-            other_gpu=chosen is None and placement.has_other_gpu(),  # a chosen GPU never moves to another
+            other_gpu=placement.has_other_gpu(),  # never for a chosen GPU (executors/slots.py's placement)
         )
         if options.verbose and failure is not None and outcome is not None and action in ("retry", "other_gpu", "fallback"):
             # Only a launched attempt that another follows: the last one is the script's result, and
