@@ -189,12 +189,12 @@ class _Reader:
                 self._put(self.top, key, item, (*keys, key), _MONITORING[part] + TOP_KEYS)
 
 
-def config_layer(config: ConfigFile) -> tuple[Layer, list[ScriptRule]]:
+def config_layer(config: ConfigFile) -> tuple[Layer, list[ScriptRule], dict[str, tuple[int, str]]]:
+    """The config file's run settings, its per-script and per-device rules, and its device_ids
+    (merged into the device once every layer's device is known: :func:`with_device_ids`)."""
     reader = _Reader(config)
     reader.read()
-    if reader.device_ids:
-        reader.top.values[DEVICE_ID_KEY], reader.top.origins[DEVICE_ID_KEY] = reader.device_ids, ""
-    return reader.top, reader.rules
+    return reader.top, reader.rules, reader.device_ids
 
 
 def with_device_ids(device: Any, ids: dict[str, tuple[int, str]]) -> Any:
@@ -270,9 +270,7 @@ def resolve_batch_options(
     environ = os.environ if environ is None else environ
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths or ())
     found = locate_config([Path(p) for p in items], config, environ)
-    top, rules = config_layer(found) if found is not None else (Layer(), [])
-    device_ids = top.values.pop(DEVICE_ID_KEY, None)
-    top.origins.pop(DEVICE_ID_KEY, None)
+    top, rules, device_ids = config_layer(found) if found is not None else (Layer(), [], {})
     layers: list[tuple[Source, Layer]] = [("config", top), ("env", env_layer(environ)),
                                           (source, Layer(dict(given), dict(origins or {})))]
     merged, sources = Layer(), {}
