@@ -92,7 +92,7 @@ class DevicePlan:
     @property
     def summary(self) -> str:
         # A chosen device that will run where it was asked says which one (gpu:1).
-        return ",".join(name if p and ":" in name and name.startswith(p + ":") else p or "none"
+        return ",".join(name if p and name.startswith(p + ":") else p or "none"
                         for name, p in self.platforms.items())
 
     def add(self, name: str, options: BatchOptions, info: DeviceInfo | None) -> str | None:
@@ -107,25 +107,16 @@ class DevicePlan:
         return self.platforms[name]
 
 
-def _host_devices(options: BatchOptions, platform: str) -> int | None:
-    """The simulated CPU devices of a run on ``platform``: the command line's or the environment's,
-    else its [devices.<platform>] table's, else the config's (settings/resolve.py's precedence)."""
-    if not options.run.given("host_devices"):
-        for rule in reversed(options.rules):
-            if rule.device == platform and "host_devices" in rule.values:
-                return rule.values["host_devices"]
-    return options.run.host_devices
-
-
 def plan_devices(options: BatchOptions, info: DeviceInfo | None, extra: tuple[str, ...] = ()) -> DevicePlan:
     """Where each requested device (the batch's, then ``extra`` ones that per-script settings
     ask for) will run."""
     devices = DevicePlan()
     for name in (*options.device, *extra):
         # One device that is not here (gpu:3 on two GPUs) is a usage error before anything runs.
-        # A CPU id waits for each script's own settings: '# jaxrun: host_devices=2' makes cpu:1.
+        # A CPU id waits for each script's own settings (script_jobs): '# jaxrun: host_devices=2',
+        # or a [devices.cpu] table's, makes cpu:1.
         if not name.startswith("cpu:"):
-            check_device_id(name, info, _host_devices(options, name.split(":")[0]))
+            check_device_id(name, info)
         devices.add(name, options, info)
     return devices
 
