@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..defaults import device_label
 from ..formatting import fmt_seconds, one_line, plural
+from ..probe.notebook_cells import split_cell_filename
 from ..models.comparisons import TOO_FEW
 
 if TYPE_CHECKING:
@@ -100,12 +101,17 @@ def error_location(result: "ScriptResult", search_paths: Sequence[str]) -> Optio
     if not frames:
         return None
     roots = [r.rstrip(os.sep) + os.sep for r in search_paths]
-    cells = result.script_path + ":cell "  # a notebook's cells are compiled as "<path>:cell N"
-    chosen = (next((f for f in reversed(frames) if f[0] == result.script_path or f[0].startswith(cells)), None)
+
+    def own(filename: str) -> bool:  # the script's file, or one of its cells (a notebook's "<path>:cell N")
+        cell = split_cell_filename(filename)
+        return (cell[0] if cell is not None else filename) == result.script_path
+
+    chosen = (next((f for f in reversed(frames) if own(f[0])), None)
               or next((f for f in reversed(frames) if any(f[0].startswith(r) for r in roots)), None)
               or frames[-1])
-    if chosen[0].startswith(cells):  # "train.ipynb:cell 3, line 2"
-        return f"{relative_path(result.script_path, search_paths)}:cell {chosen[0][len(cells):]}, line {chosen[1]}"
+    cell = split_cell_filename(chosen[0])
+    if cell is not None:  # "train.ipynb:cell 3, line 2"
+        return f"{relative_path(cell[0], search_paths)}:cell {cell[1]}, line {chosen[1]}"
     return f"{relative_path(chosen[0], search_paths)}:{chosen[1]}"
 
 
