@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from . import resultfiles
-from .defaults import device_label
+from .defaults import device_label, split_device
 from .devices import describing
 from .models import (
     BatchMetadata,
@@ -150,8 +150,7 @@ def assemble_batch(
         benchmarking = benchmarking_section(benchmarks, benchmark_runs, warmup_runs, list(devices))
     if info is not None and used:
         # The seed's top-level device description is of the device the batch ran on.
-        platform, _, index = used[0].partition(":")
-        info = describing(info, platform, int(index) if index else None)
+        info = describing(info, *split_device(used[0]))
     return BatchResult(
         metadata=meta,
         device_info=info,
