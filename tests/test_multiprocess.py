@@ -162,3 +162,17 @@ def test_processes_on_one_chosen_gpu_is_one_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "device gpu:1 is one device: use --device gpu" in done.stderr
     assert not (tmp_path / "r" / "script_results").exists()
+
+
+def test_resume_keeps_every_process_log_of_a_kept_job(tmp_path: Path) -> None:
+    """--resume keeps a kept job's files: process k's logs (and their earlier attempts') as well as
+    process 0's; another script's go."""
+    from jaxrun.sinks.batch_files import clear_previous_run
+
+    logs = tmp_path / "logs"
+    kept = ["psum.stdout.log", "psum.p1.stdout.log", "psum.p1.stderr.log", "psum.p1.attempt1.stderr.log"]
+    gone = ["other.p1.stdout.log", "psum2.p1.stdout.log"]
+    for name in kept + gone:
+        write(logs, name, "x\n")
+    clear_previous_run(tmp_path, keep=["psum"])
+    assert sorted(p.name for p in logs.iterdir()) == sorted(kept)

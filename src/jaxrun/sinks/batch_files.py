@@ -120,8 +120,9 @@ class BatchFilesSink(BaseSink):
 
 def _belongs(entry: str, name: str) -> bool:
     """Whether a file or folder of the results folder is script ``name``'s."""
+    # Logs: <name>[.p<k>][.attempt<n>].(stdout|stderr).log (process k of a --processes N job; an earlier attempt).
     return entry in (name, f"{name}_result.json", f"{name}.ipynb") or re.fullmatch(
-        rf"{re.escape(name)}(\.attempt\d+)?\.(stdout|stderr)\.log", entry) is not None
+        rf"{re.escape(name)}(\.p\d+)?(\.attempt\d+)?\.(stdout|stderr)\.log", entry) is not None
 
 
 def clear_previous_run(results_dir: Path, keep: Iterable[str] = ()) -> None:
