@@ -287,12 +287,13 @@ def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
 
 def cells_table(rows: "Iterable[tuple[str, CellTiming]]") -> Table:
     """``jaxrun run -v``: a notebook's code cells, each timed (In [N], its first line, seconds)."""
+    from ..view import cell_outcome
+
     table = _table("notebook cells: the seconds of each code cell (In [N])", (
         ("script", "left"), ("cell", "right"), ("first line", "left"), ("seconds", "right"), ("outcome", "left"),
     ))
     for name, cell in rows:
-        outcome = cell.outcome + (f" at line {cell.error_line}" if cell.error_line is not None else "")
-        table.add_row(Text(name), str(cell.index), Text(cell.source), fmt_seconds(cell.seconds), outcome)
+        table.add_row(Text(name), str(cell.index), Text(cell.source), fmt_seconds(cell.seconds), cell_outcome(cell))
     return table
 
 

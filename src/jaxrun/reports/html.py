@@ -274,13 +274,15 @@ def _recompiles(batch: "BatchResult", view: "RunView") -> str:
 
 def _cells(batch: "BatchResult", view: "RunView") -> str:
     """Per notebook, each code cell's seconds and outcome (empty when the run had no notebook)."""
+    from ..view import cell_outcome
+
     blocks = []
     for r, shown in zip(batch.script_results, view.scripts):
         if not r.cells:
             continue
         rows = "".join(
             f"<tr><td>{c.index}</td><td class='text'><code>{_esc(c.source)}</code></td><td>{_esc(fmt_seconds(c.seconds))}</td>"
-            f"<td class='text'>{_esc(c.outcome)}{_esc(f' at line {c.error_line}' if c.error_line is not None else '')}</td></tr>"
+            f"<td class='text'>{_esc(cell_outcome(c))}</td></tr>"
             for c in r.cells)
         blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {len(r.cells)} cell(s)</summary>"
                       "<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th><th>seconds</th>"

@@ -18,7 +18,7 @@ from ..probe.notebook_cells import split_cell_filename
 from ..models.comparisons import TOO_FEW
 
 if TYPE_CHECKING:
-    from ..models import RegressionCheck, ScriptComparison, ScriptResult
+    from ..models import CellTiming, RegressionCheck, ScriptComparison, ScriptResult
 
 GOOD, BAD, WARN, PLAIN = "good", "bad", "warn", ""
 
@@ -123,6 +123,11 @@ def compiles_text(compiles: Optional[int], loads: Optional[int]) -> str:
     if not loads:
         return str(compiles)
     return f"{loads} cached" if compiles == 0 else f"{compiles}+{loads} cached"
+
+
+def cell_outcome(cell: "CellTiming") -> str:
+    """A notebook cell's outcome as every surface writes it: ``ok``, ``error at line 2``, ..."""
+    return cell.outcome + (f" at line {cell.error_line}" if cell.error_line is not None else "")
 
 
 def history_verdict(check: "RegressionCheck | None") -> tuple[Optional[str], str, bool]:
