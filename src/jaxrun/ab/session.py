@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 from ..api import execute_jax_script
 from ..compare import single_value
-from ..discovery import find_jax_scripts
+from ..discovery import find_jax_scripts, script_display_name
 from ..errors import UsageError
 from ..models import ScriptResult
 from ..options import VerdictOptions
@@ -79,8 +79,9 @@ def scripts_of(base: Side, new: Side, recursive: bool = True) -> tuple[list[str]
 
 
 def script_name(key: str) -> str:
-    """A script's ``<name>`` on both sides, as a batch names it: ``a/model.py`` -> ``a__model``."""
-    return key.removesuffix(".py").replace("/", "__")
+    """A script's ``<name>`` on both sides, as a batch names it (discovery's one rule):
+    ``a/model.py`` -> ``a__model``, ``a/train.ipynb`` -> ``a__train.ipynb``."""
+    return script_display_name(Path("/", key), "/")  # the key is relative: named under a root of its own
 
 
 def _script(side: Side, key: str) -> Path:
