@@ -229,8 +229,9 @@ def test_no_temporary_files_are_left_behind(mixed_batch) -> None:
     _, out, _ = mixed_batch
     leftovers = [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
     # The lock files stay (removing one could let two runs lock two files); they are no longer held:
-    # the batch's, and its scripts' (a later run waits on it for a killed run's scripts).
-    assert sorted(p.name for p in leftovers) == [".jaxrun.lock", ".jaxrun.scripts.lock"]
+    # the batch's, and its scripts' (a later run waits on it for a killed run's scripts); and the
+    # manifest of what jaxrun wrote there (ownership.py).
+    assert sorted(p.name for p in leftovers) == [".jaxrun.lock", ".jaxrun.manifest", ".jaxrun.scripts.lock"]
 
 
 def test_results_support_mapping_access(mixed_batch) -> None:

@@ -61,6 +61,7 @@ def test_resume_reads_a_corrupted_results_file_or_says_why(good_results: bytes, 
     root = tmp_path_factory.mktemp("resume")
     write(root / "s", "a.py", "print(1)\nif False:\n    import jax\n")  # quick: no jax to import
     (root / "r").mkdir()
+    (root / "r" / ".jaxrun.manifest").write_text("")  # the folder an earlier run made (ownership.py)
     (root / "r" / resultfiles.EXECUTION_RESULTS).write_bytes(corrupted)
     # Whatever the damage, --resume runs (what no script file holds runs again).
     assert run_jax_scripts(root / "s", device="cpu", results_dir=root / "r", history=False, resume=True)

@@ -202,6 +202,7 @@ def test_the_history_survives_a_writer_killed_mid_write(tmp_path: Path) -> None:
 def test_resume_from_a_damaged_results_file_runs_what_no_script_file_holds(tmp_path: Path, caplog) -> None:
     write(tmp_path / "s", "quick.py", QUICK)
     (tmp_path / "r").mkdir()
+    (tmp_path / "r" / ".jaxrun.manifest").write_text("")  # the folder an earlier run made (ownership.py)
     (tmp_path / "r" / "jax_execution_results.json").write_text("{ not json")
     with caplog.at_level("WARNING", logger="jaxrun"):
         assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False, resume=True)

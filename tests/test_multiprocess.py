@@ -167,12 +167,15 @@ def test_processes_on_one_chosen_gpu_is_one_usage_error(tmp_path: Path) -> None:
 def test_resume_keeps_every_process_log_of_a_kept_job(tmp_path: Path) -> None:
     """--resume keeps a kept job's files: process k's logs (and their earlier attempts') as well as
     process 0's; another script's go."""
-    from jaxrun.sinks.batch_files import clear_previous_run
+    from jaxrun.ownership import ResultsFolder
 
     logs = tmp_path / "logs"
     kept = ["psum.stdout.log", "psum.p1.stdout.log", "psum.p1.stderr.log", "psum.p1.attempt1.stderr.log"]
     gone = ["other.p1.stdout.log", "psum2.p1.stdout.log"]
+    ResultsFolder(tmp_path).claim_scripts(["psum", "other", "psum2"])  # as the earlier run did
     for name in kept + gone:
         write(logs, name, "x\n")
-    clear_previous_run(tmp_path, keep=["psum"])
+    folder = ResultsFolder(tmp_path)
+    folder.check()
+    folder.clear(keep=["psum"])
     assert sorted(p.name for p in logs.iterdir()) == sorted(kept)

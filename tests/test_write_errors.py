@@ -178,7 +178,8 @@ def test_a_result_file_that_cannot_be_written_stops_the_batch_cleanly(tmp_path: 
 def test_a_results_folder_full_from_the_start_is_one_line_and_keeps_no_lock(tmp_path: Path, tiny_disk: Path) -> None:
     scripts = tmp_path / "s"
     write(scripts, "s1.py", SMALL)
-    filler = tiny_disk / "filler"
+    (tiny_disk / "other").mkdir()  # beside the results folder: jaxrun refuses a folder holding files not its own
+    filler = tiny_disk / "other" / "filler"
     with open(filler, "wb") as handle:  # the whole disk
         try:
             while True:
@@ -187,10 +188,11 @@ def test_a_results_folder_full_from_the_start_is_one_line_and_keeps_no_lock(tmp_
         except OSError:
             pass
 
-    done = _jaxrun(tmp_path, scripts, "--results-dir", tiny_disk)
+    results = tiny_disk / "results"
+    done = _jaxrun(tmp_path, scripts, "--results-dir", results)
     assert "Traceback" not in done.stderr, done.stderr
     assert _errors(done.stderr) == [
-        f"jaxrun: error: cannot write the results folder {str(tiny_disk)!r}: [Errno 28] No space left on device; "
+        f"jaxrun: error: cannot write the results folder {str(results)!r}: [Errno 28] No space left on device; "
         "pass a folder you can write to --results-dir"], done.stderr
     assert done.returncode == 2
 
@@ -200,6 +202,6 @@ def test_a_results_folder_full_from_the_start_is_one_line_and_keeps_no_lock(tmp_
     from helpers import run_batch
 
     with pytest.raises(UsageError, match=r"\[Errno 28\] No space left on device"):
-        run_batch(scripts, tiny_disk)
+        run_batch(scripts, results)
     filler.unlink()
-    assert run_batch(scripts, tiny_disk).metadata.scripts_successful == 1
+    assert run_batch(scripts, results).metadata.scripts_successful == 1

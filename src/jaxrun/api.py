@@ -15,10 +15,11 @@ from typing import Any, Iterable
 from . import resultfiles
 from .batch.pipeline import run_batch
 from .discovery import script_display_name
-from .errors import DeviceProbeError, ScriptFailedError, ScriptNotFoundError
+from .errors import DeviceProbeError, ResultsWriteError, ScriptFailedError, ScriptNotFoundError
 from .models import BatchResult, ScriptResult
 from .option_spec import default_of, keyword_signature
 from .options import BatchOptions, RunOptions
+from .ownership import ResultsFolder
 from .probe.channel import valid_text
 from .run.execute import RunInterrupted, run_job
 from .job import Job
@@ -82,6 +83,7 @@ def execute_jax_script(
     name: str | None = None,
     raise_on_error: bool = False,
     config: str | os.PathLike[str] | bool | None = None,
+    allow_other_files: bool = False,
     **options: Any,
 ) -> ScriptResult:
     """Run one JAX script in its own process and return what happened.
@@ -90,7 +92,9 @@ def execute_jax_script(
     device, ``JAXRUN_OUTPUT_DIR`` pointing at ``results_dir/outputs/<name>`` and its output streamed
     to ``results_dir/logs/<name>.stdout.log`` / ``.stderr.log``; the result is written to
     ``results_dir/script_results/<name>_result.json``. With ``results_dir=None`` a new temporary
-    folder holds the logs and no result file is written. A failing script returns a result with
+    folder holds the logs and no result file is written. The script's files of an earlier run in
+    ``results_dir`` are replaced; a folder that holds files jaxrun did not write is refused
+    (:class:`UsageError`) unless ``allow_other_files=True``, and then they are kept. A failing script returns a result with
     ``success=False``; only ``raise_on_error=True`` turns that into :class:`ScriptFailedError`.
 
     ``benchmark_runs=N, warmup_runs=W`` run the script W+N times, each as a new process; the
@@ -126,6 +130,7 @@ def execute_jax_script(
               platform=None, results_dir=base)
     sink: Sink = NO_SINK
     if results_dir is not None:
+        _take_folder(base, job.file_name, allow_other_files)
         sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else []),
                       *([_notebook_sink()] if run_options.save_notebooks else [])])
     try:
@@ -139,6 +144,18 @@ def execute_jax_script(
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)
     return result
+
+
+def _take_folder(base: Path, file_name: str, allow_other_files: bool) -> None:
+    """The script's place in ``base``: checked (ownership.py), its earlier files gone, claimed."""
+    folder = ResultsFolder(base)
+    folder.check(allow_other_files=allow_other_files, names=lambda: [file_name])
+    try:
+        folder.clear(only=[file_name])  # an earlier run's logs and outputs would pass for this one's
+        base.mkdir(parents=True, exist_ok=True)
+        folder.claim_scripts([file_name])
+    except OSError as exc:
+        raise ResultsWriteError(folder.path, exc) from None
 
 
 def _notebook_sink() -> Sink:

@@ -88,6 +88,12 @@ def of_total(total: int | None) -> str:
     return "?" if total is None else str(total)
 
 
+def listed(names: "list[str]", shown: int) -> str:
+    """``names`` joined, the first ``shown`` of them, saying how many more there are."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def plural(n: int, word: str, words: Optional[str] = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
 

@@ -390,6 +390,9 @@ class BatchOptions(_Options):
     ray_address: Optional[str] = option(None, "Address of an existing Ray cluster.", Flag(metavar="ADDRESS"))
     results_dir: Path = option(Path(DEFAULT_RESULTS_DIR), "Where result files are written.", Flag(metavar="DIR"),
                                show_default=DEFAULT_RESULTS_DIR)
+    allow_other_files: bool = option(
+        False, "Write into a results folder that holds files jaxrun did not write: they are kept, never deleted "
+        "or overwritten (without it such a folder is refused).")
     # The history database, resolved; None: keep no history. Given as None/True (the default
     # database), False (none) or a path.
     history: Optional[Path] = option(

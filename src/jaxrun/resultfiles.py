@@ -11,6 +11,7 @@ import importlib
 import itertools
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator, TypeVar
@@ -96,8 +97,17 @@ def atomic_write_chunks(path: Path, chunks: Iterable[str], *, durable: bool = Tr
         raise ResultsWriteError(path, exc) from None
 
 
+# One temporary name per writer (process, thread): no random names to try, no clash.
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.\d+\.\d+\.tmp")
+
+
+def temporary_of(name: str) -> str | None:
+    """The file whose atomic write left the temporary file ``name`` (a killed writer's), or None."""
+    match = _TEMPORARY.fullmatch(name)
+    return match["name"] if match else None
+
+
 def _atomic_write(path: Path, chunks: Iterable[str], durable: bool) -> None:
-    # One temporary name per writer (process, thread): no random names to try, no clash.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)

@@ -30,9 +30,10 @@ from ..run.launcher import Launcher
 from ..run.runner import failed_before_running
 from ..run.spare import spare_environment
 from ..sinks import BaseSink, Sink, Sinks
-from ..sinks.batch_files import BatchFilesSink, clear_previous_run
+from ..ownership import ResultsFolder
+from ..sinks.batch_files import BatchFilesSink, ClaimSink
 from ..sinks.run_log import RunLogSink
-from ..sinks.registry import report_sinks
+from ..sinks.registry import output_files, report_sinks
 from ..sinks.script_files import ScriptFileSink
 from ..startup_trace import mark
 from ..timestamps import now_iso
@@ -182,6 +183,9 @@ def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, 
     try:
         if out.exists() and not out.is_dir():
             raise UsageError(f"cannot write the results folder {str(out)!r}: it is a file; pass a folder to --results-dir")
+        # Before anything is written there (the lock's file included): whose files it holds.
+        folder = ResultsFolder(out)
+        folder.check(allow_other_files=options.allow_other_files, names=lambda: [job.file_name for job in plan.all()])
         out.mkdir(parents=True, exist_ok=True)
         lock.acquire()  # before touching anything: a batch running there keeps its files
     except (OSError, UsageError) as exc:
@@ -196,7 +200,7 @@ def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, 
         # jaxrun's own interpreter: none for a batch under another one (--python).
         launcher.open_spares(spare_environment())
     try:
-        return _run_locked(options, sinks, run_job, launcher, plan, info, store, history_problem, out)
+        return _run_locked(options, sinks, run_job, launcher, plan, info, store, history_problem, folder)
     finally:
         launcher.close()
         lock.release()
@@ -227,9 +231,10 @@ def _build_result_models() -> None:
 
 def _run_locked(
     options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
-    info: DeviceInfo | None, store: HistoryStore | None, history_problem: str | None, out: Path,
+    info: DeviceInfo | None, store: HistoryStore | None, history_problem: str | None, folder: ResultsFolder,
 ) -> BatchResult:
     """The batch, once its results folder is ours."""
+    out = folder.root
     if options.resume:
         plan.go_on()
         plan.jobs.wait()  # the earlier results are matched to the whole plan
@@ -267,7 +272,11 @@ def _run_locked(
     try:
         everything = plan.all() if options.resume else []
         reused = finished_before(options, everything) if options.resume else {}
-        clear_previous_run(out, keep={everything[i].file_name for i in reused})
+        kept = {everything[i].file_name for i in reused}
+        folder.clear(keep=kept)
+        folder.compact(kept)
+        for path in output_files(options):
+            folder.claim_file(path)
     except (OSError, UsageError) as exc:
         if store is not None:
             store.close()
@@ -285,6 +294,7 @@ def _run_locked(
     to_run = Jobs([j for j in everything if j.index not in reused]) if reused else plan.jobs
     facts = _PlanFacts(plan, meta, log, said, to_run, launcher if here else None)
     chain = Sinks([
+        ClaimSink(folder),
         facts,
         *history,
         ScriptFileSink(),

@@ -16,15 +16,15 @@ result file is written when it finishes, so a batch killed outright loses nothin
 
 from __future__ import annotations
 
-import re
-import shutil
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .. import __version__, resultfiles
+from ..errors import ResultsWriteError
 from ..models.base import share_parts
+from ..ownership import ResultsFolder
 from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, ScriptResult
 from ..summary import assemble_batch, latest_by_name, performance_metrics_head, script_metrics
 from ..timestamps import now_iso
@@ -118,33 +118,22 @@ class BatchFilesSink(BaseSink):
             "scripts", ((name, script_metrics(r)) for name, r in latest_by_name(results)))
 
 
-def _belongs(entry: str, name: str) -> bool:
-    """Whether a file or folder of the results folder is script ``name``'s."""
-    # Logs: <name>[.p<k>][.attempt<n>].(stdout|stderr).log (process k of a --processes N job; an earlier attempt).
-    return entry in (name, f"{name}_result.json", f"{name}.ipynb") or re.fullmatch(
-        rf"{re.escape(name)}(\.p\d+)?(\.attempt\d+)?\.(stdout|stderr)\.log", entry) is not None
+class ClaimSink(BaseSink):
+    """Claims each script's files in the results folder's manifest before any is made: as the
+    script starts, or as its result comes in for one that never started (ownership.py)."""
 
+    def __init__(self, folder: ResultsFolder) -> None:
+        self.folder = folder
 
-def clear_previous_run(results_dir: Path, keep: Iterable[str] = ()) -> None:
-    """Per-script files from an earlier batch would pass for this one's: start from a clean slate,
-    except for the scripts in ``keep`` (their earlier results are reused by --resume)."""
-    kept = set(keep)
-    for sub in (resultfiles.SCRIPT_RESULTS_DIR, resultfiles.LOGS_DIR, resultfiles.OUTPUTS_DIR, resultfiles.PROFILING_DIR,
-                resultfiles.NOTEBOOKS_DIR):
-        target = results_dir / sub
-        if not target.is_dir():
-            continue
-        if not kept:
-            shutil.rmtree(target)
-            continue
-        for entry in [*target.iterdir(), *(target / resultfiles.TRACES_DIR).glob("*")]:
-            if entry.name == resultfiles.TRACES_DIR or any(_belongs(entry.name, n) for n in kept):
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink(missing_ok=True)
-    # jax_device_info.json too: when this run cannot read device facts it writes none, and the
-    # previous run's file must not pass for this machine's current state.
-    for name in (resultfiles.EXECUTION_LOG, resultfiles.BENCHMARK_RESULTS, resultfiles.DEVICE_INFO):
-        (results_dir / name).unlink(missing_ok=True)
+    def on_start(self, job: "Job", total: int | None) -> None:
+        self._claim(job)
+
+    def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
+        self._claim(job)
+        return result
+
+    def _claim(self, job: "Job") -> None:
+        try:
+            self.folder.claim_scripts([job.file_name])
+        except OSError as exc:  # a full disk: the batch stops with one line, as for any file of it
+            raise ResultsWriteError(self.folder.path, exc) from None

@@ -7,6 +7,7 @@ here, and its option (``BatchOptions``, and its flag in cli/run.py).
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 if TYPE_CHECKING:
@@ -36,6 +37,12 @@ REPORT_SINKS: dict[str, ReportSink] = {
     # notebooks whose cells sent their outputs.
     "notebooks": ReportSink("notebooks:NotebookSink", lambda options: ()),
 }
+
+
+def output_files(options: "BatchOptions") -> list[Path]:
+    """The files the report sinks ``options`` ask for write (the options naming a file)."""
+    return [value for entry in REPORT_SINKS.values() for value in (entry.arguments(options) or ())
+            if isinstance(value, Path)]
 
 
 def report_sinks(options: "BatchOptions") -> list["Sink"]:
