@@ -275,6 +275,7 @@ def test_a_broken_device_probe_does_not_stop_the_batch(jaxrun_cli, tmp_path: Pat
     write(tmp_path / "s", "a.py", GOOD)
     out = tmp_path / "r"
     out.mkdir()
+    (out / ".jaxrun.manifest").write_text("")  # a results folder of an earlier run (ownership.py)
     (out / "jax_device_info.json").write_text('{"from": "an earlier run"}')
     proc = jaxrun_cli(
         "run", tmp_path / "s", "--results-dir", out,
