@@ -37,7 +37,8 @@ def _what_jaxrun_uses(notebook: dict) -> tuple:
 # --- the reader agrees with json ---------------------------------------------------------------
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40) | st.sampled_from(
-    ['\\', '"', '\\"', '\\\\"', 'a\\', "\u00e9\u4e2d\U0001f600", "\n\t\r", "x" * 5000, '\\' * 9 + '"'])
+    ['\\', '"', '\\"', '\\\\"', 'a\\', "\u00e9\u4e2d\U0001f600", "\n\t\r", "x" * 5000, '\\' * 9 + '"',
+     "line\n" * 100, "\u00e9" * 3000])
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
                      | _text, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
                      max_leaves=12)
@@ -55,20 +56,22 @@ _notebook = st.fixed_dictionaries(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(notebook=_notebook, indent=st.sampled_from([None, 1, 2]), ascii_only=st.booleans(),
-       chunk=st.sampled_from([1, 2, 3, 7, 64, 4096]), reorder=st.booleans())
+       chunk=st.sampled_from([1, 2, 3, 7, 64, 4096]), reorder=st.booleans(), before_311=st.booleans())
 def test_the_reader_keeps_what_json_reads_however_the_file_is_cut(
-        notebook: dict, indent: int | None, ascii_only: bool, chunk: int, reorder: bool) -> None:
+        notebook: dict, indent: int | None, ascii_only: bool, chunk: int, reorder: bool, before_311: bool) -> None:
     if reorder:  # keys in another order than Jupyter's (a cell's source before its type)
         notebook = {k: notebook[k] for k in reversed(list(notebook))}
         notebook["cells"] = [{k: c[k] for k in reversed(list(c))} if isinstance(c, dict) else c
                              for c in notebook["cells"]]
     data = json.dumps(notebook, indent=indent, ensure_ascii=ascii_only).encode("utf-8")
-    old = notebook_json.CHUNK
+    old = notebook_json.CHUNK, notebook_json._RUN
     notebook_json.CHUNK = chunk
+    if before_311:  # the token runs an interpreter without possessive quantifiers uses
+        notebook_json._RUN = notebook_json._RUN_BOUNDED
     try:
         read = notebook_json.read_notebook(io.BytesIO(data).read)
     finally:
-        notebook_json.CHUNK = old
+        notebook_json.CHUNK, notebook_json._RUN = old
     assert not read.code_cut
     assert _what_jaxrun_uses(read.data) == _what_jaxrun_uses(json.loads(data))
 
@@ -106,6 +109,7 @@ def test_a_cut_or_merged_notebook_is_an_error_at_the_line_and_column_json_gives(
 
 def _big_notebook(path: Path, code: list[str], output_bytes: int) -> Path:
     """A notebook of real JAX work with a big embedded image output (base64), as Jupyter writes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     image = base64.b64encode(os.urandom(output_bytes * 3 // 4)).decode()
     cells = [{"cell_type": "code", "execution_count": i + 1, "id": f"c{i}", "metadata": {},
               "outputs": [{"output_type": "display_data", "metadata": {},
@@ -131,6 +135,21 @@ def test_a_large_notebook_is_read_for_its_code_in_bounded_memory(tmp_path: Path)
     whole = json.loads(path.read_bytes())
     assert _what_jaxrun_uses(notebook.data) == _what_jaxrun_uses(whole)
     assert discovery.search_jax_scripts(tmp_path).scripts == [path]
+
+
+def test_a_large_notebook_runs_cell_by_cell_and_its_executed_copy_is_written(tmp_path: Path) -> None:
+    """Past the whole-read size, the probe reads the notebook with the same reader as discovery."""
+    path = _big_notebook(tmp_path / "s" / "plots.ipynb",
+                         ["import jax.numpy as jnp\nx = jnp.arange(4.0)", "print('sum', float(x.sum()))"], 6 * MiB)
+    assert path.stat().st_size > notebook_cells.WHOLE_LIMIT
+    proc = jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "-d", "cpu",
+                      "--save-notebooks", "--no-compile-cache")
+    assert proc.returncode == 0, proc.stderr
+    (result,) = load(tmp_path / "r" / resultfiles.EXECUTION_RESULTS)["script_results"]
+    assert [(c["index"], c["outcome"]) for c in result["cells"]] == [(1, "ok"), (2, "ok")]
+    assert result["settings"]["timeout"].endswith("metadata.jaxrun")  # its metadata read by the same reader
+    copy = json.loads((tmp_path / "r" / "notebooks" / "plots.ipynb").read_text())
+    assert copy["cells"][1]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "sum 6.0\n"}]
 
 
 # --- discovery's bounds say what they left out ---------------------------------------------------

@@ -32,13 +32,14 @@ _LITERAL_BYTES = 64
 _WS = re.compile(rb"[ \t\r\n]*")
 # Between structural characters: white space, separators, numbers, true/false/null.
 _FILLER = rb"[ \t\r\n,:0-9.eE+\-a-z]"
-if sys.version_info >= (3, 11):
-    # Filler and short strings in one match (possessive: no backtracking state kept per token), so
-    # an output of a million short lines is not a Python loop a line. A longer string, or one cut
-    # by the chunk's end, stops the match at its quote, and string_end finds its end.
-    _RUN = re.compile(rb"(?:" + _FILLER + rb"++|\"[^\"\\]{0,4096}+(?:\\.[^\"\\]{0,4096}+)*+\")*+", re.S)
-else:
-    _RUN = re.compile(_FILLER + rb"*")
+# Filler and short strings in one match, so that an output of a million short lines is not a
+# Python loop a line. A longer string, or one cut by the chunk's end, stops the match at its
+# quote, and string_end finds its end. Possessive (3.11 up): no backtracking state kept per
+# token; before 3.11, at most 4096 tokens a match (the state grows with each).
+_RUN_BOUNDED = re.compile(rb"(?:" + _FILLER + rb"+|\"[^\"\\]{0,4096}(?:\\.[^\"\\]{0,4096}){0,64}\"){0,4096}", re.S)
+_RUN = (re.compile(rb"(?:" + _FILLER + rb"++|\"[^\"\\]{0,4096}+(?:\\.[^\"\\]{0,4096}+)*+\")*+", re.S)
+        if sys.version_info >= (3, 11) else _RUN_BOUNDED)
+_FILLER_BYTES = frozenset(b" \t\r\n,:0123456789.eE+-abcdefghijklmnopqrstuvwxyz")
 _LITERAL = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null")
 _CLOSING = {ord("["): ord("]"), ord("{"): ord("}")}
 _QUOTE, _BACKSLASH, _OPEN_OBJECT = ord('"'), ord("\\"), ord("{")
@@ -174,7 +175,7 @@ class _Reader:
                 pos += 1
                 if not expected:
                     return pos
-            else:
+            elif char not in _FILLER_BYTES:  # filler: a run that stopped at its most tokens goes on
                 raise JsonError("the file ends too soon" if char is None else None, pos)
 
     def load(self, pos: int) -> tuple[Any, int]:
