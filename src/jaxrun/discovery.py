@@ -197,6 +197,7 @@ def _scan_chunks(chunks: Iterable[bytes]) -> bool | None:
     :data:`SCAN_LIMIT` bytes of them, holding at most one chunk and a short partial line; None
     when it stopped there without finding an import (what follows was not read)."""
     carry, seen = b"", 0
+    chunks = iter(chunks)
     for chunk in chunks:
         seen += len(chunk)
         cut = chunk.rfind(b"\n") + 1
@@ -209,7 +210,9 @@ def _scan_chunks(chunks: Iterable[bytes]) -> bool | None:
         if len(carry) > _CARRY_LIMIT:
             carry = b"#"  # still inside a long line: what follows cannot start an import
         if seen >= SCAN_LIMIT:
-            return _scan_lines(carry) or None
+            if _scan_lines(carry):
+                return True
+            return None if next(chunks, b"") else False  # more follows, unread: undecided
     return _scan_lines(carry)
 
 

@@ -16,6 +16,7 @@ Standard library only: the probe reads notebooks with it, also under ``--python`
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import sys
@@ -330,7 +331,8 @@ def read_notebook(read: Callable[[int], bytes], *, size_limit: int | None = None
 def position(offset: int, read: Callable[[int], bytes]) -> tuple[int, int]:
     """(line, column) of byte ``offset`` of what ``read`` gives, from 1, the column in characters
     as ``json`` counts them (the file read again: an error is rare, the reader counts no lines)."""
-    line, column_bytes, seen = 1, bytearray(), 0
+    line, column, seen = 1, 0, 0
+    characters = codecs.getincrementaldecoder("utf-8")("replace")
     while seen < offset:
         chunk = read(min(CHUNK, offset - seen))
         if not chunk:
@@ -339,7 +341,7 @@ def position(offset: int, read: Callable[[int], bytes]) -> tuple[int, int]:
         newlines = chunk.count(b"\n")
         if newlines:
             line += newlines
-            column_bytes = bytearray(chunk[chunk.rfind(b"\n") + 1:])
-        else:
-            column_bytes += chunk
-    return line, len(column_bytes.decode("utf-8", "replace")) + 1
+            characters.reset()
+            chunk, column = chunk[chunk.rfind(b"\n") + 1:], 0
+        column += len(characters.decode(chunk))
+    return line, column + len(characters.decode(b"", final=True)) + 1
