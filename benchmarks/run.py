@@ -302,6 +302,35 @@ def discovery_huge_file(runs: int, tmp: Path, megabytes: int = 50) -> Row:
                "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
 
 
+def discovery_huge_notebook(runs: int, tmp: Path, megabytes: int = 200) -> Row:
+    """A folder holding one notebook of real size: two code cells, each with a plot's PNG
+    (base64) of ``megabytes / 2`` MB as its output, as Jupyter saves it. Discovery reads the code
+    cells alone (probe/notebook_json.py): its time and peak RSS in a fresh process."""
+    import base64
+    import json
+
+    root = tmp / "huge_notebook"
+    root.mkdir()
+    image = base64.b64encode(os.urandom(megabytes * 1_000_000 * 3 // 8)).decode()
+    cells = [{"cell_type": "code", "execution_count": i + 1, "id": f"c{i}", "metadata": {},
+              "outputs": [{"output_type": "display_data", "metadata": {}, "data": {"image/png": image}}],
+              "source": source} for i, source in enumerate(["import jax.numpy as jnp\n", "jnp.ones(3)\n"])]
+    (root / "plots.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                                  "nbformat_minor": 5}, indent=1))
+    del image
+    samples, rss = [], []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", _HUGE_CHILD, str(root)], capture_output=True, text=True,
+                             env=ENV, check=True)
+        figures = json.loads(out.stdout)
+        assert figures["found"] == 1, figures
+        samples.append(figures["s"])
+        rss.append(figures["rss_mb"])
+    s, r = median(samples), max(rss)
+    return Row(f"discovery of a folder with one {megabytes} MB notebook", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MB",
+               "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
+
+
 def compile_cache(runs: int, tmp: Path) -> list[Row]:
     """A real multi-function program: plain python (no cache) against jaxrun with an empty cache
     (cold) and with the cache it filled (warm)."""
@@ -535,7 +564,8 @@ def main() -> None:
         rows = [help_time(args.runs), library_floor(args.runs), *first_line_time(args.runs, tmp),
                 first_line_at_scale(args.runs, tmp),
                 *teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
-                result_writing(tmp), discovery(tmp), discovery_huge_file(args.runs, tmp), *compile_cache(max(3, args.runs // 2), tmp),
+                result_writing(tmp), discovery(tmp), discovery_huge_file(args.runs, tmp),
+                discovery_huge_notebook(args.runs, tmp), *compile_cache(max(3, args.runs // 2), tmp),
                 cache_under_jobs(tmp), *tiny_sweep(sweep_runs, tmp, args.scripts)]
     text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
             f"{versions()}.\n\n{table(rows)}\n")

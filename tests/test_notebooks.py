@@ -317,25 +317,60 @@ def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None
     assert all(row[2].endswith("s") and row[3] == "ok" for row in trained)  # seconds shown with their unit
 
 
-def test_a_cell_the_process_was_stopped_in_is_not_finished_and_display_prints(tmp_path: Path) -> None:
-    write_notebook(tmp_path / "n", "hangs.ipynb", [
-        "import sys, time, jax\nprint('IPython loaded:', 'IPython' in sys.modules)\ndisplay('shown')",
-        "time.sleep(60)",
-        "print('never')",
-    ])
-    (result,) = run_batch(tmp_path / "n", tmp_path / "r", timeout=5).script_results
-    assert result.error_class == "timeout"
-    assert [(c.index, c.outcome) for c in result.cells] == [(1, "ok"), (2, "not finished")]
-    assert result.cells[1].seconds is None and result.cells[1].source == "time.sleep(60)"  # unknown: null
-    out = Path(result.stdout_log).read_text()
+# Every way a cell can end: (its code after a known sleep and a flushed print, outcome, ended_by).
+SLEEP = 0.5
+ENDINGS = {
+    "returns": ("pass", "ok", "return"),
+    "raises": ("raise ValueError('no')", "error", "exception"),
+    "sys_exit": ("sys.exit(3)", "exit", "sys.exit(3)"),
+    "os_exit": ("os._exit(3)", "exit", "os._exit(3)"),
+    "os_exit_thread": ("t = threading.Thread(target=os._exit, args=(4,)); t.start(); time.sleep(30)", "exit",
+                       "os._exit(4)"),
+    "abort": ("os.abort()", "exit", "os.abort()"),
+    "signal": ("os.kill(os.getpid(), signal.SIGTERM)", "exit", "the script sent its own process SIGTERM"),
+    "timeout": ("time.sleep(60)", "not finished", None),
+}
+
+
+def test_every_way_a_cell_ends_gives_its_outcome_its_true_seconds_and_its_output(tmp_path: Path) -> None:
+    for name, (code, _, _) in ENDINGS.items():
+        write_notebook(tmp_path / "n", f"{name}.ipynb", [
+            "import os, signal, sys, threading, time\nif False:\n    import jax\n"
+            "print('IPython loaded:', 'IPython' in sys.modules)\ndisplay('shown')",
+            f"time.sleep({SLEEP})\nprint('printed', flush=True)\n{code}",
+            "print('never')",
+        ])
+    batch = run_batch(tmp_path / "n", tmp_path / "r", timeout=8, jobs=2, save_notebooks=True)
+    found = {r.script_name: r for r in batch.script_results}
+    for name, (_, outcome, ended_by) in ENDINGS.items():
+        result = found[f"{name}.ipynb"]
+        cells = result.cells
+        assert [(c.index, c.outcome) for c in cells][1:] == [(2, outcome)] + ([(3, "ok")] if outcome == "ok" else []), name
+        assert result.ended_by == ended_by, name
+        seconds = cells[1].seconds
+        if name == "timeout":  # stopped from outside: up to the process's end, as the body
+            assert seconds is not None and seconds > SLEEP
+            assert abs(result.body_time - sum(c.seconds for c in cells)) < 0.5, (result.body_time, cells)
+        else:
+            assert seconds is not None and SLEEP <= seconds < SLEEP + 1.0, (name, seconds)
+        copy = nbformat.read(tmp_path / "r" / "notebooks" / f"{name}.ipynb", as_version=4)
+        nbformat.validate(copy)
+        outputs = copy.cells[1].outputs
+        if name != "timeout":  # what the cell printed before it ended, os._exit included
+            assert outputs[0] == {"output_type": "stream", "name": "stdout", "text": "printed\n"}, (name, outputs)
+        if outcome in ("error", "not finished"):  # why it ended: the exception, the time limit
+            assert outputs[-1]["output_type"] == "error", (name, outputs)
+            assert outputs[-1]["ename"] == {"raises": "ValueError", "timeout": "timeout"}[name]
+    out = Path(found["timeout.ipynb"].stdout_log).read_text()
     assert "shown" in out and "IPython loaded: False" in out  # a notebook without IPython lines never loads it
 
 
 def test_discovery_of_notebooks_stays_bounded_and_reads_their_settings(tmp_path: Path) -> None:
-    from jaxrun.discovery import NOTEBOOK_PARSE_LIMIT, search_jax_scripts
+    from jaxrun.discovery import search_jax_scripts
+    from jaxrun.probe.notebook_cells import WHOLE_LIMIT
     from jaxrun.settings.header import read_header
 
-    blob = "x" * (NOTEBOOK_PARSE_LIMIT + 1024)  # an output image's worth of text: scanned, not parsed
+    blob = "x" * (WHOLE_LIMIT + 1024)  # past what is read whole: read for the code alone
     big = write_notebook(tmp_path, "big.ipynb", [f"print('{blob}')", "import jax.numpy as jnp"])
     write_notebook(tmp_path, "big_plain.ipynb", [f"print('{blob}')", "import numpy as np"])
     skipped = write_notebook(tmp_path, "skipped.ipynb", ["import jax"], metadata={"jaxrun": {"skip": True}})

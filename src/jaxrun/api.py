@@ -14,12 +14,13 @@ from typing import Any, Iterable
 
 from . import resultfiles
 from .batch.pipeline import run_batch
-from .discovery import script_display_name
-from .errors import DeviceProbeError, ResultsWriteError, ScriptFailedError, ScriptNotFoundError
+from .discovery import check_notebook, script_display_name
+from .errors import DeviceProbeError, ResultsWriteError, ScriptFailedError, ScriptNotFoundError, UsageError
 from .models import BatchResult, ScriptResult
 from .option_spec import default_of, keyword_signature
 from .options import BatchOptions, RunOptions
 from .ownership import ResultsFolder
+from .probe import notebook_cells
 from .probe.channel import valid_text
 from .run.execute import RunInterrupted, run_job
 from .job import Job
@@ -116,7 +117,11 @@ def execute_jax_script(
     if not script.is_file():
         raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file or an .ipynb notebook")
     script = script.resolve()
+    if script.suffix == notebook_cells.SUFFIX:
+        check_notebook(script, str(script_path))  # one Jupyter could not open is a usage error
     run_options = _with_settings(script, given, config)
+    if run_options.entry is not None and script.suffix == notebook_cells.SUFFIX:
+        raise UsageError(notebook_cells.no_warm_mode(str(script_path), run_options.entry, run_options.origin_of("entry")))
     if ":" in run_options.device:  # one device (gpu:1): one that is not here is a usage error, as in a batch
         from .devices import check_device_id, get_jax_device_info
 

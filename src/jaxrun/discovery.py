@@ -14,11 +14,14 @@ script when a line imports a JAX library (``import jax.numpy as jnp``, ``import 
 ``from flax import linen``, indented or not) or calls ``importlib.import_module("jax")``.
 
 A Jupyter notebook (``.ipynb``) is a JAX program by the same rule applied to its code cells
-(their IPython lines set aside: probe/notebook_cells.py). A notebook of at most
-:data:`NOTEBOOK_PARSE_LIMIT` bytes is read as JSON (its outputs, images included, are most of a
-large one); a larger one is decided by the textual scan of its first :data:`SCAN_LIMIT` bytes,
-looking for an import at the start of a JSON string (a source line). A notebook that is not
-valid JSON is listed with what could not be read, one line saying why.
+(their IPython lines set aside: probe/notebook_cells.py). Its outputs (images in base64, long
+printed text) are most of a large notebook and never decide: the notebook is read for its code
+cells alone (probe/notebook_json.py: memory is a chunk and the code), in time bounded by
+:data:`NOTEBOOK_SIZE_LIMIT` bytes read, and at most :data:`NOTEBOOK_CODE_LIMIT` bytes of code
+kept (what the textual scan above would read). A notebook that is not valid JSON, or past
+either bound without a JAX import, is listed with what could not be read, one line saying why;
+so is a ``.py`` file past :data:`SCAN_LIMIT` whose scanned part imports no JAX library.
+Nothing a bound leaves out goes unsaid.
 
 This module uses only the standard library and never imports jax.
 """
@@ -67,8 +70,11 @@ PARSE_LIMIT = 1 << 20
 #: A file larger than :data:`PARSE_LIMIT` is scanned up to this many bytes, in :data:`_CHUNK`\ s.
 SCAN_LIMIT = 64 << 20
 _CHUNK = 1 << 20
-#: A notebook of at most this many bytes is read as JSON; a larger one is scanned as text.
-NOTEBOOK_PARSE_LIMIT = 16 << 20
+#: A notebook of more bytes than this is not read (reported): reading one takes about 1 s a GB
+#: for a notebook of images, up to 1 s per 100 MB for one of millions of short output lines.
+NOTEBOOK_SIZE_LIMIT = 256 << 20
+#: A notebook's code cells are kept up to this many bytes (the textual scan's bound).
+NOTEBOOK_CODE_LIMIT = SCAN_LIMIT
 _NOTEBOOK = notebook_cells.SUFFIX
 _PROGRAM_SUFFIXES = (".py", _NOTEBOOK)
 # A partial line longer than this at a chunk's end is dropped (no import line is that long).
@@ -82,8 +88,6 @@ _IMPORT_LINE_RE = re.compile(
     rb"[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*" + _NAMES + rb"(?![\w])"
     rb"|from[ \t]+" + _NAMES + rb"(?:\.[\w.]*)?[ \t]+import\b)"
 )
-# A notebook's source line holding such an import, in the notebook's JSON text: `    "import jax\n",`.
-_NOTEBOOK_IMPORT_RE = re.compile(rb'"' + _IMPORT_LINE_RE.pattern)
 # ... or importlib.import_module("jax...") / __import__("jax...") anywhere in a line.
 _DYNAMIC_RE = re.compile(
     rb"\b(?:import_module|__import__)\([ \t]*[rRbBuU]?['\"]" + _NAMES + rb"(?:\.[\w.]*)?['\"]"
@@ -153,7 +157,7 @@ def imports_jax(source: bytes) -> bool:
     :data:`PARSE_LIMIT` bytes is not parsed: the textual scan decides (see the module's notes).
     """
     if len(source) > PARSE_LIMIT:
-        return _scan_chunks(_split(source))
+        return bool(_scan_chunks(_split(source)))
     if not _mentions_jax(source):
         return False
     try:
@@ -184,10 +188,16 @@ def _scan_lines(data: bytes) -> bool:
     return False
 
 
-def _scan_chunks(chunks: Iterable[bytes]) -> bool:
+class NotRead(Exception):
+    """A bound of discovery left the file undecided: its message says which (one line)."""
+
+
+def _scan_chunks(chunks: Iterable[bytes]) -> bool | None:
     """The textual scan over *chunks* (consecutive pieces of one source), at most
-    :data:`SCAN_LIMIT` bytes of them, holding at most one chunk and a short partial line."""
+    :data:`SCAN_LIMIT` bytes of them, holding at most one chunk and a short partial line; None
+    when it stopped there without finding an import (what follows was not read)."""
     carry, seen = b"", 0
+    chunks = iter(chunks)
     for chunk in chunks:
         seen += len(chunk)
         cut = chunk.rfind(b"\n") + 1
@@ -200,7 +210,9 @@ def _scan_chunks(chunks: Iterable[bytes]) -> bool:
         if len(carry) > _CARRY_LIMIT:
             carry = b"#"  # still inside a long line: what follows cannot start an import
         if seen >= SCAN_LIMIT:
-            return False
+            if _scan_lines(carry):
+                return True
+            return None if next(chunks, b"") else False  # more follows, unread: undecided
     return _scan_lines(carry)
 
 
@@ -209,9 +221,17 @@ def _split(source: bytes) -> Iterator[bytes]:
         yield source[start:start + _CHUNK]
 
 
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.0f} MiB"
+
+
+_RUN_IT_ANYWAY = "pass it by name to run it, or --exclude it"
+
+
 def _file_imports_jax(path: str | os.PathLike[str]) -> bool:
     """:func:`imports_jax` of the file at *path*, reading at most :data:`PARSE_LIMIT` bytes at
-    once; raises :class:`OSError` when it cannot be read."""
+    once; raises :class:`OSError` when it cannot be read, :class:`NotRead` when the scan's
+    bound left it undecided."""
     with open(path, "rb", buffering=0) as f:
         head = f.read(PARSE_LIMIT + 1)
         if len(head) <= PARSE_LIMIT:
@@ -222,30 +242,33 @@ def _file_imports_jax(path: str | os.PathLike[str]) -> bool:
             while chunk := f.read(_CHUNK):
                 yield chunk
 
-        return _scan_chunks(chunks())
+        found = _scan_chunks(chunks())
+    if found is None:
+        raise NotRead(f"no JAX import in its first {_mib(SCAN_LIMIT)}, and discovery reads no further: {_RUN_IT_ANYWAY}")
+    return found
 
 
 def _notebook_imports_jax(path: str | os.PathLike[str]) -> bool:
     """Whether the notebook at *path*'s code cells import JAX (see the module's notes); raises
-    :class:`OSError` when it cannot be read, ``notebook_cells.NotebookError`` when it is not a notebook."""
+    :class:`OSError` when it cannot be read, ``notebook_cells.NotebookError`` when it is not a
+    notebook, :class:`NotRead` when a bound left it undecided."""
+    path = os.fspath(path)
     with open(path, "rb", buffering=0) as f:
-        head = f.read(NOTEBOOK_PARSE_LIMIT + 1)
-        if len(head) <= NOTEBOOK_PARSE_LIMIT:
-            if not _mentions_jax(head):
-                return False
-            notebook = notebook_cells.parse(head, os.fspath(path))
-            return imports_jax(notebook_cells.code_text(notebook).encode("utf-8", "surrogateescape"))
-        seen, carry = len(head), b""
-        chunk = head
-        while chunk:  # the textual scan, chunk by chunk, a short overlap kept for a line cut in two
-            if _NOTEBOOK_IMPORT_RE.search(carry + chunk):
-                return True
-            carry = chunk[-256:]
-            if seen >= SCAN_LIMIT:
-                return False
-            chunk = f.read(_CHUNK)
-            seen += len(chunk)
-        return False
+        if os.fstat(f.fileno()).st_size <= PARSE_LIMIT and not _mentions_jax(f.read(PARSE_LIMIT)):
+            return False  # the cheap pre-filter, for the many small files
+    try:
+        notebook = notebook_cells.load(path, size_limit=NOTEBOOK_SIZE_LIMIT, code_limit=NOTEBOOK_CODE_LIMIT)
+    except notebook_cells.NotebookTooLarge as exc:
+        size = f"{_mib(exc.size)}: " if exc.size is not None else ""
+        raise NotRead(f"{size}more than the {_mib(exc.limit)} discovery reads of a notebook: {_RUN_IT_ANYWAY}") from None
+    code = notebook_cells.code_text(notebook.data).encode("utf-8", "surrogateescape")
+    found = _scan_chunks(_split(code)) if len(code) > PARSE_LIMIT else imports_jax(code)
+    if found:
+        return True
+    if found is None or notebook.code_cut:
+        raise NotRead(f"no JAX import in the first {_mib(NOTEBOOK_CODE_LIMIT)} of its code cells, and discovery reads "
+                      f"no further: {_RUN_IT_ANYWAY}")
+    return False
 
 
 def _program_imports_jax(path: str) -> bool:
@@ -257,7 +280,7 @@ def is_jax_script(path: str | os.PathLike[str]) -> bool:
     ``False`` when it cannot be read."""
     try:
         return _program_imports_jax(os.fspath(path))
-    except (OSError, notebook_cells.NotebookError):
+    except (OSError, notebook_cells.NotebookError, NotRead):
         return False
 
 
@@ -456,8 +479,10 @@ def search_jax_scripts(
 
     The result is sorted by the relative posix path; each path is the resolved *search_dir*
     joined with that relative path (a symlinked file inside the folder keeps its in-folder
-    path). When *search_dir* is a ``.py`` file it is returned alone, resolved, whatever it imports;
-    another file is a :class:`~jaxrun.errors.UsageError`.
+    path). When *search_dir* is a ``.py`` file or a notebook it is returned alone, resolved,
+    whatever it imports; a notebook that is not one (not JSON, no cells) or another file is a
+    :class:`~jaxrun.errors.UsageError`. Found in a folder, such a notebook is in ``unreadable``
+    with the reason, as is a file a bound of discovery left undecided (see the module's notes).
 
     Raises :class:`~jaxrun.errors.ScriptNotFoundError` when *search_dir* does not exist or
     cannot be read, and :class:`~jaxrun.errors.UsageError` for malformed ``include`` /
@@ -500,8 +525,24 @@ class PreparedSearch:
             except notebook_cells.NotebookError as exc:  # "<path>: not a valid notebook: ..."
                 self.unreadable.append((rel, str(exc).removeprefix(os.path.join(root_str, rel) + ": ")))
                 continue
+            except NotRead as exc:
+                self.unreadable.append((rel, str(exc)))
+                continue
             if is_jax:
                 yield self.root.joinpath(*rel.split("/"))
+
+
+def check_notebook(path: str | os.PathLike[str], given: str | None = None) -> None:
+    """A notebook named to run (not found in a folder: there it is listed with what could not be
+    read): one Jupyter could not open is a :class:`~jaxrun.errors.UsageError`, one line naming
+    it (``given``: as the user wrote it), before anything runs. Read whole, whatever its size:
+    its code's size bounds the memory (probe/notebook_json.py)."""
+    try:
+        notebook_cells.load(os.fspath(path), name=given)
+    except OSError as exc:
+        raise ScriptNotFoundError(f"cannot read file {given or os.fspath(path)!r}: {exc.strerror or exc}") from None
+    except notebook_cells.NotebookError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def prepare_search(
@@ -540,6 +581,8 @@ def prepare_search(
             raise ScriptNotFoundError(
                 f"cannot read file {given!r}: {exc.strerror or exc} — check its permissions"
             ) from None
+        if root.suffix == _NOTEBOOK:
+            check_notebook(root, given)
         return PreparedSearch(root, [""], [])
     if not root.is_dir():
         raise ScriptNotFoundError(

@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..job import Job, Jobs
 from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
+from ..probe import notebook_cells
 from ..probe.channel import valid_text
 from ..view.scripts import relative_path
 from ..settings import ScriptSettings, script_settings
@@ -179,10 +180,14 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
                                          device if plan.own_device else None)
         run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
+        chosen = run_options or options.run_for(device)
+        if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
+            raise UsageError(notebook_cells.no_warm_mode(relative_path(str(plan.script), roots), chosen.entry,
+                                                         chosen.origin_of("entry")))
         if plan.own_device or "host_devices" in own.values or device.startswith("cpu:"):
             # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
             # devices a script has is its own setting): checked as the batch's were.
-            check_device_id(device, info, (run_options or options.run_for(device)).host_devices)
+            check_device_id(device, info, chosen.host_devices)
         jobs.append(Job(
             index=first + len(jobs), script=plan.script, name=plan.name,
             # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one
@@ -260,7 +265,7 @@ class Plan:
         """Wait for the first jobs (all of a small batch), or the plan's end; raise what
         stopped it before any job was planned."""
         self.jobs.wait(PLAN_AHEAD_JOBS, timeout=PLAN_AHEAD_SECONDS)
-        if self.jobs.error is not None and not self.jobs.planned():
+        if self.jobs.error is not None:  # found before the first script starts: nothing runs
             raise self.jobs.error
 
     def _run(self) -> None:

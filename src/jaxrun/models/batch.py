@@ -32,7 +32,8 @@ class BatchMetadata(MappingModel):
     search_paths: list[str]
     unreadable_paths: list[str] = Field(
         [], description="What discovery could not read and skipped (\"path: reason\"): folders it "
-        "could not list, .py files it could not open"
+        "could not list, files it could not open, notebooks that are not valid, files a bound of discovery left "
+        "undecided"
     )
     results_dir: str
     host: str

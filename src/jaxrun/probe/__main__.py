@@ -168,11 +168,12 @@ def main(argv: list[str]) -> int:
     try:
         if script.endswith(NOTEBOOK_SUFFIX):
             if entry is not None:
-                raise WarmModeError(f"warm mode calls {entry}() of a .py script; {os.path.basename(script)} is a "
-                                    "notebook: run it without --warm, or move the code into a .py script")
+                from .notebook_cells import no_warm_mode  # jaxrun refuses it first; a probe run by hand too
+
+                raise WarmModeError(no_warm_mode(os.path.basename(script), entry))
             from .notebook import run_notebook
 
-            namespace = run_notebook(writer, script, capture=bool(arguments.cell_outputs))  # noqa: F841
+            namespace = run_notebook(writer, script, capture=bool(arguments.cell_outputs), body=body)  # noqa: F841
         elif entry is None:
             # Kept until the end: the script's arrays stay alive for the drain (probe/drain.py).
             namespace = runpy.run_path(script, run_name="__main__")  # noqa: F841

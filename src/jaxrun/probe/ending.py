@@ -63,6 +63,12 @@ class Body:
         self._lock = threading.Lock()
         self._ended = False
         self._real: dict[str, Callable[..., Any]] = {}
+        self._closing: list[Callable[[float], None]] = []
+
+    def on_end(self, close: Callable[[float], None]) -> None:
+        """``close(now)`` is called first when the body ends, whichever way: what the script
+        had open then (a notebook's cell) ends with it, before the END event."""
+        self._closing.append(close)
 
     def begin(self) -> None:
         self._watch_exits()
@@ -78,6 +84,11 @@ class Body:
             if self._ended or os.getpid() != self.pid:
                 return  # a forked child left the script's code: its end is not the script's
             self._ended = True
+        for close in self._closing:
+            try:
+                close(now)
+            except Exception:  # noqa: BLE001 - the END event is written whatever a hook did
+                pass
         compile_cache = compile_cache_facts()  # before the drain, whose own lookup is not the script's
         ended, waited = drain.drain(now) if wait_for_devices else (now, 0.0)
         import_timer.stop()

@@ -194,7 +194,7 @@ class Cell(_CellFields, total=False):
 
     source: str  # start: its first line of code
     s: float  # end: seconds it ran (compiling and running its code)
-    outcome: str  # end: ok | error | exit (sys.exit)
+    outcome: str  # end: ok | error | exit (sys.exit; or os._exit, os.abort, a signal to itself: sent as the body ends)
     error_line: int  # end: the line of the cell where it failed
     outputs: list[list[str]]  # end, --save-notebooks: [[stdout|stderr, text], ...] its Python code wrote
 

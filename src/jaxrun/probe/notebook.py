@@ -30,6 +30,7 @@ import ast
 import builtins
 import linecache
 import sys
+import threading
 import time
 import types
 from importlib.util import find_spec
@@ -37,6 +38,7 @@ from typing import Any
 
 from . import events
 from .channel import EventWriter
+from .ending import Body
 from .notebook_cells import (CodeCell, Skipped, cell_filename, code_cells, first_code_line, has_ipython_lines,
                              is_install, plain_python, read)
 
@@ -164,12 +166,47 @@ def _run_awaiting(coroutine: Any) -> None:
     _loop.run_until_complete(coroutine)
 
 
-def _run_cell(writer: EventWriter, path: str, cell: CodeCell, code: str, namespace: dict[str, Any],
-              outputs: list[list[str]] | None) -> None:
+class _Running:
+    """The cell running now. Its end is sent once: by the cell (it returned, raised, called
+    ``sys.exit``), or, for a way out that never returns to it (``os._exit``, ``os.abort``, a
+    signal the script sends itself, from any thread), by the body's end (probe/ending.py), with
+    the seconds up to then and what it printed so far."""
+
+    def __init__(self, writer: EventWriter, outputs: list[list[str]] | None) -> None:
+        self.writer, self.outputs = writer, outputs
+        self._lock = threading.Lock()
+        self._cell: tuple[int, float] | None = None  # (number, perf_counter at its start)
+
+    def start(self, cell: CodeCell) -> float:
+        started = time.perf_counter()
+        self.writer.send(events.Cell(type=events.CELL, index=cell.number, at=started,
+                                     source=first_code_line(cell.source)))
+        self._cell = (cell.number, started)
+        return started
+
+    def end(self, now: float, outcome: str, line: int | None = None) -> None:
+        with self._lock:
+            running, self._cell = self._cell, None
+        if running is None:
+            return
+        number, started = running
+        end = events.Cell(type=events.CELL, index=number, at=started, s=now - started, outcome=outcome)
+        if line is not None:
+            end["error_line"] = line
+        if self.outputs is not None:
+            end["outputs"] = [list(o) for o in self.outputs]
+            self.outputs.clear()
+        self.writer.send(end)
+
+    def exited(self, now: float) -> None:
+        """The body ended while a cell ran: the process is ending in it."""
+        self.end(now, "exit")
+
+
+def _run_cell(running: _Running, path: str, cell: CodeCell, code: str, namespace: dict[str, Any]) -> None:
     filename = cell_filename(path, cell.number)
     linecache.cache[filename] = (len(cell.source), None, cell.source.splitlines(keepends=True), filename)
-    started = time.perf_counter()
-    writer.send(events.Cell(type=events.CELL, index=cell.number, at=started, source=first_code_line(cell.source)))
+    running.start(cell)
     outcome, line = "ok", None
     try:
         compiled = compile(code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
@@ -184,19 +221,13 @@ def _run_cell(writer: EventWriter, path: str, cell: CodeCell, code: str, namespa
         outcome, line = "error", _error_line(exc, filename)
         raise
     finally:
-        end = events.Cell(type=events.CELL, index=cell.number, at=started, s=time.perf_counter() - started,
-                          outcome=outcome)
-        if line is not None:
-            end["error_line"] = line
-        if outputs is not None:
-            end["outputs"] = [list(o) for o in outputs]
-            outputs.clear()
-        writer.send(end)
+        running.end(time.perf_counter(), outcome, line)
 
 
-def run_notebook(writer: EventWriter, path: str, capture: bool = False) -> dict[str, Any]:
+def run_notebook(writer: EventWriter, path: str, capture: bool = False, body: Body | None = None) -> dict[str, Any]:
     """Run the notebook at ``path``; its namespace (kept by the caller for the drain). Raises what
-    a cell raised (SystemExit included), or ``notebook_cells.NotebookError`` (one line)."""
+    a cell raised (SystemExit included), or ``notebook_cells.NotebookError`` (one line).
+    ``body``: the script's body, whose end ends a cell still running (``os._exit`` in a cell)."""
     cells = code_cells(read(path))
     module = types.ModuleType("__main__")
     namespace = module.__dict__
@@ -205,13 +236,16 @@ def run_notebook(writer: EventWriter, path: str, capture: bool = False) -> dict[
     sys.modules["__main__"] = module  # as runpy does: pickling and `import __main__` see the notebook
     streams = (sys.stdout, sys.stderr)
     outputs: list[list[str]] | None = [] if capture else None
+    running = _Running(writer, outputs)
+    if body is not None:
+        body.on_end(running.exited)
     try:
         codes = _prepare(writer, cells, namespace)
         if outputs is not None:
             sys.stdout = _Capture(streams[0], "stdout", outputs)
             sys.stderr = _Capture(streams[1], "stderr", outputs)
         for cell, code in zip(cells, codes):
-            _run_cell(writer, path, cell, code, namespace, outputs)
+            _run_cell(running, path, cell, code, namespace)
     finally:
         if outputs is not None:
             sys.stdout, sys.stderr = streams

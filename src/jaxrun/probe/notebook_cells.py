@@ -5,7 +5,7 @@ Shared by both sides of the process boundary: discovery (which notebooks use JAX
 settings (``metadata.jaxrun``) in the parent, the cells' execution in the probe
 (probe/notebook.py). Standard library only: the probe also runs under another interpreter
 (``--python``), where nbformat may be missing; nbformat 4's JSON is simple enough to read with
-``json``.
+``json``, and a large notebook's with probe/notebook_json.py, which builds only what jaxrun uses.
 
 A cell's number is the code cell's position among the code cells, from 1: what Jupyter shows
 as ``In [N]`` after "Restart & Run All". Its code is compiled with the file name
@@ -16,10 +16,15 @@ failed" name the notebook, the cell and the line within it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any, NamedTuple
 
 SUFFIX = ".ipynb"
+#: A notebook of at most this many bytes is read whole with ``json`` (:func:`load`); a larger one
+#: by notebook_json's reader, which builds only what jaxrun uses (``json`` builds all: ~3 to 6
+#: times the file in memory; the reader is ~20 times slower on a small notebook's many short values).
+WHOLE_LIMIT = 4 << 20
 _CELL_MARK = ":cell "
 
 # Cell magics whose body is Python: without IPython the body runs once as plain code (what
@@ -49,6 +54,13 @@ class Skipped(NamedTuple):
     text: str
 
 
+def no_warm_mode(name: str, entry: str, origin: str | None = None) -> str:
+    """Why notebook ``name`` cannot run in warm mode (``entry``, set at ``origin``): one line."""
+    where = f", set by {origin}" if origin else ""
+    return (f"{name}: warm mode calls {entry}(){where}, a function of a .py script, and a notebook has none: "
+            "run it without warm mode, leave notebooks out (--exclude '*.ipynb'), or move its code into a .py script")
+
+
 def cell_filename(path: str, number: int) -> str:
     """The file name a cell's code is compiled with: ``/x/train.ipynb:cell 3``."""
     return f"{path}{_CELL_MARK}{number}"
@@ -68,16 +80,12 @@ def _source(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def parse(data: bytes | str, name: str) -> dict[str, Any]:
-    """The notebook's JSON; :class:`NotebookError` (one line, naming ``name``) when it is not
-    an nbformat 4 notebook."""
-    try:
-        notebook = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise NotebookError(f"{name}: not a valid notebook: not JSON at line {exc.lineno} column {exc.colno} "
-                            "(open it in Jupyter and save it again)") from None
-    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise NotebookError(f"{name}: not a valid notebook: {type(exc).__name__}") from None
+def _not_json(name: str, line: int, column: int, detail: str | None = None) -> NotebookError:
+    return NotebookError(f"{name}: not a valid notebook: not JSON at line {line} column {column}"
+                         + (f" ({detail})" if detail else "") + " (open it in Jupyter and save it again)")
+
+
+def _checked(notebook: Any, name: str) -> dict[str, Any]:
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         version = notebook.get("nbformat") if isinstance(notebook, dict) else None
         hint = (f"nbformat {version}: convert it with `jupyter nbconvert --to notebook --nbformat 4`"
@@ -86,8 +94,88 @@ def parse(data: bytes | str, name: str) -> dict[str, Any]:
     return notebook
 
 
+def parse(data: bytes | str, name: str) -> dict[str, Any]:
+    """The notebook's whole JSON; :class:`NotebookError` (one line, naming ``name``) when it is not
+    an nbformat 4 notebook."""
+    try:
+        notebook = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise _not_json(name, exc.lineno, exc.colno) from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise NotebookError(f"{name}: not a valid notebook: {type(exc).__name__}") from None
+    return _checked(notebook, name)
+
+
+class NotebookTooLarge(NotebookError):
+    """The notebook holds more bytes than the reader was allowed (``size``, ``limit``)."""
+
+    def __init__(self, name: str, size: int | None, limit: int) -> None:
+        super().__init__(f"{name}: more than {limit} bytes")
+        self.size, self.limit = size, limit
+
+
+class Notebook(NamedTuple):
+    data: dict[str, Any]  # what jaxrun uses of it: cells (code cells with their source), metadata.jaxrun, nbformat
+    code_cut: bool  # code_limit reached: code cells past it have no source here
+
+
+def load(path: str, *, name: str | None = None, size_limit: int | None = None,
+         code_limit: int | None = None) -> Notebook:
+    """What jaxrun uses of the notebook at ``path`` (:func:`code_cells` and :func:`settings`
+    read it), in bounded memory: a file of up to :data:`WHOLE_LIMIT` bytes is read whole with
+    ``json`` (every byte checked), a larger one with notebook_json's reader, which decodes only
+    the code cells' source and ``metadata.jaxrun`` and checks the rest's structure (its outputs
+    are never built). ``size_limit``: a larger file is :class:`NotebookTooLarge`;
+    ``code_limit``: code cells' source kept, at most (bytes of JSON). OSError when it cannot be
+    read; :class:`NotebookError` (naming it ``name``, else ``path``) when it is not a notebook."""
+    from . import notebook_json
+
+    name = path if name is None else name
+    with open(path, "rb", buffering=0) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size_limit is not None and size > size_limit:
+            raise NotebookTooLarge(name, size, size_limit)
+        rest = [handle.read(WHOLE_LIMIT + 1)] if size <= WHOLE_LIMIT else []
+        if rest and len(rest[0]) <= WHOLE_LIMIT:
+            return _bounded(parse(rest[0], name), code_limit)
+
+        def read(n: int) -> bytes:
+            return rest.pop() if rest else handle.read(n)
+
+        try:
+            notebook = notebook_json.read_notebook(read, size_limit=size_limit, code_limit=code_limit)
+        except notebook_json.TooLarge as exc:
+            raise NotebookTooLarge(name, None, exc.limit) from None
+        except notebook_json.JsonError as exc:
+            handle.seek(0)
+            raise _not_json(name, *notebook_json.position(exc.offset, handle.read), exc.what) from None
+    return Notebook(_checked(notebook.data, name), notebook.code_cut)
+
+
+def _bounded(notebook: dict[str, Any], code_limit: int | None) -> Notebook:
+    """A whole notebook as :func:`load` gives it: code past ``code_limit`` left out, as the reader does."""
+    if code_limit is None:
+        return Notebook(notebook, False)
+    kept, cut = 0, False
+    cells = []
+    for cell in notebook["cells"]:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            size = len(json.dumps(cell.get("source", "")))
+            if cut or kept + size > code_limit:
+                cut = True
+                cell = {key: value for key, value in cell.items() if key != "source"}
+            kept += size
+        cells.append(cell)
+    return Notebook({**notebook, "cells": cells}, cut)
+
+
 def read(path: str) -> dict[str, Any]:
-    """The notebook at ``path`` (:func:`parse`); OSError when it cannot be read."""
+    """What jaxrun uses of the notebook at ``path`` (:func:`load`, unbounded: the probe runs it)."""
+    return load(path).data
+
+
+def read_whole(path: str) -> dict[str, Any]:
+    """The notebook at ``path``, all of it (its outputs too: for the executed copy)."""
     with open(path, "rb") as handle:
         return parse(handle.read(), path)
 

@@ -91,8 +91,11 @@ def _benchmark(
         # A notebook's cells, as its headline figures: each cell's median over the counted runs.
         import statistics
 
-        update["cells"] = [cell.model_copy(update={"seconds": statistics.median(run[i].seconds for run in cell_runs)})
-                           for i, cell in enumerate(result.cells or ())]
+        def median(i: int) -> float | None:
+            seconds = [run[i].seconds for run in cell_runs]
+            return statistics.median(seconds) if None not in seconds else None
+
+        update["cells"] = [cell.model_copy(update={"seconds": median(i)}) for i, cell in enumerate(result.cells or ())]
     if entry and calls:
         # The last run's own summary labels its calls run=1 whatever counted run it was, and
         # leaves the other runs out; the result's .warm must say the same as .benchmark.warm.

@@ -45,6 +45,7 @@ class ProbeReport:
     profile: dict[str, Any] | None = None
     transfer_guard_set: str | None = None  # the script set JAX's transfer guard itself: how
     cells: dict[int, CellTiming] | None = None  # a notebook's code cells, by number (CELL events)
+    cell_starts: dict[int, float] = field(default_factory=dict)  # perf_counter at each cell's start
 
 
 def _compile(report: ProbeReport, event: ev.Compile) -> None:
@@ -76,6 +77,7 @@ def _cell(report: ProbeReport, event: ev.Cell) -> None:
     cells = report.cells = report.cells if report.cells is not None else {}
     index = int(event["index"])
     cell = cells.get(index) or CellTiming(index=index, source=str(event.get("source", "")), outcome="not finished")
+    report.cell_starts.setdefault(index, float(event["at"]))
     if "s" in event:
         outputs = event.get("outputs")
         cell = cell.model_copy(update={
@@ -187,6 +189,22 @@ def phases(report: ProbeReport, outcome: LaunchOutcome | None) -> tuple[float | 
     note = (f"the process was {how} before the probe could report its phases: body_time measured by "
             "jaxrun up to the process's end; import and run time unknown")
     return max(0.0, ended - float(report.body_start)), None, None, note
+
+
+def cell_timings(report: ProbeReport, outcome: LaunchOutcome | None) -> list[CellTiming] | None:
+    """A notebook's cells as they ran. A cell the process was stopped in from outside (a
+    timeout, a kill: no end of its own) ran from its start to the process's end, as the body
+    is measured then (:func:`phases`); null only when that end is unknown."""
+    if report.cells is None:
+        return None
+    ended = outcome.started + outcome.wall_time if outcome is not None else None
+    cells = []
+    for index, cell in report.cells.items():
+        start = report.cell_starts.get(index)
+        if cell.seconds is None and ended is not None and start is not None:
+            cell = cell.model_copy(update={"seconds": max(0.0, ended - start)})
+        cells.append(cell)
+    return cells
 
 
 def live_array_bytes(report: ProbeReport) -> int | None:

@@ -40,8 +40,8 @@ from ..job import Job
 from .launch import Interrupted, LaunchOutcome, Limits, cpu_time_of, launch
 from .compiles import recompile_warnings, totals
 from .profiles import profile_metrics, script_profile
-from .probe_report import (MEMORY_METHOD, ProbeReport, device_memory, live_array_bytes, memory_peak_mb, phases,
-                           read_probe_report)
+from .probe_report import (MEMORY_METHOD, ProbeReport, cell_timings, device_memory, live_array_bytes, memory_peak_mb,
+                           phases, read_probe_report)
 from .transfers import guard_variables, transfer_stats
 from .placement import WHOLE_MACHINE, Placement, Slot
 
@@ -461,7 +461,7 @@ def _build_result(
         started_at=started_at,
         finished_at=now_iso(),
         warm=_warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
-        cells=list(report.cells.values()) if report.cells is not None else None,
+        cells=cell_timings(report, lead.outcome if lead is not None else outcome),
     )
     if options.enable_profiling and outcome is not None:
         profile = script_profile(outcome, report, result)

@@ -70,7 +70,7 @@ def _notebook_header(notebook: Path) -> list[HeaderSetting]:
     try:
         data = notebook_cells.read(str(notebook))
     except (OSError, notebook_cells.NotebookError):
-        return []  # the probe reports a notebook it cannot read as the program's failure
+        return []  # discovery refuses (named) or reports (found in a folder) a notebook it cannot read
     where = f"{display(notebook)}: metadata.jaxrun"
     settings: list[HeaderSetting] = []
     for key, value in notebook_cells.settings(data).items():

@@ -5,8 +5,10 @@ only read.
 The copy is the notebook itself (cells, ids, metadata kept) with each code cell's outputs and
 execution count replaced by this run's: what the cell's Python code printed, as ``stream``
 outputs (stdout, stderr; probe/notebook.py keeps them, the logs still have everything, output of
-C code and of subprocesses included), and for the cell that raised, an ``error`` output (the
-exception's type, message and traceback). Cells that did not run have no outputs and no count.
+C code and of subprocesses included; a cell that ended the process, ``os._exit`` included, has
+what it printed up to then), and an ``error`` output for the cell that raised (the exception's
+type, message and traceback) and for the cell the process was stopped in (a timeout: why).
+Cells that did not run have no outputs and no count.
 Plain ``json`` writes it (nbformat 4; tests/test_notebooks.py validates a copy with nbformat).
 """
 
@@ -40,7 +42,9 @@ def _error_output(result: "ScriptResult") -> dict[str, Any]:
 def _outputs(cell: "CellTiming", result: "ScriptResult") -> list[dict[str, Any]]:
     outputs: list[dict[str, Any]] = [{"output_type": "stream", "name": name, "text": text}
                                      for name, text in cell.outputs or ()]
-    if cell.outcome == "error":
+    # The cell that raised; or the one the process was stopped in (a timeout, a kill: what it
+    # printed then is only in the logs), as nbconvert marks a cell that timed out.
+    if cell.outcome == "error" or (cell.outcome == "not finished" and result.error_class):
         outputs.append(_error_output(result))
     return outputs
 
@@ -64,7 +68,7 @@ class NotebookSink(BaseSink):
         if result.cells is None or not any(cell.outputs is not None for cell in result.cells):
             return result
         try:
-            notebook = notebook_cells.read(str(job.script))
+            notebook = notebook_cells.read_whole(str(job.script))
         except (OSError, notebook_cells.NotebookError) as exc:
             result.warnings.append(f"--save-notebooks: the notebook could not be read again ({exc}); no copy written")
             return result
