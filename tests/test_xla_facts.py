@@ -188,6 +188,8 @@ def test_the_compile_environment_holds_what_the_cache_key_hashes(tmp_path: Path)
     # JAX leaves the device count flag out of its key (the device count is its own ingredient).
     assert env.xla_flags == ["--xla_cpu_enable_fast_math=false"]
     assert env.cache_dir == str(cache)
+    # The JAX settings that shape the program (they enter the key through it), as the script ended.
+    assert env.jax_config["jax_enable_x64"] == "False" and env.jax_config["jax_default_matmul_precision"] == "None"
 
 
 def test_an_executable_loaded_from_the_persistent_cache_has_its_facts(tmp_path: Path) -> None:
