@@ -70,6 +70,45 @@ def test_no_explanation_without_an_earlier_load_a_warm_cache_or_a_compile(tmp_pa
     assert "the run of t6 loaded it" in miss.warnings[0]  # the latest load
 
 
+def test_a_compile_after_a_run_that_wrote_it_names_what_changed(tmp_path: Path, script: Path) -> None:
+    """The earlier run compiled the program into the same cache (it never loaded it): its entry is
+    what the cache held, so a change of its key's ingredients is named all the same."""
+    wrote = result(script, "2026-01-02T03:04:05+00:00", count=1)
+    compiled = result(script, "2026-01-03T00:00:00+00:00", flags=["--xla_cpu_enable_fast_math=false"], count=1)
+    _, now = through_sink(tmp_path / "h.sqlite", script, wrote, compiled)
+    reason = "XLA_FLAGS changed: --xla_cpu_enable_fast_math=false added"
+    assert now.compiles["jit(loss)"].cache_miss_reason == reason
+    assert now.warnings == [f"jit(loss) was compiled though the run of 2026-01-02 03:04:05 wrote it to the "
+                            f"persistent cache: {reason}"]
+
+
+def test_a_run_that_wrote_it_with_nothing_changed_says_nothing(tmp_path: Path, script: Path) -> None:
+    """JAX may not have written the entry (host callbacks, its thresholds): no claim is made. Nor
+    is one made from a run that compiled it into another folder (a --cold-cache run's own)."""
+    db = tmp_path / "h.sqlite"
+    _, again = through_sink(db, script, result(script, "t1", count=1), result(script, "t2", count=1))
+    assert again.warnings == [] and again.compiles["jit(loss)"].cache_miss_reason is None
+    (elsewhere,) = through_sink(db, script, result(script, "t3", count=1, flags=["--b=1"], cache_dir="/tmp/cold"))
+    (after,) = through_sink(db, script, result(script, "t4", count=1, flags=["--b=1"]))
+    # t3 wrote into /tmp/cold: the nearest entry of /cache is t2's, whose flags differ.
+    assert after.compiles["jit(loss)"].cache_miss_reason == "XLA_FLAGS changed: --b=1 added"
+    assert "the run of t2 wrote it" in after.warnings[0]
+
+
+def test_the_nearest_entry_explains_the_miss(tmp_path: Path, script: Path) -> None:
+    """Several earlier runs left entries: the miss is explained against the one with the fewest
+    changed ingredients, so a flag a later run already had is never blamed."""
+    db = tmp_path / "h.sqlite"
+    through_sink(db, script, result(script, "t1", count=0, cache_hits=1))  # loaded, no flags
+    (flagged,) = through_sink(db, script, result(script, "t2", count=1, flags=["--a=1"]))
+    assert flagged.compiles["jit(loss)"].cache_miss_reason == "XLA_FLAGS changed: --a=1 added"
+    (same_flags,) = through_sink(db, script, result(script, "t3", count=1, flags=["--a=1"]))
+    assert same_flags.compiles["jit(loss)"].cache_miss_reason is None  # t2 wrote this very key
+    (changed,) = through_sink(db, script, result(script, "t4", count=1, input_fingerprint="i2"))
+    assert changed.compiles["jit(loss)"].cache_miss_reason == "the program changed (its StableHLO differs)"
+    assert "the run of t1 loaded it" in changed.warnings[0]  # t2, t3: the flag as well
+
+
 def test_programs_that_missed_for_one_reason_are_one_warning(tmp_path: Path, script: Path) -> None:
     def with_programs(r: ScriptResult, **stats) -> ScriptResult:
         own = r.compiles["jit(loss)"].model_copy(update={"source": "m.py:3"})
@@ -250,3 +289,69 @@ def test_a_history_that_cannot_be_opened_is_one_note_for_a_run_that_only_used_ja
     notes = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if line.startswith("note: history")]
     assert notes == [f"note: history not used: history path {str(tmp_path / 'folder')!r} is a folder; pass a file "
                      "path with --history"]
+
+
+# --- each ingredient jaxrun explains, through the CLI: a run writes the cache, the next misses it ---
+
+TOTAL = """\
+import jax
+import jax.numpy as jnp
+{setup}
+
+def total(v):
+    return jnp.sum(jnp.sin(v) * {scale})
+
+
+print(jax.jit(total)({argument}))
+"""
+INGREDIENTS = {
+    # script: (its program's setup, argument and constant (distinct programs), the second run's flag)
+    "flags": ("", "jnp.arange(8.0)", "2.0", ["--xla-flags=--xla_cpu_enable_fast_math=false"]),
+    "x64": ("", "jnp.arange(8.0)", "3.0", ["--x64"]),
+    "devices": ("from jax.sharding import Mesh, NamedSharding, PartitionSpec\n"
+                "mesh = Mesh(jax.devices(), ('d',))", "jax.device_put(jnp.arange(8.0), NamedSharding(mesh, "
+                "PartitionSpec('d')))", "4.0", ["--host-devices", "2"]),
+}
+
+
+@pytest.fixture(scope="module")
+def second_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[ScriptResult, str]]:
+    """``jaxrun run s`` compiles every script's program into an empty cache (writes it, loads
+    nothing); then each script again with one ingredient changed: its result and its output."""
+    import os
+
+    from helpers import jaxrun
+
+    root = tmp_path_factory.mktemp("ingredients")
+    for name, (setup, argument, scale, _) in INGREDIENTS.items():
+        (root / "s").mkdir(exist_ok=True)
+        (root / "s" / f"{name}.py").write_text(TOTAL.format(setup=setup, argument=argument, scale=scale))
+    common = ["--device", "cpu", "--history", root / "h.sqlite", "--compile-cache", root / "cache"]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # the runs' flags are the test's alone
+    first = jaxrun("run", root / "s", *common, "--results-dir", root / "r1", env=env)
+    assert first.returncode == 0, first.stderr
+    done = {}
+    for name, (*_, flags) in INGREDIENTS.items():
+        shown = jaxrun("run", root / "s" / f"{name}.py", *common, *flags, "--results-dir", root / name, env=env)
+        assert shown.returncode == 0, shown.stderr
+        (path,) = (root / name / "script_results").glob("*_result.json")
+        done[name] = (ScriptResult.model_validate_json(path.read_text()), shown.stdout + shown.stderr)
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, reason", [
+    ("flags", "XLA_FLAGS changed: --xla_cpu_enable_fast_math=false added"),
+    ("x64", "the program changed (its StableHLO differs): jax_enable_x64 False -> True"),
+    ("devices", "device count changed: 1 -> 2"),
+])
+def test_a_run_after_one_that_wrote_the_cache_names_the_ingredient_that_changed(second_runs, name: str,
+                                                                                  reason: str) -> None:
+    result, output = second_runs[name]
+    total = result.compiles["jit(total)"]
+    assert total.count == 1 and total.cache_hits == 0  # compiled: the earlier run's entry has another key
+    assert total.cache_miss_reason is not None and total.cache_miss_reason.startswith(reason), total.cache_miss_reason
+    (warning,) = [w for w in result.warnings if w.startswith("jit(total)")]
+    assert " wrote it to the persistent cache: " in warning and reason in warning
+    assert reason in output  # the terminal says it too
+

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from jaxrun.cache_misses import (NOTHING_SEEN_CHANGED, PROGRAM_CHANGED, SAME_PROGRAM, XLA_OUTPUT_CHANGED,
-                                 explain_cache_miss, flag_changes, program_change)
+                                 explain_cache_miss, flag_changes, nearest_miss, program_change)
 from jaxrun.models import CompileEnvironment, CompileStats
 
 
@@ -52,6 +52,38 @@ def test_every_change_is_said_in_the_key_order() -> None:
 def test_unknown_ingredients_are_not_compared() -> None:
     assert explain_cache_miss("jit(f)", None, stats(input_fingerprint=None, device_kind=None), env(jax_version="x"),
                               stats()) == NOTHING_SEEN_CHANGED
+
+
+def test_a_jax_setting_is_said_with_the_program_it_changed_never_alone() -> None:
+    x64 = env(jax_config={"jax_enable_x64": "True"})
+    before = env(jax_config={"jax_enable_x64": "False"})
+    assert explain_cache_miss("jit(f)", x64, stats(input_fingerprint="i2"), before, stats()) == (
+        "the program changed (its StableHLO differs): jax_enable_x64 False -> True")
+    # The same program (a function with explicit dtypes): the setting is not what missed.
+    assert explain_cache_miss("jit(f)", x64, stats(), before, stats()) == NOTHING_SEEN_CHANGED
+    # Fingerprints unknown: the setting is said as what may have changed the program.
+    assert explain_cache_miss("jit(f)", x64, stats(input_fingerprint=None), before, stats()) == (
+        "JAX settings that shape the program changed: jax_enable_x64 False -> True")
+    assert explain_cache_miss("jit(f)", x64, stats(input_fingerprint="i2"), env(), stats()) == (
+        "the program changed (its StableHLO differs)")  # unknown on one side: not compared
+
+
+def test_the_nearest_earlier_entry_explains_a_miss() -> None:
+    from typing import NamedTuple
+
+    class Earlier(NamedTuple):
+        environment: CompileEnvironment
+        stats: CompileStats
+        loaded: bool
+
+    flagged = Earlier(env(xla_flags=["--a=1"]), stats(), False)
+    loaded = Earlier(env(), stats(cache_hits=1, count=0), True)
+    now = env(xla_flags=["--a=1"])
+    assert nearest_miss(now, stats(), [flagged, loaded]) is None  # it wrote this key: maybe never written
+    run, reason = nearest_miss(now, stats(input_fingerprint="i2"), [flagged, loaded])
+    assert run is flagged and reason == "the program changed (its StableHLO differs)"  # one change, not two
+    assert nearest_miss(env(), stats(), [flagged, loaded]) == (loaded, NOTHING_SEEN_CHANGED)  # evicted?
+    assert nearest_miss(env(), stats(), []) is None
 
 
 def test_flag_changes_added_removed_and_a_new_value() -> None:

@@ -490,12 +490,12 @@ def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> Non
 
 
 def compile_run(at: str, programs: dict, *, path: str = "/proj/m.py", host: str = "hostA", flags=(), device="cpu",
-                run_id: int | None = None):
+                run_id: int | None = None, cache_dir: str | None = "/cache"):
     from jaxrun.compile_history import CompileRun
     from jaxrun.models import CompileEnvironment, CompileStats
 
     env = CompileEnvironment(jax_version="0.7", jaxlib_version="0.7", backend="cpu", xla_flags=list(flags),
-                             cache_dir="/cache")
+                             cache_dir=cache_dir)
     return CompileRun(at, "m.py", path, "h" * 64, host, "cpu", device, env,
                       {name: CompileStats(**stats) for name, stats in programs.items()}, run_id)
 
@@ -508,13 +508,18 @@ def test_compiles_are_kept_and_the_last_cache_load_found(db: Path) -> None:
         store.record_compiles(compile_run("t2", {"jit(f)": loaded}, host="hostB"))  # another host
         store.record_compiles(compile_run("t2", {"jit(f)": loaded}, device="gpu"))  # another platform
         store.record_compiles(compile_run("t3", {"jit(f)": loaded}, path="/proj/other.py"))  # another script
-        store.record_compiles(compile_run("t4", {"jit(f)": dict(loaded, count=1, cache_hits=0)}))  # compiled
+        compiled = dict(loaded, count=1, cache_hits=0)
+        wrote, _ = store.record_compiles(compile_run("t4", {"jit(f)": compiled}))  # compiled: wrote it to /cache
+        store.record_compiles(compile_run("t4b", {"jit(f)": compiled}, cache_dir="/tmp/cold"))  # into another folder
+        store.record_compiles(compile_run("t4c", {"jit(f)": compiled}, cache_dir=None))  # with the cache off
         _, before = store.record_compiles(
-            compile_run("t5", {"jit(f)": dict(loaded, count=1, cache_hits=0)}, flags=["--x=1"]), ["jit(f)", "jit(g)"])
-    (found,) = before.values()
-    assert list(before) == ["jit(f)"] and found.compile_run_id == first and found.recorded_at == "t1"
-    assert found.environment.cache_dir == "/cache" and found.environment.xla_flags == []
-    assert found.stats.cache_hits == 1 and found.stats.input_fingerprint == "i" and found.stats.device_count == 1
+            compile_run("t5", {"jit(f)": compiled}, flags=["--x=1"]), ["jit(f)", "jit(g)"])
+    assert list(before) == ["jit(f)"]
+    newest, oldest = before["jit(f)"]  # newest first: the runs after which /cache held it
+    assert (newest.compile_run_id, newest.recorded_at, newest.loaded) == (wrote, "t4", False)
+    assert (oldest.compile_run_id, oldest.recorded_at, oldest.loaded) == (first, "t1", True)
+    assert oldest.environment.cache_dir == "/cache" and oldest.environment.xla_flags == []
+    assert oldest.stats.cache_hits == 1 and oldest.stats.input_fingerprint == "i" and oldest.stats.device_count == 1
 
 
 def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
@@ -557,7 +562,7 @@ def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
     with HistoryStore(saved.path) as store:
         assert list(store.programs_of_runs([1])[1]) == ["jit(f)"]
         _, before = store.record_compiles(compile_run("u", {"jit(f)": dict(count=1)}), ["jit(f)"])
-        assert before["jit(f)"].recorded_at == "t"
+        assert before["jit(f)"][0].recorded_at == "t"
 
 
 @pytest.mark.parametrize("page", ["compile_runs-root", "meta"])

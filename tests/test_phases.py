@@ -180,3 +180,66 @@ def test_run_time_includes_device_work_the_script_never_waited_for(tmp_path: Pat
     figures = result.results
     assert figures["dispatch"] < 2 * figures["one_call"]  # the ground truth: dispatch is quick
     assert result.run_time > 6 * figures["one_call"] * 0.7 + 2 * figures["one_call"]
+
+
+def test_weighted_overlap_of_import_blocks() -> None:
+    from jaxrun.probe import intervals
+
+    # One interval (seconds == its length) is exact wherever the mask cuts it.
+    assert intervals.weighted_overlap([(0.0, 1.0, 1.0)], [(0.25, 0.5)]) == (pytest.approx(0.25), 0.0)
+    # A block of several statements: 0.1 s of imports somewhere in [2, 3].
+    covered, spread = intervals.weighted_overlap([(2.0, 3.0, 0.1)], [(0.0, 10.0)])
+    assert covered == pytest.approx(0.1) and spread == 0.0  # wholly inside: all of it, exactly
+    covered, spread = intervals.weighted_overlap([(2.0, 3.0, 0.1)], [(2.5, 9.0)])
+    assert covered == pytest.approx(0.05) and spread == pytest.approx(0.1)  # anywhere between 0 and 0.1
+    assert intervals.weighted_overlap([(2.0, 3.0, 0.1), (4.0, 5.0, 1.0)], [(3.5, 3.9)]) == (0.0, 0.0)
+
+
+MANY_IMPORT_STATEMENTS = """\
+import importlib
+import time
+import jax
+import jax.numpy as jnp
+
+for i in range(70_000):
+    import json  # a module already loaded: a few microseconds each
+    from os import path
+    importlib.import_module("colorsys")
+    if i % 10_000 == 0:
+        jax.jit(lambda x, i=i: x * i)(jnp.ones(4)).block_until_ready()  # compiled between them
+time.sleep(0.3)
+"""
+
+
+def test_a_script_running_many_import_statements_gets_exact_phases_and_no_note(tmp_path: Path) -> None:
+    """140,000 import statements (JAX's own, inside its functions, reach that in a tutorial): the
+    import timer keeps its bookkeeping bounded without losing the split or saying anything about it."""
+    result = run(write(tmp_path, "imports.py", MANY_IMPORT_STATEMENTS), tmp_path / "r")
+    assert result.phases_note is None, result.phases_note
+    assert not [w for w in result.warnings if "import" in w], result.warnings
+    assert_phases_add_up(result)
+    assert result.run_time >= 0.3 and result.jit_compile_time > 0
+
+
+def test_the_import_timer_stays_bounded_and_keeps_its_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real import statements in this process, with the timer's bound made small: the blocks are
+    merged, never dropped, and they still hold every second the statements took."""
+    from jaxrun.probe import import_timer
+
+    for name, value in (("blocks", []), ("_tail", None), ("_closed_seconds", 0.0), ("MAX_BLOCKS", 64)):
+        monkeypatch.setattr(import_timer, name, value)
+    import_timer.start()
+    try:
+        for _ in range(20_000):
+            import json  # noqa: F401
+        __import__("colorsys")
+    finally:
+        import_timer.stop()
+    seconds, blocks, still_open = import_timer.spans(float("inf"))
+    assert not still_open and len(blocks) <= 64
+    assert sum(b[2] for b in blocks) == pytest.approx(seconds)
+    assert all(a <= b and 0 <= s <= b - a + 1e-12 for a, b, s in blocks)
+    assert all(blocks[k][1] <= blocks[k + 1][0] for k in range(len(blocks) - 1))  # disjoint, in order
+    named = import_timer.named_spans(float("inf"))
+    assert named[0][2] == "json" and named[0][3] > 1  # (start, end, modules, statements, seconds)
+    assert sum(n[3] for n in named) >= 20_001  # every statement counted (other threads may add theirs)

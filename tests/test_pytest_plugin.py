@@ -255,3 +255,41 @@ def test_three_samples_a_side_are_too_few_to_judge_and_not_a_regression(
     run = comparison.phase("run_time")
     assert (run.base_n, run.new_n) == (3, 3) and run.ratio > 2
     assert comparison.verdict == run.verdict == "too few runs to judge" and comparison.slower == []
+
+
+ROOFLINE_SUITE = '''
+import jax
+import jax.numpy as jnp
+import pytest
+
+
+@pytest.mark.parametrize("n, dtype", [(256, "float32"), (1024, "float32"), (512, "bfloat16")])
+def test_matmul(jax_benchmark, n, dtype):
+    x = jnp.ones((n, n), dtype)
+    jax_benchmark(jnp.matmul, x, x, time_budget=0.1)
+
+
+def test_in_cache(jax_benchmark):  # 16 KiB, a thousand times over: bytes that never leave the caches
+    loop = lambda v: jax.lax.fori_loop(0, 1000, lambda i, w: w * 1.0001 + 0.5, v)
+    jax_benchmark(loop, jnp.ones(4096), time_budget=0.1)
+'''
+
+
+@pytest.mark.slow
+def test_no_reported_fraction_of_peak_exceeds_one(pytester: pytest.Pytester) -> None:
+    """``pytest --jax-benchmark-compare base.json`` on real functions: every fraction of a peak in
+    the file and on the terminal is at most 1 (100%), and each says what its peak is."""
+    pytester.makepyfile(test_speed=ROOFLINE_SUITE)
+    base, new = pytester.path / "base.json", pytester.path / "new.json"
+    _run(pytester, "--jax-benchmark-json", str(base)).assert_outcomes(passed=4)
+    result = _run(pytester, "--jax-benchmark-compare", str(base), "--jax-benchmark-json", str(new))
+    result.assert_outcomes(passed=4)
+    measured = [m for path in (base, new) for m in PytestBenchmarks.model_validate_json(path.read_text()).benchmarks.values()]
+    fractions = [(m.fraction_of_peak_flops, m.fraction_of_peak_bandwidth) for m in measured]
+    assert all(0 < f <= 1 for pair in fractions for f in pair), fractions
+    assert all(m.peak_flops_source and m.peak_bandwidth_source for m in measured)
+    shown = [line for line in result.outlines if "of peak FLOP/s" in line]
+    assert len(shown) == 4, result.outlines
+    for line in shown:
+        percent = float(line.split("% of peak FLOP/s")[0].rsplit(", ", 1)[1])
+        assert 0 < percent <= 100 and "(peak: " in line, line

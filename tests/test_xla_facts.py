@@ -35,8 +35,20 @@ def scan5(x, w):
 def chained(x):
     return (x @ x) @ x
 
+def nothing(params, state):  # an optimizer's update with an empty state: no arithmetic at all
+    return (), state
+
+def identity(x):
+    return x
+
+def through_host(x):
+    return jax.pure_callback(lambda v: v * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
 a = jnp.ones((256, 256), jnp.float32)
 jax.jit(matmul)(a, a).block_until_ready()
+jax.jit(nothing)({"w": a}, ())
+jax.jit(identity)(a).block_until_ready()
+jax.jit(through_host)(a).block_until_ready()
 jax.jit(conv)(jnp.ones((1, 3, 32, 32)), jnp.ones((8, 3, 3, 3))).block_until_ready()
 jax.jit(scan5)(a, a).block_until_ready()
 jax.jit(chained)(jnp.ones((1024, 1024), jnp.float32)).block_until_ready()
@@ -84,6 +96,17 @@ def test_flops_of_known_programs(known) -> None:  # type: ignore[no-untyped-def]
     assert 5 * MATMUL_FLOPS <= scan.flops <= 5 * MATMUL_FLOPS + 10
     assert matmul.bytes_accessed == 3 * N * N * 4  # two inputs read, one output written
     assert matmul.transcendentals == 0
+
+
+def test_a_program_that_computes_nothing_costs_zero_and_a_host_callback_is_unknown(known) -> None:  # type: ignore[no-untyped-def]
+    # Its optimized module only returns an empty tuple: XLA's analysis is empty, and 0 is the truth.
+    nothing = known.compiles["jit(nothing)"].cost
+    assert (nothing.flops, nothing.bytes_accessed, nothing.transcendentals) == (0, 0, 0)
+    assert nothing.source == "xla" and nothing.reason is None
+    identity = known.compiles["jit(identity)"].cost  # a copy: no arithmetic, its bytes moved
+    assert identity.flops == 0 and identity.bytes_accessed == 2 * N * N * 4 and identity.source == "xla"
+    host = known.compiles["jit(through_host)"].cost  # XLA reports -1 across the callback: unknown
+    assert host.flops is None and host.source is None and "host callback" in host.reason
 
 
 def test_memory_analysis_of_known_buffers(known) -> None:  # type: ignore[no-untyped-def]
@@ -165,6 +188,8 @@ def test_the_compile_environment_holds_what_the_cache_key_hashes(tmp_path: Path)
     # JAX leaves the device count flag out of its key (the device count is its own ingredient).
     assert env.xla_flags == ["--xla_cpu_enable_fast_math=false"]
     assert env.cache_dir == str(cache)
+    # The JAX settings that shape the program (they enter the key through it), as the script ended.
+    assert env.jax_config["jax_enable_x64"] == "False" and env.jax_config["jax_default_matmul_precision"] == "None"
 
 
 def test_an_executable_loaded_from_the_persistent_cache_has_its_facts(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .models import CompileEnvironment, CompileStats
 
-__all__ = ["CompileRun", "LoadedBefore", "create_tables", "insert", "loaded_before", "programs_of_runs"]
+__all__ = ["CachedBefore", "CompileRun", "create_tables", "insert", "cached_before", "programs_of_runs"]
 
 _PROGRAM_COLUMNS = ("count", "cache_hits", "compile_time", "fingerprint", "input_fingerprint", "device_kind",
                     "device_count")
@@ -38,13 +38,17 @@ class CompileRun(NamedTuple):
     history_run_id: int | None = None  # the benchmarked run's row of ``runs``
 
 
-class LoadedBefore(NamedTuple):
-    """The latest earlier run of the same script (same host) that loaded a program from the cache."""
+class CachedBefore(NamedTuple):
+    """An earlier run of the same script (same host, same platform) after which the persistent cache
+    held a program: it loaded it from there (``loaded``), or compiled it with that same cache folder
+    on, which wrote it there (unless JAX declined: a program with host callbacks, one under JAX's
+    thresholds, a process other than 0 of a multi-process job)."""
 
     compile_run_id: int
     recorded_at: str
     environment: CompileEnvironment | None
     stats: CompileStats
+    loaded: bool
 
 
 def create_tables(db: sqlite3.Connection) -> None:
@@ -79,23 +83,39 @@ def _stats(row: Sequence[object]) -> CompileStats:
     return CompileStats(**data)
 
 
-def loaded_before(db: sqlite3.Connection, script_path: str, host: str, device_used: str | None,
-                  programs: Iterable[str], before: int | None = None) -> dict[str, LoadedBefore]:
-    """Per program of ``programs``: the latest run of ``script_path`` on ``host`` and the platform
-    ``device_used`` (before the ``compile_runs`` row ``before``, when given) in which it had cache
-    loads. Another platform's run is not an earlier run of the same program: its executables are
-    other cache entries (a batch on --device cpu,gpu compiles each)."""
-    found: dict[str, LoadedBefore] = {}
+LOOK_BACK_RUNS = 20  # earlier runs read per program: the cache's entries a miss is explained against
+
+
+def cached_before(db: sqlite3.Connection, script_path: str, host: str, device_used: str | None,
+                  programs: Iterable[str], cache_dir: str | None, before: int | None = None,
+                  ) -> dict[str, list[CachedBefore]]:
+    """Per program of ``programs``: the latest runs (at most :data:`LOOK_BACK_RUNS`, newest first)
+    of ``script_path`` on ``host`` and the platform ``device_used`` (before the ``compile_runs`` row
+    ``before``, when given) that loaded it from the persistent cache, or compiled it with the cache
+    folder ``cache_dir`` on (and so wrote it there). A run that compiled it into another folder (a
+    ``--cold-cache`` run's own) or with the cache off says nothing of this cache. Another
+    platform's run is not an earlier run of the same program: its executables are other cache
+    entries (a batch on --device cpu,gpu compiles each)."""
+    found: dict[str, list[CachedBefore]] = {}
     for program in programs:
-        row = db.execute(
+        rows = db.execute(
             "SELECT c.id, c.recorded_at, c.environment, " + ", ".join(f"p.{c}" for c in _PROGRAM_COLUMNS) +
             " FROM programs p JOIN compile_runs c ON c.id = p.compile_run_id"
-            " WHERE p.program = ? AND p.cache_hits > 0 AND c.script_path = ? AND c.host = ? AND c.device_used IS ?"
-            " AND c.id < ? ORDER BY c.id DESC LIMIT 1",
-            (program, script_path, host, device_used, before if before is not None else 2 ** 62),
-        ).fetchone()
-        if row is not None:
-            found[program] = LoadedBefore(int(row[0]), str(row[1]), _environment(row[2]), _stats(row[3:]))
+            " WHERE p.program = ? AND (p.cache_hits > 0 OR p.count > 0) AND c.script_path = ? AND c.host = ?"
+            " AND c.device_used IS ? AND c.id < ? ORDER BY c.id DESC LIMIT ?",
+            (program, script_path, host, device_used, before if before is not None else 2 ** 62, 4 * LOOK_BACK_RUNS),
+        ).fetchall()
+        runs: list[CachedBefore] = []
+        for row in rows:
+            environment, stats = _environment(row[2]), _stats(row[3:])
+            loaded = stats.cache_hits > 0
+            wrote = environment is not None and environment.cache_dir is not None and environment.cache_dir == cache_dir
+            if loaded or wrote:
+                runs.append(CachedBefore(int(row[0]), str(row[1]), environment, stats, loaded))
+            if len(runs) == LOOK_BACK_RUNS:
+                break
+        if runs:
+            found[program] = runs
     return found
 
 

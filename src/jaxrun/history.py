@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from . import compile_history
-from .compile_history import CompileRun, LoadedBefore
+from .compile_history import CachedBefore, CompileRun
 from .defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS, default_history_path, history_path
 from .errors import UsageError
 from .models import SAMPLE_METRICS, CompileStats, HistoryRun, Numerics, RegressionCheck, RunSample
@@ -314,12 +314,14 @@ class HistoryStore:
             )
         return run_id
 
-    def record_compiles(self, run: CompileRun, look_back: Iterable[str] = ()) -> tuple[int, dict[str, LoadedBefore]]:
+    def record_compiles(self, run: CompileRun, look_back: Iterable[str] = ()) -> tuple[int, dict[str, list[CachedBefore]]]:
         """Store what one run compiled (one transaction); returns its id and, for each program of
-        ``look_back``, the latest earlier run of the same script on the same host and platform
-        that loaded it from the persistent cache."""
+        ``look_back``, the latest earlier runs of the same script on the same host and platform
+        after which the run's persistent cache held it (they loaded it, or wrote it there)."""
+        cache_dir = run.environment.cache_dir if run.environment is not None else None
         with self._write():
-            before = compile_history.loaded_before(self._db, run.script_path, run.host, run.device_used, look_back)
+            before = compile_history.cached_before(self._db, run.script_path, run.host, run.device_used, look_back,
+                                                   cache_dir)
             return compile_history.insert(self._db, run), before
 
     def programs_of_runs(self, run_ids: Sequence[int]) -> dict[int, dict[str, CompileStats]]:

@@ -170,7 +170,9 @@ class _Session:
             ci = f" [{_ms(low)}, {_ms(high)}]" if low is not None and high is not None else ""
             extra = ""
             if data.get("fraction_of_peak_flops") is not None:
-                extra = f", {data['fraction_of_peak_flops']:.1%} of peak FLOP/s ({data.get('bound')}-bound)"
+                # What the peak is, said each time: a measured matmul, or the function's own fastest call.
+                source = f"peak: {data['peak_flops_source']}; " if data.get("peak_flops_source") else ""
+                extra = f", {data['fraction_of_peak_flops']:.1%} of peak FLOP/s ({source}{data.get('bound')}-bound)"
             taken = ""
             if data.get("num_samples") is not None and data.get("sampling_time") is not None:
                 taken = (f", {data['num_samples']} samples x {data.get('inner_loops')} calls in "

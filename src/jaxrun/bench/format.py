@@ -62,6 +62,11 @@ def measurement_text(m: "Measurement") -> str:
             f"{'-' if bandwidth is None else f'{bandwidth:.1%}'} of peak bandwidth"
             + (f": {m.bound}-bound" if m.bound else "")
         )
+        peaks = [f"{fmt_rate(rate, unit)} ({source})" for rate, unit, source in (
+            (m.peak_flops_per_s, "FLOP/s", m.peak_flops_source), (m.peak_bytes_per_s, "B/s", m.peak_bandwidth_source))
+            if rate is not None and source]
+        if peaks:
+            lines.append(f"  peaks: {', '.join(peaks)}")
     lines += [f"  warning: {w}" for w in m.warnings + s.warnings]
     return "\n".join(lines)
 

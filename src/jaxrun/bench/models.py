@@ -32,7 +32,8 @@ class DevicePeaks(MappingModel):
     device_count: int
     jax_version: str
     host: str
-    flops_per_s_float32: float | None = Field(None, description="Best matmul FLOP/s in float32")
+    flops_per_s_float32: float | None = Field(None, description="Best matmul FLOP/s in float32 (the fastest "
+                                              "call of the fastest size)")
     flops_per_s_bfloat16: float | None = Field(None, description="Best matmul FLOP/s in bfloat16")
     bytes_per_s: float | None = Field(
         None, description="Copy bandwidth, bytes read + written per second: x + 1 over 256 MiB of float32, "
@@ -47,16 +48,29 @@ class DevicePeaks(MappingModel):
         return self.flops_per_s_bfloat16 if dtype in ("bfloat16", "float16") else self.flops_per_s_float32
 
 
+_PEAK_FLOPS = ("The FLOP/s peak the fraction is against: the device's measured matmul peak in this dtype, or the "
+               "function's fastest call where that was faster (peak_flops_source says which)")
+_PEAK_BYTES = ("The bandwidth peak: the device's measured copy bandwidth, or the function's fastest call where that "
+               "moved more bytes/s (data that fits in the caches; peak_bandwidth_source says which)")
+_FLOPS_SOURCE = ("What peak_flops_per_s is: the matmul trial it was measured with ('matmul 1536x1536 float32, "
+                 "measured'), or \"this function's fastest call\" (with a warning)")
+_BYTES_SOURCE = ("What peak_bytes_per_s is: the copy it was measured with ('copy of 256 MiB float32, measured'), or "
+                 "\"this function's fastest call\" (with a warning)")
+_FRACTION = "Achieved (median call) over the peak: at most 1, since a peak is never less than the fastest call"
+
+
 class Roofline(MappingModel):
-    """Where a computation sits against the device's measured peaks (roofline model)."""
+    """Where a computation sits against the device's peaks (roofline model)."""
 
     dtype: str = Field(description="Which FLOP/s peak was used (float32 or bfloat16)")
     achieved_flops_per_s: float | None = None
     achieved_bytes_per_s: float | None = None
-    peak_flops_per_s: float | None = None
-    peak_bytes_per_s: float | None = None
-    fraction_of_peak_flops: float | None = None
-    fraction_of_peak_bandwidth: float | None = None
+    peak_flops_per_s: float | None = Field(None, description=_PEAK_FLOPS)
+    peak_bytes_per_s: float | None = Field(None, description=_PEAK_BYTES)
+    peak_flops_source: str | None = Field(None, description=_FLOPS_SOURCE)
+    peak_bandwidth_source: str | None = Field(None, description=_BYTES_SOURCE)
+    fraction_of_peak_flops: float | None = Field(None, description=_FRACTION)
+    fraction_of_peak_bandwidth: float | None = Field(None, description=_FRACTION)
     arithmetic_intensity: float | None = Field(None, description="FLOPs per byte accessed")
     ridge_point: float | None = Field(None, description="peak FLOP/s / peak bytes/s, in FLOPs per byte")
     bound: Literal["compute", "memory"] | None = Field(
@@ -111,12 +125,14 @@ class Measurement(MappingModel):
     temp_bytes: int | None = None
     generated_code_bytes: int | None = None
     peak_dtype: str | None = Field(None, description="Which FLOP/s peak the fractions use")
-    achieved_flops_per_s: float | None = None
-    achieved_bytes_per_s: float | None = None
-    peak_flops_per_s: float | None = None
-    peak_bytes_per_s: float | None = None
-    fraction_of_peak_flops: float | None = None
-    fraction_of_peak_bandwidth: float | None = None
+    achieved_flops_per_s: float | None = Field(None, description="FLOPs over the median call's seconds")
+    achieved_bytes_per_s: float | None = Field(None, description="Bytes accessed over the median call's seconds")
+    peak_flops_per_s: float | None = Field(None, description=_PEAK_FLOPS)
+    peak_bytes_per_s: float | None = Field(None, description=_PEAK_BYTES)
+    peak_flops_source: str | None = Field(None, description=_FLOPS_SOURCE)
+    peak_bandwidth_source: str | None = Field(None, description=_BYTES_SOURCE)
+    fraction_of_peak_flops: float | None = Field(None, description=_FRACTION)
+    fraction_of_peak_bandwidth: float | None = Field(None, description=_FRACTION)
     arithmetic_intensity: float | None = None
     ridge_point: float | None = None
     bound: Literal["compute", "memory"] | None = None

@@ -38,7 +38,13 @@ class TimelineEvent(MappingModel):
     program: str | None = Field(None, description="The compiled program (jit(loss), ...) for JIT phases")
     module: str | None = Field(
         None, description="For an import: the module its outermost import statement named (jax.numpy, ...); "
-        "several, comma-separated, when threads imported at once")
+        "several, comma-separated, when threads imported at once or for a block of statements (the first 8)")
+    statements: int | None = Field(
+        None, description="For an import that is a block: how many consecutive short import statements (of "
+        "modules already loaded, a few microseconds each) it holds; null for one statement")
+    seconds: float | None = Field(
+        None, description="For an import block: the seconds its statements took, somewhere between start and "
+        "end (the gaps between them are not import time); null for one statement, which took end - start")
 
 
 class ScriptTimingProfile(MappingModel):

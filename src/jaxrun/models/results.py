@@ -63,6 +63,11 @@ class CompileEnvironment(MappingModel):
         "arguments of the script's command line"
     )
     cache_dir: str | None = Field(None, description="The persistent compilation cache's folder; null when it is off")
+    jax_config: dict[str, str] = Field(
+        {}, description="JAX settings that shape the program JAX hands XLA, and so enter the key through it, as the "
+        "script's end saw them: jax_enable_x64, jax_default_matmul_precision, jax_threefry_partitionable, "
+        "jax_default_prng_impl, jax_use_shardy_partitioner (those this JAX has)"
+    )
 
 
 class Transfers(MappingModel):
@@ -123,7 +128,7 @@ class CompileStats(MappingModel):
     analysis_reason: str | None = Field(None, description="Why the analyses are null (a JAX internal moved, ...)")
     cache_miss_reason: str | None = Field(
         None, description="Why a warm persistent cache compiled this program where an earlier run of the same "
-        "script loaded it: the cache key's ingredient that changed (from the history)"
+        "script loaded it or wrote it there: the cache key's ingredient that changed (from the history)"
     )
 
 

@@ -92,12 +92,8 @@ class Body:
         compile_cache = compile_cache_facts()  # before the drain, whose own lookup is not the script's
         ended, waited = drain.drain(now) if wait_for_devices else (now, 0.0)
         import_timer.stop()
-        import_seconds, import_spans, import_open = import_timer.spans(ended)
-        split = phases.split(
-            self.started, ended, import_spans, compile_intervals(),
-            import_still_running=import_open, imports_dropped=import_timer.dropped,
-            import_seconds=import_seconds,
-        )
+        _, import_blocks, import_open = import_timer.spans(ended)
+        split = phases.split(self.started, ended, import_blocks, compile_intervals(), import_still_running=import_open)
         event = events.End(
             type=events.END,
             body_start=self.started,
@@ -118,8 +114,10 @@ class Body:
         if environment is not None:
             event["compile_environment"] = environment
         if self._finish_hooks:  # profiling: the imports are a profile's timeline (the body's part)
-            event["imports"] = [[max(a, self.started), min(b, ended), module]
-                                for a, b, module in import_timer.named_spans(ended) if b > self.started and a < ended]
+            event["imports"] = [
+                [max(a, self.started), min(b, ended), module] + ([statements, seconds] if statements > 1 else [])
+                for a, b, module, statements, seconds in import_timer.named_spans(ended)
+                if b > self.started and a < ended]
         for hook in self._finish_hooks:
             hook(self.writer)
         self.writer.send(event)

@@ -179,7 +179,8 @@ class End(_EndFields, total=False):
 
     compile_environment: dict[str, Any]  # what JAX's cache key takes from the process (xla_facts.py)
     imports: list[list[Any]]  # profiling: [[start, end, module], ...]: the union of the imports, each
-    # interval with the module its outermost import statement named (several: "jax, numpy")
+    # interval with the module its outermost import statement named (several: "jax, numpy"); a block
+    # of consecutive short statements (probe/import_timer.py) adds [..., statements, seconds]
 
 
 class _CellFields(TypedDict):

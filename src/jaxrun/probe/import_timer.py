@@ -13,12 +13,21 @@ Each interval of the union keeps the name of the module its outermost import sta
 (``import jax.numpy`` -> ``jax.numpy``; ``from . import x`` resolved against the importing
 package): what ``--profile``'s timeline shows for each import. Several threads importing at once
 make one interval with every name (``jax, numpy``).
+
+The intervals are kept for the overlap with compilation (probe/phases.py), and their number is
+bounded without losing the total: library code runs import statements inside functions (JAX's
+own, on every call), tens of thousands of them in a tutorial, each of a module already loaded
+and a few microseconds long. Consecutive short statements (< ``SHORT_IMPORT``) are kept as one
+block (its first start, its last end, the seconds its statements took: at most
+``BLOCK_SECONDS``), and should ``MAX_BLOCKS`` ever fill up, neighbouring blocks are merged. Where
+a compilation starts or ends inside a block, how much of the block's import time it covers is
+known only within the block's seconds: phases.py counts that share in proportion and says so
+only when the uncertainty is large enough to show in the figures.
 """
 
 from __future__ import annotations
 
 import builtins
-import collections
 import threading
 import time
 from typing import Any
@@ -29,15 +38,16 @@ _lock = threading.Lock()
 _active = 0  # threads inside an import statement right now
 _opened = 0.0  # perf_counter when _active went from 0 to 1
 _closed_seconds = 0.0  # length of the union intervals that have closed
-# The union's latest intervals (start, end), for the overlap with compilation. Bounded: a script
-# that imports inside a hot loop makes one short interval per call. ``dropped`` says whether the
-# oldest were let go (probe/phases.py then says the split of the overlap is approximate).
-recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=50_000)
-# The modules imported in each interval of ``recent`` (same length, same order).
-recent_modules: collections.deque[str] = collections.deque(maxlen=50_000)
-dropped = False
 _names: list[str] = []  # the modules of the interval open now
-MAX_NAMES = 8  # per interval; more threads importing at once are counted (", +3 more")
+MAX_NAMES = 8  # per interval or block; more threads importing at once are counted (", +3 more")
+
+SHORT_IMPORT = 100e-6  # an import statement of a module already loaded takes a few microseconds
+BLOCK_SECONDS = 100e-6  # import time a block of short statements holds at most
+MAX_BLOCKS = 10_000
+# A block: [start, end, seconds, names (at most MAX_NAMES), statements, short]; ``seconds`` is
+# end - start for a block of one statement, less for several (the gaps between them).
+blocks: list[list[Any]] = []  # closed, in time order
+_tail: list[Any] | None = None  # the block of short statements still growing
 
 
 def _enter(module: str) -> None:
@@ -57,16 +67,75 @@ def _joined(names: list[str]) -> str:
     return ", ".join(unique[:MAX_NAMES]) + (f", +{more} more" if more > 0 else "")
 
 
+def _add_names(into: list[str], names: list[str]) -> None:
+    for name in names:
+        if len(into) >= MAX_NAMES:
+            return
+        if name not in into:
+            into.append(name)
+
+
 def _leave() -> None:
-    global _active, _closed_seconds, dropped
+    global _active, _closed_seconds, _tail
     now = time.perf_counter()
     with _lock:
         _active -= 1
-        if _active == 0:
-            _closed_seconds += now - _opened
-            dropped = dropped or len(recent) == recent.maxlen
-            recent.append((_opened, now))
-            recent_modules.append(_names[0] if len(_names) == 1 else _joined(_names))
+        if _active != 0:
+            return
+        seconds = now - _opened
+        _closed_seconds += seconds
+        name = _names[0] if len(_names) == 1 else _joined(_names)
+        if seconds < SHORT_IMPORT:
+            tail = _tail
+            if tail is not None and tail[2] + seconds <= BLOCK_SECONDS:
+                tail[1] = now
+                tail[2] += seconds
+                tail[4] += 1
+                if len(tail[3]) < MAX_NAMES and name not in tail[3]:
+                    tail[3].append(name)
+                return
+            _close_tail()
+            _tail = [_opened, now, seconds, [name], 1, True]
+        else:
+            _close_tail()
+            _push([_opened, now, seconds, [name], 1, False])
+
+
+def _close_tail() -> None:
+    global _tail
+    if _tail is not None:
+        _push(_tail)
+        _tail = None
+
+
+def _push(block: list[Any]) -> None:
+    blocks.append(block)
+    if len(blocks) >= MAX_BLOCKS:
+        _compact()
+
+
+def _merge(a: list[Any], b: list[Any]) -> list[Any]:
+    names = list(a[3])
+    _add_names(names, b[3])
+    return [a[0], b[1], a[2] + b[2], names, a[4] + b[4], a[5] and b[5]]
+
+
+def _compact() -> None:
+    """Halve the blocks: neighbouring blocks of short statements first, then, if that freed too
+    little, any two neighbours."""
+    merged: list[list[Any]] = []
+    i = 0
+    while i < len(blocks):
+        if i + 1 < len(blocks) and blocks[i][5] and blocks[i + 1][5]:
+            merged.append(_merge(blocks[i], blocks[i + 1]))
+            i += 2
+        else:
+            merged.append(blocks[i])
+            i += 1
+    if len(merged) > MAX_BLOCKS * 3 // 4:
+        merged = [_merge(merged[k], merged[k + 1]) if k + 1 < len(merged) else merged[k]
+                  for k in range(0, len(merged), 2)]
+    blocks[:] = merged
 
 
 def _module_name(name: str, globals: Any, level: int) -> str:
@@ -100,21 +169,30 @@ def stop() -> None:
     builtins.__import__ = _real_import
 
 
-def spans(until: float) -> tuple[float, list[tuple[float, float]], bool]:
-    """``(seconds, intervals, open)`` of the union of imports up to ``until``: an import still
-    running then (another thread's, when the body ended) counts up to ``until``."""
-    with _lock:
-        seconds, intervals, still_open = _closed_seconds, list(recent), _active > 0
-        if still_open and until > _opened:
-            seconds += until - _opened
-            intervals.append((_opened, until))
-    return seconds, intervals, still_open
+def _all(until: float) -> tuple[list[list[Any]], bool]:
+    """Every block up to ``until`` (the lock held): an import still running then (another
+    thread's, when the body ended) is a block of its own up to ``until``."""
+    every = list(blocks)
+    if _tail is not None:
+        every.append(_tail)
+    still_open = _active > 0
+    if still_open and until > _opened:
+        every.append([_opened, until, until - _opened, [_joined(_names)], 1, False])
+    return every, still_open
 
 
-def named_spans(until: float) -> list[tuple[float, float, str]]:
-    """The union's intervals up to ``until`` (as :func:`spans`), each with the modules imported in it."""
+def spans(until: float) -> tuple[float, list[tuple[float, float, float]], bool]:
+    """``(seconds, blocks, open)``: the union's length up to ``until``, its blocks as ``(start,
+    end, seconds)`` in time order, and whether an import was still running then."""
     with _lock:
-        named = [(a, b, m) for (a, b), m in zip(recent, recent_modules)]
-        if _active > 0 and until > _opened:
-            named.append((_opened, until, _joined(_names)))
-    return named
+        every, still_open = _all(until)
+        seconds = _closed_seconds + (until - _opened if still_open and until > _opened else 0.0)
+    return seconds, [(b[0], b[1], b[2]) for b in every], still_open
+
+
+def named_spans(until: float) -> list[tuple[float, float, str, int, float]]:
+    """The union's blocks up to ``until`` (as :func:`spans`): ``(start, end, modules, statements,
+    seconds)``, the modules its statements named (the first ``MAX_NAMES``, comma-separated)."""
+    with _lock:
+        every, _ = _all(until)
+        return [(b[0], b[1], ", ".join(b[3]), b[4], b[2]) for b in every]

@@ -38,3 +38,36 @@ def overlap(a: Iterable[Interval], b: Iterable[Interval]) -> float:
         else:
             j += 1
     return total
+
+
+def weighted_overlap(blocks: Iterable[tuple[float, float, float]], mask: Iterable[Interval]) -> tuple[float, float]:
+    """``(seconds, uncertainty)``: how much of the ``blocks``' time lies inside ``mask``.
+
+    A block ``(start, end, seconds)`` holds ``seconds`` of time somewhere in ``[start, end]``
+    (``seconds == end - start``: all of it; less: several intervals kept as one, the gaps between
+    them unknown). Blocks are disjoint and in time order. A block the mask covers wholly counts
+    all its seconds, one it misses nothing; one it covers in part counts its seconds in
+    proportion, somewhere between ``seconds - uncovered`` and ``min(seconds, covered)``: the
+    widths of those ranges are the uncertainty (0 when every such block is a single interval)."""
+    parts = merged(mask)
+    total = spread = 0.0
+    j = 0
+    for start, end, seconds in blocks:
+        while j < len(parts) and parts[j][1] <= start:
+            j += 1
+        covered, k = 0.0, j
+        while k < len(parts) and parts[k][0] < end:
+            covered += min(end, parts[k][1]) - max(start, parts[k][0])
+            k += 1
+        span = end - start
+        if covered <= 0.0:
+            continue
+        if covered >= span:
+            total += seconds
+        elif seconds >= span:  # one interval: exactly what the mask covers of it
+            total += covered
+        else:
+            low, high = max(0.0, seconds - (span - covered)), min(seconds, covered)
+            total += seconds * covered / span
+            spread += high - low
+    return total, spread

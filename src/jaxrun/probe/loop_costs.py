@@ -336,7 +336,13 @@ def _add(total: Figures, part: Figures, times: float = 1.0) -> None:
 _UNKNOWN: dict[str, float | None] = {"flops": None, "bytes_accessed": None, "transcendentals": None}
 CURE = ("to get figures, give the loop static bounds (lax.scan, or lax.fori_loop with Python-int bounds), "
         "or measure its body alone and multiply by the trips you expect")
-UNAVAILABLE = "XLA's cost analysis is unavailable for this program (on this backend, or across a host callback)"
+UNAVAILABLE = "XLA gives no cost analysis for this program on this backend"
+NOT_ANALYSABLE = ("XLA could not analyse part of this program (it reports -1: a host callback or a custom call "
+                  "it cannot see into)")
+EMPTY_ANALYSIS = "XLA's cost analysis of this program is empty, and its text does not show that it computes nothing"
+# What an instruction may be in a program that does no work: it only names its inputs or groups them.
+_NO_WORK = frozenset({"parameter", "tuple", "get-tuple-element", "constant"})
+_OPCODE = re.compile(r"=\s*(?:\(.*?\)|\S+)\s+([a-z][\w\-]*)\(")
 
 
 @dataclass
@@ -383,12 +389,51 @@ def cost_figures(cost: Any) -> dict[str, float | None]:
     return values
 
 
+def _empty(cost: Any) -> bool:
+    """An analysis XLA gave, with nothing in it (``{}``, or a list of empty dicts)."""
+    if isinstance(cost, (list, tuple)):
+        return bool(cost) and all(isinstance(c, dict) and not c for c in cost)
+    return isinstance(cost, dict) and not cost
+
+
+def computes_nothing(text: str) -> bool:
+    """Whether a compiled program's text is one computation whose instructions only take its
+    parameters, constants and tuples of them (``jax.jit(lambda x: ())``, or an ``update`` that
+    returns an empty state): a program that does no arithmetic and moves no data."""
+    computations = 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("HloModule", "//", "}")):
+            continue
+        if stripped.endswith("{") and "=" not in stripped.split("(", 1)[0]:
+            computations += 1  # "ENTRY %main.1 () -> () {": a computation's header
+            continue
+        opcode = _OPCODE.search(stripped)
+        if opcode is None or opcode.group(1) not in _NO_WORK:
+            return False
+    return computations == 1
+
+
+def _unknown_reason(cost: Any) -> str:
+    if _empty(cost):
+        return EMPTY_ANALYSIS
+    if isinstance(cost, (dict, list, tuple)) and cost:
+        return NOT_ANALYSABLE
+    return UNAVAILABLE
+
+
 def xla_cost(raw_cost: Any, text: str | None, client: Any, platform: str) -> XlaCost:
     """The figures of one compiled program: ``raw_cost`` is its ``cost_analysis()``, ``text`` its
-    optimized module as text (None: not readable), ``client`` the PJRT client that compiled it."""
+    optimized module as text (None: not readable), ``client`` the PJRT client that compiled it.
+
+    XLA's analysis of a program that computes nothing is empty (no property at all, not even the
+    bytes a copy would access): when its text shows that it only passes parameters and constants
+    along, its figures are 0, measured, not unknown."""
     xla = cost_figures(raw_cost)
     if xla["flops"] is None:
-        return XlaCost(dict(_UNKNOWN), None, UNAVAILABLE)
+        if _empty(raw_cost) and text is not None and computes_nothing(text):
+            return XlaCost(dict.fromkeys(_KEYS, 0.0), "xla")
+        return XlaCost(dict(_UNKNOWN), None, _unknown_reason(raw_cost))
     if text is None:
         return XlaCost(dict(_UNKNOWN), None, "the compiled program's text could not be read, so whether XLA's "
                        "cost analysis left a loop's trips out cannot be told", one_trip=xla)

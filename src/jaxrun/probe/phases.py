@@ -19,6 +19,10 @@ from typing import Iterable
 from . import intervals
 
 Interval = tuple[float, float]
+# The split of compilation inside imports is said to be approximate only past both of these: below,
+# it cannot show in the figures (shown to 3-4 digits).
+APPROXIMATE_SECONDS = 0.005
+APPROXIMATE_SHARE = 0.01
 
 
 def clipped(spans: Iterable[Interval], start: float, end: float) -> list[Interval]:
@@ -28,33 +32,30 @@ def clipped(spans: Iterable[Interval], start: float, end: float) -> list[Interva
 def split(
     start: float,
     end: float,
-    imports: Iterable[Interval],
+    imports: Iterable[tuple[float, float, float]],
     compiles: Iterable[Interval],
     *,
     import_still_running: bool = False,
-    imports_dropped: bool = False,
-    import_seconds: float | None = None,
 ) -> dict[str, object]:
     """``body_time``, ``import_time``, ``compile_wall_time``, ``run_time`` and ``notes`` of a body
-    that ran from ``start`` to ``end``. ``imports`` are the union's intervals; when the oldest were
-    dropped (``imports_dropped``), ``import_seconds`` is the exact total and only the overlap with
-    compilation is computed from the intervals kept."""
+    that ran from ``start`` to ``end``. ``imports`` are the union's blocks ``(start, end,
+    seconds)`` (probe/import_timer.py: consecutive short import statements kept as one)."""
     body = max(0.0, end - start)
-    imported = intervals.merged(clipped(imports, start, end))
+    blocks = list(imports)
+    import_time, _ = intervals.weighted_overlap(blocks, [(start, end)])
     compiled = intervals.merged(clipped(compiles, start, end))
+    inside, uncertain = intervals.weighted_overlap(blocks, compiled)
     notes: list[str] = []
-    import_time = intervals.length(imported)
-    if imports_dropped and import_seconds is not None:
-        import_time = min(body, max(import_time, import_seconds))
+    if uncertain > max(APPROXIMATE_SECONDS, APPROXIMATE_SHARE * body):
         notes.append(
-            "the script ran more than 50,000 separate import statements: compilation inside the "
-            "oldest of them may be counted as compile time instead of import time"
+            f"how much compilation ran inside short import statements is known within {uncertain * 1e3:.3g} ms: "
+            "the statements of modules already loaded are timed as blocks, and compilation began or ended inside some"
         )
-    compile_wall = intervals.length(compiled) - intervals.overlap(compiled, imported)
+    compile_wall = intervals.length(compiled) - inside
     if import_still_running:
         notes.append("an import was still running in another thread when the body ended: counted up to the end")
     run_time = body - import_time - compile_wall
-    if run_time < 0:  # float rounding (every piece lies inside the body), or the approximation noted
+    if run_time < 0:  # float rounding (every piece lies inside the body), or the proportional share
         run_time = 0.0
     return {
         "body_time": body,

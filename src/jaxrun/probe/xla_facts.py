@@ -98,9 +98,19 @@ def cache_dir() -> str | None:
     return str(directory) if enabled else None
 
 
+# JAX settings that change the program JAX lowers (its dtypes, its precision attributes, its RNG
+# and partitioning ops): they enter the persistent cache's key through the program.
+PROGRAM_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_threefry_partitionable",
+                    "jax_default_prng_impl", "jax_use_shardy_partitioner")
+
+
+_ABSENT = object()
+
+
 def compile_environment() -> dict[str, Any]:
     """What JAX's persistent-cache key takes from this process besides the program (see
-    jax/_src/cache_key.py ``get``): versions, backend, XLA flags, the cache folder."""
+    jax/_src/cache_key.py ``get``): versions, backend, XLA flags, the cache folder; and the JAX
+    settings that shape the program."""
     environment: dict[str, Any] = {}
     try:
         import jax
@@ -109,6 +119,12 @@ def compile_environment() -> dict[str, Any]:
         environment["jax_version"] = jax.__version__
         environment["jaxlib_version"] = getattr(jaxlib, "__version__", None)
         environment["cache_dir"] = cache_dir()
+        settings = {}
+        for name in PROGRAM_SETTINGS:
+            value = getattr(jax.config, name, _ABSENT)
+            if value is not _ABSENT:
+                settings[name] = str(getattr(value, "value", value))  # an enum setting: its value
+        environment["jax_config"] = settings
     except Exception:
         pass
     try:

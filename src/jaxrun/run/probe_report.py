@@ -40,7 +40,9 @@ class ProbeReport:
     # For profiles: perf_counter of the body's start, the outermost imports, each JIT phase
     # (kind, start, end, program), and the probe's PROFILE event.
     body_start: float | None = None
-    imports: list[tuple[float, float, str | None]] = field(default_factory=list)  # (start, end, module)
+    # (start, end, module, statements, seconds): statements > 1 for a block of short ones, whose
+    # seconds are less than end - start
+    imports: list[tuple[float, float, str | None, int, float]] = field(default_factory=list)
     jit_phases: list[tuple[str, float, float, str]] = field(default_factory=list)
     profile: dict[str, Any] | None = None
     transfer_guard_set: str | None = None  # the script set JAX's transfer guard itself: how
@@ -102,7 +104,7 @@ def _end(report: ProbeReport, event: ev.End) -> None:
     report.device = event["device"]
     report.compile_cache = event["compile_cache"]
     report.compile_environment = event.get("compile_environment")
-    report.imports = [(float(a), float(b), str(rest[0]) if rest else None) for a, b, *rest in event.get("imports") or ()]
+    report.imports = [_import_block(item) for item in event.get("imports") or ()]
 
 
 # What each event adds to the report (their fields: probe/events.py). START, EXIT and the
@@ -216,3 +218,12 @@ def live_array_bytes(report: ProbeReport) -> int | None:
     if live is None and report.device.get("initialized") is False:
         return 0  # no backend was started: no array existed
     return int(live) if isinstance(live, (int, float)) else None
+
+
+def _import_block(item: list[Any]) -> tuple[float, float, str | None, int, float]:
+    """``[start, end, module]`` (one import statement), or a block ``[..., statements, seconds]``."""
+    start, end, *rest = item
+    module = str(rest[0]) if rest and rest[0] is not None else None
+    if len(rest) >= 3:
+        return float(start), float(end), module, int(rest[1]), float(rest[2])
+    return float(start), float(end), module, 1, float(end) - float(start)

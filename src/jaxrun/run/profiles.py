@@ -57,8 +57,9 @@ def _timing(report: ProbeReport, result: ScriptResult) -> ScriptTimingProfile:
     if start is not None:
         if report.body_time is not None:
             events.append(TimelineEvent(kind="body", start=0.0, end=report.body_time))
-        events += [TimelineEvent(kind="import", start=a - start, end=b - start, module=module)
-                   for a, b, module in report.imports]
+        events += [TimelineEvent(kind="import", start=a - start, end=b - start, module=module,
+                                 **({"statements": statements, "seconds": seconds} if statements > 1 else {}))
+                   for a, b, module, statements, seconds in report.imports]
         events += [TimelineEvent(kind=kind, start=a - start, end=b - start, program=program)  # type: ignore[arg-type]
                    for kind, a, b, program in report.jit_phases]
     events.sort(key=lambda e: (e.start, -e.end))

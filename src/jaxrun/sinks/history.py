@@ -1,8 +1,8 @@
 """The history sink: stores each benchmarked result in the history database and annotates it with
 the regression check against earlier comparable runs; stores what every run that used JAX compiled
 (:mod:`jaxrun.compile_history`) and, where a warm persistent cache compiled a program that an
-earlier run of the same script (same host) loaded from it, says which ingredient of the cache key
-changed (the program's ``cache_miss_reason`` and one warning). The history never costs a batch: once SQLite
+earlier run of the same script (same host) loaded from it or wrote into it, says which ingredient of
+the cache key changed (the program's ``cache_miss_reason`` and one warning). The history never costs a batch: once SQLite
 cannot read or write it (a damaged page, an I/O error), the sink stops using it, says so once in the
 batch's metadata (``history_problem``) and marks each later benchmark "not judged: history
 unreadable (...)"."""
@@ -14,8 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cache_misses import explain_cache_miss
-from ..compile_history import CompileRun, LoadedBefore
+from ..cache_misses import nearest_miss
+from ..compile_history import CachedBefore, CompileRun
 from ..history import HistoryStore, history_run_from_benchmark
 from ..models import RegressionCheck
 from ..probe.channel import valid_text
@@ -61,8 +61,8 @@ class HistorySink(BaseSink):
 
     def _compiles(self, result: "ScriptResult", cold: bool) -> "ScriptResult":
         """Record what the run compiled; explain each program a warm cache compiled though an
-        earlier run of the script loaded it (a program compiled and loaded in one run only had a
-        new variant: not a miss of the cache)."""
+        earlier run of the script loaded it or wrote it there (a program compiled and loaded in one
+        run only had a new variant: not a miss of the cache)."""
         if self.store is None:
             return result
         environment = result.compile_environment
@@ -85,18 +85,23 @@ class HistorySink(BaseSink):
         if not before:
             return result
         compiles = dict(result.compiles)
-        said: dict[tuple[str, str], list[str]] = {}  # (when, reason) -> programs: one warning each
-        for name, loaded in before.items():
-            reason = explain_cache_miss(name, environment, compiles[name], loaded.environment, loaded.stats)
+        said: dict[tuple[str, bool, str], list[str]] = {}  # (when, loaded, reason) -> programs: one warning each
+        for name, earlier in before.items():
+            nearest = nearest_miss(environment, compiles[name], earlier)
+            if nearest is None:
+                continue
+            run, reason = nearest
             compiles[name] = compiles[name].model_copy(update={"cache_miss_reason": reason})
-            said.setdefault((_when(loaded), reason), []).append(name)
+            said.setdefault((_when(run), run.loaded, reason), []).append(name)
+        if not said:
+            return result
         warnings = list(result.warnings)
-        for (when, reason), names in said.items():
+        for (when, loaded, reason), names in said.items():
             names.sort(key=lambda name: compiles[name].source is None)  # the script's own programs first
             shown = ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
             verb, pronoun = ("was", "it") if len(names) == 1 else ("were", "them")
-            warnings.append(f"{shown} {verb} compiled though the run of {when} loaded {pronoun} from the persistent "
-                            f"cache: {reason}")
+            how = f"loaded {pronoun} from" if loaded else f"wrote {pronoun} to"
+            warnings.append(f"{shown} {verb} compiled though the run of {when} {how} the persistent cache: {reason}")
         return result.model_copy(update={"compiles": compiles, "warnings": warnings})
 
     def _benchmark(self, result: "ScriptResult") -> "ScriptResult":
@@ -134,6 +139,6 @@ def used_jax(result: "ScriptResult") -> bool:
     return result.compile_environment is not None or bool(result.compiles)
 
 
-def _when(loaded: LoadedBefore) -> str:
+def _when(loaded: CachedBefore) -> str:
     """``2026-11-24 06:10:34`` from an ISO time."""
     return loaded.recorded_at[:19].replace("T", " ")
