@@ -16,6 +16,9 @@ AUTO_PREFERENCE: tuple[str, ...] = ("tpu", "gpu", "cpu")
 JAX_PLATFORMS_VALUE: dict[str, str] = {"cpu": "cpu", "gpu": "cuda,rocm", "tpu": "tpu"}
 
 DEFAULT_TIMEOUT = 300.0
+# Seconds jaxrun waits for a Ray cluster to answer (executors/ray.py): long enough for a cluster
+# across a slow network, short enough that an address where nothing answers is said at once.
+DEFAULT_RAY_CONNECT_TIMEOUT = 30.0
 # How a verdict judges (jaxrun.options.VerdictOptions): significance level, smallest change that counts.
 DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_EFFECT = 0.05

@@ -24,6 +24,7 @@ from .defaults import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     DEVICE_FORMS,
+    DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
     compile_cache_dir,
@@ -388,6 +389,10 @@ class BatchOptions(_Options):
     jobs_per_gpu: int = option(1, "Jobs sharing one GPU (each gets a memory fraction).", Flag(metavar="N"))
     backend: str = option("local", "Where scripts run: local, or ray (each script a Ray task).", Flag(choices=BACKENDS))
     ray_address: Optional[str] = option(None, "Address of an existing Ray cluster.", Flag(metavar="ADDRESS"))
+    ray_connect_timeout: float = option(
+        DEFAULT_RAY_CONNECT_TIMEOUT, "Seconds jaxrun waits for Ray to answer: to reach the cluster at --ray-address, "
+        "to hand over a finished script's result, to show it is still there while no script finishes, to "
+        "disconnect; past it jaxrun stops waiting and says so in one line.", Flag(metavar="SECONDS"))
     results_dir: Path = option(Path(DEFAULT_RESULTS_DIR), "Where result files are written.", Flag(metavar="DIR"),
                                show_default=DEFAULT_RESULTS_DIR)
     # The history database, resolved; None: keep no history. Given as None/True (the default
@@ -484,6 +489,18 @@ class BatchOptions(_Options):
         if value not in BACKENDS:
             raise UsageError(f"unknown backend {value!r}: choose one of {', '.join(BACKENDS)}")
         return value
+
+    @field_validator("ray_connect_timeout", mode="before")
+    @classmethod
+    def _ray_connect_timeout(cls, value: Any) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
+            raise UsageError(f"ray_connect_timeout must be a number of seconds > 0 (a wait on Ray always ends), "
+                             f"got {value!r}")
+        return seconds
 
     @field_validator("results_dir", mode="before")
     @classmethod
