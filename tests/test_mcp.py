@@ -155,3 +155,27 @@ def test_each_tool_error_is_one_plain_line_on_the_servers_stderr(tmp_path: Path)
     assert lines[0].startswith("jaxrun mcp: INFO: Tool 'execute.monitor_jax_performance' failed: ")
     assert "'/etc'" in lines[0] and "outside the allowed folders" in lines[0]
     assert "no jaxrun results in" in lines[1] and "nothing-here" in lines[1]
+
+
+def test_the_server_says_jaxruns_version_in_its_initialize_result(tmp_path: Path) -> None:
+    """``serverInfo.version`` is jaxrun's (jaxrun/version.py, what ``jaxrun --version`` says), not
+    empty and not the SDK's."""
+    from jaxrun.version import version
+
+    seen: dict = {}
+
+    async def run() -> None:
+        async with stdio_client(_server(tmp_path)) as (read, write_stream):
+            async with ClientSession(read, write_stream) as session:
+                seen.update(_plain(await session.initialize()))
+
+    anyio.run(run)
+    info = seen["serverInfo"]
+    assert info["name"] == "jaxrun"
+    assert info["version"] == version() and info["version"] not in ("", mcp_version()), info
+
+
+def mcp_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("mcp")

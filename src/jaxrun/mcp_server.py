@@ -16,6 +16,7 @@ name ``mcp.server.fastmcp.FastMCP`` (mcp 1.x).
 """
 
 import asyncio
+import inspect
 import logging
 import re
 import signal
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field
 from .models import BatchResult
 from .option_spec import default_of, described
 from .options import BatchOptions, RunOptions
+from .version import version
 
 try:  # mcp >= 2
     from mcp.server.mcpserver import Context, MCPServer as _Server
@@ -212,9 +214,20 @@ _ResultsDir = described(BatchOptions, "results_dir", Optional[str])
 _DEVICE = default_of(RunOptions, "device")
 
 
+def _new_server(jaxrun_version: str) -> Any:
+    """The SDK's server, named jaxrun, with jaxrun's version in ``serverInfo`` (mcp >= 2 takes it;
+    1.x's FastMCP does not, and its low-level server would say the SDK's own version)."""
+    instructions = "Run folders of JAX programs and measure them (jaxrun)."
+    if "version" in inspect.signature(_Server.__init__).parameters:
+        return _Server("jaxrun", instructions=instructions, version=jaxrun_version)
+    server = _Server("jaxrun", instructions=instructions)
+    server._mcp_server.version = jaxrun_version
+    return server
+
+
 def build_server(roots: list[Path]) -> Any:
     allowed = Roots(roots)
-    server = _Server("jaxrun", instructions="Run folders of JAX programs and measure them (jaxrun).")
+    server = _new_server(version())
     read_only = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
     runs = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
