@@ -24,6 +24,7 @@ from .defaults import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     DEVICE_FORMS,
+    MAX_RUNS,
     DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
@@ -34,6 +35,7 @@ from .defaults import (
     validate_device,
     validate_memory_limit,
     validate_non_negative,
+    validate_runs,
     validate_matmul_precision,
     validate_optional_positive,
     validate_timeout,
@@ -187,8 +189,10 @@ class RunOptions(_Options):
     entry: Optional[str] = option(None, "Warm mode: the function called repeatedly in one process (like 'main').",
                                   Flag(names=("--warm",), sets="main", help="Call the script's main() repeatedly in one process."))
     warm_calls: int = option(DEFAULT_WARM_CALLS, "Calls of the entry function per process in warm mode.", Flag(metavar="N"))
-    benchmark_runs: int = option(0, "Counted process runs per script (0: run once).", Flag(metavar="N"))
-    warmup_runs: int = option(0, "Uncounted process runs before the counted ones.", Flag(metavar="N"))
+    benchmark_runs: int = option(0, f"Counted process runs per script (0: run once; at most {MAX_RUNS:,}).",
+                                 Flag(metavar="N"))
+    warmup_runs: int = option(0, f"Uncounted process runs before the counted ones (at most {MAX_RUNS:,}).",
+                              Flag(metavar="N"))
     host_devices: Optional[int] = option(None, "Simulated CPU devices per script (for sharding code).", Flag(metavar="N"))
     # The persistent compilation cache folder, resolved; None: no cache. Given as None/True (the
     # default folder), False (none) or a path.
@@ -280,10 +284,15 @@ class RunOptions(_Options):
     def _timeout(cls, value: Any) -> float | None:
         return validate_timeout(value)
 
-    @field_validator("retries", "benchmark_runs", "warmup_runs", mode="before")
+    @field_validator("retries", mode="before")
     @classmethod
     def _counts(cls, value: Any, info: Any) -> int:
         return validate_non_negative(info.field_name, value)
+
+    @field_validator("benchmark_runs", "warmup_runs", mode="before")
+    @classmethod
+    def _runs(cls, value: Any, info: Any) -> int:
+        return validate_runs(info.field_name, value)
 
     @field_validator("host_devices", "max_processes", mode="before")
     @classmethod
