@@ -210,6 +210,11 @@ def cache_dir() -> Path:
     return Path(base) / "jaxrun"
 
 
+# Under cache_dir(): the temporary checkouts of jaxrun ab / bisect (ab/checkouts.py), live work
+# rather than a cache, so `jaxrun cache clear --all` leaves them to jaxrun ab.
+AB_CHECKOUTS_DIR = "ab-checkouts"
+
+
 def compile_cache_dir(value: str | os.PathLike[str] | bool | None) -> Path | None:
     """The persistent compilation cache folder: on by default (None/True), off with False."""
     if value is False:
