@@ -485,8 +485,9 @@ def _result_of(ray: Any, ref: Any, job: "Job", timeout: float, nodes: "_NodeWatc
 
 class _NodeWatch:
     """The Ray nodes known dead, read from ``ray.nodes()`` at the start and again only when a task
-    is lost with its worker or its node (never once a task: a batch of 10,000 scripts asks the GCS
-    nothing more). A node that dies while no task of this batch is lost stays unknown until the next
+    is lost with its worker or its node, or when no task has finished for ``--ray-connect-timeout``
+    seconds (:meth:`answers`: is the cluster still there?); never once a task: a batch of 10,000
+    scripts asks the GCS nothing more. A node that dies while no task of this batch is lost stays unknown until the next
     loss, so the first worker killed by its script after such a death runs once more (the snapshot
     is fresh for its second run); with every node alive, nothing runs twice."""
 
