@@ -8,7 +8,12 @@ run is ~0.1 s) but are JAX scripts to discovery (``if False: import jax``)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +22,7 @@ from jaxrun.ab import ABOptions, run_ab
 from jaxrun.ab.bisect import bisect
 from jaxrun.options import VerdictOptions
 
-from helpers import jaxrun, write
+from helpers import jaxrun, jaxrun_command_with_sigint, survivors, write
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
 LENIENT = VerdictOptions(alpha=0.05)  # 6 pairs can reach p < 0.05 (exact Wilcoxon: 2/2^6)
@@ -138,3 +143,108 @@ def test_the_cli_and_the_api_default_to_the_same_pairs() -> None:
     from jaxrun.cli import ab
 
     assert ab._PAIRS == DEFAULT_PAIRS
+
+
+def _worktrees(repo: Path) -> set[Path]:
+    """The worktrees the repository lists, its own tree left out."""
+    listed = [Path(line.split(" ", 1)[1]).resolve() for line in _git(repo, "worktree", "list", "--porcelain").splitlines()
+              if line.startswith("worktree ")]
+    return set(listed[1:])
+
+
+def _started_ab(repo: Path, base: str, results: Path, env: dict[str, str]) -> tuple[subprocess.Popen, set[Path]]:
+    """`jaxrun ab repo/s --base-rev base` running (Ctrl-C can stop it), once its two checkouts are
+    registered and its first pair has run; with the checkouts it added."""
+    before = _worktrees(repo)
+    proc = subprocess.Popen(
+        jaxrun_command_with_sigint("ab", str(repo / "s"), "--base-rev", base, "--new-rev", "HEAD", "--pairs", "5000",
+                                   "--results-dir", str(results), "-q"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        added = _worktrees(repo) - before
+        if len(added) == 2 and list(results.glob("*/pair001")):
+            return proc, added
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(proc.communicate())
+
+
+def test_a_later_ab_removes_the_checkouts_of_a_killed_one_and_nothing_else(tmp_path: Path) -> None:
+    """``kill -9`` of a real ``jaxrun ab --base-rev`` leaves its two worktrees registered and its
+    checkouts in jaxrun's cache folder; the next ``jaxrun ab`` (of two revisions, or of any two
+    folders) removes them, and leaves the user's own worktrees (one in use, one whose folder the
+    user deleted) and those of an ab still running."""
+    repo = _repository(tmp_path)
+    base = _commit(repo, "one", {"s/s.py": SLEEPS.format(seconds=0.05)})
+    _commit(repo, "two", {"s/s.py": SLEEPS.format(seconds=0.06)})
+    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"), "HEAD")
+    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "gone"), "HEAD")
+    shutil.rmtree(tmp_path / "gone")  # git lists it as prunable: still the user's to prune
+    users = {(tmp_path / "mine").resolve(), (tmp_path / "gone").resolve()}
+    assert _worktrees(repo) == users
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAXRUN_CACHE_DIR": str(cache)}
+    write(tmp_path / "A", "s.py", SLEEPS.format(seconds=0))
+    write(tmp_path / "B", "s.py", SLEEPS.format(seconds=0))
+
+    def kill(proc: subprocess.Popen, trees: set[Path]) -> tuple[Path, str]:
+        proc.send_signal(signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+        (folder,) = {p.parent for p in trees}
+        deadline = time.monotonic() + 30
+        while survivors(str(folder)) and time.monotonic() < deadline:  # its scripts follow it (their lifeline)
+            time.sleep(0.2)
+        return folder, stderr
+
+    def folders_ab(results: str) -> list[str]:
+        done = jaxrun("ab", tmp_path / "A", tmp_path / "B", "--pairs", "1", "--warmup-pairs", "0",
+                      "--results-dir", tmp_path / results, "-q", env={"JAXRUN_CACHE_DIR": str(cache)})
+        assert done.returncode == 0, done.stderr
+        return done.stderr.strip().splitlines()
+
+    def said(folder: Path) -> str:
+        return f"removed the temporary checkouts a killed jaxrun ab left in {folder} (2 worktree(s) of {repo.resolve()})"
+
+    first, first_trees = _started_ab(repo, base, tmp_path / "r1", env)
+    first_folder, _ = kill(first, first_trees)
+    assert _worktrees(repo) == users | first_trees  # what the kill left: registered, and in jaxrun's cache
+    assert first_folder.parent == (cache / "ab-checkouts").resolve() and all(p.is_dir() for p in first_trees)
+
+    second, second_trees = _started_ab(repo, base, tmp_path / "r2", env)  # a later ab of two revisions
+    assert _worktrees(repo) == users | second_trees and not first_folder.exists()
+    assert folders_ab("r3") == []  # the second ab is alive: its checkouts are its own
+    assert _worktrees(repo) == users | second_trees and all(p.is_dir() for p in second_trees)
+    second_folder, second_said = kill(second, second_trees)
+    assert said(first_folder) in second_said.splitlines(), second_said
+
+    assert folders_ab("r4") == [said(second_folder)]  # a later ab of two folders
+    assert _worktrees(repo) == users  # the user's own, untouched
+    assert list((cache / "ab-checkouts").iterdir()) == []
+    assert (tmp_path / "mine" / "s" / "s.py").is_file()
+
+
+def test_an_ab_stopped_by_ctrl_c_removes_its_own_checkouts_and_only_those(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    base = _commit(repo, "one", {"s/s.py": SLEEPS.format(seconds=0.05)})
+    _commit(repo, "two", {"s/s.py": SLEEPS.format(seconds=0.06)})
+    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "gone"), "HEAD")
+    shutil.rmtree(tmp_path / "gone")  # `git worktree prune` would unregister it: jaxrun never runs it
+    env = {**os.environ, "JAXRUN_CACHE_DIR": str(tmp_path / "cache")}
+    running, trees = _started_ab(repo, base, tmp_path / "r", env)
+    running.send_signal(signal.SIGINT)
+    running.communicate(timeout=120)
+    assert _worktrees(repo) == {(tmp_path / "gone").resolve()}
+    assert not any(p.exists() for p in trees) and list((tmp_path / "cache" / "ab-checkouts").iterdir()) == []
+
+
+def test_cache_clear_all_leaves_the_checkouts_of_ab_to_ab(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    write(cache, "devices-x.json", "{}")
+    write(cache, "xla_compilation_cache/k-cache", "x")
+    owner = write(cache, "ab-checkouts/1-abc/owner.json", "{}")
+    checked_out = write(cache, "ab-checkouts/1-abc/base/s.py", "print(1)\n")
+    done = jaxrun("cache", "clear", "--all", env={"JAXRUN_CACHE_DIR": str(cache)})
+    assert done.returncode == 0 and "deleted 2 file(s)" in done.stdout, done.stdout + done.stderr
+    assert owner.is_file() and checked_out.is_file()
+    assert not (cache / "devices-x.json").exists() and not (cache / "xla_compilation_cache" / "k-cache").exists()

@@ -171,3 +171,59 @@ def test_mcp_monitor_says_what_report_says(finished: Path, tmp_path: Path) -> No
     anyio.run(body)
     assert said.startswith("is damaged: not valid JSON at line"), report.stderr
     assert any(text.endswith("jax_execution_results.json' " + said) for text in texts), (said, texts)
+
+
+def _not_regular(path: Path, kind: str) -> str:
+    """``path`` replaced by a FIFO, or by a link to a character device; what readers must say."""
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "is not a regular file but a FIFO (named pipe)"
+    path.symlink_to("/dev/zero")
+    return "is not a regular file but a character device"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_a_device_in_a_result_files_place_is_never_opened(finished: Path, tmp_path: Path, kind: str) -> None:
+    """Every reader of result files (report, compare, --resume, the per-script files) says what is
+    there in one line instead of waiting for a writer (a FIFO) or reading forever (/dev/zero)."""
+    root = _copy(finished, tmp_path)
+    said = _not_regular(root / "r" / resultfiles.EXECUTION_RESULTS, kind)
+    done = _jaxrun(root, "report", "r")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"jax_execution_results.json' {said}: jaxrun reads its results only from regular files" in done.stderr
+    _not_regular(root / "r" / resultfiles.BENCHMARK_RESULTS, kind)
+    done = _jaxrun(root, "compare", str(finished / "r"), "r")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"jax_benchmark_results.json' {said}" in done.stderr and f"jax_execution_results.json' {said}" in done.stderr
+    # --resume: rebuilt from the per-script files, one of which is not a file either (not read, said).
+    _not_regular(root / "r" / "script_results" / "b_result.json", kind)
+    done = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history", "--resume",
+                   "--benchmark-runs", "2", "--warmup-runs", "0")
+    assert done.returncode == 0, done.stderr
+    warnings = _warnings(done.stderr)
+    assert warnings and f"jax_execution_results.json' {said}; rebuilt the batch from 1 per-script result file" \
+        in warnings[0], done.stderr
+    assert "b_result.json" in " ".join(warnings) and said.removeprefix("is ") in " ".join(warnings), warnings
+    doc = load(root / "r" / resultfiles.EXECUTION_RESULTS)  # written in its place, a regular file again
+    assert [(r["script_name"], r["kept"]) for r in doc["script_results"]] == [("a", True), ("b", False)]
+    if kind == "fifo":
+        assert not (root / "r" / resultfiles.EXECUTION_RESULTS).is_symlink()
+
+
+def test_report_shows_a_failed_scripts_log_tail_and_never_opens_a_fifo_in_its_place(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    write(tmp_path / "s", "bad.py", "if False:\n    import jax\nimport sys\nsys.stderr.write('x' * 300_000 + '\\n')\n"
+          "sys.stderr.write('the last words\\n')\nraise SystemExit(3)\n")
+    done = _jaxrun(tmp_path, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history")
+    assert done.returncode == 1, done.stderr
+    done = _jaxrun(tmp_path, "report", "r", "-o", "one.html")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "one.html").read_text()
+    assert "the last words" in page and "x" * 300_000 not in page  # the log's end, not all of it
+    log = tmp_path / "r" / "logs" / "bad.stderr.log"
+    log.unlink()
+    os.mkfifo(log)
+    done = _jaxrun(tmp_path, "report", "r", "-o", "two.html")
+    assert done.returncode == 0, done.stderr
+    assert "(the log is not a regular file but a FIFO (named pipe): not read)" in (tmp_path / "two.html").read_text()

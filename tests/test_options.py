@@ -71,6 +71,12 @@ def test_one_name_per_option_and_values_normalised_once() -> None:
         ({"args": "--n 3"}, UsageError, "args must be a list of strings"),
         ({"compile_cache": 3}, UsageError, "compile_cache must be a folder path"),
         ({"fallback": "maybe"}, UsageError, "fallback: Input should be a valid boolean"),
+        ({"benchmark_runs": 2**63}, UsageError, "benchmark_runs must be at most 10,000 process runs of each script, "
+                                                "got 9223372036854775808$"),
+        ({"benchmark_runs": 1, "warmup_runs": 10_001}, UsageError, "warmup_runs must be at most 10,000"),
+        ({"benchmark_runs": 10**400}, UsageError, "got a whole number of 1,329 bits$"),
+        ({"device": "gpu:2147483648"}, InvalidDeviceError, "unknown device 'gpu:2147483648'"),
+        ({"device": "cpu:" + "0" * 10_000 + "9x"}, InvalidDeviceError, "unknown device 'cpu:0+…0+9x': choose"),
     ],
 )
 def test_bad_run_options_name_the_culprit(tmp_path: Path, given: dict, error: type, message: str) -> None:
@@ -78,6 +84,22 @@ def test_bad_run_options_name_the_culprit(tmp_path: Path, given: dict, error: ty
     with pytest.raises(error, match=message):
         jaxrun.execute_jax_script(script, results_dir=tmp_path / "r", **given)
     assert not (tmp_path / "r").exists()  # nothing ran, nothing was written
+
+
+def test_counts_of_runs_are_bounded_on_every_surface_and_a_value_is_never_echoed_whole(tmp_path: Path) -> None:
+    assert RunOptions.build("api", benchmark_runs=10_000, warmup_runs=10_000).benchmark_runs == 10_000
+    assert RunOptions.build("api", device="cpu:" + "0" * 10_000).device == "cpu:0"
+    with pytest.raises(InvalidDeviceError) as refused:
+        BatchOptions.build("api", paths=["x"], device="x" * 10_000_000)
+    assert len(str(refused.value)) < 300
+    write(tmp_path / "s", "a.py", "import jax\n")
+    for args in (["--benchmark-runs", "10001"], ["--benchmark-runs", "1", "--warmup-runs", str(2**64)]):
+        done = run_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r", *args)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert "must be at most 10,000 process runs of each script" in done.stderr
+    done = run_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r", env={"JAXRUN_BENCHMARK_RUNS": "20000"})
+    assert done.returncode == 2 and "benchmark_runs must be at most 10,000" in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_unknown_batch_option_names_the_close_one_or_lists_batch_and_run_options(tmp_path: Path) -> None:

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from .recording import record
 
-__version__ = "0.1.0"
-
 _EXPORTS: dict[str, str] = {
     "find_jax_scripts": "jaxrun.discovery",
     "is_jax_available": "jaxrun.devices",
@@ -72,6 +70,11 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name == "bench":  # the in-process benchmarking API imports jax, so only on first use
         return importlib.import_module("jaxrun.bench")
+    if name == "__version__":  # the installed distribution's (jaxrun/version.py): read on first use
+        from .version import version
+
+        globals()[name] = version()
+        return globals()[name]
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'jaxrun' has no attribute {name!r}")

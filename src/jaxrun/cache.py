@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .defaults import MB, cache_dir, compile_cache_dir
+from .defaults import AB_CHECKOUTS_DIR, MB, cache_dir, compile_cache_dir
 
 DEFAULT_COMPILE_CACHE_MAX_SIZE = 4 * 1024 * MB
 # JAX's file names in the cache folder: <key>-cache (an executable) and <key>-atime (its last use).
@@ -59,8 +59,9 @@ def cache_info(folder: str | os.PathLike[str] | None = None) -> CacheInfo:
 
 def clear_cache(folder: str | os.PathLike[str] | None = None, *, everything: bool = False) -> tuple[int, int]:
     """Delete the compilation cache's files (``everything``: all of jaxrun's cache folder, the
-    device facts and measured peaks too, which are probed again when next needed). Returns
-    (files deleted, bytes freed)."""
+    device facts and measured peaks too, which are probed again when next needed; not the checkouts
+    of jaxrun ab, which a running one uses and the next one removes). Returns (files deleted, bytes
+    freed)."""
     if everything:
         roots = [cache_dir()]
     else:
@@ -68,7 +69,9 @@ def clear_cache(folder: str | os.PathLike[str] | None = None, *, everything: boo
         roots = [Path(folder) if folder is not None else default]  # type: ignore[list-item]
     count = freed = 0
     for root in roots:
-        for current, _dirs, names in os.walk(root, topdown=False):
+        for current, dirs, names in os.walk(root):
+            if everything and Path(current) == root:
+                dirs[:] = [d for d in dirs if d != AB_CHECKOUTS_DIR]  # jaxrun ab's checkouts, live or to be removed by it
             for name in names:
                 file = Path(current) / name
                 try:

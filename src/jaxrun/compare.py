@@ -151,12 +151,14 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
         )
     path = Path(source).expanduser()
     if path.is_dir():
+        # A name that is there is read (resultfiles.read_model says what is wrong with it: damaged, a
+        # FIFO), never taken for a missing file.
         bench_file, batch_file = path / resultfiles.BENCHMARK_RESULTS, path / resultfiles.EXECUTION_RESULTS
-        if bench_file.is_file():
+        if os.path.lexists(bench_file):
             try:
                 model = _read_json(bench_file)
             except resultfiles.DamagedFileError as exc:
-                if not batch_file.is_file():
+                if not os.path.lexists(batch_file):
                     raise
                 # The batch file holds the same benchmarks (its "benchmarking" section).
                 try:
@@ -165,15 +167,15 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
                     raise UsageError(f"{str(path)!r} holds no readable results: {exc}; {second}") from None
                 logger.warning("%s; read %s instead", exc, resultfiles.EXECUTION_RESULTS)
                 return _Loaded(str(source), script_samples(model, metrics))
-            if _benchmarks(model) or not batch_file.is_file():
+            if _benchmarks(model) or not os.path.lexists(batch_file):
                 entries = script_samples(model, metrics)
-                if batch_file.is_file():
+                if os.path.lexists(batch_file):
                     try:  # the per-program figures are in the batch file's results
                         _attach_compiles(entries, _read_json(batch_file))  # type: ignore[arg-type]
                     except (UsageError, resultfiles.DamagedFileError) as exc:
                         logger.warning("%s: the programs' figures are not compared", exc)
                 return _Loaded(str(source), entries)
-        if batch_file.is_file():
+        if os.path.lexists(batch_file):
             return _Loaded(str(source), script_samples(_read_json(batch_file), metrics))
         raise UsageError(f"{str(source)!r} is not a jaxrun results folder or results JSON: {_EXPECTED} in it")
     if not path.exists():

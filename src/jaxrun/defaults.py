@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .errors import InvalidDeviceError, UsageError
+from .formatting import shorten_middle
 
 VALID_DEVICES: tuple[str, ...] = ("auto", "cpu", "gpu", "tpu")
 # "auto" prefers the fastest platform that is actually present.
@@ -16,6 +17,9 @@ AUTO_PREFERENCE: tuple[str, ...] = ("tpu", "gpu", "cpu")
 JAX_PLATFORMS_VALUE: dict[str, str] = {"cpu": "cpu", "gpu": "cuda,rocm", "tpu": "tpu"}
 
 DEFAULT_TIMEOUT = 300.0
+# Seconds jaxrun waits for a Ray cluster to answer (executors/ray.py): long enough for a cluster
+# across a slow network, short enough that an address where nothing answers is said at once.
+DEFAULT_RAY_CONNECT_TIMEOUT = 30.0
 # How a verdict judges (jaxrun.options.VerdictOptions): significance level, smallest change that counts.
 DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_EFFECT = 0.05
@@ -54,9 +58,15 @@ def validate_device(device: str) -> str:
     the valid forms."""
     name = str(device).strip().lower()
     platform, sep, index = name.partition(":")
-    if platform not in VALID_DEVICES or (sep and (platform == "auto" or not (index.isascii() and index.isdigit()))):
-        raise InvalidDeviceError(f"unknown device {device!r}: choose one of {DEVICE_FORMS}")
-    return f"{platform}:{int(index)}" if sep else name
+    if platform not in VALID_DEVICES or (sep and (platform == "auto" or not _device_id(index))):
+        raise InvalidDeviceError(f"unknown device {shown_value(device)}: choose one of {DEVICE_FORMS}")
+    return f"{platform}:{int(index.lstrip('0') or '0')}" if sep else name
+
+
+def _device_id(index: str) -> bool:
+    """Whether ``index`` is a device id JAX can have: digits, below 2^31 (XLA's ids are int32)."""
+    digits = index.lstrip("0") or "0"
+    return index.isascii() and index.isdigit() and len(digits) <= 10 and int(digits) < 2**31
 
 
 def split_device(device: str) -> tuple[str, int | None]:
@@ -131,8 +141,28 @@ def validate_matmul_precision(value: object) -> str | None:
 
 def validate_non_negative(name: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise UsageError(f"{name} must be a whole number >= 0, got {value!r}")
+        raise UsageError(f"{name} must be a whole number >= 0, got {shown_value(value)}")
     return value
+
+
+# Process runs of one script (--benchmark-runs, --warmup-runs): each is a process start and a
+# sample kept in the results, so a count past this is a typo (or 2**63), not a benchmark.
+MAX_RUNS = 10_000
+
+
+def validate_runs(name: str, value: int) -> int:
+    """A count of process runs: a whole number from 0 to :data:`MAX_RUNS`."""
+    if validate_non_negative(name, value) > MAX_RUNS:
+        raise UsageError(f"{name} must be at most {MAX_RUNS:,} process runs of each script, got {shown_value(value)}")
+    return value
+
+
+def shown_value(value: object, width: int = 80) -> str:
+    """``value`` as a message quotes it: its repr, cut in the middle past ``width`` characters (a
+    10 MB string is not echoed back) and a whole number too long to print said by its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"a whole number of {value.bit_length():,} bits"
+    return shorten_middle(repr(value), width)
 
 
 def log_cap_bytes() -> int:
@@ -178,6 +208,11 @@ def cache_dir() -> Path:
         return Path(root)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "jaxrun"
+
+
+# Under cache_dir(): the temporary checkouts of jaxrun ab / bisect (ab/checkouts.py), live work
+# rather than a cache, so `jaxrun cache clear --all` leaves them to jaxrun ab.
+AB_CHECKOUTS_DIR = "ab-checkouts"
 
 
 def compile_cache_dir(value: str | os.PathLike[str] | bool | None) -> Path | None:

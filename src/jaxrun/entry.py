@@ -8,6 +8,7 @@ options, so the script begins as early as it can. Everything else is :func:`jaxr
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         from .cli import main as cli_main
 
         mark("click and the CLI imported")
-        return cli_main(args, launcher=launcher)
+        status = cli_main(args, launcher=launcher)
+        _end_now_if_ray_was_left_behind(status)
+        return status
     finally:
         mark("the command returned; exiting")
         # The objects of the imported modules then stay out of the collection Python makes as it
@@ -37,6 +40,21 @@ def main(argv: list[str] | None = None) -> int:
         gc.freeze()
         if collecting:
             gc.enable()
+
+
+def _end_now_if_ray_was_left_behind(status: int) -> None:
+    """A call into Ray that never answered still runs in a thread (executors/ray.py): the
+    interpreter's exit would wait for Ray's exit handlers or crash under that thread, after jaxrun
+    has said everything. Its output flushed, the process ends here with its status."""
+    ray_executor = sys.modules.get("jaxrun.executors.ray")
+    if ray_executor is None or not ray_executor.calls_left_behind():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def _start_run() -> "Launcher":

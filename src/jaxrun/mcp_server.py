@@ -16,19 +16,26 @@ name ``mcp.server.fastmcp.FastMCP`` (mcp 1.x).
 """
 
 import asyncio
+import functools
+import inspect
 import logging
+import os
 import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import anyio
 from pydantic import BaseModel, Field
 
+from .defaults import shown_value, validate_device
+from .errors import UsageError
+from .formatting import one_line, shorten_middle
 from .models import BatchResult
 from .option_spec import default_of, described
-from .options import BatchOptions, RunOptions
+from .options import BatchOptions, RunOptions, parse_devices
+from .version import version
 
 try:  # mcp >= 2
     from mcp.server.mcpserver import Context, MCPServer as _Server
@@ -41,6 +48,7 @@ from mcp.types import ToolAnnotations
 _STARTED = re.compile(r"^\[(\d+)/(\d+|\?)\] (.+) \.\.\.$")  # "?": the plan is still finding scripts
 _FINISHED = re.compile(r"^  (.+?): ((?:ok|XPASS|kept) .+|\w+: .*)$")
 STOP_GRACE_SECONDS = 30.0
+T = TypeVar("T")
 
 
 class ScriptSummary(BaseModel):
@@ -138,6 +146,38 @@ def _summary(batch: BatchResult) -> BatchReport:
     )
 
 
+def _refused(argument: str, problem: str) -> ToolError:
+    """A tool error that names the argument it refuses (once: a message of an option's own
+    validator often starts with the option's name)."""
+    return ToolError(problem if problem.startswith(f"{argument} ") else f"{argument}: {problem}")
+
+
+def _path_problem(given: str) -> str | None:
+    """Why ``given`` cannot be a path (checked before it is used): empty, a NUL byte, text that is
+    not a file name's, longer than the system's PATH_MAX."""
+    if not given:
+        return "is empty: pass a path (relative to the first allowed folder, or absolute)"
+    if "\0" in given:
+        return f"{shown_value(given)} holds a NUL byte (\\x00), which no path can hold"
+    try:
+        size = len(os.fsencode(given))
+    except UnicodeEncodeError:
+        return f"{shown_value(given)} is not text a file name can hold (a lone surrogate)"
+    if size >= _PATH_MAX:
+        return f"is {size:,} bytes long; a path holds at most {_PATH_MAX - 1:,} (the system's PATH_MAX)"
+    return None
+
+
+def _path_max() -> int:
+    try:
+        return os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 4096
+
+
+_PATH_MAX = _path_max()
+
+
 class Roots:
     """The folders a client may name; a path is checked after resolving symlinks and ``..``."""
 
@@ -145,15 +185,60 @@ class Roots:
         self.roots = [Path(r).expanduser().resolve() for r in roots] or [Path.cwd().resolve()]
 
     def check(self, given: str, what: str) -> Path:
+        problem = _path_problem(given)
+        if problem is not None:
+            raise _refused(what, problem)
         path = Path(given).expanduser()
         if not path.is_absolute():
             path = self.roots[0] / path
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long
+            raise _refused(what, f"{shown_value(given)} cannot be resolved: {getattr(exc, 'strerror', None) or exc}") \
+                from None
         if not any(resolved == root or resolved.is_relative_to(root) for root in self.roots):
             allowed = ", ".join(str(r) for r in self.roots)
-            raise ToolError(f"{what} {given!r} resolves to {str(resolved)!r}, outside the allowed folders ({allowed}); "
-                            "pass a path inside them, or start jaxrun mcp with --root for that folder")
+            raise ToolError(f"{what} {shown_value(given)} resolves to {shown_value(str(resolved))}, outside the "
+                            f"allowed folders ({allowed}); pass a path inside them, or start jaxrun mcp with --root "
+                            "for that folder")
         return resolved
+
+
+def _option(argument: str, check: Callable[[], T]) -> T:
+    """``check()``: the option's own validator (what the CLI and the API use) for a tool's
+    argument; its UsageError becomes a tool error that names the argument."""
+    try:
+        return check()
+    except UsageError as exc:
+        raise _refused(argument, str(exc)) from None
+
+
+def _says_why(tool: Callable[..., Any]) -> Callable[..., Any]:
+    """Any failure of ``tool`` is a tool error that says what it was: the SDK words an exception
+    other than ToolError as a bare "Error executing tool ..."."""
+    def why(exc: Exception) -> ToolError:
+        return ToolError(f"jaxrun failed: {type(exc).__name__}: {shorten_middle(one_line(str(exc)) or '(no message)', 500)}")
+
+    if inspect.iscoroutinefunction(tool):
+        @functools.wraps(tool)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await tool(*args, **kwargs)
+            except ToolError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - said in the tool error
+                raise why(exc) from exc
+        return run_async
+
+    @functools.wraps(tool)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tool(*args, **kwargs)
+        except ToolError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - said in the tool error
+            raise why(exc) from exc
+    return run
 
 
 async def _run_cli(args: list[str], ctx: Context | None) -> BatchResult:
@@ -212,13 +297,25 @@ _ResultsDir = described(BatchOptions, "results_dir", Optional[str])
 _DEVICE = default_of(RunOptions, "device")
 
 
+def _new_server(jaxrun_version: str) -> Any:
+    """The SDK's server, named jaxrun, with jaxrun's version in ``serverInfo`` (mcp >= 2 takes it;
+    1.x's FastMCP does not, and its low-level server would say the SDK's own version)."""
+    instructions = "Run folders of JAX programs and measure them (jaxrun)."
+    if "version" in inspect.signature(_Server.__init__).parameters:
+        return _Server("jaxrun", instructions=instructions, version=jaxrun_version)
+    server = _Server("jaxrun", instructions=instructions)
+    server._mcp_server.version = jaxrun_version
+    return server
+
+
 def build_server(roots: list[Path]) -> Any:
     allowed = Roots(roots)
-    server = _Server("jaxrun", instructions="Run folders of JAX programs and measure them (jaxrun).")
+    server = _new_server(version())
     read_only = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
     runs = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
     @server.tool(name="execute.run_jax_scripts", annotations=runs)
+    @_says_why
     async def run_jax_scripts(pipeline_output_dir: str, device: _Devices = _DEVICE,
                               recursive_search: _Recursive = default_of(BatchOptions, "recursive"),
                               timeout: _Timeout = default_of(RunOptions, "timeout"), results_dir: _ResultsDir = None,
@@ -227,19 +324,24 @@ def build_server(roots: list[Path]) -> Any:
         per script success, error class, device, phases (import, compile, run) and peak memory.
         One progress notification per script started and finished; cancelling stops the scripts."""
         folder = allowed.check(pipeline_output_dir, "pipeline_output_dir")
-        out = allowed.check(results_dir, "results_dir") if results_dir else allowed.roots[0] / "jaxrun_results"
-        args = [str(folder), "--device", device, "--results-dir", str(out)]
+        devices = _option("device", lambda: ",".join(parse_devices(device)))
+        _option("timeout", lambda: RunOptions.check_value("timeout", timeout))
+        out = allowed.check(results_dir, "results_dir") if results_dir is not None else \
+            allowed.roots[0] / "jaxrun_results"
+        args = [str(folder), "--device", devices, "--results-dir", str(out)]
         args += ["--timeout", str(timeout)] if timeout is not None else []
         args.append("--recursive" if recursive_search else "--no-recursive")
         return _summary(await _run_cli(args, ctx))
 
     @server.tool(name="execute.check_jax_availability", annotations=read_only)
+    @_says_why
     def check_jax_availability(device: _Device = _DEVICE) -> Availability:
         """Whether JAX can use a device here (cpu, gpu, tpu, auto, or one device: gpu:1), with the
         devices it sees."""
         from .devices import check_device_id, get_jax_device_info, resolve_device
         from .errors import InvalidDeviceError, JAXExecutionError
 
+        device = _option("device", lambda: validate_device(device))  # echoed as it is meant, never as given
         try:
             info = get_jax_device_info()
             _, reason = resolve_device(device, info)  # the reason `jaxrun run` and `jaxrun devices` give
@@ -255,22 +357,24 @@ def build_server(roots: list[Path]) -> Any:
                             default_backend=info.default_backend, platforms=platforms, reason=reason)
 
     @server.tool(name="execute.monitor_jax_performance", annotations=read_only)
+    @_says_why
     def monitor_jax_performance(results_dir: str) -> BatchReport:
         """The figures of a results folder: of a finished batch, or of one still running (its
         files are replaced after every script; ``complete`` says which)."""
         from . import resultfiles
-        from .errors import UsageError
         from .view import read_batch
 
         folder = allowed.check(results_dir, "results_dir")
         try:
             return _summary(read_batch(folder))
         except UsageError as exc:
-            if not (folder / resultfiles.EXECUTION_RESULTS).exists():
+            if not os.path.lexists(folder / resultfiles.EXECUTION_RESULTS):
                 raise ToolError(f"no jaxrun results in {str(folder)!r}: run execute.run_jax_scripts first") from None
-            raise ToolError(str(exc)) from None  # a damaged file: one line that says where
+            # A damaged file, or one that is not a regular file (a FIFO): one line that says where.
+            raise _refused("results_dir", str(exc)) from None
 
     @server.tool(name="execute.benchmark_jax_script", annotations=runs)
+    @_says_why
     # A benchmark tool runs the script more than once by default (the options' 0 means "run once").
     async def benchmark_jax_script(script_path: str, benchmark_runs: _BenchmarkRuns = 5, warmup_runs: _WarmupRuns = 1,
                                    device: _Device = _DEVICE, results_dir: _ResultsDir = None,
@@ -278,9 +382,20 @@ def build_server(roots: list[Path]) -> Any:
         """Benchmark one script: warm-up and counted process runs; the medians of each phase, a 95%
         confidence interval of the median wall time and every run's wall time."""
         script = allowed.check(script_path, "script_path")
-        out = allowed.check(results_dir, "results_dir") if results_dir else allowed.roots[0] / "jaxrun_benchmarks"
+        if not script.is_file():
+            what = "a folder" if script.is_dir() else "not a regular file" if script.exists() else "missing"
+            raise _refused("script_path", f"{shown_value(script_path)} is {what}: execute.benchmark_jax_script "
+                           "benchmarks one script (a .py file or a notebook); execute.run_jax_scripts runs a folder")
+        device = _option("device", lambda: validate_device(device))
+        for name, runs in (("benchmark_runs", benchmark_runs), ("warmup_runs", warmup_runs)):
+            _option(name, lambda name=name, runs=runs: RunOptions.check_value(name, runs))
+        out = allowed.check(results_dir, "results_dir") if results_dir is not None else \
+            allowed.roots[0] / "jaxrun_benchmarks"
         batch = await _run_cli([str(script), "--device", device, "--benchmark-runs", str(benchmark_runs),
                                 "--warmup-runs", str(warmup_runs), "--results-dir", str(out), "--no-history"], ctx)
+        if len(batch.script_results) != 1:
+            raise _refused("script_path", f"{shown_value(script_path)}: jaxrun found {len(batch.script_results)} "
+                           "scripts to run there, not one JAX script")
         result = batch.script_results[0]
         bench = result.benchmark
         stats = bench.statistics if bench is not None else {}

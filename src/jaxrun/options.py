@@ -24,6 +24,8 @@ from .defaults import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     DEVICE_FORMS,
+    MAX_RUNS,
+    DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
     compile_cache_dir,
@@ -33,6 +35,7 @@ from .defaults import (
     validate_device,
     validate_memory_limit,
     validate_non_negative,
+    validate_runs,
     validate_matmul_precision,
     validate_optional_positive,
     validate_timeout,
@@ -186,8 +189,10 @@ class RunOptions(_Options):
     entry: Optional[str] = option(None, "Warm mode: the function called repeatedly in one process (like 'main').",
                                   Flag(names=("--warm",), sets="main", help="Call the script's main() repeatedly in one process."))
     warm_calls: int = option(DEFAULT_WARM_CALLS, "Calls of the entry function per process in warm mode.", Flag(metavar="N"))
-    benchmark_runs: int = option(0, "Counted process runs per script (0: run once).", Flag(metavar="N"))
-    warmup_runs: int = option(0, "Uncounted process runs before the counted ones.", Flag(metavar="N"))
+    benchmark_runs: int = option(0, f"Counted process runs per script (0: run once; at most {MAX_RUNS:,}).",
+                                 Flag(metavar="N"))
+    warmup_runs: int = option(0, f"Uncounted process runs before the counted ones (at most {MAX_RUNS:,}).",
+                              Flag(metavar="N"))
     host_devices: Optional[int] = option(None, "Simulated CPU devices per script (for sharding code).", Flag(metavar="N"))
     # The persistent compilation cache folder, resolved; None: no cache. Given as None/True (the
     # default folder), False (none) or a path.
@@ -279,10 +284,15 @@ class RunOptions(_Options):
     def _timeout(cls, value: Any) -> float | None:
         return validate_timeout(value)
 
-    @field_validator("retries", "benchmark_runs", "warmup_runs", mode="before")
+    @field_validator("retries", mode="before")
     @classmethod
     def _counts(cls, value: Any, info: Any) -> int:
         return validate_non_negative(info.field_name, value)
+
+    @field_validator("benchmark_runs", "warmup_runs", mode="before")
+    @classmethod
+    def _runs(cls, value: Any, info: Any) -> int:
+        return validate_runs(info.field_name, value)
 
     @field_validator("host_devices", "max_processes", mode="before")
     @classmethod
@@ -388,6 +398,10 @@ class BatchOptions(_Options):
     jobs_per_gpu: int = option(1, "Jobs sharing one GPU (each gets a memory fraction).", Flag(metavar="N"))
     backend: str = option("local", "Where scripts run: local, or ray (each script a Ray task).", Flag(choices=BACKENDS))
     ray_address: Optional[str] = option(None, "Address of an existing Ray cluster.", Flag(metavar="ADDRESS"))
+    ray_connect_timeout: float = option(
+        DEFAULT_RAY_CONNECT_TIMEOUT, "Seconds jaxrun waits for Ray to answer: to reach the cluster at --ray-address, "
+        "to hand over a finished script's result, to show it is still there while no script finishes, to "
+        "disconnect; past it jaxrun stops waiting and says so in one line.", Flag(metavar="SECONDS"))
     results_dir: Path = option(Path(DEFAULT_RESULTS_DIR), "Where result files are written.", Flag(metavar="DIR"),
                                show_default=DEFAULT_RESULTS_DIR)
     allow_other_files: bool = option(
@@ -487,6 +501,18 @@ class BatchOptions(_Options):
         if value not in BACKENDS:
             raise UsageError(f"unknown backend {value!r}: choose one of {', '.join(BACKENDS)}")
         return value
+
+    @field_validator("ray_connect_timeout", mode="before")
+    @classmethod
+    def _ray_connect_timeout(cls, value: Any) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
+            raise UsageError(f"ray_connect_timeout must be a number of seconds > 0 (a wait on Ray always ends), "
+                             f"got {value!r}")
+        return seconds
 
     @field_validator("results_dir", mode="before")
     @classmethod

@@ -6,15 +6,17 @@ Every write goes to a temporary file in the same folder and is moved into place 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib
 import itertools
 import json
 import os
 import re
+import stat
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, BinaryIO, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
@@ -229,8 +231,44 @@ def _wrong_fields(exc: ValidationError, model: type[BaseModel]) -> str:
     return one_line(f"does not match {model.__name__}: {where}: {first['msg']}{more}") or ""
 
 
+class NotRegularFileError(DamagedFileError):
+    """A result file's name held by something that is not a regular file (a FIFO, a socket, a
+    device): never opened for reading as one (a FIFO's open waits for a writer, a device never
+    ends), one line that says what it is."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        UsageError.__init__(self, f"{str(path)!r} is not a regular file but {kind}: jaxrun reads its results only "
+                                  "from regular files; remove it, or pass the folder a run wrote")
+        self.path = Path(path)
+        self.problem = f"not a regular file but {kind}"
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file (symbolic links followed). Opening
+    never waits: a FIFO is opened without blocking, looked at, and closed. Raises
+    :class:`NotRegularFileError` for a FIFO, socket or device, ``IsADirectoryError`` for a folder,
+    and OSError (missing, unreadable) for the caller to word."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(path, next((kind for test, kind in _KINDS if test(mode)), "not a file"))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read_text(path: Path) -> str:
-    raw = Path(path).read_bytes()  # OSError (missing, unreadable) is the caller's to word
+    with open_regular(path) as handle:  # OSError (missing, unreadable) is the caller's to word
+        raw = handle.read()
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -258,7 +296,9 @@ def read_model(path: Path, model: type[M]) -> M:
     """The ``model`` in the file ``path``: the one reader of result files (report, compare, --resume,
     the MCP tools). Raises OSError when it cannot be read and :class:`DamagedFileError` (a
     UsageError, so a ValueError) when it is damaged, with one line saying where: ``not valid JSON
-    at line L column C`` or ``does not match BatchResult: script_results.0.success: Field required``."""
+    at line L column C`` or ``does not match BatchResult: script_results.0.success: Field required``;
+    :class:`NotRegularFileError` (a DamagedFileError) when the name is a FIFO, a socket or a device,
+    which is never read (:func:`open_regular`)."""
     text = _read_text(path)
     try:
         return model.model_validate_json(text)

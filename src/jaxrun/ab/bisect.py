@@ -9,8 +9,6 @@ the two ends do not show would name a commit at random.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,7 +17,8 @@ from ..errors import UsageError
 from ..models import ScriptComparison
 from .report import comparison
 from .session import ABOptions, OnRun, run_script_pairs
-from .sides import Side, git, repository_of, revision, worktree
+from .checkouts import checkouts, remove_abandoned
+from .sides import Side, git, repository_of, revision
 
 __all__ = ["BisectStep", "Bisection", "bisect"]
 
@@ -58,15 +57,15 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOpti
     if not listed or listed[-1] != bad_commit:
         raise UsageError(f"{bad!r} does not descend from {good!r}: bisect needs the good revision to be an ancestor "
                          "of the bad one")
-    folder = Path(tempfile.mkdtemp(prefix="jaxrun-bisect-"))
     result = Bisection(good_commit, bad_commit, None, None)
-    try:
-        with worktree(repo, good_commit, folder / "good") as good_tree:
+    remove_abandoned(git)  # the checkouts a killed jaxrun ab or bisect left
+    with checkouts(repo, git) as made:
+        with made.worktree(good_commit, "good") as good_tree:
             good_side = Side("BASE", good_tree / relative, commit=good_commit, given=f"rev {good}")
 
             def slower(commit: str, step: int) -> bool:
                 subject = git(repo, "log", "-1", "--format=%s", commit)
-                with worktree(repo, commit, folder / f"rev{step}") as tree:
+                with made.worktree(commit, f"rev{step}") as tree:
                     new_side = Side("NEW", tree / relative, commit=commit, given=f"rev {commit[:12]}")
                     runs = run_script_pairs(relative.name, good_side, new_side, results_dir / f"step{step:02d}",
                                             options, on_run)
@@ -95,5 +94,3 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOpti
             result.first_slower = listed[high]
             result.subject = git(repo, "log", "-1", "--format=%s", listed[high])
             return result
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

@@ -1,6 +1,7 @@
 """The two sides of an A/B comparison (``jaxrun ab``, ``jaxrun bisect``): two folders, two git
-revisions of one repository (each checked out into a temporary worktree, removed afterwards; the
-user's own tree is never touched), or one folder under two Python interpreters.
+revisions of one repository (each checked out into a temporary worktree under jaxrun's cache,
+removed afterwards, or by the next run when this one is killed: ab/checkouts.py; the user's own
+tree and worktrees are never touched), or one folder under two Python interpreters.
 
 A :class:`Side` is where its scripts are and how they run; :func:`sides` makes both from what the
 user gave and cleans up what it made, whatever happens (Ctrl-C included).
@@ -11,15 +12,15 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from ..errors import UsageError
 from ..interpreters import validate_python
+from .checkouts import checkouts, remove_abandoned
 
-__all__ = ["Side", "git", "repository_of", "revision", "sides", "worktree"]
+__all__ = ["Side", "git", "repository_of", "revision", "sides"]
 
 _GIT_TIMEOUT = 120
 
@@ -75,20 +76,6 @@ def revision(repo: Path, rev: str) -> str:
                          "`git log --oneline` lists them)") from None
 
 
-@contextlib.contextmanager
-def worktree(repo: Path, commit: str, into: Path) -> Iterator[Path]:
-    """``commit`` checked out (detached) at ``into``, removed with its bookkeeping afterwards."""
-    git(repo, "worktree", "add", "--detach", "--force", str(into), commit)
-    try:
-        yield into
-    finally:
-        with contextlib.suppress(UsageError):
-            git(repo, "worktree", "remove", "--force", str(into))
-        shutil.rmtree(into, ignore_errors=True)
-        with contextlib.suppress(UsageError):
-            git(repo, "worktree", "prune")
-
-
 def _python(flag: str, path: str) -> str:
     """The interpreter ``flag`` names, checked as ``--python`` checks it (interpreters.validate_python)."""
     try:
@@ -106,6 +93,7 @@ def sides(base: Path, new: Path | None = None, *, base_rev: str | None = None, n
     or under two interpreters (revisions and interpreters may be combined)."""
     revs = base_rev is not None or new_rev is not None
     pythons = base_python is not None or new_python is not None
+    remove_abandoned(git)  # the checkouts a killed jaxrun ab or bisect left
     if new is not None and (revs or pythons):
         raise UsageError("give either two folders (BASE NEW) or one folder with --base-rev/--new-rev or "
                          "--base-python/--new-python, not both")
@@ -135,11 +123,7 @@ def sides(base: Path, new: Path | None = None, *, base_rev: str | None = None, n
         return
     repo, relative = repository_of(base)
     commits = [revision(repo, rev) if rev else git(repo, "rev-parse", "HEAD") for rev in (base_rev, new_rev)]
-    folder = Path(tempfile.mkdtemp(prefix="jaxrun-ab-"))
-    try:
-        with worktree(repo, commits[0], folder / "base") as base_tree, \
-                worktree(repo, commits[1], folder / "new") as new_tree:
-            yield (labelled("BASE", base_tree / relative, interpreters[0], commits[0], base_rev or "HEAD"),
-                   labelled("NEW", new_tree / relative, interpreters[1], commits[1], new_rev or "HEAD"))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with checkouts(repo, git) as made, made.worktree(commits[0], "base") as base_tree, \
+            made.worktree(commits[1], "new") as new_tree:
+        yield (labelled("BASE", base_tree / relative, interpreters[0], commits[0], base_rev or "HEAD"),
+               labelled("NEW", new_tree / relative, interpreters[1], commits[1], new_rev or "HEAD"))

@@ -19,7 +19,7 @@ from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
 from ..defaults import HISTORY_NOT_USED
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
-from ..executors.base import RunJob, make_executor
+from ..executors.base import Executor, RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
 from ..failures import HINTS
 from ..interpreters import is_other
@@ -195,13 +195,25 @@ def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, 
         if isinstance(exc, UsageError):
             raise
         raise unwritable(out, exc) from None
+    try:
+        # Made (a Ray cluster reached) before anything in the folder changes: a backend that cannot
+        # be reached is a usage error that leaves the folder as it was.
+        executor = make_executor(options, info)
+    except BaseException:
+        lock.release()
+        if store is not None:
+            store.close()
+        raise
     if options.run.python is None or not is_other(options.run.python):
         # Each script's process starts while the last one's result is written. A spare runs
         # jaxrun's own interpreter: none for a batch under another one (--python).
         launcher.open_spares(spare_environment())
     try:
-        return _run_locked(options, sinks, run_job, launcher, plan, info, store, history_problem, folder)
+        return _run_locked(options, sinks, run_job, launcher, plan, info, store, history_problem, folder, executor)
     finally:
+        close = getattr(executor, "close", None)  # what it holds (a Ray connection), when run() did not get to it
+        if close is not None:
+            close()
         launcher.close()
         lock.release()
 
@@ -231,7 +243,7 @@ def _build_result_models() -> None:
 
 def _run_locked(
     options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
-    info: DeviceInfo | None, store: HistoryStore | None, history_problem: str | None, folder: ResultsFolder,
+    info: DeviceInfo | None, store: HistoryStore | None, history_problem: str | None, folder: ResultsFolder, executor: Executor,
 ) -> BatchResult:
     """The batch, once its results folder is ours."""
     out = folder.root
@@ -289,7 +301,6 @@ def _run_locked(
                            devices=options.device)
     said = plan.jobs.complete
     log = RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, plan, said), verbose=options.run.verbose)
-    executor = make_executor(options, info)
     here = getattr(executor, "starts_processes_here", False)  # a backend that does not say: elsewhere
     to_run = Jobs([j for j in everything if j.index not in reused]) if reused else plan.jobs
     facts = _PlanFacts(plan, meta, log, said, to_run, launcher if here else None)

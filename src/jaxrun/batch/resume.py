@@ -32,8 +32,8 @@ def earlier_results(results_dir: Path) -> list[ScriptResult]:
     path = Path(results_dir) / resultfiles.EXECUTION_RESULTS
     try:
         return with_unlisted_results(resultfiles.read_model(path, BatchResult), Path(results_dir)).script_results
-    except resultfiles.DamagedFileError as exc:
-        why = exc.problem
+    except resultfiles.DamagedFileError as exc:  # a FIFO or a device in its place included: never read
+        why = exc.problem if isinstance(exc, resultfiles.NotRegularFileError) else f"damaged: {exc.problem}"
     except FileNotFoundError:
         why = None
     except OSError as exc:
@@ -44,7 +44,7 @@ def earlier_results(results_dir: Path) -> list[ScriptResult]:
         logger.info("--resume: no earlier batch in %s, running every script", results_dir)
         return []
     used = [p.name for _, p in found.readable]
-    line = (f"--resume: {str(path)!r} is {'damaged: ' + why if why else 'missing'}; "
+    line = (f"--resume: {str(path)!r} is {why or 'missing'}; "
             f"rebuilt the batch from {len(used)} per-script result file{'' if len(used) == 1 else 's'}"
             + (f" ({_names(used)})" if used else ""))
     if found.damaged:

@@ -49,11 +49,22 @@ class JaxrunGroup(click.Group):
         return status
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from ..version import describe
+
+    out.print(f"jaxrun {describe()}", markup=False, highlight=False, soft_wrap=True)
+    ctx.exit(EXIT_OK)
+
+
 app = JaxrunGroup(
     name="jaxrun",
     help="Run a folder of JAX programs on the best device and record what happened.",
     no_args_is_help=True,
     context_settings=CONTEXT_SETTINGS,
+    params=[click.Option(["--version", "-V"], is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+                         help="Print jaxrun's version and exit (the installed distribution's; code that is not installed says where it is).")],
 )
 # The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
 app.add_command(run.command())

@@ -44,7 +44,7 @@ def info(compile_cache: Optional[Path], as_json: bool) -> None:
 
 @app.command()
 @click.option("--compile-cache", type=click.Path(path_type=Path), metavar="PATH", help=_FOLDER_HELP)
-@click.option("--all", "everything", is_flag=True, help="All of jaxrun's cache folder: the device facts and measured peaks too.")
+@click.option("--all", "everything", is_flag=True, help="All of jaxrun's cache folder: the device facts and measured peaks too (not jaxrun ab's checkouts).")
 def clear(compile_cache: Optional[Path], everything: bool) -> None:
     """Delete the compiled executables (the next runs compile again and refill it)."""
     from ..cache import clear_cache

@@ -12,6 +12,10 @@ the plan is still finding them):
 * on Ctrl-C it stops every running job, reports each stopped job's (interrupted) result, and
   raises :class:`BatchInterrupted`. Jobs that never started have no result.
 
+An executor that holds something outside this process (Ray's: a connection to the cluster, made
+when it is built, so that an unreachable cluster is said before the results folder changes) has a
+``close()``, which the batch calls when it ends, whether ``run`` was reached or not.
+
 Results may be reported in any order; ``job.index`` is the batch order.
 """
 

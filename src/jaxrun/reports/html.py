@@ -11,17 +11,20 @@ failure with its hint and the tail of its stderr log.
 from __future__ import annotations
 
 import html
+import os
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..formatting import fmt, fmt_seconds
+from ..resultfiles import NotRegularFileError, open_regular
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport, ScriptResult
     from ..view import ProgramView, RunView, ScriptView
 
 _LOG_TAIL_LINES = 30
+_LOG_TAIL_BYTES = 256 * 1024  # the end of a log (capped at 50 MB) that holds its last lines
 _PHASES = ("import", "trace", "lower", "compile", "run")
 _COLORS = {"import": "#8c8c8c", "trace": "#f4a261", "lower": "#e9c46a", "compile": "#e76f51", "run": "#2a9d8f"}
 
@@ -294,9 +297,17 @@ def _log_tail(path: str | None) -> str:
     if not path:
         return ""
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        with open_regular(Path(path)) as handle:  # a FIFO or a device in its place is never read
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - _LOG_TAIL_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
+    except NotRegularFileError as exc:
+        return f"(the log is {exc.problem}: not read)"
     except OSError:
         return "(the log is gone)"
+    lines = text.splitlines()
+    if size > _LOG_TAIL_BYTES:
+        lines = lines[1:]  # the first line read may be the end of a longer one
     return "\n".join(lines[-_LOG_TAIL_LINES:])
 
 
