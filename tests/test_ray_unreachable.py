@@ -48,7 +48,9 @@ def _run(folder: Path, results: Path, address: str, *extra: str, limit: float = 
 
 
 def _earlier_run(results: Path) -> Path:
-    """A results folder as an earlier batch left it: it must be left as it was."""
+    """A results folder as an earlier batch left it (its manifest claims its script): it must be
+    left as it was."""
+    write(results, ".jaxrun.manifest", '{"script": "old"}\n')
     write(results, "script_results/old_result.json", '{"kept": true}')
     return write(results, "jax_execution_log.txt", "the earlier run's log\n")
 
