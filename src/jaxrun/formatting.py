@@ -5,10 +5,10 @@ Pure text, no rich; unknown is "-"."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
-           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count"]
+           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count", "listed"]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -81,6 +81,21 @@ def shorten_middle(text: str, width: int) -> str:
     keep = width - 1
     head = (keep + 1) // 2
     return text[:head] + ELLIPSIS + text[len(text) - (keep - head):]
+
+
+def listed(items: Iterable[object], limit: int, sep: str = ", ", *, last: int = 0, what: str = "more") -> str:
+    """At most ``limit`` of ``items`` joined by ``sep``, saying how many it left out: a list that
+    is cut never looks whole. ``a, b, c and 3 more``; with ``last`` the last ones are kept too and
+    the count stands where the cut is (``1 -> 2 -> (5 more) -> 8 -> 9``; a log's tail with
+    ``last=limit``: ``(12 more lines)`` first). ``what`` names them (``more lines``)."""
+    shown = [str(item) for item in items]
+    left = len(shown) - limit
+    if left <= 0:
+        return sep.join(shown)
+    last = min(max(last, 0), limit)
+    if last:
+        return sep.join([*shown[:limit - last], f"({left} {what})", *shown[len(shown) - last:]])
+    return sep.join(shown[:limit]) + f" and {left} {what}"
 
 
 def of_total(total: int | None) -> str:

@@ -211,9 +211,8 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
 def _slowest_and_failed(view) -> None:  # type: ignore[no-untyped-def]
     """Under the table: where the time went (the slowest scripts), where a script ran other than
     asked and why, and what failed: where, its log and its hint."""
-    timed = sorted((s for s in view.scripts if s.time is not None and not s.kept), key=lambda s: -s.time)
-    if len(timed) > 1:
-        out.print("slowest: " + ", ".join(f"{s.label} {s.time:.2f} s" for s in timed[:3]), markup=False, soft_wrap=True)
+    if view.slowest_line:
+        out.print(view.slowest_line, markup=False, soft_wrap=True)
     for s in view.scripts:
         if s.fallback_reason:
             out.print(f"fallback: {s.label}: ran on {s.device} instead of {s.device_requested}: {s.fallback_reason}",

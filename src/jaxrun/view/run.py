@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from .scripts import ScriptView, relative_path, script_view
-from ..formatting import plural
+from ..formatting import fmt, listed, plural
+from ..summary import slowest_first
 from ..defaults import HISTORY_NOT_USED
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport
 
 EXIT_OK, EXIT_FAILED = 0, 1
+SLOWEST_SHOWN = 3  # scripts the terminal's "slowest:" line names; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class RunView:
     exit_reasons: list[str]  # why the exit status is 1, one line each
     notes: list[str] = field(default_factory=list)  # said once, under the table
     unreadable: list[str] = field(default_factory=list)
+    # Every script with a time, the slowest first: the ranking of performance_summary's
+    # slowest_script / fastest_script (summary.slowest_first), failed and kept scripts included.
+    slowest: list[ScriptView] = field(default_factory=list)
 
     @property
     def counts(self) -> str:
@@ -76,6 +81,18 @@ class RunView:
         if self.exit_status:
             line += " — exit 1: " + "; ".join(self.exit_reasons)
         return line
+
+    @property
+    def slowest_line(self) -> Optional[str]:
+        """``slowest: slow.py 10.12 s (timeout), s2.py 5.53 s (kept), s4.py 5.49 s and 4 more``:
+        where the time went, each time as the table's "time s" column writes it; None for a run
+        of fewer than two timed scripts."""
+        if len(self.slowest) < 2:
+            return None
+        def said(s: ScriptView) -> str:
+            marks = [m for m in (None if s.status == "ok" else s.status_text, "kept" if s.kept else None) if m]
+            return f"{s.label} {fmt(s.time)} s" + (f" ({', '.join(marks)})" if marks else "")
+        return "slowest: " + listed([said(s) for s in self.slowest], SLOWEST_SHOWN)
 
     @property
     def attention(self) -> list[ScriptView]:
@@ -124,6 +141,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
         total_time=batch.performance_summary.total_execution_time, largest_memory=max(memory) if memory else None,
         exit_status=EXIT_FAILED if reasons else EXIT_OK, exit_reasons=reasons, notes=notes,
         unreadable=list(meta.unreadable_paths),
+        slowest=slowest_first(scripts, lambda s: s.time),
     )
 
 
