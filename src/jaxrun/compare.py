@@ -22,6 +22,7 @@ from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
 from .defaults import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from .errors import UsageError
+from .formatting import listed
 from .options import VerdictOptions, verdict_options
 from .cache_misses import compile_time_moved, program_change
 from .models import (BatchResult, BenchmarkResults, CompileStats, ComparisonReport, Numerics, ProgramComparison,
@@ -232,16 +233,24 @@ def compare_results(
     judged, gate = metrics_for(metric)
     left, right = _load(base, judged), _load(new, judged)
     pairs, only_base, only_new = _pair(left.entries, right.entries)
-    if not pairs and (only_base or only_new):
-        def names(keys: list[Key]) -> str:
-            return ", ".join(sorted({k[0] for k in keys})[:5]) or "none"
-
-        raise UsageError(f"nothing to compare: no script is in both {left.label!r} and {right.label!r} "
-                         f"(BASE has {names(only_base)}; NEW has {names(only_new)}) — pass two runs of the same scripts")
     several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
 
     def label(key: Key) -> str:  # "name [device]" only for scripts run on several devices
         return f"{key[0]} [{key[1]}]" if key[0] in several else key[0]
+
+    def shown(side: _Loaded, key: Key) -> str:
+        """The script as its run's summary names it (its path under the folder searched, "@device"
+        when it ran on several); its <name> when the file does not say where it was."""
+        path = side.entries[key].path
+        return label(key) if path is None else path + (f" @{key[1]}" if key[0] in several else "")
+
+    if not pairs and (only_base or only_new):
+        def names(side: _Loaded, keys: list[Key]) -> str:
+            return listed(sorted({shown(side, k) for k in keys}), 5) or "none"
+
+        raise UsageError(f"nothing to compare: no script is in both {left.label!r} and {right.label!r} "
+                         f"(BASE has {names(left, only_base)}; NEW has {names(right, only_new)}) — pass two runs of "
+                         "the same scripts")
 
     report = ComparisonReport(base=left.label, new=right.label, metrics=list(judged), gate=list(gate),
                               alpha=alpha, min_effect=min_effect)
@@ -251,7 +260,7 @@ def compare_results(
         row = judge_script(new_key[0], now.device_used or new_key[1], old.samples, now.samples, options,
                            repeated=old.benchmarked or now.benchmarked)
         if now.path is not None:
-            row.path = now.path + (f" @{new_key[1]}" if new_key[0] in several else "")
+            row.path = shown(right, new_key)
         notes = [row.note] if row.note else []
         if base_key != new_key:
             notes.insert(0, f"requested device {base_key[1]} in base, {new_key[1]} in new")
@@ -271,8 +280,8 @@ def compare_results(
             report.regressions.append(label(new_key))
         elif row.verdict == "faster":
             report.improvements.append(label(new_key))
-    report.only_in_base = [label(k) for k in only_base]
-    report.only_in_new = [label(k) for k in only_new]
+    report.only_in_base = [shown(left, k) for k in only_base]
+    report.only_in_new = [shown(right, k) for k in only_new]
     report.geometric_mean_ratio = {
         m: stats.geometric_mean([p.ratio for r in report.scripts if (p := r.phases.get(m)) and p.ratio is not None])
         for m in judged

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
-           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count", "listed"]
+           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count", "listed", "left_out"]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -95,7 +95,12 @@ def listed(items: Iterable[object], limit: int, sep: str = ", ", *, last: int = 
     last = min(max(last, 0), limit)
     if last:
         return sep.join([*shown[:limit - last], f"({left} {what})", *shown[len(shown) - last:]])
-    return sep.join(shown[:limit]) + f" and {left} {what}"
+    return sep.join(shown[:limit]) + left_out(left, what)
+
+
+def left_out(count: int, what: str = "more") -> str:
+    """`` and 3 more`` after what is shown of a list too long to hold (a report's rows), or ""."""
+    return f" and {count} {what}" if count > 0 else ""
 
 
 def of_total(total: int | None) -> str:

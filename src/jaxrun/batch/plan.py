@@ -21,6 +21,7 @@ from .. import resultfiles
 from ..devices import check_device_id, resolve_device
 from ..discovery import PreparedSearch, ScriptNames, prepare_search, script_display_name
 from ..errors import UsageError
+from ..formatting import listed
 from ..job import Job, Jobs
 from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
@@ -41,7 +42,7 @@ DURATIONS_CHUNK = 64
 
 def _no_scripts(paths: tuple[Path, ...], unreadable: list[str]) -> UsageError:
     shown = ", ".join(repr(str(p)) for p in paths)
-    unread = f"; {len(unreadable)} path(s) could not be read: {', '.join(unreadable[:3])}" if unreadable else ""
+    unread = f"; {len(unreadable)} path(s) could not be read: {listed(unreadable, 3)}" if unreadable else ""
     return UsageError(
         f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
         f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"

@@ -149,8 +149,10 @@ class ComparisonReport(MappingModel):
     alpha: float
     min_effect: float
     scripts: list[ScriptComparison] = []
-    only_in_base: list[str] = []
-    only_in_new: list[str] = []
+    only_in_base: list[str] = Field(
+        [], description="Scripts of BASE only, as its summary names them (path relative to the folder searched; the "
+        "<name> when the file does not say where a script was)")
+    only_in_new: list[str] = Field([], description="Scripts of NEW only, named the same way")
     geometric_mean_ratio: dict[str, float | None] = Field(
         {}, description="Per phase: geometric mean of the scripts' ratios (NEW/BASE)"
     )

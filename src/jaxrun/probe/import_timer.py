@@ -37,7 +37,7 @@ recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=50_000
 recent_modules: collections.deque[str] = collections.deque(maxlen=50_000)
 dropped = False
 _names: list[str] = []  # the modules of the interval open now
-MAX_NAMES = 8  # per interval; more threads importing at once are counted (", +3 more")
+MAX_NAMES = 8  # per interval; more threads importing at once are counted ("and 3 more")
 
 
 def _enter(module: str) -> None:
@@ -52,9 +52,9 @@ def _enter(module: str) -> None:
 
 
 def _joined(names: list[str]) -> str:
-    unique = list(dict.fromkeys(names))
-    more = len(unique) - MAX_NAMES
-    return ", ".join(unique[:MAX_NAMES]) + (f", +{more} more" if more > 0 else "")
+    from ..formatting import listed  # standard library only, as the probe must be
+
+    return listed(dict.fromkeys(names), MAX_NAMES)
 
 
 def _leave() -> None:

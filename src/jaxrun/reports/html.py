@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..formatting import fmt, fmt_seconds
+from ..formatting import fmt, fmt_seconds, left_out, listed
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport, ScriptResult
@@ -218,11 +218,13 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
 
     from ..view import program_views
 
-    views = list(islice(program_views(batch, view), _PROGRAM_ROWS + 1))
+    every = program_views(batch, view)
+    views = list(islice(every, _PROGRAM_ROWS))
+    left = sum(1 for _ in every)  # counted, not held: the report says how many it leaves out
     if not views:
         return "<p>No script compiled a JAX program.</p>"
     rows = []
-    for program in views[:_PROGRAM_ROWS]:
+    for program in views:
         cells = []
         for _, cell, text in _PROGRAM_COLUMNS:
             shown, raw = cell(program)
@@ -230,8 +232,8 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
                          f"{_esc(shown)}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _PROGRAM_COLUMNS)
-    more = (f"<caption>The first {_PROGRAM_ROWS} programs; every one is in script_results/.</caption>"
-            if len(views) > _PROGRAM_ROWS else
+    more = (f"<caption>The first {_PROGRAM_ROWS} programs{left_out(left, 'more, not shown here')}: every one "
+            "is in script_results/.</caption>" if left else
             "<caption>FLOPs and bytes accessed per call, device memory per device (inputs included), as XLA's "
             "analyses of the last executable built or loaded.</caption>")
     return (f'<table id="programs" class="sortable">{more}<thead><tr>{head}</tr></thead>'
@@ -297,7 +299,7 @@ def _log_tail(path: str | None) -> str:
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return "(the log is gone)"
-    return "\n".join(lines[-_LOG_TAIL_LINES:])
+    return listed(lines, _LOG_TAIL_LINES, "\n", last=_LOG_TAIL_LINES, what="earlier lines: the whole log is the file")
 
 
 def _failures(view: "RunView") -> str:

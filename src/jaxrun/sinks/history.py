@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..cache_misses import explain_cache_miss
 from ..compile_history import CompileRun, LoadedBefore
+from ..formatting import listed
 from ..history import HistoryStore, history_run_from_benchmark
 from ..models import RegressionCheck
 from ..probe.channel import valid_text
@@ -93,7 +94,7 @@ class HistorySink(BaseSink):
         warnings = list(result.warnings)
         for (when, reason), names in said.items():
             names.sort(key=lambda name: compiles[name].source is None)  # the script's own programs first
-            shown = ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+            shown = listed(names, MAX_NAMED)
             verb, pronoun = ("was", "it") if len(names) == 1 else ("were", "them")
             warnings.append(f"{shown} {verb} compiled though the run of {when} loaded {pronoun} from the persistent "
                             f"cache: {reason}")
