@@ -55,3 +55,64 @@ def test_slowest_and_fastest_are_one_ranking_with_failed_and_kept_scripts(tmp_pa
         row = next(row for row in again.stdout.splitlines() if row.startswith(label + " "))
         time_cell = re.search(rf"{re.escape(label)} (\d+\.\d\d) s", line).group(1)  # type: ignore[union-attr]
         assert f" {time_cell} " in row, (row, line)
+
+
+# --------------------------------------------------------------------------- one label everywhere
+
+LEAKS = """\
+# jaxrun: entry="main" warm_calls=4
+import jax.numpy as jnp
+kept = []
+def main():
+    kept.append(jnp.zeros((250,), jnp.float32))  # 1,000 bytes a call, never let go: a leak warning
+    return jnp.ones(3) * 2
+"""
+
+
+def test_every_surface_names_a_script_in_a_subfolder_and_a_notebook_alike(tmp_path: Path) -> None:
+    """sub/sleep1.py, sub/leaks.py and nb.ipynb read the same on the terminal, in Markdown, the HTML
+    report, the CSV and JSON exports, JUnit, compare's exports, the history, the warm table and its
+    leak warning: the path under the folder given, a notebook keeping its .ipynb."""
+    import csv
+    import io
+    import xml.etree.ElementTree as ET
+
+    from helpers import write_notebook
+    from test_markdown import tables
+    from test_one_view import html_rows
+
+    src, out, history = tmp_path / "src", tmp_path / "r", tmp_path / "h.sqlite"
+    write(src, "sub/sleep1.py", NO_JAX + "import time\ntime.sleep(0.05)\n")
+    write(src, "sub/leaks.py", LEAKS)
+    write_notebook(src, "nb.ipynb", ["if False:\n    import jax\nx = 1", "print(x + 1)"])
+    labels = {"sub/sleep1.py", "sub/leaks.py", "nb.ipynb"}
+    done = jaxrun("run", src, "--results-dir", out, "--history", history, "--device", "cpu", "--benchmark-runs", 2,
+                  "--export-csv", tmp_path / "x.csv", "--export-json", tmp_path / "x.json",
+                  "--junit-xml", tmp_path / "j.xml", "--markdown", tmp_path / "m.md", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    terminal = {line.split()[0] for line in done.stdout.splitlines()[2:] if line.split()[:1] and
+                line.split()[0] in labels | {"sub/sleep1", "sub__sleep1", "nb", "sub/leaks", "sub__leaks"}}
+    assert terminal == labels, done.stdout
+    markdown = {row[0] for row in tables((tmp_path / "m.md").read_text())["Every script"][1:]}
+    assert markdown == labels
+    assert jaxrun("report", out, "-o", tmp_path / "r.html").returncode == 0
+    assert set(html_rows(tmp_path / "r.html")) == labels
+    assert {row["script"] for row in csv.DictReader(io.StringIO((tmp_path / "x.csv").read_text()))} == labels
+    assert {row["command"] for row in load(tmp_path / "x.json")["results"]} == labels
+    assert {case.get("name") for case in ET.parse(tmp_path / "j.xml").iter("testcase")} == labels
+    # Compare's exports of the run against itself.
+    compared = jaxrun("compare", out, out, "--export-csv", tmp_path / "c.csv", "--export-json", tmp_path / "c.json")
+    assert compared.returncode == 0, compared.stderr
+    assert {row["script"] for row in csv.DictReader(io.StringIO((tmp_path / "c.csv").read_text()))} == labels
+    assert {s["script"] for s in load(tmp_path / "c.json")["samples"]["new"]} == labels
+    # The history of the benchmarked scripts.
+    shown = jaxrun("history", "--history", history)
+    assert shown.returncode == 0, shown.stderr
+    table = shown.stdout[:shown.stdout.index(": run_time per run")]
+    assert {line.split()[0] for line in table.splitlines() if line.split()[:1] and line.split()[0] in
+            labels | {"sub__sleep1", "nb", "sub__leaks"}} == labels, shown.stdout
+    assert all(f"{label}: run_time per run" in shown.stdout for label in labels), shown.stdout
+    # Warm mode's table and its leak warning.
+    warm = done.stdout[done.stdout.index("warm mode:"):]
+    assert any(line.startswith("sub/leaks.py ") for line in warm.splitlines()), warm
+    assert "warning: sub/leaks.py: live array bytes grew" in done.stderr, done.stderr

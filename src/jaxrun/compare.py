@@ -185,6 +185,29 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
     return _Loaded(str(source), script_samples(_read_json(path), metrics))
 
 
+def _several(*sides: _Loaded) -> set[str]:
+    """The <name>s a side holds on more than one device."""
+    return {name for side in sides for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
+
+
+def _shown(side: _Loaded, key: Key, several: set[str]) -> str:
+    """The script as its run's summary names it (view.script_label: its path under the folder
+    searched, " @device" when it ran on several); "<name> [device]" when the file does not say
+    where it was (a benchmark file alone)."""
+    path = side.entries[key].path
+    if path is None:
+        return f"{key[0]} [{key[1]}]" if key[0] in several else key[0]
+    return path + (f" @{key[1]}" if key[0] in several else "")
+
+
+def labelled_samples(source: Source, metrics: tuple[str, ...]) -> list[tuple[str, Key, dict[str, list[float]]]]:
+    """``(label, (name, device), samples per metric)`` of each script of a run, its label as
+    compare_results names it (what the exports of a comparison write)."""
+    side = _load(source, metrics)
+    several = _several(side)
+    return [(_shown(side, key, several), key, entry.samples) for key, entry in side.entries.items()]
+
+
 def load_samples(path: Source, metric: str = "wall_time") -> dict[Key, list[float]]:
     """Counted, successful samples of ``metric`` per ``(script_name, device_requested)``."""
     name = resolve_metric(metric)
@@ -233,16 +256,13 @@ def compare_results(
     judged, gate = metrics_for(metric)
     left, right = _load(base, judged), _load(new, judged)
     pairs, only_base, only_new = _pair(left.entries, right.entries)
-    several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
+    several = _several(left, right)
 
     def label(key: Key) -> str:  # "name [device]" only for scripts run on several devices
         return f"{key[0]} [{key[1]}]" if key[0] in several else key[0]
 
     def shown(side: _Loaded, key: Key) -> str:
-        """The script as its run's summary names it (its path under the folder searched, "@device"
-        when it ran on several); its <name> when the file does not say where it was."""
-        path = side.entries[key].path
-        return label(key) if path is None else path + (f" @{key[1]}" if key[0] in several else "")
+        return _shown(side, key, several)
 
     if not pairs and (only_base or only_new):
         def names(side: _Loaded, keys: list[Key]) -> str:

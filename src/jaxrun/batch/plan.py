@@ -26,7 +26,7 @@ from ..job import Job, Jobs
 from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
 from ..probe.channel import valid_text
-from ..view.scripts import relative_path
+from ..view.scripts import script_label
 from ..settings import ScriptSettings, script_settings
 
 # Jobs planned before the first one starts (a folder of fewer scripts: all of them), and the
@@ -193,7 +193,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
             device=device, platform=platform, results_dir=options.results_dir,
             expected_seconds=expected,
             run_options=run_options,
-            label=relative_path(str(plan.script), roots) + (f" @{device}" if len(plan.devices) > 1 else ""),
+            label=script_label(str(plan.script), roots, device if len(plan.devices) > 1 else None),
         ))
     return jobs
 

@@ -44,6 +44,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
 
     from ..history import HistoryStore, HistoryUnreadable, default_history_path
     from ..verdicts import describe_gate
+    from ..view import label_from_name
     from .tables import history_cell, history_runs_table, history_scripts_table
 
     path = history_path or default_history_path()
@@ -53,7 +54,8 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         options = verdict_options()
         with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
-                known = ", ".join(s.script_name for s in store.scripts()) or "none (jaxrun run SCRIPT --benchmark-runs N)"
+                known = ", ".join(label_from_name(s.script_path, s.script_name) for s in store.scripts()) \
+                    or "none (jaxrun run SCRIPT --benchmark-runs N)"
                 raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}; "
                                  f"scripts benchmarked there: {known}")
             checks = store.check_latest(script, options)
@@ -91,7 +93,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         for run in runs:
             values = metric_values(run.samples, shown)
             medians.append(statistics.median(values) if values else None)
-        name = runs[-1].script_name if runs else path
+        name = label_from_name(path, runs[-1].script_name) if runs else path
         out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags))
         for run_id, changes in _program_changes({path: runs}, programs).items():
             for c in changes:
@@ -101,8 +103,10 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
                           markup=False, soft_wrap=True)
     for check in regressions:
         assert check.comparison is not None
+        runs = runs_by_path.get(check.script_path)
+        name = label_from_name(check.script_path, runs[-1].script_name) if runs else Path(check.script_path).name
         out.print(
-            f"regression: {Path(check.script_path).name} on {check.device} is slower than its "
+            f"regression: {name} on {check.device} is slower than its "
             f"{check.previous_runs} earlier run(s): {describe_gate(check.comparison)}",
             markup=False,
         )

@@ -321,7 +321,7 @@ def transfers_table(rows: "Iterable[TransferView]") -> Table:
     return table
 
 
-def speedup_table(rows: list[DeviceSpeedup]) -> Table:
+def speedup_table(rows: list[DeviceSpeedup], labels: "dict[str, str] | None" = None) -> Table:
     table = _table("cross-device speed-up (baseline median / device median)", (
         ("script", "left"), ("baseline", "left"), ("device", "left"), ("speed-up", "right"),
         ("95% CI", "right"), ("note", "left"),
@@ -329,7 +329,8 @@ def speedup_table(rows: list[DeviceSpeedup]) -> Table:
     for row in rows:
         ci = "-" if row.ci_low is None else f"{row.ci_low:.3f} – {row.ci_high:.3f}"
         table.add_row(
-            Text(row.script_name), row.baseline_device, Text(f"{row.device} (ran on {row.device_used})"),
+            Text((labels or {}).get(row.script_name, row.script_name)), row.baseline_device,
+            Text(f"{row.device} (ran on {row.device_used})"),
             "-" if row.speedup is None else f"x{row.speedup:.3f}", ci,
             Text(row.note or "real comparison"),
         )
@@ -377,8 +378,11 @@ def history_scripts_table(rows: list) -> Table:
     table = _table("benchmark history", (
         ("script", "left"), ("path", "left"), ("runs", "right"), ("last recorded", "left"),
     ))
+    from ..view import label_from_name
+
     for row in rows:
-        table.add_row(Text(row.script_name), Text(row.script_path), str(row.n_runs), row.last_recorded_at)
+        table.add_row(Text(label_from_name(row.script_path, row.script_name)), Text(row.script_path), str(row.n_runs),
+                      row.last_recorded_at)
     return table
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import PurePath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -90,6 +91,28 @@ def relative_path(script_path: str, search_paths: Sequence[str]) -> str:
         if best is None or len(candidate) < len(best):
             best = candidate
     return (best if best is not None else script_path).replace(os.sep, "/")
+
+
+def script_label(script_path: str, search_paths: Sequence[str], device: Optional[str] = None) -> str:
+    """The one name a reader sees for a script on every surface (the terminal, Markdown, HTML,
+    exports, JUnit, compare, history, MCP): its path under the folder given, with "/" and its
+    suffix (``sub/model.py``, ``train.ipynb``), `` @gpu`` when the batch ran it on several devices.
+    ``<name>`` (``sub__model``) names its files, never the script to a reader."""
+    return relative_path(script_path, search_paths) + (f" @{device}" if device else "")
+
+
+def label_from_name(script_path: str, name: str) -> str:
+    """:func:`script_label` of a script known only by its path and ``<name>`` (the history keeps
+    no search folder): its path under the folder whose naming gives ``<name>`` (``sub__model`` of
+    ``/w/proj/sub/model.py``: ``sub/model.py``); the file's own name when none does (a name made
+    unique with ``_2``)."""
+    from ..discovery import script_display_name
+
+    path = PurePath(script_path)
+    for root in path.parents:
+        if script_display_name(path, root) == name:
+            return script_label(script_path, [str(root)])
+    return path.name
 
 
 def error_location(result: "ScriptResult", search_paths: Sequence[str]) -> Optional[str]:
@@ -209,7 +232,7 @@ def script_view(
     if result.fallback_reason:
         device_text += f" (fallback from {result.device_requested})"
     path = relative_path(result.script_path, search_paths)
-    label = path + (f" @{result.device_requested}" if several_devices else "")
+    label = script_label(result.script_path, search_paths, result.device_requested if several_devices else None)
     if comparison is not None:
         verdict, verdict_level, regression = baseline_verdict(comparison)
         against = comparison
