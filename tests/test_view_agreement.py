@@ -116,3 +116,37 @@ def test_every_surface_names_a_script_in_a_subfolder_and_a_notebook_alike(tmp_pa
     warm = done.stdout[done.stdout.index("warm mode:"):]
     assert any(line.startswith("sub/leaks.py ") for line in warm.splitlines()), warm
     assert "warning: sub/leaks.py: live array bytes grew" in done.stderr, done.stderr
+
+
+def test_exports_hold_what_was_measured_of_a_failed_script_as_the_table_and_junit_do(tmp_path: Path) -> None:
+    import csv
+    import io
+    import xml.etree.ElementTree as ET
+
+    src = tmp_path / "src"
+    write(src, "ok.py", NO_JAX + "print(1)\n")
+    write(src, "raises.py", NO_JAX + "import time\ntime.sleep(0.3)\nraise ValueError('boom')\n")
+    write(src, "slow.py", NO_JAX + "import time\ntime.sleep(60)\n")
+    write(src, "exits.py", NO_JAX + "import os\nos._exit(3)\n")
+    done = jaxrun("run", src, "--results-dir", tmp_path / "r", "--no-history", "--timeout", "2", "-q",
+                  "--export-csv", tmp_path / "x.csv", "--export-json", tmp_path / "x.json", "--junit-xml",
+                  tmp_path / "j.xml")
+    assert done.returncode == 1, done.stderr
+    results = {r["script_name"]: r for r in load(tmp_path / "r" / "jax_execution_results.json")["script_results"]}
+    table = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()[:1]
+             and line.split()[0].endswith(".py")}
+    exported = {row["command"]: row for row in load(tmp_path / "x.json")["results"]}
+    rows = {row["script"]: row for row in csv.DictReader(io.StringIO((tmp_path / "x.csv").read_text()))}
+    junit = {case.get("name"): case for case in ET.parse(tmp_path / "j.xml").iter("testcase")}
+    assert set(exported) == set(rows) == set(junit) == {"ok.py", "raises.py", "slow.py", "exits.py"}
+    for label, row in exported.items():
+        result = results[row["name"]]
+        wall = result["execution_time"]
+        assert wall is not None, label  # every one of them ran: its process was timed
+        assert row["success"] is result["success"] and row["runs"] == 1 and row["times"] == [wall], (label, row)
+        assert row["median"] == row["mean"] == row["min"] == row["max"] == wall and row["stddev"] is None
+        assert row["samples"]["import_time"] == ([] if result["import_time"] is None else [result["import_time"]])
+        assert float(rows[label]["median"]) == wall and rows[label]["runs"] == "1"
+        assert f" {wall:.2f} " in table[label]  # the table's time s
+        assert junit[label].get("time") == f"{wall:.3f}"
+    assert exported["slow.py"]["error_class"] == "timeout" and exported["slow.py"]["median"] >= 2
