@@ -16,7 +16,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
@@ -330,24 +330,47 @@ def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, Compil
         programs.append(ProgramComparison(
             program=name, base_compile_time=before.compile_time, new_compile_time=now.compile_time,
             base_count=before.count, new_count=now.count, moved=moved, change=change,  # type: ignore[arg-type]
+            base_cache_loads=before.cache_hits, new_cache_loads=now.cache_hits,
+            base_cache_load_time=before.cache_load_time or None, new_cache_load_time=now.cache_load_time or None,
             reason=None if change is not None else "a run kept no fingerprint of it",
         ))
     return programs
 
 
-def compile_text(seconds: float, count: int) -> str:
-    """``compiled in 0.120 s``, or ``not compiled`` (its executable loaded from the persistent
-    cache, or none built): a load is not a 0 s compilation."""
-    return f"compiled in {seconds:.3f} s" if count else "not compiled"
+def compile_text(seconds: float, count: int, loads: int = 0, load_time: float | None = None) -> str:
+    """What one run did to build a program: ``compiled in 0.120 s``; ``loaded from the persistent
+    cache in 0.004 s`` (a load is not a 0 s compilation); both, when it did both; ``not
+    compiled`` when it built none (traced inside another program)."""
+    loaded = "loaded from the persistent cache" + (f" in {load_time:.3f} s" if load_time else "")
+    if count:
+        return f"compiled in {seconds:.3f} s" + (f" ({loads} more {loaded})" if loads else "")
+    return loaded if loads else "not compiled (traced inside another program, or never run)"
+
+
+def program_line(script: str, p: ProgramComparison) -> str:
+    """``model.py: jit(loss) compiled in 0.120 s -> compiled in 0.310 s: the program changed``."""
+    said = p.change or f"unknown whether it is the same program ({p.reason})"
+    return (f"{script}: {p.program} {compile_text(p.base_compile_time, p.base_count, p.base_cache_loads, p.base_cache_load_time)}"
+            f" -> {compile_text(p.new_compile_time, p.new_count, p.new_cache_loads, p.new_cache_load_time)}: {said}")
+
+
+PROGRAMS_MOVED = "Programs whose compile time moved"
+PROGRAMS_NOT_MOVED = "Programs whose compile time did not move (shown for a script whose time changed)"
+
+
+def program_sections(report: ComparisonReport, line: Callable[[str, ProgramComparison], str] = program_line
+                     ) -> list[tuple[str, list[str]]]:
+    """The programs of :attr:`ScriptComparison.programs`, each under the heading that is true of
+    it (its ``moved``): what `jaxrun compare`, `jaxrun ab` and their Markdown say. ``line`` words
+    one program (``jaxrun ab`` adds its trace and lower times)."""
+    moved: list[str] = []
+    still: list[str] = []
+    for row in report.scripts:
+        for p in row.programs:
+            (moved if p.moved else still).append(line(row.path or row.script_name, p))
+    return [(heading, lines) for heading, lines in ((PROGRAMS_MOVED, moved), (PROGRAMS_NOT_MOVED, still)) if lines]
 
 
 def program_lines(report: ComparisonReport) -> list[str]:
-    """``model.py: jit(loss) compiled in 0.120 s -> compiled in 0.310 s: the program changed``: one
-    line per program of :attr:`ScriptComparison.programs` (what `jaxrun compare` and its Markdown say)."""
-    lines = []
-    for row in report.scripts:
-        for p in row.programs:
-            said = p.change or f"unknown whether it is the same program ({p.reason})"
-            lines.append(f"{row.path or row.script_name}: {p.program} {compile_text(p.base_compile_time, p.base_count)} "
-                         f"-> {compile_text(p.new_compile_time, p.new_count)}: {said}")
-    return lines
+    """Every line of :func:`program_sections`, without their headings."""
+    return [text for _, lines in program_sections(report) for text in lines]

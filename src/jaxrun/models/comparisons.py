@@ -61,6 +61,12 @@ class ProgramComparison(MappingModel):
     new_compile_time: float = Field(description="Seconds of XLA compilation in NEW")
     base_count: int = Field(description="Compilations in BASE")
     new_count: int = Field(description="Compilations in NEW")
+    base_cache_loads: int = Field(0, description="Executables of it BASE loaded from the persistent compilation cache "
+                                  "(not compilations: base_compile_time does not count them)")
+    new_cache_loads: int = Field(0, description="Executables of it NEW loaded from the persistent compilation cache")
+    base_cache_load_time: float | None = Field(
+        None, description="Seconds BASE spent loading them; null: unknown (the history keeps no load time)")
+    new_cache_load_time: float | None = Field(None, description="Seconds NEW spent loading them")
     moved: bool = Field(description="Its compile time moved by more than 20% and 10 ms")
     change: ProgramChange | None = Field(
         None, description="same program (same fingerprints); the program changed (the StableHLO JAX handed XLA "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import resultfiles
 from ..benchmark import resolve_metric
-from ..compare import labelled_samples, program_lines, script_samples
+from ..compare import labelled_samples, program_sections, script_samples
 from ..formatting import fmt_metric, fmt_p, fmt_ratio, fmt_ratio_ci, phase_label
 from ..models import SAMPLE_METRICS, SCHEMA_VERSION
 from . import BaseSink
@@ -160,9 +160,8 @@ def comparison_markdown(report: "ComparisonReport") -> str:
             ]))
         if note:
             lines.append(row([name, c.device or "-", "note", "", "", "", "", "", "", note]))
-    programs = program_lines(report)
-    if programs:
-        lines += ["", "Programs whose compile time moved:", "", *(f"- {_md(line)}" for line in programs)]
+    for heading, programs in program_sections(report):  # each program under the heading true of it
+        lines += ["", f"{heading}:", "", *(f"- {_md(line)}" for line in programs)]
     for side, names in (("Only in BASE", report.only_in_base), ("Only in NEW", report.only_in_new)):
         if names:
             lines += ["", f"{side}: {_md(', '.join(names))}."]
