@@ -23,6 +23,10 @@ import threading
 import time
 from typing import Any
 
+# Imported here, never in _joined: an import there would run under _lock, inside the wrapped
+# __import__ that takes it (a deadlock). Standard library only, as the probe must be.
+from ..formatting import listed
+
 _real_import = builtins.__import__
 _state = threading.local()  # depth: this thread is inside an import statement
 _lock = threading.Lock()
@@ -52,8 +56,6 @@ def _enter(module: str) -> None:
 
 
 def _joined(names: list[str]) -> str:
-    from ..formatting import listed  # standard library only, as the probe must be
-
     return listed(dict.fromkeys(names), MAX_NAMES)
 
 
