@@ -167,8 +167,10 @@ def test_a_failing_cell_is_named_with_its_line(mixed) -> None:
     found = _results(results)
     fails = found["fails.ipynb"]
     assert fails.error_class == "script_error" and "AttributeError" in (fails.error_message or "")
+    # Every code cell: the one after the failing cell is "not run", not left out.
     assert [(c.index, c.outcome, c.error_line) for c in fails.cells] == [(1, "ok", None), (2, "ok", None),
-                                                                          (3, "error", 2)]
+                                                                          (3, "error", 2), (4, "not run", None)]
+    assert fails.cells[3].seconds is None and fails.cells[3].source == "print('not run')"
     assert f'File "{folder / "fails.ipynb"}:cell 3", line 2' in fails.traceback
     assert "f(jnp.ones(2))" in fails.traceback  # the cell's source line, from linecache
     assert error_location(fails, [str(folder)]) == "fails.ipynb:cell 2, line 2"  # innermost: inside f
@@ -303,6 +305,9 @@ def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None
     driver = chrome()
     try:
         open_page(driver, tmp_path / "report.html", "table.cells tbody tr")
+        summaries = {d.find_element("css selector", "summary").text.split(": ")[0]:
+                     d.find_element("css selector", "summary").text.split(": ", 1)[1]
+                     for d in driver.find_elements("css selector", "details") if d.find_elements("css selector", "table.cells")}
         blocks = {d.find_element("css selector", "summary").text.split(":")[0]:
                   [[td.text for td in tr.find_elements("css selector", "td")]
                    for tr in d.find_elements("css selector", "table.cells tbody tr")]
@@ -311,7 +316,10 @@ def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None
         driver.quit()
     failing = blocks[next(name for name in blocks if name.endswith("fails.ipynb"))]
     assert [row[0] for row in failing] == [str(i) for i in range(1, len(failing) + 1)]  # In [N], in order
-    assert failing[-1][3] == "error at line 2" and all(row[3] == "ok" for row in failing[:-1])
+    assert [row[3] for row in failing] == ["ok", "ok", "error at line 2", "not run"]
+    assert failing[-1][1:3] == ["print('not run')", "-"]  # never ran: no seconds
+    assert any(name.endswith("fails.ipynb") and summary == "3 of 4 cells ran (1 not run)"
+               for name, summary in summaries.items()), summaries
     trained = next(rows for name, rows in blocks.items() if "%time loss0 = float(loss_fn(model, x, y))" in
                    [row[1] for row in rows])
     assert all(row[2].endswith("s") and row[3] == "ok" for row in trained)  # seconds shown with their unit
@@ -325,7 +333,7 @@ def test_a_cell_the_process_was_stopped_in_is_not_finished_and_display_prints(tm
     ])
     (result,) = run_batch(tmp_path / "n", tmp_path / "r", timeout=5).script_results
     assert result.error_class == "timeout"
-    assert [(c.index, c.outcome) for c in result.cells] == [(1, "ok"), (2, "not finished")]
+    assert [(c.index, c.outcome) for c in result.cells] == [(1, "ok"), (2, "not finished"), (3, "not run")]
     assert result.cells[1].seconds is None and result.cells[1].source == "time.sleep(60)"  # unknown: null
     out = Path(result.stdout_log).read_text()
     assert "shown" in out and "IPython loaded: False" in out  # a notebook without IPython lines never loads it
@@ -370,4 +378,6 @@ def test_run_verbose_prints_each_cell(mixed, tmp_path: Path) -> None:
     assert proc.returncode == 1
     table = proc.stdout[proc.stdout.index("notebook cells"):]
     assert "y = 1" in table and "error at line 2" in table
+    (last,) = [line for line in table.splitlines() if "print('not run')" in line]  # the cell after it, shown
+    assert last.split()[-2:] == ["not", "run"] and " 4 " in last
     assert "at fails.ipynb:cell 2, line 2" in proc.stdout + proc.stderr

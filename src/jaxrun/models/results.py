@@ -210,10 +210,10 @@ class CellTiming(MappingModel):
                        "Restart & Run All (markdown cells are not counted)")
     source: str = Field(description="Its first line of code")
     seconds: float | None = Field(None, description="Seconds it ran (its code compiled and run); null: it never "
-                                  "ended (the process was stopped in it)")
-    outcome: Literal["ok", "error", "exit", "not finished"] = Field(
+                                  "ended (the process was stopped in it) or never ran")
+    outcome: Literal["ok", "error", "exit", "not finished", "not run"] = Field(
         description="ok; error: it raised (the script's error); exit: it called sys.exit; not finished: the process "
-        "ended or was stopped in it")
+        "ended or was stopped in it; not run: the run never reached it (an earlier cell failed or exited)")
     error_line: int | None = Field(None, description="The line of the cell where it failed")
     # --save-notebooks: what its Python code wrote, [(stdout|stderr, text)]; for the executed copy only.
     outputs: list[tuple[str, str]] | None = Field(None, exclude=True)

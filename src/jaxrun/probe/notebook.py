@@ -205,6 +205,8 @@ def run_notebook(writer: EventWriter, path: str, capture: bool = False) -> dict[
     sys.modules["__main__"] = module  # as runpy does: pickling and `import __main__` see the notebook
     streams = (sys.stdout, sys.stderr)
     outputs: list[list[str]] | None = [] if capture else None
+    # Every code cell first: one the run never reaches is shown "not run", not left out.
+    writer.send(events.Notebook(type=events.NOTEBOOK, cells=[first_code_line(cell.source) for cell in cells]))
     try:
         codes = _prepare(writer, cells, namespace)
         if outputs is not None:

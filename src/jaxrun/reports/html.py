@@ -276,7 +276,7 @@ def _recompiles(batch: "BatchResult", view: "RunView") -> str:
 
 def _cells(batch: "BatchResult", view: "RunView") -> str:
     """Per notebook, each code cell's seconds and outcome (empty when the run had no notebook)."""
-    from ..view import cell_outcome
+    from ..view import cell_outcome, cells_ran
 
     blocks = []
     for r, shown in zip(batch.script_results, view.scripts):
@@ -286,7 +286,7 @@ def _cells(batch: "BatchResult", view: "RunView") -> str:
             f"<tr><td>{c.index}</td><td class='text'><code>{_esc(c.source)}</code></td><td>{_esc(fmt_seconds(c.seconds))}</td>"
             f"<td class='text'>{_esc(cell_outcome(c))}</td></tr>"
             for c in r.cells)
-        blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {len(r.cells)} cell(s)</summary>"
+        blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {_esc(cells_ran(r.cells))}</summary>"
                       "<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th><th>seconds</th>"
                       f"<th class='text'>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
     return f"<section><h2>Notebook cells</h2>{''.join(blocks)}</section>" if blocks else ""

@@ -149,8 +149,17 @@ def compiles_text(compiles: Optional[int], loads: Optional[int]) -> str:
 
 
 def cell_outcome(cell: "CellTiming") -> str:
-    """A notebook cell's outcome as every surface writes it: ``ok``, ``error at line 2``, ..."""
+    """A notebook cell's outcome as every surface writes it: ``ok``, ``error at line 2``, ``not
+    run`` (the run never reached it), ..."""
     return cell.outcome + (f" at line {cell.error_line}" if cell.error_line is not None else "")
+
+
+def cells_ran(cells: "Sequence[CellTiming]") -> str:
+    """How many of a notebook's code cells ran: ``3 cells``, ``2 of 3 cells ran (1 not run)``."""
+    skipped = sum(cell.outcome == "not run" for cell in cells)
+    if not skipped:
+        return plural(len(cells), "cell")
+    return f"{len(cells) - skipped} of {plural(len(cells), 'cell')} ran ({skipped} not run)"
 
 
 def history_verdict(check: "RegressionCheck | None") -> tuple[Optional[str], str, bool]:
