@@ -238,6 +238,8 @@ def compare_results(
     base: Source,
     new: Source,
     options: VerdictOptions | None = None,
+    *,
+    fail_on_regression: bool = False,
     **given: Any,
 ) -> ComparisonReport:
     """Compare every script of ``new`` against ``base`` (results folders, their JSON files, or models).
@@ -249,7 +251,8 @@ def compare_results(
     only at ``metric`` when given. Scripts found on one side only are listed in ``only_in_base`` /
     ``only_in_new``. A script whose two sides started with other numerics (x64, matmul precision,
     debug flags, XLA flags) is listed in ``numerics_mismatch`` and not judged ("not comparable"),
-    unless ``allow_mismatch``. Raises :class:`UsageError` for unreadable inputs or bad options.
+    unless ``allow_mismatch``. ``fail_on_regression``: the report says the command exits 1 on a
+    regression (:func:`exit_reasons`). Raises :class:`UsageError` for unreadable inputs or bad options.
     """
     options = verdict_options(options, given)
     metric, alpha, min_effect, allow_mismatch = options.metric, options.alpha, options.min_effect, options.allow_mismatch
@@ -273,7 +276,8 @@ def compare_results(
                          "the same scripts")
 
     report = ComparisonReport(base=left.label, new=right.label, metrics=list(judged), gate=list(gate),
-                              alpha=alpha, min_effect=min_effect)
+                              alpha=alpha, min_effect=min_effect, allow_mismatch=allow_mismatch,
+                              fail_on_regression=fail_on_regression)
     for base_key, new_key in pairs:
         old, now = left.entries[base_key], right.entries[new_key]
         # The device the new run used ("auto" was only asked for); the notes say where the sides differ.
@@ -307,6 +311,21 @@ def compare_results(
         for m in judged
     }
     return report
+
+
+def exit_reasons(report: ComparisonReport) -> list[str]:
+    """Why ``jaxrun compare`` / ``jaxrun ab`` exits 1, one line each (none: it exits 0): what the
+    command's exit status is, and what the report of an ab folder says it is, from this one place."""
+    if not report.fail_on_regression:
+        return []
+    reasons = []
+    if report.regressions:
+        reasons.append(f"slower than the baseline ({', '.join(report.shown(report.regressions))}), "
+                       "with --fail-on-regression")
+    if report.numerics_mismatch and not report.allow_mismatch:
+        reasons.append(f"other numerics than the baseline, not judged ({', '.join(report.numerics_mismatch)}), "
+                       "with --fail-on-regression (--allow-mismatch judges them)")
+    return reasons
 
 
 def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, CompileStats] | None,

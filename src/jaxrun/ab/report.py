@@ -100,6 +100,7 @@ def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list
         sides={"BASE": _side(base, runs, "BASE"), "NEW": _side(new, runs, "NEW")},
         metrics=list(metrics), gate=list(gate), alpha=options.alpha, min_effect=options.min_effect,
         scripts=scripts, only_in_base=only_in_base, only_in_new=only_in_new, geometric_mean_ratio=means,
+        allow_mismatch=options.allow_mismatch, fail_on_regression=ab.fail_on_regression,
         regressions=[s.script_name for s in scripts if s.verdict == "slower"],
         improvements=[s.script_name for s in scripts if s.verdict == "faster"],
     )

@@ -91,12 +91,12 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     BASE and NEW: two folders; or one folder (or script) with --base-rev/--new-rev (two revisions
     of its git repository) or --base-python/--new-python (two Python environments)."""
     from ..ab import ABOptions, run_ab
-    from ..compare import program_sections
+    from ..compare import exit_reasons, program_sections
     from .analysis import _export_comparison, print_comparison, verdict_options
 
     try:
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
-                            _run_options(device, timeout, not no_config))
+                            _run_options(device, timeout, not no_config), fail_on_regression=fail_on_regression)
         report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
                         new_python=new_python, on_run=_progress(quiet))
     except JAXExecutionError as exc:
@@ -112,7 +112,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
         print_comparison(report, program_sections(report, program_phase_line), options.verdict.allow_mismatch)
         out.print(f"comparison: {results_dir / 'ab_comparison.json'}; each side's runs in {results_dir / 'base'} and "
                   f"{results_dir / 'new'} (jaxrun report {results_dir})", markup=False, soft_wrap=True)
-    raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)
+    raise click.exceptions.Exit(EXIT_FAILED if exit_reasons(report) else EXIT_OK)
 
 
 @click.command(cls=OptionsCommand, models=verdict_models)

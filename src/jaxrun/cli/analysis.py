@@ -180,11 +180,11 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
     its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression.
 
     BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
-    from ..compare import compare_results, program_sections
+    from ..compare import compare_results, exit_reasons, program_sections
 
     try:
         options = verdict_options()
-        report = compare_results(base, new, options)
+        report = compare_results(base, new, options, fail_on_regression=fail_on_regression)
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     _export_comparison(report, base, new, export_json, export_csv, export_markdown)
@@ -195,8 +195,7 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
             out.print(line, markup=False, soft_wrap=True)
     else:
         print_comparison(report, program_sections(report), options.allow_mismatch)
-    refused = report.numerics_mismatch and not options.allow_mismatch
-    raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and (report.regressions or refused) else EXIT_OK)
+    raise click.exceptions.Exit(EXIT_FAILED if exit_reasons(report) else EXIT_OK)
 
 
 def print_comparison(report: Any, programs: list[tuple[str, list[str]]], allow_mismatch: bool) -> None:

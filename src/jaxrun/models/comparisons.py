@@ -167,6 +167,10 @@ class ComparisonReport(MappingModel):
     numerics_mismatch: list[str] = Field(
         [], description="Scripts whose two sides started with other numerics: not judged unless allow_mismatch"
     )
+    allow_mismatch: bool = Field(False, description="Scripts with other numerics were judged anyway (--allow-mismatch)")
+    fail_on_regression: bool = Field(
+        False, description="The command was given --fail-on-regression: it exits 1 when a script is slower (or, "
+        "unless allow_mismatch, could not be judged for other numerics); what the report of its folder says too")
 
     def shown(self, names: list[str]) -> list[str]:
         """``regressions``' (or another list's) entries as the summary names the scripts: their paths."""

@@ -129,7 +129,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
     # Skipped scripts never ran; their label is their path, as the table's.
     skipped = [Skipped(relative_path(s.script_path, meta.search_paths) if s.script_path else s.script_name,
                        s.reason, s.origin) for s in meta.skipped]
-    reasons, notes = _exit(batch, scripts, comparison is not None)
+    reasons, notes = _exit(batch, scripts, comparison)
     memory = [s.memory for s in scripts if s.memory is not None]
     return RunView(
         scripts=scripts, results_dir=meta.results_dir, complete=meta.complete,
@@ -145,9 +145,13 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
     )
 
 
-def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tuple[list[str], list[str]]:
-    """Why the run exits 1 (nothing: it exits 0), and what is said without failing it."""
+def _exit(batch: "BatchResult", scripts: list[ScriptView],
+          comparison: "ComparisonReport | None") -> tuple[list[str], list[str]]:
+    """Why the run exits 1 (nothing: it exits 0), and what is said without failing it. Against a
+    comparison whose command was given --fail-on-regression (jaxrun ab's folder), its regressions
+    fail it as they failed the command (compare.exit_reasons)."""
     meta = batch.metadata
+    baseline = comparison is not None
     reasons: list[str] = []
     notes: list[str] = []
     failed = [s.label for s in scripts if s.status == "failed"]
@@ -159,7 +163,11 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tu
     if not meta.complete:
         reasons.append("the batch did not finish")
     slower = [s.label for s in scripts if s.regression]
-    if slower:
+    if comparison is not None and comparison.fail_on_regression:
+        from ..compare import exit_reasons
+
+        reasons += exit_reasons(comparison)
+    elif slower:
         against = "the baseline" if baseline else "its history"
         if meta.fail_on_regression and not baseline:
             reasons.append(f"slower than {against} ({', '.join(slower)}), with --fail-on-regression")
