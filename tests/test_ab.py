@@ -248,3 +248,26 @@ def test_cache_clear_all_leaves_the_checkouts_of_ab_to_ab(tmp_path: Path) -> Non
     assert done.returncode == 0 and "deleted 2 file(s)" in done.stdout, done.stdout + done.stderr
     assert owner.is_file() and checked_out.is_file()
     assert not (cache / "devices-x.json").exists() and not (cache / "xla_compilation_cache" / "k-cache").exists()
+
+
+@pytest.mark.parametrize("gate", [True, False])
+def test_the_report_of_an_ab_folder_states_the_exit_status_the_command_gave(tmp_path: Path, gate: bool) -> None:
+    """With --fail-on-regression `jaxrun ab` exits 1 on a regression, and the report of its folder
+    says exit 1 for that reason; without it, both say 0 and the report says why the regression does
+    not count (compare.exit_reasons: one place for both)."""
+    pytest.importorskip("plotly")
+    write(tmp_path / "A", "s.py", SLEEPS.format(seconds=0.05))
+    write(tmp_path / "B", "s.py", SLEEPS.format(seconds=0.10))
+    done = jaxrun("ab", tmp_path / "A", tmp_path / "B", "--pairs", "6", "--warmup-pairs", "0", "--alpha", "0.05",
+                  "--results-dir", tmp_path / "r", "-q", *(["--fail-on-regression"] if gate else []))
+    assert done.returncode == (1 if gate else 0), done.stdout + done.stderr
+    assert json.loads((tmp_path / "r" / "ab_comparison.json").read_text())["fail_on_regression"] is gate
+    assert jaxrun("report", tmp_path / "r", "-o", tmp_path / "r.html").returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    card = page.split("exit status</div>")[0].rsplit("<b>", 1)[1]
+    assert card == f"{done.returncode}</b>", card
+    if gate:
+        assert "— exit 1: slower than the baseline (s.py), with --fail-on-regression</p>" in page
+        assert "does not count it" not in page
+    else:
+        assert " — exit 1" not in page and "slower than the baseline: s.py (reported; the exit status does not count it)" in page

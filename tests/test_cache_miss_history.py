@@ -5,6 +5,8 @@ real SQLite file; then real runs with a real cache."""
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pytest
@@ -235,8 +237,16 @@ def test_compare_says_whether_the_program_changed(runs) -> None:
 
     shown = jaxrun("compare", root / "r2", root / "r4")
     assert shown.returncode == 0, shown.stderr
-    # BASE loaded it from the cache: not a 0 s compilation
-    assert "jit(loss) not compiled -> compiled in " in shown.stdout and ": the program changed" in shown.stdout
+    # BASE loaded it from the cache: not a 0 s compilation, nor "not compiled", but what happened.
+    assert re.search(r"jit\(loss\) loaded from the persistent cache in \d\.\d{3} s -> compiled in \d\.\d{3} s: "
+                     "the program changed", shown.stdout), shown.stdout
+    assert "not compiled" not in shown.stdout
+    loads = jaxrun("compare", root / "r1", root / "r2", "--export-markdown", root / "loads.md")
+    assert loads.returncode == 0, loads.stderr
+    assert re.search(r"jit\(loss\) compiled in \d\.\d{3} s -> loaded from the persistent cache in \d\.\d{3} s: "
+                     "same program", loads.stdout), loads.stdout
+    assert "loaded from the persistent cache in" in (root / "loads.md").read_text()
+    assert "not compiled" not in loads.stdout
 
 
 def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_path: Path) -> None:

@@ -246,7 +246,7 @@ def test_compare_of_runs_without_a_script_in_common_is_one_line_and_exit_2(jaxru
         assert proc.returncode == 2 and proc.stdout == "", proc.stdout
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith("jaxrun: error: nothing to compare")
-        assert "BASE has alpha, sub__beta; NEW has bench" in line
+        assert "BASE has alpha.py, sub/beta.py; NEW has bench.py" in line  # named as their summaries name them
 
 
 def test_compare_on_a_missing_path_is_one_line_and_exit_2(jaxrun, tmp_path: Path) -> None:

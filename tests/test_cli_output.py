@@ -114,7 +114,7 @@ def test_verbose_says_each_fact_once_and_each_event_on_one_line(tmp_path: Path) 
     assert not any(line.startswith("second line") for line in lines + done.stdout.splitlines())
     # The run log keeps every event, one line each, the full message in the result file.
     log = (tmp_path / "r" / "jax_execution_log.txt").read_text().splitlines()
-    assert any("multi on cpu: FAILED script_error: ValueError: first line (+1 more line)" in line for line in log)
+    assert any("multi.py on cpu: FAILED script_error: ValueError: first line (+1 more line)" in line for line in log)
     assert not any(line.startswith("second line") for line in log)
 
 

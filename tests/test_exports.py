@@ -41,15 +41,16 @@ def test_run_exports_hold_every_raw_sample_and_one_row_per_script(runs: Path) ->
     tmp_path, out = runs, runs / "base_results"
     exported = load(tmp_path / "base.json")
     benchmarks = {b["script_name"]: b for b in load(out / "jax_benchmark_results.json")["benchmarks"]}
-    assert [r["command"] for r in exported["results"]] == ["a_short", "b_shorter"]
+    assert [r["command"] for r in exported["results"]] == ["a_short.py", "b_shorter.py"]  # as the summary names them
+    assert [r["name"] for r in exported["results"]] == ["a_short", "b_shorter"]  # their files' <name>
     for row in exported["results"]:
-        walls = [s["wall_time"] for s in benchmarks[row["command"]]["samples"]]
+        walls = [s["wall_time"] for s in benchmarks[row["name"]]["samples"]]
         assert row["times"] == walls and row["runs"] == 3 and row["benchmarked"] is True
         assert row["mean"] == statistics.fmean(walls) and row["median"] == statistics.median(walls)
         assert row["min"] == min(walls) and row["max"] == max(walls)
-        assert row["samples"]["run_time"] == [s["run_time"] for s in benchmarks[row["command"]]["samples"]]
+        assert row["samples"]["run_time"] == [s["run_time"] for s in benchmarks[row["name"]]["samples"]]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "base.csv").read_text())))
-    assert [r["script"] for r in rows] == ["a_short", "b_shorter"]
+    assert [r["script"] for r in rows] == ["a_short.py", "b_shorter.py"]
     assert float(rows[0]["median"]) == exported["results"][0]["median"]
     assert float(rows[0]["median_run_time"]) == statistics.median(exported["results"][0]["samples"]["run_time"])
     markdown = (tmp_path / "base.md").read_text()
@@ -63,14 +64,15 @@ def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path
     assert done.returncode == 0, done.stderr
     exported = load(tmp_path / "c.json")
     assert exported["comparison"] == json.loads(done.stdout)
-    new_samples = {s["script"]: s["samples"] for s in exported["samples"]["new"]}
+    new_samples = {s["name"]: s["samples"] for s in exported["samples"]["new"]}
+    assert sorted(s["script"] for s in exported["samples"]["new"]) == ["a_short.py", "b_shorter.py"]
     bench = {b["script_name"]: b for b in load(new / "jax_benchmark_results.json")["benchmarks"]}
     assert new_samples["a_short"]["run_time"] == [s["run_time"] for s in bench["a_short"]["samples"]]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "c.csv").read_text())))
     phases = exported["comparison"]["scripts"][0]["phases"]
     assert len(rows) == 2 * len(phases)
     gate = [r for r in rows if r["gate"] == "True"]
-    assert [(r["script"], r["metric"]) for r in gate] == [("a_short", "run_time"), ("b_shorter", "run_time")]
+    assert [(r["script"], r["metric"]) for r in gate] == [("a_short.py", "run_time"), ("b_shorter.py", "run_time")]
     assert all(float(r["ratio"]) > 1.5 for r in gate)  # twice the sleep
     (table,) = _markdown_tables((tmp_path / "c.md").read_text())
     gate_rows = [r for r in table[1:] if r[2] == "run *"]

@@ -39,23 +39,24 @@ def test_the_report_holds_each_script_as_a_ci_reads_it(tmp_path: Path) -> None:
     (suite,) = suites
     assert (suite.name, suite.tests, suite.failures, suite.errors, suite.skipped) == ("jaxrun", 4, 1, 0, 2)
     cases = {case.name: case for case in suite}
-    assert set(cases) == {"a_passes", "models__b_fails", "c_xfail", "d_skip"}
+    # Named as the terminal and every other surface name them: the path under the folder given.
+    assert set(cases) == {"a_passes.py", "models/b_fails.py", "c_xfail.py", "d_skip.py"}
 
-    assert cases["a_passes"].is_passed and cases["a_passes"].time > 0
-    failure = cases["models__b_fails"].result[0]
+    assert cases["a_passes.py"].is_passed and cases["a_passes.py"].time > 0
+    failure = cases["models/b_fails.py"].result[0]
     assert isinstance(failure, Failure) and failure.type == "script_error"
     assert failure.message.startswith("ValueError: bad \ufffd[31minput\ufffd[0m & <more>\ufffd")
     assert "raise ValueError" in failure.text  # the traceback
-    assert cases["models__b_fails"].classname == "jaxrun.models"
-    (xfailed,) = cases["c_xfail"].result
+    assert cases["models/b_fails.py"].classname == "jaxrun.models"
+    (xfailed,) = cases["c_xfail.py"].result
     assert isinstance(xfailed, Skipped) and "known bug" in xfailed.message and "RuntimeError" in xfailed.message
-    (skipped,) = cases["d_skip"].result
+    (skipped,) = cases["d_skip.py"].result
     assert isinstance(skipped, Skipped) and skipped.message.startswith("needs a TPU")
     assert not any(isinstance(r, Error) for case in suite for r in case.result)
 
     # The run's figures travel as properties, equal to the results file's.
     tree = ET.parse(report)
-    passed = tree.find(".//testcase[@name='a_passes']")
+    passed = tree.find(".//testcase[@name='a_passes.py']")
     assert passed is not None
     figures = {p.get("name"): p.get("value") for p in passed.iter("property")}
     assert figures["device_used"] == "cpu" and float(figures["run_time"]) >= 0

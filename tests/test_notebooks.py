@@ -167,8 +167,10 @@ def test_a_failing_cell_is_named_with_its_line(mixed) -> None:
     found = _results(results)
     fails = found["fails.ipynb"]
     assert fails.error_class == "script_error" and "AttributeError" in (fails.error_message or "")
+    # Every code cell: the one after the failing cell is "not run", not left out.
     assert [(c.index, c.outcome, c.error_line) for c in fails.cells] == [(1, "ok", None), (2, "ok", None),
-                                                                          (3, "error", 2)]
+                                                                          (3, "error", 2), (4, "not run", None)]
+    assert fails.cells[3].seconds is None and fails.cells[3].source == "print('not run')"
     assert f'File "{folder / "fails.ipynb"}:cell 3", line 2' in fails.traceback
     assert "f(jnp.ones(2))" in fails.traceback  # the cell's source line, from linecache
     assert error_location(fails, [str(folder)]) == "fails.ipynb:cell 2, line 2"  # innermost: inside f
@@ -303,6 +305,9 @@ def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None
     driver = chrome()
     try:
         open_page(driver, tmp_path / "report.html", "table.cells tbody tr")
+        summaries = {d.find_element("css selector", "summary").text.split(": ")[0]:
+                     d.find_element("css selector", "summary").text.split(": ", 1)[1]
+                     for d in driver.find_elements("css selector", "details") if d.find_elements("css selector", "table.cells")}
         blocks = {d.find_element("css selector", "summary").text.split(":")[0]:
                   [[td.text for td in tr.find_elements("css selector", "td")]
                    for tr in d.find_elements("css selector", "table.cells tbody tr")]
@@ -311,7 +316,10 @@ def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None
         driver.quit()
     failing = blocks[next(name for name in blocks if name.endswith("fails.ipynb"))]
     assert [row[0] for row in failing] == [str(i) for i in range(1, len(failing) + 1)]  # In [N], in order
-    assert failing[-1][3] == "error at line 2" and all(row[3] == "ok" for row in failing[:-1])
+    assert [row[3] for row in failing] == ["ok", "ok", "error at line 2", "not run"]
+    assert failing[-1][1:3] == ["print('not run')", "-"]  # never ran: no seconds
+    assert any(name.endswith("fails.ipynb") and summary == "3 of 4 cells ran (1 not run)"
+               for name, summary in summaries.items()), summaries
     trained = next(rows for name, rows in blocks.items() if "%time loss0 = float(loss_fn(model, x, y))" in
                    [row[1] for row in rows])
     assert all(row[2].endswith("s") and row[3] == "ok" for row in trained)  # seconds shown with their unit
@@ -345,12 +353,13 @@ def test_every_way_a_cell_ends_gives_its_outcome_its_true_seconds_and_its_output
     for name, (_, outcome, ended_by) in ENDINGS.items():
         result = found[f"{name}.ipynb"]
         cells = result.cells
-        assert [(c.index, c.outcome) for c in cells][1:] == [(2, outcome)] + ([(3, "ok")] if outcome == "ok" else []), name
+        # The cell after it ran only when it returned; otherwise it is listed as not run.
+        assert [(c.index, c.outcome) for c in cells][1:] == [(2, outcome), (3, "ok" if outcome == "ok" else "not run")], name
         assert result.ended_by == ended_by, name
         seconds = cells[1].seconds
         if name == "timeout":  # stopped from outside: up to the process's end, as the body
             assert seconds is not None and seconds > SLEEP
-            assert abs(result.body_time - sum(c.seconds for c in cells)) < 0.5, (result.body_time, cells)
+            assert abs(result.body_time - sum(c.seconds for c in cells if c.outcome != "not run")) < 0.5, (result.body_time, cells)
         else:
             assert seconds is not None and SLEEP <= seconds < SLEEP + 1.0, (name, seconds)
         copy = nbformat.read(tmp_path / "r" / "notebooks" / f"{name}.ipynb", as_version=4)
@@ -405,4 +414,6 @@ def test_run_verbose_prints_each_cell(mixed, tmp_path: Path) -> None:
     assert proc.returncode == 1
     table = proc.stdout[proc.stdout.index("notebook cells"):]
     assert "y = 1" in table and "error at line 2" in table
+    (last,) = [line for line in table.splitlines() if "print('not run')" in line]  # the cell after it, shown
+    assert last.split()[-2:] == ["not", "run"] and " 4 " in last
     assert "at fails.ipynb:cell 2, line 2" in proc.stdout + proc.stderr

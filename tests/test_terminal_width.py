@@ -90,6 +90,13 @@ def test_the_summary_fits_the_terminal_without_a_broken_word(folder: Path, colum
     # Under the table, the fallback's reason and the failure's place, one line each, not cut.
     assert re.search(r"^fallback: asks_gpu\.py: ran on cpu instead of gpu: .+", text, re.MULTILINE), text
     assert "failed: fails.py: script_error: ValueError: boom at fails.py:3" in text
+    # The columns that gave way to the width are named under the table, never dropped without a word.
+    gone = [h for h in known if h not in header]
+    if gone:
+        said = " ".join(text[text.index("left out for the terminal's width: "):].split())
+        assert said.startswith(f"left out for the terminal's width: {', '.join(gone)} (every figure: "), said
+    else:
+        assert "left out for the terminal's width" not in text
 
 
 @pytest.mark.parametrize("columns", [40, 80, 120, 200])
@@ -129,4 +136,15 @@ def test_the_summary_printed_a_few_rows_at_a_time_is_the_same_lines(columns: int
 
         whole = printed([summary_table(view, columns)])
         assert printed(summary_tables(view, columns, rows=10)) == whole
-        assert len(whole.splitlines()) == 3 + 53
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", whole).splitlines()
+        # The title, the header, its rule, a row a script; then, when columns gave way to the
+        # width, the line that names them (once, under the last row).
+        said = next((i for i, line in enumerate(lines) if line.startswith("left out for the terminal's width: ")), None)
+        assert (said or len(lines)) == 3 + 53, whole
+        header = lines[1].split()
+        if said is None:
+            assert {"body", "import", "run", "compiles"} <= set(header), whole
+        else:
+            named = " ".join(lines[said:]).split(": ", 1)[1].split(" (every figure")[0].split(", ")
+            assert named and all(name.split()[0] not in header for name in named), whole
+

@@ -16,12 +16,13 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from . import resultfiles, stats
 from .benchmark import metric_values, resolve_metric
 from .defaults import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from .errors import UsageError
+from .formatting import listed
 from .options import VerdictOptions, verdict_options
 from .cache_misses import compile_time_moved, program_change
 from .models import (BatchResult, BenchmarkResults, CompileStats, ComparisonReport, Numerics, ProgramComparison,
@@ -186,6 +187,29 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
     return _Loaded(str(source), script_samples(_read_json(path), metrics))
 
 
+def _several(*sides: _Loaded) -> set[str]:
+    """The <name>s a side holds on more than one device."""
+    return {name for side in sides for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
+
+
+def _shown(side: _Loaded, key: Key, several: set[str]) -> str:
+    """The script as its run's summary names it (view.script_label: its path under the folder
+    searched, " @device" when it ran on several); "<name> [device]" when the file does not say
+    where it was (a benchmark file alone)."""
+    path = side.entries[key].path
+    if path is None:
+        return f"{key[0]} [{key[1]}]" if key[0] in several else key[0]
+    return path + (f" @{key[1]}" if key[0] in several else "")
+
+
+def labelled_samples(source: Source, metrics: tuple[str, ...]) -> list[tuple[str, Key, dict[str, list[float]]]]:
+    """``(label, (name, device), samples per metric)`` of each script of a run, its label as
+    compare_results names it (what the exports of a comparison write)."""
+    side = _load(source, metrics)
+    several = _several(side)
+    return [(_shown(side, key, several), key, entry.samples) for key, entry in side.entries.items()]
+
+
 def load_samples(path: Source, metric: str = "wall_time") -> dict[Key, list[float]]:
     """Counted, successful samples of ``metric`` per ``(script_name, device_requested)``."""
     name = resolve_metric(metric)
@@ -216,6 +240,8 @@ def compare_results(
     base: Source,
     new: Source,
     options: VerdictOptions | None = None,
+    *,
+    fail_on_regression: bool = False,
     **given: Any,
 ) -> ComparisonReport:
     """Compare every script of ``new`` against ``base`` (results folders, their JSON files, or models).
@@ -227,33 +253,40 @@ def compare_results(
     only at ``metric`` when given. Scripts found on one side only are listed in ``only_in_base`` /
     ``only_in_new``. A script whose two sides started with other numerics (x64, matmul precision,
     debug flags, XLA flags) is listed in ``numerics_mismatch`` and not judged ("not comparable"),
-    unless ``allow_mismatch``. Raises :class:`UsageError` for unreadable inputs or bad options.
+    unless ``allow_mismatch``. ``fail_on_regression``: the report says the command exits 1 on a
+    regression (:func:`exit_reasons`). Raises :class:`UsageError` for unreadable inputs or bad options.
     """
     options = verdict_options(options, given)
     metric, alpha, min_effect, allow_mismatch = options.metric, options.alpha, options.min_effect, options.allow_mismatch
     judged, gate = metrics_for(metric)
     left, right = _load(base, judged), _load(new, judged)
     pairs, only_base, only_new = _pair(left.entries, right.entries)
-    if not pairs and (only_base or only_new):
-        def names(keys: list[Key]) -> str:
-            return ", ".join(sorted({k[0] for k in keys})[:5]) or "none"
-
-        raise UsageError(f"nothing to compare: no script is in both {left.label!r} and {right.label!r} "
-                         f"(BASE has {names(only_base)}; NEW has {names(only_new)}) — pass two runs of the same scripts")
-    several = {name for side in (left, right) for name, n in Counter(k[0] for k in side.entries).items() if n > 1}
+    several = _several(left, right)
 
     def label(key: Key) -> str:  # "name [device]" only for scripts run on several devices
         return f"{key[0]} [{key[1]}]" if key[0] in several else key[0]
 
+    def shown(side: _Loaded, key: Key) -> str:
+        return _shown(side, key, several)
+
+    if not pairs and (only_base or only_new):
+        def names(side: _Loaded, keys: list[Key]) -> str:
+            return listed(sorted({shown(side, k) for k in keys}), 5) or "none"
+
+        raise UsageError(f"nothing to compare: no script is in both {left.label!r} and {right.label!r} "
+                         f"(BASE has {names(left, only_base)}; NEW has {names(right, only_new)}) — pass two runs of "
+                         "the same scripts")
+
     report = ComparisonReport(base=left.label, new=right.label, metrics=list(judged), gate=list(gate),
-                              alpha=alpha, min_effect=min_effect)
+                              alpha=alpha, min_effect=min_effect, allow_mismatch=allow_mismatch,
+                              fail_on_regression=fail_on_regression)
     for base_key, new_key in pairs:
         old, now = left.entries[base_key], right.entries[new_key]
         # The device the new run used ("auto" was only asked for); the notes say where the sides differ.
         row = judge_script(new_key[0], now.device_used or new_key[1], old.samples, now.samples, options,
                            repeated=old.benchmarked or now.benchmarked)
         if now.path is not None:
-            row.path = now.path + (f" @{new_key[1]}" if new_key[0] in several else "")
+            row.path = shown(right, new_key)
         notes = [row.note] if row.note else []
         if base_key != new_key:
             notes.insert(0, f"requested device {base_key[1]} in base, {new_key[1]} in new")
@@ -273,13 +306,28 @@ def compare_results(
             report.regressions.append(label(new_key))
         elif row.verdict == "faster":
             report.improvements.append(label(new_key))
-    report.only_in_base = [label(k) for k in only_base]
-    report.only_in_new = [label(k) for k in only_new]
+    report.only_in_base = [shown(left, k) for k in only_base]
+    report.only_in_new = [shown(right, k) for k in only_new]
     report.geometric_mean_ratio = {
         m: stats.geometric_mean([p.ratio for r in report.scripts if (p := r.phases.get(m)) and p.ratio is not None])
         for m in judged
     }
     return report
+
+
+def exit_reasons(report: ComparisonReport) -> list[str]:
+    """Why ``jaxrun compare`` / ``jaxrun ab`` exits 1, one line each (none: it exits 0): what the
+    command's exit status is, and what the report of an ab folder says it is, from this one place."""
+    if not report.fail_on_regression:
+        return []
+    reasons = []
+    if report.regressions:
+        reasons.append(f"slower than the baseline ({', '.join(report.shown(report.regressions))}), "
+                       "with --fail-on-regression")
+    if report.numerics_mismatch and not report.allow_mismatch:
+        reasons.append(f"other numerics than the baseline, not judged ({', '.join(report.numerics_mismatch)}), "
+                       "with --fail-on-regression (--allow-mismatch judges them)")
+    return reasons
 
 
 def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, CompileStats] | None,
@@ -303,24 +351,47 @@ def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, Compil
         programs.append(ProgramComparison(
             program=name, base_compile_time=before.compile_time, new_compile_time=now.compile_time,
             base_count=before.count, new_count=now.count, moved=moved, change=change,  # type: ignore[arg-type]
+            base_cache_loads=before.cache_hits, new_cache_loads=now.cache_hits,
+            base_cache_load_time=before.cache_load_time or None, new_cache_load_time=now.cache_load_time or None,
             reason=None if change is not None else "a run kept no fingerprint of it",
         ))
     return programs
 
 
-def compile_text(seconds: float, count: int) -> str:
-    """``compiled in 0.120 s``, or ``not compiled`` (its executable loaded from the persistent
-    cache, or none built): a load is not a 0 s compilation."""
-    return f"compiled in {seconds:.3f} s" if count else "not compiled"
+def compile_text(seconds: float, count: int, loads: int = 0, load_time: float | None = None) -> str:
+    """What one run did to build a program: ``compiled in 0.120 s``; ``loaded from the persistent
+    cache in 0.004 s`` (a load is not a 0 s compilation); both, when it did both; ``not
+    compiled`` when it built none (traced inside another program)."""
+    loaded = "loaded from the persistent cache" + (f" in {load_time:.3f} s" if load_time else "")
+    if count:
+        return f"compiled in {seconds:.3f} s" + (f" ({loads} more {loaded})" if loads else "")
+    return loaded if loads else "not compiled (traced inside another program, or never run)"
+
+
+def program_line(script: str, p: ProgramComparison) -> str:
+    """``model.py: jit(loss) compiled in 0.120 s -> compiled in 0.310 s: the program changed``."""
+    said = p.change or f"unknown whether it is the same program ({p.reason})"
+    return (f"{script}: {p.program} {compile_text(p.base_compile_time, p.base_count, p.base_cache_loads, p.base_cache_load_time)}"
+            f" -> {compile_text(p.new_compile_time, p.new_count, p.new_cache_loads, p.new_cache_load_time)}: {said}")
+
+
+PROGRAMS_MOVED = "Programs whose compile time moved"
+PROGRAMS_NOT_MOVED = "Programs whose compile time did not move (shown for a script whose time changed)"
+
+
+def program_sections(report: ComparisonReport, line: Callable[[str, ProgramComparison], str] = program_line
+                     ) -> list[tuple[str, list[str]]]:
+    """The programs of :attr:`ScriptComparison.programs`, each under the heading that is true of
+    it (its ``moved``): what `jaxrun compare`, `jaxrun ab` and their Markdown say. ``line`` words
+    one program (``jaxrun ab`` adds its trace and lower times)."""
+    moved: list[str] = []
+    still: list[str] = []
+    for row in report.scripts:
+        for p in row.programs:
+            (moved if p.moved else still).append(line(row.path or row.script_name, p))
+    return [(heading, lines) for heading, lines in ((PROGRAMS_MOVED, moved), (PROGRAMS_NOT_MOVED, still)) if lines]
 
 
 def program_lines(report: ComparisonReport) -> list[str]:
-    """``model.py: jit(loss) compiled in 0.120 s -> compiled in 0.310 s: the program changed``: one
-    line per program of :attr:`ScriptComparison.programs` (what `jaxrun compare` and its Markdown say)."""
-    lines = []
-    for row in report.scripts:
-        for p in row.programs:
-            said = p.change or f"unknown whether it is the same program ({p.reason})"
-            lines.append(f"{row.path or row.script_name}: {p.program} {compile_text(p.base_compile_time, p.base_count)} "
-                         f"-> {compile_text(p.new_compile_time, p.new_count)}: {said}")
-    return lines
+    """Every line of :func:`program_sections`, without their headings."""
+    return [text for _, lines in program_sections(report) for text in lines]

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from .defaults import (AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, split_device,
                        validate_device)
 from .errors import DeviceProbeError, InvalidDeviceError
+from .formatting import listed
 from .models import AvailableDevice, DeviceInfo
 from .resultfiles import DamagedFileError, atomic_write_text, read_model
 
@@ -114,9 +115,10 @@ def _probe_child(python: str | None = None) -> DeviceInfo:
                 "check that the accelerator driver is responsive (nvidia-smi)"
             ) from None
         if not os.path.exists(out):
-            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
-            raise DeviceProbeError(
-                f"the device probe exited with status {proc.returncode}: {' | '.join(tail) or 'no output'}"
+            lines = proc.stderr.decode(errors="replace").strip().splitlines()
+            raise DeviceProbeError(  # its last lines say why; how many earlier ones were left out too
+                f"the device probe exited with status {proc.returncode}: "
+                f"{listed(lines, 3, ' | ', last=3, what='earlier lines') or 'no output'}"
             )
         with open(out, encoding="utf-8") as handle:
             facts = json.load(handle)

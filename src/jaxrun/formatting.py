@@ -5,10 +5,10 @@ Pure text, no rich; unknown is "-"."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
-           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count"]
+           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count", "listed", "left_out"]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -83,15 +83,29 @@ def shorten_middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - (keep - head):]
 
 
+def listed(items: Iterable[object], limit: int, sep: str = ", ", *, last: int = 0, what: str = "more") -> str:
+    """At most ``limit`` of ``items`` joined by ``sep``, saying how many it left out: a list that
+    is cut never looks whole. ``a, b, c and 3 more``; with ``last`` the last ones are kept too and
+    the count stands where the cut is (``1 -> 2 -> (5 more) -> 8 -> 9``; a log's tail with
+    ``last=limit``: ``(12 more lines)`` first). ``what`` names them (``more lines``)."""
+    shown = [str(item) for item in items]
+    left = len(shown) - limit
+    if left <= 0:
+        return sep.join(shown)
+    last = min(max(last, 0), limit)
+    if last:
+        return sep.join([*shown[:limit - last], f"({left} {what})", *shown[len(shown) - last:]])
+    return sep.join(shown[:limit]) + left_out(left, what)
+
+
+def left_out(count: int, what: str = "more") -> str:
+    """`` and 3 more`` after what is shown of a list too long to hold (a report's rows), or ""."""
+    return f" and {count} {what}" if count > 0 else ""
+
+
 def of_total(total: int | None) -> str:
     """The n of ``[k/n]``: ``?`` while it is not known (a large batch's plan still reading its folder)."""
     return "?" if total is None else str(total)
-
-
-def listed(names: "list[str]", shown: int) -> str:
-    """``names`` joined, the first ``shown`` of them, saying how many more there are."""
-    more = len(names) - shown
-    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def plural(n: int, word: str, words: Optional[str] = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Optional, Sequence, TypeVar
 
 from . import resultfiles
 from .defaults import device_label, split_device
@@ -27,6 +27,18 @@ def _known(values: list[float | int | None]) -> list[float]:
     return [float(v) for v in values if v is not None]
 
 
+T = TypeVar("T")
+
+
+def slowest_first(items: Iterable[T], seconds: Callable[[T], Optional[float]]) -> list[T]:
+    """The scripts whose time was measured, the slowest first (ties in batch order): the one
+    ranking of the batch's ``slowest_script`` / ``fastest_script`` and the terminal's ``slowest:``
+    line. Every script with a time counts: one that failed (a timeout's 10 s are where the batch's
+    time went) and one kept from the earlier run by --resume (its result is this batch's)."""
+    timed = [(value, item) for item in items if (value := seconds(item)) is not None]
+    return [item for _, item in sorted(timed, key=lambda pair: -pair[0])]
+
+
 def _all_runs_time(result: ScriptResult) -> float | None:
     bench = result.benchmark
     if bench is None:
@@ -41,9 +53,9 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
     times = _known([r.execution_time for r in results])
     # Every process run costs time: a benchmarked script ran W + N times, not once.
     spent = _known([_all_runs_time(r) for r in results])
-    timed = [r for r in results if r.execution_time is not None]
-    fastest = min(timed, key=lambda r: r.execution_time or 0.0, default=None)
-    slowest = max(timed, key=lambda r: r.execution_time or 0.0, default=None)
+    # A ScriptResult is falsy when it failed: "if fastest" would drop a failed one.
+    ranked = slowest_first(results, lambda r: r.execution_time)
+    slowest, fastest = (ranked[0], ranked[-1]) if ranked else (None, None)
     compile_times = _known([r.jit_compile_time for r in results])
     compile_counts = [r.compile_count for r in results if r.compile_count is not None]
     memory = _known([r.memory_peak for r in results])
@@ -62,8 +74,8 @@ def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
         average_memory_usage=statistics.fmean(memory) if memory else None,
         peak_memory_usage=max(memory) if memory else None,
         device_utilization=statistics.fmean(utilisation) if utilisation else None,
-        fastest_script=fastest.script_name if fastest else None,
-        slowest_script=slowest.script_name if slowest else None,
+        fastest_script=fastest.script_name if fastest is not None else None,
+        slowest_script=slowest.script_name if slowest is not None else None,
         success_rate=sum(r.success for r in results) / len(results),
         error_classes=dict(Counter(r.error_class for r in results if r.error_class)),
     )

@@ -50,12 +50,16 @@ def program_comparisons(runs: PairedRuns) -> list[ProgramComparison]:
         base_compile, new_compile = phase(base, "compile_time"), phase(new, "compile_time")
         base_count = int(phase(base, "count") or 0)
         new_count = int(phase(new, "count") or 0)
-        if not base_count and not new_count:
-            continue  # never compiled on either side (traced inside another program)
+        base_loads, new_loads = int(phase(base, "cache_hits") or 0), int(phase(new, "cache_hits") or 0)
+        if not (base_count or new_count or base_loads or new_loads):
+            continue  # never built on either side (traced inside another program)
         change = program_change(base[-1].compiles[name], new[-1].compiles[name])
         out.append(ProgramComparison(
             program=name, base_compile_time=base_compile or 0.0, new_compile_time=new_compile or 0.0,
             base_count=base_count, new_count=new_count, moved=compile_time_moved(base_compile, new_compile),
+            base_cache_loads=base_loads, new_cache_loads=new_loads,
+            base_cache_load_time=phase(base, "cache_load_time") if base_loads else None,
+            new_cache_load_time=phase(new, "cache_load_time") if new_loads else None,
             change=change,  # type: ignore[arg-type]
             reason=None if change is not None else "a side kept no fingerprint of it",
             base_trace_time=phase(base, "trace_time"), new_trace_time=phase(new, "trace_time"),
@@ -96,6 +100,7 @@ def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list
         sides={"BASE": _side(base, runs, "BASE"), "NEW": _side(new, runs, "NEW")},
         metrics=list(metrics), gate=list(gate), alpha=options.alpha, min_effect=options.min_effect,
         scripts=scripts, only_in_base=only_in_base, only_in_new=only_in_new, geometric_mean_ratio=means,
+        allow_mismatch=options.allow_mismatch, fail_on_regression=ab.fail_on_regression,
         regressions=[s.script_name for s in scripts if s.verdict == "slower"],
         improvements=[s.script_name for s in scripts if s.verdict == "faster"],
     )

@@ -43,6 +43,7 @@ class ABOptions:
     verdict: VerdictOptions = field(default_factory=VerdictOptions)
     recursive: bool = True
     run_options: Mapping[str, Any] = field(default_factory=dict)  # execute_jax_script's keywords for every run
+    fail_on_regression: bool = False  # exit 1 on a regression: the report of its folder says so (compare.exit_reasons)
 
     def __post_init__(self) -> None:
         if self.pairs < 1 or self.warmup_pairs < 0:

@@ -21,12 +21,13 @@ from .. import resultfiles
 from ..devices import check_device_id, resolve_device
 from ..discovery import PreparedSearch, ScriptNames, prepare_search, script_display_name
 from ..errors import UsageError
+from ..formatting import listed
 from ..job import Job, Jobs
 from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
 from ..probe import notebook_cells
 from ..probe.channel import valid_text
-from ..view.scripts import relative_path
+from ..view.scripts import script_label
 from ..settings import ScriptSettings, script_settings
 
 # Jobs planned before the first one starts (a folder of fewer scripts: all of them), and the
@@ -42,7 +43,7 @@ DURATIONS_CHUNK = 64
 
 def _no_scripts(paths: tuple[Path, ...], unreadable: list[str]) -> UsageError:
     shown = ", ".join(repr(str(p)) for p in paths)
-    unread = f"; {len(unreadable)} path(s) could not be read: {', '.join(unreadable[:3])}" if unreadable else ""
+    unread = f"; {len(unreadable)} path(s) could not be read: {listed(unreadable, 3)}" if unreadable else ""
     return UsageError(
         f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
         f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"
@@ -197,7 +198,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
             device=device, platform=platform, results_dir=options.results_dir,
             expected_seconds=expected,
             run_options=run_options,
-            label=relative_path(str(plan.script), roots) + (f" @{device}" if len(plan.devices) > 1 else ""),
+            label=script_label(str(plan.script), roots, device if len(plan.devices) > 1 else None),
         ))
     return jobs
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .. import resultfiles
 from ..errors import ScriptNotFoundError, UsageError
+from ..formatting import listed
 from ..models import BatchResult, ScriptResult
 from ..options import BatchOptions
 from ..provenance import script_identity
@@ -55,8 +56,7 @@ def earlier_results(results_dir: Path) -> list[ScriptResult]:
 
 
 def _names(names: list[str], shown: int = 10) -> str:
-    more = len(names) - shown
-    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+    return listed(names, shown)
 
 
 def finished_before(options: BatchOptions, jobs: list[Job]) -> dict[int, ScriptResult]:

@@ -12,6 +12,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..formatting import listed
+
 _SCALARS = (bool, int, float, complex)
 _REPR_LIMIT = 60
 
@@ -190,9 +192,7 @@ _ADVICE = {
 
 def explain(changes: list[Change]) -> str:
     """``"argument 'x' changed shape from (3,) to (4,); keep shapes fixed ..."``."""
-    parts = "; ".join(c.message for c in changes[:4])
-    if len(changes) > 4:
-        parts += f"; and {len(changes) - 4} more change(s)"
+    parts = listed([c.message for c in changes], 4, "; ", what="more change(s)")
     advice = []
     for c in changes:
         if _ADVICE[c.kind] not in advice:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import JAXExecutionError
+from ..formatting import listed
 from .models import Speedup, TimedCall
 from ..stats import describe, ratio_of_medians_ci
 from ..defaults import DEFAULT_MAX_SAMPLES, DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
@@ -54,9 +55,9 @@ def check_close(fast_out: Any, reference_out: Any, *, rtol: float, atol: float, 
         only_b = [p for p in b_paths if p not in a_paths]
         raise NumericalMismatchError(
             f"{names[0]} and {names[1]} return different structures: {len(a_paths)} leaves "
-            f"{a_paths[:5]} against {len(b_paths)} leaves {b_paths[:5]}"
-            + (f"; only in {names[0]}: {only_a[:5]}" if only_a else "")
-            + (f"; only in {names[1]}: {only_b[:5]}" if only_b else ""),
+            f"[{listed(a_paths, 5)}] against {len(b_paths)} leaves [{listed(b_paths, 5)}]"
+            + (f"; only in {names[0]}: [{listed(only_a, 5)}]" if only_a else "")
+            + (f"; only in {names[1]}: [{listed(only_b, 5)}]" if only_b else ""),
             leaf=(only_a or only_b or [None])[0],
         )
     max_abs = 0.0

@@ -36,21 +36,19 @@ def _run_options(device: Optional[str], timeout: Optional[float], config: bool =
     return options
 
 
-def program_phase_lines(report: Any) -> list[str]:
+def program_phase_line(script: str, p: Any) -> str:
     """``a.py: jit(step) compile 0.800 s -> 1.620 s (x2.03), trace 0.010 -> 0.011 s, lower ..., count 1 -> 1: same program``"""
-    lines = []
-    for script in report.scripts:
-        for p in script.programs:
-            ratio = f" (x{p.compile_ratio:.2f})" if p.compile_ratio is not None else ""
-            parts = [f"compile {p.base_compile_time:.3f} s -> {p.new_compile_time:.3f} s{ratio}"]
-            for name, before, after in (("trace", p.base_trace_time, p.new_trace_time),
-                                        ("lower", p.base_lower_time, p.new_lower_time)):
-                if before is not None and after is not None:
-                    parts.append(f"{name} {before:.3f} -> {after:.3f} s")
-            parts.append(f"count {p.base_count} -> {p.new_count}")
-            said = p.change or f"unknown whether it is the same program ({p.reason})"
-            lines.append(f"{script.path or script.script_name}: {p.program} {', '.join(parts)}: {said}")
-    return lines
+    ratio = f" (x{p.compile_ratio:.2f})" if p.compile_ratio is not None else ""
+    parts = [f"compile {p.base_compile_time:.3f} s -> {p.new_compile_time:.3f} s{ratio}"]
+    for name, before, after in (("trace", p.base_trace_time, p.new_trace_time),
+                                ("lower", p.base_lower_time, p.new_lower_time)):
+        if before is not None and after is not None:
+            parts.append(f"{name} {before:.3f} -> {after:.3f} s")
+    parts.append(f"count {p.base_count} -> {p.new_count}")
+    if p.base_cache_loads or p.new_cache_loads:  # loaded, not compiled: not in the compile time
+        parts.append(f"loaded from the persistent cache {p.base_cache_loads} -> {p.new_cache_loads}")
+    said = p.change or f"unknown whether it is the same program ({p.reason})"
+    return f"{script}: {p.program} {', '.join(parts)}: {said}"
 
 
 @click.command(cls=OptionsCommand, models=verdict_models)
@@ -93,11 +91,12 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     BASE and NEW: two folders; or one folder (or script) with --base-rev/--new-rev (two revisions
     of its git repository) or --base-python/--new-python (two Python environments)."""
     from ..ab import ABOptions, run_ab
+    from ..compare import exit_reasons, program_sections
     from .analysis import _export_comparison, print_comparison, verdict_options
 
     try:
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
-                            _run_options(device, timeout, not no_config))
+                            _run_options(device, timeout, not no_config), fail_on_regression=fail_on_regression)
         report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
                         new_python=new_python, on_run=_progress(quiet))
     except JAXExecutionError as exc:
@@ -110,10 +109,10 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
             versions = f", jax {side.jax_version}" if side.jax_version else ""
             out.print(f"{label}: {side.given}{f' (commit {side.commit[:12]})' if side.commit else ''}{versions}",
                       markup=False, soft_wrap=True)
-        print_comparison(report, program_phase_lines(report), options.verdict.allow_mismatch)
+        print_comparison(report, program_sections(report, program_phase_line), options.verdict.allow_mismatch)
         out.print(f"comparison: {results_dir / 'ab_comparison.json'}; each side's runs in {results_dir / 'base'} and "
                   f"{results_dir / 'new'} (jaxrun report {results_dir})", markup=False, soft_wrap=True)
-    raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)
+    raise click.exceptions.Exit(EXIT_FAILED if exit_reasons(report) else EXIT_OK)
 
 
 @click.command(cls=OptionsCommand, models=verdict_models)

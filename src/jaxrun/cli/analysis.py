@@ -44,6 +44,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
 
     from ..history import HistoryStore, HistoryUnreadable, default_history_path
     from ..verdicts import describe_gate
+    from ..view import label_from_name
     from .tables import history_cell, history_runs_table, history_scripts_table
 
     path = history_path or default_history_path()
@@ -53,7 +54,8 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         options = verdict_options()
         with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
-                known = ", ".join(s.script_name for s in store.scripts()) or "none (jaxrun run SCRIPT --benchmark-runs N)"
+                known = ", ".join(label_from_name(s.script_path, s.script_name) for s in store.scripts()) \
+                    or "none (jaxrun run SCRIPT --benchmark-runs N)"
                 raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}; "
                                  f"scripts benchmarked there: {known}")
             checks = store.check_latest(script, options)
@@ -91,18 +93,22 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         for run in runs:
             values = metric_values(run.samples, shown)
             medians.append(statistics.median(values) if values else None)
-        name = runs[-1].script_name if runs else path
+        name = label_from_name(path, runs[-1].script_name) if runs else path
         out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags))
         for run_id, changes in _program_changes({path: runs}, programs).items():
             for c in changes:
                 said = c.change or f"unknown whether it is the same program ({c.reason})"
-                out.print(f"run {run_id}: {c.program} {compile_text(c.base_compile_time, c.base_count)} -> "
-                          f"{compile_text(c.new_compile_time, c.new_count)} since the run before: {said}",
+                out.print(f"run {run_id}: {c.program} "
+                          f"{compile_text(c.base_compile_time, c.base_count, c.base_cache_loads, c.base_cache_load_time)} -> "
+                          f"{compile_text(c.new_compile_time, c.new_count, c.new_cache_loads, c.new_cache_load_time)} "
+                          f"since the run before: {said}",
                           markup=False, soft_wrap=True)
     for check in regressions:
         assert check.comparison is not None
+        runs = runs_by_path.get(check.script_path)
+        name = label_from_name(check.script_path, runs[-1].script_name) if runs else Path(check.script_path).name
         out.print(
-            f"regression: {Path(check.script_path).name} on {check.device} is slower than its "
+            f"regression: {name} on {check.device} is slower than its "
             f"{check.previous_runs} earlier run(s): {describe_gate(check.comparison)}",
             markup=False,
         )
@@ -174,11 +180,11 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
     its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression.
 
     BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
-    from ..compare import compare_results, program_lines
+    from ..compare import compare_results, exit_reasons, program_sections
 
     try:
         options = verdict_options()
-        report = compare_results(base, new, options)
+        report = compare_results(base, new, options, fail_on_regression=fail_on_regression)
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     _export_comparison(report, base, new, export_json, export_csv, export_markdown)
@@ -188,19 +194,21 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
         for line in quiet_comparison(report, options.allow_mismatch):
             out.print(line, markup=False, soft_wrap=True)
     else:
-        print_comparison(report, program_lines(report), options.allow_mismatch)
-    refused = report.numerics_mismatch and not options.allow_mismatch
-    raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and (report.regressions or refused) else EXIT_OK)
+        print_comparison(report, program_sections(report), options.allow_mismatch)
+    raise click.exceptions.Exit(EXIT_FAILED if exit_reasons(report) else EXIT_OK)
 
 
-def print_comparison(report: Any, program_lines: list[str], allow_mismatch: bool) -> None:
-    """The comparison as `jaxrun compare` and `jaxrun ab` print it: the table, a line per program,
-    what is on one side only, the geometric means, what got slower or faster, what was too few."""
+def print_comparison(report: Any, programs: list[tuple[str, list[str]]], allow_mismatch: bool) -> None:
+    """The comparison as `jaxrun compare` and `jaxrun ab` print it: the table, a line per program
+    under the heading true of it (compare.program_sections), what is on one side only, the
+    geometric means, what got slower or faster, what was too few."""
     from .tables import compare_table
 
     out.print(compare_table(report))
-    for line in program_lines:
-        out.print(line, markup=False, soft_wrap=True)
+    for heading, lines in programs:
+        out.print(f"{heading[0].lower()}{heading[1:]}:", markup=False, soft_wrap=True)
+        for line in lines:
+            out.print(f"  {line}", markup=False, soft_wrap=True)
     for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
         if names:
             out.print(f"{side}: {', '.join(names)}", markup=False)

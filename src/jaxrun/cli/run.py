@@ -188,13 +188,14 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
         for b in bench.benchmarks:
             _warn(labels.get((b.script_name, b.device_requested), b.script_name), b.warnings)
     # A benchmarked result's .warm already pools the calls of all its runs.
-    warm_rows = [(r.script_name, r.warm) for r in batch.script_results if r.warm is not None]
+    warm_rows = [(shown.label, r.warm) for r, shown in zip(batch.script_results, view.scripts) if r.warm is not None]
     for name, warm in warm_rows:
         _warn(name, warm.warnings)
     if warm_rows:
         out.print(warm_table(warm_rows))
-    if bench.device_comparison:
-        out.print(speedup_table(bench.device_comparison))
+    if bench.device_comparison:  # one row per script and device: its path, the devices in columns of their own
+        paths = {s.name: s.path for s in view.scripts}
+        out.print(speedup_table(bench.device_comparison, paths))
     _warn("discovery", [f"skipped {path} (could not be read)" for path in view.unreadable])
     for skipped in view.skipped:
         where = f" ({skipped.origin})" if skipped.origin else ""
@@ -211,9 +212,8 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
 def _slowest_and_failed(view) -> None:  # type: ignore[no-untyped-def]
     """Under the table: where the time went (the slowest scripts), where a script ran other than
     asked and why, and what failed: where, its log and its hint."""
-    timed = sorted((s for s in view.scripts if s.time is not None and not s.kept), key=lambda s: -s.time)
-    if len(timed) > 1:
-        out.print("slowest: " + ", ".join(f"{s.label} {s.time:.2f} s" for s in timed[:3]), markup=False, soft_wrap=True)
+    if view.slowest_line:
+        out.print(view.slowest_line, markup=False, soft_wrap=True)
     for s in view.scripts:
         if s.fallback_reason:
             out.print(f"fallback: {s.label}: ran on {s.device} instead of {s.device_requested}: {s.fallback_reason}",

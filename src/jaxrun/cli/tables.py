@@ -68,7 +68,21 @@ def summary_table(view: "RunView", width: int = 160) -> Table:
     """Every script of the run in at most ``width`` columns, no word broken: long names are
     shortened in the middle (not below _MIN_NAME), then _NARROWER's columns give way in order."""
     star, note, shown = _summary_columns(view)
-    return fitted(_summary_maker(view.scripts, note, star, shown), _NARROWER, _longest_label(view.scripts), width)
+    given_up, _, table = _fit(_summary_maker(view.scripts, note, star, shown), _NARROWER, _longest_label(view.scripts),
+                              width)
+    return _say_left_out(table, given_up, shown)
+
+
+def _say_left_out(table: Table, given_up: set[str], shown: list) -> Table:
+    """A table that gave columns up for the terminal's width says which under it (never a column
+    cut without a word): the figures are all in the results file."""
+    from ..resultfiles import EXECUTION_RESULTS
+
+    dropped = [header for header, _, _ in shown if header in given_up and header != "device"]
+    if dropped:
+        table.caption = f"left out for the terminal's width: {', '.join(dropped)} (every figure: {EXECUTION_RESULTS})"
+        table.caption_justify = "left"
+    return table
 
 
 # The rows of each of the tables summary_tables gives.
@@ -101,7 +115,7 @@ def summary_tables(view: "RunView", width: int = 160, rows: int = SUMMARY_ROWS) 
             column.width = fixed
         if start:
             table.title, table.show_header = None, False
-        yield table
+        yield _say_left_out(table, given_up, shown) if start + rows >= len(scripts) else table
 
 
 def _summary_columns(view: "RunView") -> tuple[str, str | None, list]:
@@ -321,7 +335,7 @@ def transfers_table(rows: "Iterable[TransferView]") -> Table:
     return table
 
 
-def speedup_table(rows: list[DeviceSpeedup]) -> Table:
+def speedup_table(rows: list[DeviceSpeedup], labels: "dict[str, str] | None" = None) -> Table:
     table = _table("cross-device speed-up (baseline median / device median)", (
         ("script", "left"), ("baseline", "left"), ("device", "left"), ("speed-up", "right"),
         ("95% CI", "right"), ("note", "left"),
@@ -329,7 +343,8 @@ def speedup_table(rows: list[DeviceSpeedup]) -> Table:
     for row in rows:
         ci = "-" if row.ci_low is None else f"{row.ci_low:.3f} – {row.ci_high:.3f}"
         table.add_row(
-            Text(row.script_name), row.baseline_device, Text(f"{row.device} (ran on {row.device_used})"),
+            Text((labels or {}).get(row.script_name, row.script_name)), row.baseline_device,
+            Text(f"{row.device} (ran on {row.device_used})"),
             "-" if row.speedup is None else f"x{row.speedup:.3f}", ci,
             Text(row.note or "real comparison"),
         )
@@ -377,8 +392,11 @@ def history_scripts_table(rows: list) -> Table:
     table = _table("benchmark history", (
         ("script", "left"), ("path", "left"), ("runs", "right"), ("last recorded", "left"),
     ))
+    from ..view import label_from_name
+
     for row in rows:
-        table.add_row(Text(row.script_name), Text(row.script_path), str(row.n_runs), row.last_recorded_at)
+        table.add_row(Text(label_from_name(row.script_path, row.script_name)), Text(row.script_path), str(row.n_runs),
+                      row.last_recorded_at)
     return table
 
 

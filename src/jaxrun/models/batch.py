@@ -75,8 +75,11 @@ class PerformanceSummary(MappingModel):
     device_utilization: float | None = Field(
         None, description="0-1, mean of the scripts' device_utilization (null where none was measurable)"
     )
-    fastest_script: str | None = None
-    slowest_script: str | None = None
+    fastest_script: str | None = Field(
+        None, description="<name> of the script with the shortest execution_time; every script with a time counts "
+        "(a failed one, one kept by --resume), as in the terminal's 'slowest:' line; null: none has a time")
+    slowest_script: str | None = Field(None, description="<name> of the script with the longest execution_time (the "
+                                       "first of the terminal's 'slowest:' line)")
     success_rate: float | None = None
     error_classes: dict[str, int] = {}
 

@@ -61,6 +61,12 @@ class ProgramComparison(MappingModel):
     new_compile_time: float = Field(description="Seconds of XLA compilation in NEW")
     base_count: int = Field(description="Compilations in BASE")
     new_count: int = Field(description="Compilations in NEW")
+    base_cache_loads: int = Field(0, description="Executables of it BASE loaded from the persistent compilation cache "
+                                  "(not compilations: base_compile_time does not count them)")
+    new_cache_loads: int = Field(0, description="Executables of it NEW loaded from the persistent compilation cache")
+    base_cache_load_time: float | None = Field(
+        None, description="Seconds BASE spent loading them; null: unknown (the history keeps no load time)")
+    new_cache_load_time: float | None = Field(None, description="Seconds NEW spent loading them")
     moved: bool = Field(description="Its compile time moved by more than 20% and 10 ms")
     change: ProgramChange | None = Field(
         None, description="same program (same fingerprints); the program changed (the StableHLO JAX handed XLA "
@@ -149,8 +155,10 @@ class ComparisonReport(MappingModel):
     alpha: float
     min_effect: float
     scripts: list[ScriptComparison] = []
-    only_in_base: list[str] = []
-    only_in_new: list[str] = []
+    only_in_base: list[str] = Field(
+        [], description="Scripts of BASE only, as its summary names them (path relative to the folder searched; the "
+        "<name> when the file does not say where a script was)")
+    only_in_new: list[str] = Field([], description="Scripts of NEW only, named the same way")
     geometric_mean_ratio: dict[str, float | None] = Field(
         {}, description="Per phase: geometric mean of the scripts' ratios (NEW/BASE)"
     )
@@ -159,6 +167,10 @@ class ComparisonReport(MappingModel):
     numerics_mismatch: list[str] = Field(
         [], description="Scripts whose two sides started with other numerics: not judged unless allow_mismatch"
     )
+    allow_mismatch: bool = Field(False, description="Scripts with other numerics were judged anyway (--allow-mismatch)")
+    fail_on_regression: bool = Field(
+        False, description="The command was given --fail-on-regression: it exits 1 when a script is slower (or, "
+        "unless allow_mismatch, could not be judged for other numerics); what the report of its folder says too")
 
     def shown(self, names: list[str]) -> list[str]:
         """``regressions``' (or another list's) entries as the summary names the scripts: their paths."""

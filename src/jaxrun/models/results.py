@@ -215,11 +215,12 @@ class CellTiming(MappingModel):
                        "Restart & Run All (markdown cells are not counted)")
     source: str = Field(description="Its first line of code")
     seconds: float | None = Field(None, description="Seconds it ran (its code compiled and run); for the cell the "
-                                  "process was stopped in (not finished), up to the process's end; null: unknown")
-    outcome: Literal["ok", "error", "exit", "not finished"] = Field(
+                                  "process was stopped in (not finished), up to the process's end; null: unknown, "
+                                  "or it never ran")
+    outcome: Literal["ok", "error", "exit", "not finished", "not run"] = Field(
         description="ok; error: it raised (the script's error); exit: it ended the process itself (sys.exit, "
         "os._exit, os.abort or a signal to itself: the result's ended_by says which); not finished: the process was "
-        "stopped in it (a timeout, a kill)")
+        "stopped in it (a timeout, a kill); not run: the run never reached it (an earlier cell failed or exited)")
     error_line: int | None = Field(None, description="The line of the cell where it failed")
     # --save-notebooks: what its Python code wrote, [(stdout|stderr, text)]; for the executed copy only.
     outputs: list[tuple[str, str]] | None = Field(None, exclude=True)

@@ -28,6 +28,7 @@ END = "end"
 PROFILE = "profile"
 TRANSFER_GUARD = "transfer_guard"
 CELL = "cell"
+NOTEBOOK = "notebook"
 
 # Phases of a COMPILE event.
 PHASE_TRACE, PHASE_LOWER, PHASE_COMPILE = "trace", "lower", "compile"
@@ -200,6 +201,14 @@ class Cell(_CellFields, total=False):
     outputs: list[list[str]]  # end, --save-notebooks: [[stdout|stderr, text], ...] its Python code wrote
 
 
+class Notebook(TypedDict):
+    """A notebook's code cells, before the first runs (probe/notebook.py): a cell no CELL event
+    started afterwards was never run (an earlier cell failed or exited, or the process ended)."""
+
+    type: Literal["notebook"]
+    cells: list[str]  # each code cell's first line of code, in order: cell N is cells[N - 1]
+
+
 class Profile(TypedDict):
     """--profile: the trace and the device memory samples."""
 
@@ -213,12 +222,12 @@ class Profile(TypedDict):
 
 
 Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End,
-              Profile, TransferGuard, Cell]
+              Profile, TransferGuard, Cell, Notebook]
 
 DEFINITIONS: dict[str, type] = {
     START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, PROGRAM: Program, CACHE_SAVED: CacheSaved, RECORD: Record,
     CALL: Call, EXCEPTION: Exception_, EXIT: Exit, BODY: Body, PROBE_WARNING: ProbeWarning, END: End, PROFILE: Profile,
-    TRANSFER_GUARD: TransferGuard, CELL: Cell,
+    TRANSFER_GUARD: TransferGuard, CELL: Cell, NOTEBOOK: Notebook,
 }
 
 

@@ -32,6 +32,10 @@ import threading
 import time
 from typing import Any
 
+# Imported here, never in _joined: an import there would run under _lock, inside the wrapped
+# __import__ that takes it (a deadlock). Standard library only, as the probe must be.
+from ..formatting import listed
+
 _real_import = builtins.__import__
 _state = threading.local()  # depth: this thread is inside an import statement
 _lock = threading.Lock()
@@ -39,7 +43,7 @@ _active = 0  # threads inside an import statement right now
 _opened = 0.0  # perf_counter when _active went from 0 to 1
 _closed_seconds = 0.0  # length of the union intervals that have closed
 _names: list[str] = []  # the modules of the interval open now
-MAX_NAMES = 8  # per interval or block; more threads importing at once are counted (", +3 more")
+MAX_NAMES = 8  # per interval or block; more threads importing at once are counted ("and 3 more")
 
 SHORT_IMPORT = 100e-6  # an import statement of a module already loaded takes a few microseconds
 BLOCK_SECONDS = 100e-6  # import time a block of short statements holds at most
@@ -62,9 +66,7 @@ def _enter(module: str) -> None:
 
 
 def _joined(names: list[str]) -> str:
-    unique = list(dict.fromkeys(names))
-    more = len(unique) - MAX_NAMES
-    return ", ".join(unique[:MAX_NAMES]) + (f", +{more} more" if more > 0 else "")
+    return listed(dict.fromkeys(names), MAX_NAMES)
 
 
 def _add_names(into: list[str], names: list[str]) -> None:

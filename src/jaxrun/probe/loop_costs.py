@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..formatting import listed  # standard library only, as the probe must be
+
 __all__ = ["LoopCost", "LoopCostUnavailable", "XlaCost", "cost_figures", "has_loops", "loop_cost", "xla_cost"]
 
 Figures = dict[str, float]
@@ -445,18 +447,17 @@ def xla_cost(raw_cost: Any, text: str | None, client: Any, platform: str) -> Xla
         return XlaCost(dict(_UNKNOWN), None, "XLA's cost analysis counts each loop body once, whatever its trip "
                        f"count, and its per-loop figures could not be read ({error})", one_trip=xla)
     if loops.unbounded:
-        what = f"XLA found no static trip count for loop {', '.join(loops.unbounded[:3])}"
+        what = f"XLA found no static trip count for loop {listed(loops.unbounded, 3)}"
         return XlaCost(dict(_UNKNOWN), None, f"{what}: FLOPs, bytes accessed and transcendentals are unknown. "
                        f"XLA's cost analysis counts the loop's body once, so its {xla['flops']:.4g} FLOPs are only a "
                        f"lower bound; {CURE}", unbounded=loops.unbounded, one_trip=xla)
     if not loops.scaled:
         return XlaCost(xla, "xla")
-    shown = ", ".join(f"{label} x{trips}" for label, trips in loops.loops[:4])
-    more = f" and {len(loops.loops) - 4} more" if len(loops.loops) > 4 else ""
+    shown = listed((f"{label} x{trips}" for label, trips in loops.loops), 4)
     reason = (
         "XLA's cost analysis counts each loop body once, whatever its trip count: FLOPs, bytes accessed and "
         "transcendentals here are XLA's, with each loop's body analysed on its own and counted by its trip count "
-        f"({shown}{more}; cost_source 'xla_trip_counts'). XLA's one-trip figure was {xla['flops']:.4g} FLOPs and "
+        f"({shown}; cost_source 'xla_trip_counts'). XLA's one-trip figure was {xla['flops']:.4g} FLOPs and "
         f"{xla['bytes_accessed']:.4g} bytes per device"
     )
     return XlaCost(loops.figures, "xla_trip_counts", reason, one_trip=xla)

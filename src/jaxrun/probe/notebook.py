@@ -239,6 +239,8 @@ def run_notebook(writer: EventWriter, path: str, capture: bool = False, body: Bo
     running = _Running(writer, outputs)
     if body is not None:
         body.on_end(running.exited)
+    # Every code cell first: one the run never reaches is shown "not run", not left out.
+    writer.send(events.Notebook(type=events.NOTEBOOK, cells=[first_code_line(cell.source) for cell in cells]))
     try:
         codes = _prepare(writer, cells, namespace)
         if outputs is not None:

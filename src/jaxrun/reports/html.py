@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..formatting import fmt, fmt_seconds
+from ..formatting import fmt, fmt_seconds, left_out, listed
 from ..resultfiles import NotRegularFileError, open_regular
 
 if TYPE_CHECKING:
@@ -221,11 +221,13 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
 
     from ..view import program_views
 
-    views = list(islice(program_views(batch, view), _PROGRAM_ROWS + 1))
+    every = program_views(batch, view)
+    views = list(islice(every, _PROGRAM_ROWS))
+    left = sum(1 for _ in every)  # counted, not held: the report says how many it leaves out
     if not views:
         return "<p>No script compiled a JAX program.</p>"
     rows = []
-    for program in views[:_PROGRAM_ROWS]:
+    for program in views:
         cells = []
         for _, cell, text in _PROGRAM_COLUMNS:
             shown, raw = cell(program)
@@ -233,8 +235,8 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
                          f"{_esc(shown)}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _PROGRAM_COLUMNS)
-    more = (f"<caption>The first {_PROGRAM_ROWS} programs; every one is in script_results/.</caption>"
-            if len(views) > _PROGRAM_ROWS else
+    more = (f"<caption>The first {_PROGRAM_ROWS} programs{left_out(left, 'more, not shown here')}: every one "
+            "is in script_results/.</caption>" if left else
             "<caption>FLOPs and bytes accessed per call, device memory per device (inputs included), as XLA's "
             "analyses of the last executable built or loaded.</caption>")
     return (f'<table id="programs" class="sortable">{more}<thead><tr>{head}</tr></thead>'
@@ -277,7 +279,7 @@ def _recompiles(batch: "BatchResult", view: "RunView") -> str:
 
 def _cells(batch: "BatchResult", view: "RunView") -> str:
     """Per notebook, each code cell's seconds and outcome (empty when the run had no notebook)."""
-    from ..view import cell_outcome
+    from ..view import cell_outcome, cells_ran
 
     blocks = []
     for r, shown in zip(batch.script_results, view.scripts):
@@ -287,7 +289,7 @@ def _cells(batch: "BatchResult", view: "RunView") -> str:
             f"<tr><td>{c.index}</td><td class='text'><code>{_esc(c.source)}</code></td><td>{_esc(fmt_seconds(c.seconds))}</td>"
             f"<td class='text'>{_esc(cell_outcome(c))}</td></tr>"
             for c in r.cells)
-        blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {len(r.cells)} cell(s)</summary>"
+        blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {_esc(cells_ran(r.cells))}</summary>"
                       "<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th><th>seconds</th>"
                       f"<th class='text'>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
     return f"<section><h2>Notebook cells</h2>{''.join(blocks)}</section>" if blocks else ""
@@ -306,9 +308,11 @@ def _log_tail(path: str | None) -> str:
     except OSError:
         return "(the log is gone)"
     lines = text.splitlines()
-    if size > _LOG_TAIL_BYTES:
+    if size > _LOG_TAIL_BYTES:  # only its end was read: how many lines came before is not known
         lines = lines[1:]  # the first line read may be the end of a longer one
-    return "\n".join(lines[-_LOG_TAIL_LINES:])
+        if len(lines) > _LOG_TAIL_LINES:
+            return "\n".join(["(earlier lines: the whole log is the file)", *lines[-_LOG_TAIL_LINES:]])
+    return listed(lines, _LOG_TAIL_LINES, "\n", last=_LOG_TAIL_LINES, what="earlier lines: the whole log is the file")
 
 
 def _failures(view: "RunView") -> str:

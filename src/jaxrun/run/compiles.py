@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..formatting import listed
 from ..models import MAX_RECOMPILE_REASONS, CompileStats, ProgramCost, ProgramMemory
 from ..probe import events as ev
 from ..probe.programs import program_key
@@ -111,9 +112,8 @@ def _grouped(reasons: list[str]) -> list[str]:
             text.append(item)
             continue
         values = groups[item]
-        shown = values if len(values) <= 6 else [*values[:3], "...", *values[-2:]]
         took = f"took {len(values)} different values" if len(values) > 2 else "changed"
-        text.append(f"argument {item[0]} {took}: {' -> '.join(shown)}{item[1]}")
+        text.append(f"argument {item[0]} {took}: {listed(values, 5, ' -> ', last=2)}{item[1]}")
     return text
 
 
@@ -126,9 +126,8 @@ def recompile_warnings(compiles: dict[str, CompileStats]) -> list[str]:
         if built[key] < 2 or not stats.recompile_reasons or stats.source is None:
             continue
         parts = _grouped(stats.recompile_reasons)
-        more = f"; and {len(parts) - _SHOWN} other reasons" if len(parts) > _SHOWN else ""
         # An executable loaded from the cache was not compiled: "compiled 3 times (3 loaded)" said both.
         what = (f"needed {built[key]} executables ({stats.count} compiled, {stats.cache_hits} loaded from the "
                 f"persistent cache)" if stats.cache_hits else f"compiled {built[key]} times")
-        warnings.append(f"{key} {what}: {'; '.join(parts[:_SHOWN])}{more}")
+        warnings.append(f"{key} {what}: {listed(parts, _SHOWN, '; ', what='other reasons')}")
     return warnings

@@ -91,11 +91,11 @@ def _benchmark(
         # A notebook's cells, as its headline figures: each cell's median over the counted runs.
         import statistics
 
-        def median(i: int) -> float | None:
-            seconds = [run[i].seconds for run in cell_runs]
-            return statistics.median(seconds) if None not in seconds else None
+        def median(seconds: list[float | None]) -> float | None:  # a cell not run (or not finished) has none
+            return None if None in seconds else statistics.median(seconds)  # type: ignore[type-var]
 
-        update["cells"] = [cell.model_copy(update={"seconds": median(i)}) for i, cell in enumerate(result.cells or ())]
+        update["cells"] = [cell.model_copy(update={"seconds": median([run[i].seconds for run in cell_runs])})
+                           for i, cell in enumerate(result.cells or ())]
     if entry and calls:
         # The last run's own summary labels its calls run=1 whatever counted run it was, and
         # leaves the other runs out; the result's .warm must say the same as .benchmark.warm.

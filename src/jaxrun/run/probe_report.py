@@ -74,11 +74,20 @@ def _call(report: ProbeReport, event: ev.Call) -> None:
                                  live_array_bytes=int(live) if live is not None else None))
 
 
+def _notebook(report: ProbeReport, event: ev.Notebook) -> None:
+    """Every code cell, "not run" until a CELL event starts it."""
+    report.cells = {index: CellTiming(index=index, source=str(source), outcome="not run")
+                    for index, source in enumerate(event["cells"], 1)}
+
+
 def _cell(report: ProbeReport, event: ev.Cell) -> None:
     """A cell's start (its first line) or its end (seconds, outcome): one CellTiming a cell."""
     cells = report.cells = report.cells if report.cells is not None else {}
     index = int(event["index"])
-    cell = cells.get(index) or CellTiming(index=index, source=str(event.get("source", "")), outcome="not finished")
+    cell = cells.get(index)
+    if cell is None or cell.outcome == "not run":  # its start
+        cell = CellTiming(index=index, source=str(event.get("source", cell.source if cell else "")),
+                          outcome="not finished")
     report.cell_starts.setdefault(index, float(event["at"]))
     if "s" in event:
         outputs = event.get("outputs")
@@ -124,6 +133,7 @@ _READERS: dict[str, Callable[[ProbeReport, Any], None]] = {
     ev.END: _end,
     ev.TRANSFER_GUARD: lambda report, event: setattr(report, "transfer_guard_set", str(event["setting"])),
     ev.CELL: _cell,
+    ev.NOTEBOOK: _notebook,
 }
 
 

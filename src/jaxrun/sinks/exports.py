@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import resultfiles
-from ..compare import load_samples, program_lines, script_samples
+from ..benchmark import resolve_metric
+from ..compare import labelled_samples, program_sections, script_samples
 from ..formatting import fmt_metric, fmt_p, fmt_ratio, fmt_ratio_ci, phase_label
 from ..models import SAMPLE_METRICS, SCHEMA_VERSION
 from . import BaseSink
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport
+    from ..view import ScriptView
 
 _SUMMARY_METRICS = ("import_time", "compile_time", "run_time", "memory_peak")
 
@@ -38,17 +40,31 @@ def _stats(values: list[float]) -> dict[str, float | None]:
     }
 
 
+def _measured(shown: "ScriptView") -> dict[str, list[float]]:
+    """One run's figures as the run's table shows them, a failed run's too (what was measured
+    of it: a timeout's 10 s are 10 s); unknown ones left out."""
+    figures = {"wall_time": shown.time, "body_time": shown.body, "import_time": shown.import_,
+               "compile_time": shown.jit, "run_time": shown.run, "memory_peak": shown.memory}
+    return {m: [] if figures[m] is None else [float(figures[m])] for m in SAMPLE_METRICS}  # type: ignore[arg-type]
+
+
 def run_export(batch: "BatchResult") -> dict[str, Any]:
-    """Per script: its outcome, hyperfine's wall-time figures and every raw sample per metric."""
+    """Per script, named as every surface names it (``command``: the view's label): its outcome,
+    hyperfine's wall-time figures and every raw sample per metric. A benchmark's samples are its
+    counted runs that succeeded; any other script (a failed one too) is the one run the table
+    shows."""
+    from ..view import run_view
+
     samples = script_samples(batch, SAMPLE_METRICS)
     rows = []
-    for result in batch.script_results:
+    for result, shown in zip(batch.script_results, run_view(batch).scripts):
         entry = samples.get((result.script_name, result.device_requested))
-        per_metric = entry.samples if entry is not None else {m: [] for m in SAMPLE_METRICS}
+        benchmarked = bool(entry is not None and entry.benchmarked and entry.samples["wall_time"])
+        per_metric = entry.samples if benchmarked else _measured(shown)  # type: ignore[union-attr]
         rows.append({
-            "command": result.script_name, "script_path": result.script_path, "device": result.device_used,
-            "success": result.success, "error_class": result.error_class,
-            "benchmarked": bool(entry and entry.benchmarked), "runs": len(per_metric["wall_time"]),
+            "command": shown.label, "name": result.script_name, "script_path": result.script_path,
+            "device": result.device_used, "success": result.success, "error_class": result.error_class,
+            "benchmarked": benchmarked, "runs": len(per_metric["wall_time"]),
             **_stats(per_metric["wall_time"]), "times": per_metric["wall_time"], "samples": per_metric,
         })
     return {"schema_version": SCHEMA_VERSION, "unit": {"time": "s", "memory_peak": "MB"},
@@ -68,21 +84,21 @@ def run_csv(batch: "BatchResult") -> str:
 
 
 def comparison_export(report: "ComparisonReport", base: Path, new: Path) -> dict[str, Any]:
-    """The comparison as ``jaxrun compare --json`` prints it, with both sides' raw samples."""
+    """The comparison as ``jaxrun compare --json`` prints it, with both sides' raw samples, each
+    script named as the comparison names it (``script``; ``name``: its <name>)."""
     sides = {}
     for side, source in (("base", base), ("new", new)):
-        per_metric = {metric: load_samples(source, metric) for metric in report.metrics}
-        keys = sorted({key for values in per_metric.values() for key in values}, key=lambda k: (k[0], k[1] or ""))
-        sides[side] = [{"script": name, "device": device, "samples": {m: per_metric[m].get((name, device), [])
-                                                                      for m in report.metrics}}
-                       for name, device in keys]
+        found = sorted(labelled_samples(source, tuple(resolve_metric(m) for m in report.metrics)),
+                       key=lambda item: (item[0], item[1][1] or ""))
+        sides[side] = [{"script": label, "name": name, "device": device, "samples": samples}
+                       for label, (name, device), samples in found]
     return {"comparison": report.model_dump(mode="json"), "samples": sides}
 
 
 def _comparison_rows(report: "ComparisonReport") -> Iterable[list[Any]]:
     for script in report.scripts:
         for metric, phase in script.phases.items():
-            yield [script.script_name, script.device, metric, metric in script.gate, phase.base_n, phase.new_n,
+            yield [script.path or script.script_name, script.device, metric, metric in script.gate, phase.base_n, phase.new_n,
                    phase.base_median, phase.new_median, phase.ratio, phase.ratio_ci_low, phase.ratio_ci_high,
                    phase.p_value, phase.verdict]
 
@@ -144,9 +160,8 @@ def comparison_markdown(report: "ComparisonReport") -> str:
             ]))
         if note:
             lines.append(row([name, c.device or "-", "note", "", "", "", "", "", "", note]))
-    programs = program_lines(report)
-    if programs:
-        lines += ["", "Programs whose compile time moved:", "", *(f"- {_md(line)}" for line in programs)]
+    for heading, programs in program_sections(report):  # each program under the heading true of it
+        lines += ["", f"{heading}:", "", *(f"- {_md(line)}" for line in programs)]
     for side, names in (("Only in BASE", report.only_in_base), ("Only in NEW", report.only_in_new)):
         if names:
             lines += ["", f"{side}: {_md(', '.join(names))}."]

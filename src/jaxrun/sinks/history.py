@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..cache_misses import nearest_miss
 from ..compile_history import CachedBefore, CompileRun
+from ..formatting import listed
 from ..history import HistoryStore, history_run_from_benchmark
 from ..models import RegressionCheck
 from ..probe.channel import valid_text
@@ -98,7 +99,7 @@ class HistorySink(BaseSink):
         warnings = list(result.warnings)
         for (when, loaded, reason), names in said.items():
             names.sort(key=lambda name: compiles[name].source is None)  # the script's own programs first
-            shown = ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+            shown = listed(names, MAX_NAMED)
             verb, pronoun = ("was", "it") if len(names) == 1 else ("were", "them")
             how = f"loaded {pronoun} from" if loaded else f"wrote {pronoun} to"
             warnings.append(f"{shown} {verb} compiled though the run of {when} {how} the persistent cache: {reason}")

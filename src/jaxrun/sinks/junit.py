@@ -46,14 +46,15 @@ class JUnitSink(BaseSink):
         resultfiles.atomic_write_text(self.path, render_junit(batch))
 
 
-def _classname(result: "ScriptResult") -> str:
+def _classname(label: str) -> str:
     """The script's folder, dotted, as pytest names a test's module (``sims.jax``); ``jaxrun`` at the top."""
-    folder = result.script_name.split("__")[:-1]
+    folder = label.split(" @")[0].split("/")[:-1]
     return ".".join(["jaxrun", *folder])
 
 
-def _testcase(result: "ScriptResult", strict_xfail: bool) -> ET.Element:
-    case = ET.Element("testcase", classname=_clean(_classname(result)), name=_clean(result.script_name),
+def _testcase(result: "ScriptResult", label: str, strict_xfail: bool) -> ET.Element:
+    # Named as every surface names the script (the view's label: sims/jax/model.py, train.ipynb).
+    case = ET.Element("testcase", classname=_clean(_classname(label)), name=_clean(label),
                       time=f"{result.execution_time or 0.0:.3f}", file=_clean(result.script_path))
     properties = ET.SubElement(case, "properties")
     for name in _PROPERTIES:
@@ -76,12 +77,15 @@ def _testcase(result: "ScriptResult", strict_xfail: bool) -> ET.Element:
 
 def render_junit(batch: "BatchResult") -> str:
     """The batch as a JUnit XML document."""
+    from ..view import run_view
+
     meta = batch.metadata
     results = list(batch.script_results)
-    cases = [_testcase(r, meta.strict_xfail) for r in results]
-    for skipped in meta.skipped:
-        case = ET.Element("testcase", classname="jaxrun", name=_clean(skipped.script_name), time="0.000",
-                          file=_clean(skipped.script_path))
+    view = run_view(batch)
+    cases = [_testcase(r, shown.label, meta.strict_xfail) for r, shown in zip(results, view.scripts)]
+    for skipped, said in zip(meta.skipped, view.skipped):
+        case = ET.Element("testcase", classname=_clean(_classname(said.label)), name=_clean(said.label),
+                          time="0.000", file=_clean(skipped.script_path))
         ET.SubElement(case, "skipped", type="skip",
                       message=_clean(skipped.reason + (f" ({skipped.origin})" if skipped.origin else "")))
         cases.append(case)

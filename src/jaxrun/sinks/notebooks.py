@@ -51,7 +51,7 @@ def _outputs(cell: "CellTiming", result: "ScriptResult") -> list[dict[str, Any]]
 
 def executed_copy(notebook: dict[str, Any], result: "ScriptResult") -> dict[str, Any]:
     """``notebook`` with the outputs and execution counts of ``result``'s cells."""
-    ran = {cell.index: cell for cell in result.cells or ()}
+    ran = {cell.index: cell for cell in result.cells or () if cell.outcome != "not run"}
     cells = notebook["cells"]
     for code in notebook_cells.code_cells(notebook):
         cell = dict(cells[code.position])

@@ -27,10 +27,11 @@ def _mb(value: float | None) -> str:
     return "memory unknown" if value is None else f"{value:.0f}MB"
 
 
-def seed_line(result: "ScriptResult") -> str:
+def seed_line(result: "ScriptResult", label: str | None = None) -> str:
     """The seed documents' performance line: "Script executed successfully: pomdp_solver.py
-    (2.3s, 512MB)" (wall time, peak memory), or its failure counterpart."""
-    file_name = Path(result.script_path).name
+    (2.3s, 512MB)" (wall time, peak memory), or its failure counterpart; the script named by its
+    ``label`` in a batch (``sub/model.py``), by its file's name alone."""
+    file_name = label or Path(result.script_path).name
     seconds = "time unknown" if result.execution_time is None else f"{result.execution_time:.1f}s"
     if result.success:
         return f"Script executed successfully: {file_name} ({seconds}, {_mb(result.memory_peak)})"
@@ -82,15 +83,15 @@ class RunLogSink(BaseSink):
             self.write(line)
 
     def on_start(self, job: "Job", total: int | None) -> None:
-        self.write(f"[{job.index + 1}/{of_total(total)}] start {job.file_name} ({job.script})", echo=False)
+        self.write(f"[{job.index + 1}/{of_total(total)}] start {job.shown} ({job.script})", echo=False)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         state = "ok" if result.success else f"FAILED {result.error_class}: {one_line(result.error_message)}"
         seconds = "time unknown" if result.execution_time is None else f"{result.execution_time:.2f} s"
-        self.write(f"[{job.index + 1}/{self._total}] {job.file_name} on {device_label(result.device_used, result.device_index)}: {state} ({seconds})",
+        self.write(f"[{job.index + 1}/{self._total}] {job.shown} on {device_label(result.device_used, result.device_index)}: {state} ({seconds})",
                    echo=False)
         if self.verbose:
-            self.write(seed_line(result))
+            self.write(seed_line(result, job.shown))
         return result
 
     def on_end(self, batch: "BatchResult") -> None:

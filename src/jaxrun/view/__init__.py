@@ -4,7 +4,7 @@ laid out by each of them (jaxrun/formatting.py writes every kind of figure one w
 
 from .programs import ProgramView, TransferView, program_views, transfer_views
 from .run import RunView, Skipped, read_batch, read_run_view, run_view
-from .scripts import ScriptView, cell_outcome, compiles_text, relative_path, script_view
+from .scripts import ScriptView, cell_outcome, cells_ran, compiles_text, label_from_name, relative_path, script_label, script_view
 
-__all__ = ["ProgramView", "RunView", "ScriptView", "Skipped", "cell_outcome", "compiles_text", "read_batch", "read_run_view", "relative_path", "run_view",
-           "program_views", "script_view", "TransferView", "transfer_views"]
+__all__ = ["ProgramView", "RunView", "ScriptView", "Skipped", "cell_outcome", "cells_ran", "compiles_text", "label_from_name", "read_batch", "read_run_view", "relative_path", "run_view",
+           "program_views", "script_label", "script_view", "TransferView", "transfer_views"]

@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from .scripts import ScriptView, relative_path, script_view
-from ..formatting import plural
+from ..formatting import fmt, listed, plural
+from ..summary import slowest_first
 from ..defaults import HISTORY_NOT_USED
 
 if TYPE_CHECKING:
     from ..models import BatchResult, ComparisonReport
 
 EXIT_OK, EXIT_FAILED = 0, 1
+SLOWEST_SHOWN = 3  # scripts the terminal's "slowest:" line names; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class RunView:
     exit_reasons: list[str]  # why the exit status is 1, one line each
     notes: list[str] = field(default_factory=list)  # said once, under the table
     unreadable: list[str] = field(default_factory=list)
+    # Every script with a time, the slowest first: the ranking of performance_summary's
+    # slowest_script / fastest_script (summary.slowest_first), failed and kept scripts included.
+    slowest: list[ScriptView] = field(default_factory=list)
 
     @property
     def counts(self) -> str:
@@ -76,6 +81,18 @@ class RunView:
         if self.exit_status:
             line += " — exit 1: " + "; ".join(self.exit_reasons)
         return line
+
+    @property
+    def slowest_line(self) -> Optional[str]:
+        """``slowest: slow.py 10.12 s (timeout), s2.py 5.53 s (kept), s4.py 5.49 s and 4 more``:
+        where the time went, each time as the table's "time s" column writes it; None for a run
+        of fewer than two timed scripts."""
+        if len(self.slowest) < 2:
+            return None
+        def said(s: ScriptView) -> str:
+            marks = [m for m in (None if s.status == "ok" else s.status_text, "kept" if s.kept else None) if m]
+            return f"{s.label} {fmt(s.time)} s" + (f" ({', '.join(marks)})" if marks else "")
+        return "slowest: " + listed([said(s) for s in self.slowest], SLOWEST_SHOWN)
 
     @property
     def attention(self) -> list[ScriptView]:
@@ -112,7 +129,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
     # Skipped scripts never ran; their label is their path, as the table's.
     skipped = [Skipped(relative_path(s.script_path, meta.search_paths) if s.script_path else s.script_name,
                        s.reason, s.origin) for s in meta.skipped]
-    reasons, notes = _exit(batch, scripts, comparison is not None)
+    reasons, notes = _exit(batch, scripts, comparison)
     memory = [s.memory for s in scripts if s.memory is not None]
     return RunView(
         scripts=scripts, results_dir=meta.results_dir, complete=meta.complete,
@@ -124,12 +141,17 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
         total_time=batch.performance_summary.total_execution_time, largest_memory=max(memory) if memory else None,
         exit_status=EXIT_FAILED if reasons else EXIT_OK, exit_reasons=reasons, notes=notes,
         unreadable=list(meta.unreadable_paths),
+        slowest=slowest_first(scripts, lambda s: s.time),
     )
 
 
-def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tuple[list[str], list[str]]:
-    """Why the run exits 1 (nothing: it exits 0), and what is said without failing it."""
+def _exit(batch: "BatchResult", scripts: list[ScriptView],
+          comparison: "ComparisonReport | None") -> tuple[list[str], list[str]]:
+    """Why the run exits 1 (nothing: it exits 0), and what is said without failing it. Against a
+    comparison whose command was given --fail-on-regression (jaxrun ab's folder), its regressions
+    fail it as they failed the command (compare.exit_reasons)."""
     meta = batch.metadata
+    baseline = comparison is not None
     reasons: list[str] = []
     notes: list[str] = []
     failed = [s.label for s in scripts if s.status == "failed"]
@@ -141,7 +163,11 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView], baseline: bool) -> tu
     if not meta.complete:
         reasons.append("the batch did not finish")
     slower = [s.label for s in scripts if s.regression]
-    if slower:
+    if comparison is not None and comparison.fail_on_regression:
+        from ..compare import exit_reasons
+
+        reasons += exit_reasons(comparison)
+    elif slower:
         against = "the baseline" if baseline else "its history"
         if meta.fail_on_regression and not baseline:
             reasons.append(f"slower than {against} ({', '.join(slower)}), with --fail-on-regression")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import PurePath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -92,6 +93,28 @@ def relative_path(script_path: str, search_paths: Sequence[str]) -> str:
     return (best if best is not None else script_path).replace(os.sep, "/")
 
 
+def script_label(script_path: str, search_paths: Sequence[str], device: Optional[str] = None) -> str:
+    """The one name a reader sees for a script on every surface (the terminal, Markdown, HTML,
+    exports, JUnit, compare, history, MCP): its path under the folder given, with "/" and its
+    suffix (``sub/model.py``, ``train.ipynb``), `` @gpu`` when the batch ran it on several devices.
+    ``<name>`` (``sub__model``) names its files, never the script to a reader."""
+    return relative_path(script_path, search_paths) + (f" @{device}" if device else "")
+
+
+def label_from_name(script_path: str, name: str) -> str:
+    """:func:`script_label` of a script known only by its path and ``<name>`` (the history keeps
+    no search folder): its path under the folder whose naming gives ``<name>`` (``sub__model`` of
+    ``/w/proj/sub/model.py``: ``sub/model.py``); the file's own name when none does (a name made
+    unique with ``_2``)."""
+    from ..discovery import script_display_name
+
+    path = PurePath(script_path)
+    for root in path.parents:
+        if script_display_name(path, root) == name:
+            return script_label(script_path, [str(root)])
+    return path.name
+
+
 def error_location(result: "ScriptResult", search_paths: Sequence[str]) -> Optional[str]:
     """``model.py:12``: the innermost frame of the traceback in the script's own file (else in any
     file of the folders searched, else the innermost frame)."""
@@ -126,8 +149,17 @@ def compiles_text(compiles: Optional[int], loads: Optional[int]) -> str:
 
 
 def cell_outcome(cell: "CellTiming") -> str:
-    """A notebook cell's outcome as every surface writes it: ``ok``, ``error at line 2``, ..."""
+    """A notebook cell's outcome as every surface writes it: ``ok``, ``error at line 2``, ``not
+    run`` (the run never reached it), ..."""
     return cell.outcome + (f" at line {cell.error_line}" if cell.error_line is not None else "")
+
+
+def cells_ran(cells: "Sequence[CellTiming]") -> str:
+    """How many of a notebook's code cells ran: ``3 cells``, ``2 of 3 cells ran (1 not run)``."""
+    skipped = sum(cell.outcome == "not run" for cell in cells)
+    if not skipped:
+        return plural(len(cells), "cell")
+    return f"{len(cells) - skipped} of {plural(len(cells), 'cell')} ran ({skipped} not run)"
 
 
 def history_verdict(check: "RegressionCheck | None") -> tuple[Optional[str], str, bool]:
@@ -209,7 +241,7 @@ def script_view(
     if result.fallback_reason:
         device_text += f" (fallback from {result.device_requested})"
     path = relative_path(result.script_path, search_paths)
-    label = path + (f" @{result.device_requested}" if several_devices else "")
+    label = script_label(result.script_path, search_paths, result.device_requested if several_devices else None)
     if comparison is not None:
         verdict, verdict_level, regression = baseline_verdict(comparison)
         against = comparison
