@@ -19,8 +19,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "jaxrun"
 # a notebook cell's code, two fixed file names.
 NOT_SHOWN = {("discovery.py", "parts"), ("probe/notebook.py", "lines"), ("run/cgroups.py", "CPU_USAGE_FILES")}
 # Texts an f-string shortens on purpose (a commit's hash, as git does; a description quoted in a
-# message; a flag without its leading dashes).
-TEXTS = {"commit", "description", "spelled"}
+# message; a flag without its leading dashes; a heading's first letter lowered).
+TEXTS = {"commit", "description", "spelled", "heading"}
 
 
 def _sliced(node: ast.AST) -> str | None:

@@ -183,7 +183,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
         chosen = run_options or options.run_for(device)
         if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
-            raise UsageError(notebook_cells.no_warm_mode(relative_path(str(plan.script), roots), chosen.entry,
+            raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,
                                                          chosen.origin_of("entry")))
         if plan.own_device or "host_devices" in own.values or device.startswith("cpu:"):
             # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU

@@ -308,11 +308,11 @@ def _log_tail(path: str | None) -> str:
     except OSError:
         return "(the log is gone)"
     lines = text.splitlines()
+    what = "earlier lines: the whole log is the file"
     if size > _LOG_TAIL_BYTES:  # only its end was read: how many lines came before is not known
         lines = lines[1:]  # the first line read may be the end of a longer one
-        if len(lines) > _LOG_TAIL_LINES:
-            return "\n".join(["(earlier lines: the whole log is the file)", *lines[-_LOG_TAIL_LINES:]])
-    return listed(lines, _LOG_TAIL_LINES, "\n", last=_LOG_TAIL_LINES, what="earlier lines: the whole log is the file")
+        what = "earlier lines, and more before them: the whole log is the file"
+    return listed(lines, _LOG_TAIL_LINES, "\n", last=_LOG_TAIL_LINES, what=what)
 
 
 def _failures(view: "RunView") -> str:
