@@ -10,7 +10,7 @@ import click
 
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
-from .flags import OptionsCommand, verdict_models
+from .flags import OptionsCommand, judged_by, verdict_models
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
 
@@ -53,7 +53,7 @@ def program_phase_lines(report: Any) -> list[str]:
     return lines
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("paired"))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path), required=False)
 @click.option("--base-rev", metavar="REV", help="BASE is the folder at this git revision (a temporary worktree).")
@@ -66,7 +66,7 @@ def program_phase_lines(report: Any) -> list[str]:
 @click.option("--time-budget", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Stop a script's pairs once this is spent (after the least pairs a test needs).")
 @click.option("--precision", type=click.FloatRange(min=0, min_open=True), metavar="FRACTION",
-              help="Stop a script's pairs once every gate ratio's 95%% CI is within +-FRACTION (0.02: 2%%).")
+              help="Stop a script's pairs once every gate ratio's 95% CI is within +-FRACTION (0.02: 2%).")
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_ab"), show_default=True,
               help="Where each side's runs and ab_comparison.json go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
@@ -116,7 +116,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("paired"))
 @click.argument("script", type=click.Path(path_type=Path))
 @click.option("--good", required=True, metavar="REV", help="A revision where the script was fast.")
 @click.option("--bad", required=True, metavar="REV", help="A later revision where it is slower.")

@@ -10,7 +10,7 @@ import click
 
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, fail_usage, out
-from .flags import OptionsCommand, verdict_models
+from .flags import OptionsCommand, judged_by, verdict_models
 
 
 def verdict_options() -> Any:
@@ -22,7 +22,7 @@ def verdict_options() -> Any:
     return model.build("cli", origins=origins, **given)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
 @click.argument("script", required=False)
 @click.option("--history", "history_path", type=click.Path(path_type=Path), envvar="JAXRUN_HISTORY", metavar="PATH",
               help="History database (default ./.jaxrun/history.sqlite).")
@@ -153,7 +153,7 @@ def _check_or_repair(path: Path, repair: bool) -> None:
     raise click.exceptions.Exit(EXIT_OK)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option("--fail-on-regression", is_flag=True,

@@ -31,10 +31,23 @@ def run_models() -> Models:
 
 
 def verdict_models() -> Models:
-    """The options of a command that judges (compare, history)."""
+    """The options of a command that judges (compare, history, ab, bisect)."""
     from ..options import VerdictOptions
 
     return (VerdictOptions,)
+
+
+def judged_by(module: str) -> Callable[[], dict[str, str]]:
+    """The help of a judging command's options that depends on how it judges: ``--alpha`` names
+    the test of ``module`` (``stats``: two samples, ``paired``: pairs), as that module names it."""
+    def helps() -> dict[str, str]:
+        import importlib
+
+        test = importlib.import_module(f"jaxrun.{module}").TEST_NAME
+        return {"alpha": f"Significance level of the {test}: a change counts only when its p-value is below it."}
+
+    helps.module = module  # type: ignore[attr-defined]  # what tests/test_help.py checks the help against
+    return helps
 
 
 class OptionsCommand(click.Command):
@@ -42,8 +55,10 @@ class OptionsCommand(click.Command):
     models are imported only when the command is used, so `jaxrun --help` does not import
     pydantic). Its own arguments come first, its own options after the generated ones."""
 
-    def __init__(self, *args: Any, models: Callable[[], Models], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, models: Callable[[], Models], helps: Callable[[], dict[str, str]] | None = None,
+                 **kwargs: Any) -> None:
         self._models = models
+        self.helps = helps  # option -> this command's own help for it, where the declaration's is not enough
         self._made: list[click.Parameter] | None = None
         super().__init__(*args, **kwargs)
 
@@ -52,7 +67,7 @@ class OptionsCommand(click.Command):
         if self._made is None:
             arguments = [p for p in self._own if isinstance(p, click.Argument)]
             options = [p for p in self._own if not isinstance(p, click.Argument)]
-            self._made = [*arguments, *option_params(self._models()), *options]
+            self._made = [*arguments, *option_params(self._models(), self.helps() if self.helps else None), *options]
             from ..startup_trace import mark
 
             mark("pydantic and the options imported, the flags made")
@@ -121,14 +136,15 @@ def _help(text: str, default: str | None) -> str:
     return f"{text}  [default: {default}]" if default else text
 
 
-def option_params(models: Models) -> list[click.Parameter]:
-    """The click parameters of every option of ``models`` with a flag, in declaration order."""
+def option_params(models: Models, helps: dict[str, str] | None = None) -> list[click.Parameter]:
+    """The click parameters of every option of ``models`` with a flag, in declaration order
+    (``helps``: a command's own help for some of them)."""
     from ..option_spec import shown_default
 
     params: list[click.Parameter] = []
     for name, field, flag in _fields(models):
         names = list(flag.names or ("--" + name.replace("_", "-"),))
-        text = flag.help or field.description or ""
+        text = (helps or {}).get(name) or flag.help or field.description or ""
         if field.annotation is bool and flag.sets is None and not flag.off:
             if field.default is True:  # on by default: --name / --no-name
                 names = [f"{names[0]}/--no-{names[0].removeprefix('--')}", *names[1:]]
