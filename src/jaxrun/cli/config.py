@@ -28,12 +28,13 @@ def config(ctx: click.Context) -> None:
 
     run_command = ctx.parent.command.get_command(ctx.parent, "run")  # type: ignore[union-attr]
     args = list(ctx.args)
+    # run's parameters parsed under this command's name: a mistake in them points at `jaxrun config --help`.
     try:
-        run_ctx = run_command.make_context("run", list(args), parent=ctx.parent, obj=ctx.obj)  # click consumes it
+        run_ctx = run_command.make_context("config", list(args), parent=ctx.parent, obj=ctx.obj)  # click consumes it
     except click.UsageError as exc:
         if not isinstance(exc, click.MissingParameter):
             raise click.exceptions.Exit(show_usage_error(exc)) from None
-        run_ctx = run_command.make_context("run", [".", *args], parent=ctx.parent, obj=ctx.obj)
+        run_ctx = run_command.make_context("config", [".", *args], parent=ctx.parent, obj=ctx.obj)
     with run_ctx:
         paths = run_ctx.params["paths"]
         resolved = resolve_settings(run_ctx, paths)  # type: ignore[arg-type]
