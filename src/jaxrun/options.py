@@ -28,6 +28,7 @@ from .defaults import (
     DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
+    NO_TIMEOUT,
     compile_cache_dir,
     history_path,
     parse_effect,
@@ -170,7 +171,8 @@ class RunOptions(_Options):
 
     # The batch's --device gives each job its device (BatchOptions.device): no flag of its own.
     device: str = option("auto", "auto, cpu, gpu or tpu, or one device of a platform: gpu:1, cpu:0, tpu:0.", flag=None)
-    timeout: Optional[float] = option(DEFAULT_TIMEOUT, "Seconds per script before it is stopped.", Flag(metavar="SECONDS"))
+    timeout: Optional[float] = option(DEFAULT_TIMEOUT, f"Seconds per script before it is stopped ({NO_TIMEOUT}: no limit).",
+                                      Flag(metavar="SECONDS", text=True))
     retries: int = option(0, "Retries of transient failures (missing device, accelerator OOM).", Flag(metavar="N"))
     fallback: bool = option(True, "Re-run a script that failed on an accelerator on CPU.",
                             Flag(names=("--no-fallback",), sets=False, help="Do not re-run failed accelerator scripts on CPU."))

@@ -10,7 +10,7 @@ import click
 
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
-from .flags import OptionsCommand, judged_by, verdict_models
+from .flags import OptionsCommand, judged_by, paired_models
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
 
@@ -27,12 +27,18 @@ def _progress(quiet: bool):  # type: ignore[no-untyped-def]
     return on_run
 
 
-def _run_options(device: Optional[str], timeout: Optional[float], config: bool = True) -> dict[str, Any]:
+def _run_options(device: Optional[str], timeout: Optional[str], config: bool = True) -> dict[str, Any]:
+    """What every run of the comparison is given, each value checked before the first run."""
+    from ..options import RunOptions
+
     options: dict[str, Any] = {} if config else {"config": False}
     if device is not None:
         options["device"] = device
     if timeout is not None:
-        options["timeout"] = timeout
+        options["timeout"] = timeout  # text: seconds, or none
+    for name, value in options.items():
+        if name != "config":
+            RunOptions.check_value(name, value)
     return options
 
 
@@ -53,7 +59,7 @@ def program_phase_lines(report: Any) -> list[str]:
     return lines
 
 
-@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("paired"))
+@click.command(cls=OptionsCommand, models=paired_models, helps=judged_by("paired"))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path), required=False)
 @click.option("--base-rev", metavar="REV", help="BASE is the folder at this git revision (a temporary worktree).")
@@ -70,7 +76,6 @@ def program_phase_lines(report: Any) -> list[str]:
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_ab"), show_default=True,
               help="Where each side's runs and ab_comparison.json go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Seconds per run before it is stopped.")
 @click.option("--recursive/--no-recursive", default=True, help="Search the folders' subfolders.")
 @click.option("--no-config", is_flag=True, help="Read no config file ([tool.jaxrun], jaxrun.toml) for the runs.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a script is significantly slower.")
@@ -81,7 +86,7 @@ def program_phase_lines(report: Any) -> list[str]:
 @click.option("--export-markdown", type=click.Path(path_type=Path), metavar="FILE", help="Also write a Markdown table.")
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
-       precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[float],
+       precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[str],
        recursive: bool, no_config: bool, fail_on_regression: bool, as_json: bool, quiet: bool, export_json: Optional[Path],
        export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Run each script of BASE and NEW in alternating pairs (BASE NEW, NEW BASE, ...) and judge NEW
@@ -116,7 +121,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     raise click.exceptions.Exit(EXIT_FAILED if fail_on_regression and report.regressions else EXIT_OK)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("paired"))
+@click.command(cls=OptionsCommand, models=paired_models, helps=judged_by("paired"))
 @click.argument("script", type=click.Path(path_type=Path))
 @click.option("--good", required=True, metavar="REV", help="A revision where the script was fast.")
 @click.option("--bad", required=True, metavar="REV", help="A later revision where it is slower.")
@@ -125,10 +130,9 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_bisect"), show_default=True,
               help="Where each step's runs go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Seconds per run before it is stopped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, results_dir: Path, device: Optional[str],
-           timeout: Optional[float], quiet: bool, **verdict: Any) -> None:
+           quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
     """Find the first revision at which SCRIPT got slower, as git bisect would: each step runs the
     script at a revision against GOOD in alternating pairs and judges it (--metric, run and compile
     time by default). Exit 0 when a commit is named, 1 when BAD is not slower than GOOD."""

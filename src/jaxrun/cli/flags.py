@@ -17,7 +17,16 @@ if TYPE_CHECKING:
 
     from ..option_spec import Flag
 
-Models = tuple["type[BaseModel]", ...]
+
+
+class Only(typing.NamedTuple):
+    """Some options of a model, for a command that takes only those (`jaxrun ab`'s --timeout)."""
+
+    model: "type[BaseModel]"
+    names: tuple[str, ...]
+
+
+Models = tuple["type[BaseModel] | Only", ...]
 
 # The switch that turns an option off wins over the flag that sets it (--no-history --history X).
 _OFF = "__off"
@@ -35,6 +44,13 @@ def verdict_models() -> Models:
     from ..options import VerdictOptions
 
     return (VerdictOptions,)
+
+
+def paired_models() -> Models:
+    """The options of `jaxrun ab` and `jaxrun bisect`: how they judge, and of each run, its time limit."""
+    from ..options import RunOptions, VerdictOptions
+
+    return VerdictOptions, Only(RunOptions, ("timeout",))
 
 
 def judged_by(module: str) -> Callable[[], dict[str, str]]:
@@ -84,10 +100,11 @@ def _fields(models: Models) -> Iterator[tuple[str, Any, "Flag"]]:
     from ..option_spec import flag_of
 
     seen: set[str] = set()
-    for model in models:
+    for entry in models:
+        model, only = (entry.model, entry.names) if isinstance(entry, Only) else (entry, None)
         for name, field in model.model_fields.items():
             flag = flag_of(field)
-            if flag is not None and name not in seen:
+            if flag is not None and name not in seen and (only is None or name in only):
                 seen.add(name)
                 yield name, field, flag
 
