@@ -70,11 +70,32 @@ def schema_model(name: str) -> type[BaseModel]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def writable_file(path: Path, what: str) -> None:
-    """Refuse, before a batch runs, a report ``path`` that could not be written after it."""
-    if not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
-        raise UsageError(f"cannot write the {what} {str(path)!r}: its folder does not exist or is not "
-                         "writable; pass a path in a folder you can write to")
+def check_output_file(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse, before anything runs, a file the user asked jaxrun to write that it could not
+    write at the end: its folder missing (never created for it: a typo would make folders), the
+    path a folder, or a folder where no file can be created (/proc, a read-only file system, no
+    permission: tried, since root passes every os.access check). ``what``: what the file is and
+    the option that named it, for the message (``the JUnit report (--junit-xml)``)."""
+    path = Path(path)
+    folder = path.parent
+    said = f"cannot write {what} {str(path)!r}"
+    if path.is_dir():
+        raise UsageError(f"{said}: it is a folder; name a file")
+    if not folder.exists():
+        raise UsageError(f"{said}: the folder {str(folder)!r} does not exist (jaxrun does not create it); "
+                         "create it first or pass a path in an existing folder")
+    if not folder.is_dir():
+        raise UsageError(f"{said}: {str(folder)!r} is not a folder; pass a path in an existing folder")
+    trial = folder / f".jaxrun-check.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        os.close(os.open(trial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as exc:
+        raise UsageError(f"{said}: no file can be created in {str(folder)!r} ({exc.strerror or exc}); "
+                         "pass a path in a folder you can write to") from None
+    try:
+        os.unlink(trial)
+    except OSError:
+        pass
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:

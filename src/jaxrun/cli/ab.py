@@ -98,9 +98,10 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     BASE and NEW: two folders; or one folder (or script) with --base-rev/--new-rev (two revisions
     of its git repository) or --base-python/--new-python (two Python environments)."""
     from ..ab import ABOptions, run_ab
-    from .analysis import _export_comparison, print_comparison, verdict_options
+    from .analysis import _export_comparison, check_exports, print_comparison, verdict_options
 
     try:
+        check_exports(export_json, export_csv, export_markdown)
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
                             _run_options(device, timeout, not no_config))
         report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,

@@ -177,6 +177,7 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
     from ..compare import compare_results, program_lines
 
     try:
+        check_exports(export_json, export_csv, export_markdown)
         options = verdict_options()
         report = compare_results(base, new, options)
     except JAXExecutionError as exc:
@@ -277,6 +278,16 @@ def _print_too_few(report: Any) -> None:
         need = runs_needed(rows[0]) or "more runs"
         out.print(f"too few runs to judge (not a regression): {', '.join(c.path or c.script_name for c in rows)}; "
                   f"{need} ({'--pairs' if getattr(report, 'paired', False) else '--benchmark-runs'})", markup=False)
+
+
+def check_exports(as_json: Path | None, as_csv: Path | None, as_markdown: Path | None) -> None:
+    """Refuse, before anything is read or run, an export of `compare` or `ab` that could not be
+    written (the check `jaxrun run` makes of its own files: resultfiles.check_output_file)."""
+    from ..resultfiles import check_output_file
+
+    for path, flag in ((as_json, "--export-json"), (as_csv, "--export-csv"), (as_markdown, "--export-markdown")):
+        if path is not None:
+            check_output_file(path, f"the export ({flag})")
 
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]

@@ -35,6 +35,8 @@ def write_report(results_dir: Path, output: Path | None = None, baseline: Path |
     except ImportError:
         raise UsageError("jaxrun report needs plotly: pip install 'jaxrun[report]'") from None
 
+    if output is not None:  # found before the run is read, never after (resultfiles.check_output_file)
+        resultfiles.check_output_file(output, "the report (--output)")
     batch, comparison = _ab_folder(Path(results_dir)) if baseline is None else (None, None)
     if batch is None:
         batch = read_batch(Path(results_dir))
