@@ -219,6 +219,17 @@ def write_json(path: Path, data: Any) -> None:
     atomic_write_text(Path(path), json.dumps(data, indent=2, default=str) + "\n")
 
 
+def existing_folder(path: str | os.PathLike[str], what: str = "a results folder `jaxrun run` wrote") -> Path:
+    """``path``, a folder that exists; else a UsageError that says it does not (or is a file),
+    rather than naming a file missing in it."""
+    folder = Path(path)
+    if not folder.exists():
+        raise UsageError(f"no such folder {str(folder)!r}: pass {what}")
+    if not folder.is_dir():
+        raise UsageError(f"{str(folder)!r} is not a folder: pass {what}")
+    return folder
+
+
 class DamagedFileError(UsageError):
     """A result file that exists but cannot be used: not JSON (cut off, garbled) or not of its model.
     The message is one line that names the file and says what is wrong in it."""
@@ -229,15 +240,31 @@ class DamagedFileError(UsageError):
         self.problem = problem
 
 
+def _cut_literal(rest: str) -> bool:
+    """Whether ``rest``, the text from where JSON stopped, is the start of true, false or null
+    and the end of the file (``"done": nu``)."""
+    rest = rest.rstrip()
+    return bool(rest) and any(word.startswith(rest) and word != rest for word in ("true", "false", "null"))
+
+
 def _not_json(text: str) -> str:
     """Where ``text`` stops being JSON: ``not valid JSON at line L column C (why)``."""
     try:
         json.loads(text)
     except json.JSONDecodeError as exc:
-        cut = " (the file is empty)" if not text.strip() else \
-            " (the file ends there: cut off?)" if exc.pos >= len(text.rstrip()) or \
-            exc.msg.startswith("Unterminated string") else ""  # a string that runs to the end: cut inside it
-        return f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}){cut}"
+        # json's own words point at the position it prints after them ("Unterminated string
+        # starting at: line 3 column 9"); here the position comes first, so they point back at it.
+        why = re.sub(r" at$", " there", exc.msg)
+        why = why[:1].lower() + why[1:]
+        if not text.strip():
+            cut = "; the file is empty"
+        elif exc.msg.startswith("Unterminated string"):  # a string that runs to the end: cut inside it
+            cut = "; the file ends inside it: cut off?"
+        elif exc.pos >= len(text.rstrip()) or _cut_literal(text[exc.pos:]):
+            cut = "; the file ends there: cut off?"
+        else:
+            cut = ""
+        return f"not valid JSON at line {exc.lineno} column {exc.colno} ({why}{cut})"
     except (ValueError, RecursionError) as exc:
         return f"not valid JSON ({type(exc).__name__})"
     return "not valid JSON"  # json accepts what pydantic does not (NaN, Infinity)
