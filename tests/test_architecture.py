@@ -16,6 +16,7 @@ LAYERS: dict[str, int] = {
     "jaxrun.errors": 0, "jaxrun.timestamps": 0, "jaxrun.defaults": 0, "jaxrun.failures": 0,
     "jaxrun.models": 0, "jaxrun.probe": 0, "jaxrun.recording": 0, "jaxrun.stats": 0,
     "jaxrun.resultfiles": 0, "jaxrun.executors": 0,  # executors/__init__: the registry table only
+    "jaxrun.extras": 0,
     # 1: options, facts and analysis over results
     "jaxrun.options": 1, "jaxrun.option_spec": 0, "jaxrun.startup_trace": 0, "jaxrun.job": 1, "jaxrun.discovery": 1, "jaxrun.devices": 1, "jaxrun.nvml": 1,
     "jaxrun.benchmark": 1, "jaxrun.summary": 1, "jaxrun.provenance": 1, "jaxrun.history": 1,

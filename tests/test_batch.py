@@ -339,7 +339,7 @@ def test_no_jax_scripts_is_a_usage_error(tmp_path: Path, isolated_cache: Path) -
     "options, error, message",
     [
         ({"device": "xpu"}, InvalidDeviceError, "auto, cpu, gpu, tpu"),
-        ({"timeout": 0}, UsageError, "timeout must be > 0"),
+        ({"timeout": 0}, UsageError, "timeout must be a number of seconds > 0, or none for no limit"),
         ({"jobs": 0}, UsageError, "jobs must be >= 1"),
         ({"backend": "slurm"}, UsageError, "unknown backend 'slurm': choose one of local, ray"),
         ({"ray_address": "127.0.0.1:6379"}, UsageError, "needs backend='ray'"),

@@ -130,7 +130,7 @@ def test_folder_without_jax_scripts_is_exit_2(jaxrun_cli, tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     "options, needle",
     [
-        (["--timeout", "0"], "timeout must be > 0"),
+        (["--timeout", "0"], "timeout must be a number of seconds > 0, or none for no limit"),
         (["--retries", "-1"], "retries must be a whole number"),
         (["--jobs", "0"], "jobs must be >= 1"),
         (["--backend", "slurm"], "choose one of local, ray"),

@@ -108,3 +108,56 @@ def test_jaxruns_own_usage_errors_share_the_style(tmp_path: Path) -> None:
 def test_the_group_alone_still_shows_its_help() -> None:
     proc = jaxrun()
     assert proc.returncode == 2 and proc.stderr.startswith("Usage: jaxrun [OPTIONS] COMMAND"), proc.stderr
+
+
+def _every_command(group: click.Command | None = None, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    from jaxrun.cli import app
+
+    group = app if group is None else group
+    found = [(path, group)]
+    for name, command in getattr(group, "commands", {}).items():
+        found += _every_command(command, (*path, name))
+    return found
+
+
+def _long_flags(path: tuple[str, ...], command: click.Command) -> list[str]:
+    if path == ("config",):  # config takes run's flags
+        from jaxrun.cli import app
+
+        command = app.commands["run"]
+    ctx = click.Context(command, info_name=path[-1] if path else "jaxrun")
+    return [o for p in command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+
+
+def test_an_unknown_flag_names_the_command_and_only_close_flags_everywhere() -> None:
+    """Every command and sub-command: an unrelated flag gets no suggestion (it once got '--jobs,
+    --verbose': click compares the names with their dashes), a typo gets its flag, and the help
+    named is the command's own (`jaxrun config` once said `jaxrun run --help`)."""
+    commands = _every_command()
+    assert {("run",), ("config",), ("ab",), ("bisect",), ("compare",), ("history",), ("report",), ("cache", "info"),
+            ("cache", "clear"), ("devices",), ("mcp",)} <= {path for path, _ in commands}
+    for path, command in commands:
+        where = " ".join(("jaxrun", *path))
+        bogus = jaxrun(*path, "--bogus")
+        assert bogus.returncode == 2, (path, bogus.stderr)
+        assert bogus.stderr.splitlines() == ["jaxrun: error: no such option '--bogus'", f"try '{where} --help'"], \
+            (path, bogus.stderr)
+        flags = [f for f in _long_flags(path, command) if len(f) >= 8 and f != "--help"]
+        if not flags:
+            continue
+        flag = max(flags, key=len)
+        typo = flag[:4] + flag[5:]  # one letter left out
+        done = jaxrun(*path, typo)
+        first = done.stderr.splitlines()[0]
+        assert done.returncode == 2 and first.startswith(f"jaxrun: error: no such option '{typo}' (did you mean "), \
+            (path, done.stderr)
+        assert repr(flag) in first and done.stderr.splitlines()[1] == f"try '{where} --help'", (path, done.stderr)
+
+
+def test_an_unknown_command_gets_the_close_one() -> None:
+    for args, said, where in ((("runn",), "no such command 'runn' (did you mean 'run'?)", "jaxrun"),
+                              (("cache", "clr"), "no such command 'clr' (did you mean 'clear'?)", "jaxrun cache"),
+                              (("bogus",), "no such command 'bogus'", "jaxrun")):
+        done = jaxrun(*args)
+        assert done.returncode == 2 and done.stderr.splitlines() == [f"jaxrun: error: {said}", f"try '{where} --help'"], \
+            done.stderr

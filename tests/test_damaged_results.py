@@ -230,3 +230,70 @@ def test_report_shows_a_failed_scripts_log_tail_and_never_opens_a_fifo_in_its_pl
     done = _jaxrun(tmp_path, "report", "r", "-o", "two.html")
     assert done.returncode == 0, done.stderr
     assert "(the log is not a regular file but a FIFO (named pipe): not read)" in (tmp_path / "two.html").read_text()
+
+
+# --- every reader of a results folder: a folder that is not there, a file cut anywhere -------------
+
+
+def _readers(folder: str, other: str) -> dict[str, tuple[str, ...]]:
+    """Every command that reads a results folder, reading ``folder`` (``other``: a good one)."""
+    return {
+        "report": ("report", folder),
+        "report --baseline": ("report", other, "--baseline", folder),
+        "compare BASE": ("compare", folder, other),
+        "compare NEW": ("compare", other, folder),
+    }
+
+
+def test_every_reader_says_a_missing_folder_does_not_exist(finished: Path, tmp_path: Path) -> None:
+    """It once said "jax_execution_results.json is missing" of a folder that is not there."""
+    root = _copy(finished, tmp_path)
+    write(root, "a_file.txt", "not a folder\n")
+    for missing, said in (("nodir", ("no such folder 'nodir'", "'nodir' does not exist")),
+                          ("a_file.txt", ("'a_file.txt' is not a folder",))):
+        for reader, args in _readers(missing, "r").items():
+            if missing == "a_file.txt" and reader != "report":
+                continue  # compare reads a results JSON file as well as a folder
+            done = _jaxrun(root, *args)
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, (reader, done.stderr)
+            assert done.stderr.startswith("jaxrun: error: ") and any(s in done.stderr for s in said), (reader, done.stderr)
+            assert "is missing" not in done.stderr, (reader, done.stderr)
+
+
+def _cut_at(text: str, how: str) -> str:
+    """``text`` (a results file) cut: inside a string, inside a literal (null, true), after a comma, or emptied."""
+    if how == "inside a string":
+        at = text.index('"script_name": "') + len('"script_name": "')  # just after the opening quote
+    elif how == "inside a literal":
+        at = max(text.rfind(": null", 0, len(text) // 2), text.rfind(": true", 0, len(text) // 2)) + 4
+    elif how == "after a comma":
+        at = text.index(",", len(text) // 2) + 1
+    else:
+        at = 0
+    return text[:at]
+
+
+@pytest.mark.parametrize("how", ["inside a string", "inside a literal", "after a comma", "empty"])
+def test_every_reader_says_where_a_cut_file_stops_being_json(finished: Path, tmp_path: Path, how: str) -> None:
+    """Line and column, with json's reason worded to point back at them (it once read "(Unterminated
+    string starting at)", the position it named missing), and that the file looks cut off."""
+    root = _copy(finished, tmp_path)
+    shutil.copytree(root / "r", root / "cut")
+    text = _cut_at((root / "cut" / resultfiles.EXECUTION_RESULTS).read_text(), how)
+    for name in (resultfiles.EXECUTION_RESULTS, resultfiles.BENCHMARK_RESULTS):
+        (root / "cut" / name).write_text(text)  # compare reads the benchmark file first
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"not valid JSON at line {exc.lineno} column {exc.colno} ("
+    for reader, args in _readers("cut", "r").items():
+        done = _jaxrun(root, *args)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (reader, done.stderr)
+        assert where in done.stderr and ("cut off?" in done.stderr or "empty" in done.stderr), (reader, done.stderr)
+        assert not any(dangling in done.stderr for dangling in (" at)", " at;", "starting at")), (reader, done.stderr)
+    # --resume reads it too: it goes on from the per-script files, and says where the batch file broke.
+    (root / "cut" / resultfiles.BENCHMARK_RESULTS).unlink()
+    resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "cut", "--no-history",
+                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert any(where in line for line in _warnings(resumed.stderr)), resumed.stderr

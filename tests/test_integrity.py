@@ -208,7 +208,7 @@ def test_resume_from_a_damaged_results_file_runs_what_no_script_file_holds(tmp_p
         assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False, resume=True)
     assert [r.getMessage() for r in caplog.records if "--resume:" in r.getMessage()] == [
         f"--resume: {str(tmp_path / 'r' / 'jax_execution_results.json')!r} is damaged: not valid JSON at line 1 "
-        "column 3 (Expecting property name enclosed in double quotes); rebuilt the batch from 0 per-script result files"]
+        "column 3 (expecting property name enclosed in double quotes); rebuilt the batch from 0 per-script result files"]
     # Into an empty folder, --resume simply runs everything.
     assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "new", history=False, resume=True)
 

@@ -163,7 +163,9 @@ def test_the_mcp_tools_schemas_come_from_the_options() -> None:
 
 def test_compare_flags_come_from_the_verdict_options() -> None:
     text = " ".join(CliRunner().invoke(app, ["compare", "--help"], terminal_width=200).output.split())
+    own = app.commands["compare"].helps()  # what depends on how compare judges: the test --alpha names
     for name, field in VerdictOptions.model_fields.items():
-        assert "--" + name.replace("_", "-") in text and " ".join(field.description.split()) in text, name
+        help_text = own.get(name, field.description)
+        assert "--" + name.replace("_", "-") in text and " ".join(help_text.split()) in text, name
     bad = CliRunner().invoke(app, ["compare", ".", ".", "--min-effect", "50"])
     assert bad.exit_code == 2 and "ambiguous" in bad.output

@@ -161,7 +161,7 @@ def test_a_damaged_baseline_is_named_with_what_is_wrong_in_one_line(suite: pytes
     baseline.write_text('{"generated_at": "x", "host"')
     result = _run(suite, "--jax-benchmark-compare", str(baseline), "-k", "test_two_in_one")
     text = "\n".join(result.outlines + result.errlines)
-    assert "is damaged: not valid JSON at line 1 column 29 (Expecting ':' delimiter) (the file ends there" in text, text
+    assert "is damaged: not valid JSON at line 1 column 29 (expecting ':' delimiter; the file ends there" in text, text
 
 
 def test_no_file_and_no_summary_without_benchmarks(suite: pytest.Pytester) -> None:

@@ -118,7 +118,7 @@ def test_config_file_is_the_nearest_above_the_path_and_can_be_named_or_ignored(t
 
 @pytest.mark.parametrize(("text", "line", "message"), [
     ("[tool.jaxrun]\ntimeout = 5\ntimout = 3\n", 3, "unknown key 'timout' in [tool.jaxrun]: did you mean 'timeout'?"),
-    ("[tool.jaxrun]\ntimeout = 'fast'\n", 2, "[tool.jaxrun] timeout: timeout must be a number of seconds, got 'fast'"),
+    ("[tool.jaxrun]\ntimeout = 'fast'\n", 2, "[tool.jaxrun] timeout: timeout must be a number of seconds > 0, or none for no limit, got 'fast'"),
     ("[tool.jaxrun]\ndevice = 'gpux'\n", 2, "unknown device 'gpux': choose one of auto, cpu, gpu, tpu"),
     ('[tool.jaxrun]\n\n[tool.jaxrun.scripts."a/*.py"]\nretrys = 2\n', 4,
      'unknown key \'retrys\' in [tool.jaxrun.scripts."a/*.py"]: did you mean \'retries\'?'),
@@ -214,7 +214,8 @@ def test_jaxrun_config_shows_each_value_and_where_it_came_from(tmp_path: Path) -
     assert here.returncode == 0, here.stderr
     assert json.loads(here.stdout)["config_file"] == str(tmp_path / "pyproject.toml")
     bad = jaxrun("config", sims, "--timeout", "soon")
-    assert bad.returncode == 2 and bad.stderr.startswith("jaxrun: error: invalid value for '--timeout'"), bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("jaxrun: error: timeout must be a number of seconds > 0, "
+                                                         "or none for no limit, got 'soon'"), bad.stderr
 
 
 # --- end to end: one real batch ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -80,16 +81,22 @@ def device_label(platform: str | None, index: int | None) -> str | None:
     return platform if platform is None or index is None else f"{platform}:{index}"
 
 
-def validate_timeout(timeout: float | None) -> float | None:
-    if timeout is None:
+# How every surface says "no time limit": --timeout none, JAXRUN_TIMEOUT=none, timeout = "none"
+# in a config file or a '# jaxrun:' comment; None through the API.
+NO_TIMEOUT = "none"
+
+
+def validate_timeout(timeout: object) -> float | None:
+    """Seconds (> 0), or None for no limit (None, ``"none"``, infinity)."""
+    if timeout is None or (isinstance(timeout, str) and timeout.strip().lower() == NO_TIMEOUT):
         return None
     try:
-        value = float(timeout)
+        value = float(timeout)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise UsageError(f"timeout must be a number of seconds, got {timeout!r}") from None
-    if value <= 0:
-        raise UsageError(f"timeout must be > 0 seconds, got {timeout!r} (omit it for no limit)")
-    return value
+        value = math.nan
+    if isinstance(timeout, bool) or math.isnan(value) or value <= 0:
+        raise UsageError(f"timeout must be a number of seconds > 0, or {NO_TIMEOUT} for no limit, got {timeout!r}")
+    return None if math.isinf(value) else value
 
 
 # Binary units, whatever the spelling: jaxrun's MB (memory_peak, ...) is 2^20 bytes, so a limit

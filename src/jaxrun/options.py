@@ -28,6 +28,7 @@ from .defaults import (
     DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
+    NO_TIMEOUT,
     compile_cache_dir,
     history_path,
     parse_effect,
@@ -170,7 +171,8 @@ class RunOptions(_Options):
 
     # The batch's --device gives each job its device (BatchOptions.device): no flag of its own.
     device: str = option("auto", "auto, cpu, gpu or tpu, or one device of a platform: gpu:1, cpu:0, tpu:0.", flag=None)
-    timeout: Optional[float] = option(DEFAULT_TIMEOUT, "Seconds per script before it is stopped.", Flag(metavar="SECONDS"))
+    timeout: Optional[float] = option(DEFAULT_TIMEOUT, f"Seconds per script before it is stopped ({NO_TIMEOUT}: no limit).",
+                                      Flag(metavar="SECONDS", text=True))
     retries: int = option(0, "Retries of transient failures (missing device, accelerator OOM).", Flag(metavar="N"))
     fallback: bool = option(True, "Re-run a script that failed on an accelerator on CPU.",
                             Flag(names=("--no-fallback",), sets=False, help="Do not re-run failed accelerator scripts on CPU."))
@@ -208,7 +210,13 @@ class RunOptions(_Options):
         "recently used executables past it.", Flag(metavar="SIZE", text=True), show_default="4GB")
     enable_profiling: bool = option(False, "Profile each script: jax.profiler trace, memory and timing profiles "
                                     "in jax_profiling/.", Flag(names=("--profile",)))
-    verbose: bool = option(False, "Log each attempt.", Flag(names=("--verbose", "-v")))
+    verbose: bool = option(
+        False, "Log (logger 'jaxrun', INFO) the batch's header, each failed attempt that is retried or moved to "
+        "another device, and a performance line per script.",
+        Flag(names=("--verbose", "-v"), help="Print jaxrun's log on stderr (the batch's header, each failed attempt "
+             "that is retried or moved to another device, a performance line per script) with plain progress lines "
+             "instead of the live view; after the summary, tables of every program XLA compiled (FLOPs, bytes, "
+             "memory, fingerprint), of implicit transfers and live arrays, and of each notebook cell's seconds."))
     log_compiles: bool = option(False, "JAX logs every compilation (jax_log_compiles) to the script's stderr log.")
     memory_limit: Optional[int] = option(
         None, "Host memory per script, e.g. 4GB or 512MB (MB = 2^20 bytes, as memory_peak): over it the script is "
@@ -563,7 +571,8 @@ class VerdictOptions(_Options):
     ``jaxrun history``, the pytest plugin and :func:`jaxrun.compare_results`."""
 
     metric: Optional[str] = option(None, METRIC_HELP, Flag(metavar="METRIC"))
-    alpha: float = option(DEFAULT_ALPHA, "Significance level of the Mann-Whitney U test.", Flag(metavar="P"))
+    alpha: float = option(DEFAULT_ALPHA, "Significance level: a change counts only when the test's p-value is below it.",
+                          Flag(metavar="P"))
     # A fraction; given as one ("0.05") or a percentage ("5%").
     min_effect: float = option(DEFAULT_MIN_EFFECT, "Smallest change that counts, e.g. 5% or 0.05.", Flag(metavar="EFFECT", text=True),
                                show_default="5%")

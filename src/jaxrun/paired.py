@@ -37,6 +37,9 @@ from .options import VerdictOptions
 from .verdicts import gated_comparison, metrics_for
 
 EXACT_MAX_PAIRS = 1000
+# The test signed_rank_p computes, as the help of the commands that judge with it names it
+# (cli/flags.py: judged_by).
+TEST_NAME = "Wilcoxon signed-rank test"
 
 
 def min_p_value(pairs: int) -> float:

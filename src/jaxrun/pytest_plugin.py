@@ -66,6 +66,14 @@ def pytest_configure(config: pytest.Config) -> None:
     baseline = config.getoption("--jax-benchmark-compare")
     if baseline and not Path(baseline).is_file():
         raise pytest.UsageError(f"--jax-benchmark-compare: baseline file {baseline!r} does not exist")
+    written = config.getoption("--jax-benchmark-json")
+    if written:  # a file that could not be written at the session's end is refused before any test runs
+        from .resultfiles import check_output_file
+
+        try:
+            check_output_file(Path(written), "the benchmarks file (--jax-benchmark-json)")
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     try:
         if (config.getoption("--jax-benchmark-alpha"), config.getoption("--jax-benchmark-min-effect")) != (
                 DEFAULT_ALPHA, DEFAULT_MIN_EFFECT):

@@ -70,11 +70,32 @@ def schema_model(name: str) -> type[BaseModel]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def writable_file(path: Path, what: str) -> None:
-    """Refuse, before a batch runs, a report ``path`` that could not be written after it."""
-    if not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
-        raise UsageError(f"cannot write the {what} {str(path)!r}: its folder does not exist or is not "
-                         "writable; pass a path in a folder you can write to")
+def check_output_file(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse, before anything runs, a file the user asked jaxrun to write that it could not
+    write at the end: its folder missing (never created for it: a typo would make folders), the
+    path a folder, or a folder where no file can be created (/proc, a read-only file system, no
+    permission: tried, since root passes every os.access check). ``what``: what the file is and
+    the option that named it, for the message (``the JUnit report (--junit-xml)``)."""
+    path = Path(path)
+    folder = path.parent
+    said = f"cannot write {what} {str(path)!r}"
+    if path.is_dir():
+        raise UsageError(f"{said}: it is a folder; name a file")
+    if not folder.exists():
+        raise UsageError(f"{said}: the folder {str(folder)!r} does not exist (jaxrun does not create it); "
+                         "create it first or pass a path in an existing folder")
+    if not folder.is_dir():
+        raise UsageError(f"{said}: {str(folder)!r} is not a folder; pass a path in an existing folder")
+    trial = folder / f".jaxrun-check.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        os.close(os.open(trial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as exc:
+        raise UsageError(f"{said}: no file can be created in {str(folder)!r} ({exc.strerror or exc}); "
+                         "pass a path in a folder you can write to") from None
+    try:
+        os.unlink(trial)
+    except OSError:
+        pass
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
@@ -198,6 +219,17 @@ def write_json(path: Path, data: Any) -> None:
     atomic_write_text(Path(path), json.dumps(data, indent=2, default=str) + "\n")
 
 
+def existing_folder(path: str | os.PathLike[str], what: str = "a results folder `jaxrun run` wrote") -> Path:
+    """``path``, a folder that exists; else a UsageError that says it does not (or is a file),
+    rather than naming a file missing in it."""
+    folder = Path(path)
+    if not folder.exists():
+        raise UsageError(f"no such folder {str(folder)!r}: pass {what}")
+    if not folder.is_dir():
+        raise UsageError(f"{str(folder)!r} is not a folder: pass {what}")
+    return folder
+
+
 class DamagedFileError(UsageError):
     """A result file that exists but cannot be used: not JSON (cut off, garbled) or not of its model.
     The message is one line that names the file and says what is wrong in it."""
@@ -208,15 +240,31 @@ class DamagedFileError(UsageError):
         self.problem = problem
 
 
+def _cut_literal(rest: str) -> bool:
+    """Whether ``rest``, the text from where JSON stopped, is the start of true, false or null
+    and the end of the file (``"done": nu``)."""
+    rest = rest.rstrip()
+    return bool(rest) and any(word.startswith(rest) and word != rest for word in ("true", "false", "null"))
+
+
 def _not_json(text: str) -> str:
     """Where ``text`` stops being JSON: ``not valid JSON at line L column C (why)``."""
     try:
         json.loads(text)
     except json.JSONDecodeError as exc:
-        cut = " (the file is empty)" if not text.strip() else \
-            " (the file ends there: cut off?)" if exc.pos >= len(text.rstrip()) or \
-            exc.msg.startswith("Unterminated string") else ""  # a string that runs to the end: cut inside it
-        return f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}){cut}"
+        # json's own words point at the position it prints after them ("Unterminated string
+        # starting at: line 3 column 9"); here the position comes first, so they point back at it.
+        why = re.sub(r" at$", " there", exc.msg)
+        why = why[:1].lower() + why[1:]
+        if not text.strip():
+            cut = "; the file is empty"
+        elif exc.msg.startswith("Unterminated string"):  # a string that runs to the end: cut inside it
+            cut = "; the file ends inside it: cut off?"
+        elif exc.pos >= len(text.rstrip()) or _cut_literal(text[exc.pos:]):
+            cut = "; the file ends there: cut off?"
+        else:
+            cut = ""
+        return f"not valid JSON at line {exc.lineno} column {exc.colno} ({why}{cut})"
     except (ValueError, RecursionError) as exc:
         return f"not valid JSON ({type(exc).__name__})"
     return "not valid JSON"  # json accepts what pydantic does not (NaN, Infinity)

@@ -176,6 +176,11 @@ def _exact_rank_sum_p(x: np.ndarray, y: np.ndarray) -> float:
     return float(counts[np.abs(sums - centre) >= observed].sum() / counts.sum())
 
 
+# The test mann_whitney_p computes, as the help of the commands that judge with it names it
+# (cli/flags.py: judged_by).
+TEST_NAME = "Mann-Whitney U test"
+
+
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Two-sided Mann-Whitney U p-value; None if undefined.
 

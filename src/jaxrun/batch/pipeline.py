@@ -19,6 +19,7 @@ from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
 from ..defaults import HISTORY_NOT_USED
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
+from ..extras import require
 from ..executors.base import Executor, RunJob, make_executor
 from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
 from ..failures import HINTS
@@ -33,7 +34,7 @@ from ..sinks import BaseSink, Sink, Sinks
 from ..ownership import ResultsFolder
 from ..sinks.batch_files import BatchFilesSink, ClaimSink
 from ..sinks.run_log import RunLogSink
-from ..sinks.registry import output_files, report_sinks
+from ..sinks.registry import check_output_files, output_files, report_sinks
 from ..sinks.script_files import ScriptFileSink
 from ..startup_trace import mark
 from ..timestamps import now_iso
@@ -151,6 +152,11 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own sinks.
     ``launcher``: the one that starts its processes (the ``jaxrun`` command's, with a spare
     already started; a new one by default); ``run_job``: a stand-in for running a job (tests)."""
+    # A file the batch could not write at its end, or a backend whose package cannot be imported,
+    # is refused before anything runs or is deleted.
+    check_output_files(options)
+    if options.backend == "ray":
+        require("ray")
     launcher = launcher if launcher is not None else Launcher()
     if run_job is None:
         run_job = functools.partial(execute.run_job, attempt=launcher.attempt)

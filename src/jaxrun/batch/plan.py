@@ -29,6 +29,8 @@ from ..probe import notebook_cells
 from ..probe.channel import valid_text
 from ..view.scripts import script_label
 from ..settings import ScriptSettings, script_settings
+from ..settings.files import display
+from ..settings.resolve import set_where
 
 # Jobs planned before the first one starts (a folder of fewer scripts: all of them), and the
 # longest the batch waits for them: enough for the longest-first order of a small --jobs batch and
@@ -180,7 +182,12 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         platform = devices.add(device, options, info)
         own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
                                          device if plan.own_device else None)
-        run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
+        try:
+            run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
+        except UsageError as exc:
+            # Which script, and which of its settings: the batch's own options alone were valid.
+            exc.args = (f"{display(plan.script)}: {exc}{set_where(str(exc), own.values, own.origins)}",)
+            raise
         chosen = run_options or options.run_for(device)
         if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
             raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,

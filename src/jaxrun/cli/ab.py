@@ -10,7 +10,7 @@ import click
 
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
-from .flags import OptionsCommand, verdict_models
+from .flags import OptionsCommand, judged_by, paired_models
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
 
@@ -27,12 +27,18 @@ def _progress(quiet: bool):  # type: ignore[no-untyped-def]
     return on_run
 
 
-def _run_options(device: Optional[str], timeout: Optional[float], config: bool = True) -> dict[str, Any]:
+def _run_options(device: Optional[str], timeout: Optional[str], config: bool = True) -> dict[str, Any]:
+    """What every run of the comparison is given, each value checked before the first run."""
+    from ..options import RunOptions
+
     options: dict[str, Any] = {} if config else {"config": False}
     if device is not None:
         options["device"] = device
     if timeout is not None:
-        options["timeout"] = timeout
+        options["timeout"] = timeout  # text: seconds, or none
+    for name, value in options.items():
+        if name != "config":
+            RunOptions.check_value(name, value)
     return options
 
 
@@ -51,7 +57,7 @@ def program_phase_line(script: str, p: Any) -> str:
     return f"{script}: {p.program} {', '.join(parts)}: {said}"
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=paired_models, helps=judged_by("paired"))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path), required=False)
 @click.option("--base-rev", metavar="REV", help="BASE is the folder at this git revision (a temporary worktree).")
@@ -64,11 +70,10 @@ def program_phase_line(script: str, p: Any) -> str:
 @click.option("--time-budget", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Stop a script's pairs once this is spent (after the least pairs a test needs).")
 @click.option("--precision", type=click.FloatRange(min=0, min_open=True), metavar="FRACTION",
-              help="Stop a script's pairs once every gate ratio's 95%% CI is within +-FRACTION (0.02: 2%%).")
+              help="Stop a script's pairs once every gate ratio's 95% CI is within +-FRACTION (0.02: 2%).")
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_ab"), show_default=True,
               help="Where each side's runs and ab_comparison.json go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Seconds per run before it is stopped.")
 @click.option("--recursive/--no-recursive", default=True, help="Search the folders' subfolders.")
 @click.option("--no-config", is_flag=True, help="Read no config file ([tool.jaxrun], jaxrun.toml) for the runs.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a script is significantly slower.")
@@ -79,7 +84,7 @@ def program_phase_line(script: str, p: Any) -> str:
 @click.option("--export-markdown", type=click.Path(path_type=Path), metavar="FILE", help="Also write a Markdown table.")
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
-       precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[float],
+       precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[str],
        recursive: bool, no_config: bool, fail_on_regression: bool, as_json: bool, quiet: bool, export_json: Optional[Path],
        export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Run each script of BASE and NEW in alternating pairs (BASE NEW, NEW BASE, ...) and judge NEW
@@ -92,9 +97,10 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     of its git repository) or --base-python/--new-python (two Python environments)."""
     from ..ab import ABOptions, run_ab
     from ..compare import exit_reasons, program_sections
-    from .analysis import _export_comparison, print_comparison, verdict_options
+    from .analysis import _export_comparison, check_exports, print_comparison, verdict_options
 
     try:
+        check_exports(export_json, export_csv, export_markdown)
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
                             _run_options(device, timeout, not no_config), fail_on_regression=fail_on_regression)
         report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
@@ -115,7 +121,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     raise click.exceptions.Exit(EXIT_FAILED if exit_reasons(report) else EXIT_OK)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=paired_models, helps=judged_by("paired"))
 @click.argument("script", type=click.Path(path_type=Path))
 @click.option("--good", required=True, metavar="REV", help="A revision where the script was fast.")
 @click.option("--bad", required=True, metavar="REV", help="A later revision where it is slower.")
@@ -124,10 +130,9 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_bisect"), show_default=True,
               help="Where each step's runs go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Seconds per run before it is stopped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, results_dir: Path, device: Optional[str],
-           timeout: Optional[float], quiet: bool, **verdict: Any) -> None:
+           quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
     """Find the first revision at which SCRIPT got slower, as git bisect would: each step runs the
     script at a revision against GOOD in alternating pairs and judges it (--metric, run and compile
     time by default). Exit 0 when a commit is named, 1 when BAD is not slower than GOOD."""

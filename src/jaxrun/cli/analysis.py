@@ -10,7 +10,7 @@ import click
 
 from ..errors import JAXExecutionError
 from .console import EXIT_FAILED, EXIT_OK, fail_usage, out
-from .flags import OptionsCommand, verdict_models
+from .flags import OptionsCommand, judged_by, verdict_models
 
 
 def verdict_options() -> Any:
@@ -22,7 +22,7 @@ def verdict_options() -> Any:
     return model.build("cli", origins=origins, **given)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
 @click.argument("script", required=False)
 @click.option("--history", "history_path", type=click.Path(path_type=Path), envvar="JAXRUN_HISTORY", metavar="PATH",
               help="History database (default ./.jaxrun/history.sqlite).")
@@ -159,7 +159,7 @@ def _check_or_repair(path: Path, repair: bool) -> None:
     raise click.exceptions.Exit(EXIT_OK)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models)
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option("--fail-on-regression", is_flag=True,
@@ -183,6 +183,7 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
     from ..compare import compare_results, exit_reasons, program_sections
 
     try:
+        check_exports(export_json, export_csv, export_markdown)
         options = verdict_options()
         report = compare_results(base, new, options, fail_on_regression=fail_on_regression)
     except JAXExecutionError as exc:
@@ -285,6 +286,16 @@ def _print_too_few(report: Any) -> None:
         need = runs_needed(rows[0]) or "more runs"
         out.print(f"too few runs to judge (not a regression): {', '.join(c.path or c.script_name for c in rows)}; "
                   f"{need} ({'--pairs' if getattr(report, 'paired', False) else '--benchmark-runs'})", markup=False)
+
+
+def check_exports(as_json: Path | None, as_csv: Path | None, as_markdown: Path | None) -> None:
+    """Refuse, before anything is read or run, an export of `compare` or `ab` that could not be
+    written (the check `jaxrun run` makes of its own files: resultfiles.check_output_file)."""
+    from ..resultfiles import check_output_file
+
+    for path, flag in ((as_json, "--export-json"), (as_csv, "--export-csv"), (as_markdown, "--export-markdown")):
+        if path is not None:
+            check_output_file(path, f"the export ({flag})")
 
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]

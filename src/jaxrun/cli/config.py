@@ -28,24 +28,25 @@ def config(ctx: click.Context) -> None:
 
     run_command = ctx.parent.command.get_command(ctx.parent, "run")  # type: ignore[union-attr]
     args = list(ctx.args)
+    # run's parameters parsed under this command's name: a mistake in them points at `jaxrun config --help`.
     try:
-        run_ctx = run_command.make_context("run", list(args), parent=ctx.parent, obj=ctx.obj)  # click consumes it
+        run_ctx = run_command.make_context("config", list(args), parent=ctx.parent, obj=ctx.obj)  # click consumes it
     except click.UsageError as exc:
         if not isinstance(exc, click.MissingParameter):
             raise click.exceptions.Exit(show_usage_error(exc)) from None
-        run_ctx = run_command.make_context("run", [".", *args], parent=ctx.parent, obj=ctx.obj)
+        run_ctx = run_command.make_context("config", [".", *args], parent=ctx.parent, obj=ctx.obj)
     with run_ctx:
         paths = run_ctx.params["paths"]
         resolved = resolve_settings(run_ctx, paths)  # type: ignore[arg-type]
         as_json = bool(run_ctx.params.get("json_output"))
     try:
-        scripts = _scripts(resolved.options)
+        planned, skipped = _plan(resolved.options)
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     report = {
         "config_file": str(resolved.config.path) if resolved.config else None,
         "settings": _settings(resolved),
-        "scripts": scripts,
+        "scripts": _scripts(resolved.options, planned, skipped),
     }
     if as_json:
         out.file.write(json.dumps(report, indent=2) + "\n")
@@ -78,15 +79,66 @@ def _settings(resolved: Any) -> dict[str, dict[str, Any]]:
             value = getattr(options.run if run_value else options, key)
             source, origin = options.source_of(key), options.origin_of(key)
         found[key] = {"value": _plain(value), "source": source, "origin": origin}
+    for platform, values in _device_tables(options).items():
+        for key, item in values.items():
+            found[key].setdefault("devices", {})[platform] = item
     return found
 
 
-def _scripts(options: Any) -> list[dict[str, Any]]:
-    """Scripts with settings of their own: the values that apply, and those a stronger layer overrides."""
-    from ..batch.plan import discover, plan_scripts
+def _device_tables(options: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """What each per-device table ([tool.jaxrun.devices.cpu]) sets for the scripts that run on
+    that platform, as a run applies it (RunOptions.overlay): platform -> key -> its value, where
+    it was set, and the flag or variable that overrides it (None when it applies)."""
+    from ..errors import UsageError
 
+    tables: dict[str, dict[str, dict[str, Any]]] = {}
+    for rule in options.rules:
+        if rule.device is None:
+            continue
+        try:
+            applied = options.run.overlay(rule.values, "config", rule.origins)
+        except UsageError:
+            applied = None  # a table whose values do not go together: the run says so if it uses it
+        for key, value in rule.values.items():
+            given = options.given(key)
+            shown = getattr(applied, key) if applied is not None and not given else _alone(key, value)
+            tables.setdefault(rule.device, {})[key] = {
+                "value": _plain(shown), "source": "config", "origin": rule.origins.get(key, rule.table),
+                "overridden_by": (options.origin_of(key) or options.source_of(key)) if given else None}
+    return tables
+
+
+def _alone(key: str, value: Any) -> Any:
+    """``value`` as option ``key`` holds it (``"8GB"`` -> bytes), read on its own."""
+    from ..errors import UsageError
+    from ..options import RunOptions
+
+    try:
+        return getattr(RunOptions.build("config", **{key: value}), key)
+    except UsageError:
+        return value
+
+
+def _plan(options: Any) -> tuple[list[Any], list[Any]]:
+    """The scripts `jaxrun run` would plan with these options, and those a skip setting leaves out.
+    Each script's jobs are made as the run makes them (its device table, its own settings over
+    the batch's), so a setting the run refuses is refused here, with the same line."""
+    from ..batch.plan import discover, make_jobs, plan_devices, plan_scripts
+    from ..devices import get_jax_device_info
+    from ..errors import DeviceProbeError
+
+    try:
+        info = get_jax_device_info(python=options.run.python)
+    except DeviceProbeError:
+        info = None  # the run goes on without device facts too
     found, _ = discover(options.paths, options.recursive, options.include, options.exclude)
     planned, skipped = plan_scripts(options, found)
+    make_jobs(options, planned, plan_devices(options, info), info)
+    return planned, skipped
+
+
+def _scripts(options: Any, planned: list[Any], skipped: list[Any]) -> list[dict[str, Any]]:
+    """Scripts with settings of their own: the values that apply, and those a stronger layer overrides."""
     rows: list[dict[str, Any]] = [
         {"script": s.script_path, "name": s.script_name, "skip": s.reason, "skip_origin": s.origin, "settings": {},
          "overridden": {}} for s in skipped
@@ -122,6 +174,10 @@ def _print(report: dict[str, Any]) -> None:
         style = "dim" if item["source"] == "default" else None
         table.add_row(Text(key, style=style), Text(json.dumps(item["value"]), style=style), Text(item["source"], style=style),
                       Text(item["origin"] or "", style=style))
+        for platform, device in item.get("devices", {}).items():
+            where = device["origin"] + (f", overridden by {device['overridden_by']}" if device["overridden_by"] else "")
+            table.add_row(Text(f"  {key} on {platform}"), Text(json.dumps(device["value"])), Text(device["source"]),
+                          Text(where))
     out.print(table)
     for row in report["scripts"]:
         if row["skip"] is not None:

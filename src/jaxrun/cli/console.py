@@ -69,9 +69,40 @@ def usage_message(exc: click.UsageError) -> str:
     return message
 
 
+def _close(name: str, valid: list[str]) -> list[str]:
+    """The names of ``valid`` that ``name`` may be a typo of, best first. Compared without their
+    leading dashes: every long flag shares ``--``, which made ``--bogus`` "close" to ``--jobs``."""
+    import difflib
+
+    bare = {v.lstrip("-"): v for v in valid}
+    return [bare[m] for m in difflib.get_close_matches(name.lstrip("-"), list(bare), n=3, cutoff=0.6)]
+
+
+def _with_suggestions(exc: click.UsageError) -> click.UsageError:
+    """Click's error about an unknown flag or command, with jaxrun's suggestions: the flags or
+    commands of the command that refused it whose names are close to the one given (none when
+    nothing is close), said one way for both."""
+    ctx = exc.ctx
+    if ctx is None:
+        return exc
+    if isinstance(exc, click.NoSuchOption):
+        name = exc.option_name
+        flags = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts)]
+        close, what = _close(name, [f for f in flags if f.startswith("-") and f != name]), "option"
+    elif isinstance(ctx.command, click.Group) and re.match(r"No such command '.+'\.", exc.message):
+        name = re.match(r"No such command '(.+)'\.", exc.message).group(1)  # type: ignore[union-attr]
+        close, what = _close(name, ctx.command.list_commands(ctx)), "command"
+    else:
+        return exc
+    exc.message = f"No such {what} {name!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+    exc.possibilities = None  # type: ignore[attr-defined]  # click's own, from names with their dashes
+    return exc
+
+
 def show_usage_error(exc: click.UsageError) -> int:
     """Print a click usage error as jaxrun's (two lines: what was wrong, where the help is);
     return its exit status (2)."""
+    exc = _with_suggestions(exc)
     command = exc.ctx.command_path if exc.ctx is not None else "jaxrun"
     err.print(f"jaxrun: error: {usage_message(exc)}", markup=False, soft_wrap=True)
     err.print(f"try '{command} --help'", markup=False, soft_wrap=True)

@@ -17,7 +17,16 @@ if TYPE_CHECKING:
 
     from ..option_spec import Flag
 
-Models = tuple["type[BaseModel]", ...]
+
+
+class Only(typing.NamedTuple):
+    """Some options of a model, for a command that takes only those (`jaxrun ab`'s --timeout)."""
+
+    model: "type[BaseModel]"
+    names: tuple[str, ...]
+
+
+Models = tuple["type[BaseModel] | Only", ...]
 
 # The switch that turns an option off wins over the flag that sets it (--no-history --history X).
 _OFF = "__off"
@@ -31,10 +40,30 @@ def run_models() -> Models:
 
 
 def verdict_models() -> Models:
-    """The options of a command that judges (compare, history)."""
+    """The options of a command that judges (compare, history, ab, bisect)."""
     from ..options import VerdictOptions
 
     return (VerdictOptions,)
+
+
+def paired_models() -> Models:
+    """The options of `jaxrun ab` and `jaxrun bisect`: how they judge, and of each run, its time limit."""
+    from ..options import RunOptions, VerdictOptions
+
+    return VerdictOptions, Only(RunOptions, ("timeout",))
+
+
+def judged_by(module: str) -> Callable[[], dict[str, str]]:
+    """The help of a judging command's options that depends on how it judges: ``--alpha`` names
+    the test of ``module`` (``stats``: two samples, ``paired``: pairs), as that module names it."""
+    def helps() -> dict[str, str]:
+        import importlib
+
+        test = importlib.import_module(f"jaxrun.{module}").TEST_NAME
+        return {"alpha": f"Significance level of the {test}: a change counts only when its p-value is below it."}
+
+    helps.module = module  # type: ignore[attr-defined]  # what tests/test_help.py checks the help against
+    return helps
 
 
 class OptionsCommand(click.Command):
@@ -42,8 +71,10 @@ class OptionsCommand(click.Command):
     models are imported only when the command is used, so `jaxrun --help` does not import
     pydantic). Its own arguments come first, its own options after the generated ones."""
 
-    def __init__(self, *args: Any, models: Callable[[], Models], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, models: Callable[[], Models], helps: Callable[[], dict[str, str]] | None = None,
+                 **kwargs: Any) -> None:
         self._models = models
+        self.helps = helps  # option -> this command's own help for it, where the declaration's is not enough
         self._made: list[click.Parameter] | None = None
         super().__init__(*args, **kwargs)
 
@@ -52,7 +83,7 @@ class OptionsCommand(click.Command):
         if self._made is None:
             arguments = [p for p in self._own if isinstance(p, click.Argument)]
             options = [p for p in self._own if not isinstance(p, click.Argument)]
-            self._made = [*arguments, *option_params(self._models()), *options]
+            self._made = [*arguments, *option_params(self._models(), self.helps() if self.helps else None), *options]
             from ..startup_trace import mark
 
             mark("pydantic and the options imported, the flags made")
@@ -69,10 +100,11 @@ def _fields(models: Models) -> Iterator[tuple[str, Any, "Flag"]]:
     from ..option_spec import flag_of
 
     seen: set[str] = set()
-    for model in models:
+    for entry in models:
+        model, only = (entry.model, entry.names) if isinstance(entry, Only) else (entry, None)
         for name, field in model.model_fields.items():
             flag = flag_of(field)
-            if flag is not None and name not in seen:
+            if flag is not None and name not in seen and (only is None or name in only):
                 seen.add(name)
                 yield name, field, flag
 
@@ -121,14 +153,15 @@ def _help(text: str, default: str | None) -> str:
     return f"{text}  [default: {default}]" if default else text
 
 
-def option_params(models: Models) -> list[click.Parameter]:
-    """The click parameters of every option of ``models`` with a flag, in declaration order."""
+def option_params(models: Models, helps: dict[str, str] | None = None) -> list[click.Parameter]:
+    """The click parameters of every option of ``models`` with a flag, in declaration order
+    (``helps``: a command's own help for some of them)."""
     from ..option_spec import shown_default
 
     params: list[click.Parameter] = []
     for name, field, flag in _fields(models):
         names = list(flag.names or ("--" + name.replace("_", "-"),))
-        text = flag.help or field.description or ""
+        text = (helps or {}).get(name) or flag.help or field.description or ""
         if field.annotation is bool and flag.sets is None and not flag.off:
             if field.default is True:  # on by default: --name / --no-name
                 names = [f"{names[0]}/--no-{names[0].removeprefix('--')}", *names[1:]]

@@ -124,8 +124,14 @@ def schema(model: Optional[str]) -> None:
 def mcp(root: tuple[Path, ...]) -> None:
     """Serve jaxrun's MCP tools over stdio (execute.run_jax_scripts, execute.check_jax_availability,
     execute.monitor_jax_performance, execute.benchmark_jax_script)."""
+    from ..errors import JAXExecutionError
+    from ..extras import require
+
     try:
+        require("mcp")  # missing or broken: one line, not a traceback from the server's imports
         from ..mcp_server import serve
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
     except ImportError:
         raise fail_usage("jaxrun mcp needs the MCP SDK: pip install 'jaxrun[mcp]'") from None
     for folder in root or ():

@@ -64,6 +64,13 @@ def run(ctx: click.Context, **params: Any) -> None:
     options = resolved.options
     quiet = _display(resolved, "quiet", quiet)
     report = _display(resolved, "report", report)
+    if report:  # plotly is needed at the end: found missing before the first script, not after the last
+        from ..extras import require
+
+        try:
+            require("report")
+        except JAXExecutionError as exc:
+            raise fail_usage(str(exc)) from None
 
     # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
     live = sys.stderr.isatty() and not (quiet or json_output or options.run.verbose)

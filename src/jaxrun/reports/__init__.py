@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import resultfiles
-from ..errors import UsageError
+from ..errors import UsageError  # noqa: F401 - write_report's documented error
+from ..extras import require
 from ..view.run import read_batch
 
 REPORT_FILE = "report.html"
@@ -30,11 +31,10 @@ def write_report(results_dir: Path, output: Path | None = None, baseline: Path |
     from ..compare import compare_results
     from .html import render_report
 
-    try:
-        import plotly  # noqa: F401 - the report's figures
-    except ImportError:
-        raise UsageError("jaxrun report needs plotly: pip install 'jaxrun[report]'") from None
+    require("report")  # the report's figures: before the run is read
 
+    if output is not None:  # found before the run is read, never after (resultfiles.check_output_file)
+        resultfiles.check_output_file(output, "the report (--output)")
     batch, comparison = _ab_folder(Path(results_dir)) if baseline is None else (None, None)
     if batch is None:
         batch = read_batch(Path(results_dir))

@@ -13,7 +13,9 @@ environment and the command line.
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -279,7 +281,7 @@ def resolve_batch_options(
             merged.put(key, value, layer.origins.get(key, ""))
             sources[key] = layer_source
     where = {k: v for k, v in merged.origins.items() if v}
-    display = {k: (merged.values.pop(k), sources[k], where.get(k)) for k in DISPLAY_KEYS if k in merged.values}
+    shown = {k: (merged.values.pop(k), sources[k], where.get(k)) for k in DISPLAY_KEYS if k in merged.values}
     if device_ids:
         merged.values["device"] = with_device_ids(merged.values.get("device", "auto"), device_ids)
     try:
@@ -288,13 +290,22 @@ def resolve_batch_options(
             config_file=found.path if found else None, **merged.values,
         )
     except UsageError as exc:
-        if found is not None and any(s == "config" for s in sources.values()):
-            raise UsageError(f"{exc} (settings from {display(found.path)})") from None
+        exc.args = (f"{exc}{set_where(str(exc), merged.values, where)}",)  # its own class kept (InvalidDeviceError)
         raise
     # rules and config_file are the file's structure, not settings with a source of their own.
     for name in ("rules", "config_file"):
         options._sources.pop(name, None)
-    return Resolved(options, display, found)
+    return Resolved(options, shown, found)
+
+
+def set_where(message: str, values: Mapping[str, Any], where: Mapping[str, str]) -> str:
+    """`` (warmup_runs = 1 at jaxrun.toml:3)``: where the options ``message`` names were set, when a
+    file or a variable set them (a flag the user just typed needs no pointer); empty otherwise."""
+    named = [key for key in values if re.search(rf"\b{re.escape(key)}\b", message)
+             and where.get(key) and not where[key].startswith("-")]
+    if not named:
+        return ""
+    return " (" + ", ".join(f"{key} = {json.dumps(values[key], default=str)} at {where[key]}" for key in named) + ")"
 
 
 # --- one script's own settings ----------------------------------------------------------------------
@@ -352,4 +363,4 @@ def script_settings(options: BatchOptions, script: Path) -> ScriptSettings:
 
 
 __all__ = ["Layer", "explicit_keywords", "Resolved", "ScriptSettings", "config_layer", "env_layer", "locate_config",
-           "resolve_batch_options", "script_settings"]
+           "resolve_batch_options", "script_settings", "set_where"]

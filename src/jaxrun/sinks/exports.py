@@ -190,12 +190,6 @@ class ExportSink(BaseSink):
     def __init__(self, json_path: Path | None, csv_path: Path | None) -> None:
         self.json_path, self.csv_path = json_path, csv_path
 
-    def on_begin(self, jobs: object) -> None:
-        # A path that cannot be written is found before the batch runs, not after.
-        for path in (self.json_path, self.csv_path):
-            if path is not None:
-                resultfiles.writable_file(path, "export")
-
     def on_end(self, batch: "BatchResult") -> None:
         if self.json_path is not None:
             write_json(self.json_path, run_export(batch))

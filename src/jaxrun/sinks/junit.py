@@ -39,9 +39,6 @@ class JUnitSink(BaseSink):
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def on_begin(self, jobs: object) -> None:
-        resultfiles.writable_file(self.path, "JUnit report")  # found before the batch runs, not after
-
     def on_end(self, batch: "BatchResult") -> None:
         resultfiles.atomic_write_text(self.path, render_junit(batch))
 

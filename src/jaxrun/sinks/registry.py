@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 class ReportSink(NamedTuple):
     target: str  # "module:Class" in jaxrun.sinks
     arguments: Callable[["BatchOptions"], "tuple[Any, ...] | None"]  # None: not asked for
+    files: dict[str, str] = {}  # option naming a file it writes -> what that file is, for messages
 
 
 def _paths(*names: str) -> Callable[["BatchOptions"], "tuple[Any, ...] | None"]:
@@ -30,9 +31,10 @@ def _paths(*names: str) -> Callable[["BatchOptions"], "tuple[Any, ...] | None"]:
 
 # In the order they run, after the results files and the run log.
 REPORT_SINKS: dict[str, ReportSink] = {
-    "markdown": ReportSink("markdown:MarkdownSink", _paths("markdown")),
-    "exports": ReportSink("exports:ExportSink", _paths("export_json", "export_csv")),
-    "junit_xml": ReportSink("junit:JUnitSink", _paths("junit_xml")),
+    "markdown": ReportSink("markdown:MarkdownSink", _paths("markdown"), {"markdown": "the Markdown summary"}),
+    "exports": ReportSink("exports:ExportSink", _paths("export_json", "export_csv"),
+                          {"export_json": "the export", "export_csv": "the export"}),
+    "junit_xml": ReportSink("junit:JUnitSink", _paths("junit_xml"), {"junit_xml": "the JUnit report"}),
     # Always there: --save-notebooks may be one notebook's own setting; it writes only the
     # notebooks whose cells sent their outputs.
     "notebooks": ReportSink("notebooks:NotebookSink", lambda options: ()),
@@ -43,6 +45,35 @@ def output_files(options: "BatchOptions") -> list[Path]:
     """The files the report sinks ``options`` ask for write (the options naming a file)."""
     return [value for entry in REPORT_SINKS.values() for value in (entry.arguments(options) or ())
             if isinstance(value, Path)]
+
+
+def named_output_files(options: "BatchOptions") -> list[tuple[Path, str]]:
+    """Every file outside the results folder that ``options`` ask the batch to write, with what
+    it is and the option that named it (its flag): the report sinks' files, and a history
+    database named by the user (the default one's folder is jaxrun's to make)."""
+    from ..option_spec import flag_of
+
+    def named(name: str, what: str) -> str:
+        flag = flag_of(type(options).model_fields[name])
+        spelled = flag.names[0] if flag is not None and flag.names else "--" + name.replace("_", "-")
+        return f"{what} ({spelled})"
+
+    found = [(getattr(options, name), named(name, what)) for entry in REPORT_SINKS.values()
+             for name, what in entry.files.items() if getattr(options, name) is not None]
+    history = options.history
+    # One there already is the history store's to open (a folder there is its note, not an error).
+    if history is not None and options.source_of("history") != "default" and not history.exists():
+        found.append((history, named("history", "the history database")))
+    return found
+
+
+def check_output_files(options: "BatchOptions") -> None:
+    """Refuse (UsageError, one line) a file of :func:`named_output_files` that could not be written,
+    before anything runs (resultfiles.check_output_file)."""
+    from ..resultfiles import check_output_file
+
+    for path, what in named_output_files(options):
+        check_output_file(path, what)
 
 
 def report_sinks(options: "BatchOptions") -> list["Sink"]:

@@ -193,7 +193,7 @@ def read_batch(results_dir: Path) -> "BatchResult":
     from ..models import BatchResult
     from ..summary import with_unlisted_results
 
-    source = Path(results_dir) / resultfiles.EXECUTION_RESULTS
+    source = resultfiles.existing_folder(results_dir) / resultfiles.EXECUTION_RESULTS
     try:
         return with_unlisted_results(resultfiles.read_model(source, BatchResult), Path(results_dir))
     except FileNotFoundError:
