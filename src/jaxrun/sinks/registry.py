@@ -42,9 +42,9 @@ REPORT_SINKS: dict[str, ReportSink] = {
 
 
 def output_files(options: "BatchOptions") -> list[Path]:
-    """The files the report sinks ``options`` ask for write (the options naming a file)."""
-    return [value for entry in REPORT_SINKS.values() for value in (entry.arguments(options) or ())
-            if isinstance(value, Path)]
+    """The files the report sinks ``options`` ask for write."""
+    return [getattr(options, name) for entry in REPORT_SINKS.values() for name in entry.files
+            if getattr(options, name) is not None]
 
 
 def named_output_files(options: "BatchOptions") -> list[tuple[Path, str]]:
@@ -72,7 +72,10 @@ def check_output_files(options: "BatchOptions") -> None:
     before anything runs (resultfiles.check_output_file)."""
     from ..resultfiles import check_output_file
 
+    results = Path(options.results_dir).absolute()
     for path, what in named_output_files(options):
+        if Path(path).absolute().parent == results and not results.exists():
+            continue  # in the results folder, which the batch makes (and checks) itself
         check_output_file(path, what)
 
 
