@@ -138,9 +138,14 @@ def test_mcp_run_into_a_folder_of_the_users_files_is_a_tool_error_that_deletes_n
                 assert done["isError"]
                 assert "holds files jaxrun did not write (logs/experiment_2019.log, outputs/model.ckpt)" in \
                     done["content"][0]["text"]
+                allowed = (await session.call_tool("execute.run_jax_scripts", {
+                    "pipeline_output_dir": "src", "device": "cpu", "results_dir": "proj",
+                    "allow_other_files": True})).model_dump(by_alias=True)
+                assert not allowed["isError"] and allowed["structuredContent"]["scripts_successful"] == 1, allowed
 
     anyio.run(body)
-    assert _snapshot(proj) == before
+    now = _snapshot(proj)
+    assert {k: now.get(k) for k in before} == before
 
 
 @pytest.mark.parametrize("link", ["outputs", "outputs/a", "script_results", "logs/a.stdout.log",

@@ -294,6 +294,7 @@ _Timeout = described(RunOptions, "timeout")
 _BenchmarkRuns = described(RunOptions, "benchmark_runs", int)
 _WarmupRuns = described(RunOptions, "warmup_runs", int)
 _ResultsDir = described(BatchOptions, "results_dir", Optional[str])
+_AllowOtherFiles = described(BatchOptions, "allow_other_files")
 _DEVICE = default_of(RunOptions, "device")
 
 
@@ -319,6 +320,7 @@ def build_server(roots: list[Path]) -> Any:
     async def run_jax_scripts(pipeline_output_dir: str, device: _Devices = _DEVICE,
                               recursive_search: _Recursive = default_of(BatchOptions, "recursive"),
                               timeout: _Timeout = default_of(RunOptions, "timeout"), results_dir: _ResultsDir = None,
+                              allow_other_files: _AllowOtherFiles = False,
                               ctx: Context = None) -> BatchReport:  # type: ignore[assignment]
         """Run every JAX script under a folder, each in its own process, and return what happened:
         per script success, error class, device, phases (import, compile, run) and peak memory.
@@ -331,6 +333,7 @@ def build_server(roots: list[Path]) -> Any:
         args = [str(folder), "--device", devices, "--results-dir", str(out)]
         args += ["--timeout", str(timeout)] if timeout is not None else []
         args.append("--recursive" if recursive_search else "--no-recursive")
+        args += ["--allow-other-files"] if allow_other_files else []
         return _summary(await _run_cli(args, ctx))
 
     @server.tool(name="execute.check_jax_availability", annotations=read_only)
@@ -378,6 +381,7 @@ def build_server(roots: list[Path]) -> Any:
     # A benchmark tool runs the script more than once by default (the options' 0 means "run once").
     async def benchmark_jax_script(script_path: str, benchmark_runs: _BenchmarkRuns = 5, warmup_runs: _WarmupRuns = 1,
                                    device: _Device = _DEVICE, results_dir: _ResultsDir = None,
+                                   allow_other_files: _AllowOtherFiles = False,
                                    ctx: Context = None) -> BenchmarkReport:  # type: ignore[assignment]
         """Benchmark one script: warm-up and counted process runs; the medians of each phase, a 95%
         confidence interval of the median wall time and every run's wall time."""
@@ -392,7 +396,8 @@ def build_server(roots: list[Path]) -> Any:
         out = allowed.check(results_dir, "results_dir") if results_dir is not None else \
             allowed.roots[0] / "jaxrun_benchmarks"
         batch = await _run_cli([str(script), "--device", device, "--benchmark-runs", str(benchmark_runs),
-                                "--warmup-runs", str(warmup_runs), "--results-dir", str(out), "--no-history"], ctx)
+                                "--warmup-runs", str(warmup_runs), "--results-dir", str(out), "--no-history",
+                                *(["--allow-other-files"] if allow_other_files else [])], ctx)
         if len(batch.script_results) != 1:
             raise _refused("script_path", f"{shown_value(script_path)}: jaxrun found {len(batch.script_results)} "
                            "scripts to run there, not one JAX script")
