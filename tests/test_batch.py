@@ -219,8 +219,8 @@ def test_execution_log_is_timestamped_and_names_every_script(mixed_batch) -> Non
     for line in lines:
         datetime.fromisoformat(line.split(" ", 1)[0])
     text = "\n".join(lines)
-    for name in ("a__model", "b_fail", "c__model"):
-        assert name in text
+    for label in ("a/model.py", "b_fail.py", "c/model.py"):  # the one label every surface gives a script
+        assert f"] {label} on cpu: " in text, label
     assert "FAILED script_error" in text
     assert lines[-1].endswith("done: 2/3 succeeded")
 

@@ -728,7 +728,7 @@ def test_history_metric_selects_the_samples_checked(history_db, history_default,
         # The newest run against the three earlier ones, in the chosen metric's samples.
         assert phase["base_median"] == pytest.approx(statistics.median(counted(beta[:-1], metric)))
         assert phase["new_median"] == pytest.approx(statistics.median(counted(beta[-1:], metric)))
-    assert "beta: body_time per run" in history_table
+    assert "beta.py: body_time per run" in history_table
 
 
 @pytest.mark.slow

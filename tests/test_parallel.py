@@ -127,7 +127,7 @@ jaxrun.record(count=jax.device_count(), xla_flags=os.environ.get("XLA_FLAGS", ""
 
 
 def start_lines(results: Path) -> list[str]:
-    """Script file names in the order the execution log says they started."""
+    """Scripts, by their label, in the order the execution log says they started."""
     lines = (results / "jax_execution_log.txt").read_text().splitlines()
     return [line.split(" start ", 1)[1].split(" ", 1)[0] for line in lines if " start " in line]
 
@@ -207,7 +207,7 @@ def test_each_result_is_persisted_as_it_finishes(sequential_and_parallel) -> Non
     assert sorted(finished) == ["a_quick", "b_fails", "c_sleepy", "d_waits"]
     log = (out / "jax_execution_log.txt").read_text()
     assert "running up to 2 script(s) at once on the local backend" in log
-    assert sorted(start_lines(out)) == ["a_quick", "b_fails", "c_sleepy", "d_waits"]
+    assert sorted(start_lines(out)) == ["a_quick.py", "b_fails.py", "c_sleepy.py", "d_waits.py"]
 
 
 # --------------------------------------------------------------------------- thread budget
@@ -304,7 +304,7 @@ def test_history_durations_start_the_longest_scripts_first(tmp_path: Path) -> No
     # Two workers take b_long and c_mid (in either order: they start in parallel threads);
     # a_short, the shortest, waits for a free worker although it comes first in the batch.
     assert set(started[:2]) == {"b_long", "c_mid"} and started[2] == "a_short"
-    assert start_lines(tmp_path / "r") == started
+    assert start_lines(tmp_path / "r") == [f"{name}.py" for name in started]
     assert [r.script_name for r in result.script_results] == ["a_short", "b_long", "c_mid"]
 
     # Without history the batch order is kept: the last script starts last.

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import NamedTuple
 
 from .errors import UsageError
+from .formatting import shorten_middle
 
 
 class Extra(NamedTuple):
@@ -38,6 +39,6 @@ def require(feature: str) -> ModuleType:
         return importlib.import_module(need.module)
     except Exception as exc:  # noqa: BLE001 - a broken install raises anything at import
         found = "is not installed" if isinstance(exc, ModuleNotFoundError) and exc.name == need.module else \
-            f"cannot be imported ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+            f"cannot be imported ({type(exc).__name__}: {shorten_middle(' '.join(str(exc).split()), 200)})"
         raise UsageError(f"{need.needed_by} needs {need.module}, which {found}: "
                          f"pip install 'jaxrun[{need.extra}]'") from None
