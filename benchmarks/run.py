@@ -279,8 +279,6 @@ def discovery_huge_file(runs: int, tmp: Path, megabytes: int = 50) -> Row:
     """A folder holding one 50 MB ``.py`` (``import jax`` and a huge list literal, which is what
     makes ``ast`` take GBs): the whole discovery in a fresh process, its time and peak RSS
     (the interpreter's own ~10 MB included)."""
-    import json
-
     root = tmp / "huge"
     root.mkdir()
     line = b"1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,\n"
@@ -289,6 +287,16 @@ def discovery_huge_file(runs: int, tmp: Path, megabytes: int = 50) -> Row:
         for _ in range(megabytes):
             f.write(line * ((1 << 20) // len(line)))
         f.write(b"]\n")
+    s, r = _discovery_in_fresh_processes(root, runs)
+    return Row(f"discovery of a folder with one {megabytes} MB file", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MB",
+               "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
+
+
+def _discovery_in_fresh_processes(root: Path, runs: int) -> tuple[float, float]:
+    """Discovery of ``root`` (one JAX file) in a fresh process ``runs`` times: the median seconds
+    and the largest peak RSS (MB)."""
+    import json
+
     samples, rss = [], []
     for _ in range(runs):
         out = subprocess.run([sys.executable, "-c", _HUGE_CHILD, str(root)], capture_output=True, text=True,
@@ -297,9 +305,7 @@ def discovery_huge_file(runs: int, tmp: Path, megabytes: int = 50) -> Row:
         assert figures["found"] == 1, figures
         samples.append(figures["s"])
         rss.append(figures["rss_mb"])
-    s, r = median(samples), max(rss)
-    return Row(f"discovery of a folder with one {megabytes} MB file", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MB",
-               "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
+    return median(samples), max(rss)
 
 
 def discovery_huge_notebook(runs: int, tmp: Path, megabytes: int = 200) -> Row:
@@ -318,15 +324,7 @@ def discovery_huge_notebook(runs: int, tmp: Path, megabytes: int = 200) -> Row:
     (root / "plots.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
                                                   "nbformat_minor": 5}, indent=1))
     del image
-    samples, rss = [], []
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", _HUGE_CHILD, str(root)], capture_output=True, text=True,
-                             env=ENV, check=True)
-        figures = json.loads(out.stdout)
-        assert figures["found"] == 1, figures
-        samples.append(figures["s"])
-        rss.append(figures["rss_mb"])
-    s, r = median(samples), max(rss)
+    s, r = _discovery_in_fresh_processes(root, runs)
     return Row(f"discovery of a folder with one {megabytes} MB notebook", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MB",
                "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
 
