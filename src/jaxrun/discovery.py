@@ -71,8 +71,8 @@ PARSE_LIMIT = 1 << 20
 #: A file larger than :data:`PARSE_LIMIT` is scanned up to this many bytes, in :data:`_CHUNK`\ s.
 SCAN_LIMIT = 64 << 20
 _CHUNK = 1 << 20
-#: A notebook of more bytes than this is not read (reported): reading one takes about 1 s a GiB
-#: for a notebook of images, up to 1 s per 100 MiB for one of millions of short output lines.
+#: A notebook of more bytes than this is not read (reported): reading one takes about 1 s a GB
+#: for a notebook of images, up to 1 s per 100 MB for one of millions of short output lines.
 NOTEBOOK_SIZE_LIMIT = 256 << 20
 #: A notebook's code cells are kept up to this many bytes (the textual scan's bound).
 NOTEBOOK_CODE_LIMIT = SCAN_LIMIT
