@@ -59,7 +59,7 @@ def main() -> None:
                         sizes[name] = folder_size(out / "jax_profiling")
     print(f"{rounds} interleaved rounds per script, cpu, compile cache off, medians")
     print(f"{'script':20} {'wall s':>8} {'prof s':>8} {'ratio':>6} {'body s':>8} {'prof s':>8} "
-          f"{'mem MB':>7} {'prof MB':>8} {'written MB':>11}")
+          f"{'mem MiB':>7} {'prof MiB':>8} {'written MB':>11}")
     for name in scripts:
         plain, prof = seen[(name, False)], seen[(name, True)]
 

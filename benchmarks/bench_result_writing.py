@@ -96,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}; result writing of a batch of N instant scripts (median of {args.repeats})")
     print(f"{'N':>7} {'batch total s':>14} {'writing (sinks) s':>18} {'per result ms':>14} "
-          f"{'results.json MB':>16} {'fs floor s':>11}")
+          f"{'results.json MiB':>16} {'fs floor s':>11}")
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-writing-") as tmp:
         for n in args.scripts:
             rows = [measure(n, Path(tmp)) for _ in range(args.repeats)]

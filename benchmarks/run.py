@@ -276,9 +276,9 @@ print(json.dumps({"s": time.perf_counter() - started, "found": len(found),
 
 
 def discovery_huge_file(runs: int, tmp: Path, megabytes: int = 50) -> Row:
-    """A folder holding one 50 MB ``.py`` (``import jax`` and a huge list literal, which is what
+    """A folder holding one 50 MiB ``.py`` (``import jax`` and a huge list literal, which is what
     makes ``ast`` take GBs): the whole discovery in a fresh process, its time and peak RSS
-    (the interpreter's own ~10 MB included)."""
+    (the interpreter's own ~10 MiB included)."""
     root = tmp / "huge"
     root.mkdir()
     line = b"1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,\n"
@@ -288,13 +288,13 @@ def discovery_huge_file(runs: int, tmp: Path, megabytes: int = 50) -> Row:
             f.write(line * ((1 << 20) // len(line)))
         f.write(b"]\n")
     s, r = _discovery_in_fresh_processes(root, runs)
-    return Row(f"discovery of a folder with one {megabytes} MB file", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MB",
-               "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
+    return Row(f"discovery of a folder with one {megabytes} MiB file", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MiB",
+               "1 s, 200 MiB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
 
 
 def _discovery_in_fresh_processes(root: Path, runs: int) -> tuple[float, float]:
     """Discovery of ``root`` (one JAX file) in a fresh process ``runs`` times: the median seconds
-    and the largest peak RSS (MB)."""
+    and the largest peak RSS (MiB)."""
     import json
 
     samples, rss = [], []
@@ -325,8 +325,8 @@ def discovery_huge_notebook(runs: int, tmp: Path, megabytes: int = 200) -> Row:
                                                   "nbformat_minor": 5}, indent=1))
     del image
     s, r = _discovery_in_fresh_processes(root, runs)
-    return Row(f"discovery of a folder with one {megabytes} MB notebook", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MB",
-               "1 s, 200 MB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
+    return Row(f"discovery of a folder with one {megabytes} MB notebook", f"{s * 1000:.0f} ms, peak RSS {r:.0f} MiB",
+               "1 s, 200 MiB", s <= 1.0 and r <= 200, f"median time of {runs}, largest RSS; a fresh process each")
 
 
 def compile_cache(runs: int, tmp: Path) -> list[Row]:
@@ -455,8 +455,8 @@ def tiny_sweep(runs: int, tmp: Path, n: int = 1000, jobs: int = 2) -> list[Row]:
                 f"{median(script_cpu) * 1000:.1f} ms a script, under xargs {median(bare_cpu) * 1000:.1f} ms)",
                 "10 ms", median(own) <= 0.010,
                 "jaxrun's process's own utime+stime (/proc/PID/stat before it is reaped), not its children's"),
-            Row(f"jaxrun's peak RSS, {n} against {small} scripts", f"{median(peaks) / 1024:.0f} MB vs "
-                f"{median(small_peaks) / 1024:.0f} MB: {growth / 1024:+.1f} KB a result", "5 KB a result",
+            Row(f"jaxrun's peak RSS, {n} against {small} scripts", f"{median(peaks) / 1024:.0f} MiB vs "
+                f"{median(small_peaks) / 1024:.0f} MiB: {growth / 1024:+.1f} KiB a result", "5 KiB a result",
                 growth <= 5 * 1024, f"VmHWM, medians of {runs}")]
 
 
@@ -488,7 +488,7 @@ def ray_cluster(tmp: Path, n: int, jobs: int = 2) -> list[Row]:
                 "every script once", on_ray["ok"] and local["ok"], how),
             Row(f"jaxrun's own CPU a script, {n} scripts over Ray", f"{own / n * 1000:.1f} ms (local `--jobs {jobs}`: "
                 f"{l_own / n * 1000:.1f} ms; the local scripts' processes {l_children / n * 1000:.1f} ms a script); "
-                f"peak RSS {peak / 1024:.0f} MB (local {l_peak / 1024:.0f} MB)", "10 ms", own / n <= 0.010, how)]
+                f"peak RSS {peak / 1024:.0f} MiB (local {l_peak / 1024:.0f} MiB)", "10 ms", own / n <= 0.010, how)]
 
 
 def versions() -> str:

@@ -150,7 +150,7 @@ def test_thirty_percent_slower_is_a_significant_regression(tmp_path: Path, base_
     rows = {r.script_name: r for r in report.scripts}
     slow = rows["pomdp_solver"]
     assert slow.verdict == "slower"
-    # Every time phase grew by 30% or more; memory (100 MB + 10 MB per second) only by ~3%.
+    # Every time phase grew by 30% or more; memory (100 MiB + 10 MiB per second) only by ~3%.
     assert slow.slower == ["wall_time", "import_time", "compile_time", "run_time"]
     assert slow.phase("memory_peak").verdict == "no significant change"
     wall = slow.phase("wall_time")

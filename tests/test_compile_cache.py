@@ -200,7 +200,7 @@ def test_the_cache_is_bounded_and_jaxrun_cache_reads_and_empties_it(tmp_path: Pa
 
     script = write(tmp_path / "s", "six.py", SIX_PROGRAMS)
     unbounded, bounded = tmp_path / "unbounded", tmp_path / "bounded"
-    for folder, bound in ((unbounded, "none"), (bounded, "12KB")):
+    for folder, bound in ((unbounded, "none"), (bounded, "12KiB")):
         done = jaxrun("run", script, "--device", "cpu", "--no-history", "--no-config", "--results-dir",
                       tmp_path / "r", "--compile-cache", folder, "--compile-cache-max-size", bound)
         assert done.returncode == 0, done.stderr

@@ -30,7 +30,7 @@ def end_event(device: dict | None) -> list[events.Event]:
 def test_the_peak_of_the_busiest_device_in_mb() -> None:
     peaks = [peak_bytes_in_use(GPU_READING), peak_bytes_in_use({**GPU_READING, "peak_bytes_in_use": GIB})]
     report = read_probe_report(end_event({"initialized": True, "backend": "cuda", "peak_bytes_per_device": peaks}))
-    assert device_memory(report) == (5 * 1024 + 512, None)  # MB of the device that used the most
+    assert device_memory(report) == (5 * 1024 + 512, None)  # MiB of the device that used the most
 
 
 def test_unknown_is_null_with_the_reason() -> None:

@@ -629,7 +629,7 @@ def test_memory_peak_of_the_process_tree(tmp_path, results):
         "alloc.py",
         """
         import numpy as np, time
-        a = np.ones(300 * 2**20 // 8)  # 300 MB, every page touched
+        a = np.ones(300 * 2**20 // 8)  # 300 MiB, every page touched
         time.sleep(0.3)
         print(a.nbytes)
         """,

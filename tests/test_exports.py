@@ -145,7 +145,7 @@ def test_comparison_markdown_has_readable_headers_and_figures_with_units() -> No
         ["sub__model → slower", "cpu", "wall", "1.23 s", "1.5 s", "1.216", "-", "0.2", "5/5", "no significant change"],
         ["sub__model → slower", "cpu", "run *", "12.3 ms", "24.6 ms", "2.000", "1.910 – 2.100", "0.004", "5/5",
          "slower"],
-        ["sub__model → slower", "cpu", "memory", "512.2 MB", "600 MB", "1.171", "-", "-", "5/5",
+        ["sub__model → slower", "cpu", "memory", "512.2 MiB", "600 MiB", "1.171", "-", "-", "5/5",
          "not comparable (memory | bytes)"],
     ]
     assert "wall_time" not in text and "base_median" not in text  # no raw field names

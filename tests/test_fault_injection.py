@@ -108,7 +108,7 @@ CASES = {
     "memory_limit": Case(
         "import time\nimport numpy as np\nimport jax\nblocks = []\n"
         "for _ in range(60):\n    blocks.append(np.ones(25 * 2**20 // 8))\n    time.sleep(0.02)\n",
-        "out_of_memory", flags=("--memory-limit", "300MB"), message="memory limit of 300 MB"),
+        "out_of_memory", flags=("--memory-limit", "300MiB"), message="memory limit of 300 MiB"),
     "flood_of_output": Case(
         "import sys\n" + NO_JAX + "line = b'x' * 1023 + b'\\n'\nfor _ in range(20 * 1024):\n    sys.stdout.buffer.write(line)\n",
         None, env={"JAXRUN_LOG_CAP_BYTES": str(2**20)}),
@@ -237,7 +237,7 @@ def test_the_kernel_holds_the_limits_the_script_runs_under(tmp_path: Path) -> No
     write(folder, "limits.py", NO_JAX + READ_OWN_LIMITS)
     results = tmp_path / "results"
     done = jaxrun("run", folder, "--results-dir", results, "--device", "cpu", "--no-history",
-                      "--memory-limit", "700MB", "--max-processes", "3", timeout=CASE_TIMEOUT)
+                      "--memory-limit", "700MiB", "--max-processes", "3", timeout=CASE_TIMEOUT)
     assert done.returncode == 0, done.stderr
     [result] = assert_valid_results(results)["script_results"]
     backstop = 3 * cgroups.tasks_per_process()

@@ -107,10 +107,10 @@ import time
 import numpy as np
 
 blocks = []
-for _ in range(40):  # 40 x 50 MB, slowly enough for a 0.1 s watch
+for _ in range(40):  # 40 x 50 MiB, slowly enough for a 0.1 s watch
     blocks.append(np.ones(50 * 1024 * 1024 // 8))
     time.sleep(0.05)
-print("never reached: 2 GB held")
+print("never reached: 2000 MiB held")
 """
 
 
@@ -118,10 +118,10 @@ def test_a_script_over_its_memory_limit_is_stopped_as_out_of_memory(tmp_path: Pa
     # jaxrun's own watch, without the kernel's limit (tests/test_fault_injection.py has that one).
     monkeypatch.setenv(cgroups.DISABLE_ENV, "1")
     script = write(tmp_path / "s", "hungry.py", HUNGRY)
-    result = execute_jax_script(script, device="cpu", memory_limit="400MB", timeout=120)
+    result = execute_jax_script(script, device="cpu", memory_limit="400MiB", timeout=120)
     assert not result.success and result.error_class == "out_of_memory"
-    assert result.error_message.startswith("stopped at ") and "over the memory limit of 400 MB" in result.error_message
-    # Stopped within a few samples of crossing it: not the 2 GB the script would reach.
+    assert result.error_message.startswith("stopped at ") and "over the memory limit of 400 MiB" in result.error_message
+    # Stopped within a few samples of crossing it: not the 2000 MiB the script would reach.
     assert 400 < result.memory_peak < 1000, result.memory_peak
     assert len(result.attempts) == 1  # jaxrun's own limit: no retry, no fallback
     assert "never reached" not in Path(result.stdout_log).read_text()

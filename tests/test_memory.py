@@ -1,7 +1,9 @@
 """Host memory and CPU time that are the script's own, held against outside readings in both
 directions: nothing inherited from the launcher, shared pages counted once, descendants that left
 the tree still counted. Real subprocesses; the outside reading is the kernel's own peak RSS
-(``VmHWM`` in /proc/PID/status) of the same processes, read by this test while they sleep."""
+(``VmHWM`` in /proc/PID/status) of the same processes, read by this test while they sleep. The unit
+is MiB (2^20 bytes), as every label says: a known allocation reads as its size, and GNU time's
+maxrss of the process a real program ran in agrees."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 import jaxrun
 
 from helpers import write
 
-MB = 1024 * 1024
+MiB = 1024 * 1024
 
 
 def vm_kb(pid: int, field: str) -> int:
@@ -65,8 +68,8 @@ def test_a_trivial_script_is_measured_as_its_own_peak(tmp_path: Path) -> None:
     script = write(tmp_path / "s", "trivial.py", TRIVIAL.format(pid_file=str(pid_file)))
     result, outside = run_and_read_outside(script, tmp_path / "r", [pid_file])
     own = outside["main.pid"]
-    # Both directions: no launcher memory inherited (the old floor was 53 MB), no unit slip.
-    assert 0.85 * own <= result["memory_peak"] * MB <= 1.15 * own, (result["memory_peak"], own / MB)
+    # Both directions: no launcher memory inherited (the old floor was 53 MiB), no unit slip.
+    assert 0.85 * own <= result["memory_peak"] * MiB <= 1.15 * own, (result["memory_peak"], own / MiB)
     assert result["memory_peak"] < 40
     assert "VmHWM" in result["memory_method"]
 
@@ -78,7 +81,7 @@ for i in range(0, len(block), 4096):
     block[i] = 1
 pid = os.fork()
 if pid == 0:
-    time.sleep(1.5)  # shares the 400 MB with its parent (copy-on-write)
+    time.sleep(1.5)  # shares the 400 MiB with its parent (copy-on-write)
     os._exit(0)
 open({pid_file!r}, "w").write(str(os.getpid()))
 os.waitpid(pid, 0)
@@ -90,9 +93,9 @@ def test_pages_shared_with_a_forked_child_count_once(tmp_path: Path) -> None:
     script = write(tmp_path / "s", "forks.py", FORKS_A_SLEEPING_CHILD.format(pid_file=str(pid_file)))
     result, outside = run_and_read_outside(script, tmp_path / "r", [pid_file])
     parent = outside["parent.pid"]
-    assert parent > 400 * MB
-    # The child adds only its own pages (a few MB), not a second copy of the 400 MB.
-    assert parent <= result["memory_peak"] * MB <= 1.2 * parent, (result["memory_peak"], parent / MB)
+    assert parent > 400 * MiB
+    # The child adds only its own pages (a few MiB), not a second copy of the 400 MiB.
+    assert parent <= result["memory_peak"] * MiB <= 1.2 * parent, (result["memory_peak"], parent / MiB)
 
 
 DOUBLE_FORK = """\
@@ -124,9 +127,9 @@ def test_a_double_forked_grandchild_counts_for_memory_and_cpu(tmp_path: Path) ->
     script = write(tmp_path / "s", "double_fork.py", DOUBLE_FORK.format(pid_file=str(pid_file)))
     result, outside = run_and_read_outside(script, tmp_path / "r", [pid_file])
     grandchild = outside["grandchild.pid"]
-    assert grandchild > 400 * MB
+    assert grandchild > 400 * MiB
     # At least the grandchild's memory; at most it plus one more small Python process or two.
-    assert grandchild <= result["memory_peak"] * MB <= grandchild + 120 * MB, (result["memory_peak"], grandchild / MB)
+    assert grandchild <= result["memory_peak"] * MiB <= grandchild + 120 * MiB, (result["memory_peak"], grandchild / MiB)
     assert result["cpu_time"] >= 1.0  # the grandchild's busy second (the script itself mostly sleeps)
     assert not psutil.pid_exists(int(pid_file.read_text())) or psutil.Process(
         int(pid_file.read_text())).status() == psutil.STATUS_ZOMBIE  # stopped when the script ended
@@ -147,7 +150,7 @@ def test_a_launcher_holding_800_mb_lends_none_of_it(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     peak = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert 3 < peak < 40, peak  # a bare Python: about 10-15 MB, not 800 MB
+    assert 3 < peak < 40, peak  # a bare Python: about 10-15 MiB, not 800 MiB
 
 
 def test_the_method_is_recorded_and_a_run_that_never_launched_has_no_memory(tmp_path: Path) -> None:
@@ -159,3 +162,70 @@ def test_the_method_is_recorded_and_a_run_that_never_launched_has_no_memory(tmp_
                                       compile_cache=False, fallback=False)
     assert never.error_class == "device_unavailable" and never.execution_time is None
     assert never.memory_peak is None and never.memory_method is None  # unknown, not 0
+
+
+HOLDS = """\
+if False:
+    import jax
+import time
+import numpy as np
+
+block = {allocation}
+time.sleep(0.3)
+"""
+
+
+def test_memory_peak_is_in_mib_a_known_allocation_reads_as_its_size(tmp_path: Path) -> None:
+    """Ground truth for the unit: a script that allocates and touches 256 MiB (2^28 bytes) peaks
+    256 higher than the same script without it, so memory_peak is in MiB. In MB (10^6 bytes) the
+    same bytes would read 268, and 256 MB (256e6 bytes) would read 244 MiB: neither is within 2 %
+    of 256, so the check tells the two units apart."""
+    folder = tmp_path / "s"
+    write(folder, "holds.py", HOLDS.format(allocation="np.ones(256 * 2**20 // 8)  # every page written"))
+    write(folder, "empty.py", HOLDS.format(allocation="None"))
+    done = subprocess.run(
+        [sys.executable, "-m", "jaxrun", "run", str(folder), "--device", "cpu", "--no-compile-cache", "--no-history",
+         "--results-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    peaks = {p.name.removesuffix("_result.json"): json.loads(p.read_text())["memory_peak"]
+             for p in (tmp_path / "r" / "script_results").glob("*_result.json")}
+    grown = peaks["holds"] - peaks["empty"]
+    assert abs(grown - 256) <= 0.02 * 256, (grown, peaks)  # MiB: within 2 %
+    assert abs(grown - 256e6 / 2**20) > 0.02 * 244 and abs(grown - 2**28 / 1e6) > 0.02 * 268, peaks
+
+
+def _gnu_time() -> str | None:
+    """``/usr/bin/time`` when it is GNU time (``-f %M``: the largest RSS, KiB), else None."""
+    try:
+        version = subprocess.run(["/usr/bin/time", "--version"], capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    return "/usr/bin/time" if "GNU" in version.stdout + version.stderr else None
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gnn_rendered_simulators" / "jax" / "pomdp_solver.py"
+
+
+@pytest.mark.skipif(_gnu_time() is None, reason="GNU time is not installed at /usr/bin/time (apt-get install time)")
+def test_memory_peak_of_a_real_program_matches_gnu_times_maxrss_in_mib(tmp_path: Path) -> None:
+    """A real JAX program, measured twice in the same run: jaxrun's memory_peak, and GNU time's
+    maxrss (KiB) of the very process the script ran in (``--python`` names an interpreter that is
+    GNU time running this one). They agree within 2.5 % read as MiB, and not read as MB. The same
+    process, not a second run: this program's own peak varies by up to 8 % from run to run."""
+    times = tmp_path / "times.txt"
+    wrapper = tmp_path / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec /usr/bin/time -a -o "{times}" -f "%M %C" "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "jaxrun", "run", str(EXAMPLE), "--device", "cpu", "--no-compile-cache", "--no-history",
+         "--results-dir", str(tmp_path / "r"), "--python", str(wrapper)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (result_file,) = (tmp_path / "r" / "script_results").glob("*_result.json")
+    peak = json.loads(result_file.read_text())["memory_peak"]
+    # Each process started through the wrapper appends a line; the script's is the probe's.
+    (maxrss_kib,) = [int(line.split()[0]) for line in times.read_text().splitlines()
+                     if "jaxrun.probe" in line and EXAMPLE.name in line]
+    in_mib, in_mb = maxrss_kib / 1024, maxrss_kib * 1024 / 1e6
+    assert abs(peak - in_mib) <= 0.025 * in_mib, (peak, in_mib)
+    assert abs(peak - in_mb) > 0.025 * in_mb, (peak, in_mb)

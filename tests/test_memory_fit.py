@@ -204,7 +204,7 @@ def _can_limit_memory() -> bool:
 @pytest.mark.skipif(not _can_limit_memory(), reason="jaxrun cannot create a cgroup with a memory limit here")
 def test_available_under_a_real_cgroup_memory_limit(tmp_path: Path) -> None:
     script = write(tmp_path / "s", "avail.py", RECORD_AVAILABLE)
-    result = execute_jax_script(script, device="cpu", memory_limit="700MB", timeout=120)
+    result = execute_jax_script(script, device="cpu", memory_limit="700MiB", timeout=120)
     assert result.success, result.error_message
     recorded = result.results
     # The kernel's charge of the group, and jaxrun's --memory-limit against the RSS: the tighter is taken.
@@ -217,7 +217,7 @@ def test_available_under_a_real_cgroup_memory_limit(tmp_path: Path) -> None:
 def test_available_under_jaxruns_sampled_memory_limit(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(cgroups.DISABLE_ENV, "1")  # no cgroup: the limit reaches the script as a variable
     script = write(tmp_path / "s", "avail.py", RECORD_AVAILABLE)
-    result = execute_jax_script(script, device="cpu", memory_limit="700MB", timeout=120)
+    result = execute_jax_script(script, device="cpu", memory_limit="700MiB", timeout=120)
     assert result.success, result.error_message
     recorded = result.results
     assert recorded["limit"] == 700 * MiB and recorded["source"] == "--memory-limit", recorded
@@ -287,7 +287,7 @@ print("never reached")
 def test_a_real_out_of_memory_failure_says_what_jaxrun_foresaw(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(cgroups.DISABLE_ENV, "1")  # jaxrun's sampled limit: the same everywhere
     script = write(tmp_path / "s", "grow.py", RUNS_OUT)
-    result = execute_jax_script(script, device="cpu", memory_limit="700MB", timeout=120)
+    result = execute_jax_script(script, device="cpu", memory_limit="700MiB", timeout=120)
     assert not result.success and result.error_class == "out_of_memory", (result.error_message, result.warnings)
     [warning] = [w for w in result.warnings if FIT_MARKER in w]
     assert warning.startswith("jit(grow) needs 1 GiB on cpu:0 (outputs 1 GiB; beyond its 256 MiB of inputs)")

@@ -191,7 +191,7 @@ def test_jaxrun_config_shows_per_device_settings_where_the_run_takes_them(tmp_pa
     shown = json.loads(jaxrun("config", tmp_path, "--device", "cpu", "--json").stdout)["settings"]
     where = f"{tmp_path / 'pyproject.toml'}"
     assert shown["memory_limit"]["devices"] == {
-        "cpu": {"value": 8 * 2**30, "source": "config", "origin": f"{where}:5", "overridden_by": None}}
+        "cpu": {"value": 8 * 10**9, "source": "config", "origin": f"{where}:5", "overridden_by": None}}
     assert shown["retries"]["devices"]["cpu"]["origin"] == f"{where}:6"
     assert "devices" not in shown["timeout"]
     # What the run itself records for the script: the same value, from the same line.
@@ -204,7 +204,7 @@ def test_jaxrun_config_shows_per_device_settings_where_the_run_takes_them(tmp_pa
                            cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert table.returncode == 0, table.stderr
     line = next(line for line in table.stdout.splitlines() if "memory_limit on cpu" in line)
-    assert "8589934592" in line and "pyproject.toml:5" in line and "overridden by --memory-limit" in line
+    assert "8000000000" in line and "pyproject.toml:5" in line and "overridden by --memory-limit" in line
     overridden = json.loads(jaxrun("config", tmp_path, "--memory-limit", "1GB", "--json").stdout)["settings"]
-    assert overridden["memory_limit"]["value"] == 2**30
+    assert overridden["memory_limit"]["value"] == 10**9
     assert overridden["memory_limit"]["devices"]["cpu"]["overridden_by"] == "--memory-limit"

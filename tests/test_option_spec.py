@@ -30,7 +30,7 @@ SAMPLES = {
     "ray_address": (["--backend", "ray", "--ray-address", "auto"], "auto"),
     "env": (["--env", "A=1", "--env", "B=x y"], {"A": "1", "B": "x y"}),
     "entry": (["--warm"], "main"), "fallback": (["--no-fallback"], False), "recursive": (["--no-recursive"], False),
-    "memory_limit": (["--memory-limit", "1GB"], 2**30), "compile_cache_max_size": (["--compile-cache-max-size", "2GB"], 2**31),
+    "memory_limit": (["--memory-limit", "1GB"], 10**9), "compile_cache_max_size": (["--compile-cache-max-size", "2GiB"], 2**31),
     "matmul_precision": (["--matmul-precision", "highest"], "highest"), "xla_flags": (["--xla-flags", "--xla_x=1"], "--xla_x=1"),
     "timeout": (["--timeout", "12.5"], 12.5), "enable_profiling": (["--profile"], True), "verbose": (["-v"], True),
     "jobs": (["-j", "2"], 2), "xla_analysis": (["--no-xla-analysis"], False),

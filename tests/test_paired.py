@@ -113,7 +113,7 @@ def test_zero_on_both_sides_is_an_equal_pair() -> None:
 
 
 def test_memory_with_ties() -> None:
-    # Peak memory in MB: most pairs equal, the rest 20% larger on the new side.
+    # Peak memory in MiB: most pairs equal, the rest 20% larger on the new side.
     base = [100.0] * 10
     new = [100.0, 100.0, 120.0, 120.0, 120.0, 120.0, 120.0, 120.0, 120.0, 120.0]
     phase = judge(base, new, metric="memory_peak")

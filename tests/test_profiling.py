@@ -18,7 +18,7 @@ from jaxrun import execute_jax_script, resultfiles
 
 from helpers import write
 
-HOLDS_200MB = """\
+HOLDS_200MIB = """\
 import time
 import jax, jax.numpy as jnp
 import numpy as np
@@ -28,7 +28,7 @@ import jaxrun
 def step(x):
     return jnp.tanh(x @ x.T).sum()
 
-block = np.ones(200 * 1024 * 1024 // 8)  # 200 MB held for half a second
+block = np.ones(200 * 1024 * 1024 // 8)  # 200 MiB held for half a second
 time.sleep(0.5)
 del block
 value = float(step(jnp.arange(64.0).reshape(8, 8) / 64))
@@ -40,7 +40,7 @@ NO_JAX = "import time\ntime.sleep(0.2)\n\ndef _never():\n    import jax\n"
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("profiled")
-    write(root / "s", "holds.py", HOLDS_200MB)
+    write(root / "s", "holds.py", HOLDS_200MIB)
     write(root / "s", "plain.py", NO_JAX)
     proc = subprocess.run(
         [sys.executable, "-m", "jaxrun", "run", str(root / "s"), "--device", "cpu", "--profile", "--no-history",
@@ -99,7 +99,7 @@ def test_the_host_memory_series_shows_the_known_allocation(profiled: Path) -> No
     series = memory["host"]
     assert len(series) >= 5 and all(b[0] > a[0] for a, b in zip(series, series[1:]))  # time goes forward
     top = max(mb for _, mb in series)
-    # 200 MB held for 0.5 s at a 0.1 s sampling period is seen, and no sample exceeds the peak.
+    # 200 MiB held for 0.5 s at a 0.1 s sampling period is seen, and no sample exceeds the peak.
     assert 200 <= top <= result["memory_peak"] + 1e-3  # the series is rounded to 1 kB
     assert memory["host_peak_mb"] == result["memory_peak"]
     assert memory["device"] == {} and "cpu backend does not report memory statistics" in memory["device_reason"]
@@ -139,7 +139,7 @@ def test_each_import_on_the_timeline_names_its_module(profiled: Path) -> None:
 
 
 def test_profiling_does_not_change_what_the_script_computes(tmp_path: Path, profiled: Path) -> None:
-    script = write(tmp_path / "s", "holds.py", HOLDS_200MB)
+    script = write(tmp_path / "s", "holds.py", HOLDS_200MIB)
     plain = execute_jax_script(script, device="cpu", compile_cache=False)
     assert plain.success and plain.performance_metrics is None and plain.profile is None
     on_disk = json.loads(resultfiles.script_result_path(profiled, "holds").read_text())
@@ -148,7 +148,7 @@ def test_profiling_does_not_change_what_the_script_computes(tmp_path: Path, prof
 
 
 def test_the_seed_api_returns_performance_metrics(tmp_path: Path) -> None:
-    script = write(tmp_path / "s", "holds.py", HOLDS_200MB)
+    script = write(tmp_path / "s", "holds.py", HOLDS_200MIB)
     results = execute_jax_script(script_path=script, device="cpu", enable_profiling=True, timeout_seconds=600,
                                  results_dir=tmp_path / "r")
     metrics = results["performance_metrics"]

@@ -98,14 +98,14 @@ def test_readme_performance_logging(pipeline: Path, caplog: pytest.LogCaptureFix
     logging.basicConfig(level=logging.INFO)
     # Performance metrics are automatically logged
     # Look for messages like:
-    # "Script executed successfully: pomdp_solver.py (2.3s, 512MB)"
+    # "Script executed successfully: pomdp_solver.py (2.3s, 512MiB)"
     with caplog.at_level(logging.INFO, logger="jaxrun"):
         execute_jax_script(Path("output/11_render_output/jax/pomdp_solver.py"), verbose=True, device="cpu")
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Script executed successfully")]
     name, figures = line.removeprefix("Script executed successfully: ").split(" ", 1)
     seconds, memory = figures.strip("()").split(", ")
-    assert name == "pomdp_solver.py" and seconds.endswith("s") and memory.endswith("MB")
-    assert float(seconds[:-1]) > 0 and int(memory[:-2]) > 10
+    assert name == "pomdp_solver.py" and seconds.endswith("s") and memory.endswith("MiB")
+    assert float(seconds[:-1]) > 0 and int(memory[:-3]) > 10
 
 
 def test_readme_step_12_integration(pipeline: Path) -> None:

@@ -184,7 +184,7 @@ def test_seed_configuration_blocks_map_onto_options(tmp_path: Path) -> None:
     assert options.device == ("cpu",) and options.run.timeout == 60 and options.jobs == (os.cpu_count() or 1)
     assert (options.run.warmup_runs, options.run.benchmark_runs, options.run.verbose) == (1, 3, True)
     assert options.run.memory_limit is None  # "auto": no limit ...
-    assert runs["s"].memory_limit == 8 * 2**30  # ... but the cpu table's limit holds for a script on cpu
+    assert runs["s"].memory_limit == 8 * 10**9  # ... but the cpu table's limit (8GB: decimal) holds for a script on cpu
     assert options.origin_of("benchmark_runs").endswith("pyproject.toml:22")
 
 
@@ -374,7 +374,7 @@ def test_each_job_gets_its_own_device_tables_settings_and_origins(tmp_path: Path
         [devices.cpu]
         memory_limit = "1GB"
         [devices.gpu]
-        memory_limit = "2GB"
+        memory_limit = "2GiB"
         """)
     write(tmp_path, "s.py", JAX)
     options = resolve_batch_options([tmp_path], {}, environ={}).options
@@ -382,7 +382,7 @@ def test_each_job_gets_its_own_device_tables_settings_and_origins(tmp_path: Path
     planned, _ = plan_scripts(options, found)
     jobs = make_jobs(options, planned, plan_devices(options, None))
     runs = {job.device: options.options_for(job) for job in jobs}
-    assert (runs["cpu"].memory_limit, runs["gpu"].memory_limit) == (2**30, 2 * 2**30)
+    assert (runs["cpu"].memory_limit, runs["gpu"].memory_limit) == (10**9, 2 * 2**30)  # 1GB, 2GiB
     assert runs["cpu"].origin_of("memory_limit").endswith("jaxrun.toml:3")
     assert runs["gpu"].origin_of("memory_limit").endswith("jaxrun.toml:5")  # not the cpu table's line
 

@@ -165,8 +165,8 @@ def test_sub_millisecond_median_warns() -> None:
     fast = [x * 4e-4 for x in STEADY]
     assert _has(stats.describe(fast).warnings, "below 1 ms")
     assert not _has(stats.describe([x * 2e-3 for x in STEADY]).warnings, "below 1 ms")
-    # The timer warning is about seconds: a memory metric in MB is not "below 1 ms".
-    assert not _has(stats.describe(fast, unit="MB").warnings, "below 1 ms")
+    # The timer warning is about seconds: a memory metric in MiB is not "below 1 ms".
+    assert not _has(stats.describe(fast, unit="MiB").warnings, "below 1 ms")
     # 0 s means "none of it" (a script without JIT has compile_time 0), not a too-fast timer.
     assert not _has(stats.describe([0.0] * 6).warnings, "below 1 ms")
 

@@ -74,7 +74,7 @@ def test_the_summary_fits_the_terminal_without_a_broken_word(folder: Path, colum
     # terminal wraps them.
     assert max(len(line) for line in table) <= columns, text
     # Whole headers, in order, the most needed ones always there.
-    known = ["script", "status", "device", "time s", "body s", "import s", "jit s", "run s", "compiles", "RSS MB"]
+    known = ["script", "status", "device", "time s", "body s", "import s", "jit s", "run s", "compiles", "RSS MiB"]
     assert header == [h for h in known if h in header] and {"script", "status", "device", "time s"} <= set(header), header
     assert len(rows) == 4, text
     by_name = {r[0]: dict(zip(header, r)) for r in rows}

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from . import resultfiles
 from .batch.pipeline import run_batch
+from .defaults import log_cap_bytes
 from .discovery import check_notebook, script_display_name
 from .errors import DeviceProbeError, ResultsWriteError, ScriptFailedError, ScriptNotFoundError, UsageError
 from .models import BatchResult, ScriptResult
@@ -113,6 +114,7 @@ def execute_jax_script(
     """
     given = {**explicit_keywords(execute_jax_script, {"device": device}), **options}
     RunOptions.build("api", **given)  # checks the keywords: only run options here
+    log_cap_bytes()  # JAXRUN_LOG_CAP_BYTES that is no size: refused before the script runs
     script = Path(script_path).expanduser()
     if not script.is_file():
         raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file or an .ipynb notebook")

@@ -144,7 +144,7 @@ def script_benchmark(
     mode: str = "process",
 ) -> ScriptBenchmark:
     stats = {
-        metric: describe(metric_values(samples, metric), unit="MB" if metric == "memory_peak" else "s")
+        metric: describe(metric_values(samples, metric), unit="MiB" if metric == "memory_peak" else "s")
         for metric in SAMPLE_METRICS
     }
     wall = stats["wall_time"]

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .defaults import AB_CHECKOUTS_DIR, MB, cache_dir, compile_cache_dir
+from .defaults import AB_CHECKOUTS_DIR, MiB, cache_dir, compile_cache_dir
 
-DEFAULT_COMPILE_CACHE_MAX_SIZE = 4 * 1024 * MB
+DEFAULT_COMPILE_CACHE_MAX_SIZE = 4 * 1024 * MiB
 # JAX's file names in the cache folder: <key>-cache (an executable) and <key>-atime (its last use).
 _ENTRY_SUFFIX = "-cache"
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .errors import InvalidDeviceError, UsageError
-from .formatting import shorten_middle
+from .formatting import fmt_bytes, shorten_middle
 
 VALID_DEVICES: tuple[str, ...] = ("auto", "cpu", "gpu", "tpu")
 # "auto" prefers the fastest platform that is actually present.
@@ -31,9 +31,9 @@ DEFAULT_RESULTS_DIR = "jaxrun_results"
 DEFAULT_TIME_BUDGET = 1.0
 DEFAULT_MIN_SAMPLES = 10
 DEFAULT_MAX_SAMPLES = 200
-# jaxrun's MB, in every figure it reports (memory_peak, ...) and in --memory-limit: 2^20 bytes.
-MB = 2**20
-DEFAULT_LOG_CAP_BYTES = 50 * MB
+# The unit of every memory figure jaxrun reports (memory_peak, peak_memory_mb, ...): a MiB, 2^20 bytes.
+MiB = 2**20
+DEFAULT_LOG_CAP_BYTES = 50 * MiB
 # Seconds between SIGTERM and SIGKILL when a script is stopped.
 KILL_GRACE_SECONDS = 3.0
 # Seconds between samples of the process tree (RSS peak, descendants to reap).
@@ -99,30 +99,38 @@ def validate_timeout(timeout: object) -> float | None:
     return None if math.isinf(value) else value
 
 
-# Binary units, whatever the spelling: jaxrun's MB (memory_peak, ...) is 2^20 bytes, so a limit
-# of 400MB and a memory_peak of 400 MB are the same amount.
-_SIZE_UNITS = {"": 1, "b": 1, **{u: 2**10 for u in ("k", "kb", "kib")}, **{u: MB for u in ("m", "mb", "mib")},
-               **{u: 2**30 for u in ("g", "gb", "gib")}, **{u: 2**40 for u in ("t", "tb", "tib")}}
+# A size means what its unit says: decimal SI units (kB, MB, GB, TB) are powers of 1000, binary
+# ones (KiB, MiB, GiB, TiB) powers of 1024, as memory_peak's MiB. A bare K/M/G/T is binary, as
+# docker and ulimit read it. Case does not matter ("4gb" is 4GB).
+_SIZE_UNITS = {"": 1, "b": 1,
+               **{f"{p}b": 1000 ** n for n, p in enumerate("kmgt", 1)},
+               **{f"{p}ib": 1024 ** n for n, p in enumerate("kmgt", 1)},
+               **{p: 1024 ** n for n, p in enumerate("kmgt", 1)}}
+SIZE_UNITS_HELP = ("kB, MB, GB, TB: powers of 1000; KiB, MiB, GiB, TiB and a bare K, M, G, T: powers of 1024 "
+                   "(1GB = 10^9 bytes, 1GiB = 1G = 2^30 bytes); a plain number: bytes")
 
 
 def parse_size(value: object, name: str, minimum: int) -> int:
-    """``"4GB"`` / ``"4GiB"`` / ``"4G"`` (4 * 2^30), ``"512MB"``, or a number of bytes -> bytes."""
+    """``"4GB"`` (4 * 10^9), ``"4GiB"`` / ``"4G"`` (4 * 2^30), ``"512MiB"``, or a number of bytes -> bytes."""
     text = str(value).strip().lower().replace(" ", "")
     number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
     unit = text[len(number):]
     try:
         size = float(number) * _SIZE_UNITS[unit]
     except (ValueError, KeyError):
-        raise UsageError(f"{name} must be a size like 4GB, 512MB or 2GiB, got {value!r}") from None
+        size = math.nan
+    if not math.isfinite(size):
+        raise UsageError(f"{name} must be a size like 4GiB, 512MiB or 8GB, got {shown_value(value)}: "
+                         f"{SIZE_UNITS_HELP}")
     if size < minimum:
-        floor = f"{minimum // MB}MB" if minimum >= MB else f"{minimum} byte(s)"
-        raise UsageError(f"{name} must be at least {floor}, got {value!r}")
+        got = f" ({fmt_bytes(size)})" if size >= 0 and unit not in ("", "b") else ""
+        raise UsageError(f"{name} must be at least {fmt_bytes(minimum)}, got {shown_value(value)}{got}")
     return int(size)
 
 
 def validate_memory_limit(value: object) -> int | None:
-    """A host memory limit: None, or a size of at least 1MB."""
-    return None if value is None else parse_size(value, "memory_limit", MB)
+    """A host memory limit: None, or a size of at least 1 MiB."""
+    return None if value is None else parse_size(value, "memory_limit", MiB)
 
 
 # jax_default_matmul_precision's values (jax/_src/config.py): the legacy names, then the dot
@@ -173,17 +181,10 @@ def shown_value(value: object, width: int = 80) -> str:
 
 
 def log_cap_bytes() -> int:
-    """Per-stream log cap; ``JAXRUN_LOG_CAP_BYTES`` overrides the 50 MB default."""
+    """Per-stream log cap; ``JAXRUN_LOG_CAP_BYTES`` (bytes, or a size such as 200MiB) overrides the
+    50 MiB default."""
     raw = os.environ.get("JAXRUN_LOG_CAP_BYTES")
-    if raw is None:
-        return DEFAULT_LOG_CAP_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"JAXRUN_LOG_CAP_BYTES must be a whole number of bytes, got {raw!r}") from None
-    if value <= 0:
-        raise UsageError(f"JAXRUN_LOG_CAP_BYTES must be > 0, got {raw!r}")
-    return value
+    return DEFAULT_LOG_CAP_BYTES if raw is None else parse_size(raw, "JAXRUN_LOG_CAP_BYTES", 1)
 
 
 # The folder holding the jaxrun package (src/ in a checkout, site-packages when installed).
@@ -272,8 +273,8 @@ def host_memory_bytes() -> int | None:
 
 
 def available_memory_mb() -> float | None:
-    """Memory a run may use: the machine's RAM, or this process's cgroup (v2) limit when lower.
-    None when neither can be read."""
+    """Memory a run may use, in MiB (2^20 bytes): the machine's RAM, or this process's cgroup (v2)
+    limit when lower. None when neither can be read."""
     ram = host_memory_bytes()
     limits = [] if ram is None else [float(ram)]
     try:
@@ -282,7 +283,7 @@ def available_memory_mb() -> float | None:
             limits.append(float(text))
     except (OSError, ValueError):
         pass
-    return min(limits) / MB if limits else None
+    return min(limits) / MiB if limits else None
 
 
 _EFFECT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")

@@ -8,7 +8,7 @@ byte-level pre-filter runs first, so only files that mention one of those names 
 file that mentions JAX but does not parse is kept, so its syntax error becomes a result.
 
 Work is bounded: only a file of at most :data:`PARSE_LIMIT` bytes is parsed (``ast`` needs some
-hundred times a file's size in memory: a 50 MB data literal took 55 s and 7.9 GB). A larger file
+hundred times a file's size in memory: a 50 MiB data literal took 55 s and 7.9 GB). A larger file
 is decided by a textual scan of its first :data:`SCAN_LIMIT` bytes, read in chunks: it is a JAX
 script when a line imports a JAX library (``import jax.numpy as jnp``, ``import os, optax``,
 ``from flax import linen``, indented or not) or calls ``importlib.import_module("jax")``.
@@ -38,6 +38,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from jaxrun.errors import ScriptNotFoundError, UsageError
+from jaxrun.formatting import fmt_bytes
 from jaxrun.probe import notebook_cells
 
 __all__ = [
@@ -221,8 +222,8 @@ def _split(source: bytes) -> Iterator[bytes]:
         yield source[start:start + _CHUNK]
 
 
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.0f} MiB"
+def _size(count: int) -> str:
+    return fmt_bytes(count, 4)  # 4 figures: a file just past a bound does not read as the bound
 
 
 _RUN_IT_ANYWAY = "pass it by name to run it, or --exclude it"
@@ -244,7 +245,7 @@ def _file_imports_jax(path: str | os.PathLike[str]) -> bool:
 
         found = _scan_chunks(chunks())
     if found is None:
-        raise NotRead(f"no JAX import in its first {_mib(SCAN_LIMIT)}, and discovery reads no further: {_RUN_IT_ANYWAY}")
+        raise NotRead(f"no JAX import in its first {_size(SCAN_LIMIT)}, and discovery reads no further: {_RUN_IT_ANYWAY}")
     return found
 
 
@@ -259,14 +260,14 @@ def _notebook_imports_jax(path: str | os.PathLike[str]) -> bool:
     try:
         notebook = notebook_cells.load(path, size_limit=NOTEBOOK_SIZE_LIMIT, code_limit=NOTEBOOK_CODE_LIMIT)
     except notebook_cells.NotebookTooLarge as exc:
-        size = f"{_mib(exc.size)}: " if exc.size is not None else ""
-        raise NotRead(f"{size}more than the {_mib(exc.limit)} discovery reads of a notebook: {_RUN_IT_ANYWAY}") from None
+        size = f"{_size(exc.size)}: " if exc.size is not None else ""
+        raise NotRead(f"{size}more than the {_size(exc.limit)} discovery reads of a notebook: {_RUN_IT_ANYWAY}") from None
     code = notebook_cells.code_text(notebook.data).encode("utf-8", "surrogateescape")
     found = _scan_chunks(_split(code)) if len(code) > PARSE_LIMIT else imports_jax(code)
     if found:
         return True
     if found is None or notebook.code_cut:
-        raise NotRead(f"no JAX import in the first {_mib(NOTEBOOK_CODE_LIMIT)} of its code cells, and discovery reads "
+        raise NotRead(f"no JAX import in the first {_size(NOTEBOOK_CODE_LIMIT)} of its code cells, and discovery reads "
                       f"no further: {_RUN_IT_ANYWAY}")
     return False
 

@@ -29,9 +29,10 @@ def fmt_p(value: float | None) -> str:
 
 
 def fmt_metric(metric: str, value: float | None) -> str:
-    """A median of ``metric`` with its unit: MB for memory, seconds otherwise."""
+    """A median of ``metric`` with its unit: MiB (2^20 bytes, as memory_peak holds it) for memory,
+    seconds otherwise."""
     if metric == "memory_peak":
-        return "-" if value is None else f"{value:.4g} MB"
+        return "-" if value is None else f"{_figures(value, 4)} MiB"
     return fmt_seconds(value)
 
 
@@ -118,8 +119,15 @@ def fmt_bytes(value: float | None, digits: int = 3) -> str:
         return "-"
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {unit}"
+            return f"{_figures(value / scale, digits)} {unit}"
     return f"{int(value)} B"
+
+
+def _figures(value: float, digits: int) -> str:
+    """``value`` to ``digits`` significant figures, never in exponent form: 1023 MiB is ``1023``
+    at 3 figures, not ``1.02e+03``."""
+    text = f"{value:.{digits}g}"
+    return f"{value:.0f}" if "e" in text else text
 
 
 def fmt_count(value: float | None, unit: str = "", digits: int = 3) -> str:

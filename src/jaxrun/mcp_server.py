@@ -72,7 +72,7 @@ class ScriptSummary(BaseModel):
     jit_compile_time: Optional[float] = None
     run_time: Optional[float] = None
     timing: Optional[str] = Field(None, description="'median of N counted runs' when benchmarked; null: one run")
-    memory_peak: Optional[float] = Field(None, description="MB, peak RSS of the script's process tree")
+    memory_peak: Optional[float] = Field(None, description="MiB (2^20 bytes), peak RSS of the script's process tree")
     compile_count: Optional[int] = Field(None, description="XLA compilations (cache loads not included)")
     cache_hits: Optional[int] = Field(None, description="Executables loaded from the persistent compilation cache")
     verdict: Optional[str] = Field(None, description="The performance verdict against its history")
@@ -111,7 +111,8 @@ class BenchmarkReport(BaseModel):
     success: bool
     device_used: Optional[str] = None
     runs_completed: int
-    median: dict[str, Optional[float]] = Field({}, description="Median of the counted runs per metric (s, MB)")
+    median: dict[str, Optional[float]] = Field(
+        {}, description="Median of the counted runs per metric (seconds; memory_peak in MiB, 2^20 bytes)")
     ci_low: Optional[float] = Field(None, description="95% CI of the median wall time")
     ci_high: Optional[float] = None
     wall_times: list[float] = Field([], description="Every counted run's wall time, s")

@@ -29,6 +29,7 @@ from .defaults import (
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
     NO_TIMEOUT,
+    SIZE_UNITS_HELP,
     compile_cache_dir,
     history_path,
     parse_effect,
@@ -204,10 +205,11 @@ class RunOptions(_Options):
         show_default="jaxrun's cache")
     cold_cache: bool = option(False, "Each run (each benchmark run too) starts with an empty compilation cache.")
     # JAX's bound on the persistent compilation cache, in bytes: past it the least recently used
-    # executables are deleted (jaxrun/cache.py). None: no bound. Given as a size ("4GB").
+    # executables are deleted (jaxrun/cache.py). None: no bound. Given as a size ("4GiB").
     compile_cache_max_size: Optional[int] = option(
-        DEFAULT_COMPILE_CACHE_MAX_SIZE, "Bound of the compilation cache (none: unbounded); JAX deletes the least "
-        "recently used executables past it.", Flag(metavar="SIZE", text=True), show_default="4GB")
+        DEFAULT_COMPILE_CACHE_MAX_SIZE, "Bound of the compilation cache, e.g. 1GiB (none: unbounded); JAX deletes "
+        f"the least recently used executables past it. {SIZE_UNITS_HELP}.", Flag(metavar="SIZE", text=True),
+        show_default="4GiB")
     enable_profiling: bool = option(False, "Profile each script: jax.profiler trace, memory and timing profiles "
                                     "in jax_profiling/.", Flag(names=("--profile",)))
     verbose: bool = option(
@@ -219,8 +221,8 @@ class RunOptions(_Options):
              "memory, fingerprint), of implicit transfers and live arrays, and of each notebook cell's seconds."))
     log_compiles: bool = option(False, "JAX logs every compilation (jax_log_compiles) to the script's stderr log.")
     memory_limit: Optional[int] = option(
-        None, "Host memory per script, e.g. 4GB or 512MB (MB = 2^20 bytes, as memory_peak): over it the script is "
-        "stopped (out_of_memory).", Flag(metavar="SIZE", text=True))
+        None, "Host memory per script, e.g. 4GiB or 512MiB (MiB, 2^20 bytes: memory_peak's unit): over it the script "
+        f"is stopped (out_of_memory). {SIZE_UNITS_HELP}.", Flag(metavar="SIZE", text=True))
     max_processes: Optional[int] = option(
         None, "Processes each script's tree may hold at once (fork bombs): over it the script is stopped.", Flag(metavar="N"))
     # Multi-process programs (run/multiprocess.py): one job, N cooperating probes, one result.

@@ -16,7 +16,7 @@ their spread and lose a steady 10% change in it; the per-pair ratios cancel it. 
 * the p-value is the two-sided Wilcoxon signed-rank test of ``d`` (zeros dropped, Wilcoxon's
   way, ties given mid-ranks), exact: counted over every one of the 2^n sign patterns by dynamic
   programming over doubled ranks (scipy's exact method assumes no ties, and above 13 pairs with
-  ties scipy uses its normal approximation; tied ratios are common for memory in MB); beyond
+  ties scipy uses its normal approximation; tied ratios are common for memory in MiB); beyond
   ``EXACT_MAX_PAIRS`` pairs scipy's normal approximation. All differences 0: p = 1;
 * the smallest two-sided p the exact test can give with n pairs is 2 / 2^n (every pair the same
   way), so below :func:`pairs_needed` pairs (6 at alpha 0.05, 8 at 0.01) the verdict is "too few

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import __version__, resultfiles
 from ..cache import compile_cache_warning
 from ..devices import get_jax_device_info
-from ..defaults import HISTORY_NOT_USED
+from ..defaults import HISTORY_NOT_USED, log_cap_bytes
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..extras import require
 from ..executors.base import Executor, RunJob, make_executor
@@ -152,9 +152,10 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own sinks.
     ``launcher``: the one that starts its processes (the ``jaxrun`` command's, with a spare
     already started; a new one by default); ``run_job``: a stand-in for running a job (tests)."""
-    # A file the batch could not write at its end, or a backend whose package cannot be imported,
-    # is refused before anything runs or is deleted.
+    # A file the batch could not write at its end, a backend whose package cannot be imported, or a
+    # log cap (JAXRUN_LOG_CAP_BYTES) that is no size, is refused before anything runs or is deleted.
     check_output_files(options)
+    log_cap_bytes()
     if options.backend == "ray":
         require("ray")
     launcher = launcher if launcher is not None else Launcher()

@@ -11,16 +11,13 @@ from typing import Optional
 
 import click
 
+from ..formatting import fmt_bytes
 from .console import out
 
 app = click.Group("cache", help="The persistent compilation cache scripts run with: what it holds, and emptying it.",
                   no_args_is_help=True)
 
 _FOLDER_HELP = "The compilation cache folder (default: jaxrun's, as jaxrun run uses it)."
-
-
-def _size(count: int) -> str:
-    return f"{count / 2**20:.1f} MB" if count < 2**30 else f"{count / 2**30:.2f} GB"
 
 
 @app.command()
@@ -37,8 +34,9 @@ def info(compile_cache: Optional[Path], as_json: bool) -> None:
         return
     when = lambda t: "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))  # noqa: E731
     out.print(f"compilation cache: {found.path}{'' if found.exists else ' (not created yet)'}", markup=False)
-    out.print(f"  {found.entries} executable(s), {_size(found.bytes)} of at most {_size(DEFAULT_COMPILE_CACHE_MAX_SIZE)} "
-              f"(jaxrun run --compile-cache-max-size; JAX deletes the least recently used past it)", markup=False)
+    out.print(f"  {found.entries} executable(s), {fmt_bytes(found.bytes)} of at most "
+              f"{fmt_bytes(DEFAULT_COMPILE_CACHE_MAX_SIZE)} (jaxrun run --compile-cache-max-size; JAX deletes the least "
+              "recently used past it)", markup=False)
     out.print(f"  oldest {when(found.oldest)}, newest {when(found.newest)}", markup=False)
 
 
@@ -50,4 +48,4 @@ def clear(compile_cache: Optional[Path], everything: bool) -> None:
     from ..cache import clear_cache
 
     count, freed = clear_cache(compile_cache, everything=everything)
-    out.print(f"deleted {count} file(s), {_size(freed)}", markup=False)
+    out.print(f"deleted {count} file(s), {fmt_bytes(freed)}", markup=False)

@@ -54,7 +54,7 @@ _SUMMARY_COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], str], bool], ..
     ("jit s", lambda s, star: fmt(s.jit), True),
     ("run s", lambda s, star: fmt(s.run), True),
     ("compiles", lambda s, star: s.compiles_text, True),
-    ("RSS MB", lambda s, star: fmt(s.memory, 0), True),
+    ("RSS MiB", lambda s, star: fmt(s.memory, 0), True),
     ("verdict", lambda s, star: s.verdict_short or "-", False),
 )
 # What gives way, in order, when the table is wider than the terminal (after shortening the

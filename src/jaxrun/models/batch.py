@@ -68,10 +68,11 @@ class PerformanceSummary(MappingModel):
     total_body_time: float | None = Field(None, description="Seconds, sum of the scripts' body_time")
     total_jit_compile_time: float | None = Field(None, description="Seconds, sum of the scripts' jit_compile_time")
     total_compile_count: int | None = None
-    peak_memory_mb: float | None = Field(None, description="MB, largest memory_peak of a script")
-    peak_device_memory_mb: float | None = Field(None, description="MB, largest device_memory_peak (null on CPU)")
-    average_memory_usage: float | None = Field(None, description="MB, mean of the scripts' memory_peak")
-    peak_memory_usage: float | None = Field(None, description="MB, the seed's name for peak_memory_mb")
+    peak_memory_mb: float | None = Field(None, description="MiB (2^20 bytes), largest memory_peak of a script")
+    peak_device_memory_mb: float | None = Field(
+        None, description="MiB (2^20 bytes), largest device_memory_peak (null on CPU)")
+    average_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), mean of the scripts' memory_peak")
+    peak_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), the seed's name for peak_memory_mb")
     device_utilization: float | None = Field(
         None, description="0-1, mean of the scripts' device_utilization (null where none was measurable)"
     )
@@ -109,11 +110,13 @@ class BatchResult(MappingModel):
 
 
 class ScriptMetrics(MappingModel):
+    """One script's figures, as its result has them (jax_performance_metrics.json)."""
+
     execution_time: float | None
     body_time: float | None
     cpu_time: float | None
-    memory_peak: float | None
-    device_memory_peak: float | None
+    memory_peak: float | None = Field(description="MiB (2^20 bytes), the result's memory_peak")
+    device_memory_peak: float | None = Field(description="MiB (2^20 bytes), the result's device_memory_peak")
     device_utilization: float | None
     jit_compile_time: float | None
     compile_count: int | None
@@ -129,4 +132,5 @@ class PerformanceMetrics(MappingModel):
     scripts: dict[str, ScriptMetrics]
     aggregate: PerformanceSummary
     avg_execution_time: float | None = Field(None, description="Seconds, the seed's name for aggregate.average_execution_time")
-    peak_memory_mb: float | None = Field(None, description="MB, the seed's name for aggregate.peak_memory_mb")
+    peak_memory_mb: float | None = Field(
+        None, description="MiB (2^20 bytes), the seed's name for aggregate.peak_memory_mb")

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from .results import Numerics
 
 class Statistics(MappingModel):
-    """Summary of one metric's samples (see :mod:`jaxrun.stats` for the methods)."""
+    """Summary of one metric's samples, in its unit (seconds; MiB, 2^20 bytes, for memory_peak); see
+    :mod:`jaxrun.stats` for the methods."""
 
     n: int
     mean: float | None
@@ -57,7 +58,7 @@ class RunSample(MappingModel):
         validation_alias=AliasChoices("run_time", "steady_time"),
         description="Seconds of the script's own work: body minus imports minus compilation",
     )
-    memory_peak: float | None = Field(None, description="MB, peak RSS of the process tree")
+    memory_peak: float | None = Field(None, description="MiB (2^20 bytes), peak RSS of the process tree")
     cpu_time: float | None = Field(None, description="Seconds of CPU (user+sys) of the process tree")
 
 
@@ -99,7 +100,8 @@ class ScriptBenchmark(MappingModel):
     runs_completed: int
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
-    statistics: dict[str, Statistics] = Field({}, description="Per metric in SAMPLE_METRICS")
+    statistics: dict[str, Statistics] = Field(
+        {}, description="Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak")
     mean_execution_time: float | None = Field(None, description="Seconds, mean wall time of this script's counted runs")
     std_execution_time: float | None = Field(None, description="Seconds, their standard deviation")
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"

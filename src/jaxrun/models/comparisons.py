@@ -23,8 +23,8 @@ class PhaseComparison(MappingModel):
     metric: str
     base_n: int
     new_n: int
-    base_median: float | None
-    new_median: float | None
+    base_median: float | None = Field(description="BASE's median: seconds, or MiB (2^20 bytes) for memory_peak")
+    new_median: float | None = Field(description="NEW's median, in the same unit")
     ratio: float | None = Field(
         None, description="new median / base median (> 1 is slower, or larger for memory); with pairs: the paired "
         "estimate, exp(median of the pairs' log(new / base)), the median pair's ratio"

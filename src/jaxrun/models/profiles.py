@@ -1,5 +1,5 @@
 """Profiling (``--profile`` / ``enable_profiling``): ``jax_profiling/memory_profile.json`` and
-``jax_profiling/timing_profile.json``, one entry per script. Times are seconds, memory MB."""
+``jax_profiling/timing_profile.json``, one entry per script. Times are seconds, memory MiB (2^20 bytes)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,16 @@ class ScriptMemoryProfile(MappingModel):
 
     interval: float = Field(description="Seconds between host samples (the monitor's period)")
     host: list[tuple[float, float]] = Field(
-        [], description="[seconds since the process started, MB]: the script's process tree, shared pages once"
+        [], description="[seconds since the process started, MiB (2^20 bytes)]: the script's process tree, shared "
+        "pages once"
     )
-    host_peak_mb: float | None = Field(None, description="MB, the script's memory_peak")
+    host_peak_mb: float | None = Field(None, description="MiB (2^20 bytes), the script's memory_peak")
     device: dict[str, list[tuple[float, float]]] = Field(
-        {}, description="Per device ('gpu:0'): [seconds since the process started, MB in use] (memory_stats)"
+        {}, description="Per device ('gpu:0'): [seconds since the process started, MiB (2^20 bytes) in use] "
+        "(memory_stats)"
     )
     device_peak_mb: dict[str, float | None] = Field(
-        {}, description="Per device: MB, peak_bytes_in_use at the end (the backend's own peak)"
+        {}, description="Per device: MiB (2^20 bytes), peak_bytes_in_use at the end (the backend's own peak)"
     )
     device_reason: str | None = Field(None, description="Why there are no device samples, when there are none")
     device_memory_profile: str | None = Field(

@@ -201,7 +201,7 @@ class ProcessResult(MappingModel):
     jit_compile_time: float | None = None
     run_time: float | None = None
     cpu_time: float | None = Field(None, description="Seconds user+sys of its process tree")
-    memory_peak: float | None = Field(None, description="MB, peak host memory of its process tree")
+    memory_peak: float | None = Field(None, description="MiB (2^20 bytes), peak host memory of its process tree")
     compile_count: int | None = None
     results: dict[str, Any] = Field({}, description="What it passed to jaxrun.record")
     stdout_log: str | None = None
@@ -296,11 +296,11 @@ class ScriptResult(MappingModel):
         "before it joined), or, without a cgroup, rusage + sampled CPU of descendants nobody in the tree waited for"
     )
     memory_peak: float | None = Field(
-        None, description="MB, peak host memory of the script's processes (its own, its descendants'; shared "
-        "pages counted once; nothing inherited from the launcher)"
+        None, description="MiB (2^20 bytes), peak host memory of the script's processes (its own, its "
+        "descendants'; shared pages counted once; nothing inherited from the launcher)"
     )
     memory_method: str | None = Field(None, description="How memory_peak was measured")
-    device_memory_peak: float | None = Field(None, description="MB, peak device memory (null on CPU)")
+    device_memory_peak: float | None = Field(None, description="MiB (2^20 bytes), peak device memory (null on CPU)")
     device_memory_reason: str | None = None
     device_utilization: float | None = Field(None, description="0-1, null when not measurable")
     device_utilization_reason: str | None = None

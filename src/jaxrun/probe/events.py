@@ -215,7 +215,7 @@ class Profile(TypedDict):
     type: Literal["profile"]
     trace_dir: str | None
     trace_reason: str | None
-    device_samples: dict[str, list[list[float]]]  # {"gpu:0": [[perf_counter, MB], ...]}
+    device_samples: dict[str, list[list[float]]]  # {"gpu:0": [[perf_counter, MiB], ...]}
     interval: float
     memory_profile: str | None  # the pprof file
     memory_profile_reason: str | None

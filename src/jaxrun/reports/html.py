@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..view import ProgramView, RunView, ScriptView
 
 _LOG_TAIL_LINES = 30
-_LOG_TAIL_BYTES = 256 * 1024  # the end of a log (capped at 50 MB) that holds its last lines
+_LOG_TAIL_BYTES = 256 * 1024  # the end of a log (capped at 50 MiB) that holds its last lines
 _PHASES = ("import", "trace", "lower", "compile", "run")
 _COLORS = {"import": "#8c8c8c", "trace": "#f4a261", "lower": "#e9c46a", "compile": "#e76f51", "run": "#2a9d8f"}
 
@@ -87,7 +87,7 @@ def _cards(view: "RunView") -> str:
         ("succeeded", view.succeeded, "good"),
         ("failed", view.failed, "bad" if view.failed else ""),
         ("total time", f"{fmt(view.total_time, 1)} s", ""),
-        ("largest peak", f"{fmt(view.largest_memory, 0)} MB", ""),
+        ("largest peak", f"{fmt(view.largest_memory, 0)} MiB", ""),
         ("device", view.device_used or "-", ""),
         ("exit status", view.exit_status, "bad" if view.exit_status else "good"),
     ]
@@ -105,7 +105,7 @@ _COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], tuple[object, object]],
     ("JIT s", lambda s, m: (fmt(s.jit), s.jit), False),
     ("run s", lambda s, m: (fmt(s.run), s.run), False),
     ("compiles", lambda s, m: (s.compiles_text, s.compiles), False),
-    ("peak MB", lambda s, m: (fmt(s.memory, 0), s.memory), False),
+    ("peak MiB", lambda s, m: (fmt(s.memory, 0), s.memory), False),
     ("verdict", lambda s, m: (s.verdict or "-", s.verdict_short or ""), True),
 )
 
@@ -140,11 +140,11 @@ def _figures(batch: "BatchResult", view: "RunView", comparison: "ComparisonRepor
     time_fig = go.Figure([go.Bar(name=p, x=names, y=[s[p] for s in phases], marker_color=_COLORS[p]) for p in _PHASES])
     time_fig.update_layout(barmode="stack", yaxis_title="seconds", title="Where the time went (script body)")
     figures.append(("time", time_fig))
-    memory_fig = go.Figure([go.Bar(name="host peak (MB)", x=names, y=[r.memory_peak for r in results])])
+    memory_fig = go.Figure([go.Bar(name="host peak (MiB)", x=names, y=[r.memory_peak for r in results])])
     device_peaks = [r.device_memory_peak for r in results]
     if any(p is not None for p in device_peaks):
-        memory_fig.add_bar(name="device peak (MB)", x=names, y=device_peaks)
-    memory_fig.update_layout(barmode="group", yaxis_title="MB", title="Peak memory")
+        memory_fig.add_bar(name="device peak (MiB)", x=names, y=device_peaks)
+    memory_fig.update_layout(barmode="group", yaxis_title="MiB (2^20 bytes)", title="Peak memory")
     figures.append(("memory", memory_fig))
     benchmarks = [b for b in batch.benchmarking.benchmarks if any(s.success for s in b.samples)]
     if benchmarks:

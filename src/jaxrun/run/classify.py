@@ -13,8 +13,8 @@ import signal as signal_module
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..defaults import MB
 from ..failures import HINTS, is_transient
+from ..formatting import fmt_bytes
 from ..probe import events as ev
 
 if TYPE_CHECKING:
@@ -235,9 +235,10 @@ def _stopped_by_jaxrun(e: Evidence) -> Classification | None:
         return classification("interrupted", "interrupted before the script finished")
     failed = e.exit_code != 0 or e.signal is not None
     if e.memory_limit is not None and (e.over_memory_limit or (e.oom_kills and failed)):
-        limit = f"{e.memory_limit / MB:.0f} MB"
-        peak = f"{e.peak_bytes / MB:.0f} MB" if e.peak_bytes else "an unknown peak"
-        charged = f"{e.cgroup_peak_bytes / MB:.0f} MB" if e.cgroup_peak_bytes else "unknown"
+        # 4 figures: a peak one sample past the limit must not read as the limit itself.
+        limit = fmt_bytes(e.memory_limit, 4)
+        peak = fmt_bytes(e.peak_bytes, 4) if e.peak_bytes else "an unknown peak"
+        charged = fmt_bytes(e.cgroup_peak_bytes, 4) if e.cgroup_peak_bytes else "unknown"
         message = (f"stopped at {peak}: over the memory limit of {limit}" if e.over_memory_limit else
                    f"the kernel stopped {e.oom_kills} process(es) at the memory limit of {limit} (its peak "
                    f"charge {charged}, page cache included; jaxrun's samples peaked at {peak})")

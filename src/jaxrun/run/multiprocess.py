@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..defaults import MB, log_cap_bytes
+from ..defaults import MiB, log_cap_bytes
 from ..job import Job
 from ..options import RunOptions
 from ..probe.channel import EVENTS_ENV
@@ -212,7 +212,7 @@ def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, inter
         started=first_start,
         cpu_time=cpu,
         cpu_method=CPU_METHOD.format(method=lead.outcome.cpu_method) if cpu is not None else None,
-        sampled_peak_rss_bytes=int(memory * MB) if memory is not None else 0,
+        sampled_peak_rss_bytes=int(memory * MiB) if memory is not None else 0,
         cgroup_peak_bytes=None,  # the lead's group alone is not the job's
         leftovers=sum(run.outcome.leftovers for run in runs),
         peak_processes=sum(run.outcome.peak_processes for run in runs),

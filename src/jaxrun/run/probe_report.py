@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..defaults import MB, MONITOR_INTERVAL
+from ..defaults import MiB, MONITOR_INTERVAL
 from ..models import CellTiming, CompileStats, WarmCall
 from ..probe import events as ev
 from .compiles import add_event, add_program
@@ -162,10 +162,10 @@ MEMORY_METHOD = (
 def memory_peak_mb(outcome: LaunchOutcome, report: ProbeReport) -> float | None:
     """Peak host memory of the script's processes, shared pages counted once (:data:`MEMORY_METHOD`)."""
     # Not outcome.maxrss_bytes: the kernel's ru_maxrss survives fork+exec, so it would report the
-    # launcher's own peak (a jaxrun holding 800 MB would make every script "use" 800 MB).
+    # launcher's own peak (a jaxrun holding 800 MiB would make every script "use" 800 MiB).
     candidates = [outcome.sampled_peak_rss_bytes or None, report.peak_rss_bytes]
     known = [c for c in candidates if c]
-    return max(known) / MB if known else None
+    return max(known) / MiB if known else None
 
 
 def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
@@ -180,7 +180,7 @@ def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
     peaks = [p for p in device.get("peak_bytes_per_device") or [] if p is not None]
     if not peaks:
         return None, f"the {device.get('backend')} backend does not report memory statistics"
-    return max(peaks) / MB, None
+    return max(peaks) / MiB, None
 
 
 def phases(report: ProbeReport, outcome: LaunchOutcome | None) -> tuple[float | None, float | None, float | None, str | None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..defaults import MB, MONITOR_INTERVAL
+from ..defaults import MiB, MONITOR_INTERVAL
 from ..models import ScriptMemoryProfile, ScriptProfile, ScriptResult, ScriptTimingProfile, TimelineEvent
 from .launch import LaunchOutcome
 from .probe_report import ProbeReport
@@ -21,7 +21,7 @@ MAX_EVENTS = 10_000
 
 def _memory(outcome: LaunchOutcome, report: ProbeReport, result: ScriptResult) -> ScriptMemoryProfile:
     t0 = outcome.started
-    host = [(round(t - t0, 4), round(b / MB, 3)) for t, b in outcome.memory_series or ()]
+    host = [(round(t - t0, 4), round(b / MiB, 3)) for t, b in outcome.memory_series or ()]
     profile = report.profile or {}
     device = {
         name: [(round(float(t) - t0, 4), round(float(mb), 3)) for t, mb in samples]
@@ -32,7 +32,7 @@ def _memory(outcome: LaunchOutcome, report: ProbeReport, result: ScriptResult) -
     if facts.get("initialized"):
         platform = facts.get("platform") or "device"
         for i, peak in enumerate(facts.get("peak_bytes_per_device") or []):
-            peaks[f"{platform}:{i}"] = None if peak is None else peak / MB
+            peaks[f"{platform}:{i}"] = None if peak is None else peak / MiB
     reason = None
     if not device:
         if not report.jax_loaded:

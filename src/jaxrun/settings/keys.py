@@ -15,6 +15,7 @@ import typing
 from typing import Any, Callable
 
 from ..errors import UsageError, closest  # noqa: F401 - closest: settings' messages use it from here
+from ..option_spec import flag_of
 from ..options import BatchOptions, RunOptions
 
 # Options of the batch (not the script list itself, which the command line or the API gives).
@@ -138,10 +139,17 @@ def _field_type(key: str) -> Any:
     return fields[key].annotation
 
 
+def _read_as_text(key: str) -> bool:
+    field = (RunOptions.model_fields | BatchOptions.model_fields).get(key)
+    flag = flag_of(field) if field is not None else None
+    return flag is not None and flag.text
+
+
 def from_text(key: str, text: str) -> Any:
     """A ``JAXRUN_<KEY>`` variable's text as the option's value: booleans (1/0, true/false,
     yes/no, on/off), numbers, ``args`` and ``env`` split like a shell (``env``: KEY=VALUE words),
-    lists (``device``, ``include``, ``exclude``) by commas."""
+    lists (``device``, ``include``, ``exclude``) by commas; an option whose flag takes text (a size
+    such as ``8GB``) as its validator reads it."""
     kind = str(_field_type(key))
     if "bool" in kind:
         word = text.strip().lower()
@@ -154,6 +162,8 @@ def from_text(key: str, text: str) -> Any:
         return pairs(shlex.split(text))
     if key in ("device", "include", "exclude"):
         return [part.strip() for part in text.split(",") if part.strip()]
+    if _read_as_text(key):  # a size ("8GB"), read by the option's own validator as its flag's text is
+        return text
     if "int" in kind and "float" not in kind:
         try:
             return int(text)

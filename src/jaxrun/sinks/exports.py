@@ -67,7 +67,7 @@ def run_export(batch: "BatchResult") -> dict[str, Any]:
             "benchmarked": benchmarked, "runs": len(per_metric["wall_time"]),
             **_stats(per_metric["wall_time"]), "times": per_metric["wall_time"], "samples": per_metric,
         })
-    return {"schema_version": SCHEMA_VERSION, "unit": {"time": "s", "memory_peak": "MB"},
+    return {"schema_version": SCHEMA_VERSION, "unit": {"time": "s", "memory_peak": "MiB"},
             "results": rows}
 
 
@@ -125,7 +125,7 @@ def _md(text: object) -> str:
 
 def comparison_markdown(report: "ComparisonReport") -> str:
     """The comparison as ``jaxrun compare`` prints it: one row per script and phase, medians with
-    their units (s/ms/µs, MB), the ratio NEW / BASE with its CI, the p-value, the runs and the
+    their units (s/ms/µs, MiB), the ratio NEW / BASE with its CI, the p-value, the runs and the
     verdict; the gate's phases marked *, and notes in rows of their own, as in the terminal."""
     gate = " + ".join(report.gate)
     # jaxrun ab judges pair by pair (jaxrun.paired): its test and its ratio are not compare's.

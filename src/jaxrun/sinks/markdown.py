@@ -31,7 +31,7 @@ _COLUMNS: tuple[tuple[str, bool, Callable[["ScriptView"], object]], ...] = (
     ("JIT s", True, lambda s: fmt(s.jit)),
     ("run s", True, lambda s: fmt(s.run)),
     ("compiles", True, lambda s: s.compiles_text),
-    ("peak RSS MB", True, lambda s: fmt(s.memory, 0)),
+    ("peak RSS MiB", True, lambda s: fmt(s.memory, 0)),
     ("verdict", False, lambda s: s.verdict),
     ("details", False, lambda s: _details(s)),
 )

@@ -23,20 +23,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jaxrun")
 
 
-def _mb(value: float | None) -> str:
-    return "memory unknown" if value is None else f"{value:.0f}MB"
+def _mib(value: float | None) -> str:
+    return "memory unknown" if value is None else f"{value:.0f}MiB"
 
 
 def seed_line(result: "ScriptResult", label: str | None = None) -> str:
     """The seed documents' performance line: "Script executed successfully: pomdp_solver.py
-    (2.3s, 512MB)" (wall time, peak memory), or its failure counterpart; the script named by its
+    (2.3s, 512MiB)" (wall time, peak memory), or its failure counterpart; the script named by its
     ``label`` in a batch (``sub/model.py``), by its file's name alone."""
     file_name = label or Path(result.script_path).name
     seconds = "time unknown" if result.execution_time is None else f"{result.execution_time:.1f}s"
     if result.success:
-        return f"Script executed successfully: {file_name} ({seconds}, {_mb(result.memory_peak)})"
+        return f"Script executed successfully: {file_name} ({seconds}, {_mib(result.memory_peak)})"
     return (
-        f"Script failed: {file_name} ({result.error_class}, {seconds}, {_mb(result.memory_peak)}): "
+        f"Script failed: {file_name} ({result.error_class}, {seconds}, {_mib(result.memory_peak)}): "
         f"{one_line(result.error_message)}"
     )
 

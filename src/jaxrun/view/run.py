@@ -44,7 +44,7 @@ class RunView:
     kept: int
     skipped: list[Skipped]
     total_time: Optional[float]  # seconds of every process run (a benchmark's runs all counted)
-    largest_memory: Optional[float]  # MB
+    largest_memory: Optional[float]  # MiB (2^20 bytes)
     exit_status: int
     exit_reasons: list[str]  # why the exit status is 1, one line each
     notes: list[str] = field(default_factory=list)  # said once, under the table

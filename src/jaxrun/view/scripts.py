@@ -46,7 +46,7 @@ class ScriptView:
     import_: Optional[float]
     jit: Optional[float]
     run: Optional[float]
-    memory: Optional[float]  # MB, peak RSS of the process tree
+    memory: Optional[float]  # MiB, peak RSS of the process tree
     timing: Optional[str]  # "median of 5 counted runs"; None: one run
     compiles: Optional[int]  # XLA compilations (cache loads not included)
     cache_loads: Optional[int]  # executables loaded from the persistent cache
