@@ -9,7 +9,6 @@ from typing import Optional
 
 import click
 
-from .. import __version__
 from ..errors import JAXExecutionError, UsageError
 from .console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
 
@@ -80,6 +79,8 @@ def check() -> None:
     except JAXExecutionError as exc:
         err.print(f"jaxrun: {exc}", markup=False)
         raise click.exceptions.Exit(EXIT_FAILED) from None
+    from .. import __version__  # read on use: `jaxrun --help` need not look for it
+
     table = Table(title=f"jaxrun {__version__} check", title_justify="left")
     table.add_column("item")
     table.add_column("status")
