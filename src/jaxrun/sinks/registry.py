@@ -29,12 +29,16 @@ def _paths(*names: str) -> Callable[["BatchOptions"], "tuple[Any, ...] | None"]:
     return arguments
 
 
+def _writing(target: str, files: dict[str, str]) -> ReportSink:
+    """A sink built from the output files its options name (each named once: ``files``)."""
+    return ReportSink(target, _paths(*files), files)
+
+
 # In the order they run, after the results files and the run log.
 REPORT_SINKS: dict[str, ReportSink] = {
-    "markdown": ReportSink("markdown:MarkdownSink", _paths("markdown"), {"markdown": "the Markdown summary"}),
-    "exports": ReportSink("exports:ExportSink", _paths("export_json", "export_csv"),
-                          {"export_json": "the export", "export_csv": "the export"}),
-    "junit_xml": ReportSink("junit:JUnitSink", _paths("junit_xml"), {"junit_xml": "the JUnit report"}),
+    "markdown": _writing("markdown:MarkdownSink", {"markdown": "the Markdown summary"}),
+    "exports": _writing("exports:ExportSink", {"export_json": "the export", "export_csv": "the export"}),
+    "junit_xml": _writing("junit:JUnitSink", {"junit_xml": "the JUnit report"}),
     # Always there: --save-notebooks may be one notebook's own setting; it writes only the
     # notebooks whose cells sent their outputs.
     "notebooks": ReportSink("notebooks:NotebookSink", lambda options: ()),
