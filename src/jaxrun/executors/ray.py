@@ -114,10 +114,9 @@ class RayExecutor:
     def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
         """Reaches Ray at once (a local one is started): a cluster that cannot be reached is a
         usage error before the batch changes anything in its results folder."""
-        try:
-            import ray
-        except ImportError:
-            raise UsageError("--backend ray needs Ray: pip install 'jaxrun[ray]'") from None
+        from ..extras import require
+
+        ray = require("ray")  # the one message for a missing or broken Ray (the batch asked first)
         self.options = options
         self.ray = ray
         self.timeout = options.ray_connect_timeout
