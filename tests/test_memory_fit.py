@@ -20,7 +20,7 @@ from jaxrun.probe import memory_fit
 from jaxrun.probe.memory_fit import FIT_MARKER, MEMORY_LIMIT_ENV, Available, available, fit_warning, memory_of
 from jaxrun.run import cgroups
 from jaxrun.run.classify import classification
-from jaxrun.run.runner import _hint
+from jaxrun.run.result import _hint
 
 from helpers import write
 

@@ -21,7 +21,7 @@ from jaxrun.options import BatchOptions, RunOptions, VerdictOptions
 
 from helpers import write
 
-FLAGGED = [(model, name) for model in (BatchOptions, RunOptions) for name, field in model.model_fields.items()
+FLAGGED = [(model, name) for model in (BatchOptions, RunOptions) for name, field in model.fields.items()
            if flag_of(field) is not None and not (model is RunOptions and name == "device")]
 # A value for each kind of option, as a user types it, and what the option then holds.
 SAMPLES = {
@@ -56,12 +56,12 @@ def cli_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> 
 
 
 def value_of(options: BatchOptions, name: str):  # type: ignore[no-untyped-def]
-    return getattr(options, name) if name in BatchOptions.model_fields else getattr(options.run, name)
+    return getattr(options, name) if name in BatchOptions.fields else getattr(options.run, name)
 
 
 def test_every_field_is_declared_with_its_help() -> None:
     for model in (BatchOptions, RunOptions, VerdictOptions):
-        for name, field in model.model_fields.items():
+        for name, field in model.fields.items():
             if name != "run":
                 assert field.description, f"{model.__name__}.{name} has no help"
 
@@ -69,7 +69,7 @@ def test_every_field_is_declared_with_its_help() -> None:
 @pytest.mark.parametrize("model, name", FLAGGED, ids=[n for _, n in FLAGGED])
 def test_each_flag_sets_its_option_and_says_it_came_from_the_command_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model, name: str) -> None:  # type: ignore[no-untyped-def]
-    field = model.model_fields[name]
+    field = model.fields[name]
     flag = flag_of(field)
     spelled = (flag.names or ("--" + name.replace("_", "-"),))[0]
     if name in SAMPLES:
@@ -111,7 +111,7 @@ def test_help_shows_every_flag_with_its_help_and_default() -> None:
     text = CliRunner().invoke(app, ["run", "--help"], terminal_width=200).output
     flat = " ".join(text.split())
     for model, name in FLAGGED:
-        field = model.model_fields[name]
+        field = model.fields[name]
         flag = flag_of(field)
         spelled = (flag.names or ("--" + name.replace("_", "-"),))[0]
         assert spelled in text, name
@@ -124,10 +124,10 @@ def test_help_shows_every_flag_with_its_help_and_default() -> None:
 def test_the_api_signatures_list_every_option_with_its_default() -> None:
     one = inspect.signature(jaxrun.execute_jax_script).parameters
     batch = inspect.signature(jaxrun.run_jax_scripts).parameters
-    for name, field in RunOptions.model_fields.items():
+    for name, field in RunOptions.fields.items():
         assert one[name].default == field.default, name
-        assert batch[name].default == (field.default if name != "device" else BatchOptions.model_fields["device"].default)
-    for name, field in BatchOptions.model_fields.items():
+        assert batch[name].default == (field.default if name != "device" else BatchOptions.fields["device"].default)
+    for name, field in BatchOptions.fields.items():
         if name not in ("paths", "run", "rules", "config_file", "recursive"):
             assert batch[name].default == field.default, name
     assert list(one)[:2] == ["script_path", "device"] and list(batch)[:2] == ["pipeline_output_dir", "recursive_search"]
@@ -154,17 +154,17 @@ def test_the_mcp_tools_schemas_come_from_the_options() -> None:
         return getattr(tool, "input_schema", None) or tool.inputSchema
 
     run = schema(tools["execute.run_jax_scripts"])["properties"]
-    assert run["timeout"]["default"] == RunOptions.model_fields["timeout"].default
-    assert run["timeout"]["description"] == RunOptions.model_fields["timeout"].description
-    assert run["recursive_search"]["description"] == BatchOptions.model_fields["recursive"].description
+    assert run["timeout"]["default"] == RunOptions.fields["timeout"].default
+    assert run["timeout"]["description"] == RunOptions.fields["timeout"].description
+    assert run["recursive_search"]["description"] == BatchOptions.fields["recursive"].description
     bench = schema(tools["execute.benchmark_jax_script"])["properties"]
-    assert bench["warmup_runs"]["description"] == RunOptions.model_fields["warmup_runs"].description
+    assert bench["warmup_runs"]["description"] == RunOptions.fields["warmup_runs"].description
 
 
 def test_compare_flags_come_from_the_verdict_options() -> None:
     text = " ".join(CliRunner().invoke(app, ["compare", "--help"], terminal_width=200).output.split())
     own = app.commands["compare"].helps()  # what depends on how compare judges: the test --alpha names
-    for name, field in VerdictOptions.model_fields.items():
+    for name, field in VerdictOptions.fields.items():
         help_text = own.get(name, field.description)
         assert "--" + name.replace("_", "-") in text and " ".join(help_text.split()) in text, name
     bad = CliRunner().invoke(app, ["compare", ".", ".", "--min-effect", "50"])

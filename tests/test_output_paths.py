@@ -32,7 +32,7 @@ def _script(folder: Path) -> Path:
 def _file_options() -> dict[str, str]:
     """Every option of `jaxrun run` that names a file (its flag's value is a FILE, or the history's PATH)."""
     found = {}
-    for name, field in BatchOptions.model_fields.items():
+    for name, field in BatchOptions.fields.items():
         flag = flag_of(field)
         if flag is None or Path not in typing.get_args(field.annotation):
             continue

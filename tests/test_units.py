@@ -190,7 +190,7 @@ def test_the_mcp_tools_replies_say_mib(tmp_path: Path) -> None:
 
 # --- sizes the user types ------------------------------------------------------------------------
 
-SIZE_OPTIONS = [name for name, field in RunOptions.model_fields.items()
+SIZE_OPTIONS = [name for name, field in RunOptions.fields.items()
                 if (flag := flag_of(field)) is not None and flag.metavar == "SIZE"]
 
 

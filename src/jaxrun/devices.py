@@ -19,15 +19,68 @@ import subprocess
 import sys
 import tempfile
 import time
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Union
 
 from .defaults import (AUTO_PREFERENCE, cache_dir, host_memory_bytes, make_jaxrun_importable, split_device,
                        validate_device)
 from .errors import DeviceProbeError, InvalidDeviceError
 from .formatting import listed
-from .models import AvailableDevice, DeviceInfo
-from .resultfiles import DamagedFileError, atomic_write_text, read_model
+from .resultfiles import DamagedFileError, atomic_write_text, read_json
+
+if TYPE_CHECKING:
+    from .models import DeviceInfo
+
+# What the way to the first script reads of the facts (whether JAX imports, each platform's
+# availability, backend, error and device ids) is read from their JSON as it is; the validated
+# model (pydantic: ~100 ms to import and build) is made when a result needs it (DeviceFacts.info).
+SCHEMA = 2  # models/base.py's SCHEMA_VERSION of the facts cached here; another is probed again
+
+
+class PlatformFacts:
+    __slots__ = ("name", "available", "backend", "error", "device_ids")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.name, self.available = data["name"], data["available"]
+        self.backend, self.error = data.get("backend"), data.get("error")
+        self.device_ids = [d["id"] for d in data.get("devices") or ()]
+        if not (isinstance(self.available, bool) and all(type(i) is int for i in self.device_ids)):
+            raise ValueError("not a platform's facts")
+
+
+class DeviceFacts:
+    """The device facts of one interpreter, as cached: ``jax_available``, ``jax_version``,
+    ``python_version``, ``default_backend``, ``error`` and ``platforms`` (name ->
+    :class:`PlatformFacts`) as :class:`~jaxrun.models.DeviceInfo` names them; ``info``: that model."""
+
+    __slots__ = ("data", "jax_available", "jax_version", "python_version", "default_backend", "error", "platforms",
+                 "_info")
+
+    def __init__(self, data: dict[str, Any], info: "DeviceInfo | None" = None) -> None:
+        if data.get("schema_version") != SCHEMA or not isinstance(data.get("jax_available"), bool):
+            raise ValueError("not device facts of this version")
+        self.data, self._info = data, info
+        self.jax_available = data["jax_available"]
+        self.jax_version, self.python_version = data.get("jax_version"), data.get("python_version")
+        self.default_backend, self.error = data.get("default_backend"), data.get("error")
+        self.platforms = {name: PlatformFacts(p) for name, p in (data.get("platforms") or {}).items()}
+
+    @property
+    def info(self) -> "DeviceInfo":
+        """The facts as the results hold them (validated once, on first use)."""
+        if self._info is None:
+            from pydantic import ValidationError
+
+            from .models import DeviceInfo
+
+            try:
+                self._info = DeviceInfo.model_validate(self.data)
+            except ValidationError as exc:
+                raise DeviceProbeError(f"the cached device facts cannot be read ({exc.errors()[0]['msg']}); "
+                                       "`jaxrun devices --refresh` reads them again") from None
+        return self._info
+
+
+Facts = Union[DeviceFacts, "DeviceInfo"]  # what the plan and each launch read: either has what they need
 
 CACHE_TTL_SECONDS = 6 * 3600
 PROBE_TIMEOUT_SECONDS = 180.0
@@ -39,7 +92,7 @@ _DEVICE_ENV = (
     "XLA_FLAGS",
     "JAX_NUM_CPU_DEVICES",
 )
-_memo: dict[str, DeviceInfo] = {}
+_memo: dict[str, DeviceFacts] = {}
 
 
 _INSTALLED_FOR = 2.0  # seconds an answer of _installed stands: a batch asks at every script
@@ -87,7 +140,7 @@ def _cache_key(python: str | None = None) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _probe_child(python: str | None = None) -> DeviceInfo:
+def _probe_child(python: str | None = None) -> "DeviceInfo":
     env = dict(os.environ)
     env.pop("JAX_PLATFORMS", None)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -122,6 +175,10 @@ def _probe_child(python: str | None = None) -> DeviceInfo:
             )
         with open(out, encoding="utf-8") as handle:
             facts = json.load(handle)
+    from pydantic import ValidationError
+
+    from .models import DeviceInfo
+
     try:
         info = DeviceInfo.model_validate(facts)
     except ValidationError as exc:
@@ -143,7 +200,7 @@ def _cpu_name() -> str:
     return platform_module.processor() or platform_module.machine() or "cpu"
 
 
-def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
+def _with_available_devices(info: "DeviceInfo") -> "DeviceInfo":
     """The seed's device list (names, GiB, driver), added in the parent: the host's RAM and CPU
     name and the NVIDIA driver (NVML) are read here, not in the jax child."""
     driver, gpu_total = None, None
@@ -157,6 +214,8 @@ def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
         totals = gpu_memory_totals() or []
         if totals and len(set(totals)) == 1:
             gpu_total = totals[0]
+    from .models import AvailableDevice
+
     host, cpu = host_memory_bytes(), _cpu_name()
     devices = []
     for platform in info.platforms.values():
@@ -173,7 +232,7 @@ def _with_available_devices(info: DeviceInfo) -> DeviceInfo:
     return describing(info, info.default_backend)
 
 
-def describing(info: DeviceInfo, platform: str | None, index: int | None = None) -> DeviceInfo:
+def describing(info: "DeviceInfo", platform: str | None, index: int | None = None) -> "DeviceInfo":
     """``info`` whose top-level name / memory_gb / compute_capability / driver_version describe
     the first device of ``platform`` (the one a batch used; ``index``: the one it chose); all null
     when it has none."""
@@ -183,9 +242,15 @@ def describing(info: DeviceInfo, platform: str | None, index: int | None = None)
     return info.model_copy(update={f: getattr(first, f) if first else None for f in fields})
 
 
-def get_jax_device_info(refresh: bool = False, *, python: str | None = None) -> DeviceInfo:
+def get_jax_device_info(refresh: bool = False, *, python: str | None = None) -> "DeviceInfo":
     """Return the JAX device facts of this machine (jax versions, platforms, devices, failures),
     as seen by ``python`` (another environment's interpreter; None: jaxrun's own)."""
+    return device_facts(refresh, python=python).info
+
+
+def device_facts(refresh: bool = False, *, python: str | None = None) -> DeviceFacts:
+    """:func:`get_jax_device_info`'s facts, read without building their model (the plan and each
+    launch read these; a result's ``info``)."""
     if python is not None:
         from .interpreters import is_other, validate_python
 
@@ -198,21 +263,22 @@ def get_jax_device_info(refresh: bool = False, *, python: str | None = None) -> 
     path = cache_dir() / f"devices-{key}.json"
     if not refresh and path.is_file() and time.time() - path.stat().st_mtime < CACHE_TTL_SECONDS:
         try:
-            info = read_model(path, DeviceInfo)
-            _memo[key] = info
-            return info
-        except (OSError, DamagedFileError):
+            facts = DeviceFacts(read_json(path))
+            _memo[key] = facts
+            return facts
+        except (OSError, DamagedFileError, ValueError, TypeError, KeyError, AttributeError):
             pass  # a damaged, stale or foreign cache file is simply probed again
     info = _probe_child(python)
     try:
         atomic_write_text(path, info.model_dump_json(indent=2))
     except OSError:
         pass  # a read-only home must not stop a run
-    _memo[key] = info
-    return info
+    facts = DeviceFacts(info.model_dump(mode="json"), info)
+    _memo[key] = facts
+    return facts
 
 
-def resolve_device(device: str, info: DeviceInfo) -> tuple[str | None, str | None]:
+def resolve_device(device: str, info: Facts) -> tuple[str | None, str | None]:
     """Map a requested device to a present platform: ``(platform, None)`` or ``(None, reason)``.
     One device of a platform (``gpu:1``) resolves as its platform does (whether that id exists is
     :func:`check_device_id`'s, once before the batch); the reason names what was asked."""
@@ -237,16 +303,18 @@ def resolve_device(device: str, info: DeviceInfo) -> tuple[str | None, str | Non
     return None, f"{asked} is not available: {reason}"
 
 
-def device_ids(platform: str, info: DeviceInfo, cpu_count: int | None = None) -> list[int]:
+def device_ids(platform: str, info: Facts, cpu_count: int | None = None) -> list[int]:
     """The ids of ``platform``'s devices here (``cpu_count``: the simulated CPU devices a run asks
     for with --host-devices, which the device facts, read without it, do not show)."""
     if platform == "cpu" and cpu_count is not None:
         return list(range(cpu_count))
     found = info.platforms.get(platform)
-    return [d.id for d in found.devices] if found is not None and found.available else []
+    if found is None or not found.available:
+        return []
+    return list(found.device_ids) if isinstance(found, PlatformFacts) else [d.id for d in found.devices]
 
 
-def check_device_id(device: str, info: DeviceInfo | None, cpu_count: int | None = None) -> None:
+def check_device_id(device: str, info: Facts | None, cpu_count: int | None = None) -> None:
     """Raise a usage error when ``device`` names one device (``gpu:3``) that this machine lacks,
     listing the ones it has. A platform absent altogether is no usage error: the run is
     ``device_unavailable`` and falls back to the CPU as ``--device gpu`` does (README)."""
@@ -267,7 +335,7 @@ def is_jax_available(device: str = "cpu") -> bool:
     """True when JAX is installed and ``device`` ("cpu", "gpu", "tpu" or "auto") can be used."""
     device = validate_device(device)
     try:
-        info = get_jax_device_info()
+        info = device_facts()
     except DeviceProbeError:
         return False
     platform, _ = resolve_device(device, info)

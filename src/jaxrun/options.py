@@ -2,7 +2,8 @@
 to the runner, the Ray worker and, as environment and probe flags, to the child);
 :class:`BatchOptions` shapes a batch (what to run, where, how many at once, where results go).
 
-Both are immutable, picklable pydantic models. Each option is declared once, on its field
+Both are immutable and picklable (:class:`~jaxrun.option_spec.OptionSet`: plain Python, no
+validation library on the way to the first script). Each option is declared once, on its field
 (:func:`jaxrun.option_spec.option`: default, help, flag); the CLI's flags, the API's keywords,
 the MCP tools' schemas and the config-file keys are made from it. Every option has one name from
 the CLI flag to the child, and each value remembers where it came from (``source_of``): its default, the CLI, the
@@ -15,10 +16,9 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .defaults import (
     DEFAULT_ALPHA,
@@ -45,7 +45,7 @@ from .defaults import (
 from .cache import DEFAULT_COMPILE_CACHE_MAX_SIZE
 from .errors import UsageError, closest
 from .executors import BACKENDS
-from .option_spec import Flag, option
+from .option_spec import Flag, OptionSet, checks, option, part
 from .seed_names import resolve_option_aliases
 
 # Where a value came from, lowest precedence first: see jaxrun.settings for the layering.
@@ -55,13 +55,9 @@ O = TypeVar("O", bound="_Options")
 DEFAULT_WARM_CALLS = 10
 
 
-class _Options(BaseModel):
-    # Defaults go through the validators too: a default path is resolved like a given one.
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, validate_default=True)
-
-    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
-    # Where exactly a value was set: "pyproject.toml:12", "JAXRUN_TIMEOUT", "--timeout", ...
-    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+class _Options(OptionSet):
+    # Beside the values: where each came from (its source, see jaxrun.settings for the layering)
+    # and where exactly it was set ("pyproject.toml:12", "JAXRUN_TIMEOUT", "--timeout", ...).
 
     @classmethod
     def build(
@@ -72,38 +68,38 @@ class _Options(BaseModel):
         as coming from ``source``, unless ``sources`` names another source for it (``origins``:
         where exactly). The seed documents' names (``timeout_seconds``, ``profile``, ...:
         :mod:`jaxrun.seed_names`) work too."""
-        given = resolve_option_aliases(given, {n: f.default for n, f in cls.model_fields.items()})
-        unknown = sorted(set(given) - set(cls.model_fields))
+        given = resolve_option_aliases(given, {n: f.default for n, f in cls.fields.items()})
+        unknown = sorted(set(given) - set(cls.fields))
         if unknown:
-            raise unknown_option(unknown[0], cls.model_fields)
-        try:
-            options = cls(**given)
-        except ValidationError as exc:
-            raise _usage_error(exc) from None
-        options._sources = {name: (sources or {}).get(name, source) for name in given}
-        options._origins = {name: where for name, where in (origins or {}).items() if name in given}
+            raise unknown_option(unknown[0], cls.fields)
+        options = cls(**given)
+        options._note({name: (sources or {}).get(name, source) for name in given},
+                      {name: where for name, where in (origins or {}).items() if name in given})
         return options
+
+    def _note(self, sources: dict[str, str], origins: dict[str, str]) -> None:
+        self.__dict__["_sources"], self.__dict__["_origins"] = sources, origins
+
+    @property
+    def _sources(self) -> dict[str, str]:  # type: ignore[override]
+        return self.__dict__.get("_sources", {})
+
+    @property
+    def _origins(self) -> dict[str, str]:  # type: ignore[override]
+        return self.__dict__.get("_origins", {})
 
     @classmethod
     def check_value(cls, name: str, value: Any) -> None:
         """Raise :class:`UsageError` if ``value`` is not valid for option ``name`` on its own
         (checks between options wait for the whole set)."""
-        data: dict[str, Any] = {name: value}
-        if "paths" in cls.model_fields and name != "paths":
-            data["paths"] = (".",)
-        try:
-            cls.model_validate(data)
-        except ValidationError as exc:
-            for error in exc.errors():
-                if tuple(error.get("loc", ()))[:1] == (name,):
-                    raise _usage_error(ValidationError.from_exception_data(exc.title, [error])) from None  # type: ignore[list-item]
-        except UsageError:
-            pass  # raised by a check between options: not this value's fault alone
+        if name not in cls.fields:
+            raise unknown_option(name, cls.fields)
+        cls._check_field(name, value)
 
     def source_of(self, name: str) -> Source:
         """Where the value of option ``name`` came from ("default" when nobody set it)."""
-        if name not in type(self).model_fields:
-            raise UsageError(f"unknown option {name!r}: valid options are {', '.join(type(self).model_fields)}")
+        if name not in type(self).fields:
+            raise UsageError(f"unknown option {name!r}: valid options are {', '.join(type(self).fields)}")
         return self._sources.get(name, "default")  # type: ignore[return-value]
 
     def origin_of(self, name: str) -> str | None:
@@ -118,14 +114,13 @@ class _Options(BaseModel):
     @property
     def sources(self) -> dict[str, Source]:
         given = self._sources  # what source_of reads, without its check of each name (every result)
-        return {name: given.get(name, "default") for name in type(self).model_fields}  # type: ignore[misc]
+        return {name: given.get(name, "default") for name in type(self).fields}  # type: ignore[misc]
 
     def evolve(self: O, **changes: Any) -> O:
         """A copy with ``changes`` (jaxrun's own decisions, such as the device after a fallback),
         keeping every other value's source."""
-        copy = self.model_copy(update=changes)
-        copy._sources = dict(self._sources)
-        copy._origins = dict(self._origins)
+        copy = self._replaced(changes, check=False)
+        copy._note(dict(self._sources), dict(self._origins))
         return copy
 
     def overlay(self: O, values: Mapping[str, Any], source: Source, origins: Mapping[str, str]) -> O:
@@ -140,12 +135,9 @@ class _Options(BaseModel):
             taken["env"] = {**getattr(self, "env"), **dict(values["env"] or {})}
         if not taken:
             return self
-        try:
-            copy = type(self).model_validate({**self.model_dump(), **taken})
-        except ValidationError as exc:
-            raise _usage_error(exc) from None
-        copy._sources = {**self._sources, **{k: source for k in taken}}
-        copy._origins = {**self._origins, **{k: origins[k] for k in taken if k in origins}}
+        copy = self._replaced(taken, check=True)
+        copy._note({**self._sources, **{k: source for k in taken}},
+                   {**self._origins, **{k: origins[k] for k in taken if k in origins}})
         return copy
 
 
@@ -154,17 +146,6 @@ def unknown_option(name: str, names: Iterable[str]) -> UsageError:
     (as the config file's unknown keys say it)."""
     valid = [n for n in names if n not in ("run", "rules", "config_file")]
     return UsageError(f"unknown option {name!r}: {closest(name, valid, 'options')}")
-
-
-def _usage_error(exc: ValidationError) -> UsageError:
-    """The first problem, as one line that names the option (our own validators' messages as is)."""
-    error = exc.errors()[0]
-    original = (error.get("ctx") or {}).get("error")
-    if isinstance(original, UsageError):
-        return original
-    name = ".".join(str(part) for part in error.get("loc", ())) or "options"
-    message = str(original) if isinstance(original, Exception) else error.get("msg", "invalid value")
-    return UsageError(f"{name}: {message}, got {error.get('input')!r}")
 
 
 class RunOptions(_Options):
@@ -250,101 +231,86 @@ class RunOptions(_Options):
     save_notebooks: bool = option(False, "Write each notebook, executed, with its cells' outputs, to "
                                   "notebooks/<name>.ipynb in the results folder (the notebook itself is never changed).")
 
-    @field_validator("matmul_precision", mode="before")
-    @classmethod
-    def _matmul_precision(cls, value: Any) -> str | None:
+    @checks("matmul_precision")
+    def _matmul_precision(value: Any, name: str) -> str | None:
         return validate_matmul_precision(value)
 
-    @field_validator("xla_flags", "xfail", mode="before")
-    @classmethod
-    def _text(cls, value: Any, info: Any) -> str | None:
+    @checks("xla_flags", "xfail")
+    def _text(value: Any, name: str) -> str | None:
         if value is None:
             return None
         if not isinstance(value, str) or not value.strip():
-            what = "XLA flags like '--xla_cpu_enable_fast_math=false'" if info.field_name == "xla_flags" else "a reason"
-            raise UsageError(f"{info.field_name} must be a non-empty string ({what}), got {value!r}")
+            what = "XLA flags like '--xla_cpu_enable_fast_math=false'" if name == "xla_flags" else "a reason"
+            raise UsageError(f"{name} must be a non-empty string ({what}), got {value!r}")
         return value.strip()
 
-    @field_validator("python", mode="before")
-    @classmethod
-    def _python(cls, value: Any) -> str | None:
+    @checks("python")
+    def _python(value: Any, name: str) -> str | None:
         from .interpreters import validate_python
 
         return validate_python(value)
 
-    @field_validator("memory_limit", mode="before")
-    @classmethod
-    def _memory_limit(cls, value: Any) -> int | None:
+    @checks("memory_limit")
+    def _memory_limit(value: Any, name: str) -> int | None:
         return validate_memory_limit(value)
 
-    @field_validator("compile_cache_max_size", mode="before")
-    @classmethod
-    def _cache_size(cls, value: Any) -> int | None:
+    @checks("compile_cache_max_size")
+    def _cache_size(value: Any, name: str) -> int | None:
         if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "unbounded")):
             return None
         return parse_size(value, "compile_cache_max_size", 1)  # JAX would read 0 as "no caching"
 
-    @field_validator("device", mode="before")
-    @classmethod
-    def _device(cls, value: Any) -> str:
+    @checks("device")
+    def _device(value: Any, name: str) -> str:
         return validate_device(value)
 
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _timeout(cls, value: Any) -> float | None:
+    @checks("timeout")
+    def _timeout(value: Any, name: str) -> float | None:
         return validate_timeout(value)
 
-    @field_validator("retries", mode="before")
-    @classmethod
-    def _counts(cls, value: Any, info: Any) -> int:
-        return validate_non_negative(info.field_name, value)
+    @checks("retries")
+    def _counts(value: Any, name: str) -> int:
+        return validate_non_negative(name, value)
 
-    @field_validator("benchmark_runs", "warmup_runs", mode="before")
-    @classmethod
-    def _runs(cls, value: Any, info: Any) -> int:
-        return validate_runs(info.field_name, value)
+    @checks("benchmark_runs", "warmup_runs")
+    def _runs(value: Any, name: str) -> int:
+        return validate_runs(name, value)
 
-    @field_validator("host_devices", "max_processes", mode="before")
-    @classmethod
-    def _optional_positive(cls, value: Any, info: Any) -> int | None:
-        note = " (the script's own process counts)" if info.field_name == "max_processes" else ""
-        return validate_optional_positive(info.field_name, value, note)
+    @checks("host_devices", "max_processes")
+    def _optional_positive(value: Any, name: str) -> int | None:
+        note = " (the script's own process counts)" if name == "max_processes" else ""
+        return validate_optional_positive(name, value, note)
 
-    @field_validator("processes", mode="before")
-    @classmethod
-    def _processes(cls, value: Any) -> int:
+    @checks("processes")
+    def _processes(value: Any, name: str) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise UsageError(f"processes must be a whole number >= 1 (1: one process; N: N cooperating processes "
                              f"of one multi-process program), got {value!r}")
         return value
 
-    @field_validator("compile_cache", mode="before")
-    @classmethod
-    def _compile_cache(cls, value: Any) -> Path | None:
+    @checks("compile_cache")
+    def _compile_cache(value: Any, name: str) -> Path | None:
         if value is not None and not isinstance(value, (bool, str, os.PathLike)):
             raise UsageError(f"compile_cache must be a folder path, True or False, got {value!r}")
         return compile_cache_dir(value)
 
-    @field_validator("args", mode="before")
-    @classmethod
-    def _args(cls, value: Any) -> tuple[str, ...] | None:
+    @checks("args")
+    def _args(value: Any, name: str) -> tuple[str, ...] | None:
         if value is None:
             return None
         if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
             raise UsageError(f"args must be a list of strings (the script's sys.argv[1:]), got {value!r}")
         return tuple(str(a) for a in value)
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> dict[str, str] | None:
+    @checks("env")
+    def _env(value: Any, name: str) -> dict[str, str] | None:
         if value is None:
             return None
         if not isinstance(value, Mapping):
             raise UsageError(f"env must be a mapping of environment variable names to strings, got {value!r}")
         return {str(k): str(v) for k, v in value.items()}
 
-    @model_validator(mode="after")
-    def _consistent(self) -> "RunOptions":
+    def _consistent(self) -> None:
         if self.warmup_runs and not self.benchmark_runs:
             raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
         if self.processes > 1 and ":" in self.device and not self.device.startswith("cpu:"):
@@ -359,16 +325,17 @@ class RunOptions(_Options):
                 raise UsageError(
                     f"warm_calls must be at least 2 (one first call, then steady-state calls), got {calls!r}"
                 )
-        return self
 
     @property
     def key(self) -> str:
         """A fingerprint of these options: a result of other options is not this run's (--resume)."""
         import hashlib
+        import json
 
         # An option at the value that means "as before" stays out: earlier results keep their key.
         same_as_before = {"processes"} if self.processes == 1 else None
-        return hashlib.sha256(self.model_dump_json(exclude=same_as_before).encode()).hexdigest()[:16]
+        text = json.dumps(self.to_json(exclude=same_as_before), ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def mode(self) -> str:
@@ -376,18 +343,17 @@ class RunOptions(_Options):
         return f"warm:{self.entry}x{self.warm_calls}" if self.entry else "process"
 
 
-class ScriptRule(BaseModel):
+@dataclass(frozen=True)
+class ScriptRule:
     """Settings for some scripts: a per-script table of the config file (``pattern``, a glob
     relative to ``base``, as ``--include`` matches) or a per-device table (``device``)."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     table: str  # its TOML header, for messages: [tool.jaxrun.scripts."sims/*.py"]
     pattern: Optional[str] = None
     device: Optional[str] = None
     base: Path = Path(".")
-    values: dict[str, Any] = {}
-    origins: dict[str, str] = {}  # key -> "pyproject.toml:12"
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # key -> "pyproject.toml:12"
 
 
 class BatchOptions(_Options):
@@ -442,7 +408,7 @@ class BatchOptions(_Options):
         "reported, and the run's exit status says only whether the scripts succeeded).")
     rules: Tuple[ScriptRule, ...] = option((), "Per-script and per-device settings of the config file.", flag=None)
     config_file: Optional[Path] = option(None, "The config file these options were read from.", flag=None)
-    run: RunOptions = Field(default_factory=RunOptions)
+    run: RunOptions = part(RunOptions, "The options of each script's run.")
 
     @classmethod
     def build(
@@ -450,13 +416,13 @@ class BatchOptions(_Options):
         origins: Mapping[str, str] | None = None, **given: Any,
     ) -> "BatchOptions":
         """Batch options from a flat mapping: the names of :class:`RunOptions` go to ``run``."""
-        defaults = {n: f.default for n, f in (RunOptions.model_fields | cls.model_fields).items()}
+        defaults = {n: f.default for n, f in (RunOptions.fields | cls.fields).items()}
         given = resolve_option_aliases(given, defaults)
-        run_names = set(RunOptions.model_fields) - {"device"}
+        run_names = set(RunOptions.fields) - {"device"}
         run_given = {k: given.pop(k) for k in list(given) if k in run_names}
-        unknown = sorted(set(given) - set(cls.model_fields) - {"run"})
+        unknown = sorted(set(given) - set(cls.fields) - {"run"})
         if unknown:
-            raise unknown_option(unknown[0], set(cls.model_fields) | set(RunOptions.model_fields))
+            raise unknown_option(unknown[0], set(cls.fields) | set(RunOptions.fields))
         if "device" in given:
             given["device"] = parse_devices(given["device"])
         if "device" in given:
@@ -468,53 +434,52 @@ class BatchOptions(_Options):
         return options
 
     def origin_of(self, name: str) -> str | None:
-        if name in RunOptions.model_fields and name not in type(self).model_fields:
+        if name in RunOptions.fields and name not in type(self).fields:
             return self.run.origin_of(name)
         return super().origin_of(name)
 
     def source_of(self, name: str) -> Source:
         """Where option ``name`` (of the batch, or of each script's run) came from."""
-        if name in RunOptions.model_fields and name not in type(self).model_fields:
+        if name in RunOptions.fields and name not in type(self).fields:
             return self.run.source_of(name)
         return super().source_of(name)
 
     @property
     def sources(self) -> dict[str, Source]:
-        return {**self.run.sources, **{n: self.source_of(n) for n in type(self).model_fields if n != "run"}}
+        return {**self.run.sources, **{n: self.source_of(n) for n in type(self).fields if n != "run"}}
 
-    @field_validator("paths", mode="before")
-    @classmethod
-    def _paths(cls, value: Any) -> tuple[Path, ...]:
+    @checks("paths")
+    def _paths(value: Any, name: str) -> tuple[Path, ...]:
         items = [value] if isinstance(value, (str, os.PathLike)) else list(value or ())
         if not items:
             raise UsageError("no path given: pass a folder of JAX scripts or .py files")
         return tuple(Path(p) for p in items)
 
-    @field_validator("include", "exclude", mode="before")
-    @classmethod
-    def _globs(cls, value: Any) -> tuple[str, ...] | None:
+    @checks("device")
+    def _devices(value: Any, name: str) -> tuple[str, ...]:
+        return parse_devices(value)
+
+    @checks("include", "exclude")
+    def _globs(value: Any, name: str) -> tuple[str, ...] | None:
         # The patterns themselves are checked by discovery, which names the culprit.
         if value is None or isinstance(value, str):
             return None if value is None else (value,)
         return tuple(value) if isinstance(value, Iterable) else value
 
-    @field_validator("jobs", "gpus_per_job", "jobs_per_gpu", mode="before")
-    @classmethod
-    def _at_least_one(cls, value: Any, info: Any) -> int:
-        if validate_non_negative(info.field_name, value) < 1:
-            raise UsageError(f"{info.field_name} must be >= 1, got {value}")
+    @checks("jobs", "gpus_per_job", "jobs_per_gpu")
+    def _at_least_one(value: Any, name: str) -> int:
+        if validate_non_negative(name, value) < 1:
+            raise UsageError(f"{name} must be >= 1, got {value}")
         return value
 
-    @field_validator("backend", mode="before")
-    @classmethod
-    def _backend(cls, value: Any) -> str:
+    @checks("backend")
+    def _backend(value: Any, name: str) -> str:
         if value not in BACKENDS:
             raise UsageError(f"unknown backend {value!r}: choose one of {', '.join(BACKENDS)}")
         return value
 
-    @field_validator("ray_connect_timeout", mode="before")
-    @classmethod
-    def _ray_connect_timeout(cls, value: Any) -> float:
+    @checks("ray_connect_timeout")
+    def _ray_connect_timeout(value: Any, name: str) -> float:
         try:
             seconds = float(value)
         except (TypeError, ValueError):
@@ -524,23 +489,19 @@ class BatchOptions(_Options):
                              f"got {value!r}")
         return seconds
 
-    @field_validator("results_dir", mode="before")
-    @classmethod
-    def _results_dir(cls, value: Any) -> Path:
+    @checks("results_dir")
+    def _results_dir(value: Any, name: str) -> Path:
         return Path(value if value is not None else DEFAULT_RESULTS_DIR).expanduser().resolve()
 
-    @field_validator("history", mode="before")
-    @classmethod
-    def _history(cls, value: Any) -> Path | None:
+    @checks("history")
+    def _history(value: Any, name: str) -> Path | None:
         return history_path(value)
 
-    @field_validator("markdown", "export_json", "export_csv", "junit_xml", mode="before")
-    @classmethod
-    def _markdown(cls, value: Any) -> Path | None:
+    @checks("markdown", "export_json", "export_csv", "junit_xml")
+    def _markdown(value: Any, name: str) -> Path | None:
         return None if value is None else Path(value).expanduser().resolve()
 
-    @model_validator(mode="after")
-    def _consistent(self) -> "BatchOptions":
+    def _consistent(self) -> None:
         if self.ray_address is not None and self.backend != "ray":
             raise UsageError("ray_address needs backend='ray' (--backend ray)")
         chosen = next((d for d in self.device if ":" in d and not d.startswith("cpu:")), None)
@@ -551,7 +512,6 @@ class BatchOptions(_Options):
         if self.gpus_per_job > 1 and self.jobs_per_gpu > 1:
             # Checked here, not only when GPU slots are built: the batch must not drop one silently.
             raise UsageError("use either gpus_per_job (--gpus-per-job) or jobs_per_gpu (--jobs-per-gpu), not both")
-        return self
 
     def run_for(self, device: str) -> RunOptions:
         """The run options of one job on ``device`` (one of ``self.device``)."""
@@ -581,26 +541,22 @@ class VerdictOptions(_Options):
     allow_mismatch: bool = option(False, "Judge runs with other numerics (x64, matmul precision, debug or XLA "
                                   "flags) against each other too.")
 
-    @field_validator("metric", mode="before")
-    @classmethod
-    def _metric(cls, value: Any) -> str | None:
+    @checks("metric")
+    def _metric(value: Any, name: str) -> str | None:
         from .benchmark import resolve_metric  # statistics: only when a metric is named
 
         return None if value is None else resolve_metric(value)
 
-    @field_validator("min_effect", mode="before")
-    @classmethod
-    def _min_effect(cls, value: Any) -> float:
+    @checks("min_effect")
+    def _min_effect(value: Any, name: str) -> float:
         return parse_effect(value) if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _valid(self) -> "VerdictOptions":
+    def _consistent(self) -> None:
         alpha, effect = self.alpha, self.min_effect
         if not 0 < alpha < 1:
             raise UsageError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}; 0.01 is usual")
         if not (math.isfinite(effect) and effect >= 0):
             raise UsageError(f"minimum effect must be a fraction >= 0, got {effect!r}; 0.05 means 5%")
-        return self
 
 
 def verdict_options(options: "VerdictOptions | None", given: Mapping[str, Any]) -> VerdictOptions:

@@ -16,16 +16,18 @@ import re
 import stat
 import threading
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, TypeVar
-
-from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError, to_json
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, TypeVar
 
 from .errors import ResultsWriteError, UsageError
 from .formatting import one_line
 from .probe.channel import valid_texts
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:
+    # pydantic is imported where a model is written or read, never on the way to the first
+    # script (its file names and atomic writes are needed there).
+    from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound="BaseModel")
 
 EXECUTION_RESULTS = "jax_execution_results.json"
 PERFORMANCE_METRICS = "jax_performance_metrics.json"
@@ -160,6 +162,8 @@ def dump_model(model: BaseModel) -> str:
 
 def _dump(model: BaseModel) -> str:
     """``model`` as indented JSON, without the final newline."""
+    from pydantic_core import PydanticSerializationError
+
     try:
         return model.model_dump_json(indent=2)
     except PydanticSerializationError as exc:
@@ -204,6 +208,8 @@ def dump_model_chunks(model: BaseModel, key: str, items: Iterable[Any]) -> Itera
 
 
 def _json_key(name: str) -> str:
+    from pydantic_core import PydanticSerializationError, to_json
+
     try:
         return to_json(name).decode()
     except PydanticSerializationError:  # not valid Unicode: escaped, as _dump does
@@ -270,7 +276,7 @@ def _not_json(text: str) -> str:
     return "not valid JSON"  # json accepts what pydantic does not (NaN, Infinity)
 
 
-def _wrong_fields(exc: ValidationError, model: type[BaseModel]) -> str:
+def _wrong_fields(exc: "ValidationError", model: "type[BaseModel]") -> str:
     """The first field that does not match ``model``: ``script_results.0.success: Field required``."""
     errors = exc.errors(include_url=False)
     first = errors[0]
@@ -334,6 +340,8 @@ def read_json(path: Path) -> Any:
 
 def validate_model(path: Path, data: Any, model: type[M]) -> M:
     """``data`` read from ``path`` as a ``model``; raises :class:`DamagedFileError` naming the field."""
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -347,6 +355,8 @@ def read_model(path: Path, model: type[M]) -> M:
     at line L column C`` or ``does not match BatchResult: script_results.0.success: Field required``;
     :class:`NotRegularFileError` (a DamagedFileError) when the name is a FIFO, a socket or a device,
     which is never read (:func:`open_regular`)."""
+    from pydantic import ValidationError
+
     text = _read_text(path)
     try:
         return model.model_validate_json(text)

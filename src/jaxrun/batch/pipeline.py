@@ -15,35 +15,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import __version__, resultfiles
-from ..cache import compile_cache_warning
-from ..devices import get_jax_device_info
+from ..devices import DeviceFacts, device_facts
 from ..defaults import HISTORY_NOT_USED, log_cap_bytes
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..extras import require
 from ..executors.base import Executor, RunJob, make_executor
-from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
 from ..failures import HINTS
 from ..interpreters import is_other
 from ..options import BatchOptions, RunOptions
 from ..run import execute
 from ..job import Job, Jobs
 from ..run.launcher import Launcher
-from ..run.runner import failed_before_running
 from ..run.spare import spare_environment
-from ..sinks import BaseSink, Sink, Sinks
+from ..sinks import BaseSink, Later, Sink, Sinks
 from ..ownership import ResultsFolder
-from ..sinks.batch_files import BatchFilesSink, ClaimSink
+from ..sinks.claims import ClaimSink
 from ..sinks.run_log import RunLogSink
 from ..sinks.registry import check_output_files, output_files, report_sinks
-from ..sinks.script_files import ScriptFileSink
 from ..startup_trace import mark
 from ..timestamps import now_iso
 from .lock import ResultsFolderLock, unwritable
 from .plan import Plan, search_roots
-from .resume import finished_before
 
 if TYPE_CHECKING:
     from ..history import HistoryStore
+    from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
+    from ..sinks.batch_files import BatchFilesSink
 
 logger = logging.getLogger("jaxrun")
 
@@ -58,8 +55,8 @@ def _optional_sink(wanted: bool, where: str, *args: Any) -> list[Sink]:
     return [getattr(importlib.import_module(f"..sinks.{module}", __package__), name)(*args)]
 
 
-def _history_sink(store: "HistoryStore | None", problem: str | None, info: DeviceInfo | None, options: BatchOptions,
-                  meta: BatchMetadata) -> list[Sink]:
+def _history_sink(store: "HistoryStore | None", problem: str | None, info: "DeviceInfo | None", options: BatchOptions,
+                  meta: "BatchMetadata") -> list[Sink]:
     if store is None and problem is None:
         return []
     from ..sinks.history import HistorySink
@@ -105,7 +102,7 @@ class _PlanFacts(BaseSink):
     """What the plan found, in the batch's metadata as it stands at each write; and, when the
     plan ended after the batch began, the run log's lines about it."""
 
-    def __init__(self, plan: Plan, meta: BatchMetadata, log: RunLogSink, said: bool, to_run: Jobs,
+    def __init__(self, plan: Plan, meta: "BatchMetadata", log: RunLogSink, said: bool, to_run: Jobs,
                  launcher: Launcher | None) -> None:
         self.plan, self.meta, self.log, self.to_run, self.launcher = plan, meta, log, to_run, launcher
         self.said = said  # the run log's header said what the plan found
@@ -138,17 +135,17 @@ class _PlanFacts(BaseSink):
         self.started.add(job.index)
         self.update()
 
-    def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
+    def on_result(self, job: Job, result: "ScriptResult") -> "ScriptResult":
         self.plan.go_on()  # a job ended, whether or not a process started for it
         self.update()
         return result
 
-    def on_end(self, batch: BatchResult) -> None:
+    def on_end(self, batch: "BatchResult") -> None:
         self.update()
 
 
 def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: RunJob | None = None,
-              launcher: Launcher | None = None) -> BatchResult:
+              launcher: Launcher | None = None) -> "BatchResult":
     """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own sinks.
     ``launcher``: the one that starts its processes (the ``jaxrun`` command's, with a spare
     already started; a new one by default); ``run_job``: a stand-in for running a job (tests)."""
@@ -165,7 +162,7 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
     try:
         # The facts of the scripts' interpreter (--python: another environment's, read by its child).
-        info: DeviceInfo | None = get_jax_device_info(python=options.run.python)
+        info: DeviceFacts | None = device_facts(python=options.run.python)
     except DeviceProbeError as exc:
         info = None
         logger.warning("device facts unavailable: %s", exc)
@@ -179,7 +176,7 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
 
 
 def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
-                 info: DeviceInfo | None) -> BatchResult:
+                 info: DeviceFacts | None) -> "BatchResult":
     plan.wait_ahead()
     # Open the history before running anything: a bad --history is a usage error, not a late crash.
     store, history_problem = None, None
@@ -244,53 +241,28 @@ def _processes(run: RunOptions) -> int:
 def _build_result_models() -> None:
     """Build what pydantic builds at a model's first use (models/base.py: defer_build) for the
     models every script's result goes through, so that the first result is not kept waiting."""
+    from ..models import BatchResult, ScriptResult
+
     for model in (ScriptResult, BatchResult):
         model.model_rebuild()
 
 
 def _run_locked(
     options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
-    info: DeviceInfo | None, store: HistoryStore | None, history_problem: str | None, folder: ResultsFolder, executor: Executor,
-) -> BatchResult:
+    info: DeviceFacts | None, store: HistoryStore | None, history_problem: str | None, folder: ResultsFolder, executor: Executor,
+) -> "BatchResult":
     """The batch, once its results folder is ours."""
     out = folder.root
-    if options.resume:
-        plan.go_on()
-        plan.jobs.wait()  # the earlier results are matched to the whole plan
-    meta = BatchMetadata(
-        jaxrun_version=__version__,
-        device_requested=",".join(options.device),
-        device_used=plan.devices.summary,
-        jax_version=info.jax_version if info else None,
-        execution_timestamp=now_iso(),
-        scripts_found=plan.found,
-        scripts_executed=0,
-        scripts_successful=0,
-        scripts_failed=0,
-        search_paths=search_roots(options),
-        unreadable_paths=plan.unreadable,
-        results_dir=str(out),
-        host=socket.gethostname(),
-        python_version=(info.python_version if options.run.python and info else platform_module.python_version()),
-        python=options.run.python,
-        strict_xfail=options.strict_xfail,
-        fail_on_regression=options.fail_on_regression,
-        skipped=list(plan.skipped),
-        config_file=str(options.config_file) if options.config_file else None,
-        compile_cache_warning=compile_cache_warning(options.run.compile_cache, options.run.cold_cache, options.run.env),
-    )
-    history: list[Sink] = []
-    if store is None and history_problem is None and options.history:
-        # A script's own settings may benchmark it: its runs are history too; and what every run
-        # that used JAX compiled is kept: the history is opened at the first result that needs it.
-        if plan.jobs.complete and any(_benchmarks(job) for job in plan.jobs.planned()):
-            store, history_problem = _open_history(options)
-        else:
-            history = [_HistoryWhenNeeded(info, options, meta)]
-    history = history or _history_sink(store, history_problem, info, options, meta)
+    reused: dict[int, ScriptResult] = {}
+    everything: list[Job] = []
     try:
-        everything = plan.all() if options.resume else []
-        reused = finished_before(options, everything) if options.resume else {}
+        if options.resume:
+            from .resume import finished_before
+
+            plan.go_on()
+            plan.jobs.wait()  # the earlier results are matched to the whole plan
+            everything = plan.all()
+            reused = finished_before(options, everything)
         kept = {everything[i].file_name for i in reused}
         folder.clear(keep=kept)
         folder.compact(kept)
@@ -302,33 +274,29 @@ def _run_locked(
         if isinstance(exc, UsageError):
             raise
         raise unwritable(out, exc) from None
-    run = options.run
-    # The batch files sink holds the results as they stand; the returned batch is its view.
-    files = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
-                           devices=options.device)
+    if store is None and history_problem is None and options.history and plan.jobs.complete \
+            and any(_benchmarks(job) for job in plan.jobs.planned()):
+        # A script's own settings benchmark it: a history that cannot be opened is a usage error
+        # before anything runs, as for --benchmark-runs.
+        store, history_problem = _open_history(options)
     said = plan.jobs.complete
     log = RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, plan, said), verbose=options.run.verbose)
     here = getattr(executor, "starts_processes_here", False)  # a backend that does not say: elsewhere
     to_run = Jobs([j for j in everything if j.index not in reused]) if reused else plan.jobs
-    facts = _PlanFacts(plan, meta, log, said, to_run, launcher if here else None)
-    chain = Sinks([
-        ClaimSink(folder),
-        facts,
-        *history,
-        ScriptFileSink(),
-        *_optional_sink(run.enable_profiling, "profiles:ProfileSink", out),
-        files,
-        log,
-        *report_sinks(options),
-        *sinks,
-    ])
+    # The sinks that write results (and the result models they import) are made once the first
+    # script's process has started, while it runs: nothing they do is needed before its first line.
+    made = _ResultSinks(options, plan, info, store, history_problem, log, said, to_run, launcher if here else None)
+    results = Later(made.make)
+    report = Later(lambda: Sinks(report_sinks(options)))
+    chain = Sinks([ClaimSink(folder), results, log, report, *sinks])
     if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
         plan.go_on()  # nor a first local script to wait for
         launcher.expect(0)
         chain = Sinks([_HandedOver(launcher), chain])
     # What the scripts need not wait for is done while the first one runs, the rest of the plan too.
     launcher.when_started(plan.go_on)
-    launcher.when_started(files.begin)
+    launcher.when_started(lambda: made.files(results).begin())
+    launcher.when_started(report.build)
     launcher.when_started(_build_result_models)
     try:
         chain.on_begin(plan.jobs)
@@ -337,17 +305,19 @@ def _run_locked(
         mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
+        from ..run.result import failed_before_running
+
         # Every script of the batch is in the files: those that never ran are marked interrupted.
         plan.stop()
         for job in plan.jobs.planned():
-            if job.index not in files.reported:
+            if job.index not in made.files(results).reported:
                 chain.on_result(job, failed_before_running(
                     job, "not run: the batch was interrupted first", "interrupted", hint=HINTS["interrupted"]))
-        chain.on_end(files.batch(complete=False))
+        chain.on_end(made.files(results).batch(complete=False))
         raise
     except ResultsWriteError as exc:
         plan.stop()
-        _stop_early(plan.jobs, chain, files, f"{exc.path} could not be written",
+        _stop_early(plan.jobs, chain, made.files(results), f"{exc.path} could not be written",
                     "make room (or fix the folder) and run the batch again with --resume")
         if store is not None:
             store.close()
@@ -358,31 +328,103 @@ def _run_locked(
                 store.close()
             raise
         # The plan found a mistake (a bad '# jaxrun:' comment) after the first scripts ran.
-        _stop_early(plan.jobs, chain, files, "the plan stopped at a mistake", "fix it and run the batch again with --resume")
+        _stop_early(plan.jobs, chain, made.files(results), "the plan stopped at a mistake", "fix it and run the batch again with --resume")
         if store is not None:
             store.close()
-        ran = sum(1 for r in files.batch(complete=False).script_results if r.error_class != "interrupted")
+        ran = sum(1 for r in made.files(results).batch(complete=False).script_results if r.error_class != "interrupted")
         raise UsageError(f"{exc} (the batch stopped after {ran} script(s): fix it, then run it again with "
                          "--resume to keep what ran)") from None
     except BaseException:
         if store is not None:
             store.close()
         raise
-    result = files.batch(complete=True)
+    result = made.files(results).batch(complete=True)
     try:
         chain.on_end(result)
     except ResultsWriteError as exc:
-        _stop_early(plan.jobs, chain, files, f"{exc.path} could not be written",
+        _stop_early(plan.jobs, chain, made.files(results), f"{exc.path} could not be written",
                     "make room (or fix the folder) and run the batch again with --resume")
         raise
     return result
+
+
+class _ResultSinks:
+    """The sinks that write a batch's results (the history, each script's file, the batch files,
+    the profiles) and what they share (the batch's metadata): made by :meth:`make`, which the
+    batch calls through a :class:`~jaxrun.sinks.Later` once its first script is running."""
+
+    def __init__(self, options: BatchOptions, plan: Plan, info: DeviceFacts | None, store: "HistoryStore | None",
+                 history_problem: str | None, log: RunLogSink, said: bool, to_run: Jobs,
+                 launcher: Launcher | None) -> None:
+        self.options, self.plan, self.facts, self.store, self.history_problem = options, plan, info, store, history_problem
+        self.log, self.said, self.to_run, self.launcher = log, said, to_run, launcher
+        self.made: "BatchFilesSink | None" = None
+        self.began = now_iso()  # the batch's start, not when these sinks are made
+
+    def files(self, results: Later) -> "BatchFilesSink":
+        """The batch files' sink (made now, with the others, if they are not yet)."""
+        results.build()
+        assert self.made is not None
+        return self.made
+
+    def make(self) -> Sink:
+        from ..cache import compile_cache_warning
+        from ..models import BatchMetadata
+        from ..sinks.batch_files import BatchFilesSink
+        from ..sinks.script_files import ScriptFileSink
+
+        options, plan, run = self.options, self.plan, self.options.run
+        try:
+            info = self.facts.info if self.facts is not None else None
+        except DeviceProbeError as exc:
+            info = None
+            logger.warning("device facts unavailable: %s", exc)
+        meta = BatchMetadata(
+            jaxrun_version=__version__,
+            device_requested=",".join(options.device),
+            device_used=plan.devices.summary,
+            jax_version=info.jax_version if info else None,
+            execution_timestamp=self.began,
+            scripts_found=plan.found,
+            scripts_executed=0,
+            scripts_successful=0,
+            scripts_failed=0,
+            search_paths=search_roots(options),
+            unreadable_paths=plan.unreadable,
+            results_dir=str(options.results_dir),
+            host=socket.gethostname(),
+            python_version=(info.python_version if run.python and info else platform_module.python_version()),
+            python=run.python,
+            strict_xfail=options.strict_xfail,
+            fail_on_regression=options.fail_on_regression,
+            skipped=list(plan.skipped),
+            config_file=str(options.config_file) if options.config_file else None,
+            compile_cache_warning=compile_cache_warning(run.compile_cache, run.cold_cache, run.env),
+        )
+        store, problem = self.store, self.history_problem
+        if store is None and problem is None and options.history:
+            # What every run that used JAX compiled is kept: the history is opened at the first
+            # result that needs it.
+            history: list[Sink] = [_HistoryWhenNeeded(info, options, meta)]
+        else:
+            history = _history_sink(store, problem, info, options, meta)
+        # The batch files sink holds the results as they stand; the returned batch is its view.
+        self.made = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
+                                   devices=options.device)
+        return Sinks([
+            _PlanFacts(plan, meta, self.log, self.said, self.to_run, self.launcher),
+            *history,
+            ScriptFileSink(),
+            *_optional_sink(run.enable_profiling, "profiles:ProfileSink", options.results_dir),
+            self.made,
+        ])
 
 
 def _benchmarks(job: Job) -> bool:
     return job.run_options is not None and bool(job.run_options.benchmark_runs)
 
 
-def _used_jax(result: ScriptResult) -> bool:
+def _used_jax(result: "ScriptResult") -> bool:
     return result.compile_environment is not None or bool(result.compiles)
 
 
@@ -393,11 +435,11 @@ class _HistoryWhenNeeded(BaseSink):
     used JAX (a folder, a file that is no history, a folder it may not create) is one note in
     the batch's metadata, as an unreadable one; for a benchmark it is a usage error, as before."""
 
-    def __init__(self, info: DeviceInfo | None, options: BatchOptions, meta: BatchMetadata) -> None:
+    def __init__(self, info: "DeviceInfo | None", options: BatchOptions, meta: "BatchMetadata") -> None:
         self.info, self.options, self.meta = info, options, meta
         self.sink: Sink | None = None
 
-    def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
+    def on_result(self, job: Job, result: "ScriptResult") -> "ScriptResult":
         if self.sink is None and (_benchmarks(job) or _used_jax(result)):
             try:
                 store, problem = _open_history(self.options)
@@ -408,17 +450,19 @@ class _HistoryWhenNeeded(BaseSink):
             self.sink = _history_sink(store, problem, self.info, self.options, self.meta)[0]
         return self.sink.on_result(job, result) if self.sink is not None else result
 
-    def on_end(self, batch: BatchResult) -> None:
+    def on_end(self, batch: "BatchResult") -> None:
         if self.sink is not None:
             self.sink.on_end(batch)
 
 
-def _stop_early(jobs: Jobs, chain: Sink, files: BatchFilesSink, why: str, hint: str) -> None:
+def _stop_early(jobs: Jobs, chain: Sink, files: "BatchFilesSink", why: str, hint: str) -> None:
     """The batch stops before its end (a file that could not be written: a full disk, an I/O
     error; a mistake the plan found late) and what can still be written is: every script not run
     marked so, the batch files with ``complete: false`` (a later ``--resume`` runs what is
     missing). Further write errors are expected now and left unsaid: the CLI says the first one,
     in one line."""
+    from ..run.result import failed_before_running
+
     logger.info("the batch stops: %s", why)
     for job in jobs.planned():
         if job.index not in files.reported:

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from .. import resultfiles
 from ..devices import check_device_id, resolve_device
@@ -23,11 +23,14 @@ from ..discovery import PreparedSearch, ScriptNames, prepare_search, script_disp
 from ..errors import UsageError
 from ..formatting import listed
 from ..job import Job, Jobs
-from ..models import DeviceInfo, SkippedScript
 from ..options import BatchOptions, parse_devices
 from ..probe import notebook_cells
 from ..probe.channel import valid_text
 from ..view.scripts import script_label
+
+if TYPE_CHECKING:
+    from ..devices import Facts
+    from ..models import SkippedScript
 from ..settings import ScriptSettings, script_settings
 from ..settings.files import display
 from ..settings.resolve import set_where
@@ -99,7 +102,7 @@ class DevicePlan:
         return ",".join(name if p and name.startswith(p + ":") else p or "none"
                         for name, p in self.platforms.items())
 
-    def add(self, name: str, options: BatchOptions, info: DeviceInfo | None) -> str | None:
+    def add(self, name: str, options: BatchOptions, info: "Facts | None") -> str | None:
         """Where device ``name`` will run (planned once, with its note)."""
         if name not in self.platforms:
             planned, missing = resolve_device(name, info) if info is not None else (None, None)
@@ -111,7 +114,7 @@ class DevicePlan:
         return self.platforms[name]
 
 
-def plan_devices(options: BatchOptions, info: DeviceInfo | None, extra: tuple[str, ...] = ()) -> DevicePlan:
+def plan_devices(options: BatchOptions, info: "Facts | None", extra: tuple[str, ...] = ()) -> DevicePlan:
     """Where each requested device (the batch's, then ``extra`` ones that per-script settings
     ask for) will run."""
     devices = DevicePlan()
@@ -134,11 +137,13 @@ class ScriptPlan:
     settings: ScriptSettings
 
 
-def plan_script(options: BatchOptions, script: Path, name: str) -> ScriptPlan | SkippedScript:
+def plan_script(options: BatchOptions, script: Path, name: str) -> "ScriptPlan | SkippedScript":
     """The script with its own settings (per-script tables, header comment), or why a skip
     setting leaves it out."""
     settings = script_settings(options, script)
     if settings.skip is not None:
+        from ..models import SkippedScript  # the result models: only when a script is left out
+
         return SkippedScript(script_name=name, script_path=str(script), reason=settings.skip,
                              origin=settings.origins.get("skip"))
     own_device = "device" in settings.values and not options.given("device")
@@ -146,13 +151,13 @@ def plan_script(options: BatchOptions, script: Path, name: str) -> ScriptPlan | 
     return ScriptPlan(script, name, devices, own_device, settings)
 
 
-def plan_scripts(options: BatchOptions, scripts: list[tuple[Path, str]]) -> tuple[list[ScriptPlan], list[SkippedScript]]:
+def plan_scripts(options: BatchOptions, scripts: list[tuple[Path, str]]) -> "tuple[list[ScriptPlan], list[SkippedScript]]":
     """Each script with its own settings; the ones a skip setting leaves out, with the reason."""
     planned: list[ScriptPlan] = []
-    skipped: list[SkippedScript] = []
+    skipped: list["SkippedScript"] = []
     for script, name in scripts:
         plan = plan_script(options, script, name)
-        (skipped if isinstance(plan, SkippedScript) else planned).append(plan)  # type: ignore[arg-type]
+        (planned if isinstance(plan, ScriptPlan) else skipped).append(plan)  # type: ignore[arg-type]
     return planned, skipped
 
 
@@ -173,7 +178,7 @@ def search_roots(options: BatchOptions) -> list[str]:
     return [str(p.resolve()) for p in options.paths]
 
 
-def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: DeviceInfo | None,
+def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: "Facts | None",
                 first: int, expected: float | None, roots: list[str]) -> list[Job]:
     """The script's jobs, one per device, numbered from ``first`` in batch order."""
     several = len(options.device) > 1
@@ -211,7 +216,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
 
 
 def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DevicePlan,
-              info: DeviceInfo | None = None) -> list[Job]:
+              info: "Facts | None" = None) -> list[Job]:
     """One job per script and device, in batch order (scripts first, then devices)."""
     durations, roots = _durations(options, scripts), search_roots(options)
     jobs: list[Job] = []
@@ -230,12 +235,12 @@ class Plan:
     with a :class:`~jaxrun.errors.UsageError` that ``jobs`` raises where it stopped.
     """
 
-    def __init__(self, options: BatchOptions, info: DeviceInfo | None) -> None:
+    def __init__(self, options: BatchOptions, info: "Facts | None") -> None:
         self.options, self.info = options, info
         self._searches = _searches(options.paths, options.recursive, options.include, options.exclude)
         self.jobs = Jobs(complete=False)
         self.found = 0
-        self.skipped: list[SkippedScript] = []
+        self.skipped: list["SkippedScript"] = []
         self.devices = plan_devices(options, info)
         self._roots = search_roots(options)
         self._count = 0  # jobs planned
@@ -299,7 +304,7 @@ class Plan:
             time.sleep(0)
             self.found += 1
             plan = plan_script(options, script, name)
-            if isinstance(plan, SkippedScript):
+            if not isinstance(plan, ScriptPlan):
                 self.skipped.append(plan)
                 continue
             waiting.append(plan)

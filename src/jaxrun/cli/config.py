@@ -75,7 +75,7 @@ def _settings(resolved: Any) -> dict[str, dict[str, Any]]:
         elif key in ("quiet", "report"):
             value, source, origin = False, "default", None
         else:
-            run_value = key in options.run.model_fields and key not in type(options).model_fields
+            run_value = key in options.run.fields and key not in type(options).fields
             value = getattr(options.run if run_value else options, key)
             source, origin = options.source_of(key), options.origin_of(key)
         found[key] = {"value": _plain(value), "source": source, "origin": origin}

@@ -102,7 +102,7 @@ def _fields(models: Models) -> Iterator[tuple[str, Any, "Flag"]]:
     seen: set[str] = set()
     for entry in models:
         model, only = (entry.model, entry.names) if isinstance(entry, Only) else (entry, None)
-        for name, field in model.model_fields.items():
+        for name, field in model.fields.items():
             flag = flag_of(field)
             if flag is not None and name not in seen and (only is None or name in only):
                 seen.add(name)

@@ -25,7 +25,8 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..models import DeviceInfo, ScriptResult
+    from ..devices import Facts
+    from ..models import ScriptResult
     from ..options import BatchOptions, RunOptions
     from ..job import Job, Jobs
     from ..run.placement import Placement
@@ -46,7 +47,7 @@ class Executor(Protocol):
     # when the first job is handed over.
     starts_processes_here: bool = False
 
-    def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None: ...
+    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None: ...
 
     def run(self, jobs: "Jobs", run_job: RunJob, sink: "Sink") -> None: ...
 
@@ -55,7 +56,7 @@ class BatchInterrupted(KeyboardInterrupt):
     """Ctrl-C during a batch: running jobs were stopped and their results reported."""
 
 
-def make_executor(options: "BatchOptions", info: "DeviceInfo | None") -> Executor:
+def make_executor(options: "BatchOptions", info: "Facts | None") -> Executor:
     """The executor the options ask for: ``options.backend``, or sequential for one local job."""
     import importlib
 

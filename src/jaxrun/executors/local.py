@@ -15,15 +15,16 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Sequence
 
+from ..devices import device_ids
 from ..job import Jobs
-from ..models import ScriptResult
 from ..run.environment import chosen_index
 from ..run.runner import RunInterrupted
 from .base import BatchInterrupted, RunJob
 from .slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
 
 if TYPE_CHECKING:
-    from ..models import DeviceInfo
+    from ..devices import Facts
+    from ..models import ScriptResult
     from ..options import BatchOptions
     from ..job import Job
     from ..sinks import Sink
@@ -39,12 +40,11 @@ def longest_first(jobs: Sequence["Job"]) -> list["Job"]:
     return sorted(jobs, key=_priority)
 
 
-def slot_pools(jobs: int, info: "DeviceInfo | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
+def slot_pools(jobs: int, info: "Facts | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
     """A CPU pool dividing the cores among ``jobs``, and a GPU pool when GPUs are present."""
     pools = {"cpu": SlotPool(cpu_slots(jobs))}
-    gpu = info.platforms.get("gpu") if info is not None else None
-    if gpu is not None and gpu.available and gpu.devices:
-        ids = [d.id for d in gpu.devices]
+    ids = device_ids("gpu", info) if info is not None else []
+    if ids:
         pools["gpu"] = SlotPool(gpu_slots(ids, gpus_per_job=gpus_per_job, jobs_per_gpu=jobs_per_gpu))
     return pools
 
@@ -71,7 +71,7 @@ class _Locked:
 
 class LocalExecutor:
     starts_processes_here = True  # through the batch's launcher (run/launcher.py)
-    def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
+    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
         self.options = options
         self.pools = slot_pools(options.jobs, info, options.gpus_per_job, options.jobs_per_gpu)
 

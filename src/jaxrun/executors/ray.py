@@ -47,11 +47,11 @@ from ..defaults import DEFAULT_RAY_CONNECT_TIMEOUT, make_jaxrun_importable
 from ..errors import UsageError
 from ..models import ScriptResult
 from ..models.results import Attempt
-from ..run.runner import failed_before_running
+from ..run.result import failed_before_running
 from .base import BatchInterrupted, RunJob
 
 if TYPE_CHECKING:
-    from ..models import DeviceInfo
+    from ..devices import Facts
     from ..options import BatchOptions, RunOptions
     from ..job import Job
     from ..sinks import Sink
@@ -111,7 +111,7 @@ def lost_result(job: "Job", message: str, error_class: str = "crashed") -> Scrip
 class RayExecutor:
     starts_processes_here = False  # Ray's workers start them
 
-    def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
+    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
         """Reaches Ray at once (a local one is started): a cluster that cannot be reached is a
         usage error before the batch changes anything in its results folder."""
         from ..extras import require

@@ -10,7 +10,7 @@ from ..run.runner import RunInterrupted
 from .base import BatchInterrupted, RunJob
 
 if TYPE_CHECKING:
-    from ..models import DeviceInfo
+    from ..devices import Facts
     from ..options import BatchOptions
     from ..job import Job
     from ..sinks import Sink
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 class SequentialExecutor:
     starts_processes_here = True  # through the batch's launcher (run/launcher.py)
-    def __init__(self, options: "BatchOptions", info: "DeviceInfo | None") -> None:
+    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
         self.options = options
 
     def run(self, jobs: "Jobs | Sequence[Job]", run_job: RunJob, sink: "Sink") -> None:

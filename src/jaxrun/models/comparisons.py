@@ -9,12 +9,11 @@ from pydantic import Field, model_validator
 from ..defaults import MIN_HISTORY_RUNS
 from .base import SCHEMA_VERSION, MappingModel
 from .benchmarks import METRIC_ALIASES, RunSample
+from ..defaults import TOO_FEW  # noqa: F401 - the verdict's word, read from here by the views
 from .results import Numerics
 
 
 Verdict = Literal["faster", "slower", "no significant change", "too few runs to judge", "not comparable"]
-# No test could reach p < alpha with these sample sizes: nothing was learnt, which is not "no change".
-TOO_FEW = "too few runs to judge"
 
 
 class PhaseComparison(MappingModel):

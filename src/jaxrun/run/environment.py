@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..defaults import JAX_PLATFORMS_VALUE, make_jaxrun_importable, split_device
 from ..interpreters import importable_by, is_other
-from ..models import DeviceInfo, Numerics
 from ..options import RunOptions
 from ..probe.arguments import ProbeArguments
 from ..probe.channel import EVENTS_ENV
@@ -28,9 +28,13 @@ from ..job import Job
 from .placement import Slot, merge_xla_flags
 from .transfers import guard_env
 
+if TYPE_CHECKING:
+    from ..devices import Facts
+    from ..models import Numerics
+
 
 def child_env(
-    job: Job, options: RunOptions, platform: str, device_info: DeviceInfo | None, events_path: Path,
+    job: Job, options: RunOptions, platform: str, device_info: "Facts | None", events_path: Path,
     slot: Slot | None = None, compile_cache: Path | None = None,
 ) -> dict[str, str]:
     """The script's environment: the user's, plus what selects the device and opens the channel.
@@ -169,13 +173,15 @@ def override_xla_flags(existing: str | None, flags: list[str]) -> str:
     return " ".join([*kept, *flags])
 
 
-def numerics_of(env: dict[str, str]) -> Numerics:
+def numerics_of(env: dict[str, str]) -> "Numerics":
     """The numerics a script starts with, read from its environment: jaxrun's options and the
     user's own ``JAX_*`` / ``XLA_FLAGS`` alike (an exported ``JAX_ENABLE_X64=1`` counts)."""
     def flag(name: str) -> bool:
         return env.get(name, "").strip().lower() in _TRUE
 
     xla = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_PLACEMENT_FLAGS)]
+    from ..models import Numerics
+
     return Numerics(
         x64=flag("JAX_ENABLE_X64"),
         matmul_precision=env.get("JAX_DEFAULT_MATMUL_PRECISION") or None,

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..defaults import device_label
-from ..models import DeviceInfo, RunSample, ScriptResult, WarmCall
 from ..options import DEFAULT_WARM_CALLS, RunOptions
 from ..sinks import NO_SINK, Sink
 from ..timestamps import now_iso
 from ..job import Job
 from .placement import WHOLE_MACHINE, Placement
-from .runner import AttemptFn, RunInterrupted, failed_before_running, launch_attempt, run_attempts
+from .runner import AttemptFn, RunInterrupted, launch_attempt, run_attempts
+
+if TYPE_CHECKING:
+    from ..devices import Facts
+    from ..models import RunSample, ScriptResult, WarmCall
 
 logger = logging.getLogger("jaxrun")
 
@@ -29,7 +32,7 @@ def run_job(
     stop: threading.Event | None = None,
     sink: Sink = NO_SINK,
     attempt: AttemptFn = launch_attempt,
-    facts: Callable[[], DeviceInfo] | None = None,
+    facts: "Callable[[], Facts] | None" = None,
 ) -> ScriptResult:
     """Run one job as ``options`` say; ``sink.on_progress`` sees each benchmark run's result.
     ``attempt`` and ``facts``: see :func:`jaxrun.run.runner.run_attempts`.
@@ -38,6 +41,8 @@ def run_job(
     """
     if not job.script.is_file():
         # Deleted (or unmounted) after discovery: a result for this script, not the batch's end.
+        from .result import failed_before_running
+
         return failed_before_running(
             job, f"the script no longer exists (ScriptNotFoundError: no such script {str(job.script)!r})",
             "script_error", hint="the file was removed or moved after jaxrun found it; run again (on a "
@@ -50,18 +55,18 @@ def run_job(
 
 def _benchmark(
     job: Job, options: RunOptions, placement: Placement, stop: threading.Event | None, sink: Sink,
-    attempt: AttemptFn, facts: Callable[[], DeviceInfo] | None,
+    attempt: AttemptFn, facts: "Callable[[], Facts] | None",
 ) -> ScriptResult:
     """W warm-up then N counted process runs; stops at the first failed run (it would repeat)."""
     # Statistics need numpy (~50 ms to import): only a batch that benchmarks pays for it.
     from ..benchmark import sample_from_result, script_benchmark, warm_summary
 
-    samples: list[RunSample] = []
-    warmups: list[RunSample] = []
-    calls: list[WarmCall] = []
+    samples: list["RunSample"] = []
+    warmups: list["RunSample"] = []
+    calls: list["WarmCall"] = []
     cell_runs: list[list[Any]] = []  # a notebook's cells, each counted run's
-    first: ScriptResult | None = None
-    result: ScriptResult | None = None
+    first: "ScriptResult | None" = None
+    result: "ScriptResult | None" = None
     device: str | None = None
     warmup_runs, benchmark_runs = options.warmup_runs, options.benchmark_runs
     for number in range(1, warmup_runs + benchmark_runs + 1):

@@ -19,8 +19,8 @@ from ..option_spec import flag_of
 from ..options import BatchOptions, RunOptions
 
 # Options of the batch (not the script list itself, which the command line or the API gives).
-BATCH_KEYS: tuple[str, ...] = tuple(n for n in BatchOptions.model_fields if n not in ("paths", "run", "rules", "config_file"))
-RUN_KEYS: tuple[str, ...] = tuple(RunOptions.model_fields)
+BATCH_KEYS: tuple[str, ...] = tuple(n for n in BatchOptions.fields if n not in ("paths", "run", "rules", "config_file"))
+RUN_KEYS: tuple[str, ...] = tuple(RunOptions.fields)
 # Settings of what the CLI prints: read by `jaxrun run`, never options.
 DISPLAY_KEYS: dict[str, str] = {"quiet": "no live view (--quiet)", "report": "also write report.html (--report)"}
 TOP_KEYS: tuple[str, ...] = tuple(dict.fromkeys((*BATCH_KEYS, *RUN_KEYS, *DISPLAY_KEYS)))
@@ -133,14 +133,14 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 
 
 def _field_type(key: str) -> Any:
-    fields = RunOptions.model_fields | BatchOptions.model_fields
+    fields = RunOptions.fields | BatchOptions.fields
     if key in DISPLAY_KEYS:
         return bool
     return fields[key].annotation
 
 
 def _read_as_text(key: str) -> bool:
-    field = (RunOptions.model_fields | BatchOptions.model_fields).get(key)
+    field = (RunOptions.fields | BatchOptions.fields).get(key)
     flag = flag_of(field) if field is not None else None
     return flag is not None and flag.text
 

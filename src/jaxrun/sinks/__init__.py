@@ -97,3 +97,51 @@ class Sinks(BaseSink):
                 first = first or exc
         if first is not None:
             raise first
+
+
+class Later(BaseSink):
+    """A sink made when first needed: by :meth:`build` (a batch calls it once its first script's
+    process has started: what it imports and builds then overlaps the script instead of delaying
+    it), or by the first event that must be answered now (a benchmark run's result, a result, the
+    end). The events it was told before (the batch's begin, jobs' starts) are told to it then, in
+    their order."""
+
+    def __init__(self, make: Callable[[], Sink]) -> None:
+        import threading
+
+        self._make: Callable[[], Sink] | None = make
+        self._sink: Sink | None = None
+        self._told: list[tuple[str, tuple[object, ...]]] = []
+        self._lock = threading.Lock()
+
+    def build(self) -> Sink:
+        with self._lock:  # held while it is made: an event from another thread waits for it
+            if self._sink is None:
+                assert self._make is not None
+                sink = self._make()
+                for name, args in self._told:
+                    getattr(sink, name)(*args)
+                self._sink, self._told, self._make = sink, [], None
+            return self._sink
+
+    def _tell(self, name: str, *args: object) -> None:
+        with self._lock:
+            if self._sink is None:
+                self._told.append((name, args))
+                return
+        getattr(self._sink, name)(*args)
+
+    def on_begin(self, jobs: "Jobs") -> None:
+        self._tell("on_begin", jobs)
+
+    def on_start(self, job: "Job", total: int | None) -> None:
+        self._tell("on_start", job, total)
+
+    def on_progress(self, job: "Job", result: "ScriptResult") -> None:
+        self.build().on_progress(job, result)
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        return self.build().on_result(job, result)
+
+    def on_end(self, batch: "BatchResult") -> None:
+        self.build().on_end(batch)

@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .. import __version__, resultfiles
-from ..errors import ResultsWriteError
 from ..models.base import share_parts
-from ..ownership import ResultsFolder
 from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, ScriptResult
 from ..summary import assemble_batch, latest_by_name, performance_metrics_head, script_metrics
 from ..timestamps import now_iso
@@ -116,24 +114,3 @@ class BatchFilesSink(BaseSink):
         resultfiles.write_model_chunks(
             out / resultfiles.PERFORMANCE_METRICS, performance_metrics_head(results, batch.performance_summary),
             "scripts", ((name, script_metrics(r)) for name, r in latest_by_name(results)))
-
-
-class ClaimSink(BaseSink):
-    """Claims each script's files in the results folder's manifest before any is made: as the
-    script starts, or as its result comes in for one that never started (ownership.py)."""
-
-    def __init__(self, folder: ResultsFolder) -> None:
-        self.folder = folder
-
-    def on_start(self, job: "Job", total: int | None) -> None:
-        self._claim(job)
-
-    def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
-        self._claim(job)
-        return result
-
-    def _claim(self, job: "Job") -> None:
-        try:
-            self.folder.claim_scripts([job.file_name])
-        except OSError as exc:  # a full disk: the batch stops with one line, as for any file of it
-            raise ResultsWriteError(self.folder.path, exc) from None

@@ -58,7 +58,7 @@ def named_output_files(options: "BatchOptions") -> list[tuple[Path, str]]:
     from ..option_spec import flag_of
 
     def named(name: str, what: str) -> str:
-        flag = flag_of(type(options).model_fields[name])
+        flag = flag_of(type(options).fields[name])
         spelled = flag.names[0] if flag is not None and flag.names else "--" + name.replace("_", "-")
         return f"{what} ({spelled})"
 

@@ -13,10 +13,9 @@ from pathlib import PurePath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..defaults import device_label
+from ..defaults import TOO_FEW, device_label
 from ..formatting import fmt_seconds, one_line, plural
 from ..probe.notebook_cells import split_cell_filename
-from ..models.comparisons import TOO_FEW
 
 if TYPE_CHECKING:
     from ..models import CellTiming, RegressionCheck, ScriptComparison, ScriptResult

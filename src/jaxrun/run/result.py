@@ -1,0 +1,224 @@
+"""What an attempt left (its process's outcome, the probe's report, how it failed) and the
+:class:`~jaxrun.models.ScriptResult` of a script's run, built from its attempts. Imported once a
+script's process has started (run/runner.py), never on the way to its first line: the result
+models are pydantic's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import resultfiles
+from ..errors import ScriptNotFoundError
+from ..interpreters import is_other
+from ..job import Job
+from ..models import Attempt, ProcessResult, RunEnvironment, ScriptResult
+from ..options import RunOptions
+from ..probe.memory_fit import with_fit_evidence
+from ..provenance import script_identity
+from ..timestamps import now_iso
+from .classify import Classification, Evidence, classify, stderr_tail
+from .compiles import recompile_warnings, totals
+from .environment import chosen_index, numerics_of
+from .launch import LaunchOutcome, cpu_time_of
+from .probe_report import (MEMORY_METHOD, ProbeReport, cell_timings, device_memory, live_array_bytes, memory_peak_mb,
+                           phases, read_probe_report)
+from .profiles import profile_metrics, script_profile
+from .runner import AttemptRun
+from .transfers import guard_variables, transfer_stats
+
+if TYPE_CHECKING:
+    from .multiprocess import JobRun
+
+
+def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: LaunchOutcome,
+                  job_run: "JobRun | None", utilization: "tuple[float | None, str | None] | None") -> AttemptRun:
+    """What one launched attempt left: how it failed (if it did), the probe's report, the
+    variables it ran with."""
+    if job_run is not None:
+        failure, report = job_run.failure, job_run.lead.report
+    else:
+        failure = classify(Evidence.of(outcome, options, stderr_tail(job.stderr_log)))
+        report = read_probe_report(outcome.events)
+    environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
+                                 variables=len(env))
+    return AttemptRun(outcome, failure, report, utilization, command=command, numerics=numerics_of(env),
+                      environment=environment, guard_env=guard_variables(env), processes=job_run)
+
+
+def failed_before_running(job: Job, message: str, error_class: str, *, hint: str) -> ScriptResult:
+    """The result of a script that never got to run (it vanished, or its worker was lost)."""
+    now = now_iso()
+    return ScriptResult(
+        script_name=job.name,
+        script_path=str(job.script),
+        success=False,
+        error_class=error_class,  # type: ignore[arg-type]
+        error_message=message,
+        hint=hint,
+        device_requested=job.device,
+        device_used=None,
+        attempts=[Attempt(number=1, device=job.device, success=False, error_class=error_class,  # type: ignore[arg-type]
+                          error_message=message, started_at=now)],
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def _list_outputs(output_dir: Path) -> list[str]:
+    """Files the script wrote to JAXRUN_OUTPUT_DIR; an empty folder is removed, not left behind."""
+    if not output_dir.is_dir():
+        return []
+    files = sorted(str(p.relative_to(output_dir)) for p in output_dir.rglob("*") if p.is_file())
+    if not files and not any(output_dir.iterdir()):
+        output_dir.rmdir()
+    return files
+
+
+def _content_hash(job: Job) -> str | None:
+    try:
+        return script_identity(job.script)[1]
+    except ScriptNotFoundError:
+        return None
+
+
+def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
+    if outcome is None:
+        return []
+    found = list(outcome.log_errors)  # a log the disk would not take: the script ran on, its log stops short
+    stopped_by_jaxrun = outcome.timed_out or outcome.interrupted or outcome.over_memory_limit or outcome.over_process_limit
+    if outcome.leftovers and not stopped_by_jaxrun:
+        found.append(f"the script left {outcome.leftovers} process(es) running when it ended; jaxrun stopped them")
+    if outcome.oom_kills and not failed:
+        found.append(f"the kernel stopped {outcome.oom_kills} of the script's processes at the memory limit "
+                     "(the script itself went on)")
+    return found
+
+
+def _hint(failure: Classification | None, warnings: list[str], python: str | None = None) -> str | None:
+    """The failure's hint; an out-of-memory one says what jaxrun foresaw as the programs compiled,
+    a missing module under another interpreter (--python) which environment lacks it."""
+    if failure is None:
+        return None
+    if failure.error_class == "import_error" and python is not None and is_other(python):
+        return f"a module the script imports is missing; pip install it into the environment of {python} (--python)"
+    return with_fit_evidence(failure.hint, warnings) if failure.error_class == "out_of_memory" else failure.hint
+
+
+def _warm_summary(entry: str, calls: list) -> object:  # type: ignore[type-arg]
+    from ..benchmark import warm_summary  # numpy: only for warm mode
+
+    return warm_summary(entry, calls)
+
+
+def build_result(
+    job: Job,
+    options: RunOptions,
+    platform: str | None,
+    run: AttemptRun,
+    attempts: list[Attempt],
+    fallback_reason: str | None,
+    started_at: str,
+) -> ScriptResult:
+    outcome, failure = run.outcome, run.failure
+    report = run.report if run.report is not None else ProbeReport()
+    jit_seconds, compile_count, cache_hits, cache_misses = totals(report.jax_loaded, report.compiles, report.compile_cache)
+    device_peak, device_reason = device_memory(report)
+    device = report.device or {}
+    utilisation: float | None = None
+    if run.utilization is not None:
+        utilisation, utilisation_reason = run.utilization
+    else:
+        utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
+    passed = failure is None
+    job_run = run.processes  # --processes N: the job's figures and its lead's (run/multiprocess.py)
+    if job_run is not None:
+        from .multiprocess import process_results
+    lead = job_run.lead if job_run is not None else None
+    # The probe's own CPU figure is one process's: never a job's stand-in.
+    cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time if job_run is None else None)
+    body_time, import_time, run_seconds, phases_note = phases(report, lead.outcome if lead is not None else outcome)
+    result = ScriptResult(
+        script_name=job.name,
+        script_path=str(job.script),
+        success=passed,
+        outcome=("xpassed" if passed else "xfailed") if options.xfail else ("passed" if passed else "failed"),
+        xfail=options.xfail,
+        command=run.command,
+        python=options.python if options.python is not None and is_other(options.python) else None,
+        prestarted=outcome.prestarted if outcome else None,
+        script_args=list(options.args or ()),
+        numerics=run.numerics,
+        environment=run.environment,
+        settings={name: options.origin_of(name) or "per-script setting"
+                  for name, source in options.sources.items() if source == "script"},
+        error_class=failure.error_class if failure else None,  # type: ignore[arg-type]
+        error_message=failure.message if failure else None,
+        exception_type=failure.exception_type if failure else None,
+        traceback=report.traceback if outcome else None,
+        hint=_hint(failure, report.warnings, options.python),
+        exit_code=outcome.exit_code if outcome else None,
+        signal=outcome.signal if outcome else None,
+        device_requested=options.device,
+        device_used=platform,
+        device_index=chosen_index(options.device, platform),
+        jax_backend=device.get("backend"),
+        device_count=device.get("device_count"),
+        fallback_reason=fallback_reason,
+        attempts=attempts,
+        execution_time=outcome.wall_time if outcome else None,
+        body_time=body_time,
+        import_time=import_time,
+        run_time=run_seconds,
+        drain_time=report.drain_time,
+        ended_by=report.ended_by,
+        phases_note=phases_note,
+        cpu_time=cpu_seconds,
+        cpu_method=cpu_method,
+        memory_peak=memory_peak_mb(outcome, report) if outcome else None,
+        memory_method=MEMORY_METHOD if outcome else None,
+        device_memory_peak=device_peak,
+        device_memory_reason=device_reason,
+        device_utilization=utilisation,
+        device_utilization_reason=utilisation_reason,
+        jit_compile_time=jit_seconds,
+        compile_count=compile_count,
+        compiles=report.compiles,
+        compile_environment=report.compile_environment,
+        transfers=transfer_stats(outcome.transfers, run.guard_env, jax_loaded=report.jax_loaded,
+                                 platform=device.get("platform") or platform,
+                                 script_set=report.transfer_guard_set) if outcome else None,
+        live_array_bytes=live_array_bytes(report),
+        cache_hits=cache_hits,
+        cache_misses=cache_misses,
+        compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
+        # A split that is not exact is worth a look on a run that passed (a failed one says why it ended).
+        warnings=[*report.warnings, *recompile_warnings(report.compiles), *_process_warnings(outcome, failure is not None),
+                  *([f"phases: {phases_note}"] if phases_note and passed else [])],
+        leftover_processes=outcome.leftovers if outcome else None,
+        peak_processes=outcome.peak_processes if outcome else None,
+        cgroup=outcome.cgroup if outcome else None,
+        kernel_limits=outcome.kernel_limits if outcome else None,
+        content_hash=_content_hash(job),
+        options_key=options.key,
+        processes=[ProcessResult(**process) for process in process_results(job_run)] if job_run is not None else None,
+        output_files=_list_outputs(job.output_dir),
+        results=job_run.processes[0].report.results if job_run is not None else report.results,
+        stdout_log=str(lead.stdout_log if lead is not None else job.stdout_log) if outcome else None,
+        stderr_log=str(lead.stderr_log if lead is not None else job.stderr_log) if outcome else None,
+        stdout_truncated=bool(outcome and outcome.stdout_truncated),
+        stderr_truncated=bool(outcome and outcome.stderr_truncated),
+        started_at=started_at,
+        finished_at=now_iso(),
+        warm=_warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
+        cells=cell_timings(report, lead.outcome if lead is not None else outcome),
+    )
+    if options.enable_profiling and outcome is not None:
+        profile = script_profile(outcome, report, result)
+        folder = job.results_dir / resultfiles.PROFILING_DIR
+        files = {"memory_profile": str(folder / resultfiles.MEMORY_PROFILE),
+                 "timing_profile": str(folder / resultfiles.TIMING_PROFILE)}
+        result.profile = profile
+        result.performance_metrics = profile_metrics(result, profile, files)
+    return result
