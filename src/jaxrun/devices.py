@@ -9,12 +9,9 @@ Under another interpreter (``--python``) the child is that interpreter's, import
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
-import platform as platform_module
-import socket
 import subprocess
 import sys
 import tempfile
@@ -131,13 +128,30 @@ def _cache_key(python: str | None = None) -> str:
     # "facts-4": keyed on the installed files rather than the versions they declare; platforms say
     # whether their backend is installed, with a short reason.
     if python is None:
-        parts = ["facts-4", sys.executable, socket.gethostname(), _installed("jax"), _installed("jaxlib")]
+        parts = ["facts-4", sys.executable, _host(), _installed("jax"), _installed("jaxlib")]
     else:
         from .interpreters import installed_marks
 
-        parts = ["facts-4", "python", socket.gethostname(), installed_marks(python)]
+        parts = ["facts-4", "python", _host(), installed_marks(python)]
     parts += [f"{name}={os.environ.get(name, '')}" for name in _DEVICE_ENV]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return _sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _host() -> str:
+    return os.uname().nodename  # socket.gethostname()'s answer (gethostname(2)), without importing socket
+
+
+def _sha256(data: bytes) -> "Any":
+    """hashlib's sha256, from CPython's own module where it has one: hashlib loads OpenSSL
+    (~3 ms of every `jaxrun run`) for a digest of a few hundred bytes."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found]  # Python >= 3.12
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef]  # Python 3.10, 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data)
 
 
 def _probe_child(python: str | None = None) -> "DeviceInfo":
@@ -197,7 +211,9 @@ def _cpu_name() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform_module.processor() or platform_module.machine() or "cpu"
+    import platform
+
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def _with_available_devices(info: "DeviceInfo") -> "DeviceInfo":

@@ -190,10 +190,12 @@ class ResultsFolder:
         """A folder an older jaxrun wrote (no manifest): its own results say what was its."""
         if self.exists or self.adopted:
             return
-        from .models import BatchResult, ScriptResult  # only for a folder without a manifest
+        batch_file = self.root / resultfiles.EXECUTION_RESULTS
+        if not batch_file.is_file() and not (self.root / resultfiles.SCRIPT_RESULTS_DIR).is_dir():
+            return  # a new folder (or one with no results): nothing to adopt, no model to import
+        from .models import BatchResult, ScriptResult  # only for a folder an older jaxrun wrote
 
         names: set[str] = set()
-        batch_file = self.root / resultfiles.EXECUTION_RESULTS
         proven = False
         try:
             if batch_file.is_file():

@@ -7,7 +7,6 @@ Every write goes to a temporary file in the same folder and is moved into place 
 from __future__ import annotations
 
 import errno
-import hashlib
 import importlib
 import itertools
 import json
@@ -381,6 +380,8 @@ def file_stem(name: str) -> str:
     raw = name.encode("utf-8", "surrogateescape")
     if len(raw) <= MAX_STEM_BYTES:
         return name
+    import hashlib
+
     digest = hashlib.sha256(raw).hexdigest()[:8]
     head = raw[: MAX_STEM_BYTES - 9].decode("utf-8", "ignore")  # never half a character
     return f"{head}~{digest}"

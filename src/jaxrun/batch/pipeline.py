@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import platform as platform_module
-import socket
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -368,6 +367,8 @@ class _ResultSinks:
         return self.made
 
     def make(self) -> Sink:
+        from platform import python_version
+
         from ..cache import compile_cache_warning
         from ..models import BatchMetadata
         from ..sinks.batch_files import BatchFilesSink
@@ -392,8 +393,8 @@ class _ResultSinks:
             search_paths=search_roots(options),
             unreadable_paths=plan.unreadable,
             results_dir=str(options.results_dir),
-            host=socket.gethostname(),
-            python_version=(info.python_version if run.python and info else platform_module.python_version()),
+            host=os.uname().nodename,  # gethostname(2)'s name, without importing socket
+            python_version=(info.python_version if run.python and info else python_version()),
             python=run.python,
             strict_xfail=options.strict_xfail,
             fail_on_regression=options.fail_on_regression,

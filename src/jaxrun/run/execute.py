@@ -58,9 +58,6 @@ def _benchmark(
     attempt: AttemptFn, facts: "Callable[[], Facts] | None",
 ) -> ScriptResult:
     """W warm-up then N counted process runs; stops at the first failed run (it would repeat)."""
-    # Statistics need numpy (~50 ms to import): only a batch that benchmarks pays for it.
-    from ..benchmark import sample_from_result, script_benchmark, warm_summary
-
     samples: list["RunSample"] = []
     warmups: list["RunSample"] = []
     calls: list["WarmCall"] = []
@@ -77,6 +74,10 @@ def _benchmark(
             # After a fallback, later runs start on the platform that worked: re-trying the
             # missing accelerator each time would only add noise.
             device = device_label(result.device_used, result.device_index) if result.success else None
+        # Statistics need numpy (~50 ms to import): only a batch that benchmarks pays for it, once
+        # its first run has ended (its result has to be read anyway), not on the way to it.
+        from ..benchmark import sample_from_result, script_benchmark, warm_summary
+
         index = number if warmup else number - warmup_runs
         (warmups if warmup else samples).append(sample_from_result(result, index, warmup))
         if not warmup and result.warm is not None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +78,8 @@ def _has_jaxrun_table(path: Path) -> bool:
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
+    import tomllib  # only where a config file is read
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -16,8 +16,6 @@ A notebook's settings are its ``metadata.jaxrun`` table (``{"timeout": 900, "arg
 from __future__ import annotations
 
 import re
-import shlex
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +92,8 @@ def _notebook_header(notebook: Path) -> list[HeaderSetting]:
 
 
 def _words(text: str, where: str) -> list[tuple[str, Any]]:
+    import shlex  # only for a script that has a '# jaxrun:' comment
+
     try:
         words = shlex.split(text, comments=False)
     except ValueError as exc:
@@ -112,6 +112,9 @@ def _words(text: str, where: str) -> list[tuple[str, Any]]:
 
 
 def _value(key: str, raw: str, where: str) -> Any:
+    import shlex
+    import tomllib
+
     if key == "args":
         return shlex.split(raw)
     if key == "env":

@@ -10,7 +10,6 @@ settings may hold.
 from __future__ import annotations
 
 import os
-import shlex
 import typing
 from typing import Any, Callable
 
@@ -156,6 +155,8 @@ def from_text(key: str, text: str) -> Any:
         if word not in _TRUE | _FALSE:
             raise UsageError(f"must be 1/0, true/false, yes/no or on/off, got {text!r}")
         return word in _TRUE
+    import shlex
+
     if key == "args":
         return shlex.split(text)
     if key == "env":
