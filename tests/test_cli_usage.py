@@ -10,7 +10,6 @@ from typing import Optional
 
 import click
 import pytest
-from pydantic import BaseModel
 
 from helpers import jaxrun
 
@@ -57,9 +56,9 @@ def test_every_commands_help_names_its_values_in_words() -> None:
 def test_flags_made_from_declarations_without_a_metavar_get_a_word_for_their_type() -> None:
     """The generator (cli/flags.py) names every value: a list by its items' type, a mapping KEY=VALUE."""
     from jaxrun.cli.flags import option_params
-    from jaxrun.option_spec import Flag, option
+    from jaxrun.option_spec import Flag, OptionSet, option
 
-    class Declared(BaseModel):
+    class Declared(OptionSet):
         names: Optional[tuple[str, ...]] = option(None, "Names (repeatable).")
         counts: list[int] = option([], "Counts (repeatable).")
         labels: Optional[dict[str, str]] = option(None, "Labels (repeatable).")
@@ -115,8 +114,10 @@ def _every_command(group: click.Command | None = None, path: tuple[str, ...] = (
 
     group = app if group is None else group
     found = [(path, group)]
-    for name, command in getattr(group, "commands", {}).items():
-        found += _every_command(command, (*path, name))
+    if isinstance(group, click.Group):  # its commands as `jaxrun` finds them (imported when asked for)
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            found += _every_command(group.get_command(ctx, name), (*path, name))
     return found
 
 
@@ -124,7 +125,7 @@ def _long_flags(path: tuple[str, ...], command: click.Command) -> list[str]:
     if path == ("config",):  # config takes run's flags
         from jaxrun.cli import app
 
-        command = app.commands["run"]
+        command = app.get_command(None, "run")
     ctx = click.Context(command, info_name=path[-1] if path else "jaxrun")
     return [o for p in command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
 

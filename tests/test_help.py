@@ -27,9 +27,10 @@ def _commands(group=app, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ..
     import click
 
     found: list[tuple[tuple[str, ...], object]] = [(path, group)]
-    if isinstance(group, click.Group):
-        for name, command in group.commands.items():
-            found += _commands(command, (*path, name))
+    if isinstance(group, click.Group):  # its commands as `jaxrun` finds them (imported when asked for)
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            found += _commands(group.get_command(ctx, name), (*path, name))
     return found
 
 

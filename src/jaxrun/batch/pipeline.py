@@ -19,7 +19,6 @@ from ..defaults import HISTORY_NOT_USED, log_cap_bytes
 from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..extras import require
 from ..executors.base import Executor, RunJob, make_executor
-from ..failures import HINTS
 from ..interpreters import is_other
 from ..options import BatchOptions, RunOptions
 from ..run import execute
@@ -304,6 +303,7 @@ def _run_locked(
         mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
+        from ..failures import HINTS
         from ..run.result import failed_before_running
 
         # Every script of the batch is in the files: those that never ran are marked interrupted.

@@ -26,7 +26,7 @@ from ..job import Job, Jobs
 from ..options import BatchOptions, parse_devices
 from ..probe import notebook_cells
 from ..probe.channel import valid_text
-from ..view.scripts import script_label
+from ..view.labels import script_label
 
 if TYPE_CHECKING:
     from ..devices import Facts

@@ -1,8 +1,9 @@
 """The ``jaxrun`` command (click + rich). Only the CLI prints and chooses exit codes.
 
 Exit codes: 0 all scripts succeeded, 1 a script failed, 2 bad usage or input, 130 interrupted.
-Each command lives in its own module and imports what it needs when it runs, so ``jaxrun --help``
-stays fast; `jaxrun run`'s flags are made from the options' declarations (cli/flags.py).
+Each command lives in its own module, imported when the command is asked for (``jaxrun run``
+imports none of the others), and imports what it needs when it runs, so ``jaxrun --help`` stays
+fast; `jaxrun run`'s flags are made from the options' declarations (cli/flags.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import ab, analysis, cache, config, info, run
 from .console import CONTEXT_SETTINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, err, fail_usage, out, show_usage_error
 
 if TYPE_CHECKING:
@@ -21,10 +21,32 @@ if TYPE_CHECKING:
 __all__ = ["app", "main", "out", "err", "fail_usage"]
 
 
+# Each command: the module of jaxrun.cli that holds it, and its name there (a function that makes
+# it, for `run`, whose flags come from the options).
+COMMANDS = {
+    "ab": ("ab", "ab"), "bisect": ("ab", "bisect"), "cache": ("cache", "app"), "check": ("info", "check"),
+    "compare": ("analysis", "compare"), "config": ("config", "config"), "devices": ("info", "devices"),
+    "history": ("analysis", "history"), "mcp": ("info", "mcp"), "report": ("analysis", "report"),
+    "run": ("run", "command"), "schema": ("info", "schema"),
+}
+
+
 class JaxrunGroup(click.Group):
-    """The `jaxrun` group: click's own errors (unknown flag or command, missing argument, bad
-    value) are shown in jaxrun's one style (console.show_usage_error), not click's usage block
-    and ``Error: ...``; exit 2 as before."""
+    """The `jaxrun` group: its commands are imported when asked for (:data:`COMMANDS`); click's
+    own errors (unknown flag or command, missing argument, bad value) are shown in jaxrun's one
+    style (console.show_usage_error), not click's usage block and ``Error: ...``; exit 2 as before."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            import importlib
+
+            module, name = COMMANDS[cmd_name]
+            made = getattr(importlib.import_module(f".{module}", __name__), name)
+            self.add_command(made() if cmd_name == "run" else made, cmd_name)
+        return self.commands.get(cmd_name)
 
     def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
@@ -66,11 +88,6 @@ app = JaxrunGroup(
     params=[click.Option(["--version", "-V"], is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
                          help="Print jaxrun's version and exit (the installed distribution's; code that is not installed says where it is).")],
 )
-# The modules stay reachable as jaxrun.cli.run etc.; each command is the function of that name.
-app.add_command(run.command())
-for command in (info.devices, info.check, info.schema, analysis.compare, analysis.history, analysis.report,
-                ab.ab, ab.bisect, info.mcp, config.config, cache.app):
-    app.add_command(command)
 
 
 def main(argv: list[str] | None = None, launcher: "Launcher | None" = None) -> int:

@@ -15,7 +15,7 @@ _WHERE = {
     "ProgramView": "programs", "TransferView": "programs", "program_views": "programs", "transfer_views": "programs",
     "RunView": "run", "Skipped": "run", "read_batch": "run", "read_run_view": "run", "run_view": "run",
     "ScriptView": "scripts", "cell_outcome": "scripts", "cells_ran": "scripts", "compiles_text": "scripts",
-    "label_from_name": "scripts", "relative_path": "scripts", "script_label": "scripts", "script_view": "scripts",
+    "label_from_name": "labels", "relative_path": "labels", "script_label": "labels", "script_view": "scripts",
 }
 __all__ = sorted(_WHERE)
 
