@@ -18,6 +18,9 @@ from .channel import CGROUPS_ENV
 joined_folders: list[str] = []
 
 
+# The kernel's files are ASCII, read as UTF-8 (the same text): its codec is loaded in every
+# interpreter, the ascii one would be imported in every script's process.
+
 # Where a cgroup counts the CPU time of its processes: controller (``""`` for v2) -> (file, key,
 # seconds per unit). A v1 ``cpu.stat`` has no ``usage_usec``. run/cgroups.py reads the same files.
 CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
@@ -29,7 +32,7 @@ CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
 def read_count(path: str, key: str | None = None) -> int | None:
     """An integer file, or the value of ``key`` in a ``key value`` file; None when absent."""
     try:
-        with open(path, encoding="ascii") as file:
+        with open(path, encoding="utf-8") as file:
             text = file.read()
     except OSError:
         return None
@@ -102,10 +105,10 @@ def _join(folders: list[str]) -> dict[str, object]:
     for folder in folders:
         path = os.path.join(folder, "cgroup.procs")
         try:
-            with open(path, encoding="ascii") as procs:
+            with open(path, encoding="utf-8") as procs:
                 if me in procs.read().split():
                     continue  # the parent moved it here already (run/cgroups.py: adopt)
-            with open(path, "w", encoding="ascii") as procs:
+            with open(path, "w", encoding="utf-8") as procs:
                 procs.write(me)
         except OSError as exc:
             return {"cgroup_joined": False, "cgroup_error": f"{folder}: {exc.strerror or exc}"}

@@ -27,18 +27,21 @@ only when the uncertainty is large enough to show in the figures.
 
 from __future__ import annotations
 
+import _thread  # threading's lock and thread-local data, without threading's own imports
 import builtins
-import threading
 import time
-from typing import Any
 
 # Imported here, never in _joined: an import there would run under _lock, inside the wrapped
 # __import__ that takes it (a deadlock). Standard library only, as the probe must be.
 from ..formatting import listed
 
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any
+
 _real_import = builtins.__import__
-_state = threading.local()  # depth: this thread is inside an import statement
-_lock = threading.Lock()
+_state = _thread._local()  # depth: this thread is inside an import statement
+_lock = _thread.allocate_lock()
 _active = 0  # threads inside an import statement right now
 _opened = 0.0  # perf_counter when _active went from 0 to 1
 _closed_seconds = 0.0  # length of the union intervals that have closed
