@@ -121,14 +121,27 @@ def _is_probe_frame(line: str) -> bool:
         line.lstrip().startswith('File "') and '/runpy.py", line' in line)
 
 
+# The bottom frame of a probe started as ``python -c ENTRY`` (probe/arguments.py): the probe's when
+# the next frame is the probe's; a script's own code run from a string keeps its frames.
+_ENTRY_FRAME = 'File "<string>", line 1, in <module>'
+
+
+def _is_entry_frame(lines: list[str], index: int) -> bool:
+    if lines[index].strip() != _ENTRY_FRAME:
+        return False
+    following = next((line for line in lines[index + 1:] if line.lstrip().startswith('File "')), "")
+    return _is_probe_frame(following)
+
+
 def _without_probe_frames(text: str) -> str:
     """``text`` without the probe's and runpy's frames (and their source lines), wherever they
     are: a host callback's traceback is copied into the message of the runtime's error, from the
     bottom of the stack, where the probe's frames are."""
     kept: list[str] = []
     skipping = False
-    for line in text.splitlines(keepends=True):
-        if _is_probe_frame(line):
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if _is_probe_frame(line) or _is_entry_frame(lines, index):
             skipping = True
             continue
         if skipping and line.startswith("    ") and not line.lstrip().startswith('File "'):
@@ -162,12 +175,12 @@ def _wait_as_spare() -> tuple[list[str], float] | None:
     environment, folder and stdin as a launched probe would have them). None: no job came."""
     join_cgroups()  # its own group, which becomes its job's (run/spare.py); the job's START says
     ready_at = time.perf_counter()
-    line = sys.stdin.buffer.readline()
-    if not line:
+    data = sys.stdin.buffer.read()  # jaxrun closes it after the job
+    if not data:
         return None  # jaxrun stopped or no longer needs this spare
-    import json
+    import marshal  # built in: json's import is ~5 ms of CPU (run/spare.py wrote it with this interpreter)
 
-    job = json.loads(line.decode("utf-8", errors="surrogateescape"))
+    job = marshal.loads(data)
     os.environ.clear()
     os.environ.update({k: v for k, v in job["env"].items()})
     os.chdir(job["cwd"])
@@ -265,5 +278,10 @@ def _exit_status(code: object) -> tuple[int, str | None]:
     return 1, _message(code)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The probe's process (arguments.ENTRY): its arguments follow ``-c ENTRY``."""
     sys.exit(main(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    run()

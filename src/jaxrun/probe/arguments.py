@@ -14,6 +14,10 @@ from __future__ import annotations
 import sys
 
 MODULE = "jaxrun.probe"
+# How jaxrun starts a probe: ``python -c``, not ``python -m jaxrun.probe`` (which runs the same
+# main(), for a probe started by hand): ``-m`` imports runpy, and with it importlib.util,
+# contextlib, collections and functools, ~5 ms of CPU in every script's process.
+ENTRY = "from jaxrun.probe.__main__ import run; run()"
 SPARE = "--spare"  # a probe started before its job is known (run/spare.py); the job comes on stdin
 
 
@@ -61,8 +65,8 @@ class ProbeArguments:
         return [*out, "--", *self.script_argv]
 
     def command(self, python: str | None = None) -> list[str]:
-        """The whole command line: ``python -m jaxrun.probe --events FILE ... -- script [args]``."""
-        return [python or sys.executable, "-m", MODULE, *self.flags()]
+        """The whole command line: ``python -c ENTRY --events FILE ... -- script [args]``."""
+        return [*interpreter(python), *self.flags()]
 
     @classmethod
     def parse(cls, argv: list[str]) -> "ProbeArguments":
@@ -90,6 +94,11 @@ class ProbeArguments:
 ProbeArguments._fields = tuple(name for name in ProbeArguments.__annotations__ if not name.startswith("_"))
 ProbeArguments._field_defaults = {name: ProbeArguments.__dict__[name] for name in ProbeArguments._fields
                                   if name in ProbeArguments.__dict__}
+
+
+def interpreter(python: str | None = None) -> list[str]:
+    """What starts a probe, before its arguments (a spare's too: run/spare.py)."""
+    return [python or sys.executable, "-c", ENTRY]
 
 
 def _flag_names() -> list[str]:
