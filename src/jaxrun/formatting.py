@@ -5,10 +5,7 @@ Pure text, no rich; unknown is "-"."""
 
 from __future__ import annotations
 
-# The probe (in every script's process) imports this module: typing is for type checkers only.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Iterable, Optional
+from typing import Iterable, Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
            "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count", "listed", "left_out"]
