@@ -18,9 +18,6 @@ from .channel import CGROUPS_ENV
 joined_folders: list[str] = []
 
 
-# The kernel's files are ASCII, read as UTF-8 (the same text): its codec is loaded in every
-# interpreter, the ascii one would be imported in every script's process.
-
 # Where a cgroup counts the CPU time of its processes: controller (``""`` for v2) -> (file, key,
 # seconds per unit). A v1 ``cpu.stat`` has no ``usage_usec``. run/cgroups.py reads the same files.
 CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
@@ -29,6 +26,8 @@ CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
 }
 
 
+# The kernel's files here are ASCII, read and written as UTF-8 (the same text): its codec is loaded
+# in every interpreter, the ascii one would be imported in every script's process.
 def read_count(path: str, key: str | None = None) -> int | None:
     """An integer file, or the value of ``key`` in a ``key value`` file; None when absent."""
     try:

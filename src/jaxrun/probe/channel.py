@@ -71,6 +71,8 @@ def _jsonable(value: Any) -> Any:
 try:
     from _json import encode_basestring_ascii as _encode_text, make_encoder as _make_encoder
 except ImportError:  # an interpreter without it: json.dumps itself
+    import json
+
     _make_encoder = None
 
 
@@ -81,8 +83,6 @@ def _not_serializable(value: Any) -> Any:
 def _dumps(value: Any) -> str:
     """``json.dumps(value)``: the same text (one shot, no indent, NaN and infinities allowed)."""
     if _make_encoder is None:
-        import json
-
         return json.dumps(value, allow_nan=True)
     return "".join(_make_encoder({}, _not_serializable, _encode_text, None, ": ", ", ", False, False, True)(value, 0))
 
