@@ -6,10 +6,12 @@ what ``python script.py`` holds, never typing, json, re, enum, signal, threading
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import jaxrun
 from jaxrun.probe.arguments import ProbeArguments
 
 # What the probe may add besides jaxrun's modules: C modules it needs (json's encoder, getrusage,
@@ -25,7 +27,10 @@ NOT_YET = {"jaxrun.probe.programs", "jaxrun.probe.xla_facts", "jaxrun.probe.prof
 def first_line_modules(command: list[str], script: Path, out: Path) -> set[str]:
     script.write_text(f"import sys\nopen({str(out)!r}, 'w').write(repr(sorted(sys.modules)))\n"
                       "if False:\n    import jax\n")
-    subprocess.run(command, cwd=script.parent, capture_output=True, timeout=60, check=True)
+    # -S leaves site-packages out: jaxrun is found where this process found it.
+    where = str(Path(jaxrun.__file__).parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (where, os.environ.get("PYTHONPATH")) if p)}
+    subprocess.run(command, cwd=script.parent, env=env, capture_output=True, timeout=60, check=True)
     return set(ast.literal_eval(out.read_text()))
 
 
