@@ -108,6 +108,7 @@ def test_a_callbacks_own_error_about_memory_is_a_script_error(tmp_path: Path) ->
     # The callback's traceback, copied into the runtime's message, starts at the script's line.
     for text in (result.traceback, Path(result.stderr_log).read_text()):
         assert "<frozen runpy>" not in text and "jaxrun/probe" not in text, text
+        assert 'File "<string>"' not in text, text  # the bottom frame of the probe's `python -c`
     assert 'File "' + str(tmp_path / "s.py") + '", line 4, in host' in result.traceback
 
 

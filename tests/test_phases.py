@@ -243,3 +243,34 @@ def test_the_import_timer_stays_bounded_and_keeps_its_total(monkeypatch: pytest.
     named = import_timer.named_spans(float("inf"))
     assert named[0][2] == "json" and named[0][3] > 1  # (start, end, modules, statements, seconds)
     assert sum(n[3] for n in named) >= 20_001  # every statement counted (other threads may add theirs)
+
+
+def test_imports_running_at_once_are_named_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads inside import statements at once make one interval, named after both modules,
+    whether it has closed or is still open when the names are read."""
+    import threading
+    import time as clock
+
+    from jaxrun.probe import import_timer
+
+    for name, value in (("blocks", []), ("_tail", None), ("_closed_seconds", 0.0), ("_active", 0), ("_names", [])):
+        monkeypatch.setattr(import_timer, name, value)
+    inside = threading.Barrier(2)
+    BOTH = (["jax, numpy"], ["numpy, jax"])  # in the order the threads entered
+
+    def importing(module: str) -> None:
+        import_timer._enter(module)
+        inside.wait()
+        clock.sleep(0.01)  # long enough to be a block of its own
+        inside.wait()
+        if module == "numpy":
+            assert [n[2] for n in import_timer.named_spans(clock.perf_counter())] in BOTH  # still open
+        inside.wait()
+        import_timer._leave()
+
+    threads = [threading.Thread(target=importing, args=(m,)) for m in ("jax", "numpy")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [n[2] for n in import_timer.named_spans(float("inf"))] in BOTH

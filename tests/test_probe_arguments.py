@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jaxrun.options import RunOptions
-from jaxrun.probe.arguments import MODULE, ProbeArguments, ProbeUsageError
+from jaxrun.probe.arguments import ProbeArguments, ProbeUsageError, interpreter
 from jaxrun.run.environment import probe_command
 
 
@@ -23,7 +23,7 @@ from jaxrun.run.environment import probe_command
 def test_the_childs_reading_of_the_parents_command_is_the_options(options, profile) -> None:
     run = RunOptions.build("api", **options)
     command = probe_command(Path("/s/train.py"), Path("/e/events.jsonl"), run, Path(profile) if profile else None)
-    assert command[:3] == [sys.executable, "-m", MODULE]
+    assert command[:3] == interpreter() == [sys.executable, "-c", "from jaxrun.probe.__main__ import run; run()"]
     read = ProbeArguments.parse(command[3:])
     assert read.events == "/e/events.jsonl"
     assert read.script_argv == ("/s/train.py", *(run.args or ()))  # a script's own "--" stays its own
@@ -45,10 +45,11 @@ def test_a_command_the_parent_never_builds_is_refused(argv) -> None:
         ProbeArguments.parse(argv)
 
 
-def test_the_probe_process_refuses_it_with_one_line_and_runs_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", [interpreter(), [sys.executable, "-m", "jaxrun.probe"]], ids=["as jaxrun", "by hand"])
+def test_the_probe_process_refuses_it_with_one_line_and_runs_nothing(tmp_path: Path, start: list[str]) -> None:
     script = tmp_path / "s.py"
     script.write_text("open(__file__ + '.ran', 'w').close()\n")
-    proc = subprocess.run([sys.executable, "-m", MODULE, "--events", str(tmp_path / "e"), "--warm-calls", "x",
+    proc = subprocess.run([*start, "--events", str(tmp_path / "e"), "--warm-calls", "x",
                            "--", str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("--warm-calls takes a whole number, got 'x'\nusage: python -m jaxrun.probe")

@@ -85,3 +85,20 @@ def test_a_line_that_does_not_match_is_a_warning_not_a_crash() -> None:
     report = read_probe_report(damaged)  # type: ignore[arg-type]
     assert report.body_time is None  # unknown, never half-read
     assert report.warnings and "end: missing" in report.warnings[0]
+
+
+def test_the_definitions_the_run_reads_are_typings_typed_dicts() -> None:
+    """At run time the definitions are stand-ins (probe/events.py: no typing in a script's process);
+    type checkers read the same classes as typing's TypedDicts: the same keys, the same required."""
+    import types
+
+    source = Path(events.__file__).read_text().replace("TYPE_CHECKING = False", "TYPE_CHECKING = True", 1)
+    typed = types.ModuleType("typed_events")
+    exec(compile(source, events.__file__, "exec"), typed.__dict__)
+    assert set(typed.DEFINITIONS) == set(events.DEFINITIONS)
+    for name, definition in events.DEFINITIONS.items():
+        real = typed.DEFINITIONS[name]
+        assert list(definition.__annotations__) == list(real.__annotations__), name
+        assert definition.__required_keys__ == real.__required_keys__, name
+        assert definition.__optional_keys__ == real.__optional_keys__, name
+        assert type(definition(type=name)) is dict

@@ -7,10 +7,13 @@ and never imports jax, pydantic or the CLI until they are used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from .recording import record
+
+# Every script's process imports this package (the probe is in it): typing is ~10 ms of CPU in a
+# fresh interpreter, for type checkers only (probe/events.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "find_jax_scripts": "jaxrun.discovery",
@@ -69,6 +72,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name == "bench":  # the in-process benchmarking API imports jax, so only on first use
+        import importlib
+
         return importlib.import_module("jaxrun.bench")
     if name == "__version__":  # the installed distribution's (jaxrun/version.py): read on first use
         from .version import version
@@ -78,6 +83,8 @@ def __getattr__(name: str) -> Any:
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'jaxrun' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(module_name), name)
     globals()[name] = value
     return value

@@ -7,10 +7,13 @@ Outside jaxrun (no channel in the environment) it does nothing, so scripts stay 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from .probe import events
 from .probe.channel import EVENTS_ENV, EventWriter
+
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any
 
 _writer: EventWriter | None = None
 _writer_pid: int | None = None

@@ -26,10 +26,12 @@ CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
 }
 
 
+# The kernel's files here are ASCII, read and written as UTF-8 (the same text): its codec is loaded
+# in every interpreter, the ascii one would be imported in every script's process.
 def read_count(path: str, key: str | None = None) -> int | None:
     """An integer file, or the value of ``key`` in a ``key value`` file; None when absent."""
     try:
-        with open(path, encoding="ascii") as file:
+        with open(path, encoding="utf-8") as file:
             text = file.read()
     except OSError:
         return None
@@ -102,10 +104,10 @@ def _join(folders: list[str]) -> dict[str, object]:
     for folder in folders:
         path = os.path.join(folder, "cgroup.procs")
         try:
-            with open(path, encoding="ascii") as procs:
+            with open(path, encoding="utf-8") as procs:
                 if me in procs.read().split():
                     continue  # the parent moved it here already (run/cgroups.py: adopt)
-            with open(path, "w", encoding="ascii") as procs:
+            with open(path, "w", encoding="utf-8") as procs:
                 procs.write(me)
         except OSError as exc:
             return {"cgroup_joined": False, "cgroup_error": f"{folder}: {exc.strerror or exc}"}

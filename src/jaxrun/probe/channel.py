@@ -7,11 +7,14 @@ process the script starts that calls ``jaxrun.record`` can share it without inte
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any, Iterable
 
 from . import events as ev
+
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any, Iterable
+
 EVENTS_ENV = "JAXRUN_EVENTS_FILE"
 # The cgroup folders (os.pathsep-separated) the probe joins before the script starts (run/cgroups.py).
 CGROUPS_ENV = "JAXRUN_CGROUPS"
@@ -61,13 +64,36 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+# json's own C encoder, called below as ``json.dumps`` calls it, without importing ``json``: its
+# ``re`` (with enum and the rest) is ~5 ms of CPU in a fresh interpreter, in every script's process.
+# Bound here, not in send(): an import statement while the script runs would be the script's
+# import time (probe/import_timer.py).
+try:
+    from _json import encode_basestring_ascii as _encode_text, make_encoder as _make_encoder
+except ImportError:  # an interpreter without it: json.dumps itself
+    import json
+
+    _make_encoder = None
+
+
+def _not_serializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+def _dumps(value: Any) -> str:
+    """``json.dumps(value)``: the same text (one shot, no indent, NaN and infinities allowed)."""
+    if _make_encoder is None:
+        return json.dumps(value, allow_nan=True)
+    return "".join(_make_encoder({}, _not_serializable, _encode_text, None, ": ", ", ", False, False, True)(value, 0))
+
+
 class EventWriter:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def send(self, event: "ev.Event") -> None:
         """Write one event (its definition in probe/events.py) as one line, in one write."""
-        line = json.dumps(_jsonable(event), allow_nan=True) + "\n"
+        line = _dumps(_jsonable(event)) + "\n"
         try:
             os.write(self._fd, line.encode("utf-8"))
         except OSError:
@@ -82,6 +108,8 @@ class EventWriter:
 
 def read_events(path: str | os.PathLike[str]) -> list[ev.Event]:
     """Read every complete event (defined in probe/events.py); a line cut short by a kill is ignored."""
+    import json  # the parent's side: the probe never reads the channel
+
     events: list[ev.Event] = []
     try:
         with open(path, "rb") as handle:

@@ -19,9 +19,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
 
 from . import jax_hooks
+
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any
 
 # A freshly built program's first run costs more than its next ones (~1 ms on CPU): a first run
 # within this of the build found the devices idle.

@@ -12,23 +12,27 @@ process's end (run/probe_report.py).
 
 from __future__ import annotations
 
+import _signal  # signal's own functions and numbers: ``signal`` itself imports enum (~3 ms of CPU)
+import _thread  # threading's Lock, without threading's own imports
 import os
 import resource
-import signal
 import sys
-import threading
 import time
-from typing import Any, Callable
 
 from . import drain, events, import_timer, phases
-from .channel import EventWriter
 from .jax_hooks import compile_cache_facts, compile_environment, compile_intervals, device_facts
+
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from .channel import EventWriter
 
 # Signals whose default action does not end the process (ignore, stop, continue).
 _NOT_FATAL = {
-    getattr(signal, name) for name in
+    getattr(_signal, name) for name in
     ("SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGWINCH")
-    if hasattr(signal, name)
+    if hasattr(_signal, name)
 }
 
 
@@ -42,7 +46,7 @@ def _own_peak_rss_kb() -> int | None:
     """This process's peak RSS since it started the probe (Linux VmHWM, which exec resets);
     ``ru_maxrss`` is no use: it keeps the peak of the launcher that forked this process."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        with open("/proc/self/status", encoding="utf-8") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1])
@@ -60,7 +64,7 @@ class Body:
         self.pid = os.getpid()
         self.started = 0.0
         self._finish_hooks = finish_hooks or []
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._ended = False
         self._real: dict[str, Callable[..., Any]] = {}
         self._closing: list[Callable[[float], None]] = []
@@ -154,13 +158,17 @@ class Body:
                 body._ending(f"the script raised {_name(sig)}", None)
             body._real["raise_signal"](sig)
 
-        for module, name, wrapper in ((os, "_exit", _exit), (os, "abort", abort), (os, "kill", kill),
-                                      (os, "killpg", killpg), (signal, "raise_signal", raise_signal)):
-            if hasattr(module, name):
-                self._real[name] = getattr(module, name)
+        # raise_signal is wrapped where ``signal`` takes it from as it is imported (``from _signal
+        # import *``), and in ``signal`` itself if something imported it already.
+        signal_modules = [_signal] + ([sys.modules["signal"]] if "signal" in sys.modules else [])
+        for modules, name, wrapper in (([os], "_exit", _exit), ([os], "abort", abort), ([os], "kill", kill),
+                                       ([os], "killpg", killpg), (signal_modules, "raise_signal", raise_signal)):
+            if hasattr(modules[0], name):
+                self._real[name] = getattr(modules[0], name)
                 wrapper.__name__ = wrapper.__qualname__ = name
                 wrapper.__doc__ = self._real[name].__doc__
-                setattr(module, name, wrapper)
+                for module in modules:
+                    setattr(module, name, wrapper)
 
     def _ending(self, how: str, code: int | None) -> None:
         try:
@@ -173,17 +181,22 @@ class Body:
         """Whether ``sig`` would end this process now: its default action ends processes and no
         Python handler catches it (SIGKILL always)."""
         try:
-            if sig == signal.SIGKILL:
+            if sig == _signal.SIGKILL:
                 return True
             if sig in _NOT_FATAL or sig == 0:
                 return False
-            return signal.getsignal(sig) in (signal.SIG_DFL, None)
+            return _signal.getsignal(sig) in (_signal.SIG_DFL, None)
         except (ValueError, TypeError):
             return False
 
 
 def _name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
+    """``signal.Signals(sig).name`` (the same names: of the numbers several names share, the first in
+    alphabetical order, as enum makes them aliases), without importing ``signal`` in the script's
+    last moments, while its import time is still being measured."""
+    names = sorted((value, name) for name, value in vars(_signal).items()
+                   if name.isupper() and name.startswith("SIG") and not name.startswith("SIG_"))
+    for value, name in names:
+        if value == sig:
+            return name
+    return f"signal {sig}"

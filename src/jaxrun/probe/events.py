@@ -7,9 +7,41 @@ jax to import); :func:`problems` checks a line against its definition (tests/tes
 holds every event a real probe writes to it). docs/ARCHITECTURE.md describes the channel itself.
 """
 
-# No ``from __future__ import annotations``: TypedDict reads which keys are required from the
-# evaluated class bodies. Required fields sit in a total base class, optional ones in the event.
-from typing import Any, Literal, TypedDict, Union
+# Required fields sit in a total base class, optional ones in the event. The annotations stay text:
+# nothing at run time reads more than their names.
+from __future__ import annotations
+
+# The probe imports this module in every script's process, and ``typing`` (with the re, enum and
+# collections it pulls in) is ~10 ms of CPU in a fresh interpreter: type checkers read typing's
+# TypedDict; at run time an event is a plain dict, its definition a class that says which keys
+# it has and which it requires (what problems() checks).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal, TypedDict, Union
+else:
+    class _Definition(type):
+        """typing's TypedDict as far as the run needs it: calling a definition makes a plain
+        dict; ``__annotations__`` holds its keys (its bases' too), ``__required_keys__`` those it
+        requires (the keys of each total class in its bases)."""
+
+        __call__ = dict  # not bound: Start(type=..., pid=...) is dict(type=..., pid=...)
+
+        def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any], total: bool = True) -> type:
+            own = namespace.get("__annotations__", {})
+            keys: dict[str, Any] = {}
+            required: set[str] = set()
+            for base in bases:
+                keys.update(base.__annotations__)
+                required.update(base.__required_keys__)
+            keys.update(own)
+            if total:
+                required.update(own)
+            namespace = {**namespace, "__annotations__": keys, "__required_keys__": frozenset(required),
+                         "__optional_keys__": frozenset(keys.keys() - required), "__total__": total}
+            return super().__new__(mcs, name, (), namespace)
+
+    class TypedDict(metaclass=_Definition):
+        pass
 
 TYPE = "type"
 
@@ -221,8 +253,11 @@ class Profile(TypedDict):
     memory_profile_reason: str | None
 
 
-Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning, End,
-              Profile, TransferGuard, Cell, Notebook]
+if TYPE_CHECKING:
+    Event = Union[Start, JaxLoaded, Compile, Program, CacheSaved, Record, Call, Exception_, Exit, Body, ProbeWarning,
+                  End, Profile, TransferGuard, Cell, Notebook]
+else:
+    Event = dict
 
 DEFINITIONS: dict[str, type] = {
     START: Start, JAX_LOADED: JaxLoaded, COMPILE: Compile, PROGRAM: Program, CACHE_SAVED: CacheSaved, RECORD: Record,

@@ -27,18 +27,17 @@ only when the uncertainty is large enough to show in the figures.
 
 from __future__ import annotations
 
+import _thread  # threading's lock and thread-local data, without threading's own imports
 import builtins
-import threading
 import time
-from typing import Any
 
-# Imported here, never in _joined: an import there would run under _lock, inside the wrapped
-# __import__ that takes it (a deadlock). Standard library only, as the probe must be.
-from ..formatting import listed
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any
 
 _real_import = builtins.__import__
-_state = threading.local()  # depth: this thread is inside an import statement
-_lock = threading.Lock()
+_state = _thread._local()  # depth: this thread is inside an import statement
+_lock = _thread.allocate_lock()
 _active = 0  # threads inside an import statement right now
 _opened = 0.0  # perf_counter when _active went from 0 to 1
 _closed_seconds = 0.0  # length of the union intervals that have closed
@@ -48,8 +47,9 @@ MAX_NAMES = 8  # per interval or block; more threads importing at once are count
 SHORT_IMPORT = 100e-6  # an import statement of a module already loaded takes a few microseconds
 BLOCK_SECONDS = 100e-6  # import time a block of short statements holds at most
 MAX_BLOCKS = 10_000
-# A block: [start, end, seconds, names (at most MAX_NAMES), statements, short]; ``seconds`` is
-# end - start for a block of one statement, less for several (the gaps between them).
+# A block: [start, end, seconds, names (at most MAX_NAMES; the names of several threads' imports
+# at once are one tuple), statements, short]; ``seconds`` is end - start for a block of one
+# statement, less for several (the gaps between them).
 blocks: list[list[Any]] = []  # closed, in time order
 _tail: list[Any] | None = None  # the block of short statements still growing
 
@@ -65,7 +65,14 @@ def _enter(module: str) -> None:
         _names.append(module)
 
 
-def _joined(names: list[str]) -> str:
+def _joined(names: str | tuple[str, ...]) -> str:
+    """The modules several threads imported at once, as one name: written when the names are read
+    (named_spans, outside the lock), so that formatting is imported only then: an import under
+    _lock, inside the wrapped __import__ that takes it, would deadlock."""
+    if isinstance(names, str):
+        return names
+    from ..formatting import listed
+
     return listed(dict.fromkeys(names), MAX_NAMES)
 
 
@@ -86,7 +93,7 @@ def _leave() -> None:
             return
         seconds = now - _opened
         _closed_seconds += seconds
-        name = _names[0] if len(_names) == 1 else _joined(_names)
+        name = _names[0] if len(_names) == 1 else tuple(_names)
         if seconds < SHORT_IMPORT:
             tail = _tail
             if tail is not None and tail[2] + seconds <= BLOCK_SECONDS:
@@ -179,7 +186,7 @@ def _all(until: float) -> tuple[list[list[Any]], bool]:
         every.append(_tail)
     still_open = _active > 0
     if still_open and until > _opened:
-        every.append([_opened, until, until - _opened, [_joined(_names)], 1, False])
+        every.append([_opened, until, until - _opened, [tuple(_names)], 1, False])
     return every, still_open
 
 
@@ -197,4 +204,6 @@ def named_spans(until: float) -> list[tuple[float, float, str, int, float]]:
     seconds)``, the modules its statements named (the first ``MAX_NAMES``, comma-separated)."""
     with _lock:
         every, _ = _all(until)
-        return [(b[0], b[1], ", ".join(b[3]), b[4], b[2]) for b in every]
+        taken = [(b[0], b[1], tuple(b[3]), b[4], b[2]) for b in every]
+    return [(start, end, ", ".join(map(_joined, names)), statements, seconds)
+            for start, end, names, statements, seconds in taken]

@@ -4,7 +4,9 @@ compiles, so the time spent compiling is a union, and its part inside imports an
 
 from __future__ import annotations
 
-from typing import Iterable
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Iterable
 
 Interval = tuple[float, float]
 

@@ -7,15 +7,18 @@ jax in the probe up front would cost ~0.4 s for scripts that never use it and wo
 
 from __future__ import annotations
 
-import importlib.machinery
 import os
 import sys
 import time
-from typing import Any, Callable
 
 from . import cluster, events
-from .channel import EventWriter
 from .transfer_guard import watch_transfer_guard
+
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from .channel import EventWriter
 
 _CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 # --device cpu:K (K > 0): the CPU device the script's work goes to by default (run/environment.py).
@@ -217,7 +220,8 @@ class JaxImportWatcher:
         if fullname != "jax":
             return None
         sys.meta_path.remove(self)  # once only; the real finders take it from here
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        # importlib.machinery's PathFinder, from the import system itself: nothing to import here.
+        spec = sys.modules["_frozen_importlib_external"].PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
             spec.loader = _NotifyingLoader(spec.loader, self._on_loaded)
         return spec

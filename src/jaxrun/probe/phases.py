@@ -14,9 +14,11 @@ cannot be told apart exactly, ``notes`` says so and the result carries it (``pha
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from . import intervals
+
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Iterable
 
 Interval = tuple[float, float]
 # The split of compilation inside imports is said to be approximate only past both of these: below,

@@ -8,10 +8,14 @@ The variables are defined here, for both sides of the process boundary.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
 
 from . import events
-from .channel import EventWriter
+
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from .channel import EventWriter
 
 # JAX's transfer-guard variables (jax/_src/config.py), and the one jaxrun sets beside its own
 # JAX_TRANSFER_GUARD=log (run/transfers.py).

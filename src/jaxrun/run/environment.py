@@ -193,7 +193,7 @@ def numerics_of(env: dict[str, str]) -> "Numerics":
 
 
 def probe_command(script: Path, events_path: Path, options: RunOptions, profile_dir: Path | None = None) -> list[str]:
-    """``python -m jaxrun.probe --events FILE [...] -- script [args]`` (probe/arguments.py), under
+    """``python -c ENTRY --events FILE [...] -- script [args]`` (probe/arguments.py), under
     ``options.python`` when given (another environment's interpreter)."""
     return ProbeArguments(
         events=str(events_path),

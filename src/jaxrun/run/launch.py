@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 from ..defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from ..probe import events as ev
-from ..probe.arguments import MODULE as PROBE_MODULE
+from ..probe.arguments import interpreter as probe_interpreter
 from ..probe.channel import EVENTS_ENV, read_events
 from ..startup_trace import mark
 from . import cgroups, lifeline
@@ -231,7 +230,7 @@ def launch(
 
         launcher = Launcher()  # no spare, nothing put off: a launch of its own
     memory_limit, max_processes = limits.memory_limit, limits.max_processes
-    spare = launcher.spares.take(env) if command[:3] == [sys.executable, "-m", PROBE_MODULE] else None
+    spare = launcher.spares.take(env) if command[:3] == probe_interpreter() else None
     if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
         group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
         group.limit(memory_limit, max_processes)
