@@ -88,9 +88,14 @@ class Row:
 
 
 def timed(command: list[str], **kw: object) -> float:
+    """Seconds ``command`` took; a command that fails stops the benchmark (its time would be a
+    failure's, not a run's)."""
     started = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=kw.pop("env", ENV), check=False, **kw)  # type: ignore[call-overload]
-    return time.perf_counter() - started
+    proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=kw.pop("env", ENV), check=False, **kw)  # type: ignore[call-overload]
+    took = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"exit {proc.returncode}: {' '.join(command)}")
+    return took
 
 
 def median(values: list[float]) -> float:
@@ -158,7 +163,7 @@ def stamped_run(command: list[str], stamp: Path, trace: Path) -> tuple[float, fl
     started, when it ended, and the stamp the script wrote."""
     trace.unlink(missing_ok=True)
     started = time.time()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
                    env={**ENV, "STAMP_FILE": str(stamp), "JAXRUN_STARTUP_TRACE": str(trace)})
     return started, time.time(), float(stamp.read_text())
 
@@ -215,7 +220,8 @@ def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
         started = time.time()
         proc = subprocess.Popen([*JAXRUN, "run", str(folders[count]), "--no-history", "--no-config", "-q",
                                  "--results-dir", str(tmp / f"r_first_of_{count}")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)})
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)},
+                                preexec_fn=_interruptible)
         try:
             while not (stamp.exists() and stamp.read_text()):
                 if proc.poll() is not None:
@@ -224,7 +230,12 @@ def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
             return float(stamp.read_text()) - started
         finally:
             proc.send_signal(signal.SIGINT)
-            proc.wait()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError("jaxrun went on after SIGINT") from None
 
     many, one = [], []
     for _ in range(runs):
@@ -234,6 +245,12 @@ def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
     return Row(f"`jaxrun run` start-up with {n:,} scripts (to the first script's first line)",
                f"{m * 1000:.0f} ms (one script: {o * 1000:.0f} ms, {(m - o) * 1000:+.0f} ms)", "150 ms", m <= 0.150,
                f"median of {runs}, interleaved; jaxrun stopped once the first script ran")
+
+
+def _interruptible() -> None:
+    """In the child before exec: SIGINT as a terminal's Ctrl-C finds it, even where this benchmark
+    was started with SIGINT ignored (a shell's background job), which Python would keep."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def teardown_time(runs: int, tmp: Path) -> list[Row]:
@@ -489,7 +506,8 @@ def watched(command: list[str], **kw: object) -> tuple[float, float, float, int]
     wall = time.perf_counter() - started
     fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
     own = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat(5))
-    proc.wait()
+    if proc.wait() != 0:
+        raise RuntimeError(f"exit {proc.returncode}: {' '.join(command)}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) - own
     return wall, own, children, peak
