@@ -1,19 +1,27 @@
-"""Every budget of jaxrun's own speed (../shared/DESIGN.md §10 and issue 14), measured side by side
-in one run, printed as a table and written to benchmarks/README.md with the machine, the date and
-the versions. Run from the checkout::
+"""Every budget of jaxrun's own speed (../shared/DESIGN.md §10), measured side by side with
+`python` in one run, printed as a table and written to benchmarks/README.md with the machine, the
+date, the versions and the install measured. Run from the checkout::
 
-    python benchmarks/run.py [--runs 7] [--no-write]
+    python benchmarks/run.py [--runs 9] [--no-write] [--checkout PATH] [--fresh-venv]
     python benchmarks/run.py --only-sweep [--scripts 1000]     # the tiny-script sweep alone
+    python benchmarks/run.py --only-batch                      # the trivial script and the 10-script folder
     python benchmarks/run.py --only-ray --scripts 10000        # over a local 2-node Ray (bench_ray_cluster)
 
+jaxrun is measured as a user has it (user_install.py): ``pip install CHECKOUT`` (not editable) into
+a virtual environment of its dependencies as pip installs them, run by the console script pip
+wrote, in the environment a user's shell has (no PYTHONPATH to a source tree); `python` on the
+other side of each row is that environment's python. The scripts jit and run something, as a
+user's do (a small matmul), except the tiny-script sweep's, which only print.
+
 Each figure is a median of ``--runs`` interleaved measurements (a jaxrun run, then the plain
-python it is compared with, and so on), so both sides see the same load on this shared machine.
+python it is compared with, and so on), so both sides see the same load on this shared machine;
+each row says the load average when it was measured.
 """
 
 from __future__ import annotations
 
 import argparse
-import compileall
+import json
 import os
 import platform
 import signal
@@ -29,23 +37,45 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT / "src"), str(HERE)]
+sys.path.insert(0, str(HERE))
 
-import bench_discovery  # noqa: E402
-import bench_ray_cluster  # noqa: E402
-import bench_result_writing  # noqa: E402
+import user_install  # noqa: E402
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)}
-# The `jaxrun` command as users type it (the console script beside this Python), else `python -m`;
-# either way PYTHONPATH makes it run this checkout's code.
-_SCRIPT = Path(sys.executable).parent / "jaxrun"
-JAXRUN = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "jaxrun"]
-TRIVIAL = "import jax.numpy as jnp\nprint(float(jnp.ones(8).sum()))\n"
+# Set by use() from the install measured: the environment's python, its `jaxrun` console script,
+# and the environment a user's shell gives them.
+PYTHON = sys.executable
+JAXRUN = [PYTHON, "-m", "jaxrun"]
+ENV = dict(os.environ)
+# What a user's folder holds: a script that jits a small matmul and runs it.
+JIT_BODY = ("import jax\nimport jax.numpy as jnp\n\n\n@jax.jit\ndef step(x, w):\n    return jnp.tanh(x @ w) + 1.0\n\n\n"
+            "x = jnp.ones((256, 256))\nw = jnp.full((256, 256), 0.01)\nprint(float(step(x, w).sum()))\n")
 # The script's first statement notes when it ran: jaxrun's start-up is the time to get there.
-FIRST_LINE = "import time, os\nopen(os.environ['STAMP_FILE'], 'w').write(repr(time.time()))\nimport jax\n"
+FIRST_LINE = "import time, os\nopen(os.environ['STAMP_FILE'], 'w').write(repr(time.time()))\n" + JIT_BODY
 # ... and its last statement, when: what follows is the interpreter's teardown (and jaxrun's).
-LAST_LINE = (TRIVIAL + "import time, os\nopen(os.environ['STAMP_FILE'], 'w').write(repr(time.time()))\n")
+LAST_LINE = JIT_BODY + "import time, os\nopen(os.environ['STAMP_FILE'], 'w').write(repr(time.time()))\n"
+# A batch's script, noting (appending to STAMP_LOG) when its first line ran, when jax was imported
+# and when its last line ran: where each further script's time goes, under jaxrun and under python.
+STAMPED = ("import os, time\n_log = open(os.environ['STAMP_LOG'], 'a')\n"
+           "_log.write(f'{__file__} first {time.time()!r}\\n')\n"
+           "import jax\nimport jax.numpy as jnp\n_log.write(f'{__file__} imported {time.time()!r}\\n')\n"
+           + JIT_BODY.split("\n\n\n", 1)[1] + "_log.write(f'{__file__} last {time.time()!r}\\n')\n_log.close()\n")
 MARKER = "<!-- benchmarks/run.py writes the section below; do not edit it by hand -->"
+
+
+def use(install: user_install.Install) -> None:
+    """Measure ``install`` from now on."""
+    global PYTHON, JAXRUN, ENV
+    PYTHON, JAXRUN, ENV = str(install.python), [str(install.jaxrun)], user_install.user_env(install.venv)
+
+
+def in_venv(code: str) -> dict:
+    """Run ``code`` in the measured environment's python (benchmarks/ on its path, jaxrun the
+    installed one) and return the JSON object it printed last."""
+    prelude = f"import sys, json; sys.path.insert(0, {str(HERE)!r})\n"
+    out = subprocess.run([PYTHON, "-c", prelude + code], env=ENV, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"the benchmark's child failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @dataclass
@@ -58,9 +88,14 @@ class Row:
 
 
 def timed(command: list[str], **kw: object) -> float:
+    """Seconds ``command`` took; a command that fails stops the benchmark (its time would be a
+    failure's, not a run's)."""
     started = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, check=False, **kw)  # type: ignore[call-overload]
-    return time.perf_counter() - started
+    proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=kw.pop("env", ENV), check=False, **kw)  # type: ignore[call-overload]
+    took = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"exit {proc.returncode}: {' '.join(command)}")
+    return took
 
 
 def median(values: list[float]) -> float:
@@ -71,7 +106,7 @@ def help_time(runs: int) -> Row:
     samples, bare = [], []
     for _ in range(runs):
         samples.append(timed([*JAXRUN, "--help"]))
-        bare.append(timed([sys.executable, "-c", "pass"]))
+        bare.append(timed([PYTHON, "-c", "pass"]))
     m, b = median(samples), median(bare)
     return Row("`jaxrun --help`, over `python -c pass`", f"+{(m - b) * 1000:.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)",
                "+100 ms", m - b <= 0.100, f"median of {runs}, interleaved")
@@ -99,12 +134,18 @@ def breakdown(budget: str, runs: list[list[tuple[str, float]]]) -> Row:
 
 
 def library_floor(runs: int) -> Row:
-    """What importing the libraries jaxrun's commands are built on costs, before jaxrun does anything."""
-    command = [sys.executable, "-c", "import click, pydantic.main"]
-    m = median([timed(command) for _ in range(runs)])
-    bare = median([timed([sys.executable, "-c", "pass"]) for _ in range(runs)])
-    return Row("floor: `python -c 'import click, pydantic.main'`", f"{m * 1000:.0f} ms (python -c pass: {bare * 1000:.0f} ms)",
-               "-", None, f"median of {runs}: under every start-up figure above and below")
+    """What importing the libraries jaxrun's commands are built on costs, before jaxrun does anything
+    (those of them the measured environment has)."""
+    modules = [m for m in ("click", "pydantic.main", "msgspec") if subprocess.run(
+        [PYTHON, "-c", f"import {m}"], env=ENV, capture_output=True, check=False).returncode == 0]
+    command = [PYTHON, "-c", f"import {', '.join(modules)}"]
+    samples, bare = [], []
+    for _ in range(runs):
+        samples.append(timed(command))
+        bare.append(timed([PYTHON, "-c", "pass"]))
+    m, b = median(samples), median(bare)
+    return Row(f"floor: `python -c 'import {', '.join(modules)}'`", f"{m * 1000:.0f} ms (python -c pass: {b * 1000:.0f} ms)",
+               "-", None, f"median of {runs}, interleaved: under every start-up figure above and below")
 
 
 def interleaved(runs: int, measure: Callable[[list[str]], float], script: Path, results: Path) -> tuple[float, float]:
@@ -113,7 +154,7 @@ def interleaved(runs: int, measure: Callable[[list[str]], float], script: Path, 
     for _ in range(runs):
         jaxrun.append(measure([*JAXRUN, "run", str(script), "--no-history", "--no-config", "-q", "--no-compile-cache",
                                "--results-dir", str(results)]))
-        bare.append(measure([sys.executable, str(script)]))
+        bare.append(measure([PYTHON, str(script)]))
     return median(jaxrun), median(bare)
 
 
@@ -122,7 +163,7 @@ def stamped_run(command: list[str], stamp: Path, trace: Path) -> tuple[float, fl
     started, when it ended, and the stamp the script wrote."""
     trace.unlink(missing_ok=True)
     started = time.time()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
                    env={**ENV, "STAMP_FILE": str(stamp), "JAXRUN_STARTUP_TRACE": str(trace)})
     return started, time.time(), float(stamp.read_text())
 
@@ -179,7 +220,8 @@ def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
         started = time.time()
         proc = subprocess.Popen([*JAXRUN, "run", str(folders[count]), "--no-history", "--no-config", "-q",
                                  "--results-dir", str(tmp / f"r_first_of_{count}")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)})
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, "STAMP_FILE": str(stamp)},
+                                preexec_fn=_interruptible)
         try:
             while not (stamp.exists() and stamp.read_text()):
                 if proc.poll() is not None:
@@ -188,7 +230,12 @@ def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
             return float(stamp.read_text()) - started
         finally:
             proc.send_signal(signal.SIGINT)
-            proc.wait()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError("jaxrun went on after SIGINT") from None
 
     many, one = [], []
     for _ in range(runs):
@@ -198,6 +245,12 @@ def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
     return Row(f"`jaxrun run` start-up with {n:,} scripts (to the first script's first line)",
                f"{m * 1000:.0f} ms (one script: {o * 1000:.0f} ms, {(m - o) * 1000:+.0f} ms)", "150 ms", m <= 0.150,
                f"median of {runs}, interleaved; jaxrun stopped once the first script ran")
+
+
+def _interruptible() -> None:
+    """In the child before exec: SIGINT as a terminal's Ctrl-C finds it, even where this benchmark
+    was started with SIGINT ignored (a shell's background job), which Python would keep."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def teardown_time(runs: int, tmp: Path) -> list[Row]:
@@ -212,54 +265,101 @@ def teardown_time(runs: int, tmp: Path) -> list[Row]:
 
 def per_script_cost(runs: int, tmp: Path) -> Row:
     script = tmp / "trivial.py"
-    script.write_text(TRIVIAL)
+    script.write_text(JIT_BODY)
     m, b = interleaved(runs, timed, script, tmp / "r_trivial")
-    return Row("`jaxrun run` on a trivial JAX script, over `python`", f"+{(m - b) * 1000:.0f} ms ({m:.3f} s vs {b:.3f} s, "
-               f"x{m / b:.2f})", "+150 ms", m - b <= 0.150, f"median of {runs}, interleaved, no compile cache on either side")
-
-
-def marginal_cost(runs: int, tmp: Path, n: int = 10) -> Row:
-    """What each script adds inside a batch, over what it adds to a sequence of `python` runs:
-    (batch of n - batch of 1) / (n - 1), for jaxrun and for python, interleaved."""
-    folder = tmp / "batch"
-    folder.mkdir()
-    for i in range(n):
-        (folder / f"t{i}.py").write_text(TRIVIAL)
-    scripts = sorted(folder.glob("*.py"))
-    common = ["--no-history", "--no-config", "-q", "--no-compile-cache", "--results-dir", str(tmp / "r_batch")]
-    many, one, bare_many, bare_one = [], [], [], []
-    for _ in range(runs):
-        many.append(timed([*JAXRUN, "run", str(folder), *common]))
-        one.append(timed([*JAXRUN, "run", str(scripts[0]), *common]))
-        bare_many.append(sum(timed([sys.executable, str(s)]) for s in scripts))
-        bare_one.append(timed([sys.executable, str(scripts[0])]))
-    ours = (median(many) - median(one)) / (n - 1)
-    theirs = (median(bare_many) - median(bare_one)) / (n - 1)
-    return Row(f"each further script in a batch of {n}, over `python`", f"{(ours - theirs) * 1000:+.0f} ms "
-               f"({ours * 1000:.0f} ms vs {theirs * 1000:.0f} ms a script)", "+25 ms", ours - theirs <= 0.025,
+    return Row("`jaxrun run` on a trivial JAX script (a jitted 256x256 matmul), over `python`",
+               f"+{(m - b) * 1000:.0f} ms ({m:.3f} s vs {b:.3f} s, x{m / b:.2f})", "+150 ms", m - b <= 0.150,
                f"median of {runs}, interleaved, no compile cache on either side")
 
 
+def _stamps(log: Path) -> list[dict[str, float]]:
+    """The stamps STAMPED scripts appended to ``log``, one dict a script, in the order they ran."""
+    by: dict[str, dict[str, float]] = {}
+    for line in log.read_text().splitlines():
+        name, what, when = line.rsplit(" ", 2)
+        by.setdefault(name, {})[what] = float(when)
+    return sorted(by.values(), key=lambda s: s["first"])
+
+
+def marginal_cost(runs: int, tmp: Path, n: int = 10) -> list[Row]:
+    """A folder of ``n`` scripts that each jit and run a small matmul (STAMPED), as a user's: `jaxrun
+    run FOLDER` against a shell loop of `python` over the same files, and the folder's first script
+    alone under each, interleaved. Two figures: what each further script adds, ((folder - one) /
+    (n - 1), jaxrun's over python's: the budget), and the whole folder against the loop (what a
+    user timing both sees: jaxrun's start-up spread over the scripts, plus each further script's
+    cost). Where a further script's time goes, from the scripts' stamps and jaxrun's marks."""
+    folder = tmp / "batch"
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"s{i}.py").write_text(STAMPED)
+    first = sorted(folder.glob("*.py"))[0]
+    log, trace = tmp / "batch_stamps", tmp / "batch_trace"
+    env = {**ENV, "STAMP_LOG": str(log), "JAXRUN_STARTUP_TRACE": str(trace)}
+    common = ["--no-history", "--no-config", "-q", "--no-compile-cache", "--results-dir", str(tmp / "r_batch")]
+    loop = ["sh", "-c", 'for s in "$1"/*.py; do "$0" "$s"; done', PYTHON]
+    samples: dict[str, list[float]] = {"many": [], "one": [], "loop": [], "bare_one": []}
+    spans: dict[str, list[float]] = {}
+
+    def run(key: str, command: list[str], side: str) -> None:
+        log.unlink(missing_ok=True)
+        trace.unlink(missing_ok=True)
+        samples[key].append(timed(command, env=env))
+        if key not in ("many", "loop"):
+            return
+        st = _stamps(log)
+        further = st[1:]
+        found = {f"{side} import jax": [s["imported"] - s["first"] for s in further],
+                 f"{side} jit and run": [s["last"] - s["imported"] for s in further],
+                 f"{side} last line to the next script's first": [b["first"] - a["last"] for a, b in zip(st, st[1:])]}
+        if side == "jaxrun" and trace.exists():
+            marks = [(float(t), name) for t, name in (line.split(" ", 1) for line in trace.read_text().splitlines())]
+            reaped = [t for t, name in marks if name.startswith("the script's teardown")]
+            handed = [t for t, name in marks if name.startswith("the job handed")]
+            if len(reaped) == len(st) and len(handed) == len(st):
+                found["jaxrun: its teardown, the process reaped"] = [reaped[i] - st[i]["last"] for i in range(len(st) - 1)]
+                found["jaxrun: result and files, the next job handed over"] = [handed[i + 1] - reaped[i] for i in range(len(st) - 1)]
+                found["jaxrun: the spare runs the script's first line"] = [st[i]["first"] - handed[i] for i in range(1, len(st))]
+        for label, values in found.items():
+            spans.setdefault(label, []).append(median(values))
+
+    for _ in range(runs):
+        run("many", [*JAXRUN, "run", str(folder), *common], "jaxrun")
+        run("loop", [*loop, str(folder)], "python")
+        run("one", [*JAXRUN, "run", str(first), *common], "jaxrun")
+        run("bare_one", [PYTHON, str(first)], "python")
+    m = {key: median(values) for key, values in samples.items()}
+    ours, theirs = (m["many"] - m["one"]) / (n - 1), (m["loop"] - m["bare_one"]) / (n - 1)
+    whole = (m["many"] - m["loop"]) / n
+    how = f"median of {runs}, interleaved, no compile cache on either side; python: a shell `for` loop over the folder"
+    split = "; ".join(f"{label} {median(values) * 1000:.0f}" for label, values in spans.items())
+    return [Row(f"each further script in a folder of {n} (each jits a small matmul), over `python`",
+                f"{(ours - theirs) * 1000:+.0f} ms ({ours * 1000:.0f} ms vs {theirs * 1000:.0f} ms a further script); "
+                f"the whole folder against the loop: {whole * 1000:+.0f} ms a script ({m['many']:.2f} s vs "
+                f"{m['loop']:.2f} s, x{m['many'] / m['loop']:.2f})",
+                "+25 ms", ours - theirs <= 0.025,
+                how + f"; a further script: (folder - its first script alone) / {n - 1}"),
+            Row(f"where a further script of the folder goes (ms)", split, "-", None,
+                f"medians of {runs} (the scripts' own stamps; jaxrun's marks: JAXRUN_STARTUP_TRACE)")]
+
+
 def result_writing(tmp: Path) -> Row:
-    figures = bench_result_writing.measure(10_000, tmp)
-    floor = bench_result_writing.filesystem_floor(10_000, tmp, 1800)
+    figures = in_venv(f"import bench_result_writing, pathlib; t = pathlib.Path({str(tmp)!r})\n"
+                      "f = bench_result_writing.measure(10_000, t)\n"
+                      "f['floor'] = bench_result_writing.filesystem_floor(10_000, t, 1800)\nprint(json.dumps(f))")
     return Row("writing 10,000 results", f"{figures['sinks']:.2f} s (whole batch {figures['total']:.2f} s; the file "
-               f"system alone: {floor:.2f} s for 10,000 atomic files)", "5 s", figures["sinks"] <= 5.0,
+               f"system alone: {figures['floor']:.2f} s for 10,000 atomic files)", "2 s", figures["sinks"] <= 2.0,
                "real run_batch and sinks, instant stand-in scripts")
 
 
 def discovery(tmp: Path) -> Row:
-    from jaxrun.discovery import find_jax_scripts
-
-    root = tmp / "tree"
-    bench_discovery.build_tree(root, 10_000)
-    find_jax_scripts(root)  # the page cache warm, as for a second run
-    samples = []
-    for _ in range(5):
-        started = time.perf_counter()
-        find_jax_scripts(root)
-        samples.append(time.perf_counter() - started)
-    m = median(samples)
+    figures = in_venv(f"import bench_discovery, pathlib, time, statistics; root = pathlib.Path({str(tmp / 'tree')!r})\n"
+                      "from jaxrun.discovery import find_jax_scripts\n"
+                      "bench_discovery.build_tree(root, 10_000)\n"
+                      "find_jax_scripts(root)  # the page cache warm, as for a second run\n"
+                      "samples = []\nfor _ in range(5):\n    started = time.perf_counter()\n    find_jax_scripts(root)\n"
+                      "    samples.append(time.perf_counter() - started)\n"
+                      "print(json.dumps({'s': statistics.median(samples)}))")
+    m = figures["s"]
     return Row("discovery of 10,000 files", f"{m * 1000:.0f} ms", "1 s", m <= 1.0, "median of 5")
 
 
@@ -299,7 +399,7 @@ def _discovery_in_fresh_processes(root: Path, runs: int) -> tuple[float, float]:
 
     samples, rss = [], []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", _HUGE_CHILD, str(root)], capture_output=True, text=True,
+        out = subprocess.run([PYTHON, "-c", _HUGE_CHILD, str(root)], capture_output=True, text=True,
                              env=ENV, check=True)
         figures = json.loads(out.stdout)
         assert figures["found"] == 1, figures
@@ -339,7 +439,7 @@ def compile_cache(runs: int, tmp: Path) -> list[Row]:
     timed(base)  # fills the cache
     bare, cold, warm = [], [], []
     for _ in range(runs):
-        bare.append(timed([sys.executable, str(script)], cwd=script.parent))
+        bare.append(timed([PYTHON, str(script)], cwd=script.parent))
         cold.append(timed([*base, "--cold-cache"]))
         warm.append(timed(base))
     b, c, w = median(bare), median(cold), median(warm)
@@ -406,7 +506,8 @@ def watched(command: list[str], **kw: object) -> tuple[float, float, float, int]
     wall = time.perf_counter() - started
     fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
     own = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat(5))
-    proc.wait()
+    if proc.wait() != 0:
+        raise RuntimeError(f"exit {proc.returncode}: {' '.join(command)}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) - own
     return wall, own, children, peak
@@ -432,8 +533,8 @@ def tiny_sweep(runs: int, tmp: Path, n: int = 1000, jobs: int = 2) -> list[Row]:
         return [*JAXRUN, "run", str(folders[count]), "--jobs", str(jobs), "--no-history", "--no-config", "-q",
                 "--results-dir", str(tmp / f"r_tiny_{count}")]
 
-    xargs = ["sh", "-c", f'xargs -P{jobs} -n1 "$0" >/dev/null < "$1"', sys.executable, str(listing)]
-    loop = ["sh", "-c", 'while read -r s; do "$0" "$s"; done >/dev/null < "$1"', sys.executable, str(listing)]
+    xargs = ["sh", "-c", f'xargs -P{jobs} -n1 "$0" >/dev/null < "$1"', PYTHON, str(listing)]
+    loop = ["sh", "-c", 'while read -r s; do "$0" "$s"; done >/dev/null < "$1"', PYTHON, str(listing)]
     ours, theirs, serial, own, script_cpu, bare_cpu, peaks, small_peaks = [], [], [], [], [], [], [], []
     for _ in range(runs):
         wall, cpu, children, peak = watched(jaxrun(n))
@@ -447,7 +548,7 @@ def tiny_sweep(runs: int, tmp: Path, n: int = 1000, jobs: int = 2) -> list[Row]:
         serial.append(watched(loop)[0])
         small_peaks.append(watched(jaxrun(small))[3])
     m, x, s = median(ours), median(theirs), median(serial)
-    growth = (median(peaks) - median(small_peaks)) / (n - small) * 1024  # bytes a result
+    growth = (median(peaks) - median(small_peaks)) / (n - small) * 1024  # bytes a result (VmHWM is in KiB)
     how = f"median of {runs}, interleaved, {n} scripts `{TINY!r}`"
     return [Row(f"{n} tiny scripts, `jaxrun run --jobs {jobs}` against `xargs -P{jobs} -n1 python`",
                 f"x{m / x:.2f} ({m:.1f} s vs {x:.1f} s; a plain `for` loop: {s:.1f} s)", "x1.5", m / x <= 1.5, how),
@@ -456,8 +557,8 @@ def tiny_sweep(runs: int, tmp: Path, n: int = 1000, jobs: int = 2) -> list[Row]:
                 "10 ms", median(own) <= 0.010,
                 "jaxrun's process's own utime+stime (/proc/PID/stat before it is reaped), not its children's"),
             Row(f"jaxrun's peak RSS, {n} against {small} scripts", f"{median(peaks) / 1024:.0f} MiB vs "
-                f"{median(small_peaks) / 1024:.0f} MiB: {growth / 1024:+.1f} KiB a result", "5 KiB a result",
-                growth <= 5 * 1024, f"VmHWM, medians of {runs}")]
+                f"{median(small_peaks) / 1024:.0f} MiB: {growth / 1000:+.1f} KB a result", "2 KB a result",
+                growth <= 2000, f"VmHWM of jaxrun's process, medians of {runs}")]
 
 
 def ray_cluster(tmp: Path, n: int, jobs: int = 2) -> list[Row]:
@@ -467,6 +568,8 @@ def ray_cluster(tmp: Path, n: int, jobs: int = 2) -> list[Row]:
     hour). Every script must have one successful result in one attempt; the wall time, jaxrun's
     own CPU a script (its process's utime + stime; under Ray the scripts run in Ray's workers, not
     in jaxrun's children) and its peak RSS, and which node ran how many."""
+    import bench_ray_cluster
+
     folder = tmp / f"ray_tiny_{n}"
     folder.mkdir()
     for i in range(n):
@@ -491,29 +594,15 @@ def ray_cluster(tmp: Path, n: int, jobs: int = 2) -> list[Row]:
                 f"peak RSS {peak / 1024:.0f} MiB (local {l_peak / 1024:.0f} MiB)", "10 ms", own / n <= 0.010, how)]
 
 
-def versions() -> str:
-    from importlib.metadata import version
-
-    def v(name: str) -> str:
-        try:
-            return version(name)
-        except Exception:
-            return "-"
-
-    return (f"Python {platform.python_version()}, jax {v('jax')}, jaxlib {v('jaxlib')}, pydantic {v('pydantic')}, "
-            f"click {v('click')}, jaxrun {v('jaxrun')}")
-
-
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    import psutil
-
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{platform.machine()}, {os.cpu_count()} cores ({cpu}), {psutil.virtual_memory().total / 2**30:.0f} GiB, "
+    return (f"{platform.machine()}, {os.cpu_count()} cores ({cpu}), {memory / 2**30:.0f} GiB, "
             f"load average {load:.2f} at the start")
 
 
@@ -536,43 +625,90 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="Interleaved measurements per figure (medians).")
     parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/README.md alone.")
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="The jaxrun tree to install and measure, as "
+                        "it is (uncommitted changes included); default: this repository.")
+    parser.add_argument("--fresh-venv", action="store_true", help="Build the environment of jaxrun's dependencies "
+                        "anew (pip installs their newest releases), rather than reuse the cached one.")
     parser.add_argument("--scripts", type=int, default=1000, help="Tiny scripts in the --jobs 2 sweep (fewer: a quick run).")
     parser.add_argument("--only-sweep", action="store_true", help="Only the tiny-script sweep (implies --no-write).")
+    parser.add_argument("--only-batch", action="store_true",
+                        help="Only the trivial script and the 10-script folder (implies --no-write).")
     parser.add_argument("--only-scale", action="store_true",
                         help="Only the start-up with 10,000 scripts against one (implies --no-write).")
     parser.add_argument("--only-ray", action="store_true", help="Only --scripts tiny scripts over a local 2-node "
-                        "Ray cluster against local --jobs 2, one run each (implies --no-write).")
+                        "Ray cluster against local --jobs 2, one run each (implies --no-write; this interpreter and "
+                        "the checkout's src, not an install: the environment has no Ray).")
     args = parser.parse_args()
-    # An installed jaxrun has its bytecode compiled by pip; this checkout's may be missing or stale
-    # (PYTHONDONTWRITEBYTECODE is set on the development machine), which would add the compiling of
-    # jaxrun's modules to every start-up measured here.
-    compileall.compile_dir(str(ROOT / "src" / "jaxrun"), quiet=1)
+    began = time.perf_counter()
+    if args.only_ray:
+        _only_ray(args)
+    install = user_install.install(args.checkout, fresh=args.fresh_venv)
+    use(install)
+    print(f"measuring {install.describe()}\n{install.versions}", flush=True)
     where = machine()
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        sweep_runs = max(3, args.runs // 2)
-        if args.only_ray:
-            rows = ray_cluster(tmp, args.scripts)
-            print(table(rows))
-            sys.exit(1 if any(r.ok is False for r in rows) else 0)
-        if args.only_sweep or args.only_scale:
-            print(table(tiny_sweep(sweep_runs, tmp, args.scripts) if args.only_sweep
-                        else [first_line_at_scale(args.runs, tmp)]))
+        # Once untimed: jaxrun's device facts are cached after a first run (a user's second run).
+        warm = subprocess.run([*JAXRUN, "run", str(_script(tmp, "warm.py", JIT_BODY)), "--no-history", "--no-config",
+                               "-q", "--results-dir", str(tmp / "r_warm")], env=ENV, capture_output=True, text=True)
+        if warm.returncode != 0:
+            sys.exit(f"the installed jaxrun failed on a one-script run:\n{warm.stdout}{warm.stderr}")
+        sweep_runs, few = max(3, args.runs // 2), max(3, args.runs // 2)
+        if args.only_sweep or args.only_scale or args.only_batch:
+            print(table(measured(
+                [lambda: tiny_sweep(sweep_runs, tmp, args.scripts)] if args.only_sweep else
+                [lambda: first_line_at_scale(args.runs, tmp)] if args.only_scale else
+                [lambda: per_script_cost(args.runs, tmp), lambda: marginal_cost(few, tmp)])))
             return
-        rows = [help_time(args.runs), library_floor(args.runs), *first_line_time(args.runs, tmp),
-                first_line_at_scale(args.runs, tmp),
-                *teardown_time(args.runs, tmp), per_script_cost(args.runs, tmp), marginal_cost(max(3, args.runs // 2), tmp),
-                result_writing(tmp), discovery(tmp), discovery_huge_file(args.runs, tmp),
-                discovery_huge_notebook(args.runs, tmp), *compile_cache(max(3, args.runs // 2), tmp),
-                cache_under_jobs(tmp), *tiny_sweep(sweep_runs, tmp, args.scripts)]
-    text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}; "
-            f"{versions()}.\n\n{table(rows)}\n")
+        rows = measured([
+            lambda: help_time(args.runs), lambda: library_floor(args.runs), lambda: first_line_time(args.runs, tmp),
+            lambda: first_line_at_scale(args.runs, tmp), lambda: teardown_time(args.runs, tmp),
+            lambda: per_script_cost(args.runs, tmp), lambda: marginal_cost(few, tmp),
+            lambda: tiny_sweep(sweep_runs, tmp, args.scripts), lambda: result_writing(tmp), lambda: discovery(tmp),
+            lambda: discovery_huge_file(args.runs, tmp), lambda: discovery_huge_notebook(args.runs, tmp),
+            lambda: compile_cache(few, tmp), lambda: cache_under_jobs(tmp)])
+    minutes = (time.perf_counter() - began) / 60
+    text = (f"## Budgets (`python benchmarks/run.py --runs {args.runs}`)\n\nMeasured {date.today()} on {where}, "
+            f"{os.getloadavg()[0]:.2f} at the end ({minutes:.0f} minutes); {install.versions}.\n\n"
+            f"Measured: {install.describe()}.\n\n{table(rows)}\n")
     print(text)
     if not args.no_write:
         write_readme(text)
         print(f"written to {HERE / 'README.md'}")
     if any(r.ok is False for r in rows):
         sys.exit(1)
+
+
+def _script(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+def measured(parts: list[Callable[[], Row | list[Row]]]) -> list[Row]:
+    """The rows of each part, each with the load average when it was measured."""
+    rows: list[Row] = []
+    for part in parts:
+        got = part()
+        load = os.getloadavg()[0]
+        for row in got if isinstance(got, list) else [got]:
+            row.how = f"{row.how}; load {load:.1f}"
+            rows.append(row)
+            print(table([row]).splitlines()[-1], flush=True)
+    return rows
+
+
+def _only_ray(args: argparse.Namespace) -> None:
+    """--only-ray: this interpreter with the checkout's src first on its path (Ray is not in the
+    measured environment)."""
+    global ENV
+    src = str(args.checkout.resolve() / "src")
+    sys.path.insert(0, src)
+    ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
+        rows = ray_cluster(Path(tmp_name), args.scripts)
+    print(table(rows))
+    sys.exit(1 if any(r.ok is False for r in rows) else 0)
 
 
 if __name__ == "__main__":
