@@ -4,10 +4,10 @@ per piece, against ``python script.py``.
 Two scripts: one that never imports jax (TINY, the 1,000-script sweep's) and a trivial JAX one
 (JAX_SCRIPT: jit of a small matmul). Four readings:
 
-  * side by side, interleaved, whole process: ``python script.py`` against the probe running it as
-    jaxrun does (``python -m jaxrun.probe --events FILE -- script.py``, with a lifeline pipe and the
-    scripts' lock as run/environment.py gives them), and against another checkout's probe with
-    ``--against OTHER/src``: wall time and the process's CPU (its utime + stime, from ``wait4``);
+  * side by side, interleaved, whole process: ``python script.py`` against the probe started as
+    each checkout's jaxrun starts it (its ``ProbeArguments(...).command()``, with a lifeline pipe
+    and the scripts' lock as run/environment.py gives them), this checkout's and, with
+    ``--against OTHER/src``, another's: wall time and the process's CPU (utime + stime, ``wait4``);
   * per piece: the probe run by a driver that stamps ``time.process_time()`` (every thread's CPU)
     and ``time.time()`` around each of its steps (the probe's own functions wrapped by name, so a
     renamed one is reported missing, never guessed): interpreter start, the probe's imports, the
@@ -19,7 +19,11 @@ Two scripts: one that never imports jax (TINY, the 1,000-script sweep's) and a t
     (``tottime``) and its entry points (``cumtime``); cProfile slows Python code down, so these are
     upper bounds, read as shares.
 
-    python benchmarks/bench_probe_cost.py [--runs 15] [--against OTHER/src] [--profile]
+    python benchmarks/bench_probe_cost.py [--runs 15] [--against OTHER/src] [--python VENV/bin/python]
+                                          [--only 'no jax'] [--profile]
+
+``--python``: the interpreter of the scripts and the probes; a fresh venv's has no .pth file of
+this machine's (whose site imports typing and more in every process, python's own included).
 
 The checkouts' bytecode is compiled first (as pip's install would have it): a development machine
 with PYTHONDONTWRITEBYTECODE would otherwise measure the compiling of jaxrun's modules.

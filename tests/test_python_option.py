@@ -31,6 +31,7 @@ from jaxrun.devices import get_jax_device_info
 from jaxrun.errors import UsageError
 from jaxrun.interpreters import jaxrun_only_folder
 from jaxrun.options import RunOptions
+from jaxrun.probe.arguments import interpreter
 from tests.helpers import jaxrun as run_cli
 from tests.helpers import load, write
 
@@ -295,7 +296,7 @@ def test_a_script_runs_under_another_jax(tmp_path: Path, other_jax: tuple[Path, 
     assert row["compile_environment"]["jax_version"] == version
     assert row["compile_environment"]["jaxlib_version"] == version
     assert row["compile_count"] >= 1 and row["compiles"]
-    assert row["command"][:3] == [python, "-m", "jaxrun.probe"]
+    assert row["command"][:3] == interpreter(python)  # the probe, started under the other interpreter
     assert doc["metadata"]["jax_version"] == version and doc["metadata"]["python"] == python
     assert json.loads(done.stdout)  # the --json output parses
 

@@ -40,45 +40,76 @@ Figures = dict[str, float]
 _KEYS = ("flops", "bytes_accessed", "transcendentals")
 _XLA_KEYS = {"flops": "flops", "bytes_accessed": "bytes accessed", "transcendentals": "transcendentals"}
 
-_COMPUTATION = re.compile(r"^(ENTRY\s+)?%([\w.\-]+)\s.*\{\s*$")  # "%body.2 (p: (s32[], ...)) -> ... {"
-_WHILE = re.compile(r"=.*?\swhile\(")
-_CONDITIONAL = re.compile(r"=.*?\sconditional\(")
-_REFERENCE = re.compile(r"\b(\w+)=(%[\w.\-]+|\{%[^}]*\})")  # body=%b, branch_computations={%t, %f}
-_NAME = re.compile(r"%([\w.\-]+)")
-_TRIPS = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
-_OP_NAME = re.compile(r'op_name="([^"]*)"')
-# ", metadata={op_name="..." source_file="..." ...}" of one instruction (quoted strings may hold braces).
-_METADATA = re.compile(r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
-_MODULE_SIZE = re.compile(r"\b(?:replica_count|num_partitions)=\d+")
+# The regular expressions of the text's reading, compiled (_compile_patterns) only when a program
+# with loops is analysed, or an empty analysis is checked: the probe imports this module at the
+# first compilation of every JAX script, whose time compiling ten of them (~2 ms) would count in.
+_PATTERNS = {
+    "_COMPUTATION": r"^(ENTRY\s+)?%([\w.\-]+)\s.*\{\s*$",  # "%body.2 (p: (s32[], ...)) -> ... {"
+    "_WHILE": r"=.*?\swhile\(",
+    "_CONDITIONAL": r"=.*?\sconditional\(",
+    "_REFERENCE": r"\b(\w+)=(%[\w.\-]+|\{%[^}]*\})",  # body=%b, branch_computations={%t, %f}
+    "_NAME": r"%([\w.\-]+)",
+    "_TRIPS": r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)',
+    "_OP_NAME": r'op_name="([^"]*)"',
+    # ", metadata={op_name="..." source_file="..." ...}" of one instruction (quoted strings may hold braces).
+    "_METADATA": r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}',
+    "_MODULE_SIZE": r"\b(?:replica_count|num_partitions)=\d+",
+    "_OPCODE": r"=\s*(?:\(.*?\)|\S+)\s+([a-z][\w\-]*)\(",  # an instruction's opcode (computes_nothing)
+}
+_COMPUTATION: re.Pattern[str]
+_WHILE: re.Pattern[str]
+_CONDITIONAL: re.Pattern[str]
+_REFERENCE: re.Pattern[str]
+_NAME: re.Pattern[str]
+_TRIPS: re.Pattern[str]
+_OP_NAME: re.Pattern[str]
+_METADATA: re.Pattern[str]
+_MODULE_SIZE: re.Pattern[str]
+_OPCODE: re.Pattern[str]
+
+
+def _compile_patterns() -> None:
+    if "_OPCODE" not in globals():
+        globals().update({name: re.compile(pattern) for name, pattern in _PATTERNS.items()})
 
 
 class LoopCostUnavailable(RuntimeError):
     """XLA's per-loop figures could not be had (private jaxlib API missing, text not parsed, ...)."""
 
 
-@dataclass
+# Plain classes, not dataclasses, for what only a program with loops needs: making a dataclass is
+# ~0.4 ms, at the first compilation of every JAX script (XlaCost, which every program's figures
+# use, stays one).
 class _While:
-    label: str  # JAX's op_name of the loop, e.g. "jit(train)/while"
-    condition: str
-    body: str
-    trips: int | None  # None: XLA could not prove it
+    __slots__ = ("label", "condition", "body", "trips")
+
+    def __init__(self, label: str, condition: str, body: str, trips: int | None) -> None:
+        self.label = label  # JAX's op_name of the loop, e.g. "jit(train)/while"
+        self.condition = condition
+        self.body = body
+        self.trips = trips  # None: XLA could not prove it
 
 
-@dataclass
 class _Computation:
-    name: str
-    lines: list[str]
-    whiles: list[_While] = field(default_factory=list)
-    conditionals: list[list[str]] = field(default_factory=list)  # branch computations of each
-    calls: list[str] = field(default_factory=list)  # every other computation it calls
+    __slots__ = ("name", "lines", "whiles", "conditionals", "calls")
+
+    def __init__(self, name: str, lines: list[str]) -> None:
+        self.name = name
+        self.lines = lines
+        self.whiles: list[_While] = []
+        self.conditionals: list[list[str]] = []  # branch computations of each
+        self.calls: list[str] = []  # every other computation it calls
 
 
-@dataclass
 class LoopCost:
-    figures: dict[str, float | None]  # the whole program, loops counted trip times; None if unbounded
-    loops: list[tuple[str, int]]  # (loop, trips) for every loop XLA bounded, as the text holds it
-    unbounded: list[str]  # loops without a known trip count
-    scaled: bool = True  # False: the backend's own analysis already counted every trip
+    __slots__ = ("figures", "loops", "unbounded", "scaled")
+
+    def __init__(self, figures: dict[str, float | None], loops: list[tuple[str, int]], unbounded: list[str],
+                 scaled: bool = True) -> None:
+        self.figures = figures  # the whole program, loops counted trip times; None if unbounded
+        self.loops = loops  # (loop, trips) for every loop XLA bounded, as the text holds it
+        self.unbounded = unbounded  # loops without a known trip count
+        self.scaled = scaled  # False: the backend's own analysis already counted every trip
 
 
 def has_loops(text: str) -> bool:
@@ -95,6 +126,7 @@ def has_loops(text: str) -> bool:
 def loop_cost(text: str, client: Any, whole: Figures, platform: str) -> LoopCost:
     """``whole`` (XLA's figures for the program whose optimized text is ``text``, compiled by
     ``client``) with every loop counted by its trip count."""
+    _compile_patterns()
     header, computations, entry = _parse(text)
     analyse = _analyser(client, header, computations)
     if platform not in _round_trips_checked:  # a property of the jaxlib, not of one program
@@ -344,7 +376,6 @@ NOT_ANALYSABLE = ("XLA could not analyse part of this program (it reports -1: a 
 EMPTY_ANALYSIS = "XLA's cost analysis of this program is empty, and its text does not show that it computes nothing"
 # What an instruction may be in a program that does no work: it only names its inputs or groups them.
 _NO_WORK = frozenset({"parameter", "tuple", "get-tuple-element", "constant"})
-_OPCODE = re.compile(r"=\s*(?:\(.*?\)|\S+)\s+([a-z][\w\-]*)\(")
 
 
 @dataclass
@@ -402,6 +433,7 @@ def computes_nothing(text: str) -> bool:
     """Whether a compiled program's text is one computation whose instructions only take its
     parameters, constants and tuples of them (``jax.jit(lambda x: ())``, or an ``update`` that
     returns an empty state): a program that does no arithmetic and moves no data."""
+    _compile_patterns()
     computations = 0
     for line in text.splitlines():
         stripped = line.strip()

@@ -63,13 +63,25 @@ class CompileEvent:
 # --- JAX's explanations of cache misses ------------------------------------------------------------
 
 _NEVER_SEEN = re.compile(r"never seen function:\s*\n\s*(?P<name>.+?) id=\d+ defined at (?P<src>\S+)")
-_SEEN = re.compile(r"\n\s*for (?P<name>.+?) defined at (?P<src>\S+)")
-_CHANGE = re.compile(
-    r"^\s*\*\s*at (?P<where>.+?), now (?P<new>.+?) and before (?P<old>.+?)(?:, so (?P<why>.+))?\s*$"
-)
-_PYTREE_META = re.compile(r"<class '[^']+'> with pytree metadata ")
-# JAX appends its weak-type documentation link to the last change, without a space or newline.
-_GLUED_URL = re.compile(r"(?<=\S)(https?://\S+)$", re.MULTILINE)
+# Those of a retrace, compiled at the first (_compile_retrace_patterns): this module is imported
+# as every JAX script imports jax, whose import time compiling them (~1 ms) would count in.
+_RETRACE_PATTERNS = {
+    "_SEEN": (r"\n\s*for (?P<name>.+?) defined at (?P<src>\S+)", 0),
+    "_CHANGE": (
+        r"^\s*\*\s*at (?P<where>.+?), now (?P<new>.+?) and before (?P<old>.+?)(?:, so (?P<why>.+))?\s*$", 0),
+    "_PYTREE_META": (r"<class '[^']+'> with pytree metadata ", 0),
+    # JAX appends its weak-type documentation link to the last change, without a space or newline.
+    "_GLUED_URL": (r"(?<=\S)(https?://\S+)$", re.MULTILINE),
+}
+_SEEN: re.Pattern[str]
+_CHANGE: re.Pattern[str]
+_PYTREE_META: re.Pattern[str]
+_GLUED_URL: re.Pattern[str]
+
+
+def _compile_retrace_patterns() -> None:
+    if "_GLUED_URL" not in globals():
+        globals().update({name: re.compile(*pattern) for name, pattern in _RETRACE_PATTERNS.items()})
 # JAX explains a miss by comparing the new key with every key it has cached for the function, so
 # explanations cost time that grows with the number of recompilations (measured here: 200 retraces
 # of one function added 1.5 s of trace time). jaxrun stops asking after this many.
@@ -92,6 +104,7 @@ def explain(message: str) -> tuple[str, str | None] | None:
     never = _NEVER_SEEN.search(message)
     if never:
         return never["name"], None
+    _compile_retrace_patterns()
     seen = _SEEN.search(message)
     if not seen:
         return None
