@@ -246,7 +246,7 @@ def launch(
         for used in (group, spare.group if spare is not None else None):
             if used is not None:
                 used.remove()  # the spare's own group too, when the job needed another; once each
-        launcher.spares.replenish()  # the next script's process starts while this result is written
+        launcher.spares.replenish()  # when none was started beside the script (it could not start, or was taken)
 
 
 def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
@@ -310,6 +310,9 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
                           record=record_memory, members=group.pids if group is not None else None,
                           group_cpu=group.cpu_seconds if group is not None else None)
+    # The next script's process starts now, beside this one: started once this one ended, its
+    # interpreter's start-up was on the way from each script to the next (~30 ms a script).
+    launcher.spares.replenish()
     launcher.started()  # the script runs meanwhile; its logs are drained, its end noted by the waiter
     deadline = None if timeout is None else started + timeout
     timed_out = interrupted = over_memory = over_processes = False
