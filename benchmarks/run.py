@@ -622,7 +622,7 @@ def write_readme(text: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--runs", type=int, default=7, help="Interleaved measurements per figure (medians).")
     parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/README.md alone.")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="The jaxrun tree to install and measure, as "

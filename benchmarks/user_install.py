@@ -4,7 +4,7 @@ with ``pip install`` (never ``-e``), so its bytecode is what pip writes and noth
 the source tree.
 
 The environment with the dependencies is kept between runs under
-``~/.cache/jaxrun-bench/venv-<hash>`` (the hash of the checkout's ``[project] dependencies``, the
+``~/.cache/jaxrun-bench/venv-<hash>`` (the hash of the checkout's ``[project] dependencies`` and ``examples`` extra, the
 build backend and this Python): jax, jaxlib and the rest are installed once; jaxrun is reinstalled
 into it on every run with ``pip install --no-deps --force-reinstall CHECKOUT``. ``fresh=True``
 builds the environment anew (newer releases of the dependencies, as a new user would get them).
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jaxrun-bench"
+EXTRA = "examples"
 _READY = "jaxrun-bench-ready.json"  # written last: an environment without it is rebuilt
 # Variables of this development machine that change how Python or jaxrun start and that a user's
 # shell does not set.
@@ -51,7 +52,7 @@ class Install:
     def describe(self) -> str:
         return (f"jaxrun from `{self.checkout}` ({self.revision}) installed with `pip install --no-deps "
                 f"--force-reinstall` (not editable; bytecode as pip writes it) into a virtual environment of its "
-                f"dependencies as pip installed them on {self.created} (`{self.venv}`); `python` is that "
+                f"dependencies and its `{EXTRA}` extra as pip installed them on {self.created} (`{self.venv}`); `python` is that "
                 f"environment's python")
 
 
@@ -65,9 +66,12 @@ def _project(checkout: Path) -> dict:
 
 
 def _dependencies(checkout: Path) -> tuple[list[str], list[str]]:
-    """The checkout's runtime dependencies and its build requirements."""
+    """The checkout's runtime dependencies with its ``examples`` extra (what the benchmark's
+    workloads from examples/ import: optax), and its build requirements."""
     project = _project(checkout)
-    return list(project["project"].get("dependencies", [])), list(project.get("build-system", {}).get("requires", []))
+    extras = project["project"].get("optional-dependencies", {}).get(EXTRA, [])
+    return ([*project["project"].get("dependencies", []), *extras],
+            list(project.get("build-system", {}).get("requires", [])))
 
 
 def revision(checkout: Path) -> str:
