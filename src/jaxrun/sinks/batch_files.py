@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .. import __version__, resultfiles
-from ..models.base import share_parts
+from ..heldresults import HeldList, HeldResults
 from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, ScriptResult
-from ..summary import assemble_batch, latest_by_name, performance_metrics_head, script_metrics
+from ..summary import assemble_batch, figures_of, latest_by_name, performance_metrics_head, script_metrics
 from ..timestamps import now_iso
 from . import BaseSink
 
@@ -46,7 +46,10 @@ class BatchFilesSink(BaseSink):
         self.results_dir = Path(meta.results_dir)
         self.meta, self.info = meta, info
         self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
-        self._done: dict[int, ScriptResult] = {}
+        # Every result so far, a few hundred bytes each (heldresults.py); the last one as it came
+        # until the next event: the sinks after this one may still add to it (a warning).
+        self._held = HeldResults()
+        self._last: tuple[int, ScriptResult] | None = None
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended
         self._write_seconds = 0.0  # how long it took
         self._begun = False
@@ -64,9 +67,8 @@ class BatchFilesSink(BaseSink):
             self._begun = True
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
-        # Held until the batch ends: what it has in common with the others is held once.
-        share_parts(result)
-        self._done[job.index] = result  # first: held even when the files cannot be written
+        self._settle()
+        self._last = (job.index, result)  # first: held even when the files cannot be written
         self.begin()
         now = time.monotonic()
         if now - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
@@ -77,16 +79,28 @@ class BatchFilesSink(BaseSink):
         self.begin()  # jax_device_info.json, when no script ever started
         self._write(batch)
 
+    def _settle(self) -> None:
+        """Hold the last result as the sinks left it."""
+        if self._last is not None:
+            index, result = self._last
+            self._held.add(index, result)
+            self._last = None
+
     @property
     def reported(self) -> set[int]:
         """The indices of the jobs whose result is in."""
-        return set(self._done)
+        self._settle()
+        return self._held.indices()
 
     def batch(self, complete: bool) -> BatchResult:
-        """The batch as it stands: every result so far, in batch order."""
+        """The batch as it stands: every result so far, in batch order (read back on use:
+        ``script_results`` is a :class:`~jaxrun.heldresults.HeldList`)."""
+        self._settle()
+        results = self._held.results()
         return assemble_batch(
-            self.meta, self.info, [self._done[i] for i in sorted(self._done)], complete=complete,
-            benchmark_runs=self.benchmark_runs, warmup_runs=self.warmup_runs, devices=self.devices,
+            self.meta, self.info, results, complete=complete, benchmark_runs=self.benchmark_runs,
+            warmup_runs=self.warmup_runs, devices=self.devices, figures=results.figures(),
+            benchmarks=results.benchmarks(),
         )
 
     def _write(self, batch: BatchResult, since: float | None = None) -> None:
@@ -107,10 +121,16 @@ class BatchFilesSink(BaseSink):
             )
         # Both written one result at a time (the same bytes as dumping them whole): dumped whole,
         # the text was held twice at every rewrite, ~7 MB at 1,000 results besides the
-        # serializer's own buffer (DESIGN §10: peak RSS); one result at a time, ~0.3 MB.
+        # serializer's own buffer (DESIGN §10: peak RSS); one result at a time, ~0.3 MB. Held
+        # results are written as the texts and figures they are held as, never read back.
         results = batch.script_results
+        if isinstance(results, HeldList):
+            items: Iterable[ScriptResult | str] = results.texts()
+            figures = results.figures()
+        else:
+            items, figures = results, [figures_of(r) for r in results]
         resultfiles.write_model_chunks(out / resultfiles.EXECUTION_RESULTS,
-                                       batch.model_copy(update={"script_results": []}), "script_results", results)
+                                       batch.model_copy(update={"script_results": []}), "script_results", items)
         resultfiles.write_model_chunks(
-            out / resultfiles.PERFORMANCE_METRICS, performance_metrics_head(results, batch.performance_summary),
-            "scripts", ((name, script_metrics(r)) for name, r in latest_by_name(results)))
+            out / resultfiles.PERFORMANCE_METRICS, performance_metrics_head(figures, batch.performance_summary),
+            "scripts", ((name, script_metrics(f)) for name, f in latest_by_name(figures)))

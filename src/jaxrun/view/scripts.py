@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..defaults import TOO_FEW, device_label
 from ..formatting import fmt_seconds, one_line, plural
 from ..probe.notebook_cells import split_cell_filename
-from .labels import label_from_name, relative_path, script_label  # noqa: F401 - the views' names for them
+from .labels import label_from_name, relative_path, script_label, with_device  # noqa: F401 - the views' names for them
 
 if TYPE_CHECKING:
     from ..models import CellTiming, RegressionCheck, ScriptComparison, ScriptResult
@@ -173,6 +173,12 @@ def _level(verdict: str) -> str:
     return {"slower": BAD, "faster": GOOD, TOO_FEW: WARN}.get(verdict, PLAIN)
 
 
+def on_several_devices(view: ScriptView) -> ScriptView:
+    """``view`` of a script the batch ran on several devices: its label says which
+    (:func:`script_view` with ``several_devices``)."""
+    return replace(view, label=with_device(view.path, view.device_requested))
+
+
 def _status(result: "ScriptResult") -> tuple[str, str, str]:
     if result.outcome == "xfailed":
         return "xfailed", f"xfail ({result.error_class})", WARN
@@ -201,7 +207,7 @@ def script_view(
     if result.fallback_reason:
         device_text += f" (fallback from {result.device_requested})"
     path = relative_path(result.script_path, search_paths)
-    label = script_label(result.script_path, search_paths, result.device_requested if several_devices else None)
+    label = with_device(path, result.device_requested) if several_devices else path  # script_label's
     if comparison is not None:
         verdict, verdict_level, regression = baseline_verdict(comparison)
         against = comparison
