@@ -21,6 +21,8 @@ import struct
 import zlib
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, overload
 
+from pydantic_core import from_json
+
 from .models import ScriptResult
 from .resultfiles import _dump, dump_json
 from .summary import Figures, figures_of
@@ -28,27 +30,29 @@ from .summary import Figures, figures_of
 if TYPE_CHECKING:
     from .models import ScriptBenchmark
 
-# The numbers of Figures, in order: 8 floats (0 where None), 2 ints, and a mask: which are None,
-# whether it succeeded, which of HAVING it has.
+# A held result's record: Figures' 8 floats (0 where None) and 2 ints, a mask (which of them are
+# None, whether it succeeded, which fields of HAVING it has), its vocabulary texts (error class,
+# outcome, device: positions in the batch's vocabulary, 0 for None) and the length of its name;
+# then its name (UTF-8), then its compressed text.
 _FLOATS = ("execution_time", "all_runs_time", "body_time", "cpu_time", "memory_peak", "device_memory_peak",
            "device_utilization", "jit_compile_time")
 _INTS = ("compile_count", "cache_hits")
 _NUMBERS = _FLOATS + _INTS
-_PACKED = struct.Struct(f"<{len(_FLOATS)}d{len(_INTS)}qI")
+_WORDS = ("error_class", "outcome", "device")
+_RECORD = struct.Struct(f"<{len(_FLOATS)}d{len(_INTS)}qI{len(_WORDS)}HH")
 _SUCCESS = 1 << len(_NUMBERS)
 # What a result has that the end of a batch looks for without reading every result (:func:`having`).
 HAVING = ("cells", "warm", "performance_metrics", "compiles", "benchmark")
+_HAVING_SHIFT = len(_NUMBERS) + 1
+# zlib: raw deflate with an 8 KB window and little state (each result is compressed on its own:
+# the state is made for each), the fastest level: the dictionary does most of the work.
+_LEVEL, _WBITS, _MEMLEVEL = 1, -13, 2
 
 
 def _has(result: ScriptResult, name: str) -> bool:
     """Whether ``result`` has the field ``name`` (of :data:`HAVING`): not None; ``compiles``: not empty."""
     value = getattr(result, name)
     return bool(value) if name == "compiles" else value is not None
-
-_HAVING_SHIFT = len(_NUMBERS) + 1
-# zlib: raw deflate with an 8 KB window and little state (each result is compressed on its own:
-# the state is made for each), the fastest level: the dictionary does most of the work.
-_LEVEL, _WBITS, _MEMLEVEL = 1, -13, 2
 
 
 def _json_native(value: Any) -> bool:
@@ -76,27 +80,40 @@ def round_trips(result: ScriptResult) -> bool:
     return result.processes is None or all(_json_native(p.results) for p in result.processes)
 
 
-class _Held:
-    """One result: ``blob`` (its packed numbers, then its compressed text), or ``model`` (and
-    its packed numbers in ``blob``)."""
+class _Model:
+    """A result held as it is (it does not round-trip through JSON), or one with a benchmark
+    (the batch's benchmarking section reads it): its record, and the model or the benchmark."""
 
-    __slots__ = ("blob", "model", "script_name", "error_class", "outcome", "device", "benchmark")
+    __slots__ = ("record", "model", "benchmark")
 
-    def __init__(self, blob: bytes, model: ScriptResult | None, figures: Figures, words: dict[str, str],
-                 benchmark: "ScriptBenchmark | None") -> None:
-        self.blob, self.model, self.benchmark = blob, model, benchmark
-        self.script_name = figures.script_name
-        # One object per vocabulary text (error class, outcome, device) for the whole batch.
-        self.error_class = None if figures.error_class is None else words.setdefault(figures.error_class, figures.error_class)
-        self.outcome = None if figures.outcome is None else words.setdefault(figures.outcome, figures.outcome)
-        self.device = None if figures.device is None else words.setdefault(figures.device, figures.device)
-
-    @property
-    def mask(self) -> int:
-        return _PACKED.unpack_from(self.blob)[-1]
+    def __init__(self, record: bytes, model: ScriptResult | None, benchmark: "ScriptBenchmark | None") -> None:
+        self.record, self.model, self.benchmark = record, model, benchmark
 
 
-def _pack(f: Figures, having: int) -> bytes:
+
+
+def _record(held: "bytes | _Model") -> bytes:
+    return held.record if type(held) is _Model else held  # type: ignore[union-attr,return-value]
+
+
+class _Vocabulary:
+    """The texts a batch's results share (error classes, outcomes, devices), by position from 1."""
+
+    def __init__(self) -> None:
+        self.words: list[str | None] = [None]
+        self._at: dict[str, int] = {}
+
+    def at(self, word: str | None) -> int:
+        if word is None:
+            return 0
+        found = self._at.get(word)
+        if found is None:
+            found = self._at[word] = len(self.words)
+            self.words.append(word)
+        return found
+
+
+def _pack(f: Figures, having: int, vocabulary: _Vocabulary) -> bytes:
     mask = (_SUCCESS if f.success else 0) | having << _HAVING_SHIFT
     values = []
     for i, name in enumerate(_NUMBERS):
@@ -105,23 +122,37 @@ def _pack(f: Figures, having: int) -> bytes:
             mask |= 1 << i
             value = 0 if i >= len(_FLOATS) else 0.0
         values.append(value)
-    return _PACKED.pack(*values, mask)
+    name = f.script_name.encode("utf-8", "surrogatepass")
+    words = [vocabulary.at(getattr(f, w)) for w in _WORDS]
+    return _RECORD.pack(*values, mask, *words, len(name)) + name
 
 
-def _figures(h: _Held) -> Figures:
-    *numbers, mask = _PACKED.unpack_from(h.blob)
-    return Figures(h.script_name, bool(mask & _SUCCESS), h.error_class, h.outcome, h.device,
+def _figures(held: "bytes | _Model", words: list[str | None]) -> Figures:
+    record = _record(held)
+    *numbers, mask, error_class, outcome, device, size = _RECORD.unpack_from(record)
+    name = record[_RECORD.size:_RECORD.size + size].decode("utf-8", "surrogatepass")
+    return Figures(name, bool(mask & _SUCCESS), words[error_class], words[outcome], words[device],
                    *[None if mask & (1 << i) else value for i, value in enumerate(numbers)])
+
+
+def _mask(held: "bytes | _Model") -> int:
+    return _RECORD.unpack_from(_record(held))[len(_NUMBERS)]
+
+
+def _compressed(record: bytes) -> bytes:
+    """What follows the record and the name: the compressed text."""
+    size = _RECORD.unpack_from(record)[-1]
+    return record[_RECORD.size + size:]
 
 
 class HeldResults:
     """A batch's results by job index, as they come in (any order); read in batch order."""
 
     def __init__(self) -> None:
-        self._held: list[_Held | None] = []  # by job index: a batch's indices are 0, 1, 2, ...
+        self._held: list[bytes | _Model | None] = []  # by job index: a batch's indices are 0, 1, 2, ...
         self._count = 0
         self._dictionary: bytes | None = None  # the first text held: what the others are compressed against
-        self._words: dict[str, str] = {}
+        self._vocabulary = _Vocabulary()
 
     def __contains__(self, index: int) -> bool:
         return index < len(self._held) and self._held[index] is not None
@@ -134,18 +165,20 @@ class HeldResults:
 
     def add(self, index: int, result: ScriptResult) -> None:
         """Hold ``result`` as job ``index``'s (replacing one held before)."""
-        figures = figures_of(result)
         having = sum(1 << i for i, name in enumerate(HAVING) if _has(result, name))
-        numbers = _pack(figures, having)
+        record = _pack(figures_of(result), having, self._vocabulary)
         text = dump_json(result) if round_trips(result) else None
+        held: bytes | _Model
         if text is None:  # held as it is
-            held = _Held(numbers, result, figures, self._words, result.benchmark)
+            held = _Model(record, result, result.benchmark)
         else:
             data = text.encode("utf-8")
             if self._dictionary is None:
                 self._dictionary = data
             packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, self._dictionary)
-            held = _Held(numbers + packer.compress(data) + packer.flush(), None, figures, self._words, result.benchmark)
+            held = record + packer.compress(data) + packer.flush()
+            if result.benchmark is not None:
+                held = _Model(held, None, result.benchmark)
         if index >= len(self._held):
             self._held.extend([None] * (index + 1 - len(self._held)))
         if self._held[index] is None:
@@ -154,7 +187,7 @@ class HeldResults:
 
     def results(self) -> "HeldList":
         """The results held now, in batch order (read back on use)."""
-        return HeldList([h for h in self._held if h is not None], self._dictionary)
+        return HeldList([h for h in self._held if h is not None], self._dictionary, self._vocabulary.words)
 
 
 class HeldList(Sequence[ScriptResult]):
@@ -162,9 +195,10 @@ class HeldList(Sequence[ScriptResult]):
     when asked for (a new model each time: nothing is kept). Compares equal to a list of the
     same results; a copy or a pickle of it is that list."""
 
-    def __init__(self, held: list[_Held], dictionary: bytes | None) -> None:
+    def __init__(self, held: "list[bytes | _Model]", dictionary: bytes | None, words: list[str | None]) -> None:
         self._items = held
         self._dictionary = dictionary
+        self._words = words  # the batch's vocabulary: only ever added to
 
     def __len__(self) -> int:
         return len(self._items)
@@ -187,30 +221,33 @@ class HeldList(Sequence[ScriptResult]):
     def texts(self) -> Iterator[str]:
         """Each result's JSON as :func:`~jaxrun.resultfiles.dump_json` writes it, in order."""
         for h in self._items:
-            yield _dump(h.model) if h.model is not None else self._text(h)
+            model = h.model if type(h) is _Model else None  # type: ignore[union-attr]
+            yield _dump(model) if model is not None else self._text(h)
 
     def figures(self) -> list[Figures]:
-        return [_figures(h) for h in self._items]
+        return [_figures(h, self._words) for h in self._items]
 
     def benchmarks(self) -> list["ScriptBenchmark"]:
-        return [h.benchmark for h in self._items if h.benchmark is not None]
+        return [h.benchmark for h in self._items if type(h) is _Model and h.benchmark is not None]  # type: ignore[union-attr]
 
     def having(self, names: Iterable[str]) -> Iterator[tuple[int, ScriptResult]]:
         """``(position, result)`` of the results that have one of the fields ``names`` (of
         :data:`HAVING`) set, the others never read."""
         bits = sum(1 << HAVING.index(name) for name in names) << _HAVING_SHIFT
         for position, h in enumerate(self._items):
-            if h.mask & bits:
+            if _mask(h) & bits:
                 yield position, self._read(h)
 
-    def _text(self, h: _Held) -> str:
+    def _text(self, h: "bytes | _Model") -> str:
         reader = zlib.decompressobj(_WBITS, self._dictionary)  # type: ignore[arg-type]
-        return (reader.decompress(h.blob[_PACKED.size:]) + reader.flush()).decode("utf-8")  # type: ignore[index]
+        return (reader.decompress(_compressed(_record(h))) + reader.flush()).decode("utf-8")
 
-    def _read(self, h: _Held) -> ScriptResult:
-        if h.model is not None:
-            return h.model
-        return ScriptResult.model_validate_json(self._text(h))
+    def _read(self, h: "bytes | _Model") -> ScriptResult:
+        if type(h) is _Model and h.model is not None:  # type: ignore[union-attr]
+            return h.model  # type: ignore[union-attr]
+        # Parsed without pydantic's cache of short texts: it would keep 16,384 of a batch's paths
+        # and timestamps alive.
+        return ScriptResult.model_validate(from_json(self._text(h), cache_strings=False))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (HeldList, list, tuple)):

@@ -99,7 +99,7 @@ def check_output_file(path: str | os.PathLike[str], what: str) -> None:
         pass
 
 
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half.
 
     ``durable=False`` skips the fsync: the file then survives a crash of jaxrun but perhaps not
@@ -108,17 +108,16 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     atomic_write_chunks(path, (text,), durable=durable)
 
 
-def atomic_write_chunks(path: Path, chunks: Iterable[str], *, durable: bool = True) -> None:
+def atomic_write_chunks(path: str | os.PathLike[str], chunks: Iterable[str], *, durable: bool = True) -> None:
     """:func:`atomic_write_text` of the text ``chunks`` make, written as they come: the whole
     text is never held at once (a batch file of 10,000 results is tens of MB)."""
-    path = Path(path)
     try:
-        _atomic_write(path, chunks, durable)
+        _atomic_write(os.fspath(path), chunks, durable)
     except ResultsWriteError:
         raise
     except OSError as exc:
         # A full disk, an I/O error: one line naming the file (errors.py), never a traceback.
-        raise ResultsWriteError(path, exc) from None
+        raise ResultsWriteError(Path(path), exc) from None
 
 
 # One temporary name per writer (process, thread): no random names to try, no clash.
@@ -134,16 +133,16 @@ def temporary_of(name: str) -> str | None:
 _BUFFER = 1 << 16  # text gathered before each write of a file written in chunks
 
 
-def _atomic_write(path: Path, chunks: Iterable[str], durable: bool) -> None:
+def _atomic_write(where: str, chunks: Iterable[str], durable: bool) -> None:
     # Plain os calls on the path's text: a batch writes one such file per script (10,000 in
-    # DESIGN §10's budget), and each pathlib operation or buffered file object costs microseconds.
-    where = os.fspath(path)
+    # DESIGN §10's budget), and each pathlib operation or buffered file object costs microseconds
+    # (and a Path keeps each new file name in the interpreter's table of interned texts).
     folder, name = os.path.split(where)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
     try:
         try:
@@ -203,8 +202,8 @@ def dump_json(model: BaseModel) -> str | None:
         return None
 
 
-def write_model(path: Path, model: BaseModel, *, durable: bool = True) -> None:
-    atomic_write_text(Path(path), dump_model(model), durable=durable)
+def write_model(path: str | os.PathLike[str], model: BaseModel, *, durable: bool = True) -> None:
+    atomic_write_text(path, dump_model(model), durable=durable)
 
 
 def dump_model_chunks(model: BaseModel, key: str, items: Iterable[Any]) -> Iterator[str]:
@@ -425,4 +424,9 @@ def file_stem(name: str) -> str:
 
 
 def script_result_path(results_dir: Path, name: str) -> Path:
-    return Path(results_dir) / SCRIPT_RESULTS_DIR / f"{name}_result.json"
+    return Path(script_result_file(results_dir, name))
+
+
+def script_result_file(results_dir: str | os.PathLike[str], name: str) -> str:
+    """:func:`script_result_path` as text (what a batch writes for each of its scripts)."""
+    return os.path.join(results_dir, SCRIPT_RESULTS_DIR, f"{name}_result.json")

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 class ScriptFileSink(BaseSink):
     # Not fsynced one by one (the batch files that list them all are): see atomic_write_text.
     def on_progress(self, job: "Job", result: "ScriptResult") -> None:
-        resultfiles.write_model(job.result_file, result, durable=False)
+        resultfiles.write_model(resultfiles.script_result_file(job.results_dir, job.file_name), result, durable=False)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
-        resultfiles.write_model(job.result_file, result, durable=False)
+        resultfiles.write_model(resultfiles.script_result_file(job.results_dir, job.file_name), result, durable=False)
         return result
