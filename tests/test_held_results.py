@@ -272,3 +272,23 @@ def test_a_batch_holds_a_few_hundred_bytes_a_result(tmp_path: Path, n: int) -> N
     # ~320 measured (a model a result before: ~3,400); the bound leaves room for a step of the
     # interpreter's own tables (its interned texts: up to ~1 MB once) between the two batches.
     assert per_result <= 1000, per_result
+
+
+def test_each_result_is_serialized_once(tmp_path: Path, monkeypatch) -> None:
+    """Its own file is written with the text the batch holds it as, and the batch files are
+    written from that text: one serialization a result (a rewrite of the batch files serialized
+    every result again)."""
+    n = 30
+    for i in range(n):
+        write(tmp_path / "s", f"s{i:03d}.py", RESULT_LINE)
+    dumped: list[str] = []
+    real = ScriptResult.model_dump_json
+
+    def counting(self, *args, **kw):  # type: ignore[no-untyped-def]
+        dumped.append(self.script_name)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(ScriptResult, "model_dump_json", counting)
+    batch = run_instant_batch(tmp_path / "s", tmp_path / "r")
+    monkeypatch.undo()
+    assert sorted(dumped) == sorted(r.script_name for r in batch.script_results)

@@ -113,18 +113,19 @@ class _Vocabulary:
         return found
 
 
-def _pack(f: Figures, having: int, vocabulary: _Vocabulary) -> bytes:
+def _pack(r: ScriptResult, having: int, vocabulary: _Vocabulary) -> bytes:
+    """The record of ``r``: its :func:`~jaxrun.summary.figures_of`, packed."""
+    f = figures_of(r)
+    values = [f.execution_time, f.all_runs_time, f.body_time, f.cpu_time, f.memory_peak, f.device_memory_peak,
+              f.device_utilization, f.jit_compile_time, f.compile_count, f.cache_hits]
     mask = (_SUCCESS if f.success else 0) | having << _HAVING_SHIFT
-    values = []
-    for i, name in enumerate(_NUMBERS):
-        value = getattr(f, name)
+    for i, value in enumerate(values):
         if value is None:
             mask |= 1 << i
-            value = 0 if i >= len(_FLOATS) else 0.0
-        values.append(value)
+            values[i] = 0
     name = f.script_name.encode("utf-8", "surrogatepass")
-    words = [vocabulary.at(getattr(f, w)) for w in _WORDS]
-    return _RECORD.pack(*values, mask, *words, len(name)) + name
+    return _RECORD.pack(*values, mask, vocabulary.at(f.error_class), vocabulary.at(f.outcome), vocabulary.at(f.device),
+                        len(name)) + name
 
 
 def _figures(held: "bytes | _Model", words: list[str | None]) -> Figures:
@@ -152,6 +153,7 @@ class HeldResults:
         self._held: list[bytes | _Model | None] = []  # by job index: a batch's indices are 0, 1, 2, ...
         self._count = 0
         self._dictionary: bytes | None = None  # the first text held: what the others are compressed against
+        self._packer: "zlib._Compress | None" = None
         self._vocabulary = _Vocabulary()
 
     def __contains__(self, index: int) -> bool:
@@ -163,19 +165,24 @@ class HeldResults:
     def indices(self) -> set[int]:
         return {i for i, h in enumerate(self._held) if h is not None}
 
-    def add(self, index: int, result: ScriptResult) -> None:
-        """Hold ``result`` as job ``index``'s (replacing one held before)."""
+    def add(self, index: int, result: ScriptResult, text: str | None = None) -> None:
+        """Hold ``result`` as job ``index``'s (replacing one held before); ``text``: its JSON
+        (:func:`~jaxrun.resultfiles.dump_json`'s), when it is already made."""
         having = sum(1 << i for i, name in enumerate(HAVING) if _has(result, name))
-        record = _pack(figures_of(result), having, self._vocabulary)
-        text = dump_json(result) if round_trips(result) else None
+        record = _pack(result, having, self._vocabulary)
+        if round_trips(result):
+            text = text if text is not None else dump_json(result)
+        else:
+            text = None
         held: bytes | _Model
         if text is None:  # held as it is
             held = _Model(record, result, result.benchmark)
         else:
             data = text.encode("utf-8")
-            if self._dictionary is None:
+            if self._packer is None:
                 self._dictionary = data
-            packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, self._dictionary)
+                self._packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, data)
+            packer = self._packer.copy()  # primed with the dictionary once
             held = record + packer.compress(data) + packer.flush()
             if result.benchmark is not None:
                 held = _Model(held, None, result.benchmark)

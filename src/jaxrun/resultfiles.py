@@ -183,10 +183,13 @@ def dump_model(model: BaseModel) -> str:
 def _dump(model: BaseModel) -> str:
     """``model`` as indented JSON, without the final newline."""
     text = dump_json(model)
-    if text is None:
-        # A string that is not valid Unicode (a file name with non-UTF-8 bytes): escaped, not lost.
-        return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str)
-    return text
+    return dump_escaped(model) if text is None else text
+
+
+def dump_escaped(model: BaseModel) -> str:
+    """:func:`_dump` of a model that holds a string that is not valid Unicode (a file name with
+    non-UTF-8 bytes): escaped, not lost."""
+    return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str)
 
 
 def dump_json(model: BaseModel) -> str | None:

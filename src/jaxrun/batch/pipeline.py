@@ -412,13 +412,15 @@ class _ResultSinks:
             history: list[Sink] = [_HistoryWhenNeeded(info, options, meta)]
         else:
             history = _history_sink(store, problem, info, options, meta)
-        # The batch files sink holds the results as they stand; the returned batch is its view.
+        # The batch files sink holds the results as they stand; the returned batch is its view. It
+        # holds each result as the text its own file was written with (serialized once).
+        script_files = ScriptFileSink()
         self.made = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
-                                   devices=options.device)
+                                   devices=options.device, texts=script_files)
         return Sinks([
             _PlanFacts(plan, meta, self.log, self.said, self.to_run, self.launcher),
             *history,
-            ScriptFileSink(),
+            script_files,
             *_optional_sink(run.enable_profiling, "profiles:ProfileSink", options.results_dir),
             self.made,
         ])

@@ -27,6 +27,7 @@ from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, S
 from ..summary import assemble_batch, figures_of, latest_by_name, performance_metrics_head, script_metrics
 from ..timestamps import now_iso
 from . import BaseSink
+from .script_files import UNWRITTEN, ScriptFileSink
 
 if TYPE_CHECKING:
     from ..job import Job
@@ -41,15 +42,17 @@ MAX_WRITE_SHARE = 0.02
 class BatchFilesSink(BaseSink):
     def __init__(
         self, meta: BatchMetadata, info: DeviceInfo | None, *, benchmark_runs: int, warmup_runs: int,
-        devices: Sequence[str],
+        devices: Sequence[str], texts: ScriptFileSink | None = None,
     ) -> None:
+        """``texts``: the sink before this one that wrote each result's own file, whose text of
+        the result this one holds (else it serializes the result itself)."""
         self.results_dir = Path(meta.results_dir)
         self.meta, self.info = meta, info
         self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
-        # Every result so far, a few hundred bytes each (heldresults.py); the last one as it came
-        # until the next event: the sinks after this one may still add to it (a warning).
+        # Every result so far, a few hundred bytes each (heldresults.py), as this sink is given it:
+        # a sink after this one that changes a result returns the changed one (sinks/__init__.py).
         self._held = HeldResults()
-        self._last: tuple[int, ScriptResult] | None = None
+        self._texts = texts
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended
         self._write_seconds = 0.0  # how long it took
         self._begun = False
@@ -67,8 +70,12 @@ class BatchFilesSink(BaseSink):
             self._begun = True
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
-        self._settle()
-        self._last = (job.index, result)  # first: held even when the files cannot be written
+        # First: held even when the files cannot be written.
+        text = self._texts.text_of(result) if self._texts is not None else UNWRITTEN
+        if text is UNWRITTEN:
+            self._held.add(job.index, result)
+        else:
+            self._held.add(job.index, result, text)  # type: ignore[arg-type]
         self.begin()
         now = time.monotonic()
         if now - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
@@ -79,23 +86,14 @@ class BatchFilesSink(BaseSink):
         self.begin()  # jax_device_info.json, when no script ever started
         self._write(batch)
 
-    def _settle(self) -> None:
-        """Hold the last result as the sinks left it."""
-        if self._last is not None:
-            index, result = self._last
-            self._held.add(index, result)
-            self._last = None
-
     @property
     def reported(self) -> set[int]:
         """The indices of the jobs whose result is in."""
-        self._settle()
         return self._held.indices()
 
     def batch(self, complete: bool) -> BatchResult:
         """The batch as it stands: every result so far, in batch order (read back on use:
         ``script_results`` is a :class:`~jaxrun.heldresults.HeldList`)."""
-        self._settle()
         results = self._held.results()
         return assemble_batch(
             self.meta, self.info, results, complete=complete, benchmark_runs=self.benchmark_runs,
