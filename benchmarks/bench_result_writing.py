@@ -1,9 +1,11 @@
-"""How long does jaxrun spend writing results as a batch grows? (DESIGN §10: 10,000 results <= 5 s.)
+"""How long does jaxrun spend writing results as a batch grows? (DESIGN §10: 10,000 results <= 2 s.)
 
 Writes N tiny scripts, then runs the real batch (`run_batch`: planning, every sink, every result
 file, the run log) with an instant stand-in for running a script, so what is timed is jaxrun's own
-bookkeeping, not the scripts. Reports the total, the part spent in the sinks (writing), and the
-size of jax_execution_results.json. Run::
+bookkeeping, not the scripts. Reports the total, the part spent in the sinks (writing), the CPU
+seconds of the whole batch (this process's user + system time: what the file system's own waits,
+which move with whatever else writes to the disk, are not), and the size of
+jax_execution_results.json; beside them, what the file system alone takes for N atomic files. Run::
 
     PYTHONPATH=src python benchmarks/bench_result_writing.py [--scripts 10000] [--repeats 1]
 """
@@ -11,6 +13,7 @@ size of jax_execution_results.json. Run::
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -49,29 +52,36 @@ def measure(n: int, root: Path) -> dict[str, float]:
     from jaxrun.sinks import Sinks
 
     spent = {"sinks": 0.0}
+    depth = [0]  # the batch's sinks are Sinks within Sinks: only the outermost call is timed
     original = {name: getattr(Sinks, name) for name in ("on_begin", "on_start", "on_progress", "on_result", "on_end")}
 
     def timed(name):  # type: ignore[no-untyped-def]
         def call(self, *args):  # type: ignore[no-untyped-def]
+            depth[0] += 1
             started = time.perf_counter()
             try:
                 return original[name](self, *args)
             finally:
-                spent["sinks"] += time.perf_counter() - started
+                depth[0] -= 1
+                if not depth[0]:
+                    spent["sinks"] += time.perf_counter() - started
         return call
 
     for name in original:
         setattr(Sinks, name, timed(name))
     try:
+        cpu = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         batch = run_batch(options, run_job=instant_result)
         total = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
         for name, function in original.items():
             setattr(Sinks, name, function)
     assert len(batch.script_results) == n and batch.metadata.complete
     size = (results / "jax_execution_results.json").stat().st_size
-    return {"total": total, "sinks": spent["sinks"], "mb": size / 2**20}
+    cpu_seconds = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
+    return {"total": total, "sinks": spent["sinks"], "cpu": cpu_seconds, "mb": size / 2**20}
 
 
 def filesystem_floor(n: int, root: Path, size: int) -> float:
@@ -95,15 +105,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}; result writing of a batch of N instant scripts (median of {args.repeats})")
-    print(f"{'N':>7} {'batch total s':>14} {'writing (sinks) s':>18} {'per result ms':>14} "
+    print(f"{'N':>7} {'batch total s':>14} {'writing (sinks) s':>18} {'per result ms':>14} {'batch CPU s':>12} "
           f"{'results.json MiB':>16} {'fs floor s':>11}")
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-writing-") as tmp:
         for n in args.scripts:
             rows = [measure(n, Path(tmp)) for _ in range(args.repeats)]
             total = statistics.median(r["total"] for r in rows)
             sinks = statistics.median(r["sinks"] for r in rows)
+            cpu = statistics.median(r["cpu"] for r in rows)
             floor = filesystem_floor(n, Path(tmp), 1800)
-            print(f"{n:>7} {total:>14.2f} {sinks:>18.2f} {sinks / n * 1000:>14.3f} {rows[0]['mb']:>16.1f} {floor:>11.2f}")
+            print(f"{n:>7} {total:>14.2f} {sinks:>18.2f} {sinks / n * 1000:>14.3f} {cpu:>12.2f} {rows[0]['mb']:>16.1f} "
+                  f"{floor:>11.2f}")
 
 
 if __name__ == "__main__":

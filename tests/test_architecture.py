@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "jaxrun.extras": 0,
     # 1: options, facts and analysis over results
     "jaxrun.options": 1, "jaxrun.option_spec": 0, "jaxrun.startup_trace": 0, "jaxrun.job": 1, "jaxrun.discovery": 1, "jaxrun.devices": 1, "jaxrun.nvml": 1,
-    "jaxrun.benchmark": 1, "jaxrun.summary": 1, "jaxrun.provenance": 1, "jaxrun.history": 1,
+    "jaxrun.benchmark": 1, "jaxrun.summary": 1, "jaxrun.heldresults": 1, "jaxrun.provenance": 1, "jaxrun.history": 1,
     "jaxrun.compare": 1, "jaxrun.cache_misses": 1, "jaxrun.compile_history": 1,
     "jaxrun.seed_names": 0, "jaxrun.formatting": 0, "jaxrun.interpreters": 0, "jaxrun.version": 0,
     "jaxrun.verdicts": 1, "jaxrun.paired": 1, "jaxrun.settings": 1, "jaxrun.cache": 1, "jaxrun.view": 1, "jaxrun.ownership": 1,

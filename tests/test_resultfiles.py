@@ -201,41 +201,6 @@ def test_batch_files_written_one_result_at_a_time_are_the_same_bytes(tmp_path: P
         list(resultfiles.dump_model_chunks(batch_result(results), "script_results", results))
 
 
-def test_a_result_whose_parts_are_shared_reads_and_writes_the_same() -> None:
-    """models.base.share_parts: what equal results hold is one object (the set of field names
-    given, vocabulary texts, Numerics), their values, copies and files unchanged."""
-    import copy
-    import pickle
-
-    from jaxrun.models import Attempt, Numerics
-    from jaxrun.models.base import SharedNames, share_parts
-
-    def made(name: str) -> ScriptResult:
-        return script_result(name, cpu_method="the cgroup's " + "count", numerics=Numerics(x64=True),
-                             attempts=[Attempt(number=1, device="c" + "pu", success=True, started_at="t")],
-                             command=["python", "-m", "jaxrun." + "probe", name])
-
-    a, b = made("a"), made("b")
-    texts = [resultfiles.dump_model(r) for r in (a, b)]
-    share_parts(a)
-    share_parts(b)
-    assert [resultfiles.dump_model(r) for r in (a, b)] == texts
-    assert a.__pydantic_fields_set__ is b.__pydantic_fields_set__
-    assert a.attempts[0].__pydantic_fields_set__ is b.attempts[0].__pydantic_fields_set__
-    assert a.cpu_method is b.cpu_method and a.numerics is b.numerics
-    assert a.attempts[0].device is b.attempts[0].device and a.command[2] is b.command[2]
-    assert a.model_dump(exclude_unset=True) == made("a").model_dump(exclude_unset=True)
-    # A shared set never changes: a copy, or a field assigned anew, gets its own.
-    with pytest.raises(TypeError):
-        a.__pydantic_fields_set__.add("traceback")
-    c = a.model_copy(update={"traceback": "x"})
-    assert "traceback" in c.model_fields_set and "traceback" not in b.model_fields_set
-    a.hint = "try again"
-    assert "hint" in a.model_fields_set and "hint" not in b.model_fields_set
-    assert type(b.model_fields_set) is SharedNames and type(copy.deepcopy(b).model_fields_set) is set
-    assert pickle.loads(pickle.dumps(b)) == b and type(pickle.loads(pickle.dumps(b)).model_fields_set) is set
-
-
 # --------------------------------------------------------------------------- JSON Schemas
 
 

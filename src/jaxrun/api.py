@@ -74,6 +74,8 @@ def run_jax_scripts(
     given = explicit_keywords(run_jax_scripts, {"recursive": recursive_search}, renamed={"recursive": "recursive_search"})
     batch_options = resolve_batch_options(pipeline_output_dir, {**given, **options}, source="api", config=config).options
     batch = run_batch(batch_options, sinks=[CallbackSink(on_start, on_result)])
+    # The batch held its results compactly, read back on use (heldresults.py); the caller gets a list.
+    batch = batch.model_copy(update={"script_results": list(batch.script_results)})
     return batch if return_detailed_results else batch.success
 
 
@@ -163,6 +165,8 @@ def _take_folder(base: Path, file_name: str, allow_other_files: bool) -> None:
         folder.claim_scripts([file_name])
     except OSError as exc:
         raise ResultsWriteError(folder.path, exc) from None
+    finally:
+        folder.close()
 
 
 def _notebook_sink() -> Sink:

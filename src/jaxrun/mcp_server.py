@@ -134,7 +134,7 @@ def _summary(batch: BatchResult) -> BatchReport:
             fallback_reason=r.fallback_reason,
             execution_time=s.time, import_time=s.import_, jit_compile_time=s.jit, run_time=s.run, timing=s.timing,
             memory_peak=s.memory, compile_count=s.compiles, cache_hits=s.cache_loads, verdict=s.verdict,
-            kept=s.kept, warnings=s.warnings,
+            kept=s.kept, warnings=list(s.warnings),
         )
         for s, r in zip(view.scripts, batch.script_results)
     ]

@@ -101,6 +101,7 @@ class ResultsFolder:
         self.exists = False  # the manifest is there
         self.adopted = False  # no manifest, but the folder's own results prove it jaxrun's
         self._lock = threading.Lock()
+        self._fd: int | None = None  # the manifest, open for appending from the first claim to close()
         try:
             with open(self.path, "rb") as handle:
                 self.exists = True
@@ -240,16 +241,22 @@ class ResultsFolder:
             claims = [*({"script": n} for n in sorted(self.scripts)), *({"file": f} for f in sorted(self.files)), *claims]
         data = b"".join(json.dumps(c, ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n" for c in claims)
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            try:
-                if data:
-                    os.write(fd, data)
-            finally:
-                os.close(fd)
+            if self._fd is None:  # kept open: a batch claims each of its scripts, one write each
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            if data:
+                os.write(self._fd, data)
             self.exists = True
+
+    def close(self) -> None:
+        """Close the manifest (the next claim opens it again)."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
 
     def compact(self, kept: Iterable[str]) -> None:
         """After :meth:`clear`: the manifest holds the claims still true (atomically replaced)."""
+        self.close()  # it is replaced: claims go to the new one
         with self._lock:
             self.scripts = set(kept)
             lines = [json.dumps({"script": n}, ensure_ascii=False) for n in sorted(self.scripts)]
@@ -285,4 +292,7 @@ class ResultsFolder:
 def claim_script(results_dir: Path, name: str) -> None:
     """Claim one script's files in ``results_dir`` (its manifest made first when it has none)."""
     folder = ResultsFolder(results_dir)
-    folder.claim_scripts([name])
+    try:
+        folder.claim_scripts([name])
+    finally:
+        folder.close()

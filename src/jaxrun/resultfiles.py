@@ -99,7 +99,7 @@ def check_output_file(path: str | os.PathLike[str], what: str) -> None:
         pass
 
 
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half.
 
     ``durable=False`` skips the fsync: the file then survives a crash of jaxrun but perhaps not
@@ -108,17 +108,16 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     atomic_write_chunks(path, (text,), durable=durable)
 
 
-def atomic_write_chunks(path: Path, chunks: Iterable[str], *, durable: bool = True) -> None:
+def atomic_write_chunks(path: str | os.PathLike[str], chunks: Iterable[str], *, durable: bool = True) -> None:
     """:func:`atomic_write_text` of the text ``chunks`` make, written as they come: the whole
     text is never held at once (a batch file of 10,000 results is tens of MB)."""
-    path = Path(path)
     try:
-        _atomic_write(path, chunks, durable)
+        _atomic_write(os.fspath(path), chunks, durable)
     except ResultsWriteError:
         raise
     except OSError as exc:
         # A full disk, an I/O error: one line naming the file (errors.py), never a traceback.
-        raise ResultsWriteError(path, exc) from None
+        raise ResultsWriteError(Path(path), exc) from None
 
 
 # One temporary name per writer (process, thread): no random names to try, no clash.
@@ -131,22 +130,38 @@ def temporary_of(name: str) -> str | None:
     return match["name"] if match else None
 
 
-def _atomic_write(path: Path, chunks: Iterable[str], durable: bool) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+_BUFFER = 1 << 16  # text gathered before each write of a file written in chunks
+
+
+def _atomic_write(where: str, chunks: Iterable[str], durable: bool) -> None:
+    # Plain os calls on the path's text: a batch writes one such file per script (10,000 in
+    # DESIGN §10's budget), and each pathlib operation or buffered file object costs microseconds
+    # (and a Path keeps each new file name in the interpreter's table of interned texts).
+    folder, name = os.path.split(where)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), _FILE_MODE)  # the mode O_CREAT gave is filtered by the umask
+        try:
+            os.fchmod(fd, _FILE_MODE)  # the mode O_CREAT gave is filtered by the umask
+            pending: list[str] = []
+            size = 0
             for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
+                pending.append(chunk)
+                size += len(chunk)
+                if size >= _BUFFER:
+                    _write_all(fd, "".join(pending).encode("utf-8"))
+                    pending, size = [], 0
+            if pending:
+                _write_all(fd, "".join(pending).encode("utf-8"))
             if durable:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, where)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -155,12 +170,31 @@ def _atomic_write(path: Path, chunks: Iterable[str], durable: bool) -> None:
         raise
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def dump_model(model: BaseModel) -> str:
     return _dump(model) + "\n"
 
 
 def _dump(model: BaseModel) -> str:
     """``model`` as indented JSON, without the final newline."""
+    text = dump_json(model)
+    return dump_escaped(model) if text is None else text
+
+
+def dump_escaped(model: BaseModel) -> str:
+    """:func:`_dump` of a model that holds a string that is not valid Unicode (a file name with
+    non-UTF-8 bytes): escaped, not lost."""
+    return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str)
+
+
+def dump_json(model: BaseModel) -> str | None:
+    """``model`` as indented JSON (what :func:`dump_model` writes, without the final newline), or
+    None when it holds a text that is not valid Unicode (then it is written escaped)."""
     from pydantic_core import PydanticSerializationError
 
     try:
@@ -168,19 +202,19 @@ def _dump(model: BaseModel) -> str:
     except PydanticSerializationError as exc:
         if "surrogates not allowed" not in str(exc):
             raise
-        # A string that is not valid Unicode (a file name with non-UTF-8 bytes): escaped, not lost.
-        return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str)
+        return None
 
 
-def write_model(path: Path, model: BaseModel, *, durable: bool = True) -> None:
-    atomic_write_text(Path(path), dump_model(model), durable=durable)
+def write_model(path: str | os.PathLike[str], model: BaseModel, *, durable: bool = True) -> None:
+    atomic_write_text(path, dump_model(model), durable=durable)
 
 
 def dump_model_chunks(model: BaseModel, key: str, items: Iterable[Any]) -> Iterator[str]:
     """The text of :func:`dump_model` of ``model`` with its top-level field ``key`` holding
     ``items``, one item at a time: ``key`` is empty in ``model`` (``[]`` or ``{}``), ``items``
-    are the list's models or the dict's ``(name, model)`` pairs. The same bytes as dumping the
-    whole model, without ever holding them all (a batch's files: one result at a time)."""
+    are the list's models or the dict's ``(name, model)`` pairs, a model possibly given as its
+    text (:func:`dump_json`'s, or :func:`_dump`'s). The same bytes as dumping the whole model,
+    without ever holding them all (a batch's files: one result at a time)."""
     text = dump_model(model)
     for empty, opening, closing in (("[]", "[", "]"), ("{}", "{", "}")):
         marker = f'\n  "{key}": {empty}'
@@ -199,11 +233,16 @@ def dump_model_chunks(model: BaseModel, key: str, items: Iterable[Any]) -> Itera
     for item in itertools.chain((first,), items):
         if opening == "{":
             name, item = item
-            yield separator + _json_key(name) + ": " + _dump(item).replace("\n", "\n    ")
+            yield separator + _json_key(name) + ": " + _item_text(item)
         else:
-            yield separator + _dump(item).replace("\n", "\n    ")
+            yield separator + _item_text(item)
         separator = ",\n    "
     yield f"\n  {closing}" + text[at + len(marker):]
+
+
+def _item_text(item: BaseModel | str) -> str:
+    """A model (or its text) indented as an item of a top-level list or dict."""
+    return (item if isinstance(item, str) else _dump(item)).replace("\n", "\n    ")
 
 
 def _json_key(name: str) -> str:
@@ -388,4 +427,9 @@ def file_stem(name: str) -> str:
 
 
 def script_result_path(results_dir: Path, name: str) -> Path:
-    return Path(results_dir) / SCRIPT_RESULTS_DIR / f"{name}_result.json"
+    return Path(script_result_file(results_dir, name))
+
+
+def script_result_file(results_dir: str | os.PathLike[str], name: str) -> str:
+    """:func:`script_result_path` as text (what a batch writes for each of its scripts)."""
+    return os.path.join(results_dir, SCRIPT_RESULTS_DIR, f"{name}_result.json")

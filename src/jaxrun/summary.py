@@ -17,6 +17,7 @@ from .models import (
     DeviceInfo,
     PerformanceMetrics,
     PerformanceSummary,
+    ScriptBenchmark,
     ScriptMetrics,
     ScriptResult,
 )
@@ -47,13 +48,48 @@ def _all_runs_time(result: ScriptResult) -> float | None:
     return sum(walls) if walls else result.execution_time
 
 
-def performance_summary(results: list[ScriptResult]) -> PerformanceSummary:
+class Figures(NamedTuple):
+    """What the batch-level figures read of one result (its summary, counts, metrics entry): a
+    batch holds these, not its results (heldresults.py)."""
+
+    script_name: str
+    success: bool
+    error_class: Optional[str]
+    outcome: Optional[str]
+    device: Optional[str]  # device_label(device_used, device_index): "cpu", "gpu:1"; None when it ran nowhere
+    execution_time: Optional[float]
+    all_runs_time: Optional[float]  # every process run's wall time (a benchmark's warm-ups included)
+    body_time: Optional[float]
+    cpu_time: Optional[float]
+    memory_peak: Optional[float]
+    device_memory_peak: Optional[float]
+    device_utilization: Optional[float]
+    jit_compile_time: Optional[float]
+    compile_count: Optional[int]
+    cache_hits: Optional[int]
+
+
+def figures_of(r: ScriptResult) -> Figures:
+    return Figures(
+        script_name=r.script_name, success=r.success, error_class=r.error_class, outcome=r.outcome,
+        device=device_label(r.device_used, r.device_index) if r.device_used else None,
+        execution_time=r.execution_time, all_runs_time=_all_runs_time(r), body_time=r.body_time, cpu_time=r.cpu_time,
+        memory_peak=r.memory_peak, device_memory_peak=r.device_memory_peak, device_utilization=r.device_utilization,
+        jit_compile_time=r.jit_compile_time, compile_count=r.compile_count, cache_hits=r.cache_hits,
+    )
+
+
+def performance_summary(results: Sequence[ScriptResult]) -> PerformanceSummary:
+    return summary_of_figures([figures_of(r) for r in results])
+
+
+def summary_of_figures(results: Sequence[Figures]) -> PerformanceSummary:
+    """:func:`performance_summary` of the results whose figures are ``results``."""
     if not results:
         return PerformanceSummary()
     times = _known([r.execution_time for r in results])
     # Every process run costs time: a benchmarked script ran W + N times, not once.
-    spent = _known([_all_runs_time(r) for r in results])
-    # A ScriptResult is falsy when it failed: "if fastest" would drop a failed one.
+    spent = _known([r.all_runs_time for r in results])
     ranked = slowest_first(results, lambda r: r.execution_time)
     slowest, fastest = (ranked[0], ranked[-1]) if ranked else (None, None)
     compile_times = _known([r.jit_compile_time for r in results])
@@ -87,10 +123,11 @@ def performance_metrics(results: list[ScriptResult], summary: PerformanceSummary
     return head.model_copy(update={"scripts": {name: script_metrics(r) for name, r in latest_by_name(results)}})
 
 
-def performance_metrics_head(results: list[ScriptResult], summary: PerformanceSummary | None = None) -> PerformanceMetrics:
+def performance_metrics_head(results: Sequence[ScriptResult] | Sequence[Figures],
+                             summary: PerformanceSummary | None = None) -> PerformanceMetrics:
     """:func:`performance_metrics` with no ``scripts`` yet: the batch files sink writes them one
     at a time (``latest_by_name``, ``script_metrics``: resultfiles.write_model_chunks)."""
-    summary = summary if summary is not None else performance_summary(results)
+    summary = summary if summary is not None else performance_summary(results)  # type: ignore[arg-type]
     return PerformanceMetrics(
         generated_at=now_iso(),
         scripts={},
@@ -100,15 +137,19 @@ def performance_metrics_head(results: list[ScriptResult], summary: PerformanceSu
     )
 
 
-def latest_by_name(results: list[ScriptResult]) -> list[tuple[str, ScriptResult]]:
+R = TypeVar("R", ScriptResult, Figures)
+
+
+def latest_by_name(results: Sequence[R]) -> list[tuple[str, R]]:
     """``(script_name, result)`` as a dict keyed by name keeps them: a name's first place, its last result."""
-    latest: dict[str, ScriptResult] = {}
+    latest: dict[str, R] = {}
     for r in results:
         latest[r.script_name] = r
     return list(latest.items())
 
 
-def script_metrics(r: ScriptResult) -> ScriptMetrics:
+def script_metrics(r: ScriptResult | Figures) -> ScriptMetrics:
+    """One entry of jax_performance_metrics.json, of a result or of its figures."""
     return ScriptMetrics(
         execution_time=r.execution_time,
         body_time=r.body_time,
@@ -123,7 +164,7 @@ def script_metrics(r: ScriptResult) -> ScriptMetrics:
     )
 
 
-def _counts(results: list[ScriptResult]) -> dict[str, int]:
+def _counts(results: Sequence[ScriptResult] | Sequence[Figures]) -> dict[str, int]:
     """The metadata's counts of the scripts that ran."""
     return {
         "scripts_executed": len(results),
@@ -137,39 +178,45 @@ def _counts(results: list[ScriptResult]) -> dict[str, int]:
 def assemble_batch(
     meta: BatchMetadata,
     info: DeviceInfo | None,
-    results: list[ScriptResult],
+    results: Sequence[ScriptResult],
     *,
     complete: bool,
     benchmark_runs: int,
     warmup_runs: int,
     devices: Sequence[str],
+    figures: Sequence[Figures] | None = None,
+    benchmarks: Sequence[ScriptBenchmark] | None = None,
 ) -> BatchResult:
-    """The batch as it stands: ``results`` in batch order, the metadata counts brought up to date."""
-    used = sorted({device_label(r.device_used, r.device_index) for r in results if r.device_used})  # "cpu:1": one chosen
+    """The batch as it stands: ``results`` in batch order, the metadata counts brought up to date.
+    ``results`` may be a batch's held results (heldresults.py, not a list): then ``figures``
+    and ``benchmarks`` are theirs, and the batch is built around them without reading them."""
+    if figures is None:
+        figures = [figures_of(r) for r in results]
+    used = sorted({f.device for f in figures if f.device})  # "cpu:1": one chosen
     meta = meta.model_copy(
         update={
             "device_used": ",".join(used) if used else meta.device_used,
-            **_counts(results),
+            **_counts(figures),
             "complete": complete,
             "finished_timestamp": now_iso() if complete else None,
         }
     )
     benchmarking = BenchmarkingSection()
     if benchmark_runs:
-        benchmarks = [r.benchmark for r in results if r.benchmark is not None]
+        if benchmarks is None:
+            benchmarks = [r.benchmark for r in results if r.benchmark is not None]
         from .benchmark import benchmarking_section  # numpy: only when the batch benchmarks
 
-        benchmarking = benchmarking_section(benchmarks, benchmark_runs, warmup_runs, list(devices))
+        benchmarking = benchmarking_section(list(benchmarks), benchmark_runs, warmup_runs, list(devices))
     if info is not None and used:
         # The seed's top-level device description is of the device the batch ran on.
         info = describing(info, *split_device(used[0]))
-    return BatchResult(
-        metadata=meta,
-        device_info=info,
-        performance_summary=performance_summary(results),
-        script_results=results,
-        benchmarking=benchmarking,
-    )
+    parts = dict(metadata=meta, device_info=info, performance_summary=summary_of_figures(figures),
+                 script_results=results, benchmarking=benchmarking)
+    if isinstance(results, list):
+        return BatchResult(**parts)
+    # Held results are read back one at a time, on use: validating them here would read them all.
+    return BatchResult.model_construct(**parts)
 
 
 def with_unlisted_results(batch: BatchResult, results_dir: Path) -> BatchResult:

@@ -121,6 +121,7 @@ class _PlanFacts(BaseSink):
             # No spare process is started after the last job's (run/spare.py: expect).
             self.launcher.expect(sum(_processes(self.plan.options.options_for(job))
                                      for job in self.to_run.planned() if job.index not in self.started))
+        self.started = set()  # needed no more (a batch of 10,000 held 10,000 numbers)
         if self.said:
             return
         for line in [f"found {plan.found} script(s), running on {plan.devices.summary}", *_plan_lines(plan)]:
@@ -130,7 +131,8 @@ class _PlanFacts(BaseSink):
         self.update()
 
     def on_start(self, job: Job, total: int | None) -> None:
-        self.started.add(job.index)
+        if not self.complete:
+            self.started.add(job.index)
         self.update()
 
     def on_result(self, job: Job, result: "ScriptResult") -> "ScriptResult":
@@ -217,6 +219,7 @@ def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, 
         if close is not None:
             close()
         launcher.close()
+        folder.close()
         lock.release()
 
 
@@ -409,13 +412,15 @@ class _ResultSinks:
             history: list[Sink] = [_HistoryWhenNeeded(info, options, meta)]
         else:
             history = _history_sink(store, problem, info, options, meta)
-        # The batch files sink holds the results as they stand; the returned batch is its view.
+        # The batch files sink holds the results as they stand; the returned batch is its view. It
+        # holds each result as the text its own file was written with (serialized once).
+        script_files = ScriptFileSink()
         self.made = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
-                                   devices=options.device)
+                                   devices=options.device, texts=script_files)
         return Sinks([
             _PlanFacts(plan, meta, self.log, self.said, self.to_run, self.launcher),
             *history,
-            ScriptFileSink(),
+            script_files,
             *_optional_sink(run.enable_profiling, "profiles:ProfileSink", options.results_dir),
             self.made,
         ])

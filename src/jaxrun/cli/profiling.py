@@ -23,7 +23,9 @@ PERFETTO = "https://ui.perfetto.dev"
 def profile_note(batch: "BatchResult") -> list[str]:
     """The lines that say where a profiled batch's traces are and how to open them (none when
     the batch was not profiled): where, then how."""
-    profiled = [r for r in batch.script_results if r.performance_metrics is not None]
+    from ..heldresults import having
+
+    profiled = [r for _, r in having(batch.script_results, "performance_metrics")]
     if not profiled:
         return []
     folder = Path(batch.metadata.results_dir) / PROFILING_DIR

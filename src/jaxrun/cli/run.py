@@ -175,15 +175,19 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
     from .tables import (benchmark_table, cells_table, programs_table, speedup_table, summary_tables, transfers_table,
                          warm_table)
 
+    from ..heldresults import having
+
     view = run_view(batch)
     for table in summary_tables(view, out.width):  # a few hundred rows at a time: the same lines
         out.print(table)
-    if programs and any(r.compiles for r in batch.script_results):
+    if programs and any(True for _ in having(batch.script_results, "compiles")):
         out.print(programs_table(program_views(batch, view)))
         out.print(transfers_table(transfer_views(batch, view)))
     labels = {(s.name, s.device_requested): s.label for s in view.scripts}
+    # Only the results that have cells, or warm calls, are read again (a running batch's are read
+    # back one at a time: heldresults.py).
     cells = [(labels.get((r.script_name, r.device_requested), r.script_name), cell)
-             for r in batch.script_results for cell in r.cells or ()]
+             for _, r in having(batch.script_results, "cells") for cell in r.cells or ()]
     if programs and cells:
         out.print(cells_table(cells))
     _slowest_and_failed(view)
@@ -195,7 +199,7 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
         for b in bench.benchmarks:
             _warn(labels.get((b.script_name, b.device_requested), b.script_name), b.warnings)
     # A benchmarked result's .warm already pools the calls of all its runs.
-    warm_rows = [(shown.label, r.warm) for r, shown in zip(batch.script_results, view.scripts) if r.warm is not None]
+    warm_rows = [(view.scripts[i].label, r.warm) for i, r in having(batch.script_results, "warm")]
     for name, warm in warm_rows:
         _warn(name, warm.warnings)
     if warm_rows:

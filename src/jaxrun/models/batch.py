@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, field_serializer
 
 from .base import SCHEMA_VERSION, MappingModel
 from .benchmarks import BenchmarkingSection
@@ -94,6 +96,12 @@ class BatchResult(MappingModel):
     performance_summary: PerformanceSummary
     script_results: list[ScriptResult]
     benchmarking: BenchmarkingSection = Field(default_factory=BenchmarkingSection)
+
+    @field_serializer("script_results")
+    def _listed(self, value: Any) -> list[ScriptResult]:
+        # A running batch's results are held compactly and read back on use (heldresults.HeldList):
+        # written as the list they are.
+        return value if isinstance(value, list) else list(value)
 
     @property
     def success(self) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -51,8 +51,6 @@ class ProgramMemory(MappingModel):
 class CompileEnvironment(MappingModel):
     """What JAX's persistent-cache key takes from the process besides the program
     (jax/_src/cache_key.py): a program compiled again in a warm cache differs in one of these."""
-
-    SHARED_BY_VALUE: ClassVar[bool] = True
 
     jax_version: str | None = None
     jaxlib_version: str | None = None
@@ -135,8 +133,6 @@ class CompileStats(MappingModel):
 class Attempt(MappingModel):
     """One launch of the script (retries and the CPU fallback each add one)."""
 
-    SHARED_TEXTS: ClassVar[frozenset[str]] = frozenset({"device", "error_class"})
-
     number: int
     device: str
     success: bool
@@ -151,8 +147,6 @@ class Attempt(MappingModel):
 class Numerics(MappingModel):
     """The numerics a script started with (jaxrun's options and the user's own JAX_* / XLA_FLAGS):
     two runs with different numerics are not compared without saying so."""
-
-    SHARED_BY_VALUE: ClassVar[bool] = True  # the results of a batch hold one (base.share_parts)
 
     x64: bool = Field(False, description="jax_enable_x64")
     matmul_precision: str | None = Field(None, description="jax_default_matmul_precision (null: JAX's default)")
@@ -169,8 +163,6 @@ class Numerics(MappingModel):
 
 class RunEnvironment(MappingModel):
     """Which environment a script got (the rule: README, "The script's environment")."""
-
-    SHARED_BY_VALUE: ClassVar[bool] = True  # the results of a batch hold one (base.share_parts)
 
     mode: Literal["inherited", "isolated"] = Field(
         description="inherited: all of the user's variables; isolated: --isolate-env's minimal set"
@@ -228,11 +220,6 @@ class CellTiming(MappingModel):
 
 class ScriptResult(MappingModel):
     """What happened when one script ran (possibly over several attempts)."""
-
-    # Texts from a small vocabulary: the results of a batch hold one of each (base.share_parts).
-    SHARED_TEXTS: ClassVar[frozenset[str]] = frozenset({
-        "error_class", "exception_type", "device_requested", "device_used", "jax_backend", "ended_by", "cpu_method",
-        "memory_method", "device_memory_reason", "device_utilization_reason", "outcome", "options_key", "python"})
 
     schema_version: int = SCHEMA_VERSION
     script_name: str

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .. import __version__, resultfiles
-from ..models.base import share_parts
+from ..heldresults import HeldList, HeldResults
 from ..models import BatchMetadata, BatchResult, BenchmarkResults, DeviceInfo, ScriptResult
-from ..summary import assemble_batch, latest_by_name, performance_metrics_head, script_metrics
+from ..summary import assemble_batch, figures_of, latest_by_name, performance_metrics_head, script_metrics
 from ..timestamps import now_iso
 from . import BaseSink
+from .script_files import UNWRITTEN, ScriptFileSink
 
 if TYPE_CHECKING:
     from ..job import Job
@@ -41,12 +42,17 @@ MAX_WRITE_SHARE = 0.02
 class BatchFilesSink(BaseSink):
     def __init__(
         self, meta: BatchMetadata, info: DeviceInfo | None, *, benchmark_runs: int, warmup_runs: int,
-        devices: Sequence[str],
+        devices: Sequence[str], texts: ScriptFileSink | None = None,
     ) -> None:
+        """``texts``: the sink before this one that wrote each result's own file, whose text of
+        the result this one holds (else it serializes the result itself)."""
         self.results_dir = Path(meta.results_dir)
         self.meta, self.info = meta, info
         self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
-        self._done: dict[int, ScriptResult] = {}
+        # Every result so far, a few hundred bytes each (heldresults.py), as this sink is given it:
+        # a sink after this one that changes a result returns the changed one (sinks/__init__.py).
+        self._held = HeldResults()
+        self._texts = texts
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended
         self._write_seconds = 0.0  # how long it took
         self._begun = False
@@ -64,9 +70,12 @@ class BatchFilesSink(BaseSink):
             self._begun = True
 
     def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
-        # Held until the batch ends: what it has in common with the others is held once.
-        share_parts(result)
-        self._done[job.index] = result  # first: held even when the files cannot be written
+        # First: held even when the files cannot be written.
+        text = self._texts.text_of(result) if self._texts is not None else UNWRITTEN
+        if text is UNWRITTEN:
+            self._held.add(job.index, result)
+        else:
+            self._held.add(job.index, result, text)  # type: ignore[arg-type]
         self.begin()
         now = time.monotonic()
         if now - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
@@ -80,13 +89,16 @@ class BatchFilesSink(BaseSink):
     @property
     def reported(self) -> set[int]:
         """The indices of the jobs whose result is in."""
-        return set(self._done)
+        return self._held.indices()
 
     def batch(self, complete: bool) -> BatchResult:
-        """The batch as it stands: every result so far, in batch order."""
+        """The batch as it stands: every result so far, in batch order (read back on use:
+        ``script_results`` is a :class:`~jaxrun.heldresults.HeldList`)."""
+        results = self._held.results()
         return assemble_batch(
-            self.meta, self.info, [self._done[i] for i in sorted(self._done)], complete=complete,
-            benchmark_runs=self.benchmark_runs, warmup_runs=self.warmup_runs, devices=self.devices,
+            self.meta, self.info, results, complete=complete, benchmark_runs=self.benchmark_runs,
+            warmup_runs=self.warmup_runs, devices=self.devices, figures=results.figures(),
+            benchmarks=results.benchmarks(),
         )
 
     def _write(self, batch: BatchResult, since: float | None = None) -> None:
@@ -107,10 +119,16 @@ class BatchFilesSink(BaseSink):
             )
         # Both written one result at a time (the same bytes as dumping them whole): dumped whole,
         # the text was held twice at every rewrite, ~7 MB at 1,000 results besides the
-        # serializer's own buffer (DESIGN §10: peak RSS); one result at a time, ~0.3 MB.
+        # serializer's own buffer (DESIGN §10: peak RSS); one result at a time, ~0.3 MB. Held
+        # results are written as the texts and figures they are held as, never read back.
         results = batch.script_results
+        if isinstance(results, HeldList):
+            items: Iterable[ScriptResult | str] = results.texts()
+            figures = results.figures()
+        else:
+            items, figures = results, [figures_of(r) for r in results]
         resultfiles.write_model_chunks(out / resultfiles.EXECUTION_RESULTS,
-                                       batch.model_copy(update={"script_results": []}), "script_results", results)
+                                       batch.model_copy(update={"script_results": []}), "script_results", items)
         resultfiles.write_model_chunks(
-            out / resultfiles.PERFORMANCE_METRICS, performance_metrics_head(results, batch.performance_summary),
-            "scripts", ((name, script_metrics(r)) for name, r in latest_by_name(results)))
+            out / resultfiles.PERFORMANCE_METRICS, performance_metrics_head(figures, batch.performance_summary),
+            "scripts", ((name, script_metrics(f)) for name, f in latest_by_name(figures)))

@@ -77,9 +77,11 @@ def render_junit(batch: "BatchResult") -> str:
     from ..view import run_view
 
     meta = batch.metadata
-    results = list(batch.script_results)
     view = run_view(batch)
-    cases = [_testcase(r, shown.label, meta.strict_xfail) for r, shown in zip(results, view.scripts)]
+    cases, times = [], []
+    for r, shown in zip(batch.script_results, view.scripts):  # one result at a time (heldresults.py)
+        cases.append(_testcase(r, shown.label, meta.strict_xfail))
+        times.append(r.execution_time or 0.0)
     for skipped, said in zip(meta.skipped, view.skipped):
         case = ET.Element("testcase", classname=_clean(_classname(said.label)), name=_clean(said.label),
                           time="0.000", file=_clean(skipped.script_path))
@@ -87,7 +89,7 @@ def render_junit(batch: "BatchResult") -> str:
                       message=_clean(skipped.reason + (f" ({skipped.origin})" if skipped.origin else "")))
         cases.append(case)
     counts = {kind: sum(1 for c in cases if c.find(kind) is not None) for kind in ("failure", "error", "skipped")}
-    total_time = sum(r.execution_time or 0.0 for r in results)
+    total_time = sum(times)
     attributes = {"name": "jaxrun", "tests": str(len(cases)), "failures": str(counts["failure"]),
                   "errors": str(counts["error"]), "skipped": str(counts["skipped"]), "time": f"{total_time:.3f}"}
     root = ET.Element("testsuites", **attributes)

@@ -31,7 +31,13 @@ def script_label(script_path: str, search_paths: Sequence[str], device: Optional
     exports, JUnit, compare, history, MCP): its path under the folder given, with "/" and its
     suffix (``sub/model.py``, ``train.ipynb``), `` @gpu`` when the batch ran it on several devices.
     ``<name>`` (``sub__model``) names its files, never the script to a reader."""
-    return relative_path(script_path, search_paths) + (f" @{device}" if device else "")
+    return with_device(relative_path(script_path, search_paths), device)
+
+
+def with_device(path: str, device: Optional[str]) -> str:
+    """The label of the script at ``path`` (:func:`relative_path`'s) run on ``device`` by a
+    batch that ran it on several (:func:`script_label`)."""
+    return path + (f" @{device}" if device else "")
 
 
 def label_from_name(script_path: str, name: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from .scripts import ScriptView, relative_path, script_view
+from .scripts import ScriptView, relative_path, script_view, on_several_devices
 from ..formatting import fmt, listed, plural
 from ..summary import slowest_first
 from ..defaults import HISTORY_NOT_USED
@@ -114,18 +114,24 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
     """The view of ``batch``; ``comparison`` (``compare_results(baseline, batch)``) puts the
     verdicts against that baseline in place of the history's."""
     meta = batch.metadata
-    results = batch.script_results
-    # A script run on several devices is one row per device: only then does its label say which.
-    runs_of = Counter(r.script_path for r in results)
     judged = {}
     if comparison is not None:
         judged = {(c.script_name, c.device): c for c in comparison.scripts}
+    # One pass over the results (a running batch's are read back one at a time: heldresults.py).
     scripts = []
-    for r in results:
+    paths: list[str] = []
+    succeeded = 0
+    for r in batch.script_results:
         against = judged.get((r.script_name, r.device_used)) or judged.get((r.script_name, r.device_requested)) \
             if comparison is not None else None
-        scripts.append(script_view(r, meta.search_paths, several_devices=runs_of[r.script_path] > 1, kept=r.kept,
-                                   comparison=against))
+        scripts.append(script_view(r, meta.search_paths, kept=r.kept, comparison=against))
+        paths.append(r.script_path)
+        succeeded += r.success
+    runs_of = Counter(paths)
+    if len(runs_of) < len(paths):
+        # A script run on several devices is one row per device: only then does its label say which.
+        scripts = [on_several_devices(s) if runs_of[path] > 1 else s for s, path in zip(scripts, paths)]
+    del paths, runs_of
     # Skipped scripts never ran; their label is their path, as the table's.
     skipped = [Skipped(relative_path(s.script_path, meta.search_paths) if s.script_path else s.script_name,
                        s.reason, s.origin) for s in meta.skipped]
@@ -134,7 +140,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
     return RunView(
         scripts=scripts, results_dir=meta.results_dir, complete=meta.complete,
         device_requested=meta.device_requested, device_used=meta.device_used,
-        executed=len(results), succeeded=sum(r.success for r in results),  # as the result files count
+        executed=len(scripts), succeeded=succeeded,  # as the result files count
         failed=sum(s.status == "failed" for s in scripts),
         xfailed=sum(s.status == "xfailed" for s in scripts), xpassed=sum(s.status == "xpassed" for s in scripts),
         kept=sum(s.kept for s in scripts), skipped=skipped,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..defaults import TOO_FEW, device_label
 from ..formatting import fmt_seconds, one_line, plural
 from ..probe.notebook_cells import split_cell_filename
-from .labels import label_from_name, relative_path, script_label  # noqa: F401 - the views' names for them
+from .labels import label_from_name, relative_path, script_label, with_device  # noqa: F401 - the views' names for them
 
 if TYPE_CHECKING:
     from ..models import CellTiming, RegressionCheck, ScriptComparison, ScriptResult
@@ -61,7 +62,7 @@ class ScriptView:
     log: Optional[str]  # the stderr log of a failed script
     hint: Optional[str]
     expected_failure: Optional[str]  # why it is marked xfail
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()  # a tuple: none is the one empty tuple, not a list per script
 
     def outcome_text(self) -> str:
         """The one-line outcome the progress lines print when it ends."""
@@ -173,6 +174,16 @@ def _level(verdict: str) -> str:
     return {"slower": BAD, "faster": GOOD, TOO_FEW: WARN}.get(verdict, PLAIN)
 
 
+def _word(text: Optional[str]) -> Optional[str]:
+    return None if text is None else sys.intern(text)
+
+
+def on_several_devices(view: ScriptView) -> ScriptView:
+    """``view`` of a script the batch ran on several devices: its label says which
+    (:func:`script_view` with ``several_devices``)."""
+    return replace(view, label=with_device(view.path, view.device_requested))
+
+
 def _status(result: "ScriptResult") -> tuple[str, str, str]:
     if result.outcome == "xfailed":
         return "xfailed", f"xfail ({result.error_class})", WARN
@@ -201,7 +212,7 @@ def script_view(
     if result.fallback_reason:
         device_text += f" (fallback from {result.device_requested})"
     path = relative_path(result.script_path, search_paths)
-    label = script_label(result.script_path, search_paths, result.device_requested if several_devices else None)
+    label = with_device(path, result.device_requested) if several_devices else path  # script_label's
     if comparison is not None:
         verdict, verdict_level, regression = baseline_verdict(comparison)
         against = comparison
@@ -210,23 +221,25 @@ def script_view(
         verdict, verdict_level, regression = history_verdict(check)
         against = check.comparison if check is not None else None
     failed = status in ("failed", "xfailed")
+    # The texts of a small vocabulary are one object for every view of a batch (the view of a
+    # batch of 10,000 holds 10,000 of these).
     return ScriptView(
         name=name or result.script_name, label=label, path=path,
-        status=status, status_text=status_text, level=level, kept=kept,
-        device=device, device_requested=result.device_requested, device_text=device_text,
+        status=status, status_text=_word(status_text), level=level, kept=kept,
+        device=_word(device), device_requested=_word(result.device_requested), device_text=_word(device_text),
         fallback_reason=result.fallback_reason,
         time=result.execution_time, body=result.body_time, import_=result.import_time,
         jit=result.jit_compile_time, run=result.run_time, memory=result.memory_peak,
-        timing=result.timing,
+        timing=_word(result.timing),
         compiles=result.compile_count, cache_loads=result.cache_hits,
         compiles_text=compiles_text(result.compile_count, result.cache_hits),
         verdict=verdict, verdict_short=short_verdict(verdict, against), verdict_level=verdict_level, regression=regression,
-        error_class=result.error_class if failed else None,
+        error_class=_word(result.error_class) if failed else None,
         error=one_line(result.error_message) if failed else None,
         error_full=result.error_message if failed else None,
         location=error_location(result, search_paths) if failed else None,
         log=result.stderr_log if failed else None,
         hint=result.hint if failed else None,
         expected_failure=result.xfail,
-        warnings=list(result.warnings),
+        warnings=tuple(result.warnings),
     )
