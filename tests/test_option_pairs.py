@@ -72,12 +72,12 @@ def _plan(folder: Path, given: dict | None = None, environ: dict | None = None) 
 
 
 def _model_validator_messages() -> list[str]:
-    """The message of every UsageError options.py's model validators raise, ``{}`` for each
-    value put in it."""
+    """The message of every UsageError options.py's checks between options (each set's
+    ``_consistent``) raise, ``{}`` for each value put in it."""
     tree = ast.parse(inspect.getsource(options_module))
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and any("model_validator" in ast.unparse(d) for d in node.decorator_list):
+        if isinstance(node, ast.FunctionDef) and node.name == "_consistent":
             for raised in (n for n in ast.walk(node) if isinstance(n, ast.Raise) and n.exc is not None):
                 text = raised.exc.args[0]  # type: ignore[attr-defined]
                 parts = text.values if isinstance(text, ast.JoinedStr) else [text]
