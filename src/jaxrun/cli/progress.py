@@ -34,7 +34,8 @@ class LineProgress(BaseSink):
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.started: set[int] = set()
+        self.started = 0  # jobs started so far
+        self._running: set[int] = set()  # their indices, until their result (a batch of 10,000 held them all)
 
     def _line(self, text: str) -> None:
         self.stream.write(text + "\n")
@@ -43,10 +44,13 @@ class LineProgress(BaseSink):
     def on_start(self, job: "Job", total: int | None) -> None:
         # Counted here, not by job.index: kept scripts and several jobs at once leave gaps in it.
         # The total is "?" while a large batch's plan is still finding scripts (batch/plan.py).
-        self.started.add(job.index)
-        self._line(f"[{len(self.started)}/{of_total(total)}] {job.shown} ...")
+        if job.index not in self._running:
+            self._running.add(job.index)
+            self.started += 1
+        self._line(f"[{self.started}/{of_total(total)}] {job.shown} ...")
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        self._running.discard(job.index)
         if not result.kept:
             self._line(f"  {job.shown}: {outcome_text(result)}")
         else:
