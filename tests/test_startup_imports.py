@@ -56,7 +56,8 @@ def test_the_first_script_gets_its_job_before_anything_heavy_is_imported(tmp_pat
     trace = tmp_path / "trace.txt"
     # The device facts are read by a child once, then cached: the run traced is one that finds them.
     assert jaxrun("devices").returncode == 0
-    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", *(f.format(tmp=tmp_path) for f in flags),
+    # --no-config: a config file above the temporary folder (a checkout holding it) is read with tomllib.
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-config", *(f.format(tmp=tmp_path) for f in flags),
                   env={"JAXRUN_STARTUP_TRACE": str(trace), "JAXRUN_STARTUP_TRACE_MODULES": "1",
                        "JAXRUN_HISTORY": str(tmp_path / "h.sqlite")})
     assert done.returncode == 0, done.stderr
