@@ -294,6 +294,10 @@ def _run_locked(
         plan.go_on()  # nor a first local script to wait for
         launcher.expect(0)
         chain = Sinks([_HandedOver(launcher), chain])
+    elif to_run.complete:
+        # How many processes the batch starts, known before the first: the spare started beside
+        # each script is not started after the last one (_PlanFacts says so for a plan that ends later).
+        launcher.expect(sum(_processes(options.options_for(job)) for job in to_run.planned()))
     # What the scripts need not wait for is done while the first one runs, the rest of the plan too.
     launcher.when_started(plan.go_on)
     launcher.when_started(lambda: made.files(results).begin())
