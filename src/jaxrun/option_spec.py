@@ -174,10 +174,6 @@ class OptionSet:
             copy._consistent()
         return copy
 
-    def values(self) -> dict[str, Any]:
-        """Each option's value by name (a nested set as its own ``values()``)."""
-        return {n: v.values() if isinstance(v, OptionSet) else v for n, v in self._declared_values()}
-
     def to_json(self, exclude: Optional[set[str]] = None) -> dict[str, Any]:
         """The values as JSON holds them (paths as text, tuples as lists), in declaration order."""
         return {n: _jsonable(v) for n, v in self._declared_values() if not exclude or n not in exclude}
