@@ -20,7 +20,7 @@ from ..errors import DeviceProbeError, ResultsWriteError, UsageError
 from ..extras import require
 from ..executors.base import Executor, RunJob, make_executor
 from ..interpreters import is_other
-from ..options import BatchOptions, RunOptions
+from ..options import BatchOptions
 from ..run import execute
 from ..job import Job, Jobs
 from ..run.launcher import Launcher
@@ -119,8 +119,8 @@ class _PlanFacts(BaseSink):
         self.complete = True
         if self.launcher is not None:
             # No spare process is started after the last job's (run/spare.py: expect).
-            self.launcher.expect(sum(_processes(self.plan.options.options_for(job))
-                                     for job in self.to_run.planned() if job.index not in self.started))
+            self.launcher.expect(_processes_of(self.plan.options, (
+                job for job in self.to_run.planned() if job.index not in self.started)))
         self.started = set()  # needed no more (a batch of 10,000 held 10,000 numbers)
         if self.said:
             return
@@ -234,9 +234,10 @@ class _HandedOver(BaseSink):
         self.launcher.started()
 
 
-def _processes(run: RunOptions) -> int:
-    """The processes a job starts, retries and fallbacks aside."""
-    return run.warmup_runs + run.benchmark_runs if run.benchmark_runs else 1
+def _processes_of(options: BatchOptions, jobs: Iterable[Job]) -> int:
+    """The processes ``jobs`` start, retries and fallbacks aside."""
+    runs = (options.options_for(job) for job in jobs)
+    return sum(run.warmup_runs + run.benchmark_runs if run.benchmark_runs else 1 for run in runs)
 
 
 def _build_result_models() -> None:
@@ -297,7 +298,7 @@ def _run_locked(
     elif to_run.complete:
         # How many processes the batch starts, known before the first: the spare started beside
         # each script is not started after the last one (_PlanFacts says so for a plan that ends later).
-        launcher.expect(sum(_processes(options.options_for(job)) for job in to_run.planned()))
+        launcher.expect(_processes_of(options, to_run.planned()))
     # What the scripts need not wait for is done while the first one runs, the rest of the plan too.
     launcher.when_started(plan.go_on)
     launcher.when_started(lambda: made.files(results).begin())
