@@ -327,3 +327,21 @@ def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path) -> Non
     os.utime(package / "version.py", ns=(1, 1))  # what a reinstall does to the file's time
     reinstalled = key(tmp_path / "site")
     assert len({real, installed, reinstalled}) == 3
+
+
+def test_the_facts_read_without_the_model_say_what_the_model_says() -> None:
+    """The plan and the launch read the cached facts' JSON as it is (devices.DeviceFacts); the
+    validated model (DeviceInfo) is made later: both read one file the same way."""
+    from jaxrun.devices import SCHEMA, DeviceFacts, device_facts, device_ids
+    from jaxrun.models.base import SCHEMA_VERSION
+
+    assert SCHEMA == SCHEMA_VERSION  # a cache of another version is probed again, never misread
+    facts = device_facts()
+    info = DeviceFacts(json.loads(facts.info.model_dump_json())).info
+    assert info == facts.info
+    for name, platform in facts.info.platforms.items():
+        read = facts.platforms[name]
+        assert (read.available, read.backend, read.error) == (platform.available, platform.backend, platform.error)
+        assert device_ids(name, facts) == device_ids(name, facts.info)
+    assert (facts.jax_available, facts.jax_version, facts.python_version) == \
+        (facts.info.jax_available, facts.info.jax_version, facts.info.python_version)
