@@ -242,8 +242,11 @@ def _processes_of(options: BatchOptions, jobs: Iterable[Job]) -> int:
 
 def _build_result_models() -> None:
     """Build what pydantic builds at a model's first use (models/base.py: defer_build) for the
-    models every script's result goes through, so that the first result is not kept waiting."""
+    models every script's result goes through, and import the code that turns an ended process
+    into its result (run/result.py and what it imports), so that the first result is not kept
+    waiting for them after its script's last line."""
     from ..models import BatchResult, ScriptResult
+    from ..run import result  # noqa: F401 - imported for the first result's sake
 
     for model in (ScriptResult, BatchResult):
         model.model_rebuild()

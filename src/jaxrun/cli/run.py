@@ -163,7 +163,10 @@ def _warn(name: str, warnings: list[str]) -> None:
 
 
 def _load_summary() -> None:
-    from . import tables  # noqa: F401 - rich's tables: ~30 ms
+    """What printing the summary imports (rich's tables ~30 ms, the views), while the first script
+    runs: after its last line, the summary is only made and printed."""
+    from . import profiling, tables  # noqa: F401
+    from ..view import program_views, run_view  # noqa: F401
 
     out.console()
 
