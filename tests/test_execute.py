@@ -734,6 +734,14 @@ def test_output_files(tmp_path, results):
     assert quiet.output_files == []
     assert not (results / "outputs" / "quiet").exists()
 
+    # a folder the script made (empty) is the script's: nothing listed, nothing removed
+    empty = run(write_script(tmp_path, "empty_dir.py", """
+        import os, pathlib
+        (pathlib.Path(os.environ["JAXRUN_OUTPUT_DIR"]) / "later").mkdir()
+        """), results)
+    assert empty.output_files == []
+    assert (results / "outputs" / "empty_dir" / "later").is_dir()
+
 
 def test_script_sees_the_world_of_python_script_py(tmp_path, results, monkeypatch):
     # the parent's own JAX_PLATFORMS and a user env both lose to the requested device
