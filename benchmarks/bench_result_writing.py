@@ -97,18 +97,20 @@ def _rss_child(scripts: str, results: str) -> None:
             print("VmHWM", next(l for l in status if l.startswith("VmHWM")).split()[1], file=sys.stderr)
 
 
-def measure(n: int, root: Path, plan_first: bool = False) -> dict[str, float]:
+def measure(n: int, root: Path, plan_first: bool = False, round: int = 0) -> dict[str, float]:
     """The batch of ``n`` instant scripts under ``root``. ``plan_first``: its plan made whole
     before the first result (``plan`` s, in ``total``): instant stand-ins outrun the plan, which
     reads each script in a thread of its own, and the two then share the interpreter for the
-    whole batch (a real batch's plan ends while its first scripts run)."""
+    whole batch (a real batch's plan ends while its first scripts run). Each ``round`` writes a
+    results folder of its own, as a first run does (a second run into the same folder would
+    first clear the earlier one's files)."""
     scripts = root / f"s{n}"
     if not scripts.exists():
         for i in range(n):
             folder = scripts / f"d{i // 500:03d}"
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"script_{i:05d}.py").write_text("import jax\n")
-    results = root / f"r{n}"
+    results = root / f"r{n}" if not round else root / f"r{n}_{round}"
     options = BatchOptions.build("api", paths=[scripts], results_dir=results, history=False, device="cpu")
     from jaxrun.sinks import Sinks
 
@@ -161,10 +163,10 @@ def measure(n: int, root: Path, plan_first: bool = False) -> dict[str, float]:
     return {"total": total, "sinks": spent["sinks"], "cpu": cpu_seconds, "mb": size / 2**20, **planned}
 
 
-def filesystem_floor(n: int, root: Path, size: int) -> float:
+def filesystem_floor(n: int, root: Path, size: int, round: int = 0) -> float:
     """Seconds to create, write and rename n files of ``size`` bytes in a new folder: what any
     atomic per-script file costs on this file system, side by side with jaxrun's writing."""
-    folder = root / f"floor{n}"
+    folder = root / f"floor{n}" if not round else root / f"floor{n}_{round}"
     folder.mkdir()
     data = b"x" * size
     started = time.perf_counter()
