@@ -682,12 +682,12 @@ def main() -> None:
             print(table(measured(
                 [lambda: tiny_sweep(sweep_runs, tmp, args.scripts)] if args.only_sweep else
                 [lambda: first_line_at_scale(args.runs, tmp)] if args.only_scale else
-                [lambda: per_script_cost(args.runs, tmp), lambda: marginal_cost(few, tmp)])))
+                [lambda: per_script_cost(args.runs, tmp), lambda: marginal_cost(args.runs, tmp)])))
             return
         rows = measured([
             lambda: help_time(args.runs), lambda: library_floor(args.runs), lambda: first_line_time(args.runs, tmp),
             lambda: first_line_at_scale(args.runs, tmp), lambda: teardown_time(args.runs, tmp),
-            lambda: per_script_cost(args.runs, tmp), lambda: marginal_cost(few, tmp),
+            lambda: per_script_cost(args.runs, tmp), lambda: marginal_cost(args.runs, tmp),
             lambda: tiny_sweep(sweep_runs, tmp, args.scripts), lambda: result_writing(tmp), lambda: discovery(tmp),
             lambda: discovery_huge_file(args.runs, tmp), lambda: discovery_huge_notebook(args.runs, tmp),
             lambda: compile_cache(few, tmp), lambda: cache_under_jobs(tmp)])
