@@ -134,3 +134,24 @@ def test_a_later_sink_is_told_what_happened_before_it_was_made_in_order() -> Non
     result_first.on_start("b", 1)  # type: ignore[arg-type]
     assert result_first.on_result("b", "r") == "r+seen"  # type: ignore[arg-type]  # a result makes it now
     assert told == ["start b", "result b"]
+
+
+REAPED = "the script's teardown (JAX's too), its process reaped"
+
+
+def test_nothing_is_imported_between_the_scripts_end_and_the_summary(tmp_path: Path) -> None:
+    # What turns an ended process into its result, writes the files and prints the summary is
+    # imported while the script runs: after its last line, jaxrun only builds, writes and prints.
+    script = write(tmp_path, "slow.py", "import time\ntime.sleep(2.0)\nif False:\n    import jax\n")
+    trace = tmp_path / "trace.txt"
+    assert jaxrun("devices").returncode == 0
+    done = jaxrun("run", script, "--results-dir", tmp_path / "r", "--no-config", "--no-history",
+                  env={"JAXRUN_STARTUP_TRACE": str(trace), "JAXRUN_STARTUP_TRACE_MODULES": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "1/1 succeeded" in done.stdout
+    steps = _modules_by_step(trace)
+    names = [step for step, _ in steps]
+    assert REAPED in names, names
+    after = {m for step, modules in steps[names.index(REAPED) + 1:] for m in modules}
+    late = sorted(m for m in after if m.startswith("jaxrun") or _heavy(m))
+    assert not late, f"imported after the script ended: {late}"

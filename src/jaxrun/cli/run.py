@@ -168,7 +168,7 @@ def _load_summary() -> None:
     from . import profiling, tables  # noqa: F401
     from ..view import program_views, run_view  # noqa: F401
 
-    out.console()
+    out.console().render_str("")  # a first rendering loads what every rendering needs (rich's emoji table)
 
 
 def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untyped-def]
