@@ -325,3 +325,46 @@ def test_a_new_run_waits_for_the_scripts_of_an_earlier_one(tmp_path: Path) -> No
         os.close(fd)  # it is gone
     with ResultsFolderLock(folder):  # nothing holds it: the run starts at once
         pass
+
+
+@pytest.mark.parametrize("during", ["the put-off work", "its last step"])
+def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(tmp_path: Path, during: str) -> None:
+    """Right after a script's process starts, the parent does the work it put off (importing the
+    result models, the summary's tables: up to a second on a loaded machine) before it watches the
+    script. A Ctrl-C then must stop the script and say it was interrupted, not leave it running
+    unwatched (the batch would call it "not run", or never hear the Ctrl-C at all)."""
+    from jaxrun.options import RunOptions
+    from jaxrun.run.environment import probe_command
+    from jaxrun.run.launch import Interrupted, Limits, launch
+    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.spare import spare_environment
+
+    script = write(tmp_path / "s", "long.py", "import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    events = tmp_path / "events.jsonl"
+    command = probe_command(script, events, RunOptions.build("api"))
+    launcher = Launcher()
+
+    def ctrl_c() -> None:  # as a terminal's Ctrl-C reaches jaxrun: SIGINT to its process
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1.0)  # the interrupt lands here, inside the put-off work
+
+    if during == "the put-off work":
+        launcher.when_started(ctrl_c)
+    else:  # the signal comes as the put-off work ends, the watching about to begin
+        launcher.when_started(lambda: os.kill(os.getpid(), signal.SIGINT))
+    started = time.perf_counter()
+    try:
+        launch(command, cwd=script.parent, env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
+               stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
+               limits=Limits(timeout=120), log_cap=2**20, launcher=launcher)
+        pytest.fail("the launch returned as if the script had ended by itself")
+    except Interrupted as stopped:  # the tree stopped; the script's partial outcome travels with it
+        outcome = stopped.outcome
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C escaped the launch: the running script was left unwatched")
+    finally:
+        launcher.close()
+    assert outcome.interrupted is True
+    assert outcome.exit_code != 0 or outcome.signal is not None  # stopped, not run to its end
+    assert time.perf_counter() - started < 30  # not the script's 60 s
+    assert outcome.wall_time is not None and outcome.wall_time > 0

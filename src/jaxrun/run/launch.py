@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
 
 from ..defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from ..probe import events as ev
@@ -302,21 +302,21 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     pgid = proc.pid
     guard = guard_log(env)
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
-    for pump in pumps:
-        pump.start()
-    # psutil (~10 ms to import) is first needed here, once the script runs: not on its way to start.
-    from .monitor import TreeMonitor, reap_leftovers
-
-    monitor = TreeMonitor(proc.pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None,
-                          record=record_memory, members=group.pids if group is not None else None,
-                          group_cpu=group.cpu_seconds if group is not None else None)
-    # The next script's process starts now, beside this one: started once this one ended, its
-    # interpreter's start-up was on the way from each script to the next (~30 ms a script).
-    launcher.spares.replenish()
-    launcher.started()  # the script runs meanwhile; its logs are drained, its end noted by the waiter
+    monitor: "TreeMonitor | None" = None
     deadline = None if timeout is None else started + timeout
     timed_out = interrupted = over_memory = over_processes = False
+    # From here on the script runs: a Ctrl-C at any moment stops it and its result says it was
+    # interrupted (not that it never ran), however long the set-up below takes.
     try:
+        for pump in pumps:
+            pump.start()
+        monitor = _monitor(proc.pid, env, group, record_memory)
+        # The next script's process starts now, beside this one: started once this one ended, its
+        # interpreter's start-up was on the way from each script to the next (~30 ms a script).
+        launcher.spares.replenish()
+        # The script runs meanwhile (up to a second of put-off work on a loaded machine); its
+        # logs are drained, its end noted by the waiter.
+        launcher.started()
         while not waiter.done.is_set():
             monitor.sample()
             over_memory = memory_limit is not None and monitor.last_bytes > memory_limit
@@ -332,7 +332,11 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
             waiter.done.wait(MONITOR_INTERVAL)
     except KeyboardInterrupt:
         interrupted = True
+        if monitor is None:
+            monitor = _monitor(proc.pid, env, group, record_memory)
         _stop(pgid, monitor, group, waiter, grace)
+    from .monitor import reap_leftovers
+
     waiter.done.wait()
     mark("the script's teardown (JAX's too), its process reaped")
     ended = waiter.ended if waiter.ended is not None else time.perf_counter()
@@ -345,7 +349,8 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         # was started after the last sample) is still in the cgroup.
         leftovers += group.kill_all(KILL_GRACE_SECONDS)
     for pump in pumps:
-        pump.join(timeout=KILL_GRACE_SECONDS + 2)
+        if pump.ident is not None:  # a Ctrl-C may have come before it was started
+            pump.join(timeout=KILL_GRACE_SECONDS + 2)
 
     exit_code: int | None = None
     sig: int | None = None
@@ -398,6 +403,16 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     if interrupted:
         raise Interrupted(outcome)
     return outcome
+
+
+def _monitor(pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | None, record: bool) -> "TreeMonitor":
+    """The watcher of the script's process tree. psutil (~10 ms to import) is first needed here,
+    once the script runs: not on its way to start."""
+    from .monitor import TreeMonitor
+
+    return TreeMonitor(pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None, record=record,
+                       members=group.pids if group is not None else None,
+                       group_cpu=group.cpu_seconds if group is not None else None)
 
 
 def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter,
