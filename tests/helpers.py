@@ -68,8 +68,8 @@ def jaxrun_command_with_sigint(*args: str) -> list[str]:
 
 def start_batch(tmp_path: Path, running: str, *extra: str) -> tuple[subprocess.Popen, list[str]]:
     """`jaxrun run tmp_path/s` in the background, returned once script ``running`` has started."""
-    command = [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--device", "cpu",
-               "--results-dir", str(tmp_path / "r"), "--no-history", *extra]
+    command = jaxrun_command_with_sigint("run", str(tmp_path / "s"), "--device", "cpu",
+                                         "--results-dir", str(tmp_path / "r"), "--no-history", *extra)
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = tmp_path / "r" / "logs" / f"{running}.stdout.log"
     deadline = time.monotonic() + 120

@@ -353,6 +353,8 @@ def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(
     else:  # the signal comes as the put-off work ends, the watching about to begin
         launcher.when_started(lambda: os.kill(os.getpid(), signal.SIGINT))
     started = time.perf_counter()
+    # As an interactive jaxrun has it, even where the tests run with SIGINT ignored (a background job).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         launch(command, cwd=script.parent, env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
@@ -363,6 +365,7 @@ def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C escaped the launch: the running script was left unwatched")
     finally:
+        signal.signal(signal.SIGINT, previous)
         launcher.close()
     assert outcome.interrupted is True
     assert outcome.exit_code != 0 or outcome.signal is not None  # stopped, not run to its end
