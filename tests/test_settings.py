@@ -99,6 +99,29 @@ def test_precedence_cli_over_env_over_script_over_config_over_default(tmp_path: 
     assert {run.timeout for run in runs.values()} == {8}
 
 
+def test_every_path_a_config_file_names_is_relative_to_the_file(tmp_path: Path, monkeypatch) -> None:
+    """Each option declared as a path (results, history, cache, every output file; a new one by its
+    type alone) is read from a config file relative to the file's folder, not the working one."""
+    from jaxrun.option_spec import holds_a_path
+    from jaxrun.options import BatchOptions, RunOptions
+    from jaxrun.settings.keys import TOP_KEYS
+
+    keys = sorted(name for options in (BatchOptions, RunOptions) for name, field in options.fields.items()
+                  if holds_a_path(field) and name in TOP_KEYS)
+    assert {"results_dir", "history", "compile_cache", "markdown", "export_json", "junit_xml"} <= set(keys)
+    project_dir = tmp_path / "project"
+    lines = "\n".join(f'{key} = "made/{key}.out"' for key in keys)
+    write(project_dir, "pyproject.toml", f'[project]\nname = "demo"\n\n[tool.jaxrun]\n{lines}\n')
+    write(project_dir, "sims/a.py", JAX)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    options = resolve_batch_options([project_dir / "sims"], {}, source="cli").options
+    for key in keys:
+        value = getattr(options, key) if key in BatchOptions.fields else getattr(options.run, key)
+        assert value == project_dir / "made" / f"{key}.out", key
+
+
 def test_config_file_is_the_nearest_above_the_path_and_can_be_named_or_ignored(tmp_path: Path) -> None:
     sims = project(tmp_path / "proj")
     write(tmp_path / "proj", "sims/deep/jaxrun.toml", "timeout = 11\n")

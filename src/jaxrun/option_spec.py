@@ -275,6 +275,16 @@ def _typed(name: str, annotation: Any, value: Any) -> Any:
     return value
 
 
+def holds_a_path(field: OptionField) -> bool:
+    """Whether the option is declared as one path (``Path`` or ``Optional[Path]``): what a config
+    file gives it relative is relative to the file's folder."""
+    annotation = field.annotation
+    if typing.get_origin(annotation) is typing.Union:
+        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = kinds[0] if len(kinds) == 1 else None
+    return annotation is Path
+
+
 def flag_of(field: OptionField) -> Optional[Flag]:
     """The option's flag, or None when it has none."""
     return field.flag

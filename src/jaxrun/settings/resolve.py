@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 from ..discovery import path_matches
 from ..errors import UsageError
+from ..option_spec import holds_a_path
 from ..options import BatchOptions, RunOptions, ScriptRule, Source, parse_devices
 from ..seed_names import OPTION_ALIASES
 from .files import ConfigFile, config_from_env, display, find_config, read_config
@@ -31,9 +32,11 @@ from .keys import (
     closest, device_id_value, env_name, from_text, seed_metrics,
 )
 
-# Keys whose relative paths in a config file are relative to the file's folder.
-_PATH_KEYS = ("results_dir", "history", "compile_cache", "markdown", "export_json", "export_csv", "junit_xml",
-              "python")  # python: a path with a "/" (a bare name is a command looked up on PATH)
+# Keys whose relative paths in a config file are relative to the file's folder: every option
+# declared as a path (a new output file's option is one by its type, with nothing to add here),
+# and python when it holds a "/" (a bare name is a command looked up on PATH).
+_PATH_KEYS = frozenset({name for options in (BatchOptions, RunOptions) for name, field in options.fields.items()
+                        if holds_a_path(field)} | {"python"})
 _SEED_BLOCKS = {"execution": "JAX_EXEC_CONFIG", "monitoring": "MONITORING_CONFIG"}
 _MONITORING = {"logging": ("level", "file_output", "console_output", "performance_summary"),
                "benchmarking": ("warmup_runs", "measurement_runs", "statistical_analysis")}
