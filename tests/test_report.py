@@ -130,3 +130,27 @@ def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[P
     # One row a script that used JAX; on CPU the guard sees no copy to the host: unknown, not 0.
     [(script, _, to_host, _, live, note)] = transfers
     assert script == "a_good.py" and to_host == "-" and live.endswith("B") and "CPU" in note
+
+
+def test_the_api_asks_for_the_report_as_the_cli_and_a_config_file_do(tmp_path: Path) -> None:
+    """The report is one of the batch's outputs (a sink, asked for by the `report` option): the API
+    gets it as `jaxrun run --report` does, the same file `jaxrun report` writes of that folder."""
+    from jaxrun import run_jax_scripts
+
+    write(tmp_path / "s", "a_good.py", "import jax.numpy as jnp\nprint(float(jnp.ones(3).sum()))\n")
+    write(tmp_path / "s", "b_fails.py", "import jax\nraise RuntimeError('on purpose')\n")
+    batch = run_jax_scripts(tmp_path / "s", results_dir=tmp_path / "r", history=False, report=True,
+                            return_detailed_results=True)
+    assert [r.success for r in batch.script_results] == [True, False]
+    written = tmp_path / "r" / "report.html"
+    parsed = _Collect()
+    parsed.feed(written.read_text(encoding="utf-8"))
+    assert parsed.rows == ["a_good", "b_fails"] and parsed.remote == []
+    # What `jaxrun report` makes of the folder is that file, figure for figure.
+    again = tmp_path / "again.html"
+    done = jaxrun("report", tmp_path / "r", "--output", again)
+    assert done.returncode == 0, done.stderr
+    assert again.read_text(encoding="utf-8") == written.read_text(encoding="utf-8")
+    # Not asked for: none written.
+    run_jax_scripts(tmp_path / "s", results_dir=tmp_path / "r2", history=False)
+    assert not (tmp_path / "r2" / "report.html").exists()

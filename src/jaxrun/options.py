@@ -399,6 +399,7 @@ class BatchOptions(_Options):
     junit_xml: Optional[Path] = option(
         None, "Also write the batch as JUnit XML (pytest's format: a testcase per script), for CI test reports.",
         Flag(metavar="FILE"))
+    report: bool = option(False, "Also write the HTML report (RESULTS_DIR/report.html; see jaxrun report).")
     resume: bool = option(False, "Continue the batch in the results folder: keep the scripts that finished there "
                           "(same content and options), run the rest.")
     strict_xfail: bool = option(False, "A script marked xfail that passes fails the batch.")

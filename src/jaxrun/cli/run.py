@@ -29,14 +29,13 @@ RUN_HELP = """Run every JAX script under PATHS, each in its own process, and wri
 
 def _own_params() -> list[click.Parameter]:
     """What `jaxrun run` reads itself: the paths, the config file to use and what to print
-    (quiet and report may come from the config file too: settings/keys.py DISPLAY_KEYS)."""
+    (quiet may come from the config file too: settings/keys.py DISPLAY_KEYS)."""
     return [
         click.Argument(["paths"], nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATHS..."),
         click.Option(["--config"], type=click.Path(path_type=Path), metavar="FILE",
                      help="Read settings from this pyproject.toml or jaxrun.toml (default: the nearest one above PATH)."),
         click.Option(["--no-config"], is_flag=True, help="Ignore config files."),
         click.Option(["--quiet", "-q"], is_flag=True, help="No live view: one plain line per script event, then the summary."),
-        click.Option(["--report"], is_flag=True, help="Also write the HTML report (RESULTS_DIR/report.html; see jaxrun report)."),
         click.Option(["--json", "json_output"], is_flag=True,
                      help="Print the batch result (as in jax_execution_results.json) on stdout and nothing else there."),
     ]
@@ -53,7 +52,7 @@ def command() -> click.Command:
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """The `jaxrun run` command (RUN_HELP)."""
-    paths, quiet, report, json_output = params["paths"], params["quiet"], params["report"], params["json_output"]
+    paths, quiet, json_output = params["paths"], params["quiet"], params["json_output"]
     from ..batch.pipeline import run_batch
     from ..resultfiles import dump_model
     from ..startup_trace import mark
@@ -63,15 +62,6 @@ def run(ctx: click.Context, **params: Any) -> None:
     mark("options resolved (flags, config file, environment)")
     options = resolved.options
     quiet = _display(resolved, "quiet", quiet)
-    report = _display(resolved, "report", report)
-    if report:  # plotly is needed at the end: found missing before the first script, not after the last
-        from ..extras import require
-
-        try:
-            require("report")
-        except JAXExecutionError as exc:
-            raise fail_usage(str(exc)) from None
-
     # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
     live = sys.stderr.isatty() and not (quiet or json_output or options.run.verbose)
     if live:
@@ -101,14 +91,10 @@ def run(ctx: click.Context, **params: Any) -> None:
         signal.signal(signal.SIGTERM, previous)
         if live:
             view.stop()
-    if report:
-        from ..reports import write_report
+    if options.report:  # written by its sink (sinks/html_report.py) at the batch's end
+        from ..reports import REPORT_FILE
 
-        try:
-            written = write_report(options.results_dir)
-        except JAXExecutionError as exc:
-            raise fail_usage(str(exc)) from None
-        err.print(f"report: {written}", markup=False)
+        err.print(f"report: {options.results_dir / REPORT_FILE}", markup=False)
     mark("the batch returned (results and files written)")
     if json_output:
         out.file.write(dump_model(batch))

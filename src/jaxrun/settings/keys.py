@@ -3,7 +3,7 @@ and a ``JAXRUN_*`` variable may set, the seed documents' names for them, and the
 runner cannot honour (each with the closest real option).
 
 A key is an option's name (:class:`~jaxrun.options.RunOptions`, :class:`~jaxrun.options.BatchOptions`)
-plus two the CLI reads itself (``quiet``, ``report``) and ``skip``, which only a script's own
+plus one the CLI reads itself (``quiet``) and ``skip``, which only a script's own
 settings may hold.
 """
 
@@ -21,7 +21,7 @@ from ..options import BatchOptions, RunOptions
 BATCH_KEYS: tuple[str, ...] = tuple(n for n in BatchOptions.fields if n not in ("paths", "run", "rules", "config_file"))
 RUN_KEYS: tuple[str, ...] = tuple(RunOptions.fields)
 # Settings of what the CLI prints: read by `jaxrun run`, never options.
-DISPLAY_KEYS: dict[str, str] = {"quiet": "no live view (--quiet)", "report": "also write report.html (--report)"}
+DISPLAY_KEYS: dict[str, str] = {"quiet": "no live view (--quiet)"}
 TOP_KEYS: tuple[str, ...] = tuple(dict.fromkeys((*BATCH_KEYS, *RUN_KEYS, *DISPLAY_KEYS)))
 # What one script's settings (a [scripts."glob"] table, its header comment) may set.
 SCRIPT_KEYS: tuple[str, ...] = (*RUN_KEYS, "skip")

@@ -1,7 +1,8 @@
 """The report sinks a batch may add after its own files: each registers here, with what it is
 built from in the batch's options, or ``None`` when the options do not ask for it. Its module is
 imported only then. A new report (``--junit-xml`` is the example) is its sink module, a line
-here, and its option (``BatchOptions``, and its flag in cli/run.py).
+here, and its option (a ``BatchOptions`` field: its flag, config key, ``JAXRUN_*`` variable and
+API keyword are made from it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class ReportSink(NamedTuple):
     target: str  # "module:Class" in jaxrun.sinks
     arguments: Callable[["BatchOptions"], "tuple[Any, ...] | None"]  # None: not asked for
     files: dict[str, str] = {}  # option naming a file it writes -> what that file is, for messages
+    extra: str | None = None  # the optional feature it needs (jaxrun/extras.py), checked before anything runs
 
 
 def _paths(*names: str) -> Callable[["BatchOptions"], "tuple[Any, ...] | None"]:
@@ -39,6 +41,9 @@ REPORT_SINKS: dict[str, ReportSink] = {
     "markdown": _writing("markdown:MarkdownSink", {"markdown": "the Markdown summary"}),
     "exports": _writing("exports:ExportSink", {"export_json": "the export", "export_csv": "the export"}),
     "junit_xml": _writing("junit:JUnitSink", {"junit_xml": "the JUnit report"}),
+    # After the batch files, which it reads back as `jaxrun report` does.
+    "report": ReportSink("html_report:HtmlReportSink", lambda options: (options.results_dir,) if options.report else None,
+                         extra="report"),
     # Always there: --save-notebooks may be one notebook's own setting; it writes only the
     # notebooks whose cells sent their outputs.
     "notebooks": ReportSink("notebooks:NotebookSink", lambda options: ()),
@@ -73,8 +78,15 @@ def named_output_files(options: "BatchOptions") -> list[tuple[Path, str]]:
 
 def check_output_files(options: "BatchOptions") -> None:
     """Refuse (UsageError, one line) a file of :func:`named_output_files` that could not be written,
-    before anything runs (resultfiles.check_output_file)."""
+    or a report sink asked for whose optional feature is missing (jaxrun/extras.py), before anything
+    runs (resultfiles.check_output_file)."""
     from ..resultfiles import check_output_file
+
+    for entry in REPORT_SINKS.values():
+        if entry.extra is not None and entry.arguments(options) is not None:
+            from ..extras import require
+
+            require(entry.extra)
 
     results = Path(options.results_dir).absolute()
     for path, what in named_output_files(options):
