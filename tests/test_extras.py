@@ -97,3 +97,19 @@ def test_with_the_packages_there_the_check_passes() -> None:
 
         assert require(feature).__name__ == EXTRAS[feature].module
     assert sys.modules.get("plotly") is not None
+
+
+def test_the_apis_report_is_checked_first_too(tmp_path: Path) -> None:
+    """run_jax_scripts(report=True) asks for the same sink as --report: refused before any script runs."""
+    import os
+    import subprocess
+
+    write(tmp_path / "s", "s.py", f"if False:\n    import jax\nopen({str(tmp_path / MARK)!r}, 'w').write('ran')\n")
+    code = ("import sys\nfrom jaxrun import run_jax_scripts\nfrom jaxrun.errors import UsageError\n"
+            f"try:\n    run_jax_scripts({str(tmp_path / 's')!r}, results_dir={str(tmp_path / 'r')!r}, history=False, "
+            "report=True)\nexcept UsageError as exc:\n    print(exc)\n    sys.exit(2)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **_broken(tmp_path, "plotly", "missing")})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pip install 'jaxrun[report]'" in done.stdout and "is not installed" in done.stdout, done.stdout
+    assert not (tmp_path / MARK).exists() and not (tmp_path / "r").exists()
