@@ -391,3 +391,31 @@ def test_no_benchmark_leaves_the_section_disabled(tmp_path: Path) -> None:
     assert section["enabled"] is False and section["runs_completed"] == 0
     assert section["mean_execution_time"] is None  # unknown is null, never 0
     assert not (out / "jax_benchmark_results.json").exists()
+
+
+def test_each_sample_figure_is_read_from_one_result_field_everywhere() -> None:
+    """A run's sample, a benchmarked result's medians and compare's reading of a plain run all go
+    through models.RESULT_FIELDS: each figure lands in its own field (every value below is
+    distinct), and a name that is no sample figure is an error, never another figure's value."""
+    from jaxrun.benchmark import sample_from_result
+    from jaxrun.compare import single_value
+    from jaxrun.models import RESULT_FIELDS, SAMPLE_METRICS, RunSample, ScriptResult
+    from jaxrun.run.execute import benchmark_medians
+
+    assert set(SAMPLE_METRICS) <= set(RESULT_FIELDS)
+    assert set(RESULT_FIELDS) <= set(RunSample.model_fields) and set(RESULT_FIELDS.values()) <= set(ScriptResult.model_fields)
+    values = {field: float(k + 1) for k, field in enumerate(RESULT_FIELDS.values())}
+    result = ScriptResult(script_name="s", script_path="/s.py", success=True, device_requested="cpu",
+                          device_used="cpu", started_at="t", finished_at="t", **values)
+    sample = sample_from_result(result, 0, warmup=False)
+    for metric, field in RESULT_FIELDS.items():
+        assert getattr(sample, metric) == values[field], metric
+        if metric in SAMPLE_METRICS:
+            assert single_value(result, metric) == values[field], metric
+    # The medians of three runs, each field from its own figure.
+    samples = [sample_from_result(result.model_copy(update={f: v * (1 + i) for f, v in values.items()}), i, False)
+               for i in range(3)]
+    medians = benchmark_medians(result, samples)
+    assert {f: medians[f] for f in values} == {f: v * 2 for f, v in values.items()}
+    with pytest.raises(KeyError):
+        single_value(result, "peak_memory_mb")  # not a sample figure's name: no silent memory_peak

@@ -15,6 +15,7 @@ from .defaults import available_memory_mb, device_label
 from .errors import UsageError
 from .models import (
     METRIC_ALIASES,
+    RESULT_FIELDS,
     SAMPLE_METRICS,
     BenchmarkingSection,
     DeviceSpeedup,
@@ -28,19 +29,8 @@ from .stats import CV_WARN, describe, ratio_of_medians_ci
 
 
 def sample_from_result(result: ScriptResult, index: int, warmup: bool) -> RunSample:
-    return RunSample(
-        index=index,
-        warmup=warmup,
-        success=result.success,
-        error_class=result.error_class,
-        wall_time=result.execution_time,
-        body_time=result.body_time,
-        import_time=result.import_time,
-        compile_time=result.jit_compile_time,
-        run_time=result.run_time,
-        memory_peak=result.memory_peak,
-        cpu_time=result.cpu_time,
-    )
+    return RunSample(index=index, warmup=warmup, success=result.success, error_class=result.error_class,
+                     **{metric: getattr(result, field) for metric, field in RESULT_FIELDS.items()})
 
 
 def resolve_metric(metric: str) -> str:

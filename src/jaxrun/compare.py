@@ -25,7 +25,7 @@ from .errors import UsageError
 from .formatting import listed
 from .options import VerdictOptions, verdict_options
 from .cache_misses import compile_time_moved, program_change
-from .models import (BatchResult, BenchmarkResults, CompileStats, ComparisonReport, Numerics, ProgramComparison,
+from .models import (RESULT_FIELDS, BatchResult, BenchmarkResults, CompileStats, ComparisonReport, Numerics, ProgramComparison,
                      ScriptBenchmark, ScriptComparison, ScriptResult)
 from .summary import with_unlisted_results
 from .verdicts import judge_script, metrics_for
@@ -59,22 +59,13 @@ class _Loaded:
 
 
 def single_value(result: ScriptResult, metric: str) -> float | None:
-    """One plain run's value of ``metric`` (its name in SAMPLE_METRICS mapped to ScriptResult)."""
-    if metric == "wall_time":
-        return result.execution_time
-    if metric == "body_time":
-        return result.body_time
-    if metric == "compile_time":
-        return result.jit_compile_time
-    if metric == "import_time":
-        return result.import_time
-    if metric == "run_time":
-        if result.run_time is None and result.import_time is None and result.body_time is not None:
-            # A file from before import_time existed: its steady time (body minus compile) is the
-            # closest figure it has.
-            return result.body_time - (result.jit_compile_time or 0.0)
-        return result.run_time
-    return result.memory_peak
+    """One plain run's value of ``metric`` (a sample figure, read from the ScriptResult field
+    RESULT_FIELDS names for it); a KeyError for a name that is no sample figure, never another's value."""
+    if metric == "run_time" and result.run_time is None and result.import_time is None and result.body_time is not None:
+        # A file from before import_time existed: its steady time (body minus compile) is the
+        # closest figure it has.
+        return result.body_time - (result.jit_compile_time or 0.0)
+    return getattr(result, RESULT_FIELDS[metric])
 
 
 def _benchmark_entry(bench: ScriptBenchmark, metrics: tuple[str, ...]) -> ScriptSamples:

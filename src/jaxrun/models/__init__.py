@@ -11,6 +11,7 @@ from __future__ import annotations
 from .base import ERROR_CLASSES, SCHEMA_VERSION, ErrorClass, MappingModel
 from .benchmarks import (
     METRIC_ALIASES,
+    RESULT_FIELDS,
     SAMPLE_METRICS,
     BenchmarkingSection,
     BenchmarkResults,
@@ -56,7 +57,7 @@ _benchmarks.RegressionCheck, _benchmarks.Numerics = RegressionCheck, Numerics
 from .batch import BatchMetadata, BatchResult, PerformanceMetrics, PerformanceSummary, ScriptMetrics, SkippedScript  # noqa: E402
 
 __all__ = [
-    "ABSide", "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "SAMPLE_METRICS", "SCHEMA_VERSION",
+    "ABSide", "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "RESULT_FIELDS", "SAMPLE_METRICS", "SCHEMA_VERSION",
     "Attempt", "AvailableDevice", "ProcessResult", "CellTiming", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
     "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",

@@ -39,6 +39,13 @@ class Statistics(MappingModel):
 SAMPLE_METRICS: tuple[str, ...] = ("wall_time", "body_time", "import_time", "compile_time", "run_time", "memory_peak")
 # Names older files and databases used: ``steady_time`` (body minus compile) became ``run_time``.
 METRIC_ALIASES: dict[str, str] = {"steady_time": "run_time"}
+# Each figure a benchmark run keeps (a RunSample field) and the ScriptResult field it is read from,
+# written once: a sample is made from a result through it, a benchmarked result's headline figures
+# are its samples' medians put back through it, and compare reads a plain run's value through it.
+RESULT_FIELDS: dict[str, str] = {
+    "wall_time": "execution_time", "body_time": "body_time", "import_time": "import_time",
+    "compile_time": "jit_compile_time", "run_time": "run_time", "memory_peak": "memory_peak", "cpu_time": "cpu_time",
+}
 
 
 class RunSample(MappingModel):

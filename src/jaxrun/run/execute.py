@@ -112,12 +112,6 @@ def _benchmark(
     return result.model_copy(update=update)
 
 
-# A result's field -> the sample field it is the median of.
-_MEDIAN_FIELDS = {"execution_time": "wall_time", "body_time": "body_time", "import_time": "import_time",
-                  "jit_compile_time": "compile_time", "run_time": "run_time", "memory_peak": "memory_peak",
-                  "cpu_time": "cpu_time"}
-
-
 def benchmark_medians(last: ScriptResult, samples: list[RunSample]) -> dict[str, Any]:
     """A benchmarked script's headline figures: the median of its counted runs, each figure on its
     own (what the benchmark table prints), labelled in ``timing``. Only when every counted run
@@ -126,8 +120,10 @@ def benchmark_medians(last: ScriptResult, samples: list[RunSample]) -> dict[str,
         return {}
     import statistics
 
+    from ..models import RESULT_FIELDS  # a result's field for each sample figure it is the median of
+
     medians: dict[str, Any] = {"timing": f"median of {len(samples)} counted run{'s' if len(samples) > 1 else ''}"}
-    for field, metric in _MEDIAN_FIELDS.items():
+    for metric, field in RESULT_FIELDS.items():
         values = [v for v in (getattr(s, metric) for s in samples) if v is not None]
         # A figure some run could not measure stays that of the last run (null when it is).
         if len(values) == len(samples):
