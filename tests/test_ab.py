@@ -1,4 +1,4 @@
-"""jaxrun ab and jaxrun bisect (issue 26): interleaved A/B runs of real scripts in real processes,
+"""jaxrun ab and jaxrun bisect: interleaved A/B runs of real scripts in real processes,
 two folders, two revisions of a real git repository (temporary worktrees, the user's tree left as
 it was), and a bisect that names the commit that added a known sleep.
 

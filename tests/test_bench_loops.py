@@ -1,4 +1,4 @@
-"""FLOPs and bytes of loops (issue 21, point 7), on real JAX (CPU), against analytic counts.
+"""FLOPs and bytes of loops, on real JAX (CPU), against analytic counts.
 
 XLA's ``compiled.cost_analysis()`` counts a loop body once whatever its trip count: a scan of 10
 matmuls came out at the FLOPs of one. Every figure here is checked against the arithmetic of the

@@ -1,4 +1,4 @@
-"""Process benchmarking, warm mode and cross-device runs through the Python API (issue 3).
+"""Process benchmarking, warm mode and cross-device runs through the Python API.
 
 Real processes and real JAX on CPU: tiny crafted scripts in tmp_path, each a few hundred ms.
 Nothing is written to the repository: results go to tmp_path and the batch API runs with

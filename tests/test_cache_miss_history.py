@@ -1,4 +1,4 @@
-"""Why the cache missed, across runs (issue 25, part 3): the history keeps what each run of a
+"""Why the cache missed, across runs: the history keeps what each run of a
 script compiled, and a program a warm persistent cache compiled though an earlier run of the same
 script loaded it gets the ingredient of JAX's key that changed. The sink on hand-built results and a
 real SQLite file; then real runs with a real cache."""

@@ -1,4 +1,4 @@
-"""One chosen device (issue 27): ``--device gpu:1`` / ``tpu:0`` / ``cpu:K``, the config's
+"""One chosen device: ``--device gpu:1`` / ``tpu:0`` / ``cpu:K``, the config's
 ``device_id``, ``# jaxrun: device=cpu:1``, ``execute_jax_script(device="cpu:0")``.
 
 The CPU paths run for real (subprocesses, real JAX, simulated CPU devices). This machine has no

@@ -1,4 +1,4 @@
-"""`jaxrun run --benchmark-runs/--warm/--device a,b`, `jaxrun compare` and `jaxrun history` (issue 3).
+"""`jaxrun run --benchmark-runs/--warm/--device a,b`, `jaxrun compare` and `jaxrun history`.
 
 Real `python -m jaxrun` subprocesses, real JAX on CPU, a real SQLite history in tmp_path. The
 speed differences are made with `time.sleep` in tiny scripts and judged by jaxrun's own verdict
@@ -318,7 +318,7 @@ def test_history_shows_two_runs_of_a_script(history_story) -> None:
     (check,) = doc["checks"]
     assert check["newest_run_id"] == runs[1]["id"] and check["previous_runs"] == 1
     assert check["regression"] is False
-    # One earlier run is no baseline: not judged, and said so (issue 23 item 18).
+    # One earlier run is no baseline: not judged, and said so.
     assert check["judged"] is False and check["comparison"] is None
     assert check["reason"] == "not judged: 1 earlier run, needs 3"
     table = history_story["history_table_after_two"]

@@ -597,7 +597,7 @@ def test_comparisons_written_before_phases_still_read() -> None:
     assert check.gate == ["wall_time"] and check.comparison.phase("wall_time").p_value == 0.008
 
 
-# --- same program or a changed one (issue 25, part 4) ----------------------------------------------
+# --- same program or a changed one ----------------------------------------------
 
 
 def _with_programs(name: str, **programs: dict) -> ScriptResult:

@@ -1,4 +1,4 @@
-"""Tests for JAX's persistent compilation cache under jaxrun (issue 5, part 4).
+"""Tests for JAX's persistent compilation cache under jaxrun.
 
 Real runs of a compile-heavy script: 40 distinct small jitted functions (3 matmul+sin layers
 each), whose backend compilation takes a couple of seconds on this CPU while running them takes

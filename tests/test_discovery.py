@@ -412,7 +412,7 @@ print(json.dumps({"found": [p.name for p in found],
 
 
 def _huge(path: Path, head: bytes, megabytes: int = 50) -> None:
-    # A list literal of ~50 MB: what makes ast.parse take many GB (issue 24, item 5).
+    # A list literal of ~50 MB: what makes ast.parse take many GB.
     with open(path, "wb") as f:
         f.write(head + b"data = [\n")
         line = b"1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,\n"

@@ -163,7 +163,7 @@ def test_held_results_read_back_as_they_were_and_write_the_same_bytes(tmp_path: 
 
 
 def test_a_result_held_is_a_few_hundred_bytes() -> None:
-    """What a batch holds a result as, against ~5 KB a model (DESIGN §10: <= 2 KB of RSS a result).
+    """What a batch holds a result as, against ~5 KB a model (<= 2 KB of RSS a result: benchmarks/README.md).
     tracemalloc counts the bytes Python allocates: deterministic, not a timing."""
     held = HeldResults()
     made = [result(f"script_{i:05d}", execution_time=0.1 + i * 1e-4, started_at=f"2026-11-27T08:{i // 60 % 60:02d}:"

@@ -1,4 +1,4 @@
-"""Fit before the out-of-memory (issue 25): XLA's memory analysis of a program against what its
+"""Fit before the out-of-memory: XLA's memory analysis of a program against what its
 device can still give (probe/memory_fit.py), bench.fits, and an out-of-memory failure's hint.
 
 Real JAX on CPU and real subprocesses; the GPU side only through recorded ``memory_stats()``

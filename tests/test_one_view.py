@@ -1,4 +1,4 @@
-"""One view of a run (issue 23): a rich results folder read through every surface a user reads it
+"""One view of a run: a rich results folder read through every surface a user reads it
 by (the terminal's summary, the Markdown GitHub renders, the HTML report, the MCP reply, the
 result file) states the same figures and verdicts for every script, and the same exit reason.
 

@@ -1,5 +1,5 @@
 """Tests for parallel batches (``jobs=N`` / ``--jobs N``), thread budgets, simulated devices and
-the accelerator-slot OOM retry (issue 5, parts 1-3).
+the accelerator-slot OOM retry.
 
 Everything runs for real: scripts are crafted JAX programs in their own probe processes on the
 CPU of this (2-core) machine. The only stand-in is the GPU out-of-memory retry, driven with a fake

@@ -236,7 +236,7 @@ def test_three_samples_a_side_are_too_few_to_judge_and_not_a_regression(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """3 vs 3 steady-state samples can never reach p < 0.01 (at best 0.1): even a much slower
-    function is "too few runs to judge" (issue 23 printed it as "no significant change"), shown
+    function is "too few runs to judge" (it was once printed as "no significant change"), shown
     with how many samples are needed, and the session passes with --jax-benchmark-fail-on-regression."""
     pytester.makepyfile(test_three=THREE_SAMPLES)
     base_json, new_json = pytester.path / "base.json", pytester.path / "new.json"

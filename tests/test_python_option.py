@@ -1,5 +1,5 @@
 """``--python PATH`` (RunOptions.python): the scripts, the probe and the device facts run under
-another interpreter, a second virtual environment with its own jax/jaxlib (issue 26).
+another interpreter, a second virtual environment with its own jax/jaxlib.
 
 Two environments are made once and kept in the tests' base temporary folder (across sessions: a
 pip install is ~20 s): a bare one (``python -m venv``, nothing installed: no jax, no pydantic) and
@@ -331,7 +331,7 @@ def test_the_facts_cache_key_follows_the_environments_installs(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_ab_of_two_environments_compares_each_programs_compile_time(tmp_path: Path, other_jax: tuple[Path, str]) -> None:
-    """`jaxrun ab DIR --base-python OTHER --new-python OWN` (issue 26): one script under two jax
+    """`jaxrun ab DIR --base-python OTHER --new-python OWN`: one script under two jax
     releases, in alternating pairs; each side records its jax version, and each program compiled on
     both sides has its trace, lower and compile time on both, with the ratio."""
     python, version = str(other_jax[0]), other_jax[1]

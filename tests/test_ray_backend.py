@@ -1,4 +1,4 @@
-"""Tests for the Ray backend (``backend="ray"`` / ``--backend ray``; issue 5, part 5).
+"""Tests for the Ray backend (``backend="ray"`` / ``--backend ray``).
 
 Against a real local Ray started by this module (``ray.init(num_cpus=2, include_dashboard=False)``),
 not a mock: each script is a Ray task running jaxrun's single-script executor on a Ray worker, and

@@ -1,4 +1,4 @@
-"""The Ray backend across nodes, as users run it (issue 24, item 8).
+"""The Ray backend across nodes, as users run it.
 
 A real two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``: a head and one worker
 node, one CPU each, each node its own raylet), not a mock. The scripts are tiny (they name jax so

@@ -1,4 +1,4 @@
-"""Every code example of the seed documents (../shared/seeds: 000 README, 001 AGENTS) that uses the
+"""Every code example of the seed documents (their README and AGENTS) that uses the
 executor, run as written; only the import line says `jaxrun` instead of `src.execute.jax.jax_runner`
 / `execute.jax`. Each test holds one example (verbatim apart from that line) and asserts what the
 documents say it returns or prints. This machine has no GPU: `device="gpu"` falls back to CPU, as

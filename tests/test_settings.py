@@ -1,4 +1,4 @@
-"""Settings from everywhere (issue 13): the config file, per-script tables and header comments,
+"""Settings from everywhere: the config file, per-script tables and header comments,
 JAXRUN_* variables and the command line, in one precedence, each value with its source and the
 file and line it came from; the mistakes a user makes in them; xfail and skip; script arguments;
 numerics and environment options, recorded, and the refusal to compare across numerics.

@@ -285,7 +285,7 @@ def test_verdict_min_effect_threshold() -> None:
 
 def test_verdict_needs_significance_not_just_a_big_ratio() -> None:
     # 3 vs 3 samples: even complete separation gives p = 0.1, so no verdict at alpha 0.01: too few
-    # runs to judge, never "no significant change" (issue 23: x2.751 [2.717, 2.780] p=0.1 was that).
+    # runs to judge, never "no significant change" (x2.751 [2.717, 2.780] p=0.1 was once printed so).
     v, ratio, _, _, p = stats.verdict([1.0, 1.01, 0.99], [1.5, 1.51, 1.49])
     assert ratio == pytest.approx(1.5) and p == pytest.approx(0.1)
     assert v == "too few runs to judge"

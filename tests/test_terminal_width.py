@@ -1,6 +1,6 @@
 """The summary on a real terminal (a pty of 80 and of 120 columns): no line wider than the terminal,
 no header or word broken, long names shortened in the middle (their start and end kept), each
-script named by its path relative to the folder given, with "/" (issue 23)."""
+script named by its path relative to the folder given, with "/"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every write of a batch can fail (issue 24): a full disk or an I/O error on a log, a result or a
+"""Every write of a batch can fail: a full disk or an I/O error on a log, a result or a
 batch file is one line naming the file and the errno, never a traceback, a hang or a lost batch.
 
 Real batches of tiny scripts into a results folder that cannot take everything: a 2 MB tmpfs (a

@@ -1,4 +1,4 @@
-"""What XLA knows about each program of a script (issue 25): cost and memory analysis, fingerprints,
+"""What XLA knows about each program of a script: cost and memory analysis, fingerprints,
 device kind and count, the compile environment; and the JAX internals they rest on.
 
 Every figure is read by the real probe in a real script's process (real JAX on CPU) and checked

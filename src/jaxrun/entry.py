@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         mark("the command returned; exiting")
         # The objects of the imported modules then stay out of the collection Python makes as it
-        # exits (30 of its 38 ms after a batch: measured in issue 14).
+        # exits (30 of its 38 ms after a batch, when this was measured).
         gc.freeze()
         if collecting:
             gc.enable()

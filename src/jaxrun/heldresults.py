@@ -1,7 +1,7 @@
 """The results a batch holds until its end, a few hundred bytes each.
 
 A result as a model is ~5 KB (its fields' dict, its sub-models, its texts); a batch of 10,000
-held them all (DESIGN §10: peak RSS <= 2 KB a result). Here each is held as what the batch files
+held them all (the budget, benchmarks/README.md: peak RSS <= 2 KB a result). Here each is held as what the batch files
 need of it: the text it has in ``jax_execution_results.json`` (its JSON, indented as that file
 indents it), compressed against the first result's text (the results of a batch differ in a few
 values, so each is ~10x smaller than its text), and its :class:`~jaxrun.summary.Figures` packed

@@ -135,7 +135,7 @@ _BUFFER = 1 << 16  # text gathered before each write of a file written in chunks
 
 def _atomic_write(where: str, chunks: Iterable[str], durable: bool) -> None:
     # Plain os calls on the path's text: a batch writes one such file per script (10,000 in
-    # DESIGN §10's budget), and each pathlib operation or buffered file object costs microseconds
+    # benchmarks/README.md's budgets), and each pathlib operation or buffered file object costs microseconds
     # (and a Path keeps each new file name in the interpreter's table of interned texts).
     folder, name = os.path.split(where)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")

@@ -1,5 +1,5 @@
-"""The seed documents' names (``../shared/seeds``: the README and AGENTS of the JAX executor that
-jaxrun implements) where they differ from jaxrun's own: one table for options, one for result
+"""The seed documents' names (the README and AGENTS of the JAX executor that jaxrun implements,
+whose examples README.md's "Python API" shows) where they differ from jaxrun's own: one table for options, one for result
 fields. Their code examples must run as written, so these names are accepted everywhere; jaxrun's
 own names stay the documented ones. Nothing else in jaxrun spells a seed alias.
 """

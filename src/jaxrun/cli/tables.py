@@ -93,7 +93,7 @@ def summary_tables(view: "RunView", width: int = 160, rows: int = SUMMARY_ROWS) 
     """:func:`summary_table` as tables of at most ``rows`` rows, each column as wide as in the
     whole table, the title and header in the first only: printed one after the other they are
     the same lines, and the whole table (~5 KB a script as rich renders it) is never held at once
-    (DESIGN §10: jaxrun's peak RSS +5 KB a result at most)."""
+    (jaxrun's peak RSS a result has a budget: benchmarks/README.md)."""
     scripts = view.scripts
     if len(scripts) <= rows:
         yield summary_table(view, width)

@@ -36,7 +36,7 @@ class MappingModel(BaseModel):
     # NaN and infinities (a script may record them) are written as the JSON strings "NaN",
     # "Infinity", "-Infinity": valid JSON, and never confused with null (a value not measured).
     # defer_build: a model's validator and serializer are built when first used, not at import, so
-    # `jaxrun run` does not pay for the models a plain run never touches (DESIGN §10 start-up).
+    # `jaxrun run` does not pay for the models a plain run never touches (its start-up budget: benchmarks/README.md).
     model_config = ConfigDict(extra="forbid", validate_assignment=False, ser_json_inf_nan="strings", defer_build=True)
 
     @classmethod

@@ -105,7 +105,7 @@ class CompileStats(MappingModel):
         [], description="Why each trace after the first happened, as JAX explains its cache misses "
         f"(jax_explain_cache_misses); at most {MAX_RECOMPILE_REASONS} kept"
     )
-    # What XLA knows about the program: its last executable's analyses (issue 25).
+    # What XLA knows about the program: its last executable's analyses.
     cost: ProgramCost | None = Field(None, description="XLA's cost analysis; null when no executable was read")
     memory: ProgramMemory | None = Field(None, description="XLA's memory analysis; null when the backend gives none")
     fingerprint: str | None = Field(

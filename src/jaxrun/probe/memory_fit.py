@@ -1,5 +1,5 @@
 """Will a compiled program fit? XLA's memory analysis of the program against what its device can
-still give (issue 25, "fit before the out-of-memory").
+still give: a program that will not fit is said before the out-of-memory, not after it.
 
 Layer 0, and it runs inside the script's process: the standard library only at import; jax is
 never imported here (the caller hands over the compiled stats and the device). Used by the

@@ -156,7 +156,7 @@ ISOLATED_NAMES = frozenset({
 })
 ISOLATED_PREFIXES = ("JAX_", "XLA_", "LC_", "CUDA_", "NVIDIA_", "TPU_", "ROCR_", "HIP_", "TF_CPP_")
 # XLA flags about placement, not numerics: simulated devices (jaxrun's --host-devices) and XLA's CPU
-# thread pool (a user's; jaxrun added it to --jobs N's one-core shares before issue 23).
+# thread pool (a user's; jaxrun once added it to --jobs N's one-core shares, and no longer does).
 _PLACEMENT_FLAGS = ("--xla_force_host_platform_device_count", "--xla_cpu_multi_thread_eigen")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 

@@ -36,8 +36,8 @@ def env_name(key: str) -> str:
     return ENV_PREFIX + key.upper()
 
 
-# --- the seed documents' configuration blocks (../shared/seeds/001: JAX_EXEC_CONFIG,
-# DEVICE_CONFIG, MONITORING_CONFIG) ---------------------------------------------------------------
+# --- the seed documents' configuration blocks (JAX_EXEC_CONFIG, DEVICE_CONFIG,
+# MONITORING_CONFIG) --------------------------------------------------------------------------
 
 
 def _parallel(value: Any) -> dict[str, Any]:

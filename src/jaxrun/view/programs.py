@@ -1,4 +1,4 @@
-"""One row per program of a run: what XLA knows about it (issue 25), as every surface that lists
+"""One row per program of a run: what XLA knows about it, as every surface that lists
 programs shows it (the HTML report's Programs section, ``jaxrun run -v``); and one row per script
 of what JAX copied for it implicitly and left alive (``transfer_views``).
 

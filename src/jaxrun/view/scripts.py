@@ -26,7 +26,7 @@ GOOD, BAD, WARN, PLAIN = "good", "bad", "warn", ""
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 
 
-@dataclass(frozen=True, slots=True)  # slots: the view of a batch holds one a script (DESIGN §10)
+@dataclass(frozen=True, slots=True)  # slots: the view of a batch holds one a script (its peak RSS a result has a budget)
 class ScriptView:
     """What every surface says of one script (one job: a script on one device)."""
 
