@@ -122,6 +122,22 @@ def test_every_path_a_config_file_names_is_relative_to_the_file(tmp_path: Path, 
         assert value == project_dir / "made" / f"{key}.out", key
 
 
+def test_jaxrun_config_shows_every_key_a_config_file_sets_as_the_run_reads_it(tmp_path: Path) -> None:
+    """Each key of the config file is shown by `jaxrun config` with its value and line: a display
+    setting (quiet) and every option alike, an output's switch (report) included."""
+    from jaxrun.settings.keys import DISPLAY_KEYS
+
+    write(tmp_path / "s", "a.py", JAX)
+    write(tmp_path / "s", "jaxrun.toml", "quiet = true\nreport = true\nstrict_xfail = true\n")
+    done = jaxrun("config", tmp_path / "s", "--json")
+    assert done.returncode == 0, done.stderr
+    settings = json.loads(done.stdout)["settings"]
+    where = str(tmp_path / "s" / "jaxrun.toml")
+    for line, key in enumerate(("quiet", "report", "strict_xfail"), start=1):
+        assert settings[key] == {"value": True, "source": "config", "origin": f"{where}:{line}"}, key
+    assert set(DISPLAY_KEYS) == {"quiet"}  # report is an option (a sink's), not the CLI's own setting
+
+
 def test_config_file_is_the_nearest_above_the_path_and_can_be_named_or_ignored(tmp_path: Path) -> None:
     sims = project(tmp_path / "proj")
     write(tmp_path / "proj", "sims/deep/jaxrun.toml", "timeout = 11\n")

@@ -65,14 +65,14 @@ def _plain(value: Any) -> Any:
 
 
 def _settings(resolved: Any) -> dict[str, dict[str, Any]]:
-    from ..settings.keys import TOP_KEYS
+    from ..settings.keys import DISPLAY_KEYS, TOP_KEYS
 
     options = resolved.options
     found: dict[str, dict[str, Any]] = {}
     for key in TOP_KEYS:
         if key in resolved.display:
             value, source, origin = resolved.display[key]
-        elif key in ("quiet", "report"):
+        elif key in DISPLAY_KEYS:
             value, source, origin = False, "default", None
         else:
             run_value = key in options.run.fields and key not in type(options).fields

@@ -58,7 +58,7 @@ class Layer:
 @dataclass
 class Resolved:
     options: BatchOptions
-    display: dict[str, tuple[Any, Source, str | None]]  # quiet, report: value, source, origin
+    display: dict[str, tuple[Any, Source, str | None]]  # DISPLAY_KEYS (quiet): value, source, origin
     config: ConfigFile | None
 
 
