@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 # The most of a batch's time the rewrites of the batch files may take: after a rewrite that took
 # w seconds, the next waits w / MAX_WRITE_SHARE.
-# 2%: at 1,000 tiny scripts a share of 5% was ~3 ms of jaxrun's CPU a script (its budget: 10 ms, benchmarks/README.md).
+# 2%: at 1,000 tiny scripts a share of 5% was ~3 ms of jaxrun's CPU a script (its budget: 10 ms,
+# benchmarks/README.md).
 MAX_WRITE_SHARE = 0.02
 
 
@@ -119,8 +120,9 @@ class BatchFilesSink(BaseSink):
             )
         # Both written one result at a time (the same bytes as dumping them whole): dumped whole,
         # the text was held twice at every rewrite, ~7 MB at 1,000 results besides the
-        # serializer's own buffer (the peak RSS a result, benchmarks/README.md); one result at a time, ~0.3 MB. Held
-        # results are written as the texts and figures they are held as, never read back.
+        # serializer's own buffer (the peak RSS a result has a budget: benchmarks/README.md); one
+        # result at a time, ~0.3 MB. Held results are written as the texts and figures they are
+        # held as, never read back.
         results = batch.script_results
         if isinstance(results, HeldList):
             items: Iterable[ScriptResult | str] = results.texts()
