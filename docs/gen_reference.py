@@ -1,0 +1,144 @@
+"""The reference pages of the docs site, made from the code (never written by hand):
+
+* ``reference/cli.md``: every command and every flag, from the click commands `jaxrun` runs (the
+  flags of `jaxrun run` are made from the option declarations, jaxrun/options.py);
+* ``reference/configuration.md``: every key a config file, a ``# jaxrun:`` comment or a
+  ``JAXRUN_*`` variable may set, its type, default and meaning (jaxrun/settings/keys.py);
+* ``reference/results.md``: every field of a script's result, with its unit, from the result
+  models (jaxrun/models/);
+* ``reference/errors.md``: every failure class, its hint and how jaxrun recovers from it
+  (jaxrun/failures.py).
+
+``python docs/gen_reference.py`` writes them under docs/reference/; tests/test_docs.py fails when
+a committed page differs from what this makes of the code.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+import click
+
+HERE = Path(__file__).resolve().parent
+GENERATED = "<!-- made by docs/gen_reference.py from the code: do not edit by hand -->"
+
+
+def _cell(text: object) -> str:
+    """Text for one Markdown table cell (pipes escaped, on one line)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """``text`` as inline code in a table cell: as HTML, since a pipe escaped for the table inside
+    backticks would be shown with its backslash."""
+    return "<code>" + html.escape(" ".join(text.split()), quote=False).replace("|", "&#124;") + "</code>"
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Union:
+        return " or ".join(_type_name(a) for a in args) + (" or null" if type(None) in typing.get_args(annotation) else "")
+    if origin in (tuple, list):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "table of text"
+    if origin is typing.Literal:
+        return " / ".join(repr(a) for a in typing.get_args(annotation))
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def cli_page() -> str:
+    from jaxrun.cli import COMMANDS, app
+
+    ctx = click.Context(app, info_name="jaxrun")
+    lines = [GENERATED, "", "# Command line", "", f"`jaxrun`: {app.help}", ""]
+    for name in sorted(COMMANDS):
+        command = app.get_command(ctx, name)
+        assert command is not None, name
+        sub = click.Context(command, info_name=name, parent=ctx)
+        lines += [f"## jaxrun {name}", "", f"`{' '.join(command.collect_usage_pieces(sub))}`", "",
+                  _cell(command.get_short_help_str(limit=500)), ""]
+        for sub_name in sorted(getattr(command, "commands", {})):
+            nested = command.commands[sub_name]  # type: ignore[attr-defined]
+            lines.append(f"- `jaxrun {name} {sub_name}`: {_cell(nested.get_short_help_str(limit=500))}")
+        if getattr(command, "commands", None):
+            lines.append("")
+        records = [p.get_help_record(sub) for p in command.get_params(sub)]
+        records = [r for r in records if r is not None]
+        if records:
+            lines += ["| flag | what it does |", "|---|---|"]
+            lines += [f"| {_code(flags)} | {_cell(text)} |" for flags, text in records]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def configuration_page() -> str:
+    from jaxrun.option_spec import shown_default
+    from jaxrun.options import BatchOptions, RunOptions
+    from jaxrun.settings.keys import DISPLAY_KEYS, SCRIPT_KEYS, TOP_KEYS, env_name
+
+    lines = [GENERATED, "", "# Configuration keys", "",
+             "Every key below may be set in `[tool.jaxrun]` of a `pyproject.toml` or in a `jaxrun.toml` "
+             "(relative paths are relative to that file), and as a `JAXRUN_<KEY>` variable; the keys "
+             "marked *per script* also in a `[tool.jaxrun.scripts.\"GLOB\"]` table or a script's own "
+             "`# jaxrun: key=value` comment. A flag of `jaxrun run` wins over all of them.", "",
+             "| key | variable | type | default | per script | what it sets |", "|---|---|---|---|---|---|"]
+    for key in TOP_KEYS:
+        if key in DISPLAY_KEYS:
+            kind, default, text = "bool", "false", DISPLAY_KEYS[key]
+        else:
+            field = RunOptions.fields[key] if key in RunOptions.fields else BatchOptions.fields[key]
+            default = str(field.default).lower() if isinstance(field.default, bool) else shown_default(field) or ""
+            kind, text = _type_name(field.annotation), field.description
+        lines.append(f"| `{key}` | `{env_name(key)}` | {_cell(kind)} | {_cell(default)} | "
+                     f"{'yes' if key in SCRIPT_KEYS else ''} | {_cell(text)} |")
+    return "\n".join(lines) + "\n"
+
+
+def results_page() -> str:
+    from jaxrun.models import ScriptResult
+
+    lines = [GENERATED, "", "# Result fields", "",
+             "Each script's result (`script_results/<name>_result.json`, and each entry of "
+             "`jax_execution_results.json`'s `script_results`). A figure jaxrun could not measure is "
+             "`null`, never 0; its reason, where there is one, is in the field beside it.", "",
+             "| field | type | what it holds |", "|---|---|---|"]
+    for name, field in ScriptResult.model_fields.items():
+        lines.append(f"| `{name}` | {_cell(_type_name(field.annotation))} | {_cell(field.description or '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def errors_page() -> str:
+    from jaxrun.failures import TABLE
+
+    lines = [GENERATED, "", "# Error classes", "",
+             "A failed script's `error_class`, the hint jaxrun prints with it, where a retry may help, "
+             "and what jaxrun tries then, in order.", "",
+             "| error class | hint | transient on | recovery |", "|---|---|---|---|"]
+    for name, row in TABLE.items():
+        lines.append(f"| `{name}` | {_cell(row.hint)} | {', '.join(row.transient_on) or 'never'} | "
+                     f"{', '.join(row.recovery) or ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def pages() -> dict[str, str]:
+    """Each page's path under docs/ and its text."""
+    return {"reference/cli.md": cli_page(), "reference/configuration.md": configuration_page(),
+            "reference/results.md": results_page(), "reference/errors.md": errors_page()}
+
+
+def main() -> None:
+    for rel, text in pages().items():
+        path = HERE / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
