@@ -109,6 +109,8 @@ def results_page() -> str:
              "`null`, never 0; its reason, where there is one, is in the field beside it.", "",
              "| field | type | what it holds |", "|---|---|---|"]
     for name, field in ScriptResult.model_fields.items():
+        if field.exclude:  # held while the batch runs, never in the file
+            continue
         lines.append(f"| `{name}` | {_cell(_type_name(field.annotation))} | {_cell(field.description or '')} |")
     return "\n".join(lines) + "\n"
 

@@ -55,8 +55,9 @@ def test_the_reference_covers_every_command_flag_key_field_and_failure_class() -
     for key in TOP_KEYS:
         assert f"| `{key}` | `{env_name(key)}` |" in config, key
     results = PAGES["reference/results.md"]
-    for field in ScriptResult.model_fields:
-        assert f"| `{field}` |" in results, field
+    for field, info in ScriptResult.model_fields.items():
+        assert (f"| `{field}` |" in results) is not bool(info.exclude), field  # what the file holds
+        assert info.exclude or info.description, f"ScriptResult.{field} has no description"
     errors = PAGES["reference/errors.md"]
     for name, row in TABLE.items():
         assert f"| `{name}` |" in errors and row.hint.split()[0] in errors, name

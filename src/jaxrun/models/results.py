@@ -221,26 +221,34 @@ class CellTiming(MappingModel):
 class ScriptResult(MappingModel):
     """What happened when one script ran (possibly over several attempts)."""
 
-    schema_version: int = SCHEMA_VERSION
-    script_name: str
-    script_path: str
-    success: bool
-    error_class: ErrorClass | None = None
-    error_message: str | None = None
-    exception_type: str | None = None
+    schema_version: int = Field(SCHEMA_VERSION, description="Version of this file's layout (raised when a field changes meaning)")
+    script_name: str = Field(description="The script's name in the batch: its path under the folder searched, "
+                             "folders joined by __, without .py (a notebook keeps .ipynb); _2, _3... where two "
+                             "would clash")
+    script_path: str = Field(description="Absolute path of the script (or notebook)")
+    success: bool = Field(description="Its last attempt ran to its end without an error (exit status 0); outcome "
+                          "says whether that was expected")
+    error_class: ErrorClass | None = Field(None, description="Why it failed (the failure classes: docs/reference/errors.md); "
+                                           "null when it succeeded")
+    error_message: str | None = Field(None, description="The failure in one line (the exception's message, or what "
+                                      "stopped the process)")
+    exception_type: str | None = Field(None, description="The class of the Python exception that ended the script, "
+                                       "when one did")
     traceback: str | None = Field(None, description="Tail of the Python traceback, when one exists")
-    hint: str | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    device_requested: str
+    hint: str | None = Field(None, description="What to try about the failure (its class's hint)")
+    exit_code: int | None = Field(None, description="The process's exit status; null when a signal ended it")
+    signal: int | None = Field(None, description="Number of the signal that ended the process, or null")
+    device_requested: str = Field(description="The device asked for (--device, a config file, the script's own "
+                                  "settings): auto, cpu, gpu, tpu or one device such as gpu:1")
     device_used: str | None = Field(None, description="Platform the last attempt ran on")
     device_index: int | None = Field(
         None, description="Id of the one device of that platform the run was given (--device gpu:1 -> 1); null "
         "when any device of the platform would do (--device gpu, a fallback to cpu). Shown as gpu:1")
     jax_backend: str | None = Field(None, description="Backend JAX actually initialised in the child")
     device_count: int | None = Field(None, description="Devices the script saw, when it used JAX")
-    fallback_reason: str | None = None
-    attempts: list[Attempt] = []
+    fallback_reason: str | None = Field(None, description="Why it ran on another device than the one asked for "
+                                        "(the failure there); null when it did not fall back")
+    attempts: list[Attempt] = Field([], description="Each attempt in order (a retry or a fallback is one more)")
     execution_time: float | None = Field(None, description="Seconds, whole process")
     timing: str | None = Field(
         None, description="'median of N counted runs' for a benchmarked script whose N counted runs all "
@@ -288,9 +296,9 @@ class ScriptResult(MappingModel):
     )
     memory_method: str | None = Field(None, description="How memory_peak was measured")
     device_memory_peak: float | None = Field(None, description="MiB (2^20 bytes), peak device memory (null on CPU)")
-    device_memory_reason: str | None = None
+    device_memory_reason: str | None = Field(None, description="Why device_memory_peak is null, when it is")
     device_utilization: float | None = Field(None, description="0-1, null when not measurable")
-    device_utilization_reason: str | None = None
+    device_utilization_reason: str | None = Field(None, description="Why device_utilization is null, when it is")
     jit_compile_time: float | None = Field(
         None, description="Seconds, trace + lower + compile (or load from the persistent cache), every program"
     )
@@ -335,7 +343,7 @@ class ScriptResult(MappingModel):
     )
     script_args: list[str] = Field([], description="The script's own arguments (its sys.argv[1:])")
     numerics: Numerics | None = Field(None, description="The numerics it started with")
-    environment: RunEnvironment | None = None
+    environment: RunEnvironment | None = Field(None, description="Which environment variables the script got")
     settings: dict[str, str] = Field(
         {}, description="Options set for this script alone, and where (a per-script table, its header comment)"
     )
@@ -369,14 +377,16 @@ class ScriptResult(MappingModel):
     processes: list[ProcessResult] | None = Field(
         None, description="--processes N: each process of the job, by id; the job's own figures are described in "
         "the README (\"Multi-process programs\"); null for a one-process run")
-    output_files: list[str] = []
+    output_files: list[str] = Field([], description="Files the script wrote to JAXRUN_OUTPUT_DIR "
+                                    "(RESULTS_DIR/outputs/<name>), relative to it")
     results: dict[str, Any] = Field({}, description="What the script passed to jaxrun.record")
-    stdout_log: str | None = None
-    stderr_log: str | None = None
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    started_at: str
-    finished_at: str
+    stdout_log: str | None = Field(None, description="Path of the file holding what the script printed on stdout")
+    stderr_log: str | None = Field(None, description="Path of the file holding what the script printed on stderr")
+    stdout_truncated: bool = Field(False, description="The stdout log stops at its cap (50 MiB, "
+                                   "JAXRUN_LOG_CAP_BYTES); the rest was read and dropped")
+    stderr_truncated: bool = Field(False, description="The stderr log stops at its cap, as stdout_truncated")
+    started_at: str = Field(description="When its first attempt was started: UTC, ISO 8601 with milliseconds")
+    finished_at: str = Field(description="When its last attempt ended: UTC, ISO 8601 with milliseconds")
     kept: bool = Field(False, description="Kept from an earlier run in this results folder by --resume (not run "
                        "again: started_at and finished_at are that run's)")
     cells: list[CellTiming] | None = Field(
