@@ -231,12 +231,11 @@ def _typed(name: str, annotation: Any, value: Any) -> Any:
     yes/no...), a whole number from an int or a number or text that holds one, a number from an
     int, float or numeric text, a path from text; containers and other classes as given (their
     fields' own checks shape them). Else one line naming the option and what it takes."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Union:
-        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is typing.Union:
         if value is None:
             return None
-        return _typed(name, kinds[0], value) if len(kinds) == 1 else value
+        kind = _one_kind(annotation)
+        return _typed(name, kind, value) if kind is not None else value
     if annotation is bool:
         if isinstance(value, bool):
             return value
@@ -275,14 +274,19 @@ def _typed(name: str, annotation: Any, value: Any) -> Any:
     return value
 
 
+def _one_kind(annotation: Any) -> Any:
+    """The one type ``annotation`` holds: ``X`` for ``X`` or ``Optional[X]``, None for a union of
+    several."""
+    if typing.get_origin(annotation) is not typing.Union:
+        return annotation
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return kinds[0] if len(kinds) == 1 else None
+
+
 def holds_a_path(field: OptionField) -> bool:
     """Whether the option is declared as one path (``Path`` or ``Optional[Path]``): what a config
     file gives it relative is relative to the file's folder."""
-    annotation = field.annotation
-    if typing.get_origin(annotation) is typing.Union:
-        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
-        annotation = kinds[0] if len(kinds) == 1 else None
-    return annotation is Path
+    return _one_kind(field.annotation) is Path
 
 
 def flag_of(field: OptionField) -> Optional[Flag]:
