@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jaxrun.discovery import find_jax_scripts
+from jaxrun.discover.scripts import find_jax_scripts
 
 JAX_HEADERS = [
     "import jax\nimport jax.numpy as jnp\n",

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from jaxrun.batch.pipeline import run_batch
-from jaxrun.models import ScriptResult
-from jaxrun.options import BatchOptions
-from jaxrun.timestamps import now_iso
+from jaxrun.config.options import BatchOptions
+from jaxrun.core.timestamps import now_iso
+from jaxrun.results.models import ScriptResult
 
 
 def instant_result(job, options, *, placement, stop, sink) -> ScriptResult:  # type: ignore[no-untyped-def]
@@ -41,7 +41,7 @@ def instant_result(job, options, *, placement, stop, sink) -> ScriptResult:  # t
 def tiny_result(job, options, **_) -> ScriptResult:  # type: ignore[no-untyped-def]
     """A result shaped as a real tiny script's (`print(1)`, no jax) as `jaxrun run` makes it: its
     method texts, command line, numerics, environment, hash and timestamps."""
-    from jaxrun.models import Attempt, Numerics, RunEnvironment
+    from jaxrun.results.models import Attempt, Numerics, RunEnvironment
 
     now, k = now_iso(), job.index
     return ScriptResult(
@@ -86,7 +86,7 @@ def peak_rss(n: int, root: Path) -> int:
 
 
 def _rss_child(scripts: str, results: str) -> None:
-    from jaxrun.cli import main
+    from jaxrun.interfaces.cli import main
     from jaxrun.run import execute
 
     execute.run_job = tiny_result  # type: ignore[assignment]
@@ -112,7 +112,7 @@ def measure(n: int, root: Path, plan_first: bool = False, round: int = 0) -> dic
             (folder / f"script_{i:05d}.py").write_text("import jax\n")
     results = root / f"r{n}" if not round else root / f"r{n}_{round}"
     options = BatchOptions.build("api", paths=[scripts], results_dir=results, history=False, device="cpu")
-    from jaxrun.sinks import Sinks
+    from jaxrun.results.sink import Sinks
 
     spent = {"sinks": 0.0}
     depth = [0]  # the batch's sinks are Sinks within Sinks: only the outermost call is timed
@@ -132,7 +132,7 @@ def measure(n: int, root: Path, plan_first: bool = False, round: int = 0) -> dic
 
     for name in original:
         setattr(Sinks, name, timed(name))
-    from jaxrun.batch.plan import Plan
+    from jaxrun.plan.batch_plan import Plan
 
     start = Plan.start
     planned = {"plan": 0.0}

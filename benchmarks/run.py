@@ -114,7 +114,7 @@ def help_time(runs: int) -> Row:
 
 
 def steps(trace: Path, begin: float, end: float, last: str) -> list[tuple[str, float]]:
-    """The marks jaxrun wrote (jaxrun/startup_trace.py) between ``begin`` and ``end``, as the
+    """The marks jaxrun wrote (jaxrun/core/startup_trace.py) between ``begin`` and ``end``, as the
     seconds each step took, named by the mark that ends it (``last``: the step after the last mark)."""
     marks = [(float(t), name.strip()) for t, name in (line.split(" ", 1) for line in trace.read_text().splitlines())]
     out, before = [], begin
@@ -206,7 +206,7 @@ FIRST_OF_MANY = ("import time, os\nif not os.path.exists(os.environ['STAMP_FILE'
 def first_line_at_scale(runs: int, tmp: Path, n: int = 10_000) -> Row:
     """From starting `jaxrun run DIR` to the first script's first statement, for a folder of n
     scripts and of one, interleaved; jaxrun is stopped (SIGINT) once the first script has run.
-    What the plan of a large folder adds before its first script (batch/plan.py streams it)."""
+    What the plan of a large folder adds before its first script (plan/batch_plan.py streams it)."""
     folders = {}
     for count in (1, n):
         folder = tmp / f"first_of_{count}"
@@ -339,7 +339,7 @@ def marginal_cost(runs: int, tmp: Path, n: int = 10) -> list[Row]:
                 f"{m['loop']:.2f} s, x{m['many'] / m['loop']:.2f})",
                 "+25 ms", ours - theirs <= 0.025,
                 how + f"; a further script: (folder - its first script alone) / {n - 1}"),
-            Row(f"where a further script of the folder goes (ms)", split, "-", None,
+            Row("where a further script of the folder goes (ms)", split, "-", None,
                 f"medians of {runs} (the scripts' own stamps; jaxrun's marks: JAXRUN_STARTUP_TRACE)")]
 
 
@@ -377,7 +377,7 @@ def result_writing(tmp: Path, rounds: int = 3) -> list[Row]:
 
 def discovery(tmp: Path) -> Row:
     figures = in_venv(f"import bench_discovery, pathlib, time, statistics; root = pathlib.Path({str(tmp / 'tree')!r})\n"
-                      "from jaxrun.discovery import find_jax_scripts\n"
+                      "from jaxrun.discover.scripts import find_jax_scripts\n"
                       "bench_discovery.build_tree(root, 10_000)\n"
                       "find_jax_scripts(root)  # the page cache warm, as for a second run\n"
                       "samples = []\nfor _ in range(5):\n    started = time.perf_counter()\n    find_jax_scripts(root)\n"
@@ -392,7 +392,7 @@ import json, sys, time
 def peak_mb():  # VmHWM: ru_maxrss would carry the launching process's peak across exec
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
 started = time.perf_counter()
-from jaxrun.discovery import find_jax_scripts
+from jaxrun.discover.scripts import find_jax_scripts
 found = find_jax_scripts(sys.argv[1])
 print(json.dumps({"s": time.perf_counter() - started, "found": len(found),
                   "rss_mb": peak_mb()}))

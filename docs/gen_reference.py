@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import sys
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def _code(text: str) -> str:
 def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if origin is typing.Union:
+    if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in args) + (" or null" if type(None) in typing.get_args(annotation) else "")
     if origin in (tuple, list):
         return f"list of {_type_name(args[0])}" if args else "list"
@@ -53,7 +54,7 @@ def _type_name(annotation: Any) -> str:
 
 
 def cli_page() -> str:
-    from jaxrun.cli import COMMANDS, app
+    from jaxrun.interfaces.cli import COMMANDS, app
 
     ctx = click.Context(app, info_name="jaxrun")
     lines = [GENERATED, "", "# Command line", "", f"`jaxrun`: {app.help}", ""]
@@ -78,9 +79,9 @@ def cli_page() -> str:
 
 
 def configuration_page() -> str:
-    from jaxrun.option_spec import shown_default
-    from jaxrun.options import BatchOptions, RunOptions
-    from jaxrun.settings.keys import DISPLAY_KEYS, SCRIPT_KEYS, TOP_KEYS, env_name
+    from jaxrun.config.config_keys import DISPLAY_KEYS, SCRIPT_KEYS, TOP_KEYS, env_name
+    from jaxrun.config.option_spec import shown_default
+    from jaxrun.config.options import BatchOptions, RunOptions
 
     lines = [GENERATED, "", "# Configuration keys", "",
              "Every key below may be set in `[tool.jaxrun]` of a `pyproject.toml` or in a `jaxrun.toml` "
@@ -101,7 +102,7 @@ def configuration_page() -> str:
 
 
 def results_page() -> str:
-    from jaxrun.models import ScriptResult
+    from jaxrun.results.models import ScriptResult
 
     lines = [GENERATED, "", "# Result fields", "",
              "Each script's result (`script_results/<name>_result.json`, and each entry of "
@@ -116,7 +117,7 @@ def results_page() -> str:
 
 
 def errors_page() -> str:
-    from jaxrun.failures import TABLE
+    from jaxrun.core.failures import TABLE
 
     lines = [GENERATED, "", "# Error classes", "",
              "A failed script's `error_class`, the hint jaxrun prints with it, where a retry may help, "

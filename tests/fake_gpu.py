@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jaxrun.models import DeviceEntry, DeviceInfo, PlatformInfo
+from jaxrun.core.timestamps import now_iso
+from jaxrun.results.models import DeviceEntry, DeviceInfo, PlatformInfo
 from jaxrun.run.classify import classification
-from jaxrun.run.launch import LaunchOutcome
+from jaxrun.run.process_watch import LaunchOutcome
 from jaxrun.run.runner import AttemptRun
-from jaxrun.timestamps import now_iso
 
 
 @dataclass

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from jaxrun.models import BatchResult
+from jaxrun.results.models import BatchResult
 
 
 def write(root: Path, rel: str, text: str) -> Path:

@@ -12,17 +12,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-from jaxrun.ab import ABOptions, run_ab
-from jaxrun.ab.bisect import bisect
-from jaxrun.options import VerdictOptions
-
 from helpers import jaxrun, jaxrun_command_with_sigint, survivors, write
+
+from jaxrun.config.options import VerdictOptions
+from jaxrun.interfaces.ab import ABOptions, run_ab
+from jaxrun.interfaces.ab.bisect import bisect
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
 LENIENT = VerdictOptions(alpha=0.05)  # 6 pairs can reach p < 0.05 (exact Wilcoxon: 2/2^6)
@@ -70,8 +68,8 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     # The exports and the report say it was paired, with the paired verdict.
     from markdown_it import MarkdownIt
 
-    from jaxrun.reports import write_report
-    from jaxrun.sinks.exports import comparison_markdown
+    from jaxrun.present.reports import write_report
+    from jaxrun.present.sinks.exports import comparison_markdown
 
     tokens = MarkdownIt().enable("table").parse(comparison_markdown(report))
     heading = next(t.content for i, t in enumerate(tokens) if i and tokens[i - 1].type == "heading_open")
@@ -139,10 +137,10 @@ def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str
 
 
 def test_the_cli_and_the_api_default_to_the_same_pairs() -> None:
-    from jaxrun.ab.session import DEFAULT_PAIRS
-    from jaxrun.cli import ab
+    from jaxrun.interfaces.ab.session import DEFAULT_PAIRS
+    from jaxrun.interfaces.cli import ab_command
 
-    assert ab._PAIRS == DEFAULT_PAIRS
+    assert ab_command._PAIRS == DEFAULT_PAIRS
 
 
 def _worktrees(repo: Path) -> set[Path]:

@@ -7,9 +7,13 @@ import math
 
 import pytest
 
-from jaxrun.benchmark import benchmarking_section, script_benchmark, warm_summary
-from jaxrun.models import RunSample, ScriptResult, WarmCall
-from jaxrun.summary import performance_summary
+from jaxrun.judge.benchmark_runs import (
+    benchmarking_section,
+    script_benchmark,
+    warm_summary,
+)
+from jaxrun.results.batch_summary import performance_summary
+from jaxrun.results.models import RunSample, ScriptResult, WarmCall
 
 
 def _result(name: str, walls: list[float], warmups: list[float] = ()) -> ScriptResult:  # type: ignore[assignment]

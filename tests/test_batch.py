@@ -14,14 +14,14 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from helpers import load, write
 from jsonschema import Draft202012Validator
 
 import jaxrun
-from jaxrun import resultfiles
 from jaxrun.errors import InvalidDeviceError, JAXExecutionError, UsageError
-from jaxrun.models import SCHEMA_VERSION, BatchResult, ScriptResult
-from jaxrun.summary import performance_metrics, performance_summary
-from helpers import load, write
+from jaxrun.results import result_files
+from jaxrun.results.batch_summary import performance_metrics, performance_summary
+from jaxrun.results.models import SCHEMA_VERSION, BatchResult, ScriptResult
 
 GOOD = """\
 import os
@@ -42,11 +42,11 @@ import jax
 raise ValueError("deliberate failure in the middle of the batch")
 """
 
-# (file name in the results folder, name of its schema in resultfiles.SCHEMAS)
+# (file name in the results folder, name of its schema in result_files.SCHEMAS)
 TOP_LEVEL_FILES = {
-    resultfiles.EXECUTION_RESULTS: "execution_results",
-    resultfiles.PERFORMANCE_METRICS: "performance_metrics",
-    resultfiles.DEVICE_INFO: "device_info",
+    result_files.EXECUTION_RESULTS: "execution_results",
+    result_files.PERFORMANCE_METRICS: "performance_metrics",
+    result_files.DEVICE_INFO: "device_info",
 }
 
 
@@ -121,7 +121,7 @@ def test_a_failure_never_stops_the_batch(mixed_batch) -> None:
 
 def test_every_result_file_of_design_section_4_exists(mixed_batch) -> None:
     _, out, _ = mixed_batch
-    for name in (*TOP_LEVEL_FILES, resultfiles.EXECUTION_LOG):
+    for name in (*TOP_LEVEL_FILES, result_files.EXECUTION_LOG):
         assert (out / name).is_file(), name
     for name in ("a__model", "b_fail", "c__model"):
         assert (out / "script_results" / f"{name}_result.json").is_file()
@@ -131,7 +131,7 @@ def test_every_result_file_of_design_section_4_exists(mixed_batch) -> None:
         "a__model_result.json", "b_fail_result.json", "c__model_result.json",
     ]
     # Not benchmarking, so no benchmark file.
-    assert not (out / resultfiles.BENCHMARK_RESULTS).exists()
+    assert not (out / result_files.BENCHMARK_RESULTS).exists()
 
 
 def test_two_model_py_get_distinct_names_logs_and_outputs(mixed_batch) -> None:
@@ -153,7 +153,7 @@ def test_two_model_py_get_distinct_names_logs_and_outputs(mixed_batch) -> None:
 
 def test_execution_results_have_the_seed_shape(mixed_batch) -> None:
     _, out, _ = mixed_batch
-    doc = load(out / resultfiles.EXECUTION_RESULTS)
+    doc = load(out / result_files.EXECUTION_RESULTS)
     for section in ("metadata", "device_info", "performance_summary", "script_results", "benchmarking"):
         assert section in doc, section
     meta = doc["metadata"]
@@ -161,7 +161,7 @@ def test_execution_results_have_the_seed_shape(mixed_batch) -> None:
     assert meta["device_requested"] == "cpu"
     assert meta["device_used"] == "cpu"
     assert meta["jax_version"] == doc["device_info"]["jax_version"]
-    assert meta["jax_version"] == load(out / resultfiles.DEVICE_INFO)["jax_version"]
+    assert meta["jax_version"] == load(out / result_files.DEVICE_INFO)["jax_version"]
     datetime.fromisoformat(meta["execution_timestamp"])
     assert datetime.fromisoformat(meta["finished_timestamp"]) >= datetime.fromisoformat(
         meta["execution_timestamp"]
@@ -190,7 +190,7 @@ def test_execution_results_have_the_seed_shape(mixed_batch) -> None:
 
 def test_performance_metrics_cover_every_script(mixed_batch) -> None:
     _, out, _ = mixed_batch
-    metrics = load(out / resultfiles.PERFORMANCE_METRICS)
+    metrics = load(out / result_files.PERFORMANCE_METRICS)
     assert set(metrics["scripts"]) == {"a__model", "b_fail", "c__model"}
     assert metrics["scripts"]["b_fail"]["success"] is False
     assert metrics["scripts"]["a__model"]["compile_count"] >= 1
@@ -199,7 +199,7 @@ def test_performance_metrics_cover_every_script(mixed_batch) -> None:
 
 def test_every_result_file_validates_against_its_printed_schema(mixed_batch, schemas) -> None:
     _, out, _ = mixed_batch
-    assert set(schemas) == set(resultfiles.SCHEMAS)
+    assert set(schemas) == set(result_files.SCHEMAS)
     for file_name, schema_name in TOP_LEVEL_FILES.items():
         Draft202012Validator(schemas[schema_name]).validate(load(out / file_name))
     files = sorted((out / "script_results").glob("*_result.json"))
@@ -214,7 +214,7 @@ def test_every_result_file_validates_against_its_printed_schema(mixed_batch, sch
 
 def test_execution_log_is_timestamped_and_names_every_script(mixed_batch) -> None:
     _, out, _ = mixed_batch
-    lines = (out / resultfiles.EXECUTION_LOG).read_text().splitlines()
+    lines = (out / result_files.EXECUTION_LOG).read_text().splitlines()
     assert lines, "empty log"
     for line in lines:
         datetime.fromisoformat(line.split(" ", 1)[0])
@@ -230,7 +230,7 @@ def test_no_temporary_files_are_left_behind(mixed_batch) -> None:
     leftovers = [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
     # The lock files stay (removing one could let two runs lock two files); they are no longer held:
     # the batch's, and its scripts' (a later run waits on it for a killed run's scripts); and the
-    # manifest of what jaxrun wrote there (ownership.py).
+    # manifest of what jaxrun wrote there (results/ownership.py).
     assert sorted(p.name for p in leftovers) == [".jaxrun.lock", ".jaxrun.manifest", ".jaxrun.scripts.lock"]
 
 
@@ -257,7 +257,7 @@ def test_bool_return_is_false_when_a_script_fails(tmp_path: Path, isolated_cache
     write(tmp_path / "s", "b_fail.py", FAIL)
     out = tmp_path / "r"
     assert jaxrun.run_jax_scripts(tmp_path / "s", device="cpu", results_dir=out) is False
-    doc = load(out / resultfiles.EXECUTION_RESULTS)
+    doc = load(out / result_files.EXECUTION_RESULTS)
     assert [r["success"] for r in doc["script_results"]] == [True, False]
     assert doc["metadata"]["complete"] is True
 
@@ -299,7 +299,7 @@ def test_results_are_written_after_each_script(tmp_path: Path, isolated_cache: P
     check = batch["script_results"][1]
     assert check["script_name"] == "b_check"
     assert check["success"], f"{check['error_class']}: {check['error_message']}\n{check['traceback']}"
-    final = load(out / resultfiles.EXECUTION_RESULTS)
+    final = load(out / result_files.EXECUTION_RESULTS)
     assert final["metadata"]["scripts_executed"] == 2
     assert final["metadata"]["complete"] is True
 
@@ -317,11 +317,11 @@ def test_rerun_replaces_the_previous_runs_files(tmp_path: Path, isolated_cache: 
     assert sorted(p.name for p in (out / "script_results").iterdir()) == ["keep_result.json"]
     assert sorted(p.name for p in (out / "logs").iterdir()) == ["keep.stderr.log", "keep.stdout.log"]
     assert sorted(p.name for p in (out / "outputs").iterdir()) == ["keep"]
-    doc = load(out / resultfiles.EXECUTION_RESULTS)
+    doc = load(out / result_files.EXECUTION_RESULTS)
     assert [r["script_name"] for r in doc["script_results"]] == ["keep"]
-    assert list(load(out / resultfiles.PERFORMANCE_METRICS)["scripts"]) == ["keep"]
+    assert list(load(out / result_files.PERFORMANCE_METRICS)["scripts"]) == ["keep"]
     # The run log describes this run only.
-    log = (out / resultfiles.EXECUTION_LOG).read_text()
+    log = (out / result_files.EXECUTION_LOG).read_text()
     assert "gone" not in log and log.count("jaxrun 0.") == 1
 
 

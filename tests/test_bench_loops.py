@@ -19,7 +19,7 @@ from jax import lax
 from jaxrun import bench
 from jaxrun.bench._cost import cost_figures
 from jaxrun.bench._flops import _trips, jaxpr_cost
-from jaxrun.bench.models import DevicePeaks
+from jaxrun.bench.records import DevicePeaks
 
 N = 64
 MATMUL = 2 * N**3  # FLOPs of one N x N matmul

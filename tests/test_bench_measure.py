@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -14,8 +14,8 @@ import pytest
 
 from jaxrun import bench
 from jaxrun.bench.measure import cost_figures, memory_figures
+from jaxrun.bench.records import DevicePeaks, Measurement
 from jaxrun.errors import UsageError
-from jaxrun.bench.models import DevicePeaks, Measurement
 
 
 @pytest.fixture(scope="module")
@@ -309,8 +309,8 @@ def _sleepy(seconds: float):
 
 def test_default_sample_count_never_draws_a_too_few_samples_warning() -> None:
     # The defaults' own minimum gives a 95% CI of the median inside [min, max]: no warning.
-    from jaxrun.defaults import DEFAULT_MIN_SAMPLES
-    from jaxrun.stats import describe
+    from jaxrun.core.defaults import DEFAULT_MIN_SAMPLES
+    from jaxrun.judge.stats import describe
 
     stats = describe([1.0 + 0.01 * i for i in range(DEFAULT_MIN_SAMPLES)])
     assert stats.ci_coverage >= 0.95 and stats.ci_low > stats.min and stats.ci_high < stats.max
@@ -321,7 +321,7 @@ def test_measure_fills_its_default_time_budget_without_a_too_few_samples_warning
     # 50 ms a call: the old default (0.2 s, at least 5 samples) took 5 and warned that 5 are too few.
     m = bench.measure(_sleepy(0.05), jnp.ones(4), peaks=False)
     assert not any("too few" in w for w in m.steady.warnings + m.warnings), m.steady.warnings
-    from jaxrun.defaults import DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
+    from jaxrun.core.defaults import DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
 
     assert m.time_budget == DEFAULT_TIME_BUDGET == 1.0
     assert m.num_samples == len(m.samples) == m.steady.n

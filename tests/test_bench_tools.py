@@ -14,8 +14,8 @@ import pytest
 
 from jaxrun import bench
 from jaxrun.bench import NumericalMismatchError, RecompileError
+from jaxrun.bench.records import BatchScaling, LeafBytes, Speedup
 from jaxrun.errors import JAXExecutionError, UsageError
-from jaxrun.bench.models import BatchScaling, LeafBytes, Speedup
 
 # --- batch_scaling --------------------------------------------------------------------------------
 

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load, write
 from jsonschema import Draft202012Validator
 
 import jaxrun
 from jaxrun import execute_jax_script, run_jax_scripts
-from jaxrun.models import SAMPLE_METRICS
-from helpers import load, write
+from jaxrun.results.models import SAMPLE_METRICS
 
 SLEEPER = """\
 import time
@@ -397,9 +397,14 @@ def test_each_sample_figure_is_read_from_one_result_field_everywhere() -> None:
     """A run's sample, a benchmarked result's medians and compare's reading of a plain run all go
     through models.RESULT_FIELDS: each figure lands in its own field (every value below is
     distinct), and a name that is no sample figure is an error, never another figure's value."""
-    from jaxrun.benchmark import sample_from_result
-    from jaxrun.compare import single_value
-    from jaxrun.models import RESULT_FIELDS, SAMPLE_METRICS, RunSample, ScriptResult
+    from jaxrun.judge.benchmark_runs import sample_from_result
+    from jaxrun.judge.compare import single_value
+    from jaxrun.results.models import (
+        RESULT_FIELDS,
+        SAMPLE_METRICS,
+        RunSample,
+        ScriptResult,
+    )
     from jaxrun.run.execute import benchmark_medians
 
     assert set(SAMPLE_METRICS) <= set(RESULT_FIELDS)

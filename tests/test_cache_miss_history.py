@@ -6,19 +6,18 @@ real SQLite file; then real runs with a real cache."""
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 import pytest
 
-from jaxrun.history import HistoryStore
-from jaxrun.job import Job
-from jaxrun.models import CompileEnvironment, CompileStats, ScriptResult
-from jaxrun.sinks.history import HistorySink
+from jaxrun.judge.history import HistoryStore
+from jaxrun.plan.job import Job
+from jaxrun.present.sinks.history_sink import HistorySink
+from jaxrun.results.models import CompileEnvironment, CompileStats, ScriptResult
 
 
 def job(script: Path, **run) -> Job:
-    from jaxrun.options import RunOptions
+    from jaxrun.config.options import RunOptions
 
     return Job(0, script, "m", "m", "cpu", "cpu", script.parent, run_options=RunOptions(**run) if run else None)
 
@@ -224,7 +223,7 @@ def test_a_changed_function_is_the_program_changed(runs) -> None:
 
 
 def test_compare_says_whether_the_program_changed(runs) -> None:
-    from jaxrun.compare import compare_results
+    from jaxrun.judge.compare import compare_results
 
     root = runs["root"]
     loaded = compare_results(root / "r1", root / "r2")  # compiled, then loaded: the same program
@@ -255,8 +254,9 @@ def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_p
     import json
 
     from helpers import jaxrun
-    from jaxrun.compile_history import CompileRun
-    from jaxrun.models import HistoryRun, RunSample
+
+    from jaxrun.judge.compile_history import CompileRun
+    from jaxrun.results.models import HistoryRun, RunSample
 
     db = tmp_path / "h.sqlite"
     programs = [

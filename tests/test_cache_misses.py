@@ -1,4 +1,4 @@
-"""Why a warm persistent cache compiled a program an earlier run loaded (jaxrun.cache_misses),
+"""Why a warm persistent cache compiled a program an earlier run loaded (jaxrun.judge.cache_misses),
 and whether two runs' program is the same: the pure functions, on hand-built results. The
 end-to-end cases (real runs, a real cache, the history) are in tests/test_cache_miss_history.py."""
 
@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from jaxrun.cache_misses import (NOTHING_SEEN_CHANGED, PROGRAM_CHANGED, SAME_PROGRAM, XLA_OUTPUT_CHANGED,
-                                 explain_cache_miss, flag_changes, nearest_miss, program_change)
-from jaxrun.models import CompileEnvironment, CompileStats
+from jaxrun.judge.cache_misses import (
+    NOTHING_SEEN_CHANGED,
+    PROGRAM_CHANGED,
+    SAME_PROGRAM,
+    XLA_OUTPUT_CHANGED,
+    explain_cache_miss,
+    flag_changes,
+    nearest_miss,
+    program_change,
+)
+from jaxrun.results.models import CompileEnvironment, CompileStats
 
 
 def env(**changes) -> CompileEnvironment:
@@ -110,6 +118,6 @@ def test_program_change(before, now, expected) -> None:
     (None, 0.5, False), (0.5, None, False),
 ])
 def test_compile_time_moved_needs_20_percent_and_10_ms(before, now, moved) -> None:
-    from jaxrun.cache_misses import compile_time_moved
+    from jaxrun.judge.cache_misses import compile_time_moved
 
     assert compile_time_moved(before, now) is moved

@@ -15,23 +15,23 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_gpu import FakeAttempt, GpuFacts
+from helpers import jaxrun as run_cli
+from helpers import load, write
+from test_failure_paths import Recorder
 
 import jaxrun
-from jaxrun.batch.plan import plan_devices
-from jaxrun.defaults import split_device, validate_device
-from jaxrun.devices import check_device_id
+from jaxrun.config.options import BatchOptions, RunOptions
+from jaxrun.core.defaults import split_device, validate_device
+from jaxrun.discover.devices import check_device_id
 from jaxrun.errors import InvalidDeviceError, UsageError
 from jaxrun.executors.base import make_executor
 from jaxrun.executors.slots import PooledPlacement, SlotPool, gpu_slots
-from jaxrun.job import Job
-from jaxrun.options import BatchOptions, RunOptions
+from jaxrun.plan.batch_plan import plan_devices
+from jaxrun.plan.job import Job
 from jaxrun.run.environment import child_env, chosen_device_env
 from jaxrun.run.execute import run_job
 from jaxrun.run.placement import Slot
-
-from fake_gpu import FakeAttempt, GpuFacts
-from helpers import jaxrun as run_cli, load, write
-from test_failure_paths import Recorder
 
 NO_GPU_HERE = not jaxrun.get_jax_device_info().platforms.get("gpu") or \
     not jaxrun.get_jax_device_info().platforms["gpu"].available

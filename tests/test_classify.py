@@ -7,8 +7,16 @@ from typing import Any
 
 import pytest
 
-from jaxrun.run.classify import HINTS, Classification, Evidence, callback_exception, classification, classify, is_transient
-from jaxrun.models import ERROR_CLASSES
+from jaxrun.results.models import ERROR_CLASSES
+from jaxrun.run.classify import (
+    HINTS,
+    Classification,
+    Evidence,
+    callback_exception,
+    classification,
+    classify,
+    is_transient,
+)
 
 XLA_BRIDGE_TB = """Traceback (most recent call last):
   File "/tmp/s.py", line 2, in <module>

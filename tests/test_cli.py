@@ -19,13 +19,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import jaxrun_command_with_sigint, load, write
 from jsonschema import Draft202012Validator
 
 import jaxrun
 from jaxrun.__main__ import translate_seed_form
-from jaxrun.models import DeviceInfo
-from jaxrun.resultfiles import SCHEMAS
-from helpers import jaxrun_command_with_sigint, load, write
+from jaxrun.results.models import DeviceInfo
+from jaxrun.results.result_files import SCHEMAS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -275,7 +275,7 @@ def test_a_broken_device_probe_does_not_stop_the_batch(jaxrun_cli, tmp_path: Pat
     write(tmp_path / "s", "a.py", GOOD)
     out = tmp_path / "r"
     out.mkdir()
-    (out / ".jaxrun.manifest").write_text("")  # a results folder of an earlier run (ownership.py)
+    (out / ".jaxrun.manifest").write_text("")  # a results folder of an earlier run (results/ownership.py)
     (out / "jax_device_info.json").write_text('{"from": "an earlier run"}')
     proc = jaxrun_cli(
         "run", tmp_path / "s", "--results-dir", out,

@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load, write
 
 import jaxrun
-from helpers import load, write
 
 # Settings of a developer's shell that would change what these tests observe.
 _FOREIGN_ENV = (

@@ -11,12 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import jaxrun, read_terminal, write
 from rich.console import Console
 
-from jaxrun.cli.live import LiveProgress
-from jaxrun.job import Job
-
-from helpers import jaxrun, read_terminal, write
+from jaxrun.interfaces.cli.live import LiveProgress
+from jaxrun.plan.job import Job
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\nprint('done')\n"
 FAILS = "if False:\n    import jax\nraise ValueError('on purpose')\n"
@@ -124,7 +123,7 @@ def _job(tmp_path: Path, index: int, name: str) -> Job:
 
 
 def _ended(name: str, seconds: float, success: bool = True):  # type: ignore[no-untyped-def]
-    from jaxrun.models import ScriptResult
+    from jaxrun.results.models import ScriptResult
 
     return ScriptResult(script_name=name, script_path=f"/s/{name}.py", success=success, device_requested="cpu",
                         device_used="cpu", execution_time=seconds, started_at="t", finished_at="t",

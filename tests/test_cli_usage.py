@@ -10,7 +10,6 @@ from typing import Optional
 
 import click
 import pytest
-
 from helpers import jaxrun
 
 # What a value name must never look like: a set ({paths}), a type (<list[str]>, list[str]).
@@ -54,9 +53,9 @@ def test_every_commands_help_names_its_values_in_words() -> None:
 
 
 def test_flags_made_from_declarations_without_a_metavar_get_a_word_for_their_type() -> None:
-    """The generator (cli/flags.py) names every value: a list by its items' type, a mapping KEY=VALUE."""
-    from jaxrun.cli.flags import option_params
-    from jaxrun.option_spec import Flag, OptionSet, option
+    """The generator (interfaces/cli/flags.py) names every value: a list by its items' type, a mapping KEY=VALUE."""
+    from jaxrun.config.option_spec import Flag, OptionSet, option
+    from jaxrun.interfaces.cli.flags import option_params
 
     class Declared(OptionSet):
         names: Optional[tuple[str, ...]] = option(None, "Names (repeatable).")
@@ -110,7 +109,7 @@ def test_the_group_alone_still_shows_its_help() -> None:
 
 
 def _every_command(group: click.Command | None = None, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
-    from jaxrun.cli import app
+    from jaxrun.interfaces.cli import app
 
     group = app if group is None else group
     found = [(path, group)]
@@ -123,7 +122,7 @@ def _every_command(group: click.Command | None = None, path: tuple[str, ...] = (
 
 def _long_flags(path: tuple[str, ...], command: click.Command) -> list[str]:
     if path == ("config",):  # config takes run's flags
-        from jaxrun.cli import app
+        from jaxrun.interfaces.cli import app
 
         command = app.get_command(None, "run")
     ctx = click.Context(command, info_name=path[-1] if path else "jaxrun")

@@ -1,4 +1,4 @@
-"""compare_results on real result files (written with resultfiles.write_model) and on real runs."""
+"""compare_results on real result files (written with result_files.write_model) and on real runs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxrun import execute_jax_script, resultfiles
-from jaxrun.compare import compare_results, load_samples, parse_effect
+from jaxrun import execute_jax_script
 from jaxrun.errors import UsageError
-from jaxrun.models import (
+from jaxrun.judge.compare import compare_results, load_samples, parse_effect
+from jaxrun.judge.verdicts import DEFAULT_GATE, PHASES
+from jaxrun.results import result_files
+from jaxrun.results.models import (
     METRIC_ALIASES,
     SAMPLE_METRICS,
     BatchMetadata,
@@ -27,7 +29,6 @@ from jaxrun.models import (
     ScriptComparison,
     ScriptResult,
 )
-from jaxrun.verdicts import DEFAULT_GATE, PHASES
 
 NOW = datetime(2024, 5, 1, tzinfo=timezone.utc).isoformat()
 
@@ -102,8 +103,8 @@ def _batch(results: list[ScriptResult], benchmarks: list[ScriptBenchmark] = ()) 
 
 
 def _write_dir(path: Path, model: BenchmarkResults | BatchResult) -> Path:
-    name = resultfiles.BENCHMARK_RESULTS if isinstance(model, BenchmarkResults) else resultfiles.EXECUTION_RESULTS
-    resultfiles.write_model(path / name, model)
+    name = result_files.BENCHMARK_RESULTS if isinstance(model, BenchmarkResults) else result_files.EXECUTION_RESULTS
+    result_files.write_model(path / name, model)
     return path
 
 
@@ -252,7 +253,7 @@ def test_real_runs_of_a_script_made_much_slower(tmp_path: Path) -> None:
 
 
 def test_json_files_work_as_well_as_folders(tmp_path: Path, base_dir: Path) -> None:
-    base_file = base_dir / resultfiles.BENCHMARK_RESULTS
+    base_file = base_dir / result_files.BENCHMARK_RESULTS
     copy = tmp_path / "elsewhere" / "saved_run.json"
     copy.parent.mkdir()
     copy.write_text(base_file.read_text())
@@ -260,7 +261,7 @@ def test_json_files_work_as_well_as_folders(tmp_path: Path, base_dir: Path) -> N
     assert all(r.verdict == "no significant change" for r in report.scripts) and len(report.scripts) == 3
     assert report.base == str(base_file)
     # Models in memory are accepted too.
-    loaded = resultfiles.read_model(base_file, BenchmarkResults)
+    loaded = result_files.read_model(base_file, BenchmarkResults)
     assert [r.verdict for r in compare_results(loaded, base_dir).scripts] == ["no significant change"] * 3
 
 
@@ -311,7 +312,7 @@ def test_a_batch_result_uses_its_benchmarking_section(tmp_path: Path) -> None:
         benchmarks=[_bench("a", _times(1))],
     )
     path = tmp_path / "run.json"
-    resultfiles.write_model(path, benchmarked)
+    result_files.write_model(path, benchmarked)
     samples = load_samples(path)
     assert samples[("a", "cpu")] == pytest.approx(_times(1))
     assert samples[("broken", "cpu")] == []
@@ -403,8 +404,8 @@ def test_three_runs_against_three_are_too_few_never_no_change(tmp_path: Path) ->
 
 
 def test_a_gate_phase_with_too_few_runs_makes_the_gate_too_few() -> None:
-    from jaxrun.options import VerdictOptions
-    from jaxrun.verdicts import judge_script
+    from jaxrun.config.options import VerdictOptions
+    from jaxrun.judge.verdicts import judge_script
 
     options = VerdictOptions(alpha=0.05)
     same = _times(1, n=10)
@@ -601,15 +602,15 @@ def test_comparisons_written_before_phases_still_read() -> None:
 
 
 def _with_programs(name: str, **programs: dict) -> ScriptResult:
-    from jaxrun.models import CompileStats
+    from jaxrun.results.models import CompileStats
 
     return _script_result(name, 1.0).model_copy(
         update={"compiles": {p: CompileStats(**stats) for p, stats in programs.items()}})
 
 
 def test_a_program_whose_compile_time_moved_says_whether_it_changed(tmp_path: Path) -> None:
-    from jaxrun.compare import program_lines
-    from jaxrun.sinks.exports import comparison_markdown
+    from jaxrun.judge.compare import program_lines
+    from jaxrun.present.sinks.exports import comparison_markdown
 
     same = dict(count=1, fingerprint="f", input_fingerprint="i")
     base = _batch([_with_programs("m", **{"jit(a)": dict(same, compile_time=0.10),
@@ -641,7 +642,7 @@ def test_a_program_whose_compile_time_moved_says_whether_it_changed(tmp_path: Pa
 
 
 def test_nothing_said_of_programs_when_nothing_moved(tmp_path: Path, base_dir: Path) -> None:
-    from jaxrun.compare import program_lines
+    from jaxrun.judge.compare import program_lines
 
     same = dict(count=1, compile_time=0.10, fingerprint="f", input_fingerprint="i")
     model = _batch([_with_programs("m", **{"jit(a)": same})])

@@ -8,12 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import jaxrun
-from jaxrun.compare import PROGRAMS_MOVED, PROGRAMS_NOT_MOVED, compile_text
-from jaxrun.models import ComparisonReport, PhaseComparison, ProgramComparison, ScriptComparison
-from jaxrun.sinks.exports import comparison_markdown
 from test_compare import _batch, _bench, _times, _with_programs, _write_dir
+
+from jaxrun.judge.compare import PROGRAMS_MOVED, PROGRAMS_NOT_MOVED, compile_text
+from jaxrun.present.sinks.exports import comparison_markdown
+from jaxrun.results.models import (
+    ComparisonReport,
+    PhaseComparison,
+    ProgramComparison,
+    ScriptComparison,
+)
 
 
 def markdown_lists(text: str) -> dict[str, list[str]]:

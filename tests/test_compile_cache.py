@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import jaxrun
-from jaxrun.models import ScriptResult
+from jaxrun.results.models import ScriptResult
 
 HEAVY = """\
 import os
@@ -242,7 +242,8 @@ def test_the_cache_a_sequential_run_filled_serves_a_run_with_two_jobs(tmp_path: 
     one-core shares added --xla_cpu_multi_thread_eigen=false to XLA_FLAGS, which JAX hashes into
     the persistent cache key). The second run must load (nearly) every executable from the cache
     in jaxrun's default cache folder."""
-    from helpers import jaxrun as cli, load, write
+    from helpers import jaxrun as cli
+    from helpers import load, write
 
     write(tmp_path / "s", "one.py", JOBS_SCRIPT.format(offset=1))
     write(tmp_path / "s", "two.py", JOBS_SCRIPT.format(offset=100))

@@ -7,14 +7,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jaxrun import resultfiles, run_jax_scripts
-from jaxrun.compare import compare_results
+from jaxrun import run_jax_scripts
 from jaxrun.errors import UsageError
-
-from helpers import write
+from jaxrun.judge.compare import compare_results
+from jaxrun.results import result_files
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def good_results(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     root = tmp_path_factory.mktemp("good")
     write(root / "s", "a.py", "import jax\nprint(1)\n")
     assert run_jax_scripts(root / "s", device="cpu", results_dir=root / "r", history=False, benchmark_runs=2)
-    return (root / "r" / resultfiles.EXECUTION_RESULTS).read_bytes()
+    return (root / "r" / result_files.EXECUTION_RESULTS).read_bytes()
 
 
 def _corruptions(original: bytes) -> st.SearchStrategy[bytes]:
@@ -36,7 +36,7 @@ def _corruptions(original: bytes) -> st.SearchStrategy[bytes]:
 
 def _check(read, data: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / resultfiles.EXECUTION_RESULTS
+        path = Path(tmp) / result_files.EXECUTION_RESULTS
         path.write_bytes(data)
         try:
             read(path)
@@ -61,7 +61,7 @@ def test_resume_reads_a_corrupted_results_file_or_says_why(good_results: bytes, 
     root = tmp_path_factory.mktemp("resume")
     write(root / "s", "a.py", "print(1)\nif False:\n    import jax\n")  # quick: no jax to import
     (root / "r").mkdir()
-    (root / "r" / ".jaxrun.manifest").write_text("")  # the folder an earlier run made (ownership.py)
-    (root / "r" / resultfiles.EXECUTION_RESULTS).write_bytes(corrupted)
+    (root / "r" / ".jaxrun.manifest").write_text("")  # the folder an earlier run made (results/ownership.py)
+    (root / "r" / result_files.EXECUTION_RESULTS).write_bytes(corrupted)
     # Whatever the damage, --resume runs (what no script file holds runs again).
     assert run_jax_scripts(root / "s", device="cpu", results_dir=root / "r", history=False, resume=True)

@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as jaxrun_cli
+from helpers import write
 
 import jaxrun
 from jaxrun.run import cgroups
-
-from helpers import jaxrun as jaxrun_cli
-from helpers import write
 
 # The probe's own CPU after the script's last reading (END event, interpreter exit): 15-40 ms
 # measured here; a figure 2x too high or too low is off by far more than this.

@@ -8,16 +8,17 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
-
 from helpers import jaxrun, write
-from jaxrun.formatting import listed
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jaxrun.core.formatting import listed
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "jaxrun"
 
 # Slices joined into text that are no list of things shown to a reader: a path's leading folders,
 # a notebook cell's code, two fixed file names.
-NOT_SHOWN = {("discovery.py", "parts"), ("probe/notebook.py", "lines"), ("run/cgroups.py", "CPU_USAGE_FILES")}
+NOT_SHOWN = {("discover/scripts.py", "parts"), ("probe/notebook.py", "lines"), ("run/cgroups.py", "CPU_USAGE_FILES")}
 # Texts an f-string shortens on purpose (a commit's hash, as git does; a description quoted in a
 # message; a flag without its leading dashes; a heading's first letter lowered).
 TEXTS = {"commit", "description", "spelled", "heading"}
@@ -71,7 +72,7 @@ def test_no_list_is_cut_outside_the_helper() -> None:
     the few that are not a list shown to a reader."""
     silent = []
     for path in SRC.rglob("*.py"):
-        if path.name == "formatting.py":
+        if path.name == "core/formatting.py":
             continue
         where = path.relative_to(SRC).as_posix()
         for line, name in _cuts(ast.parse(path.read_text(encoding="utf-8"))):
@@ -98,8 +99,8 @@ def test_compare_names_every_script_of_two_runs_with_nothing_in_common(tmp_path:
 def test_the_report_counts_the_programs_and_log_lines_it_leaves_out(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("plotly")
-    from jaxrun.reports import html
-    from jaxrun.view import read_batch
+    from jaxrun.present.reports import html_page
+    from jaxrun.present.view import read_batch
 
     write(tmp_path / "s", "three.py", """\
         import jax, jax.numpy as jnp
@@ -112,12 +113,12 @@ def test_the_report_counts_the_programs_and_log_lines_it_leaves_out(tmp_path: Pa
         """)
     done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--device", "cpu", "-q")
     assert done.returncode == 1, done.stderr
-    monkeypatch.setattr(html, "_PROGRAM_ROWS", 1)
-    page = html.render_report(read_batch(tmp_path / "r"))
+    monkeypatch.setattr(html_page, "_PROGRAM_ROWS", 1)
+    page = html_page.render_report(read_batch(tmp_path / "r"))
     programs = page[page.index('<table id="programs"'):]
     built = len(re.findall(r"<tr><td", programs[:programs.index("</table>")]))
     assert built == 1
     more = int(re.search(r"The first 1 programs and (\d+) more", programs).group(1))  # type: ignore[union-attr]
     assert more >= 2  # three of the script's own, and whatever jnp.ones compiled
     # 50 lines in its stderr log (SystemExit prints nothing): the first 20 counted, the last 30 shown.
-    assert f"(20 earlier lines: the whole log is the file)\nline {50 - html._LOG_TAIL_LINES}\n" in page
+    assert f"(20 earlier lines: the whole log is the file)\nline {50 - html_page._LOG_TAIL_LINES}\n" in page

@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from jaxrun import resultfiles
-from jaxrun.models import BatchResult
-
 from helpers import load, write
+
+from jaxrun.results import result_files
+from jaxrun.results.models import BatchResult
 
 QUICK = "if False:\n    import jax\nprint('{name}')\n"
 
@@ -58,7 +57,7 @@ def _warnings(stderr: str) -> list[str]:
 
 def test_resume_rebuilds_a_cut_off_batch_file_from_the_script_files(finished: Path, tmp_path: Path) -> None:
     root = _copy(finished, tmp_path)
-    _cut(root / "r" / resultfiles.EXECUTION_RESULTS)
+    _cut(root / "r" / result_files.EXECUTION_RESULTS)
     _cut(root / "r" / "script_results" / "b_result.json", 0.3)
     resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
                       "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
@@ -69,7 +68,7 @@ def test_resume_rebuilds_a_cut_off_batch_file_from_the_script_files(finished: Pa
     assert "rebuilt the batch from 1 per-script result file (a_result.json)" in said[0]
     assert "damaged, so their scripts run again: b_result.json (not valid JSON at line " in said[0]
     # a is kept, b ran again, and the folder ends as one run would have left it.
-    batch = resultfiles.read_model(root / "r" / resultfiles.EXECUTION_RESULTS, BatchResult)
+    batch = result_files.read_model(root / "r" / result_files.EXECUTION_RESULTS, BatchResult)
     assert [(r.script_name, r.kept, r.success) for r in batch.script_results] == [("a", True, True), ("b", False, True)], resumed.stderr
     assert batch.metadata.complete
     assert load(root / "r" / "script_results" / "b_result.json")["success"] is True
@@ -79,7 +78,7 @@ def test_resume_rebuilds_a_cut_off_batch_file_from_the_script_files(finished: Pa
 def test_resume_rebuilds_a_batch_file_missing_fields_not_json_or_gone(finished: Path, tmp_path: Path,
                                                                       damage: str) -> None:
     root = _copy(finished, tmp_path)
-    path = root / "r" / resultfiles.EXECUTION_RESULTS
+    path = root / "r" / result_files.EXECUTION_RESULTS
     if damage == "missing metadata":
         doc = load(path)
         del doc["metadata"]
@@ -96,13 +95,13 @@ def test_resume_rebuilds_a_batch_file_missing_fields_not_json_or_gone(finished: 
     assert {"missing metadata": "is damaged: does not match BatchResult: metadata: Field required",
             "not JSON": "is damaged: not valid JSON", "missing": "is missing"}[damage] in said[0]
     assert "rebuilt the batch from 2 per-script result files (a_result.json, b_result.json)" in said[0]
-    batch = resultfiles.read_model(path, BatchResult)
+    batch = result_files.read_model(path, BatchResult)
     assert [(r.script_name, r.kept) for r in batch.script_results] == [("a", True), ("b", True)]
 
 
 def test_report_says_where_a_cut_off_file_stops_being_json(finished: Path, tmp_path: Path) -> None:
     root = _copy(finished, tmp_path)
-    path = root / "r" / resultfiles.EXECUTION_RESULTS
+    path = root / "r" / result_files.EXECUTION_RESULTS
     _cut(path)
     path.write_text(path.read_text().rstrip())  # it stops on its last line
     lines = path.read_text().splitlines()
@@ -115,7 +114,7 @@ def test_report_says_where_a_cut_off_file_stops_being_json(finished: Path, tmp_p
 
 def test_report_names_the_field_that_does_not_match(finished: Path, tmp_path: Path) -> None:
     root = _copy(finished, tmp_path)
-    path = root / "r" / resultfiles.EXECUTION_RESULTS
+    path = root / "r" / result_files.EXECUTION_RESULTS
     doc = load(path)
     del doc["script_results"][0]["success"]
     path.write_text(json.dumps(doc))
@@ -127,7 +126,7 @@ def test_report_names_the_field_that_does_not_match(finished: Path, tmp_path: Pa
 
 def test_compare_falls_back_from_a_damaged_benchmark_file(finished: Path, tmp_path: Path) -> None:
     root = _copy(finished, tmp_path)
-    _cut(root / "r" / resultfiles.BENCHMARK_RESULTS)
+    _cut(root / "r" / result_files.BENCHMARK_RESULTS)
     done = _jaxrun(root, "compare", str(finished / "r"), "r", "--json")
     assert done.returncode == 0, done.stderr
     assert {s["script_name"] for s in json.loads(done.stdout)["scripts"]} == {"a", "b"}
@@ -135,7 +134,7 @@ def test_compare_falls_back_from_a_damaged_benchmark_file(finished: Path, tmp_pa
     assert len(notes) == 1 and "jax_benchmark_results.json' is damaged: not valid JSON at line " in notes[0], done.stderr
     assert "read jax_execution_results.json instead" in notes[0]
     # Both damaged: one line naming both, exit 2.
-    _cut(root / "r" / resultfiles.EXECUTION_RESULTS)
+    _cut(root / "r" / result_files.EXECUTION_RESULTS)
     done = _jaxrun(root, "compare", str(finished / "r"), "r")
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
@@ -151,7 +150,7 @@ def test_mcp_monitor_says_what_report_says(finished: Path, tmp_path: Path) -> No
 
     root = tmp_path / "root"
     shutil.copytree(finished / "r", root / "r")
-    _cut(root / "r" / resultfiles.EXECUTION_RESULTS)
+    _cut(root / "r" / result_files.EXECUTION_RESULTS)
     report = _jaxrun(root, "report", "r")
     said = report.stderr.strip().partition("jax_execution_results.json' ")[2]  # the path is as each was given
     texts: list[str] = []
@@ -188,11 +187,11 @@ def test_a_fifo_or_a_device_in_a_result_files_place_is_never_opened(finished: Pa
     """Every reader of result files (report, compare, --resume, the per-script files) says what is
     there in one line instead of waiting for a writer (a FIFO) or reading forever (/dev/zero)."""
     root = _copy(finished, tmp_path)
-    said = _not_regular(root / "r" / resultfiles.EXECUTION_RESULTS, kind)
+    said = _not_regular(root / "r" / result_files.EXECUTION_RESULTS, kind)
     done = _jaxrun(root, "report", "r")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"jax_execution_results.json' {said}: jaxrun reads its results only from regular files" in done.stderr
-    _not_regular(root / "r" / resultfiles.BENCHMARK_RESULTS, kind)
+    _not_regular(root / "r" / result_files.BENCHMARK_RESULTS, kind)
     done = _jaxrun(root, "compare", str(finished / "r"), "r")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"jax_benchmark_results.json' {said}" in done.stderr and f"jax_execution_results.json' {said}" in done.stderr
@@ -209,9 +208,9 @@ def test_a_fifo_or_a_device_in_a_result_files_place_is_never_opened(finished: Pa
     assert warnings and f"jax_execution_results.json' {said}; rebuilt the batch from 1 per-script result file" \
         in warnings[0], done.stderr
     assert "b_result.json" in " ".join(warnings) and said.removeprefix("is ") in " ".join(warnings), warnings
-    doc = load(root / "r" / resultfiles.EXECUTION_RESULTS)  # written in its place, a regular file again
+    doc = load(root / "r" / result_files.EXECUTION_RESULTS)  # written in its place, a regular file again
     assert [(r["script_name"], r["kept"]) for r in doc["script_results"]] == [("a", True), ("b", False)]
-    assert not (root / "r" / resultfiles.EXECUTION_RESULTS).is_symlink()
+    assert not (root / "r" / result_files.EXECUTION_RESULTS).is_symlink()
 
 
 def test_report_shows_a_failed_scripts_log_tail_and_never_opens_a_fifo_in_its_place(tmp_path: Path) -> None:
@@ -279,8 +278,8 @@ def test_every_reader_says_where_a_cut_file_stops_being_json(finished: Path, tmp
     string starting at)", the position it named missing), and that the file looks cut off."""
     root = _copy(finished, tmp_path)
     shutil.copytree(root / "r", root / "cut")
-    text = _cut_at((root / "cut" / resultfiles.EXECUTION_RESULTS).read_text(), how)
-    for name in (resultfiles.EXECUTION_RESULTS, resultfiles.BENCHMARK_RESULTS):
+    text = _cut_at((root / "cut" / result_files.EXECUTION_RESULTS).read_text(), how)
+    for name in (result_files.EXECUTION_RESULTS, result_files.BENCHMARK_RESULTS):
         (root / "cut" / name).write_text(text)  # compare reads the benchmark file first
     try:
         json.loads(text)
@@ -292,7 +291,7 @@ def test_every_reader_says_where_a_cut_file_stops_being_json(finished: Path, tmp
         assert where in done.stderr and ("cut off?" in done.stderr or "empty" in done.stderr), (reader, done.stderr)
         assert not any(dangling in done.stderr for dangling in (" at)", " at;", "starting at")), (reader, done.stderr)
     # --resume reads it too: it goes on from the per-script files, and says where the batch file broke.
-    (root / "cut" / resultfiles.BENCHMARK_RESULTS).unlink()
+    (root / "cut" / result_files.BENCHMARK_RESULTS).unlink()
     resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "cut", "--no-history",
                       "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
     assert resumed.returncode == 0, resumed.stderr

@@ -1,4 +1,4 @@
-"""Tests for jaxrun.devices, the device-facts child and the public API around them.
+"""Tests for jaxrun.discover.devices, the device-facts child and the public API around them.
 
 The parent must never import jax (docs/ARCHITECTURE.md): API calls run in a fresh subprocess that reports
 what it saw, including whether ``jax`` ended up in ``sys.modules``.
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import jaxrun
-from jaxrun.devices import resolve_device
+from jaxrun.discover.devices import resolve_device
+from jaxrun.discover.nvml import nvml_status
 from jaxrun.errors import InvalidDeviceError
-from jaxrun.models import DeviceInfo
-from jaxrun.nvml import nvml_status
+from jaxrun.results.models import DeviceInfo
 
 
 def run_python(code: str, cache_dir: Path, *args: str, extra_env: dict | None = None) -> dict:
@@ -313,7 +313,7 @@ def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path) -> Non
     package = tmp_path / "site" / "jax"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("raise SystemExit('imported')\n")
-    (package / "version.py").write_text("__version__ = '0.0.1'\n")
+    (package / "core/version.py").write_text("__version__ = '0.0.1'\n")
     code = "import sys; from jaxrun import devices; print(devices._cache_key()); assert 'jax' not in sys.modules"
 
     def key(*path: Path) -> str:
@@ -324,7 +324,7 @@ def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path) -> Non
 
     real = key()
     installed = key(tmp_path / "site")
-    os.utime(package / "version.py", ns=(1, 1))  # what a reinstall does to the file's time
+    os.utime(package / "core/version.py", ns=(1, 1))  # what a reinstall does to the file's time
     reinstalled = key(tmp_path / "site")
     assert len({real, installed, reinstalled}) == 3
 
@@ -332,8 +332,8 @@ def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path) -> Non
 def test_the_facts_read_without_the_model_say_what_the_model_says() -> None:
     """The plan and the launch read the cached facts' JSON as it is (devices.DeviceFacts); the
     validated model (DeviceInfo) is made later: both read one file the same way."""
-    from jaxrun.devices import SCHEMA, DeviceFacts, device_facts, device_ids
-    from jaxrun.models.base import SCHEMA_VERSION
+    from jaxrun.discover.devices import SCHEMA, DeviceFacts, device_facts, device_ids
+    from jaxrun.results.base_model import SCHEMA_VERSION
 
     assert SCHEMA == SCHEMA_VERSION  # a cache of another version is probed again, never misread
     facts = device_facts()

@@ -1,4 +1,4 @@
-"""Tests for jaxrun.discovery: real files in tmp_path, a real subprocess for the no-jax rule."""
+"""Tests for jaxrun.discover.scripts: real files in tmp_path, a real subprocess for the no-jax rule."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxrun.discovery import (
+from jaxrun.discover.scripts import (
     find_jax_scripts,
     imports_jax,
     script_display_name,
@@ -357,9 +357,9 @@ def test_unique_names_suffixes_collisions() -> None:
 
 
 def test_a_batch_names_its_scripts_by_the_same_rule(tmp_path: Path) -> None:
-    # The batch names scripts one at a time as its plan reads the folder (batch/plan.py): a
+    # The batch names scripts one at a time as its plan reads the folder (plan/batch_plan.py): a
     # script's own name is still never given to an earlier clash.
-    from jaxrun.batch.plan import discover
+    from jaxrun.plan.batch_plan import discover
 
     for rel in ("a/model.py", "a__model.py", "a__model_2.py", "b__model_2.py"):
         write(tmp_path / "x", rel)
@@ -383,7 +383,7 @@ def test_discovery_does_not_import_jax(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""
         import sys
-        import jaxrun.discovery as d
+        import jaxrun.discover.scripts as d
         found = d.find_jax_scripts({str(tmp_path)!r})
         assert [p.name for p in found] == ["a.py"], found
         print("jax" in sys.modules, any(m.startswith("jax.") for m in sys.modules))
@@ -404,7 +404,7 @@ import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 def peak_mb():  # VmHWM: ru_maxrss would carry the launching process's peak across exec
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
-import jaxrun.discovery as d
+import jaxrun.discover.scripts as d
 found = d.find_jax_scripts(sys.argv[1])
 print(json.dumps({"found": [p.name for p in found],
                   "maxrss_mb": peak_mb()}))

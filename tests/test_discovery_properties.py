@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jaxrun.discovery import find_jax_scripts, unique_names
+from jaxrun.discover.scripts import find_jax_scripts, unique_names
 
 JAX_SOURCES = ["import jax\n", "import jax.numpy as jnp\n", "from flax import linen as nn\n",
                "def f():\n    import optax\n", "try:\n    import equinox\nexcept ImportError:\n    pass\n",

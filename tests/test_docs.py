@@ -36,10 +36,10 @@ def test_each_reference_page_is_what_the_code_makes(rel: str) -> None:
 
 
 def test_the_reference_covers_every_command_flag_key_field_and_failure_class() -> None:
-    from jaxrun.cli import COMMANDS, app
-    from jaxrun.failures import TABLE
-    from jaxrun.models import ScriptResult
-    from jaxrun.settings.keys import TOP_KEYS, env_name
+    from jaxrun.config.config_keys import TOP_KEYS, env_name
+    from jaxrun.core.failures import TABLE
+    from jaxrun.interfaces.cli import COMMANDS, app
+    from jaxrun.results.models import ScriptResult
 
     cli = PAGES["reference/cli.md"]
     ctx = click.Context(app, info_name="jaxrun")
@@ -70,7 +70,7 @@ def test_the_site_builds_strict_and_its_pages_say_what_the_cli_says(tmp_path: Pa
     assert done.returncode == 0, done.stdout + done.stderr
     page = _text(site / "reference" / "cli" / "index.html")
     # What a reader of the site sees of `jaxrun run`: each flag --help shows, with its help text.
-    from jaxrun.cli import app
+    from jaxrun.interfaces.cli import app
 
     ctx = click.Context(app, info_name="jaxrun")
     run = app.get_command(ctx, "run")

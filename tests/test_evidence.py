@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 import jaxrun
-
-from helpers import write
 
 
 def run(tmp_path: Path, body: str):  # type: ignore[no-untyped-def]

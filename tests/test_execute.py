@@ -18,9 +18,14 @@ import pytest
 
 import jaxrun
 from jaxrun import ScriptResult, execute_jax_script
-from jaxrun.models import SCHEMA_VERSION
+from jaxrun.errors import (
+    InvalidDeviceError,
+    ScriptFailedError,
+    ScriptNotFoundError,
+    UsageError,
+)
+from jaxrun.results.models import SCHEMA_VERSION
 from jaxrun.run.classify import HINTS
-from jaxrun.errors import InvalidDeviceError, ScriptFailedError, ScriptNotFoundError, UsageError
 
 
 def write_script(folder: Path, name: str, body: str) -> Path:

@@ -11,7 +11,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from helpers import jaxrun, load, write
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
@@ -115,8 +114,12 @@ def _markdown_tables(text: str) -> list[list[list[str]]]:
 
 
 def test_comparison_markdown_has_readable_headers_and_figures_with_units() -> None:
-    from jaxrun.models import ComparisonReport, PhaseComparison, ScriptComparison
-    from jaxrun.sinks.exports import comparison_markdown
+    from jaxrun.present.sinks.exports import comparison_markdown
+    from jaxrun.results.models import (
+        ComparisonReport,
+        PhaseComparison,
+        ScriptComparison,
+    )
 
     def phase(metric, base, new, ratio, verdict, p=0.004, low=None, high=None, note=None):
         return PhaseComparison(metric=metric, base_n=5, new_n=5, base_median=base, new_median=new, ratio=ratio,

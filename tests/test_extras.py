@@ -1,4 +1,4 @@
-"""Every feature that needs an optional dependency (jaxrun.extras: the report's plotly, Ray, the
+"""Every feature that needs an optional dependency (jaxrun.core.extras: the report's plotly, Ray, the
 MCP SDK) checks it before its work starts: one line naming the extra to install, exit 2, no script
 run and nothing written (`--report` once ran the whole batch, then failed). The dependency is
 made to fail for real in the jaxrun process: a folder first on PYTHONPATH holding a broken package
@@ -7,16 +7,16 @@ of that name, or a sitecustomize that hides it as if it were not installed."""
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from helpers import jaxrun, write
 
-from jaxrun.extras import EXTRAS
+from jaxrun.core.extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]
-# Extras whose absence changes no outcome (extras.py's docstring says why).
+# Extras whose absence changes no outcome (core/extras.py's docstring says why).
 DEGRADE = {"gpu", "cuda12", "cuda13", "examples", "dev"}
 MARK = "ran.txt"
 
@@ -93,7 +93,7 @@ def test_a_config_files_report_setting_is_checked_first_too(tmp_path: Path) -> N
 def test_with_the_packages_there_the_check_passes() -> None:
     for feature in ("report", "mcp"):
         pytest.importorskip(EXTRAS[feature].module)
-        from jaxrun.extras import require
+        from jaxrun.core.extras import require
 
         assert require(feature).__name__ == EXTRAS[feature].module
     assert sys.modules.get("plotly") is not None

@@ -12,18 +12,16 @@ import functools
 import sys
 from pathlib import Path
 
+import fake_gpu
 import pytest
-
-from jaxrun.executors.base import make_executor
-from jaxrun.models import ScriptResult
-from jaxrun.options import BatchOptions
-from jaxrun.run.execute import run_job
-from jaxrun.job import Job
-from jaxrun.sinks import BaseSink
-
 from fake_gpu import FakeAttempt, GpuFacts
 
-import fake_gpu
+from jaxrun.config.options import BatchOptions
+from jaxrun.executors.base import make_executor
+from jaxrun.plan.job import Job
+from jaxrun.results.models import ScriptResult
+from jaxrun.results.sink import BaseSink
+from jaxrun.run.execute import run_job
 
 
 class Recorder(BaseSink):

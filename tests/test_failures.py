@@ -1,4 +1,4 @@
-"""Unit tests of jaxrun.failures (the failure table): what to do after an attempt, and how long to wait first."""
+"""Unit tests of jaxrun.core.failures (the failure table): what to do after an attempt, and how long to wait first."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import itertools
 
 import pytest
 
-from jaxrun.failures import RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX
-from jaxrun.models import ERROR_CLASSES
-from jaxrun.failures import backoff_seconds, next_action
+from jaxrun.core.failures import (
+    RETRY_BACKOFF_BASE,
+    RETRY_BACKOFF_MAX,
+    backoff_seconds,
+    next_action,
+)
+from jaxrun.results.models import ERROR_CLASSES
 
 PLATFORMS = ("cpu", "gpu", "tpu", "auto")
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun, survivors, write
 from pydantic import BaseModel
 
-from jaxrun import resultfiles
+from jaxrun.results import result_files
 from jaxrun.run import cgroups
-
-from helpers import jaxrun, survivors, write
 
 CASE_TIMEOUT = 120
 # What makes a file a JAX script for discovery, without the 0.5 s of importing JAX: these faults are
@@ -131,17 +130,17 @@ def _can_make_cgroups(**limits: int) -> bool:
 def assert_valid_results(results: Path) -> dict:
     """Every JSON file of the results folder validates against its model; return the batch file."""
     models = {
-        resultfiles.EXECUTION_RESULTS: "execution_results", resultfiles.PERFORMANCE_METRICS: "performance_metrics",
-        resultfiles.DEVICE_INFO: "device_info", resultfiles.BENCHMARK_RESULTS: "benchmark_results",
+        result_files.EXECUTION_RESULTS: "execution_results", result_files.PERFORMANCE_METRICS: "performance_metrics",
+        result_files.DEVICE_INFO: "device_info", result_files.BENCHMARK_RESULTS: "benchmark_results",
     }
     files = sorted(results.rglob("*.json"))
     assert files, f"no result files in {results}"
     for path in files:
         name = "script_result" if path.parent.name == "script_results" else models.get(path.name)
         assert name is not None, f"unexpected JSON file {path}"
-        model: type[BaseModel] = resultfiles.schema_model(name)
+        model: type[BaseModel] = result_files.schema_model(name)
         model.model_validate_json(path.read_bytes())  # raises on any invalid file
-    return json.loads((results / resultfiles.EXECUTION_RESULTS).read_text(encoding="utf-8"))
+    return json.loads((results / result_files.EXECUTION_RESULTS).read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -185,12 +184,12 @@ def _case_specific(name: str, result: dict, results: Path) -> None:
         assert result["memory_peak"] is None or result["memory_peak"] < 1500
     elif name == "unicode_spaces_long_name":
         assert result["script_name"].startswith("dir with spaces__ünïcødé 模型 ")
-        assert (results / "script_results" / f"{resultfiles.file_stem(result['script_name'])}_result.json").exists()
+        assert (results / "script_results" / f"{result_files.file_stem(result['script_name'])}_result.json").exists()
     elif name == "name_at_the_file_name_limit":
         # The name is kept whole; its files get a shortened, still unique, stem.
         assert result["script_name"] == "模" + "y" * 249
         [path] = (results / "script_results").iterdir()
-        assert path.name == resultfiles.file_stem(result["script_name"]) + "_result.json"
+        assert path.name == result_files.file_stem(result["script_name"]) + "_result.json"
         assert len(path.name.encode()) <= 255 and "~" in path.name
 
 

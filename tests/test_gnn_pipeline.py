@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load
 
 import jaxrun
-from helpers import load
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""A batch's results held compactly until its end (jaxrun/heldresults.py): read back equal, the
+"""A batch's results held compactly until its end (jaxrun/results/held_results.py): read back equal, the
 batch files written from them byte for byte as from the models, a few hundred bytes a result,
 and the writing's own structure (one file write a result, the manifest opened once)."""
 
@@ -14,12 +14,19 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-
 from helpers import write
-from jaxrun import resultfiles
-from jaxrun.benchmark import script_benchmark
-from jaxrun.heldresults import HeldList, HeldResults, having, round_trips
-from jaxrun.models import (
+
+from jaxrun.judge.benchmark_runs import benchmarking_section, script_benchmark
+from jaxrun.results import result_files
+from jaxrun.results.batch_summary import (
+    assemble_batch,
+    figures_of,
+    latest_by_name,
+    performance_metrics_head,
+    script_metrics,
+)
+from jaxrun.results.held_results import HeldList, HeldResults, having, round_trips
+from jaxrun.results.models import (
     Attempt,
     BatchMetadata,
     BatchResult,
@@ -33,7 +40,6 @@ from jaxrun.models import (
     ScriptResult,
     ScriptTimingProfile,
 )
-from jaxrun.summary import assemble_batch, figures_of, latest_by_name, performance_metrics_head, script_metrics
 
 
 def result(name: str, **fields) -> ScriptResult:
@@ -85,7 +91,7 @@ def assorted() -> list[ScriptResult]:
 
 def same(a: ScriptResult, b: ScriptResult) -> bool:
     """Equal, NaN equal to NaN: the same JSON, the same fields not written in it."""
-    return (resultfiles.dump_model(a) == resultfiles.dump_model(b) and a.profile == b.profile
+    return (result_files.dump_model(a) == result_files.dump_model(b) and a.profile == b.profile
             and [c.outputs for c in a.cells or ()] == [c.outputs for c in b.cells or ()]
             and json.dumps(a.results, default=repr) == json.dumps(b.results, default=repr))
 
@@ -125,15 +131,18 @@ def test_held_results_read_back_as_they_were_and_write_the_same_bytes(tmp_path: 
 
     # The batch files of held results, written from the texts and figures held, are the bytes
     # of the batch of the models.
-    whole = assemble_batch(meta(len(results)), None, results, complete=False, benchmark_runs=1, warmup_runs=0,
-                           devices=["cpu"])
-    lean = assemble_batch(meta(len(results)), None, listed, complete=False, benchmark_runs=1, warmup_runs=0,
-                          devices=["cpu"], figures=listed.figures(), benchmarks=listed.benchmarks())
+    def judged(benchmarks):  # type: ignore[no-untyped-def]
+        return benchmarking_section(list(benchmarks), 1, 0, ["cpu"])
+
+    whole = assemble_batch(meta(len(results)), None, results, complete=False,
+                           benchmarking=judged(r.benchmark for r in results if r.benchmark is not None))
+    lean = assemble_batch(meta(len(results)), None, listed, complete=False, benchmarking=judged(listed.benchmarks()),
+                          figures=listed.figures())
     assert isinstance(lean.script_results, HeldList)
-    path, before = tmp_path / resultfiles.EXECUTION_RESULTS, tmp_path / "from_models.json"
-    resultfiles.write_model_chunks(path, lean.model_copy(update={"script_results": []}), "script_results",
+    path, before = tmp_path / result_files.EXECUTION_RESULTS, tmp_path / "from_models.json"
+    result_files.write_model_chunks(path, lean.model_copy(update={"script_results": []}), "script_results",
                                    listed.texts())
-    resultfiles.write_model_chunks(before, whole.model_copy(update={"script_results": []}), "script_results", results)
+    result_files.write_model_chunks(before, whole.model_copy(update={"script_results": []}), "script_results", results)
     assert path.read_bytes() == before.read_bytes()
     # Dumped whole, a batch with a text that is not valid Unicode is escaped whole (json, not pydantic:
     # its NaN unquoted): the same bytes without it.
@@ -141,23 +150,23 @@ def test_held_results_read_back_as_they_were_and_write_the_same_bytes(tmp_path: 
     listed_valid = HeldResults()
     for i, r in enumerate(valid):
         listed_valid.add(i, r)
-    lean_valid = assemble_batch(meta(len(valid)), None, listed_valid.results(), complete=False, benchmark_runs=1,
-                                warmup_runs=0, devices=["cpu"], figures=listed_valid.results().figures(),
-                                benchmarks=listed_valid.results().benchmarks())
-    resultfiles.write_model_chunks(path, lean_valid.model_copy(update={"script_results": []}), "script_results",
+    lean_valid = assemble_batch(meta(len(valid)), None, listed_valid.results(), complete=False,
+                                benchmarking=judged(listed_valid.results().benchmarks()),
+                                figures=listed_valid.results().figures())
+    result_files.write_model_chunks(path, lean_valid.model_copy(update={"script_results": []}), "script_results",
                                    listed_valid.results().texts())
-    whole_valid = assemble_batch(meta(len(valid)), None, valid, complete=False, benchmark_runs=1, warmup_runs=0,
-                                 devices=["cpu"])
-    assert path.read_text() == resultfiles.dump_model(whole_valid) == resultfiles.dump_model(lean_valid)
+    whole_valid = assemble_batch(meta(len(valid)), None, valid, complete=False,
+                                 benchmarking=judged(r.benchmark for r in valid if r.benchmark is not None))
+    assert path.read_text() == result_files.dump_model(whole_valid) == result_files.dump_model(lean_valid)
     figures = listed.figures()
     head = performance_metrics_head(figures, lean.performance_summary)
-    resultfiles.write_model_chunks(path, head, "scripts", ((n, script_metrics(f)) for n, f in latest_by_name(figures)))
+    result_files.write_model_chunks(path, head, "scripts", ((n, script_metrics(f)) for n, f in latest_by_name(figures)))
     whole_head = performance_metrics_head(results).model_copy(update={"generated_at": head.generated_at})
-    resultfiles.write_model_chunks(before, whole_head, "scripts", ((n, script_metrics(r)) for n, r in latest_by_name(results)))
+    result_files.write_model_chunks(before, whole_head, "scripts", ((n, script_metrics(r)) for n, r in latest_by_name(results)))
     assert path.read_bytes() == before.read_bytes()
     # A copy, a pickle, a dump of a batch of held results: a list of its results.
     for other in (pickle.loads(pickle.dumps(lean_valid)), copy.deepcopy(lean_valid)):
-        assert type(other.script_results) is list and resultfiles.dump_model(other) == resultfiles.dump_model(whole_valid)
+        assert type(other.script_results) is list and result_files.dump_model(other) == result_files.dump_model(whole_valid)
     assert BatchResult.model_validate_json(lean_valid.model_dump_json()).script_results[0] == results[0]
     assert lean_valid.to_dict()["script_results"][1]["script_name"] == "failed"
 
@@ -199,7 +208,7 @@ def instant_or_nan(job, options, **_):  # type: ignore[no-untyped-def]
 
 def run_instant_batch(scripts: Path, results: Path, run_job=instant):  # type: ignore[no-untyped-def]
     from jaxrun.batch.pipeline import run_batch
-    from jaxrun.options import BatchOptions
+    from jaxrun.config.options import BatchOptions
 
     options = BatchOptions.build("api", paths=[scripts], results_dir=results, history=False, device="cpu")
     return run_batch(options, run_job=run_job)
@@ -232,17 +241,17 @@ def test_a_batchs_files_are_its_results_and_each_is_written_once(tmp_path: Path,
 
     out = tmp_path / "r"
     assert sum(Path(p).name == ".jaxrun.manifest" for p in opened) == 1
-    own = [p for p in opened if Path(p).parent.name == resultfiles.SCRIPT_RESULTS_DIR]
+    own = [p for p in opened if Path(p).parent.name == result_files.SCRIPT_RESULTS_DIR]
     assert len(set(own)) == n and len(own) <= n + 1  # one write of each script's file (+1: the folder made)
-    batch_writes = sum(resultfiles.EXECUTION_RESULTS in Path(p).name for p in opened)
+    batch_writes = sum(result_files.EXECUTION_RESULTS in Path(p).name for p in opened)
     assert len(synced) <= 3 * batch_writes + 1, (len(synced), batch_writes)  # the batch files' writes only
 
-    on_disk = resultfiles.read_model(out / resultfiles.EXECUTION_RESULTS, BatchResult)
-    assert (out / resultfiles.EXECUTION_RESULTS).read_text() == resultfiles.dump_model(batch)
+    on_disk = result_files.read_model(out / result_files.EXECUTION_RESULTS, BatchResult)
+    assert (out / result_files.EXECUTION_RESULTS).read_text() == result_files.dump_model(batch)
     assert len(on_disk.script_results) == len(batch.script_results) == n
     for listed, returned in zip(on_disk.script_results, batch.script_results):
-        own_file = resultfiles.script_result_path(out, returned.script_name)
-        assert own_file.read_text() == resultfiles.dump_model(returned) == resultfiles.dump_model(listed)
+        own_file = result_files.script_result_path(out, returned.script_name)
+        assert own_file.read_text() == result_files.dump_model(returned) == result_files.dump_model(listed)
     assert sum(isinstance(r.results.get("nan"), float) for r in batch.script_results) == n // 3 + 1  # read as it was
 
 

@@ -13,10 +13,10 @@ import pytest
 from helpers import jaxrun
 from scipy import stats as scipy_stats
 
-from jaxrun import paired, stats
-from jaxrun.cli import app
-from jaxrun.options import VerdictOptions
-from jaxrun.verdicts import judge_script
+from jaxrun.config.options import VerdictOptions
+from jaxrun.interfaces.cli import app
+from jaxrun.judge import paired, stats
+from jaxrun.judge.verdicts import judge_script
 
 # Every test a help text could name; a help that names one must name its command's.
 TEST_NAMES = ("Mann-Whitney", "Wilcoxon", "t-test", "Student", "Welch", "Kolmogorov", "Kruskal", "permutation test")
@@ -59,7 +59,7 @@ def test_every_help_is_rendered_text_and_names_the_test_its_command_uses() -> No
         if module is None:
             assert not _named_tests(text), (path, _named_tests(text))
             continue
-        test = __import__(f"jaxrun.{module}", fromlist=["TEST_NAME"]).TEST_NAME
+        test = __import__(f"jaxrun.judge.{module}", fromlist=["TEST_NAME"]).TEST_NAME
         judged[path] = test
         assert _named_tests(text) == _named_tests(test), (path, _named_tests(text), test)
         alpha = " ".join(text.split("--alpha", 1)[1].split("[default")[0].split())

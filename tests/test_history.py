@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxrun.errors import UsageError
-from jaxrun.history import (
+from jaxrun.judge.history import (
     SCHEMA_VERSION,
     HistoryStore,
     default_history_path,
@@ -20,7 +20,7 @@ from jaxrun.history import (
     history_run_from_benchmark,
     script_identity,
 )
-from jaxrun.models import HistoryRun, RunSample, ScriptBenchmark
+from jaxrun.results.models import HistoryRun, RunSample, ScriptBenchmark
 
 
 def make_run(
@@ -185,9 +185,9 @@ def test_fewer_than_three_earlier_runs_are_not_judged(db: Path) -> None:
     """Issue 23 item 18: one earlier run was a baseline, so a machine's slow minute was a regression.
     Now a check needs MIN_HISTORY_RUNS (3) earlier runs of the same numerics; until then it is not
     judged (and never a regression), and says why."""
-    from jaxrun.cli.tables import history_cell
-    from jaxrun.defaults import MIN_HISTORY_RUNS
-    from jaxrun.models import RegressionCheck
+    from jaxrun.core.defaults import MIN_HISTORY_RUNS
+    from jaxrun.interfaces.cli.tables import history_cell
+    from jaxrun.results.models import RegressionCheck
 
     assert MIN_HISTORY_RUNS == 3
     with HistoryStore(db) as store:
@@ -491,8 +491,8 @@ def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> Non
 
 def compile_run(at: str, programs: dict, *, path: str = "/proj/m.py", host: str = "hostA", flags=(), device="cpu",
                 run_id: int | None = None, cache_dir: str | None = "/cache"):
-    from jaxrun.compile_history import CompileRun
-    from jaxrun.models import CompileEnvironment, CompileStats
+    from jaxrun.judge.compile_history import CompileRun
+    from jaxrun.results.models import CompileEnvironment, CompileStats
 
     env = CompileEnvironment(jax_version="0.7", jaxlib_version="0.7", backend="cpu", xla_flags=list(flags),
                              cache_dir=cache_dir)
@@ -535,7 +535,7 @@ def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
 
 
 def test_v5_database_gains_the_compile_tables(db: Path) -> None:
-    from jaxrun.history import MIGRATIONS
+    from jaxrun.judge.history import MIGRATIONS
 
     db.parent.mkdir()
     con = sqlite3.connect(db, isolation_level=None)
@@ -552,7 +552,7 @@ def test_v5_database_gains_the_compile_tables(db: Path) -> None:
 
 
 def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
-    from jaxrun.history import repair
+    from jaxrun.judge.history import repair
 
     db = tmp_path / "history.sqlite"
     damaged_history(db, runs=12)

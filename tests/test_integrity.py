@@ -14,13 +14,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import interrupt_and_resume, start_batch, survivors, write
 
-from jaxrun import execute_jax_script, resultfiles, run_jax_scripts
+from jaxrun import execute_jax_script, run_jax_scripts
 from jaxrun.errors import UsageError
 from jaxrun.probe.lifeline import SCRIPTS_LOCK_FILE
+from jaxrun.results import result_files
 from jaxrun.run import cgroups
-
-from helpers import interrupt_and_resume, start_batch, survivors, write
 
 SLOW = "import time\nimport jax\ntime.sleep(4)\n"
 QUICK = "import jax\nprint('quick')\n"
@@ -154,7 +154,7 @@ def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: i
     assert rows["a_slow"]["execution_time"] is not None  # it ran, and was stopped
     assert rows["b_next"]["error_message"] == "not run: the batch was interrupted first"
     for name in rows:  # every per-script file too
-        assert json.loads(resultfiles.script_result_path(tmp_path / "r", name).read_text())["error_class"] == "interrupted"
+        assert json.loads(result_files.script_result_path(tmp_path / "r", name).read_text())["error_class"] == "interrupted"
 
 
 def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path) -> None:
@@ -164,8 +164,8 @@ def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_pat
 
 WRITER = """\
 import sys
-from jaxrun.history import HistoryStore
-from jaxrun.models import HistoryRun, RunSample
+from jaxrun.judge.history import HistoryStore
+from jaxrun.results.models import HistoryRun, RunSample
 
 store = HistoryStore(sys.argv[1])
 samples = [RunSample(index=i, warmup=False, success=True, wall_time=1.0 + i, run_time=0.5) for i in range(200)]
@@ -181,7 +181,7 @@ for n in range(100000):
 def test_the_history_survives_a_writer_killed_mid_write(tmp_path: Path) -> None:
     """SIGKILL while a process records runs of 200 samples each: the database opens, passes
     SQLite's integrity check, and every run it holds is whole (no run with part of its samples)."""
-    from jaxrun.history import HistoryStore
+    from jaxrun.judge.history import HistoryStore
 
     db = tmp_path / "history.sqlite"
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True)
@@ -202,7 +202,7 @@ def test_the_history_survives_a_writer_killed_mid_write(tmp_path: Path) -> None:
 def test_resume_from_a_damaged_results_file_runs_what_no_script_file_holds(tmp_path: Path, caplog) -> None:
     write(tmp_path / "s", "quick.py", QUICK)
     (tmp_path / "r").mkdir()
-    (tmp_path / "r" / ".jaxrun.manifest").write_text("")  # the folder an earlier run made (ownership.py)
+    (tmp_path / "r" / ".jaxrun.manifest").write_text("")  # the folder an earlier run made (results/ownership.py)
     (tmp_path / "r" / "jax_execution_results.json").write_text("{ not json")
     with caplog.at_level("WARNING", logger="jaxrun"):
         assert run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False, resume=True)
@@ -218,17 +218,17 @@ def test_batch_files_are_rewritten_at_a_bounded_rate_and_a_killed_batch_loses_no
     # Scripts that finish at once (the run_job seam stands in for running them: what is tested is
     # the writing): 300 results must not mean 300 rewrites of files that list every result.
     from jaxrun.batch.pipeline import run_batch
-    from jaxrun.compare import compare_results
-    from jaxrun.models import BatchResult, ScriptResult
-    from jaxrun.options import BatchOptions
+    from jaxrun.config.options import BatchOptions
+    from jaxrun.judge.compare import compare_results
+    from jaxrun.results.models import BatchResult, ScriptResult
 
     for i in range(300):
         write(tmp_path / "s", f"s{i:03d}.py", "import jax\n")
     writes: list[str] = []
-    real_write = resultfiles.atomic_write_chunks  # every write of a file, whole or one result at a time
+    real_write = result_files.atomic_write_chunks  # every write of a file, whole or one result at a time
 
     def counting(path, chunks, **kw):  # type: ignore[no-untyped-def]
-        if Path(path).name == resultfiles.EXECUTION_RESULTS:
+        if Path(path).name == result_files.EXECUTION_RESULTS:
             writes.append(Path(path).name)
         return real_write(path, chunks, **kw)
 
@@ -237,12 +237,12 @@ def test_batch_files_are_rewritten_at_a_bounded_rate_and_a_killed_batch_loses_no
                             device_requested=job.device, device_used="cpu", execution_time=0.5,
                             started_at=f"2026-01-01T00:00:{job.index / 10:06.3f}Z", finished_at="2026-01-01T00:01:00Z")
 
-    monkeypatch.setattr(resultfiles, "atomic_write_chunks", counting)
+    monkeypatch.setattr(result_files, "atomic_write_chunks", counting)
     options = BatchOptions.build("api", paths=[tmp_path / "s"], results_dir=tmp_path / "r", history=False, device="cpu")
     batch = run_batch(options, run_job=instant)
     assert len(batch.script_results) == 300 and batch.metadata.complete
     assert 2 <= len(writes) <= 30, len(writes)  # the start, the end, rewrites kept to 5 % of the time
-    on_disk = resultfiles.read_model(tmp_path / "r" / resultfiles.EXECUTION_RESULTS, BatchResult)
+    on_disk = result_files.read_model(tmp_path / "r" / result_files.EXECUTION_RESULTS, BatchResult)
     assert [r.script_name for r in on_disk.script_results] == [f"s{i:03d}" for i in range(300)]
 
     # A batch killed outright leaves a batch file that lags behind its scripts' own files: the
@@ -250,7 +250,7 @@ def test_batch_files_are_rewritten_at_a_bounded_rate_and_a_killed_batch_loses_no
     stale = on_disk.model_copy(update={
         "metadata": on_disk.metadata.model_copy(update={"complete": False, "scripts_executed": 100}),
         "script_results": on_disk.script_results[:100]})
-    resultfiles.write_model(tmp_path / "r" / resultfiles.EXECUTION_RESULTS, stale)
+    result_files.write_model(tmp_path / "r" / result_files.EXECUTION_RESULTS, stale)
     report = compare_results(tmp_path / "r", tmp_path / "r")
     assert len(report.scripts) == 300
 
@@ -312,7 +312,7 @@ def test_a_new_run_waits_for_the_scripts_of_an_earlier_one(tmp_path: Path) -> No
     starts meanwhile waits for them, and refuses after its patience, in one line."""
     import fcntl
 
-    from jaxrun.batch.lock import ResultsFolderLock, _wait_for_earlier_scripts
+    from jaxrun.batch.folder_lock import ResultsFolderLock, _wait_for_earlier_scripts
 
     folder = tmp_path / "r"
     folder.mkdir()
@@ -333,10 +333,10 @@ def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(
     result models, the summary's tables: up to a second on a loaded machine) before it watches the
     script. A Ctrl-C then must stop the script and say it was interrupted, not leave it running
     unwatched (the batch would call it "not run", or never hear the Ctrl-C at all)."""
-    from jaxrun.options import RunOptions
+    from jaxrun.config.options import RunOptions
     from jaxrun.run.environment import probe_command
-    from jaxrun.run.launch import Interrupted, Limits, launch
     from jaxrun.run.launcher import Launcher
+    from jaxrun.run.process_watch import Interrupted, Limits, launch
     from jaxrun.run.spare import spare_environment
 
     script = write(tmp_path / "s", "long.py", "import time\nprint('started', flush=True)\ntime.sleep(60)\n")

@@ -9,9 +9,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from junitparser import Error, Failure, JUnitXml, Skipped
-
 from helpers import write
+from junitparser import Error, Failure, JUnitXml, Skipped
 
 PASSES = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda x: x.sum())(jnp.arange(3.0))))\n"
 # A message with a terminal colour code and a NUL: characters XML 1.0 cannot hold.

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jaxrun.models import (
+from helpers import write
+
+from jaxrun.present.sinks.markdown import render_markdown
+from jaxrun.present.view import run_view
+from jaxrun.results.models import (
     BatchMetadata,
     BatchResult,
     PerformanceSummary,
@@ -18,10 +22,6 @@ from jaxrun.models import (
     RegressionCheck,
     ScriptComparison,
 )
-from jaxrun.sinks.markdown import render_markdown
-from jaxrun.view import run_view
-
-from helpers import write
 
 GOOD = """\
 import jax

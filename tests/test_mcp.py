@@ -13,10 +13,9 @@ import pytest
 import jaxrun
 
 mcp = pytest.importorskip("mcp")
+from helpers import load, survivors, write  # noqa: E402
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
-
-from helpers import load, survivors, write  # noqa: E402
 
 QUICK = "if False:\n    import jax\nprint('quick')\n"
 SLEEPY = "if False:\n    import jax\nimport time\ntime.sleep(300)\n"
@@ -158,9 +157,9 @@ def test_each_tool_error_is_one_plain_line_on_the_servers_stderr(tmp_path: Path)
 
 
 def test_the_server_says_jaxruns_version_in_its_initialize_result(tmp_path: Path) -> None:
-    """``serverInfo.version`` is jaxrun's (jaxrun/version.py, what ``jaxrun --version`` says), not
+    """``serverInfo.version`` is jaxrun's (jaxrun/core/version.py, what ``jaxrun --version`` says), not
     empty and not the SDK's."""
-    from jaxrun.version import version
+    from jaxrun.core.version import version
 
     seen: dict = {}
 

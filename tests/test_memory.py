@@ -16,10 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import write
 
 import jaxrun
-
-from helpers import write
 
 MiB = 1024 * 1024
 

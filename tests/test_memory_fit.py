@@ -13,16 +13,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import write
 
 from jaxrun import bench, execute_jax_script
 from jaxrun.errors import UsageError
 from jaxrun.probe import memory_fit
-from jaxrun.probe.memory_fit import FIT_MARKER, MEMORY_LIMIT_ENV, Available, available, fit_warning, memory_of
+from jaxrun.probe.memory_fit import (
+    FIT_MARKER,
+    MEMORY_LIMIT_ENV,
+    Available,
+    available,
+    fit_warning,
+    memory_of,
+)
 from jaxrun.run import cgroups
 from jaxrun.run.classify import classification
 from jaxrun.run.result import _hint
-
-from helpers import write
 
 MiB, GiB = 2**20, 2**30
 SQUARE = jax.ShapeDtypeStruct((1024, 1024), jnp.float32)  # 4 MiB

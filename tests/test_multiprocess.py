@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as jaxrun_cli
+from helpers import load, run_batch, write
 
 import jaxrun
 from jaxrun.errors import UsageError
-
-from helpers import jaxrun as jaxrun_cli, load, run_batch, write
 
 # Each process contributes its id + 1 to a psum over every device of both processes: 1 + 2 = 3.
 PSUM = """\
@@ -167,7 +167,7 @@ def test_processes_on_one_chosen_gpu_is_one_usage_error(tmp_path: Path) -> None:
 def test_resume_keeps_every_process_log_of_a_kept_job(tmp_path: Path) -> None:
     """--resume keeps a kept job's files: process k's logs (and their earlier attempts') as well as
     process 0's; another script's go."""
-    from jaxrun.ownership import ResultsFolder
+    from jaxrun.results.ownership import ResultsFolder
 
     logs = tmp_path / "logs"
     kept = ["psum.stdout.log", "psum.p1.stdout.log", "psum.p1.stderr.log", "psum.p1.attempt1.stderr.log"]

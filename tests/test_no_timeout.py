@@ -13,11 +13,11 @@ import pytest
 from helpers import jaxrun, write
 
 import jaxrun as jaxrun_api
-from jaxrun.batch.plan import discover, make_jobs, plan_devices, plan_scripts
-from jaxrun.defaults import DEFAULT_TIMEOUT
+from jaxrun.config.options import RunOptions
+from jaxrun.config.settings import resolve_batch_options
+from jaxrun.core.defaults import DEFAULT_TIMEOUT
 from jaxrun.errors import UsageError
-from jaxrun.options import RunOptions
-from jaxrun.settings import resolve_batch_options
+from jaxrun.plan.batch_plan import discover, make_jobs, plan_devices, plan_scripts
 
 SCRIPT = "if False:\n    import jax\nprint('ran')\n"
 

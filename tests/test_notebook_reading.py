@@ -16,15 +16,16 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as jaxrun_cli
+from helpers import load, write, write_notebook
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jaxrun
-from jaxrun import discovery, resultfiles
+from jaxrun.discover import scripts
 from jaxrun.errors import UsageError
 from jaxrun.probe import notebook_cells, notebook_json
-
-from helpers import jaxrun as jaxrun_cli, load, write, write_notebook
+from jaxrun.results import result_files
 
 MiB = 1 << 20
 
@@ -126,26 +127,26 @@ def test_a_large_notebook_is_read_for_its_code_in_bounded_memory(tmp_path: Path)
     assert path.stat().st_size > 60 * MiB
     tracemalloc.start()
     try:
-        notebook = notebook_cells.load(str(path), size_limit=discovery.NOTEBOOK_SIZE_LIMIT,
-                                       code_limit=discovery.NOTEBOOK_CODE_LIMIT)
+        notebook = notebook_cells.load(str(path), size_limit=scripts.NOTEBOOK_SIZE_LIMIT,
+                                       code_limit=scripts.NOTEBOOK_CODE_LIMIT)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 4 * MiB  # a chunk and the code (json.loads: ~3 times the file)
     whole = json.loads(path.read_bytes())
     assert _what_jaxrun_uses(notebook.data) == _what_jaxrun_uses(whole)
-    assert discovery.search_jax_scripts(tmp_path).scripts == [path]
+    assert scripts.search_jax_scripts(tmp_path).scripts == [path]
 
 
 def test_a_large_notebook_runs_cell_by_cell_and_its_executed_copy_is_written(tmp_path: Path) -> None:
-    """Past the whole-read size, the probe reads the notebook with the same reader as discovery."""
+    """Past the whole-read size, the probe reads the notebook with the same reader as scripts."""
     path = _big_notebook(tmp_path / "s" / "plots.ipynb",
                          ["import jax.numpy as jnp\nx = jnp.arange(4.0)", "print('sum', float(x.sum()))"], 6 * MiB)
     assert path.stat().st_size > notebook_cells.WHOLE_LIMIT
     proc = jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "-d", "cpu",
                       "--save-notebooks", "--no-compile-cache")
     assert proc.returncode == 0, proc.stderr
-    (result,) = load(tmp_path / "r" / resultfiles.EXECUTION_RESULTS)["script_results"]
+    (result,) = load(tmp_path / "r" / result_files.EXECUTION_RESULTS)["script_results"]
     assert [(c["index"], c["outcome"]) for c in result["cells"]] == [(1, "ok"), (2, "ok")]
     assert result["settings"]["timeout"].endswith("metadata.jaxrun")  # its metadata read by the same reader
     copy = json.loads((tmp_path / "r" / "notebooks" / "plots.ipynb").read_text())
@@ -169,7 +170,7 @@ def _one_string_cell(path: Path, megabytes: int) -> Path:
 def test_a_notebook_of_one_long_source_string_is_found_at_any_size(tmp_path: Path, megabytes: int) -> None:
     path = _one_string_cell(tmp_path / "table.ipynb", megabytes)
     assert path.stat().st_size > megabytes * 1_000_000
-    assert discovery.search_jax_scripts(tmp_path) == discovery.ScriptSearch([path], [])
+    assert scripts.search_jax_scripts(tmp_path) == scripts.ScriptSearch([path], [])
 
 
 def test_every_bound_of_discovery_says_what_it_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,14 +179,14 @@ def test_every_bound_of_discovery_says_what_it_left_out(tmp_path: Path, monkeypa
     # A notebook past the bound on bytes read: a real notebook's start, the rest of the file a hole.
     huge = write_notebook(folder, "huge.ipynb", ["import jax"])
     with huge.open("r+b") as f:
-        f.truncate(discovery.NOTEBOOK_SIZE_LIMIT + MiB)
+        f.truncate(scripts.NOTEBOOK_SIZE_LIMIT + MiB)
     # Bounds on code and on .py scanning, lowered so that the files stay a few MiB.
-    monkeypatch.setattr(discovery, "NOTEBOOK_CODE_LIMIT", 2 * MiB)
-    monkeypatch.setattr(discovery, "SCAN_LIMIT", 2 * MiB)
+    monkeypatch.setattr(scripts, "NOTEBOOK_CODE_LIMIT", 2 * MiB)
+    monkeypatch.setattr(scripts, "SCAN_LIMIT", 2 * MiB)
     write_notebook(folder, "long_code.ipynb", ["x = '" + "y" * (3 * MiB) + "'", "import jax"])
     write(folder, "data.py", "values = [\n" + "1,\n" * (2 * MiB) + "]\nimport jax\n")
     write(folder, "plain_data.py", "values = 1\n" * 10)  # small and no JAX: not reported
-    search = discovery.search_jax_scripts(folder)
+    search = scripts.search_jax_scripts(folder)
     assert search.scripts == [folder / "ok.py"]
     reasons = dict(search.unreadable)
     assert set(reasons) == {"huge.ipynb", "long_code.ipynb", "data.py"}
@@ -200,14 +201,14 @@ def test_the_terminal_and_the_results_say_what_a_bound_left_out(tmp_path: Path) 
     write(folder, "ok.py", "if False:\n    import jax\nprint('ran')\n")
     huge = write_notebook(folder, "huge.ipynb", ["import jax"])
     with huge.open("r+b") as f:
-        f.truncate(discovery.NOTEBOOK_SIZE_LIMIT + MiB)
+        f.truncate(scripts.NOTEBOOK_SIZE_LIMIT + MiB)
     proc = jaxrun_cli("run", folder, "--results-dir", tmp_path / "r", "--no-history", "-d", "cpu")
     assert proc.returncode == 0, proc.stderr
     said = "huge.ipynb: 257 MiB: more than the 256 MiB discovery reads of a notebook: pass it by name to run it"
     assert said in proc.stderr
-    batch = load(tmp_path / "r" / resultfiles.EXECUTION_RESULTS)
+    batch = load(tmp_path / "r" / result_files.EXECUTION_RESULTS)
     assert [entry for entry in batch["metadata"]["unreadable_paths"] if said in entry]
-    assert said in (tmp_path / "r" / resultfiles.EXECUTION_LOG).read_text()
+    assert said in (tmp_path / "r" / result_files.EXECUTION_LOG).read_text()
 
 
 # --- a notebook that cannot be run is refused before anything runs ----------------------------
@@ -249,7 +250,7 @@ def test_a_named_notebook_that_is_not_one_is_a_usage_error_before_anything_runs(
         jaxrun.run_jax_scripts(notebook, device="cpu", results_dir=tmp_path / "r2", history=False)
     # Found in a folder, it is what discovery could not read: reported, the rest runs.
     write(tmp_path / "nb", "other.py", _RAN)
-    search = discovery.search_jax_scripts(tmp_path / "nb")
+    search = scripts.search_jax_scripts(tmp_path / "nb")
     assert search.scripts == [tmp_path / "nb" / "other.py"]
     ((rel, reason),) = search.unreadable
     assert rel == "nb.ipynb" and reason == line.removeprefix(f"jaxrun: error: {notebook}: ")

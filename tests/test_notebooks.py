@@ -1,4 +1,4 @@
-"""Notebooks as programs (probe/notebook.py, probe/notebook_cells.py, sinks/notebooks.py): found
+"""Notebooks as programs (probe/notebook.py, probe/notebook_cells.py, present/sinks/notebook_outputs.py): found
 by their code cells' imports, run cell by cell in one process by the real probe under real JAX,
 each cell timed, a failing cell named, IPython lines run by IPython or skipped without it, and
 the executed copy written with its outputs (validated by nbformat)."""
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import chrome, load, open_page, run_batch, write, write_notebook
+from helpers import jaxrun as jaxrun_cli
 from jsonschema import Draft202012Validator
 
 import jaxrun
-from jaxrun import resultfiles
-from jaxrun.models import ScriptResult
-from jaxrun.view.scripts import error_location
-
-from helpers import chrome, jaxrun as jaxrun_cli, load, open_page, run_batch, write, write_notebook
+from jaxrun.present.view.script_rows import error_location
+from jaxrun.results import result_files
+from jaxrun.results.models import ScriptResult
 
 EQUINOX = [
     "md:# An MLP fitted with equinox (in the style of equinox's docs/examples)",
@@ -114,7 +114,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subproc
 
 
 def _results(results: Path) -> dict[str, ScriptResult]:
-    batch = load(results / resultfiles.EXECUTION_RESULTS)
+    batch = load(results / result_files.EXECUTION_RESULTS)
     return {r["script_name"]: ScriptResult.model_validate(r) for r in batch["script_results"]}
 
 
@@ -133,7 +133,7 @@ def test_a_folder_of_notebooks_and_scripts_runs_both_with_the_same_files(mixed) 
     assert [str(p) for p in jaxrun.find_jax_scripts(folder)] == [str(folder / n) for n in (
         "a.ipynb", "a.py", "eqx_mlp.ipynb", "fails.ipynb", "optax_fit.ipynb", "settings.ipynb", "syntax.ipynb")]
     schemas = json.loads(jaxrun_cli("schema").stdout)
-    Draft202012Validator(schemas["execution_results"]).validate(load(results / resultfiles.EXECUTION_RESULTS))
+    Draft202012Validator(schemas["execution_results"]).validate(load(results / result_files.EXECUTION_RESULTS))
     for path in (results / "script_results").glob("*_result.json"):
         Draft202012Validator(schemas["script_result"]).validate(load(path))
     for name in found:
@@ -145,7 +145,7 @@ def test_a_folder_of_notebooks_and_scripts_runs_both_with_the_same_files(mixed) 
 
 def test_what_is_not_a_program_is_not_discovered_and_a_broken_notebook_is_one_line(mixed) -> None:
     folder, results, proc = mixed
-    batch = load(results / resultfiles.EXECUTION_RESULTS)
+    batch = load(results / result_files.EXECUTION_RESULTS)
     assert "plain.ipynb" not in json.dumps(batch["script_results"])
     unreadable = batch["metadata"]["unreadable_paths"]
     assert any("broken.ipynb" in str(entry) and "not a valid notebook: not JSON" in str(entry) for entry in unreadable)
@@ -292,7 +292,8 @@ def test_ipython_lines_are_skipped_with_one_warning_without_ipython(tmp_path: Pa
 
 
 def test_the_probe_knows_a_notebook_by_the_one_suffix() -> None:
-    from jaxrun.probe import __main__ as probe_main, notebook_cells
+    from jaxrun.probe import __main__ as probe_main
+    from jaxrun.probe import notebook_cells
 
     assert probe_main.NOTEBOOK_SUFFIX == notebook_cells.SUFFIX
 
@@ -375,9 +376,9 @@ def test_every_way_a_cell_ends_gives_its_outcome_its_true_seconds_and_its_output
 
 
 def test_discovery_of_notebooks_stays_bounded_and_reads_their_settings(tmp_path: Path) -> None:
-    from jaxrun.discovery import search_jax_scripts
+    from jaxrun.config.script_header import read_header
+    from jaxrun.discover.scripts import search_jax_scripts
     from jaxrun.probe.notebook_cells import WHOLE_LIMIT
-    from jaxrun.settings.header import read_header
 
     blob = "x" * (WHOLE_LIMIT + 1024)  # past what is read whole: read for the code alone
     big = write_notebook(tmp_path, "big.ipynb", [f"print('{blob}')", "import jax.numpy as jnp"])

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jaxrun.nvml import UtilizationSampler, nvml_status, visible_gpus
+from jaxrun.discover.nvml import UtilizationSampler, nvml_status, visible_gpus
 
 
 class RecordedNvml:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from helpers import jaxrun, load, write
 from test_markdown import table_rows
 

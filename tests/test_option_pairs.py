@@ -1,4 +1,4 @@
-"""Options that need another option (a check between options, options.py's model validators):
+"""Options that need another option (a check between options, config/options.py's model validators):
 refused in one line, exit 2, wherever each value comes from (the command line, JAXRUN_*
 variables, jaxrun.toml, pyproject's [tool.jaxrun] with the seed's block names, per-script and
 per-device tables, a script's '# jaxrun:' comment), through `jaxrun run` and `jaxrun config`,
@@ -19,10 +19,10 @@ from typing import NamedTuple
 import pytest
 from helpers import jaxrun, write
 
-from jaxrun import options as options_module
-from jaxrun.batch.plan import discover, make_jobs, plan_devices, plan_scripts
+from jaxrun.config import options as options_module
+from jaxrun.config.settings import resolve_batch_options
 from jaxrun.errors import UsageError
-from jaxrun.settings import resolve_batch_options
+from jaxrun.plan.batch_plan import discover, make_jobs, plan_devices, plan_scripts
 
 SCRIPT = "if False:\n    import jax\nprint('ran')\n"  # a JAX script as discovery sees it, that never imports jax
 
@@ -72,7 +72,7 @@ def _plan(folder: Path, given: dict | None = None, environ: dict | None = None) 
 
 
 def _model_validator_messages() -> list[str]:
-    """The message of every UsageError options.py's checks between options (each set's
+    """The message of every UsageError config/options.py's checks between options (each set's
     ``_consistent``) raise, ``{}`` for each value put in it."""
     tree = ast.parse(inspect.getsource(options_module))
     found = []

@@ -1,4 +1,4 @@
-"""Each option is declared once (its field in jaxrun/options.py); the CLI's flags, the API's
+"""Each option is declared once (its field in jaxrun/config/options.py); the CLI's flags, the API's
 signatures, the MCP tools' schemas and the verdict flags of compare/history are made from it. These
 tests read what each surface's reader sees: click's parsed command line and help, inspect's
 signature, the MCP server's tool list."""
@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import write
 
 import jaxrun
 import jaxrun.batch.pipeline
-from jaxrun.cli import app
-from jaxrun.option_spec import flag_of, shown_default
-from jaxrun.options import BatchOptions, RunOptions, VerdictOptions
-
-from helpers import write
+from jaxrun.config.option_spec import flag_of, shown_default
+from jaxrun.config.options import BatchOptions, RunOptions, VerdictOptions
+from jaxrun.interfaces.cli import app
 
 FLAGGED = [(model, name) for model in (BatchOptions, RunOptions) for name, field in model.fields.items()
            if flag_of(field) is not None and not (model is RunOptions and name == "device")]
@@ -146,7 +145,7 @@ def test_an_api_keyword_left_out_takes_the_config_file_value(tmp_path: Path) -> 
 
 def test_the_mcp_tools_schemas_come_from_the_options() -> None:
     pytest.importorskip("mcp")
-    from jaxrun.mcp_server import build_server
+    from jaxrun.interfaces.mcp_server import build_server
 
     tools = {t.name: t for t in asyncio.run(build_server([]).list_tools())}
 

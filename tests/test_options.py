@@ -7,12 +7,12 @@ import pickle
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as run_cli
+from helpers import load, write
 
 import jaxrun
 from jaxrun import BatchOptions, RunOptions
 from jaxrun.errors import InvalidDeviceError, UsageError
-
-from helpers import jaxrun as run_cli, load, write
 
 
 def test_options_are_exported_and_immutable() -> None:
@@ -143,7 +143,7 @@ print(f(jnp.ones(3)))
 
 
 def test_an_option_declared_in_two_files_reaches_the_child_from_every_surface(tmp_path: Path) -> None:
-    """check_tracer_leaks is one field (options.py) and one variable (run/environment.py): the CLI
+    """check_tracer_leaks is one field (config/options.py) and one variable (run/environment.py): the CLI
     flag, the JAXRUN_* variable and the API keyword all reach the script; without it the same
     script passes (JAX keeps no watch on leaked tracers by default)."""
     script = write(tmp_path, "leak.py", LEAKS_A_TRACER)
@@ -167,7 +167,7 @@ def test_the_cli_marks_flags_env_and_defaults(tmp_path: Path, monkeypatch: pytes
     from click.testing import CliRunner
 
     import jaxrun.batch.pipeline
-    from jaxrun.cli import app
+    from jaxrun.interfaces.cli import app
 
     seen: list[BatchOptions] = []
 

@@ -16,10 +16,10 @@ import pytest
 from helpers import jaxrun, write
 
 import jaxrun as jaxrun_api
+from jaxrun.config.option_spec import flag_of
+from jaxrun.config.options import BatchOptions
 from jaxrun.errors import UsageError
-from jaxrun.option_spec import flag_of
-from jaxrun.options import BatchOptions
-from jaxrun.sinks.registry import named_output_files
+from jaxrun.present.sinks.registry import named_output_files
 
 MARK = "ran.txt"
 

@@ -1,4 +1,4 @@
-"""jaxrun deletes or overwrites in a results folder only what it wrote (ownership.py), never
+"""jaxrun deletes or overwrites in a results folder only what it wrote (results/ownership.py), never
 follows a symlink out of it, and refuses a folder holding files it did not write unless told to:
 through the CLI, the API and MCP, and for any folder (hypothesis draws trees of foreign files and
 links among jaxrun's own names)."""
@@ -11,15 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as jaxrun_cli
+from helpers import run_batch, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jaxrun
 from jaxrun.errors import UsageError
-from jaxrun.ownership import MANIFEST, ResultsFolder
-
-from helpers import jaxrun as jaxrun_cli
-from helpers import run_batch, write
+from jaxrun.results.ownership import MANIFEST, ResultsFolder
 
 QUICK = "if False:\n    import jax\nprint(1)\n"
 # Writes one output file named after its first argument (outputs of two runs can be told apart).

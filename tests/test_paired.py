@@ -1,4 +1,4 @@
-"""Paired verdicts (jaxrun.paired, for ``jaxrun ab``): crafted figures, no processes."""
+"""Paired verdicts (jaxrun.judge.paired, for ``jaxrun ab``): crafted figures, no processes."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata, wilcoxon
 
-from jaxrun import stats
-from jaxrun.options import VerdictOptions
-from jaxrun.paired import (
+from jaxrun.config.options import VerdictOptions
+from jaxrun.judge import stats
+from jaxrun.judge.paired import (
     judge_paired_phase,
     judge_paired_script,
     min_p_value,
     pairs_needed,
     signed_rank_p,
 )
-from jaxrun.verdicts import judge_script
+from jaxrun.judge.verdicts import judge_script
 
 ALPHA, EFFECT = 0.05, 0.05
 
@@ -172,7 +172,7 @@ def test_the_paired_gate_follows_judge_script() -> None:
 
 
 def test_the_description_of_the_fields() -> None:
-    from jaxrun.models import PhaseComparison
+    from jaxrun.results.models import PhaseComparison
 
     fields = PhaseComparison.model_fields
     assert "Wilcoxon" in (fields["p_value"].description or "")

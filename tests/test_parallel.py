@@ -19,18 +19,19 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fake_gpu import FakeAttempt, GpuFacts
+from helpers import jaxrun_command_with_sigint, load, write
+from helpers import run_batch as batch
 
 import jaxrun
 from jaxrun import __version__
+from jaxrun.config.options import RunOptions
 from jaxrun.executors.local import longest_first
 from jaxrun.executors.slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
-from jaxrun.options import RunOptions
-from jaxrun.job import Job
+from jaxrun.judge.history import HistoryStore
+from jaxrun.plan.job import Job
+from jaxrun.results.models import HistoryRun
 from jaxrun.run.runner import run_attempts
-from jaxrun.history import HistoryStore
-from jaxrun.models import HistoryRun
-from fake_gpu import FakeAttempt, GpuFacts
-from helpers import jaxrun_command_with_sigint, load, run_batch as batch, write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORES = sorted(os.sched_getaffinity(0))

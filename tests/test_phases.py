@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 import jaxrun
-
-from helpers import write
 
 SLEEPS_AFTER_JAX = """\
 import time

@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 import jaxrun
-
-from helpers import write
 
 # Four threads import jax at the same moment, then sleep 1 s in parallel. The script records the
 # span of every import statement it runs (perf_counter, one clock with the probe's).

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxrun.options import RunOptions
+from jaxrun.config.options import RunOptions
 from jaxrun.probe.arguments import ProbeArguments, ProbeUsageError, interpreter
 from jaxrun.run.environment import probe_command
 

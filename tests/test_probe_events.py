@@ -9,13 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import write, write_notebook
 
 from jaxrun.probe import events
 from jaxrun.probe.arguments import ProbeArguments
 from jaxrun.probe.channel import read_events
 from jaxrun.run.probe_report import read_probe_report
-
-from helpers import write, write_notebook
 
 SCRIPTS = {
     "jax_recorded": """\

@@ -13,10 +13,10 @@ from pathlib import Path
 import jax
 import jsonschema
 import pytest
-
-from jaxrun import execute_jax_script, resultfiles
-
 from helpers import write
+
+from jaxrun import execute_jax_script
+from jaxrun.results import result_files
 
 HOLDS_200MIB = """\
 import time
@@ -53,49 +53,49 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _load(results: Path, name: str) -> dict:
-    return json.loads((results / resultfiles.PROFILING_DIR / name).read_text())
+    return json.loads((results / result_files.PROFILING_DIR / name).read_text())
 
 
 def test_both_profile_files_match_their_schemas(profiled: Path) -> None:
-    for name, key in ((resultfiles.MEMORY_PROFILE, "memory_profile"), (resultfiles.TIMING_PROFILE, "timing_profile")):
+    for name, key in ((result_files.MEMORY_PROFILE, "memory_profile"), (result_files.TIMING_PROFILE, "timing_profile")):
         document = _load(profiled, name)
-        jsonschema.validate(document, resultfiles.schema_model(key).model_json_schema())
+        jsonschema.validate(document, result_files.schema_model(key).model_json_schema())
         assert set(document["scripts"]) == {"holds", "plain"}
 
 
 def test_each_jax_script_has_a_trace_that_jax_can_read(profiled: Path) -> None:
-    timing = _load(profiled, resultfiles.TIMING_PROFILE)["scripts"]
+    timing = _load(profiled, result_files.TIMING_PROFILE)["scripts"]
     trace_dir = Path(timing["holds"]["trace_dir"])
-    assert trace_dir == profiled / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / "holds"
+    assert trace_dir == profiled / result_files.PROFILING_DIR / result_files.TRACES_DIR / "holds"
     (xplane,) = glob.glob(str(trace_dir / "plugins" / "profile" / "*" / "*.xplane.pb"))
     data = jax.profiler.ProfileData.from_file(xplane)
     planes = [plane.name for plane in data.planes]
     assert "/host:CPU" in planes, planes
     (chrome_trace,) = glob.glob(str(trace_dir / "plugins" / "profile" / "*" / "*.trace.json.gz"))
     assert json.loads(gzip.decompress(Path(chrome_trace).read_bytes()))["traceEvents"]  # ui.perfetto.dev opens it
-    memory = _load(profiled, resultfiles.MEMORY_PROFILE)["scripts"]["holds"]
+    memory = _load(profiled, result_files.MEMORY_PROFILE)["scripts"]["holds"]
     pprof = Path(memory["device_memory_profile"])
     assert pprof.parent == trace_dir and gzip.decompress(pprof.read_bytes())  # pprof: gzipped protobuf
     # A script that never imports jax has no trace, and says why.
     assert timing["plain"]["trace_dir"] is None and timing["plain"]["trace_reason"] == "the script never imported jax"
-    assert not (profiled / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / "plain").exists()
+    assert not (profiled / result_files.PROFILING_DIR / result_files.TRACES_DIR / "plain").exists()
 
 
 def test_the_run_says_where_the_trace_is_and_how_to_open_it(profiled: Path) -> None:
     stdout = (profiled.parent / "stdout.txt").read_text().splitlines()
-    trace_dir = profiled / resultfiles.PROFILING_DIR / resultfiles.TRACES_DIR / "holds"
+    trace_dir = profiled / result_files.PROFILING_DIR / result_files.TRACES_DIR / "holds"
     (chrome_trace,) = glob.glob(str(trace_dir / "plugins" / "profile" / "*" / "*.trace.json.gz"))
     at = next(i for i, line in enumerate(stdout) if line.startswith("profile: "))
     where, how = stdout[at:at + 2]
     assert where == (f"profile: jax.profiler trace of holds in {trace_dir}, 1 without one (see trace_reason in "
-                     f"timing_profile.json); memory and timing profiles in {profiled / resultfiles.PROFILING_DIR}")
+                     f"timing_profile.json); memory and timing profiles in {profiled / result_files.PROFILING_DIR}")
     assert f"xprof --logdir {trace_dir} " in how and "tensorboard --logdir" in how, how
     assert how.endswith(f"or load {chrome_trace} in https://ui.perfetto.dev"), how
 
 
 def test_the_host_memory_series_shows_the_known_allocation(profiled: Path) -> None:
-    memory = _load(profiled, resultfiles.MEMORY_PROFILE)["scripts"]["holds"]
-    result = json.loads(resultfiles.script_result_path(profiled, "holds").read_text())
+    memory = _load(profiled, result_files.MEMORY_PROFILE)["scripts"]["holds"]
+    result = json.loads(result_files.script_result_path(profiled, "holds").read_text())
     series = memory["host"]
     assert len(series) >= 5 and all(b[0] > a[0] for a, b in zip(series, series[1:]))  # time goes forward
     top = max(mb for _, mb in series)
@@ -106,8 +106,8 @@ def test_the_host_memory_series_shows_the_known_allocation(profiled: Path) -> No
 
 
 def test_the_timeline_holds_the_phases_and_every_compile(profiled: Path) -> None:
-    timing = _load(profiled, resultfiles.TIMING_PROFILE)["scripts"]["holds"]
-    result = json.loads(resultfiles.script_result_path(profiled, "holds").read_text())
+    timing = _load(profiled, result_files.TIMING_PROFILE)["scripts"]["holds"]
+    result = json.loads(result_files.script_result_path(profiled, "holds").read_text())
     events = timing["events"]
     body = events[0]
     assert body["kind"] == "body" and body["start"] == 0 and body["end"] == pytest.approx(result["body_time"])
@@ -128,7 +128,7 @@ def test_the_timeline_holds_the_phases_and_every_compile(profiled: Path) -> None
 
 
 def test_each_import_on_the_timeline_names_its_module(profiled: Path) -> None:
-    events = _load(profiled, resultfiles.TIMING_PROFILE)["scripts"]["holds"]["events"]
+    events = _load(profiled, result_files.TIMING_PROFILE)["scripts"]["holds"]["events"]
     modules = [e["module"] for e in events if e["kind"] == "import"]
     assert modules and all(modules), [e for e in events if e["kind"] == "import" and not e["module"]][:5]
     # The script's own statements, in order (an interval in which other threads imported too, the
@@ -142,7 +142,7 @@ def test_profiling_does_not_change_what_the_script_computes(tmp_path: Path, prof
     script = write(tmp_path / "s", "holds.py", HOLDS_200MIB)
     plain = execute_jax_script(script, device="cpu", compile_cache=False)
     assert plain.success and plain.performance_metrics is None and plain.profile is None
-    on_disk = json.loads(resultfiles.script_result_path(profiled, "holds").read_text())
+    on_disk = json.loads(result_files.script_result_path(profiled, "holds").read_text())
     assert on_disk["results"]["value"] == plain.results["value"]
     assert "profile" not in on_disk  # the samples are in jax_profiling/, not in the result file
 

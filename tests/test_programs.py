@@ -9,13 +9,12 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from helpers import write
 
 from jaxrun import bench, execute_jax_script
 from jaxrun.probe import programs
+from jaxrun.results.models import CompileStats
 from jaxrun.run.compiles import recompile_warnings
-from jaxrun.models import CompileStats
-
-from helpers import write
 
 
 def test_jaxs_messages_become_reasons() -> None:
@@ -179,7 +178,7 @@ def test_compiles_are_charged_to_the_program_jax_compiled(tmp_path: Path) -> Non
     a sharding, between compilations of jit(grad(loss)): each count equals the plain listener's."""
     import json
 
-    script = write(tmp_path, "devices.py", SEVERAL_DEVICES)
+    script = write(tmp_path, "discover/devices.py", SEVERAL_DEVICES)
     result = execute_jax_script(script, "cpu", results_dir=tmp_path / "r", compile_cache=False, host_devices=2)
     assert result.success, result.error_message
     truth = json.loads(Path(result.stdout_log).read_text())

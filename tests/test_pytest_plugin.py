@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from jaxrun.bench.models import Measurement, PytestBenchmarks
+from jaxrun.bench.records import Measurement, PytestBenchmarks
 
 pytest_plugins = ["pytester"]
 

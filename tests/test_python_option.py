@@ -5,7 +5,7 @@ Two environments are made once and kept in the tests' base temporary folder (acr
 pip install is ~20 s): a bare one (``python -m venv``, nothing installed: no jax, no pydantic) and
 one with another jax release from PyPI (``OTHER_JAX``). Nothing of this environment may reach
 them: jaxrun's probe is imported there through a folder holding only a link to the jaxrun package
-(jaxrun/interpreters.py).
+(jaxrun/core/interpreters.py).
 
 Where PyPI cannot be reached (or with ``JR_TESTS_STAND_IN_JAX=1``) the other release is a
 stand-in: a ``--system-site-packages`` environment (so this environment's jax, seen from another
@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 import jaxrun
-from jaxrun.devices import get_jax_device_info
+from jaxrun.config.options import RunOptions
+from jaxrun.core.interpreters import jaxrun_only_folder
+from jaxrun.discover.devices import get_jax_device_info
 from jaxrun.errors import UsageError
-from jaxrun.interpreters import jaxrun_only_folder
-from jaxrun.options import RunOptions
 from jaxrun.probe.arguments import interpreter
 from tests.helpers import jaxrun as run_cli
 from tests.helpers import load, write
@@ -318,7 +318,7 @@ def test_the_api_and_a_batch_of_both_interpreters(tmp_path: Path, other_jax: tup
 def test_the_facts_cache_key_follows_the_environments_installs(tmp_path: Path) -> None:
     """The device facts of another interpreter are cached under its path and what an install
     into its environment changes (its site-packages' entries), never under jaxrun's own key."""
-    from jaxrun.devices import _cache_key
+    from jaxrun.discover.devices import _cache_key
 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True, timeout=120)
     python = str(tmp_path / "env" / "bin" / "python")

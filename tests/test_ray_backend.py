@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from helpers import interrupt_and_resume, load, run_batch as batch, write
+from helpers import interrupt_and_resume, load, write
+from helpers import run_batch as batch
 
 ray = pytest.importorskip("ray")
 

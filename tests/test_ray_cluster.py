@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from helpers import load, run_batch as batch, write
+from helpers import load, write
+from helpers import run_batch as batch
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import load, write
 
 ray = pytest.importorskip("ray")

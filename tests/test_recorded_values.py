@@ -7,9 +7,9 @@ import json
 import math
 from pathlib import Path
 
-import jaxrun
-
 from helpers import write
+
+import jaxrun
 
 
 def test_nan_and_infinity_survive_recording(tmp_path: Path) -> None:

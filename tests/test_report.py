@@ -6,7 +6,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from helpers import chrome, jaxrun, open_page, write
 
 pytest.importorskip("plotly")

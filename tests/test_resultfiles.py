@@ -1,4 +1,4 @@
-"""Tests for jaxrun.resultfiles (atomic writes, reads, JSON Schemas) and the models behind them."""
+"""Tests for jaxrun.results.result_files (atomic writes, reads, JSON Schemas) and the models behind them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic_core import PydanticSerializationError
 
-from jaxrun import resultfiles
-from jaxrun.models import (
+from jaxrun.results import result_files
+from jaxrun.results.batch_summary import performance_metrics, performance_summary
+from jaxrun.results.models import (
     ERROR_CLASSES,
     SCHEMA_VERSION,
     BatchMetadata,
@@ -21,7 +22,6 @@ from jaxrun.models import (
     DeviceInfo,
     ScriptResult,
 )
-from jaxrun.summary import performance_metrics, performance_summary
 
 
 def entries(folder: Path) -> list[str]:
@@ -79,10 +79,10 @@ def current_umask() -> int:
 
 def test_atomic_write_replaces_content_and_leaves_no_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "deep" / "er" / "file.json"  # missing parents are created
-    resultfiles.atomic_write_text(target, "first")
+    result_files.atomic_write_text(target, "first")
     assert target.read_text() == "first"
     inode = target.stat().st_ino
-    resultfiles.atomic_write_text(target, "second, longer content")
+    result_files.atomic_write_text(target, "second, longer content")
     assert target.read_text() == "second, longer content"
     assert target.stat().st_ino != inode  # replaced by a new file, not rewritten in place
     assert entries(target.parent) == ["file.json"]
@@ -91,16 +91,16 @@ def test_atomic_write_replaces_content_and_leaves_no_temp_file(tmp_path: Path) -
 def test_written_files_get_the_usual_permissions(tmp_path: Path) -> None:
     # Not mkstemp's private 0600: result files are shared with teammates and CI jobs.
     target = tmp_path / "r.json"
-    resultfiles.write_json(target, {"a": 1})
+    result_files.write_json(target, {"a": 1})
     assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~current_umask()
 
 
 def test_a_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
     target = tmp_path / "result.json"
-    resultfiles.atomic_write_text(target, '{"good": true}\n')
+    result_files.atomic_write_text(target, '{"good": true}\n')
     # A lone surrogate cannot be encoded as UTF-8: the write fails half-way through.
     with pytest.raises(UnicodeEncodeError):
-        resultfiles.atomic_write_text(target, '{"bad": "\ud800"}')
+        result_files.atomic_write_text(target, '{"bad": "\ud800"}')
     assert target.read_text() == '{"good": true}\n'
     assert entries(tmp_path) == ["result.json"]  # the temporary file was removed
 
@@ -108,11 +108,11 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
 def test_a_model_that_cannot_be_serialized_keeps_the_previous_file(tmp_path: Path) -> None:
     target = tmp_path / "demo_result.json"
     good = script_result()
-    resultfiles.write_model(target, good)
+    result_files.write_model(target, good)
     bad = script_result(results={"handle": object()})  # results accept Any, JSON does not
     with pytest.raises(PydanticSerializationError):
-        resultfiles.write_model(target, bad)
-    assert resultfiles.read_model(target, ScriptResult) == good
+        result_files.write_model(target, bad)
+    assert result_files.read_model(target, ScriptResult) == good
     assert entries(tmp_path) == ["demo_result.json"]
 
 
@@ -120,7 +120,7 @@ def test_writing_under_a_file_fails_cleanly(tmp_path: Path) -> None:
     blocker = tmp_path / "results"
     blocker.write_text("a file where a folder should be")
     with pytest.raises(OSError):
-        resultfiles.write_model(blocker / "jax_device_info.json", device_info())
+        result_files.write_model(blocker / "jax_device_info.json", device_info())
     assert blocker.read_text() == "a file where a folder should be"
     assert entries(tmp_path) == ["results"]
 
@@ -131,23 +131,23 @@ def test_writing_under_a_file_fails_cleanly(tmp_path: Path) -> None:
 def test_models_round_trip_through_files(tmp_path: Path) -> None:
     results = [script_result("a"), script_result("b", success=False, error_class="timeout", execution_time=None)]
     cases = [
-        (resultfiles.EXECUTION_RESULTS, batch_result(results)),
-        (resultfiles.PERFORMANCE_METRICS, performance_metrics(results)),
-        (resultfiles.DEVICE_INFO, device_info()),
+        (result_files.EXECUTION_RESULTS, batch_result(results)),
+        (result_files.PERFORMANCE_METRICS, performance_metrics(results)),
+        (result_files.DEVICE_INFO, device_info()),
         ("a_result.json", results[0]),
     ]
     for name, model in cases:
         path = tmp_path / name
-        resultfiles.write_model(path, model)
+        result_files.write_model(path, model)
         text = path.read_text()
         assert text.endswith("\n") and text.startswith("{\n  ")  # indented, one document
         assert json.loads(text)["schema_version"] == SCHEMA_VERSION
-        assert resultfiles.read_model(path, type(model)) == model
+        assert result_files.read_model(path, type(model)) == model
 
 
 def test_unknown_numbers_are_written_as_null(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
-    resultfiles.write_model(path, script_result(device_memory_peak=None, device_utilization=None))
+    result_files.write_model(path, script_result(device_memory_peak=None, device_utilization=None))
     doc = json.loads(path.read_text())
     assert doc["device_memory_peak"] is None and doc["device_utilization"] is None
     assert doc["cpu_time"] is None and doc["body_time"] is None
@@ -155,65 +155,69 @@ def test_unknown_numbers_are_written_as_null(tmp_path: Path) -> None:
 
 def test_write_json_stringifies_what_json_cannot_hold(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
-    resultfiles.write_json(path, {"path": Path("/a/b"), "n": 1})
+    result_files.write_json(path, {"path": Path("/a/b"), "n": 1})
     assert json.loads(path.read_text()) == {"path": "/a/b", "n": 1}
 
 
 def test_script_result_path() -> None:
-    assert resultfiles.script_result_path(Path("/r"), "gnn__jax__model") == Path(
+    assert result_files.script_result_path(Path("/r"), "gnn__jax__model") == Path(
         "/r/script_results/gnn__jax__model_result.json"
     )
 
 
 def test_reading_a_file_with_an_unknown_field_fails(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
-    doc = json.loads(resultfiles.dump_model(script_result()))
+    doc = json.loads(result_files.dump_model(script_result()))
     doc["surprise"] = 1
     path.write_text(json.dumps(doc))
-    with pytest.raises(resultfiles.DamagedFileError, match=r"r\.json' is damaged: does not match ScriptResult: "
+    with pytest.raises(result_files.DamagedFileError, match=r"r\.json' is damaged: does not match ScriptResult: "
                                                           "surprise: Extra inputs are not permitted$"):
-        resultfiles.read_model(path, ScriptResult)
+        result_files.read_model(path, ScriptResult)
 
 
 def test_batch_files_written_one_result_at_a_time_are_the_same_bytes(tmp_path: Path) -> None:
-    """resultfiles.write_model_chunks (the batch files sink's writes): the bytes of dumping the
+    """result_files.write_model_chunks (the batch files sink's writes): the bytes of dumping the
     whole model, a list's items and a dict's entries written one at a time, valid against the schema."""
-    from jaxrun.summary import latest_by_name, performance_metrics_head, script_metrics
+    from jaxrun.results.batch_summary import (
+        latest_by_name,
+        performance_metrics_head,
+        script_metrics,
+    )
 
     results = [script_result("a"), script_result("bé \"q\"", success=False, error_class="timeout",
                                                  execution_time=None, results={"nan": float("nan")}, compiles={}),
                script_result("c", device_requested="gpu"), script_result("a", device_requested="gpu")]
     for listed in (results, results[:1], []):
         batch = batch_result(listed)
-        path = tmp_path / resultfiles.EXECUTION_RESULTS
-        resultfiles.write_model_chunks(path, batch.model_copy(update={"script_results": []}), "script_results", listed)
-        assert path.read_text() == resultfiles.dump_model(batch)
-        Draft202012Validator(resultfiles.json_schema("execution_results")).validate(json.loads(path.read_text()))
+        path = tmp_path / result_files.EXECUTION_RESULTS
+        result_files.write_model_chunks(path, batch.model_copy(update={"script_results": []}), "script_results", listed)
+        assert path.read_text() == result_files.dump_model(batch)
+        Draft202012Validator(result_files.json_schema("execution_results")).validate(json.loads(path.read_text()))
         whole = performance_metrics(listed)
         head = performance_metrics_head(listed).model_copy(update={"generated_at": whole.generated_at})
-        path = tmp_path / resultfiles.PERFORMANCE_METRICS
-        resultfiles.write_model_chunks(path, head, "scripts",
+        path = tmp_path / result_files.PERFORMANCE_METRICS
+        result_files.write_model_chunks(path, head, "scripts",
                                        ((name, script_metrics(r)) for name, r in latest_by_name(listed)))
-        assert path.read_text() == resultfiles.dump_model(whole)  # "a" twice: its first place, its last result
-        Draft202012Validator(resultfiles.json_schema("performance_metrics")).validate(json.loads(path.read_text()))
-    assert entries(tmp_path) == sorted([resultfiles.EXECUTION_RESULTS, resultfiles.PERFORMANCE_METRICS])
+        assert path.read_text() == result_files.dump_model(whole)  # "a" twice: its first place, its last result
+        Draft202012Validator(result_files.json_schema("performance_metrics")).validate(json.loads(path.read_text()))
+    assert entries(tmp_path) == sorted([result_files.EXECUTION_RESULTS, result_files.PERFORMANCE_METRICS])
     with pytest.raises(ValueError, match="no empty top-level field"):
-        list(resultfiles.dump_model_chunks(batch_result(results), "script_results", results))
+        list(result_files.dump_model_chunks(batch_result(results), "script_results", results))
 
 
 # --------------------------------------------------------------------------- JSON Schemas
 
 
 def test_schema_names_match_the_result_files() -> None:
-    assert set(resultfiles.SCHEMAS) == {
+    assert set(result_files.SCHEMAS) == {
         "execution_results", "performance_metrics", "device_info", "script_result", "benchmark_results",
         "comparison", "pytest_benchmarks", "memory_profile", "timing_profile",
     }
 
 
-@pytest.mark.parametrize("name", sorted(resultfiles.SCHEMAS))
+@pytest.mark.parametrize("name", sorted(result_files.SCHEMAS))
 def test_every_schema_is_valid_draft_2020_12(name: str) -> None:
-    schema = resultfiles.json_schema(name)
+    schema = result_files.json_schema(name)
     Draft202012Validator.check_schema(schema)
     assert schema["type"] == "object"
     assert "schema_version" in schema["properties"]
@@ -234,13 +238,13 @@ def test_written_files_validate_against_their_schemas(tmp_path: Path) -> None:
     }
     for name, model in documents.items():
         path = tmp_path / f"{name}.json"
-        resultfiles.write_model(path, model)
-        Draft202012Validator(resultfiles.json_schema(name)).validate(json.loads(path.read_text()))
+        result_files.write_model(path, model)
+        Draft202012Validator(result_files.json_schema(name)).validate(json.loads(path.read_text()))
 
 
 def test_schema_rejects_an_unknown_error_class() -> None:
-    schema = resultfiles.json_schema("script_result")
-    doc = json.loads(resultfiles.dump_model(script_result(success=False, error_class="script_error")))
+    schema = result_files.json_schema("script_result")
+    doc = json.loads(result_files.dump_model(script_result(success=False, error_class="script_error")))
     Draft202012Validator(schema).validate(doc)
     doc["error_class"] = "gremlins"
     assert list(Draft202012Validator(schema).iter_errors(doc))

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from helpers import jaxrun, load, write
 
-from jaxrun.batch.plan import discover, make_jobs, plan_devices, plan_scripts
-from jaxrun.compare import compare_results
+from jaxrun.config.config_files import key_lines
+from jaxrun.config.settings import resolve_batch_options
 from jaxrun.errors import UsageError
-from jaxrun.history import HistoryStore
-from jaxrun.models import HistoryRun, Numerics, RunSample
-from jaxrun.settings import resolve_batch_options
-from jaxrun.settings.files import key_lines
+from jaxrun.judge.compare import compare_results
+from jaxrun.judge.history import HistoryStore
+from jaxrun.plan.batch_plan import discover, make_jobs, plan_devices, plan_scripts
+from jaxrun.results.models import HistoryRun, Numerics, RunSample
 
 PROJECT = """\
 [project]
@@ -102,9 +102,9 @@ def test_precedence_cli_over_env_over_script_over_config_over_default(tmp_path: 
 def test_every_path_a_config_file_names_is_relative_to_the_file(tmp_path: Path, monkeypatch) -> None:
     """Each option declared as a path (results, history, cache, every output file; a new one by its
     type alone) is read from a config file relative to the file's folder, not the working one."""
-    from jaxrun.option_spec import holds_a_path
-    from jaxrun.options import BatchOptions, RunOptions
-    from jaxrun.settings.keys import TOP_KEYS
+    from jaxrun.config.config_keys import TOP_KEYS
+    from jaxrun.config.option_spec import holds_a_path
+    from jaxrun.config.options import BatchOptions, RunOptions
 
     keys = sorted(name for options in (BatchOptions, RunOptions) for name, field in options.fields.items()
                   if holds_a_path(field) and name in TOP_KEYS)
@@ -125,7 +125,7 @@ def test_every_path_a_config_file_names_is_relative_to_the_file(tmp_path: Path, 
 def test_jaxrun_config_shows_every_key_a_config_file_sets_as_the_run_reads_it(tmp_path: Path) -> None:
     """Each key of the config file is shown by `jaxrun config` with its value and line: a display
     setting (quiet) and every option alike, an output's switch (report) included."""
-    from jaxrun.settings.keys import DISPLAY_KEYS
+    from jaxrun.config.config_keys import DISPLAY_KEYS
 
     write(tmp_path / "s", "a.py", JAX)
     write(tmp_path / "s", "jaxrun.toml", "quiet = true\nreport = true\nstrict_xfail = true\n")
@@ -443,7 +443,7 @@ def test_a_script_s_own_device_list_gives_each_device_its_own_files(tmp_path: Pa
 
 def test_the_header_comment_is_read_from_a_bounded_start_of_the_file(tmp_path: Path) -> None:
     # read_header read 40 lines with an unbounded readline: a file of one 50 MB line was read whole.
-    from jaxrun.settings.header import HEADER_BYTES, read_header
+    from jaxrun.config.script_header import HEADER_BYTES, read_header
 
     script = tmp_path / "long.py"
     script.write_bytes(b"# jaxrun: timeout=5\n" + b"x = 1  # " + b"y" * (4 * HEADER_BYTES) + b"\n# jaxrun: timeout=9\n")

@@ -13,12 +13,13 @@ import psutil
 import pytest
 from helpers import jaxrun, load, write
 
+from jaxrun.config.options import RunOptions
 from jaxrun.run import cgroups
-from jaxrun.run.launch import Limits, launch
-from jaxrun.run.launcher import Launcher
-from jaxrun.run.spare import spare_environment
 from jaxrun.run.environment import probe_command
-from jaxrun.options import RunOptions
+from jaxrun.run.launcher import Launcher
+from jaxrun.run.process_watch import Limits, launch
+from jaxrun.run.spare import spare_environment
+
 
 def spares_of(token: str) -> list[int]:
     """Spare processes still alive that were started for this test (their environment says so:

@@ -1,4 +1,4 @@
-"""jaxrun.stats against numpy / scipy reference values and independent computations."""
+"""jaxrun.judge.stats against numpy / scipy reference values and independent computations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from jaxrun import stats
+from jaxrun.judge import stats
 
 # Fixed, realistic timing samples (seconds): skewed, with ties and an odd / even length.
 SKEWED = [0.512, 0.498, 0.503, 0.531, 0.501, 0.507, 0.499, 0.544, 0.505, 0.503, 0.518]
@@ -309,7 +309,7 @@ def test_runs_needed_is_the_smallest_n_each_side_that_can_be_significant() -> No
 
 
 def test_outliers_need_five_samples():
-    from jaxrun.stats import describe
+    from jaxrun.judge.stats import describe
 
     # With 3 samples the fences come from 2-3 points: ordinary spread would be called an outlier.
     s = describe([1.0, 1.0, 1.5])

@@ -1,4 +1,4 @@
-"""A large folder's plan is made while its first scripts run (batch/plan.py): the first script
+"""A large folder's plan is made while its first scripts run (plan/batch_plan.py): the first script
 starts before the last file is read, every script runs once, in batch order, and what the plan
 finds late (the total, a bad '# jaxrun:' comment) reaches every surface.
 
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from jaxrun import resultfiles
-from jaxrun.batch import plan as plan_module
 from jaxrun.batch.pipeline import run_batch
+from jaxrun.config.options import BatchOptions
 from jaxrun.errors import UsageError
-from jaxrun.models import BatchResult, ScriptResult
-from jaxrun.options import BatchOptions
-from jaxrun.provenance import script_identity
-from jaxrun.sinks import BaseSink
+from jaxrun.plan import batch_plan as plan_module
+from jaxrun.results import result_files
+from jaxrun.results.models import BatchResult, ScriptResult
+from jaxrun.results.provenance import script_identity
+from jaxrun.results.sink import BaseSink
 
 N = 1500
 GATE = 400  # the plan waits at this script until the first job has run
@@ -93,9 +93,9 @@ def test_the_first_script_runs_before_the_plan_has_read_the_folder_and_each_runs
     assert seen.totals[0] is None and seen.totals[-1] == N  # the total is said once it is known
     assert batch.metadata.complete and batch.metadata.scripts_found == N
     assert [r.script_name for r in batch.script_results] == names
-    on_disk = resultfiles.read_model(tmp_path / "r" / resultfiles.EXECUTION_RESULTS, BatchResult)
+    on_disk = result_files.read_model(tmp_path / "r" / result_files.EXECUTION_RESULTS, BatchResult)
     assert on_disk.metadata.scripts_found == N and len(on_disk.script_results) == N
-    log = (tmp_path / "r" / resultfiles.EXECUTION_LOG).read_text().splitlines()
+    log = (tmp_path / "r" / result_files.EXECUTION_LOG).read_text().splitlines()
     assert "scripts found as they run" in log[0]
     found = next(i for i, line in enumerate(log) if f"found {N} script(s)" in line)
     assert any("[1/?] start" in line for line in log[:found])  # the first script started before
@@ -113,7 +113,7 @@ def test_a_bad_comment_found_late_stops_the_batch_in_one_line_and_resume_runs_th
     assert f"s{bad:04d}.py:1" in message and "timeout" in message and "--resume" in message
     assert "\n" not in message
     assert ran and len(ran) == len(set(ran))
-    on_disk = resultfiles.read_model(tmp_path / "r" / resultfiles.EXECUTION_RESULTS, BatchResult)
+    on_disk = result_files.read_model(tmp_path / "r" / result_files.EXECUTION_RESULTS, BatchResult)
     assert not on_disk.metadata.complete
     kept = {r.script_name for r in on_disk.script_results if r.error_class != "interrupted"}
     assert kept == set(ran)  # what ran is in the files; the rest is marked not run

@@ -15,7 +15,6 @@ import termios
 from pathlib import Path
 
 import pytest
-
 from helpers import read_terminal, write
 
 LONG = "gnn_pipeline/output/11_render_output/tiger_pomdp/jax/Tiger POMDP_jax.py"
@@ -101,15 +100,20 @@ def test_the_summary_fits_the_terminal_without_a_broken_word(folder: Path, colum
 
 @pytest.mark.parametrize("columns", [40, 80, 120, 200])
 def test_the_summary_printed_a_few_rows_at_a_time_is_the_same_lines(columns: int) -> None:
-    """cli/tables.summary_tables (what `jaxrun run` prints: the whole table is never held at
+    """interfaces/cli/tables.summary_tables (what `jaxrun run` prints: the whole table is never held at
     once): the lines of summary_table, colours included, each column as wide as in the whole table."""
     import io
 
     from rich.console import Console
 
-    from jaxrun.cli.tables import summary_table, summary_tables
-    from jaxrun.models import BatchMetadata, BatchResult, PerformanceSummary, ScriptResult
-    from jaxrun.view import run_view
+    from jaxrun.interfaces.cli.tables import summary_table, summary_tables
+    from jaxrun.present.view import run_view
+    from jaxrun.results.models import (
+        BatchMetadata,
+        BatchResult,
+        PerformanceSummary,
+        ScriptResult,
+    )
 
     results = []
     for i in range(53):

@@ -10,15 +10,15 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import write
 from jsonschema import Draft202012Validator
 
-from jaxrun import execute_jax_script, resultfiles
-from jaxrun.benchmark import warm_summary
-from jaxrun.models import ScriptResult, WarmCall
-from jaxrun.run.launch import _LogPump
+from jaxrun import execute_jax_script
+from jaxrun.judge.benchmark_runs import warm_summary
+from jaxrun.results import result_files
+from jaxrun.results.models import ScriptResult, WarmCall
+from jaxrun.run.process_watch import _LogPump
 from jaxrun.run.transfers import SCRIPT_SET_GUARD, GuardLog, guard_log, parse_line
-
-from helpers import write
 
 HEADER = "W1124 06:05:00.907168   19672 guard_lib.cc:125] "
 SHARDING = ", dst_sharding=SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device)"
@@ -161,7 +161,7 @@ def test_implicit_transfers_counted_exactly_and_kept_out_of_the_log(tmp_path: Pa
     assert "the script's own line" in log and "transfer:" not in log
     assert result.live_array_bytes == 4_000_000  # the one array the script kept
     written = json.loads((tmp_path / "results" / "script_results" / "known_result.json").read_text())
-    Draft202012Validator(resultfiles.json_schema("script_result")).validate(written)
+    Draft202012Validator(result_files.json_schema("script_result")).validate(written)
     assert written["transfers"]["host_to_device"] == {"count": 3, "bytes": 3584} and written["live_array_bytes"] == 4_000_000
 
 

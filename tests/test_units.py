@@ -14,13 +14,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from jaxrun.defaults import SIZE_UNITS_HELP
-from jaxrun.option_spec import flag_of
-from jaxrun.options import RunOptions
-
 from helpers import jaxrun, write
 from test_markdown import tables
+
+from jaxrun.config.option_spec import flag_of
+from jaxrun.config.options import RunOptions
+from jaxrun.core.defaults import SIZE_UNITS_HELP
 
 MB_WORD = re.compile(r"\bMB\b")
 # Every memory figure of the result files and the MCP replies, by its (kept) field name.
@@ -174,7 +173,6 @@ def _walk(value: object, key: str = "") -> list[tuple[str, object]]:
 def test_the_mcp_tools_replies_say_mib(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     import anyio
-
     from test_mcp import _plain, _session
 
     schemas: list[dict] = []
@@ -250,7 +248,7 @@ def test_messages_and_cache_info_print_sizes_in_binary_units(tmp_path: Path) -> 
     done = jaxrun("cache", "info", "--compile-cache", tmp_path / "none")
     assert done.returncode == 0, done.stderr
     assert "0 B of at most 4 GiB" in done.stdout and not re.search(r"\b[MG]B\b", done.stdout), done.stdout
-    from jaxrun.formatting import fmt_bytes, fmt_metric
+    from jaxrun.core.formatting import fmt_bytes, fmt_metric
 
     # Never an exponent, never a unit without its i.
     assert [fmt_bytes(1023 * 2**20), fmt_bytes(1040 * 2**20, 4), fmt_bytes(300 * 2**20)] == [

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import survivors, write
 
 # Far below the scripts' default --timeout (300 s): a script blocked on a pipe nobody reads fails here.
@@ -198,8 +197,9 @@ def test_a_results_folder_full_from_the_start_is_one_line_and_keeps_no_lock(tmp_
 
     # In one process (the API), the failed batch does not keep the folder's lock: once there is
     # room, the next batch runs there.
-    from jaxrun.errors import UsageError
     from helpers import run_batch
+
+    from jaxrun.errors import UsageError
 
     with pytest.raises(UsageError, match=r"\[Errno 28\] No space left on device"):
         run_batch(scripts, results)

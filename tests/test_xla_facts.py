@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import write
 
 from jaxrun import execute_jax_script
 from jaxrun.probe import jax_internals
-
-from helpers import write
 
 N = 256
 MATMUL_FLOPS = 2 * N**3  # an N x N by N x N product: N^2 outputs of N multiply-adds

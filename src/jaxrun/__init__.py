@@ -7,7 +7,7 @@ and never imports jax, pydantic or the CLI until they are used.
 
 from __future__ import annotations
 
-from .recording import record
+from jaxrun.probe.recording import record
 
 # Every script's process imports this package (the probe is in it): typing is ~10 ms of CPU in a
 # fresh interpreter, for type checkers only (probe/events.py).
@@ -16,40 +16,39 @@ if TYPE_CHECKING:
     from typing import Any
 
 _EXPORTS: dict[str, str] = {
-    "find_jax_scripts": "jaxrun.discovery",
-    "is_jax_available": "jaxrun.devices",
-    "get_jax_device_info": "jaxrun.devices",
-    "execute_jax_script": "jaxrun.api",
-    "run_jax_scripts": "jaxrun.api",
-    "RunOptions": "jaxrun.options",
-    "BatchOptions": "jaxrun.options",
-    "VerdictOptions": "jaxrun.options",
-    "compare_results": "jaxrun.compare",
-    "HistoryStore": "jaxrun.history",
+    "find_jax_scripts": "jaxrun.discover.scripts",
+    "is_jax_available": "jaxrun.discover.devices",
+    "get_jax_device_info": "jaxrun.discover.devices",
+    "execute_jax_script": "jaxrun.interfaces.api",
+    "run_jax_scripts": "jaxrun.interfaces.api",
+    "RunOptions": "jaxrun.config.options",
+    "BatchOptions": "jaxrun.config.options",
+    "VerdictOptions": "jaxrun.config.options",
+    "compare_results": "jaxrun.judge.compare",
+    "HistoryStore": "jaxrun.judge.history",
     "JAXExecutionError": "jaxrun.errors",
     "UsageError": "jaxrun.errors",
     "InvalidDeviceError": "jaxrun.errors",
     "ScriptNotFoundError": "jaxrun.errors",
     "DeviceProbeError": "jaxrun.errors",
     "ScriptFailedError": "jaxrun.errors",
-    "DeviceInfo": "jaxrun.models",
-    "ScriptResult": "jaxrun.models",
-    "BatchResult": "jaxrun.models",
-    "CompileStats": "jaxrun.models",
-    "ScriptBenchmark": "jaxrun.models",
-    "ComparisonReport": "jaxrun.models",
-    "Statistics": "jaxrun.models",
+    "DeviceInfo": "jaxrun.results.models",
+    "ScriptResult": "jaxrun.results.models",
+    "BatchResult": "jaxrun.results.models",
+    "CompileStats": "jaxrun.results.models",
+    "ScriptBenchmark": "jaxrun.results.models",
+    "ComparisonReport": "jaxrun.results.models",
+    "Statistics": "jaxrun.results.models",
 }
 
 __all__ = ["record", "__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
-    from . import bench
-    from .api import execute_jax_script, run_jax_scripts
-    from .compare import compare_results
-    from .devices import get_jax_device_info, is_jax_available
-    from .discovery import find_jax_scripts
-    from .errors import (
+    from jaxrun import bench
+    from jaxrun.config.options import BatchOptions, RunOptions, VerdictOptions
+    from jaxrun.discover.devices import get_jax_device_info, is_jax_available
+    from jaxrun.discover.scripts import find_jax_scripts
+    from jaxrun.errors import (
         DeviceProbeError,
         InvalidDeviceError,
         JAXExecutionError,
@@ -57,12 +56,13 @@ if TYPE_CHECKING:
         ScriptNotFoundError,
         UsageError,
     )
-    from .options import BatchOptions, RunOptions, VerdictOptions
-    from .history import HistoryStore
-    from .models import (
+    from jaxrun.interfaces.api import execute_jax_script, run_jax_scripts
+    from jaxrun.judge.compare import compare_results
+    from jaxrun.judge.history import HistoryStore
+    from jaxrun.results.models import (
         BatchResult,
-        CompileStats,
         ComparisonReport,
+        CompileStats,
         DeviceInfo,
         ScriptBenchmark,
         ScriptResult,
@@ -75,8 +75,8 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module("jaxrun.bench")
-    if name == "__version__":  # the installed distribution's (jaxrun/version.py): read on first use
-        from .version import version
+    if name == "__version__":  # the installed distribution's (jaxrun/core/version.py): read on first use
+        from jaxrun.core.version import version
 
         globals()[name] = version()
         return globals()[name]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .entry import main
+from jaxrun.interfaces.entry import main
 
 
 def translate_seed_form(argv: list[str]) -> list[str]:

@@ -11,7 +11,7 @@
 Each measurement is attached to its test's ``user_properties`` (so it reaches junit XML and JSON
 report plugins) and collected from the test reports, which also works under pytest-xdist. With a
 baseline, each test is judged against the baseline's as ``jaxrun compare`` judges a script
-(:func:`jaxrun.verdicts.judge_script`): its run phase (the steady-state samples; Mann-Whitney U and a
+(:func:`jaxrun.judge.verdicts.judge_script`): its run phase (the steady-state samples; Mann-Whitney U and a
 minimum effect) and its compile phase (one trace + lower + compile per side: shown, never tested).
 Too few steady-state samples for the test to reach p < alpha give "too few runs to judge": shown,
 never a regression.
@@ -28,9 +28,14 @@ from typing import Any, Callable
 
 import pytest
 
-from .defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
-from .errors import UsageError
-from .timestamps import now_iso
+from jaxrun.core.defaults import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    DEFAULT_MIN_SAMPLES,
+    DEFAULT_TIME_BUDGET,
+)
+from jaxrun.core.timestamps import now_iso
+from jaxrun.errors import UsageError
 
 PROPERTY = "jax_benchmark"
 TIME_BUDGET_INI = "jax_benchmark_time_budget"
@@ -43,7 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Write every jax_benchmark measurement (raw samples included) to PATH as JSON.")
     group.addoption("--jax-benchmark-compare", metavar="BASELINE_JSON", default=None,
                     help="Compare each benchmark with the same test in a file written by --jax-benchmark-json.")
-    # Validated as jaxrun.options.VerdictOptions, whose defaults these are (imported only when used:
+    # Validated as jaxrun.config.options.VerdictOptions, whose defaults these are (imported only when used:
     # pydantic would add to every pytest start-up).
     group.addoption("--jax-benchmark-min-effect", type=float, default=DEFAULT_MIN_EFFECT, metavar="FRACTION",
                     help=f"Smallest change in the median counted as slower/faster (default {DEFAULT_MIN_EFFECT}).")
@@ -68,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--jax-benchmark-compare: baseline file {baseline!r} does not exist")
     written = config.getoption("--jax-benchmark-json")
     if written:  # a file that could not be written at the session's end is refused before any test runs
-        from .resultfiles import check_output_file
+        from jaxrun.results.result_files import check_output_file
 
         try:
             check_output_file(Path(written), "the benchmarks file (--jax-benchmark-json)")
@@ -102,7 +107,7 @@ def time_budget(config: pytest.Config) -> float:
 
 
 def _verdict_options(config: pytest.Config) -> Any:
-    from .options import VerdictOptions
+    from jaxrun.config.options import VerdictOptions
 
     return VerdictOptions.build("cli", alpha=config.getoption("--jax-benchmark-alpha"),
                                 min_effect=config.getoption("--jax-benchmark-min-effect"))
@@ -137,7 +142,7 @@ class _Session:
         try:
             report = self._report(baseline)
             if out:
-                from .resultfiles import atomic_write_text
+                from jaxrun.results.result_files import atomic_write_text
 
                 atomic_write_text(Path(out), report.model_dump_json(indent=2) + "\n")
                 self.written = Path(out)
@@ -150,8 +155,8 @@ class _Session:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _report(self, baseline: str | None) -> Any:
-        from . import __version__
-        from .bench.models import Measurement, PytestBenchmarks
+        from jaxrun import __version__
+        from jaxrun.bench.records import Measurement, PytestBenchmarks
 
         benchmarks = {key: Measurement.model_validate(data) for key, data in self.results.items()}
         jax_version = next((m.jax_version for m in benchmarks.values() if m.jax_version), None)
@@ -186,8 +191,8 @@ class _Session:
                 taken = (f", {data['num_samples']} samples x {data.get('inner_loops')} calls in "
                          f"{data['sampling_time']:.2f} s")
             tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{taken}{extra}")
-        from .models.comparisons import TOO_FEW
-        from .verdicts import describe_gate, too_few_note
+        from jaxrun.judge.verdicts import describe_gate, too_few_note
+        from jaxrun.results.comparison_report import TOO_FEW
 
         for c in self.comparisons:
             judged = describe_gate(c)
@@ -218,14 +223,14 @@ def _phases(m: Any) -> dict[str, list[float]]:
 
 
 def _compare(config: pytest.Config, benchmarks: dict[str, Any], path: Path) -> list[Any]:
-    from . import resultfiles
-    from .bench.models import PytestBenchmarks
-    from .models import ScriptComparison
-    from .verdicts import DEFAULT_GATE, judge_script
+    from jaxrun.bench.records import PytestBenchmarks
+    from jaxrun.judge.verdicts import DEFAULT_GATE, judge_script
+    from jaxrun.results import result_files
+    from jaxrun.results.models import ScriptComparison
 
     try:
-        base = resultfiles.read_model(path, PytestBenchmarks)
-    except resultfiles.DamagedFileError as exc:  # one line that says where, as every reader says it
+        base = result_files.read_model(path, PytestBenchmarks)
+    except result_files.DamagedFileError as exc:  # one line that says where, as every reader says it
         raise ValueError(f"baseline {exc} (expected a --jax-benchmark-json file)") from None
     except OSError as exc:
         raise ValueError(f"baseline {path} cannot be read: {exc}") from None
@@ -250,7 +255,7 @@ class _Benchmark:
         self.measurements: list[Any] = []
 
     def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        from .bench import measure
+        from jaxrun.bench import measure
 
         if "time_budget" not in kwargs and "min_time" not in kwargs:
             kwargs["time_budget"] = time_budget(self._request.config)

@@ -10,41 +10,46 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .. import __version__, resultfiles
-from ..devices import DeviceFacts, device_facts
-from ..defaults import HISTORY_NOT_USED, log_cap_bytes
-from ..errors import DeviceProbeError, ResultsWriteError, UsageError
-from ..extras import require
-from ..executors.base import Executor, RunJob, make_executor
-from ..interpreters import is_other
-from ..options import BatchOptions
-from ..run import execute
-from ..job import Job, Jobs
-from ..run.launcher import Launcher
-from ..run.spare import spare_environment
-from ..sinks import BaseSink, Later, Sink, Sinks
-from ..ownership import ResultsFolder
-from ..sinks.claims import ClaimSink
-from ..sinks.run_log import RunLogSink
-from ..sinks.registry import check_output_files, output_files, report_sinks
-from ..startup_trace import mark
-from ..timestamps import now_iso
-from .lock import ResultsFolderLock, unwritable
-from .plan import Plan, search_roots
+from jaxrun import __version__
+from jaxrun.batch.folder_lock import ResultsFolderLock, unwritable
+from jaxrun.config.options import BatchOptions
+from jaxrun.core.defaults import HISTORY_NOT_USED, log_cap_bytes
+from jaxrun.core.extras import require
+from jaxrun.core.interpreters import is_other
+from jaxrun.core.startup_trace import mark
+from jaxrun.core.timestamps import now_iso
+from jaxrun.discover.devices import DeviceFacts, device_facts
+from jaxrun.errors import DeviceProbeError, ResultsWriteError, UsageError
+from jaxrun.executors.base import Executor, RunJob, make_executor
+from jaxrun.plan.batch_plan import Plan, search_roots
+from jaxrun.plan.job import Job, Jobs
+from jaxrun.present.sinks.claims import ClaimSink
+from jaxrun.present.sinks.registry import check_output_files, output_files, report_sinks
+from jaxrun.present.sinks.run_log import RunLogSink
+from jaxrun.results import result_files
+from jaxrun.results.ownership import ResultsFolder
+from jaxrun.results.sink import BaseSink, Later, Sink, Sinks
+from jaxrun.run import execute
+from jaxrun.run.launcher import Launcher
+from jaxrun.run.spare import spare_environment
 
 if TYPE_CHECKING:
-    from ..history import HistoryStore
-    from ..models import BatchMetadata, BatchResult, DeviceInfo, ScriptResult
-    from ..sinks.batch_files import BatchFilesSink
+    from jaxrun.judge.history import HistoryStore
+    from jaxrun.present.sinks.batch_files import BatchFilesSink
+    from jaxrun.results.models import (
+        BatchMetadata,
+        BatchResult,
+        DeviceInfo,
+        ScriptResult,
+    )
 
 logger = logging.getLogger("jaxrun")
 
 
 def _optional_sink(wanted: bool, where: str, *args: Any) -> list[Sink]:
-    """The sink ``module:Class`` of jaxrun.sinks when ``wanted``, imported only then."""
+    """The sink ``module:Class`` of jaxrun.results.sink when ``wanted``, imported only then."""
     if not wanted:
         return []
     import importlib
@@ -57,7 +62,7 @@ def _history_sink(store: "HistoryStore | None", problem: str | None, info: "Devi
                   meta: "BatchMetadata") -> list[Sink]:
     if store is None and problem is None:
         return []
-    from ..sinks.history import HistorySink
+    from jaxrun.present.sinks.history_sink import HistorySink
 
     return [HistorySink(store, info, options.allow_mismatch, meta=meta, problem=problem,
                         cold_cache=options.run.cold_cache)]
@@ -66,7 +71,7 @@ def _history_sink(store: "HistoryStore | None", problem: str | None, info: "Devi
 def _open_history(options: BatchOptions) -> "tuple[HistoryStore | None, str | None]":
     """The history store, or why SQLite could not use it (a damaged page): the batch goes on
     without it. A --history that is no history database (a folder, another file) is a UsageError."""
-    from ..history import HistoryStore, HistoryUnreadable
+    from jaxrun.judge.history import HistoryStore, HistoryUnreadable
 
     try:
         return HistoryStore(options.history), None
@@ -167,7 +172,7 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         info = None
         logger.warning("device facts unavailable: %s", exc)
     # The plan reads the folder in a thread of its own; a small folder is planned whole here,
-    # a large one goes on while its first scripts run (batch/plan.py).
+    # a large one goes on while its first scripts run (plan/batch_plan.py).
     plan = Plan(options, info).start()
     try:
         return _run_planned(options, sinks, run_job, launcher, plan, info)
@@ -241,12 +246,12 @@ def _processes_of(options: BatchOptions, jobs: Iterable[Job]) -> int:
 
 
 def _build_result_models() -> None:
-    """Build what pydantic builds at a model's first use (models/base.py: defer_build) for the
+    """Build what pydantic builds at a model's first use (results/base_model.py: defer_build) for the
     models every script's result goes through, and import the code that turns an ended process
     into its result (run/result.py and what it imports), so that the first result is not kept
     waiting for them after its script's last line."""
-    from ..models import BatchResult, ScriptResult
-    from ..run import result  # noqa: F401 - imported for the first result's sake
+    from jaxrun.results.models import BatchResult, ScriptResult
+    from jaxrun.run import result  # noqa: F401 - imported for the first result's sake
 
     for model in (ScriptResult, BatchResult):
         model.model_rebuild()
@@ -262,7 +267,7 @@ def _run_locked(
     everything: list[Job] = []
     try:
         if options.resume:
-            from .resume import finished_before
+            from jaxrun.plan.resume import finished_before
 
             plan.go_on()
             plan.jobs.wait()  # the earlier results are matched to the whole plan
@@ -285,7 +290,7 @@ def _run_locked(
         # before anything runs, as for --benchmark-runs.
         store, history_problem = _open_history(options)
     said = plan.jobs.complete
-    log = RunLogSink(out / resultfiles.EXECUTION_LOG, _header(options, plan, said), verbose=options.run.verbose)
+    log = RunLogSink(out / result_files.EXECUTION_LOG, _header(options, plan, said), verbose=options.run.verbose)
     here = getattr(executor, "starts_processes_here", False)  # a backend that does not say: elsewhere
     to_run = Jobs([j for j in everything if j.index not in reused]) if reused else plan.jobs
     # The sinks that write results (and the result models they import) are made once the first
@@ -314,8 +319,8 @@ def _run_locked(
         mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
-        from ..failures import HINTS
-        from ..run.result import failed_before_running
+        from jaxrun.core.failures import HINTS
+        from jaxrun.run.result import failed_before_running
 
         # Every script of the batch is in the files: those that never ran are marked interrupted.
         plan.stop()
@@ -361,7 +366,7 @@ def _run_locked(
 class _ResultSinks:
     """The sinks that write a batch's results (the history, each script's file, the batch files,
     the profiles) and what they share (the batch's metadata): made by :meth:`make`, which the
-    batch calls through a :class:`~jaxrun.sinks.Later` once its first script is running."""
+    batch calls through a :class:`~jaxrun.results.sink.Later` once its first script is running."""
 
     def __init__(self, options: BatchOptions, plan: Plan, info: DeviceFacts | None, store: "HistoryStore | None",
                  history_problem: str | None, log: RunLogSink, said: bool, to_run: Jobs,
@@ -380,10 +385,10 @@ class _ResultSinks:
     def make(self) -> Sink:
         from platform import python_version
 
-        from ..cache import compile_cache_warning
-        from ..models import BatchMetadata
-        from ..sinks.batch_files import BatchFilesSink
-        from ..sinks.script_files import ScriptFileSink
+        from jaxrun.discover.compile_cache import compile_cache_warning
+        from jaxrun.present.sinks.batch_files import BatchFilesSink
+        from jaxrun.present.sinks.script_files import ScriptFileSink
+        from jaxrun.results.models import BatchMetadata
 
         options, plan, run = self.options, self.plan, self.options.run
         try:
@@ -475,7 +480,7 @@ def _stop_early(jobs: Jobs, chain: Sink, files: "BatchFilesSink", why: str, hint
     marked so, the batch files with ``complete: false`` (a later ``--resume`` runs what is
     missing). Further write errors are expected now and left unsaid: the CLI says the first one,
     in one line."""
-    from ..run.result import failed_before_running
+    from jaxrun.run.result import failed_before_running
 
     logger.info("the batch stops: %s", why)
     for job in jobs.planned():

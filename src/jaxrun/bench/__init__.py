@@ -18,15 +18,24 @@ jax is imported when a function here is first called, not when the package is im
 
 from __future__ import annotations
 
-from .models import BatchScaling, DevicePeaks, FitCheck, LeafBytes, Measurement, Roofline, Speedup, TimedCall
-from ._compiles import CompileCounter, count_compiles
-from .fit import fits
-from .measure import measure
-from .pytree import breakdown_table, pytree_breakdown, pytree_nbytes
-from .recompile import RecompileError, assert_max_compiles, no_recompile
-from .roofline import device_peaks, roofline
-from .scaling import batch_scaling
-from .speedup import NumericalMismatchError, speedup
+from jaxrun.bench._compiles import CompileCounter, count_compiles
+from jaxrun.bench.fit import fits
+from jaxrun.bench.measure import measure
+from jaxrun.bench.pytree import breakdown_table, pytree_breakdown, pytree_nbytes
+from jaxrun.bench.recompile import RecompileError, assert_max_compiles, no_recompile
+from jaxrun.bench.records import (
+    BatchScaling,
+    DevicePeaks,
+    FitCheck,
+    LeafBytes,
+    Measurement,
+    Roofline,
+    Speedup,
+    TimedCall,
+)
+from jaxrun.bench.roofline import device_peaks, roofline
+from jaxrun.bench.scaling import batch_scaling
+from jaxrun.bench.speedup import NumericalMismatchError, speedup
 
 __all__ = [
     "measure",

@@ -14,8 +14,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
-from ..probe import programs
-from ..probe.programs import CompileEvent
+from jaxrun.probe import programs
+from jaxrun.probe.programs import CompileEvent
 
 _lock = threading.Lock()
 _active: list["CompileCounter"] = []

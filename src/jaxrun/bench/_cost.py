@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..probe.loop_costs import CURE, XlaCost, cost_figures, xla_cost
-from ._flops import jaxpr_cost
+from jaxrun.bench._flops import jaxpr_cost
+from jaxrun.probe.loop_costs import CURE, XlaCost, cost_figures, xla_cost
 
 __all__ = ["ProgramCost", "program_cost", "cost_figures"]
 

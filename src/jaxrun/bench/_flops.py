@@ -56,7 +56,7 @@ def _size(aval: Any) -> int:
 def _where(eqn: Any) -> str:
     """The user's source line of an equation, for messages ("model.py:12 (step)")."""
     try:
-        from ..probe.jax_internals import source_info_util
+        from jaxrun.probe.jax_internals import source_info_util
 
         return source_info_util().summarize(eqn.source_info)
     except Exception:

@@ -12,7 +12,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..formatting import listed
+from jaxrun.core.formatting import listed
 
 _SCALARS = (bool, int, float, complex)
 _REPR_LIMIT = 60

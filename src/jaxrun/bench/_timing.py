@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..errors import UsageError
+from jaxrun.errors import UsageError
 
 MIN_SAMPLE_SECONDS = 1e-3
 _MAX_INNER = 1_000_000

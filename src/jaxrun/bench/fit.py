@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import UsageError
-from ..models import ProgramMemory
-from ..probe.memory_fit import available, memory_of
-from .models import FitCheck
+from jaxrun.bench.records import FitCheck
+from jaxrun.errors import UsageError
+from jaxrun.probe.memory_fit import available, memory_of
+from jaxrun.results.models import ProgramMemory
 
 __all__ = ["fits"]
 
@@ -105,7 +105,7 @@ def fits(fn: Callable[..., Any], *args: Any, device: Any = None, **kwargs: Any) 
     if avail is None:
         return FitCheck(fits=None, reason=f"{label} says no memory limit (its memory_stats() has no bytes_limit)",
                         **check)
-    from ..formatting import fmt_bytes
+    from jaxrun.core.formatting import fmt_bytes
 
     if needed > avail.free_bytes:
         reason = (f"it needs {fmt_bytes(needed)} but the device has {fmt_bytes(avail.free_bytes)} free: it would "

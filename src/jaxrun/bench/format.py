@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..formatting import fmt_bytes as _fmt_bytes, fmt_count
+from jaxrun.core.formatting import fmt_bytes as _fmt_bytes
+from jaxrun.core.formatting import fmt_count
 
 if TYPE_CHECKING:
-    from ..models import Statistics
-    from .models import BatchScaling, FitCheck, Measurement, Speedup
+    from jaxrun.bench.records import BatchScaling, FitCheck, Measurement, Speedup
+    from jaxrun.results.models import Statistics
 
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:

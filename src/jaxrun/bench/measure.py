@@ -13,14 +13,25 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
-from ..defaults import DEFAULT_MAX_SAMPLES, DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
-from ..errors import UsageError
-from .models import DevicePeaks, Measurement
-from ..stats import describe
-from ._compiles import CompileCounter, counting
-from ._cost import cost_figures, program_cost  # noqa: F401  (cost_figures: importable from here too)
-from ._timing import budget_of, clean_warnings, device_label, device_of, sample, timed_call
-from .roofline import compute_dtype, device_peaks, roofline
+from jaxrun.bench._compiles import CompileCounter, counting
+from jaxrun.bench._cost import cost_figures, program_cost  # noqa: F401  (cost_figures: importable from here too)
+from jaxrun.bench._timing import (
+    budget_of,
+    clean_warnings,
+    device_label,
+    device_of,
+    sample,
+    timed_call,
+)
+from jaxrun.bench.records import DevicePeaks, Measurement
+from jaxrun.bench.roofline import compute_dtype, device_peaks, roofline
+from jaxrun.core.defaults import (
+    DEFAULT_MAX_SAMPLES,
+    DEFAULT_MIN_SAMPLES,
+    DEFAULT_TIME_BUDGET,
+)
+from jaxrun.errors import UsageError
+from jaxrun.judge.stats import describe
 
 __all__ = ["measure"]
 
@@ -125,7 +136,7 @@ def measure(
     FLOPs, bytes accessed and transcendentals count every loop iteration (XLA's own analysis counts
     a loop body once): ``cost_source`` says how they were had, and they are None where a loop's trip
     count depends on the data (see ``_cost``). ``peaks=True`` compares against the device's
-    measured peaks (measured once, then cached; pass a :class:`~jaxrun.models.DevicePeaks` to
+    measured peaks (measured once, then cached; pass a :class:`~jaxrun.results.models.DevicePeaks` to
     reuse one, ``False`` to skip the roofline).
     Keyword arguments other than the options above are passed to ``fn``.
     """

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .format import fmt_bytes, text_table
-from .models import LeafBytes
+from jaxrun.bench.format import fmt_bytes, text_table
+from jaxrun.bench.records import LeafBytes
 
 __all__ = ["pytree_nbytes", "pytree_breakdown", "breakdown_table"]
 

@@ -21,10 +21,10 @@ import threading
 import types
 from typing import Any, Callable, Iterator
 
-from ..errors import JAXExecutionError
-from ..probe.programs import base_name, explaining
-from ._compiles import CompileCounter, count_compiles, counting
-from ._signature import ArgSignature, call_signature, diff, explain
+from jaxrun.bench._compiles import CompileCounter, count_compiles, counting
+from jaxrun.bench._signature import ArgSignature, call_signature, diff, explain
+from jaxrun.errors import JAXExecutionError
+from jaxrun.probe.programs import base_name, explaining
 
 __all__ = ["RecompileError", "count_compiles", "no_recompile", "assert_max_compiles"]
 

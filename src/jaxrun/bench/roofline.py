@@ -4,7 +4,7 @@ Datasheet peaks are out of reach on CPUs (the numbers depend on the SIMD width X
 thread count, turbo) and optimistic elsewhere, so the peaks are measured: the best matmul FLOP/s
 over a few sizes, in float32 and bfloat16, and the bandwidth of a large elementwise copy (bytes
 read + written). Measuring takes a second or two, so the result is cached per device kind,
-platform, device count, JAX version and host, as JSON under :func:`jaxrun.devices.cache_dir`
+platform, device count, JAX version and host, as JSON under :func:`jaxrun.discover.devices.cache_dir`
 (``JAXRUN_CACHE_DIR`` moves it).
 
 Each peak is the *fastest* per-call time seen (the best the device did), while
@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import cache_dir
-from ..resultfiles import DamagedFileError, read_model
-from ..timestamps import now_iso
-from .models import DevicePeaks, PeakTrial, Roofline
-from ._timing import block, sample
+from jaxrun.bench._timing import block, sample
+from jaxrun.bench.records import DevicePeaks, PeakTrial, Roofline
+from jaxrun.core.timestamps import now_iso
+from jaxrun.discover.devices import cache_dir
+from jaxrun.results.result_files import DamagedFileError, read_model
 
 __all__ = ["device_peaks", "roofline", "compute_dtype"]
 
@@ -222,7 +222,7 @@ def device_peaks(device: Any = None, refresh: bool = False) -> DevicePeaks:
     if previous is not None:
         peaks = _best_of(previous, peaks)
     try:
-        from ..resultfiles import atomic_write_text
+        from jaxrun.results.result_files import atomic_write_text
 
         atomic_write_text(path, peaks.model_dump_json(indent=2) + "\n")
     except OSError:  # a read-only cache folder costs a re-measurement next time, nothing more
@@ -299,7 +299,7 @@ def roofline(
     """Achieved rates, fractions of the peaks, and compute- or memory-bound.
 
     >>> from jaxrun.bench import roofline
-    >>> from jaxrun.bench.models import DevicePeaks
+    >>> from jaxrun.bench.records import DevicePeaks
     >>> peaks = DevicePeaks(platform="cpu", device_kind="cpu", device_count=1, jax_version="x",
     ...                     host="h", flops_per_s_float32=1e11, bytes_per_s=1e10, measured_at="now")
     >>> r = roofline(2 * 1024**3, 12 * 2**20, 0.05, peaks)

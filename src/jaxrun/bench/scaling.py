@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..errors import UsageError
-from .models import BatchScaling, BatchScalingRow
-from .measure import measure
-from ._timing import budget_of
+from jaxrun.bench._timing import budget_of
+from jaxrun.bench.measure import measure
+from jaxrun.bench.records import BatchScaling, BatchScalingRow
+from jaxrun.errors import UsageError
 
 __all__ = ["batch_scaling"]
 

@@ -14,12 +14,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import JAXExecutionError
-from ..formatting import listed
-from .models import Speedup, TimedCall
-from ..stats import describe, ratio_of_medians_ci
-from ..defaults import DEFAULT_MAX_SAMPLES, DEFAULT_MIN_SAMPLES, DEFAULT_TIME_BUDGET
-from ._timing import block, budget_of, clean_warnings, sample
+from jaxrun.bench._timing import block, budget_of, clean_warnings, sample
+from jaxrun.bench.records import Speedup, TimedCall
+from jaxrun.core.defaults import (
+    DEFAULT_MAX_SAMPLES,
+    DEFAULT_MIN_SAMPLES,
+    DEFAULT_TIME_BUDGET,
+)
+from jaxrun.core.formatting import listed
+from jaxrun.errors import JAXExecutionError
+from jaxrun.judge.stats import describe, ratio_of_medians_ci
 
 __all__ = ["speedup", "NumericalMismatchError", "check_close"]
 

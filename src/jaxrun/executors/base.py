@@ -1,14 +1,14 @@
 """The executor protocol: what every backend (sequential, local parallel, Ray, ...) implements.
 
 An executor is built from the batch options and the device facts, then runs the batch's jobs
-(a :class:`~jaxrun.job.Jobs`: iterating it waits for the plan's next job, ``total`` is None while
+(a :class:`~jaxrun.plan.job.Jobs`: iterating it waits for the plan's next job, ``total`` is None while
 the plan is still finding them):
 
 * it calls ``sink.on_start(job, total)`` when a job really starts (it got its slot, or its task was
   handed to a worker; ``total``: ``jobs.total``), and ``sink.on_result(job, result)`` once per job with its final result,
   whether it succeeded, failed, or its worker was lost;
 * it runs each job with ``run_job`` (:func:`jaxrun.run.execute.run_job` unless a test passes
-  another), which follows the one failure table (failures.py) for retries and fallback;
+  another), which follows the one failure table (core/failures.py) for retries and fallback;
 * on Ctrl-C it stops every running job, reports each stopped job's (interrupted) result, and
   raises :class:`BatchInterrupted`. Jobs that never started have no result.
 
@@ -25,12 +25,12 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..devices import Facts
-    from ..models import ScriptResult
-    from ..options import BatchOptions, RunOptions
-    from ..job import Job, Jobs
-    from ..run.placement import Placement
-    from ..sinks import Sink
+    from jaxrun.config.options import BatchOptions, RunOptions
+    from jaxrun.discover.devices import Facts
+    from jaxrun.plan.job import Job, Jobs
+    from jaxrun.results.models import ScriptResult
+    from jaxrun.results.sink import Sink
+    from jaxrun.run.placement import Placement
 
 
 class RunJob(Protocol):
@@ -60,7 +60,7 @@ def make_executor(options: "BatchOptions", info: "Facts | None") -> Executor:
     """The executor the options ask for: ``options.backend``, or sequential for one local job."""
     import importlib
 
-    from . import EXECUTORS
+    from jaxrun.config.backends import EXECUTORS
 
     name = "sequential" if options.backend == "local" and options.jobs == 1 else options.backend
     module_name, class_name = EXECUTORS[name].split(":")

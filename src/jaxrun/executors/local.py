@@ -2,7 +2,7 @@
 or a share of the CPU cores (executors/slots.py).
 
 Jobs start as slots free up, longest first when the history knows their durations (among the
-jobs planned so far: a small batch is planned whole before it starts, batch/plan.py). Ctrl-C sets a stop event that
+jobs planned so far: a small batch is planned whole before it starts, plan/batch_plan.py). Ctrl-C sets a stop event that
 every running job's launcher watches: their process trees are stopped, their results reported as
 ``interrupted``, and only then is the interrupt raised.
 """
@@ -15,19 +15,19 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Sequence
 
-from ..devices import device_ids
-from ..job import Jobs
-from ..run.environment import chosen_index
-from ..run.runner import RunInterrupted
-from .base import BatchInterrupted, RunJob
-from .slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
+from jaxrun.discover.devices import device_ids
+from jaxrun.executors.base import BatchInterrupted, RunJob
+from jaxrun.executors.slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
+from jaxrun.plan.job import Jobs
+from jaxrun.run.environment import chosen_index
+from jaxrun.run.runner import RunInterrupted
 
 if TYPE_CHECKING:
-    from ..devices import Facts
-    from ..models import ScriptResult
-    from ..options import BatchOptions
-    from ..job import Job
-    from ..sinks import Sink
+    from jaxrun.config.options import BatchOptions
+    from jaxrun.discover.devices import Facts
+    from jaxrun.plan.job import Job
+    from jaxrun.results.models import ScriptResult
+    from jaxrun.results.sink import Sink
 
 
 def _priority(job: "Job") -> tuple[bool, float, int]:
@@ -96,7 +96,7 @@ class LocalExecutor:
         # One queue says when a job has finished or the plan has a new one: waiting on all the
         # pending futures at every result (concurrent.futures.wait) costs the square of the
         # batch's size. Jobs are started as slots free up, the longest first among those
-        # planned (batch/plan.py plans a small batch whole before it starts).
+        # planned (plan/batch_plan.py plans a small batch whole before it starts).
         events: queue.SimpleQueue[Future[ScriptResult] | None] = queue.SimpleQueue()
         threading.Thread(target=_tell_planned, args=(jobs, events), name="jaxrun-plan-watch", daemon=True).start()
         executor = ThreadPoolExecutor(max_workers=width, thread_name_prefix="jaxrun-job")

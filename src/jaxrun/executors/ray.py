@@ -1,7 +1,7 @@
 """Jobs as Ray tasks (``--backend ray``), on a local Ray or an existing cluster.
 
 Each job is one Ray task running the same ``run_job`` as a local batch, with the same
-:class:`~jaxrun.options.RunOptions` object (pickled, never rebuilt from a dict); the task
+:class:`~jaxrun.config.options.RunOptions` object (pickled, never rebuilt from a dict); the task
 returns the result and the driver's sinks write every file, exactly as for local runs. A task that
 fails becomes a failed result, never a crash of the batch. Nothing is run twice, except a task
 lost with its node, a transient failure: it is run again on a node still alive, at most
@@ -43,18 +43,18 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
-from ..defaults import DEFAULT_RAY_CONNECT_TIMEOUT, make_jaxrun_importable
-from ..errors import UsageError
-from ..models import ScriptResult
-from ..models.results import Attempt
-from ..run.result import failed_before_running
-from .base import BatchInterrupted, RunJob
+from jaxrun.core.defaults import DEFAULT_RAY_CONNECT_TIMEOUT, make_jaxrun_importable
+from jaxrun.errors import UsageError
+from jaxrun.executors.base import BatchInterrupted, RunJob
+from jaxrun.results.models import ScriptResult
+from jaxrun.results.script_result import Attempt
+from jaxrun.run.result import failed_before_running
 
 if TYPE_CHECKING:
-    from ..devices import Facts
-    from ..options import BatchOptions, RunOptions
-    from ..job import Job
-    from ..sinks import Sink
+    from jaxrun.config.options import BatchOptions, RunOptions
+    from jaxrun.discover.devices import Facts
+    from jaxrun.plan.job import Job
+    from jaxrun.results.sink import Sink
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -74,9 +74,9 @@ def _worker_env() -> dict[str, str]:
 
 def run_on_worker(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:
     """The task body: one job through the ordinary ``run_job``, returned as plain data."""
+    from jaxrun.results.sink import NO_SINK
     from jaxrun.run.placement import WHOLE_MACHINE
     from jaxrun.run.runner import RunInterrupted
-    from jaxrun.sinks import NO_SINK
 
     try:
         result = run_job(job, options, placement=WHOLE_MACHINE, stop=None, sink=NO_SINK)
@@ -114,7 +114,7 @@ class RayExecutor:
     def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
         """Reaches Ray at once (a local one is started): a cluster that cannot be reached is a
         usage error before the batch changes anything in its results folder."""
-        from ..extras import require
+        from jaxrun.core.extras import require
 
         ray = require("ray")  # the one message for a missing or broken Ray (the batch asked first)
         self.options = options
@@ -216,7 +216,7 @@ def calls_left_behind() -> list[str]:
     """The calls into Ray that did not answer and still run in a thread of this process. Ray's
     driver is then half torn down, and the interpreter's own exit runs Ray's exit handlers and
     destroys its C++ objects under that thread (a crash, SIGSEGV): the ``jaxrun`` command ends
-    the process at once instead (jaxrun/entry.py)."""
+    the process at once instead (jaxrun/interfaces/entry.py)."""
     return list(_LEFT_BEHIND)
 
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from ..job import Jobs
-from ..run.placement import WHOLE_MACHINE
-from ..run.runner import RunInterrupted
-from .base import BatchInterrupted, RunJob
+from jaxrun.executors.base import BatchInterrupted, RunJob
+from jaxrun.plan.job import Jobs
+from jaxrun.run.placement import WHOLE_MACHINE
+from jaxrun.run.runner import RunInterrupted
 
 if TYPE_CHECKING:
-    from ..devices import Facts
-    from ..options import BatchOptions
-    from ..job import Job
-    from ..sinks import Sink
+    from jaxrun.config.options import BatchOptions
+    from jaxrun.discover.devices import Facts
+    from jaxrun.plan.job import Job
+    from jaxrun.results.sink import Sink
 
 
 class SequentialExecutor:

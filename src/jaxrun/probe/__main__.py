@@ -7,14 +7,20 @@ import os
 import sys
 import time
 
-from . import events
-from .arguments import SPARE, ProbeArguments
-from .channel import EVENTS_ENV, EventWriter
-from .cgroup_join import join_cgroups
-from .cluster import in_job
-from .ending import Body
-from .jax_hooks import block_until_ready, jit_seconds, live_array_bytes, watch_jax_import
-from .lifeline import hold_scripts_lock, watch as watch_lifeline
+from jaxrun.probe import events
+from jaxrun.probe.arguments import SPARE, ProbeArguments
+from jaxrun.probe.cgroup_join import join_cgroups
+from jaxrun.probe.channel import EVENTS_ENV, EventWriter
+from jaxrun.probe.cluster import in_job
+from jaxrun.probe.ending import Body
+from jaxrun.probe.jax_hooks import (
+    block_until_ready,
+    jit_seconds,
+    live_array_bytes,
+    watch_jax_import,
+)
+from jaxrun.probe.lifeline import hold_scripts_lock
+from jaxrun.probe.lifeline import watch as watch_lifeline
 
 _TRACEBACK_TAIL = 8000
 # What starts a file that runpy runs otherwise than as source: a compiled file's magic number
@@ -213,7 +219,7 @@ def main(argv: list[str]) -> int:
     writer.send(events.Start(type=events.START, pid=probe_pid, python=sys.version.split()[0], **joined))  # type: ignore[typeddict-item]
     profiler = None
     if profile_dir:
-        from .profiler import Profiler
+        from jaxrun.probe.profiler import Profiler
 
         profiler = Profiler(profile_dir)
     watch_jax_import(writer, [profiler.on_jax_loaded] if profiler else None, analyse=bool(arguments.xla_analysis))
@@ -228,10 +234,12 @@ def main(argv: list[str]) -> int:
     try:
         if script.endswith(NOTEBOOK_SUFFIX):
             if entry is not None:
-                from .notebook_cells import no_warm_mode  # jaxrun refuses it first; a probe run by hand too
+                from jaxrun.probe.notebook_cells import (
+                    no_warm_mode,  # jaxrun refuses it first; a probe run by hand too
+                )
 
                 raise WarmModeError(no_warm_mode(os.path.basename(script), entry))
-            from .notebook import run_notebook
+            from jaxrun.probe.notebook import run_notebook
 
             namespace = run_notebook(writer, script, capture=bool(arguments.cell_outputs), body=body)  # noqa: F841
         elif entry is None:

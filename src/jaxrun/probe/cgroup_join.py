@@ -12,7 +12,7 @@ import atexit
 import os
 import resource
 
-from .channel import CGROUPS_ENV
+from jaxrun.probe.channel import CGROUPS_ENV
 
 # The run's cgroups this process joined (probe/lifeline.py stops every process in them).
 joined_folders: list[str] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from . import events as ev
+from jaxrun.probe import events as ev
 
 TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ def _jsonable(value: Any) -> Any:
 # Bound here, not in send(): an import statement while the script runs would be the script's
 # import time (probe/import_timer.py).
 try:
-    from _json import encode_basestring_ascii as _encode_text, make_encoder as _make_encoder
+    from _json import encode_basestring_ascii as _encode_text
+    from _json import make_encoder as _make_encoder
 except ImportError:  # an interpreter without it: json.dumps itself
     import json
 

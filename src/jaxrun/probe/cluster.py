@@ -73,6 +73,6 @@ def _make(base: type) -> type:
 
 def register() -> None:
     """Make jaxrun's job the cluster ``jax.distributed.initialize()`` detects (jax is imported)."""
-    from .jax_internals import register_cluster
+    from jaxrun.probe.jax_internals import register_cluster
 
     register_cluster(_make)

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 
-from ..timestamps import now_iso
+from jaxrun.core.timestamps import now_iso
 
 _GPU_BACKENDS = ("cuda", "rocm")
 # XLA's status codes that start a backend's error ("INTERNAL: Failed to open libtpu.so: ...").
@@ -99,7 +99,7 @@ def collect() -> dict:
         facts["error"] = f"jax cannot be imported in {sys.executable}: {exc} (pip install jax)"
         return facts
     facts.update(jax_available=True, jax_version=jax.__version__, jaxlib_version=jaxlib.__version__)
-    from . import jax_internals
+    from jaxrun.probe import jax_internals
 
     try:
         jax_internals.backends()

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from . import jax_hooks
+from jaxrun.probe import jax_hooks
 
 TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ _FIRST_RUN = 0.002
 
 def _used_clients() -> list[Any]:
     """The PJRT clients the script put work on: initialized backends that hold an executable."""
-    from .jax_internals import backends, backends_initialized
+    from jaxrun.probe.jax_internals import backends, backends_initialized
 
     if not backends_initialized():
         return []  # nothing was dispatched; asking would start a backend (ms on CPU, s on a GPU)
@@ -49,8 +49,8 @@ def _used_clients() -> list[Any]:
 
 def _barrier(client: Any) -> Any:
     """A compiled ``v + 1`` over every local device of ``client``, and its argument."""
-    import numpy as np
     import jax
+    import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     devices = client.local_devices()
@@ -67,7 +67,7 @@ def _cache_file(client: Any, devices: list[Any]) -> str:
     import jax
     import jaxlib
 
-    from ..defaults import cache_dir
+    from jaxrun.core.defaults import cache_dir
 
     key = repr((jax.__version__, getattr(jaxlib, "__version__", None), client.platform, client.platform_version,
                 [(d.id, d.device_kind) for d in devices]))

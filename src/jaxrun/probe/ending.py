@@ -19,14 +19,19 @@ import resource
 import sys
 import time
 
-from . import drain, events, import_timer, phases
-from .jax_hooks import compile_cache_facts, compile_environment, compile_intervals, device_facts
+from jaxrun.probe import drain, events, import_timer, phases
+from jaxrun.probe.jax_hooks import (
+    compile_cache_facts,
+    compile_environment,
+    compile_intervals,
+    device_facts,
+)
 
 TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from .channel import EventWriter
+    from jaxrun.probe.channel import EventWriter
 
 # Signals whose default action does not end the process (ignore, stop, continue).
 _NOT_FATAL = {

@@ -71,7 +71,7 @@ def _joined(names: str | tuple[str, ...]) -> str:
     _lock, inside the wrapped __import__ that takes it, would deadlock."""
     if isinstance(names, str):
         return names
-    from ..formatting import listed
+    from jaxrun.core.formatting import listed
 
     return listed(dict.fromkeys(names), MAX_NAMES)
 

@@ -11,14 +11,14 @@ import os
 import sys
 import time
 
-from . import cluster, events
-from .transfer_guard import watch_transfer_guard
+from jaxrun.probe import cluster, events
+from jaxrun.probe.transfer_guard import watch_transfer_guard
 
 TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from .channel import EventWriter
+    from jaxrun.probe.channel import EventWriter
 
 _CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 # --device cpu:K (K > 0): the CPU device the script's work goes to by default (run/environment.py).
@@ -60,7 +60,9 @@ def attach_listeners(writer: EventWriter, analyse: bool = True) -> None:
     """``analyse``: read XLA's analyses of each executable built (probe/xla_facts.py)."""
     import jax.monitoring as monitoring
 
-    from . import programs  # here, not at the top: logging and re are not needed without jax
+    from jaxrun.probe import (
+        programs,  # here, not at the top: logging and re are not needed without jax
+    )
 
     def on_compile(event: "programs.CompileEvent") -> None:
         global _jit_seconds
@@ -102,7 +104,7 @@ def live_array_bytes() -> int | None:
     if "jax" not in sys.modules:
         return None
     try:
-        from .jax_internals import backends_initialized
+        from jaxrun.probe.jax_internals import backends_initialized
 
         if not backends_initialized():
             return 0
@@ -127,10 +129,10 @@ _fit_warned: set[str] = set()
 def _send_program_facts(writer: EventWriter, event: Any) -> None:
     """What XLA knows about the executable just built; a warning when it cannot fit in what its
     device has free (probe/memory_fit.py), written before the script runs it out of memory."""
-    from .xla_facts import program_facts
+    from jaxrun.probe.xla_facts import program_facts
 
     if event.built is None:  # JAX's frame did not hold the executable: say why the figures are null
-        from .jax_internals import COMPILING_FRAME, MOVED
+        from jaxrun.probe.jax_internals import COMPILING_FRAME, MOVED
 
         writer.send(events.Program(type=events.PROGRAM, fun=event.program, s=0.0,
                                    reason=MOVED.format(what=f"the locals of pxla.{COMPILING_FRAME}")))
@@ -155,8 +157,8 @@ def _fit_warning(event: Any, memory: dict[str, int] | None) -> str | None:
     """Once per program: a warning when it cannot fit on the first of its devices."""
     if memory is None or event.program in _fit_warned:
         return None
-    from .memory_fit import available, device_label, fit_warning
-    from .xla_facts import first_devices
+    from jaxrun.probe.memory_fit import available, device_label, fit_warning
+    from jaxrun.probe.xla_facts import first_devices
 
     device = first_devices(event.built[2])[0]
     warning = fit_warning(event.program, memory, device_label(device),
@@ -170,7 +172,7 @@ def compile_environment() -> dict[str, Any] | None:
     """What JAX's persistent-cache key takes from the process (None: the script never imported jax)."""
     if "jax" not in sys.modules:
         return None
-    from .xla_facts import compile_environment as read
+    from jaxrun.probe.xla_facts import compile_environment as read
 
     try:
         return read()
@@ -183,8 +185,8 @@ def compile_cache_facts() -> dict[str, Any] | None:
     if "jax" not in sys.modules:
         return None
     try:
-        from . import programs
-        from .xla_facts import cache_dir
+        from jaxrun.probe import programs
+        from jaxrun.probe.xla_facts import cache_dir
 
         enabled = cache_dir() is not None
     except Exception:
@@ -284,7 +286,7 @@ def device_facts() -> dict[str, Any] | None:
     if "jax" not in sys.modules:
         return None
     try:
-        from .jax_internals import backends_initialized
+        from jaxrun.probe.jax_internals import backends_initialized
 
         if not backends_initialized():
             return {"initialized": False}

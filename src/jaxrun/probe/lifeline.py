@@ -1,10 +1,10 @@
-"""The probe's side of run/lifeline.py: when jaxrun's process is gone (the lifeline pipe reads
+"""The probe's side of run/lifeline_pipe.py: when jaxrun's process is gone (the lifeline pipe reads
 end-of-file), nobody supervises the script any more, so it is stopped with its whole tree: every
 process in the run's cgroups, then the process group the probe leads, the probe last. Nothing
 the script started runs on unsupervised, writing into a results folder a new run may be using.
 
 While it lives, the probe (and any process the script forks) holds a shared lock on the results
-folder's ``.jaxrun.scripts.lock``; a new run takes it exclusively before starting (batch/lock.py),
+folder's ``.jaxrun.scripts.lock``; a new run takes it exclusively before starting (batch/folder_lock.py),
 so it waits until the last script of a killed run is gone: no script runs twice at once."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import _signal  # signal's numbers without signal's enum (~3 ms of CPU in every 
 import _thread  # a thread without threading's own imports (it is no thread of the script's)
 import os
 
-from .cgroup_join import joined_folders
+from jaxrun.probe.cgroup_join import joined_folders
 
-ENV = "JAXRUN_LIFELINE_FD"  # the descriptor number, set by run/lifeline.py
+ENV = "JAXRUN_LIFELINE_FD"  # the descriptor number, set by run/lifeline_pipe.py
 SCRIPTS_LOCK_ENV = "JAXRUN_SCRIPTS_LOCK"  # the path, set by run/environment.py
 SCRIPTS_LOCK_FILE = ".jaxrun.scripts.lock"
 _held: list[int] = []  # the lock's descriptor, open for the process's life

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..formatting import listed  # standard library only, as the probe must be
+from jaxrun.core.formatting import listed  # standard library only, as the probe must be
 
 __all__ = ["LoopCost", "LoopCostUnavailable", "XlaCost", "cost_figures", "has_loops", "loop_cost", "xla_cost"]
 
@@ -180,7 +180,7 @@ def _counts_each_body_once(client: Any, platform: str) -> bool:
     than trip times: asked of a 1000-trip loop of small matmuls, once per platform."""
     if platform not in _body_once:
         try:
-            from .jax_internals import hlo_analysis
+            from jaxrun.probe.jax_internals import hlo_analysis
 
             parse, analyse = hlo_analysis()
             cost = analyse(client, parse(_PROBE_LOOP))
@@ -248,7 +248,7 @@ def _read_instruction(computation: _Computation, line: str) -> None:
 def _analyser(client: Any, header: list[str], computations: dict[str, _Computation]) -> Callable[[str], Figures]:
     """A function: computation name -> XLA's figures for one run of it, memoised."""
     try:
-        from .jax_internals import hlo_analysis
+        from jaxrun.probe.jax_internals import hlo_analysis
 
         parse, analyse = hlo_analysis()
     except Exception as error:

@@ -200,7 +200,7 @@ def _cgroup_limits(proc: str, cgroup_root: str, needed: int | None = None) -> li
 
 
 def _fmt(value: int) -> str:
-    from ..formatting import fmt_bytes
+    from jaxrun.core.formatting import fmt_bytes
 
     return fmt_bytes(value)
 

@@ -21,7 +21,7 @@ script (no display);
 
 ``--save-notebooks`` (``capture``): what each cell's Python code writes to ``sys.stdout`` /
 ``sys.stderr`` is also kept (the streams still get everything, so the logs are whole) and sent
-with the cell's end, for the parent to write the executed copy (sinks/notebooks.py).
+with the cell's end, for the parent to write the executed copy (present/sinks/notebook_outputs.py).
 """
 
 from __future__ import annotations
@@ -36,11 +36,20 @@ import types
 from importlib.util import find_spec
 from typing import Any
 
-from . import events
-from .channel import EventWriter
-from .ending import Body
-from .notebook_cells import (CodeCell, Skipped, cell_filename, code_cells, first_code_line, has_ipython_lines,
-                             is_install, plain_python, read)
+from jaxrun.probe import events
+from jaxrun.probe.channel import EventWriter
+from jaxrun.probe.ending import Body
+from jaxrun.probe.notebook_cells import (
+    CodeCell,
+    Skipped,
+    cell_filename,
+    code_cells,
+    first_code_line,
+    has_ipython_lines,
+    is_install,
+    plain_python,
+    read,
+)
 
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE (importing inspect costs ~6 ms in every notebook's process)
 _loop: Any = None  # the event loop of the cells that await (_run_awaiting)

@@ -128,7 +128,7 @@ def load(path: str, *, name: str | None = None, size_limit: int | None = None,
     are never built). ``size_limit``: a larger file is :class:`NotebookTooLarge`;
     ``code_limit``: code cells' source kept, at most (bytes of JSON). OSError when it cannot be
     read; :class:`NotebookError` (naming it ``name``, else ``path``) when it is not a notebook."""
-    from . import notebook_json
+    from jaxrun.probe import notebook_json
 
     name = path if name is None else name
     with open(path, "rb", buffering=0) as handle:

@@ -14,7 +14,7 @@ cannot be told apart exactly, ``notes`` says so and the result carries it (``pha
 
 from __future__ import annotations
 
-from . import intervals
+from jaxrun.probe import intervals
 
 TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
 if TYPE_CHECKING:

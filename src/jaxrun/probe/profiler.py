@@ -13,8 +13,9 @@ import os
 import sys
 import threading
 import time
-from . import events
-from .channel import EventWriter
+
+from jaxrun.probe import events
+from jaxrun.probe.channel import EventWriter
 
 SAMPLE_INTERVAL = 0.1
 MAX_SAMPLES = 20_000  # per device; beyond it every other sample is dropped (the series halves)
@@ -48,9 +49,9 @@ class Profiler:
         self._thread.start()
 
     def _sample_loop(self) -> None:
-        from .jax_internals import backends_initialized
-
         import jax
+
+        from jaxrun.probe.jax_internals import backends_initialized
 
         while not self._stop.wait(self.interval):
             if not backends_initialized():
@@ -101,7 +102,7 @@ class Profiler:
     def _save_memory_profile(self) -> tuple[str | None, str | None]:
         if "jax" not in sys.modules:
             return None, "the script never imported jax"
-        from .jax_internals import backends_initialized
+        from jaxrun.probe.jax_internals import backends_initialized
 
         if not backends_initialized():
             return None, "the script imported jax but never used a device"

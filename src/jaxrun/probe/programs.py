@@ -26,10 +26,22 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .jax_internals import (
-    COMPILING_FRAME, COMPILING_LOCALS, EXPLAIN_LOGGERS, LOWERING_FRAME, LOWERING_LOCALS, caller_locals,
+from jaxrun.probe.jax_internals import (
+    COMPILING_FRAME,
+    COMPILING_LOCALS,
+    EXPLAIN_LOGGERS,
+    LOWERING_FRAME,
+    LOWERING_LOCALS,
+    caller_locals,
 )
-from .program_names import base_name, describe, function_name, program_key, set_jax_dir, traced_callable
+from jaxrun.probe.program_names import (
+    base_name,
+    describe,
+    function_name,
+    program_key,
+    set_jax_dir,
+    traced_callable,
+)
 
 __all__ = [
     "COMPILE", "LOWER", "TRACE", "CompileEvent", "base_name", "explain", "explain_off", "explain_on",

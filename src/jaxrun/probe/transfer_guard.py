@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 
-from . import events
+from jaxrun.probe import events
 
 TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from .channel import EventWriter
+    from jaxrun.probe.channel import EventWriter
 
 # JAX's transfer-guard variables (jax/_src/config.py), and the one jaxrun sets beside its own
 # JAX_TRANSFER_GUARD=log (run/transfers.py).
@@ -38,7 +38,7 @@ def watch_transfer_guard(writer: EventWriter) -> None:
     Its setting still applies exactly as it would without jaxrun ("disallow" raises)."""
     import jax
 
-    from . import programs
+    from jaxrun.probe import programs
 
     told = []
 

@@ -14,9 +14,9 @@ import hashlib
 import time
 from typing import Any
 
-from . import jax_internals
-from .loop_costs import has_loops, xla_cost
-from .memory_fit import memory_of
+from jaxrun.probe import jax_internals
+from jaxrun.probe.loop_costs import has_loops, xla_cost
+from jaxrun.probe.memory_fit import memory_of
 
 __all__ = ["compile_environment", "program_facts"]
 

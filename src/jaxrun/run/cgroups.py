@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count
-from ..probe.channel import CGROUPS_ENV
+from jaxrun.probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count
+from jaxrun.probe.channel import CGROUPS_ENV
 
 _PREFIX = "jaxrun-"
 # Set to 1 to never create cgroups (tracking by session and marker, limits by sampling only).

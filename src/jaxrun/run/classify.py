@@ -1,4 +1,4 @@
-"""Failure classification into the taxonomy of failures.py (docs/ARCHITECTURE.md), with its hint.
+"""Failure classification into the taxonomy of core/failures.py (docs/ARCHITECTURE.md), with its hint.
 
 Evidence is weighed in a fixed order: what the parent itself knows (timeout, Ctrl-C), the
 exception the probe captured (type, then message), the exit status or signal, and last the
@@ -13,15 +13,15 @@ import signal as signal_module
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..failures import HINTS, is_transient
-from ..formatting import fmt_bytes
-from ..probe import events as ev
+from jaxrun.core.failures import HINTS, is_transient
+from jaxrun.core.formatting import fmt_bytes
+from jaxrun.probe import events as ev
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..options import RunOptions
-    from .launch import LaunchOutcome
+    from jaxrun.config.options import RunOptions
+    from jaxrun.run.process_watch import LaunchOutcome
 
 __all__ = ["Classification", "Evidence", "classification", "classify", "HINTS", "is_transient", "stderr_tail"]
 
@@ -89,7 +89,7 @@ class Classification:
 
 
 def classification(cls: str, message: str, exception_type: str | None = None, *, hint: str | None = None) -> Classification:
-    """``hint`` replaces the class's hint where the evidence says more (failures.py has the default)."""
+    """``hint`` replaces the class's hint where the evidence says more (core/failures.py has the default)."""
     return Classification(cls, message.strip() or cls.replace("_", " "), hint or HINTS[cls], exception_type)
 
 

@@ -12,10 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..formatting import listed
-from ..models import MAX_RECOMPILE_REASONS, CompileStats, ProgramCost, ProgramMemory
-from ..probe import events as ev
-from ..probe.programs import program_key
+from jaxrun.core.formatting import listed
+from jaxrun.probe import events as ev
+from jaxrun.probe.programs import program_key
+from jaxrun.results.models import (
+    MAX_RECOMPILE_REASONS,
+    CompileStats,
+    ProgramCost,
+    ProgramMemory,
+)
 
 NO_EXPLANATION = "JAX gave no explanation"
 _CHANGE = re.compile(r"^argument (?P<arg>.+?) changed (?P<old>.+?) -> (?P<new>.+?)(?P<why> \(.+\))?$")

@@ -16,21 +16,25 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..defaults import JAX_PLATFORMS_VALUE, make_jaxrun_importable, split_device
-from ..interpreters import importable_by, is_other
-from ..options import RunOptions
-from ..probe.arguments import ProbeArguments
-from ..probe.channel import EVENTS_ENV
-from ..probe.jax_hooks import DEFAULT_DEVICE_ENV
-from ..probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
-from ..probe.memory_fit import MEMORY_LIMIT_ENV
-from ..job import Job
-from .placement import Slot, merge_xla_flags
-from .transfers import guard_env
+from jaxrun.config.options import RunOptions
+from jaxrun.core.defaults import (
+    JAX_PLATFORMS_VALUE,
+    make_jaxrun_importable,
+    split_device,
+)
+from jaxrun.core.interpreters import importable_by, is_other
+from jaxrun.plan.job import Job
+from jaxrun.probe.arguments import ProbeArguments
+from jaxrun.probe.channel import EVENTS_ENV
+from jaxrun.probe.jax_hooks import DEFAULT_DEVICE_ENV
+from jaxrun.probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
+from jaxrun.probe.memory_fit import MEMORY_LIMIT_ENV
+from jaxrun.run.placement import Slot, merge_xla_flags
+from jaxrun.run.transfers import guard_env
 
 if TYPE_CHECKING:
-    from ..devices import Facts
-    from ..models import Numerics
+    from jaxrun.discover.devices import Facts
+    from jaxrun.results.models import Numerics
 
 
 def child_env(
@@ -180,7 +184,7 @@ def numerics_of(env: dict[str, str]) -> "Numerics":
         return env.get(name, "").strip().lower() in _TRUE
 
     xla = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_PLACEMENT_FLAGS)]
-    from ..models import Numerics
+    from jaxrun.results.models import Numerics
 
     return Numerics(
         x64=flag("JAX_ENABLE_X64"),

@@ -7,17 +7,17 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..defaults import device_label
-from ..options import DEFAULT_WARM_CALLS, RunOptions
-from ..sinks import NO_SINK, Sink
-from ..timestamps import now_iso
-from ..job import Job
-from .placement import WHOLE_MACHINE, Placement
-from .runner import AttemptFn, RunInterrupted, launch_attempt, run_attempts
+from jaxrun.config.options import DEFAULT_WARM_CALLS, RunOptions
+from jaxrun.core.defaults import device_label
+from jaxrun.core.timestamps import now_iso
+from jaxrun.plan.job import Job
+from jaxrun.results.sink import NO_SINK, Sink
+from jaxrun.run.placement import WHOLE_MACHINE, Placement
+from jaxrun.run.runner import AttemptFn, RunInterrupted, launch_attempt, run_attempts
 
 if TYPE_CHECKING:
-    from ..devices import Facts
-    from ..models import RunSample, ScriptResult, WarmCall
+    from jaxrun.discover.devices import Facts
+    from jaxrun.results.models import RunSample, ScriptResult, WarmCall
 
 logger = logging.getLogger("jaxrun")
 
@@ -41,7 +41,7 @@ def run_job(
     """
     if not job.script.is_file():
         # Deleted (or unmounted) after discovery: a result for this script, not the batch's end.
-        from .result import failed_before_running
+        from jaxrun.run.result import failed_before_running
 
         return failed_before_running(
             job, f"the script no longer exists (ScriptNotFoundError: no such script {str(job.script)!r})",
@@ -76,7 +76,11 @@ def _benchmark(
             device = device_label(result.device_used, result.device_index) if result.success else None
         # Statistics need numpy (~50 ms to import): only a batch that benchmarks pays for it, once
         # its first run has ended (its result has to be read anyway), not on the way to it.
-        from ..benchmark import sample_from_result, script_benchmark, warm_summary
+        from jaxrun.judge.benchmark_runs import (
+            sample_from_result,
+            script_benchmark,
+            warm_summary,
+        )
 
         index = number if warmup else number - warmup_runs
         (warmups if warmup else samples).append(sample_from_result(result, index, warmup))
@@ -120,7 +124,9 @@ def benchmark_medians(last: ScriptResult, samples: list[RunSample]) -> dict[str,
         return {}
     import statistics
 
-    from ..models import RESULT_FIELDS  # a result's field for each sample figure it is the median of
+    from jaxrun.results.models import (
+        RESULT_FIELDS,  # a result's field for each sample figure it is the median of
+    )
 
     medians: dict[str, Any] = {"timing": f"median of {len(samples)} counted run{'s' if len(samples) > 1 else ''}"}
     for metric, field in RESULT_FIELDS.items():

@@ -18,10 +18,10 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .spare import SparePool
+from jaxrun.run.spare import SparePool
 
 if TYPE_CHECKING:
-    from .runner import AttemptRun
+    from jaxrun.run.runner import AttemptRun
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,6 @@ class Launcher:
     def attempt(self, *args: Any) -> "AttemptRun":
         """:func:`jaxrun.run.runner.launch_attempt` through this launcher (the ``attempt`` of
         :func:`jaxrun.run.execute.run_job`)."""
-        from .runner import launch_attempt
+        from jaxrun.run.runner import launch_attempt
 
         return launch_attempt(*args, launcher=self)

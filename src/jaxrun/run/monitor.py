@@ -14,7 +14,6 @@ from typing import Callable
 
 import psutil
 
-
 # How often (in samples) every process on the machine is checked for the run's marker.
 _MARKER_SCAN_EVERY = 10
 MAX_SERIES = 20_000  # memory samples kept for a profile (at 0.1 s: 33 min; then every other one)

@@ -1,7 +1,7 @@
 """One attempt of a multi-process job (``--processes N``): N probes of one script, started together,
 stopped together, merged into one outcome (README, "Multi-process programs").
 
-Each process is an ordinary launch (run/launch.py: its own session, cgroup, logs, monitor, limits),
+Each process is an ordinary launch (run/process_watch.py: its own session, cgroup, logs, monitor, limits),
 in a thread of its own; its environment adds the coordinator's address on localhost (a free port
 jaxrun chose), the number of processes and its id, which the probe hands to
 ``jax.distributed.initialize()`` (probe/cluster.py), and gloo for CPU collectives. The calling
@@ -27,18 +27,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..defaults import MiB, log_cap_bytes
-from ..job import Job
-from ..options import RunOptions
-from ..probe.channel import EVENTS_ENV
-from ..probe.cluster import COLLECTIVES_ENV, COORDINATOR_ENV, PROCESS_COUNT_ENV, PROCESS_ID_ENV
-from .classify import Classification, Evidence, classify, stderr_tail
-from .environment import probe_command
-from .launch import Interrupted, LaunchOutcome, Limits, launch
-from .probe_report import ProbeReport, memory_peak_mb, read_probe_report
+from jaxrun.config.options import RunOptions
+from jaxrun.core.defaults import MiB, log_cap_bytes
+from jaxrun.plan.job import Job
+from jaxrun.probe.channel import EVENTS_ENV
+from jaxrun.probe.cluster import (
+    COLLECTIVES_ENV,
+    COORDINATOR_ENV,
+    PROCESS_COUNT_ENV,
+    PROCESS_ID_ENV,
+)
+from jaxrun.run.classify import Classification, Evidence, classify, stderr_tail
+from jaxrun.run.environment import probe_command
+from jaxrun.run.probe_report import ProbeReport, memory_peak_mb, read_probe_report
+from jaxrun.run.process_watch import Interrupted, LaunchOutcome, Limits, launch
 
 if TYPE_CHECKING:
-    from .launcher import Launcher
+    from jaxrun.run.launcher import Launcher
 
 _WATCH_INTERVAL = 0.02  # seconds between looks at the batch's stop while no process has ended
 # SIGTERM to SIGKILL for a process jaxrun stops. Short: a process that called
@@ -225,10 +230,10 @@ def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, inter
 
 
 def process_results(job_run: JobRun) -> list[dict[str, object]]:
-    """Each process's figures, as models/results.py's ``ProcessResult`` takes them."""
-    from .compiles import totals
-    from .launch import cpu_time_of
-    from .probe_report import phases
+    """Each process's figures, as results/script_result.py's ``ProcessResult`` takes them."""
+    from jaxrun.run.compiles import totals
+    from jaxrun.run.probe_report import phases
+    from jaxrun.run.process_watch import cpu_time_of
 
     results: list[dict[str, object]] = []
     for run in job_run.processes:

@@ -1,5 +1,5 @@
 """What an attempt left (its process's outcome, the probe's report, how it failed) and the
-:class:`~jaxrun.models.ScriptResult` of a script's run, built from its attempts. Imported once a
+:class:`~jaxrun.results.models.ScriptResult` of a script's run, built from its attempts. Imported once a
 script's process has started (run/runner.py), never on the way to its first line: the result
 models are pydantic's.
 """
@@ -10,27 +10,35 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import resultfiles
-from ..errors import ScriptNotFoundError
-from ..interpreters import is_other
-from ..job import Job
-from ..models import Attempt, ProcessResult, RunEnvironment, ScriptResult
-from ..options import RunOptions
-from ..probe.memory_fit import with_fit_evidence
-from ..provenance import script_identity
-from ..timestamps import now_iso
-from .classify import Classification, Evidence, classify, stderr_tail
-from .compiles import recompile_warnings, totals
-from .environment import chosen_index, numerics_of
-from .launch import LaunchOutcome, cpu_time_of
-from .probe_report import (MEMORY_METHOD, ProbeReport, cell_timings, device_memory, live_array_bytes, memory_peak_mb,
-                           phases, read_probe_report)
-from .profiles import profile_metrics, script_profile
-from .runner import AttemptRun
-from .transfers import guard_variables, transfer_stats
+from jaxrun.config.options import RunOptions
+from jaxrun.core.interpreters import is_other
+from jaxrun.core.timestamps import now_iso
+from jaxrun.errors import ScriptNotFoundError
+from jaxrun.plan.job import Job
+from jaxrun.probe.memory_fit import with_fit_evidence
+from jaxrun.results import result_files
+from jaxrun.results.models import Attempt, ProcessResult, RunEnvironment, ScriptResult
+from jaxrun.results.provenance import script_identity
+from jaxrun.run.classify import Classification, Evidence, classify, stderr_tail
+from jaxrun.run.compiles import recompile_warnings, totals
+from jaxrun.run.environment import chosen_index, numerics_of
+from jaxrun.run.probe_report import (
+    MEMORY_METHOD,
+    ProbeReport,
+    cell_timings,
+    device_memory,
+    live_array_bytes,
+    memory_peak_mb,
+    phases,
+    read_probe_report,
+)
+from jaxrun.run.process_watch import LaunchOutcome, cpu_time_of
+from jaxrun.run.profiled_run import profile_metrics, script_profile
+from jaxrun.run.runner import AttemptRun
+from jaxrun.run.transfers import guard_variables, transfer_stats
 
 if TYPE_CHECKING:
-    from .multiprocess import JobRun
+    from jaxrun.run.multiprocess import JobRun
 
 
 def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: LaunchOutcome,
@@ -117,7 +125,7 @@ def _hint(failure: Classification | None, warnings: list[str], python: str | Non
 
 
 def _warm_summary(entry: str, calls: list) -> object:  # type: ignore[type-arg]
-    from ..benchmark import warm_summary  # numpy: only for warm mode
+    from jaxrun.judge.benchmark_runs import warm_summary  # numpy: only for warm mode
 
     return warm_summary(entry, calls)
 
@@ -144,7 +152,7 @@ def build_result(
     passed = failure is None
     job_run = run.processes  # --processes N: the job's figures and its lead's (run/multiprocess.py)
     if job_run is not None:
-        from .multiprocess import process_results
+        from jaxrun.run.multiprocess import process_results
     lead = job_run.lead if job_run is not None else None
     # The probe's own CPU figure is one process's: never a job's stand-in.
     cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time if job_run is None else None)
@@ -226,9 +234,9 @@ def build_result(
     )
     if options.enable_profiling and outcome is not None:
         profile = script_profile(outcome, report, result)
-        folder = job.results_dir / resultfiles.PROFILING_DIR
-        files = {"memory_profile": str(folder / resultfiles.MEMORY_PROFILE),
-                 "timing_profile": str(folder / resultfiles.TIMING_PROFILE)}
+        folder = job.results_dir / result_files.PROFILING_DIR
+        files = {"memory_profile": str(folder / result_files.MEMORY_PROFILE),
+                 "timing_profile": str(folder / result_files.TIMING_PROFILE)}
         result.profile = profile
         result.performance_metrics = profile_metrics(result, profile, files)
     return result

@@ -2,7 +2,7 @@
 (built by run/result.py once the attempts are over).
 
 A requested platform that the device facts say is absent is ``device_unavailable`` before anything
-is launched. After a failed attempt, :func:`jaxrun.failures.next_action` decides: retry on the same
+is launched. After a failed attempt, :func:`jaxrun.core.failures.next_action` decides: retry on the same
 device after a backoff, move to another GPU (when the placement has one and the device was not
 chosen: ``gpu:1`` stays on GPU 1), fall back to CPU, or stop.
 Every attempt is kept in the result. The attempt itself is a parameter (``attempt``), so the
@@ -25,24 +25,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..defaults import device_label, log_cap_bytes, split_device
-from ..devices import device_facts, resolve_device
-from ..errors import DeviceProbeError, ResultsWriteError
-from ..options import RunOptions
-from ..formatting import one_line
-from ..timestamps import now_iso
-from .environment import child_env, chosen_index, probe_command
-from ..job import Job
-from .launch import Interrupted, LaunchOutcome, Limits, launch
-from .placement import WHOLE_MACHINE, Placement, Slot
+from jaxrun.config.options import RunOptions
+from jaxrun.core.defaults import device_label, log_cap_bytes, split_device
+from jaxrun.core.formatting import one_line
+from jaxrun.core.timestamps import now_iso
+from jaxrun.discover.devices import device_facts, resolve_device
+from jaxrun.errors import DeviceProbeError, ResultsWriteError
+from jaxrun.plan.job import Job
+from jaxrun.run.environment import child_env, chosen_index, probe_command
+from jaxrun.run.placement import WHOLE_MACHINE, Placement, Slot
+from jaxrun.run.process_watch import Interrupted, LaunchOutcome, Limits, launch
 
 if TYPE_CHECKING:
-    from ..devices import Facts
-    from ..models import Attempt, Numerics, RunEnvironment, ScriptResult
-    from .classify import Classification
-    from .launcher import Launcher
-    from .multiprocess import JobRun
-    from .probe_report import ProbeReport
+    from jaxrun.discover.devices import Facts
+    from jaxrun.results.models import Attempt, Numerics, RunEnvironment, ScriptResult
+    from jaxrun.run.classify import Classification
+    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.multiprocess import JobRun
+    from jaxrun.run.probe_report import ProbeReport
 
 logger = logging.getLogger("jaxrun")
 
@@ -78,7 +78,9 @@ AttemptFn = Callable[
 def _keep_attempt_logs(job: Job, number: int, processes: int = 1) -> None:
     """Before a new attempt overwrites the logs, keep the previous attempt's under its number."""
     if processes > 1:
-        from .multiprocess import job_log_files  # (socket, queue): only multi-process jobs import it
+        from jaxrun.run.multiprocess import (
+            job_log_files,  # (socket, queue): only multi-process jobs import it
+        )
 
         logs = job_log_files(job, processes)
     else:
@@ -136,13 +138,13 @@ def launch_attempt(
         command = probe_command(job.script, events_path, options, job.profile_dir)
         sampler = None
         if platform == "gpu":  # utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs
-            from ..nvml import UtilizationSampler, visible_gpus
+            from jaxrun.discover.nvml import UtilizationSampler, visible_gpus
 
             sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start()
         job_run: JobRun | None = None
         try:
             if options.processes > 1:
-                from .multiprocess import launch_processes
+                from jaxrun.run.multiprocess import launch_processes
 
                 job_run = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
                                            cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None)
@@ -167,7 +169,7 @@ def launch_attempt(
         finally:
             if sampler is not None:
                 sampler.stop()
-    from .result import ended_attempt
+    from jaxrun.run.result import ended_attempt
 
     return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None)
 
@@ -231,7 +233,7 @@ def run_attempts(
         else:
             platform, missing = resolve_device(target, info)
         if platform is None:
-            from .classify import classification
+            from jaxrun.run.classify import classification
 
             run = AttemptRun(None, classification("device_unavailable", missing or f"{target} is not available"))
         else:
@@ -240,8 +242,8 @@ def run_attempts(
             run = attempt(job, options, platform, placement.slot(platform), info, stop, compile_cache)
         failure, outcome = run.failure, run.outcome
         chosen = chosen_index(options.device, platform)  # gpu:1: that GPU only, or the CPU by the fallback
-        from ..failures import backoff_seconds, next_action
-        from ..models import Attempt
+        from jaxrun.core.failures import backoff_seconds, next_action
+        from jaxrun.results.models import Attempt
 
         attempts.append(
             Attempt(
@@ -275,7 +277,7 @@ def run_attempts(
         if action == "retry":
             retries_left -= 1
             if _interrupted_during_backoff(backoff_seconds(options.retries - retries_left), stop):
-                from .classify import classification
+                from jaxrun.run.classify import classification
 
                 user_interrupted = True
                 run = AttemptRun(None, classification("interrupted", "interrupted while waiting to retry"))
@@ -289,7 +291,7 @@ def run_attempts(
         else:
             break
 
-    from .result import build_result
+    from jaxrun.run.result import build_result
 
     result = build_result(job, options, platform, run, attempts, fallback_reason, started_at)
     if user_interrupted or (run.outcome is not None and run.outcome.interrupted):

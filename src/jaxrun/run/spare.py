@@ -15,7 +15,7 @@ as before. Where jaxrun can make cgroups, a spare waits in one of its own, which
 
 Its time as a spare is not the script's: its START event says when it was ready
 (``spare_ready_at``), and the launch takes the time it sat ready out of the process's wall time
-(run/launch.py), so ``execution_time`` stays what
+(run/process_watch.py), so ``execution_time`` stays what
 ``python script.py`` would have taken. Nothing is left behind: a spare that is not used is
 stopped (:meth:`SparePool.close`), and one whose jaxrun died reads end-of-file and exits.
 """
@@ -28,13 +28,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from ..probe.arguments import SPARE, interpreter as probe_interpreter
-from . import cgroups, lifeline
+from jaxrun.probe.arguments import SPARE
+from jaxrun.probe.arguments import interpreter as probe_interpreter
+from jaxrun.run import cgroups, lifeline_pipe
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-# This module is imported by `jaxrun run` before anything else (cli/__init__.py): nothing heavy.
+# This module is imported by `jaxrun run` before anything else (interfaces/cli/__init__.py): nothing heavy.
 
 _STARTUP_PREFIXES = ("PYTHON", "LD_", "LC_", "MALLOC_")
 _STARTUP_NAMES = {"LANG", "LANGUAGE", "HOME", "TMPDIR", "TZ", "GLIBC_TUNABLES"}
@@ -122,9 +123,9 @@ class SparePool:
             try:
                 proc = subprocess.Popen(
                     [*probe_interpreter(), SPARE],
-                    env={**self._env, **(group.env() if group else {}), **lifeline.child_env()},
+                    env={**self._env, **(group.env() if group else {}), **lifeline_pipe.child_env()},
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                    pass_fds=lifeline.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline.py)
+                    pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline_pipe.py)
                 )
             except OSError:
                 if group is not None:
@@ -156,7 +157,7 @@ class SparePool:
 def spare_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a spare starts with: the user's, with what every probe gets that Python
     reads at start-up (run/environment.py: child_env)."""
-    from ..defaults import make_jaxrun_importable
+    from jaxrun.core.defaults import make_jaxrun_importable
 
     env = dict(os.environ if environ is None else environ)
     env["PYTHONUNBUFFERED"] = "1"

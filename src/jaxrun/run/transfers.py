@@ -6,7 +6,7 @@ transfer (explicit ``jax.device_put`` / ``jax.device_get`` are not guarded)::
     W1124 06:05:00.907168   19672 guard_lib.cc:125] host-to-device transfer: aval=ShapedArray(float32[100]), dst_sharding=...
 
 jaxrun sets the guard (``run/environment.py``) unless the user's environment sets one of its
-variables; the stderr pump (``run/launch.py``) passes the script's stderr through a
+variables; the stderr pump (``run/process_watch.py``) passes the script's stderr through a
 :class:`GuardLog`, which counts those lines and, when the guard is jaxrun's, leaves them out of
 the log (they are jaxrun's noise, not the script's output). A line JAX wrote from its C++
 dispatch path names no array (``host-to-device transfer: `` and nothing after): it is counted, its
@@ -23,7 +23,15 @@ from typing import Any, Mapping
 
 # The variable jaxrun sets, the per-direction ones that override it (jax/_src/config.py), and
 # jaxrun's marker beside its own JAX_TRANSFER_GUARD=log: the lines are then left out of the log.
-from ..probe.transfer_guard import ENVIRON_CHANGED, GUARD_DIRECTION_ENV as DIRECTION_ENV, GUARD_ENV, LOG_LEVEL_ENV, OWN_GUARD_ENV
+from jaxrun.probe.transfer_guard import (
+    ENVIRON_CHANGED,
+    GUARD_ENV,
+    LOG_LEVEL_ENV,
+    OWN_GUARD_ENV,
+)
+from jaxrun.probe.transfer_guard import (
+    GUARD_DIRECTION_ENV as DIRECTION_ENV,
+)
 
 DIRECTIONS = tuple(DIRECTION_ENV)
 MAX_EXAMPLES = 5
@@ -217,7 +225,7 @@ def transfer_stats(log: GuardLog | None, env: Mapping[str, str], *, jax_loaded: 
                    script_set: str | None) -> Any:
     """The result's ``transfers``: None without JAX; else the figures of each counted direction
     (``TransferStats``), null with the reason where they are unknown."""
-    from ..models import TransferStats, Transfers
+    from jaxrun.results.models import Transfers, TransferStats
 
     if not jax_loaded:
         return None

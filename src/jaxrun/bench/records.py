@@ -1,0 +1,267 @@
+"""Results of jaxrun.bench, which times jitted functions inside the caller's process, and the
+file the pytest plugin writes. Quantities that XLA cannot tell on this platform (cost analysis of a
+host callback, say) are None. Their text rendering is in bench/format.py."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from jaxrun.results.models import (
+    SCHEMA_VERSION,
+    MappingModel,
+    ProgramMemory,
+    ScriptComparison,
+    Statistics,
+)
+
+
+class PeakTrial(MappingModel):
+    """One measurement behind a device peak (a matmul size and dtype, or the copy)."""
+
+    kind: Literal["matmul", "copy"]
+    dtype: str
+    size: int = Field(description="Matrix side for a matmul, element count for the copy")
+    best_seconds: float = Field(description="Fastest per-call time of the samples")
+    median_seconds: float
+    flops_per_s: float | None = None
+    bytes_per_s: float | None = None
+
+
+class DevicePeaks(MappingModel):
+    """Measured (not datasheet) peaks of one device, cached per device kind and JAX version."""
+
+    schema_version: int = SCHEMA_VERSION
+    platform: str
+    device_kind: str
+    device_count: int
+    jax_version: str
+    host: str
+    flops_per_s_float32: float | None = Field(None, description="Best matmul FLOP/s in float32 (the fastest "
+                                              "call of the fastest size)")
+    flops_per_s_bfloat16: float | None = Field(None, description="Best matmul FLOP/s in bfloat16")
+    bytes_per_s: float | None = Field(
+        None, description="Copy bandwidth, bytes read + written per second: x + 1 over 256 MiB of float32, "
+        "in place (the input donated, so no fresh output is allocated inside the timed loop)"
+    )
+    trials: list[PeakTrial] = []
+    measured_at: str
+    measure_seconds: float | None = Field(None, description="Wall time spent measuring these peaks")
+
+    def flops_per_s(self, dtype: str) -> float | None:
+        """The peak for ``dtype``: bfloat16/float16 use the bfloat16 peak, anything else float32."""
+        return self.flops_per_s_bfloat16 if dtype in ("bfloat16", "float16") else self.flops_per_s_float32
+
+
+_PEAK_FLOPS = ("The FLOP/s peak the fraction is against: the device's measured matmul peak in this dtype, or the "
+               "function's fastest call where that was faster (peak_flops_source says which)")
+_PEAK_BYTES = ("The bandwidth peak: the device's measured copy bandwidth, or the function's fastest call where that "
+               "moved more bytes/s (data that fits in the caches; peak_bandwidth_source says which)")
+_FLOPS_SOURCE = ("What peak_flops_per_s is: the matmul trial it was measured with ('matmul 1536x1536 float32, "
+                 "measured'), or \"this function's fastest call\" (with a warning)")
+_BYTES_SOURCE = ("What peak_bytes_per_s is: the copy it was measured with ('copy of 256 MiB float32, measured'), or "
+                 "\"this function's fastest call\" (with a warning)")
+_FRACTION = "Achieved (median call) over the peak: at most 1, since a peak is never less than the fastest call"
+
+
+class Roofline(MappingModel):
+    """Where a computation sits against the device's peaks (roofline model)."""
+
+    dtype: str = Field(description="Which FLOP/s peak was used (float32 or bfloat16)")
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = Field(None, description=_PEAK_FLOPS)
+    peak_bytes_per_s: float | None = Field(None, description=_PEAK_BYTES)
+    peak_flops_source: str | None = Field(None, description=_FLOPS_SOURCE)
+    peak_bandwidth_source: str | None = Field(None, description=_BYTES_SOURCE)
+    fraction_of_peak_flops: float | None = Field(None, description=_FRACTION)
+    fraction_of_peak_bandwidth: float | None = Field(None, description=_FRACTION)
+    arithmetic_intensity: float | None = Field(None, description="FLOPs per byte accessed")
+    ridge_point: float | None = Field(None, description="peak FLOP/s / peak bytes/s, in FLOPs per byte")
+    bound: Literal["compute", "memory"] | None = Field(
+        None, description="compute if the arithmetic intensity reaches the ridge point, else memory"
+    )
+    warnings: list[str] = []
+
+
+class Measurement(MappingModel):
+    """``jaxrun.bench.measure``: one jitted function, compile phases and steady-state calls."""
+
+    name: str
+    device: str | None = Field(None, description="platform:id (device kind) the function ran on")
+    jax_version: str | None = None
+    trace_time: float = Field(description="Seconds of jax.jit(fn).trace(...)")
+    lower_time: float = Field(description="Seconds of .lower()")
+    compile_time: float = Field(description="Seconds of .compile()")
+    compile_cached: bool = Field(
+        False, description="XLA did not compile: the executable came from a cache (compile_time is small)"
+    )
+    first_call: float = Field(description="Seconds of the first call after compiling, to the result being ready")
+    warmup_calls: int = 0
+    inner_loops: int = Field(description="Calls per timed sample (calibrated)")
+    num_samples: int | None = Field(
+        None, description="Timed samples taken (each inner_loops calls): as many as time_budget holds, within "
+        "[min_samples, max_samples], or the number asked for (null in files from before it was recorded)")
+    num_samples_from: Literal["time_budget", "min_samples", "max_samples", "samples"] | None = Field(
+        None, description="What set num_samples: the time budget; min_samples (the budget holds fewer: a slow "
+        "function takes longer than time_budget); max_samples (it holds more); or samples=N asked for")
+    time_budget: float | None = Field(
+        None, description="Seconds of steady-state timing aimed for (calibration and samples; not compiling "
+        "or warm-up); it also sets each sample's length (>= time_budget / max_samples, >= 1 ms)")
+    sampling_time: float | None = Field(
+        None, description="Seconds actually spent calibrating and taking the samples")
+    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
+    steady: Statistics = Field(description="Statistics of the per-call seconds")
+    compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")
+    num_devices: int = Field(1, description="Devices the compiled program runs on (SPMD partitions)")
+    flops: float | None = Field(None, description="FLOPs of one call, every loop iteration counted, summed over "
+                                "devices; where they come from: cost_source. Null when unknown (a loop whose "
+                                "trip count depends on the data, a host callback): warnings say why")
+    cost_source: str | None = Field(
+        None,
+        description='"xla" (the compiled cost analysis; the program has no loop), "xla_trip_counts" (the same, '
+        "with each loop's body counted by its trip count: XLA alone counts it once), \"jaxpr\" (FLOPs counted "
+        "from the jaxpr with trip counts, bytes a lower bound: no usable XLA analysis), or null (unknown)",
+    )
+    bytes_accessed: float | None = Field(None, description="Bytes read and written, from the same source as flops")
+    transcendentals: float | None = Field(None, description="From the same source as flops (null for jaxpr)")
+    argument_bytes: int | None = Field(None, description="From the compiled memory analysis")
+    output_bytes: int | None = None
+    temp_bytes: int | None = None
+    generated_code_bytes: int | None = None
+    peak_dtype: str | None = Field(None, description="Which FLOP/s peak the fractions use")
+    achieved_flops_per_s: float | None = Field(None, description="FLOPs over the median call's seconds")
+    achieved_bytes_per_s: float | None = Field(None, description="Bytes accessed over the median call's seconds")
+    peak_flops_per_s: float | None = Field(None, description=_PEAK_FLOPS)
+    peak_bytes_per_s: float | None = Field(None, description=_PEAK_BYTES)
+    peak_flops_source: str | None = Field(None, description=_FLOPS_SOURCE)
+    peak_bandwidth_source: str | None = Field(None, description=_BYTES_SOURCE)
+    fraction_of_peak_flops: float | None = Field(None, description=_FRACTION)
+    fraction_of_peak_bandwidth: float | None = Field(None, description=_FRACTION)
+    arithmetic_intensity: float | None = None
+    ridge_point: float | None = None
+    bound: Literal["compute", "memory"] | None = None
+    warnings: list[str] = []
+
+    @property
+    def median(self) -> float | None:
+        """Median seconds per steady-state call."""
+        return self.steady.median
+
+    def __str__(self) -> str:
+        from jaxrun.bench.format import measurement_text
+
+        return measurement_text(self)
+
+class BatchScalingRow(MappingModel):
+    size: int = Field(description="Batch size (leading axis of every input)")
+    time: float | None = Field(None, description="Median seconds per batched call")
+    ci_low: float | None = None
+    ci_high: float | None = None
+    per_item: float | None = Field(None, description="time / size")
+    items_per_s: float | None = Field(None, description="size / time")
+    speedup_per_item: float | None = Field(
+        None,
+        description="Efficiency vs the baseline batch: per-item time at the baseline size / per-item "
+        "time at this size (> 1: batching makes each item cheaper)",
+    )
+    compile_time: float | None = None
+    steady: Statistics | None = None
+
+
+class BatchScaling(MappingModel):
+    """``jaxrun.bench.batch_scaling``: a vmapped function timed at several batch sizes."""
+
+    name: str
+    device: str | None = None
+    baseline_size: int = Field(description="The batch size speedup_per_item is relative to (1 if measured)")
+    rows: list[BatchScalingRow] = []
+    warnings: list[str] = []
+
+    def table(self) -> str:
+        from jaxrun.bench.format import batch_scaling_table
+
+        return batch_scaling_table(self)
+
+    def __str__(self) -> str:
+        return self.table()
+
+class TimedCall(MappingModel):
+    """One function's steady-state calls, timed in-process."""
+
+    name: str
+    steady: Statistics = Field(description="Statistics of the per-call seconds")
+    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
+    inner_loops: int = Field(1, description="Calls per timed sample (calibrated)")
+
+
+class Speedup(MappingModel):
+    """``jaxrun.bench.speedup``: sustained speed of ``fast`` against ``reference`` on the same inputs."""
+
+    fast: TimedCall
+    reference: TimedCall
+    ratio: float | None = Field(None, description="Speed-up: median reference time / median fast time")
+    ci_low: float | None = Field(None, description="Bootstrap 95% CI of the ratio of medians")
+    ci_high: float | None = None
+    rtol: float
+    atol: float
+    leaves_checked: int = Field(description="Output leaves compared before timing")
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    warnings: list[str] = []
+
+    def table(self) -> str:
+        from jaxrun.bench.format import speedup_table
+
+        return speedup_table(self)
+
+    def __str__(self) -> str:
+        return self.table()
+
+class FitCheck(MappingModel):
+    """``jaxrun.bench.fits``: whether a function's compiled program fits in what its device can
+    still give, from XLA's memory analysis, without running it."""
+
+    fits: bool | None = Field(description="None when the backend gives no memory analysis or no limit (see reason)")
+    program: str = Field(description="The program, as jaxrun names it: jit(step)")
+    device: str = Field(description="The device it was compiled for, e.g. cpu:0 (cpu)")
+    memory: ProgramMemory | None = Field(None, description="XLA's memory analysis of the program (per device)")
+    needed_bytes: int | None = Field(
+        None, description="What a call must still allocate: the program's total, less its inputs already on the device"
+    )
+    resident_bytes: int | None = Field(None, description="Bytes of its inputs already on the device (given as "
+                                                         "arrays there); 0 for jax.ShapeDtypeStruct inputs")
+    free_bytes: int | None = Field(None, description="What the device can still give: limit - in use")
+    limit_bytes: int | None = Field(None, description="The most the device (on CPU, this process) may hold")
+    in_use_bytes: int | None = None
+    source: str | None = Field(None, description="Where the limit comes from: memory_stats()'s bytes_limit, a "
+                                                 "cgroup's memory limit, /proc/meminfo's MemAvailable, ...")
+    reason: str | None = Field(None, description="Why it does not fit, or why it is unknown")
+
+    def __str__(self) -> str:
+        from jaxrun.bench.format import fit_text
+
+        return fit_text(self)
+
+
+class LeafBytes(MappingModel):
+    """One leaf of a pytree and the memory it holds."""
+
+    path: str = Field(description="jax.tree_util.keystr of the leaf, e.g. ['params']['w']")
+    shape: list[int] | None = None
+    dtype: str | None = None
+    nbytes: int | None = Field(None, description="None for leaves that are not arrays or numbers")
+
+
+class PytestBenchmarks(MappingModel):
+    """The ``--jax-benchmark-json`` file written by the pytest plugin."""
+
+    schema_version: int = SCHEMA_VERSION
+    generated_at: str
+    host: str
+    jaxrun_version: str
+    jax_version: str | None = None
+    benchmarks: dict[str, Measurement] = Field({}, description="Per test node id (one call per test)")
+    baseline: str | None = Field(None, description="The baseline file compared against, if any")
+    comparisons: list[ScriptComparison] = []

@@ -1,0 +1,579 @@
+"""The options of a run, validated once: :class:`RunOptions` shapes one script's run (it travels
+to the runner, the Ray worker and, as environment and probe flags, to the child);
+:class:`BatchOptions` shapes a batch (what to run, where, how many at once, where results go).
+
+Both are immutable and picklable (:class:`~jaxrun.config.option_spec.OptionSet`: plain Python, no
+validation library on the way to the first script). Each option is declared once, on its field
+(:func:`jaxrun.config.option_spec.option`: default, help, flag); the CLI's flags, the API's keywords,
+the MCP tools' schemas and the config-file keys are made from it. Every option has one name from
+the CLI flag to the child, and each value remembers where it came from (``source_of``): its default, the CLI, the
+Python API (the config file and environment join later). Bad values raise :class:`UsageError`
+with a message that names the option and says what is valid. docs/ARCHITECTURE.md says how to
+add an option.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
+
+from jaxrun.config.backends import BACKENDS
+from jaxrun.config.option_spec import Flag, OptionSet, checks, option, part
+from jaxrun.core.aliases import resolve_option_aliases
+from jaxrun.core.defaults import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    DEFAULT_RAY_CONNECT_TIMEOUT,
+    DEFAULT_RESULTS_DIR,
+    DEFAULT_TIMEOUT,
+    DEVICE_FORMS,
+    MAX_RUNS,
+    NO_TIMEOUT,
+    SIZE_UNITS_HELP,
+    compile_cache_dir,
+    history_path,
+    parse_effect,
+    parse_size,
+    validate_device,
+    validate_matmul_precision,
+    validate_memory_limit,
+    validate_non_negative,
+    validate_optional_positive,
+    validate_runs,
+    validate_timeout,
+)
+from jaxrun.discover.compile_cache import DEFAULT_COMPILE_CACHE_MAX_SIZE
+from jaxrun.errors import UsageError, closest
+
+# Where a value came from, lowest precedence first: see jaxrun.config.settings for the layering.
+Source = Literal["default", "config", "script", "env", "api", "cli"]
+O = TypeVar("O", bound="_Options")
+
+DEFAULT_WARM_CALLS = 10
+
+
+class _Options(OptionSet):
+    # Beside the values: where each came from (its source, see jaxrun.config.settings for the layering)
+    # and where exactly it was set ("pyproject.toml:12", "JAXRUN_TIMEOUT", "--timeout", ...).
+
+    @classmethod
+    def build(
+        cls: type[O], source: Source = "api", /, sources: Mapping[str, Source] | None = None,
+        origins: Mapping[str, str] | None = None, **given: Any,
+    ) -> O:
+        """Validate ``given`` (option name -> value) into options. Each given value is recorded
+        as coming from ``source``, unless ``sources`` names another source for it (``origins``:
+        where exactly). The seed documents' names (``timeout_seconds``, ``profile``, ...:
+        :mod:`jaxrun.core.aliases`) work too."""
+        given = resolve_option_aliases(given, {n: f.default for n, f in cls.fields.items()})
+        unknown = sorted(set(given) - set(cls.fields))
+        if unknown:
+            raise unknown_option(unknown[0], cls.fields)
+        options = cls(**given)
+        options._note({name: (sources or {}).get(name, source) for name in given},
+                      {name: where for name, where in (origins or {}).items() if name in given})
+        return options
+
+    def _note(self, sources: dict[str, str], origins: dict[str, str]) -> None:
+        self.__dict__["_sources"], self.__dict__["_origins"] = sources, origins
+
+    @property
+    def _sources(self) -> dict[str, str]:  # type: ignore[override]
+        return self.__dict__.get("_sources", {})
+
+    @property
+    def _origins(self) -> dict[str, str]:  # type: ignore[override]
+        return self.__dict__.get("_origins", {})
+
+    @classmethod
+    def check_value(cls, name: str, value: Any) -> None:
+        """Raise :class:`UsageError` if ``value`` is not valid for option ``name`` on its own
+        (checks between options wait for the whole set)."""
+        if name not in cls.fields:
+            raise unknown_option(name, cls.fields)
+        cls._check_field(name, value)
+
+    def source_of(self, name: str) -> Source:
+        """Where the value of option ``name`` came from ("default" when nobody set it)."""
+        if name not in type(self).fields:
+            raise UsageError(f"unknown option {name!r}: valid options are {', '.join(type(self).fields)}")
+        return self._sources.get(name, "default")  # type: ignore[return-value]
+
+    def origin_of(self, name: str) -> str | None:
+        """Where exactly option ``name`` was set (a file and line, a variable, a flag), if known."""
+        return self._origins.get(name)
+
+    def given(self, name: str) -> bool:
+        """Whether option ``name`` was given on the command line, in the environment or through
+        the API: then it wins over per-script settings (jaxrun.config.settings)."""
+        return self.source_of(name) in ("env", "api", "cli")
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        given = self._sources  # what source_of reads, without its check of each name (every result)
+        return {name: given.get(name, "default") for name in type(self).fields}  # type: ignore[misc]
+
+    def evolve(self: O, **changes: Any) -> O:
+        """A copy with ``changes`` (jaxrun's own decisions, such as the device after a fallback),
+        keeping every other value's source."""
+        copy = self._replaced(changes, check=False)
+        copy._note(dict(self._sources), dict(self._origins))
+        return copy
+
+    def overlay(self: O, values: Mapping[str, Any], source: Source, origins: Mapping[str, str]) -> O:
+        """A copy where ``values`` replace what only a default or the config file set: a value
+        given on the command line, in the environment or through the API wins over them
+        (per-script settings sit between the config file and the environment)."""
+        taken = {k: v for k, v in values.items() if not self.given(k)}
+        if "env" in values and "env" not in taken and values["env"]:
+            # Variables merge one by one: a stronger layer's --env KEY=... wins for its keys only.
+            taken["env"] = {**dict(values["env"]), **(getattr(self, "env") or {})}
+        elif "env" in taken and getattr(self, "env"):
+            taken["env"] = {**getattr(self, "env"), **dict(values["env"] or {})}
+        if not taken:
+            return self
+        copy = self._replaced(taken, check=True)
+        copy._note({**self._sources, **{k: source for k in taken}},
+                   {**self._origins, **{k: origins[k] for k in taken if k in origins}})
+        return copy
+
+
+def unknown_option(name: str, names: Iterable[str]) -> UsageError:
+    """``unknown option 'timout': did you mean 'timeout'?``, or the valid names when none is close
+    (as the config file's unknown keys say it)."""
+    valid = [n for n in names if n not in ("run", "rules", "config_file")]
+    return UsageError(f"unknown option {name!r}: {closest(name, valid, 'options')}")
+
+
+class RunOptions(_Options):
+    """What shapes one script's run. Passed whole from the batch to the runner and the Ray worker."""
+
+    # The batch's --device gives each job its device (BatchOptions.device): no flag of its own.
+    device: str = option("auto", "auto, cpu, gpu or tpu, or one device of a platform: gpu:1, cpu:0, tpu:0.", flag=None)
+    timeout: Optional[float] = option(DEFAULT_TIMEOUT, f"Seconds per script before it is stopped ({NO_TIMEOUT}: no limit).",
+                                      Flag(metavar="SECONDS", text=True))
+    retries: int = option(0, "Retries of transient failures (missing device, accelerator OOM).", Flag(metavar="N"))
+    fallback: bool = option(True, "Re-run a script that failed on an accelerator on CPU.",
+                            Flag(names=("--no-fallback",), sets=False, help="Do not re-run failed accelerator scripts on CPU."))
+    debug_nans: bool = option(False, "Run with jax_debug_nans: a NaN is an error.")
+    debug_infs: bool = option(False, "Run with jax_debug_infs: an Inf is an error.")
+    check_tracer_leaks: bool = option(False, "Run with jax_check_tracer_leaks: a tracer kept past its "
+                                      "transformation (appended to a global list, say) is an error.")
+    xla_analysis: bool = option(
+        True, "Read XLA's cost and memory analysis and the fingerprints of every program a script compiles.",
+        Flag(names=("--no-xla-analysis",), sets=False,
+             help="Do not read XLA's analyses of each program (they cost ~1 ms a compilation)."))
+    env: Optional[dict[str, str]] = option(None, "Variables set in each script's environment.",
+                                           Flag(metavar="KEY=VALUE", help="KEY=VALUE set in each script's environment (repeatable)."))
+    # The script's sys.argv[1:]: on the command line, what follows `--`.
+    args: Optional[Tuple[str, ...]] = option(None, "The script's command-line arguments (sys.argv[1:]).", flag=None)
+    entry: Optional[str] = option(None, "Warm mode: the function called repeatedly in one process (like 'main').",
+                                  Flag(names=("--warm",), sets="main", help="Call the script's main() repeatedly in one process."))
+    warm_calls: int = option(DEFAULT_WARM_CALLS, "Calls of the entry function per process in warm mode.", Flag(metavar="N"))
+    benchmark_runs: int = option(0, f"Counted process runs per script (0: run once; at most {MAX_RUNS:,}).",
+                                 Flag(metavar="N"))
+    warmup_runs: int = option(0, f"Uncounted process runs before the counted ones (at most {MAX_RUNS:,}).",
+                              Flag(metavar="N"))
+    host_devices: Optional[int] = option(None, "Simulated CPU devices per script (for sharding code).", Flag(metavar="N"))
+    # The persistent compilation cache folder, resolved; None: no cache. Given as None/True (the
+    # default folder), False (none) or a path.
+    compile_cache: Optional[Path] = option(
+        None, "Persistent compilation cache folder (false: none).",
+        Flag(metavar="PATH", off="--no-compile-cache", off_help="Run without JAX's persistent compilation cache."),
+        show_default="jaxrun's cache")
+    cold_cache: bool = option(False, "Each run (each benchmark run too) starts with an empty compilation cache.")
+    # JAX's bound on the persistent compilation cache, in bytes: past it the least recently used
+    # executables are deleted (jaxrun/discover/compile_cache.py). None: no bound. Given as a size ("4GiB").
+    compile_cache_max_size: Optional[int] = option(
+        DEFAULT_COMPILE_CACHE_MAX_SIZE, "Bound of the compilation cache, e.g. 1GiB (none: unbounded); JAX deletes "
+        f"the least recently used executables past it. {SIZE_UNITS_HELP}.", Flag(metavar="SIZE", text=True),
+        show_default="4GiB")
+    enable_profiling: bool = option(False, "Profile each script: jax.profiler trace, memory and timing profiles "
+                                    "in jax_profiling/.", Flag(names=("--profile",)))
+    verbose: bool = option(
+        False, "Log (logger 'jaxrun', INFO) the batch's header, each failed attempt that is retried or moved to "
+        "another device, and a performance line per script.",
+        Flag(names=("--verbose", "-v"), help="Print jaxrun's log on stderr (the batch's header, each failed attempt "
+             "that is retried or moved to another device, a performance line per script) with plain progress lines "
+             "instead of the live view; after the summary, tables of every program XLA compiled (FLOPs, bytes, "
+             "memory, fingerprint), of implicit transfers and live arrays, and of each notebook cell's seconds."))
+    log_compiles: bool = option(False, "JAX logs every compilation (jax_log_compiles) to the script's stderr log.")
+    memory_limit: Optional[int] = option(
+        None, "Host memory per script, e.g. 4GiB or 512MiB (MiB, 2^20 bytes: memory_peak's unit): over it the script "
+        f"is stopped (out_of_memory). {SIZE_UNITS_HELP}.", Flag(metavar="SIZE", text=True))
+    max_processes: Optional[int] = option(
+        None, "Processes each script's tree may hold at once (fork bombs): over it the script is stopped.", Flag(metavar="N"))
+    # Multi-process programs (run/multiprocess.py): one job, N cooperating probes, one result.
+    processes: int = option(1, "Run each script as N cooperating processes (jax.distributed.initialize() with no "
+                            "arguments finds a coordinator on localhost); 1: one process.", Flag(metavar="N"))
+    # Numerics (recorded in each result: runs with other numerics are not compared silently).
+    x64: bool = option(False, "Run with jax_enable_x64 (64-bit floats and ints).")
+    matmul_precision: Optional[str] = option(
+        None, "jax_default_matmul_precision: default, high, highest, bfloat16, tensorfloat32, float32, or a dot "
+        "algorithm like BF16_BF16_F32 (none: JAX's default).", Flag(metavar="PRECISION"))
+    disable_jit: bool = option(False, "Run with jax_disable_jit (op by op), to debug a failing script.")
+    xla_flags: Optional[str] = option(None, "XLA flags added to XLA_FLAGS (a flag set both ways takes this value).",
+                                      Flag(metavar="FLAGS"))
+    # Another interpreter for the scripts (a second virtual environment, another jax/jaxlib):
+    # its path as given, symbolic links kept (jaxrun/core/interpreters.py). None: jaxrun's own.
+    python: Optional[str] = option(
+        None, "Run the scripts under this Python interpreter (another environment's bin/python, with its own "
+        "jax/jaxlib); its device facts and versions are recorded.", Flag(metavar="PATH"),
+        show_default="jaxrun's own interpreter")
+    isolate_env: bool = option(False, "Scripts get a minimal environment (PATH, HOME, locale, JAX_*, XLA_*, CUDA_*...) "
+                               "instead of all of yours (run/environment.py says which).")
+    xfail: Optional[str] = option(None, "Expected to fail, and why: the script's failure does not fail the batch "
+                                  "(a per-script setting).", flag=None)
+    # Notebooks (.ipynb programs; probe/notebook.py): the executed copy with each cell's outputs.
+    save_notebooks: bool = option(False, "Write each notebook, executed, with its cells' outputs, to "
+                                  "notebooks/<name>.ipynb in the results folder (the notebook itself is never changed).")
+
+    @checks("matmul_precision")
+    def _matmul_precision(value: Any, name: str) -> str | None:
+        return validate_matmul_precision(value)
+
+    @checks("xla_flags", "xfail")
+    def _text(value: Any, name: str) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            what = "XLA flags like '--xla_cpu_enable_fast_math=false'" if name == "xla_flags" else "a reason"
+            raise UsageError(f"{name} must be a non-empty string ({what}), got {value!r}")
+        return value.strip()
+
+    @checks("python")
+    def _python(value: Any, name: str) -> str | None:
+        from jaxrun.core.interpreters import validate_python
+
+        return validate_python(value)
+
+    @checks("memory_limit")
+    def _memory_limit(value: Any, name: str) -> int | None:
+        return validate_memory_limit(value)
+
+    @checks("compile_cache_max_size")
+    def _cache_size(value: Any, name: str) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "unbounded")):
+            return None
+        return parse_size(value, "compile_cache_max_size", 1)  # JAX would read 0 as "no caching"
+
+    @checks("device")
+    def _device(value: Any, name: str) -> str:
+        return validate_device(value)
+
+    @checks("timeout")
+    def _timeout(value: Any, name: str) -> float | None:
+        return validate_timeout(value)
+
+    @checks("retries")
+    def _counts(value: Any, name: str) -> int:
+        return validate_non_negative(name, value)
+
+    @checks("benchmark_runs", "warmup_runs")
+    def _runs(value: Any, name: str) -> int:
+        return validate_runs(name, value)
+
+    @checks("host_devices", "max_processes")
+    def _optional_positive(value: Any, name: str) -> int | None:
+        note = " (the script's own process counts)" if name == "max_processes" else ""
+        return validate_optional_positive(name, value, note)
+
+    @checks("processes")
+    def _processes(value: Any, name: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"processes must be a whole number >= 1 (1: one process; N: N cooperating processes "
+                             f"of one multi-process program), got {value!r}")
+        return value
+
+    @checks("compile_cache")
+    def _compile_cache(value: Any, name: str) -> Path | None:
+        if value is not None and not isinstance(value, (bool, str, os.PathLike)):
+            raise UsageError(f"compile_cache must be a folder path, True or False, got {value!r}")
+        return compile_cache_dir(value)
+
+    @checks("args")
+    def _args(value: Any, name: str) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise UsageError(f"args must be a list of strings (the script's sys.argv[1:]), got {value!r}")
+        return tuple(str(a) for a in value)
+
+    @checks("env")
+    def _env(value: Any, name: str) -> dict[str, str] | None:
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise UsageError(f"env must be a mapping of environment variable names to strings, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+
+    def _consistent(self) -> None:
+        if self.warmup_runs and not self.benchmark_runs:
+            raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
+        if self.processes > 1 and ":" in self.device and not self.device.startswith("cpu:"):
+            # Each process of a job takes the GPU of its own id (probe/cluster.py); one chosen GPU cannot hold N.
+            raise UsageError(f"processes={self.processes} (--processes) gives each process a device of its own; "
+                             f"device {self.device} is one device: use --device {self.device.split(':')[0]}")
+        if self.entry is not None:
+            if not isinstance(self.entry, str) or not self.entry.isidentifier():
+                raise UsageError(f"entry must be the name of a function in the script (like 'main'), got {self.entry!r}")
+            calls = self.warm_calls
+            if not isinstance(calls, int) or isinstance(calls, bool) or calls < 2:
+                raise UsageError(
+                    f"warm_calls must be at least 2 (one first call, then steady-state calls), got {calls!r}"
+                )
+
+    @property
+    def key(self) -> str:
+        """A fingerprint of these options: a result of other options is not this run's (--resume)."""
+        import hashlib
+        import json
+
+        # An option at the value that means "as before" stays out: earlier results keep their key.
+        same_as_before = {"processes"} if self.processes == 1 else None
+        text = json.dumps(self.to_json(exclude=same_as_before), ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def mode(self) -> str:
+        """How the script is measured: "process", or "warm:<entry>x<calls>"."""
+        return f"warm:{self.entry}x{self.warm_calls}" if self.entry else "process"
+
+
+@dataclass(frozen=True)
+class ScriptRule:
+    """Settings for some scripts: a per-script table of the config file (``pattern``, a glob
+    relative to ``base``, as ``--include`` matches) or a per-device table (``device``)."""
+
+    table: str  # its TOML header, for messages: [tool.jaxrun.scripts."sims/*.py"]
+    pattern: Optional[str] = None
+    device: Optional[str] = None
+    base: Path = Path(".")
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # key -> "pyproject.toml:12"
+
+
+class BatchOptions(_Options):
+    """What shapes a batch: which scripts, on which devices, how many at once, where results go.
+    ``run`` holds the options of each script's run."""
+
+    paths: Tuple[Path, ...] = option(..., "Folders of JAX scripts, or .py files.", flag=None)
+    recursive: bool = option(True, "Search sub-folders.")
+    include: Optional[Tuple[str, ...]] = option(None, "Only scripts matching these globs.",
+                                                Flag(metavar="GLOB", help="Only scripts matching this glob (repeatable)."))
+    exclude: Optional[Tuple[str, ...]] = option(None, "Skip scripts matching these globs.",
+                                                Flag(metavar="GLOB", help="Skip scripts matching this glob (repeatable)."))
+    device: Tuple[str, ...] = option(("auto",), "auto, cpu, gpu or tpu, or one device: gpu:1 (JAX's id, as `jaxrun devices --json` lists them); "
+                                     "a list (cpu,gpu:1) runs each script on each.",
+                                     Flag(names=("--device", "-d"), metavar="DEVICE", text=True), show_default="auto")
+    jobs: int = option(1, "Scripts run at once (each CPU job gets its share of the cores).", Flag(names=("--jobs", "-j"), metavar="N"))
+    gpus_per_job: int = option(1, "GPUs given to each job.", Flag(metavar="N"))
+    jobs_per_gpu: int = option(1, "Jobs sharing one GPU (each gets a memory fraction).", Flag(metavar="N"))
+    backend: str = option("local", "Where scripts run: local, or ray (each script a Ray task).", Flag(choices=BACKENDS))
+    ray_address: Optional[str] = option(None, "Address of an existing Ray cluster.", Flag(metavar="ADDRESS"))
+    ray_connect_timeout: float = option(
+        DEFAULT_RAY_CONNECT_TIMEOUT, "Seconds jaxrun waits for Ray to answer: to reach the cluster at --ray-address, "
+        "to hand over a finished script's result, to show it is still there while no script finishes, to "
+        "disconnect; past it jaxrun stops waiting and says so in one line.", Flag(metavar="SECONDS"))
+    results_dir: Path = option(Path(DEFAULT_RESULTS_DIR), "Where result files are written.", Flag(metavar="DIR"),
+                               show_default=DEFAULT_RESULTS_DIR)
+    allow_other_files: bool = option(
+        False, "Write into a results folder that holds files jaxrun did not write: they are kept, never deleted "
+        "or overwritten (without it such a folder is refused).")
+    # The history database, resolved; None: keep no history. Given as None/True (the default
+    # database), False (none) or a path.
+    history: Optional[Path] = option(
+        None, "History database of benchmarks and of what each run compiled (false: none).",
+        Flag(metavar="PATH", off="--no-history", off_help="Do not use the history (benchmarks, what each run compiled, why the cache missed)."),
+        show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite")
+    markdown: Optional[Path] = option(
+        None, "Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set).",
+        Flag(names=("--markdown", "--export-markdown"), metavar="FILE"))
+    export_json: Optional[Path] = option(
+        None, "Also write each script's figures with every raw sample as JSON (hyperfine's names: mean, median, "
+        "times...).", Flag(metavar="FILE"))
+    export_csv: Optional[Path] = option(None, "Also write one CSV row per script.", Flag(metavar="FILE"))
+    junit_xml: Optional[Path] = option(
+        None, "Also write the batch as JUnit XML (pytest's format: a testcase per script), for CI test reports.",
+        Flag(metavar="FILE"))
+    report: bool = option(False, "Also write the HTML report (RESULTS_DIR/report.html; see jaxrun report).")
+    resume: bool = option(False, "Continue the batch in the results folder: keep the scripts that finished there "
+                          "(same content and options), run the rest.")
+    strict_xfail: bool = option(False, "A script marked xfail that passes fails the batch.")
+    allow_mismatch: bool = option(False, "Check regressions against history runs with other numerics too.")
+    fail_on_regression: bool = option(
+        False, "Exit 1 when the history judges a benchmarked script slower (without it a regression is "
+        "reported, and the run's exit status says only whether the scripts succeeded).")
+    rules: Tuple[ScriptRule, ...] = option((), "Per-script and per-device settings of the config file.", flag=None)
+    config_file: Optional[Path] = option(None, "The config file these options were read from.", flag=None)
+    run: RunOptions = part(RunOptions, "The options of each script's run.")
+
+    @classmethod
+    def build(
+        cls, source: Source = "api", /, sources: Mapping[str, Source] | None = None,
+        origins: Mapping[str, str] | None = None, **given: Any,
+    ) -> "BatchOptions":
+        """Batch options from a flat mapping: the names of :class:`RunOptions` go to ``run``."""
+        defaults = {n: f.default for n, f in (RunOptions.fields | cls.fields).items()}
+        given = resolve_option_aliases(given, defaults)
+        run_names = set(RunOptions.fields) - {"device"}
+        run_given = {k: given.pop(k) for k in list(given) if k in run_names}
+        unknown = sorted(set(given) - set(cls.fields) - {"run"})
+        if unknown:
+            raise unknown_option(unknown[0], set(cls.fields) | set(RunOptions.fields))
+        if "device" in given:
+            given["device"] = parse_devices(given["device"])
+        if "device" in given:
+            # Each script's run gets its device from the batch (run_for); the first one stands here.
+            run_given["device"] = given["device"][0]
+        run = RunOptions.build(source, sources, origins, **run_given)
+        options = super().build(source, sources, origins, run=run, **given)
+        options._sources.pop("run", None)
+        return options
+
+    def origin_of(self, name: str) -> str | None:
+        if name in RunOptions.fields and name not in type(self).fields:
+            return self.run.origin_of(name)
+        return super().origin_of(name)
+
+    def source_of(self, name: str) -> Source:
+        """Where option ``name`` (of the batch, or of each script's run) came from."""
+        if name in RunOptions.fields and name not in type(self).fields:
+            return self.run.source_of(name)
+        return super().source_of(name)
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return {**self.run.sources, **{n: self.source_of(n) for n in type(self).fields if n != "run"}}
+
+    @checks("paths")
+    def _paths(value: Any, name: str) -> tuple[Path, ...]:
+        items = [value] if isinstance(value, (str, os.PathLike)) else list(value or ())
+        if not items:
+            raise UsageError("no path given: pass a folder of JAX scripts or .py files")
+        return tuple(Path(p) for p in items)
+
+    @checks("device")
+    def _devices(value: Any, name: str) -> tuple[str, ...]:
+        return parse_devices(value)
+
+    @checks("include", "exclude")
+    def _globs(value: Any, name: str) -> tuple[str, ...] | None:
+        # The patterns themselves are checked by discovery, which names the culprit.
+        if value is None or isinstance(value, str):
+            return None if value is None else (value,)
+        return tuple(value) if isinstance(value, Iterable) else value
+
+    @checks("jobs", "gpus_per_job", "jobs_per_gpu")
+    def _at_least_one(value: Any, name: str) -> int:
+        if validate_non_negative(name, value) < 1:
+            raise UsageError(f"{name} must be >= 1, got {value}")
+        return value
+
+    @checks("backend")
+    def _backend(value: Any, name: str) -> str:
+        if value not in BACKENDS:
+            raise UsageError(f"unknown backend {value!r}: choose one of {', '.join(BACKENDS)}")
+        return value
+
+    @checks("ray_connect_timeout")
+    def _ray_connect_timeout(value: Any, name: str) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
+            raise UsageError(f"ray_connect_timeout must be a number of seconds > 0 (a wait on Ray always ends), "
+                             f"got {value!r}")
+        return seconds
+
+    @checks("results_dir")
+    def _results_dir(value: Any, name: str) -> Path:
+        return Path(value if value is not None else DEFAULT_RESULTS_DIR).expanduser().resolve()
+
+    @checks("history")
+    def _history(value: Any, name: str) -> Path | None:
+        return history_path(value)
+
+    @checks("markdown", "export_json", "export_csv", "junit_xml")
+    def _markdown(value: Any, name: str) -> Path | None:
+        return None if value is None else Path(value).expanduser().resolve()
+
+    def _consistent(self) -> None:
+        if self.ray_address is not None and self.backend != "ray":
+            raise UsageError("ray_address needs backend='ray' (--backend ray)")
+        chosen = next((d for d in self.device if ":" in d and not d.startswith("cpu:")), None)
+        if chosen is not None and self.backend == "ray":
+            # Ray hands each task a GPU of some node (its CUDA_VISIBLE_DEVICES): this machine's ids mean nothing there.
+            raise UsageError(f"--device {chosen} chooses a device of this machine; with backend='ray' (--backend ray) "
+                             f"Ray chooses each task's device: use --device {chosen.split(':')[0]}")
+        if self.gpus_per_job > 1 and self.jobs_per_gpu > 1:
+            # Checked here, not only when GPU slots are built: the batch must not drop one silently.
+            raise UsageError("use either gpus_per_job (--gpus-per-job) or jobs_per_gpu (--jobs-per-gpu), not both")
+
+    def run_for(self, device: str) -> RunOptions:
+        """The run options of one job on ``device`` (one of ``self.device``)."""
+        return self.run if device == self.run.device else self.run.evolve(device=device)
+
+    def options_for(self, job: Any) -> RunOptions:
+        """The run options of ``job`` (a :class:`~jaxrun.plan.job.Job`): its own, when per-script
+        settings gave it some, else the batch's for its device."""
+        return job.run_options if job.run_options is not None else self.run_for(job.device)
+
+
+METRIC_HELP = ("The one metric that decides a regression: wall_time, body_time, import_time, compile_time, "
+               "run_time or memory_peak (default: run_time and compile_time, the code's own phases; every phase "
+               "is judged).")
+
+
+class VerdictOptions(_Options):
+    """How NEW is judged against BASE, phase by phase (jaxrun.judge.verdicts): by ``jaxrun compare``,
+    ``jaxrun history``, the pytest plugin and :func:`jaxrun.compare_results`."""
+
+    metric: Optional[str] = option(None, METRIC_HELP, Flag(metavar="METRIC"))
+    alpha: float = option(DEFAULT_ALPHA, "Significance level: a change counts only when the test's p-value is below it.",
+                          Flag(metavar="P"))
+    # A fraction; given as one ("0.05") or a percentage ("5%").
+    min_effect: float = option(DEFAULT_MIN_EFFECT, "Smallest change that counts, e.g. 5% or 0.05.", Flag(metavar="EFFECT", text=True),
+                               show_default="5%")
+    allow_mismatch: bool = option(False, "Judge runs with other numerics (x64, matmul precision, debug or XLA "
+                                  "flags) against each other too.")
+
+    @checks("metric")
+    def _metric(value: Any, name: str) -> str | None:
+        from jaxrun.results.benchmark_result import (
+            resolve_metric,  # the models (pydantic): only when a metric is named
+        )
+
+        return None if value is None else resolve_metric(value)
+
+    @checks("min_effect")
+    def _min_effect(value: Any, name: str) -> float:
+        return parse_effect(value) if isinstance(value, str) else value
+
+    def _consistent(self) -> None:
+        alpha, effect = self.alpha, self.min_effect
+        if not 0 < alpha < 1:
+            raise UsageError(f"alpha must be between 0 and 1 (exclusive), got {alpha!r}; 0.01 is usual")
+        if not (math.isfinite(effect) and effect >= 0):
+            raise UsageError(f"minimum effect must be a fraction >= 0, got {effect!r}; 0.05 means 5%")
+
+
+def verdict_options(options: "VerdictOptions | None", given: Mapping[str, Any]) -> VerdictOptions:
+    """``options``, or the keywords ``given`` (metric, alpha, min_effect, allow_mismatch) validated
+    into them: what an API function that judges takes."""
+    if options is not None and given:
+        raise UsageError(f"pass either options or {', '.join(given)}, not both")
+    return options if options is not None else VerdictOptions.build("api", **given)
+
+
+def parse_devices(device: str | Iterable[str]) -> tuple[str, ...]:
+    """``"cpu,gpu"`` or ``["cpu", "gpu"]`` -> validated names in order, without repeats."""
+    items = device.split(",") if isinstance(device, str) else list(device)
+    names = [validate_device(item) for item in items if str(item).strip()]
+    if not names:
+        raise UsageError(f"no device given: choose one or more of {DEVICE_FORMS} (comma-separated)")
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,152 @@
+"""Interleaved A/B runs: each script present on both sides runs BASE then NEW, then NEW then BASE,
+and so on (the order of each pair alternates too), after warm-up pairs, for ``pairs`` pairs or
+until a time budget is spent or the ratios are as precise as asked. A drift of the machine's load
+lands on both runs of a pair alike, so the per-pair ratios (jaxrun.judge.paired) do not see it.
+
+Each run is one process, as ``jaxrun run`` makes it (``execute_jax_script``), without the
+persistent compilation cache (every run compiles: compile time is compared, not cache loads).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from jaxrun.config.options import VerdictOptions
+from jaxrun.discover.scripts import find_jax_scripts, script_display_name
+from jaxrun.errors import UsageError
+from jaxrun.interfaces.ab.sides import Side
+from jaxrun.interfaces.api import execute_jax_script
+from jaxrun.judge.compare import single_value
+from jaxrun.judge.paired import judge_paired_script, pairs_needed
+from jaxrun.judge.verdicts import metrics_for
+from jaxrun.results.models import ScriptResult
+
+__all__ = ["ABOptions", "PairedRuns", "run_script_pairs", "scripts_of", "metric_samples"]
+
+DEFAULT_PAIRS = 20
+DEFAULT_WARMUP_PAIRS = 1
+
+OnRun = Callable[[str, Side, int, bool, ScriptResult], None]  # script, side, pair, warm-up, result
+
+
+@dataclass(frozen=True)
+class ABOptions:
+    """How an A/B runs and judges (``jaxrun ab``'s flags), checked once."""
+
+    pairs: int = DEFAULT_PAIRS  # counted pairs per script
+    warmup_pairs: int = DEFAULT_WARMUP_PAIRS
+    time_budget: float | None = None  # seconds per script, then stop (after the least pairs a test needs)
+    precision: float | None = None  # stop once every gate ratio's CI is within +-this fraction
+    verdict: VerdictOptions = field(default_factory=VerdictOptions)
+    recursive: bool = True
+    run_options: Mapping[str, Any] = field(default_factory=dict)  # execute_jax_script's keywords for every run
+    fail_on_regression: bool = False  # exit 1 on a regression: the report of its folder says so (compare.exit_reasons)
+
+    def __post_init__(self) -> None:
+        if self.pairs < 1 or self.warmup_pairs < 0:
+            raise UsageError(f"--pairs must be at least 1 and --warmup-pairs at least 0 (got {self.pairs} and "
+                             f"{self.warmup_pairs})")
+        if self.time_budget is not None and self.time_budget < 0 or self.precision is not None and self.precision <= 0:
+            raise UsageError("--time-budget must be 0 or more seconds and --precision a fraction above 0 (0.02: 2%)")
+
+
+@dataclass
+class PairedRuns:
+    """One script's runs on both sides: ``base[i]`` and ``new[i]`` are pair i (warm-ups apart)."""
+
+    key: str  # its path relative to each side's folder ("a/model.py"; a side that is a file: its name)
+    base: list[ScriptResult] = field(default_factory=list)
+    new: list[ScriptResult] = field(default_factory=list)
+    warmups: list[tuple[ScriptResult, ScriptResult]] = field(default_factory=list)  # (base, new)
+    stopped: str | None = None  # why it ended before the pairs asked for (budget, precision, a failure)
+
+
+def scripts_of(base: Side, new: Side, recursive: bool = True) -> tuple[list[str], list[str], list[str]]:
+    """``(in both, only in BASE, only in NEW)``: the scripts paired by their path under each side
+    (two files are one pair whatever their names)."""
+    if base.root.is_file() and new.root.is_file():
+        return [new.root.name], [], []
+
+    def found(side: Side) -> dict[str, Path]:
+        if side.root.is_file():
+            return {side.root.name: side.root}
+        return {p.relative_to(side.root).as_posix(): p for p in find_jax_scripts(side.root, recursive)}
+
+    a, b = found(base), found(new)
+    return sorted(a.keys() & b.keys()), sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
+
+
+def script_name(key: str) -> str:
+    """A script's ``<name>`` on both sides, as a batch names it (discovery's one rule):
+    ``a/model.py`` -> ``a__model``, ``a/train.ipynb`` -> ``a__train.ipynb``."""
+    return script_display_name(Path("/", key), "/")  # the key is relative: named under a root of its own
+
+
+def _script(side: Side, key: str) -> Path:
+    return side.root if side.root.is_file() else side.root / key
+
+
+def metric_samples(results: list[ScriptResult], metrics: tuple[str, ...]) -> dict[str, list[float | None]]:
+    """Per metric, each pair's figure (None where that run could not measure it)."""
+    return {m: [single_value(r, m) for r in results] for m in metrics}
+
+
+def _precise(runs: PairedRuns, options: VerdictOptions, precision: float) -> bool:
+    """Whether every gate phase's ratio is known to within +-``precision`` (its 95% CI)."""
+    metrics, _ = metrics_for(options.metric)
+    judged = judge_paired_script(runs.key, None, metric_samples(runs.base, metrics), metric_samples(runs.new, metrics),
+                                 options)
+    gate = [judged.phases[m] for m in judged.gate if m in judged.phases]
+    return bool(gate) and all(
+        p.ratio is not None and p.ratio_ci_low is not None and p.ratio_ci_high is not None
+        and (p.ratio_ci_high - p.ratio_ci_low) / 2 <= precision * p.ratio for p in gate)
+
+
+def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options: ABOptions,
+                     on_run: OnRun | None = None) -> PairedRuns:
+    """Run ``key`` on both sides, pair by pair; stops at the first failed run (it would repeat)."""
+    pairs, warmup_pairs, verdict = options.pairs, options.warmup_pairs, options.verdict
+    time_budget, precision = options.time_budget, options.precision
+    runs = PairedRuns(key)
+    started = time.monotonic()
+    least = pairs_needed(verdict.alpha)
+    name = script_name(key)
+    for number in range(warmup_pairs + pairs):
+        warmup = number < warmup_pairs
+        order = (base, new) if number % 2 == 0 else (new, base)
+        done: dict[str, ScriptResult] = {}
+        for side in order:
+            given = dict(options.run_options)
+            if side.python is not None:
+                given["python"] = side.python
+            result = execute_jax_script(
+                _script(side, key), results_dir=results_dir / side.label.lower() / f"pair{number:03d}",
+                name=name, compile_cache=False, **given)
+            done[side.label] = result
+            if on_run is not None:
+                on_run(key, side, number - warmup_pairs, warmup, result)
+        pair = (done[base.label], done[new.label])
+        if warmup:
+            runs.warmups.append(pair)
+        else:
+            runs.base.append(pair[0])
+            runs.new.append(pair[1])
+        failed = [(s, r) for s, r in zip((base, new), pair) if not r.success]
+        if failed:
+            side, result = failed[0]
+            which = f"warm-up pair {number + 1}" if warmup else f"pair {number - warmup_pairs + 1}"
+            runs.stopped = f"{side.label} failed in {which} ({result.error_class}: {result.error_message})"
+            break
+        counted = len(runs.base)
+        if warmup or counted < least or counted >= pairs:
+            continue
+        if time_budget is not None and time.monotonic() - started >= time_budget:
+            runs.stopped = f"the time budget of {time_budget:g} s was spent after {counted} pairs"
+            break
+        if precision is not None and _precise(runs, verdict, precision):
+            runs.stopped = f"every gate ratio was known to within {precision:.0%} after {counted} pairs"
+            break
+    return runs

@@ -1,0 +1,204 @@
+"""The Python API of the seed documents: :func:`run_jax_scripts` (a folder of scripts) and
+:func:`execute_jax_script` (one script). Both take every option as a keyword (``**options``,
+validated by :class:`~jaxrun.config.options.BatchOptions` / :class:`~jaxrun.config.options.RunOptions`, which
+declare them once); their signatures list those options with their defaults, made from the same
+declarations, for ``help()`` and editors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from jaxrun.batch.pipeline import run_batch
+from jaxrun.config.option_spec import default_of, keyword_signature
+from jaxrun.config.options import BatchOptions, RunOptions
+from jaxrun.config.resolve import (
+    explicit_keywords,
+    resolve_batch_options,
+    script_settings,
+)
+from jaxrun.core.defaults import log_cap_bytes
+from jaxrun.discover.scripts import check_notebook, script_display_name
+from jaxrun.errors import (
+    DeviceProbeError,
+    ResultsWriteError,
+    ScriptFailedError,
+    ScriptNotFoundError,
+    UsageError,
+)
+from jaxrun.plan.job import Job
+from jaxrun.present.sinks.callbacks import CallbackSink, OnResult, OnStart
+from jaxrun.present.sinks.profile_files import ProfileSink
+from jaxrun.present.sinks.run_log import seed_line
+from jaxrun.present.sinks.script_files import ScriptFileSink
+from jaxrun.probe import notebook_cells
+from jaxrun.probe.channel import valid_text
+from jaxrun.results import result_files
+from jaxrun.results.models import BatchResult, ScriptResult
+from jaxrun.results.ownership import ResultsFolder
+from jaxrun.results.sink import NO_SINK, Sink, Sinks
+from jaxrun.run.execute import RunInterrupted, run_job
+
+__all__ = ["run_jax_scripts", "execute_jax_script"]
+
+logger = logging.getLogger("jaxrun")
+
+
+def run_jax_scripts(
+    pipeline_output_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    recursive_search: bool = True,
+    *,
+    return_detailed_results: bool = False,
+    on_start: OnStart | None = None,
+    on_result: OnResult | None = None,
+    config: str | os.PathLike[str] | bool | None = None,
+    **options: Any,
+) -> bool | BatchResult:
+    """Find the JAX scripts under ``pipeline_output_dir`` (a path or a list) and run each one.
+
+    Returns True when every script succeeded (or the :class:`BatchResult` with
+    ``return_detailed_results=True``). A failing script never stops the batch. Result files are
+    written to ``results_dir`` (default ``./jaxrun_results``) after every script; files of a
+    previous batch in that folder (``script_results/``, ``logs/``, ``outputs/``) are replaced.
+
+    ``device`` may list several devices (``"cpu,gpu"``): each script then runs on each, its files
+    are named ``<name>@<device>``, and with ``benchmark_runs`` the benchmarking section reports
+    each device's speed-up over the first. ``jobs=N`` runs up to N scripts at once: CPU jobs each
+    get a disjoint share of the cores, GPU jobs their own GPU (``gpus_per_job``, or
+    ``jobs_per_gpu`` sharing one with a memory fraction), longest first when the history knows
+    durations; ``backend="ray"`` runs each script as a Ray task (``ray_address`` of an existing
+    cluster, else a local Ray). Benchmarked scripts are stored in the ``history`` database (a path;
+    None for ``$JAXRUN_HISTORY`` or ``./.jaxrun/history.sqlite``; False for none) and checked for
+    regressions there. ``markdown`` writes the run summary as Markdown tables to that file.
+
+    Every option (the keywords of this signature after ``config``: :class:`jaxrun.BatchOptions`
+    and :class:`jaxrun.RunOptions`) is validated before anything runs; a keyword left out takes
+    the config file's or ``JAXRUN_*``'s value, else its default. ``config``: the config file
+    (default: the nearest above the first path; False: none). ``on_start(i, n, name)`` and
+    ``on_result(i, n, result)`` are called as scripts start and finish (``n`` is None while the
+    plan of a large folder is still finding its scripts: the first ones run meanwhile).
+    """
+    given = explicit_keywords(run_jax_scripts, {"recursive": recursive_search}, renamed={"recursive": "recursive_search"})
+    batch_options = resolve_batch_options(pipeline_output_dir, {**given, **options}, source="api", config=config).options
+    batch = run_batch(batch_options, sinks=[CallbackSink(on_start, on_result)])
+    # The batch held its results compactly, read back on use (results/held_results.py); the caller gets a list.
+    batch = batch.model_copy(update={"script_results": list(batch.script_results)})
+    return batch if return_detailed_results else batch.success
+
+
+def execute_jax_script(
+    script_path: str | os.PathLike[str],
+    device: str = default_of(RunOptions, "device"),
+    *,
+    results_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    raise_on_error: bool = False,
+    config: str | os.PathLike[str] | bool | None = None,
+    allow_other_files: bool = False,
+    **options: Any,
+) -> ScriptResult:
+    """Run one JAX script in its own process and return what happened.
+
+    The script runs with its folder as working directory, ``JAX_PLATFORMS`` set for the chosen
+    device, ``JAXRUN_OUTPUT_DIR`` pointing at ``results_dir/outputs/<name>`` and its output streamed
+    to ``results_dir/logs/<name>.stdout.log`` / ``.stderr.log``; the result is written to
+    ``results_dir/script_results/<name>_result.json``. With ``results_dir=None`` a new temporary
+    folder holds the logs and no result file is written. The script's files of an earlier run in
+    ``results_dir`` are replaced; a folder that holds files jaxrun did not write is refused
+    (:class:`UsageError`) unless ``allow_other_files=True``, and then they are kept. A failing script returns a result with
+    ``success=False``; only ``raise_on_error=True`` turns that into :class:`ScriptFailedError`.
+
+    ``benchmark_runs=N, warmup_runs=W`` run the script W+N times, each as a new process; the
+    result is the last run's, with every run's samples and their statistics in ``.benchmark``.
+
+    Every further keyword is an option of :class:`jaxrun.RunOptions` (listed in this signature
+    with its default), validated before anything runs: ``args`` (the script's command-line
+    arguments); ``entry="main"`` is warm mode: the module is loaded without its ``__main__`` block
+    and ``main()`` is called ``warm_calls`` times in one process, each call ended with
+    ``jax.block_until_ready``, the first call (with compilation) and the steady-state calls
+    reported apart in ``.warm``; ``host_devices=N`` makes the CPU platform show N devices;
+    ``compile_cache`` is JAX's persistent compilation cache folder (on by default in jaxrun's
+    cache folder, a path to choose another, False for none), and ``cold_cache=True`` gives every
+    run (each benchmark run too) an empty cache so each pays its full compilation.
+    """
+    given = {**explicit_keywords(execute_jax_script, {"device": device}), **options}
+    RunOptions.build("api", **given)  # checks the keywords: only run options here
+    log_cap_bytes()  # JAXRUN_LOG_CAP_BYTES that is no size: refused before the script runs
+    script = Path(script_path).expanduser()
+    if not script.is_file():
+        raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file or an .ipynb notebook")
+    script = script.resolve()
+    if script.suffix == notebook_cells.SUFFIX:
+        check_notebook(script, str(script_path))  # one Jupyter could not open is a usage error
+    run_options = _with_settings(script, given, config)
+    if run_options.entry is not None and script.suffix == notebook_cells.SUFFIX:
+        raise UsageError(notebook_cells.no_warm_mode(str(script_path), run_options.entry, run_options.origin_of("entry")))
+    if ":" in run_options.device:  # one device (gpu:1): one that is not here is a usage error, as in a batch
+        from jaxrun.discover.devices import check_device_id, get_jax_device_info
+
+        try:
+            check_device_id(run_options.device, get_jax_device_info(python=run_options.python), run_options.host_devices)
+        except DeviceProbeError:
+            pass  # no facts: the run says why
+    name = valid_text(name or script_display_name(script, script.parent))  # a notebook keeps its .ipynb
+    base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
+    job = Job(index=0, script=script, name=name, file_name=result_files.file_stem(name), device=run_options.device,
+              platform=None, results_dir=base)
+    sink: Sink = NO_SINK
+    if results_dir is not None:
+        _take_folder(base, job.file_name, allow_other_files)
+        sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else []),
+                      *([_notebook_sink()] if run_options.save_notebooks else [])])
+    try:
+        result = run_job(job, run_options, sink=sink)
+    except RunInterrupted as stopped:
+        sink.on_result(job, stopped.result)
+        raise
+    result = sink.on_result(job, result)
+    if run_options.verbose:
+        logger.info(seed_line(result))
+    if raise_on_error and not result.success:
+        raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)
+    return result
+
+
+def _take_folder(base: Path, file_name: str, allow_other_files: bool) -> None:
+    """The script's place in ``base``: checked (results/ownership.py), its earlier files gone, claimed."""
+    folder = ResultsFolder(base)
+    folder.check(allow_other_files=allow_other_files, names=lambda: [file_name])
+    try:
+        folder.clear(only=[file_name])  # an earlier run's logs and outputs would pass for this one's
+        base.mkdir(parents=True, exist_ok=True)
+        folder.claim_scripts([file_name])
+    except OSError as exc:
+        raise ResultsWriteError(folder.path, exc) from None
+    finally:
+        folder.close()
+
+
+def _notebook_sink() -> Sink:
+    from jaxrun.present.sinks.notebook_outputs import (
+        NotebookSink,  # only a run that saves notebooks imports it
+    )
+
+    return NotebookSink()
+
+
+def _with_settings(script: Path, given: dict[str, Any], config: Any) -> RunOptions:
+    """The run options of one script called through the API: the keywords over ``JAXRUN_*``, the
+    script's own settings (its header comment, per-script tables) and the config file's run
+    options (a skip setting is the batch's business: a script named here runs)."""
+    batch = resolve_batch_options([script], given, source="api", config=config).options
+    own = script_settings(batch, script)
+    device = None if batch.given("device") else own.values.get("device")
+    found = own.run_settings(batch, device or (batch.run.device if batch.run.device != "auto" else None), device)
+    return batch.run.overlay(found.values, "script", found.origins) if found.values else batch.run
+
+
+# help() and editors show every option with its default (declared once, in jaxrun/config/options.py).
+run_jax_scripts.__signature__ = keyword_signature(  # type: ignore[attr-defined]
+    run_jax_scripts, BatchOptions, RunOptions, skip=("recursive", "paths"))
+execute_jax_script.__signature__ = keyword_signature(execute_jax_script, RunOptions)  # type: ignore[attr-defined]

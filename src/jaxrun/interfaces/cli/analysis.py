@@ -1,0 +1,349 @@
+"""``jaxrun history`` and ``jaxrun compare``: the commands that read earlier results."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from jaxrun.errors import JAXExecutionError
+from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, fail_usage, out
+from jaxrun.interfaces.cli.flags import OptionsCommand, judged_by, verdict_models
+
+
+def verdict_options() -> Any:
+    """The VerdictOptions the command line gave (a UsageError for bad values)."""
+    from jaxrun.interfaces.cli.flags import given_options, verdict_models
+
+    (model,) = verdict_models()
+    given, origins = given_options(click.get_current_context(), (model,))
+    return model.build("cli", origins=origins, **given)
+
+
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
+@click.argument("script", required=False)
+@click.option("--history", "history_path", type=click.Path(path_type=Path), envvar="JAXRUN_HISTORY", metavar="PATH",
+              help="History database (default ./.jaxrun/history.sqlite).")
+@click.option("--limit", type=int, metavar="N", help="Show only the newest N runs per script.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs and checks as JSON.")
+@click.option("--check", "check_only", is_flag=True,
+              help="Run SQLite's integrity check of the history database and print its findings (exit 1 when damaged).")
+@click.option("--repair", is_flag=True,
+              help="Save what can be read of a damaged history database into a new one; the old file is kept "
+                   "as <file>.damaged-<time>.")
+def history(script: Optional[str], history_path: Optional[Path], limit: Optional[int], as_json: bool,
+            check_only: bool, repair: bool, **verdict: Any) -> None:
+    """Show the benchmark trend per script; flag the newest run when it is significantly slower
+    than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
+    else it is not judged). Exit 1 on a regression.
+
+    SCRIPT: a script's path, name or path suffix; all scripts when omitted."""
+    import sqlite3
+
+    from jaxrun.interfaces.cli.tables import (
+        history_cell,
+        history_runs_table,
+        history_scripts_table,
+    )
+    from jaxrun.judge.history import (
+        HistoryStore,
+        HistoryUnreadable,
+        default_history_path,
+    )
+    from jaxrun.judge.verdicts import describe_gate
+    from jaxrun.present.view import label_from_name
+
+    path = history_path or default_history_path()
+    if check_only or repair:
+        _check_or_repair(path, repair)
+    try:
+        options = verdict_options()
+        with HistoryStore(path, create=False) as store:
+            if script is not None and not store.match_scripts(script):
+                known = ", ".join(label_from_name(s.script_path, s.script_name) for s in store.scripts()) \
+                    or "none (jaxrun run SCRIPT --benchmark-runs N)"
+                raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}; "
+                                 f"scripts benchmarked there: {known}")
+            checks = store.check_latest(script, options)
+            paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
+            runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
+            programs = store.programs_of_runs([int(r.id) for runs in runs_by_path.values() for r in runs if r.id])
+            summary = store.scripts()
+    except sqlite3.Error as exc:  # the file opened, a page of it is damaged
+        raise fail_usage(str(HistoryUnreadable(path, exc))) from None
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    regressions = [c for c in checks if c.regression]
+    if as_json:
+        import json
+
+        document = {
+            "runs": {p: [r.model_dump(mode="json") for r in runs] for p, runs in runs_by_path.items()},
+            "checks": [c.model_dump(mode="json") for c in checks],
+            "program_changes": {str(run_id): [c.model_dump(mode="json") for c in changes]
+                                for run_id, changes in _program_changes(runs_by_path, programs).items()},
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
+    if script is None:
+        out.print(history_scripts_table(summary))
+    flags = {c.newest_run_id: history_cell(c) for c in checks}
+    import statistics
+
+    from jaxrun.judge.benchmark_runs import metric_values
+    from jaxrun.judge.compare import compile_text
+
+    shown = options.metric or "run_time"
+    for path, runs in runs_by_path.items():
+        medians = []
+        for run in runs:
+            values = metric_values(run.samples, shown)
+            medians.append(statistics.median(values) if values else None)
+        name = label_from_name(path, runs[-1].script_name) if runs else path
+        out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags))
+        for run_id, changes in _program_changes({path: runs}, programs).items():
+            for c in changes:
+                said = c.change or f"unknown whether it is the same program ({c.reason})"
+                out.print(f"run {run_id}: {c.program} "
+                          f"{compile_text(c.base_compile_time, c.base_count, c.base_cache_loads, c.base_cache_load_time)} -> "
+                          f"{compile_text(c.new_compile_time, c.new_count, c.new_cache_loads, c.new_cache_load_time)} "
+                          f"since the run before: {said}",
+                          markup=False, soft_wrap=True)
+    for check in regressions:
+        assert check.comparison is not None
+        runs = runs_by_path.get(check.script_path)
+        name = label_from_name(check.script_path, runs[-1].script_name) if runs else Path(check.script_path).name
+        out.print(
+            f"regression: {name} on {check.device} is slower than its "
+            f"{check.previous_runs} earlier run(s): {describe_gate(check.comparison)}",
+            markup=False,
+        )
+    raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
+
+
+def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dict[str, Any]]) -> dict[int, list[Any]]:
+    """Per run (its id): its programs whose compile time moved (more than 20% and 10 ms) since the
+    script's run before it, each with whether it is the same program (compare.compare_programs)."""
+    from jaxrun.judge.compare import compare_programs
+
+    changes: dict[int, list[Any]] = {}
+    for runs in runs_by_path.values():
+        for before, now in zip(runs, runs[1:]):
+            found = compare_programs(programs.get(int(before.id or 0)), programs.get(int(now.id or 0)))
+            if found:
+                changes[int(now.id or 0)] = found
+    return changes
+
+
+def _check_or_repair(path: Path, repair: bool) -> None:
+    """``jaxrun history --check`` (exit 0 sound, 1 damaged) and ``--repair``."""
+    from jaxrun.judge.history import integrity_check
+    from jaxrun.judge.history import repair as save_readable
+
+    try:
+        findings = integrity_check(path)
+        if not findings:
+            what = "nothing to repair" if repair else "no problem found"
+            out.print(f"history database {str(path)!r}: SQLite's integrity check: ok ({what})", markup=False, soft_wrap=True)
+            raise click.exceptions.Exit(EXIT_OK)
+        if not repair:
+            out.print(f"history database {str(path)!r} is damaged; SQLite's integrity check found:", markup=False,
+                      soft_wrap=True)
+            for line in findings:
+                out.print(f"  {line}", markup=False, soft_wrap=True)
+            out.print("`jaxrun history --repair` saves what can be read into a new file, keeping this one",
+                      markup=False, soft_wrap=True)
+            raise click.exceptions.Exit(EXIT_FAILED)
+        saved = save_readable(path)
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    except OSError as exc:
+        raise fail_usage(f"cannot repair {str(path)!r}: {exc.strerror or exc}") from None
+    for lost in saved.unreadable:
+        out.print(f"could not be read: {lost}", markup=False, soft_wrap=True)
+    out.print(f"saved {saved.runs} run(s) with {saved.samples} sample(s) into a new {str(saved.path)!r}; "
+              f"the damaged file is kept as {str(saved.damaged)!r}", markup=False, soft_wrap=True)
+    raise click.exceptions.Exit(EXIT_OK)
+
+
+@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 1 when a script is significantly slower, or could not be judged for other numerics.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No table: one line per script whose verdict is not 'no significant change', then a summary line.")
+@click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write the comparison with both sides' raw samples as JSON.")
+@click.option("--export-csv", type=click.Path(path_type=Path), metavar="FILE", help="Also write one CSV row per script and phase.")
+@click.option("--export-markdown", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as a Markdown table.")
+def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quiet: bool, export_json: Optional[Path],
+            export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
+    """Compare two runs script by script and phase by phase (wall, import, compile, run, memory):
+    ratio of medians with a CI, Mann-Whitney U p-value and a verdict (faster / slower / no
+    significant change) that needs both p < alpha and the minimum effect; too few runs to judge
+    when the runs are too few for any test to reach p < alpha (3 against 3: at least 0.1). A script is slower when
+    its run or compile time is (or --metric's). Usable as a CI gate with --fail-on-regression.
+
+    BASE and NEW: results folders (or their JSON files) of the baseline run and of the run to judge."""
+    from jaxrun.judge.compare import compare_results, exit_reasons, program_sections
+
+    try:
+        check_exports(export_json, export_csv, export_markdown)
+        options = verdict_options()
+        report = compare_results(base, new, options, fail_on_regression=fail_on_regression)
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    _export_comparison(report, base, new, export_json, export_csv, export_markdown)
+    if as_json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    elif quiet:
+        for line in quiet_comparison(report, options.allow_mismatch):
+            out.print(line, markup=False, soft_wrap=True)
+    else:
+        print_comparison(report, program_sections(report), options.allow_mismatch)
+    raise click.exceptions.Exit(EXIT_FAILED if exit_reasons(report) else EXIT_OK)
+
+
+def print_comparison(report: Any, programs: list[tuple[str, list[str]]], allow_mismatch: bool) -> None:
+    """The comparison as `jaxrun compare` and `jaxrun ab` print it: the table, a line per program
+    under the heading true of it (compare.program_sections), what is on one side only, the
+    geometric means, what got slower or faster, what was too few."""
+    from jaxrun.interfaces.cli.tables import compare_table
+
+    out.print(compare_table(report))
+    for heading, lines in programs:
+        out.print(f"{heading[0].lower()}{heading[1:]}:", markup=False, soft_wrap=True)
+        for line in lines:
+            out.print(f"  {line}", markup=False, soft_wrap=True)
+    for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
+        if names:
+            out.print(f"{side}: {', '.join(names)}", markup=False)
+    means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None]
+    if means:
+        out.print(f"geometric mean of ratios (NEW/BASE): {', '.join(means)}", markup=False)
+    if report.regressions:
+        out.print(f"significantly slower: {', '.join(report.shown(report.regressions))}", markup=False)
+    if report.improvements:
+        out.print(f"significantly faster: {', '.join(report.shown(report.improvements))}", markup=False)
+    _print_too_few(report)
+    if report.numerics_mismatch:
+        verb = "judged anyway (--allow-mismatch)" if allow_mismatch else "not judged; pass --allow-mismatch to judge them"
+        out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
+
+
+def _phase_figures(phase: Any) -> str:
+    """``run_time 1.320x (95% CI 1.250-1.400, p=0.0012)``"""
+    from jaxrun.interfaces.cli.tables import fmt_p
+
+    if phase.ratio is None:
+        return phase.metric
+    ci = "" if phase.ratio_ci_low is None else f"95% CI {phase.ratio_ci_low:.3f}-{phase.ratio_ci_high:.3f}, "
+    return f"{phase.metric} {phase.ratio:.3f}x ({ci}p={fmt_p(phase.p_value)})"
+
+
+def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
+    """`jaxrun compare -q`: a line for each script whose verdict is not 'no significant change'
+    (the gate phases that decided it, or why it could not be judged), then one summary line."""
+    from jaxrun.judge.verdicts import runs_needed, too_few_note
+    from jaxrun.results.comparison_report import TOO_FEW
+
+    lines = []
+    for c in report.scripts:
+        if c.verdict == "no significant change":
+            continue
+        name = (c.path or c.script_name) + (f" ({c.device})" if c.device else "")
+        decided = [p for m, p in c.phases.items() if m in c.gate and p.verdict == c.verdict]
+        if c.verdict in ("slower", "faster"):
+            detail = ", ".join(_phase_figures(p) for p in decided)
+        elif c.verdict == TOO_FEW:
+            detail = runs_needed(c) or too_few_note(c) or ""
+        else:
+            detail = c.note or ""
+        lines.append(f"{name}: {c.verdict}" + (f": {detail}" if detail else ""))
+    counts: dict[str, int] = {}
+    for c in report.scripts:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    summary = f"{len(report.scripts)} script(s) compared: " + ", ".join(
+        f"{counts.get(v, 0)} {v}" for v in ("slower", "faster", "no significant change"))
+    for verdict in (TOO_FEW, "not comparable"):
+        if counts.get(verdict):
+            summary += f", {counts[verdict]} {verdict}"
+    means = [f"{m} {r:.3f}" for m, r in report.geometric_mean_ratio.items() if r is not None and m in report.gate]
+    if means:
+        summary += f"; geometric mean of ratios (NEW/BASE): {', '.join(means)}"
+    for side, names in (("only in BASE", report.only_in_base), ("only in NEW", report.only_in_new)):
+        if names:
+            summary += f"; {side}: {', '.join(names)}"
+    if report.numerics_mismatch:
+        verb = "judged anyway" if allow_mismatch else "not judged (--allow-mismatch)"
+        summary += f"; other numerics: {', '.join(report.numerics_mismatch)}, {verb}"
+    return [*lines, summary]
+
+
+def _print_too_few(report: Any) -> None:
+    """The scripts whose gate had too few runs for any test to be significant: not regressions, and
+    not "no significant change" either; with the runs each side needs."""
+    from jaxrun.judge.verdicts import runs_needed
+    from jaxrun.results.comparison_report import TOO_FEW
+
+    rows = [c for c in report.scripts if c.verdict == TOO_FEW]
+    if rows:
+        need = runs_needed(rows[0]) or "more runs"
+        out.print(f"too few runs to judge (not a regression): {', '.join(c.path or c.script_name for c in rows)}; "
+                  f"{need} ({'--pairs' if getattr(report, 'paired', False) else '--benchmark-runs'})", markup=False)
+
+
+def check_exports(as_json: Path | None, as_csv: Path | None, as_markdown: Path | None) -> None:
+    """Refuse, before anything is read or run, an export of `compare` or `ab` that could not be
+    written (the check `jaxrun run` makes of its own files: resultfiles.check_output_file)."""
+    from jaxrun.results.result_files import check_output_file
+
+    for path, flag in ((as_json, "--export-json"), (as_csv, "--export-csv"), (as_markdown, "--export-markdown")):
+        if path is not None:
+            check_output_file(path, f"the export ({flag})")
+
+
+def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]
+                       as_markdown: Path | None) -> None:
+    from jaxrun.present.sinks.exports import (
+        comparison_csv,
+        comparison_export,
+        comparison_markdown,
+        write_json,
+    )
+    from jaxrun.results.result_files import atomic_write_text
+
+    try:
+        if as_json is not None:
+            write_json(as_json, comparison_export(report, base, new))
+        if as_csv is not None:
+            atomic_write_text(as_csv, comparison_csv(report))
+        if as_markdown is not None:
+            atomic_write_text(as_markdown, comparison_markdown(report))
+    except OSError as exc:
+        raise fail_usage(f"cannot write the export {exc.filename!r}: {exc.strerror or exc}") from None
+
+
+@click.command()
+@click.argument("results_dir", type=click.Path(path_type=Path))
+@click.option("--output", "-o", type=click.Path(path_type=Path), metavar="FILE",
+              help="Where to write the HTML file (default RESULTS_DIR/report.html).")
+@click.option("--baseline", type=click.Path(path_type=Path), metavar="DIR",
+              help="Another results folder (or results JSON) to compare against.")
+def report(results_dir: Path, output: Optional[Path], baseline: Optional[Path]) -> None:
+    """Write one self-contained HTML report of a run (no network needed to view it): summary,
+    sortable table, time per phase, memory, benchmark distributions, the comparison with a
+    baseline, recompile reasons and failures with their logs.
+
+    RESULTS_DIR: a results folder written by jaxrun run."""
+    from jaxrun.present.reports import write_report
+
+    try:
+        path = write_report(results_dir, output, baseline)
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    out.print(f"report written to {path}", markup=False)

@@ -1,0 +1,172 @@
+"""Judging NEW against BASE phase by phase, and the gate that turns phases into one verdict.
+
+A run's wall time mixes the script's own work with importing jax and with noise of the machine; a
+30% slower loop can hide in it. So every phase is judged on its own (ratio of medians with a CI,
+exact rank test, minimum effect: :func:`jaxrun.judge.stats.verdict`), and a script's verdict looks only at
+its *gate*: by default the phases that are the code's own, ``run_time`` and ``compile_time``. A
+gate phase measured on one side only (files from before phases existed) is left out of the gate,
+and when none is left the gate is ``wall_time``, with a note. Samples too few for the test ever to
+reach p < alpha (3 vs 3: p >= 0.1) are "too few runs to judge", never "no significant change".
+``jaxrun compare``, the history's regression check and the pytest plugin all judge through
+:func:`judge_script`; ``jaxrun ab`` judges pair by pair (:mod:`jaxrun.judge.paired`) through the same gate,
+:func:`gated_comparison`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from jaxrun.config.options import VerdictOptions
+from jaxrun.judge import stats
+from jaxrun.results.benchmark_result import resolve_metric
+from jaxrun.results.models import PhaseComparison, ScriptComparison
+
+PHASES: tuple[str, ...] = ("wall_time", "import_time", "compile_time", "run_time", "memory_peak")
+DEFAULT_GATE: tuple[str, ...] = ("run_time", "compile_time")
+FALLBACK_GATE: tuple[str, ...] = ("wall_time",)
+
+ONE_RUN_NOTE = "only one sample per side; run with --benchmark-runs"
+
+
+def metrics_for(metric: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(judged, gate)`` for ``--metric`` (None: every phase, gated on the code's own phases).
+
+    A chosen metric is judged with the phases (``body_time`` is judged only when chosen) and is
+    the whole gate. Raises UsageError for an unknown name.
+    """
+    if metric is None:
+        return PHASES, DEFAULT_GATE
+    name = resolve_metric(metric)
+    return (PHASES if name in PHASES else (*PHASES, name)), (name,)
+
+
+def judge_phase(
+    metric: str, base: Sequence[float], new: Sequence[float], *, alpha: float, min_effect: float,
+    repeated: bool = True,
+) -> PhaseComparison:
+    """One metric's verdict, with a note that says why there is no test when there is none.
+
+    ``repeated``: whether either side meant to repeat runs (a benchmark); a plain single run on
+    both sides gets the advice to benchmark instead of a sample count.
+    """
+    a, b = list(base), list(new)
+    notes: list[str] = []
+    verdict, ratio, low, high, p = stats.verdict(a, b, alpha=alpha, min_effect=min_effect)
+    if not a or not b:
+        side = " and ".join(s for s, x in (("base", a), ("new", b)) if not x)
+        notes.append(f"no {metric} of a successful run on the {side} side")
+    elif len(a) < 2 or len(b) < 2:
+        notes.append(f"{len(a)} vs {len(b)} samples: a test needs at least 2 per side" if repeated else ONE_RUN_NOTE)
+    elif ratio is None:  # the base median is 0
+        p = stats.mann_whitney_p(a, b)
+        if max(a) == 0 and max(b) == 0:
+            verdict = "no significant change"
+            notes.append(f"{metric} is 0 in every run on both sides")
+        else:
+            notes.append(f"the base median {metric} is 0, so there is no ratio")
+    elif verdict == stats.TOO_FEW:
+        notes.append(f"with {len(a)} and {len(b)} samples no test can reach p < {alpha:g}: "
+                     f"at least {stats.runs_needed(alpha)} runs each")
+    return PhaseComparison(
+        metric=metric, base_n=len(a), new_n=len(b),
+        base_median=float(np.median(a)) if a else None, new_median=float(np.median(b)) if b else None,
+        ratio=ratio, ratio_ci_low=low, ratio_ci_high=high, p_value=p, verdict=verdict,  # type: ignore[arg-type]
+        note="; ".join(notes) or None,
+    )
+
+
+def _gate_verdict(phases: Sequence[PhaseComparison]) -> str:
+    """slower, else faster, else not comparable when no gate phase was tested, else too few runs
+    to judge when a gate phase had samples too few for any test to be significant, else no
+    significant change (every tested gate phase could have shown a change, and none did)."""
+    verdicts = [p.verdict for p in phases]
+    if "slower" in verdicts:
+        return "slower"
+    if "faster" in verdicts:
+        return "faster"
+    if all(v == "not comparable" for v in verdicts):  # none tested, or no gate phase at all
+        return "not comparable"
+    if stats.TOO_FEW in verdicts:
+        return stats.TOO_FEW
+    return "no significant change"
+
+
+def judge_script(
+    name: str, device: str | None, base: Mapping[str, Sequence[float]], new: Mapping[str, Sequence[float]],
+    options: VerdictOptions | None = None, *, repeated: bool = True,
+) -> ScriptComparison:
+    """Judge every phase of one script (``base`` / ``new``: samples per metric name) and gate them.
+
+    ``options.metric`` None gates on run and compile time (those measured on both sides; wall time
+    when neither is); a named metric is the whole gate. Metrics absent from both mappings are skipped.
+    """
+    options = options if options is not None else VerdictOptions()
+    alpha, min_effect = options.alpha, options.min_effect
+    judged, _ = metrics_for(options.metric)
+    phases = {
+        m: judge_phase(m, base.get(m, ()), new.get(m, ()), alpha=alpha, min_effect=min_effect, repeated=repeated)
+        for m in judged if m in base or m in new
+    }
+    return gated_comparison(name, device, phases, options.metric)
+
+
+def gated_comparison(
+    name: str, device: str | None, phases: dict[str, PhaseComparison], metric: str | None,
+) -> ScriptComparison:
+    """One script's phases (judged by :func:`judge_phase` or, pair by pair, by
+    :func:`jaxrun.judge.paired.judge_paired_phase`) made one verdict by the gate of ``metric``
+    (:func:`metrics_for`): None gates on run and compile time, those measured on both sides
+    (wall time, with a note, when neither is); a named metric is the whole gate."""
+    _, gate = metrics_for(metric)
+    notes = []
+    if metric is None:
+        measured = [m for m in gate if m in phases and phases[m].base_n and phases[m].new_n]
+        if not measured and "wall_time" in phases:
+            missing = " and ".join(gate)
+            notes.append(f"{missing} not measured on both sides: judged on wall_time")
+            measured = list(FALLBACK_GATE)
+        gate = tuple(measured) or gate
+    gated = [phases[m] for m in gate if m in phases]
+    return ScriptComparison(
+        script_name=name, device=device, verdict=_gate_verdict(gated),  # type: ignore[arg-type]
+        gate=list(gate),
+        slower=[m for m, p in phases.items() if p.verdict == "slower"],
+        faster=[m for m, p in phases.items() if p.verdict == "faster"],
+        phases=phases, note="; ".join(notes) or None,
+    )
+
+
+def too_few_note(comparison: ScriptComparison) -> str | None:
+    """The note of the first gate phase judged "too few runs to judge" ("with 3 and 3 samples no
+    test can reach p < 0.05: at least 4 runs each"), or None."""
+    for m in comparison.gate:
+        phase = comparison.phases.get(m)
+        if phase is not None and phase.verdict == stats.TOO_FEW and phase.note:
+            return phase.note
+    return None
+
+
+def runs_needed(comparison: ScriptComparison) -> str | None:
+    """The part of :func:`too_few_note` that says what to do: ``at least 4 runs each``."""
+    note = too_few_note(comparison)
+    return note[note.find("at least"):] if note and "at least" in note else None
+
+
+def describe_gate(comparison: ScriptComparison) -> str:
+    """``run_time x1.284 [1.21, 1.33] p=0.00058`` for each gate phase judged slower or faster, or
+    for the whole gate when none was: the one line the history, Markdown and pytest print."""
+    chosen = [m for m in comparison.gate if m in comparison.slower + comparison.faster] or comparison.gate
+    parts = []
+    for m in chosen:
+        phase = comparison.phases.get(m)
+        if phase is None:
+            continue
+        text = m if phase.ratio is None else f"{m} x{phase.ratio:.3f}"
+        if phase.ratio_ci_low is not None and phase.ratio_ci_high is not None:
+            text += f" [{phase.ratio_ci_low:.3f}, {phase.ratio_ci_high:.3f}]"
+        if phase.p_value is not None:
+            text += f" p={phase.p_value:.2g}"
+        parts.append(text)
+    return ", ".join(parts)

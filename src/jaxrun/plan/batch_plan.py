@@ -1,0 +1,331 @@
+"""The plan of a batch: which scripts (discovery, batch-unique names), on which platform each
+requested device will run, and the jobs in batch order.
+
+A batch's plan is made one script at a time (:class:`Plan`, in a thread of its own): listing a
+folder is cheap (10,000 files in ~10 ms), reading each file to see whether it imports JAX and
+what its ``# jaxrun:`` comment says is not (~0.2 ms a file), so the first script starts while
+the rest of a large folder is read. The batch waits for the first ``PLAN_AHEAD_JOBS`` jobs (or
+the whole plan, when smaller): a small folder is planned whole before anything runs, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from jaxrun.config.options import BatchOptions, parse_devices
+from jaxrun.core.formatting import listed
+from jaxrun.discover.devices import check_device_id, resolve_device
+from jaxrun.discover.script_labels import script_label
+from jaxrun.discover.scripts import (
+    PreparedSearch,
+    ScriptNames,
+    prepare_search,
+    script_display_name,
+)
+from jaxrun.errors import UsageError
+from jaxrun.plan.job import Job, Jobs
+from jaxrun.probe import notebook_cells
+from jaxrun.probe.channel import valid_text
+from jaxrun.results import result_files
+
+if TYPE_CHECKING:
+    from jaxrun.discover.devices import Facts
+    from jaxrun.results.models import SkippedScript
+from jaxrun.config.config_files import display
+from jaxrun.config.resolve import set_where
+from jaxrun.config.settings import ScriptSettings, script_settings
+
+# Jobs planned before the first one starts (a folder of fewer scripts: all of them), and the
+# longest the batch waits for them: enough for the longest-first order of a small --jobs batch and
+# for a bad '# jaxrun:' comment to stop a small batch before anything runs.
+PLAN_AHEAD_JOBS = 64
+PLAN_AHEAD_SECONDS = 0.25
+# The longest the plan waits, after those, for the first script to start (Plan.go_on).
+HAND_OVER_SECONDS = 1.0
+# Scripts looked up in the history at once, for the longest-first order of a --jobs batch.
+DURATIONS_CHUNK = 64
+
+
+def _no_scripts(paths: tuple[Path, ...], unreadable: list[str]) -> UsageError:
+    shown = ", ".join(repr(str(p)) for p in paths)
+    unread = f"; {len(unreadable)} path(s) could not be read: {listed(unreadable, 3)}" if unreadable else ""
+    return UsageError(
+        f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
+        f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"
+    )
+
+
+def _searches(paths: tuple[Path, ...], recursive: bool, include: object, exclude: object) -> list[PreparedSearch]:
+    return [prepare_search(path, recursive, include=include, exclude=exclude)  # type: ignore[arg-type]
+            for path in paths]
+
+
+def _unreadable(paths: tuple[Path, ...], searches: list[PreparedSearch]) -> list[str]:
+    return [valid_text(f"{os.path.join(path, rel)}: {reason}")
+            for path, search in zip(paths, searches) for rel, reason in sorted(search.unreadable)]
+
+
+def _named_scripts(paths: tuple[Path, ...], searches: list[PreparedSearch]) -> Iterator[tuple[Path, str]]:
+    """Each script found, in batch order, with its batch-unique ``<name>`` (docs/ARCHITECTURE.md,
+    "Results folder"): within a folder given, discovery's rule (its own base name kept, a clash
+    suffixed past every name the folder's files have); across folders, first come first served."""
+    batch = ScriptNames()
+    for path, search in zip(paths, searches):
+        root = path if path.is_dir() else path.parent
+        folder = ScriptNames(reserved=search.base_names())
+        for script in search.scripts():
+            # The name goes into file names, JSON and the terminal: non-UTF-8 bytes become \xNN.
+            yield script, batch.take(valid_text(folder.take(script_display_name(script, root))))
+
+
+def discover(
+    paths: tuple[Path, ...], recursive: bool, include: object, exclude: object,
+) -> tuple[list[tuple[Path, str]], list[str]]:
+    """All scripts to run, in order, each with its batch-unique ``<name>``; and what the search
+    could not read (``"path: reason"``), which the batch reports and goes on without."""
+    searches = _searches(paths, recursive, include, exclude)
+    found = list(_named_scripts(paths, searches))
+    skipped = _unreadable(paths, searches)
+    if not found:
+        raise _no_scripts(paths, skipped)
+    return found, skipped
+
+
+@dataclass
+class DevicePlan:
+    platforms: dict[str, str | None] = field(default_factory=dict)  # requested device -> where it will start (None: nowhere)
+    notes: list[str] = field(default_factory=list)  # why a requested device is missing, and what happens instead
+
+    @property
+    def summary(self) -> str:
+        # A chosen device that will run where it was asked says which one (gpu:1).
+        return ",".join(name if p and name.startswith(p + ":") else p or "none"
+                        for name, p in self.platforms.items())
+
+    def add(self, name: str, options: BatchOptions, info: "Facts | None") -> str | None:
+        """Where device ``name`` will run (planned once, with its note)."""
+        if name not in self.platforms:
+            planned, missing = resolve_device(name, info) if info is not None else (None, None)
+            if planned is None and options.run.fallback and info is not None and info.platforms.get("cpu"):
+                planned = "cpu"  # the requested accelerator is absent; its scripts will fall back
+            self.platforms[name] = planned
+            if missing:
+                self.notes.append(missing + ("; falling back to cpu" if planned == "cpu" else ""))
+        return self.platforms[name]
+
+
+def plan_devices(options: BatchOptions, info: "Facts | None", extra: tuple[str, ...] = ()) -> DevicePlan:
+    """Where each requested device (the batch's, then ``extra`` ones that per-script settings
+    ask for) will run."""
+    devices = DevicePlan()
+    for name in (*options.device, *extra):
+        # One device that is not here (gpu:3 on two GPUs) is a usage error before anything runs.
+        # A CPU id waits for each script's own settings (script_jobs): '# jaxrun: host_devices=2',
+        # or a [devices.cpu] table's, makes cpu:1.
+        if not name.startswith("cpu:"):
+            check_device_id(name, info)
+        devices.add(name, options, info)
+    return devices
+
+
+@dataclass(frozen=True)
+class ScriptPlan:
+    script: Path
+    name: str
+    devices: tuple[str, ...]  # the batch's, or the script's own device setting
+    own_device: bool  # whether they are the script's own
+    settings: ScriptSettings
+
+
+def plan_script(options: BatchOptions, script: Path, name: str) -> "ScriptPlan | SkippedScript":
+    """The script with its own settings (per-script tables, header comment), or why a skip
+    setting leaves it out."""
+    settings = script_settings(options, script)
+    if settings.skip is not None:
+        from jaxrun.results.models import (
+            SkippedScript,  # the result models: only when a script is left out
+        )
+
+        return SkippedScript(script_name=name, script_path=str(script), reason=settings.skip,
+                             origin=settings.origins.get("skip"))
+    own_device = "device" in settings.values and not options.given("device")
+    devices = parse_devices(settings.values["device"]) if own_device else options.device
+    return ScriptPlan(script, name, devices, own_device, settings)
+
+
+def plan_scripts(options: BatchOptions, scripts: list[tuple[Path, str]]) -> "tuple[list[ScriptPlan], list[SkippedScript]]":
+    """Each script with its own settings; the ones a skip setting leaves out, with the reason."""
+    planned: list[ScriptPlan] = []
+    skipped: list["SkippedScript"] = []
+    for script, name in scripts:
+        plan = plan_script(options, script, name)
+        (planned if isinstance(plan, ScriptPlan) else skipped).append(plan)  # type: ignore[arg-type]
+    return planned, skipped
+
+
+def _durations(options: BatchOptions, scripts: list[ScriptPlan]) -> dict[str, float]:
+    """What the history expects of each script, for the longest-first order of a --jobs batch
+    (only then: it needs numpy and scipy)."""
+    if options.jobs <= 1:
+        return {}
+    if options.history is None or not options.history.is_file():  # resolved by BatchOptions
+        return {}
+    from jaxrun.judge.history import expected_durations
+
+    return expected_durations(options.history, [p.script for p in scripts])
+
+
+def search_roots(options: BatchOptions) -> list[str]:
+    """The folders searched, as the batch's metadata records them (what a script's label is relative to)."""
+    return [str(p.resolve()) for p in options.paths]
+
+
+def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: "Facts | None",
+                first: int, expected: float | None, roots: list[str]) -> list[Job]:
+    """The script's jobs, one per device, numbered from ``first`` in batch order."""
+    several = len(options.device) > 1
+    jobs: list[Job] = []
+    for device in plan.devices:
+        platform = devices.add(device, options, info)
+        own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
+                                         device if plan.own_device else None)
+        try:
+            run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
+        except UsageError as exc:
+            # Which script, and which of its settings: the batch's own options alone were valid.
+            exc.args = (f"{display(plan.script)}: {exc}{set_where(str(exc), own.values, own.origins)}",)
+            raise
+        chosen = run_options or options.run_for(device)
+        if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
+            raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,
+                                                         chosen.origin_of("entry")))
+        if plan.own_device or "host_devices" in own.values or device.startswith("cpu:"):
+            # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
+            # devices a script has is its own setting): checked as the batch's were.
+            check_device_id(device, info, chosen.host_devices)
+        jobs.append(Job(
+            index=first + len(jobs), script=plan.script, name=plan.name,
+            # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one
+            # script too: each needs its own files.
+            file_name=result_files.file_stem(f"{plan.name}@{device}" if several or len(plan.devices) > 1
+                                            else plan.name),
+            device=device, platform=platform, results_dir=options.results_dir,
+            expected_seconds=expected,
+            run_options=run_options,
+            label=script_label(str(plan.script), roots, device if len(plan.devices) > 1 else None),
+        ))
+    return jobs
+
+
+def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DevicePlan,
+              info: "Facts | None" = None) -> list[Job]:
+    """One job per script and device, in batch order (scripts first, then devices)."""
+    durations, roots = _durations(options, scripts), search_roots(options)
+    jobs: list[Job] = []
+    for plan in scripts:
+        jobs += script_jobs(options, plan, devices, info, len(jobs), durations.get(str(plan.script)), roots)
+    return jobs
+
+
+class Plan:
+    """The batch's plan, made in a thread of its own while the first scripts run: ``jobs`` grows
+    in batch order; once it is complete, ``found``, ``unreadable``, ``skipped`` and ``devices``
+    say what the whole search found.
+
+    The paths are checked when it is built (a missing folder is a usage error before anything
+    else); finding no script at all, or a script's bad ``# jaxrun:`` comment, stops the plan
+    with a :class:`~jaxrun.errors.UsageError` that ``jobs`` raises where it stopped.
+    """
+
+    def __init__(self, options: BatchOptions, info: "Facts | None") -> None:
+        self.options, self.info = options, info
+        self._searches = _searches(options.paths, options.recursive, options.include, options.exclude)
+        self.jobs = Jobs(complete=False)
+        self.found = 0
+        self.skipped: list["SkippedScript"] = []
+        self.devices = plan_devices(options, info)
+        self._roots = search_roots(options)
+        self._count = 0  # jobs planned
+        self._stop = threading.Event()
+        self._handed_over = threading.Event()  # the first script has started (or need not be waited for)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def unreadable(self) -> list[str]:
+        """What the search could not read, so far (``"path: reason"``)."""
+        return _unreadable(self.options.paths, self._searches)
+
+    def start(self) -> "Plan":
+        self._thread = threading.Thread(target=self._run, name="jaxrun-plan", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Plan no further script (Ctrl-C, or the batch stopped)."""
+        self._stop.set()
+        self._handed_over.set()
+
+    def go_on(self) -> None:
+        """The first script has started: plan the rest. Until then the plan stops after the
+        first PLAN_AHEAD_JOBS jobs (at most HAND_OVER_SECONDS), so that reading the rest of a
+        large folder does not compete with the first script's start for the CPU."""
+        self._handed_over.set()
+
+    def all(self) -> list[Job]:
+        """Every job, once the whole plan is made (--resume, Ray): it does not pause for a first script."""
+        self.go_on()
+        return self.jobs.all()
+
+    def wait_ahead(self) -> None:
+        """Wait for the first jobs (all of a small batch), or the plan's end; raise what
+        stopped it before any job was planned."""
+        self.jobs.wait(PLAN_AHEAD_JOBS, timeout=PLAN_AHEAD_SECONDS)
+        if self.jobs.error is not None:  # found before the first script starts: nothing runs
+            raise self.jobs.error
+
+    def _run(self) -> None:
+        try:
+            self._plan()
+        except BaseException as exc:  # noqa: BLE001 - raised where the jobs are read
+            self.jobs.finish(exc)
+        else:
+            self.jobs.finish()
+
+    def _plan(self) -> None:
+        options = self.options
+        chunk = DURATIONS_CHUNK if options.jobs > 1 else 1
+        waiting: list[ScriptPlan] = []
+        for script, name in _named_scripts(options.paths, self._searches):
+            if self._stop.is_set():
+                return
+            if self._count >= PLAN_AHEAD_JOBS and not self._handed_over.is_set():
+                self._handed_over.wait(HAND_OVER_SECONDS)
+                self._handed_over.set()  # once: a batch that never starts a process is not held up again
+            # Let the batch's own thread have the interpreter between two files: it starts
+            # the scripts (the interpreter otherwise switches threads every 5 ms).
+            time.sleep(0)
+            self.found += 1
+            plan = plan_script(options, script, name)
+            if not isinstance(plan, ScriptPlan):
+                self.skipped.append(plan)
+                continue
+            waiting.append(plan)
+            if len(waiting) >= chunk:
+                self._add(waiting)
+                waiting = []
+        self._add(waiting)
+        if not self.found:
+            raise _no_scripts(options.paths, self.unreadable)
+
+    def _add(self, scripts: list[ScriptPlan]) -> None:
+        durations = _durations(self.options, scripts) if scripts else {}
+        for plan in scripts:
+            for job in script_jobs(self.options, plan, self.devices, self.info, self._count,
+                                   durations.get(str(plan.script)), self._roots):
+                self.jobs.add(job)
+                self._count += 1

@@ -1,0 +1,360 @@
+"""``jaxrun report``: one self-contained HTML file of a results folder (no network needed).
+
+Summary cards; a table of every script, sortable by any column; plotly figures (plotly.js inlined
+once): where each script's time went (import, trace, lower, compile, run, stacked), its peak
+memory, the distribution of its benchmark runs (box plots, when there are samples), and the ratio
+to a baseline run (``--baseline``) with the verdicts of ``jaxrun compare``; then what XLA knows
+about each program (present/view/program_rows.py: cost, memory, fingerprint), the recompile reasons and each
+failure with its hint and the tail of its stderr log.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from jaxrun.core.formatting import fmt, fmt_seconds, left_out, listed
+from jaxrun.results.result_files import NotRegularFileError, open_regular
+
+if TYPE_CHECKING:
+    from jaxrun.present.view import ProgramView, RunView, ScriptView
+    from jaxrun.results.models import BatchResult, ComparisonReport, ScriptResult
+
+_LOG_TAIL_LINES = 30
+_LOG_TAIL_BYTES = 256 * 1024  # the end of a log (capped at 50 MiB) that holds its last lines
+_PHASES = ("import", "trace", "lower", "compile", "run")
+_COLORS = {"import": "#8c8c8c", "trace": "#f4a261", "lower": "#e9c46a", "compile": "#e76f51", "run": "#2a9d8f"}
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}
+h1{margin:0 0 4px} .sub{color:#666;margin-bottom:16px}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
+.card{background:#fff;border:1px solid #ddd;border-radius:8px;padding:10px 16px;min-width:120px}
+.card b{display:block;font-size:1.5em} .bad b{color:#c0392b} .good b{color:#27ae60}
+table{border-collapse:collapse;background:#fff;margin:8px 0 24px}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:right} th{cursor:pointer;background:#f0f0f0}
+td:first-child,th:first-child,td.text,th.text{text-align:left}
+tr.failed td{background:#fdecea} td.bad{color:#c0392b;font-weight:bold} td.good{color:#27ae60}
+td.warn{color:#b7791f} caption{caption-side:bottom;text-align:left;color:#666;padding-top:4px}
+.heading{font-size:1.2em;margin:4px 0} .note{color:#444} pre{background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:20em}
+section{margin-bottom:28px}
+"""
+
+# Sorts the table by the clicked column: numbers as numbers ("-" last), text as text.
+_SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function (th) {
+  th.addEventListener('click', function () {
+    var col = th.cellIndex;  // within its own row: the page has more than one sortable table
+    var body = th.closest('table').tBodies[0];
+    var rows = Array.from(body.rows);
+    var up = th.dataset.order !== 'asc';
+    th.dataset.order = up ? 'asc' : 'desc';
+    rows.sort(function (a, b) {
+      var x = a.cells[col].dataset.value, y = b.cells[col].dataset.value;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var cmp = (isNaN(nx) || isNaN(ny)) ? String(x).localeCompare(String(y)) : nx - ny;
+      if (x === '' && y !== '') { return 1; } if (y === '' && x !== '') { return -1; }
+      return up ? cmp : -cmp;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  });
+});
+"""
+
+
+def _esc(value: object) -> str:
+    return html.escape("-" if value is None else str(value))
+
+
+def _phase_seconds(result: "ScriptResult") -> dict[str, float]:
+    """Where the body's time went; JIT phases summed over the script's programs."""
+    compiles = result.compiles.values()
+    return {
+        "import": result.import_time or 0.0,
+        "trace": sum(c.trace_time for c in compiles),
+        "lower": sum(c.lower_time for c in compiles),
+        "compile": sum(c.compile_time + c.cache_load_time for c in compiles),
+        "run": result.run_time or 0.0,
+    }
+
+
+def _cards(view: "RunView") -> str:
+    cards = [
+        ("scripts", view.executed, ""),
+        ("succeeded", view.succeeded, "good"),
+        ("failed", view.failed, "bad" if view.failed else ""),
+        ("total time", f"{fmt(view.total_time, 1)} s", ""),
+        ("largest peak", f"{fmt(view.largest_memory, 0)} MiB", ""),
+        ("device", view.device_used or "-", ""),
+        ("exit status", view.exit_status, "bad" if view.exit_status else "good"),
+    ]
+    return '<div class="cards">' + "".join(
+        f'<div class="card {cls}"><b>{_esc(value)}</b>{_esc(label)}</div>' for label, value, cls in cards) + "</div>"
+
+
+# The scripts table: header, the shown text and the value it sorts by, whether it is text.
+_COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], tuple[object, object]], bool], ...] = (
+    ("script", lambda s, m: (s.label, s.label), True),
+    ("status", lambda s, m: (s.status_text + (" (kept)" if s.kept else ""), s.status_text), True),
+    ("device", lambda s, m: (s.device_text, s.device_text), True),
+    ("time s", lambda s, m: (fmt(s.time) + (m if s.timing else ""), s.time), False),
+    ("import s", lambda s, m: (fmt(s.import_), s.import_), False),
+    ("JIT s", lambda s, m: (fmt(s.jit), s.jit), False),
+    ("run s", lambda s, m: (fmt(s.run), s.run), False),
+    ("compiles", lambda s, m: (s.compiles_text, s.compiles), False),
+    ("peak MiB", lambda s, m: (fmt(s.memory, 0), s.memory), False),
+    ("verdict", lambda s, m: (s.verdict or "-", s.verdict_short or ""), True),
+)
+
+
+_TEXT_CLASS = ' class="text"'
+
+
+def _table(view: "RunView") -> str:
+    mark, note = view.timing_note()
+    rows = []
+    for s in view.scripts:
+        tds = []
+        for header, cell, text in _COLUMNS:
+            shown, raw = cell(s, mark)
+            style = {"status": s.level, "verdict": s.verdict_level}.get(header, "")
+            cls = " ".join(c for c in ("text" if text else "", style) if c)
+            tds.append(f'<td class="{cls}" data-value="{_esc("" if raw is None else raw)}">{_esc(shown)}</td>')
+        rows.append(f'<tr class="{"failed" if s.status == "failed" else ""}" data-script="{_esc(s.name)}">{"".join(tds)}</tr>')
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _COLUMNS)
+    caption = f"<caption>{_esc(note)}</caption>" if note else ""
+    return (f'<table id="scripts" class="sortable">{caption}<thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def _figures(batch: "BatchResult", view: "RunView", comparison: "ComparisonReport | None") -> list[tuple[str, Any]]:
+    import plotly.graph_objects as go
+
+    results = batch.script_results
+    names = [s.label for s in view.scripts]
+    figures = []
+    phases = [_phase_seconds(r) for r in results]
+    time_fig = go.Figure([go.Bar(name=p, x=names, y=[s[p] for s in phases], marker_color=_COLORS[p]) for p in _PHASES])
+    time_fig.update_layout(barmode="stack", yaxis_title="seconds", title="Where the time went (script body)")
+    figures.append(("time", time_fig))
+    memory_fig = go.Figure([go.Bar(name="host peak (MiB)", x=names, y=[r.memory_peak for r in results])])
+    device_peaks = [r.device_memory_peak for r in results]
+    if any(p is not None for p in device_peaks):
+        memory_fig.add_bar(name="device peak (MiB)", x=names, y=device_peaks)
+    memory_fig.update_layout(barmode="group", yaxis_title="MiB (2^20 bytes)", title="Peak memory")
+    figures.append(("memory", memory_fig))
+    benchmarks = [b for b in batch.benchmarking.benchmarks if any(s.success for s in b.samples)]
+    if benchmarks:
+        labels = {(s.name, s.device_requested): s.label for s in view.scripts}
+        box = go.Figure([go.Box(name=labels.get((b.script_name, b.device_requested), b.script_name), boxpoints="all",
+                                y=[s.wall_time for s in b.samples if s.success and s.wall_time is not None])
+                         for b in benchmarks])
+        box.update_layout(yaxis_title="seconds", title="Benchmark runs: wall time of every counted run")
+        figures.append(("benchmarks", box))
+    if comparison is not None and comparison.scripts:
+        figures.append(("comparison", _comparison_figure(view, comparison)))
+    return figures
+
+
+def _comparison_figure(view: "RunView", comparison: "ComparisonReport") -> Any:
+    """Each gate phase's ratio (this run / baseline) per script, with its 95% CI and its own
+    verdict on the bar; under each script, its verdict: the one the table beside it states."""
+    import plotly.graph_objects as go
+
+    by_key = {(c.script_name, c.device): c for c in comparison.scripts}
+    judged = [(s, by_key.get((s.name, s.device)) or by_key.get((s.name, s.device_requested))) for s in view.scripts]
+    judged = [(s, c) for s, c in judged if c is not None]
+    x = [f"{s.label}<br>{s.verdict_short or c.verdict}" for s, c in judged]
+    bars = []
+    for metric in comparison.gate:
+        phases = [c.phases.get(metric) for _, c in judged]
+        bars.append(go.Bar(
+            name=metric, x=x, y=[p.ratio if p else None for p in phases],
+            text=[p.verdict if p else "" for p in phases], textposition="outside",
+            error_y=dict(type="data", symmetric=False,
+                         array=[(p.ratio_ci_high - p.ratio) if p and p.ratio and p.ratio_ci_high else 0 for p in phases],
+                         arrayminus=[(p.ratio - p.ratio_ci_low) if p and p.ratio and p.ratio_ci_low else 0 for p in phases]),
+        ))
+    figure = go.Figure(bars)
+    figure.add_hline(y=1.0, line_dash="dot")
+    figure.update_layout(barmode="group", yaxis_title="this run / baseline (median ratio)",
+                         title="Against the baseline: each gate phase, 95% CI; under each script its verdict")
+    return figure
+
+
+def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
+    by_key = {(c.script_name, c.device): c for c in comparison.scripts}
+    rows = []
+    for s in view.scripts:
+        c = by_key.get((s.name, s.device)) or by_key.get((s.name, s.device_requested))
+        if c is None:
+            continue
+        rows.append(f"<tr data-compared='{_esc(s.name)}'><td class='text'>{_esc(s.label)}</td>"
+                    f"<td class='text {s.verdict_level}'>{_esc(s.verdict)}</td>"
+                    f"<td class='text'>{_esc(', '.join(c.slower) or '-')}</td><td class='text'>{_esc(', '.join(c.faster) or '-')}</td></tr>")
+    return (f"<p>Baseline: <code>{_esc(comparison.base)}</code>. Gate: {_esc(', '.join(comparison.gate))}.</p>"
+            f'<table id="comparison"><thead><tr><th>script</th><th{_TEXT_CLASS}>verdict</th><th{_TEXT_CLASS}>'
+            f"slower phases</th><th{_TEXT_CLASS}>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+_PROGRAM_ROWS = 500  # a huge batch's report lists the first programs; the result files hold every one
+_PROGRAM_COLUMNS: tuple[tuple[str, Callable[["ProgramView"], tuple[object, object]], bool], ...] = (
+    ("script", lambda p: (p.script, p.script), True),
+    ("program", lambda p: (p.program, p.program), True),
+    ("built", lambda p: (p.builds, p.builds), True),
+    ("JIT s", lambda p: (fmt(p.jit, 3), p.jit), False),
+    ("FLOPs", lambda p: (p.flops_text, p.flops), False),
+    ("bytes accessed", lambda p: (p.bytes_accessed_text, p.bytes_accessed), False),
+    ("device memory", lambda p: (p.memory_text, p.memory), False),
+    ("fingerprint", lambda p: (p.fingerprint_text, p.fingerprint), True),
+    ("compiled for", lambda p: (p.device_text, p.device_text), True),
+    ("note", lambda p: (p.note, p.note or ""), True),
+)
+
+
+def _programs(batch: "BatchResult", view: "RunView") -> str:
+    """What XLA knows about each program (one row each: present/view/program_rows.py), sortable."""
+    from itertools import islice
+
+    from jaxrun.present.view import program_views
+
+    every = program_views(batch, view)
+    views = list(islice(every, _PROGRAM_ROWS))
+    left = sum(1 for _ in every)  # counted, not held: the report says how many it leaves out
+    if not views:
+        return "<p>No script compiled a JAX program.</p>"
+    rows = []
+    for program in views:
+        cells = []
+        for _, cell, text in _PROGRAM_COLUMNS:
+            shown, raw = cell(program)
+            cells.append(f'<td class="{"text" if text else ""}" data-value="{_esc("" if raw is None else raw)}">'
+                         f"{_esc(shown)}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _PROGRAM_COLUMNS)
+    more = (f"<caption>The first {_PROGRAM_ROWS} programs{left_out(left, 'more, not shown here')}: every one "
+            "is in script_results/.</caption>" if left else
+            "<caption>FLOPs and bytes accessed per call, device memory per device (inputs included), as XLA's "
+            "analyses of the last executable built or loaded.</caption>")
+    return (f'<table id="programs" class="sortable">{more}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _transfers(batch: "BatchResult", view: "RunView") -> str:
+    """Implicit host<->device copies and live arrays, one row a script that used JAX."""
+    from jaxrun.present.view import transfer_views
+
+    rows = [f"<tr><td class='text'>{_esc(t.script)}</td><td>{_esc(t.host_to_device)}</td><td>{_esc(t.device_to_host)}</td>"
+            f"<td>{_esc(t.device_to_device)}</td><td>{_esc(t.live_arrays)}</td><td class='text'>{_esc(t.note)}</td></tr>"
+            for t in transfer_views(batch, view)]
+    if not rows:
+        return ""
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, text in (
+        ("script", True), ("host to device", False), ("device to host", False), ("device to device", False),
+        ("live arrays at the end", False), ("note", True)))
+    return (f'<table id="transfers"><caption>Implicit copies JAX made (count, bytes); explicit device_put and '
+            f"device_get are not counted.</caption><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _recompiles(batch: "BatchResult", view: "RunView") -> str:
+    """Per script, each program traced more than once, with JAX's reasons (repeats counted)."""
+    blocks = []
+    for r, shown in zip(batch.script_results, view.scripts):
+        items = []
+        for program, stats in r.compiles.items():
+            if not stats.recompile_reasons:
+                continue
+            counted = Counter(stats.recompile_reasons)
+            reasons = "".join(f"<li>{_esc(reason)}{f' (x{n})' if n > 1 else ''}</li>" for reason, n in counted.items())
+            items.append(f"<li><code>{_esc(program)}</code>: traced {stats.traces} times, compiled {stats.count}, "
+                         f"loaded from the cache {stats.cache_hits}<ul>{reasons}</ul></li>")
+        if items:
+            blocks.append(f"<details><summary><b>{_esc(shown.label)}</b>: {len(items)} program(s) traced again"
+                          f"</summary><ul>{''.join(items)}</ul></details>")
+    return "".join(blocks) if blocks else "<p>No program was traced more than once.</p>"
+
+
+def _cells(batch: "BatchResult", view: "RunView") -> str:
+    """Per notebook, each code cell's seconds and outcome (empty when the run had no notebook)."""
+    from jaxrun.present.view import cell_outcome, cells_ran
+
+    blocks = []
+    for r, shown in zip(batch.script_results, view.scripts):
+        if not r.cells:
+            continue
+        rows = "".join(
+            f"<tr><td>{c.index}</td><td class='text'><code>{_esc(c.source)}</code></td><td>{_esc(fmt_seconds(c.seconds))}</td>"
+            f"<td class='text'>{_esc(cell_outcome(c))}</td></tr>"
+            for c in r.cells)
+        blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {_esc(cells_ran(r.cells))}</summary>"
+                      "<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th><th>seconds</th>"
+                      f"<th class='text'>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
+    return f"<section><h2>Notebook cells</h2>{''.join(blocks)}</section>" if blocks else ""
+
+
+def _log_tail(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        with open_regular(Path(path)) as handle:  # a FIFO or a device in its place is never read
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - _LOG_TAIL_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
+    except NotRegularFileError as exc:
+        return f"(the log is {exc.problem}: not read)"
+    except OSError:
+        return "(the log is gone)"
+    lines = text.splitlines()
+    what = "earlier lines: the whole log is the file"
+    if size > _LOG_TAIL_BYTES:  # only its end was read: how many lines came before is not known
+        lines = lines[1:]  # the first line read may be the end of a longer one
+        what = "earlier lines, and more before them: the whole log is the file"
+    return listed(lines, _LOG_TAIL_LINES, "\n", last=_LOG_TAIL_LINES, what=what)
+
+
+def _failures(view: "RunView") -> str:
+    failed = [s for s in view.scripts if s.status == "failed"]
+    if not failed:
+        return "<p>Every script succeeded.</p>"
+    return "".join(
+        f"<h3>{_esc(s.label)}: {_esc(s.error_class)}</h3><pre>{_esc(s.error_full)}</pre>"
+        + (f"<p>at <code>{_esc(s.location)}</code></p>" if s.location else "")
+        + f"<p><i>hint:</i> {_esc(s.hint)}</p><p>log: <code>{_esc(s.log)}</code></p><pre>{_esc(_log_tail(s.log))}</pre>"
+        for s in failed)
+
+
+def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> str:
+    """The report as one HTML document, plotly.js included once, inline: the view of the run
+    (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline."""
+    import plotly.io as pio
+
+    from jaxrun.present.view import run_view
+
+    view = run_view(batch, comparison)
+    meta = batch.metadata
+    plots = []
+    for index, (name, figure) in enumerate(_figures(batch, view, comparison)):
+        figure.update_layout(template="plotly_white", height=420, margin=dict(t=50, b=80))
+        plots.append(f'<section id="plot-{name}">' + pio.to_html(
+            figure, full_html=False, include_plotlyjs="inline" if index == 0 else False,
+            div_id=f"figure-{name}", config={"displaylogo": False}) + "</section>")
+    comparison_html = (f"<section><h2>Against the baseline</h2>{_comparison_table(view, comparison)}</section>"
+                       if comparison else "")
+    notes = "".join(f"<p class='note'>{_esc(n)}</p>" for n in view.notes)
+    skipped = "".join(f"<p class='note'>skipped: {_esc(s.label)}: {_esc(s.reason)}</p>" for s in view.skipped)
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>jaxrun report: {_esc(meta.results_dir)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>jaxrun report</h1><p class='heading'>{_esc(view.heading)}</p>"
+        f"<div class='sub'>{_esc(meta.results_dir)} · {_esc(meta.execution_timestamp)} · jaxrun {_esc(meta.jaxrun_version)}"
+        f" · jax {_esc(meta.jax_version)} · {_esc(meta.host)}</div>"
+        f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
+        f"{''.join(plots)}{comparison_html}"
+        f"<section><h2>Programs</h2>{_programs(batch, view)}{_transfers(batch, view)}</section>"
+        f"<section><h2>Recompilations</h2>{_recompiles(batch, view)}</section>{_cells(batch, view)}"
+        f"<section><h2>Failures</h2>{_failures(view)}</section>"
+        f"<script>{_SORT_JS}</script></body></html>\n"
+    )

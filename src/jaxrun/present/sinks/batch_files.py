@@ -1,0 +1,154 @@
+"""The files of a results folder that describe the whole batch (docs/ARCHITECTURE.md, "Results folder"):
+``jax_device_info.json`` once, and ``jax_execution_results.json``, ``jax_performance_metrics.json``
+and, when benchmarking, ``jax_benchmark_results.json`` (atomically), so a batch cut off by a crash
+or Ctrl-C still leaves valid files (``metadata.complete`` says whether it ended).
+
+Each of these files holds every result so far, so rewriting them after every script would cost
+the square of the batch's size (10,000 scripts: about 45 minutes). They are rewritten after a
+script unless the rewrites would then take more than ``MAX_WRITE_SHARE`` of the batch's time (in
+practice: after every script of ordinary batches, every few hundred of a flood of short ones),
+and always at the start (:meth:`BatchFilesSink.begin`, which the batch has done while the first
+script runs: run/process_watch.py ``when_started``) and at the end (and on Ctrl-C). Every script's own
+result file is written when it finishes, so a batch killed outright loses nothing:
+:func:`jaxrun.results.batch_summary.with_unlisted_results` adds those files to a batch file that lags behind
+(compare, report and --resume read through it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from jaxrun import __version__
+from jaxrun.core.timestamps import now_iso
+from jaxrun.present.sinks.script_files import UNWRITTEN, ScriptFileSink
+from jaxrun.results import result_files
+from jaxrun.results.batch_summary import (
+    assemble_batch,
+    figures_of,
+    latest_by_name,
+    performance_metrics_head,
+    script_metrics,
+)
+from jaxrun.results.held_results import HeldList, HeldResults
+from jaxrun.results.models import (
+    BatchMetadata,
+    BatchResult,
+    BenchmarkResults,
+    DeviceInfo,
+    ScriptResult,
+)
+from jaxrun.results.sink import BaseSink
+
+if TYPE_CHECKING:
+    from jaxrun.plan.job import Job
+
+
+# The most of a batch's time the rewrites of the batch files may take: after a rewrite that took
+# w seconds, the next waits w / MAX_WRITE_SHARE.
+# 2%: at 1,000 tiny scripts a share of 5% was ~3 ms of jaxrun's CPU a script (its budget: 10 ms,
+# benchmarks/README.md).
+MAX_WRITE_SHARE = 0.02
+
+
+class BatchFilesSink(BaseSink):
+    def __init__(
+        self, meta: BatchMetadata, info: DeviceInfo | None, *, benchmark_runs: int, warmup_runs: int,
+        devices: Sequence[str], texts: ScriptFileSink | None = None,
+    ) -> None:
+        """``texts``: the sink before this one that wrote each result's own file, whose text of
+        the result this one holds (else it serializes the result itself)."""
+        self.results_dir = Path(meta.results_dir)
+        self.meta, self.info = meta, info
+        self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
+        # Every result so far, a few hundred bytes each (results/held_results.py), as this sink is given it:
+        # a sink after this one that changes a result returns the changed one (sinks/__init__.py).
+        self._held = HeldResults()
+        self._texts = texts
+        self._last_write = 0.0  # time.monotonic() when the last rewrite ended
+        self._write_seconds = 0.0  # how long it took
+        self._begun = False
+        self._begin_lock = threading.Lock()
+
+    def begin(self) -> None:
+        """Write the files' first version (no results yet), once: whoever gets here first, the
+        first script's start or the first result, does it."""
+        with self._begin_lock:
+            if self._begun:
+                return
+            if self.info is not None:
+                result_files.write_model(self.results_dir / result_files.DEVICE_INFO, self.info)
+            self._write(self.batch(complete=False))
+            self._begun = True
+
+    def on_result(self, job: "Job", result: ScriptResult) -> ScriptResult:
+        # First: held even when the files cannot be written.
+        text = self._texts.text_of(result) if self._texts is not None else UNWRITTEN
+        if text is UNWRITTEN:
+            self._held.add(job.index, result)
+        else:
+            self._held.add(job.index, result, text)  # type: ignore[arg-type]
+        self.begin()
+        now = time.monotonic()
+        if now - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
+            self._write(self.batch(complete=False), since=now)  # assembling it is part of its cost
+        return result
+
+    def on_end(self, batch: BatchResult) -> None:
+        self.begin()  # jax_device_info.json, when no script ever started
+        self._write(batch)
+
+    @property
+    def reported(self) -> set[int]:
+        """The indices of the jobs whose result is in."""
+        return self._held.indices()
+
+    def batch(self, complete: bool) -> BatchResult:
+        """The batch as it stands: every result so far, in batch order (read back on use:
+        ``script_results`` is a :class:`~jaxrun.results.held_results.HeldList`)."""
+        results = self._held.results()
+        benchmarking = None
+        if self.benchmark_runs:
+            from jaxrun.judge.benchmark_runs import (
+                benchmarking_section,  # numpy: only when the batch benchmarks
+            )
+
+            benchmarking = benchmarking_section(list(results.benchmarks()), self.benchmark_runs, self.warmup_runs,
+                                                self.devices)
+        return assemble_batch(self.meta, self.info, results, complete=complete, benchmarking=benchmarking,
+                              figures=results.figures())
+
+    def _write(self, batch: BatchResult, since: float | None = None) -> None:
+        started = time.monotonic() if since is None else since
+        self._write_files(batch)
+        self._last_write = time.monotonic()
+        self._write_seconds = self._last_write - started
+
+    def _write_files(self, batch: BatchResult) -> None:
+        out = self.results_dir
+        if batch.benchmarking.enabled:
+            result_files.write_model(
+                out / result_files.BENCHMARK_RESULTS,
+                BenchmarkResults(
+                    generated_at=now_iso(), host=self.meta.host, jaxrun_version=__version__,
+                    jax_version=self.meta.jax_version, search_paths=self.meta.search_paths, **dict(batch.benchmarking),
+                ),
+            )
+        # Both written one result at a time (the same bytes as dumping them whole): dumped whole,
+        # the text was held twice at every rewrite, ~7 MB at 1,000 results besides the
+        # serializer's own buffer (the peak RSS a result has a budget: benchmarks/README.md); one
+        # result at a time, ~0.3 MB. Held results are written as the texts and figures they are
+        # held as, never read back.
+        results = batch.script_results
+        if isinstance(results, HeldList):
+            items: Iterable[ScriptResult | str] = results.texts()
+            figures = results.figures()
+        else:
+            items, figures = results, [figures_of(r) for r in results]
+        result_files.write_model_chunks(out / result_files.EXECUTION_RESULTS,
+                                       batch.model_copy(update={"script_results": []}), "script_results", items)
+        result_files.write_model_chunks(
+            out / result_files.PERFORMANCE_METRICS, performance_metrics_head(figures, batch.performance_summary),
+            "scripts", ((name, script_metrics(f)) for name, f in latest_by_name(figures)))

@@ -1,0 +1,36 @@
+"""The results folder's manifest, told of each script before any of its files is made
+(results/ownership.py): the first sink of a batch, made on the way to the first script (it imports no
+result model)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jaxrun.errors import ResultsWriteError
+from jaxrun.results.ownership import ResultsFolder
+from jaxrun.results.sink import BaseSink
+
+if TYPE_CHECKING:
+    from jaxrun.plan.job import Job
+    from jaxrun.results.models import ScriptResult
+
+
+class ClaimSink(BaseSink):
+    """Claims each script's files in the results folder's manifest before any is made: as the
+    script starts, or as its result comes in for one that never started (results/ownership.py)."""
+
+    def __init__(self, folder: ResultsFolder) -> None:
+        self.folder = folder
+
+    def on_start(self, job: "Job", total: int | None) -> None:
+        self._claim(job)
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        self._claim(job)
+        return result
+
+    def _claim(self, job: "Job") -> None:
+        try:
+            self.folder.claim_scripts([job.file_name])
+        except OSError as exc:  # a full disk: the batch stops with one line, as for any file of it
+            raise ResultsWriteError(self.folder.path, exc) from None

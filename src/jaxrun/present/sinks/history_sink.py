@@ -1,0 +1,150 @@
+"""The history sink: stores each benchmarked result in the history database and annotates it with
+the regression check against earlier comparable runs; stores what every run that used JAX compiled
+(:mod:`jaxrun.judge.compile_history`) and, where a warm persistent cache compiled a program that an
+earlier run of the same script (same host) loaded from it or wrote into it, says which ingredient of
+the cache key changed (the program's ``cache_miss_reason`` and one warning). The history never costs a batch: once SQLite
+cannot read or write it (a damaged page, an I/O error), the sink stops using it, says so once in the
+batch's metadata (``history_problem``) and marks each later benchmark "not judged: history
+unreadable (...)"."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jaxrun.core.formatting import listed
+from jaxrun.core.timestamps import now_iso
+from jaxrun.judge.cache_misses import nearest_miss
+from jaxrun.judge.compile_history import CachedBefore, CompileRun
+from jaxrun.judge.history import HistoryStore, history_run_from_benchmark
+from jaxrun.probe.channel import valid_text
+from jaxrun.results.models import RegressionCheck
+from jaxrun.results.sink import BaseSink
+
+if TYPE_CHECKING:
+    from jaxrun.plan.job import Job
+    from jaxrun.results.models import (
+        BatchMetadata,
+        BatchResult,
+        DeviceInfo,
+        ScriptResult,
+    )
+
+
+MAX_NAMED = 3  # programs named in one cache-miss warning; the rest are counted
+
+
+class HistorySink(BaseSink):
+    def __init__(self, store: HistoryStore | None, info: "DeviceInfo | None", allow_mismatch: bool = False, *,
+                 meta: "BatchMetadata | None" = None, problem: str | None = None, cold_cache: bool = False) -> None:
+        """``store``: None when it could not be opened, ``problem`` then says why. ``cold_cache``:
+        the batch's runs start with an empty compilation cache (a script's own setting wins)."""
+        self.store, self.info, self.allow_mismatch, self.meta = store, info, allow_mismatch, meta
+        self.cold_cache = cold_cache
+        self.problem: str | None = None
+        if problem is not None:
+            self._unreadable(problem)
+
+    def _unreadable(self, problem: str) -> None:
+        self.problem = problem
+        if self.meta is not None:
+            self.meta.history_problem = problem
+        if self.store is not None:
+            try:
+                self.store.close()
+            except sqlite3.Error:
+                pass
+            self.store = None
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        result = self._benchmark(result)
+        if used_jax(result) and not result.kept:  # a result --resume reuses was recorded when it ran
+            cold = job.run_options.cold_cache if job.run_options is not None else self.cold_cache
+            result = self._compiles(result, cold)
+        return result
+
+    def _compiles(self, result: "ScriptResult", cold: bool) -> "ScriptResult":
+        """Record what the run compiled; explain each program a warm cache compiled though an
+        earlier run of the script loaded it or wrote it there (a program compiled and loaded in one
+        run only had a new variant: not a miss of the cache)."""
+        if self.store is None:
+            return result
+        environment = result.compile_environment
+        warm = environment is not None and environment.cache_dir is not None and not cold
+        look_back = [name for name, stats in result.compiles.items()
+                     if stats.count > 0 and stats.cache_hits == 0] if warm else []
+        bench = result.benchmark
+        run = CompileRun(
+            recorded_at=result.finished_at or now_iso(), script_name=result.script_name,
+            script_path=valid_text(str(Path(result.script_path).expanduser().resolve())),
+            content_hash=result.content_hash, host=result.node or socket.gethostname(),
+            device_requested=result.device_requested, device_used=result.device_used, environment=environment,
+            programs=result.compiles, history_run_id=bench.history_run_id if bench is not None else None,
+        )
+        try:
+            _, before = self.store.record_compiles(run, look_back)
+        except sqlite3.Error as exc:
+            self._unreadable(f"{self.store.path}: {exc}")
+            return result
+        if not before:
+            return result
+        compiles = dict(result.compiles)
+        said: dict[tuple[str, bool, str], list[str]] = {}  # (when, loaded, reason) -> programs: one warning each
+        for name, earlier in before.items():
+            nearest = nearest_miss(environment, compiles[name], earlier)
+            if nearest is None:
+                continue
+            run, reason = nearest
+            compiles[name] = compiles[name].model_copy(update={"cache_miss_reason": reason})
+            said.setdefault((_when(run), run.loaded, reason), []).append(name)
+        if not said:
+            return result
+        warnings = list(result.warnings)
+        for (when, loaded, reason), names in said.items():
+            names.sort(key=lambda name: compiles[name].source is None)  # the script's own programs first
+            shown = listed(names, MAX_NAMED)
+            verb, pronoun = ("was", "it") if len(names) == 1 else ("were", "them")
+            how = f"loaded {pronoun} from" if loaded else f"wrote {pronoun} to"
+            warnings.append(f"{shown} {verb} compiled though the run of {when} {how} the persistent cache: {reason}")
+        return result.model_copy(update={"compiles": compiles, "warnings": warnings})
+
+    def _benchmark(self, result: "ScriptResult") -> "ScriptResult":
+        bench = result.benchmark
+        if bench is None or not bench.runs_completed or bench.history_run_id is not None:
+            return result  # nothing measured, or already recorded (a result --resume reuses)
+        run = history_run_from_benchmark(
+            bench,
+            jax_version=self.info.jax_version if self.info else None,
+            jaxlib_version=self.info.jaxlib_version if self.info else None,
+        )
+        run_id = None
+        if self.store is not None:
+            try:
+                run_id = self.store.record(run)
+                check = self.store.check_regression(run_id, allow_mismatch=self.allow_mismatch)
+            except sqlite3.Error as exc:
+                self._unreadable(f"{self.store.path}: {exc}")
+        if self.problem is not None:
+            check = RegressionCheck(
+                script_path=run.script_path, device=run.device_used, host=run.host, gate=[], newest_run_id=run_id,
+                previous_runs=0, judged=False, regression=False,
+                reason=f"not judged: history unreadable ({self.problem})",
+            )
+        annotated = bench.model_copy(update={"history_run_id": run_id, "history_check": check})
+        return result.model_copy(update={"benchmark": annotated})
+
+    def on_end(self, batch: "BatchResult") -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def used_jax(result: "ScriptResult") -> bool:
+    """Whether a script's run used JAX (its compile environment was read, or it compiled)."""
+    return result.compile_environment is not None or bool(result.compiles)
+
+
+def _when(loaded: CachedBefore) -> str:
+    """``2026-11-24 06:10:34`` from an ISO time."""
+    return loaded.recorded_at[:19].replace("T", " ")

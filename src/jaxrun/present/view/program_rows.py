@@ -1,0 +1,123 @@
+"""One row per program of a run: what XLA knows about it, as every surface that lists
+programs shows it (the HTML report's Programs section, ``jaxrun run -v``); and one row per script
+of what JAX copied for it implicitly and left alive (``transfer_views``).
+
+Made on demand from the results (a large batch's view does not hold them): a program is what
+JAX compiled for the script (``jit(loss)``, ``jit(grad(loss))``), its figures those of the last
+executable built or loaded for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Optional
+
+from jaxrun.core.formatting import fmt_bytes, fmt_count
+
+if TYPE_CHECKING:
+    from jaxrun.present.view.run_view import RunView
+    from jaxrun.results.models import BatchResult, CompileStats, Transfers
+
+FINGERPRINT_SHOWN = 12  # characters of a fingerprint a table shows (the result file has 32)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramView:
+    script: str  # the script's label
+    program: str  # jit(loss)
+    source: Optional[str]  # path:line of the function; None for JAX's own
+    builds: str  # "1 compiled", "2 compiled, 1 loaded", "traced only"
+    jit: float  # seconds: trace + lower + compile + cache loads
+    flops: Optional[float]
+    flops_text: str  # "2.15 G", "-"
+    bytes_accessed: Optional[float]
+    bytes_accessed_text: str
+    memory: Optional[int]  # bytes the program needs on its device, inputs included
+    memory_text: str  # "12 MiB (temp 4 MiB)", "-"
+    fingerprint: Optional[str]
+    fingerprint_text: str  # its first characters, "-"
+    device_text: str  # "cpu", "NVIDIA H100 x8", "-"
+    note: Optional[str]  # why a figure is missing, how the cost was counted, why the cache missed
+
+
+def _builds(stats: "CompileStats") -> str:
+    parts = [f"{stats.count} compiled"] if stats.count else []
+    if stats.cache_hits:
+        parts.append(f"{stats.cache_hits} loaded")
+    if stats.variants > 1:
+        parts.append(f"{stats.variants} variants")
+    return ", ".join(parts) or "traced only"
+
+
+def _note(stats: "CompileStats") -> Optional[str]:
+    notes = [stats.cache_miss_reason, stats.analysis_reason,
+             stats.cost.reason if stats.cost is not None and stats.cost.source is None else None]
+    if not stats.count and not stats.cache_hits:
+        notes.append("no executable: JAX traced it inside another program, or never ran it")
+    return "; ".join(n for n in notes if n) or None
+
+
+def program_view(script: str, program: str, stats: "CompileStats") -> ProgramView:
+    cost, memory = stats.cost, stats.memory
+    memory_text = "-"
+    if memory is not None:
+        memory_text = fmt_bytes(memory.total_bytes) + (f" (temp {fmt_bytes(memory.temp_bytes)})" if memory.temp_bytes else "")
+    device = "-"
+    if stats.device_kind is not None:
+        device = stats.device_kind + (f" x{stats.device_count}" if (stats.device_count or 1) > 1 else "")
+    return ProgramView(
+        script=script, program=program, source=stats.source, builds=_builds(stats),
+        jit=stats.trace_time + stats.lower_time + stats.compile_time + stats.cache_load_time,
+        flops=cost.flops if cost else None, flops_text=fmt_count(cost.flops if cost else None),
+        bytes_accessed=cost.bytes_accessed if cost else None,
+        bytes_accessed_text=fmt_bytes(cost.bytes_accessed if cost else None),
+        memory=memory.total_bytes if memory else None, memory_text=memory_text,
+        fingerprint=stats.fingerprint,
+        fingerprint_text=stats.fingerprint[:FINGERPRINT_SHOWN] if stats.fingerprint else "-",
+        device_text=device, note=_note(stats),
+    )
+
+
+def program_views(batch: "BatchResult", view: "RunView") -> Iterator[ProgramView]:
+    """Each program of each script, the scripts in the view's order, a script's programs by JIT
+    time (the costliest first)."""
+    for result, shown in zip(batch.script_results, view.scripts):
+        ordered = sorted(result.compiles.items(),
+                         key=lambda item: -(item[1].trace_time + item[1].lower_time + item[1].compile_time
+                                            + item[1].cache_load_time))
+        for program, stats in ordered:
+            yield program_view(shown.label, program, stats)
+
+
+
+@dataclass(frozen=True, slots=True)
+class TransferView:
+    script: str
+    host_to_device: str  # "3 (3.5 KiB)", "3 (bytes unknown)", "-" (unknown)
+    device_to_host: str
+    device_to_device: str
+    live_arrays: str  # bytes of the arrays alive at the end of the body
+    note: Optional[str]  # why a direction is unknown
+
+
+def _direction(transfers: "Transfers | None") -> str:
+    if transfers is None:
+        return "-"
+    size = "bytes unknown" if transfers.bytes is None else fmt_bytes(transfers.bytes)
+    return f"{transfers.count} ({size})" if transfers.count else "0"
+
+
+def transfer_views(batch: "BatchResult", view: "RunView") -> Iterator[TransferView]:
+    """Each script that used JAX: its implicit transfers by direction and its live array bytes."""
+    for result, shown in zip(batch.script_results, view.scripts):
+        stats = result.transfers
+        if stats is None and result.live_array_bytes is None:
+            continue
+        yield TransferView(
+            script=shown.label,
+            host_to_device=_direction(stats.host_to_device if stats else None),
+            device_to_host=_direction(stats.device_to_host if stats else None),
+            device_to_device=_direction(stats.device_to_device if stats else None),
+            live_arrays=fmt_bytes(result.live_array_bytes),
+            note=stats.reason if stats else None,
+        )

@@ -1,0 +1,144 @@
+"""A batch: its metadata, summary, the whole results file and the metrics file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_serializer
+
+from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
+from jaxrun.results.benchmark_result import BenchmarkingSection
+from jaxrun.results.device_info import DeviceInfo
+from jaxrun.results.script_result import ScriptResult
+
+
+class SkippedScript(MappingModel):
+    script_name: str
+    script_path: str
+    reason: str
+    origin: str | None = Field(None, description="Where the skip was set")
+
+
+class BatchMetadata(MappingModel):
+    framework: str = "jax"  # as the seed documents write it
+    jaxrun_version: str
+    device_requested: str
+    device_used: str | None
+    jax_version: str | None
+    execution_timestamp: str
+    finished_timestamp: str | None = None
+    scripts_found: int
+    scripts_executed: int
+    scripts_successful: int
+    scripts_failed: int
+    search_paths: list[str]
+    unreadable_paths: list[str] = Field(
+        [], description="What discovery could not read and skipped (\"path: reason\"): folders it "
+        "could not list, files it could not open, notebooks that are not valid, files a bound of discovery left "
+        "undecided"
+    )
+    results_dir: str
+    host: str
+    python_version: str
+    python: str | None = Field(
+        None, description="The interpreter the scripts ran under when it was not jaxrun's own (--python); "
+        "jax_version and python_version are then that interpreter's"
+    )
+    complete: bool = Field(False, description="False while the batch is still running or was cut off")
+    scripts_xfailed: int = Field(0, description="Scripts expected to fail (xfail) that failed: not a batch failure")
+    scripts_xpassed: int = Field(0, description="Scripts expected to fail that passed (a failure with strict_xfail)")
+    strict_xfail: bool = False
+    fail_on_regression: bool = Field(
+        False, description="Whether a regression against the history fails the batch (--fail-on-regression)")
+    skipped: list[SkippedScript] = Field([], description="Scripts a skip setting left out, with the reason")
+    config_file: str | None = Field(None, description="The config file the batch read (null: none)")
+    history_problem: str | None = Field(
+        None, description="Why the history could not be read or written during the batch (\"<path>: <SQLite's "
+        "message>\"): the benchmarks from then on were neither recorded nor judged; null when it could")
+    compile_cache_warning: str | None = Field(
+        None, description="Why the persistent compilation cache folder the scripts use cannot be written, naming "
+        "it (checked once before the batch; null: it can, or there is none)")
+
+
+
+class PerformanceSummary(MappingModel):
+    total_execution_time: float | None = Field(
+        None, description="Seconds, every process run counted (each benchmark run and warm-up too)"
+    )
+    average_execution_time: float | None = Field(None, description="Seconds, mean of the scripts' execution_time")
+    median_execution_time: float | None = Field(None, description="Seconds, their median")
+    total_body_time: float | None = Field(None, description="Seconds, sum of the scripts' body_time")
+    total_jit_compile_time: float | None = Field(None, description="Seconds, sum of the scripts' jit_compile_time")
+    total_compile_count: int | None = None
+    peak_memory_mb: float | None = Field(None, description="MiB (2^20 bytes), largest memory_peak of a script")
+    peak_device_memory_mb: float | None = Field(
+        None, description="MiB (2^20 bytes), largest device_memory_peak (null on CPU)")
+    average_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), mean of the scripts' memory_peak")
+    peak_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), the seed's name for peak_memory_mb")
+    device_utilization: float | None = Field(
+        None, description="0-1, mean of the scripts' device_utilization (null where none was measurable)"
+    )
+    fastest_script: str | None = Field(
+        None, description="<name> of the script with the shortest execution_time; every script with a time counts "
+        "(a failed one, one kept by --resume), as in the terminal's 'slowest:' line; null: none has a time")
+    slowest_script: str | None = Field(None, description="<name> of the script with the longest execution_time (the "
+                                       "first of the terminal's 'slowest:' line)")
+    success_rate: float | None = None
+    error_classes: dict[str, int] = {}
+
+
+class BatchResult(MappingModel):
+    """The content of ``jax_execution_results.json`` (and ``run_jax_scripts(..., True)``)."""
+
+    schema_version: int = SCHEMA_VERSION
+    metadata: BatchMetadata
+    device_info: DeviceInfo | None
+    performance_summary: PerformanceSummary
+    script_results: list[ScriptResult]
+    benchmarking: BenchmarkingSection = Field(default_factory=BenchmarkingSection)
+
+    @field_serializer("script_results")
+    def _listed(self, value: Any) -> list[ScriptResult]:
+        # A running batch's results are held compactly and read back on use (heldresults.HeldList):
+        # written as the list they are.
+        return value if isinstance(value, list) else list(value)
+
+    @property
+    def success(self) -> bool:
+        """The batch finished, every script succeeded or failed as expected (xfail) and, with
+        strict_xfail, none expected to fail passed."""
+        results = self.script_results
+        if not self.metadata.complete or not all(r.success or r.outcome == "xfailed" for r in results):
+            return False
+        return not (self.metadata.strict_xfail and any(r.outcome == "xpassed" for r in results))
+
+    def __bool__(self) -> bool:
+        """True exactly when the batch finished and every script did what was expected."""
+        return self.success
+
+
+class ScriptMetrics(MappingModel):
+    """One script's figures, as its result has them (jax_performance_metrics.json)."""
+
+    execution_time: float | None
+    body_time: float | None
+    cpu_time: float | None
+    memory_peak: float | None = Field(description="MiB (2^20 bytes), the result's memory_peak")
+    device_memory_peak: float | None = Field(description="MiB (2^20 bytes), the result's device_memory_peak")
+    device_utilization: float | None
+    jit_compile_time: float | None
+    compile_count: int | None
+    cache_hits: int | None
+    success: bool
+
+
+class PerformanceMetrics(MappingModel):
+    """The content of ``jax_performance_metrics.json``."""
+
+    schema_version: int = SCHEMA_VERSION
+    generated_at: str
+    scripts: dict[str, ScriptMetrics]
+    aggregate: PerformanceSummary
+    avg_execution_time: float | None = Field(None, description="Seconds, the seed's name for aggregate.average_execution_time")
+    peak_memory_mb: float | None = Field(
+        None, description="MiB (2^20 bytes), the seed's name for aggregate.peak_memory_mb")

@@ -1,0 +1,186 @@
+"""Repeated runs of a script: samples, statistics, warm mode, device speed-ups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import AliasChoices, Field
+
+from jaxrun.errors import UsageError
+from jaxrun.results.base_model import SCHEMA_VERSION, ErrorClass, MappingModel
+
+if TYPE_CHECKING:
+    from jaxrun.results.comparison_report import RegressionCheck
+    from jaxrun.results.script_result import Numerics
+
+class Statistics(MappingModel):
+    """Summary of one metric's samples, in its unit (seconds; MiB, 2^20 bytes, for memory_peak); see
+    :mod:`jaxrun.judge.stats` for the methods."""
+
+    n: int
+    mean: float | None
+    std: float | None
+    median: float | None
+    min: float | None
+    max: float | None
+    q1: float | None
+    q3: float | None
+    iqr: float | None
+    mad: float | None
+    ci_low: float | None = Field(None, description="Lower bound of the CI of the median")
+    ci_high: float | None = None
+    ci_coverage: float | None = Field(None, description="Actual coverage of [ci_low, ci_high]")
+    cv: float | None = Field(None, description="Coefficient of variation, std / mean")
+    outliers_tukey: list[int] = []
+    outliers_modified_z: list[int] = []
+    warnings: list[str] = []
+
+
+# Metrics kept for every benchmark run; compare / history / stats use these names.
+SAMPLE_METRICS: tuple[str, ...] = ("wall_time", "body_time", "import_time", "compile_time", "run_time", "memory_peak")
+# Names older files and databases used: ``steady_time`` (body minus compile) became ``run_time``.
+METRIC_ALIASES: dict[str, str] = {"steady_time": "run_time"}
+# Each figure a benchmark run keeps (a RunSample field) and the ScriptResult field it is read from,
+# written once: a sample is made from a result through it, a benchmarked result's headline figures
+# are its samples' medians put back through it, and compare reads a plain run's value through it.
+RESULT_FIELDS: dict[str, str] = {
+    "wall_time": "execution_time", "body_time": "body_time", "import_time": "import_time",
+    "compile_time": "jit_compile_time", "run_time": "run_time", "memory_peak": "memory_peak", "cpu_time": "cpu_time",
+}
+
+
+def resolve_metric(metric: str) -> str:
+    """The name of a sample metric (an old name such as ``steady_time`` gives its new name), or a
+    UsageError listing the valid ones."""
+    name = METRIC_ALIASES.get(metric, metric)
+    if name not in SAMPLE_METRICS:
+        raise UsageError(f"unknown metric {metric!r}: choose one of {', '.join(SAMPLE_METRICS)}")
+    return name
+
+
+class RunSample(MappingModel):
+    """One process run of a benchmarked script (a warm-up or a counted run)."""
+
+    index: int
+    warmup: bool
+    success: bool
+    error_class: ErrorClass | None = None
+    wall_time: float | None = Field(None, description="Seconds, whole process")
+    body_time: float | None = Field(None, description="Seconds, script body")
+    import_time: float | None = Field(None, description="Seconds of the body spent importing modules")
+    compile_time: float | None = Field(None, description="Seconds of trace+lower+compile")
+    run_time: float | None = Field(
+        None,
+        # Files written before import_time existed call it steady_time (body minus compile).
+        validation_alias=AliasChoices("run_time", "steady_time"),
+        description="Seconds of the script's own work: body minus imports minus compilation",
+    )
+    memory_peak: float | None = Field(None, description="MiB (2^20 bytes), peak RSS of the process tree")
+    cpu_time: float | None = Field(None, description="Seconds of CPU (user+sys) of the process tree")
+
+
+class WarmCall(MappingModel):
+    run: int = Field(1, description="Which counted process run made the call")
+    index: int
+    seconds: float
+    compile_time: float = Field(0.0, description="Seconds of JIT work during this call")
+    live_array_bytes: int | None = Field(
+        None, description="Bytes of the jax.Arrays alive after the call (its return value dropped); null without JAX"
+    )
+
+
+class WarmSummary(MappingModel):
+    """``--warm``: the script's entry function called repeatedly in one process."""
+
+    entry: str
+    calls: list[WarmCall] = []
+    first_call: float | None = None
+    steady: Statistics | None = Field(None, description="Calls after the first")
+    compile_first_call_overhead_ratio: float | None = Field(
+        None, description="compile+first-call overhead ratio: first call / median steady call"
+    )
+    live_array_growth: int | None = Field(
+        None, description="Bytes of live jax.Arrays the steady calls added (after the last call minus after the "
+        "first; the median over runs); null when unknown. Growth at every steady call is warned of as a possible leak"
+    )
+    warnings: list[str] = Field([], description="E.g. steady calls that compiled (they are not steady)")
+
+
+class ScriptBenchmark(MappingModel):
+    script_name: str
+    script_path: str
+    device_requested: str
+    device_used: str | None = Field(description="Where it ran: the platform, or the one device chosen (gpu:1)")
+    fallback_reason: str | None = None
+    benchmark_runs: int
+    warmup_runs: int
+    runs_completed: int
+    samples: list[RunSample] = []
+    warmups: list[RunSample] = []
+    statistics: dict[str, Statistics] = Field(
+        {}, description="Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak")
+    mean_execution_time: float | None = Field(None, description="Seconds, mean wall time of this script's counted runs")
+    std_execution_time: float | None = Field(None, description="Seconds, their standard deviation")
+    performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
+    memory_efficiency: float | None = Field(
+        None,
+        description="The seed's name for a utilisation: median peak host memory of the counted runs "
+        "(memory_peak) / the memory available to them (the machine's RAM, or its cgroup's limit when "
+        "lower); 0.02 = 2% of it, lower leaves more room. Null when either is unknown",
+    )
+    warm: WarmSummary | None = None
+    mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
+    numerics: Numerics | None = Field(None, description="The numerics the runs started with")
+    warnings: list[str] = []
+    history_run_id: int | None = Field(None, description="Row id in the history database")
+    history_check: RegressionCheck | None = Field(
+        None, description="This run against earlier comparable runs in the history"
+    )
+
+
+class DeviceSpeedup(MappingModel):
+    """``--device cpu,gpu``: one script's speed on each device relative to the first device."""
+
+    script_name: str
+    baseline_device: str
+    device: str
+    device_used: str | None
+    metric: str
+    speedup: float | None = Field(None, description="baseline median / this device's median")
+    ci_low: float | None = None
+    ci_high: float | None = None
+    real_comparison: bool
+    note: str | None = None
+
+
+class BenchmarkingSection(MappingModel):
+    """Filled by process benchmarking (``--benchmark-runs``); disabled otherwise."""
+
+    enabled: bool = False
+    benchmark_runs: int = 0
+    warmup_runs: int = 0
+    runs_completed: int = 0
+    mean_execution_time: float | None = Field(
+        None, description="Seconds, one pass over the benchmarked scripts: the sum of their mean wall times"
+    )
+    std_execution_time: float | None = Field(
+        None, description="Seconds, standard deviation of that pass: the root of the sum of the scripts' "
+        "variances (runs are independent); never samples of different scripts pooled together"
+    )
+    performance_stability: Literal["stable", "noisy", "unknown"] = Field(
+        "unknown", description="That of the noisiest script (its wall-time CV above 5%: noisy)"
+    )
+    benchmarks: list[ScriptBenchmark] = []
+    device_comparison: list[DeviceSpeedup] = []
+
+
+class BenchmarkResults(BenchmarkingSection):
+    """The content of ``jax_benchmark_results.json``."""
+
+    schema_version: int = SCHEMA_VERSION
+    generated_at: str
+    host: str
+    jaxrun_version: str
+    jax_version: str | None
+    search_paths: list[str] = Field([], description="The folders (and files) the run searched: what scripts' "
+                                    "paths are shown relative to")

@@ -1,0 +1,98 @@
+"""The data model: every result jaxrun returns or writes is one of these pydantic models.
+
+Field names follow the seed documents and are fixed (docs/ARCHITECTURE.md, "Results folder"), so
+tools and tests can rely on them.
+Unknown numbers are ``None`` (serialized as JSON ``null``), never 0. Serialization to files lives
+in :mod:`jaxrun.results.result_files`; these modules only describe the shapes, one per subject.
+"""
+
+from __future__ import annotations
+
+from jaxrun.results.base_model import (
+    ERROR_CLASSES,
+    SCHEMA_VERSION,
+    ErrorClass,
+    MappingModel,
+)
+from jaxrun.results.benchmark_result import (
+    METRIC_ALIASES,
+    RESULT_FIELDS,
+    SAMPLE_METRICS,
+    BenchmarkingSection,
+    BenchmarkResults,
+    DeviceSpeedup,
+    RunSample,
+    ScriptBenchmark,
+    Statistics,
+    WarmCall,
+    WarmSummary,
+)
+from jaxrun.results.comparison_report import (
+    ABSide,
+    ComparisonReport,
+    HistoryRun,
+    PhaseComparison,
+    ProgramComparison,
+    RegressionCheck,
+    ScriptComparison,
+    Verdict,
+)
+from jaxrun.results.device_info import (
+    AvailableDevice,
+    DeviceEntry,
+    DeviceInfo,
+    NvmlInfo,
+    PlatformInfo,
+)
+from jaxrun.results.profile_result import (
+    MemoryProfile,
+    ScriptMemoryProfile,
+    ScriptProfile,
+    ScriptTimingProfile,
+    TimelineEvent,
+    TimingProfile,
+)
+from jaxrun.results.script_result import (
+    MAX_RECOMPILE_REASONS,
+    Attempt,
+    CellTiming,
+    CompileEnvironment,
+    CompileStats,
+    Numerics,
+    Outcome,
+    ProcessResult,
+    ProgramCost,
+    ProgramMemory,
+    RunEnvironment,
+    ScriptResult,
+    Transfers,
+    TransferStats,
+)
+
+# Models that name models of other modules (imported under TYPE_CHECKING there, to avoid import
+# cycles) find them in their own module once it is loaded: pydantic builds every model on first
+# use (defer_build, results/base_model.py) and resolves such names from the model's module then.
+from jaxrun.results import benchmark_result as _benchmarks, script_result as _results  # noqa: E402, I001
+
+_results.ScriptBenchmark, _results.WarmSummary, _results.ScriptProfile = ScriptBenchmark, WarmSummary, ScriptProfile
+_benchmarks.RegressionCheck, _benchmarks.Numerics = RegressionCheck, Numerics
+
+from jaxrun.results.batch_result import (  # noqa: E402
+    BatchMetadata,
+    BatchResult,
+    PerformanceMetrics,
+    PerformanceSummary,
+    ScriptMetrics,
+    SkippedScript,
+)
+
+__all__ = [
+    "ABSide", "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "RESULT_FIELDS", "SAMPLE_METRICS", "SCHEMA_VERSION",
+    "Attempt", "AvailableDevice", "ProcessResult", "CellTiming", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
+    "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
+    "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
+    "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",
+    "ScriptComparison", "ScriptMetrics", "TransferStats", "Transfers",
+    "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "SkippedScript", "ScriptTimingProfile", "Statistics",
+    "TimelineEvent", "TimingProfile", "Verdict", "WarmCall", "WarmSummary",
+]

@@ -1,0 +1,88 @@
+"""Where a benchmarked run came from: the script's identity and the git state of its repository."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+from jaxrun.core.timestamps import now_iso
+from jaxrun.errors import ScriptNotFoundError
+from jaxrun.probe.channel import valid_text
+from jaxrun.results.models import HistoryRun, ScriptBenchmark
+
+GIT_TIMEOUT_SECONDS = 5.0
+
+
+def script_identity(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """``(resolved absolute path, sha256 hex of the content)`` of a script."""
+    resolved = Path(path).expanduser().resolve()
+    digest = hashlib.sha256()
+    try:
+        with open(resolved, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 16), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise ScriptNotFoundError(f"cannot read script {str(path)!r} to identify it: {exc.strerror or exc}") from None
+    return str(resolved), digest.hexdigest()
+
+
+def _git(args: Sequence[str], cwd: Path) -> str | None:
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS,
+            env=env, stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_state(path: str | os.PathLike[str]) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the git repository holding ``path``; ``(None, None)`` outside one.
+
+    Dirty means ``git status --porcelain`` lists anything (untracked files included). Git missing,
+    a repository without commits, or a timeout give None; this never raises.
+    """
+    try:
+        target = Path(path).expanduser().resolve()
+        folder = target if target.is_dir() else target.parent
+    except (OSError, RuntimeError):
+        return None, None
+    head = _git(["rev-parse", "HEAD"], folder)
+    commit = head.strip() if head else None
+    if not commit:
+        return None, None
+    status = _git(["status", "--porcelain"], folder)
+    return commit, (None if status is None else bool(status.strip()))
+
+
+def history_run_from_benchmark(
+    benchmark: ScriptBenchmark,
+    *,
+    jax_version: str | None = None,
+    jaxlib_version: str | None = None,
+    host: str | None = None,
+    jaxrun_version: str | None = None,
+    recorded_at: str | None = None,
+) -> HistoryRun:
+    """A :class:`HistoryRun` for one script's benchmark (identity and git state read now)."""
+    from jaxrun import __version__
+
+    script_path, content_hash = script_identity(benchmark.script_path)
+    script_path = valid_text(script_path)  # SQLite text must be valid UTF-8
+    commit, dirty = git_state(script_path)
+    return HistoryRun(
+        recorded_at=recorded_at or now_iso(),
+        script_name=benchmark.script_name, script_path=script_path, content_hash=content_hash,
+        git_commit=commit, git_dirty=dirty, host=host or socket.gethostname(),
+        device_requested=benchmark.device_requested, device_used=benchmark.device_used,
+        jax_version=jax_version, jaxlib_version=jaxlib_version, jaxrun_version=jaxrun_version or __version__,
+        samples=[*benchmark.warmups, *benchmark.samples],
+        mode=benchmark.mode,
+        numerics=benchmark.numerics,
+    )

@@ -1,0 +1,480 @@
+"""Launch one probe process and watch it: logs to disk, timeout, tree kill, rusage, peak RSS.
+
+This is the only place that starts a script's process. Its output is streamed to capped log files
+by two pump threads (never held in memory); a waiter thread reaps it with ``os.wait4`` to get the
+kernel's rusage (CPU time of it and its waited-for children, its max RSS) the moment it exits.
+
+``cpu_time`` counts every process of the run, waited for or not (:func:`run_cpu_time`): where the
+script ran in a cgroup, the group's own count, read once at the end (plus the process's start-up
+before it joined); otherwise the rusage plus what the monitor sampled of the processes whose time
+never reaches it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
+
+from jaxrun.core.defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
+from jaxrun.core.startup_trace import mark
+from jaxrun.probe import events as ev
+from jaxrun.probe.arguments import interpreter as probe_interpreter
+from jaxrun.probe.channel import EVENTS_ENV, read_events
+from jaxrun.run import cgroups, lifeline_pipe
+from jaxrun.run.spare import Spare
+from jaxrun.run.transfers import GuardLog, guard_log
+
+if TYPE_CHECKING:
+    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.monitor import TreeMonitor
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 64 * 1024
+
+@dataclass
+class LaunchOutcome:
+    exit_code: int | None
+    signal: int | None
+    wall_time: float
+    cpu_time: float | None  # user+sys seconds of every process of the run (see cpu_method)
+    # ru_maxrss of the reaped process: it survives fork+exec, so it includes the launcher's own
+    # peak; kept for reference, never reported as the script's memory.
+    maxrss_bytes: int | None
+    sampled_peak_rss_bytes: int
+    timed_out: bool
+    interrupted: bool
+    stdout_truncated: bool
+    stderr_truncated: bool
+    escaped_cpu_seconds: float = 0.0  # sampled CPU time of descendants nobody in the tree waited for
+    events: list[dict[str, Any]] = field(default_factory=list)
+    started: float = 0.0  # perf_counter at launch (one monotonic clock for parent and child)
+    memory_series: list[tuple[float, int]] | None = None  # (perf_counter, bytes), when recorded
+    leftovers: int = 0  # processes still running after the script ended, stopped by jaxrun
+    over_memory_limit: bool = False  # stopped by jaxrun for going over --memory-limit
+    oom_kills: int = 0  # processes of the run the kernel's OOM killer stopped at the cgroup's limit
+    cgroup_peak_bytes: int | None = None  # the kernel's peak charge of the cgroup (page cache included)
+    over_process_limit: bool = False  # stopped by jaxrun for going over --max-processes
+    refused_forks: int = 0  # forks the kernel refused at the cgroup's pids.max
+    peak_processes: int = 0  # most processes of the run alive at one sample
+    cgroup: str | None = None  # the cgroup the script ran in, when jaxrun could make one
+    kernel_limits: list[str] | None = None  # the limits its cgroup held ("memory", "processes")
+    prestarted: bool = False  # a spare process became the script's (run/spare.py)
+    cpu_method: str | None = None  # how cpu_time was measured (CGROUP_CPU_METHOD, RUSAGE_CPU_METHOD)
+    log_errors: list[str] = field(default_factory=list)  # a log that could not be written: why, one line each
+    transfers: GuardLog | None = None  # JAX's transfer-guard lines counted in its stderr (run/transfers.py)
+
+
+class _LogPump(threading.Thread):
+    """Copy a pipe to a file up to ``cap`` bytes; keep draining after that so the child never blocks.
+
+    The pipe is read to its end whatever happens to the file: a log that cannot be written (a
+    full disk, an I/O error, a file too large) is left as far as it got, the rest of the output is
+    read and discarded, and ``write_error`` says why (the result's warning; the script, whose pipe
+    would otherwise fill, runs on)."""
+
+    def __init__(self, pipe: IO[bytes], path: Path, cap: int, guard: GuardLog | None = None) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.path, self.cap = pipe, path, cap
+        self.guard = guard  # stderr: JAX's transfer-guard lines counted (and left out when jaxrun's)
+        self.written = 0
+        self.discarded = 0
+        self.write_error: OSError | None = None
+
+    def run(self) -> None:
+        out = self._open()
+        guard = self.guard
+        try:
+            while True:
+                chunk = self.pipe.read1(_CHUNK) if hasattr(self.pipe, "read1") else self.pipe.read(_CHUNK)
+                if not chunk:
+                    break
+                if guard is not None:
+                    chunk = guard.feed(chunk)  # before the cap: jaxrun's own lines never count against it
+                out = self._take(out, chunk)
+            if guard is not None:
+                out = self._take(out, guard.flush())
+            if self.discarded and out is not None:
+                self._write(out, f"\n[jaxrun: log truncated at {self.cap} bytes; {self.discarded} more bytes "
+                            "were discarded]\n".encode())
+        finally:
+            self._close(out)
+            self.pipe.close()
+
+    def _take(self, out: int | None, chunk: bytes) -> int | None:
+        """``chunk`` to the log as far as the cap and the disk allow; the log's descriptor, or
+        None once it cannot take more."""
+        room = self.cap - self.written if out is not None else 0
+        if room > 0:
+            kept = self._write(out, chunk[:room])  # type: ignore[arg-type]
+            self.written += kept
+            self.discarded += len(chunk) - kept
+            if kept < min(room, len(chunk)):
+                out = self._close(out)
+        else:
+            self.discarded += len(chunk)
+        return out
+
+    def _open(self) -> int | None:
+        try:
+            return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            self.write_error = exc
+            return None
+
+    def _write(self, fd: int, data: bytes) -> int:
+        """Bytes of ``data`` written (all of them, unless the file could not take them)."""
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError as exc:
+            self.write_error = exc
+        return done
+
+    @staticmethod
+    def _close(fd: int | None) -> None:
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return None
+
+    @property
+    def truncated(self) -> bool:
+        return self.discarded > 0 or self.write_error is not None
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why the log holds less than the script wrote, when it could not be written: one line."""
+        if self.write_error is None:
+            return None
+        from jaxrun.errors import describe_os_error
+
+        return (f"{self.path.name} is incomplete: cannot write {self.path}: {describe_os_error(self.write_error)}; "
+                f"{self.discarded} bytes of output were read and discarded")
+
+
+class _Waiter(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.status: int | None = None
+        self.rusage: Any = None
+        self.ended: float | None = None  # perf_counter when it was reaped
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            _, self.status, self.rusage = os.wait4(self.pid, 0)
+        except ChildProcessError:
+            pass
+        # Noted here, not by whoever waits for `done`: that thread may be busy (deferred set-up).
+        self.ended = time.perf_counter()
+        self.done.set()
+
+
+class Limits(NamedTuple):
+    """What one run may use: past it jaxrun stops the process tree (the kernel holds what it can)."""
+
+    timeout: float | None = None  # seconds
+    memory_limit: int | None = None  # bytes of host memory of the tree
+    max_processes: int | None = None
+    kill_grace: float = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL when jaxrun stops the tree
+
+
+class _Request(NamedTuple):
+    """One :func:`launch` call's arguments, as its steps take them."""
+
+    command: list[str]
+    cwd: Path
+    env: dict[str, str]
+    stdout_log: Path
+    stderr_log: Path
+    events_path: Path
+    limits: Limits
+    log_cap: int
+    cpu_affinity: tuple[int, ...] | None
+    stop: threading.Event | None
+    record_memory: bool
+
+
+def launch(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdout_log: Path,
+    stderr_log: Path,
+    events_path: Path,
+    limits: Limits,
+    log_cap: int,
+    cpu_affinity: tuple[int, ...] | None = None,
+    stop: threading.Event | None = None,
+    record_memory: bool = False,
+    launcher: "Launcher | None" = None,
+) -> LaunchOutcome:
+    """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
+    or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
+
+    The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
+    if launcher is None:
+        from jaxrun.run.launcher import Launcher
+
+        launcher = Launcher()  # no spare, nothing put off: a launch of its own
+    memory_limit, max_processes = limits.memory_limit, limits.max_processes
+    spare = launcher.spares.take(env) if command[:3] == probe_interpreter() else None
+    if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
+        group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
+        group.limit(memory_limit, max_processes)
+    else:
+        group = cgroups.create(memory_limit, max_processes)
+    if group is not None:
+        env = {**env, **group.env()}
+    try:
+        request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
+                           stop, record_memory)
+        return _launch(request, group, spare, launcher)
+    finally:
+        for used in (group, spare.group if spare is not None else None):
+            if used is not None:
+                used.remove()  # the spare's own group too, when the job needed another; once each
+        launcher.spares.replenish()  # when none was started beside the script (it could not start, or was taken)
+
+
+def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
+           cpu_affinity: tuple[int, ...] | None, spare: Spare | None) -> tuple[subprocess.Popen, float | None]:
+    """The script's process: ``spare`` becoming it (run/spare.py), or a new one. Returns it and,
+    for a spare, when it was started."""
+    proc = spare.proc if spare is not None else subprocess.Popen(
+        command,
+        cwd=cwd,
+        env={**env, **lifeline_pipe.child_env()},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: one signal reaches the whole tree
+        pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline_pipe.py)
+    )
+    if group is not None and (spare is None or group is not spare.group):
+        group.adopt(proc.pid)
+    if cpu_affinity:
+        # Set before the script starts its thread pools (JAX creates them at first use), so every
+        # thread it makes inherits the share of cores its slot was given.
+        _set_affinity(proc.pid, cpu_affinity)
+    if spare is None:
+        return proc, None
+    if not spare.hand_over(command[3:], env, cwd):
+        return _start(command, cwd, env, group, cpu_affinity, None)  # it died waiting: a new process
+    return proc, spare.spawned_at
+
+
+def _set_affinity(pid: int, cpus: "Iterable[int]") -> None:
+    """Pin process ``pid`` to ``cpus``: the kernel's call where Python has it (Linux), psutil's
+    elsewhere (psutil costs ~10 ms to import, on the way to the script's start)."""
+    try:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(pid, list(cpus))
+            return
+        import psutil
+
+        psutil.Process(pid).cpu_affinity(list(cpus))
+    except Exception:  # noqa: BLE001 - affinity is an optimisation; a process that cannot have it still runs
+        pass
+
+
+def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
+            launcher: "Launcher") -> LaunchOutcome:
+    command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
+    timeout, memory_limit, max_processes, grace = limits
+    started = time.perf_counter()
+    proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
+    mark("the job handed to its process")
+    waiter = _Waiter(proc.pid)
+    waiter.start()
+    pgid = proc.pid
+    guard = guard_log(env)
+    pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
+    monitor: "TreeMonitor | None" = None
+    deadline = None if timeout is None else started + timeout
+    timed_out = interrupted = over_memory = over_processes = False
+    # From here on the script runs: a Ctrl-C at any moment stops it and its result says it was
+    # interrupted (not that it never ran), however long the set-up below takes.
+    try:
+        for pump in pumps:
+            pump.start()
+        monitor = _monitor(proc.pid, env, group, record_memory)
+        # The next script's process starts now, beside this one: started once this one ended, its
+        # interpreter's start-up was on the way from each script to the next (~30 ms a script).
+        launcher.spares.replenish()
+        # The script runs meanwhile (up to a second of put-off work on a loaded machine); its
+        # logs are drained, its end noted by the waiter.
+        launcher.started()
+        while not waiter.done.is_set():
+            monitor.sample()
+            over_memory = memory_limit is not None and monitor.last_bytes > memory_limit
+            # A sample counting more processes than allowed stops the tree; the cgroup's backstop
+            # (run/cgroups.py) only caps how far a bomb gets between two samples.
+            over_processes = not over_memory and max_processes is not None and monitor.last_count > max_processes
+            timed_out = not (over_memory or over_processes) and deadline is not None and time.perf_counter() >= deadline
+            # Ctrl-C reaches only the main thread; jobs in worker threads learn of it from `stop`.
+            interrupted = not (over_memory or over_processes or timed_out) and stop is not None and stop.is_set()
+            if over_memory or over_processes or timed_out or interrupted:
+                _stop(pgid, monitor, group, waiter, grace)
+                break
+            waiter.done.wait(MONITOR_INTERVAL)
+    except KeyboardInterrupt:
+        interrupted = True
+        if monitor is None:
+            monitor = _monitor(proc.pid, env, group, record_memory)
+        _stop(pgid, monitor, group, waiter, grace)
+    from jaxrun.run.monitor import reap_leftovers
+
+    waiter.done.wait()
+    mark("the script's teardown (JAX's too), its process reaped")
+    ended = waiter.ended if waiter.ended is not None else time.perf_counter()
+    monitor.sample(scan=True)  # descendants still running: their memory and CPU so far
+    # Popen must not try to reap the pid the waiter already reaped.
+    proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
+    leftovers = reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
+    if group is not None:
+        # Whatever the session and the marker missed (a daemon that cleared its environment and
+        # was started after the last sample) is still in the cgroup.
+        leftovers += group.kill_all(KILL_GRACE_SECONDS)
+    for pump in pumps:
+        if pump.ident is not None:  # a Ctrl-C may have come before it was started
+            pump.join(timeout=KILL_GRACE_SECONDS + 2)
+
+    exit_code: int | None = None
+    sig: int | None = None
+    if waiter.status is not None:
+        if os.WIFSIGNALED(waiter.status):
+            sig = os.WTERMSIG(waiter.status)
+        else:
+            exit_code = os.WEXITSTATUS(waiter.status)
+    events = read_events(events_path)
+    if spawned_at is not None:
+        # A spare started earlier: its interpreter's start-up belongs to the process's wall time,
+        # the time it sat ready waiting for this job does not.
+        ready = _start_event(events).get("spare_ready_at")
+        idle = max(0.0, started - ready) if isinstance(ready, (int, float)) else 0.0
+        started = min(started, spawned_at + idle)
+    wall = ended - started
+    joined = group if group is not None and _joined(events) else None  # the probe is in the cgroup
+    # Every process of the run has ended (the cgroup is empty): the group's count is final.
+    cpu, cpu_method = run_cpu_time(waiter.rusage, joined, events, unwaited_cpu=monitor.unwaited_cpu_seconds)
+    maxrss = int(waiter.rusage.ru_maxrss) * 1024 if waiter.rusage is not None else None  # Linux: KiB
+    outcome = LaunchOutcome(
+        exit_code=exit_code,
+        signal=sig,
+        wall_time=wall,
+        cpu_time=cpu,
+        maxrss_bytes=maxrss,
+        sampled_peak_rss_bytes=monitor.peak_rss_bytes,
+        timed_out=timed_out,
+        over_memory_limit=over_memory,
+        interrupted=interrupted,
+        stdout_truncated=pumps[0].truncated,
+        stderr_truncated=pumps[1].truncated,
+        log_errors=[note for note in (pump.incomplete for pump in pumps) if note is not None],
+        escaped_cpu_seconds=monitor.escaped_cpu_seconds,
+        events=events,
+        started=started,
+        memory_series=monitor.series,
+        leftovers=leftovers,
+        oom_kills=group.oom_kills() if group is not None else 0,
+        cgroup_peak_bytes=group.peak_bytes() if group is not None else None,
+        over_process_limit=over_processes,
+        refused_forks=group.refused_forks() if group is not None else 0,
+        peak_processes=monitor.peak_count,
+        cgroup=joined.label if joined is not None else None,
+        kernel_limits=joined.kernel_limits if joined is not None else None,
+        prestarted=spawned_at is not None,
+        cpu_method=cpu_method,
+        transfers=guard,
+    )
+    if interrupted:
+        raise Interrupted(outcome)
+    return outcome
+
+
+def _monitor(pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | None, record: bool) -> "TreeMonitor":
+    """The watcher of the script's process tree. psutil (~10 ms to import) is first needed here,
+    once the script runs: not on its way to start."""
+    from jaxrun.run.monitor import TreeMonitor
+
+    return TreeMonitor(pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None, record=record,
+                       members=group.pids if group is not None else None,
+                       group_cpu=group.cpu_seconds if group is not None else None)
+
+
+def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter,
+          grace: float = KILL_GRACE_SECONDS) -> None:
+    from jaxrun.run.monitor import stop_tree
+
+    stop_tree(pgid, monitor, grace, wait_for_exit=waiter.done.wait)
+    if group is not None:
+        group.kill_all(grace)
+
+
+CGROUP_CPU_METHOD = (
+    "the run's cgroup's count ({source}: every process of the run while it was in the group, waited for "
+    "or not) + the script's process's CPU before it joined the group (its interpreter's start-up)"
+)
+RUSAGE_CPU_METHOD = (
+    "rusage of the script's process and the children it waited for (and the finished ones it left "
+    "unwaited, reaped as it exited) + CPU of the descendants nobody in its tree waited for (that left "
+    f"the tree, or ended as zombies init adopted), sampled every {MONITOR_INTERVAL:g} s"
+)
+PROBE_CPU_METHOD = "rusage of the script's process and the children it waited for, read by the probe at the body's end"
+
+
+def run_cpu_time(rusage: Any, group: cgroups.ScriptCgroup | None, events: list[dict[str, Any]], *,
+                 unwaited_cpu: Callable[[], float]) -> tuple[float | None, str | None]:
+    """``(cpu_time, cpu_method)`` of a finished run. ``group``: the cgroup the probe joined, empty
+    by now. Its count covers every process from the moment it joined, so the probe's own CPU
+    before that (its START event's ``cpu_before_join``) is added; the rusage is not, it would
+    count the probe and its waited-for children twice. Without a group: the rusage (the probe
+    and the children it waited for) + ``unwaited_cpu()``, the descendants whose time never
+    reaches it (asked only then: it reads the zombies the run left)."""
+    before_join = _start_event(events).get("cpu_before_join")
+    in_group = group.cpu_seconds() if group is not None else None
+    if in_group is not None and isinstance(before_join, (int, float)):
+        return in_group + before_join, CGROUP_CPU_METHOD.format(source=group.cpu_source)
+    if rusage is not None:
+        return rusage.ru_utime + rusage.ru_stime + unwaited_cpu(), RUSAGE_CPU_METHOD
+    return None, None
+
+
+def cpu_time_of(outcome: LaunchOutcome | None, probe_cpu: float | None) -> tuple[float | None, str | None]:
+    """``(cpu_time, cpu_method)`` for a result: the launch's figure, else the probe's own at the
+    body's end (a process jaxrun could not reap), else unknown (null, never 0)."""
+    if outcome is not None and outcome.cpu_time is not None:
+        return outcome.cpu_time, outcome.cpu_method
+    if probe_cpu is not None:
+        return probe_cpu, PROBE_CPU_METHOD
+    return None, None
+
+
+def _start_event(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((e for e in events if e.get(ev.TYPE) == ev.START), None) or {}
+
+
+def _joined(events: list[dict[str, Any]]) -> bool:
+    return bool(_start_event(events).get("cgroup_joined"))
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while a script ran: the tree is stopped and its partial outcome travels with this."""
+
+    def __init__(self, outcome: LaunchOutcome) -> None:
+        super().__init__()
+        self.outcome = outcome
+
