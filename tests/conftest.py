@@ -41,6 +41,17 @@ def jaxrun_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("jaxrun-cache")
 
 
+@pytest.fixture(scope="session")
+def jaxrun_cli(jaxrun_cache_dir: Path):  # type: ignore[no-untyped-def]
+    """``python -m jaxrun`` in a real subprocess: ``jaxrun_cli.run(*args, cwd=, env=, timeout=)``
+    returns a ``RunResult`` (returncode, stdout, stderr, lines); ``jaxrun_cli.but(cwd=, env=,
+    without=)`` the same with other defaults. It runs this checkout's code with the session's
+    device-facts cache and without the user's JAX_PLATFORMS (tests/helpers.py: jaxrun, child_env)."""
+    from helpers import JaxrunCli
+
+    return JaxrunCli(env={"JAXRUN_CACHE_DIR": str(jaxrun_cache_dir)}, without=("JAX_PLATFORMS",))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_device_cache(jaxrun_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("JAXRUN_CACHE_DIR", str(jaxrun_cache_dir))

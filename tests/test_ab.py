@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import jaxrun, jaxrun_command_with_sigint, survivors, write
+from helpers import jaxrun, jaxrun_command, survivors, write
 
 from jaxrun.config.options import VerdictOptions
 from jaxrun.interfaces.ab import ABOptions, run_ab
@@ -155,8 +155,8 @@ def _started_ab(repo: Path, base: str, results: Path, env: dict[str, str]) -> tu
     registered and its first pair has run; with the checkouts it added."""
     before = _worktrees(repo)
     proc = subprocess.Popen(
-        jaxrun_command_with_sigint("ab", str(repo / "s"), "--base-rev", base, "--new-rev", "HEAD", "--pairs", "5000",
-                                   "--results-dir", str(results), "-q"),
+        jaxrun_command("ab", repo / "s", "--base-rev", base, "--new-rev", "HEAD", "--pairs", "5000",
+                       "--results-dir", results, "-q", interruptible=True),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

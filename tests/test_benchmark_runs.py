@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as run_cli
 from helpers import load, write
 from jsonschema import Draft202012Validator
 
@@ -346,10 +345,7 @@ def test_device_comparison_says_a_fallback_is_not_a_real_comparison(two_device_b
 @pytest.mark.slow
 def test_benchmark_results_file_validates_against_the_printed_schema(two_device_batch) -> None:
     _, out = two_device_batch
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrun", "schema", "benchmark_results"],
-        capture_output=True, text=True, timeout=120,
-    )
+    proc = run_cli("schema", "benchmark_results", timeout=120)
     assert proc.returncode == 0, proc.stderr
     document = load(out / "jax_benchmark_results.json")
     Draft202012Validator(json.loads(proc.stdout)).validate(document)

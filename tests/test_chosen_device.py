@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 from fake_gpu import FakeAttempt, GpuFacts
+from helpers import Recorder, load, tables, write
 from helpers import jaxrun as run_cli
-from helpers import load, write
-from test_failure_paths import Recorder
 
 import jaxrun
 from jaxrun.config.options import BatchOptions, RunOptions
@@ -154,7 +153,6 @@ def test_cpu_0_runs_and_is_recorded_and_shown(tmp_path: Path) -> None:
     row = next(line for line in done.stdout.splitlines() if line.startswith("probe_devices.py"))
     assert row.split()[2] == "cpu:0"
     # The Markdown summary's table as GitHub renders it: the script's row, its device column.
-    from test_markdown import tables
 
     table = next(rows for rows in tables((tmp_path / "summary.md").read_text()).values() if "device" in rows[0])
     [row] = [r for r in table[1:] if "probe_devices" in r[0]]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
 import signal
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import jaxrun_command_with_sigint, load, write
+from helpers import RunResult, jaxrun_command, load, write
 from jsonschema import Draft202012Validator
 
 import jaxrun
@@ -49,37 +48,19 @@ FIXED_FIELDS = (
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("device-cache")
+def cli(jaxrun_cli, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    # A device-facts cache of this module's own: `devices --refresh` rewrites it.
+    return jaxrun_cli.but(env={"JAXRUN_CACHE_DIR": str(tmp_path_factory.mktemp("device-cache"))})
 
 
 @pytest.fixture(scope="module")
-def cli_env(cache_dir: Path) -> dict[str, str]:
-    env = dict(os.environ, JAXRUN_CACHE_DIR=str(cache_dir))
-    env.pop("JAX_PLATFORMS", None)
-    return env
-
-
-@pytest.fixture(scope="module")
-def jaxrun_cli(cli_env):
-    def run(*args: str, cwd: Path | None = None, extra_env: dict | None = None, timeout: float = 180):
-        env = dict(cli_env, **(extra_env or {}))
-        return subprocess.run(
-            [sys.executable, "-m", "jaxrun", *map(str, args)],
-            capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout,
-        )
-
-    return run
-
-
-@pytest.fixture(scope="module")
-def schemas(jaxrun_cli) -> dict:
-    proc = jaxrun_cli("schema")
+def schemas(cli) -> dict:
+    proc = cli.run("schema")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def assert_one_line_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+def assert_one_line_usage_error(proc: RunResult, *needles: str) -> str:
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     # One line; click's own errors (a bad flag value) add where the help is: "try 'jaxrun run --help'".
@@ -93,18 +74,18 @@ def assert_one_line_usage_error(proc: subprocess.CompletedProcess, *needles: str
 # --------------------------------------------------------------------------- bad usage: exit 2
 
 
-def test_missing_path_is_one_line_and_exit_2(jaxrun_cli, tmp_path: Path) -> None:
+def test_missing_path_is_one_line_and_exit_2(cli, tmp_path: Path) -> None:
     line = assert_one_line_usage_error(
-        jaxrun_cli("run", tmp_path / "MISSING", "--results-dir", tmp_path / "r"), "MISSING"
+        cli.run("run", tmp_path / "MISSING", "--results-dir", tmp_path / "r"), "MISSING"
     )
     assert line.startswith("jaxrun: error:")
     assert not (tmp_path / "r").exists()
 
 
-def test_unknown_device_lists_the_valid_ones(jaxrun_cli, tmp_path: Path) -> None:
+def test_unknown_device_lists_the_valid_ones(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "a.py", GOOD)
     assert_one_line_usage_error(
-        jaxrun_cli("run", tmp_path / "s", "--device", "xpu", "--results-dir", tmp_path / "r"),
+        cli.run("run", tmp_path / "s", "--device", "xpu", "--results-dir", tmp_path / "r"),
         "'xpu'", "auto, cpu, gpu, tpu",
     )
     assert not (tmp_path / "r").exists()
@@ -112,18 +93,18 @@ def test_unknown_device_lists_the_valid_ones(jaxrun_cli, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", ["notes.txt", "README.md", "script"])
 def test_a_file_that_is_not_a_python_script_is_refused_before_anything_is_written(
-        jaxrun_cli, tmp_path: Path, name: str) -> None:
+        cli, tmp_path: Path, name: str) -> None:
     # Run as Python it would fail as the script's NameError or syntax error, over the last results.
     (tmp_path / name).write_text("import jax\nSee the notes.\n")
-    done = jaxrun_cli("run", tmp_path / name, cwd=tmp_path)
+    done = cli.run("run", tmp_path / name, cwd=tmp_path)
     assert_one_line_usage_error(done, "not a Python script", name, "a .py file")
     assert not (tmp_path / "jaxrun_results").exists()
 
 
-def test_folder_without_jax_scripts_is_exit_2(jaxrun_cli, tmp_path: Path) -> None:
+def test_folder_without_jax_scripts_is_exit_2(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "plain.py", "print('hello')\n")
     assert_one_line_usage_error(
-        jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r"), "no JAX scripts found"
+        cli.run("run", tmp_path / "s", "--results-dir", tmp_path / "r"), "no JAX scripts found"
     )
 
 
@@ -138,26 +119,26 @@ def test_folder_without_jax_scripts_is_exit_2(jaxrun_cli, tmp_path: Path) -> Non
         (["--warmup-runs", "1"], "warmup_runs needs benchmark_runs"),
     ],
 )
-def test_bad_options_are_one_line_and_exit_2(jaxrun_cli, tmp_path: Path, options, needle) -> None:
+def test_bad_options_are_one_line_and_exit_2(cli, tmp_path: Path, options, needle) -> None:
     write(tmp_path / "s", "a.py", GOOD)
     assert_one_line_usage_error(
-        jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r", *options), needle
+        cli.run("run", tmp_path / "s", "--results-dir", tmp_path / "r", *options), needle
     )
     assert not (tmp_path / "r").exists()
 
 
-def test_results_dir_that_is_a_file_is_exit_2(jaxrun_cli, tmp_path: Path) -> None:
+def test_results_dir_that_is_a_file_is_exit_2(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "a.py", GOOD)
     (tmp_path / "r").write_text("in the way")
     assert_one_line_usage_error(
-        jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r"), "cannot write the results folder"
+        cli.run("run", tmp_path / "s", "--results-dir", tmp_path / "r"), "cannot write the results folder"
     )
 
 
 # --------------------------------------------------------------------------- run
 
 
-def test_console_script_success_batch_prints_summary_and_exits_0(cli_env, tmp_path: Path) -> None:
+def test_console_script_success_batch_prints_summary_and_exits_0(cli, tmp_path: Path) -> None:
     console = Path(sys.executable).parent / "jaxrun"
     if not console.exists():
         console = Path(shutil.which("jaxrun") or "jaxrun")
@@ -165,7 +146,7 @@ def test_console_script_success_batch_prints_summary_and_exits_0(cli_env, tmp_pa
     write(tmp_path / "s", "sub/second.py", GOOD)
     proc = subprocess.run(
         [str(console), "run", str(tmp_path / "s"), "--results-dir", str(tmp_path / "r"), "--device", "cpu"],
-        capture_output=True, text=True, env=cli_env, timeout=180,
+        capture_output=True, text=True, env=cli.environ(), timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
     assert "jaxrun results" in proc.stdout
@@ -181,10 +162,10 @@ def test_console_script_success_batch_prints_summary_and_exits_0(cli_env, tmp_pa
     assert doc["metadata"]["scripts_successful"] == 2
 
 
-def test_a_failing_script_makes_exit_1(jaxrun_cli, tmp_path: Path) -> None:
+def test_a_failing_script_makes_exit_1(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "a_good.py", GOOD)
     write(tmp_path / "s", "b_bad.py", FAIL)
-    proc = jaxrun_cli("run", tmp_path / "s", "--results-dir", tmp_path / "r")
+    proc = cli.run("run", tmp_path / "s", "--results-dir", tmp_path / "r")
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stdout
     assert "script_error" in proc.stdout
@@ -195,10 +176,10 @@ def test_a_failing_script_makes_exit_1(jaxrun_cli, tmp_path: Path) -> None:
     assert doc["metadata"]["complete"] is True
 
 
-def test_include_and_exclude_are_passed_through(jaxrun_cli, tmp_path: Path) -> None:
+def test_include_and_exclude_are_passed_through(cli, tmp_path: Path) -> None:
     for rel in ("alpha.py", "beta.py", "sub/gamma.py", "other.py"):
         write(tmp_path / "s", rel, GOOD)
-    proc = jaxrun_cli(
+    proc = cli.run(
         "run", tmp_path / "s", "--results-dir", tmp_path / "r",
         "--include", "*a.py", "--exclude", "beta.py",
     )
@@ -207,21 +188,21 @@ def test_include_and_exclude_are_passed_through(jaxrun_cli, tmp_path: Path) -> N
     assert [r["script_name"] for r in doc["script_results"]] == ["alpha", "sub__gamma"]
 
 
-def test_no_recursive_only_runs_the_top_folder(jaxrun_cli, tmp_path: Path) -> None:
+def test_no_recursive_only_runs_the_top_folder(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "top.py", GOOD)
     write(tmp_path / "s", "sub/deep.py", GOOD)
-    proc = jaxrun_cli("run", tmp_path / "s", "--no-recursive", "--results-dir", tmp_path / "r")
+    proc = cli.run("run", tmp_path / "s", "--no-recursive", "--results-dir", tmp_path / "r")
     assert proc.returncode == 0, proc.stderr
     doc = load(tmp_path / "r" / "jax_execution_results.json")
     assert [r["script_name"] for r in doc["script_results"]] == ["top"]
 
 
-def test_seed_form_runs_the_folder_with_gpu_falling_back_to_cpu(jaxrun_cli, tmp_path: Path) -> None:
+def test_seed_form_runs_the_folder_with_gpu_falling_back_to_cpu(cli, tmp_path: Path) -> None:
     write(tmp_path / "pipeline", "a/model.py", GOOD)
     write(tmp_path / "pipeline", "b/model.py", GOOD)
     work = tmp_path / "work"
     work.mkdir()
-    proc = jaxrun_cli(
+    proc = cli.run(
         "--output-dir", tmp_path / "pipeline", "--device", "gpu", "--recursive", "--verbose", cwd=work
     )
     assert proc.returncode == 0, proc.stderr
@@ -269,7 +250,7 @@ if "jaxrun.probe.devices_child" in sys.orig_argv:
 """
 
 
-def test_a_broken_device_probe_does_not_stop_the_batch(jaxrun_cli, tmp_path: Path) -> None:
+def test_a_broken_device_probe_does_not_stop_the_batch(cli, tmp_path: Path) -> None:
     # A sitecustomize on PYTHONPATH kills only the device-facts child; the scripts still run.
     write(tmp_path / "site", "sitecustomize.py", BROKEN_PROBE)
     write(tmp_path / "s", "a.py", GOOD)
@@ -277,9 +258,9 @@ def test_a_broken_device_probe_does_not_stop_the_batch(jaxrun_cli, tmp_path: Pat
     out.mkdir()
     (out / ".jaxrun.manifest").write_text("")  # a results folder of an earlier run (results/ownership.py)
     (out / "jax_device_info.json").write_text('{"from": "an earlier run"}')
-    proc = jaxrun_cli(
+    proc = cli.run(
         "run", tmp_path / "s", "--results-dir", out,
-        extra_env={"PYTHONPATH": str(tmp_path / "site"), "JAXRUN_CACHE_DIR": str(tmp_path / "cache")},
+        env={"PYTHONPATH": str(tmp_path / "site"), "JAXRUN_CACHE_DIR": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr
     assert "device facts unavailable" in proc.stderr and "status 3" in proc.stderr
@@ -290,8 +271,8 @@ def test_a_broken_device_probe_does_not_stop_the_batch(jaxrun_cli, tmp_path: Pat
     # No device facts this run, and the earlier run's file must not pass for this one's.
     assert not (out / "jax_device_info.json").exists()
 
-    devices = jaxrun_cli(
-        "devices", extra_env={"PYTHONPATH": str(tmp_path / "site"), "JAXRUN_CACHE_DIR": str(tmp_path / "cache")}
+    devices = cli.run(
+        "devices", env={"PYTHONPATH": str(tmp_path / "site"), "JAXRUN_CACHE_DIR": str(tmp_path / "cache")}
     )
     assert devices.returncode == 1
     assert devices.stderr.strip().splitlines() == ["jaxrun: the device probe exited with status 3: no output"]
@@ -308,14 +289,14 @@ time.sleep(30)
 """
 
 
-def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli_env, tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "a_quick.py", GOOD)
     write(tmp_path / "s", "b_sleeper.py", SLEEPER)
     write(tmp_path / "s", "c_never.py", GOOD)
     pid_file, out = tmp_path / "sleeper.pid", tmp_path / "r"
     proc = subprocess.Popen(
-        jaxrun_command_with_sigint("run", str(tmp_path / "s"), "--results-dir", str(out)),
-        env=dict(cli_env, SLEEPER_PID_FILE=str(pid_file)),
+        jaxrun_command("run", tmp_path / "s", "--results-dir", out, interruptible=True),
+        env=cli.environ({"SLEEPER_PID_FILE": str(pid_file)}),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -364,18 +345,18 @@ def test_schema_prints_every_schema_as_valid_json_schema(schemas) -> None:
     assert set(FIXED_FIELDS) <= set(schemas["script_result"]["properties"])
 
 
-def test_schema_of_one_model(jaxrun_cli, schemas) -> None:
-    proc = jaxrun_cli("schema", "device_info")
+def test_schema_of_one_model(cli, schemas) -> None:
+    proc = cli.run("schema", "device_info")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == schemas["device_info"]
 
 
-def test_unknown_schema_lists_the_valid_names(jaxrun_cli) -> None:
-    assert_one_line_usage_error(jaxrun_cli("schema", "nope"), "'nope'", *SCHEMAS)
+def test_unknown_schema_lists_the_valid_names(cli) -> None:
+    assert_one_line_usage_error(cli.run("schema", "nope"), "'nope'", *SCHEMAS)
 
 
-def test_devices_json_is_valid_device_info(jaxrun_cli, schemas) -> None:
-    proc = jaxrun_cli("devices", "--json")
+def test_devices_json_is_valid_device_info(cli, schemas) -> None:
+    proc = cli.run("devices", "--json")
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout)
     Draft202012Validator(schemas["device_info"]).validate(facts)
@@ -397,8 +378,8 @@ def test_devices_json_is_valid_device_info(jaxrun_cli, schemas) -> None:
     assert info.default_backend == "cpu"
 
 
-def test_devices_table(jaxrun_cli) -> None:
-    proc = jaxrun_cli("devices")
+def test_devices_table(cli) -> None:
+    proc = cli.run("devices")
     assert proc.returncode == 0, proc.stderr
     assert f"jax {metadata.version('jax')}" in proc.stdout
     rows = {line.split()[1]: line for line in proc.stdout.splitlines() if line.split()[1:2] in (["cpu"], ["gpu"], ["tpu"])}
@@ -411,12 +392,12 @@ def test_devices_table(jaxrun_cli) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here")
-def test_a_missing_libtpu_is_not_installed_without_xla_internal_text(jaxrun_cli) -> None:
+def test_a_missing_libtpu_is_not_installed_without_xla_internal_text(cli) -> None:
     """JAX tries tpu on every machine; without libtpu XLA says "INTERNAL: Failed to open
     libtpu.so: ...". jaxrun says the platform is not installed and why, in a few words."""
-    check = jaxrun_cli("check")
-    devices = jaxrun_cli("devices", "--refresh")
-    as_json = jaxrun_cli("devices", "--json")
+    check = cli.run("check")
+    devices = cli.run("devices", "--refresh")
+    as_json = cli.run("devices", "--json")
     for proc in (check, devices, as_json):
         assert proc.returncode == 0, proc.stderr
         assert "INTERNAL" not in proc.stdout and "libtpu.so" not in proc.stdout, proc.stdout
@@ -429,8 +410,8 @@ def test_a_missing_libtpu_is_not_installed_without_xla_internal_text(jaxrun_cli)
     assert (tpu["available"], tpu["installed"], tpu["error"]) == (False, False, reason)
 
 
-def test_check_reports_jax_libraries_and_nvml(jaxrun_cli) -> None:
-    proc = jaxrun_cli("check")
+def test_check_reports_jax_libraries_and_nvml(cli) -> None:
+    proc = cli.run("check")
     assert proc.returncode == 0, proc.stderr
     for item in ("jax", "jaxlib", "platform cpu", "optax", "flax", "equinox", "NVML"):
         assert item in proc.stdout, item
@@ -448,10 +429,10 @@ def test_check_reports_jax_libraries_and_nvml(jaxrun_cli) -> None:
 
 
 @pytest.mark.slow
-def test_bundled_examples_run_and_every_result_file_validates(jaxrun_cli, schemas, tmp_path: Path) -> None:
+def test_bundled_examples_run_and_every_result_file_validates(cli, schemas, tmp_path: Path) -> None:
     out = tmp_path / "results"
     # Two at a time, each on its own core: the suite's longest test, halved.
-    proc = jaxrun_cli("run", REPO_ROOT / "examples", "--results-dir", out, "--jobs", 2, cwd=REPO_ROOT, timeout=600)
+    proc = cli.run("run", REPO_ROOT / "examples", "--results-dir", out, "--jobs", 2, cwd=REPO_ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = {
         "jax_execution_results.json": "execution_results",

@@ -10,14 +10,13 @@ tmp_path as working folder, so nothing lands in the repository.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import load
 
 from jaxrun import get_jax_device_info
 
@@ -65,31 +64,12 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 @pytest.fixture(scope="module")
-def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    env = dict(os.environ, JAXRUN_CACHE_DIR=str(tmp_path_factory.mktemp("device-cache")))
-    env.pop("JAX_PLATFORMS", None)
-    env.pop("JAXRUN_HISTORY", None)
-    return env
-
-
-@pytest.fixture(scope="module")
-def jaxrun(cli_env, tmp_path_factory: pytest.TempPathFactory):
-    workdir = tmp_path_factory.mktemp("cwd")  # a default ./.jaxrun or ./jaxrun_results lands here
-
-    def run(*args: object, extra_env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "jaxrun", *map(str, args)],
-            capture_output=True, text=True, env=dict(cli_env, **(extra_env or {})), cwd=workdir,
-            timeout=timeout,
-        )
-
-    run.workdir = workdir  # type: ignore[attr-defined]
-    return run
+def cli(jaxrun_cli, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    # In a working folder of this module's (a default ./.jaxrun or ./jaxrun_results lands there),
+    # with a device-facts cache of its own and no history the user's environment names.
+    return jaxrun_cli.but(cwd=tmp_path_factory.mktemp("cwd"),
+                          env={"JAXRUN_CACHE_DIR": str(tmp_path_factory.mktemp("device-cache")), "JAXRUN_HISTORY": None})
 
 
 def counted(bench: dict) -> list[dict]:
@@ -100,13 +80,13 @@ def counted(bench: dict) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def bench_dir(jaxrun, tmp_path_factory: pytest.TempPathFactory):
+def bench_dir(cli, tmp_path_factory: pytest.TempPathFactory):
     """Two tiny scripts, 1 warm-up + 5 counted runs each, through the CLI."""
     root = tmp_path_factory.mktemp("bench")
     write(root / "scripts" / "alpha.py", sleeper(0.05))
     write(root / "scripts" / "sub" / "beta.py", sleeper(0.05))
     out = root / "results"
-    proc = jaxrun(
+    proc = cli.run(
         "run", root / "scripts", "--device", "cpu", "--benchmark-runs", 5, "--warmup-runs", 1,
         "--results-dir", out, "--history", root / "h.sqlite",
     )
@@ -135,9 +115,9 @@ def test_benchmark_runs_write_the_benchmark_file_with_raw_samples(bench_dir) -> 
 
 
 @pytest.mark.slow
-def test_compare_a_results_dir_with_itself_finds_no_change(jaxrun, bench_dir) -> None:
+def test_compare_a_results_dir_with_itself_finds_no_change(cli, bench_dir) -> None:
     _, out = bench_dir
-    proc = jaxrun("compare", out, out, "--json", "--fail-on-regression")
+    proc = cli.run("compare", out, out, "--json", "--fail-on-regression")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert sorted(s["script_name"] for s in report["scripts"]) == ["alpha", "sub__beta"]
@@ -177,7 +157,7 @@ def lazy_jax_sleeper(seconds: float) -> str:
 
 
 @pytest.fixture(scope="module")
-def slow_pair(jaxrun, tmp_path_factory: pytest.TempPathFactory):
+def slow_pair(cli, tmp_path_factory: pytest.TempPathFactory):
     """bench.py sleeping 0.20 s (base) and 1.00 s (new), 1 warm-up + 5 runs each.
 
     Why the verdicts on this pair cannot flake: with 5 vs 5 runs the two-sided exact Mann-Whitney
@@ -192,7 +172,7 @@ def slow_pair(jaxrun, tmp_path_factory: pytest.TempPathFactory):
     for label, seconds in (("base", 0.20), ("new", 1.00)):
         write(root / label / "bench.py", lazy_jax_sleeper(seconds))
         out = root / f"results_{label}"
-        proc = jaxrun(
+        proc = cli.run(
             "run", root / label, "--device", "cpu", "--benchmark-runs", 5, "--warmup-runs", 1,
             "--results-dir", out, "--no-history",
         )
@@ -202,9 +182,9 @@ def slow_pair(jaxrun, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.slow
-def test_compare_finds_the_slower_script_with_p_below_001(jaxrun, slow_pair) -> None:
+def test_compare_finds_the_slower_script_with_p_below_001(cli, slow_pair) -> None:
     base, new = slow_pair
-    proc = jaxrun("compare", base, new, "--json")
+    proc = cli.run("compare", base, new, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr  # without --fail-on-regression
     report = json.loads(proc.stdout)
     (row,) = report["scripts"]
@@ -224,34 +204,34 @@ def test_compare_finds_the_slower_script_with_p_below_001(jaxrun, slow_pair) -> 
 
 
 @pytest.mark.slow
-def test_fail_on_regression_exits_1_and_names_the_script(jaxrun, slow_pair) -> None:
+def test_fail_on_regression_exits_1_and_names_the_script(cli, slow_pair) -> None:
     base, new = slow_pair
-    proc = jaxrun("compare", base, new, "--fail-on-regression")
+    proc = cli.run("compare", base, new, "--fail-on-regression")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "significantly slower: bench" in proc.stdout
     assert "slower" in proc.stdout and "Traceback" not in proc.stderr
     # The other way round the new side is faster: not a regression, so the gate passes.
-    reverse = jaxrun("compare", new, base, "--json", "--fail-on-regression")
+    reverse = cli.run("compare", new, base, "--json", "--fail-on-regression")
     assert reverse.returncode == 0, reverse.stdout + reverse.stderr
     assert json.loads(reverse.stdout)["scripts"][0]["verdict"] == "faster"
 
 
 @pytest.mark.slow
-def test_compare_of_runs_without_a_script_in_common_is_one_line_and_exit_2(jaxrun, bench_dir, slow_pair) -> None:
+def test_compare_of_runs_without_a_script_in_common_is_one_line_and_exit_2(cli, bench_dir, slow_pair) -> None:
     """Not an empty table and exit 0: nothing was compared, and the line says what each side holds."""
     _, out = bench_dir
     base, _ = slow_pair
     for args in ((out, base, "--fail-on-regression"), (out, base, "--json")):
-        proc = jaxrun("compare", *args)
+        proc = cli.run("compare", *args)
         assert proc.returncode == 2 and proc.stdout == "", proc.stdout
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith("jaxrun: error: nothing to compare")
         assert "BASE has alpha.py, sub/beta.py; NEW has bench.py" in line  # named as their summaries name them
 
 
-def test_compare_on_a_missing_path_is_one_line_and_exit_2(jaxrun, tmp_path: Path) -> None:
+def test_compare_on_a_missing_path_is_one_line_and_exit_2(cli, tmp_path: Path) -> None:
     (tmp_path / "present").mkdir()
-    proc = jaxrun("compare", tmp_path / "nope", tmp_path / "present")
+    proc = cli.run("compare", tmp_path / "nope", tmp_path / "present")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -263,7 +243,7 @@ def test_compare_on_a_missing_path_is_one_line_and_exit_2(jaxrun, tmp_path: Path
 
 
 @pytest.fixture(scope="module")
-def history_story(jaxrun, tmp_path_factory: pytest.TempPathFactory):
+def history_story(cli, tmp_path_factory: pytest.TempPathFactory):
     """Three benchmark runs of one script path, then a fourth with the script made much slower.
 
     Runs 2 and 3 have fewer than 3 earlier runs: not judged (MIN_HISTORY_RUNS), whatever their
@@ -277,14 +257,14 @@ def history_story(jaxrun, tmp_path_factory: pytest.TempPathFactory):
     db = root / "h.sqlite"
 
     def bench_run(label: str, *more: object, history: Path = db) -> subprocess.CompletedProcess:
-        return jaxrun(
+        return cli.run(
             "run", script, "--device", "cpu", "--benchmark-runs", 4, "--warmup-runs", 1,
             "--results-dir", root / f"results_{label}", "--history", history, *more,
         )
 
     story = {"script": script, "db": db, "run1": bench_run("1"), "run2": bench_run("2")}
-    story["history_after_two"] = jaxrun("history", "--history", db, "--json")
-    story["history_table_after_two"] = jaxrun("history", "--history", db)
+    story["history_after_two"] = cli.run("history", "--history", db, "--json")
+    story["history_table_after_two"] = cli.run("history", "--history", db)
     story["run2b"] = bench_run("2b")  # a third run: the slow one below is judged against three
     # Same path, new content: the sleep grows from 0.20 s to 1.00 s (~4x the whole process).
     write(script, lazy_jax_sleeper(1.00))
@@ -292,8 +272,8 @@ def history_story(jaxrun, tmp_path_factory: pytest.TempPathFactory):
     shutil.copy(db, root / "copy.sqlite")
     story["run3_reported"] = bench_run("3r", history=root / "copy.sqlite")
     story["run3"] = bench_run("3", "--fail-on-regression")
-    story["history_script"] = jaxrun("history", "bench.py", "--history", db)
-    story["history_script_json"] = jaxrun("history", str(script), "--history", db, "--json")
+    story["history_script"] = cli.run("history", "bench.py", "--history", db)
+    story["history_script_json"] = cli.run("history", str(script), "--history", db, "--json")
     return story
 
 
@@ -378,17 +358,17 @@ def test_history_of_the_script_flags_the_injected_regression(history_story) -> N
 
 
 @pytest.mark.slow
-def test_history_of_an_unknown_script_is_exit_2(jaxrun, history_story) -> None:
-    proc = jaxrun("history", "nope", "--history", history_story["db"])
+def test_history_of_an_unknown_script_is_exit_2(cli, history_story) -> None:
+    proc = cli.run("history", "nope", "--history", history_story["db"])
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "nope" in lines[0] and "bench" in lines[0], proc.stderr  # lists what is there
     assert "Traceback" not in proc.stderr
 
 
-def test_history_with_a_missing_database_is_exit_2_and_creates_nothing(jaxrun, tmp_path: Path) -> None:
+def test_history_with_a_missing_database_is_exit_2_and_creates_nothing(cli, tmp_path: Path) -> None:
     missing = tmp_path / "missing.sqlite"
-    proc = jaxrun("history", "--history", missing)
+    proc = cli.run("history", "--history", missing)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "missing.sqlite" in lines[0], proc.stderr
@@ -396,23 +376,23 @@ def test_history_with_a_missing_database_is_exit_2_and_creates_nothing(jaxrun, t
 
 
 @pytest.mark.slow
-def test_jaxrun_history_environment_variable_is_honoured(jaxrun, tmp_path: Path) -> None:
+def test_jaxrun_history_environment_variable_is_honoured(cli, tmp_path: Path) -> None:
     script = write(tmp_path / "scripts" / "envbench.py", sleeper(0.01))
     db = tmp_path / "from-env.sqlite"
     env = {"JAXRUN_HISTORY": str(db)}
-    proc = jaxrun(
+    proc = cli.run(
         "run", script, "--device", "cpu", "--benchmark-runs", 2, "--results-dir", tmp_path / "results",
-        extra_env=env,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert db.is_file()
-    assert not (jaxrun.workdir / ".jaxrun").exists()  # the default location was not used
-    shown = jaxrun("history", "envbench", "--json", extra_env=env)
+    assert not (cli.cwd / ".jaxrun").exists()  # the default location was not used
+    shown = cli.run("history", "envbench", "--json", env=env)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     (runs,) = json.loads(shown.stdout)["runs"].values()
     assert len(runs) == 1 and runs[0]["script_name"] == "envbench"
     # --history wins over the environment variable.
-    other = jaxrun("history", "--history", tmp_path / "other.sqlite", extra_env=env)
+    other = cli.run("history", "--history", tmp_path / "other.sqlite", env=env)
     assert other.returncode == 2 and "other.sqlite" in other.stderr
 
 
@@ -420,10 +400,10 @@ def test_jaxrun_history_environment_variable_is_honoured(jaxrun, tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_warm_run_prints_first_call_and_steady_state_without_speedup(jaxrun, tmp_path: Path) -> None:
+def test_warm_run_prints_first_call_and_steady_state_without_speedup(cli, tmp_path: Path) -> None:
     script = write(tmp_path / "scripts" / "warmscript.py", WARM)
     out = tmp_path / "results"
-    proc = jaxrun("run", script, "--device", "cpu", "--warm", "--warm-calls", 5, "--results-dir", out, "--no-history")
+    proc = cli.run("run", script, "--device", "cpu", "--warm", "--warm-calls", 5, "--results-dir", out, "--no-history")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     start = proc.stdout.index("warm mode:")
     end = proc.stdout.index("succeeded; results in", start)
@@ -444,7 +424,7 @@ def test_warm_run_prints_first_call_and_steady_state_without_speedup(jaxrun, tmp
 
 
 @pytest.mark.slow
-def test_two_devices_print_that_the_fallback_is_not_a_real_comparison(jaxrun, tmp_path: Path) -> None:
+def test_two_devices_print_that_the_fallback_is_not_a_real_comparison(cli, tmp_path: Path) -> None:
     # The second leg must be a device this machine lacks: the GPU where there is none (as on the
     # 2-core test box), else the TPU (where a GPU works, test_benchmark_runs runs a real gpu leg).
     platforms = get_jax_device_info().platforms
@@ -453,7 +433,7 @@ def test_two_devices_print_that_the_fallback_is_not_a_real_comparison(jaxrun, tm
         pytest.skip("both a GPU and a TPU are usable here: no absent device to fall back from")
     write(tmp_path / "scripts" / "tiny.py", sleeper(0.01))
     out = tmp_path / "results"
-    proc = jaxrun(
+    proc = cli.run(
         "run", tmp_path / "scripts", "--device", f"cpu,{absent}", "--benchmark-runs", 2, "--results-dir", out,
         "--no-history",
     )
@@ -469,14 +449,14 @@ def test_two_devices_print_that_the_fallback_is_not_a_real_comparison(jaxrun, tm
 
 
 @pytest.mark.slow
-def test_bundled_examples_benchmark_with_raw_samples(jaxrun, tmp_path: Path) -> None:
+def test_bundled_examples_benchmark_with_raw_samples(cli, tmp_path: Path) -> None:
     """The seed's real examples, 1 warm-up + 2 counted process runs each (~25 s on 2 cores).
 
     Only examples/gnn_rendered_simulators: with examples/workloads as well, 3 process runs of
     every example would take over the minute this one test may cost.
     """
     out = tmp_path / "results"
-    proc = jaxrun(
+    proc = cli.run(
         "run", REPO_ROOT / "examples" / "gnn_rendered_simulators", "--benchmark-runs", 2, "--warmup-runs", 1, "--jobs", 2,
         "--results-dir", out, "--history", tmp_path / "h.sqlite", timeout=600,
     )

@@ -18,12 +18,10 @@ import json
 import os
 import re
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import load, write
+from helpers import RunResult, load, write
 
 import jaxrun
 
@@ -91,38 +89,27 @@ jaxrun.record(
 # --- running the CLI -------------------------------------------------------------------------------
 
 
-def _env(cache_dir: Path, history: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
-    # The device facts cache (and jaxrun's default compile cache) stays in tmp; the history too.
-    env.update(JAXRUN_CACHE_DIR=str(cache_dir), JAXRUN_HISTORY=str(history))
-    return env
-
-
-def _run(cwd: Path, env: dict[str, str], *args: object, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jaxrun", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
-    )
+def _cli(jaxrun_cli, cwd: Path, cache_dir: Path | None = None):  # type: ignore[no-untyped-def]
+    """The CLI in ``cwd``, with a tmp history there and none of the developer's settings; the device
+    facts cache (and jaxrun's default compile cache) in ``cache_dir``, or the session's."""
+    env = {"JAXRUN_HISTORY": str(cwd / "history.sqlite")}
+    if cache_dir is not None:
+        env["JAXRUN_CACHE_DIR"] = str(cache_dir)
+    return jaxrun_cli.but(cwd=cwd, env=env, without=_FOREIGN_ENV)
 
 
 @pytest.fixture
-def cli(tmp_path: Path, jaxrun_cache_dir: Path):
+def cli(tmp_path: Path, jaxrun_cli):  # type: ignore[no-untyped-def]
     """`python -m jaxrun ARGS` in tmp_path, with the session's device-facts cache and a tmp history."""
-    env = _env(jaxrun_cache_dir, tmp_path / "history.sqlite")
-
-    def run(*args: object, timeout: float = 300, **extra_env: str) -> subprocess.CompletedProcess:
-        return _run(tmp_path, dict(env, **extra_env), *args, timeout=timeout)
-
-    run.env = env  # type: ignore[attr-defined]
-    return run
+    return _cli(jaxrun_cli, tmp_path)
 
 
-def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+def ok(proc: RunResult) -> RunResult:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
 
-def one_line_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+def one_line_usage_error(proc: RunResult, *needles: str) -> str:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     # One line; click's own errors (a bad flag value) add where the help is: "try 'jaxrun run --help'".
@@ -160,14 +147,14 @@ def test_compile_cache_dir_is_filled_then_hit_by_the_next_run(cli, tmp_path: Pat
     cache = tmp_path / "my-cache"
     default_cache = jaxrun_cache_dir / "xla_compilation_cache"  # what the runs would use without DIR
     before = cache_entries(default_cache)
-    ok(cli("run", "s", "--device", "cpu", "--compile-cache", cache, "--results-dir", "r1"))
+    ok(cli.run("run", "s", "--device", "cpu", "--compile-cache", cache, "--results-dir", "r1"))
     cold = script_result(tmp_path / "r1", "tiny")
     entries = cache_entries(cache)
     assert entries, "the first run stored nothing in --compile-cache DIR"
     assert cold["cache_hits"] == 0 and cold["compile_count"] >= 1
     assert cold["cache_misses"] == cold["compile_count"]  # every compilation was a miss first
 
-    ok(cli("run", "s", "--device", "cpu", "--compile-cache", cache, "--results-dir", "r2"))
+    ok(cli.run("run", "s", "--device", "cpu", "--compile-cache", cache, "--results-dir", "r2"))
     warm = script_result(tmp_path / "r2", "tiny")
     # Every program of the second run was loaded from DIR: hits, not compilations.
     assert warm["compile_count"] == 0 and warm["cache_misses"] == 0
@@ -178,18 +165,18 @@ def test_compile_cache_dir_is_filled_then_hit_by_the_next_run(cli, tmp_path: Pat
     assert cache_entries(default_cache) == before  # DIR replaced jaxrun's default cache
 
 
-def test_no_compile_cache_ignores_a_cache_that_holds_the_script(tmp_path: Path) -> None:
+def test_no_compile_cache_ignores_a_cache_that_holds_the_script(jaxrun_cli, tmp_path: Path) -> None:
     """The default cache (in jaxrun's cache folder) serves a second run; --no-compile-cache does not
     use it even though it holds this very script's programs, and adds nothing to it."""
-    env = _env(tmp_path / "jaxrun-cache", tmp_path / "history.sqlite")  # a private default cache
+    cli = _cli(jaxrun_cli, tmp_path, tmp_path / "jaxrun-cache")  # a private default cache
     default_cache = tmp_path / "jaxrun-cache" / "xla_compilation_cache"
     write(tmp_path, "s/tiny.py", TINY_JIT)
-    ok(_run(tmp_path, env, "run", "s", "--device", "cpu", "--results-dir", "r1"))
+    ok(cli.run("run", "s", "--device", "cpu", "--results-dir", "r1"))
     entries = cache_entries(default_cache)
     assert entries, "without a flag the default compilation cache was not used"
     assert script_result(tmp_path / "r1", "tiny")["cache_hits"] == 0
 
-    ok(_run(tmp_path, env, "run", "s", "--device", "cpu", "--no-compile-cache", "--results-dir", "r2"))
+    ok(cli.run("run", "s", "--device", "cpu", "--no-compile-cache", "--results-dir", "r2"))
     off = script_result(tmp_path / "r2", "tiny")
     # The cache was off: its figures are unknown, not 0.
     assert off["compile_count"] >= 1 and off["cache_hits"] is None and off["cache_misses"] is None
@@ -206,7 +193,7 @@ def test_cold_cache_makes_every_benchmark_run_compile(cli, tmp_path: Path) -> No
     (Only the last run's cache_hits is in the result, so the last run is what is compared.)"""
     write(tmp_path, "s/tiny.py", TINY_JIT)
     cache = tmp_path / "cache"
-    ok(cli("run", "s", "--device", "cpu", "--compile-cache", cache, "--benchmark-runs", 2,
+    ok(cli.run("run", "s", "--device", "cpu", "--compile-cache", cache, "--benchmark-runs", 2,
            "--results-dir", "shared"))
     shared = script_result(tmp_path / "shared", "tiny")
     assert shared["benchmark"]["runs_completed"] == 2
@@ -214,7 +201,7 @@ def test_cold_cache_makes_every_benchmark_run_compile(cli, tmp_path: Path) -> No
     entries = cache_entries(cache)
     assert entries
 
-    ok(cli("run", "s", "--device", "cpu", "--compile-cache", cache, "--benchmark-runs", 2, "--cold-cache",
+    ok(cli.run("run", "s", "--device", "cpu", "--compile-cache", cache, "--benchmark-runs", 2, "--cold-cache",
            "--results-dir", "cold"))
     cold = script_result(tmp_path / "cold", "tiny")
     assert cold["benchmark"]["runs_completed"] == 2
@@ -228,9 +215,9 @@ def test_cold_cache_makes_every_benchmark_run_compile(cli, tmp_path: Path) -> No
 def test_cold_cache_on_a_plain_run_starts_cold(cli, tmp_path: Path) -> None:
     write(tmp_path, "s/tiny.py", TINY_JIT)
     cache = tmp_path / "cache"
-    ok(cli("run", "s", "--device", "cpu", "--compile-cache", cache, "--results-dir", "r1"))
+    ok(cli.run("run", "s", "--device", "cpu", "--compile-cache", cache, "--results-dir", "r1"))
     entries = cache_entries(cache)
-    ok(cli("run", "s", "--device", "cpu", "--compile-cache", cache, "--cold-cache", "--results-dir", "r2"))
+    ok(cli.run("run", "s", "--device", "cpu", "--compile-cache", cache, "--cold-cache", "--results-dir", "r2"))
     cold = script_result(tmp_path / "r2", "tiny")
     assert cold["cache_hits"] == 0 and cold["compile_count"] > 0
     assert cache_entries(cache) == entries  # the cold run neither read nor wrote DIR
@@ -247,13 +234,13 @@ def test_no_history_stores_nothing_wherever_the_history_is_named(cli, tmp_path: 
     db = tmp_path / "named.sqlite"
     args = ("run", hello, "--device", "cpu", "--benchmark-runs", 1, "--no-compile-cache", "--results-dir", "r")
     if named_by == "env":
-        proc = cli(*args, "--no-history", JAXRUN_HISTORY=str(db))
+        proc = cli.run(*args, "--no-history", env={"JAXRUN_HISTORY": str(db)})
     elif named_by == "--history before":
-        proc = cli(*args, "--history", db, "--no-history")
+        proc = cli.run(*args, "--history", db, "--no-history")
     elif named_by == "--history after":
-        proc = cli(*args, "--no-history", "--history", db)
+        proc = cli.run(*args, "--no-history", "--history", db)
     else:
-        proc = cli(*args, JAXRUN_HISTORY=str(db))
+        proc = cli.run(*args, env={"JAXRUN_HISTORY": str(db)})
     ok(proc)
     assert script_result(tmp_path / "r", "hello")["benchmark"]["runs_completed"] == 1
     assert db.exists() == (named_by == "no --no-history")
@@ -266,12 +253,12 @@ def test_no_history_stores_nothing_wherever_the_history_is_named(cli, tmp_path: 
 def test_debug_nans_turns_a_nan_inside_jit_into_numerical_instability(cli, tmp_path: Path) -> None:
     nan = write(tmp_path, "s/nan.py", MAKES_NAN)
     write(tmp_path, "s/clean.py", CLEAN)
-    ok(cli("run", nan, "--device", "cpu", "--no-compile-cache", "--results-dir", "plain"))
+    ok(cli.run("run", nan, "--device", "cpu", "--no-compile-cache", "--results-dir", "plain"))
     result = script_result(tmp_path / "plain", "nan")
     assert result["success"] and result["error_class"] is None
     assert "value nan" in (tmp_path / "plain/logs/nan.stdout.log").read_text()
 
-    debug = cli("run", "s", "--device", "cpu", "--no-compile-cache", "--debug-nans", "--results-dir", "debug")
+    debug = cli.run("run", "s", "--device", "cpu", "--no-compile-cache", "--debug-nans", "--results-dir", "debug")
     assert debug.returncode == 1, debug.stdout + debug.stderr
     result = script_result(tmp_path / "debug", "nan")
     assert not result["success"]
@@ -294,7 +281,7 @@ def absent_accelerator(device_info) -> str:
 
 def test_no_fallback_fails_instead_of_running_on_cpu(cli, tmp_path: Path, absent_accelerator: str) -> None:
     write(tmp_path, "s/tiny.py", TINY_JIT)
-    fell_back = ok(cli("run", "s", "--device", absent_accelerator, "--no-compile-cache", "--results-dir", "fb"))
+    fell_back = ok(cli.run("run", "s", "--device", absent_accelerator, "--no-compile-cache", "--results-dir", "fb"))
     result = script_result(tmp_path / "fb", "tiny")
     assert result["success"]
     assert (result["device_requested"], result["device_used"]) == (absent_accelerator, "cpu")
@@ -304,7 +291,7 @@ def test_no_fallback_fails_instead_of_running_on_cpu(cli, tmp_path: Path, absent
     ]
     assert f"fallback from {absent_accelerator}" in fell_back.stdout
 
-    proc = cli("run", "s", "--device", absent_accelerator, "--no-fallback", "--no-compile-cache", "--results-dir", "nf")
+    proc = cli.run("run", "s", "--device", absent_accelerator, "--no-fallback", "--no-compile-cache", "--results-dir", "nf")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = script_result(tmp_path / "nf", "tiny")
     assert not result["success"]
@@ -319,14 +306,14 @@ def test_no_fallback_fails_instead_of_running_on_cpu(cli, tmp_path: Path, absent
 
 def test_retries_rerun_a_transient_failure_until_it_succeeds(cli, tmp_path: Path) -> None:
     without = write(tmp_path, "a/flaky.py", FLAKY)
-    proc = cli("run", without, "--device", "cpu", "--no-compile-cache", "--results-dir", "r0")
+    proc = cli.run("run", without, "--device", "cpu", "--no-compile-cache", "--results-dir", "r0")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = script_result(tmp_path / "r0", "flaky")
     assert result["error_class"] == "device_unavailable"
     assert len(result["attempts"]) == 1
 
     retried = write(tmp_path, "b/flaky.py", FLAKY)
-    ok(cli("run", retried, "--device", "cpu", "--retries", 1, "--no-compile-cache", "--results-dir", "r1"))
+    ok(cli.run("run", retried, "--device", "cpu", "--retries", 1, "--no-compile-cache", "--results-dir", "r1"))
     result = script_result(tmp_path / "r1", "flaky")
     assert result["success"] and result["device_used"] == "cpu" and result["fallback_reason"] is None
     assert [(a["number"], a["device"], a["error_class"]) for a in result["attempts"]] == [
@@ -340,7 +327,7 @@ def test_retries_rerun_a_transient_failure_until_it_succeeds(cli, tmp_path: Path
 def test_retries_are_bounded_and_only_for_transient_failures(cli, tmp_path: Path) -> None:
     nodev = write(tmp_path, "s/nodev.py", NO_DEVICE)
     broken = write(tmp_path, "s/broken.py", "raise ValueError('not transient')\n")
-    proc = cli("run", nodev, broken, "--device", "cpu", "--retries", 2, "--no-compile-cache", "--results-dir", "r")
+    proc = cli.run("run", nodev, broken, "--device", "cpu", "--retries", 2, "--no-compile-cache", "--results-dir", "r")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = script_result(tmp_path / "r", "nodev")
     assert [(a["number"], a["error_class"]) for a in result["attempts"]] == [
@@ -358,7 +345,7 @@ def test_retries_are_bounded_and_only_for_transient_failures(cli, tmp_path: Path
 @pytest.mark.parametrize("timeout, stopped", [("0.3", True), ("30", False)])
 def test_timeout_stops_only_a_script_that_runs_past_it(cli, tmp_path: Path, timeout: str, stopped: bool) -> None:
     nap = write(tmp_path, "s/nap.py", "import time\nprint('napping', flush=True)\ntime.sleep(1.0)\nprint('woke')\n")
-    proc = cli("run", nap, "--device", "cpu", "--timeout", timeout, "--no-compile-cache", "--results-dir", "r")
+    proc = cli.run("run", nap, "--device", "cpu", "--timeout", timeout, "--no-compile-cache", "--results-dir", "r")
     result = script_result(tmp_path / "r", "nap")
     if stopped:
         assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -377,7 +364,7 @@ def test_timeout_stops_only_a_script_that_runs_past_it(cli, tmp_path: Path, time
 @pytest.mark.parametrize("option", ["--gpus-per-job", "--jobs-per-gpu"])
 def test_gpu_slot_options_below_one_are_usage_errors(cli, tmp_path: Path, option: str) -> None:
     write(tmp_path, "s/tiny.py", TINY_JIT)
-    one_line_usage_error(cli("run", "s", option, 0, "--results-dir", "r"), option[2:].replace("-", "_"), ">= 1")
+    one_line_usage_error(cli.run("run", "s", option, 0, "--results-dir", "r"), option[2:].replace("-", "_"), ">= 1")
     assert not (tmp_path / "r").exists()  # rejected before anything ran
 
 
@@ -386,7 +373,7 @@ def test_jobs_per_gpu_leaves_cpu_jobs_alone(cli, tmp_path: Path) -> None:
     with their core share and no XLA memory fraction (the GPU side needs a GPU: see below)."""
     write(tmp_path, "s/one.py", RECORDS_SLOT_ENV)
     write(tmp_path, "s/two.py", RECORDS_SLOT_ENV)
-    ok(cli("run", "s", "--device", "cpu", "-j", 2, "--jobs-per-gpu", 2, "--no-compile-cache", "--results-dir", "r"))
+    ok(cli.run("run", "s", "--device", "cpu", "-j", 2, "--jobs-per-gpu", 2, "--no-compile-cache", "--results-dir", "r"))
     cores = sorted(os.sched_getaffinity(0))
     shares = sorted(str(len(cores[i::2]) if len(cores) >= 2 else 1) for i in range(2))
     results = [script_result(tmp_path / "r", name) for name in ("one", "two")]
@@ -403,7 +390,7 @@ def test_gpus_per_job_without_gpus_is_accepted_and_unused(cli, tmp_path: Path, d
         pytest.skip("GPUs are present: the GPU tests below check --gpus-per-job")
     write(tmp_path, "s/one.py", RECORDS_SLOT_ENV)
     write(tmp_path, "s/two.py", RECORDS_SLOT_ENV)
-    ok(cli("run", "s", "--device", "cpu", "-j", 2, "--gpus-per-job", 2, "--no-compile-cache", "--results-dir", "r"))
+    ok(cli.run("run", "s", "--device", "cpu", "-j", 2, "--gpus-per-job", 2, "--no-compile-cache", "--results-dir", "r"))
     for name in ("one", "two"):
         result = script_result(tmp_path / "r", name)
         assert result["success"] and result["results"]["platform"] == "cpu"
@@ -412,7 +399,7 @@ def test_gpus_per_job_without_gpus_is_accepted_and_unused(cli, tmp_path: Path, d
 
 def test_gpus_per_job_with_jobs_per_gpu_is_rejected_up_front(cli, tmp_path: Path) -> None:
     write(tmp_path, "s/tiny.py", TINY_JIT)
-    proc = cli("run", "s", "--device", "cpu", "--gpus-per-job", 2, "--jobs-per-gpu", 2,
+    proc = cli.run("run", "s", "--device", "cpu", "--gpus-per-job", 2, "--jobs-per-gpu", 2,
                "--no-compile-cache", "--results-dir", "r")
     one_line_usage_error(proc, "not both")
 
@@ -427,7 +414,7 @@ def test_jobs_per_gpu_shares_a_gpu_with_a_memory_fraction(cli, tmp_path: Path, d
     ids = {str(i) for i in _gpu_ids(device_info)}
     write(tmp_path, "s/one.py", RECORDS_SLOT_ENV)
     write(tmp_path, "s/two.py", RECORDS_SLOT_ENV)
-    ok(cli("run", "s", "--device", "gpu", "-j", 2, "--jobs-per-gpu", 2, "--no-compile-cache", "--results-dir", "r"))
+    ok(cli.run("run", "s", "--device", "gpu", "-j", 2, "--jobs-per-gpu", 2, "--no-compile-cache", "--results-dir", "r"))
     for name in ("one", "two"):
         result = script_result(tmp_path / "r", name)
         assert result["success"] and result["device_used"] == "gpu", result["error_message"]
@@ -440,13 +427,13 @@ def test_gpus_per_job_gives_each_job_that_many_gpus(cli, tmp_path: Path, device_
     write(tmp_path, "s/tiny.py", TINY_JIT)
     too_many = len(ids) + 1
     one_line_usage_error(
-        cli("run", "s", "--device", "gpu", "-j", 2, "--gpus-per-job", too_many, "--results-dir", "bad"),
+        cli.run("run", "s", "--device", "gpu", "-j", 2, "--gpus-per-job", too_many, "--results-dir", "bad"),
         f"--gpus-per-job {too_many} needs at least {too_many} GPUs",
     )
     if len(ids) < 2:
         pytest.skip("needs 2 GPUs to give a job more than one")
     write(tmp_path, "s2/one.py", RECORDS_SLOT_ENV)
-    ok(cli("run", "s2", "--device", "gpu", "-j", 2, "--gpus-per-job", 2, "--no-compile-cache", "--results-dir", "r"))
+    ok(cli.run("run", "s2", "--device", "gpu", "-j", 2, "--gpus-per-job", 2, "--no-compile-cache", "--results-dir", "r"))
     result = script_result(tmp_path / "r", "one")
     assert result["success"] and result["device_used"] == "gpu", result["error_message"]
     visible = result["results"]["cuda_visible_devices"].split(",")
@@ -508,20 +495,19 @@ def crafted_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def compare_json(cli, base: Path, new: Path, *options: object, expect: int = 0) -> tuple[dict, dict[str, dict]]:
-    proc = cli("compare", base, new, "--json", *options)
+    proc = cli.run("compare", base, new, "--json", *options)
     assert proc.returncode == expect, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     return report, {row["script_name"]: row for row in report["scripts"]}
 
 
 @pytest.fixture(scope="module")
-def default_comparison(crafted_pair, tmp_path_factory: pytest.TempPathFactory, jaxrun_cache_dir: Path):
+def default_comparison(crafted_pair, tmp_path_factory: pytest.TempPathFactory, jaxrun_cli):
     """The pair compared with the default options (every phase, gate run + compile time, alpha 0.01,
     min effect 5%), as a gate."""
-    cwd = tmp_path_factory.mktemp("compare-cwd")
-    env = _env(jaxrun_cache_dir, cwd / "history.sqlite")
+    cli = _cli(jaxrun_cli, tmp_path_factory.mktemp("compare-cwd"))
     base, new = crafted_pair
-    proc = _run(cwd, env, "compare", base, new, "--json", "--fail-on-regression")
+    proc = cli.run("compare", base, new, "--json", "--fail-on-regression")
     assert proc.returncode == 0, proc.stdout + proc.stderr  # tenpct's slowdown is outside its body
     report = json.loads(proc.stdout)
     return report, {row["script_name"]: row for row in report["scripts"]}
@@ -552,7 +538,7 @@ def test_compare_of_three_runs_against_three_says_too_few_and_passes_the_gate(cl
     walls = [1.00, 1.01, 0.99]
     base = _benchmark_file(tmp_path / "base", {"three": (walls, [w - 0.5 for w in walls])})
     new = _benchmark_file(tmp_path / "new", {"three": ([2.751 * w for w in walls], [2.751 * w - 0.5 for w in walls])})
-    proc = ok(cli("compare", base, new, "--alpha", "0.05", "--fail-on-regression", COLUMNS="250"))
+    proc = ok(cli.run("compare", base, new, "--alpha", "0.05", "--fail-on-regression", env={"COLUMNS": "250"}))
     assert "three → too few runs to judge" in proc.stdout
     assert "no test can reach p < 0.05:" in proc.stdout and "at least 4 runs each" in proc.stdout  # the note
     assert "no significant change" not in proc.stdout
@@ -580,7 +566,7 @@ def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, c
     """-q: no table; tenpct (10% slower, p < 0.01) has a line, and so has fourruns (4 runs a side
     can never reach p < 0.01: too few runs to judge, with the runs it needs); then the summary."""
     base, new = crafted_pair
-    proc = cli("compare", base, new, "--metric", "wall_time", "-q", "--fail-on-regression")
+    proc = cli.run("compare", base, new, "--metric", "wall_time", "-q", "--fail-on-regression")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert len(lines) == 3, proc.stdout
@@ -589,7 +575,7 @@ def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, c
     assert lines[2] == ("2 script(s) compared: 1 slower, 0 faster, 0 no significant change, 1 too few runs to judge; "
                         f"geometric mean of ratios (NEW/BASE): wall_time {(1.10 * 1.5) ** 0.5:.3f}"), lines[2]
     # Nothing changed: the summary, and fourruns, whose 4 runs a side can never be judged.
-    same = cli("compare", base, base, "--quiet")
+    same = cli.run("compare", base, base, "--quiet")
     assert same.returncode == 0 and same.stdout.splitlines() == [
         "fourruns (cpu): too few runs to judge: at least 5 runs each",
         "2 script(s) compared: 0 slower, 0 faster, 1 no significant change, 1 too few runs to judge; "
@@ -629,7 +615,7 @@ def test_compare_alpha_decides_whether_p_0029_is_significant(cli, crafted_pair) 
 )
 def test_compare_bad_option_values_are_usage_errors(cli, crafted_pair, options, needle) -> None:
     base, new = crafted_pair
-    one_line_usage_error(cli("compare", base, new, *options), needle)
+    one_line_usage_error(cli.run("compare", base, new, *options), needle)
 
 
 # --- history --metric / --alpha / --min-effect / --limit (a real history) -----------------------------
@@ -646,25 +632,25 @@ time.sleep(float(Path("delay.txt").read_text()))
 
 
 @pytest.fixture(scope="module")
-def history_db(tmp_path_factory: pytest.TempPathFactory, jaxrun_cache_dir: Path):
+def history_db(tmp_path_factory: pytest.TempPathFactory, jaxrun_cli):
     """alpha.py and beta.py benchmarked three times (2 runs each, no delay: the 3 earlier runs a
     history check needs), then beta.py once more with a 2 s sleep added (read from delay.txt, so the
     script, its path and hash are unchanged)."""
     root = tmp_path_factory.mktemp("history")
-    env = _env(jaxrun_cache_dir, root / "history.sqlite")
+    cli = _cli(jaxrun_cli, root)
     write(root, "s/alpha.py", DELAYED)
     write(root, "s/beta.py", DELAYED)
     (root / "s" / "delay.txt").write_text("0")
     common = ("--device", "cpu", "--benchmark-runs", 2, "--no-compile-cache")
     for label in ("1", "2", "3"):
-        ok(_run(root, env, "run", "s", *common, "--jobs", 2, "--results-dir", f"r{label}"))
+        ok(cli.run("run", "s", *common, "--jobs", 2, "--results-dir", f"r{label}"))
     (root / "s" / "delay.txt").write_text("2")
     # With the default alpha 0.01, 2 new samples against 6 earlier ones cannot be significant
     # (the smallest two-sided p is 2 / C(8, 2) = 0.071): too few runs to judge, run flags nothing.
-    ok(_run(root, env, "run", root / "s" / "beta.py", *common, "--results-dir", "r4"))
+    ok(cli.run("run", root / "s" / "beta.py", *common, "--results-dir", "r4"))
 
-    def history(*args: object) -> subprocess.CompletedProcess:
-        return _run(root, env, "history", *args)
+    def history(*args: object) -> RunResult:
+        return cli.run("history", *args)
 
     return history
 

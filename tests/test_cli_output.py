@@ -8,10 +8,9 @@ import json
 import os
 import pty
 import subprocess
-import sys
 from pathlib import Path
 
-from helpers import jaxrun, read_terminal, write
+from helpers import child_env, jaxrun, jaxrun_command, read_terminal, write
 from rich.console import Console
 
 from jaxrun.interfaces.cli.live import LiveProgress
@@ -31,8 +30,8 @@ def _folder(tmp_path: Path) -> Path:
 def _under_pty(*args: object, cwd: Path) -> tuple[int, str]:
     """Run `jaxrun ARGS` with its stdout and stderr on a pseudo-terminal; return status and output."""
     master, slave = pty.openpty()
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
-    proc = subprocess.Popen([sys.executable, "-m", "jaxrun", *map(str, args)], cwd=cwd, stdin=slave,
+    env = child_env({"TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"})
+    proc = subprocess.Popen(jaxrun_command(*args), cwd=cwd, stdin=slave,
                             stdout=slave, stderr=slave, env=env)
     os.close(slave)
     output = read_terminal(master)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import (
+    crafted_batch,
+    crafted_bench_results,
+    crafted_benchmark,
+    crafted_script_result,
+    noisy_times,
+    with_programs,
+    write_results_dir,
+)
 
 from jaxrun import execute_jax_script
 from jaxrun.errors import UsageError
@@ -17,105 +25,23 @@ from jaxrun.results import result_files
 from jaxrun.results.models import (
     METRIC_ALIASES,
     SAMPLE_METRICS,
-    BatchMetadata,
-    BatchResult,
-    BenchmarkingSection,
     BenchmarkResults,
     ComparisonReport,
-    PerformanceSummary,
     RegressionCheck,
     RunSample,
     ScriptBenchmark,
     ScriptComparison,
-    ScriptResult,
 )
-
-NOW = datetime(2024, 5, 1, tzinfo=timezone.utc).isoformat()
-
-
-def _times(seed: int, n: int = 10, scale: float = 1.0) -> list[float]:
-    return list(scale * np.random.default_rng(seed).normal(1.0, 0.01, n))
-
-
-def _sample(index: int, wall: float | None, *, warmup: bool = False, success: bool = True) -> RunSample:
-    if wall is None:
-        return RunSample(index=index, warmup=warmup, success=success)
-    compile_time = 0.1 * wall
-    body = wall - 0.05
-    return RunSample(
-        index=index, warmup=warmup, success=success, error_class=None if success else "script_error",
-        wall_time=wall, body_time=body, import_time=0.05 * wall, compile_time=compile_time,
-        steady_time=body - compile_time,  # the old name of run_time, still read
-        memory_peak=100.0 + 10 * wall,
-    )
-
-
-def _bench(
-    name: str,
-    walls: list[float],
-    *,
-    device: str = "cpu",
-    used: str | None = None,  # where it ran (default: the device asked for)
-    warmups: list[float] = (),  # type: ignore[assignment]
-    failed: int = 0,
-) -> ScriptBenchmark:
-    warm = [_sample(i, w, warmup=True) for i, w in enumerate(warmups)]
-    counted = [_sample(len(warm) + i, w) for i, w in enumerate(walls)]
-    counted += [_sample(len(warm) + len(walls) + i, None, success=False) for i in range(failed)]
-    return ScriptBenchmark(
-        script_name=name, script_path=f"/suite/{name}.py", device_requested=device, device_used=used or device,
-        benchmark_runs=len(counted), warmup_runs=len(warm), runs_completed=len(walls),
-        samples=counted, warmups=warm, mean_execution_time=float(np.mean(walls)) if walls else None,
-    )
-
-
-def _bench_results(*benchmarks: ScriptBenchmark) -> BenchmarkResults:
-    return BenchmarkResults(
-        generated_at=NOW, host="testhost", jaxrun_version="0.1.0", jax_version="0.4.30", enabled=True,
-        benchmark_runs=max((b.benchmark_runs for b in benchmarks), default=0), benchmarks=list(benchmarks),
-    )
-
-
-def _script_result(name: str, wall: float | None, *, success: bool = True, device: str = "cpu") -> ScriptResult:
-    return ScriptResult(
-        script_name=name, script_path=f"/suite/{name}.py", success=success,
-        error_class=None if success else "script_error", device_requested=device,
-        device_used=device, execution_time=wall, body_time=None if wall is None else wall - 0.05,
-        jit_compile_time=None if wall is None else 0.1 * wall, memory_peak=120.0,
-        started_at=NOW, finished_at=NOW,
-    )
-
-
-def _batch(results: list[ScriptResult], benchmarks: list[ScriptBenchmark] = ()) -> BatchResult:  # type: ignore[assignment]
-    ok = sum(r.success for r in results)
-    return BatchResult(
-        metadata=BatchMetadata(
-            jaxrun_version="0.1.0", device_requested="cpu", device_used="cpu", jax_version="0.4.30",
-            execution_timestamp=NOW, scripts_found=len(results), scripts_executed=len(results),
-            scripts_successful=ok, scripts_failed=len(results) - ok, search_paths=["/suite"],
-            results_dir="/results", host="testhost", python_version="3.11", complete=True,
-        ),
-        device_info=None,
-        performance_summary=PerformanceSummary(),
-        script_results=results,
-        benchmarking=BenchmarkingSection(enabled=bool(benchmarks), benchmarks=list(benchmarks)),
-    )
-
-
-def _write_dir(path: Path, model: BenchmarkResults | BatchResult) -> Path:
-    name = result_files.BENCHMARK_RESULTS if isinstance(model, BenchmarkResults) else result_files.EXECUTION_RESULTS
-    result_files.write_model(path / name, model)
-    return path
 
 
 @pytest.fixture
 def base_dir(tmp_path: Path) -> Path:
-    model = _bench_results(
-        _bench("pomdp_solver", _times(1), warmups=[1.8]),
-        _bench("general_model", _times(2, scale=2.0)),
-        _bench("arc_grid_env", _times(3, n=12, scale=0.5)),
+    model = crafted_bench_results(
+        crafted_benchmark("pomdp_solver", noisy_times(1), warmups=[1.8]),
+        crafted_benchmark("general_model", noisy_times(2, scale=2.0)),
+        crafted_benchmark("arc_grid_env", noisy_times(3, n=12, scale=0.5)),
     )
-    return _write_dir(tmp_path / "base", model)
+    return write_results_dir(tmp_path / "base", model)
 
 
 # --- the two "done when" cases ---------------------------------------------------------------
@@ -142,10 +68,10 @@ def test_a_results_dir_compared_with_itself_shows_no_change(base_dir: Path) -> N
 
 
 def test_thirty_percent_slower_is_a_significant_regression(tmp_path: Path, base_dir: Path) -> None:
-    new = _write_dir(tmp_path / "new", _bench_results(
-        _bench("pomdp_solver", _times(11, scale=1.3), warmups=[2.2]),
-        _bench("general_model", _times(12, scale=2.0)),
-        _bench("arc_grid_env", _times(13, n=12, scale=0.5)),
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(
+        crafted_benchmark("pomdp_solver", noisy_times(11, scale=1.3), warmups=[2.2]),
+        crafted_benchmark("general_model", noisy_times(12, scale=2.0)),
+        crafted_benchmark("arc_grid_env", noisy_times(13, n=12, scale=0.5)),
     ))
     report = compare_results(base_dir, new)
     rows = {r.script_name: r for r in report.scripts}
@@ -174,7 +100,7 @@ def test_thirty_percent_slower_is_a_significant_regression(tmp_path: Path, base_
 
 
 def test_min_effect_and_alpha_are_applied(tmp_path: Path, base_dir: Path) -> None:
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("pomdp_solver", _times(11, scale=1.03))))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("pomdp_solver", noisy_times(11, scale=1.03))))
     assert compare_results(base_dir, new).scripts[0].verdict == "no significant change"
     assert compare_results(base_dir, new, min_effect=0.02).scripts[0].verdict == "slower"
     # An alpha no 10-vs-10 test can beat: too few runs to judge (not "no significant change").
@@ -215,14 +141,14 @@ def test_real_runs_of_a_script_made_much_slower(tmp_path: Path) -> None:
             )
             for i, r in enumerate(runs)
         ]
-        return _bench_results(ScriptBenchmark(
+        return crafted_bench_results(ScriptBenchmark(
             script_name="sleeper", script_path=str(versions[label]), device_requested="cpu",
             device_used=runs[-1].device_used, benchmark_runs=5, warmup_runs=1, runs_completed=5,
             warmups=samples[:1], samples=samples[1:],
         ))
 
-    base = _write_dir(tmp_path / "base", benchmark("v1"))
-    new = _write_dir(tmp_path / "new", benchmark("v2"))
+    base = write_results_dir(tmp_path / "base", benchmark("v1"))
+    new = write_results_dir(tmp_path / "new", benchmark("v2"))
 
     report = compare_results(base, new)
     (row,) = report.scripts
@@ -266,9 +192,9 @@ def test_json_files_work_as_well_as_folders(tmp_path: Path, base_dir: Path) -> N
 
 
 def test_load_samples_keeps_only_counted_successful_runs(tmp_path: Path) -> None:
-    folder = _write_dir(tmp_path / "r", _bench_results(
-        _bench("a", [1.0, 1.1, 1.2], warmups=[5.0, 4.0], failed=2),
-        _bench("a", [0.5, 0.6], device="gpu"),
+    folder = write_results_dir(tmp_path / "r", crafted_bench_results(
+        crafted_benchmark("a", [1.0, 1.1, 1.2], warmups=[5.0, 4.0], failed=2),
+        crafted_benchmark("a", [0.5, 0.6], device="gpu"),
     ))
     samples = load_samples(folder)
     assert samples == {("a", "cpu"): [1.0, 1.1, 1.2], ("a", "gpu"): [0.5, 0.6]}
@@ -279,14 +205,14 @@ def test_load_samples_keeps_only_counted_successful_runs(tmp_path: Path) -> None
 
 def test_a_results_folder_prefers_the_benchmark_file(tmp_path: Path) -> None:
     folder = tmp_path / "r"
-    _write_dir(folder, _bench_results(_bench("a", [1.0, 1.1, 1.2])))
-    _write_dir(folder, _batch([_script_result("a", 9.0)]))
+    write_results_dir(folder, crafted_bench_results(crafted_benchmark("a", [1.0, 1.1, 1.2])))
+    write_results_dir(folder, crafted_batch([crafted_script_result("a", 9.0)]))
     assert load_samples(folder) == {("a", "cpu"): [1.0, 1.1, 1.2]}
 
 
 def test_batch_results_without_benchmarks_are_not_comparable(tmp_path: Path) -> None:
-    base = _write_dir(tmp_path / "base", _batch([_script_result("a", 1.0), _script_result("b", 2.0)]))
-    new = _write_dir(tmp_path / "new", _batch([_script_result("a", 1.3), _script_result("b", 2.0)]))
+    base = write_results_dir(tmp_path / "base", crafted_batch([crafted_script_result("a", 1.0), crafted_script_result("b", 2.0)]))
+    new = write_results_dir(tmp_path / "new", crafted_batch([crafted_script_result("a", 1.3), crafted_script_result("b", 2.0)]))
     assert load_samples(base) == {("a", "cpu"): [1.0], ("b", "cpu"): [2.0]}
     assert load_samples(base, "body_time")[("a", "cpu")] == pytest.approx([0.95])
     assert load_samples(base, "compile_time")[("a", "cpu")] == pytest.approx([0.1])
@@ -307,14 +233,14 @@ def test_batch_results_without_benchmarks_are_not_comparable(tmp_path: Path) -> 
 
 
 def test_a_batch_result_uses_its_benchmarking_section(tmp_path: Path) -> None:
-    benchmarked = _batch(
-        [_script_result("a", 1.0), _script_result("broken", None, success=False)],
-        benchmarks=[_bench("a", _times(1))],
+    benchmarked = crafted_batch(
+        [crafted_script_result("a", 1.0), crafted_script_result("broken", None, success=False)],
+        benchmarks=[crafted_benchmark("a", noisy_times(1))],
     )
     path = tmp_path / "run.json"
     result_files.write_model(path, benchmarked)
     samples = load_samples(path)
-    assert samples[("a", "cpu")] == pytest.approx(_times(1))
+    assert samples[("a", "cpu")] == pytest.approx(noisy_times(1))
     assert samples[("broken", "cpu")] == []
     report = compare_results(path, path)
     rows = {r.script_name: r for r in report.scripts}
@@ -326,22 +252,22 @@ def test_a_batch_result_uses_its_benchmarking_section(tmp_path: Path) -> None:
 
 
 def test_scripts_on_one_side_only_are_listed(tmp_path: Path) -> None:
-    base = _write_dir(tmp_path / "base", _bench_results(_bench("kept", _times(1)), _bench("removed", _times(2))))
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("kept", _times(3)), _bench("added", _times(4))))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(crafted_benchmark("kept", noisy_times(1)), crafted_benchmark("removed", noisy_times(2))))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("kept", noisy_times(3)), crafted_benchmark("added", noisy_times(4))))
     report = compare_results(base, new)
     assert [r.script_name for r in report.scripts] == ["kept"]
     assert report.only_in_base == ["removed"] and report.only_in_new == ["added"]
 
 
 def test_two_runs_without_a_script_in_common_are_refused_with_both_sides_named(tmp_path: Path) -> None:
-    base = _write_dir(tmp_path / "base", _bench_results(_bench("old_model", _times(1))))
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("new_model", _times(2))))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(crafted_benchmark("old_model", noisy_times(1))))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("new_model", noisy_times(2))))
     with pytest.raises(UsageError, match=r"nothing to compare: .*BASE has old_model; NEW has new_model"):
         compare_results(base, new)
 
 
 def test_a_script_that_now_fails_is_not_comparable(tmp_path: Path, base_dir: Path) -> None:
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("pomdp_solver", [], failed=5)))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("pomdp_solver", [], failed=5)))
     (row,) = compare_results(base_dir, new).scripts
     assert row.verdict == "not comparable"
     wall = row.phase("wall_time")
@@ -350,10 +276,10 @@ def test_a_script_that_now_fails_is_not_comparable(tmp_path: Path, base_dir: Pat
 
 
 def test_cross_device_runs_are_compared_per_device(tmp_path: Path) -> None:
-    base = _write_dir(tmp_path / "base", _bench_results(
-        _bench("m", _times(1), device="cpu"), _bench("m", _times(2, scale=0.2), device="gpu")))
-    new = _write_dir(tmp_path / "new", _bench_results(
-        _bench("m", _times(3), device="cpu"), _bench("m", _times(4, scale=0.3), device="gpu")))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(
+        crafted_benchmark("m", noisy_times(1), device="cpu"), crafted_benchmark("m", noisy_times(2, scale=0.2), device="gpu")))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(
+        crafted_benchmark("m", noisy_times(3), device="cpu"), crafted_benchmark("m", noisy_times(4, scale=0.3), device="gpu")))
     report = compare_results(base, new)
     verdicts = {(r.script_name, r.device): r.verdict for r in report.scripts}
     assert verdicts == {("m", "cpu"): "no significant change", ("m", "gpu"): "slower"}
@@ -361,8 +287,8 @@ def test_cross_device_runs_are_compared_per_device(tmp_path: Path) -> None:
 
 
 def test_a_different_requested_device_still_pairs_the_script(tmp_path: Path) -> None:
-    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", _times(1), device="auto")))
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", _times(2), device="cpu")))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(crafted_benchmark("m", noisy_times(1), device="auto")))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("m", noisy_times(2), device="cpu")))
     report = compare_results(base, new)
     (row,) = report.scripts
     assert row.verdict == "no significant change" and "auto in base, cpu in new" in row.note
@@ -370,15 +296,15 @@ def test_a_different_requested_device_still_pairs_the_script(tmp_path: Path) -> 
 
 
 def test_the_device_shown_is_the_one_the_scripts_ran_on(tmp_path: Path) -> None:
-    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", _times(1), device="auto", used="cpu")))
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", _times(2), device="auto", used="cpu")))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(crafted_benchmark("m", noisy_times(1), device="auto", used="cpu")))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("m", noisy_times(2), device="auto", used="cpu")))
     (row,) = compare_results(base, new).scripts
     assert row.device == "cpu"  # not "auto", which was only asked for
 
 
 def test_too_few_runs_for_the_test_are_explained(tmp_path: Path) -> None:
-    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", [1.0, 1.01, 0.99])))
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", [1.5, 1.51, 1.49])))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(crafted_benchmark("m", [1.0, 1.01, 0.99])))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("m", [1.5, 1.51, 1.49])))
     (row,) = compare_results(base, new).scripts
     assert row.verdict == "too few runs to judge" and row.phase("wall_time").ratio == pytest.approx(1.5)
     assert "no test can reach p < 0.01" in row.phase("run_time").note
@@ -387,8 +313,8 @@ def test_too_few_runs_for_the_test_are_explained(tmp_path: Path) -> None:
 
 def test_three_runs_against_three_are_too_few_never_no_change(tmp_path: Path) -> None:
     """Issue 23: 'run_time x2.751 [2.717, 2.780] p=0.1' was printed as 'no significant change'."""
-    base = _write_dir(tmp_path / "base", _bench_results(_bench("m", [1.0, 1.01, 0.99])))
-    new = _write_dir(tmp_path / "new", _bench_results(_bench("m", [2.751, 2.717, 2.780])))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(crafted_benchmark("m", [1.0, 1.01, 0.99])))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(crafted_benchmark("m", [2.751, 2.717, 2.780])))
     report = compare_results(base, new, alpha=0.05)
     (row,) = report.scripts
     run = row.phase("run_time")
@@ -398,8 +324,8 @@ def test_three_runs_against_three_are_too_few_never_no_change(tmp_path: Path) ->
     assert report.regressions == [] and report.improvements == []
     assert all(p.verdict == "too few runs to judge" for p in row.phases.values())
     # One run more each and the same slow-down is judged.
-    base4 = _write_dir(tmp_path / "base4", _bench_results(_bench("m", [1.0, 1.01, 0.99, 1.02])))
-    new4 = _write_dir(tmp_path / "new4", _bench_results(_bench("m", [2.751, 2.717, 2.780, 2.73])))
+    base4 = write_results_dir(tmp_path / "base4", crafted_bench_results(crafted_benchmark("m", [1.0, 1.01, 0.99, 1.02])))
+    new4 = write_results_dir(tmp_path / "new4", crafted_bench_results(crafted_benchmark("m", [2.751, 2.717, 2.780, 2.73])))
     assert compare_results(base4, new4, alpha=0.05).scripts[0].verdict == "slower"
 
 
@@ -408,7 +334,7 @@ def test_a_gate_phase_with_too_few_runs_makes_the_gate_too_few() -> None:
     from jaxrun.judge.verdicts import judge_script
 
     options = VerdictOptions(alpha=0.05)
-    same = _times(1, n=10)
+    same = noisy_times(1, n=10)
     base = {"run_time": same, "compile_time": [0.5, 0.51, 0.49]}
     new = {"run_time": list(reversed(same)), "compile_time": [0.5, 0.52, 0.48]}
     row = judge_script("m", "cpu", base, new, options)
@@ -424,10 +350,10 @@ def test_a_gate_phase_with_too_few_runs_makes_the_gate_too_few() -> None:
 
 
 def test_zero_compile_time_on_both_sides_is_no_change(tmp_path: Path) -> None:
-    bench = _bench("plain", [1.0, 1.1, 1.2, 1.0, 1.1])
+    bench = crafted_benchmark("plain", [1.0, 1.1, 1.2, 1.0, 1.1])
     for s in bench.samples:
         s.compile_time = 0.0
-    folder = _write_dir(tmp_path / "r", _bench_results(bench))
+    folder = write_results_dir(tmp_path / "r", crafted_bench_results(bench))
     (row,) = compare_results(folder, folder, metric="compile_time").scripts
     compile_phase = row.phase("compile_time")
     assert row.verdict == "no significant change" and row.gate == ["compile_time"]
@@ -515,8 +441,8 @@ def test_parse_effect_rejects_garbage(text: str) -> None:
 
 def test_an_empty_benchmark_file_falls_back_to_the_execution_results(tmp_path: Path) -> None:
     folder = tmp_path / "r"
-    _write_dir(folder, _bench_results())
-    _write_dir(folder, _batch([_script_result("a", 1.0)]))
+    write_results_dir(folder, crafted_bench_results())
+    write_results_dir(folder, crafted_batch([crafted_script_result("a", 1.0)]))
     assert load_samples(folder) == {("a", "cpu"): [1.0]}
 
 
@@ -538,8 +464,8 @@ def _phased(name: str, seed: int, *, imports: float = 0.5, run: float = 1.0, n: 
 
 def test_slower_imports_are_judged_but_do_not_gate(tmp_path: Path) -> None:
     """A heavier import (a new dependency, a slower file system) is not the code's regression."""
-    base = _write_dir(tmp_path / "base", _bench_results(_phased("m", 1)))
-    new = _write_dir(tmp_path / "new", _bench_results(_phased("m", 2, imports=1.0)))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(_phased("m", 1)))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(_phased("m", 2, imports=1.0)))
     report = compare_results(base, new)
     (row,) = report.scripts
     assert row.verdict == "no significant change" and report.regressions == []
@@ -561,8 +487,8 @@ def test_a_slower_run_phase_hidden_in_a_noisy_wall_is_caught(tmp_path: Path) -> 
             sample.body_time += extra
         return bench
 
-    base = _write_dir(tmp_path / "base", _bench_results(noisy("m", 1, run=0.3)))
-    new = _write_dir(tmp_path / "new", _bench_results(noisy("m", 2, run=0.33)))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(noisy("m", 1, run=0.3)))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(noisy("m", 2, run=0.33)))
     (row,) = compare_results(base, new).scripts
     assert row.verdict == "slower" and "run_time" in row.slower
     assert row.phase("run_time").ratio == pytest.approx(1.1, rel=0.02)
@@ -572,13 +498,13 @@ def test_a_slower_run_phase_hidden_in_a_noisy_wall_is_caught(tmp_path: Path) -> 
 def test_files_without_phases_are_judged_on_wall_time(tmp_path: Path) -> None:
     """Samples recorded before phases existed have only the wall time: it becomes the gate."""
     def walls_only(seed: int, scale: float) -> ScriptBenchmark:
-        bench = _bench("old", _times(seed, scale=scale))
+        bench = crafted_benchmark("old", noisy_times(seed, scale=scale))
         for sample in bench.samples:
             sample.import_time = sample.compile_time = sample.run_time = sample.body_time = None
         return bench
 
-    base = _write_dir(tmp_path / "base", _bench_results(walls_only(1, 1.0)))
-    new = _write_dir(tmp_path / "new", _bench_results(walls_only(2, 1.3)))
+    base = write_results_dir(tmp_path / "base", crafted_bench_results(walls_only(1, 1.0)))
+    new = write_results_dir(tmp_path / "new", crafted_bench_results(walls_only(2, 1.3)))
     (row,) = compare_results(base, new).scripts
     assert row.gate == ["wall_time"] and row.verdict == "slower"
     assert row.note == "run_time and compile_time not measured on both sides: judged on wall_time"
@@ -601,32 +527,25 @@ def test_comparisons_written_before_phases_still_read() -> None:
 # --- same program or a changed one ----------------------------------------------
 
 
-def _with_programs(name: str, **programs: dict) -> ScriptResult:
-    from jaxrun.results.models import CompileStats
-
-    return _script_result(name, 1.0).model_copy(
-        update={"compiles": {p: CompileStats(**stats) for p, stats in programs.items()}})
-
-
 def test_a_program_whose_compile_time_moved_says_whether_it_changed(tmp_path: Path) -> None:
     from jaxrun.judge.compare import program_lines
     from jaxrun.present.sinks.exports import comparison_markdown
 
     same = dict(count=1, fingerprint="f", input_fingerprint="i")
-    base = _batch([_with_programs("m", **{"jit(a)": dict(same, compile_time=0.10),
+    base = crafted_batch([with_programs("m", **{"jit(a)": dict(same, compile_time=0.10),
                                           "jit(b)": dict(same, compile_time=0.10),
                                           "jit(c)": dict(same, compile_time=0.10),
                                           "jit(d)": dict(same, compile_time=0.10),
                                           "jit(e)": dict(same, compile_time=0.10),
                                           "jit(gone)": dict(same, compile_time=0.10)})])
-    new = _batch([_with_programs("m", **{"jit(a)": dict(same, compile_time=0.30),  # same program, slower
+    new = crafted_batch([with_programs("m", **{"jit(a)": dict(same, compile_time=0.30),  # same program, slower
                                          "jit(b)": dict(same, compile_time=0.30, input_fingerprint="i2",
                                                         fingerprint="f2"),
                                          "jit(c)": dict(same, compile_time=0.30, fingerprint="f2"),
                                          "jit(d)": dict(count=1, compile_time=0.30),  # no fingerprint
                                          "jit(e)": dict(same, compile_time=0.105),  # did not move
                                          "jit(new)": dict(same, compile_time=0.5)})])
-    report = compare_results(_write_dir(tmp_path / "b", base), _write_dir(tmp_path / "n", new))
+    report = compare_results(write_results_dir(tmp_path / "b", base), write_results_dir(tmp_path / "n", new))
     (row,) = report.scripts
     assert {p.program: p.change for p in row.programs} == {
         "jit(a)": "same program", "jit(b)": "the program changed",
@@ -645,19 +564,19 @@ def test_nothing_said_of_programs_when_nothing_moved(tmp_path: Path, base_dir: P
     from jaxrun.judge.compare import program_lines
 
     same = dict(count=1, compile_time=0.10, fingerprint="f", input_fingerprint="i")
-    model = _batch([_with_programs("m", **{"jit(a)": same})])
-    report = compare_results(_write_dir(tmp_path / "b", model), _write_dir(tmp_path / "n", model))
+    model = crafted_batch([with_programs("m", **{"jit(a)": same})])
+    report = compare_results(write_results_dir(tmp_path / "b", model), write_results_dir(tmp_path / "n", model))
     assert report.scripts[0].programs == [] and program_lines(report) == []
     assert compare_results(base_dir, base_dir).scripts[0].programs == []  # a benchmark file alone: nothing kept
 
 
 def test_a_benchmarked_script_takes_its_programs_from_the_batch_file(tmp_path: Path) -> None:
     def folder(path: Path, seed: int, compile_time: float, fingerprint: str) -> Path:
-        bench = _bench("m", _times(seed))
-        result = _with_programs("m", **{"jit(a)": dict(count=1, compile_time=compile_time, fingerprint=fingerprint,
+        bench = crafted_benchmark("m", noisy_times(seed))
+        result = with_programs("m", **{"jit(a)": dict(count=1, compile_time=compile_time, fingerprint=fingerprint,
                                                        input_fingerprint=fingerprint)})
-        _write_dir(path, _bench_results(bench))
-        return _write_dir(path, _batch([result], [bench]))
+        write_results_dir(path, crafted_bench_results(bench))
+        return write_results_dir(path, crafted_batch([result], [bench]))
 
     report = compare_results(folder(tmp_path / "b", 1, 0.1, "x"), folder(tmp_path / "n", 2, 0.5, "y"))
     assert [(p.program, p.change) for p in report.scripts[0].programs] == [("jit(a)", "the program changed")]

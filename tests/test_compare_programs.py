@@ -8,8 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import jaxrun
-from test_compare import _batch, _bench, _times, _with_programs, _write_dir
+from helpers import (
+    crafted_batch,
+    crafted_benchmark,
+    jaxrun,
+    noisy_times,
+    with_programs,
+    write_results_dir,
+)
 
 from jaxrun.judge.compare import PROGRAMS_MOVED, PROGRAMS_NOT_MOVED, compile_text
 from jaxrun.present.sinks.exports import comparison_markdown
@@ -49,14 +55,14 @@ def _slower_with_programs(tmp_path: Path) -> tuple[Path, Path]:
     """A script judged slower, whose programs: jit(moved) compiled 3x longer, jit(loaded) loaded
     from the cache on both sides, jit(same) compiled as long on both: only jit(moved) moved."""
     same = dict(fingerprint="f", input_fingerprint="i")
-    base = _with_programs("m", **{"jit(moved)": dict(same, count=1, compile_time=0.10),
+    base = with_programs("m", **{"jit(moved)": dict(same, count=1, compile_time=0.10),
                                   "jit(loaded)": dict(same, cache_hits=1, cache_load_time=0.004),
                                   "jit(same)": dict(same, count=1, compile_time=0.10)})
-    new = _with_programs("m", **{"jit(moved)": dict(same, count=1, compile_time=0.30),
+    new = with_programs("m", **{"jit(moved)": dict(same, count=1, compile_time=0.30),
                                  "jit(loaded)": dict(same, cache_hits=1, cache_load_time=0.005),
                                  "jit(same)": dict(same, count=1, compile_time=0.101)})
-    return (_write_dir(tmp_path / "b", _batch([base], [_bench("m", _times(1))])),
-            _write_dir(tmp_path / "n", _batch([new], [_bench("m", _times(2, scale=2.0))])))
+    return (write_results_dir(tmp_path / "b", crafted_batch([base], [crafted_benchmark("m", noisy_times(1))])),
+            write_results_dir(tmp_path / "n", crafted_batch([new], [crafted_benchmark("m", noisy_times(2, scale=2.0))])))
 
 
 def test_compare_lists_each_program_under_the_heading_its_json_states(tmp_path: Path) -> None:

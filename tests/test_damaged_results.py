@@ -8,22 +8,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import load, write
+from helpers import jaxrun, load, write
 
 from jaxrun.results import result_files
 from jaxrun.results.models import BatchResult
 
 QUICK = "if False:\n    import jax\nprint('{name}')\n"
-
-
-def _jaxrun(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jaxrun", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +28,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory, jaxrun_cache_dir: Path) -
         write(root / "s", f"{name}.py", QUICK.format(name=name))
     with pytest.MonkeyPatch.context() as env:  # as the tests' own runs have it: the same run options
         env.setenv("JAXRUN_CACHE_DIR", str(jaxrun_cache_dir))
-        done = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
-                       "--benchmark-runs", "2", "--warmup-runs", "0")
+        done = jaxrun("run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
+                       "--benchmark-runs", "2", "--warmup-runs", "0", cwd=root, timeout=120)
     assert done.returncode == 0, done.stderr
     return root
 
@@ -59,8 +53,8 @@ def test_resume_rebuilds_a_cut_off_batch_file_from_the_script_files(finished: Pa
     root = _copy(finished, tmp_path)
     _cut(root / "r" / result_files.EXECUTION_RESULTS)
     _cut(root / "r" / "script_results" / "b_result.json", 0.3)
-    resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
-                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
+    resumed = jaxrun("run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
+                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume", cwd=root, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     said = _warnings(resumed.stderr)
     assert len(said) == 1, resumed.stderr
@@ -87,8 +81,8 @@ def test_resume_rebuilds_a_batch_file_missing_fields_not_json_or_gone(finished: 
         path.write_bytes(b"\x00\xff garbage")
     else:
         path.unlink()
-    resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
-                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
+    resumed = jaxrun("run", "s", "--device", "cpu", "--results-dir", "r", "--no-history",
+                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume", cwd=root, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     said = _warnings(resumed.stderr)
     assert len(said) == 1, resumed.stderr
@@ -105,7 +99,7 @@ def test_report_says_where_a_cut_off_file_stops_being_json(finished: Path, tmp_p
     _cut(path)
     path.write_text(path.read_text().rstrip())  # it stops on its last line
     lines = path.read_text().splitlines()
-    done = _jaxrun(root, "report", "r")
+    done = jaxrun("report", "r", cwd=root, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "validation error" not in done.stderr, done.stderr
     assert f"jax_execution_results.json' is damaged: not valid JSON at line {len(lines)} column " in done.stderr
@@ -118,7 +112,7 @@ def test_report_names_the_field_that_does_not_match(finished: Path, tmp_path: Pa
     doc = load(path)
     del doc["script_results"][0]["success"]
     path.write_text(json.dumps(doc))
-    done = _jaxrun(root, "report", "r")
+    done = jaxrun("report", "r", cwd=root, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert "is damaged: does not match BatchResult: script_results.0.success: Field required" in done.stderr
@@ -127,7 +121,7 @@ def test_report_names_the_field_that_does_not_match(finished: Path, tmp_path: Pa
 def test_compare_falls_back_from_a_damaged_benchmark_file(finished: Path, tmp_path: Path) -> None:
     root = _copy(finished, tmp_path)
     _cut(root / "r" / result_files.BENCHMARK_RESULTS)
-    done = _jaxrun(root, "compare", str(finished / "r"), "r", "--json")
+    done = jaxrun("compare", str(finished / "r"), "r", "--json", cwd=root, timeout=120)
     assert done.returncode == 0, done.stderr
     assert {s["script_name"] for s in json.loads(done.stdout)["scripts"]} == {"a", "b"}
     notes = [line for line in done.stderr.splitlines() if "damaged" in line]
@@ -135,7 +129,7 @@ def test_compare_falls_back_from_a_damaged_benchmark_file(finished: Path, tmp_pa
     assert "read jax_execution_results.json instead" in notes[0]
     # Both damaged: one line naming both, exit 2.
     _cut(root / "r" / result_files.EXECUTION_RESULTS)
-    done = _jaxrun(root, "compare", str(finished / "r"), "r")
+    done = jaxrun("compare", str(finished / "r"), "r", cwd=root, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert "jax_benchmark_results.json' is damaged: not valid JSON" in done.stderr
@@ -151,7 +145,7 @@ def test_mcp_monitor_says_what_report_says(finished: Path, tmp_path: Path) -> No
     root = tmp_path / "root"
     shutil.copytree(finished / "r", root / "r")
     _cut(root / "r" / result_files.EXECUTION_RESULTS)
-    report = _jaxrun(root, "report", "r")
+    report = jaxrun("report", "r", cwd=root, timeout=120)
     said = report.stderr.strip().partition("jax_execution_results.json' ")[2]  # the path is as each was given
     texts: list[str] = []
 
@@ -188,17 +182,17 @@ def test_a_fifo_or_a_device_in_a_result_files_place_is_never_opened(finished: Pa
     there in one line instead of waiting for a writer (a FIFO) or reading forever (/dev/zero)."""
     root = _copy(finished, tmp_path)
     said = _not_regular(root / "r" / result_files.EXECUTION_RESULTS, kind)
-    done = _jaxrun(root, "report", "r")
+    done = jaxrun("report", "r", cwd=root, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"jax_execution_results.json' {said}: jaxrun reads its results only from regular files" in done.stderr
     _not_regular(root / "r" / result_files.BENCHMARK_RESULTS, kind)
-    done = _jaxrun(root, "compare", str(finished / "r"), "r")
+    done = jaxrun("compare", str(finished / "r"), "r", cwd=root, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"jax_benchmark_results.json' {said}" in done.stderr and f"jax_execution_results.json' {said}" in done.stderr
     # --resume: rebuilt from the per-script files, one of which is not a file either (not read, said).
     _not_regular(root / "r" / "script_results" / "b_result.json", kind)
-    done = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history", "--resume",
-                   "--benchmark-runs", "2", "--warmup-runs", "0")
+    done = jaxrun("run", "s", "--device", "cpu", "--results-dir", "r", "--no-history", "--resume",
+                   "--benchmark-runs", "2", "--warmup-runs", "0", cwd=root, timeout=120)
     if kind == "device":  # a link to the device: jaxrun neither reads nor replaces a link at one of its names
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert "holds a symbolic link at 'jax_execution_results.json' (to '/dev/zero')" in done.stderr
@@ -217,16 +211,16 @@ def test_report_shows_a_failed_scripts_log_tail_and_never_opens_a_fifo_in_its_pl
     pytest.importorskip("plotly")
     write(tmp_path / "s", "bad.py", "if False:\n    import jax\nimport sys\nsys.stderr.write('x' * 300_000 + '\\n')\n"
           "sys.stderr.write('the last words\\n')\nraise SystemExit(3)\n")
-    done = _jaxrun(tmp_path, "run", "s", "--device", "cpu", "--results-dir", "r", "--no-history")
+    done = jaxrun("run", "s", "--device", "cpu", "--results-dir", "r", "--no-history", cwd=tmp_path, timeout=120)
     assert done.returncode == 1, done.stderr
-    done = _jaxrun(tmp_path, "report", "r", "-o", "one.html")
+    done = jaxrun("report", "r", "-o", "one.html", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "one.html").read_text()
     assert "the last words" in page and "x" * 300_000 not in page  # the log's end, not all of it
     log = tmp_path / "r" / "logs" / "bad.stderr.log"
     log.unlink()
     os.mkfifo(log)
-    done = _jaxrun(tmp_path, "report", "r", "-o", "two.html")
+    done = jaxrun("report", "r", "-o", "two.html", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "(the log is not a regular file but a FIFO (named pipe): not read)" in (tmp_path / "two.html").read_text()
 
@@ -253,7 +247,7 @@ def test_every_reader_says_a_missing_folder_does_not_exist(finished: Path, tmp_p
         for reader, args in _readers(missing, "r").items():
             if missing == "a_file.txt" and reader != "report":
                 continue  # compare reads a results JSON file as well as a folder
-            done = _jaxrun(root, *args)
+            done = jaxrun(*args, cwd=root, timeout=120)
             assert done.returncode == 2 and done.stderr.count("\n") == 1, (reader, done.stderr)
             assert done.stderr.startswith("jaxrun: error: ") and any(s in done.stderr for s in said), (reader, done.stderr)
             assert "is missing" not in done.stderr, (reader, done.stderr)
@@ -286,13 +280,13 @@ def test_every_reader_says_where_a_cut_file_stops_being_json(finished: Path, tmp
     except json.JSONDecodeError as exc:
         where = f"not valid JSON at line {exc.lineno} column {exc.colno} ("
     for reader, args in _readers("cut", "r").items():
-        done = _jaxrun(root, *args)
+        done = jaxrun(*args, cwd=root, timeout=120)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, (reader, done.stderr)
         assert where in done.stderr and ("cut off?" in done.stderr or "empty" in done.stderr), (reader, done.stderr)
         assert not any(dangling in done.stderr for dangling in (" at)", " at;", "starting at")), (reader, done.stderr)
     # --resume reads it too: it goes on from the per-script files, and says where the batch file broke.
     (root / "cut" / result_files.BENCHMARK_RESULTS).unlink()
-    resumed = _jaxrun(root, "run", "s", "--device", "cpu", "--results-dir", "cut", "--no-history",
-                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume")
+    resumed = jaxrun("run", "s", "--device", "cpu", "--results-dir", "cut", "--no-history",
+                      "--benchmark-runs", "2", "--warmup-runs", "0", "--resume", cwd=root, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert any(where in line for line in _warnings(resumed.stderr)), resumed.stderr

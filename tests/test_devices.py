@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from helpers import child_env
 
 import jaxrun
 from jaxrun.discover.devices import resolve_device
@@ -25,8 +26,7 @@ from jaxrun.results.models import DeviceInfo
 
 def run_python(code: str, cache_dir: Path, *args: str, extra_env: dict | None = None) -> dict:
     """Run ``code`` in a fresh interpreter; it prints one JSON document as its last line."""
-    env = dict(os.environ, JAXRUN_CACHE_DIR=str(cache_dir), **(extra_env or {}))
-    env.pop("JAX_PLATFORMS", None)
+    env = child_env({"JAXRUN_CACHE_DIR": str(cache_dir), **(extra_env or {})}, without=("JAX_PLATFORMS",))
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *args],
         capture_output=True, text=True, env=env, timeout=180,

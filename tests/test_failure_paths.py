@@ -15,26 +15,13 @@ from pathlib import Path
 import fake_gpu
 import pytest
 from fake_gpu import FakeAttempt, GpuFacts
+from helpers import Recorder
 
 from jaxrun.config.options import BatchOptions
 from jaxrun.executors.base import make_executor
 from jaxrun.plan.job import Job
 from jaxrun.results.models import ScriptResult
-from jaxrun.results.sink import BaseSink
 from jaxrun.run.execute import run_job
-
-
-class Recorder(BaseSink):
-    def __init__(self) -> None:
-        self.started: list[str] = []
-        self.results: dict[int, ScriptResult] = {}
-
-    def on_start(self, job: Job, total: int) -> None:
-        self.started.append(job.file_name)
-
-    def on_result(self, job: Job, result: ScriptResult) -> ScriptResult:
-        self.results[job.index] = result
-        return result
 
 
 def _jobs(tmp_path: Path, platform: str) -> list[Job]:

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import interrupt_and_resume, start_batch, survivors, write
+from helpers import (
+    interrupt_and_resume,
+    jaxrun,
+    jaxrun_command,
+    start_batch,
+    survivors,
+    write,
+)
 
 from jaxrun import execute_jax_script, run_jax_scripts
 from jaxrun.errors import UsageError
@@ -45,7 +52,7 @@ print("exiting 0 with a daemon behind")
 
 
 def _run(*args: object, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "jaxrun", "run", *map(str, args)], cwd=cwd,
+    return subprocess.Popen(jaxrun_command("run", *args), cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -57,9 +64,8 @@ def test_a_second_run_into_a_busy_results_folder_is_refused(tmp_path: Path) -> N
     deadline = time.monotonic() + 60
     while not (lock.exists() and lock.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    second = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(tmp_path / "b"), "--device", "cpu",
-                             "--results-dir", str(tmp_path / "r"), "--no-history"],
-                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    second = jaxrun("run", tmp_path / "b", "--device", "cpu", "--results-dir", tmp_path / "r", "--no-history",
+                    timeout=60, cwd=tmp_path)
     out, err = first.communicate(timeout=120)
     assert second.returncode == 2, second.stdout + second.stderr
     (line,) = second.stderr.strip().splitlines()

@@ -9,7 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from helpers import write
+from helpers import jaxrun, write
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 PASSES = "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda x: x.sum())(jnp.arange(3.0))))\n"
@@ -64,19 +64,16 @@ def test_the_report_holds_each_script_as_a_ci_reads_it(tmp_path: Path) -> None:
 
 def test_without_the_flag_no_report_is_written(tmp_path: Path) -> None:
     write(tmp_path / "s", "a.py", "print('hi')\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s" / "a.py"), "--device", "cpu", "--no-history",
-         "--no-config", "--results-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = jaxrun("run", tmp_path / "s" / "a.py", "--device", "cpu", "--no-history", "--no-config", "--results-dir",
+                  tmp_path / "r", timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not list(tmp_path.rglob("*.xml"))
 
 
 def test_a_report_path_that_cannot_be_written_is_refused_before_anything_runs(tmp_path: Path) -> None:
     script = write(tmp_path, "a.py", "open('ran', 'w').close()\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrun", "run", str(script), "--device", "cpu", "--no-history", "--no-config",
-         "--results-dir", str(tmp_path / "r"), "--junit-xml", str(tmp_path / "missing" / "junit.xml")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = jaxrun("run", script, "--device", "cpu", "--no-history", "--no-config", "--results-dir", tmp_path / "r",
+                  "--junit-xml", tmp_path / "missing" / "junit.xml", timeout=300, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("jaxrun: error: cannot write the JUnit report")
     assert not (tmp_path / "ran").exists()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import write
+from helpers import table_rows, write
 
 from jaxrun.present.sinks.markdown import render_markdown
 from jaxrun.present.view import run_view
@@ -32,45 +32,6 @@ FAILS = """\
 import jax
 raise ValueError("bad | input")
 """
-
-
-def tables(text: str) -> dict[str, list[list[str]]]:
-    """Every table as a GFM parser reads it (markdown-it-py with tables, as GitHub renders them):
-    the heading above it -> its rows (the header row first), each a list of cell texts. A table
-    whose rows do not match its header is no table for the parser, and is missing here."""
-    from markdown_it import MarkdownIt
-
-    found: dict[str, list[list[str]]] = {}
-    heading, rows, cells, in_heading, cell = "", [], [], False, False
-    for token in MarkdownIt("commonmark").enable("table").parse(text):
-        if token.type == "heading_open":
-            in_heading = True
-        elif token.type == "inline" and in_heading:
-            heading, in_heading = token.content, False
-        elif token.type in ("th_open", "td_open"):
-            cell = True
-        elif token.type == "inline" and cell:
-            cells.append("".join(child.content for child in token.children or ()).strip())
-            cell = False
-        elif token.type in ("th_close", "td_close") and cell:  # an empty cell has no inline token
-            cells.append("")
-            cell = False
-        elif token.type == "tr_close":
-            rows.append(cells)
-            cells = []
-        elif token.type == "table_close":
-            found[heading] = rows
-            rows = []
-    return found
-
-
-def table_rows(text: str, heading: str) -> list[list[str]]:
-    """The body rows of the table under ``heading`` (e.g. "Every script"), as a GFM parser reads
-    them; each row has as many cells as the header, or the parser would have seen no table."""
-    rows = tables(text)[heading]
-    header, body = rows[0], rows[1:]
-    assert header[:3] == ["script", "status", "device"] and all(len(r) == len(header) for r in body), rows
-    return body
 
 
 def test_markdown_file_and_github_step_summary(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -13,35 +12,22 @@ import pytest
 import jaxrun
 
 mcp = pytest.importorskip("mcp")
-from helpers import load, survivors, write  # noqa: E402
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from helpers import (  # noqa: E402
+    load,
+    mcp_call,
+    mcp_plain,
+    mcp_server_parameters,
+    mcp_session,
+    survivors,
+    write,
+)
+from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 QUICK = "if False:\n    import jax\nprint('quick')\n"
 SLEEPY = "if False:\n    import jax\nimport time\ntime.sleep(300)\n"
 TOOLS = {"execute.run_jax_scripts", "execute.check_jax_availability", "execute.monitor_jax_performance",
          "execute.benchmark_jax_script"}
-
-
-def _server(root: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "jaxrun", "mcp", "--root", str(root)],
-                                 env=dict(os.environ), cwd=str(root))
-
-
-async def _session(root: Path, body, errlog=sys.stderr) -> None:  # type: ignore[no-untyped-def]
-    async with stdio_client(_server(root), errlog=errlog) as (read, write_stream):
-        async with ClientSession(read, write_stream) as session:
-            await session.initialize()
-            await body(session)
-
-
-def _plain(model) -> dict:  # type: ignore[no-untyped-def]
-    """An SDK object as the protocol spells it (camelCase), whatever the SDK version's field names."""
-    return model.model_dump(by_alias=True, mode="json")
-
-
-async def _call(session: ClientSession, name: str, arguments: dict, **kwargs) -> dict:  # type: ignore[no-untyped-def]
-    return _plain(await session.call_tool(name, arguments, **kwargs))
 
 
 def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: Path) -> None:
@@ -53,17 +39,17 @@ def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: P
     (root / "link").symlink_to(outside, target_is_directory=True)
 
     async def body(session: ClientSession) -> None:
-        tools = {t.name: _plain(t) for t in (await session.list_tools()).tools}
+        tools = {t.name: mcp_plain(t) for t in (await session.list_tools()).tools}
         assert set(tools) == TOOLS
         for name in ("execute.check_jax_availability", "execute.monitor_jax_performance"):
             assert tools[name]["annotations"]["readOnlyHint"] is True
         assert tools["execute.run_jax_scripts"]["annotations"]["readOnlyHint"] is False
         assert "results_dir" in tools["execute.run_jax_scripts"]["outputSchema"]["properties"]
 
-        cpu = await _call(session, "execute.check_jax_availability", {"device": "cpu"})
+        cpu = await mcp_call(session, "execute.check_jax_availability", {"device": "cpu"})
         assert not cpu["isError"] and cpu["structuredContent"]["available"] is True
         assert cpu["structuredContent"]["platforms"]["cpu"] >= 1
-        gpu = (await _call(session, "execute.check_jax_availability", {"device": "gpu"}))["structuredContent"]
+        gpu = (await mcp_call(session, "execute.check_jax_availability", {"device": "gpu"}))["structuredContent"]
         # The true reason, as `jaxrun devices` reads it (no CUDA backend here), not a list of names.
         truth = jaxrun.get_jax_device_info().platforms["gpu"].error
         assert gpu["available"] is False and gpu["reason"] == f"gpu is not available: {truth}", gpu
@@ -74,7 +60,7 @@ def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: P
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
             progress.append((done, total, message))
 
-        ran = await _call(session, "execute.run_jax_scripts", {"pipeline_output_dir": "scripts", "device": "cpu"},
+        ran = await mcp_call(session, "execute.run_jax_scripts", {"pipeline_output_dir": "scripts", "device": "cpu"},
                           progress_callback=on_progress)
         assert not ran["isError"], ran["content"]
         report = ran["structuredContent"]
@@ -83,23 +69,23 @@ def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: P
         assert [m for _, _, m in progress][0] == "running a.py" and progress[-1][:2] == (2, 2)
         assert len(progress) == 4  # each script started and finished
 
-        watched = (await _call(session, "execute.monitor_jax_performance",
+        watched = (await mcp_call(session, "execute.monitor_jax_performance",
                                {"results_dir": report["results_dir"]}))["structuredContent"]
         assert watched["complete"] and watched["scripts_executed"] == 2
 
-        bench = await _call(session, "execute.benchmark_jax_script",
+        bench = await mcp_call(session, "execute.benchmark_jax_script",
                             {"script_path": "scripts/a.py", "benchmark_runs": 2, "warmup_runs": 0, "device": "cpu"})
         assert not bench["isError"], bench["content"]
         assert bench["structuredContent"]["runs_completed"] == 2 and len(bench["structuredContent"]["wall_times"]) == 2
 
         for path in (str(outside), "link", "scripts/../../outside", "/etc"):
-            refused = await _call(session, "execute.run_jax_scripts", {"pipeline_output_dir": path})
+            refused = await mcp_call(session, "execute.run_jax_scripts", {"pipeline_output_dir": path})
             assert refused["isError"], path
             assert "outside the allowed folders" in refused["content"][0]["text"]
-        refused = await _call(session, "execute.monitor_jax_performance", {"results_dir": "link"})
+        refused = await mcp_call(session, "execute.monitor_jax_performance", {"results_dir": "link"})
         assert refused["isError"] and "outside the allowed folders" in refused["content"][0]["text"]
 
-    anyio.run(_session, root, body)
+    anyio.run(mcp_session, root, body)
     assert not (outside / "jaxrun_results").exists()
 
 
@@ -129,7 +115,7 @@ def test_cancelling_a_run_stops_its_scripts(tmp_path: Path) -> None:
         while survivors(str(root / "slow")) and time.monotonic() < deadline:
             await anyio.sleep(0.2)
 
-    anyio.run(_session, root, body)
+    anyio.run(mcp_session, root, body)
     assert survivors(str(root / "slow")) == []
     doc = load(root / "jaxrun_results" / "jax_execution_results.json")
     assert doc["metadata"]["complete"] is False
@@ -144,11 +130,11 @@ def test_each_tool_error_is_one_plain_line_on_the_servers_stderr(tmp_path: Path)
 
     async def body(session: ClientSession) -> None:
         for arguments in ({"results_dir": "/etc"}, {"results_dir": "nothing-here"}):
-            failed = await _call(session, "execute.monitor_jax_performance", arguments)
+            failed = await mcp_call(session, "execute.monitor_jax_performance", arguments)
             assert failed["isError"], failed
 
     with stderr.open("w") as errlog:
-        anyio.run(_session, root, body, errlog)
+        anyio.run(mcp_session, root, body, errlog)
     lines = stderr.read_text().splitlines()
     assert len(lines) == 2, lines
     assert lines[0].startswith("jaxrun mcp: INFO: Tool 'execute.monitor_jax_performance' failed: ")
@@ -164,9 +150,9 @@ def test_the_server_says_jaxruns_version_in_its_initialize_result(tmp_path: Path
     seen: dict = {}
 
     async def run() -> None:
-        async with stdio_client(_server(tmp_path)) as (read, write_stream):
+        async with stdio_client(mcp_server_parameters(tmp_path)) as (read, write_stream):
             async with ClientSession(read, write_stream) as session:
-                seen.update(_plain(await session.initialize()))
+                seen.update(mcp_plain(await session.initialize()))
 
     anyio.run(run)
     info = seen["serverInfo"]
@@ -210,7 +196,7 @@ def test_every_argument_of_every_tool_is_bounded_and_a_refusal_names_it(tmp_path
     strings: list[tuple[str, str]] = []
 
     async def body(session: ClientSession) -> None:
-        tools = {t.name: _plain(t)["inputSchema"] for t in (await session.list_tools()).tools}
+        tools = {t.name: mcp_plain(t)["inputSchema"] for t in (await session.list_tools()).tools}
         assert set(tools) == TOOLS
         tried = set()
         for tool, schema in sorted(tools.items()):
@@ -227,12 +213,12 @@ def test_every_argument_of_every_tool_is_bounded_and_a_refusal_names_it(tmp_path
                 for value in bad:
                     given = {**{k: v for k, v in VALID.items() if k in schema.get("required", ())}, argument: value}
                     with anyio.fail_after(120):  # refused at once, never run (2**63 runs would never end)
-                        refusals.append(_refusal(await _call(session, tool, given), tool, argument))
+                        refusals.append(_refusal(await mcp_call(session, tool, given), tool, argument))
                     tried.add((tool, argument))
         assert {a for _, a in tried} == {"pipeline_output_dir", "device", "timeout", "results_dir", "script_path",
                                          "benchmark_runs", "warmup_runs"}, tried
 
-    anyio.run(_session, root, body)
+    anyio.run(mcp_session, root, body)
     assert not (root / "jaxrun_results").exists() and not (root / "jaxrun_benchmarks").exists()  # nothing ran
     assert not any(text.endswith(("Error executing tool", ": ")) for text in refusals)
     nul = [text for text in refusals if "NUL" in text or "\\x00" in text]
@@ -241,14 +227,14 @@ def test_every_argument_of_every_tool_is_bounded_and_a_refusal_names_it(tmp_path
 
 def test_a_device_is_echoed_as_jaxrun_reads_it_never_as_given(tmp_path: Path) -> None:
     async def body(session: ClientSession) -> None:
-        padded = await _call(session, "execute.check_jax_availability", {"device": " " * 1_000_000 + "CPU:0"})
+        padded = await mcp_call(session, "execute.check_jax_availability", {"device": " " * 1_000_000 + "CPU:0"})
         assert not padded["isError"], padded["content"]
         assert padded["structuredContent"]["device"] == "cpu:0"
         for device in ("gpu:" + "9" * 5000, "cpu:" + "0" * 5000 + "1x", "cpu:2147483648"):
-            _refusal(await _call(session, "execute.check_jax_availability", {"device": device}),
+            _refusal(await mcp_call(session, "execute.check_jax_availability", {"device": device}),
                      "execute.check_jax_availability", "device")
 
-    anyio.run(_session, tmp_path, body)
+    anyio.run(mcp_session, tmp_path, body)
 
 
 def test_benchmark_takes_one_script_and_refuses_a_folder_or_a_missing_file(tmp_path: Path) -> None:
@@ -258,11 +244,11 @@ def test_benchmark_takes_one_script_and_refuses_a_folder_or_a_missing_file(tmp_p
 
     async def body(session: ClientSession) -> None:
         for path, what in (("scripts", "is a folder"), ("scripts/none.py", "is missing")):
-            said = _refusal(await _call(session, "execute.benchmark_jax_script", {"script_path": path}),
+            said = _refusal(await mcp_call(session, "execute.benchmark_jax_script", {"script_path": path}),
                             "execute.benchmark_jax_script", "script_path")
             assert what in said and "execute.run_jax_scripts runs a folder" in said, said
 
-    anyio.run(_session, root, body)
+    anyio.run(mcp_session, root, body)
     assert not (root / "jaxrun_benchmarks").exists()
 
 
@@ -279,8 +265,8 @@ def test_monitor_never_opens_a_fifo_or_a_device_as_its_results_file(tmp_path: Pa
 
     async def body(session: ClientSession) -> None:
         with anyio.fail_after(60):  # a FIFO's open waits for a writer; /dev/zero never ends
-            said = _refusal(await _call(session, "execute.monitor_jax_performance", {"results_dir": "r"}),
+            said = _refusal(await mcp_call(session, "execute.monitor_jax_performance", {"results_dir": "r"}),
                             "execute.monitor_jax_performance", "results_dir")
         assert f"jax_execution_results.json' is not a regular file but {what}" in said, said
 
-    anyio.run(_session, tmp_path, body)
+    anyio.run(mcp_session, tmp_path, body)

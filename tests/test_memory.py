@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import jaxrun as run_cli
 from helpers import write
 
 import jaxrun
@@ -182,9 +183,8 @@ def test_memory_peak_is_in_mib_a_known_allocation_reads_as_its_size(tmp_path: Pa
     folder = tmp_path / "s"
     write(folder, "holds.py", HOLDS.format(allocation="np.ones(256 * 2**20 // 8)  # every page written"))
     write(folder, "empty.py", HOLDS.format(allocation="None"))
-    done = subprocess.run(
-        [sys.executable, "-m", "jaxrun", "run", str(folder), "--device", "cpu", "--no-compile-cache", "--no-history",
-         "--results-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
+    done = run_cli("run", folder, "--device", "cpu", "--no-compile-cache", "--no-history", "--results-dir",
+                  tmp_path / "r", timeout=300)
     assert done.returncode == 0, done.stderr
     peaks = {p.name.removesuffix("_result.json"): json.loads(p.read_text())["memory_peak"]
              for p in (tmp_path / "r" / "script_results").glob("*_result.json")}
@@ -216,9 +216,8 @@ def test_memory_peak_of_a_real_program_matches_gnu_times_maxrss_in_mib(tmp_path:
     wrapper.parent.mkdir()
     wrapper.write_text(f'#!/bin/sh\nexec /usr/bin/time -a -o "{times}" -f "%M %C" "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
-    done = subprocess.run(
-        [sys.executable, "-m", "jaxrun", "run", str(EXAMPLE), "--device", "cpu", "--no-compile-cache", "--no-history",
-         "--results-dir", str(tmp_path / "r"), "--python", str(wrapper)], capture_output=True, text=True, timeout=300)
+    done = run_cli("run", EXAMPLE, "--device", "cpu", "--no-compile-cache", "--no-history", "--results-dir",
+                  tmp_path / "r", "--python", wrapper, timeout=300)
     assert done.returncode == 0, done.stderr
     (result_file,) = (tmp_path / "r" / "script_results").glob("*_result.json")
     peak = json.loads(result_file.read_text())["memory_peak"]

@@ -13,17 +13,23 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from html.parser import HTMLParser
 from pathlib import Path
 
 import anyio
 import pytest
-from helpers import jaxrun, load, write
-from test_markdown import table_rows
+from helpers import (
+    html_rows,
+    jaxrun,
+    load,
+    mcp_call,
+    mcp_session,
+    table_rows,
+    tables,
+    write,
+)
 
 pytest.importorskip("plotly")
 mcp = pytest.importorskip("mcp")
-from test_mcp import _call, _session  # noqa: E402
 
 STEADY = """\
 # jaxrun: benchmark_runs=3 warmup_runs=0
@@ -81,9 +87,9 @@ def rich(tmp_path_factory: pytest.TempPathFactory) -> dict:
     replies: dict = {}
 
     async def body(session) -> None:  # type: ignore[no-untyped-def]
-        replies["monitor"] = await _call(session, "execute.monitor_jax_performance", {"results_dir": "new"})
+        replies["monitor"] = await mcp_call(session, "execute.monitor_jax_performance", {"results_dir": "new"})
 
-    anyio.run(_session, root, body)
+    anyio.run(mcp_session, root, body)
     return {"root": root, "terminal": terminal, "batch": load(root / "new" / "jax_execution_results.json"),
             "mcp": replies["monitor"]["structuredContent"], "compare": json.loads(compared.stdout)}
 
@@ -103,44 +109,8 @@ def terminal_rows(stdout: str) -> dict[str, dict[str, str]]:
     return rows
 
 
-class _Table(HTMLParser):
-    """The cells of the report's table#scripts, as the page shows them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inside, self.header, self.rows, self.cell = False, [], [], None  # type: ignore[var-annotated]
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:  # type: ignore[type-arg]
-        if tag == "table":
-            self.inside = dict(attrs).get("id") == "scripts"
-        elif self.inside and tag == "tr":
-            self.rows.append([])
-        elif self.inside and tag in ("td", "th"):
-            self.cell = ""
-
-    def handle_data(self, data: str) -> None:
-        if self.cell is not None:
-            self.cell += data
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table":
-            self.inside = False
-        elif self.inside and tag in ("td", "th") and self.cell is not None:
-            self.rows[-1].append(self.cell)
-            self.cell = None
-
-
-def html_rows(path: Path) -> dict[str, dict[str, str]]:
-    parsed = _Table()
-    parsed.feed(path.read_text(encoding="utf-8"))
-    header, *body = [r for r in parsed.rows if r]
-    return {row[0]: dict(zip(header, row)) for row in body}
-
-
 def markdown_rows(path: Path) -> dict[str, dict[str, str]]:
     text = path.read_text(encoding="utf-8")
-    from test_markdown import tables
-
     header = tables(text)["Every script"][0]
     return {row[0]: dict(zip(header, row)) for row in table_rows(text, "Every script")}
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 from fake_gpu import FakeAttempt, GpuFacts
-from helpers import jaxrun_command_with_sigint, load, write
+from helpers import child_env, jaxrun_command, load, write
 from helpers import run_batch as batch
 
 import jaxrun
@@ -322,12 +322,10 @@ def test_ctrl_c_stops_every_running_job_and_exits_130(tmp_path: Path) -> None:
     pids.mkdir()
     write(folder, "a_sleeper.py", PID_SLEEPER)
     write(folder, "b_sleeper.py", PID_SLEEPER)
-    env = dict(os.environ, PID_DIR=str(pids))
-    env.pop("JAX_PLATFORMS", None)
+    env = child_env({"PID_DIR": str(pids)}, without=("JAX_PLATFORMS",))
     proc = subprocess.Popen(
-        jaxrun_command_with_sigint(
-            "run", str(folder), "--jobs", "2", "--results-dir", str(out), "--no-compile-cache", "--device", "cpu"
-        ),
+        jaxrun_command("run", folder, "--jobs", "2", "--results-dir", out, "--no-compile-cache", "--device", "cpu",
+                       interruptible=True),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

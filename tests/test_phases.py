@@ -5,11 +5,10 @@ minus imports minus compilation). Real subprocesses, real JAX on CPU."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as run_cli
 from helpers import write
 
 import jaxrun
@@ -101,17 +100,11 @@ def test_compare_sees_thirty_percent_more_own_work_despite_import_noise(tmp_path
     """
     for name, seconds in (("base", 0.30), ("new", 0.39)):
         write(tmp_path / name, "work.py", SLEEP_AFTER_A_JIT.format(seconds=seconds))
-        proc = subprocess.run(
-            [sys.executable, "-m", "jaxrun", "run", str(tmp_path / name), "--device", "cpu", "--benchmark-runs",
-             "7", "--no-history", "--no-compile-cache", "--results-dir", str(tmp_path / f"r_{name}")],
-            capture_output=True, text=True, timeout=600,
-        )
+        proc = run_cli("run", tmp_path / name, "--device", "cpu", "--benchmark-runs", "7", "--no-history",
+                      "--no-compile-cache", "--results-dir", tmp_path / f"r_{name}", timeout=600)
         assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrun", "compare", str(tmp_path / "r_base"), str(tmp_path / "r_new"),
-         "--metric", "run_time", "--fail-on-regression", "--json"],
-        capture_output=True, text=True, timeout=120,
-    )
+    proc = run_cli("compare", tmp_path / "r_base", tmp_path / "r_new", "--metric", "run_time", "--fail-on-regression",
+                  "--json", timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (row,) = json.loads(proc.stdout)["scripts"]
     assert row["verdict"] == "slower" and row["gate"] == ["run_time"]

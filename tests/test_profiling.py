@@ -6,13 +6,12 @@ from __future__ import annotations
 import glob
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import jsonschema
 import pytest
+from helpers import jaxrun as run_cli
 from helpers import write
 
 from jaxrun import execute_jax_script
@@ -42,11 +41,8 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("profiled")
     write(root / "s", "holds.py", HOLDS_200MIB)
     write(root / "s", "plain.py", NO_JAX)
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxrun", "run", str(root / "s"), "--device", "cpu", "--profile", "--no-history",
-         "--no-compile-cache", "--results-dir", str(root / "r")],
-        capture_output=True, text=True, timeout=300,
-    )
+    proc = run_cli("run", root / "s", "--device", "cpu", "--profile", "--no-history", "--no-compile-cache",
+                  "--results-dir", root / "r", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (root / "stdout.txt").write_text(proc.stdout)
     return root / "r"

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import interrupt_and_resume, load, write
+from helpers import child_env, interrupt_and_resume, load, write
 from helpers import run_batch as batch
 
 ray = pytest.importorskip("ray")
@@ -68,9 +68,7 @@ def assert_same_result_files(local: Path, on_ray: Path) -> None:
 
 
 def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("JAX_PLATFORMS", None)
-    return env
+    return child_env(without=("JAX_PLATFORMS",))
 
 
 # --------------------------------------------------------------------------- CLI (its own Ray)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import load, write
+from helpers import RunResult, jaxrun, load, write
 from helpers import run_batch as batch
 
 ray = pytest.importorskip("ray")
@@ -258,12 +258,12 @@ def cluster_with_token(tmp_path: Path):
             head.wait()
 
 
-def run_cli(address: str, folder: Path, results: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jaxrun", "run", str(folder), "--backend", "ray", "--ray-address", address,
-         "--results-dir", str(results), "--device", "cpu", "--no-compile-cache", "--no-history"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
+def run_cli(address: str, folder: Path, results: Path, env: dict[str, str]) -> RunResult:
+    """``jaxrun run`` on the cluster at ``address``, without the user's Ray settings (RAY_*) or
+    JAX_PLATFORMS, with ``env`` added."""
+    return jaxrun("run", folder, "--backend", "ray", "--ray-address", address, "--results-dir", results,
+                  "--device", "cpu", "--no-compile-cache", "--no-history", env=env, without=("RAY_*", "JAX_PLATFORMS"),
+                  timeout=300)
 
 
 def test_jaxrun_reaches_a_cluster_with_token_authentication(cluster_with_token, tmp_path: Path) -> None:
@@ -271,14 +271,13 @@ def test_jaxrun_reaches_a_cluster_with_token_authentication(cluster_with_token, 
     sends the user's token (their ~/.ray/auth_token, or RAY_AUTH_TOKEN) as ``ray start`` does."""
     address, home, token = cluster_with_token
     write(tmp_path / "s", "a.py", "if False:\n    import jax\nprint(1)\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "JAX_PLATFORMS"}
     # The token in the user's ~/.ray/auth_token, RAY_AUTH_MODE unset.
-    proc = run_cli(address, tmp_path / "s", tmp_path / "r1", {**env, "HOME": str(home)})
+    proc = run_cli(address, tmp_path / "s", tmp_path / "r1", {"HOME": str(home)})
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "Token authentication" not in proc.stderr
     # The token in Ray's own variable.
     empty_home = tmp_path / "empty_home"
     empty_home.mkdir()
-    proc = run_cli(address, tmp_path / "s", tmp_path / "r2", {**env, "HOME": str(empty_home), "RAY_AUTH_TOKEN": token})
+    proc = run_cli(address, tmp_path / "s", tmp_path / "r2", {"HOME": str(empty_home), "RAY_AUTH_TOKEN": token})
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert load(tmp_path / "r2" / "script_results" / "a_result.json")["success"] is True

@@ -10,7 +10,6 @@ the interpreter's and Ray's start-up, so a wait that is not bounded fails the te
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
@@ -20,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import load, write
+from helpers import RunResult, child_env, jaxrun, jaxrun_command, load, write
 
 ray = pytest.importorskip("ray")
 
@@ -30,20 +29,18 @@ START_UP = 45  # the interpreter, jaxrun's imports and Ray's, on a loaded machin
 RAY_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d .*\] \S+\.(h|cc):\d+:|Failed to connect to GCS|\(raylet\)|INFO worker\.py")
 
 
+# The user's Ray settings (RAY_ADDRESS and the like) and JAX_PLATFORMS stay out of the CLI's way.
+WITHOUT = ("RAY_*", "JAX_PLATFORMS")
+
+
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.pop("JAX_PLATFORMS", None)
-    return env
+    return child_env(without=WITHOUT)
 
 
-def _run(folder: Path, results: Path, address: str, *extra: str, limit: float = TIMEOUT + START_UP) \
-        -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jaxrun", "run", str(folder), "--backend", "ray", "--ray-address", address,
-         "--ray-connect-timeout", str(TIMEOUT), "--results-dir", str(results), "--device", "cpu",
-         "--no-compile-cache", "--no-history", *extra],
-        capture_output=True, text=True, env=_env(), timeout=limit,
-    )
+def _run(folder: Path, results: Path, address: str, *extra: str, limit: float = TIMEOUT + START_UP) -> RunResult:
+    return jaxrun("run", folder, "--backend", "ray", "--ray-address", address, "--ray-connect-timeout", TIMEOUT,
+                  "--results-dir", results, "--device", "cpu", "--no-compile-cache", "--no-history", *extra,
+                  without=WITHOUT, timeout=limit)
 
 
 def _earlier_run(results: Path) -> Path:
@@ -145,9 +142,9 @@ def test_a_cluster_that_stops_answering_mid_batch_ends_the_batch_within_the_time
     jaxrun = None
     try:
         jaxrun = subprocess.Popen(
-            [sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--backend", "ray", "--ray-address",
-             address, "--ray-connect-timeout", str(TIMEOUT), "--results-dir", str(tmp_path / "r"),
-             "--device", "cpu", "--no-compile-cache", "--no-history"],
+            jaxrun_command("run", tmp_path / "s", "--backend", "ray", "--ray-address", address,
+                           "--ray-connect-timeout", TIMEOUT, "--results-dir", tmp_path / "r",
+                           "--device", "cpu", "--no-compile-cache", "--no-history"),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
         deadline = time.monotonic() + 120
         while not marker.exists() and time.monotonic() < deadline and jaxrun.poll() is None:

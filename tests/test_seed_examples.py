@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import write
+from helpers import jaxrun, write
 
 POMDP = """\
 import jax
@@ -58,8 +56,7 @@ def broken(pipeline: Path) -> Path:
 def test_readme_command_line_interface(pipeline: Path) -> None:
     # python src/execute/jax/jax_runner.py --output-dir output/ --verbose   (and --device gpu, --recursive)
     for flags in (["--verbose"], ["--device", "gpu"], ["--recursive", "--verbose"]):
-        proc = subprocess.run([sys.executable, "-m", "jaxrun", "--output-dir", "output/", *flags],
-                              capture_output=True, text=True, timeout=300)
+        proc = jaxrun("--output-dir", "output/", *flags, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "2/2 succeeded" in proc.stdout  # pomdp_solver and general_model (jax_simulation.py is outside)
 

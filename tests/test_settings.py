@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -249,7 +247,7 @@ def test_jaxrun_config_shows_each_value_and_where_it_came_from(tmp_path: Path) -
     table = jaxrun("config", sims)
     assert table.returncode == 0 and "pyproject.toml:5" in table.stdout and "skipped: needs a TPU" in table.stdout
     # Without PATH it reads the current folder, as the help says.
-    here = subprocess.run([sys.executable, "-m", "jaxrun", "config", "--json"], cwd=sims, capture_output=True, text=True)
+    here = jaxrun("config", "--json", cwd=sims)
     assert here.returncode == 0, here.stderr
     assert json.loads(here.stdout)["config_file"] == str(tmp_path / "pyproject.toml")
     bad = jaxrun("config", sims, "--timeout", "soon")

@@ -14,8 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import jaxrun, write
-from test_markdown import tables
+from helpers import jaxrun, mcp_plain, mcp_session, tables, write
 
 from jaxrun.config.option_spec import flag_of
 from jaxrun.config.options import RunOptions
@@ -173,14 +172,13 @@ def _walk(value: object, key: str = "") -> list[tuple[str, object]]:
 def test_the_mcp_tools_replies_say_mib(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     import anyio
-    from test_mcp import _plain, _session
 
     schemas: list[dict] = []
 
     async def body(session) -> None:  # type: ignore[no-untyped-def]
-        schemas.extend(_plain(t).get("outputSchema") or {} for t in (await session.list_tools()).tools)
+        schemas.extend(mcp_plain(t).get("outputSchema") or {} for t in (await session.list_tools()).tools)
 
-    anyio.run(_session, tmp_path, body)
+    anyio.run(mcp_session, tmp_path, body)
     # The benchmark tool's medians hold seconds and, for memory_peak, MiB.
     _say_mib(_described(schemas), re.compile(MEMORY_FIELD.pattern + "|^median$"))
     assert not [d for _, d in _walk(schemas) if isinstance(d, str) and MB_WORD.search(d)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from helpers import jaxrun, load, write
+from helpers import html_rows, jaxrun, load, tables, write, write_notebook
 
 NO_JAX = "if False:\n    import jax\n"
 
@@ -77,9 +77,6 @@ def test_every_surface_names_a_script_in_a_subfolder_and_a_notebook_alike(tmp_pa
     import io
     import xml.etree.ElementTree as ET
 
-    from helpers import write_notebook
-    from test_markdown import tables
-    from test_one_view import html_rows
 
     src, out, history = tmp_path / "src", tmp_path / "r", tmp_path / "h.sqlite"
     write(src, "sub/sleep1.py", NO_JAX + "import time\ntime.sleep(0.05)\n")

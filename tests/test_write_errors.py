@@ -14,11 +14,10 @@ import re
 import resource
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import survivors, write
+from helpers import RunResult, jaxrun, survivors, write
 
 # Far below the scripts' default --timeout (300 s): a script blocked on a pipe nobody reads fails here.
 HANG_GUARD = 90
@@ -31,20 +30,15 @@ def _big(megabytes: int) -> str:
             f"for _ in range({megabytes * 10}):\n    sys.stdout.write('y' * 100000 + '\\n')\n")
 
 
-def _jaxrun(tmp_path: Path, *args: object, preexec=None) -> subprocess.CompletedProcess:
+def _jaxrun(tmp_path: Path, *args: object, preexec=None) -> RunResult:
     """``jaxrun run`` to completion; a hang is a failure, with every process it left stopped."""
-    command = [sys.executable, "-m", "jaxrun", "run", *map(str, args), "--device", "cpu", "--no-history"]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=preexec)
     try:
-        out, err = proc.communicate(timeout=HANG_GUARD)
+        return jaxrun("run", *args, "--device", "cpu", "--no-history", cwd=tmp_path, timeout=HANG_GUARD,
+                      preexec_fn=preexec)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
         for line in survivors(str(tmp_path)):
             os.kill(int(line.split(":")[0]), signal.SIGKILL)
         pytest.fail(f"jaxrun hung (over {HANG_GUARD} s) on a results folder that could not be written")
-    return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 def _errors(stderr: str) -> list[str]:
