@@ -202,7 +202,7 @@ def _gnu_time() -> str | None:
     return "/usr/bin/time" if "GNU" in version.stdout + version.stderr else None
 
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gnn_rendered_simulators" / "jax" / "pomdp_solver.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gnn_rendered_simulators" / "jax" / "pomdp_solver.py"
 
 
 @pytest.mark.skipif(_gnu_time() is None, reason="GNU time is not installed at /usr/bin/time (apt-get install time)")

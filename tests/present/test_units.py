@@ -1,5 +1,5 @@
 """Units say what they hold. Every memory figure jaxrun reports is in MiB (2^20 bytes: the ground
-truth is in tests/test_memory.py), and every surface that shows one says MiB, never MB: the
+truth is in tests/run/test_memory.py), and every surface that shows one says MiB, never MB: the
 terminal's tables, the run log's seed line, Markdown as a GFM parser reads it, the HTML report
 (columns, cards, the plot's axis), the exports' unit, the JSON Schemas of the result files and of
 the MCP tools' replies. A size the user types means what its unit says (kB/MB/GB decimal,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "jaxrun"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
 
 # The layers, lowest first: a module's layer is its top-level package (or, at the root, the
 # public entry point it is). A module may import its own layer and the ones below it.

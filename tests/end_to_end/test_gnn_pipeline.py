@@ -21,7 +21,7 @@ import jaxrun
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_OUTPUT = REPO_ROOT / "examples" / "gnn_pipeline" / "output"
 
 # <name> as jaxrun gives it (path relative to the searched folder, "/" -> "__", no ".py") ->

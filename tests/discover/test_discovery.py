@@ -18,7 +18,7 @@ from jaxrun.discover.scripts import (
 )
 from jaxrun.errors import ScriptNotFoundError, UsageError
 
-SRC_DIR = Path(__file__).resolve().parents[1] / "src"
+SRC_DIR = Path(__file__).resolve().parents[2] / "src"
 
 
 def write(root: Path, rel: str, text: str = "import jax\n") -> Path:

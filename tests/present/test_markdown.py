@@ -1,6 +1,6 @@
 """``--markdown FILE`` and ``$GITHUB_STEP_SUMMARY``: the run summary as Markdown tables, failures and
 regressions first, then every script. End to end through the real CLI; the regression row is
-checked on a crafted result (a real history regression takes many runs; tests/test_cli_analysis.py
+checked on a crafted result (a real history regression takes many runs; tests/interfaces/test_cli_analysis.py
 has that story)."""
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ CASES = {
                           message="left 1 process(es) running"),
     "killed_by_signal": Case("import os, signal\n" + NO_JAX + "os.kill(os.getpid(), signal.SIGSEGV)\n", "crashed",
                              message="SIGSEGV"),
-    # (A child that ignores SIGTERM as well: tests/test_execute.py, which waits out the kill grace.)
+    # (A child that ignores SIGTERM as well: tests/run/test_execute.py, which waits out the kill grace.)
     "timeout_with_a_child": Case(
         "import subprocess, sys, time\n" + NO_JAX +
         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', __file__])\ntime.sleep(300)\n",

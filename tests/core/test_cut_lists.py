@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from jaxrun.core.formatting import listed
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "jaxrun"
+SRC = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
 
 # Slices joined into text that are no list of things shown to a reader: a path's leading folders,
 # a notebook cell's code, two fixed file names.

@@ -10,7 +10,7 @@ from helpers import chrome, jaxrun, open_page, write
 
 pytest.importorskip("plotly")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"  # screenshots (git-ignored)
 
 GOOD = """\

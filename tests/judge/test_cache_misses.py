@@ -1,6 +1,6 @@
 """Why a warm persistent cache compiled a program an earlier run loaded (jaxrun.judge.cache_misses),
 and whether two runs' program is the same: the pure functions, on hand-built results. The
-end-to-end cases (real runs, a real cache, the history) are in tests/test_cache_miss_history.py."""
+end-to-end cases (real runs, a real cache, the history) are in tests/judge/test_cache_miss_history.py."""
 
 from __future__ import annotations
 

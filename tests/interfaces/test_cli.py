@@ -26,7 +26,7 @@ from jaxrun.__main__ import translate_seed_form
 from jaxrun.results.models import DeviceInfo
 from jaxrun.results.result_files import SCHEMAS
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = """\
 import jax

@@ -20,7 +20,7 @@ from helpers import load
 
 from jaxrun import get_jax_device_info
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def sleeper(seconds: float) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "jaxrun"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
 
 
 def _copy_package(into: Path) -> Path:

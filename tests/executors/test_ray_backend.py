@@ -20,7 +20,7 @@ from helpers import run_batch as batch
 
 ray = pytest.importorskip("ray")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = """\
 import jax
@@ -192,7 +192,7 @@ def test_a_lost_worker_is_a_crashed_result_not_a_crash(local_ray, tmp_path: Path
 @pytest.mark.slow
 def test_ray_runs_the_examples_like_a_local_batch(local_ray, tmp_path: Path) -> None:
     # The same files as a local batch: test_ray_gives_the_same_results_and_files_as_a_local_run;
-    # here the real examples, against what they record when run locally (tests/test_examples_math.py).
+    # here the real examples, against what they record when run locally (tests/project/test_examples_math.py).
     examples = REPO_ROOT / "examples" / "gnn_rendered_simulators"
     on_ray = batch(examples, tmp_path / "ray", backend="ray", jobs=2, timeout=120)
     assert [r.script_name for r in on_ray.script_results] == ["jax__combined_model", "jax__general_model", "jax__pomdp_solver"]

@@ -121,7 +121,7 @@ print("never reached: 2000 MiB held")
 
 
 def test_a_script_over_its_memory_limit_is_stopped_as_out_of_memory(tmp_path: Path, monkeypatch) -> None:
-    # jaxrun's own watch, without the kernel's limit (tests/test_fault_injection.py has that one).
+    # jaxrun's own watch, without the kernel's limit (tests/run/test_fault_injection.py has that one).
     monkeypatch.setenv(cgroups.DISABLE_ENV, "1")
     script = write(tmp_path / "s", "hungry.py", HUNGRY)
     result = execute_jax_script(script, device="cpu", memory_limit="400MiB", timeout=120)
@@ -164,7 +164,7 @@ def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: i
 
 
 def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path) -> None:
-    # tests/test_ray_backend.py runs the same on the Ray backend.
+    # tests/executors/test_ray_backend.py runs the same on the Ray backend.
     interrupt_and_resume(tmp_path, signal.SIGINT)
 
 

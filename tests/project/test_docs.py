@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator():  # type: ignore[no-untyped-def]

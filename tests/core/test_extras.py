@@ -15,7 +15,7 @@ from helpers import jaxrun, write
 
 from jaxrun.core.extras import EXTRAS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Extras whose absence changes no outcome (core/extras.py's docstring says why).
 DEGRADE = {"gpu", "cuda12", "cuda13", "examples", "dev"}
 MARK = "ran.txt"

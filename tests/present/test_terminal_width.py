@@ -20,7 +20,7 @@ from helpers import read_terminal, write
 LONG = "gnn_pipeline/output/11_render_output/tiger_pomdp/jax/Tiger POMDP_jax.py"
 QUICK = "if False:\n    import jax\nprint('done')\n"
 FAILS = "if False:\n    import jax\nraise ValueError('boom')\n"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # captures (git-ignored)
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"  # captures (git-ignored)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from helpers import load_module
 
-WORKLOADS = Path(__file__).resolve().parents[1] / "examples" / "workloads"
+WORKLOADS = Path(__file__).resolve().parents[2] / "examples" / "workloads"
 
 
 def load(name: str):

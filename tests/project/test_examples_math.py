@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import load_module
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "gnn_rendered_simulators" / "jax"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "gnn_rendered_simulators" / "jax"
 TIGER_BELIEFS = (0.5, 0.05, 0.2, 0.35, 0.6, 0.75, 0.9)
 
 

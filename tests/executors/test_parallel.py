@@ -33,7 +33,7 @@ from jaxrun.plan.job import Job
 from jaxrun.results.models import HistoryRun
 from jaxrun.run.runner import run_attempts
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CORES = sorted(os.sched_getaffinity(0))
 # Variables whose values these tests read from inside the scripts: a developer's own settings
 # must not leak into what the slots are expected to set.
