@@ -252,6 +252,7 @@ def test_results_support_mapping_access(mixed_batch) -> None:
 # --------------------------------------------------------------------------- behaviour of a run
 
 
+@pytest.mark.slow
 def test_bool_return_is_false_when_a_script_fails(tmp_path: Path, isolated_cache: Path) -> None:
     write(tmp_path / "s", "a_good.py", GOOD)
     write(tmp_path / "s", "b_fail.py", FAIL)
@@ -262,6 +263,7 @@ def test_bool_return_is_false_when_a_script_fails(tmp_path: Path, isolated_cache
     assert doc["metadata"]["complete"] is True
 
 
+@pytest.mark.slow
 def test_bool_return_is_true_when_all_succeed(tmp_path: Path, isolated_cache: Path) -> None:
     script = write(tmp_path, "only.py", GOOD)
     out = tmp_path / "r"
@@ -270,6 +272,7 @@ def test_bool_return_is_true_when_all_succeed(tmp_path: Path, isolated_cache: Pa
     assert (out / "script_results" / "only_result.json").is_file()
 
 
+@pytest.mark.slow
 def test_results_are_written_after_each_script(tmp_path: Path, isolated_cache: Path) -> None:
     out = (tmp_path / "results").resolve()
     write(tmp_path / "s", "a_first.py", """\
@@ -304,6 +307,7 @@ def test_results_are_written_after_each_script(tmp_path: Path, isolated_cache: P
     assert final["metadata"]["complete"] is True
 
 
+@pytest.mark.slow
 def test_rerun_replaces_the_previous_runs_files(tmp_path: Path, isolated_cache: Path) -> None:
     scripts, out = tmp_path / "s", tmp_path / "r"
     write(scripts, "keep.py", GOOD)

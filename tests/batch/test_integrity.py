@@ -56,6 +56,7 @@ def _run(*args: object, cwd: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_a_second_run_into_a_busy_results_folder_is_refused(tmp_path: Path) -> None:
     write(tmp_path / "a", "slow.py", SLOW)
     write(tmp_path / "b", "quick.py", QUICK)
@@ -86,6 +87,7 @@ def test_a_results_folder_that_is_a_file_is_a_usage_error(tmp_path: Path) -> Non
         run_jax_scripts(tmp_path / "s", device="cpu", results_dir=tmp_path / "r", history=False)
 
 
+@pytest.mark.slow
 def test_a_daemon_left_by_a_successful_script_is_stopped_and_counted(tmp_path: Path) -> None:
     pid_file = tmp_path / "daemon.pid"
     script = write(tmp_path / "s", "daemon.py", DAEMON)
@@ -120,6 +122,7 @@ print("never reached: 2000 MiB held")
 """
 
 
+@pytest.mark.slow
 def test_a_script_over_its_memory_limit_is_stopped_as_out_of_memory(tmp_path: Path, monkeypatch) -> None:
     # jaxrun's own watch, without the kernel's limit (tests/run/test_fault_injection.py has that one).
     monkeypatch.setenv(cgroups.DISABLE_ENV, "1")
@@ -163,6 +166,7 @@ def test_a_stopped_batch_lists_every_script_and_exits_130(tmp_path: Path, sig: i
         assert json.loads(result_files.script_result_path(tmp_path / "r", name).read_text())["error_class"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_resume_finishes_an_interrupted_batch_like_one_uninterrupted_run(tmp_path: Path) -> None:
     # tests/executors/test_ray_backend.py runs the same on the Ray backend.
     interrupt_and_resume(tmp_path, signal.SIGINT)
@@ -205,6 +209,7 @@ def test_the_history_survives_a_writer_killed_mid_write(tmp_path: Path) -> None:
             assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
+@pytest.mark.slow
 def test_resume_from_a_damaged_results_file_runs_what_no_script_file_holds(tmp_path: Path, caplog) -> None:
     write(tmp_path / "s", "quick.py", QUICK)
     (tmp_path / "r").mkdir()
@@ -274,6 +279,7 @@ time.sleep(20)
 """
 
 
+@pytest.mark.slow
 def test_scripts_never_outlive_a_killed_jaxrun_and_its_leftovers_go(tmp_path: Path) -> None:
     """Issue 24: after `kill -9` of jaxrun its scripts ran on unsupervised (re-parented to init),
     the folder lock was free at once, so a --resume ran them a second time beside the survivors,

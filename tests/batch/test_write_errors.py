@@ -59,6 +59,7 @@ def tiny_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_the_batch_in_one_line_and_resume_finishes_it(tmp_path: Path, tiny_disk: Path) -> None:
     scripts = tmp_path / "s"
     for i in range(1, 7):

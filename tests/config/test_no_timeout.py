@@ -64,6 +64,7 @@ def test_a_bad_timeout_names_the_way_to_say_no_limit_and_that_way_works(bad: obj
     assert RunOptions.build("api", timeout=float("inf")).timeout is None
 
 
+@pytest.mark.slow
 def test_the_cli_and_the_api_run_without_a_limit(tmp_path: Path) -> None:
     write(tmp_path, "s.py", SCRIPT)
     refused = jaxrun("run", tmp_path, "--timeout", "0", "--no-history", "--results-dir", tmp_path / "r0")

@@ -125,6 +125,7 @@ def test_refused_from_every_layer_in_one_line(tmp_path: Path, name: str) -> None
             assert any(f"{key} = " in said for key in pair.values) and f"{file}:" in said, said
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "config"])
 @pytest.mark.parametrize("name", PAIRS)
 def test_the_cli_says_one_line_with_and_without_a_config_file(tmp_path: Path, name: str, command: str) -> None:
@@ -141,6 +142,7 @@ def test_the_cli_says_one_line_with_and_without_a_config_file(tmp_path: Path, na
     assert not (tmp_path / "results").exists()  # refused before anything was written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "config"])
 def test_the_seed_s_monitoring_names_and_script_settings_are_checked_too(tmp_path: Path, command: str) -> None:
     results = ("--results-dir", tmp_path / "results", "--no-history")
@@ -178,6 +180,7 @@ def test_the_seed_s_monitoring_names_and_script_settings_are_checked_too(tmp_pat
 # --- per-device settings in `jaxrun config` -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_jaxrun_config_shows_per_device_settings_where_the_run_takes_them(tmp_path: Path) -> None:
     write(tmp_path, "s.py", SCRIPT)
     write(tmp_path, "pyproject.toml", textwrap.dedent("""\

@@ -119,6 +119,7 @@ print(jax.jit(lambda x: 1.0 / x)(jnp.float32(0.0)))
 """
 
 
+@pytest.mark.slow
 def test_debug_infs_reaches_the_child(tmp_path: Path) -> None:
     """An option added in three files (options, environment, CLI) changes what the script sees."""
     script = write(tmp_path, "inf.py", DIVIDES_BY_ZERO)
@@ -142,6 +143,7 @@ print(f(jnp.ones(3)))
 """
 
 
+@pytest.mark.slow
 def test_an_option_declared_in_two_files_reaches_the_child_from_every_surface(tmp_path: Path) -> None:
     """check_tracer_leaks is one field (config/options.py) and one variable (run/environment.py): the CLI
     flag, the JAXRUN_* variable and the API keyword all reach the script; without it the same

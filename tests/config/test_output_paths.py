@@ -51,6 +51,7 @@ def test_every_file_option_is_checked() -> None:
     assert all(f"({flag})" in checked[f"/tmp/x-{name}"] for name, flag in files.items()), checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_file_options()))
 def test_run_refuses_a_file_it_could_not_write_before_the_first_script(tmp_path: Path, name: str) -> None:
     flag = _file_options()[name]
@@ -81,6 +82,7 @@ def test_the_api_refuses_the_same_before_running(tmp_path: Path) -> None:
     assert not (tmp_path / "s" / MARK).exists() and not (tmp_path / "missing").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--export-json", "--export-csv", "--export-markdown"])
 def test_run_ab_and_compare_refuse_an_export_alike(tmp_path: Path, flag: str) -> None:
     """One checker: the same line from `jaxrun run`, `jaxrun ab` and `jaxrun compare`."""

@@ -225,6 +225,7 @@ def test_seed_configuration_blocks_map_onto_options(tmp_path: Path) -> None:
     assert options.origin_of("benchmark_runs").endswith("pyproject.toml:22")
 
 
+@pytest.mark.slow
 def test_jaxrun_config_shows_each_value_and_where_it_came_from(tmp_path: Path) -> None:
     sims = project(tmp_path)
     write(tmp_path, "sims/skipped.py", "# jaxrun: skip='needs a TPU'\n" + JAX)
@@ -267,6 +268,7 @@ print(json.dumps({"argv": sys.argv[1:], "dtype": str(jnp.ones(2).dtype),
 """
 
 
+@pytest.mark.slow
 def test_a_configured_project_runs_with_its_settings_end_to_end(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", """\
         [tool.jaxrun]
@@ -338,6 +340,7 @@ def test_a_configured_project_runs_with_its_settings_end_to_end(tmp_path: Path) 
     assert jaxrun("compare", results, other, "--fail-on-regression", "--allow-mismatch").returncode == 0
 
 
+@pytest.mark.slow
 def test_disable_jit_and_xla_flags_reach_the_script(tmp_path: Path) -> None:
     write(tmp_path, "s/check.py", """\
         import os, jax
@@ -363,6 +366,7 @@ def _run(walls: list[float], numerics: Numerics | None) -> HistoryRun:
                                for i, w in enumerate(walls)])
 
 
+@pytest.mark.slow
 def test_history_judges_only_against_runs_with_the_same_numerics(tmp_path: Path) -> None:
     plain, x64 = Numerics(), Numerics(x64=True)
     with HistoryStore(tmp_path / "h.sqlite") as store:
@@ -382,6 +386,7 @@ def test_history_judges_only_against_runs_with_the_same_numerics(tmp_path: Path)
         assert store.get(same).numerics == x64
 
 
+@pytest.mark.slow
 def test_jaxrun_history_says_not_judged_across_numerics_unless_allowed(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     with HistoryStore(db) as store:

@@ -81,6 +81,7 @@ def test_no_list_is_cut_outside_the_helper() -> None:
     assert not silent, silent
 
 
+@pytest.mark.slow
 def test_compare_names_every_script_of_two_runs_with_nothing_in_common(tmp_path: Path) -> None:
     """`jaxrun compare` of two runs without a script in common: the first five of each side, by
     the name the summary gives them, and how many more."""
@@ -96,6 +97,7 @@ def test_compare_names_every_script_of_two_runs_with_nothing_in_common(tmp_path:
             "NEW has sub/other.py") in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_the_report_counts_the_programs_and_log_lines_it_leaves_out(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("plotly")

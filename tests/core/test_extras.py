@@ -59,6 +59,7 @@ def _broken(tmp_path: Path, module: str, how: str) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["broken", "missing"])
 @pytest.mark.parametrize("feature", sorted(EXTRAS))
 def test_a_feature_whose_package_cannot_be_imported_is_refused_first(tmp_path: Path, feature: str, how: str) -> None:
@@ -90,6 +91,7 @@ def test_a_config_files_report_setting_is_checked_first_too(tmp_path: Path) -> N
     assert not (tmp_path / MARK).exists() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_with_the_packages_there_the_check_passes() -> None:
     for feature in ("report", "mcp"):
         pytest.importorskip(EXTRAS[feature].module)

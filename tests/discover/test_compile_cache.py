@@ -116,6 +116,7 @@ def test_a_warm_cache_cuts_backend_compile_seconds_tenfold(heavy: Path, tmp_path
     assert cold.results["cache_dir"] == cold.results["jax_cache_dir"] == str(cache.resolve())
 
 
+@pytest.mark.slow
 def test_no_compile_cache_means_no_hits_and_no_files(heavy: Path, tmp_path: Path, jaxrun_cache_dir: Path) -> None:
     before = set(cache_files(jaxrun_cache_dir / "xla_compilation_cache"))
     results = [run(heavy, tmp_path / f"r{i}", functions=4, compile_cache=False) for i in range(2)]
@@ -195,6 +196,7 @@ for k in range(6):
 """
 
 
+@pytest.mark.slow
 def test_the_cache_is_bounded_and_jaxrun_cache_reads_and_empties_it(tmp_path: Path) -> None:
     from helpers import jaxrun, write
 
@@ -237,6 +239,7 @@ print(sum(float(make(k)(jnp.ones((16, 16)) * 0.01)) for k in range(4)))
 _TWO_CORES = "import os, sys; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2]); os.execv(sys.argv[1], sys.argv[1:])"
 
 
+@pytest.mark.slow
 def test_the_cache_a_sequential_run_filled_serves_a_run_with_two_jobs(tmp_path: Path) -> None:
     """Issue 23: `jaxrun run --jobs 2` right after a sequential run recompiled everything (its
     one-core shares added --xla_cpu_multi_thread_eigen=false to XLA_FLAGS, which JAX hashes into

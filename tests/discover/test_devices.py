@@ -138,6 +138,7 @@ def test_device_facts_are_cached_on_disk_and_refresh_reprobes(tmp_path: Path) ->
     assert not list(cache.glob("*.tmp")) and not list(cache.glob(".*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [b"{ this is not json", b"\xff\xfe not UTF-8 \x80", b'{"jax_version": 3}'])
 def test_a_corrupt_cache_file_is_reprobed(tmp_path: Path, damage: bytes) -> None:
     # Garbled bytes (not UTF-8) were a UnicodeDecodeError traceback: the cache is read through

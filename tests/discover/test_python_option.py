@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun as run_cli
+from helpers import load, write
 
 import jaxrun
 from jaxrun.config.options import RunOptions
@@ -32,8 +34,6 @@ from jaxrun.core.interpreters import jaxrun_only_folder
 from jaxrun.discover.devices import get_jax_device_info
 from jaxrun.errors import UsageError
 from jaxrun.probe.arguments import interpreter
-from helpers import jaxrun as run_cli
-from helpers import load, write
 
 OWN_JAX = importlib.metadata.version("jax")
 OTHER_JAX = "0.10.1" if OWN_JAX != "0.10.1" else "0.10.2"

@@ -65,6 +65,7 @@ def _slower_with_programs(tmp_path: Path) -> tuple[Path, Path]:
             write_results_dir(tmp_path / "n", crafted_batch([new], [crafted_benchmark("m", noisy_times(2, scale=2.0))])))
 
 
+@pytest.mark.slow
 def test_compare_lists_each_program_under_the_heading_its_json_states(tmp_path: Path) -> None:
     base, new = _slower_with_programs(tmp_path)
     done = jaxrun("compare", base, new, "--export-markdown", tmp_path / "m.md")

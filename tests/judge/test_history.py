@@ -418,6 +418,7 @@ def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf") -
     return total
 
 
+@pytest.mark.slow
 def test_a_damaged_page_is_one_line_and_check_and_repair_save_what_can_be_read(tmp_path: Path) -> None:
     from helpers import jaxrun
 
@@ -452,6 +453,7 @@ def test_a_damaged_page_is_one_line_and_check_and_repair_save_what_can_be_read(t
     assert jaxrun("history", "--history", damaged, "--check").returncode == 1  # kept as it was
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["samples-root", "meta"])
 def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> None:
     """A page the batch's first record hits (samples-root), or one that opening the store reads

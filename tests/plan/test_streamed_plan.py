@@ -77,6 +77,7 @@ def instant(first_ran: threading.Event, ran: list[str]):  # type: ignore[no-unty
     return run_job
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_first_script_runs_before_the_plan_has_read_the_folder_and_each_runs_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
@@ -101,6 +102,7 @@ def test_the_first_script_runs_before_the_plan_has_read_the_folder_and_each_runs
     assert any("[1/?] start" in line for line in log[:found])  # the first script started before
 
 
+@pytest.mark.slow
 def test_a_bad_comment_found_late_stops_the_batch_in_one_line_and_resume_runs_the_rest_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = GATE + 100
@@ -137,6 +139,7 @@ with open(os.environ["RUNS_FILE"], "a") as f:
 """
 
 
+@pytest.mark.slow
 def test_a_folder_larger_than_the_plan_ahead_runs_every_script_once_from_the_command_line(tmp_path: Path) -> None:
     count = plan_module.PLAN_AHEAD_JOBS * 2 + 7
     (tmp_path / "s").mkdir()

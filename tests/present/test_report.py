@@ -131,6 +131,7 @@ def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[P
     assert script == "a_good.py" and to_host == "-" and live.endswith("B") and "CPU" in note
 
 
+@pytest.mark.slow
 def test_the_api_asks_for_the_report_as_the_cli_and_a_config_file_do(tmp_path: Path) -> None:
     """The report is one of the batch's outputs (a sink, asked for by the `report` option): the API
     gets it as `jaxrun run --report` does, the same file `jaxrun report` writes of that folder."""

@@ -194,6 +194,7 @@ def test_the_size_options_are_the_ones_expected() -> None:
     assert set(SIZE_OPTIONS) == {"compile_cache_max_size", "memory_limit"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SIZE_OPTIONS)
 def test_each_size_option_reads_its_unit_as_it_says_and_its_help_says_how(tmp_path: Path, name: str) -> None:
     flag = "--" + name.replace("_", "-")

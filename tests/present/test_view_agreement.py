@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from helpers import html_rows, jaxrun, load, tables, write, write_notebook
 
 NO_JAX = "if False:\n    import jax\n"
@@ -21,6 +22,7 @@ def _ranked(line: str) -> list[str]:
     return re.findall(r"(?:slowest: |, )(\S+) \d+\.\d\d s", line)
 
 
+@pytest.mark.slow
 def test_slowest_and_fastest_are_one_ranking_with_failed_and_kept_scripts(tmp_path: Path) -> None:
     src = tmp_path / "src"
     write(src, "quick.py", NO_JAX + "print('quick')\n")
@@ -69,6 +71,7 @@ def main():
 """
 
 
+@pytest.mark.slow
 def test_every_surface_names_a_script_in_a_subfolder_and_a_notebook_alike(tmp_path: Path) -> None:
     """sub/sleep1.py, sub/leaks.py and nb.ipynb read the same on the terminal, in Markdown, the HTML
     report, the CSV and JSON exports, JUnit, compare's exports, the history, the warm table and its
@@ -115,6 +118,7 @@ def test_every_surface_names_a_script_in_a_subfolder_and_a_notebook_alike(tmp_pa
     assert "warning: sub/leaks.py: live array bytes grew" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_exports_hold_what_was_measured_of_a_failed_script_as_the_table_and_junit_do(tmp_path: Path) -> None:
     import csv
     import io

@@ -53,6 +53,7 @@ def test_compare_reads_a_corrupted_results_file_or_says_why(good_results: bytes,
     _check(lambda path: compare_results(path, path), corrupted)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_resume_reads_a_corrupted_results_file_or_says_why(good_results: bytes, data: st.DataObject,

@@ -49,6 +49,7 @@ def _warnings(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "--resume:" in line]
 
 
+@pytest.mark.slow
 def test_resume_rebuilds_a_cut_off_batch_file_from_the_script_files(finished: Path, tmp_path: Path) -> None:
     root = _copy(finished, tmp_path)
     _cut(root / "r" / result_files.EXECUTION_RESULTS)
@@ -136,6 +137,7 @@ def test_compare_falls_back_from_a_damaged_benchmark_file(finished: Path, tmp_pa
     assert "jax_execution_results.json' is damaged: not valid JSON" in done.stderr
 
 
+@pytest.mark.slow
 def test_mcp_monitor_says_what_report_says(finished: Path, tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     import anyio
@@ -176,6 +178,7 @@ def _not_regular(path: Path, kind: str) -> str:
     return "is not a regular file but a character device"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_a_fifo_or_a_device_in_a_result_files_place_is_never_opened(finished: Path, tmp_path: Path, kind: str) -> None:
     """Every reader of result files (report, compare, --resume, the per-script files) says what is
@@ -207,6 +210,7 @@ def test_a_fifo_or_a_device_in_a_result_files_place_is_never_opened(finished: Pa
     assert not (root / "r" / result_files.EXECUTION_RESULTS).is_symlink()
 
 
+@pytest.mark.slow
 def test_report_shows_a_failed_scripts_log_tail_and_never_opens_a_fifo_in_its_place(tmp_path: Path) -> None:
     pytest.importorskip("plotly")
     write(tmp_path / "s", "bad.py", "if False:\n    import jax\nimport sys\nsys.stderr.write('x' * 300_000 + '\\n')\n"
@@ -238,6 +242,7 @@ def _readers(folder: str, other: str) -> dict[str, tuple[str, ...]]:
     }
 
 
+@pytest.mark.slow
 def test_every_reader_says_a_missing_folder_does_not_exist(finished: Path, tmp_path: Path) -> None:
     """It once said "jax_execution_results.json is missing" of a folder that is not there."""
     root = _copy(finished, tmp_path)
@@ -266,6 +271,7 @@ def _cut_at(text: str, how: str) -> str:
     return text[:at]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["inside a string", "inside a literal", "after a comma", "empty"])
 def test_every_reader_says_where_a_cut_file_stops_being_json(finished: Path, tmp_path: Path, how: str) -> None:
     """Line and column, with json's reason worded to point back at them (it once read "(Unterminated

@@ -263,6 +263,7 @@ def _interning_lines() -> list[int]:
         return [i for i, line in enumerate(source, 1) if "sys.intern(" in line]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2000])
 def test_a_batch_holds_a_few_hundred_bytes_a_result(tmp_path: Path, n: int) -> None:
     """The real batch on stand-in scripts: what it holds at its end (its returned batch included),

@@ -114,6 +114,7 @@ def test_execute_jax_script_replaces_only_its_own_earlier_files(tmp_path: Path) 
     assert (out / "script_results" / "a_result.json").is_file() and (out / "logs" / "a.stdout.log").is_file()
 
 
+@pytest.mark.slow
 def test_mcp_run_into_a_folder_of_the_users_files_is_a_tool_error_that_deletes_nothing(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     import anyio
@@ -147,6 +148,7 @@ def test_mcp_run_into_a_folder_of_the_users_files_is_a_tool_error_that_deletes_n
     assert {k: now.get(k) for k in before} == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["outputs", "outputs/a", "script_results", "logs/a.stdout.log",
                                   "jax_execution_results.json", "jax_profiling"])
 @pytest.mark.parametrize("resume", [False, True])
@@ -173,6 +175,7 @@ def test_a_symlink_at_one_of_jaxruns_names_is_refused_and_never_followed(tmp_pat
     assert _snapshot(elsewhere) == before and target.is_symlink()
 
 
+@pytest.mark.slow
 def test_links_a_script_left_in_its_outputs_are_removed_not_followed(tmp_path: Path) -> None:
     src, out, elsewhere = tmp_path / "src", tmp_path / "r", tmp_path / "elsewhere"
     write(elsewhere, "precious.txt", "precious\n")
@@ -183,6 +186,7 @@ def test_links_a_script_left_in_its_outputs_are_removed_not_followed(tmp_path: P
     assert (elsewhere / "precious.txt").read_text() == "precious\n"
 
 
+@pytest.mark.slow
 def test_an_option_file_inside_the_results_folder_is_jaxruns_on_the_next_run(tmp_path: Path) -> None:
     src, out = tmp_path / "src", tmp_path / "r"
     write(src, "a.py", QUICK)
