@@ -234,6 +234,7 @@ def test_trip_count_arithmetic() -> None:
     assert _trips(0, -1, 10, "lt") is None and _trips(0, 1, -5, "gt") is None
 
 
+@pytest.mark.slow
 def test_a_sharded_scan_counts_every_trip_on_every_device() -> None:
     # Two simulated CPU devices need XLA_FLAGS before jax starts: a process of its own.
     code = """

@@ -224,6 +224,7 @@ def _no_fraction_above_one(measured: list[Measurement]) -> None:
                 assert any("the fastest call" in w for w in m.warnings), m.warnings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stale", [False, True], ids=["measured peaks", "peaks measured under load"])
 def test_no_fraction_of_a_peak_exceeds_one(peaks: DevicePeaks, stale: bool) -> None:
     """Real functions on this CPU, against the measured peaks and against peaks 100 times too low
@@ -252,6 +253,7 @@ def test_measure_rejects_bad_input() -> None:
         bench.measure(functools.partial(jnp.add, 1.0), jnp.ones(3), min_samples=10, max_samples=5, peaks=False)
 
 
+@pytest.mark.slow
 def test_copy_bandwidth_is_within_2x_of_numpys_best_copy(peaks: DevicePeaks) -> None:
     """The outside reading: numpy's in-place copy of the same 256 MiB on the same machine, best of
     15. A fresh output array per call (the old method) measured about 3 GB/s against numpy's 10-35."""

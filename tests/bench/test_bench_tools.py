@@ -379,6 +379,7 @@ def test_pytree_nbytes_and_breakdown() -> None:
 # --- the documentation's examples -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["measure", "scaling", "speedup", "recompile", "_compiles", "pytree", "roofline"])
 def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(f"jaxrun.bench.{module}")

@@ -133,6 +133,7 @@ def test_fixture_writes_json_and_compares_with_a_baseline(suite: pytest.Pytester
     reported.stdout.fnmatch_lines([f"SLOWER: {WORK} *"])
 
 
+@pytest.mark.slow
 def test_tests_missing_from_the_baseline_are_not_comparable(suite: pytest.Pytester) -> None:
     baseline = suite.path / "empty.json"
     baseline.write_text(json.dumps({"generated_at": "x", "host": "h", "jaxrun_version": "0", "benchmarks": {}}))
@@ -141,6 +142,7 @@ def test_tests_missing_from_the_baseline_are_not_comparable(suite: pytest.Pytest
     result.stdout.fnmatch_lines(["NOT COMPARABLE: test_suite.py::test_two_in_one (not in the baseline)"])
 
 
+@pytest.mark.slow
 def test_bad_options_are_usage_errors(suite: pytest.Pytester) -> None:
     missing = _run(suite, "--jax-benchmark-compare", "nowhere.json")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
@@ -149,6 +151,7 @@ def test_bad_options_are_usage_errors(suite: pytest.Pytester) -> None:
     assert alpha.ret == pytest.ExitCode.USAGE_ERROR
 
 
+@pytest.mark.slow
 def test_a_damaged_baseline_is_named_with_what_is_wrong_in_one_line(suite: pytest.Pytester) -> None:
     baseline = suite.path / "base.json"
     baseline.write_text(json.dumps({"host": "h", "jaxrun_version": "0", "benchmarks": {}}))
@@ -164,6 +167,7 @@ def test_a_damaged_baseline_is_named_with_what_is_wrong_in_one_line(suite: pytes
     assert "is damaged: not valid JSON at line 1 column 29 (expecting ':' delimiter; the file ends there" in text, text
 
 
+@pytest.mark.slow
 def test_no_file_and_no_summary_without_benchmarks(suite: pytest.Pytester) -> None:
     out = suite.path / "out.json"
     result = _run(suite, "--jax-benchmark-json", str(out), "-k", "test_without_benchmark")
@@ -189,6 +193,7 @@ def _fast_benchmark(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunRe
     return result, PytestBenchmarks.model_validate(json.loads(out.read_text())).benchmarks["test_fast.py::test_fast"]
 
 
+@pytest.mark.slow
 def test_a_sub_millisecond_benchmark_is_sampled_within_the_time_budget(pytester: pytest.Pytester) -> None:
     # By default: about 1 s of samples, at least 10 of them, so no "too few samples" warning.
     result, m = _fast_benchmark(pytester)
@@ -205,6 +210,7 @@ def test_a_sub_millisecond_benchmark_is_sampled_within_the_time_budget(pytester:
     assert not any("too few" in w for w in short.steady.warnings + short.warnings)
 
 
+@pytest.mark.slow
 def test_the_time_budget_comes_from_the_ini_file_and_the_command_line_wins(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\njax_benchmark_time_budget = 0.05\n")
     _, from_ini = _fast_benchmark(pytester)
@@ -232,6 +238,7 @@ def test_three(jax_benchmark):
 '''
 
 
+@pytest.mark.slow
 def test_three_samples_a_side_are_too_few_to_judge_and_not_a_regression(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -31,6 +31,9 @@ from helpers import (
 pytest.importorskip("plotly")
 mcp = pytest.importorskip("mcp")
 
+# One rich run (two devices, a baseline, every surface) feeds every test here: ~45 s.
+pytestmark = pytest.mark.slow
+
 STEADY = """\
 # jaxrun: benchmark_runs=3 warmup_runs=0
 import jax

@@ -53,6 +53,7 @@ def broken(pipeline: Path) -> Path:
 # --- 000 README -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_readme_command_line_interface(pipeline: Path) -> None:
     # python src/execute/jax/jax_runner.py --output-dir output/ --verbose   (and --device gpu, --recursive)
     for flags in (["--verbose"], ["--device", "gpu"], ["--recursive", "--verbose"]):
@@ -61,6 +62,7 @@ def test_readme_command_line_interface(pipeline: Path) -> None:
         assert "2/2 succeeded" in proc.stdout  # pomdp_solver and general_model (jax_simulation.py is outside)
 
 
+@pytest.mark.slow
 def test_readme_python_api(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jaxrun import is_jax_available, run_jax_scripts
 
@@ -104,6 +106,7 @@ def test_readme_performance_logging(pipeline: Path, caplog: pytest.LogCaptureFix
     assert float(seconds[:-1]) > 0 and int(memory[:-3]) > 10
 
 
+@pytest.mark.slow
 def test_readme_step_12_integration(pipeline: Path) -> None:
     from jaxrun import run_jax_scripts
 
@@ -128,6 +131,7 @@ def test_readme_error_handling(pipeline: Path) -> None:
     assert execute_jax_script(script_path, device="cpu")
 
 
+@pytest.mark.slow
 def test_readme_performance_metrics_file(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jaxrun import run_jax_scripts
 
@@ -142,6 +146,7 @@ def test_readme_performance_metrics_file(pipeline: Path, capsys: pytest.CaptureF
     assert float(memory.split(": ")[1].rstrip("MB")) == max(m["memory_peak"] for m in metrics["scripts"].values())
 
 
+@pytest.mark.slow
 def test_readme_complete_pipeline_execution(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jaxrun import run_jax_scripts
 
@@ -178,6 +183,7 @@ def test_readme_custom_execution(broken: Path, capsys: pytest.CaptureFixture[str
 # --- 001 AGENTS -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_agents_run_jax_scripts_reference(pipeline: Path) -> None:
     from jaxrun import run_jax_scripts
 
@@ -191,6 +197,7 @@ def test_agents_run_jax_scripts_reference(pipeline: Path) -> None:
     assert success is True
 
 
+@pytest.mark.slow
 def test_agents_basic_execution(broken: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jaxrun import run_jax_scripts
 
@@ -253,6 +260,7 @@ def test_agents_device_detection_and_selection(capsys: pytest.CaptureFixture[str
     assert device_info["available_devices"][0]["memory_gb"] == pytest.approx(psutil.virtual_memory().total / 1024**3)
 
 
+@pytest.mark.slow
 def test_agents_performance_benchmarking(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jaxrun import execute_jax_script
 
@@ -337,6 +345,7 @@ def test_agents_mcp_tool_endpoint(pipeline: Path) -> None:
     assert batch["performance_summary"]["peak_memory_usage"] == data["performance_summary"]["peak_memory_mb"]
 
 
+@pytest.mark.slow
 def test_agents_results_data_structure(pipeline: Path) -> None:
     """The seed's `execution_results` dict: every key it shows is in jax_execution_results.json."""
     from jaxrun import run_jax_scripts

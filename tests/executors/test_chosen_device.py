@@ -142,6 +142,7 @@ def test_a_transient_failure_on_a_chosen_gpu_retries_there_then_falls_back(tmp_p
 # --------------------------------------------------------------------------- real runs on the CPU
 
 
+@pytest.mark.slow
 def test_cpu_0_runs_and_is_recorded_and_shown(tmp_path: Path) -> None:
     write(tmp_path / "s", "probe_devices.py", DEVICES)
     done = run_cli("run", tmp_path / "s", "--device", "cpu:0", "--results-dir", tmp_path / "r", "--no-history",
@@ -160,6 +161,7 @@ def test_cpu_0_runs_and_is_recorded_and_shown(tmp_path: Path) -> None:
     assert load(tmp_path / "r" / "jax_execution_results.json")["metadata"]["device_used"] == "cpu:0"
 
 
+@pytest.mark.slow
 def test_cpu_1_of_two_simulated_devices_is_the_scripts_default(tmp_path: Path) -> None:
     write(tmp_path / "s", "probe_devices.py", DEVICES)
     done = run_cli("run", tmp_path / "s", "--host-devices", "2", "--device", "cpu:1", "--results-dir", tmp_path / "r",
@@ -186,6 +188,7 @@ def test_a_missing_or_malformed_device_is_a_usage_error(tmp_path: Path, args: tu
     assert not (tmp_path / "r" / "script_results").exists()  # checked before anything ran
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not NO_GPU_HERE, reason="checks the fallback of a machine without a GPU")
 def test_gpu_1_without_a_gpu_falls_back_to_cpu_naming_it(tmp_path: Path) -> None:
     write(tmp_path / "s", "probe_devices.py", DEVICES)
@@ -202,6 +205,7 @@ def test_gpu_1_without_a_gpu_falls_back_to_cpu_naming_it(tmp_path: Path) -> None
     assert failed["error_class"] == "device_unavailable" and "gpu:1 is not available" in failed["error_message"]
 
 
+@pytest.mark.slow
 def test_the_api_the_config_and_a_header_choose_a_device(tmp_path: Path) -> None:
     script = write(tmp_path / "api", "probe_devices.py", DEVICES)
     result = jaxrun.execute_jax_script(script, device="cpu:0", config=False, compile_cache=False)

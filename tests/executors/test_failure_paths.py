@@ -52,6 +52,8 @@ def _path(result: ScriptResult) -> list[tuple[str, str | None]]:
 
 
 BACKENDS = [("sequential", "local", 1), ("local parallel", "local", 2), ("ray", "ray", 1)]
+# The Ray cases start a local Ray instance (~15 s): slow.
+PARAMS = [pytest.param(b, marks=pytest.mark.slow) if b[1] == "ray" else b for b in BACKENDS]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,7 @@ def ray_for_this_module():  # type: ignore[no-untyped-def]
     ray.shutdown()
 
 
-@pytest.fixture(params=BACKENDS, ids=[b[0] for b in BACKENDS])
+@pytest.fixture(params=PARAMS, ids=[b[0] for b in BACKENDS])
 def backend(request):  # type: ignore[no-untyped-def]
     if request.param[1] == "ray":
         request.getfixturevalue("ray_for_this_module")

@@ -291,6 +291,7 @@ def _history_run(script: Path, seconds: float) -> HistoryRun:
     )
 
 
+@pytest.mark.slow
 def test_history_durations_start_the_longest_scripts_first(tmp_path: Path) -> None:
     folder = tmp_path / "s"
     scripts = {name: write(folder, f"{name}.py", SHORT_SLEEP) for name in ("a_short", "b_long", "c_mid")}
@@ -317,6 +318,7 @@ def test_history_durations_start_the_longest_scripts_first(tmp_path: Path) -> No
 # --------------------------------------------------------------------------- Ctrl-C
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_every_running_job_and_exits_130(tmp_path: Path) -> None:
     folder, pids, out = tmp_path / "s", tmp_path / "pids", tmp_path / "r"
     pids.mkdir()
@@ -371,6 +373,7 @@ def test_host_devices_api_with_parallel_jobs(tmp_path: Path) -> None:
         assert load(tmp_path / "r" / "script_results" / f"{r.script_name}_result.json")["device_count"] == 4
 
 
+@pytest.mark.slow
 def test_host_devices_cli(tmp_path: Path) -> None:
     write(tmp_path / "s", "count.py", DEVICE_COUNT)
     env = dict(os.environ)

@@ -57,6 +57,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "localhost:{free}", "ray://127.0.0.1:{free}",
                                      "no-such-host.invalid:6379"])
 def test_an_address_nobody_answers_at_is_one_line_before_anything_changes(tmp_path: Path, address: str) -> None:
@@ -76,6 +77,7 @@ def test_an_address_nobody_answers_at_is_one_line_before_anything_changes(tmp_pa
     assert load(results / "script_results" / "old_result.json") == {"kept": True}
 
 
+@pytest.mark.slow
 def test_a_listener_that_never_answers_ends_within_the_timeout_without_rays_lines(tmp_path: Path) -> None:
     write(tmp_path / "s", "a.py", QUICK)
     results = tmp_path / "r"
@@ -96,6 +98,7 @@ def test_a_listener_that_never_answers_ends_within_the_timeout_without_rays_line
     assert log.read_text() == "the earlier run's log\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", ["0", "-1", "nan", "inf", "soon"])
 def test_the_timeout_is_a_number_of_seconds_above_zero_wherever_it_is_given(tmp_path: Path, given: str) -> None:
     write(tmp_path / "s", "a.py", QUICK)

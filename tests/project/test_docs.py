@@ -63,6 +63,7 @@ def test_the_reference_covers_every_command_flag_key_field_and_failure_class() -
         assert f"| `{name}` |" in errors and row.hint.split()[0] in errors, name
 
 
+@pytest.mark.slow
 def test_the_site_builds_strict_and_its_pages_say_what_the_cli_says(tmp_path: Path) -> None:
     site = tmp_path / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=ROOT,

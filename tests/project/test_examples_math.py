@@ -86,6 +86,7 @@ def test_gridworld_value_between_bounds(pomdp):
     assert grid["lower"] < grid["value"] <= grid["upper"] + 1e-4
 
 
+@pytest.mark.slow
 def test_pbvi_sharded_over_two_devices():
     code = (
         "import jax, numpy as np, importlib.util, sys\n"
@@ -115,6 +116,7 @@ def test_posterior_is_bayes_rule(general):
     np.testing.assert_allclose(post, expected / expected.sum(), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_active_inference_agents_reach_goal(general):
     res = general.run_agents(n_agents=256, n_steps=general.N_STEPS, seed=1)
     assert res["success_rate"] >= 0.9, res
@@ -122,6 +124,7 @@ def test_active_inference_agents_reach_goal(general):
     assert res["random_policy_success_rate"] < res["success_rate"] - 0.3, res
 
 
+@pytest.mark.slow
 def test_learned_likelihood_error_falls(combined):
     res = combined.run_learning(n_agents=128, seed=1)
     errors = np.array(res["error_by_episode"])

@@ -152,6 +152,7 @@ def test_rollout_actions_scans_a_fixed_sequence(env, task):
     np.testing.assert_array_equal(final.working, s.working)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["point", "bbox", "mask"])
 def test_batch_step_equals_a_loop_over_envs(env, kind):
     states, keys = env.make_batch(5, seed=11)
@@ -174,6 +175,7 @@ def test_batch_reset_equals_make_batch(env):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bbox", "mask"])
 def test_random_rollout_is_per_env_and_consistent(env, kind):
     states, keys = env.make_batch(6, seed=5)
@@ -188,6 +190,7 @@ def test_random_rollout_is_per_env_and_consistent(env, kind):
         np.testing.assert_allclose(np.asarray(a)[0], np.asarray(b)[2], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_random_policy_covers_kinds_and_operations(env):
     states, keys = env.make_batch(1)
     s0 = jax.tree.map(lambda x: x[0], states)
@@ -211,6 +214,7 @@ def test_scripted_episode_check(env):
 # --------------------------------------------------------------------------- surrogate
 
 
+@pytest.mark.slow
 def test_surrogate_jit_and_nojit_steps_agree(surrogate):
     (x, y), _ = surrogate.make_data(n_train=128, n_test=8)
     optimizer = surrogate.make_optimizer(steps=50)
@@ -268,6 +272,7 @@ def run_sharded(code: str, **env_vars: str | None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_sharded_mlp_on_four_simulated_devices_matches_one_device():
     code = (
         "mesh, step, args, host = sm.setup()\n"
