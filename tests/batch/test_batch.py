@@ -411,6 +411,7 @@ def test_summary_keeps_unknown_as_null_never_zero() -> None:
     assert metrics.aggregate == summary
 
 
+@pytest.mark.slow
 def test_a_script_deleted_during_the_batch_is_a_result(tmp_path: Path, isolated_cache: Path) -> None:
     src = tmp_path / "s"
     write(src, "a_deleter.py", """

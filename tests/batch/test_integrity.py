@@ -103,6 +103,7 @@ def _children() -> set[int]:
     return {p.pid for p in psutil.Process(os.getpid()).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
 
 
+@pytest.mark.slow
 def test_a_clean_script_leaves_nothing(tmp_path: Path) -> None:
     before = _children()  # Ray workers of earlier tests may be here
     result = execute_jax_script(write(tmp_path / "s", "quick.py", QUICK), device="cpu")

@@ -53,6 +53,7 @@ def _assert_close(measured, analytic):
     assert abs(measured - analytic) <= 0.01 * analytic, (measured, analytic, measured / analytic)
 
 
+@pytest.mark.slow
 def test_scan_of_10_matmuls_counts_all_10() -> None:
     x, w = _inputs()
     # The defect, as XLA alone has it: one matmul's FLOPs for a program that does ten.

@@ -26,6 +26,7 @@ def _mlp_item(params, x):
     return h @ params["w2"]
 
 
+@pytest.mark.slow
 def test_batch_scaling_table() -> None:
     key = jax.random.key(0)
     w1 = jax.random.normal(key, (64, 64))

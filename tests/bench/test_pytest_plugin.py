@@ -220,6 +220,7 @@ def test_the_time_budget_comes_from_the_ini_file_and_the_command_line_wins(pytes
     assert from_flag.time_budget == 0.02 and 10 <= from_flag.num_samples <= 20
 
 
+@pytest.mark.slow
 def test_a_bad_time_budget_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_fast=FAST)
     flag = _run(pytester, "--jax-benchmark-time-budget", "0")

@@ -132,6 +132,7 @@ def test_the_api_signatures_list_every_option_with_its_default() -> None:
     assert list(one)[:2] == ["script_path", "device"] and list(batch)[:2] == ["pipeline_output_dir", "recursive_search"]
 
 
+@pytest.mark.slow
 def test_an_api_keyword_left_out_takes_the_config_file_value(tmp_path: Path) -> None:
     (tmp_path / "jaxrun.toml").write_text('args = ["from-config"]\n')
     script = write(tmp_path, "s.py", "import sys\nimport jaxrun\njaxrun.record(argv=sys.argv[1:])\n")
@@ -143,6 +144,7 @@ def test_an_api_keyword_left_out_takes_the_config_file_value(tmp_path: Path) -> 
         jaxrun.execute_jax_script(script, "cpu", timout=3)
 
 
+@pytest.mark.slow
 def test_the_mcp_tools_schemas_come_from_the_options() -> None:
     pytest.importorskip("mcp")
     from jaxrun.interfaces.mcp_server import build_server

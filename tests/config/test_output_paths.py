@@ -102,6 +102,7 @@ def test_run_ab_and_compare_refuse_an_export_alike(tmp_path: Path, flag: str) ->
     assert not (tmp_path / "missing").exists()
 
 
+@pytest.mark.slow
 def test_report_and_the_pytest_plugin_check_their_file_first(tmp_path: Path) -> None:
     _script(tmp_path / "s")
     assert jaxrun("run", tmp_path / "s", "--device", "cpu", "--no-history", "--results-dir", tmp_path / "r").returncode == 0

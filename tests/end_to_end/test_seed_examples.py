@@ -81,6 +81,7 @@ def test_readme_python_api(pipeline: Path, capsys: pytest.CaptureFixture[str]) -
     assert capsys.readouterr().out.splitlines()[-1] == "Execution successful: True"
 
 
+@pytest.mark.slow
 def test_readme_individual_script_execution(pipeline: Path) -> None:
     from jaxrun import execute_jax_script
 
@@ -90,6 +91,7 @@ def test_readme_individual_script_execution(pipeline: Path) -> None:
     assert success and success.success is True
 
 
+@pytest.mark.slow
 def test_readme_performance_logging(pipeline: Path, caplog: pytest.LogCaptureFixture) -> None:
     from jaxrun import execute_jax_script
 
@@ -121,6 +123,7 @@ def test_readme_step_12_integration(pipeline: Path) -> None:
     assert execute_jax_step("output/") is True
 
 
+@pytest.mark.slow
 def test_readme_error_handling(pipeline: Path) -> None:
     from jaxrun import execute_jax_script, is_jax_available
 
@@ -165,6 +168,7 @@ def test_readme_complete_pipeline_execution(pipeline: Path, capsys: pytest.Captu
     assert capsys.readouterr().out.splitlines()[-1] == "All JAX scripts executed successfully"
 
 
+@pytest.mark.slow
 def test_readme_custom_execution(broken: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jaxrun import execute_jax_script, find_jax_scripts
 
@@ -284,6 +288,7 @@ def test_agents_performance_benchmarking(pipeline: Path, capsys: pytest.CaptureF
     assert 0 < bench.memory_efficiency < 1
 
 
+@pytest.mark.slow
 def test_agents_script_discovery_and_batch_execution(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jaxrun import execute_jax_script, find_jax_scripts
 
@@ -331,6 +336,7 @@ def test_agents_debug_mode(pipeline: Path) -> None:
     assert "Finished XLA compilation of jit(" in Path(results["stderr_log"]).read_text()
 
 
+@pytest.mark.slow
 def test_agents_mcp_tool_endpoint(pipeline: Path) -> None:
     from jaxrun import run_jax_scripts
 
@@ -366,6 +372,7 @@ def test_agents_results_data_structure(pipeline: Path) -> None:
             "performance_stability"} <= set(doc["benchmarking"])
 
 
+@pytest.mark.slow
 def test_seed_aliases_reach_the_script(tmp_path: Path) -> None:
     """enable_jax_debug turns on both of JAX's checks; debug turns on its compile log."""
     from jaxrun import execute_jax_script

@@ -214,6 +214,7 @@ def test_each_result_is_persisted_as_it_finishes(sequential_and_parallel) -> Non
 # --------------------------------------------------------------------------- thread budget
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len(CORES) < 2, reason="needs at least 2 usable cores")
 @pytest.mark.usefixtures("no_budget_env")
 def test_two_jobs_each_get_a_disjoint_share_of_the_cores(tmp_path: Path) -> None:
@@ -239,6 +240,7 @@ def test_two_jobs_each_get_a_disjoint_share_of_the_cores(tmp_path: Path) -> None
     assert a | b <= set(CORES)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("no_budget_env")
 def test_one_job_sees_every_core_and_no_thread_override(tmp_path: Path) -> None:
     folder, barrier = tmp_path / "s", tmp_path / "barrier"
@@ -252,6 +254,7 @@ def test_one_job_sees_every_core_and_no_thread_override(tmp_path: Path) -> None:
     assert "xla_cpu_multi_thread_eigen" not in seen["xla_flags"]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("no_budget_env")
 def test_the_users_thread_settings_win_over_the_budget(tmp_path: Path) -> None:
     folder, barrier = tmp_path / "s", tmp_path / "barrier"
@@ -360,6 +363,7 @@ def test_ctrl_c_stops_every_running_job_and_exits_130(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- simulated devices
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("no_budget_env")
 def test_host_devices_api_with_parallel_jobs(tmp_path: Path) -> None:
     write(tmp_path / "s", "count.py", DEVICE_COUNT)

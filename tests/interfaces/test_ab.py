@@ -45,6 +45,7 @@ def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
     return _git(repo, "rev-parse", "HEAD")
 
 
+@pytest.mark.slow
 def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path: Path) -> None:
     write(tmp_path / "A", "s.py", SLEEPS.format(seconds=0.05))
     write(tmp_path / "B", "s.py", SLEEPS.format(seconds=0.10))
@@ -78,6 +79,7 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     assert "Against the baseline" in page and "data-compared='s'" in page and "slower" in page.split("data-compared='s'")[1][:300]
 
 
+@pytest.mark.slow
 def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:
     write(tmp_path, "old.py", SLEEPS.format(seconds=0.05))
     write(tmp_path, "new.py", SLEEPS.format(seconds=0.05))
@@ -86,6 +88,7 @@ def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:
     assert report.scripts[0].verdict == "no significant change" and not report.regressions
 
 
+@pytest.mark.slow
 def test_two_revisions_in_temporary_worktrees_leave_the_users_tree_alone(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     fast = _commit(repo, "fast", {"s/s.py": SLEEPS.format(seconds=0.05)})
@@ -102,6 +105,7 @@ def test_two_revisions_in_temporary_worktrees_leave_the_users_tree_alone(tmp_pat
     assert not Path(report["sides"]["BASE"]["root"]).exists()  # the temporary worktree is gone
 
 
+@pytest.mark.slow
 def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
@@ -114,6 +118,7 @@ def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
     assert _git(repo, "worktree", "list").count("\n") == 0
 
 
+@pytest.mark.slow
 def test_bisect_says_when_bad_is_not_slower(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
@@ -168,6 +173,7 @@ def _started_ab(repo: Path, base: str, results: Path, env: dict[str, str]) -> tu
     raise AssertionError(proc.communicate())
 
 
+@pytest.mark.slow
 def test_a_later_ab_removes_the_checkouts_of_a_killed_one_and_nothing_else(tmp_path: Path) -> None:
     """``kill -9`` of a real ``jaxrun ab --base-rev`` leaves its two worktrees registered and its
     checkouts in jaxrun's cache folder; the next ``jaxrun ab`` (of two revisions, or of any two
@@ -222,6 +228,7 @@ def test_a_later_ab_removes_the_checkouts_of_a_killed_one_and_nothing_else(tmp_p
     assert (tmp_path / "mine" / "s" / "s.py").is_file()
 
 
+@pytest.mark.slow
 def test_an_ab_stopped_by_ctrl_c_removes_its_own_checkouts_and_only_those(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     base = _commit(repo, "one", {"s/s.py": SLEEPS.format(seconds=0.05)})
@@ -248,6 +255,7 @@ def test_cache_clear_all_leaves_the_checkouts_of_ab_to_ab(tmp_path: Path) -> Non
     assert not (cache / "devices-x.json").exists() and not (cache / "xla_compilation_cache" / "k-cache").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gate", [True, False])
 def test_the_report_of_an_ab_folder_states_the_exit_status_the_command_gave(tmp_path: Path, gate: bool) -> None:
     """With --fail-on-regression `jaxrun ab` exits 1 on a regression, and the report of its folder

@@ -91,6 +91,7 @@ def test_unknown_device_lists_the_valid_ones(cli, tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["notes.txt", "README.md", "script"])
 def test_a_file_that_is_not_a_python_script_is_refused_before_anything_is_written(
         cli, tmp_path: Path, name: str) -> None:
@@ -138,6 +139,7 @@ def test_results_dir_that_is_a_file_is_exit_2(cli, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- run
 
 
+@pytest.mark.slow
 def test_console_script_success_batch_prints_summary_and_exits_0(cli, tmp_path: Path) -> None:
     console = Path(sys.executable).parent / "jaxrun"
     if not console.exists():
@@ -162,6 +164,7 @@ def test_console_script_success_batch_prints_summary_and_exits_0(cli, tmp_path: 
     assert doc["metadata"]["scripts_successful"] == 2
 
 
+@pytest.mark.slow
 def test_a_failing_script_makes_exit_1(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "a_good.py", GOOD)
     write(tmp_path / "s", "b_bad.py", FAIL)
@@ -176,6 +179,7 @@ def test_a_failing_script_makes_exit_1(cli, tmp_path: Path) -> None:
     assert doc["metadata"]["complete"] is True
 
 
+@pytest.mark.slow
 def test_include_and_exclude_are_passed_through(cli, tmp_path: Path) -> None:
     for rel in ("alpha.py", "beta.py", "sub/gamma.py", "other.py"):
         write(tmp_path / "s", rel, GOOD)
@@ -188,6 +192,7 @@ def test_include_and_exclude_are_passed_through(cli, tmp_path: Path) -> None:
     assert [r["script_name"] for r in doc["script_results"]] == ["alpha", "sub__gamma"]
 
 
+@pytest.mark.slow
 def test_no_recursive_only_runs_the_top_folder(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "top.py", GOOD)
     write(tmp_path / "s", "sub/deep.py", GOOD)
@@ -197,6 +202,7 @@ def test_no_recursive_only_runs_the_top_folder(cli, tmp_path: Path) -> None:
     assert [r["script_name"] for r in doc["script_results"]] == ["top"]
 
 
+@pytest.mark.slow
 def test_seed_form_runs_the_folder_with_gpu_falling_back_to_cpu(cli, tmp_path: Path) -> None:
     write(tmp_path / "pipeline", "a/model.py", GOOD)
     write(tmp_path / "pipeline", "b/model.py", GOOD)
@@ -250,6 +256,7 @@ if "jaxrun.probe.devices_child" in sys.orig_argv:
 """
 
 
+@pytest.mark.slow
 def test_a_broken_device_probe_does_not_stop_the_batch(cli, tmp_path: Path) -> None:
     # A sitecustomize on PYTHONPATH kills only the device-facts child; the scripts still run.
     write(tmp_path / "site", "sitecustomize.py", BROKEN_PROBE)
@@ -289,6 +296,7 @@ time.sleep(30)
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli, tmp_path: Path) -> None:
     write(tmp_path / "s", "a_quick.py", GOOD)
     write(tmp_path / "s", "b_sleeper.py", SLEEPER)
@@ -336,6 +344,7 @@ def test_ctrl_c_stops_the_script_keeps_partial_results_and_exits_130(cli, tmp_pa
 # --------------------------------------------------------------------------- schema / devices / check
 
 
+@pytest.mark.slow
 def test_schema_prints_every_schema_as_valid_json_schema(schemas) -> None:
     assert set(schemas) == set(SCHEMAS)
     for name, schema in schemas.items():
@@ -345,6 +354,7 @@ def test_schema_prints_every_schema_as_valid_json_schema(schemas) -> None:
     assert set(FIXED_FIELDS) <= set(schemas["script_result"]["properties"])
 
 
+@pytest.mark.slow
 def test_schema_of_one_model(cli, schemas) -> None:
     proc = cli.run("schema", "device_info")
     assert proc.returncode == 0, proc.stderr
@@ -391,6 +401,7 @@ def test_devices_table(cli) -> None:
         assert " yes " not in rows["gpu"] and " yes " not in rows["tpu"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here")
 def test_a_missing_libtpu_is_not_installed_without_xla_internal_text(cli) -> None:
     """JAX tries tpu on every machine; without libtpu XLA says "INTERNAL: Failed to open

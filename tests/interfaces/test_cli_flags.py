@@ -142,6 +142,7 @@ def available(info, platform: str) -> bool:
 # --- run --compile-cache DIR / --no-compile-cache -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_compile_cache_dir_is_filled_then_hit_by_the_next_run(cli, tmp_path: Path, jaxrun_cache_dir: Path) -> None:
     write(tmp_path, "s/tiny.py", TINY_JIT)
     cache = tmp_path / "my-cache"
@@ -165,6 +166,7 @@ def test_compile_cache_dir_is_filled_then_hit_by_the_next_run(cli, tmp_path: Pat
     assert cache_entries(default_cache) == before  # DIR replaced jaxrun's default cache
 
 
+@pytest.mark.slow
 def test_no_compile_cache_ignores_a_cache_that_holds_the_script(jaxrun_cli, tmp_path: Path) -> None:
     """The default cache (in jaxrun's cache folder) serves a second run; --no-compile-cache does not
     use it even though it holds this very script's programs, and adds nothing to it."""
@@ -212,6 +214,7 @@ def test_cold_cache_makes_every_benchmark_run_compile(cli, tmp_path: Path) -> No
     assert cache_entries(cache) == entries  # the cold runs neither read nor wrote DIR
 
 
+@pytest.mark.slow
 def test_cold_cache_on_a_plain_run_starts_cold(cli, tmp_path: Path) -> None:
     write(tmp_path, "s/tiny.py", TINY_JIT)
     cache = tmp_path / "cache"
@@ -226,6 +229,7 @@ def test_cold_cache_on_a_plain_run_starts_cold(cli, tmp_path: Path) -> None:
 # --- run --no-history ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("named_by", ["env", "--history before", "--history after", "no --no-history"])
 def test_no_history_stores_nothing_wherever_the_history_is_named(cli, tmp_path: Path, named_by: str) -> None:
     """A benchmark is stored in the history that $JAXRUN_HISTORY or --history names, unless
@@ -250,6 +254,7 @@ def test_no_history_stores_nothing_wherever_the_history_is_named(cli, tmp_path: 
 # --- run --debug-nans --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_debug_nans_turns_a_nan_inside_jit_into_numerical_instability(cli, tmp_path: Path) -> None:
     nan = write(tmp_path, "s/nan.py", MAKES_NAN)
     write(tmp_path, "s/clean.py", CLEAN)
@@ -279,6 +284,7 @@ def absent_accelerator(device_info) -> str:
     pytest.skip("both gpu and tpu are available here: no absent accelerator to request")
 
 
+@pytest.mark.slow
 def test_no_fallback_fails_instead_of_running_on_cpu(cli, tmp_path: Path, absent_accelerator: str) -> None:
     write(tmp_path, "s/tiny.py", TINY_JIT)
     fell_back = ok(cli.run("run", "s", "--device", absent_accelerator, "--no-compile-cache", "--results-dir", "fb"))
@@ -304,6 +310,7 @@ def test_no_fallback_fails_instead_of_running_on_cpu(cli, tmp_path: Path, absent
 # --- run --retries N ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_retries_rerun_a_transient_failure_until_it_succeeds(cli, tmp_path: Path) -> None:
     without = write(tmp_path, "a/flaky.py", FLAKY)
     proc = cli.run("run", without, "--device", "cpu", "--no-compile-cache", "--results-dir", "r0")
@@ -324,6 +331,7 @@ def test_retries_rerun_a_transient_failure_until_it_succeeds(cli, tmp_path: Path
     assert "Unable to initialize backend" in (logs / "flaky.attempt1.stderr.log").read_text()
 
 
+@pytest.mark.slow
 def test_retries_are_bounded_and_only_for_transient_failures(cli, tmp_path: Path) -> None:
     nodev = write(tmp_path, "s/nodev.py", NO_DEVICE)
     broken = write(tmp_path, "s/broken.py", "raise ValueError('not transient')\n")
@@ -368,6 +376,7 @@ def test_gpu_slot_options_below_one_are_usage_errors(cli, tmp_path: Path, option
     assert not (tmp_path / "r").exists()  # rejected before anything ran
 
 
+@pytest.mark.slow
 def test_jobs_per_gpu_leaves_cpu_jobs_alone(cli, tmp_path: Path) -> None:
     """The memory fraction of --jobs-per-gpu is a GPU-slot setting: CPU jobs of the same batch run
     with their core share and no XLA memory fraction (the GPU side needs a GPU: see below)."""
@@ -383,6 +392,7 @@ def test_jobs_per_gpu_leaves_cpu_jobs_alone(cli, tmp_path: Path) -> None:
     assert sorted(r["results"]["omp_threads"] for r in results) == shares  # each its share of the cores
 
 
+@pytest.mark.slow
 def test_gpus_per_job_without_gpus_is_accepted_and_unused(cli, tmp_path: Path, device_info) -> None:
     """Without GPUs --gpus-per-job has nothing to hand out: it is validated (>= 1, above) and a CPU
     batch runs as without it. What it does with GPUs is checked by the GPU-only tests below."""
@@ -531,6 +541,7 @@ def test_compare_defaults_judge_every_phase_and_gate_on_run_and_compile(default_
     assert report["regressions"] == []
 
 
+@pytest.mark.slow
 def test_compare_of_three_runs_against_three_says_too_few_and_passes_the_gate(cli, tmp_path: Path) -> None:
     """Issue 23: 'run_time x2.751 [2.717, 2.780] p=0.1' (3 vs 3) was printed as 'no significant change'.
     No 3-vs-3 test can reach p < 0.05: the table says too few runs to judge and how many are needed,
@@ -548,6 +559,7 @@ def test_compare_of_three_runs_against_three_says_too_few_and_passes_the_gate(cl
     assert rows["three"]["verdict"] == "too few runs to judge" and report["regressions"] == []
 
 
+@pytest.mark.slow
 def test_compare_metric_picks_the_gate(cli, crafted_pair) -> None:
     base, new = crafted_pair
     report, rows = compare_json(cli, base, new, "--metric", "wall_time", "--fail-on-regression", expect=1)
@@ -562,6 +574,7 @@ def test_compare_metric_picks_the_gate(cli, crafted_pair) -> None:
     assert report["regressions"] == []  # fourruns: p = 0.029 in body_time too, not below 0.01
 
 
+@pytest.mark.slow
 def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, crafted_pair) -> None:
     """-q: no table; tenpct (10% slower, p < 0.01) has a line, and so has fourruns (4 runs a side
     can never reach p < 0.01: too few runs to judge, with the runs it needs); then the summary."""
@@ -582,6 +595,7 @@ def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, c
         "geometric mean of ratios (NEW/BASE): compile_time 1.000, run_time 1.000"], same.stdout
 
 
+@pytest.mark.slow
 def test_compare_min_effect_decides_whether_ten_percent_counts(cli, crafted_pair) -> None:
     base, new = crafted_pair
     # Gated on wall time, tenpct is slower at the default 5%; at 20% the same p < 0.01 does not count.

@@ -37,6 +37,7 @@ def _usage_and_value_names(help_text: str) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_every_commands_help_names_its_values_in_words() -> None:
     commands = _commands()
     assert {("run",), ("compare",), ("history",), ("report",), ("config",), ("cache", "info")} <= set(commands)
@@ -129,6 +130,7 @@ def _long_flags(path: tuple[str, ...], command: click.Command) -> list[str]:
     return [o for p in command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
 
 
+@pytest.mark.slow
 def test_an_unknown_flag_names_the_command_and_only_close_flags_everywhere() -> None:
     """Every command and sub-command: an unrelated flag gets no suggestion (it once got '--jobs,
     --verbose': click compares the names with their dashes), a typo gets its flag, and the help

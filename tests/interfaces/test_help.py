@@ -44,6 +44,7 @@ def _judging_module(command: object) -> str | None:
     return getattr(helps, "module", None)
 
 
+@pytest.mark.slow
 def test_every_help_is_rendered_text_and_names_the_test_its_command_uses() -> None:
     commands = _commands()
     names = {path for path, _ in commands}
@@ -69,6 +70,7 @@ def test_every_help_is_rendered_text_and_names_the_test_its_command_uses() -> No
                       ("ab",): paired.TEST_NAME, ("bisect",): paired.TEST_NAME}
 
 
+@pytest.mark.slow
 def test_the_pytest_plugins_help_names_the_test_it_judges_with() -> None:
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "jaxrun.pytest_plugin", "--help"],
                           capture_output=True, text=True, timeout=120)

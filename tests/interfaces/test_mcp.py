@@ -30,6 +30,7 @@ TOOLS = {"execute.run_jax_scripts", "execute.check_jax_availability", "execute.m
          "execute.benchmark_jax_script"}
 
 
+@pytest.mark.slow
 def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     write(root / "scripts", "a.py", QUICK)
@@ -89,6 +90,7 @@ def test_the_four_tools_run_report_and_refuse_paths_outside_the_root(tmp_path: P
     assert not (outside / "jaxrun_results").exists()
 
 
+@pytest.mark.slow
 def test_cancelling_a_run_stops_its_scripts(tmp_path: Path) -> None:
     root = tmp_path / "root"
     write(root / "slow", "sleepy.py", SLEEPY)
@@ -122,6 +124,7 @@ def test_cancelling_a_run_stops_its_scripts(tmp_path: Path) -> None:
     assert doc["script_results"][0]["error_class"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_each_tool_error_is_one_plain_line_on_the_servers_stderr(tmp_path: Path) -> None:
     """The SDK logs every tool error; rich's handler made each a boxed block of ~10 wrapped lines."""
     root = tmp_path / "root"
@@ -185,6 +188,7 @@ def _refusal(called: dict, tool: str, argument: str) -> str:
     return said
 
 
+@pytest.mark.slow
 def test_every_argument_of_every_tool_is_bounded_and_a_refusal_names_it(tmp_path: Path) -> None:
     """Each tool x each string argument, 10 MB long, holding a NUL byte, or just past PATH_MAX;
     each count past its option's bound (2**63) or below 0; each number out of range. Refused

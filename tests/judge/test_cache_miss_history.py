@@ -286,6 +286,7 @@ def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_p
     assert [c["change"] for c in as_json["program_changes"]["2"]] == ["the program changed"]
 
 
+@pytest.mark.slow
 def test_a_history_that_cannot_be_opened_is_one_note_for_a_run_that_only_used_jax(tmp_path: Path) -> None:
     """Not a usage error (nothing was benchmarked), not "unreadable" (nothing is damaged): a note."""
     from helpers import jaxrun

@@ -567,6 +567,7 @@ def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
         assert before["jit(f)"][0].recorded_at == "t"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["compile_runs-root", "meta"])
 def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_path: Path, page: str) -> None:
     """What a run compiled is history too: a damaged page its write hits (compile_runs-root) or

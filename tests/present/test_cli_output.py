@@ -10,6 +10,7 @@ import pty
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers import child_env, jaxrun, jaxrun_command, read_terminal, write
 from rich.console import Console
 
@@ -38,6 +39,7 @@ def _under_pty(*args: object, cwd: Path) -> tuple[int, str]:
     return proc.wait(timeout=120), output
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_the_live_view_then_the_summary(tmp_path: Path) -> None:
     status, output = _under_pty("run", _folder(tmp_path), "--results-dir", tmp_path / "r", "--no-history",
                                 "--device", "cpu", cwd=tmp_path)

@@ -9,6 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from helpers import jaxrun, write
 from junitparser import Error, Failure, JUnitXml, Skipped
 
@@ -19,6 +20,7 @@ EXPECTED_TO_FAIL = "# jaxrun: xfail='known bug'\nimport jax\nraise RuntimeError(
 SKIPPED = "# jaxrun: skip='needs a TPU'\nimport jax\nprint('never')\n"
 
 
+@pytest.mark.slow
 def test_the_report_holds_each_script_as_a_ci_reads_it(tmp_path: Path) -> None:
     folder = tmp_path / "s"
     write(folder, "a_passes.py", PASSES)

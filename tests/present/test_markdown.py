@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import table_rows, write
 
 from jaxrun.present.sinks.markdown import render_markdown
@@ -34,6 +35,7 @@ raise ValueError("bad | input")
 """
 
 
+@pytest.mark.slow
 def test_markdown_file_and_github_step_summary(tmp_path: Path) -> None:
     folder = tmp_path / "s"
     write(folder, "a_good.py", GOOD)

@@ -169,6 +169,7 @@ def _walk(value: object, key: str = "") -> list[tuple[str, object]]:
     return [(key, value)] if key == "description" else []
 
 
+@pytest.mark.slow
 def test_the_mcp_tools_replies_say_mib(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     import anyio

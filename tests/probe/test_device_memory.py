@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import jaxrun
 from jaxrun.probe import events
 from jaxrun.probe.jax_hooks import peak_bytes_in_use
@@ -43,6 +45,7 @@ def test_unknown_is_null_with_the_reason() -> None:
     assert device_memory(read_probe_report([]))[1] == "the script did not import jax"
 
 
+@pytest.mark.slow
 def test_a_real_cpu_run_reports_null_device_memory_with_a_reason(tmp_path: Path) -> None:
     script = tmp_path / "s.py"
     script.write_text("import jax.numpy as jnp\nprint(float(jnp.ones(3).sum()))\n")

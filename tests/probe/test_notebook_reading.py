@@ -55,6 +55,7 @@ _notebook = st.fixed_dictionaries(
               "nbformat_minor": st.integers(0, 5)})
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(notebook=_notebook, indent=st.sampled_from([None, 1, 2]), ascii_only=st.booleans(),
        chunk=st.sampled_from([1, 2, 3, 7, 64, 4096]), reorder=st.booleans(), before_311=st.booleans())
@@ -77,6 +78,7 @@ def test_the_reader_keeps_what_json_reads_however_the_file_is_cut(
     assert _what_jaxrun_uses(read.data) == _what_jaxrun_uses(json.loads(data))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(notebook=_notebook, data=st.data())
 def test_a_cut_or_merged_notebook_is_an_error_at_the_line_and_column_json_gives(notebook: dict, data) -> None:

@@ -203,6 +203,7 @@ def test_save_notebooks_writes_a_valid_executed_copy(mixed) -> None:
     assert json.loads((folder / "eqx_mlp.ipynb").read_text())["cells"][4]["outputs"] == []  # the user's file untouched
 
 
+@pytest.mark.slow
 def test_each_cell_time_is_what_the_cell_measured_of_itself(tmp_path: Path) -> None:
     # Each timed cell measures its own body with perf_counter; jaxrun's figure of the cell holds
     # that and little more (compiling the cell's code, two channel writes): a figure 2x off fails.
@@ -227,6 +228,7 @@ def test_each_cell_time_is_what_the_cell_measured_of_itself(tmp_path: Path) -> N
     assert result.import_time + result.run_time <= result.body_time + 1e-6 and result.phases_note is None
 
 
+@pytest.mark.slow
 def test_a_cell_may_await_at_top_level_on_one_loop_for_the_whole_notebook(tmp_path: Path) -> None:
     """As in Jupyter (its kernel awaits on its event loop): a queue made on the loop in one cell
     is used by a task awaited in the next; an error in an awaiting cell names its line."""
@@ -244,6 +246,7 @@ def test_a_cell_may_await_at_top_level_on_one_loop_for_the_whole_notebook(tmp_pa
     assert [c.outcome for c in result.cells] == ["ok", "ok", "ok", "ok", "error"] and result.cells[4].error_line == 2
 
 
+@pytest.mark.slow
 def test_code_that_calls_get_ipython_itself_gets_the_shell(tmp_path: Path) -> None:
     """No magic line, but get_ipython() in the code (as notebooks exported from IPython have):
     with IPython installed, the shell is there, as in Jupyter."""
@@ -258,6 +261,7 @@ def test_code_that_calls_get_ipython_itself_gets_the_shell(tmp_path: Path) -> No
     assert result.results == {"shell": "InteractiveShell", "total": 2.0}
 
 
+@pytest.mark.slow
 def test_a_benchmarked_notebook_s_cells_are_the_medians_of_its_counted_runs(tmp_path: Path) -> None:
     write_notebook(tmp_path / "b", "bench.ipynb", [
         "import os, time, jax\nrun = len(os.listdir('.')) - 1",  # 0, 1, 2: the files it left before
@@ -341,6 +345,7 @@ ENDINGS = {
 }
 
 
+@pytest.mark.slow
 def test_every_way_a_cell_ends_gives_its_outcome_its_true_seconds_and_its_output(tmp_path: Path) -> None:
     for name, (code, _, _) in ENDINGS.items():
         write_notebook(tmp_path / "n", f"{name}.ipynb", [
@@ -395,6 +400,7 @@ def test_discovery_of_notebooks_stays_bounded_and_reads_their_settings(tmp_path:
         read_header(tmp_path / "typo.ipynb")
 
 
+@pytest.mark.slow
 def test_execute_jax_script_runs_a_notebook_beside_its_script(tmp_path: Path) -> None:
     notebook = write_notebook(tmp_path, "m.ipynb", ["import jax.numpy as jnp\nprint('sum', jnp.ones(4).sum())"])
     script = write(tmp_path, "m.py", "import jax.numpy as jnp\nprint('sum', jnp.ones(4).sum())\n")
@@ -408,6 +414,7 @@ def test_execute_jax_script_runs_a_notebook_beside_its_script(tmp_path: Path) ->
     assert copy.cells[0].outputs == [{"output_type": "stream", "name": "stdout", "text": "sum 4.0\n"}]
 
 
+@pytest.mark.slow
 def test_run_verbose_prints_each_cell(mixed, tmp_path: Path) -> None:
     folder, _, _ = mixed
     proc = jaxrun_cli("run", folder / "fails.ipynb", "-v", "--results-dir", tmp_path / "r", "-d", "cpu",

@@ -45,6 +45,7 @@ def run(script: Path, results: Path, **options):  # type: ignore[no-untyped-def]
     return result
 
 
+@pytest.mark.slow
 def test_run_time_is_the_sleep_after_importing_jax(tmp_path: Path) -> None:
     result = run(write(tmp_path, "sleeper.py", SLEEPS_AFTER_JAX), tmp_path / "r")
     # Ground truth: the script's own work is a 1.5 s sleep (sleep never returns early).
@@ -72,6 +73,7 @@ def test_compilation_inside_an_import_is_counted_once(tmp_path: Path) -> None:
     assert result.body_time == pytest.approx(result.import_time + result.run_time, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_benchmark_samples_keep_each_phase(tmp_path: Path) -> None:
     result = run(write(tmp_path, "sleeper.py", SLEEPS_AFTER_JAX.replace("1.5", "0.2")), tmp_path / "r",
                  benchmark_runs=2)
@@ -163,6 +165,7 @@ jaxrun.record(one_call=one_call, dispatch=time.perf_counter() - started)
 """
 
 
+@pytest.mark.slow
 def test_run_time_includes_device_work_the_script_never_waited_for(tmp_path: Path) -> None:
     # Asynchronous dispatch: the six calls return at once; their work must still be in the run
     # time (on a GPU it used to finish during interpreter exit, seen only in the wall time).
@@ -203,6 +206,7 @@ time.sleep(0.3)
 """
 
 
+@pytest.mark.slow
 def test_a_script_running_many_import_statements_gets_exact_phases_and_no_note(tmp_path: Path) -> None:
     """140,000 import statements (JAX's own, inside its functions, reach that in a tutorial): the
     import timer keeps its bookkeeping bounded without losing the split or saying anything about it."""

@@ -101,6 +101,7 @@ def assert_partition(result) -> None:  # type: ignore[no-untyped-def]
     assert -1e-6 <= compile_wall <= (result.jit_compile_time or 0.0) + 1e-6, (compile_wall, result.jit_compile_time)
 
 
+@pytest.mark.slow
 def test_imports_in_four_threads_count_their_union(tmp_path: Path) -> None:
     result = run(tmp_path, THREADED_IMPORTS)
     assert result.success, result.error_message
@@ -113,6 +114,7 @@ def test_imports_in_four_threads_count_their_union(tmp_path: Path) -> None:
     assert result.phases_note is None
 
 
+@pytest.mark.slow
 def test_device_work_whose_results_are_dropped_is_run_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stamps = tmp_path / "stamps"
     monkeypatch.setenv("STAMPS", str(stamps))
@@ -213,6 +215,7 @@ def test_a_timed_out_script_has_its_body_measured_to_the_kill(tmp_path: Path) ->
     assert "before the probe could report its phases" in result.phases_note
 
 
+@pytest.mark.slow
 def test_the_drains_program_is_kept_and_a_damaged_copy_is_replaced(tmp_path: Path, jaxrun_cache_dir: Path) -> None:
     """The drain's tiny program is kept serialized in jaxrun's cache folder (XLA compiles it in tens
     of ms; it loads in a few), never in the script's compile cache; a damaged copy costs a compile."""

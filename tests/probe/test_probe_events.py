@@ -49,6 +49,7 @@ def run_probe(tmp_path: Path, name: str) -> Path:
     return channel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted([*SCRIPTS, *NOTEBOOKS]))
 def test_every_line_a_real_probe_writes_matches_its_definition(tmp_path: Path, name: str) -> None:
     lines = [json.loads(line) for line in run_probe(tmp_path, name).read_text().splitlines()]
@@ -69,6 +70,7 @@ def test_every_line_a_real_probe_writes_matches_its_definition(tmp_path: Path, n
         assert kinds.count(events.TRANSFER_GUARD) == 1  # once, however many settings
 
 
+@pytest.mark.slow
 def test_the_parent_reads_back_what_the_probe_wrote(tmp_path: Path) -> None:
     written = read_events(run_probe(tmp_path, "jax_recorded"))
     report = read_probe_report(written)

@@ -52,6 +52,7 @@ def test_program_keys_name_the_transformation_and_the_function() -> None:
     assert all(k.startswith("jit(") for k in c.counts), c.counts
 
 
+@pytest.mark.slow
 def test_the_explanation_budget_ends_with_a_reason_that_says_so() -> None:
     f = jax.jit(lambda v: v * 2)
     xs = [jnp.ones(n) for n in range(1, programs.MAX_EXPLAINED + 6)]
@@ -88,6 +89,7 @@ def test_a_warning_does_not_call_a_cache_load_a_compilation() -> None:
         "values: f32[1] -> f32[2] -> f32[3]"]
 
 
+@pytest.mark.slow
 def test_a_script_that_asked_for_explanations_still_sees_them(tmp_path: Path) -> None:
     """jaxrun hides only the explanations it asked for; the script's own logging is its own."""
     script = write(tmp_path / "s", "asks.py", (
@@ -106,6 +108,7 @@ def test_a_script_that_asked_for_explanations_still_sees_them(tmp_path: Path) ->
     assert reason == "argument v changed f32[2] -> f32[3]"
 
 
+@pytest.mark.slow
 def test_the_persistent_caches_bookkeeping_stays_out_of_the_scripts_stderr(tmp_path: Path) -> None:
     """JAX logs 'Writing jit_f to persistent compilation cache' at WARNING only because jaxrun
     turned explanations on: a plain python run prints nothing, and so does the script under

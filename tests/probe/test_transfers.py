@@ -148,6 +148,7 @@ KNOWN = """\
 """
 
 
+@pytest.mark.slow
 def test_implicit_transfers_counted_exactly_and_kept_out_of_the_log(tmp_path: Path) -> None:
     result = run(write(tmp_path, "known.py", KNOWN), tmp_path)
     assert result.success, result.error_message
@@ -165,6 +166,7 @@ def test_implicit_transfers_counted_exactly_and_kept_out_of_the_log(tmp_path: Pa
     assert written["transfers"]["host_to_device"] == {"count": 3, "bytes": 3584} and written["live_array_bytes"] == 4_000_000
 
 
+@pytest.mark.slow
 def test_a_transfer_jax_logs_without_its_array_makes_the_bytes_unknown(tmp_path: Path) -> None:
     script = write(tmp_path, "same.py", """\
         import numpy as np, jax
@@ -178,6 +180,7 @@ def test_a_transfer_jax_logs_without_its_array_makes_the_bytes_unknown(tmp_path:
     assert "2 of the 3" in transfers.reason and "at least 1024 bytes" in transfers.reason
 
 
+@pytest.mark.slow
 def test_the_users_own_guard_setting_is_kept_in_the_log(tmp_path: Path) -> None:
     script = write(tmp_path, "users.py", "import numpy as np, jax\nx = jax.device_put(np.zeros(8, np.float32)) + np.ones(8, np.float32)\n")
     result = run(script, tmp_path, env={"JAX_TRANSFER_GUARD": "log"})
@@ -188,6 +191,7 @@ def test_the_users_own_guard_setting_is_kept_in_the_log(tmp_path: Path) -> None:
     assert allowed.host_to_device is None and "JAX_TRANSFER_GUARD=allow" in allowed.reason
 
 
+@pytest.mark.slow
 def test_a_script_that_sets_the_guard_itself(tmp_path: Path) -> None:
     allows = write(tmp_path, "allows.py", """\
         import numpy as np, jax
@@ -217,6 +221,7 @@ def test_without_jax_both_are_unknown(tmp_path: Path) -> None:
 # --- warm mode: live arrays growing over steady calls ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_entry_that_keeps_arrays_alive_is_warned_of(tmp_path: Path) -> None:
     leaks = write(tmp_path, "leaks.py", """\
         import jax.numpy as jnp
@@ -270,6 +275,7 @@ def test_a_script_that_changes_the_guard_variable_before_importing_jax(tmp_path:
     assert transfers.host_to_device is None and "JAX_TRANSFER_GUARD=allow" in transfers.reason  # never a false 0
 
 
+@pytest.mark.slow
 def test_a_log_level_that_hides_the_guards_lines_makes_the_counts_unknown(tmp_path: Path) -> None:
     script = write(tmp_path, "quiet.py", "import numpy as np, jax\nx = jax.device_put(np.zeros(8, np.float32)) + np.ones(8, np.float32)\n")
     transfers = run(script, tmp_path, env={"TF_CPP_MIN_LOG_LEVEL": "2"}).transfers
@@ -281,6 +287,7 @@ def test_a_log_level_that_hides_the_guards_lines_makes_the_counts_unknown(tmp_pa
     assert "before importing jax" in transfers.reason
 
 
+@pytest.mark.slow
 def test_processes_the_script_starts_after_importing_jax_get_no_guard(tmp_path: Path) -> None:
     script = write(tmp_path, "spawns.py", """\
         import os, subprocess, sys

@@ -68,6 +68,7 @@ def test_every_jax_internal_jaxrun_reads_is_where_it_expects(tmp_path: Path) -> 
     assert not moved, f"JAX internals moved in this JAX version: {moved}"
 
 
+@pytest.mark.slow
 def test_a_moved_internal_leaves_the_figures_null_with_the_reason(tmp_path: Path) -> None:
     # As on a JAX whose compilation function was renamed: the script still runs, its figures are
     # null, and the result says why.
@@ -147,6 +148,7 @@ def _fingerprints(folder: Path, **fields: str):  # type: ignore[no-untyped-def]
     return stats.fingerprint, stats.input_fingerprint
 
 
+@pytest.mark.slow
 def test_fingerprints_are_the_programs_not_the_process_or_the_line(tmp_path: Path) -> None:
     first = _fingerprints(tmp_path / "a")
     assert _fingerprints(tmp_path / "b") == first  # another process, the same program
@@ -156,6 +158,7 @@ def test_fingerprints_are_the_programs_not_the_process_or_the_line(tmp_path: Pat
     assert changed[0] != first[0] and changed[1] != first[1]
 
 
+@pytest.mark.slow
 def test_variants_counts_the_programs_built_for_new_shapes(tmp_path: Path) -> None:
     script = write(tmp_path, "shapes.py", """\
         import jax, jax.numpy as jnp
@@ -178,6 +181,7 @@ def test_no_xla_analysis_leaves_the_figures_null(tmp_path: Path) -> None:
     assert stats.analysis_time == 0.0
 
 
+@pytest.mark.slow
 def test_the_compile_environment_holds_what_the_cache_key_hashes(tmp_path: Path) -> None:
     script = write(tmp_path, "flags.py", "import jax, jax.numpy as jnp\njax.jit(lambda x: x + 1)(jnp.ones(3))\n")
     flags = "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=2"
@@ -191,6 +195,7 @@ def test_the_compile_environment_holds_what_the_cache_key_hashes(tmp_path: Path)
     assert env.jax_config["jax_enable_x64"] == "False" and env.jax_config["jax_default_matmul_precision"] == "None"
 
 
+@pytest.mark.slow
 def test_an_executable_loaded_from_the_persistent_cache_has_its_facts(tmp_path: Path) -> None:
     script = write(tmp_path, "cached.py", "import jax, jax.numpy as jnp\njax.jit(lambda x: x @ x)(jnp.ones((128, 128)))\n")
     options = dict(device="cpu", timeout=120, compile_cache=str(tmp_path / "cache"))

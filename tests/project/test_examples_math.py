@@ -66,6 +66,7 @@ def test_tiger_one_step_values(pomdp):
     np.testing.assert_allclose(values, [-1.0, 10.0, 10.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("horizon", [5, 10])
 def test_pbvi_matches_exact_tiger_value(pomdp, horizon):
     pbvi = pomdp.solve_tiger_pbvi(horizon, 1001, TIGER_BELIEFS)["values"]
@@ -81,6 +82,7 @@ def test_coarse_pbvi_is_a_lower_bound_that_misses(pomdp):
     assert np.max(exact - coarse) > 1e-2
 
 
+@pytest.mark.slow
 def test_gridworld_value_between_bounds(pomdp):
     grid = pomdp.solve_gridworld(horizon=30)
     assert grid["lower"] < grid["value"] <= grid["upper"] + 1e-4

@@ -205,6 +205,7 @@ def test_random_policy_covers_kinds_and_operations(env):
         env.random_action(keys[0], jnp.uint32(0), s0, "lasso")
 
 
+@pytest.mark.slow
 def test_scripted_episode_check(env):
     result = env.check_scripted_episode()
     assert 0 < result["similarity_start"] < 1

@@ -69,6 +69,7 @@ def test_resume_rebuilds_a_cut_off_batch_file_from_the_script_files(finished: Pa
     assert load(root / "r" / "script_results" / "b_result.json")["success"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["missing metadata", "not JSON", "missing"])
 def test_resume_rebuilds_a_batch_file_missing_fields_not_json_or_gone(finished: Path, tmp_path: Path,
                                                                       damage: str) -> None:
@@ -119,6 +120,7 @@ def test_report_names_the_field_that_does_not_match(finished: Path, tmp_path: Pa
     assert "is damaged: does not match BatchResult: script_results.0.success: Field required" in done.stderr
 
 
+@pytest.mark.slow
 def test_compare_falls_back_from_a_damaged_benchmark_file(finished: Path, tmp_path: Path) -> None:
     root = _copy(finished, tmp_path)
     _cut(root / "r" / result_files.BENCHMARK_RESULTS)

@@ -56,6 +56,7 @@ def _user_folder(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     return proj, src, _snapshot(proj)
 
 
+@pytest.mark.slow
 def test_a_folder_holding_the_users_files_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     proj, src, before = _user_folder(tmp_path)
     line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", proj))
@@ -65,6 +66,7 @@ def test_a_folder_holding_the_users_files_is_refused_before_anything_is_written(
     assert _snapshot(proj) == before  # not even a lock file or a manifest
 
 
+@pytest.mark.slow
 def test_with_allow_other_files_the_users_files_are_kept_run_after_run(tmp_path: Path) -> None:
     proj, src, before = _user_folder(tmp_path)
     write(src, "b.py", WRITES)

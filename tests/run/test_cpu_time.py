@@ -114,6 +114,7 @@ open(os.path.join(READINGS, "script"), "w").write(repr(time.process_time()))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how,cgroup", WAYS)
 def test_a_child_nobody_waits_for_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
                                         cgroup: bool) -> None:
@@ -188,6 +189,7 @@ open(os.path.join(READINGS, "script"), "w").write(repr(time.process_time()))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how,cgroup", [WAYS[0], WAYS[2]])
 def test_a_daemon_that_left_the_tree_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
                                             cgroup: bool) -> None:

@@ -113,6 +113,7 @@ print("value", float(y))
 """
 
 
+@pytest.mark.slow
 def test_numerical_instability_with_debug_nans(tmp_path, results):
     script = write_script(tmp_path, "nan_jit.py", NAN_SCRIPT)
     result = run(script, results, debug_nans=True)
@@ -125,6 +126,7 @@ def test_numerical_instability_with_debug_nans(tmp_path, results):
     assert "jnp.log(x)" in result.traceback
 
 
+@pytest.mark.slow
 def test_nan_without_debug_nans_is_a_success(tmp_path, results):
     script = write_script(tmp_path, "nan_jit.py", NAN_SCRIPT)
     result = run(script, results)
@@ -190,6 +192,7 @@ def test_out_of_memory_memory_error(tmp_path, results):
     assert result.exit_code == 1
 
 
+@pytest.mark.slow
 def test_timeout(tmp_path, results):
     script = write_script(tmp_path, "sleepy.py", "import time\nprint('started', flush=True)\ntime.sleep(60)\n")
     result = run(script, results, timeout=2)
@@ -282,6 +285,7 @@ def test_device_unavailable_tpu_without_fallback(tmp_path, results):
 # --- gpu -> cpu fallback --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gpu_falls_back_to_cpu(tmp_path, results):
     script = write_script(
         tmp_path,
@@ -513,6 +517,7 @@ def test_background_processes_are_stopped_when_the_script_ends(tmp_path, results
 # --- what is measured ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_compiles_counted_per_program_with_the_reason_of_each_recompile(tmp_path, results):
     script = write_script(
         tmp_path,
@@ -555,6 +560,7 @@ def test_compiles_counted_per_program_with_the_reason_of_each_recompile(tmp_path
     assert result.cache_hits is None and result.cache_misses is None and result.compile_time_saved is None
 
 
+@pytest.mark.slow
 def test_transformations_of_one_function_are_separate_programs(tmp_path, results):
     """jax.monitoring names jit(loss), jit(grad(loss)), jit(vmap(loss)) and pmap(loss) all `loss`
     (or `_fun`); the result keeps them apart, one compile each, and no warning."""
@@ -628,6 +634,7 @@ def test_cpu_time_includes_children(tmp_path, results):
     assert result.cpu_time >= 1.0  # 0.4 s in the script + 0.6 s in its child
 
 
+@pytest.mark.slow
 def test_memory_peak_of_the_process_tree(tmp_path, results):
     script = write_script(
         tmp_path,
@@ -658,6 +665,7 @@ def test_memory_peak_of_the_process_tree(tmp_path, results):
     assert result.memory_peak >= 300
 
 
+@pytest.mark.slow
 def test_cpu_device_memory_is_unknown_with_a_reason(tmp_path, results):
     script = write_script(
         tmp_path,

@@ -143,6 +143,7 @@ def assert_valid_results(results: Path) -> dict:
     return json.loads((results / result_files.EXECUTION_RESULTS).read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_fault(name: str, tmp_path: Path) -> None:
     case = CASES[name]
@@ -228,6 +229,7 @@ jaxrun.record(memory_limit=read(f"/sys/fs/cgroup/memory{memory}/memory.limit_in_
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/sys/fs/cgroup/memory").is_dir() or not _can_make_cgroups(memory_limit=2**30),
                     reason="needs cgroup v1 memory and pids hierarchies that jaxrun may write to")
 def test_the_kernel_holds_the_limits_the_script_runs_under(tmp_path: Path) -> None:

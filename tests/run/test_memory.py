@@ -88,6 +88,7 @@ os.waitpid(pid, 0)
 """
 
 
+@pytest.mark.slow
 def test_pages_shared_with_a_forked_child_count_once(tmp_path: Path) -> None:
     pid_file = tmp_path / "parent.pid"
     script = write(tmp_path / "s", "forks.py", FORKS_A_SLEEPING_CHILD.format(pid_file=str(pid_file)))
@@ -122,6 +123,7 @@ time.sleep(1.5)
 """
 
 
+@pytest.mark.slow
 def test_a_double_forked_grandchild_counts_for_memory_and_cpu(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = write(tmp_path / "s", "double_fork.py", DOUBLE_FORK.format(pid_file=str(pid_file)))
@@ -135,6 +137,7 @@ def test_a_double_forked_grandchild_counts_for_memory_and_cpu(tmp_path: Path) ->
         int(pid_file.read_text())).status() == psutil.STATUS_ZOMBIE  # stopped when the script ended
 
 
+@pytest.mark.slow
 def test_a_launcher_holding_800_mb_lends_none_of_it(tmp_path: Path) -> None:
     """The kernel's ru_maxrss survives fork+exec; jaxrun must not report the caller's memory."""
     script = write(tmp_path, "tiny.py", "import time\ntime.sleep(0.2)\n")
@@ -175,6 +178,7 @@ time.sleep(0.3)
 """
 
 
+@pytest.mark.slow
 def test_memory_peak_is_in_mib_a_known_allocation_reads_as_its_size(tmp_path: Path) -> None:
     """Ground truth for the unit: a script that allocates and touches 256 MiB (2^28 bytes) peaks
     256 higher than the same script without it, so memory_peak is in MiB. In MB (10^6 bytes) the
@@ -205,6 +209,7 @@ def _gnu_time() -> str | None:
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gnn_rendered_simulators" / "jax" / "pomdp_solver.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_gnu_time() is None, reason="GNU time is not installed at /usr/bin/time (apt-get install time)")
 def test_memory_peak_of_a_real_program_matches_gnu_times_maxrss_in_mib(tmp_path: Path) -> None:
     """A real JAX program, measured twice in the same run: jaxrun's memory_peak, and GNU time's

@@ -65,6 +65,7 @@ def assert_gone(outputs: Path) -> None:
     assert alive == [], f"processes of the job still running: {alive}"
 
 
+@pytest.mark.slow
 def test_a_two_process_psum_is_one_job_with_each_process_recorded(tmp_path: Path) -> None:
     write(tmp_path / "s", "psum.py", PSUM.format(header=""))
     batch = run_batch(tmp_path / "s", tmp_path / "r", processes=2)
@@ -91,6 +92,7 @@ def test_a_two_process_psum_is_one_job_with_each_process_recorded(tmp_path: Path
     assert [p["process_id"] for p in on_disk["processes"]] == [0, 1]
 
 
+@pytest.mark.slow
 def test_a_process_that_raises_fails_the_job_with_its_error_and_the_others_are_stopped(tmp_path: Path) -> None:
     write(tmp_path / "s", "fails.py", FAILS)
     done = jaxrun_cli("run", tmp_path / "s", "--device", "cpu", "--processes", "2", "--results-dir",
@@ -110,6 +112,7 @@ def test_a_process_that_raises_fails_the_job_with_its_error_and_the_others_are_s
     assert_gone(tmp_path / "r" / "outputs" / "fails")
 
 
+@pytest.mark.slow
 def test_a_process_that_hangs_is_stopped_with_the_job_by_its_timeout(tmp_path: Path) -> None:
     write(tmp_path / "s", "hangs.py", HANGS)
     batch = run_batch(tmp_path / "s", tmp_path / "r", processes=2, timeout=5)
@@ -128,6 +131,7 @@ SLURM = {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "node1", "SLURM_NTASKS":
          "SLURM_LOCALID": "5"}
 
 
+@pytest.mark.slow
 def test_a_header_comment_asks_for_processes_as_the_flag_does_and_one_process_is_as_before(tmp_path: Path) -> None:
     write(tmp_path / "s", "psum.py", PSUM.format(header="# jaxrun: processes=2\n"))
     write(tmp_path / "s", "plain.py", "import jax\nimport jaxrun\njaxrun.record(value=1)\n")

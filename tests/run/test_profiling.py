@@ -143,6 +143,7 @@ def test_profiling_does_not_change_what_the_script_computes(tmp_path: Path, prof
     assert "profile" not in on_disk  # the samples are in jax_profiling/, not in the result file
 
 
+@pytest.mark.slow
 def test_the_seed_api_returns_performance_metrics(tmp_path: Path) -> None:
     script = write(tmp_path / "s", "holds.py", HOLDS_200MIB)
     results = execute_jax_script(script_path=script, device="cpu", enable_profiling=True, timeout_seconds=600,

@@ -13,6 +13,8 @@ import textwrap
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 import jaxrun
 
 # jaxrun's backoff before retry k (k = 1, 2, ...) is RETRY_BACKOFF_BASE * 2**(k-1): 1.0 s, then
@@ -30,6 +32,7 @@ raise RuntimeError("Unable to initialize backend 'cuda': no visible devices")
 """
 
 
+@pytest.mark.slow
 def test_retries_wait_the_backoff_between_attempts(tmp_path: Path) -> None:
     script = tmp_path / "no_device.py"
     script.write_text(textwrap.dedent(ALWAYS_NO_DEVICE))

@@ -47,6 +47,7 @@ def _heavy(module: str) -> bool:
     return any(module == name or module.startswith(name + ".") for name in HEAVY)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [(), ("--jobs", "2"), ("--benchmark-runs", "2", "--no-history"),
                                    ("--markdown", "{tmp}/summary.md", "--export-json", "{tmp}/all.json")])
 def test_the_first_script_gets_its_job_before_anything_heavy_is_imported(tmp_path: Path, flags: tuple[str, ...]) -> None:
@@ -139,6 +140,7 @@ def test_a_later_sink_is_told_what_happened_before_it_was_made_in_order() -> Non
 REAPED = "the script's teardown (JAX's too), its process reaped"
 
 
+@pytest.mark.slow
 def test_nothing_is_imported_between_the_scripts_end_and_the_summary(tmp_path: Path) -> None:
     # What turns an ended process into its result, writes the files and prints the summary is
     # imported while the script runs: after its last line, jaxrun only builds, writes and prints.
