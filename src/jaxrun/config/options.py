@@ -400,6 +400,8 @@ class BatchOptions(_Options):
         None, "Also write the batch as JUnit XML (pytest's format: a testcase per script), for CI test reports.",
         Flag(metavar="FILE"))
     report: bool = option(False, "Also write the HTML report (RESULTS_DIR/report.html; see jaxrun report).")
+    json: bool = option(False, "Print the batch result (as in jax_execution_results.json) on stdout when the batch "
+                        "ends, and nothing else there (a batch stopped early: metadata.complete is false).")
     resume: bool = option(False, "Continue the batch in the results folder: keep the scripts that finished there "
                           "(same content and options), run the rest.")
     strict_xfail: bool = option(False, "A script marked xfail that passes fails the batch.")
