@@ -147,3 +147,31 @@ def test_no_function_outside_the_cli_takes_more_than_twelve_parameters() -> None
                 if count > 12:
                     long.append(f"{name}.{node.name}: {count} parameters")
     assert not long, "\n".join(long)
+
+
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "ARCHITECTURE.md"
+
+
+def test_architecture_md_has_a_paragraph_per_package_and_names_only_files_that_exist() -> None:
+    """docs/ARCHITECTURE.md is the map a newcomer reads: every package of ORDER has its heading,
+    and a path it names in backquotes (`run/runner.py`, `tests/test_options.py`) is a file."""
+    import re
+
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    packages = [n for names in ORDER for n in names.split() if (PACKAGE / n).is_dir()]
+    missing = [p for p in packages if f"### `{p}/`" not in text]
+    assert not missing, f"no section for {missing} in docs/ARCHITECTURE.md"
+    root = PACKAGE.parents[1]
+    named = set(re.findall(r"`((?:[\w.]+/)+[\w.]+\.py)", text))
+    gone = sorted(p for p in named if not any((base / p).is_file() for base in (PACKAGE, root)))
+    # In a package's own section a module may go by its file name alone (`defaults.py`).
+    sections = re.split(r"^### `(\w+)/`$", text, flags=re.M)
+    bare = 0
+    for package, body in zip(sections[1::2], sections[2::2]):
+        body = body.split("\n## ")[0]
+        for name in set(re.findall(r"`([\w]+\.py)`", body)):
+            bare += 1
+            if not any((PACKAGE / package).rglob(name)) and not (PACKAGE / name).is_file():
+                gone.append(f"{package}/ {name}")
+    assert len(named) + bare > 100  # the check would pass vacuously on a page that names none
+    assert not gone, "docs/ARCHITECTURE.md names files that do not exist: " + ", ".join(gone)
