@@ -175,3 +175,21 @@ def test_architecture_md_has_a_paragraph_per_package_and_names_only_files_that_e
                 gone.append(f"{package}/ {name}")
     assert len(named) + bare > 100  # the check would pass vacuously on a page that names none
     assert not gone, "docs/ARCHITECTURE.md names files that do not exist: " + ", ".join(gone)
+
+
+def test_no_package_exports_a_name_that_is_also_one_of_its_modules() -> None:
+    """Once ``pkg.x`` is imported, the attribute ``pkg.x`` is the module: a function ``x`` that
+    ``pkg`` re-exports lazily (by ``__getattr__``) would then be shadowed by it. (An eager
+    ``from .x import x`` in the package rebinds the name after the import: jaxrun.bench's.)"""
+    import importlib
+
+    clashes = []
+    for init in PACKAGE.rglob("__init__.py"):
+        name = module_name(init)
+        if "def __getattr__" not in init.read_text(encoding="utf-8"):
+            continue
+        exported = set(getattr(importlib.import_module(name), "__all__", ()))
+        modules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir()
+                                                                 if (p / "__init__.py").is_file()}
+        clashes += [f"{name}.{n}" for n in sorted(exported & modules)]
+    assert not clashes, "exported names that are also modules: " + ", ".join(clashes)
