@@ -193,3 +193,30 @@ def test_no_package_exports_a_name_that_is_also_one_of_its_modules() -> None:
                                                                  if (p / "__init__.py").is_file()}
         clashes += [f"{name}.{n}" for n in sorted(exported & modules)]
     assert not clashes, "exported names that are also modules: " + ", ".join(clashes)
+
+
+def test_every_name_looked_up_by_text_resolves() -> None:
+    """Modules named in text (lazy re-exports, the CLI's commands, the report sinks, the backends,
+    the result files' models) are found where the text says: a module moved without its entry
+    would fail only when that one thing is asked for."""
+    import importlib
+
+    from jaxrun.config.backends import EXECUTORS
+    from jaxrun.interfaces.cli import COMMANDS
+    from jaxrun.present.sinks.registry import REPORT_SINKS
+    from jaxrun.results.result_files import SCHEMAS, schema_model
+
+    for package in ("jaxrun", "jaxrun.present.view"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert getattr(module, name) is not None, f"{package}.{name}"
+    for command, (module_name, attr) in COMMANDS.items():
+        assert callable(getattr(importlib.import_module(f"jaxrun.interfaces.cli.{module_name}"), attr)), command
+    for key, sink in REPORT_SINKS.items():
+        module_name, attr = sink.target.split(":")
+        assert isinstance(getattr(importlib.import_module(f"jaxrun.present.sinks.{module_name}"), attr), type), key
+    for backend, target in EXECUTORS.items():
+        module_name, attr = target.split(":")
+        assert isinstance(getattr(importlib.import_module(module_name), attr), type), backend
+    for kind in SCHEMAS:
+        assert isinstance(schema_model(kind), type), kind
