@@ -22,7 +22,7 @@ from test_failure_paths import Recorder
 
 import jaxrun
 from jaxrun.config.options import BatchOptions, RunOptions
-from jaxrun.core.defaults import split_device, validate_device
+from jaxrun.core.validate import split_device, validate_device
 from jaxrun.discover.devices import check_device_id
 from jaxrun.errors import InvalidDeviceError, UsageError
 from jaxrun.executors.base import make_executor

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from jaxrun import __version__
 from jaxrun.batch.folder_lock import ResultsFolderLock, unwritable
 from jaxrun.config.options import BatchOptions
-from jaxrun.core.defaults import HISTORY_NOT_USED, log_cap_bytes
+from jaxrun.core.defaults import HISTORY_NOT_USED
+from jaxrun.core.validate import log_cap_bytes
 from jaxrun.core.extras import require
 from jaxrun.core.interpreters import is_other
 from jaxrun.core.startup_trace import mark

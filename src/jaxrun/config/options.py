@@ -29,12 +29,13 @@ from jaxrun.core.defaults import (
     DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
+)
+from jaxrun.core.paths import compile_cache_dir, history_path
+from jaxrun.core.validate import (
     DEVICE_FORMS,
     MAX_RUNS,
     NO_TIMEOUT,
     SIZE_UNITS_HELP,
-    compile_cache_dir,
-    history_path,
     parse_effect,
     parse_size,
     validate_device,

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jaxrun.core.defaults import cache_dir
+from jaxrun.core.paths import cache_dir
 from jaxrun.errors import UsageError
 
 # pyproject.toml's requires-python
