@@ -117,7 +117,7 @@ def _look_up_installed(name: str) -> str:
     if spec is None or not spec.origin:
         return "not installed"
     folder = os.path.dirname(spec.origin)
-    for candidate in (os.path.join(folder, "core/version.py"), spec.origin):
+    for candidate in (os.path.join(folder, "version.py"), spec.origin):
         try:
             st = os.stat(candidate)
         except OSError:
