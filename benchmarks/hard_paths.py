@@ -131,7 +131,7 @@ print(sum(n.values()), dict(n))
 
 def second_device() -> str:
     r = run("devices", SECOND_DEVICE)
-    plain = subprocess.run([sys.executable, "-c", LISTEN.replace("FILE", repr(str(WORK / "discover/devices.py")))],
+    plain = subprocess.run([sys.executable, "-c", LISTEN.replace("FILE", repr(str(WORK / "devices.py")))],
                            capture_output=True, text=True, check=True).stdout.strip()
     ours = {k: c.count for k, c in r.compiles.items() if "loss" in k}
     return (f"jaxrun {ours}, {r.compile_count} compiles in all; plain run's backend compile events: {plain} "

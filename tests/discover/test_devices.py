@@ -314,8 +314,8 @@ def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path) -> Non
     package = tmp_path / "site" / "jax"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("raise SystemExit('imported')\n")
-    (package / "core/version.py").write_text("__version__ = '0.0.1'\n")
-    code = "import sys; from jaxrun import devices; print(devices._cache_key()); assert 'jax' not in sys.modules"
+    (package / "version.py").write_text("__version__ = '0.0.1'\n")
+    code = "import sys; from jaxrun.discover import devices; print(devices._cache_key()); assert 'jax' not in sys.modules"
 
     def key(*path: Path) -> str:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, path), os.environ.get("PYTHONPATH", "")])}
@@ -325,7 +325,7 @@ def test_reinstalling_jax_or_jaxlib_changes_the_cache_key(tmp_path: Path) -> Non
 
     real = key()
     installed = key(tmp_path / "site")
-    os.utime(package / "core/version.py", ns=(1, 1))  # what a reinstall does to the file's time
+    os.utime(package / "version.py", ns=(1, 1))  # what a reinstall does to the file's time
     reinstalled = key(tmp_path / "site")
     assert len({real, installed, reinstalled}) == 3
 

@@ -21,7 +21,7 @@ from helpers import jaxrun as run_cli
 
 import jaxrun
 from jaxrun.config.options import BatchOptions, RunOptions
-from jaxrun.core.defaults import split_device, validate_device
+from jaxrun.core.validate import split_device, validate_device
 from jaxrun.discover.devices import check_device_id
 from jaxrun.errors import InvalidDeviceError, UsageError
 from jaxrun.executors.base import make_executor

@@ -18,7 +18,7 @@ from helpers import jaxrun, mcp_plain, mcp_session, tables, write
 
 from jaxrun.config.option_spec import flag_of
 from jaxrun.config.options import RunOptions
-from jaxrun.core.defaults import SIZE_UNITS_HELP
+from jaxrun.core.validate import SIZE_UNITS_HELP
 
 MB_WORD = re.compile(r"\bMB\b")
 # Every memory figure of the result files and the MCP replies, by its (kept) field name.

@@ -181,7 +181,7 @@ def test_compiles_are_charged_to_the_program_jax_compiled(tmp_path: Path) -> Non
     a sharding, between compilations of jit(grad(loss)): each count equals the plain listener's."""
     import json
 
-    script = write(tmp_path, "discover/devices.py", SEVERAL_DEVICES)
+    script = write(tmp_path, "devices.py", SEVERAL_DEVICES)
     result = execute_jax_script(script, "cpu", results_dir=tmp_path / "r", compile_cache=False, host_devices=2)
     assert result.success, result.error_message
     truth = json.loads(Path(result.stdout_log).read_text())

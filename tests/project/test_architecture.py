@@ -147,3 +147,76 @@ def test_no_function_outside_the_cli_takes_more_than_twelve_parameters() -> None
                 if count > 12:
                     long.append(f"{name}.{node.name}: {count} parameters")
     assert not long, "\n".join(long)
+
+
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "ARCHITECTURE.md"
+
+
+def test_architecture_md_has_a_paragraph_per_package_and_names_only_files_that_exist() -> None:
+    """docs/ARCHITECTURE.md is the map a newcomer reads: every package of ORDER has its heading,
+    and a path it names in backquotes (`run/runner.py`, `tests/test_options.py`) is a file."""
+    import re
+
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    packages = [n for names in ORDER for n in names.split() if (PACKAGE / n).is_dir()]
+    missing = [p for p in packages if f"### `{p}/`" not in text]
+    assert not missing, f"no section for {missing} in docs/ARCHITECTURE.md"
+    root = PACKAGE.parents[1]
+    named = set(re.findall(r"`((?:[\w.]+/)+[\w.]+\.py)", text))
+    gone = sorted(p for p in named if not any((base / p).is_file() for base in (PACKAGE, root)))
+    # In a package's own section a module may go by its file name alone (`defaults.py`).
+    sections = re.split(r"^### `(\w+)/`$", text, flags=re.M)
+    bare = 0
+    for package, body in zip(sections[1::2], sections[2::2]):
+        body = body.split("\n## ")[0]
+        for name in set(re.findall(r"`([\w]+\.py)`", body)):
+            bare += 1
+            if not any((PACKAGE / package).rglob(name)) and not (PACKAGE / name).is_file():
+                gone.append(f"{package}/ {name}")
+    assert len(named) + bare > 100  # the check would pass vacuously on a page that names none
+    assert not gone, "docs/ARCHITECTURE.md names files that do not exist: " + ", ".join(gone)
+
+
+def test_no_package_exports_a_name_that_is_also_one_of_its_modules() -> None:
+    """Once ``pkg.x`` is imported, the attribute ``pkg.x`` is the module: a function ``x`` that
+    ``pkg`` re-exports lazily (by ``__getattr__``) would then be shadowed by it. (An eager
+    ``from .x import x`` in the package rebinds the name after the import: jaxrun.bench's.)"""
+    import importlib
+
+    clashes = []
+    for init in PACKAGE.rglob("__init__.py"):
+        name = module_name(init)
+        if "def __getattr__" not in init.read_text(encoding="utf-8"):
+            continue
+        exported = set(getattr(importlib.import_module(name), "__all__", ()))
+        modules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir()
+                                                                 if (p / "__init__.py").is_file()}
+        clashes += [f"{name}.{n}" for n in sorted(exported & modules)]
+    assert not clashes, "exported names that are also modules: " + ", ".join(clashes)
+
+
+def test_every_name_looked_up_by_text_resolves() -> None:
+    """Modules named in text (lazy re-exports, the CLI's commands, the report sinks, the backends,
+    the result files' models) are found where the text says: a module moved without its entry
+    would fail only when that one thing is asked for."""
+    import importlib
+
+    from jaxrun.config.backends import EXECUTORS
+    from jaxrun.interfaces.cli import COMMANDS
+    from jaxrun.present.sinks.registry import REPORT_SINKS
+    from jaxrun.results.result_files import SCHEMAS, schema_model
+
+    for package in ("jaxrun", "jaxrun.present.view"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert getattr(module, name) is not None, f"{package}.{name}"
+    for command, (module_name, attr) in COMMANDS.items():
+        assert callable(getattr(importlib.import_module(f"jaxrun.interfaces.cli.{module_name}"), attr)), command
+    for key, sink in REPORT_SINKS.items():
+        module_name, attr = sink.target.split(":")
+        assert isinstance(getattr(importlib.import_module(f"jaxrun.present.sinks.{module_name}"), attr), type), key
+    for backend, target in EXECUTORS.items():
+        module_name, attr = target.split(":")
+        assert isinstance(getattr(importlib.import_module(module_name), attr), type), backend
+    for kind in SCHEMAS:
+        assert isinstance(schema_model(kind), type), kind

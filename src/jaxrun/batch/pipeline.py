@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from jaxrun import __version__
 from jaxrun.batch.folder_lock import ResultsFolderLock, unwritable
 from jaxrun.config.options import BatchOptions
-from jaxrun.core.defaults import HISTORY_NOT_USED, log_cap_bytes
+from jaxrun.core.defaults import HISTORY_NOT_USED
+from jaxrun.core.validate import log_cap_bytes
 from jaxrun.core.extras import require
 from jaxrun.core.interpreters import is_other
 from jaxrun.core.startup_trace import mark
@@ -55,7 +56,7 @@ def _optional_sink(wanted: bool, where: str, *args: Any) -> list[Sink]:
     import importlib
 
     module, name = where.split(":")
-    return [getattr(importlib.import_module(f"..sinks.{module}", __package__), name)(*args)]
+    return [getattr(importlib.import_module(f"jaxrun.present.sinks.{module}"), name)(*args)]
 
 
 def _history_sink(store: "HistoryStore | None", problem: str | None, info: "DeviceInfo | None", options: BatchOptions,
@@ -68,15 +69,28 @@ def _history_sink(store: "HistoryStore | None", problem: str | None, info: "Devi
                         cold_cache=options.run.cold_cache)]
 
 
-def _open_history(options: BatchOptions) -> "tuple[HistoryStore | None, str | None]":
-    """The history store, or why SQLite could not use it (a damaged page): the batch goes on
-    without it. A --history that is no history database (a folder, another file) is a UsageError."""
-    from jaxrun.judge.history import HistoryStore, HistoryUnreadable
+class _History:
+    """The batch's history database: opened before anything runs when the batch benchmarks (a bad
+    --history is a usage error, not a late crash), and closed once, however the batch ends."""
 
-    try:
-        return HistoryStore(options.history), None
-    except HistoryUnreadable as exc:
-        return None, exc.problem
+    def __init__(self, options: BatchOptions) -> None:
+        self.options = options
+        self.store: "HistoryStore | None" = None
+        self.problem: str | None = None  # why SQLite could not use it (a damaged page): the batch goes on without
+
+    def open(self) -> None:
+        """A --history that is no history database (a folder, another file) is a UsageError."""
+        from jaxrun.judge.history import HistoryStore, HistoryUnreadable
+
+        if self.store is None and self.problem is None:
+            try:
+                self.store = HistoryStore(self.options.history)
+            except HistoryUnreadable as exc:
+                self.problem = exc.problem
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()  # the history sink may have closed it already: closing again is nothing
 
 
 def _header(options: BatchOptions, plan: Plan, complete: bool) -> list[str]:
@@ -183,10 +197,17 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
 def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
                  info: DeviceFacts | None) -> "BatchResult":
     plan.wait_ahead()
-    # Open the history before running anything: a bad --history is a usage error, not a late crash.
-    store, history_problem = None, None
-    if options.run.benchmark_runs and options.history:
-        store, history_problem = _open_history(options)
+    history = _History(options)
+    try:
+        if options.run.benchmark_runs and options.history:
+            history.open()
+        return _run_in_folder(options, sinks, run_job, launcher, plan, info, history)
+    finally:
+        history.close()
+
+
+def _run_in_folder(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
+                   info: DeviceFacts | None, history: _History) -> "BatchResult":
     out = options.results_dir
     lock = ResultsFolderLock(out)
     try:
@@ -199,8 +220,6 @@ def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, 
         lock.acquire()  # before touching anything: a batch running there keeps its files
     except (OSError, UsageError) as exc:
         lock.release()
-        if store is not None:
-            store.close()
         if isinstance(exc, UsageError):
             raise
         raise unwritable(out, exc) from None
@@ -210,15 +229,13 @@ def _run_planned(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, 
         executor = make_executor(options, info)
     except BaseException:
         lock.release()
-        if store is not None:
-            store.close()
         raise
     if options.run.python is None or not is_other(options.run.python):
         # Each script's process starts while the last one's result is written. A spare runs
         # jaxrun's own interpreter: none for a batch under another one (--python).
         launcher.open_spares(spare_environment())
     try:
-        return _run_locked(options, sinks, run_job, launcher, plan, info, store, history_problem, folder, executor)
+        return _run_locked(options, sinks, run_job, launcher, plan, info, history, folder, executor)
     finally:
         close = getattr(executor, "close", None)  # what it holds (a Ray connection), when run() did not get to it
         if close is not None:
@@ -257,45 +274,23 @@ def _build_result_models() -> None:
         model.model_rebuild()
 
 
-def _run_locked(
-    options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
-    info: DeviceFacts | None, store: HistoryStore | None, history_problem: str | None, folder: ResultsFolder, executor: Executor,
-) -> "BatchResult":
+def _run_locked(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
+                info: DeviceFacts | None, history: _History, folder: ResultsFolder, executor: Executor) -> "BatchResult":
     """The batch, once its results folder is ours."""
-    out = folder.root
-    reused: dict[int, ScriptResult] = {}
-    everything: list[Job] = []
-    try:
-        if options.resume:
-            from jaxrun.plan.resume import finished_before
-
-            plan.go_on()
-            plan.jobs.wait()  # the earlier results are matched to the whole plan
-            everything = plan.all()
-            reused = finished_before(options, everything)
-        kept = {everything[i].file_name for i in reused}
-        folder.clear(keep=kept)
-        folder.compact(kept)
-        for path in output_files(options):
-            folder.claim_file(path)
-    except (OSError, UsageError) as exc:
-        if store is not None:
-            store.close()
-        if isinstance(exc, UsageError):
-            raise
-        raise unwritable(out, exc) from None
-    if store is None and history_problem is None and options.history and plan.jobs.complete \
+    everything, reused = _keep_earlier_results(options, plan, folder)
+    if history.store is None and options.history and plan.jobs.complete \
             and any(_benchmarks(job) for job in plan.jobs.planned()):
         # A script's own settings benchmark it: a history that cannot be opened is a usage error
         # before anything runs, as for --benchmark-runs.
-        store, history_problem = _open_history(options)
+        history.open()
     said = plan.jobs.complete
-    log = RunLogSink(out / result_files.EXECUTION_LOG, _header(options, plan, said), verbose=options.run.verbose)
+    log = RunLogSink(folder.root / result_files.EXECUTION_LOG, _header(options, plan, said),
+                     verbose=options.run.verbose)
     here = getattr(executor, "starts_processes_here", False)  # a backend that does not say: elsewhere
     to_run = Jobs([j for j in everything if j.index not in reused]) if reused else plan.jobs
     # The sinks that write results (and the result models they import) are made once the first
     # script's process has started, while it runs: nothing they do is needed before its first line.
-    made = _ResultSinks(options, plan, info, store, history_problem, log, said, to_run, launcher if here else None)
+    made = _ResultSinks(options, plan, info, history, log, said, to_run, launcher if here else None)
     results = Later(made.make)
     report = Later(lambda: Sinks(report_sinks(options)))
     chain = Sinks([ClaimSink(folder), results, log, report, *sinks])
@@ -319,40 +314,22 @@ def _run_locked(
         mark("discovery, plan, device facts and sinks ready")
         executor.run(to_run, run_job, chain)
     except KeyboardInterrupt:
-        from jaxrun.core.failures import HINTS
-        from jaxrun.run.result import failed_before_running
-
-        # Every script of the batch is in the files: those that never ran are marked interrupted.
-        plan.stop()
-        for job in plan.jobs.planned():
-            if job.index not in made.files(results).reported:
-                chain.on_result(job, failed_before_running(
-                    job, "not run: the batch was interrupted first", "interrupted", hint=HINTS["interrupted"]))
-        chain.on_end(made.files(results).batch(complete=False))
+        _interrupted(plan, chain, made.files(results))
         raise
     except ResultsWriteError as exc:
         plan.stop()
         _stop_early(plan.jobs, chain, made.files(results), f"{exc.path} could not be written",
                     "make room (or fix the folder) and run the batch again with --resume")
-        if store is not None:
-            store.close()
         raise
     except UsageError as exc:
         if exc is not plan.jobs.error:
-            if store is not None:
-                store.close()
             raise
         # The plan found a mistake (a bad '# jaxrun:' comment) after the first scripts ran.
-        _stop_early(plan.jobs, chain, made.files(results), "the plan stopped at a mistake", "fix it and run the batch again with --resume")
-        if store is not None:
-            store.close()
+        _stop_early(plan.jobs, chain, made.files(results), "the plan stopped at a mistake",
+                    "fix it and run the batch again with --resume")
         ran = sum(1 for r in made.files(results).batch(complete=False).script_results if r.error_class != "interrupted")
         raise UsageError(f"{exc} (the batch stopped after {ran} script(s): fix it, then run it again with "
                          "--resume to keep what ran)") from None
-    except BaseException:
-        if store is not None:
-            store.close()
-        raise
     result = made.files(results).batch(complete=True)
     try:
         chain.on_end(result)
@@ -363,15 +340,50 @@ def _run_locked(
     return result
 
 
+def _keep_earlier_results(options: BatchOptions, plan: Plan, folder: ResultsFolder) -> "tuple[list[Job], dict[int, ScriptResult]]":
+    """With --resume, the whole plan and the earlier results it keeps (by job index); then the
+    folder cleared of jaxrun's other files, and the files options put there claimed."""
+    reused: dict[int, ScriptResult] = {}
+    everything: list[Job] = []
+    try:
+        if options.resume:
+            from jaxrun.plan.resume import finished_before
+
+            plan.go_on()
+            plan.jobs.wait()  # the earlier results are matched to the whole plan
+            everything = plan.all()
+            reused = finished_before(options, everything)
+        kept = {everything[i].file_name for i in reused}
+        folder.clear(keep=kept)
+        folder.compact(kept)
+        for path in output_files(options):
+            folder.claim_file(path)
+    except OSError as exc:
+        raise unwritable(folder.root, exc) from None
+    return everything, reused
+
+
+def _interrupted(plan: Plan, chain: Sink, files: "BatchFilesSink") -> None:
+    """Ctrl-C: every script of the batch is in the files, those that never ran marked interrupted."""
+    from jaxrun.core.failures import HINTS
+    from jaxrun.run.result import failed_before_running
+
+    plan.stop()
+    for job in plan.jobs.planned():
+        if job.index not in files.reported:
+            chain.on_result(job, failed_before_running(
+                job, "not run: the batch was interrupted first", "interrupted", hint=HINTS["interrupted"]))
+    chain.on_end(files.batch(complete=False))
+
+
 class _ResultSinks:
     """The sinks that write a batch's results (the history, each script's file, the batch files,
     the profiles) and what they share (the batch's metadata): made by :meth:`make`, which the
     batch calls through a :class:`~jaxrun.results.sink.Later` once its first script is running."""
 
-    def __init__(self, options: BatchOptions, plan: Plan, info: DeviceFacts | None, store: "HistoryStore | None",
-                 history_problem: str | None, log: RunLogSink, said: bool, to_run: Jobs,
-                 launcher: Launcher | None) -> None:
-        self.options, self.plan, self.facts, self.store, self.history_problem = options, plan, info, store, history_problem
+    def __init__(self, options: BatchOptions, plan: Plan, info: DeviceFacts | None, history: _History,
+                 log: RunLogSink, said: bool, to_run: Jobs, launcher: Launcher | None) -> None:
+        self.options, self.plan, self.facts, self.history = options, plan, info, history
         self.log, self.said, self.to_run, self.launcher = log, said, to_run, launcher
         self.made: "BatchFilesSink | None" = None
         self.began = now_iso()  # the batch's start, not when these sinks are made
@@ -418,11 +430,11 @@ class _ResultSinks:
             config_file=str(options.config_file) if options.config_file else None,
             compile_cache_warning=compile_cache_warning(run.compile_cache, run.cold_cache, run.env),
         )
-        store, problem = self.store, self.history_problem
+        store, problem = self.history.store, self.history.problem
         if store is None and problem is None and options.history:
             # What every run that used JAX compiled is kept: the history is opened at the first
             # result that needs it.
-            history: list[Sink] = [_HistoryWhenNeeded(info, options, meta)]
+            history: list[Sink] = [_HistoryWhenNeeded(self.history, info, options, meta)]
         else:
             history = _history_sink(store, problem, info, options, meta)
         # The batch files sink holds the results as they stand; the returned batch is its view. It
@@ -434,7 +446,7 @@ class _ResultSinks:
             _PlanFacts(plan, meta, self.log, self.said, self.to_run, self.launcher),
             *history,
             script_files,
-            *_optional_sink(run.enable_profiling, "profiles:ProfileSink", options.results_dir),
+            *_optional_sink(run.enable_profiling, "profile_files:ProfileSink", options.results_dir),
             self.made,
         ])
 
@@ -454,14 +466,16 @@ class _HistoryWhenNeeded(BaseSink):
     used JAX (a folder, a file that is no history, a folder it may not create) is one note in
     the batch's metadata, as an unreadable one; for a benchmark it is a usage error, as before."""
 
-    def __init__(self, info: "DeviceInfo | None", options: BatchOptions, meta: "BatchMetadata") -> None:
-        self.info, self.options, self.meta = info, options, meta
+    def __init__(self, history: _History, info: "DeviceInfo | None", options: BatchOptions,
+                 meta: "BatchMetadata") -> None:
+        self.history, self.info, self.options, self.meta = history, info, options, meta
         self.sink: Sink | None = None
 
     def on_result(self, job: Job, result: "ScriptResult") -> "ScriptResult":
         if self.sink is None and (_benchmarks(job) or _used_jax(result)):
             try:
-                store, problem = _open_history(self.options)
+                self.history.open()
+                store, problem = self.history.store, self.history.problem
             except UsageError as exc:
                 if _benchmarks(job):
                     raise

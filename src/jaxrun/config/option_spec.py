@@ -31,7 +31,7 @@ from typing import (
     TypeVar,
 )
 
-from jaxrun.core.defaults import shown_value
+from jaxrun.core.validate import shown_value
 from jaxrun.errors import UsageError
 
 if TYPE_CHECKING:

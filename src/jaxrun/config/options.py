@@ -29,12 +29,13 @@ from jaxrun.core.defaults import (
     DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
     DEFAULT_TIMEOUT,
+)
+from jaxrun.core.paths import compile_cache_dir, history_path
+from jaxrun.core.validate import (
     DEVICE_FORMS,
     MAX_RUNS,
     NO_TIMEOUT,
     SIZE_UNITS_HELP,
-    compile_cache_dir,
-    history_path,
     parse_effect,
     parse_size,
     validate_device,
@@ -400,6 +401,8 @@ class BatchOptions(_Options):
         None, "Also write the batch as JUnit XML (pytest's format: a testcase per script), for CI test reports.",
         Flag(metavar="FILE"))
     report: bool = option(False, "Also write the HTML report (RESULTS_DIR/report.html; see jaxrun report).")
+    json: bool = option(False, "Print the batch result (as in jax_execution_results.json) on stdout when the batch "
+                        "ends, and nothing else there (a batch stopped early: metadata.complete is false).")
     resume: bool = option(False, "Continue the batch in the results folder: keep the scripts that finished there "
                           "(same content and options), run the rest.")
     strict_xfail: bool = option(False, "A script marked xfail that passes fails the batch.")

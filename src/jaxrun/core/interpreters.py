@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jaxrun.core.defaults import cache_dir
+from jaxrun.core.paths import cache_dir
 from jaxrun.errors import UsageError
 
 # pyproject.toml's requires-python
@@ -139,7 +139,7 @@ def installed_marks(python: str) -> str:
     sites = [site for kind in ("site-packages", "dist-packages")  # dist-packages: Debian's system Python
              for site in glob.glob(os.path.join(prefix, "lib*", "python3*", kind))]
     for site in sorted(sites):
-        for item in (site, os.path.join(site, "jax", "core/version.py"), os.path.join(site, "jaxlib", "core/version.py")):
+        for item in (site, os.path.join(site, "jax", "version.py"), os.path.join(site, "jaxlib", "version.py")):
             try:
                 parts.append(f"{item}:{os.stat(item).st_mtime_ns}")
             except OSError:

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from jaxrun.core.defaults import AB_CHECKOUTS_DIR, MiB, cache_dir, compile_cache_dir
+from jaxrun.core.defaults import MiB
+from jaxrun.core.paths import AB_CHECKOUTS_DIR, cache_dir, compile_cache_dir
 
 DEFAULT_COMPILE_CACHE_MAX_SIZE = 4 * 1024 * MiB
 # JAX's file names in the cache folder: <key>-cache (an executable) and <key>-atime (its last use).

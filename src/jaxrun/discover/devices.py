@@ -18,14 +18,10 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Union
 
-from jaxrun.core.defaults import (
-    AUTO_PREFERENCE,
-    cache_dir,
-    host_memory_bytes,
-    make_jaxrun_importable,
-    split_device,
-    validate_device,
-)
+from jaxrun.core.defaults import AUTO_PREFERENCE
+from jaxrun.core.host import host_memory_bytes
+from jaxrun.core.paths import cache_dir, make_jaxrun_importable
+from jaxrun.core.validate import split_device, validate_device
 from jaxrun.core.formatting import listed
 from jaxrun.errors import DeviceProbeError, InvalidDeviceError
 from jaxrun.results.result_files import DamagedFileError, atomic_write_text, read_json
@@ -121,7 +117,7 @@ def _look_up_installed(name: str) -> str:
     if spec is None or not spec.origin:
         return "not installed"
     folder = os.path.dirname(spec.origin)
-    for candidate in (os.path.join(folder, "core/version.py"), spec.origin):
+    for candidate in (os.path.join(folder, "version.py"), spec.origin):
         try:
             st = os.stat(candidate)
         except OSError:

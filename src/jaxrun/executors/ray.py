@@ -43,7 +43,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
-from jaxrun.core.defaults import DEFAULT_RAY_CONNECT_TIMEOUT, make_jaxrun_importable
+from jaxrun.core.defaults import DEFAULT_RAY_CONNECT_TIMEOUT
+from jaxrun.core.paths import make_jaxrun_importable
 from jaxrun.errors import UsageError
 from jaxrun.executors.base import BatchInterrupted, RunJob
 from jaxrun.results.models import ScriptResult

@@ -20,7 +20,7 @@ from jaxrun.config.resolve import (
     resolve_batch_options,
     script_settings,
 )
-from jaxrun.core.defaults import log_cap_bytes
+from jaxrun.core.validate import log_cap_bytes
 from jaxrun.discover.scripts import check_notebook, script_display_name
 from jaxrun.errors import (
     DeviceProbeError,

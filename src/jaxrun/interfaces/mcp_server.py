@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from jaxrun.config.option_spec import default_of, described
 from jaxrun.config.options import BatchOptions, RunOptions, parse_devices
-from jaxrun.core.defaults import shown_value, validate_device
+from jaxrun.core.validate import shown_value, validate_device
 from jaxrun.core.formatting import one_line, shorten_middle
 from jaxrun.core.version import version
 from jaxrun.errors import UsageError

@@ -11,7 +11,8 @@ import math
 import statistics as pystats
 from typing import Sequence
 
-from jaxrun.core.defaults import available_memory_mb, device_label
+from jaxrun.core.host import available_memory_mb
+from jaxrun.core.validate import device_label
 from jaxrun.judge.stats import CV_WARN, describe, ratio_of_medians_ci
 from jaxrun.results.models import (
     RESULT_FIELDS,

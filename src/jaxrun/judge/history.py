@@ -31,13 +31,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from jaxrun.config.options import VerdictOptions, verdict_options
-from jaxrun.core.defaults import (
-    HISTORY_ENV,
-    HISTORY_WINDOW,
-    MIN_HISTORY_RUNS,
-    default_history_path,
-    history_path,
-)
+from jaxrun.core.defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS
+from jaxrun.core.paths import default_history_path, history_path
 from jaxrun.errors import UsageError
 from jaxrun.judge import compile_history
 from jaxrun.judge.compile_history import CachedBefore, CompileRun

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from jaxrun.config.config_files import display
 from jaxrun.config.options import BatchOptions, parse_devices
+from jaxrun.config.resolve import set_where
+from jaxrun.config.settings import ScriptSettings, script_settings
 from jaxrun.core.formatting import listed
 from jaxrun.discover.devices import check_device_id, resolve_device
 from jaxrun.discover.script_labels import script_label
@@ -36,9 +39,6 @@ from jaxrun.results import result_files
 if TYPE_CHECKING:
     from jaxrun.discover.devices import Facts
     from jaxrun.results.models import SkippedScript
-from jaxrun.config.config_files import display
-from jaxrun.config.resolve import set_where
-from jaxrun.config.settings import ScriptSettings, script_settings
 
 # Jobs planned before the first one starts (a folder of fewer scripts: all of them), and the
 # longest the batch waits for them: enough for the longest-first order of a small --jobs batch and

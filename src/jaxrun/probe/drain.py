@@ -67,7 +67,7 @@ def _cache_file(client: Any, devices: list[Any]) -> str:
     import jax
     import jaxlib
 
-    from jaxrun.core.defaults import cache_dir
+    from jaxrun.core.paths import cache_dir
 
     key = repr((jax.__version__, getattr(jaxlib, "__version__", None), client.platform, client.platform_version,
                 [(d.id, d.device_kind) for d in devices]))

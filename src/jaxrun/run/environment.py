@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
-from jaxrun.core.defaults import (
-    JAX_PLATFORMS_VALUE,
-    make_jaxrun_importable,
-    split_device,
-)
+from jaxrun.core.defaults import JAX_PLATFORMS_VALUE
+from jaxrun.core.paths import make_jaxrun_importable
+from jaxrun.core.validate import split_device
 from jaxrun.core.interpreters import importable_by, is_other
 from jaxrun.plan.job import Job
 from jaxrun.probe.arguments import ProbeArguments

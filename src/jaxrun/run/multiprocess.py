@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
-from jaxrun.core.defaults import MiB, log_cap_bytes
+from jaxrun.core.defaults import MiB
+from jaxrun.core.validate import log_cap_bytes
 from jaxrun.plan.job import Job
 from jaxrun.probe.channel import EVENTS_ENV
 from jaxrun.probe.cluster import (

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from jaxrun.config.options import RunOptions
-from jaxrun.core.defaults import device_label, log_cap_bytes, split_device
+from jaxrun.core.validate import device_label, log_cap_bytes, split_device
 from jaxrun.core.formatting import one_line
 from jaxrun.core.timestamps import now_iso
 from jaxrun.discover.devices import device_facts, resolve_device

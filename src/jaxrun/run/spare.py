@@ -157,7 +157,7 @@ class SparePool:
 def spare_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a spare starts with: the user's, with what every probe gets that Python
     reads at start-up (run/environment.py: child_env)."""
-    from jaxrun.core.defaults import make_jaxrun_importable
+    from jaxrun.core.paths import make_jaxrun_importable
 
     env = dict(os.environ if environ is None else environ)
     env["PYTHONUNBUFFERED"] = "1"

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from jaxrun.core.defaults import AB_CHECKOUTS_DIR, cache_dir
+from jaxrun.core.paths import AB_CHECKOUTS_DIR, cache_dir
 from jaxrun.errors import UsageError
 from jaxrun.results.result_files import atomic_write_text
 

@@ -43,7 +43,7 @@ def config(ctx: click.Context) -> None:
     with run_ctx:
         paths = run_ctx.params["paths"]
         resolved = resolve_settings(run_ctx, paths)  # type: ignore[arg-type]
-        as_json = bool(run_ctx.params.get("json_output"))
+        as_json = bool(run_ctx.params.get("json"))  # given here, not the option a config file may set
     try:
         planned, skipped = _plan(resolved.options)
     except JAXExecutionError as exc:

@@ -12,8 +12,6 @@ import click
 
 from jaxrun.errors import JAXExecutionError
 
-if TYPE_CHECKING:
-    from jaxrun.config.settings import Resolved
 from jaxrun.interfaces.cli.console import (
     CONTEXT_SETTINGS,
     EXIT_INTERRUPTED,
@@ -21,6 +19,9 @@ from jaxrun.interfaces.cli.console import (
     fail_usage,
     out,
 )
+
+if TYPE_CHECKING:
+    from jaxrun.config.settings import Resolved
 
 RUN_HELP = """Run every JAX script under PATHS, each in its own process, and write the results folder.
 
@@ -42,8 +43,6 @@ def _own_params() -> list[click.Parameter]:
                      help="Read settings from this pyproject.toml or jaxrun.toml (default: the nearest one above PATH)."),
         click.Option(["--no-config"], is_flag=True, help="Ignore config files."),
         click.Option(["--quiet", "-q"], is_flag=True, help="No live view: one plain line per script event, then the summary."),
-        click.Option(["--json", "json_output"], is_flag=True,
-                     help="Print the batch result (as in jax_execution_results.json) on stdout and nothing else there."),
     ]
 
 
@@ -58,16 +57,16 @@ def command() -> click.Command:
 @click.pass_context
 def run(ctx: click.Context, **params: Any) -> None:
     """The `jaxrun run` command (RUN_HELP)."""
-    paths, quiet, json_output = params["paths"], params["quiet"], params["json_output"]
+    paths, quiet = params["paths"], params["quiet"]
     from jaxrun.batch.pipeline import run_batch
     from jaxrun.core.startup_trace import mark
-    from jaxrun.results.result_files import dump_model
 
     mark("the flags parsed, the batch's modules imported")
     resolved = resolve_settings(ctx, paths)
     mark("options resolved (flags, config file, environment)")
     options = resolved.options
     quiet = _display(resolved, "quiet", quiet)
+    json_output = options.json  # the batch on stdout, by its sink (present/sinks/json_stdout.py)
     # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
     live = sys.stderr.isatty() and not (quiet or json_output or options.run.verbose)
     if live:
@@ -103,8 +102,6 @@ def run(ctx: click.Context, **params: Any) -> None:
         err.print(f"report: {options.results_dir / REPORT_FILE}", markup=False)
     mark("the batch returned (results and files written)")
     if json_output:
-        out.file.write(dump_model(batch))
-        out.file.flush()
         raise click.exceptions.Exit(_exit_status(batch))
     status = _report_run(batch, programs=options.run.verbose)
     mark("the summary printed")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from jaxrun.core.extras import require
 from jaxrun.errors import UsageError  # noqa: F401 - write_report's documented error
-from jaxrun.present.view.run_view import read_batch
+from jaxrun.present.view.batch_view import read_batch
 from jaxrun.results import result_files
 
 REPORT_FILE = "report.html"

@@ -44,6 +44,8 @@ REPORT_SINKS: dict[str, ReportSink] = {
     # After the batch files, which it reads back as `jaxrun report` does.
     "report": ReportSink("html_report:HtmlReportSink", lambda options: (options.results_dir,) if options.report else None,
                          extra="report"),
+    # After the batch files too: stdout gets the batch as its file holds it.
+    "json": ReportSink("json_stdout:BatchJsonSink", lambda options: () if options.json else None),
     # Always there: --save-notebooks may be one notebook's own setting; it writes only the
     # notebooks whose cells sent their outputs.
     "notebooks": ReportSink("notebook_outputs:NotebookSink", lambda options: ()),

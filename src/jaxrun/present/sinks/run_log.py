@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from jaxrun.core.defaults import device_label
+from jaxrun.core.validate import device_label
 from jaxrun.core.formatting import of_total, one_line
 from jaxrun.core.timestamps import now_iso
 from jaxrun.errors import ResultsWriteError

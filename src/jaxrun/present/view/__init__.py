@@ -13,7 +13,7 @@ from typing import Any
 
 _WHERE = {
     "ProgramView": "program_rows", "TransferView": "program_rows", "program_views": "program_rows", "transfer_views": "program_rows",
-    "RunView": "run_view", "Skipped": "run_view", "read_batch": "run_view", "read_run_view": "run_view", "run_view": "run_view",
+    "RunView": "batch_view", "Skipped": "batch_view", "read_batch": "batch_view", "read_run_view": "batch_view", "run_view": "batch_view",
     "ScriptView": "script_rows", "cell_outcome": "script_rows", "cells_ran": "script_rows", "compiles_text": "script_rows",
     "label_from_name": "jaxrun.discover.script_labels", "relative_path": "jaxrun.discover.script_labels", "script_label": "jaxrun.discover.script_labels", "script_view": "script_rows",
 }

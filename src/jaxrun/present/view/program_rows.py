@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from jaxrun.core.formatting import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:
-    from jaxrun.present.view.run_view import RunView
+    from jaxrun.present.view.batch_view import RunView
     from jaxrun.results.models import BatchResult, CompileStats, Transfers
 
 FINGERPRINT_SHOWN = 12  # characters of a fingerprint a table shows (the result file has 32)

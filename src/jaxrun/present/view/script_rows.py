@@ -13,7 +13,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from jaxrun.core.defaults import TOO_FEW, device_label
+from jaxrun.core.defaults import TOO_FEW
+from jaxrun.core.validate import device_label
 from jaxrun.core.formatting import fmt_seconds, one_line, plural
 from jaxrun.discover.script_labels import (  # noqa: F401 - the views' names for them
     label_from_name,
