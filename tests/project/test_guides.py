@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide"
 RUN = {"bash", "python"}
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(\S.*?)\s*-->", re.DOTALL)
