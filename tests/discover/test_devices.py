@@ -111,6 +111,7 @@ def test_public_api_works_without_importing_jax(tmp_path: Path) -> None:
     assert report["jax_modules"] == []  # the parent never imported jax
 
 
+@pytest.mark.slow
 def test_device_facts_are_cached_on_disk_and_refresh_reprobes(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = run_python(DEVICE_INFO_CALL, cache)
@@ -153,6 +154,7 @@ def test_a_corrupt_cache_file_is_reprobed(tmp_path: Path, damage: bytes) -> None
     assert rewritten.probed_at == again["probed_at"]
 
 
+@pytest.mark.slow
 def test_device_environment_is_part_of_the_cache_key(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     plain = run_python(DEVICE_INFO_CALL, cache)
@@ -165,6 +167,7 @@ def test_device_environment_is_part_of_the_cache_key(tmp_path: Path) -> None:
     assert len(cache_files(cache)) == 2
 
 
+@pytest.mark.slow
 def test_cli_devices_refresh_rewrites_the_cache(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = dict(os.environ, JAXRUN_CACHE_DIR=str(cache))

@@ -65,6 +65,7 @@ def test_markdown_file_and_github_step_summary(tmp_path: Path) -> None:
     assert summary.read_text() == "earlier step output\n" + text + "\n"
 
 
+@pytest.mark.slow
 def test_without_markdown_nothing_is_written_to_the_step_summary(tmp_path: Path) -> None:
     write(tmp_path / "s", "a_good.py", GOOD)
     summary = tmp_path / "step_summary.md"

@@ -56,6 +56,7 @@ class _Collect(HTMLParser):
             self.sections.append(values["id"] or "")
 
 
+@pytest.mark.slow
 def test_the_report_is_one_self_contained_file(report: tuple[Path, Path]) -> None:
     root, out = report
     assert (root / "new" / "report.html").is_file()  # written by run --report
@@ -77,6 +78,7 @@ def test_report_of_a_folder_without_results_is_one_clear_error(tmp_path: Path) -
     assert "no jaxrun results" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_report_renders_in_headless_chromium_without_console_errors(report: tuple[Path, Path]) -> None:
     _, out = report
     driver = chrome()
@@ -103,6 +105,7 @@ def test_the_report_renders_in_headless_chromium_without_console_errors(report: 
         driver.quit()
 
 
+@pytest.mark.slow
 def test_the_programs_table_shows_what_xla_knows_of_each_program(report: tuple[Path, Path]) -> None:
     _, out = report
     driver = chrome()

@@ -118,6 +118,7 @@ def _results(results: Path) -> dict[str, ScriptResult]:
     return {r["script_name"]: ScriptResult.model_validate(r) for r in batch["script_results"]}
 
 
+@pytest.mark.slow
 def test_a_folder_of_notebooks_and_scripts_runs_both_with_the_same_files(mixed) -> None:
     folder, results, proc = mixed
     assert proc.returncode == 1, proc.stderr  # two notebooks fail on purpose
@@ -143,6 +144,7 @@ def test_a_folder_of_notebooks_and_scripts_runs_both_with_the_same_files(mixed) 
     assert {r["script_name"] for r in json.loads(proc.stdout)["script_results"]} == set(found)
 
 
+@pytest.mark.slow
 def test_what_is_not_a_program_is_not_discovered_and_a_broken_notebook_is_one_line(mixed) -> None:
     folder, results, proc = mixed
     batch = load(results / result_files.EXECUTION_RESULTS)
@@ -152,6 +154,7 @@ def test_what_is_not_a_program_is_not_discovered_and_a_broken_notebook_is_one_li
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_magics_and_installs_with_ipython(mixed) -> None:
     _, results, _ = mixed
     found = _results(results)
@@ -162,6 +165,7 @@ def test_magics_and_installs_with_ipython(mixed) -> None:
     assert "package installs not run" in warning and "cell 1 line 1: !pip install optax" in warning
 
 
+@pytest.mark.slow
 def test_a_failing_cell_is_named_with_its_line(mixed) -> None:
     folder, results, _ = mixed
     found = _results(results)
@@ -180,6 +184,7 @@ def test_a_failing_cell_is_named_with_its_line(mixed) -> None:
     assert error_location(syntax, [str(folder)]) == "syntax.ipynb:cell 2, line 1"
 
 
+@pytest.mark.slow
 def test_settings_from_the_metadata_and_the_first_cell(mixed) -> None:
     _, results, _ = mixed
     result = _results(results)["settings.ipynb"]
@@ -188,6 +193,7 @@ def test_settings_from_the_metadata_and_the_first_cell(mixed) -> None:
     assert "metadata.jaxrun" in result.settings["env"] and "cell 1:1" in result.settings["timeout"]
 
 
+@pytest.mark.slow
 def test_save_notebooks_writes_a_valid_executed_copy(mixed) -> None:
     folder, results, _ = mixed
     copy = nbformat.read(results / "notebooks" / "fails.ipynb", as_version=4)
@@ -302,6 +308,7 @@ def test_the_probe_knows_a_notebook_by_the_one_suffix() -> None:
     assert probe_main.NOTEBOOK_SUFFIX == notebook_cells.SUFFIX
 
 
+@pytest.mark.slow
 def test_the_html_report_lists_each_notebook_cell(mixed, tmp_path: Path) -> None:
     _, results, _ = mixed
     proc = jaxrun_cli("report", results, "-o", tmp_path / "report.html")

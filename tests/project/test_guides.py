@@ -125,6 +125,7 @@ def test_the_guide_checks_output() -> None:
     assert any(b.expect for b in found), "running.md checks no output"
 
 
+@pytest.mark.slow
 def test_a_page_that_says_what_its_block_does_not_fails(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("```bash\necho took 1.5 s\n```\n\n```output\ntook 2.25 s\n```\n\n"
@@ -139,6 +140,7 @@ def test_a_page_that_says_what_its_block_does_not_fails(tmp_path: Path) -> None:
         run_page(page, tmp_path / "work2")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "page", [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW else []) for p in PAGES])
 def test_each_guide_example_runs_as_written(page: Path, tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ def _check(read, data: bytes) -> None:
         # A corruption that still parses into a valid file is fine: it is a valid file.
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_compare_reads_a_corrupted_results_file_or_says_why(good_results: bytes, data: st.DataObject) -> None:
