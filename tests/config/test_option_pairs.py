@@ -9,9 +9,6 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import NamedTuple
@@ -203,8 +200,7 @@ def test_jaxrun_config_shows_per_device_settings_where_the_run_takes_them(tmp_pa
     result = json.loads(done.stdout)["script_results"][0]
     assert result["settings"]["memory_limit"] == f"{where}:5"
     # A flag wins over the table: said on its line, as the run does it.
-    table = subprocess.run([sys.executable, "-m", "jaxrun", "config", ".", "--device", "cpu", "--memory-limit", "1GB"],
-                           cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    table = jaxrun("config", ".", "--device", "cpu", "--memory-limit", "1GB", cwd=tmp_path, env={"COLUMNS": "200"})
     assert table.returncode == 0, table.stderr
     line = next(line for line in table.stdout.splitlines() if "memory_limit on cpu" in line)
     assert "8000000000" in line and "pyproject.toml:5" in line and "overridden by --memory-limit" in line

@@ -9,13 +9,11 @@ the last test runs real scripts through the command line."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from helpers import jaxrun
 
 from jaxrun.batch.pipeline import run_batch
 from jaxrun.config.options import BatchOptions
@@ -146,9 +144,8 @@ def test_a_folder_larger_than_the_plan_ahead_runs_every_script_once_from_the_com
     for i in range(count):
         (tmp_path / "s" / f"t{i:03d}.py").write_text(TINY)
     runs = tmp_path / "runs.txt"
-    proc = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(tmp_path / "s"), "--jobs", "2", "--no-history",
-                           "--no-config", "--results-dir", str(tmp_path / "r"), "--json"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "RUNS_FILE": str(runs)})
+    proc = jaxrun("run", tmp_path / "s", "--jobs", "2", "--no-history", "--no-config", "--results-dir", tmp_path / "r",
+                  "--json", timeout=600, env={"RUNS_FILE": str(runs)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert sorted(runs.read_text().split()) == [f"t{i:03d}.py" for i in range(count)]
     starts = [line for line in proc.stderr.splitlines() if line.startswith("[") and line.endswith("...")]
