@@ -13,6 +13,7 @@ from typing import Sequence
 
 from jaxrun.core.defaults import available_memory_mb, device_label
 from jaxrun.judge.stats import CV_WARN, describe, ratio_of_medians_ci
+from jaxrun.results.figures import metric_unit
 from jaxrun.results.models import (
     RESULT_FIELDS,
     SAMPLE_METRICS,
@@ -123,7 +124,7 @@ def script_benchmark(
     mode: str = "process",
 ) -> ScriptBenchmark:
     stats = {
-        metric: describe(metric_values(samples, metric), unit="MiB" if metric == "memory_peak" else "s")
+        metric: describe(metric_values(samples, metric), unit=metric_unit(metric))
         for metric in SAMPLE_METRICS
     }
     wall = stats["wall_time"]

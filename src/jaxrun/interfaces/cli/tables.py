@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from jaxrun.core.formatting import fmt, fmt_metric, fmt_p, fmt_seconds, shorten_middle
+from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparison_report import TOO_FEW
+from jaxrun.results.figures import PROGRAM_FIGURES, format_metric, metric_label
 from jaxrun.results.models import (
     ComparisonReport,
     DeviceSpeedup,
@@ -312,12 +313,13 @@ def cells_table(rows: "Iterable[tuple[str, CellTiming]]") -> Table:
 def programs_table(rows: "Iterable[ProgramView]") -> Table:
     """``jaxrun run -v``: what XLA knows about each program (present/view/program_rows.py), as the report lists it."""
     table = _table("programs: XLA's analyses of the last executable of each", (
-        ("script", "left"), ("program", "left"), ("built", "left"), ("JIT s", "right"), ("FLOPs", "right"),
-        ("bytes accessed", "right"), ("device memory", "right"), ("fingerprint", "left"), ("compiled for", "left"),
+        ("script", "left"), ("program", "left"), ("built", "left"),
+        *((figure.label, "right") for figure in PROGRAM_FIGURES),  # results/figures.py
+        ("fingerprint", "left"), ("compiled for", "left"),
     ))
     for p in rows:
-        table.add_row(Text(p.script), Text(p.program), p.builds, fmt_seconds(p.jit), p.flops_text,
-                      p.bytes_accessed_text, p.memory_text, p.fingerprint_text, Text(p.device_text))
+        table.add_row(Text(p.script), Text(p.program), p.builds, *(text for _, text in p.figures),
+                      p.fingerprint_text, Text(p.device_text))
     return table
 
 
@@ -375,8 +377,8 @@ def compare_table(report: ComparisonReport) -> Table:
                         style=styles.get(c.verdict, "")) if i == 0 else Text("")
             table.add_row(
                 name, Text(c.device or "-") if i == 0 else Text(""),
-                Text(metric.removesuffix("_time").removesuffix("_peak") + (" *" if metric in c.gate else "")),
-                fmt_metric(metric, phase.base_median), fmt_metric(metric, phase.new_median),
+                Text(metric_label(metric, metric in c.gate)),
+                format_metric(metric, phase.base_median), format_metric(metric, phase.new_median),
                 "-" if phase.ratio is None else f"{phase.ratio:.3f}", ci, fmt_p(phase.p_value),
                 f"{phase.base_n}/{phase.new_n}", verdict,
                 end_section=not note and i == len(c.phases) - 1,
@@ -398,7 +400,8 @@ def history_scripts_table(rows: list) -> Table:
     return table
 
 
-def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[float | None], flags: dict[int, str]) -> Table:
+def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[float | None], flags: dict[int, str],
+                       metric: str = "run_time") -> Table:
     table = _table(title, (
         ("run", "right"), ("recorded", "left"), ("git", "left"), ("device", "left"),
         ("host", "left"), ("mode", "left"), ("n", "right"), ("median", "right"), ("check", "left"),
@@ -408,6 +411,6 @@ def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[
         counted = sum(1 for s in run.samples if not s.warmup and s.success)
         table.add_row(
             str(run.id), run.recorded_at, commit, Text(run.device_used or "-"), Text(run.host),
-            Text(run.mode), str(counted), fmt_seconds(median), Text(flags.get(run.id or -1, "")),
+            Text(run.mode), str(counted), format_metric(metric, median), Text(flags.get(run.id or -1, "")),
         )
     return table
