@@ -25,14 +25,15 @@ from jaxrun.judge.compare import (
 )
 from jaxrun.results import result_files
 from jaxrun.results.benchmark_result import resolve_metric
-from jaxrun.results.figures import SCRIPT_FIGURES, format_metric, metric_label
+from jaxrun.results.figures import PHASES, SCRIPT_FIGURES, format_metric, metric_label
 from jaxrun.results.models import SAMPLE_METRICS, SCHEMA_VERSION
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.results.models import BatchResult, ComparisonReport, ScriptResult
 
-_SUMMARY_METRICS = ("import_time", "compile_time", "run_time", "memory_peak")
+# The CSV's medians: every judged phase but the wall time, which has its own columns.
+_SUMMARY_METRICS = tuple(m for m in PHASES if m != "wall_time")
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -57,7 +58,7 @@ def run_export(batch: "BatchResult") -> dict[str, Any]:
     hyperfine's wall-time figures and every raw sample per metric. A benchmark's samples are its
     counted runs that succeeded; any other script (a failed one too) is the one run the table
     shows."""
-    from jaxrun.present.view import run_view
+    from jaxrun.present.view.run_view import run_view  # the function: the package attribute may be its module
 
     samples = script_samples(batch, SAMPLE_METRICS)
     rows = []
