@@ -333,7 +333,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
     (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline."""
     import plotly.io as pio
 
-    from jaxrun.present.view.run_view import run_view  # the function: the package attribute may be its module
+    from jaxrun.present.view.run_view import run_view
 
     view = run_view(batch, comparison)
     meta = batch.metadata

@@ -58,7 +58,7 @@ def run_export(batch: "BatchResult") -> dict[str, Any]:
     hyperfine's wall-time figures and every raw sample per metric. A benchmark's samples are its
     counted runs that succeeded; any other script (a failed one too) is the one run the table
     shows."""
-    from jaxrun.present.view.run_view import run_view  # the function: the package attribute may be its module
+    from jaxrun.present.view.run_view import run_view
 
     samples = script_samples(batch, SAMPLE_METRICS)
     rows = []
