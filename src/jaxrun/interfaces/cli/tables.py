@@ -14,7 +14,12 @@ from rich.text import Text
 
 from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparison_report import TOO_FEW
-from jaxrun.results.figures import PROGRAM_FIGURES, format_metric, metric_label
+from jaxrun.results.figures import (
+    PROGRAM_FIGURES,
+    SCRIPT_FIGURES,
+    format_metric,
+    metric_label,
+)
 from jaxrun.results.models import (
     ComparisonReport,
     DeviceSpeedup,
@@ -230,6 +235,10 @@ def _cell_width(cell: "Text | str") -> int:
 _BENCHMARK_NARROWER = ("body", "import", "95% CI", "runs", "CV", "history")
 
 
+# The benchmark table's phase columns after the wall time: each sampled figure in seconds.
+_BENCHMARK_PHASES = tuple(f for f in SCRIPT_FIGURES if f.sampled and f.kind == "seconds" and f.name != "wall_time")
+
+
 def benchmark_table(benchmarks: list[ScriptBenchmark], width: int = 160, labels: dict | None = None) -> Table:
     """The benchmark of each script, fitted to ``width`` as the summary is; ``labels``: (name,
     device asked) -> the name the summary shows."""
@@ -243,15 +252,14 @@ def benchmark_table(benchmarks: list[ScriptBenchmark], width: int = 160, labels:
                  "device": _device_cell(b.device_used, b.device_requested),
                  "runs": f"{b.runs_completed}/{b.benchmark_runs}", "wall": fmt_seconds(wall.median if wall else None),
                  "95% CI": ci}
-        for metric, header in (("body_time", "body"), ("import_time", "import"), ("compile_time", "compile"),
-                               ("run_time", "run")):
-            cells[header] = fmt_seconds(stats[metric].median if metric in stats else None)
+        for figure in _BENCHMARK_PHASES:
+            cells[figure.label] = figure.format(stats[figure.name].median if figure.name in stats else None)
         cells["CV"] = "-" if wall is None or wall.cv is None else f"{wall.cv:.1%}"
         cells["history"] = history_cell(b.history_check)
         return cells
 
     rows = [row(b) for b in benchmarks]
-    headers = ("script", "device", "runs", "wall", "95% CI", "body", "import", "compile", "run", "CV", "history")
+    headers = ("script", "device", "runs", "wall", "95% CI", *(f.label for f in _BENCHMARK_PHASES), "CV", "history")
 
     def make(given_up: set[str], name_width: int | None) -> Table:
         table = _table("process benchmark (medians, 95% CI of the median)",
