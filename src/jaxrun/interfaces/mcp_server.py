@@ -116,7 +116,7 @@ class BenchmarkReport(BaseModel):
     runs_completed: int
     median: dict[str, Optional[float]] = Field(
         {}, description="Median of the counted runs per metric, in its unit: seconds; memory_peak in MiB, 2^20 bytes"
-        + "".join(f"; {f.name} in {f.unit}" for f in SCRIPT_FIGURES if f.sampled and f.kind not in ("seconds", "mib")))
+        + "".join(f"; {f.name} in {f.unit_name}" for f in SCRIPT_FIGURES if f.sampled and f.kind not in ("seconds", "mib")))
     ci_low: Optional[float] = Field(None, description="95% CI of the median wall time")
     ci_high: Optional[float] = None
     wall_times: list[float] = Field([], description="Every counted run's wall time, s")

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from jaxrun.results.script_result import Numerics
 
 class Statistics(MappingModel):
-    """Summary of one metric's samples, in its unit (seconds; MiB, 2^20 bytes, for memory_peak); see
-    :mod:`jaxrun.judge.stats` for the methods."""
+    """Summary of one metric's samples, in its unit (seconds; MiB, 2^20 bytes, for memory_peak; the
+    others' as ScriptBenchmark.statistics says); see :mod:`jaxrun.judge.stats` for the methods."""
 
     n: int
     mean: float | None
@@ -118,7 +118,8 @@ class ScriptBenchmark(MappingModel):
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
     statistics: dict[str, Statistics] = Field(
-        {}, description="Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak")
+        {}, description="Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak"
+        + "".join(f", {f.unit_name} for {f.name}" for f in SCRIPT_FIGURES if f.sampled and f.kind not in ("seconds", "mib")))
     mean_execution_time: float | None = Field(None, description="Seconds, mean wall time of this script's counted runs")
     std_execution_time: float | None = Field(None, description="Seconds, their standard deviation")
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"

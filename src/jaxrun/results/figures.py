@@ -28,6 +28,8 @@ Kind = Literal["seconds", "mib", "bytes", "count", "ratio"]
 
 # The unit each kind of figure is held in, as statistics and exports name it.
 UNITS: dict[str, str] = {"seconds": "s", "mib": "MiB", "bytes": "B", "count": "", "ratio": ""}
+_UNIT_NAMES: dict[str, str] = {"seconds": "seconds", "mib": "MiB (2^20 bytes)", "bytes": "bytes", "count": "a count",
+                               "ratio": "a ratio"}
 
 
 class ScriptFigure(NamedTuple):  # a NamedTuple: a frozen dataclass costs 1 ms more on the way to the first script
@@ -51,6 +53,11 @@ class ScriptFigure(NamedTuple):  # a NamedTuple: a frozen dataclass costs 1 ms m
     @property
     def unit(self) -> str:
         return UNITS[self.kind]
+
+    @property
+    def unit_name(self) -> str:
+        """Its unit in words, as descriptions say it: seconds, MiB (2^20 bytes), bytes, a count."""
+        return _UNIT_NAMES[self.kind]
 
     def format(self, value: float | None) -> str:
         return fmt_kind(self.kind, value)
