@@ -2,7 +2,7 @@
 :mod:`jaxrun.config.options`.
 
 A :class:`ScriptFigure` is a figure of a script's run (a :class:`~jaxrun.results.models.ScriptResult`
-field). Made from its declaration: its :class:`~jaxrun.results.models.RunSample` field (one a
+field). Made from its declaration: its :class:`~jaxrun.results.models.RunSample` field (one per
 benchmark run), the benchmarked result's headline figure (the median of the counted runs), and,
 when it is ``sampled``, its statistics, its column of the history's ``samples`` table, its name for
 ``--metric`` and the comparison of its samples by ``jaxrun compare`` and the history's check;
