@@ -48,6 +48,7 @@ from jaxrun.core.validate import (
 )
 from jaxrun.discover.compile_cache import DEFAULT_COMPILE_CACHE_MAX_SIZE
 from jaxrun.errors import UsageError, closest
+from jaxrun.results.figures import DEFAULT_GATE, metrics_text
 
 # Where a value came from, lowest precedence first: see jaxrun.config.settings for the layering.
 Source = Literal["default", "config", "script", "env", "api", "cli"]
@@ -527,9 +528,8 @@ class BatchOptions(_Options):
         return job.run_options if job.run_options is not None else self.run_for(job.device)
 
 
-METRIC_HELP = ("The one metric that decides a regression: wall_time, body_time, import_time, compile_time, "
-               "run_time or memory_peak (default: run_time and compile_time, the code's own phases; every phase "
-               "is judged).")
+METRIC_HELP = (f"The one metric that decides a regression: {metrics_text()} (default: "
+               f"{' and '.join(DEFAULT_GATE)}, the code's own phases; every phase is judged).")
 
 
 class VerdictOptions(_Options):

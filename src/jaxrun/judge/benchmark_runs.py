@@ -14,6 +14,7 @@ from typing import Sequence
 from jaxrun.core.host import available_memory_mb
 from jaxrun.core.validate import device_label
 from jaxrun.judge.stats import CV_WARN, describe, ratio_of_medians_ci
+from jaxrun.results.figures import metric_unit
 from jaxrun.results.models import (
     RESULT_FIELDS,
     SAMPLE_METRICS,
@@ -124,7 +125,7 @@ def script_benchmark(
     mode: str = "process",
 ) -> ScriptBenchmark:
     stats = {
-        metric: describe(metric_values(samples, metric), unit="MiB" if metric == "memory_peak" else "s")
+        metric: describe(metric_values(samples, metric), unit=metric_unit(metric))
         for metric in SAMPLE_METRICS
     }
     wall = stats["wall_time"]

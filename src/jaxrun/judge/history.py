@@ -9,8 +9,9 @@ repository holding it, host, device, versions; its samples (warm-ups and counted
 Safety: the database is in WAL mode with a 30 s busy timeout, and every write is one
 ``BEGIN IMMEDIATE`` transaction, so several jaxrun processes can record into one file at once.
 The schema is versioned (``meta.schema_version``); :data:`MIGRATIONS` bring an older database up
-to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows. A database written by
-a newer jaxrun is refused rather than guessed at.
+to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows; a sample metric declared
+since (results/figures.py) adds its column of ``samples`` there. A database written by a newer jaxrun
+is refused rather than guessed at.
 
 Regression: the newest run of a script is compared phase by phase (:mod:`jaxrun.judge.verdicts`) with the
 counted, successful samples of up to ``window`` (5) earlier runs of the same script path on the same
@@ -171,6 +172,17 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
+def _add_declared_columns(db: sqlite3.Connection) -> None:
+    """A column of ``samples`` for each sample metric declared since the database was made
+    (results/figures.py): added, not migrated, so a new figure needs no schema version. Rows
+    recorded before it hold NULL there (unknown, never 0); an older jaxrun names the columns it
+    reads and writes, and leaves the new ones NULL."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(samples)")}
+    for metric in SAMPLE_METRICS:
+        if metric not in have:
+            db.execute(f"ALTER TABLE samples ADD COLUMN {metric} REAL")
+
+
 def _clean(value: float | None) -> float | None:
     """NaN and infinities are not measurements: they are stored as NULL."""
     if value is None:
@@ -268,6 +280,7 @@ class HistoryStore:
                 )
             for migration in MIGRATIONS[version:]:
                 migration(self._db)
+            _add_declared_columns(self._db)
             if version < SCHEMA_VERSION:
                 self._db.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)

@@ -102,7 +102,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             values = metric_values(run.samples, shown)
             medians.append(statistics.median(values) if values else None)
         name = label_from_name(path, runs[-1].script_name) if runs else path
-        out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags))
+        out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags, shown))
         for run_id, changes in _program_changes({path: runs}, programs).items():
             for c in changes:
                 said = c.change or f"unknown whether it is the same program ({c.reason})"
