@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import jaxrun, load, write
 
-from jaxrun.judge import history
+from jaxrun.judge import history, history_schema
 from jaxrun.judge.verdicts import DEFAULT_GATE, PHASES
 from jaxrun.results import figures
 from jaxrun.results.models import RESULT_FIELDS, SAMPLE_METRICS, CompileStats, RunSample, ScriptResult
@@ -185,9 +185,9 @@ def test_a_database_from_before_a_figure_opens_with_its_column_added(tmp_path: P
     the figure unknown (null, never 0), and new runs keep it."""
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
-    for migration in history.MIGRATIONS:
+    for migration in history_schema.MIGRATIONS:
         migration(conn)
-    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(history.SCHEMA_VERSION),))
+    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(history_schema.SCHEMA_VERSION),))
     assert "live_array_bytes" not in {r[1] for r in conn.execute("PRAGMA table_info(samples)")}
     conn.execute("INSERT INTO runs (recorded_at, script_name, script_path, content_hash, host, device_requested, "
                  "jaxrun_version) VALUES ('2026-01-01T00:00:00Z', 'a', '/a.py', 'h', 'host', 'cpu', '0')")

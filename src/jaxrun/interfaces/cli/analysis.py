@@ -139,8 +139,8 @@ def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dic
 
 def _check_or_repair(path: Path, repair: bool) -> None:
     """``jaxrun history --check`` (exit 0 sound, 1 damaged) and ``--repair``."""
-    from jaxrun.judge.history import integrity_check
-    from jaxrun.judge.history import repair as save_readable
+    from jaxrun.judge.history_repair import integrity_check
+    from jaxrun.judge.history_repair import repair as save_readable
 
     try:
         findings = integrity_check(path)
