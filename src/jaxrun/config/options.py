@@ -68,7 +68,7 @@ class _Options(OptionSet):
     ) -> O:
         """Validate ``given`` (option name -> value) into options. Each given value is recorded
         as coming from ``source``, unless ``sources`` names another source for it (``origins``:
-        where exactly). The seed documents' names (``timeout_seconds``, ``profile``, ...:
+        where exactly). The executor API's names (``timeout_seconds``, ``profile``, ...:
         :mod:`jaxrun.core.aliases`) work too."""
         given = resolve_option_aliases(given, {n: f.default for n, f in cls.fields.items()})
         unknown = sorted(set(given) - set(cls.fields))

@@ -1,4 +1,4 @@
-"""``jaxrun mcp``: the seed's four MCP tools over stdio, with the official ``mcp`` SDK.
+"""``jaxrun mcp``: the executor API's four MCP tools over stdio, with the official ``mcp`` SDK.
 
 Tools: ``execute.run_jax_scripts``, ``execute.check_jax_availability``,
 ``execute.monitor_jax_performance`` (read-only: a results folder, also while its batch runs) and

@@ -108,7 +108,7 @@ def stability(cv: float | None) -> str:
 
 
 def memory_efficiency(median_peak_mb: float | None) -> float | None:
-    """The seed's ``memory_efficiency``: median peak host memory / memory available to the run."""
+    """The executor API's ``memory_efficiency``: median peak host memory / memory available to the run."""
     available = available_memory_mb()
     if median_peak_mb is None or not available:
         return None

@@ -125,7 +125,7 @@ class ScriptBenchmark(MappingModel):
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
     memory_efficiency: float | None = Field(
         None,
-        description="The seed's name for a utilisation: median peak host memory of the counted runs "
+        description="The executor API's name for a utilisation: median peak host memory of the counted runs "
         "(memory_peak) / the memory available to them (the machine's RAM, or its cgroup's limit when "
         "lower); 0.02 = 2% of it, lower leaves more room. Null when either is unknown",
     )
