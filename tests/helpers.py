@@ -442,7 +442,7 @@ def crafted_sample(index: int, wall: float | None, *, warmup: bool = False, succ
         index=index, warmup=warmup, success=success, error_class=None if success else "script_error",
         wall_time=wall, body_time=body, import_time=0.05 * wall, compile_time=compile_time,
         steady_time=body - compile_time,  # the old name of run_time, still read
-        memory_peak=100.0 + 10 * wall,
+        memory_peak=100.0 + 10 * wall, live_array_bytes=4096.0,
     )
 
 

@@ -1,4 +1,4 @@
-"""``python -m jaxrun``: the same CLI, plus the seed documents' form.
+"""``python -m jaxrun``: the same CLI, plus the executor API's form.
 
 ``python -m jaxrun --output-dir DIR [--device gpu] [--recursive] [--verbose]`` is read as
 ``jaxrun run DIR [--device gpu] [--recursive] [--verbose]``.
@@ -11,7 +11,7 @@ import sys
 from jaxrun.interfaces.entry import main
 
 
-def translate_seed_form(argv: list[str]) -> list[str]:
+def translate_output_dir_form(argv: list[str]) -> list[str]:
     if not argv or argv[0] in ("run", "devices", "check", "schema", "compare", "history"):
         return argv
     # `--output-dir=DIR` is the same option as `--output-dir DIR` (as for every click option).
@@ -27,4 +27,4 @@ def translate_seed_form(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main(translate_seed_form(sys.argv[1:])))
+    sys.exit(main(translate_output_dir_form(sys.argv[1:])))

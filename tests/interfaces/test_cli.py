@@ -22,7 +22,7 @@ from helpers import RunResult, jaxrun_command, load, write
 from jsonschema import Draft202012Validator
 
 import jaxrun
-from jaxrun.__main__ import translate_seed_form
+from jaxrun.__main__ import translate_output_dir_form
 from jaxrun.results.models import DeviceInfo
 from jaxrun.results.result_files import SCHEMAS
 
@@ -239,14 +239,14 @@ def test_seed_form_runs_the_folder_with_gpu_falling_back_to_cpu(cli, tmp_path: P
 
 
 def test_seed_form_translation() -> None:
-    assert translate_seed_form(["--output-dir", "D", "--device", "gpu", "--recursive"]) == [
+    assert translate_output_dir_form(["--output-dir", "D", "--device", "gpu", "--recursive"]) == [
         "run", "D", "--device", "gpu", "--recursive",
     ]
-    assert translate_seed_form(["--verbose", "--output-dir=D"]) == ["run", "D", "--verbose"]
+    assert translate_output_dir_form(["--verbose", "--output-dir=D"]) == ["run", "D", "--verbose"]
     # Subcommands, and a dangling option (left for the CLI to report), are untouched.
-    assert translate_seed_form(["run", "X", "--output-dir", "D"]) == ["run", "X", "--output-dir", "D"]
-    assert translate_seed_form(["--output-dir"]) == ["--output-dir"]
-    assert translate_seed_form([]) == []
+    assert translate_output_dir_form(["run", "X", "--output-dir", "D"]) == ["run", "X", "--output-dir", "D"]
+    assert translate_output_dir_form(["--output-dir"]) == ["--output-dir"]
+    assert translate_output_dir_form([]) == []
 
 
 BROKEN_PROBE = """\

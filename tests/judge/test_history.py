@@ -537,7 +537,7 @@ def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
 
 
 def test_v5_database_gains_the_compile_tables(db: Path) -> None:
-    from jaxrun.judge.history import MIGRATIONS
+    from jaxrun.judge.history_schema import MIGRATIONS
 
     db.parent.mkdir()
     con = sqlite3.connect(db, isolation_level=None)
@@ -554,7 +554,7 @@ def test_v5_database_gains_the_compile_tables(db: Path) -> None:
 
 
 def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
-    from jaxrun.judge.history import repair
+    from jaxrun.judge.history_repair import repair
 
     db = tmp_path / "history.sqlite"
     damaged_history(db, runs=12)

@@ -172,7 +172,7 @@ def test_verbose_lists_what_xla_knows_of_each_program(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     header = next(line for line in lines if line.startswith("script") and "FLOPs" in line)
     row = next(line for line in lines if "jit(matmul)" in line).split()
-    assert header.split()[:6] == ["script", "program", "built", "JIT", "s", "FLOPs"]
+    assert header.split()[:7] == ["script", "program", "built", "JIT", "JIT", "share", "FLOPs"]
     fingerprint = __import__("json").loads((tmp_path / "r" / "script_results" / "mm_result.json").read_text())[
         "compiles"]["jit(matmul)"]["fingerprint"]
     # 2 x 256^3 FLOPs; inputs and output of 256 KiB each, no temporaries; the fingerprint's start

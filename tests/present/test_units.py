@@ -70,7 +70,7 @@ def test_markdown_and_the_exports_say_mib(runs: Path) -> None:
     header = tables(text)["Every script"][0]
     assert "peak RSS MiB" in header, header
     assert not MB_WORD.search(text)
-    assert json.loads((runs / "r1.json").read_text())["unit"] == {"time": "s", "memory_peak": "MiB"}
+    assert json.loads((runs / "r1.json").read_text())["unit"] == {"time": "s", "memory_peak": "MiB", "live_array_bytes": "B"}
 
 
 def test_a_comparison_says_mib_in_the_terminal_and_in_markdown(runs: Path) -> None:
@@ -248,7 +248,8 @@ def test_messages_and_cache_info_print_sizes_in_binary_units(tmp_path: Path) -> 
     done = jaxrun("cache", "info", "--compile-cache", tmp_path / "none")
     assert done.returncode == 0, done.stderr
     assert "0 B of at most 4 GiB" in done.stdout and not re.search(r"\b[MG]B\b", done.stdout), done.stdout
-    from jaxrun.core.formatting import fmt_bytes, fmt_metric
+    from jaxrun.core.formatting import fmt_bytes
+    from jaxrun.results.figures import format_metric as fmt_metric
 
     # Never an exponent, never a unit without its i.
     assert [fmt_bytes(1023 * 2**20), fmt_bytes(1040 * 2**20, 4), fmt_bytes(300 * 2**20)] == [

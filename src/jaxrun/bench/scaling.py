@@ -3,7 +3,7 @@
 Each batch size is a separate executable (a new shape compiles again), timed by
 :func:`~jaxrun.bench.measure`; the table reports time per batched call, time per item, items per
 second, and the per-item speed-up relative to the smallest batch (batch 1 when measured): the
-"efficiency vs batch 1" of seed 002's table, as a ratio (> 1: batching makes each item cheaper;
+"efficiency vs batch 1" of the executor API's scaling table, as a ratio (> 1: batching makes each item cheaper;
 ``size`` itself would be perfect scaling, when a batch costs as much as one item).
 """
 

@@ -1,5 +1,5 @@
 """Every setting's key: which options a config file, a per-script table, a script's header comment
-and a ``JAXRUN_*`` variable may set, the seed documents' names for them, and the seed settings a
+and a ``JAXRUN_*`` variable may set, the executor API's names for them, and the executor API's settings a
 runner cannot honour (each with the closest real option).
 
 A key is an option's name (:class:`~jaxrun.config.options.RunOptions`, :class:`~jaxrun.config.options.BatchOptions`)
@@ -36,7 +36,7 @@ def env_name(key: str) -> str:
     return ENV_PREFIX + key.upper()
 
 
-# --- the seed documents' configuration blocks (JAX_EXEC_CONFIG, DEVICE_CONFIG,
+# --- the executor API's configuration blocks (JAX_EXEC_CONFIG, DEVICE_CONFIG,
 # MONITORING_CONFIG) --------------------------------------------------------------------------
 
 
@@ -47,7 +47,7 @@ def _parallel(value: Any) -> dict[str, Any]:
 
 
 def _memory_limit(value: Any) -> dict[str, Any]:
-    return {"memory_limit": None if value == "auto" else value}  # the seed's "auto": no limit
+    return {"memory_limit": None if value == "auto" else value}  # the executor API's "auto": no limit
 
 
 def _always(name: str, what: str) -> Callable[[Any], dict[str, Any]]:
@@ -65,9 +65,9 @@ def _log_level(value: Any) -> dict[str, Any]:
     return {"verbose": str(value).upper() == "DEBUG"}
 
 
-# Seed key -> a function of its value giving jaxrun keys (the seed's own spelling of option names
+# Executor-API key -> a function of its value giving jaxrun keys (the executor API's own spelling of option names
 # that jaxrun.core.aliases already maps, like timeout_seconds, pass through as they are).
-SEED_KEYS: dict[str, Callable[[Any], dict[str, Any]]] = {
+EXECUTOR_KEYS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "device_selection": lambda v: {"device": v},
     "parallel_execution": _parallel,
     "measurement_runs": lambda v: {"benchmark_runs": v},
@@ -96,7 +96,7 @@ UNSUPPORTED: dict[str, str] = {
     "core_count": "a TPU's cores are all given to the script; choose fewer with env (TPU_VISIBLE_CHIPS)",
 }
 
-# DEVICE_CONFIG's device_id (seed 001: `'gpu': {'device_id': 0}`): which device of the platform,
+# DEVICE_CONFIG's device_id (`'gpu': {'device_id': 0}`): which device of the platform,
 # read by config/resolve.py into the device (device = "gpu", device_id = 1 -> gpu:1).
 DEVICE_ID_KEY = "device_id"
 
@@ -109,18 +109,18 @@ def device_id_value(value: Any) -> int:
 
 
 # MONITORING_CONFIG.metrics: jaxrun measures all of them on every run, so only "true" is accepted.
-SEED_METRICS = ("execution_time", "memory_usage", "cpu_utilization", "gpu_utilization", "jit_compile_time")
+MONITORING_METRICS = ("execution_time", "memory_usage", "cpu_utilization", "gpu_utilization", "jit_compile_time")
 
 
-def seed_metrics(value: Any) -> dict[str, Any]:
+def monitoring_metrics(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError(f"metrics must be a table of metric = true, got {value!r}")
     for name, on in value.items():
-        if name not in SEED_METRICS:
-            raise UsageError(f"unknown metric {name!r}: {closest(name, SEED_METRICS)}")
+        if name not in MONITORING_METRICS:
+            raise UsageError(f"unknown metric {name!r}: {closest(name, MONITORING_METRICS)}")
         if on is not True:
             raise UsageError(
-                f"metric {name} = {on!r}: jaxrun measures every one of {', '.join(SEED_METRICS)} on every run "
+                f"metric {name} = {on!r}: jaxrun measures every one of {', '.join(MONITORING_METRICS)} on every run "
                 "(a figure it cannot measure is null); drop the line"
             )
     return {}

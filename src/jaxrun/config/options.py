@@ -48,6 +48,7 @@ from jaxrun.core.validate import (
 )
 from jaxrun.discover.compile_cache import DEFAULT_COMPILE_CACHE_MAX_SIZE
 from jaxrun.errors import UsageError, closest
+from jaxrun.results.figures import DEFAULT_GATE, metrics_text
 
 # Where a value came from, lowest precedence first: see jaxrun.config.settings for the layering.
 Source = Literal["default", "config", "script", "env", "api", "cli"]
@@ -67,7 +68,7 @@ class _Options(OptionSet):
     ) -> O:
         """Validate ``given`` (option name -> value) into options. Each given value is recorded
         as coming from ``source``, unless ``sources`` names another source for it (``origins``:
-        where exactly). The seed documents' names (``timeout_seconds``, ``profile``, ...:
+        where exactly). The executor API's names (``timeout_seconds``, ``profile``, ...:
         :mod:`jaxrun.core.aliases`) work too."""
         given = resolve_option_aliases(given, {n: f.default for n, f in cls.fields.items()})
         unknown = sorted(set(given) - set(cls.fields))
@@ -527,9 +528,8 @@ class BatchOptions(_Options):
         return job.run_options if job.run_options is not None else self.run_for(job.device)
 
 
-METRIC_HELP = ("The one metric that decides a regression: wall_time, body_time, import_time, compile_time, "
-               "run_time or memory_peak (default: run_time and compile_time, the code's own phases; every phase "
-               "is judged).")
+METRIC_HELP = (f"The one metric that decides a regression: {metrics_text()} (default: "
+               f"{' and '.join(DEFAULT_GATE)}, the code's own phases; every phase is judged).")
 
 
 class VerdictOptions(_Options):

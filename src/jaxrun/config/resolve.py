@@ -33,14 +33,14 @@ from jaxrun.config.config_keys import (
     DISPLAY_KEYS,
     RUN_KEYS,
     SCRIPT_KEYS,
-    SEED_KEYS,
+    EXECUTOR_KEYS,
     TOP_KEYS,
     UNSUPPORTED,
     closest,
     device_id_value,
     env_name,
     from_text,
-    seed_metrics,
+    monitoring_metrics,
 )
 from jaxrun.config.option_spec import holds_a_path
 from jaxrun.config.options import (
@@ -60,7 +60,7 @@ from jaxrun.errors import UsageError
 # and python when it holds a "/" (a bare name is a command looked up on PATH).
 _PATH_KEYS = frozenset({name for options in (BatchOptions, RunOptions) for name, field in options.fields.items()
                         if holds_a_path(field)} | {"python"})
-_SEED_BLOCKS = {"execution": "JAX_EXEC_CONFIG", "monitoring": "MONITORING_CONFIG"}
+_EXECUTOR_BLOCKS = {"execution": "JAX_EXEC_CONFIG", "monitoring": "MONITORING_CONFIG"}
 _MONITORING = {"logging": ("level", "file_output", "console_output", "performance_summary"),
                "benchmarking": ("warmup_runs", "measurement_runs", "statistical_analysis")}
 
@@ -119,8 +119,8 @@ class _Reader:
                 self._scripts(value)
             elif key == "devices":
                 self._devices(value)
-            elif key in _SEED_BLOCKS:
-                self._seed_block(key, value)
+            elif key in _EXECUTOR_BLOCKS:
+                self._executor_block(key, value)
             else:
                 self._put(self.top, key, value, (key,), TOP_KEYS)
 
@@ -131,7 +131,7 @@ class _Reader:
         return value
 
     def _put(self, layer: Layer, key: str, value: Any, keys: tuple[str, ...], allowed: tuple[str, ...],
-             seed: bool = True) -> None:
+             executor_keys: bool = True) -> None:
         where = self.config.where(*keys)
         table = self.config.table_name(*keys[:-1])
         if key == DEVICE_ID_KEY and allowed is not SCRIPT_KEYS:
@@ -139,15 +139,15 @@ class _Reader:
             return
         if key in UNSUPPORTED:
             raise UsageError(f"{where}: {table} {key}: {UNSUPPORTED[key]}")
-        if seed and key in SEED_KEYS:
+        if executor_keys and key in EXECUTOR_KEYS:
             try:
-                mapped = SEED_KEYS[key](value)
+                mapped = EXECUTOR_KEYS[key](value)
             except UsageError as exc:
                 raise UsageError(f"{where}: {table} {exc}") from None
             for name, mapped_value in mapped.items():
-                self._put(layer, name, mapped_value, keys, allowed + tuple(mapped), seed=False)
+                self._put(layer, name, mapped_value, keys, allowed + tuple(mapped), executor_keys=False)
             return
-        targets = OPTION_ALIASES.get(key, (key,))  # the seed's timeout_seconds, profile, ...
+        targets = OPTION_ALIASES.get(key, (key,))  # the executor API's timeout_seconds, profile, ...
         for target in targets:
             if target not in allowed:
                 if target == "skip" and allowed is TOP_KEYS:
@@ -165,7 +165,7 @@ class _Reader:
 
     def _device_id(self, value: Any, keys: tuple[str, ...], where: str, table: str) -> None:
         """``device_id = 1``: at the top level, of the device the batch asks for; in a
-        ``[devices.gpu]`` table, of gpu (seed 001's DEVICE_CONFIG). Kept apart until the layers
+        ``[devices.gpu]`` table, of gpu (the executor API's DEVICE_CONFIG). Kept apart until the layers
         are merged (:func:`with_device_ids`), since the device may come from another layer."""
         try:
             index = device_id_value(value)
@@ -196,7 +196,7 @@ class _Reader:
             self.rules.append(ScriptRule(table=self.config.table_name(*keys), device=device, values=layer.values,
                                          origins=layer.origins))
 
-    def _seed_block(self, block: str, value: Any) -> None:
+    def _executor_block(self, block: str, value: Any) -> None:
         table = self._table(value, (block,), "settings")
         if block == "execution":  # JAX_EXEC_CONFIG: the top level's keys
             for key, item in table.items():
@@ -206,7 +206,7 @@ class _Reader:
             keys = (block, part)
             if part == "metrics":
                 try:
-                    seed_metrics(items)
+                    monitoring_metrics(items)
                 except UsageError as exc:
                     raise UsageError(f"{self.config.where(*keys)}: {exc}") from None
                 continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-__all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_metric", "fmt_ratio", "fmt_ratio_ci", "phase_label", "one_line",
+__all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_kind", "fmt_ratio", "fmt_ratio_ci", "one_line", "significant",
            "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count", "listed", "left_out"]
 
 
@@ -28,12 +28,20 @@ def fmt_p(value: float | None) -> str:
     return f"{value:.2g}" if value >= 1e-4 else f"{value:.1e}"
 
 
-def fmt_metric(metric: str, value: float | None) -> str:
-    """A median of ``metric`` with its unit: MiB (2^20 bytes, as memory_peak holds it) for memory,
-    seconds otherwise."""
-    if metric == "memory_peak":
-        return "-" if value is None else f"{_figures(value, 4)} MiB"
-    return fmt_seconds(value)
+def fmt_kind(kind: str, value: float | None) -> str:
+    """A figure of ``kind`` (jaxrun.results.figures: seconds, mib, bytes, count, ratio) with its
+    unit: MiB are 2^20 bytes, as memory_peak holds them."""
+    if value is None:
+        return "-"
+    if kind == "seconds":
+        return fmt_seconds(value)
+    if kind == "mib":
+        return f"{significant(value, 4)} MiB"
+    if kind == "bytes":
+        return fmt_bytes(value)
+    if kind == "ratio":
+        return significant(value, 3)
+    return fmt_count(value)
 
 
 def fmt_ratio(value: float | None) -> str:
@@ -43,11 +51,6 @@ def fmt_ratio(value: float | None) -> str:
 
 def fmt_ratio_ci(low: float | None, high: float | None) -> str:
     return "-" if low is None or high is None else f"{low:.3f} – {high:.3f}"
-
-
-def phase_label(metric: str, gate: bool = False) -> str:
-    """``run_time`` -> ``run``, ``memory_peak`` -> ``memory``; `` *`` marks a phase of the gate."""
-    return metric.removesuffix("_time").removesuffix("_peak") + (" *" if gate else "")
 
 
 ELLIPSIS = "…"
@@ -119,11 +122,11 @@ def fmt_bytes(value: float | None, digits: int = 3) -> str:
         return "-"
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(value) >= scale:
-            return f"{_figures(value / scale, digits)} {unit}"
+            return f"{significant(value / scale, digits)} {unit}"
     return f"{int(value)} B"
 
 
-def _figures(value: float, digits: int) -> str:
+def significant(value: float, digits: int) -> str:
     """``value`` to ``digits`` significant figures, never in exponent form: 1023 MiB is ``1023``
     at 3 figures, not ``1.02e+03``."""
     text = f"{value:.{digits}g}"

@@ -219,7 +219,7 @@ def _cpu_name() -> str:
 
 
 def _with_available_devices(info: "DeviceInfo") -> "DeviceInfo":
-    """The seed's device list (names, GiB, driver), added in the parent: the host's RAM and CPU
+    """The executor API's device list (names, GiB, driver), added in the parent: the host's RAM and CPU
     name and the NVIDIA driver (NVML) are read here, not in the jax child."""
     driver, gpu_total = None, None
     gpu = info.platforms.get("gpu")

@@ -1,4 +1,4 @@
-"""The Python API of the seed documents: :func:`run_jax_scripts` (a folder of scripts) and
+"""The executor API in Python: :func:`run_jax_scripts` (a folder of scripts) and
 :func:`execute_jax_script` (one script). Both take every option as a keyword (``**options``,
 validated by :class:`~jaxrun.config.options.BatchOptions` / :class:`~jaxrun.config.options.RunOptions`, which
 declare them once); their signatures list those options with their defaults, made from the same
@@ -32,7 +32,7 @@ from jaxrun.errors import (
 from jaxrun.plan.job import Job
 from jaxrun.present.sinks.callbacks import CallbackSink, OnResult, OnStart
 from jaxrun.present.sinks.profile_files import ProfileSink
-from jaxrun.present.sinks.run_log import seed_line
+from jaxrun.present.sinks.run_log import performance_line
 from jaxrun.present.sinks.script_files import ScriptFileSink
 from jaxrun.probe import notebook_cells
 from jaxrun.probe.channel import valid_text
@@ -159,7 +159,7 @@ def execute_jax_script(
         raise
     result = sink.on_result(job, result)
     if run_options.verbose:
-        logger.info(seed_line(result))
+        logger.info(performance_line(result))
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)
     return result

@@ -1,4 +1,4 @@
-"""``jaxrun mcp``: the seed's four MCP tools over stdio, with the official ``mcp`` SDK.
+"""``jaxrun mcp``: the executor API's four MCP tools over stdio, with the official ``mcp`` SDK.
 
 Tools: ``execute.run_jax_scripts``, ``execute.check_jax_availability``,
 ``execute.monitor_jax_performance`` (read-only: a results folder, also while its batch runs) and
@@ -35,6 +35,7 @@ from jaxrun.core.validate import shown_value, validate_device
 from jaxrun.core.formatting import one_line, shorten_middle
 from jaxrun.core.version import version
 from jaxrun.errors import UsageError
+from jaxrun.results.figures import SCRIPT_FIGURES
 from jaxrun.results.models import BatchResult
 
 try:  # mcp >= 2
@@ -114,7 +115,8 @@ class BenchmarkReport(BaseModel):
     device_used: Optional[str] = None
     runs_completed: int
     median: dict[str, Optional[float]] = Field(
-        {}, description="Median of the counted runs per metric (seconds; memory_peak in MiB, 2^20 bytes)")
+        {}, description="Median of the counted runs per metric, in its unit: seconds; memory_peak in MiB, 2^20 bytes"
+        + "".join(f"; {f.name} in {f.unit_name}" for f in SCRIPT_FIGURES if f.sampled and f.kind not in ("seconds", "mib")))
     ci_low: Optional[float] = Field(None, description="95% CI of the median wall time")
     ci_high: Optional[float] = None
     wall_times: list[float] = Field([], description="Every counted run's wall time, s")
@@ -124,7 +126,7 @@ class BenchmarkReport(BaseModel):
 
 def _summary(batch: BatchResult) -> BatchReport:
     """The MCP reply of a run: its view (jaxrun/view), as every other surface renders it."""
-    from jaxrun.present.view import run_view
+    from jaxrun.present.view.batch_view import run_view
 
     meta = batch.metadata
     view = run_view(batch)

@@ -14,6 +14,7 @@ from typing import Sequence
 from jaxrun.core.host import available_memory_mb
 from jaxrun.core.validate import device_label
 from jaxrun.judge.stats import CV_WARN, describe, ratio_of_medians_ci
+from jaxrun.results.figures import metric_unit
 from jaxrun.results.models import (
     RESULT_FIELDS,
     SAMPLE_METRICS,
@@ -107,7 +108,7 @@ def stability(cv: float | None) -> str:
 
 
 def memory_efficiency(median_peak_mb: float | None) -> float | None:
-    """The seed's ``memory_efficiency``: median peak host memory / memory available to the run."""
+    """The executor API's ``memory_efficiency``: median peak host memory / memory available to the run."""
     available = available_memory_mb()
     if median_peak_mb is None or not available:
         return None
@@ -124,7 +125,7 @@ def script_benchmark(
     mode: str = "process",
 ) -> ScriptBenchmark:
     stats = {
-        metric: describe(metric_values(samples, metric), unit="MiB" if metric == "memory_peak" else "s")
+        metric: describe(metric_values(samples, metric), unit=metric_unit(metric))
         for metric in SAMPLE_METRICS
     }
     wall = stats["wall_time"]

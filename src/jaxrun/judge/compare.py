@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Union
 
 from jaxrun.config.options import VerdictOptions, verdict_options
-from jaxrun.core.validate import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from jaxrun.core.formatting import listed
+from jaxrun.core.validate import parse_effect  # noqa: F401 - re-exported: compare.parse_effect
 from jaxrun.discover.script_labels import relative_path
 from jaxrun.errors import UsageError
 from jaxrun.judge import stats

@@ -9,14 +9,11 @@ repository holding it, host, device, versions; its samples (warm-ups and counted
 Safety: the database is in WAL mode with a 30 s busy timeout, and every write is one
 ``BEGIN IMMEDIATE`` transaction, so several jaxrun processes can record into one file at once.
 The schema is versioned (``meta.schema_version``); :data:`MIGRATIONS` bring an older database up
-to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows. A database written by
-a newer jaxrun is refused rather than guessed at.
-
-Regression: the newest run of a script is compared phase by phase (:mod:`jaxrun.judge.verdicts`) with the
-counted, successful samples of up to ``window`` (5) earlier runs of the same script path on the same
-device, host, mode and numerics; it is a regression when the verdict of its gate (run and compile
-time by default) is "slower". With fewer than :data:`~jaxrun.core.defaults.MIN_HISTORY_RUNS` (3) such
-earlier runs it is not judged ("not judged: 1 earlier run, needs 3"), never a regression.
+to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows; a sample metric declared
+since (results/figures.py) adds its column of ``samples`` there. A database written by a newer jaxrun
+is refused rather than guessed at.
+The regression check is judge/regression.py's; the schema and its migrations
+judge/history_schema.py's; the repair of a damaged file judge/history_repair.py's.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ import statistics
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from jaxrun.config.options import VerdictOptions, verdict_options
 from jaxrun.core.defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS
@@ -36,7 +33,13 @@ from jaxrun.core.paths import default_history_path, history_path
 from jaxrun.errors import UsageError
 from jaxrun.judge import compile_history
 from jaxrun.judge.compile_history import CachedBefore, CompileRun
-from jaxrun.results.comparison_report import JUDGED_VERDICTS, TOO_FEW
+from jaxrun.judge.history_schema import (
+    MIGRATIONS,
+    RUN_COLUMNS,
+    SAMPLE_COLUMNS,
+    SCHEMA_VERSION,
+    add_declared_columns,
+)
 from jaxrun.results.models import (
     SAMPLE_METRICS,
     CompileStats,
@@ -53,19 +56,10 @@ from jaxrun.results.provenance import (
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
-    "script_identity", "ScriptSummary", "TrendPoint", "MIGRATIONS", "SCHEMA_VERSION", "HISTORY_ENV",
-    "HistoryUnreadable", "integrity_check", "repair", "Repaired",
+    "script_identity", "ScriptSummary", "TrendPoint", "HISTORY_ENV", "HistoryUnreadable",
 ]
 
-SCHEMA_VERSION = 6
 BUSY_TIMEOUT_SECONDS = 30.0
-
-_RUN_COLUMNS = (
-    "id", "recorded_at", "script_name", "script_path", "content_hash", "git_commit", "git_dirty", "host",
-    "device_requested", "device_used", "jax_version", "jaxlib_version", "jaxrun_version", "median_wall_time",
-    "mode", "numerics",
-)
-_SAMPLE_COLUMNS = ("idx", "warmup", "success", "error_class", *SAMPLE_METRICS)
 
 
 class HistoryUnreadable(UsageError):
@@ -103,72 +97,6 @@ class TrendPoint(NamedTuple):
 # --- where, what and which version -----------------------------------------------------------------
 
 
-def _v1(db: sqlite3.Connection) -> None:
-    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute(
-        "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at TEXT NOT NULL,"
-        " script_name TEXT NOT NULL, script_path TEXT NOT NULL, content_hash TEXT NOT NULL,"
-        " git_commit TEXT, git_dirty INTEGER, host TEXT NOT NULL, device_requested TEXT NOT NULL,"
-        " device_used TEXT, jax_version TEXT, jaxlib_version TEXT, jaxrun_version TEXT NOT NULL)"
-    )
-    db.execute(
-        "CREATE TABLE samples (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
-        " idx INTEGER NOT NULL, warmup INTEGER NOT NULL, success INTEGER NOT NULL, error_class TEXT,"
-        " wall_time REAL, body_time REAL, compile_time REAL, steady_time REAL, memory_peak REAL)"
-    )
-    db.execute("CREATE INDEX runs_comparable ON runs (script_path, device_used, host)")
-    db.execute("CREATE INDEX samples_run ON samples (run_id)")
-
-
-def _v2(db: sqlite3.Connection) -> None:
-    """Store each run's median wall time (backfilled for old rows) and index script names."""
-    db.execute("ALTER TABLE runs ADD COLUMN median_wall_time REAL")
-    db.execute("CREATE INDEX runs_name ON runs (script_name)")
-    rows = db.execute(
-        "SELECT run_id, wall_time FROM samples WHERE warmup = 0 AND success = 1 AND wall_time IS NOT NULL"
-    ).fetchall()
-    per_run: dict[int, list[float]] = {}
-    for run_id, wall in rows:
-        per_run.setdefault(run_id, []).append(wall)
-    db.executemany(
-        "UPDATE runs SET median_wall_time = ? WHERE id = ?",
-        [(statistics.median(walls), run_id) for run_id, walls in per_run.items()],
-    )
-
-
-def _v3(db: sqlite3.Connection) -> None:
-    """Record how a run was measured: a warm-mode run's wall time (one process calling main() R
-    times) is not comparable with an ordinary run's. Older rows were all ordinary runs."""
-    db.execute("ALTER TABLE runs ADD COLUMN mode TEXT NOT NULL DEFAULT 'process'")
-    db.execute("DROP INDEX runs_comparable")
-    db.execute("CREATE INDEX runs_comparable ON runs (script_path, device_used, host, mode)")
-
-
-def _v4(db: sqlite3.Connection) -> None:
-    """The phases of a run: import_time, and run_time (the script's own work), which replaces
-    steady_time (body minus compile, imports included). Old rows keep their steady_time as their
-    run_time, the closest figure they have; their import_time is unknown (NULL)."""
-    db.execute("ALTER TABLE samples ADD COLUMN import_time REAL")
-    db.execute("ALTER TABLE samples ADD COLUMN run_time REAL")
-    db.execute("UPDATE samples SET run_time = steady_time")
-
-
-def _v5(db: sqlite3.Connection) -> None:
-    """The numerics a run started with (Numerics as JSON): runs with other numerics are not a
-    baseline unless asked. Older rows' numerics are unknown (NULL)."""
-    db.execute("ALTER TABLE runs ADD COLUMN numerics TEXT")
-
-
-def _v6(db: sqlite3.Connection) -> None:
-    """What each run of a script that used JAX compiled (benchmarked or not): its compile
-    environment and, per program, its compilations, cache loads, compile time, fingerprints,
-    device kind and count (:mod:`jaxrun.judge.compile_history`). Older runs have none."""
-    compile_history.create_tables(db)
-
-
-# MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
-assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
 def _clean(value: float | None) -> float | None:
@@ -268,6 +196,7 @@ class HistoryStore:
                 )
             for migration in MIGRATIONS[version:]:
                 migration(self._db)
+            add_declared_columns(self._db)
             if version < SCHEMA_VERSION:
                 self._db.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
@@ -307,7 +236,7 @@ class HistoryStore:
 
             walls = metric_values(run.samples, "wall_time")
             median = statistics.median(walls) if walls else None
-        values = run.model_dump(include=set(_RUN_COLUMNS) - {"id", "median_wall_time"})
+        values = run.model_dump(include=set(RUN_COLUMNS) - {"id", "median_wall_time"})
         values["git_dirty"] = None if run.git_dirty is None else int(run.git_dirty)
         values["numerics"] = None if run.numerics is None else run.numerics.model_dump_json()
         values["median_wall_time"] = median
@@ -319,7 +248,7 @@ class HistoryStore:
             )
             run_id = int(cursor.lastrowid)
             self._db.executemany(
-                f"INSERT INTO samples (run_id, {', '.join(_SAMPLE_COLUMNS)}) VALUES (?{', ?' * len(_SAMPLE_COLUMNS)})",
+                f"INSERT INTO samples (run_id, {', '.join(SAMPLE_COLUMNS)}) VALUES (?{', ?' * len(SAMPLE_COLUMNS)})",
                 [
                     (run_id, s.index, int(s.warmup), int(s.success), s.error_class,
                      *(_clean(getattr(s, m)) for m in SAMPLE_METRICS))
@@ -397,7 +326,7 @@ class HistoryStore:
             if host is not None:
                 where.append("host = ?")
                 params.append(host)
-            sql = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"
+            sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
             if where:
                 sql += " WHERE " + " AND ".join(where)
             sql += " ORDER BY id DESC"
@@ -408,7 +337,7 @@ class HistoryStore:
             return [self._run_from_row(row) for row in rows]
 
     def _run_from_row(self, row: Sequence[object]) -> HistoryRun:
-        data = dict(zip(_RUN_COLUMNS, row))
+        data = dict(zip(RUN_COLUMNS, row))
         if data["git_dirty"] is not None:
             data["git_dirty"] = bool(data["git_dirty"])
         if data["numerics"] is not None:
@@ -417,19 +346,19 @@ class HistoryStore:
 
     def _samples(self, run_ids: Sequence[int]) -> list[RunSample]:
         rows = self._db.execute(
-            f"SELECT {', '.join(_SAMPLE_COLUMNS)} FROM samples WHERE run_id IN ({', '.join('?' * len(run_ids))})"
+            f"SELECT {', '.join(SAMPLE_COLUMNS)} FROM samples WHERE run_id IN ({', '.join('?' * len(run_ids))})"
             " ORDER BY rowid", list(run_ids),
         ).fetchall()
         samples = []
         for row in rows:
-            data = dict(zip(_SAMPLE_COLUMNS, row))
+            data = dict(zip(SAMPLE_COLUMNS, row))
             samples.append(RunSample(index=data.pop("idx"), **{**data, "warmup": bool(data["warmup"]),
                                                                  "success": bool(data["success"])}))
         return samples
 
     def get(self, run_id: int) -> HistoryRun:
         with self._read():
-            row = self._db.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = self._db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise UsageError(f"no run with id {run_id} in history {str(self.path)!r}")
             return self._run_from_row(row)
@@ -458,98 +387,54 @@ class HistoryStore:
                                      statistics.median(values) if values else None, len(values)))
         return points
 
-    # -- regressions --------------------------------------------------------------------------------
+    # -- what the regression check reads (judge/regression.py) ----------------------------------
 
-    def check_regression(
-        self, run_id: int, options: VerdictOptions | None = None, *, window: int = HISTORY_WINDOW,
-        min_runs: int = MIN_HISTORY_RUNS, **given: Any,
-    ) -> RegressionCheck:
-        """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,
-        device used, host and mode, and the same numerics unless ``allow_mismatch``) that have
-        counted successful samples; pooled, they are the baseline. Every phase is judged; the
-        regression is the verdict of the gate (run and compile time, or ``metric``), as in
-        :func:`jaxrun.judge.verdicts.judge_script`. Earlier runs left out for their numerics are
-        counted in ``other_numerics`` and said in ``note``.
-
-        With fewer than ``min_runs`` earlier comparable runs nothing is compared: ``judged`` is
-        false, ``reason`` says so ("not judged: 1 earlier run, needs 3") and ``regression`` is
-        false. A comparison that reaches no verdict (too few runs to judge, not comparable) is not
-        judged either."""
-        for name, value in (("window", window), ("min_runs", min_runs)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
-        if window < min_runs:
-            raise UsageError(f"window ({window}) must be at least min_runs ({min_runs}): no check could be judged")
-        from jaxrun.judge.benchmark_runs import metric_values
-        from jaxrun.judge.verdicts import judge_script, metrics_for, too_few_note
-
-        options = verdict_options(options, given)
-        allow_mismatch = options.allow_mismatch
-        judged, gate = metrics_for(options.metric)
-        run = self.get(run_id)
+    def earlier_comparable(self, run: HistoryRun, window: int, numerics: str) -> list[int]:
+        """Ids of up to ``window`` runs before ``run`` of the same script path, device, host and
+        mode that have counted successful samples, newest first; ``numerics``: "same" (started
+        with ``run``'s numerics), "other" (with others) or "any"."""
         mine = None if run.numerics is None else run.numerics.model_dump_json()
-        same = "" if allow_mismatch else " AND r.numerics IS ?"
+        same = {"same": " AND r.numerics IS ?", "other": " AND r.numerics IS NOT ?", "any": ""}[numerics]
         query = (
             "SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"
-            " AND r.mode = ? AND r.id < ?{}"
+            f" AND r.mode = ? AND r.id < ?{same}"
             " AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.id AND s.warmup = 0 AND s.success = 1)"
             " ORDER BY r.id DESC LIMIT ?"
         )
-        params = (run.script_path, run.device_used, run.host, run.mode, run_id)
-        previous = self._db.execute(query.format(same), (*params, *([mine] if same else []), window)).fetchall()
-        other = 0 if allow_mismatch else len(self._db.execute(
-            query.format(" AND r.numerics IS NOT ?"), (*params, mine, window)).fetchall())
-        check = RegressionCheck(
-            script_path=run.script_path, device=run.device_used, host=run.host, gate=list(gate),
-            newest_run_id=run_id, previous_runs=len(previous), min_previous_runs=min_runs, regression=False,
-            other_numerics=other, judged=False,
-        )
-        if other:
-            check.note = (f"{other} earlier run(s) started with other numerics and are not in the baseline "
-                          "(--allow-mismatch to pool them)")
-        if len(previous) < min_runs:
-            found = {0: "no earlier run", 1: "1 earlier run"}.get(len(previous), f"{len(previous)} earlier runs")
-            check.reason = f"not judged: {found}, needs {min_runs}"
-            if other:
-                check.reason += f" ({other} more with other numerics)"
-            if not previous and other:
-                check.note = (f"not judged: the {other} earlier run(s) started with other numerics "
-                              "(x64, matmul precision, debug or XLA flags); --allow-mismatch to judge against them")
-            return check
-        ids = sorted(r[0] for r in previous)
-        base_samples = self._samples(ids)
-        base = {m: metric_values(base_samples, m) for m in judged}
-        new = {m: metric_values(run.samples, m) for m in judged}
-        comparison = judge_script(run.script_name, run.device_used, base, new, options)
-        notes = [f"baseline: {len(base_samples)} samples from runs {ids}"]
-        if not any(new.values()):
-            notes.append("the newest run has no successful counted sample")
-        comparison.note = "; ".join(notes + ([comparison.note] if comparison.note else []))
-        check.gate, check.comparison = comparison.gate, comparison
-        check.regression = comparison.verdict == "slower"
-        check.judged = comparison.verdict in JUDGED_VERDICTS
-        if not check.judged:
-            check.reason = f"not judged: {comparison.verdict}"
-            detail = too_few_note(comparison) if comparison.verdict == TOO_FEW else None
-            if detail:
-                check.reason += f" ({detail})"
-        return check
+        params = (run.script_path, run.device_used, run.host, run.mode, run.id, *([mine] if same else []), window)
+        return [row[0] for row in self._db.execute(query, params).fetchall()]
 
-    def check_latest(self, script: str | os.PathLike[str] | None = None, options: VerdictOptions | None = None,
-                     **given: Any) -> list[RegressionCheck]:
-        """:meth:`check_regression` of the newest run of every (script, device, host) group."""
+    def samples_of(self, run_ids: Sequence[int]) -> list[RunSample]:
+        """The samples of the runs ``run_ids``, pooled."""
+        return self._samples(run_ids)
+
+    def newest_runs(self, script: str | os.PathLike[str] | None = None) -> list[int]:
+        """The newest run of every (script, device, host, mode) group (of ``script``'s paths)."""
         where, params = "", []
         if script is not None:
             paths = self.match_scripts(script)
             if not paths:
                 return []
             where, params = f"WHERE script_path IN ({', '.join('?' * len(paths))})", paths
-        ids = [r[0] for r in self._db.execute(
+        return [r[0] for r in self._db.execute(
             f"SELECT MAX(id) FROM runs {where} GROUP BY script_path, device_used, host, mode ORDER BY script_path, MAX(id)",
             params,
         ).fetchall()]
+
+    def check_regression(
+        self, run_id: int, options: VerdictOptions | None = None, *, window: int = HISTORY_WINDOW,
+        min_runs: int = MIN_HISTORY_RUNS, **given: Any,
+    ) -> RegressionCheck:
+        """Run ``run_id`` judged against the earlier comparable runs (judge/regression.py)."""
+        from jaxrun.judge.regression import check_regression
+
+        return check_regression(self, run_id, options, window=window, min_runs=min_runs, **given)
+
+    def check_latest(self, script: str | os.PathLike[str] | None = None, options: VerdictOptions | None = None,
+                     **given: Any) -> list[RegressionCheck]:
+        """:meth:`check_regression` of the newest run of every (script, device, host) group."""
         options = verdict_options(options, given)
-        return [self.check_regression(run_id, options) for run_id in ids]
+        return [self.check_regression(run_id, options) for run_id in self.newest_runs(script)]
 
 
 def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: Sequence[Path]) -> dict[str, float]:
@@ -578,166 +463,3 @@ def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: S
 # --- a damaged database: SQLite's own check, and saving what can be read ---------------------------
 
 
-def _existing(path: str | os.PathLike[str]) -> Path:
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise UsageError(f"no history database at {str(path)!r}; pass --history PATH")
-    return path
-
-
-def integrity_check(path: str | os.PathLike[str]) -> list[str]:
-    """SQLite's ``PRAGMA integrity_check`` of the history at ``path``: its findings, ``[]`` when
-    the file is sound. A file SQLite cannot check at all is one finding (its message)."""
-    path = _existing(path)
-    try:
-        db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS)
-    except sqlite3.Error as exc:
-        return [str(exc)]
-    # SQLite may stop with an error after a finding, and Python's sqlite3 then loses the rows it
-    # had: ask for 1, 2, 4, ... findings, keeping the last full answer and the error that ended it.
-    rows: list[str] = []
-    limit = 1
-    try:
-        while True:
-            try:
-                found = [str(r[0]) for r in db.execute(f"PRAGMA integrity_check({limit})").fetchall()]
-            except sqlite3.Error as exc:
-                rows.append(str(exc))
-                break
-            rows = found
-            if found == ["ok"] or len(found) < limit or limit >= 1024:
-                break
-            limit *= 2
-    finally:
-        db.close()
-    return [] if rows == ["ok"] else [line for row in rows for line in row.splitlines()]
-
-
-class Repaired(NamedTuple):
-    path: Path  # the new database, where the old one was
-    damaged: Path  # the old file, renamed
-    runs: int
-    samples: int
-    unreadable: list[str]  # "table: what could not be read"
-
-
-def _readable_rows(db: sqlite3.Connection, table: str, lost: list[str]) -> Iterator[tuple[Any, ...]]:
-    """Every row of ``table`` SQLite can still read, in rowid order: a damaged page is stepped
-    over (the first readable rowid past it found by a doubling then a bisecting search)."""
-    quoted = '"' + table.replace('"', '""') + '"'
-    after: int | None = None  # the last rowid read (None: from the start)
-    while True:
-        where, params = ("", []) if after is None else (" WHERE rowid > ?", [after])
-        try:
-            for row in db.execute(f"SELECT rowid, * FROM {quoted}{where} ORDER BY rowid", params):
-                after = row[0]
-                yield row
-            return
-        except sqlite3.DatabaseError as exc:
-            start = after if after is not None else -(2 ** 63)
-
-            def readable(low: int) -> bool:
-                try:
-                    db.execute(f"SELECT rowid, * FROM {quoted} WHERE rowid > ? ORDER BY rowid LIMIT 1", [low]).fetchall()
-                    return True
-                except sqlite3.DatabaseError:
-                    return False
-
-            step, past = 1, None
-            while start + step < 2 ** 63:
-                if readable(start + step):
-                    past = start + step
-                    break
-                step *= 2
-            lost.append(f"{table}: rows after rowid {after if after is not None else 'the start'} ({exc})")
-            if past is None:
-                return
-            low = start + step // 2  # unreadable from here; readable from past: the smallest readable
-            while past - low > 1:
-                middle = (low + past) // 2
-                if readable(middle):
-                    past = middle
-                else:
-                    low = middle
-            after = past
-
-
-def repair(path: str | os.PathLike[str]) -> Repaired:
-    """Save what SQLite can still read of the history at ``path`` into a new database at
-    ``path``; the old file is kept beside it as ``<name>.damaged-<timestamp>``. Tables and indexes
-    are made again from the old file's own schema; every row that can be read is copied; samples
-    whose run was lost are left out."""
-    path = _existing(path)
-    source = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    fresh = path.with_name(f"{path.name}.repairing-{stamp}")
-    lost: list[str] = []
-    try:
-        try:
-            schema = source.execute(
-                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
-                " ORDER BY type = 'index', rowid").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise UsageError(f"nothing can be saved from {str(path)!r}: SQLite cannot read its list of tables ({exc})") from None
-        names = {name for kind, name, _ in schema if kind == "table"}
-        if not {"meta", "runs", "samples"} <= names:
-            raise UsageError(f"{str(path)!r} is not a jaxrun history database (tables: {', '.join(sorted(names)) or 'none'})")
-        target = sqlite3.connect(str(fresh), isolation_level=None)
-        try:
-            target.execute("BEGIN")
-            for kind, _, sql in schema:
-                if kind == "table":
-                    target.execute(sql)
-            counts: dict[str, int] = {}
-            run_ids: set[int] = set()
-            compile_run_ids: set[int] = set()
-            for table in ("meta", "runs", "samples", "compile_runs", "programs"):
-                if table not in names:
-                    continue  # a database from before schema 6
-                columns = [r[1] for r in source.execute(f"PRAGMA table_info({table})").fetchall()]
-                insert = (f"INSERT INTO {table} (rowid, {', '.join(columns)}) "
-                          f"VALUES (?{', ?' * len(columns)})")
-                n = 0
-                run_at = columns.index("run_id") + 1 if table == "samples" else None
-                owner_at = columns.index("compile_run_id") + 1 if table == "programs" else None
-                for row in _readable_rows(source, table, lost):
-                    if run_at is not None and row[run_at] not in run_ids:
-                        continue  # its run was lost: a sample of nothing
-                    if owner_at is not None and row[owner_at] not in compile_run_ids:
-                        continue  # a program of a lost run
-                    if table == "compile_runs":
-                        linked = columns.index("history_run_id") + 1
-                        if row[linked] is not None and row[linked] not in run_ids:
-                            row = (*row[:linked], None, *row[linked + 1:])  # its benchmarked run was lost
-                        compile_run_ids.add(row[0])
-                    target.execute(insert, row)
-                    if table == "runs":
-                        run_ids.add(row[0])
-                    n += 1
-                counts[table] = n
-            for kind, _, sql in schema:
-                if kind != "table":
-                    target.execute(sql)
-            target.execute("COMMIT")
-        finally:
-            target.close()
-    except BaseException:
-        fresh.unlink(missing_ok=True)
-        raise
-    finally:
-        source.close()
-    try:
-        HistoryStore(fresh).close()  # what jaxrun will open: brought up to this schema, in WAL mode
-    except BaseException:
-        fresh.unlink(missing_ok=True)
-        raise
-    damaged = path.with_name(f"{path.name}.damaged-{stamp}")
-    os.replace(path, damaged)
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            os.replace(side, damaged.with_name(damaged.name + suffix))
-    os.replace(fresh, path)
-    for suffix in ("-wal", "-shm"):
-        fresh.with_name(fresh.name + suffix).unlink(missing_ok=True)
-    return Repaired(path, damaged, counts["runs"], counts["samples"], lost)

@@ -28,8 +28,8 @@ ERROR_CLASSES: tuple[str, ...] = ErrorClass.__args__  # type: ignore[attr-define
 
 
 class MappingModel(BaseModel):
-    """A model that can also be read like the dicts the seed documents return (``r["success"]``,
-    and the seed's own names such as ``r["peak_memory_mb"]``: :mod:`jaxrun.core.aliases`).
+    """A model that can also be read like the dicts the executor API returns (``r["success"]``,
+    and the executor API's own names such as ``r["peak_memory_mb"]``: :mod:`jaxrun.core.aliases`).
     ``to_dict()`` gives plain JSON-able data (what the result files hold)."""
 
     # NaN and infinities (a script may record them) are written as the JSON strings "NaN",

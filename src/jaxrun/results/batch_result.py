@@ -20,7 +20,7 @@ class SkippedScript(MappingModel):
 
 
 class BatchMetadata(MappingModel):
-    framework: str = "jax"  # as the seed documents write it
+    framework: str = "jax"  # as the executor API writes it
     jaxrun_version: str
     device_requested: str
     device_used: str | None
@@ -74,7 +74,7 @@ class PerformanceSummary(MappingModel):
     peak_device_memory_mb: float | None = Field(
         None, description="MiB (2^20 bytes), largest device_memory_peak (null on CPU)")
     average_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), mean of the scripts' memory_peak")
-    peak_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), the seed's name for peak_memory_mb")
+    peak_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), the executor API's name for peak_memory_mb")
     device_utilization: float | None = Field(
         None, description="0-1, mean of the scripts' device_utilization (null where none was measurable)"
     )
@@ -139,6 +139,6 @@ class PerformanceMetrics(MappingModel):
     generated_at: str
     scripts: dict[str, ScriptMetrics]
     aggregate: PerformanceSummary
-    avg_execution_time: float | None = Field(None, description="Seconds, the seed's name for aggregate.average_execution_time")
+    avg_execution_time: float | None = Field(None, description="Seconds, the executor API's name for aggregate.average_execution_time")
     peak_memory_mb: float | None = Field(
-        None, description="MiB (2^20 bytes), the seed's name for aggregate.peak_memory_mb")
+        None, description="MiB (2^20 bytes), the executor API's name for aggregate.peak_memory_mb")

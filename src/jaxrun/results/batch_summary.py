@@ -200,7 +200,7 @@ def assemble_batch(
     if benchmarking is None:
         benchmarking = BenchmarkingSection()
     if info is not None and used:
-        # The seed's top-level device description is of the device the batch ran on.
+        # The executor API's top-level device description is of the device the batch ran on.
         info = info.describing(*split_device(used[0]))
     parts = dict(metadata=meta, device_info=info, performance_summary=summary_of_figures(figures),
                  script_results=results, benchmarking=benchmarking)

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, create_model
 
 from jaxrun.errors import UsageError
 from jaxrun.results.base_model import SCHEMA_VERSION, ErrorClass, MappingModel
+from jaxrun.results.figures import (  # noqa: F401 - the models' names for them
+    METRIC_ALIASES,
+    RESULT_FIELDS,
+    SAMPLE_METRICS,
+    SCRIPT_FIGURES,
+    ScriptFigure,
+)
 
 if TYPE_CHECKING:
     from jaxrun.results.comparison_report import RegressionCheck
     from jaxrun.results.script_result import Numerics
 
 class Statistics(MappingModel):
-    """Summary of one metric's samples, in its unit (seconds; MiB, 2^20 bytes, for memory_peak); see
-    :mod:`jaxrun.judge.stats` for the methods."""
+    """Summary of one metric's samples, in its unit (seconds; MiB, 2^20 bytes, for memory_peak; the
+    others' as ScriptBenchmark.statistics says); see :mod:`jaxrun.judge.stats` for the methods."""
 
     n: int
     mean: float | None
@@ -36,19 +43,6 @@ class Statistics(MappingModel):
     warnings: list[str] = []
 
 
-# Metrics kept for every benchmark run; compare / history / stats use these names.
-SAMPLE_METRICS: tuple[str, ...] = ("wall_time", "body_time", "import_time", "compile_time", "run_time", "memory_peak")
-# Names older files and databases used: ``steady_time`` (body minus compile) became ``run_time``.
-METRIC_ALIASES: dict[str, str] = {"steady_time": "run_time"}
-# Each figure a benchmark run keeps (a RunSample field) and the ScriptResult field it is read from,
-# written once: a sample is made from a result through it, a benchmarked result's headline figures
-# are its samples' medians put back through it, and compare reads a plain run's value through it.
-RESULT_FIELDS: dict[str, str] = {
-    "wall_time": "execution_time", "body_time": "body_time", "import_time": "import_time",
-    "compile_time": "jit_compile_time", "run_time": "run_time", "memory_peak": "memory_peak", "cpu_time": "cpu_time",
-}
-
-
 def resolve_metric(metric: str) -> str:
     """The name of a sample metric (an old name such as ``steady_time`` gives its new name), or a
     UsageError listing the valid ones."""
@@ -58,25 +52,31 @@ def resolve_metric(metric: str) -> str:
     return name
 
 
-class RunSample(MappingModel):
-    """One process run of a benchmarked script (a warm-up or a counted run)."""
-
+class _RunIdentity(MappingModel):
     index: int
     warmup: bool
     success: bool
     error_class: ErrorClass | None = None
-    wall_time: float | None = Field(None, description="Seconds, whole process")
-    body_time: float | None = Field(None, description="Seconds, script body")
-    import_time: float | None = Field(None, description="Seconds of the body spent importing modules")
-    compile_time: float | None = Field(None, description="Seconds of trace+lower+compile")
-    run_time: float | None = Field(
-        None,
-        # Files written before import_time existed call it steady_time (body minus compile).
-        validation_alias=AliasChoices("run_time", "steady_time"),
-        description="Seconds of the script's own work: body minus imports minus compilation",
+
+
+def _sample_field(figure: ScriptFigure) -> Any:
+    """A RunSample field of a figure: a number or null, read under its older names too."""
+    older = {"validation_alias": AliasChoices(figure.name, *figure.aliases)} if figure.aliases else {}
+    return (float | None, Field(None, description=figure.description, **older))
+
+
+if TYPE_CHECKING:
+    class RunSample(_RunIdentity):
+        """One process run of a benchmarked script (a warm-up or a counted run)."""
+
+        def __getattr__(self, name: str) -> float | None: ...
+else:
+    # One field per declared figure (results/figures.py), in their order, after the run's identity.
+    RunSample = create_model(
+        "RunSample", __base__=_RunIdentity, __module__=__name__,
+        __doc__="One process run of a benchmarked script (a warm-up or a counted run).",
+        **{figure.name: _sample_field(figure) for figure in SCRIPT_FIGURES},
     )
-    memory_peak: float | None = Field(None, description="MiB (2^20 bytes), peak RSS of the process tree")
-    cpu_time: float | None = Field(None, description="Seconds of CPU (user+sys) of the process tree")
 
 
 class WarmCall(MappingModel):
@@ -118,13 +118,14 @@ class ScriptBenchmark(MappingModel):
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
     statistics: dict[str, Statistics] = Field(
-        {}, description="Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak")
+        {}, description="Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak"
+        + "".join(f", {f.unit_name} for {f.name}" for f in SCRIPT_FIGURES if f.sampled and f.kind not in ("seconds", "mib")))
     mean_execution_time: float | None = Field(None, description="Seconds, mean wall time of this script's counted runs")
     std_execution_time: float | None = Field(None, description="Seconds, their standard deviation")
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
     memory_efficiency: float | None = Field(
         None,
-        description="The seed's name for a utilisation: median peak host memory of the counted runs "
+        description="The executor API's name for a utilisation: median peak host memory of the counted runs "
         "(memory_peak) / the memory available to them (the machine's RAM, or its cgroup's limit when "
         "lower); 0.02 = 2% of it, lower leaves more room. Null when either is unknown",
     )

@@ -39,7 +39,7 @@ class NvmlInfo(MappingModel):
 
 
 class AvailableDevice(MappingModel):
-    """One device as the seed documents list them (``get_jax_device_info()["available_devices"]``)."""
+    """One device as the executor API lists them (``get_jax_device_info()["available_devices"]``)."""
 
     name: str = Field(description="The device kind (e.g. 'NVIDIA H100 80GB HBM3'); for CPU devices the processor")
     platform: str
@@ -67,7 +67,7 @@ class DeviceInfo(MappingModel):
     probed_at: str
     probe_seconds: float | None = None
     available_devices: list[AvailableDevice] = Field([], description="Every device of every available platform")
-    # The seed's top-level description of "the device": the default device of this machine, or in a
+    # The executor API's top-level description of "the device": the default device of this machine, or in a
     # results file the first device of the platform the batch used.
     name: str | None = Field(None, description="Name of the device used (see available_devices)")
     memory_gb: float | None = Field(None, description="Its memory in GiB (for CPU: the host's RAM)")

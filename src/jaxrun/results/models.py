@@ -1,6 +1,6 @@
 """The data model: every result jaxrun returns or writes is one of these pydantic models.
 
-Field names follow the seed documents and are fixed (docs/ARCHITECTURE.md, "Results folder"), so
+Field names follow the executor API and are fixed (docs/ARCHITECTURE.md, "Results folder"), so
 tools and tests can rely on them.
 Unknown numbers are ``None`` (serialized as JSON ``null``), never 0. Serialization to files lives
 in :mod:`jaxrun.results.result_files`; these modules only describe the shapes, one per subject.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from jaxrun.results.base_model import SCHEMA_VERSION, ErrorClass, MappingModel
+from jaxrun.results.figures import SCRIPT_FIGURES
 
 if TYPE_CHECKING:
     from jaxrun.results.benchmark_result import ScriptBenchmark, WarmSummary
@@ -252,9 +253,10 @@ class ScriptResult(MappingModel):
     execution_time: float | None = Field(None, description="Seconds, whole process")
     timing: str | None = Field(
         None, description="'median of N counted runs' for a benchmarked script whose N counted runs all "
-        "succeeded: execution_time, body_time, import_time, run_time, jit_compile_time, cpu_time and "
-        "memory_peak are then each the median of those runs (benchmark.samples holds every run); "
-        "null: the figures are of one run"
+        f"succeeded: {', '.join(f.field for f in SCRIPT_FIGURES[:-1])} and {SCRIPT_FIGURES[-1].field} are then each "
+        "the median of those runs (" + "".join(f"{f.field} the lower middle one, a run's own; " for f in SCRIPT_FIGURES
+                                               if f.aggregate == "median_low")
+        + "benchmark.samples holds every run); null: the figures are of one run"
     )
     body_time: float | None = Field(
         None, description="Seconds, the script body inside the probe: from its first line to its end (return, "

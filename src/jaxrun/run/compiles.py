@@ -50,6 +50,13 @@ def add_event(compiles: dict[str, CompileStats], event: ev.Compile) -> None:
             stats.compile_time += seconds
 
 
+# A PROGRAM event's facts that are CompileStats fields of the same name, taken as the probe sent
+# them (a fact the probe adds under a CompileStats field's name needs nothing here); the others
+# are folded above and below.
+_AS_SENT: tuple[str, ...] = tuple(sorted(
+    set(ev.Program.__annotations__) & set(CompileStats.model_fields) - {"source", "cost", "memory"}))
+
+
 def add_program(compiles: dict[str, CompileStats], event: ev.Program, inputs: dict[str, set[str]]) -> None:
     """Fold one PROGRAM event (what XLA knows about the executable just built) into its program:
     the figures are the last executable's; ``inputs`` collects each program's input fingerprints
@@ -63,13 +70,11 @@ def add_program(compiles: dict[str, CompileStats], event: ev.Program, inputs: di
     stats.cost = ProgramCost.model_validate(cost) if isinstance(cost, dict) else None
     memory = event.get("memory")
     stats.memory = ProgramMemory.model_validate(memory) if isinstance(memory, dict) else None
-    stats.fingerprint = event.get("fingerprint")
-    stats.input_fingerprint = event.get("input_fingerprint")
+    for name in _AS_SENT:  # the last executable's, null when this one's is unknown
+        setattr(stats, name, event.get(name))
     if stats.input_fingerprint is not None:
         inputs.setdefault(key, set()).add(stats.input_fingerprint)
     stats.variants = len(inputs.get(key, ())) or stats.variants + 1
-    stats.device_kind = event.get("device_kind")
-    stats.device_count = event.get("device_count")
     stats.analysis_reason = event.get("reason")
 
 

@@ -124,14 +124,17 @@ def benchmark_medians(last: ScriptResult, samples: list[RunSample]) -> dict[str,
         return {}
     import statistics
 
-    from jaxrun.results.models import (
-        RESULT_FIELDS,  # a result's field for each sample figure it is the median of
+    from jaxrun.results.figures import (
+        SCRIPT_FIGURES,  # each figure's result field and aggregate
     )
 
     medians: dict[str, Any] = {"timing": f"median of {len(samples)} counted run{'s' if len(samples) > 1 else ''}"}
-    for metric, field in RESULT_FIELDS.items():
-        values = [v for v in (getattr(s, metric) for s in samples) if v is not None]
+    for figure in SCRIPT_FIGURES:
+        values = [v for v in (getattr(s, figure.name) for s in samples) if v is not None]
         # A figure some run could not measure stays that of the last run (null when it is).
         if len(values) == len(samples):
-            medians[field] = statistics.median(values)
+            if figure.aggregate == "median_low":  # a whole number (bytes): the lower middle run's own
+                medians[figure.field] = int(statistics.median_low(values))
+            else:
+                medians[figure.field] = statistics.median(values)
     return medians

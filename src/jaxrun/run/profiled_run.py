@@ -1,4 +1,4 @@
-"""A profiled run (``--profile``) -> its memory profile, its timeline, and the seed's
+"""A profiled run (``--profile``) -> its memory profile, its timeline, and the executor API's
 ``performance_metrics``.
 
 One clock: ``time.perf_counter`` is the system's monotonic clock on Linux, the same in the parent
@@ -83,7 +83,7 @@ def script_profile(outcome: LaunchOutcome, report: ProbeReport, result: ScriptRe
 
 
 def profile_metrics(result: ScriptResult, profile: ScriptProfile, files: dict[str, str]) -> dict[str, Any]:
-    """The seed's ``performance_metrics``: the run's figures and where its profiles are."""
+    """The executor API's ``performance_metrics``: the run's figures and where its profiles are."""
     return {
         "execution_time": result.execution_time,
         "body_time": result.body_time,

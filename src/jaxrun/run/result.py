@@ -124,10 +124,46 @@ def _hint(failure: Classification | None, warnings: list[str], python: str | Non
     return with_fit_evidence(failure.hint, warnings) if failure.error_class == "out_of_memory" else failure.hint
 
 
+def _processes(job_run: "JobRun | None") -> list[ProcessResult] | None:
+    if job_run is None:
+        return None
+    from jaxrun.run.multiprocess import process_results
+
+    return [ProcessResult(**process) for process in process_results(job_run)]
+
+
 def _warm_summary(entry: str, calls: list) -> object:  # type: ignore[type-arg]
     from jaxrun.judge.benchmark_runs import warm_summary  # numpy: only for warm mode
 
     return warm_summary(entry, calls)
+
+
+# ScriptResult fields read as they are from what ended the run: the launched process's outcome
+# (none when nothing was launched: the fields stay null) and how it failed (none on success).
+_FROM_OUTCOME: dict[str, str] = {
+    "exit_code": "exit_code", "signal": "signal", "execution_time": "wall_time", "prestarted": "prestarted",
+    "leftover_processes": "leftovers", "peak_processes": "peak_processes", "cgroup": "cgroup",
+    "kernel_limits": "kernel_limits", "stdout_truncated": "stdout_truncated", "stderr_truncated": "stderr_truncated",
+}
+_FROM_FAILURE: dict[str, str] = {"error_class": "error_class", "error_message": "message",
+                                 "exception_type": "exception_type"}
+
+
+def _read(source: object, fields: dict[str, str]) -> dict[str, object]:
+    return {} if source is None else {name: getattr(source, attr) for name, attr in fields.items()}
+
+
+def _launched(run: AttemptRun, report: ProbeReport, outcome: LaunchOutcome, platform: str | None,
+              job: Job, lead: object) -> dict[str, object]:
+    """What only a launched attempt has: its process tree's memory, its logs, its transfers."""
+    logs = lead if lead is not None else job
+    return {
+        "traceback": report.traceback, "memory_peak": memory_peak_mb(outcome, report), "memory_method": MEMORY_METHOD,
+        "transfers": transfer_stats(outcome.transfers, run.guard_env, jax_loaded=report.jax_loaded,
+                                    platform=(report.device or {}).get("platform") or platform,
+                                    script_set=report.transfer_guard_set),
+        "stdout_log": str(logs.stdout_log), "stderr_log": str(logs.stderr_log),  # type: ignore[attr-defined]
+    }
 
 
 def build_result(
@@ -144,15 +180,10 @@ def build_result(
     jit_seconds, compile_count, cache_hits, cache_misses = totals(report.jax_loaded, report.compiles, report.compile_cache)
     device_peak, device_reason = device_memory(report)
     device = report.device or {}
-    utilisation: float | None = None
-    if run.utilization is not None:
-        utilisation, utilisation_reason = run.utilization
-    else:
-        utilisation_reason = f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})"
+    utilisation, utilisation_reason = run.utilization or (
+        None, f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})")
     passed = failure is None
     job_run = run.processes  # --processes N: the job's figures and its lead's (run/multiprocess.py)
-    if job_run is not None:
-        from jaxrun.run.multiprocess import process_results
     lead = job_run.lead if job_run is not None else None
     # The probe's own CPU figure is one process's: never a job's stand-in.
     cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time if job_run is None else None)
@@ -165,19 +196,15 @@ def build_result(
         xfail=options.xfail,
         command=run.command,
         python=options.python if options.python is not None and is_other(options.python) else None,
-        prestarted=outcome.prestarted if outcome else None,
         script_args=list(options.args or ()),
         numerics=run.numerics,
         environment=run.environment,
         settings={name: options.origin_of(name) or "per-script setting"
                   for name, source in options.sources.items() if source == "script"},
-        error_class=failure.error_class if failure else None,  # type: ignore[arg-type]
-        error_message=failure.message if failure else None,
-        exception_type=failure.exception_type if failure else None,
-        traceback=report.traceback if outcome else None,
+        **_read(failure, _FROM_FAILURE),
+        **_read(outcome, _FROM_OUTCOME),
+        **(_launched(run, report, outcome, platform, job, lead) if outcome is not None else {}),
         hint=_hint(failure, report.warnings, options.python),
-        exit_code=outcome.exit_code if outcome else None,
-        signal=outcome.signal if outcome else None,
         device_requested=options.device,
         device_used=platform,
         device_index=chosen_index(options.device, platform),
@@ -185,7 +212,6 @@ def build_result(
         device_count=device.get("device_count"),
         fallback_reason=fallback_reason,
         attempts=attempts,
-        execution_time=outcome.wall_time if outcome else None,
         body_time=body_time,
         import_time=import_time,
         run_time=run_seconds,
@@ -194,8 +220,6 @@ def build_result(
         phases_note=phases_note,
         cpu_time=cpu_seconds,
         cpu_method=cpu_method,
-        memory_peak=memory_peak_mb(outcome, report) if outcome else None,
-        memory_method=MEMORY_METHOD if outcome else None,
         device_memory_peak=device_peak,
         device_memory_reason=device_reason,
         device_utilization=utilisation,
@@ -204,9 +228,6 @@ def build_result(
         compile_count=compile_count,
         compiles=report.compiles,
         compile_environment=report.compile_environment,
-        transfers=transfer_stats(outcome.transfers, run.guard_env, jax_loaded=report.jax_loaded,
-                                 platform=device.get("platform") or platform,
-                                 script_set=report.transfer_guard_set) if outcome else None,
         live_array_bytes=live_array_bytes(report),
         cache_hits=cache_hits,
         cache_misses=cache_misses,
@@ -214,19 +235,11 @@ def build_result(
         # A split that is not exact is worth a look on a run that passed (a failed one says why it ended).
         warnings=[*report.warnings, *recompile_warnings(report.compiles), *_process_warnings(outcome, failure is not None),
                   *([f"phases: {phases_note}"] if phases_note and passed else [])],
-        leftover_processes=outcome.leftovers if outcome else None,
-        peak_processes=outcome.peak_processes if outcome else None,
-        cgroup=outcome.cgroup if outcome else None,
-        kernel_limits=outcome.kernel_limits if outcome else None,
         content_hash=_content_hash(job),
         options_key=options.key,
-        processes=[ProcessResult(**process) for process in process_results(job_run)] if job_run is not None else None,
+        processes=_processes(job_run),
         output_files=_list_outputs(job.output_dir),
         results=job_run.processes[0].report.results if job_run is not None else report.results,
-        stdout_log=str(lead.stdout_log if lead is not None else job.stdout_log) if outcome else None,
-        stderr_log=str(lead.stderr_log if lead is not None else job.stderr_log) if outcome else None,
-        stdout_truncated=bool(outcome and outcome.stdout_truncated),
-        stderr_truncated=bool(outcome and outcome.stderr_truncated),
         started_at=started_at,
         finished_at=now_iso(),
         warm=_warm_summary(options.entry, report.calls) if options.entry and report.calls else None,

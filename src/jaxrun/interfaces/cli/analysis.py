@@ -102,7 +102,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             values = metric_values(run.samples, shown)
             medians.append(statistics.median(values) if values else None)
         name = label_from_name(path, runs[-1].script_name) if runs else path
-        out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags))
+        out.print(history_runs_table(f"{name}: {shown} per run ({path})", runs, medians, flags, shown))
         for run_id, changes in _program_changes({path: runs}, programs).items():
             for c in changes:
                 said = c.change or f"unknown whether it is the same program ({c.reason})"
@@ -139,8 +139,8 @@ def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dic
 
 def _check_or_repair(path: Path, repair: bool) -> None:
     """``jaxrun history --check`` (exit 0 sound, 1 damaged) and ``--repair``."""
-    from jaxrun.judge.history import integrity_check
-    from jaxrun.judge.history import repair as save_readable
+    from jaxrun.judge.history_repair import integrity_check
+    from jaxrun.judge.history_repair import repair as save_readable
 
     try:
         findings = integrity_check(path)

@@ -12,8 +12,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from jaxrun.core.formatting import fmt, fmt_metric, fmt_p, fmt_seconds, shorten_middle
+from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparison_report import TOO_FEW
+from jaxrun.results.figures import (
+    PROGRAM_FIGURES,
+    SCRIPT_FIGURES,
+    format_metric,
+    metric_label,
+)
 from jaxrun.results.models import (
     ComparisonReport,
     DeviceSpeedup,
@@ -229,6 +235,10 @@ def _cell_width(cell: "Text | str") -> int:
 _BENCHMARK_NARROWER = ("body", "import", "95% CI", "runs", "CV", "history")
 
 
+# The benchmark table's phase columns after the wall time: each sampled figure in seconds.
+_BENCHMARK_PHASES = tuple(f for f in SCRIPT_FIGURES if f.sampled and f.kind == "seconds" and f.name != "wall_time")
+
+
 def benchmark_table(benchmarks: list[ScriptBenchmark], width: int = 160, labels: dict | None = None) -> Table:
     """The benchmark of each script, fitted to ``width`` as the summary is; ``labels``: (name,
     device asked) -> the name the summary shows."""
@@ -242,15 +252,14 @@ def benchmark_table(benchmarks: list[ScriptBenchmark], width: int = 160, labels:
                  "device": _device_cell(b.device_used, b.device_requested),
                  "runs": f"{b.runs_completed}/{b.benchmark_runs}", "wall": fmt_seconds(wall.median if wall else None),
                  "95% CI": ci}
-        for metric, header in (("body_time", "body"), ("import_time", "import"), ("compile_time", "compile"),
-                               ("run_time", "run")):
-            cells[header] = fmt_seconds(stats[metric].median if metric in stats else None)
+        for figure in _BENCHMARK_PHASES:
+            cells[figure.label] = figure.format(stats[figure.name].median if figure.name in stats else None)
         cells["CV"] = "-" if wall is None or wall.cv is None else f"{wall.cv:.1%}"
         cells["history"] = history_cell(b.history_check)
         return cells
 
     rows = [row(b) for b in benchmarks]
-    headers = ("script", "device", "runs", "wall", "95% CI", "body", "import", "compile", "run", "CV", "history")
+    headers = ("script", "device", "runs", "wall", "95% CI", *(f.label for f in _BENCHMARK_PHASES), "CV", "history")
 
     def make(given_up: set[str], name_width: int | None) -> Table:
         table = _table("process benchmark (medians, 95% CI of the median)",
@@ -312,12 +321,13 @@ def cells_table(rows: "Iterable[tuple[str, CellTiming]]") -> Table:
 def programs_table(rows: "Iterable[ProgramView]") -> Table:
     """``jaxrun run -v``: what XLA knows about each program (present/view/program_rows.py), as the report lists it."""
     table = _table("programs: XLA's analyses of the last executable of each", (
-        ("script", "left"), ("program", "left"), ("built", "left"), ("JIT s", "right"), ("FLOPs", "right"),
-        ("bytes accessed", "right"), ("device memory", "right"), ("fingerprint", "left"), ("compiled for", "left"),
+        ("script", "left"), ("program", "left"), ("built", "left"),
+        *((figure.label, "right") for figure in PROGRAM_FIGURES),  # results/figures.py
+        ("fingerprint", "left"), ("compiled for", "left"),
     ))
     for p in rows:
-        table.add_row(Text(p.script), Text(p.program), p.builds, fmt_seconds(p.jit), p.flops_text,
-                      p.bytes_accessed_text, p.memory_text, p.fingerprint_text, Text(p.device_text))
+        table.add_row(Text(p.script), Text(p.program), p.builds, *(text for _, text in p.figures),
+                      p.fingerprint_text, Text(p.device_text))
     return table
 
 
@@ -375,8 +385,8 @@ def compare_table(report: ComparisonReport) -> Table:
                         style=styles.get(c.verdict, "")) if i == 0 else Text("")
             table.add_row(
                 name, Text(c.device or "-") if i == 0 else Text(""),
-                Text(metric.removesuffix("_time").removesuffix("_peak") + (" *" if metric in c.gate else "")),
-                fmt_metric(metric, phase.base_median), fmt_metric(metric, phase.new_median),
+                Text(metric_label(metric, metric in c.gate)),
+                format_metric(metric, phase.base_median), format_metric(metric, phase.new_median),
                 "-" if phase.ratio is None else f"{phase.ratio:.3f}", ci, fmt_p(phase.p_value),
                 f"{phase.base_n}/{phase.new_n}", verdict,
                 end_section=not note and i == len(c.phases) - 1,
@@ -398,7 +408,8 @@ def history_scripts_table(rows: list) -> Table:
     return table
 
 
-def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[float | None], flags: dict[int, str]) -> Table:
+def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[float | None], flags: dict[int, str],
+                       metric: str = "run_time") -> Table:
     table = _table(title, (
         ("run", "right"), ("recorded", "left"), ("git", "left"), ("device", "left"),
         ("host", "left"), ("mode", "left"), ("n", "right"), ("median", "right"), ("check", "left"),
@@ -408,6 +419,6 @@ def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[
         counted = sum(1 for s in run.samples if not s.warmup and s.success)
         table.add_row(
             str(run.id), run.recorded_at, commit, Text(run.device_used or "-"), Text(run.host),
-            Text(run.mode), str(counted), fmt_seconds(median), Text(flags.get(run.id or -1, "")),
+            Text(run.mode), str(counted), format_metric(metric, median), Text(flags.get(run.id or -1, "")),
         )
     return table

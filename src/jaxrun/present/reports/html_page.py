@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from jaxrun.core.formatting import fmt, fmt_seconds, left_out, listed
+from jaxrun.results.figures import PROGRAM_FIGURES
 from jaxrun.results.result_files import NotRegularFileError, open_regular
 
 if TYPE_CHECKING:
@@ -201,14 +202,15 @@ def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
 
 
 _PROGRAM_ROWS = 500  # a huge batch's report lists the first programs; the result files hold every one
+def _figure_column(index: int) -> Callable[["ProgramView"], tuple[object, object]]:
+    return lambda p: p.figures[index][::-1]  # (text shown, value sorted by)
+
+
 _PROGRAM_COLUMNS: tuple[tuple[str, Callable[["ProgramView"], tuple[object, object]], bool], ...] = (
     ("script", lambda p: (p.script, p.script), True),
     ("program", lambda p: (p.program, p.program), True),
     ("built", lambda p: (p.builds, p.builds), True),
-    ("JIT s", lambda p: (fmt(p.jit, 3), p.jit), False),
-    ("FLOPs", lambda p: (p.flops_text, p.flops), False),
-    ("bytes accessed", lambda p: (p.bytes_accessed_text, p.bytes_accessed), False),
-    ("device memory", lambda p: (p.memory_text, p.memory), False),
+    *((figure.label, _figure_column(i), False) for i, figure in enumerate(PROGRAM_FIGURES)),  # results/figures.py
     ("fingerprint", lambda p: (p.fingerprint_text, p.fingerprint), True),
     ("compiled for", lambda p: (p.device_text, p.device_text), True),
     ("note", lambda p: (p.note, p.note or ""), True),
@@ -331,7 +333,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
     (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline."""
     import plotly.io as pio
 
-    from jaxrun.present.view import run_view
+    from jaxrun.present.view.batch_view import run_view
 
     view = run_view(batch, comparison)
     meta = batch.metadata

@@ -16,24 +16,24 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from jaxrun.core.formatting import (
-    fmt_metric,
-    fmt_p,
-    fmt_ratio,
-    fmt_ratio_ci,
-    phase_label,
+from jaxrun.core.formatting import fmt_p, fmt_ratio, fmt_ratio_ci
+from jaxrun.judge.compare import (
+    labelled_samples,
+    program_sections,
+    script_samples,
+    single_value,
 )
-from jaxrun.judge.compare import labelled_samples, program_sections, script_samples
 from jaxrun.results import result_files
 from jaxrun.results.benchmark_result import resolve_metric
+from jaxrun.results.figures import PHASES, SCRIPT_FIGURES, format_metric, metric_label
 from jaxrun.results.models import SAMPLE_METRICS, SCHEMA_VERSION
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
-    from jaxrun.present.view import ScriptView
-    from jaxrun.results.models import BatchResult, ComparisonReport
+    from jaxrun.results.models import BatchResult, ComparisonReport, ScriptResult
 
-_SUMMARY_METRICS = ("import_time", "compile_time", "run_time", "memory_peak")
+# The CSV's medians: every judged phase but the wall time, which has its own columns.
+_SUMMARY_METRICS = tuple(m for m in PHASES if m != "wall_time")
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -46,12 +46,11 @@ def _stats(values: list[float]) -> dict[str, float | None]:
     }
 
 
-def _measured(shown: "ScriptView") -> dict[str, list[float]]:
+def _measured(result: "ScriptResult") -> dict[str, list[float]]:
     """One run's figures as the run's table shows them, a failed run's too (what was measured
     of it: a timeout's 10 s are 10 s); unknown ones left out."""
-    figures = {"wall_time": shown.time, "body_time": shown.body, "import_time": shown.import_,
-               "compile_time": shown.jit, "run_time": shown.run, "memory_peak": shown.memory}
-    return {m: [] if figures[m] is None else [float(figures[m])] for m in SAMPLE_METRICS}  # type: ignore[arg-type]
+    figures = {m: single_value(result, m) for m in SAMPLE_METRICS}
+    return {m: [] if value is None else [float(value)] for m, value in figures.items()}
 
 
 def run_export(batch: "BatchResult") -> dict[str, Any]:
@@ -59,22 +58,22 @@ def run_export(batch: "BatchResult") -> dict[str, Any]:
     hyperfine's wall-time figures and every raw sample per metric. A benchmark's samples are its
     counted runs that succeeded; any other script (a failed one too) is the one run the table
     shows."""
-    from jaxrun.present.view import run_view
+    from jaxrun.present.view.batch_view import run_view
 
     samples = script_samples(batch, SAMPLE_METRICS)
     rows = []
     for result, shown in zip(batch.script_results, run_view(batch).scripts):
         entry = samples.get((result.script_name, result.device_requested))
         benchmarked = bool(entry is not None and entry.benchmarked and entry.samples["wall_time"])
-        per_metric = entry.samples if benchmarked else _measured(shown)  # type: ignore[union-attr]
+        per_metric = entry.samples if benchmarked else _measured(result)  # type: ignore[union-attr]
         rows.append({
             "command": shown.label, "name": result.script_name, "script_path": result.script_path,
             "device": result.device_used, "success": result.success, "error_class": result.error_class,
             "benchmarked": benchmarked, "runs": len(per_metric["wall_time"]),
             **_stats(per_metric["wall_time"]), "times": per_metric["wall_time"], "samples": per_metric,
         })
-    return {"schema_version": SCHEMA_VERSION, "unit": {"time": "s", "memory_peak": "MiB"},
-            "results": rows}
+    units = {f.name: f.unit for f in SCRIPT_FIGURES if f.sampled and f.kind != "seconds"}
+    return {"schema_version": SCHEMA_VERSION, "unit": {"time": "s", **units}, "results": rows}
 
 
 def run_csv(batch: "BatchResult") -> str:
@@ -158,8 +157,8 @@ def comparison_markdown(report: "ComparisonReport") -> str:
         for metric, phase in c.phases.items():
             own = phase.note if phase.note and phase.note not in shared else None
             lines.append(row([
-                name, c.device or "-", phase_label(metric, metric in c.gate),
-                fmt_metric(metric, phase.base_median), fmt_metric(metric, phase.new_median),
+                name, c.device or "-", metric_label(metric, metric in c.gate),
+                format_metric(metric, phase.base_median), format_metric(metric, phase.new_median),
                 fmt_ratio(phase.ratio), fmt_ratio_ci(phase.ratio_ci_low, phase.ratio_ci_high),
                 fmt_p(phase.p_value), f"{phase.base_n}/{phase.new_n}",
                 phase.verdict + (f" ({own})" if own else ""),
@@ -171,7 +170,7 @@ def comparison_markdown(report: "ComparisonReport") -> str:
     for side, names in (("Only in BASE", report.only_in_base), ("Only in NEW", report.only_in_new)):
         if names:
             lines += ["", f"{side}: {_md(', '.join(names))}."]
-    means = [f"{phase_label(m)} {fmt_ratio(r)}" for m, r in report.geometric_mean_ratio.items() if r is not None]
+    means = [f"{metric_label(m)} {fmt_ratio(r)}" for m, r in report.geometric_mean_ratio.items() if r is not None]
     if means:
         lines += ["", f"Geometric mean of the ratios (NEW/BASE): {_md(', '.join(means))}."]
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """``jax_execution_log.txt``: one timestamped line per event of the batch. What a progress line
 already says (a script's start and end, the batch's end) goes to the file only; the rest (the
-header, the seed's performance line) also to the ``jaxrun`` logger, which ``--verbose`` prints:
+header, the executor API's performance line) also to the ``jaxrun`` logger, which ``--verbose`` prints:
 each fact is said once on the terminal. Every message is one line (a multi-line error is its
 first line and ``(+N more lines)``: the full text is in the result file)."""
 
@@ -27,8 +27,8 @@ def _mib(value: float | None) -> str:
     return "memory unknown" if value is None else f"{value:.0f}MiB"
 
 
-def seed_line(result: "ScriptResult", label: str | None = None) -> str:
-    """The seed documents' performance line: "Script executed successfully: pomdp_solver.py
+def performance_line(result: "ScriptResult", label: str | None = None) -> str:
+    """The executor API's performance line: "Script executed successfully: pomdp_solver.py
     (2.3s, 512MiB)" (wall time, peak memory), or its failure counterpart; the script named by its
     ``label`` in a batch (``sub/model.py``), by its file's name alone."""
     file_name = label or Path(result.script_path).name
@@ -44,7 +44,7 @@ def seed_line(result: "ScriptResult", label: str | None = None) -> str:
 class RunLogSink(BaseSink):
     def __init__(self, path: Path, header: Sequence[str] = (), *, verbose: bool = False) -> None:
         self.path = path
-        self.verbose = verbose  # adds the seed's performance line per script
+        self.verbose = verbose  # adds the executor API's performance line per script
         self.header = list(header)
         self._jobs: "Jobs | None" = None
         self._handle = None
@@ -91,7 +91,7 @@ class RunLogSink(BaseSink):
         self.write(f"[{job.index + 1}/{self._total}] {job.shown} on {device_label(result.device_used, result.device_index)}: {state} ({seconds})",
                    echo=False)
         if self.verbose:
-            self.write(seed_line(result, job.shown))
+            self.write(performance_line(result, job.shown))
         return result
 
     def on_end(self, batch: "BatchResult") -> None:

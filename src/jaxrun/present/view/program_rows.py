@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Optional
 
-from jaxrun.core.formatting import fmt_bytes, fmt_count
+from jaxrun.core.formatting import fmt_bytes
+from jaxrun.results.figures import PROGRAM_FIGURES, jit_seconds
 
 if TYPE_CHECKING:
     from jaxrun.present.view.batch_view import RunView
-    from jaxrun.results.models import BatchResult, CompileStats, Transfers
+    from jaxrun.results.models import BatchResult, CompileStats, ScriptResult, Transfers
 
 FINGERPRINT_SHOWN = 12  # characters of a fingerprint a table shows (the result file has 32)
 
@@ -27,13 +28,8 @@ class ProgramView:
     program: str  # jit(loss)
     source: Optional[str]  # path:line of the function; None for JAX's own
     builds: str  # "1 compiled", "2 compiled, 1 loaded", "traced only"
-    jit: float  # seconds: trace + lower + compile + cache loads
-    flops: Optional[float]
-    flops_text: str  # "2.15 G", "-"
-    bytes_accessed: Optional[float]
-    bytes_accessed_text: str
-    memory: Optional[int]  # bytes the program needs on its device, inputs included
-    memory_text: str  # "12 MiB (temp 4 MiB)", "-"
+    # (value, text) of each of results/figures.py's PROGRAM_FIGURES, in their order: "2.15 G", "-"
+    figures: tuple[tuple[Optional[float], str], ...]
     fingerprint: Optional[str]
     fingerprint_text: str  # its first characters, "-"
     device_text: str  # "cpu", "NVIDIA H100 x8", "-"
@@ -57,21 +53,14 @@ def _note(stats: "CompileStats") -> Optional[str]:
     return "; ".join(n for n in notes if n) or None
 
 
-def program_view(script: str, program: str, stats: "CompileStats") -> ProgramView:
-    cost, memory = stats.cost, stats.memory
-    memory_text = "-"
-    if memory is not None:
-        memory_text = fmt_bytes(memory.total_bytes) + (f" (temp {fmt_bytes(memory.temp_bytes)})" if memory.temp_bytes else "")
+def program_view(script: str, program: str, stats: "CompileStats", result: "ScriptResult | None" = None) -> ProgramView:
+    """One program's row; ``result``: its script's (for the figures that are a share of it)."""
     device = "-"
     if stats.device_kind is not None:
         device = stats.device_kind + (f" x{stats.device_count}" if (stats.device_count or 1) > 1 else "")
     return ProgramView(
         script=script, program=program, source=stats.source, builds=_builds(stats),
-        jit=stats.trace_time + stats.lower_time + stats.compile_time + stats.cache_load_time,
-        flops=cost.flops if cost else None, flops_text=fmt_count(cost.flops if cost else None),
-        bytes_accessed=cost.bytes_accessed if cost else None,
-        bytes_accessed_text=fmt_bytes(cost.bytes_accessed if cost else None),
-        memory=memory.total_bytes if memory else None, memory_text=memory_text,
+        figures=tuple(figure.cell(stats, result) for figure in PROGRAM_FIGURES),
         fingerprint=stats.fingerprint,
         fingerprint_text=stats.fingerprint[:FINGERPRINT_SHOWN] if stats.fingerprint else "-",
         device_text=device, note=_note(stats),
@@ -82,11 +71,8 @@ def program_views(batch: "BatchResult", view: "RunView") -> Iterator[ProgramView
     """Each program of each script, the scripts in the view's order, a script's programs by JIT
     time (the costliest first)."""
     for result, shown in zip(batch.script_results, view.scripts):
-        ordered = sorted(result.compiles.items(),
-                         key=lambda item: -(item[1].trace_time + item[1].lower_time + item[1].compile_time
-                                            + item[1].cache_load_time))
-        for program, stats in ordered:
-            yield program_view(shown.label, program, stats)
+        for program, stats in sorted(result.compiles.items(), key=lambda item: -jit_seconds(item[1])):
+            yield program_view(shown.label, program, stats, result)
 
 
 
