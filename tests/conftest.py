@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,17 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):  # once, by the controller (worker
     import compileall
 
     compileall.compile_dir(str(Path(_SRC) / "jaxrun"), quiet=2)
+
+# ... and so are the test modules: pytest rewrites each one's asserts on import, and with bytecode
+# off it does so again in every worker of every session (about half the collection's CPU,
+# measured). With bytecode off, the rewritten modules (and whatever this process imports after
+# them) are cached under a folder of the system's temporary one, never in the checkout.
+if sys.dont_write_bytecode and sys.pycache_prefix is None:
+    import tempfile
+
+    _base = os.environ.get("JR_TESTS_BASE_TMP") or tempfile.gettempdir()  # a worker's TMPDIR goes with it
+    sys.pycache_prefix = str(Path(_base) / f"jaxrun-tests-pycache-{os.getuid()}")
+    sys.dont_write_bytecode = False
 
 # Each test process (each pytest-xdist worker, each pytest session) gets a temporary folder of its
 # own (TMPDIR, inherited by every process it starts), so that the check for processes left behind
@@ -39,6 +51,17 @@ def jaxrun_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # One folder for the whole session: the device probe costs ~1 s, so tests share its answer,
     # while the user's ~/.cache/jaxrun is never read or written.
     return tmp_path_factory.mktemp("jaxrun-cache")
+
+
+@pytest.fixture(scope="session")
+def jaxrun_cli(jaxrun_cache_dir: Path):  # type: ignore[no-untyped-def]
+    """``python -m jaxrun`` in a real subprocess: ``jaxrun_cli.run(*args, cwd=, env=, timeout=)``
+    returns a ``RunResult`` (returncode, stdout, stderr, lines); ``jaxrun_cli.but(cwd=, env=,
+    without=)`` the same with other defaults. It runs this checkout's code with the session's
+    device-facts cache and without the user's JAX_PLATFORMS (tests/helpers.py: jaxrun, child_env)."""
+    from helpers import JaxrunCli
+
+    return JaxrunCli(env={"JAXRUN_CACHE_DIR": str(jaxrun_cache_dir)}, without=("JAX_PLATFORMS",))
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,7 @@
-"""Small helpers shared by the test modules (crafted scripts in tmp folders, result files)."""
+"""Helpers shared by the test modules: the one way to run the CLI (``jaxrun``, and the ``jaxrun_cli``
+fixture in conftest.py built on it), the one child environment (``child_env``), crafted scripts in
+tmp folders, result files, and readers of what jaxrun writes (Markdown and HTML tables, MCP calls).
+A test module imports from here, never from another test module."""
 
 from __future__ import annotations
 
@@ -10,12 +13,121 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
-from jaxrun.results.models import BatchResult
+from jaxrun.results import result_files
+from jaxrun.results.models import (
+    BatchMetadata,
+    BatchResult,
+    BenchmarkingSection,
+    BenchmarkResults,
+    PerformanceSummary,
+    RunSample,
+    ScriptBenchmark,
+    ScriptResult,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SRC = REPO_ROOT / "src"
+
+
+# --- the environment of a process a test starts ----------------------------------------------------
+
+def child_env(env: Mapping[str, str | None] | None = None, *, without: Iterable[str] = ()) -> dict[str, str]:
+    """The environment for a process a test starts: this process's own, with this checkout's src
+    first on PYTHONPATH (the child must run the code under test, whichever way jaxrun was
+    installed), less the variables named in ``without`` (a name ending in ``*`` is a prefix: the
+    user's settings a test must not inherit, such as JAX_PLATFORMS or RAY_*), plus ``env`` (a value
+    of None removes the variable)."""
+    gone = tuple(without)
+    names = {n for n in gone if not n.endswith("*")}
+    prefixes = tuple(n[:-1] for n in gone if n.endswith("*"))
+    result = {k: v for k, v in os.environ.items() if k not in names and not (prefixes and k.startswith(prefixes))}
+    paths = [p for p in result.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SRC)]
+    result["PYTHONPATH"] = os.pathsep.join([str(SRC), *paths])
+    for name, value in (env or {}).items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = str(value)
+    return result
+
+
+# --- running the CLI -------------------------------------------------------------------------------
+
+@dataclass
+class RunResult:
+    """What a finished ``python -m jaxrun`` left: its status and its output, as text."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        """The lines of its stdout."""
+        return self.stdout.splitlines()
+
+    @property
+    def errlines(self) -> list[str]:
+        """The lines of its stderr."""
+        return self.stderr.splitlines()
+
+
+def jaxrun_command(*args: object, interruptible: bool = False) -> list[str]:
+    """The command line of ``python -m jaxrun ARGS`` (``interruptible``: one that Ctrl-C can stop,
+    for a process started in the background with ``subprocess.Popen``)."""
+    if interruptible:
+        return [sys.executable, "-c", _SIGINT_SHIM, *map(str, args)]
+    return [sys.executable, "-m", "jaxrun", *map(str, args)]
+
+
+def jaxrun(*args: object, cwd: Path | str | None = None, env: Mapping[str, str | None] | None = None,
+           without: Iterable[str] = (), prefix: tuple[str, ...] = (), timeout: float = 300,
+           preexec_fn: Callable[[], None] | None = None) -> RunResult:
+    """``python -m jaxrun ARGS`` run to completion in a real subprocess, its output captured as text:
+    in ``cwd``, in ``child_env(env, without=without)``, under the command ``prefix`` (e.g. to run it as
+    another user); past ``timeout`` seconds the process is killed and ``TimeoutExpired`` raised."""
+    command = [*prefix, *jaxrun_command(*args)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=child_env(env, without=without), preexec_fn=preexec_fn)
+    return RunResult(command, done.returncode, done.stdout, done.stderr)
+
+
+class JaxrunCli:
+    """``python -m jaxrun`` as a test runs it (the ``jaxrun_cli`` fixture): ``run(*args, ...)`` is
+    ``helpers.jaxrun`` with this object's defaults (the session's device-facts cache, a working
+    folder, more variables, variables left out) under the arguments given to the call."""
+
+    def __init__(self, *, cwd: Path | None = None, env: Mapping[str, str | None] | None = None,
+                 without: Iterable[str] = ()) -> None:
+        self.cwd, self.env, self.without = cwd, dict(env or {}), tuple(without)
+
+    def run(self, *args: object, cwd: Path | str | None = None, env: Mapping[str, str | None] | None = None,
+            timeout: float = 300, prefix: tuple[str, ...] = (),
+            preexec_fn: Callable[[], None] | None = None) -> RunResult:
+        return jaxrun(*args, cwd=cwd if cwd is not None else self.cwd, env={**self.env, **(env or {})},
+                      without=self.without, prefix=prefix, timeout=timeout, preexec_fn=preexec_fn)
+
+    def environ(self, env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+        """The environment ``run`` gives the CLI (for a test that starts it another way, e.g. in the
+        background or on a terminal)."""
+        return child_env({**self.env, **(env or {})}, without=self.without)
+
+    def but(self, *, cwd: Path | None = None, env: Mapping[str, str | None] | None = None,
+            without: Iterable[str] | None = None) -> JaxrunCli:
+        """The same, in another folder, with more variables, or leaving out other variables."""
+        return JaxrunCli(cwd=cwd if cwd is not None else self.cwd, env={**self.env, **(env or {})},
+                         without=self.without if without is None else without)
 
 
 def write(root: Path, rel: str, text: str) -> Path:
@@ -61,15 +173,10 @@ _SIGINT_SHIM = (
 )
 
 
-def jaxrun_command_with_sigint(*args: str) -> list[str]:
-    """``python -m jaxrun ARGS`` that Ctrl-C (SIGINT) can interrupt."""
-    return [sys.executable, "-c", _SIGINT_SHIM, *args]
-
-
 def start_batch(tmp_path: Path, running: str, *extra: str) -> tuple[subprocess.Popen, list[str]]:
     """`jaxrun run tmp_path/s` in the background, returned once script ``running`` has started."""
-    command = jaxrun_command_with_sigint("run", str(tmp_path / "s"), "--device", "cpu",
-                                         "--results-dir", str(tmp_path / "r"), "--no-history", *extra)
+    command = jaxrun_command("run", tmp_path / "s", "--device", "cpu", "--results-dir", tmp_path / "r",
+                             "--no-history", *extra, interruptible=True)
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = tmp_path / "r" / "logs" / f"{running}.stdout.log"
     deadline = time.monotonic() + 120
@@ -116,14 +223,6 @@ def interrupt_and_resume(tmp_path: Path, sig: int, *extra: str) -> None:
     assert again.returncode == 0, again.stderr
     doc = load(tmp_path / "r" / "jax_execution_results.json")
     assert [r["results"]["value"] for r in doc["script_results"]] == [10, 2, 3]
-
-
-def jaxrun(*args: object, env: dict[str, str] | None = None, prefix: tuple[str, ...] = (),
-           timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m jaxrun ARGS`` to completion (``prefix``: a command to run it under, ``env``: more
-    variables), its output captured as text."""
-    return subprocess.run([*prefix, sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def survivors(token: str) -> list[str]:
@@ -201,3 +300,212 @@ def open_page(driver, page: Path, ready: str) -> None:  # type: ignore[no-untype
     WebDriverWait(driver, 60).until(lambda d: d.execute_script(
         "return document.readyState === 'complete' && document.URL === arguments[0] "
         "&& document.querySelectorAll(arguments[1]).length > 0", page.as_uri(), ready))
+
+
+# --- reading what jaxrun wrote: Markdown and HTML tables ------------------------------------------
+
+def tables(text: str) -> dict[str, list[list[str]]]:
+    """Every table as a GFM parser reads it (markdown-it-py with tables, as GitHub renders them):
+    the heading above it -> its rows (the header row first), each a list of cell texts. A table
+    whose rows do not match its header is no table for the parser, and is missing here."""
+    from markdown_it import MarkdownIt
+
+    found: dict[str, list[list[str]]] = {}
+    heading, rows, cells, in_heading, cell = "", [], [], False, False
+    for token in MarkdownIt("commonmark").enable("table").parse(text):
+        if token.type == "heading_open":
+            in_heading = True
+        elif token.type == "inline" and in_heading:
+            heading, in_heading = token.content, False
+        elif token.type in ("th_open", "td_open"):
+            cell = True
+        elif token.type == "inline" and cell:
+            cells.append("".join(child.content for child in token.children or ()).strip())
+            cell = False
+        elif token.type in ("th_close", "td_close") and cell:  # an empty cell has no inline token
+            cells.append("")
+            cell = False
+        elif token.type == "tr_close":
+            rows.append(cells)
+            cells = []
+        elif token.type == "table_close":
+            found[heading] = rows
+            rows = []
+    return found
+
+
+def table_rows(text: str, heading: str) -> list[list[str]]:
+    """The body rows of the table under ``heading`` (e.g. "Every script"), as a GFM parser reads
+    them; each row has as many cells as the header, or the parser would have seen no table."""
+    rows = tables(text)[heading]
+    header, body = rows[0], rows[1:]
+    assert header[:3] == ["script", "status", "device"] and all(len(r) == len(header) for r in body), rows
+    return body
+
+
+class _ScriptsTable(HTMLParser):
+    """The cells of the report's table#scripts, as the page shows them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside, self.header, self.rows, self.cell = False, [], [], None  # type: ignore[var-annotated]
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:  # type: ignore[type-arg]
+        if tag == "table":
+            self.inside = dict(attrs).get("id") == "scripts"
+        elif self.inside and tag == "tr":
+            self.rows.append([])
+        elif self.inside and tag in ("td", "th"):
+            self.cell = ""
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self.inside = False
+        elif self.inside and tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append(self.cell)
+            self.cell = None
+
+
+def html_rows(path: Path) -> dict[str, dict[str, str]]:
+    parsed = _ScriptsTable()
+    parsed.feed(path.read_text(encoding="utf-8"))
+    header, *body = [r for r in parsed.rows if r]
+    return {row[0]: dict(zip(header, row)) for row in body}
+
+
+# --- the MCP server, through the MCP SDK's client ---------------------------------------------------
+
+def mcp_server_parameters(root: Path):  # type: ignore[no-untyped-def]
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable, args=["-m", "jaxrun", "mcp", "--root", str(root)],
+                                 env=child_env(), cwd=str(root))
+
+
+async def mcp_session(root: Path, body, errlog=sys.stderr) -> None:  # type: ignore[no-untyped-def]
+    """`jaxrun mcp --root ROOT` as a real server process, driven by the MCP SDK's own stdio client:
+    ``body(session)`` runs once the session is initialized."""
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async with stdio_client(mcp_server_parameters(root), errlog=errlog) as (read, write_stream):
+        async with ClientSession(read, write_stream) as session:
+            await session.initialize()
+            await body(session)
+
+
+def mcp_plain(model) -> dict:  # type: ignore[no-untyped-def]
+    """An SDK object as the protocol spells it (camelCase), whatever the SDK version's field names."""
+    return model.model_dump(by_alias=True, mode="json")
+
+
+async def mcp_call(session, name: str, arguments: dict, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+    return mcp_plain(await session.call_tool(name, arguments, **kwargs))
+
+
+# --- a sink that remembers --------------------------------------------------------------------------
+
+class Recorder:
+    """A sink that keeps the scripts started and the results, by job index."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.results: dict = {}
+
+    def on_start(self, job, total: int) -> None:
+        self.started.append(job.file_name)
+
+    def on_result(self, job, result):
+        self.results[job.index] = result
+        return result
+
+
+# --- crafted result files (for compare, exports and the views) ---------------------------------------
+
+NOW = datetime(2024, 5, 1, tzinfo=timezone.utc).isoformat()
+
+
+def noisy_times(seed: int, n: int = 10, scale: float = 1.0) -> list[float]:
+    return list(scale * np.random.default_rng(seed).normal(1.0, 0.01, n))
+
+
+def crafted_sample(index: int, wall: float | None, *, warmup: bool = False, success: bool = True) -> RunSample:
+    if wall is None:
+        return RunSample(index=index, warmup=warmup, success=success)
+    compile_time = 0.1 * wall
+    body = wall - 0.05
+    return RunSample(
+        index=index, warmup=warmup, success=success, error_class=None if success else "script_error",
+        wall_time=wall, body_time=body, import_time=0.05 * wall, compile_time=compile_time,
+        steady_time=body - compile_time,  # the old name of run_time, still read
+        memory_peak=100.0 + 10 * wall, live_array_bytes=4096.0,
+    )
+
+
+def crafted_benchmark(
+    name: str,
+    walls: list[float],
+    *,
+    device: str = "cpu",
+    used: str | None = None,  # where it ran (default: the device asked for)
+    warmups: list[float] = (),  # type: ignore[assignment]
+    failed: int = 0,
+) -> ScriptBenchmark:
+    warm = [crafted_sample(i, w, warmup=True) for i, w in enumerate(warmups)]
+    counted = [crafted_sample(len(warm) + i, w) for i, w in enumerate(walls)]
+    counted += [crafted_sample(len(warm) + len(walls) + i, None, success=False) for i in range(failed)]
+    return ScriptBenchmark(
+        script_name=name, script_path=f"/suite/{name}.py", device_requested=device, device_used=used or device,
+        benchmark_runs=len(counted), warmup_runs=len(warm), runs_completed=len(walls),
+        samples=counted, warmups=warm, mean_execution_time=float(np.mean(walls)) if walls else None,
+    )
+
+
+def crafted_bench_results(*benchmarks: ScriptBenchmark) -> BenchmarkResults:
+    return BenchmarkResults(
+        generated_at=NOW, host="testhost", jaxrun_version="0.1.0", jax_version="0.4.30", enabled=True,
+        benchmark_runs=max((b.benchmark_runs for b in benchmarks), default=0), benchmarks=list(benchmarks),
+    )
+
+
+def crafted_script_result(name: str, wall: float | None, *, success: bool = True, device: str = "cpu") -> ScriptResult:
+    return ScriptResult(
+        script_name=name, script_path=f"/suite/{name}.py", success=success,
+        error_class=None if success else "script_error", device_requested=device,
+        device_used=device, execution_time=wall, body_time=None if wall is None else wall - 0.05,
+        jit_compile_time=None if wall is None else 0.1 * wall, memory_peak=120.0,
+        started_at=NOW, finished_at=NOW,
+    )
+
+
+def crafted_batch(results: list[ScriptResult], benchmarks: list[ScriptBenchmark] = ()) -> BatchResult:  # type: ignore[assignment]
+    ok = sum(r.success for r in results)
+    return BatchResult(
+        metadata=BatchMetadata(
+            jaxrun_version="0.1.0", device_requested="cpu", device_used="cpu", jax_version="0.4.30",
+            execution_timestamp=NOW, scripts_found=len(results), scripts_executed=len(results),
+            scripts_successful=ok, scripts_failed=len(results) - ok, search_paths=["/suite"],
+            results_dir="/results", host="testhost", python_version="3.11", complete=True,
+        ),
+        device_info=None,
+        performance_summary=PerformanceSummary(),
+        script_results=results,
+        benchmarking=BenchmarkingSection(enabled=bool(benchmarks), benchmarks=list(benchmarks)),
+    )
+
+
+def write_results_dir(path: Path, model: BenchmarkResults | BatchResult) -> Path:
+    name = result_files.BENCHMARK_RESULTS if isinstance(model, BenchmarkResults) else result_files.EXECUTION_RESULTS
+    result_files.write_model(path / name, model)
+    return path
+
+
+def with_programs(name: str, **programs: dict) -> ScriptResult:
+    from jaxrun.results.models import CompileStats
+
+    return crafted_script_result(name, 1.0).model_copy(
+        update={"compiles": {p: CompileStats(**stats) for p, stats in programs.items()}})

@@ -1,0 +1,202 @@
+"""Every write of a batch can fail: a full disk or an I/O error on a log, a result or a
+batch file is one line naming the file and the errno, never a traceback, a hang or a lost batch.
+
+Real batches of tiny scripts into a results folder that cannot take everything: a 2 MB tmpfs (a
+real "No space left on device", where this machine lets the tests mount one) or a file-size limit
+on jaxrun (RLIMIT_FSIZE: a real "File too large" on the one big log, everything else written).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import RunResult, jaxrun, survivors, write
+
+# Far below the scripts' default --timeout (300 s): a script blocked on a pipe nobody reads fails here.
+HANG_GUARD = 90
+
+SMALL = "if False:\n    import jax\nprint('x' * 100)\n"
+
+
+def _big(megabytes: int) -> str:
+    return ("if False:\n    import jax\nimport sys\n"
+            f"for _ in range({megabytes * 10}):\n    sys.stdout.write('y' * 100000 + '\\n')\n")
+
+
+def _jaxrun(tmp_path: Path, *args: object, preexec=None) -> RunResult:
+    """``jaxrun run`` to completion; a hang is a failure, with every process it left stopped."""
+    try:
+        return jaxrun("run", *args, "--device", "cpu", "--no-history", cwd=tmp_path, timeout=HANG_GUARD,
+                      preexec_fn=preexec)
+    except subprocess.TimeoutExpired:
+        for line in survivors(str(tmp_path)):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+        pytest.fail(f"jaxrun hung (over {HANG_GUARD} s) on a results folder that could not be written")
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("jaxrun: error:")]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A 2 MB tmpfs at tmp_path/r, unmounted after the test."""
+    folder = tmp_path / "r"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_batch_in_one_line_and_resume_finishes_it(tmp_path: Path, tiny_disk: Path) -> None:
+    scripts = tmp_path / "s"
+    for i in range(1, 7):
+        write(scripts, f"s{i}.py", _big(3) if i == 3 else SMALL)  # s3's output fills the disk
+
+    done = _jaxrun(tmp_path, scripts, "--results-dir", tiny_disk)
+
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = _errors(done.stderr)
+    assert len(errors) == 1, done.stderr
+    assert re.fullmatch(rf"jaxrun: error: cannot write {re.escape(str(tiny_disk))}/\S+: "
+                        r"\[Errno 28\] No space left on device", errors[0]), errors
+    assert done.returncode == 2, done.stderr
+    assert survivors(str(tmp_path)) == []
+    batch = json.loads((tiny_disk / "jax_execution_results.json").read_text())
+    assert batch["metadata"]["complete"] is False
+
+    # Space again (the log that filled the disk removed, the script tamed): --resume runs the rest.
+    (tiny_disk / "logs" / "s3.stdout.log").unlink()
+    write(scripts, "s3.py", SMALL)
+    again = _jaxrun(tmp_path, scripts, "--results-dir", tiny_disk, "--resume")
+    assert again.returncode == 0, again.stderr
+    batch = json.loads((tiny_disk / "jax_execution_results.json").read_text())
+    assert batch["metadata"]["complete"] is True
+    results = {Path(r["script_path"]).name: r for r in batch["script_results"]}
+    assert sorted(results) == [f"s{i}.py" for i in range(1, 7)]
+    assert all(r["success"] for r in results.values())
+    assert results["s1.py"]["kept"] and results["s2.py"]["kept"]
+    assert not results["s4.py"]["kept"]
+
+
+def _file_size_limit(limit: int):
+    def preexec() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), kills nothing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return preexec
+
+
+def test_a_log_that_cannot_be_written_does_not_stop_the_batch(tmp_path: Path) -> None:
+    scripts = tmp_path / "s"
+    for i in range(1, 4):
+        write(scripts, f"s{i}.py", _big(3) if i == 2 else SMALL)
+    results = tmp_path / "r"
+    limit = 1024 * 1024  # every result file fits; s2's 3 MB of output does not
+
+    done = _jaxrun(tmp_path, scripts, "--results-dir", results, preexec=_file_size_limit(limit))
+
+    assert "Traceback" not in done.stderr, done.stderr
+    assert _errors(done.stderr) == [], done.stderr
+    assert done.returncode == 0, done.stderr
+    assert survivors(str(tmp_path)) == []
+    batch = json.loads((results / "jax_execution_results.json").read_text())
+    assert batch["metadata"]["complete"] is True
+    by_name = {Path(r["script_path"]).name: r for r in batch["script_results"]}
+    assert all(r["success"] for r in by_name.values())
+    s2 = by_name["s2.py"]
+    assert s2["stdout_truncated"] is True
+    log = results / "logs" / "s2.stdout.log"
+    assert any(w.startswith(f"s2.stdout.log is incomplete: cannot write {log}: [Errno 27] File too large")
+               for w in s2["warnings"]), s2["warnings"]
+    assert log.stat().st_size <= limit
+    assert by_name["s3.py"]["stdout_truncated"] is False
+    assert (results / "logs" / "s3.stdout.log").read_text() == "x" * 100 + "\n"
+
+
+# The script makes its own result file's path a folder that is not empty: writing that one file
+# fails (os.replace: "Is a directory"), every other file of the batch can be written.
+SPOILS_ITS_RESULT = """if False:
+    import jax
+import os
+from pathlib import Path
+results = Path(os.environ["JAXRUN_OUTPUT_DIR"]).parents[1]
+(results / "script_results" / "s2_result.json" / "in-the-way").mkdir(parents=True)
+print("done")
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_result_file_that_cannot_be_written_stops_the_batch_cleanly(tmp_path: Path, jobs: str) -> None:
+    scripts = tmp_path / "s"
+    # With --jobs 2 the first script is still running (far from its timeout) when s2's result fails.
+    write(scripts, "s1.py", SMALL if jobs == "1" else "if False:\n    import jax\nimport time\ntime.sleep(250)\n")
+    write(scripts, "s2.py", SPOILS_ITS_RESULT)
+    for i in (3, 4):
+        write(scripts, f"s{i}.py", SMALL)
+    results = tmp_path / "r"
+
+    done = _jaxrun(tmp_path, scripts, "--results-dir", results, "--jobs", jobs)
+
+    assert "Traceback" not in done.stderr, done.stderr
+    assert _errors(done.stderr) == [
+        f"jaxrun: error: cannot write {results}/script_results/s2_result.json: [Errno 21] Is a directory"], done.stderr
+    assert done.returncode == 2, done.stderr
+    assert survivors(str(tmp_path)) == []
+    # What could be written was: the batch files, with every script, say the batch did not end.
+    batch = json.loads((results / "jax_execution_results.json").read_text())
+    assert batch["metadata"]["complete"] is False
+    by_name = {Path(r["script_path"]).name: r for r in batch["script_results"]}
+    assert sorted(by_name) == ["s1.py", "s2.py", "s3.py", "s4.py"]
+    assert by_name["s2.py"]["success"] is True
+    assert by_name["s4.py"]["error_class"] == "interrupted"
+    if jobs == "1":
+        assert by_name["s1.py"]["success"] is True
+        assert json.loads((results / "script_results" / "s1_result.json").read_text())["success"] is True
+    else:
+        assert by_name["s1.py"]["error_class"] == "interrupted"  # stopped, not waited for
+
+
+def test_a_results_folder_full_from_the_start_is_one_line_and_keeps_no_lock(tmp_path: Path, tiny_disk: Path) -> None:
+    scripts = tmp_path / "s"
+    write(scripts, "s1.py", SMALL)
+    (tiny_disk / "other").mkdir()  # beside the results folder: jaxrun refuses a folder holding files not its own
+    filler = tiny_disk / "other" / "filler"
+    with open(filler, "wb") as handle:  # the whole disk
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+
+    results = tiny_disk / "results"
+    done = _jaxrun(tmp_path, scripts, "--results-dir", results)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert _errors(done.stderr) == [
+        f"jaxrun: error: cannot write the results folder {str(results)!r}: [Errno 28] No space left on device; "
+        "pass a folder you can write to --results-dir"], done.stderr
+    assert done.returncode == 2
+
+    # In one process (the API), the failed batch does not keep the folder's lock: once there is
+    # room, the next batch runs there.
+    from helpers import run_batch
+
+    from jaxrun.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"\[Errno 28\] No space left on device"):
+        run_batch(scripts, results)
+    filler.unlink()
+    assert run_batch(scripts, results).metadata.scripts_successful == 1

@@ -1,0 +1,591 @@
+"""The history database: a real SQLite file, real git, real concurrent processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxrun.errors import UsageError
+from jaxrun.judge.history import (
+    SCHEMA_VERSION,
+    HistoryStore,
+    default_history_path,
+    git_state,
+    history_run_from_benchmark,
+    script_identity,
+)
+from jaxrun.results.models import HistoryRun, RunSample, ScriptBenchmark
+
+
+def make_run(
+    walls: list[float],
+    *,
+    path: str = "/proj/examples/model.py",
+    name: str = "examples/model.py",
+    device: str | None = "cpu",
+    host: str = "hostA",
+    at: str = "2025-01-01T00:00:00+00:00",
+    commit: str | None = "abc123",
+) -> HistoryRun:
+    samples = [RunSample(index=0, warmup=True, success=True, wall_time=2.0, body_time=1.5)]
+    samples += [
+        RunSample(index=i, warmup=False, success=True, wall_time=w, body_time=w * 0.8, compile_time=0.1,
+                  steady_time=w * 0.8 - 0.1, memory_peak=123.0)
+        for i, w in enumerate(walls)
+    ]
+    return HistoryRun(
+        recorded_at=at, script_name=name, script_path=path, content_hash="h" * 64, git_commit=commit,
+        git_dirty=False if commit else None, host=host, device_requested="auto", device_used=device,
+        jax_version="0.4.35", jaxlib_version="0.4.35", jaxrun_version="0.1.0", samples=samples,
+    )
+
+
+def normal(seed: int, mean: float, n: int = 10) -> list[float]:
+    return [float(x) for x in np.random.default_rng(seed).normal(mean, mean * 0.01, n)]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "nested" / "history.sqlite"
+
+
+def test_round_trip_keeps_every_field_and_sample(db: Path) -> None:
+    run = make_run([1.0, 1.2, 1.1])
+    run.samples.append(RunSample(index=3, warmup=False, success=False, error_class="out_of_memory"))
+    run.samples.append(RunSample(index=4, warmup=False, success=True, wall_time=float("nan"), memory_peak=None))
+    with HistoryStore(db) as store:
+        assert db.exists() and store.schema_version == SCHEMA_VERSION
+        run_id = store.record(run)
+        (back,) = store.runs()
+    assert back.id == run_id
+    assert back.model_dump(exclude={"id", "median_wall_time", "samples"}) == run.model_dump(
+        exclude={"id", "median_wall_time", "samples"}
+    )
+    assert back.median_wall_time == pytest.approx(1.1)  # counted, successful, finite wall times only
+    assert [s.warmup for s in back.samples] == [True, False, False, False, False, False]
+    assert back.samples[1] == run.samples[1]
+    assert back.samples[4].error_class == "out_of_memory" and back.samples[4].wall_time is None
+    assert back.samples[5].wall_time is None  # NaN is stored as NULL
+    raw = sqlite3.connect(db).execute("SELECT COUNT(*) FROM samples WHERE wall_time != wall_time").fetchone()
+    assert raw == (0,)
+
+
+def test_filters_by_path_name_suffix_device_and_host(db: Path) -> None:
+    with HistoryStore(db) as store:
+        store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py"))
+        store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py", device="gpu"))
+        store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py", host="hostB"))
+        store.record(make_run([1.0], path="/proj/other/model.py", name="other/model.py"))
+        store.record(make_run([1.0], path="/proj/other/mymodel.py", name="mymodel.py"))
+
+        assert len(store.runs("/proj/examples/model.py")) == 3
+        assert len(store.runs("examples/model.py")) == 3  # the script name
+        assert {r.script_path for r in store.runs("model.py")} == {"/proj/examples/model.py", "/proj/other/model.py"}
+        assert [r.script_path for r in store.runs("other/model.py")] == ["/proj/other/model.py"]
+        assert store.runs("odel.py") == [] and store.runs("/elsewhere/model.py") == []
+        assert [r.device_used for r in store.runs("examples/model.py", device="gpu")] == ["gpu"]
+        assert [r.host for r in store.runs("examples/model.py", host="hostB")] == ["hostB"]
+        assert len(store.runs()) == 5
+        newest_two = store.runs(limit=2)
+        assert [r.id for r in newest_two] == [4, 5]  # the newest, still oldest first
+
+        summary = {s.script_path: s for s in store.scripts()}
+        assert summary["/proj/examples/model.py"].n_runs == 3
+        assert summary["/proj/other/mymodel.py"].script_name == "mymodel.py"
+
+
+def test_exact_path_resolved_against_the_working_folder(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "proj" / "x.py"
+    script.parent.mkdir()
+    script.write_text("print(1)\n")
+    monkeypatch.chdir(script.parent)
+    with HistoryStore(db) as store:
+        store.record(make_run([1.0], path=str(script.resolve()), name="renamed"))
+        assert len(store.runs("./x.py")) == 1
+
+
+def test_injected_regression_is_flagged(db: Path) -> None:
+    with HistoryStore(db) as store:
+        for k in range(3):
+            store.record(make_run(normal(k, 1.0), at=f"2025-01-0{k + 1}T00:00:00+00:00"))
+        same = store.record(make_run(normal(10, 1.0)))
+        check = store.check_regression(same)
+        assert check.previous_runs == 3 and not check.regression
+        assert check.comparison is not None and check.comparison.verdict == "no significant change"
+
+        slow = store.record(make_run(normal(11, 1.3)))
+        check = store.check_regression(slow)
+        assert check.regression and check.previous_runs == 4
+        comparison = check.comparison
+        assert comparison is not None and comparison.verdict == "slower"
+        assert check.gate == comparison.gate == ["run_time", "compile_time"]
+        # run_time = 0.8 wall - 0.1 grew by (1.04 - 0.1) / 0.7; compile_time stayed 0.1 s.
+        assert comparison.slower == ["wall_time", "run_time"]
+        run = comparison.phase("run_time")
+        assert run.p_value is not None and run.p_value < 0.01
+        assert run.ratio == pytest.approx(0.94 / 0.7, rel=0.03)
+        assert comparison.phase("wall_time").ratio == pytest.approx(1.3, rel=0.03)
+        assert comparison.phase("compile_time").verdict == "no significant change"
+        assert run.base_n == 40 and run.new_n == 10
+        assert check.script_path == "/proj/examples/model.py" and check.device == "cpu" and check.host == "hostA"
+
+        assert check.judged and check.reason is None and check.min_previous_runs == 3
+
+        window = store.check_regression(slow, window=3)  # the newest 3 of the 4 earlier runs
+        assert window.previous_runs == 3 and window.comparison and window.comparison.phase("run_time").base_n == 30
+        assert window.regression
+        # Gated on memory, which did not change, the same run is no regression.
+        assert not store.check_regression(slow, metric="memory_peak").regression
+
+        trend = store.trend("model.py")
+        assert [t.run_id for t in trend] == [1, 2, 3, 4, 5]
+        assert trend[-1].median == pytest.approx(1.3, rel=0.03) and trend[-1].n == 10
+        assert trend[0].git_commit == "abc123"
+        (latest,) = store.check_latest("model.py")
+        assert latest.newest_run_id == slow and latest.regression
+
+
+def test_other_device_or_host_is_not_comparable(db: Path) -> None:
+    with HistoryStore(db) as store:
+        for k in range(3):
+            store.record(make_run(normal(k, 1.0)))
+        for run in (make_run(normal(20, 1.3), device="gpu"), make_run(normal(21, 1.3), host="hostB")):
+            check = store.check_regression(store.record(run))
+            assert check.previous_runs == 0 and check.comparison is None and not check.regression
+        first = store.check_regression(1)
+        assert first.previous_runs == 0 and not first.regression
+        assert len(store.check_latest()) == 3
+        with pytest.raises(UsageError, match="wall_time"):
+            store.check_regression(1, metric="speed")
+        with pytest.raises(UsageError, match="no run with id 99"):
+            store.check_regression(99)
+
+
+def test_failed_runs_do_not_fill_the_window(db: Path) -> None:
+    with HistoryStore(db) as store:
+        for k in range(3):
+            store.record(make_run(normal(k + 1, 1.0)))
+        failed = make_run([])
+        failed.samples = [RunSample(index=0, warmup=False, success=False, error_class="script_error")]
+        store.record(failed)
+        check = store.check_regression(store.record(make_run(normal(5, 1.3))), window=3)
+        assert check.previous_runs == 3 and check.regression and check.judged
+        check = store.check_regression(store.record(failed))
+        assert check.comparison is not None and check.comparison.verdict == "not comparable"
+        assert not check.regression and not check.judged and check.reason == "not judged: not comparable"
+
+
+def test_fewer_than_three_earlier_runs_are_not_judged(db: Path) -> None:
+    """Issue 23 item 18: one earlier run was a baseline, so a machine's slow minute was a regression.
+    Now a check needs MIN_HISTORY_RUNS (3) earlier runs of the same numerics; until then it is not
+    judged (and never a regression), and says why."""
+    from jaxrun.core.defaults import MIN_HISTORY_RUNS
+    from jaxrun.interfaces.cli.tables import history_cell
+    from jaxrun.results.models import RegressionCheck
+
+    assert MIN_HISTORY_RUNS == 3
+    with HistoryStore(db) as store:
+        first = store.check_regression(store.record(make_run(normal(1, 1.0))))
+        assert (first.judged, first.regression, first.reason) == (False, False, "not judged: no earlier run, needs 3")
+        slow = store.check_regression(store.record(make_run(normal(2, 2.7))))  # 2.7x slower than the one run
+        assert (slow.previous_runs, slow.judged, slow.regression) == (1, False, False)
+        assert slow.reason == "not judged: 1 earlier run, needs 3" and slow.comparison is None
+        assert history_cell(slow) == "not judged: 1 earlier run, needs 3"
+        two = store.check_regression(store.record(make_run(normal(3, 1.0))))
+        assert (two.previous_runs, two.judged, two.reason) == (2, False, "not judged: 2 earlier runs, needs 3")
+        three = store.check_regression(store.record(make_run(normal(4, 2.7))))
+        assert three.regression and three.judged and three.reason is None  # 3 earlier runs: judged
+        assert history_cell(three).startswith("slower than 3 earlier runs: run_time x")
+        with pytest.raises(UsageError, match="window"):
+            store.check_regression(1, window=2)
+        # Asked for 5 earlier runs, the 3 there are not enough.
+        assert store.check_regression(three.newest_run_id, min_runs=5).reason == "not judged: 3 earlier runs, needs 5"
+    # A check written before `judged` existed reads as judged when its comparison had a verdict.
+    old = {"script_path": "/s.py", "device": "cpu", "host": "h", "gate": ["run_time"], "newest_run_id": 2,
+           "previous_runs": 1, "regression": False}
+    assert RegressionCheck.model_validate(old).judged is False
+    assert RegressionCheck.model_validate(old | {"comparison": three.comparison.model_dump()}).judged is True
+
+
+V1_DDL = [
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at TEXT NOT NULL,"
+    " script_name TEXT NOT NULL, script_path TEXT NOT NULL, content_hash TEXT NOT NULL,"
+    " git_commit TEXT, git_dirty INTEGER, host TEXT NOT NULL, device_requested TEXT NOT NULL,"
+    " device_used TEXT, jax_version TEXT, jaxlib_version TEXT, jaxrun_version TEXT NOT NULL)",
+    "CREATE TABLE samples (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " idx INTEGER NOT NULL, warmup INTEGER NOT NULL, success INTEGER NOT NULL, error_class TEXT,"
+    " wall_time REAL, body_time REAL, compile_time REAL, steady_time REAL, memory_peak REAL)",
+    "CREATE INDEX runs_comparable ON runs (script_path, device_used, host)",
+    "CREATE INDEX samples_run ON samples (run_id)",
+    "INSERT INTO meta VALUES ('schema_version', '1')",
+]
+
+
+def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
+    db.parent.mkdir()
+    con = sqlite3.connect(db)
+    for statement in V1_DDL:
+        con.execute(statement)
+    con.execute(
+        "INSERT INTO runs VALUES (1, '2024-12-31T00:00:00+00:00', 'old.py', '/proj/old.py', 'ff', 'c0', 1,"
+        " 'hostA', 'cpu', 'cpu', '0.4.30', '0.4.30', '0.0.9')"
+    )
+    con.executemany(
+        "INSERT INTO samples VALUES (1, ?, 0, 1, NULL, ?, NULL, NULL, ?, NULL)",
+        [(0, 1.0, 0.5), (1, 3.0, 1.5), (2, 2.0, 1.0)],
+    )
+    con.commit()
+    con.close()
+
+    with HistoryStore(db) as store:
+        assert store.schema_version == SCHEMA_VERSION == 6
+        (old,) = store.runs("old.py")
+        assert old.git_dirty is True and old.jaxrun_version == "0.0.9" and len(old.samples) == 3
+        assert old.median_wall_time == 2.0  # backfilled by the v2 migration
+        assert old.mode == "process"  # v3: every run before it was an ordinary process run
+        new_id = store.record(make_run([1.0, 2.0], path="/proj/old.py", name="old.py"))
+        assert new_id == 2 and len(store.runs("old.py")) == 2
+    with HistoryStore(db) as store:  # reopening an up-to-date database changes nothing
+        assert store.schema_version == 6 and len(store.runs()) == 2
+
+
+def test_newer_schema_is_refused(db: Path) -> None:
+    with HistoryStore(db) as store:
+        store.record(make_run([1.0]))
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 6\).*--history"):
+        HistoryStore(db)
+
+
+def test_a_file_that_is_not_a_history_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "notes.sqlite"
+    text.write_text("these are not the rows you are looking for\n" * 100)
+    with pytest.raises(UsageError, match="not a jaxrun history database"):
+        HistoryStore(text)
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    with pytest.raises(UsageError, match="not a jaxrun history"):
+        HistoryStore(other)
+    with pytest.raises(UsageError, match="is a folder"):
+        HistoryStore(tmp_path)
+    with pytest.raises(UsageError, match="no history database"):
+        HistoryStore(tmp_path / "missing.sqlite", create=False)
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    with HistoryStore(path) as store:
+        for i in range(count):
+            store.record(make_run([1.0 + i / 100, 1.1], name=f"w{worker}.py", path=f"/proj/w{worker}.py"))
+
+
+@pytest.mark.slow
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")  # a fresh file: the processes also race to create the schema
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_writer, args=(path, w, 25)) for w in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(120)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    with HistoryStore(path) as store:
+        runs = store.runs()
+        assert len(runs) == 100
+        assert sorted({r.id for r in runs}) == list(range(1, 101))
+        assert all(len(r.samples) == 3 for r in runs)
+        assert {s.n_runs for s in store.scripts()} == {25}
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        check=True, capture_output=True,
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_state_inside_and_outside_a_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    script = repo / "s.py"
+    script.write_text("x = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "s.py")
+    _git(repo, "commit", "-q", "-m", "first")
+    commit, dirty = git_state(script)
+    assert commit is not None and len(commit) == 40 and dirty is False
+    script.write_text("x = 2\n")
+    assert git_state(script) == (commit, True)
+
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    (outside / "t.py").write_text("y = 1\n")
+    assert git_state(outside / "t.py") == (None, None)
+
+
+def test_script_identity_follows_the_content(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("a = 1\n")
+    path, first = script_identity(script)
+    assert path == str(script.resolve()) and len(first) == 64
+    assert script_identity(script) == (path, first)
+    script.write_text("a = 2\n")
+    assert script_identity(script)[1] != first
+    with pytest.raises(UsageError, match="missing.py"):
+        script_identity(tmp_path / "missing.py")
+
+
+def test_history_run_from_benchmark(tmp_path: Path) -> None:
+    script = tmp_path / "b.py"
+    script.write_text("pass\n")
+    bench = ScriptBenchmark(
+        script_name="b.py", script_path=str(script), device_requested="auto", device_used="cpu",
+        benchmark_runs=2, warmup_runs=1, runs_completed=2,
+        warmups=[RunSample(index=0, warmup=True, success=True, wall_time=3.0)],
+        samples=[RunSample(index=i, warmup=False, success=True, wall_time=1.0 + i) for i in range(2)],
+    )
+    run = history_run_from_benchmark(bench, jax_version="0.4.35", host="h")
+    assert run.script_path == str(script.resolve()) and run.host == "h" and len(run.samples) == 3
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        assert store.get(store.record(run)).median_wall_time == 1.5
+
+
+def test_default_history_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAXRUN_HISTORY", raising=False)
+    assert default_history_path(tmp_path) == tmp_path / ".jaxrun" / "history.sqlite"
+    monkeypatch.chdir(tmp_path)
+    assert default_history_path() == tmp_path / ".jaxrun" / "history.sqlite"
+    monkeypatch.setenv("JAXRUN_HISTORY", str(tmp_path / "elsewhere.db"))
+    assert default_history_path(tmp_path / "x") == tmp_path / "elsewhere.db"
+    monkeypatch.setenv("JAXRUN_HISTORY", "rel.db")
+    assert default_history_path(tmp_path) == tmp_path / "rel.db"
+
+
+def test_warm_mode_runs_are_compared_only_with_warm_mode_runs(db: Path) -> None:
+    rng = np.random.default_rng(7)
+    with HistoryStore(db) as store:
+        for _ in range(2):
+            store.record(make_run(list(1.0 + 0.01 * rng.standard_normal(6))))
+        warm = make_run(list(1.3 + 0.01 * rng.standard_normal(6))).model_copy(update={"mode": "warm:mainx10"})
+        warm_id = store.record(warm)
+        check = store.check_regression(warm_id)
+        # Slower than the ordinary runs, but a different measurement: nothing earlier to compare.
+        assert check.previous_runs == 0 and check.regression is False
+        assert store.get(warm_id).mode == "warm:mainx10"
+
+
+# --- a damaged page: the file opens, SQLite cannot read part of it ----------------------------------
+
+TINY = "if False:\n    import jax\nprint(1)\n"
+
+
+def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf") -> int:
+    """A real history of ``runs`` runs (30 samples each) with garbage written over one page:
+    ``samples-leaf`` a leaf of the samples table in the middle, ``samples-root`` its root page,
+    ``meta`` the meta table's page. Returns how many samples it held."""
+    with HistoryStore(path) as store:
+        for k in range(runs):
+            store.record(make_run(normal(k, 1.0, 30), path=f"/proj/s{k % 4}.py", name=f"s{k % 4}.py"))
+    con = sqlite3.connect(path)
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    if page == "samples-leaf":
+        leaves = [r[0] for r in con.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'samples' AND pagetype = 'leaf' ORDER BY pageno")]
+        assert len(leaves) > 4
+        number = leaves[len(leaves) // 2]
+    else:
+        table = {"samples-root": "samples", "compile_runs-root": "compile_runs"}.get(page, "meta")
+        number = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    total = con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+    con.close()
+    assert not Path(f"{path}-wal").exists()  # every write is in the file itself
+    with open(path, "r+b") as f:
+        f.seek((number - 1) * size)
+        f.write(bytes([0xA5]) * size)
+    return total
+
+
+@pytest.mark.slow
+def test_a_damaged_page_is_one_line_and_check_and_repair_save_what_can_be_read(tmp_path: Path) -> None:
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    total = damaged_history(db)
+    with pytest.raises(sqlite3.DatabaseError, match="malformed"):  # the damage is real: SQLite cannot read it
+        with HistoryStore(db) as store:
+            store.runs()
+
+    shown = jaxrun("history", "--history", db)
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr
+    (line,) = shown.stderr.strip().splitlines()
+    assert str(db) in line and "database disk image is malformed" in line
+    assert "jaxrun history --check" in line and "jaxrun history --repair" in line
+
+    checked = jaxrun("history", "--history", db, "--check")
+    assert checked.returncode == 1, checked.stderr
+    assert "is damaged" in checked.stdout and "--repair" in checked.stdout
+    assert "btreeInitPage() returns error code 11" in checked.stdout  # SQLite's own findings, one a line
+
+    repaired = jaxrun("history", "--history", db, "--repair")
+    assert repaired.returncode == 0, repaired.stderr
+    (damaged,) = tmp_path.glob("history.sqlite.damaged-*")
+    assert damaged.is_file()  # the old file is kept
+    with HistoryStore(db) as store:
+        runs = store.runs()
+        saved = sum(len(r.samples) for r in runs)
+    assert len(runs) == 40 and 0 < saved < total  # every run; the samples of one page are lost
+    assert f"saved 40 run(s) with {saved} sample(s)" in repaired.stdout and str(damaged) in repaired.stdout
+    assert jaxrun("history", "--history", db, "--check").returncode == 0
+    assert jaxrun("history", "--history", db).returncode == 0
+    assert jaxrun("history", "--history", damaged, "--check").returncode == 1  # kept as it was
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["samples-root", "meta"])
+def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> None:
+    """A page the batch's first record hits (samples-root), or one that opening the store reads
+    (meta): every script still runs and is written, exit 0, one note; each check says why."""
+    import json
+
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    damaged_history(db, runs=4, page=page)
+    for name in ("a", "b", "c"):
+        (tmp_path / "s").mkdir(exist_ok=True)
+        (tmp_path / "s" / f"{name}.py").write_text(TINY)
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--device", "cpu", "--history", db,
+                  "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    notes = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("note: history unreadable")]
+    assert len(notes) == 1 and str(db) in notes[0] and "malformed" in notes[0]
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert doc["metadata"]["complete"] and str(db) in doc["metadata"]["history_problem"]
+    assert len(doc["script_results"]) == 3 and all(r["success"] for r in doc["script_results"])
+    assert sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir()) == [
+        "a_result.json", "b_result.json", "c_result.json"]
+    for result in doc["script_results"]:
+        check = result["benchmark"]["history_check"]
+        assert not check["judged"] and not check["regression"]
+        assert check["reason"] == f"not judged: history unreadable ({db}: database disk image is malformed)"
+    shown = jaxrun("history", "--history", db)
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr
+    (line,) = shown.stderr.strip().splitlines()
+    assert str(db) in line and "malformed" in line and "jaxrun history --repair" in line
+
+
+# --- what each run compiled (schema 6) -----------------------------------------------------------
+
+
+def compile_run(at: str, programs: dict, *, path: str = "/proj/m.py", host: str = "hostA", flags=(), device="cpu",
+                run_id: int | None = None, cache_dir: str | None = "/cache"):
+    from jaxrun.judge.compile_history import CompileRun
+    from jaxrun.results.models import CompileEnvironment, CompileStats
+
+    env = CompileEnvironment(jax_version="0.7", jaxlib_version="0.7", backend="cpu", xla_flags=list(flags),
+                             cache_dir=cache_dir)
+    return CompileRun(at, "m.py", path, "h" * 64, host, "cpu", device, env,
+                      {name: CompileStats(**stats) for name, stats in programs.items()}, run_id)
+
+
+def test_compiles_are_kept_and_the_last_cache_load_found(db: Path) -> None:
+    loaded = dict(count=0, cache_hits=1, fingerprint="f", input_fingerprint="i", device_kind="cpu", device_count=1)
+    with HistoryStore(db) as store:
+        first, before = store.record_compiles(compile_run("t1", {"jit(f)": loaded}), ["jit(f)"])
+        assert before == {}
+        store.record_compiles(compile_run("t2", {"jit(f)": loaded}, host="hostB"))  # another host
+        store.record_compiles(compile_run("t2", {"jit(f)": loaded}, device="gpu"))  # another platform
+        store.record_compiles(compile_run("t3", {"jit(f)": loaded}, path="/proj/other.py"))  # another script
+        compiled = dict(loaded, count=1, cache_hits=0)
+        wrote, _ = store.record_compiles(compile_run("t4", {"jit(f)": compiled}))  # compiled: wrote it to /cache
+        store.record_compiles(compile_run("t4b", {"jit(f)": compiled}, cache_dir="/tmp/cold"))  # into another folder
+        store.record_compiles(compile_run("t4c", {"jit(f)": compiled}, cache_dir=None))  # with the cache off
+        _, before = store.record_compiles(
+            compile_run("t5", {"jit(f)": compiled}, flags=["--x=1"]), ["jit(f)", "jit(g)"])
+    assert list(before) == ["jit(f)"]
+    newest, oldest = before["jit(f)"]  # newest first: the runs after which /cache held it
+    assert (newest.compile_run_id, newest.recorded_at, newest.loaded) == (wrote, "t4", False)
+    assert (oldest.compile_run_id, oldest.recorded_at, oldest.loaded) == (first, "t1", True)
+    assert oldest.environment.cache_dir == "/cache" and oldest.environment.xla_flags == []
+    assert oldest.stats.cache_hits == 1 and oldest.stats.input_fingerprint == "i" and oldest.stats.device_count == 1
+
+
+def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
+    with HistoryStore(db) as store:
+        run_id = store.record(make_run([1.0, 1.1]))
+        store.record_compiles(compile_run("t1", {"jit(f)": dict(count=1, compile_time=0.5, fingerprint="f"),
+                                                 "jit(g)": dict(count=2)}, run_id=run_id))
+        other = store.record(make_run([1.0, 1.1]))
+        programs = store.programs_of_runs([run_id, other])
+    assert list(programs) == [run_id] and list(programs[run_id]) == ["jit(f)", "jit(g)"]
+    assert programs[run_id]["jit(f)"].compile_time == 0.5 and programs[run_id]["jit(f)"].fingerprint == "f"
+    assert programs[run_id]["jit(g)"].count == 2 and programs[run_id]["jit(g)"].fingerprint is None
+
+
+def test_v5_database_gains_the_compile_tables(db: Path) -> None:
+    from jaxrun.judge.history_schema import MIGRATIONS
+
+    db.parent.mkdir()
+    con = sqlite3.connect(db, isolation_level=None)
+    for migration in MIGRATIONS[:5]:
+        migration(con)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '5')")
+    con.close()
+    with HistoryStore(db) as store:
+        assert store.schema_version == 6
+        run_id = store.record(make_run([1.0]))
+        assert store.programs_of_runs([run_id]) == {}
+        store.record_compiles(compile_run("t", {"jit(f)": dict(count=1)}, run_id=run_id))
+        assert list(store.programs_of_runs([run_id])[run_id]) == ["jit(f)"]
+
+
+def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
+    from jaxrun.judge.history_repair import repair
+
+    db = tmp_path / "history.sqlite"
+    damaged_history(db, runs=12)
+    with HistoryStore(db) as store:  # the damage is in the samples: the compile tables are readable
+        store.record_compiles(compile_run("t", {"jit(f)": dict(count=0, cache_hits=1)}, run_id=1))
+    saved = repair(db)
+    with HistoryStore(saved.path) as store:
+        assert list(store.programs_of_runs([1])[1]) == ["jit(f)"]
+        _, before = store.record_compiles(compile_run("u", {"jit(f)": dict(count=1)}), ["jit(f)"])
+        assert before["jit(f)"][0].recorded_at == "t"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["compile_runs-root", "meta"])
+def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_path: Path, page: str) -> None:
+    """What a run compiled is history too: a damaged page its write hits (compile_runs-root) or
+    that opening reads (meta) is one note; every script still runs and is written, exit 0."""
+    import json
+
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    damaged_history(db, runs=4, page=page)
+    (tmp_path / "s").mkdir()
+    for name in ("a", "b"):
+        (tmp_path / "s" / f"{name}.py").write_text("import jax.numpy as jnp\nprint(jnp.ones(3).sum())\n")
+    done = jaxrun("run", tmp_path / "s", "--device", "cpu", "--history", db, "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    notes = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("note: history unreadable")]
+    assert len(notes) == 1 and str(db) in notes[0] and "malformed" in notes[0]
+    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert str(db) in doc["metadata"]["history_problem"]
+    assert [r["success"] for r in doc["script_results"]] == [True, True]

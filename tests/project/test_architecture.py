@@ -1,0 +1,222 @@
+"""The layout of docs/ARCHITECTURE.md, checked: no import cycles, and no lower layer importing an
+upper one (lazy imports inside functions included; ``if TYPE_CHECKING:`` imports excluded)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
+
+# The layers, lowest first: a module's layer is its top-level package (or, at the root, the
+# public entry point it is). A module may import its own layer and the ones below it.
+ORDER = ["errors core", "probe", "results", "discover", "config", "judge", "plan", "run", "executors",
+         "present", "batch", "interfaces __main__", "bench pytest_plugin"]
+LAYERS: dict[str, int] = {f"jaxrun.{name}": i for i, names in enumerate(ORDER) for name in names.split()}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(name: str) -> int:
+    top = ".".join(name.split(".")[:2])
+    assert top in LAYERS, f"{name} is in no layer: the root holds only the public entry points (ORDER)"
+    return LAYERS[top]
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(path: Path) -> tuple[set[str], set[str]]:
+    """(module-level, lazy) jaxrun modules imported by ``path``."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    top: set[str] = set()
+    lazy: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                continue
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            targets: list[str] = []
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")
+                    base = base[: len(base) - child.level + 1]
+                    prefix = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    prefix = child.module or ""
+                targets = [prefix] + [f"{prefix}.{a.name}" for a in child.names]
+            for target in targets:
+                if target == "jaxrun" or target.startswith("jaxrun."):
+                    resolved = _existing(target)
+                    if resolved and resolved != name:
+                        (lazy if in_function else top).add(resolved)
+            visit(child, inner)
+
+    visit(tree, False)
+    return top, lazy
+
+
+def _existing(target: str) -> str | None:
+    """The module a dotted import name refers to (``from x import name`` may name a function)."""
+    parts = target.split(".")
+    while parts:
+        candidate = PACKAGE.parent.joinpath(*parts)
+        if candidate.with_suffix(".py").is_file() or (candidate / "__init__.py").is_file():
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+GRAPH = {name: imports(path) for name, path in MODULES.items()}
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in MODULES:
+        if name != "jaxrun":
+            layer(name)
+
+
+def test_no_import_cycles_at_module_level() -> None:
+    # Importing a sub-module runs its package's __init__ first, so that edge is implied too.
+    edges = {n: {t for t in top if t != n} for n, (top, _) in GRAPH.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                walk(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            walk(node)
+
+
+def test_no_lower_layer_imports_an_upper_one() -> None:
+    wrong = []
+    for name, (top, lazy) in GRAPH.items():
+        if name == "jaxrun":  # the public API re-exports from every layer, lazily
+            continue
+        for target in top | lazy:
+            if target != "jaxrun" and layer(target) > layer(name):
+                wrong.append(f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_graph_sees_imports() -> None:
+    """The checks above would pass vacuously if the parser missed imports."""
+    top, lazy = GRAPH["jaxrun.batch.pipeline"]
+    assert {"jaxrun.config.options", "jaxrun.executors.base", "jaxrun.run.execute"} <= top
+    assert "jaxrun.batch.pipeline" in GRAPH["jaxrun.interfaces.cli.run_command"][1]
+
+
+def test_no_function_outside_the_cli_takes_more_than_twelve_parameters() -> None:
+    """Options travel as one validated object; a long parameter list is a missing one."""
+    long = []
+    for name, path in MODULES.items():
+        if name.startswith("jaxrun.interfaces.cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) - int(bool(a.args) and a.args[0].arg in ("self", "cls"))
+                if count > 12:
+                    long.append(f"{name}.{node.name}: {count} parameters")
+    assert not long, "\n".join(long)
+
+
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "ARCHITECTURE.md"
+
+
+def test_architecture_md_has_a_paragraph_per_package_and_names_only_files_that_exist() -> None:
+    """docs/ARCHITECTURE.md is the map a newcomer reads: every package of ORDER has its heading,
+    and a path it names in backquotes (`run/runner.py`, `tests/test_options.py`) is a file."""
+    import re
+
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    packages = [n for names in ORDER for n in names.split() if (PACKAGE / n).is_dir()]
+    missing = [p for p in packages if f"### `{p}/`" not in text]
+    assert not missing, f"no section for {missing} in docs/ARCHITECTURE.md"
+    root = PACKAGE.parents[1]
+    named = set(re.findall(r"`((?:[\w.]+/)+[\w.]+\.py)", text))
+    gone = sorted(p for p in named if not any((base / p).is_file() for base in (PACKAGE, root)))
+    # In a package's own section a module may go by its file name alone (`defaults.py`).
+    sections = re.split(r"^### `(\w+)/`$", text, flags=re.M)
+    bare = 0
+    for package, body in zip(sections[1::2], sections[2::2]):
+        body = body.split("\n## ")[0]
+        for name in set(re.findall(r"`([\w]+\.py)`", body)):
+            bare += 1
+            if not any((PACKAGE / package).rglob(name)) and not (PACKAGE / name).is_file():
+                gone.append(f"{package}/ {name}")
+    assert len(named) + bare > 100  # the check would pass vacuously on a page that names none
+    assert not gone, "docs/ARCHITECTURE.md names files that do not exist: " + ", ".join(gone)
+
+
+def test_no_package_exports_a_name_that_is_also_one_of_its_modules() -> None:
+    """Once ``pkg.x`` is imported, the attribute ``pkg.x`` is the module: a function ``x`` that
+    ``pkg`` re-exports lazily (by ``__getattr__``) would then be shadowed by it. (An eager
+    ``from .x import x`` in the package rebinds the name after the import: jaxrun.bench's.)"""
+    import importlib
+
+    clashes = []
+    for init in PACKAGE.rglob("__init__.py"):
+        name = module_name(init)
+        if "def __getattr__" not in init.read_text(encoding="utf-8"):
+            continue
+        exported = set(getattr(importlib.import_module(name), "__all__", ()))
+        modules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir()
+                                                                 if (p / "__init__.py").is_file()}
+        clashes += [f"{name}.{n}" for n in sorted(exported & modules)]
+    assert not clashes, "exported names that are also modules: " + ", ".join(clashes)
+
+
+def test_every_name_looked_up_by_text_resolves() -> None:
+    """Modules named in text (lazy re-exports, the CLI's commands, the report sinks, the backends,
+    the result files' models) are found where the text says: a module moved without its entry
+    would fail only when that one thing is asked for."""
+    import importlib
+
+    from jaxrun.config.backends import EXECUTORS
+    from jaxrun.interfaces.cli import COMMANDS
+    from jaxrun.present.sinks.registry import REPORT_SINKS
+    from jaxrun.results.result_files import SCHEMAS, schema_model
+
+    for package in ("jaxrun", "jaxrun.present.view"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert getattr(module, name) is not None, f"{package}.{name}"
+    for command, (module_name, attr) in COMMANDS.items():
+        assert callable(getattr(importlib.import_module(f"jaxrun.interfaces.cli.{module_name}"), attr)), command
+    for key, sink in REPORT_SINKS.items():
+        module_name, attr = sink.target.split(":")
+        assert isinstance(getattr(importlib.import_module(f"jaxrun.present.sinks.{module_name}"), attr), type), key
+    for backend, target in EXECUTORS.items():
+        module_name, attr = target.split(":")
+        assert isinstance(getattr(importlib.import_module(module_name), attr), type), backend
+    for kind in SCHEMAS:
+        assert isinstance(schema_model(kind), type), kind

@@ -1,0 +1,274 @@
+"""jaxrun deletes or overwrites in a results folder only what it wrote (results/ownership.py), never
+follows a symlink out of it, and refuses a folder holding files it did not write unless told to:
+through the CLI, the API and MCP, and for any folder (hypothesis draws trees of foreign files and
+links among jaxrun's own names)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import jaxrun as jaxrun_cli
+from helpers import run_batch, write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import jaxrun
+from jaxrun.errors import UsageError
+from jaxrun.results.ownership import MANIFEST, ResultsFolder
+
+QUICK = "if False:\n    import jax\nprint(1)\n"
+# Writes one output file named after its first argument (outputs of two runs can be told apart).
+WRITES = ("if False:\n    import jax\nimport os, sys\n"
+          "open(os.path.join(os.environ['JAXRUN_OUTPUT_DIR'], sys.argv[1] + '.txt'), 'w').write('x')\n")
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    """Every file and link under ``root`` (not followed) with its content's hash or target."""
+    seen: dict[str, str] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                seen[rel] = "-> " + os.readlink(path)
+            elif path.is_file():
+                seen[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return seen
+
+
+def _one_error_line(done) -> str:  # type: ignore[no-untyped-def]
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def _user_folder(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """The issue's folder: the user's own files under names jaxrun uses for its own folders."""
+    proj, src = tmp_path / "proj", tmp_path / "src"
+    write(proj / "logs", "experiment_2019.log", "important\n")
+    write(proj / "outputs", "model.ckpt", "important\n")
+    write(src, "a.py", QUICK)
+    return proj, src, _snapshot(proj)
+
+
+@pytest.mark.slow
+def test_a_folder_holding_the_users_files_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    proj, src, before = _user_folder(tmp_path)
+    line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", proj))
+    assert line == (f"jaxrun: error: the results folder {str(proj)!r} holds files jaxrun did not write "
+                    "(logs/experiment_2019.log, outputs/model.ckpt); jaxrun never deletes or overwrites them: pass "
+                    "a new or empty --results-dir, or --allow-other-files to write beside them")
+    assert _snapshot(proj) == before  # not even a lock file or a manifest
+
+
+@pytest.mark.slow
+def test_with_allow_other_files_the_users_files_are_kept_run_after_run(tmp_path: Path) -> None:
+    proj, src, before = _user_folder(tmp_path)
+    write(src, "b.py", WRITES)
+    for arg in ("first", "second"):
+        done = jaxrun_cli("run", src, "--no-history", "--results-dir", proj, "--allow-other-files", "--", arg)
+        assert done.returncode == 0, done.stderr
+        now = _snapshot(proj)
+        assert {k: now.get(k) for k in before} == before
+    # The second run replaced the first one's own files: its output is not listed twice.
+    assert sorted(os.listdir(proj / "outputs" / "b")) == ["second.txt"]
+    assert (proj / "logs" / "a.stdout.log").read_text() == "1\n"
+
+
+def test_a_users_file_where_a_script_of_the_run_writes_is_refused_even_when_allowed(tmp_path: Path) -> None:
+    proj, src, before = _user_folder(tmp_path)
+    write(proj / "logs", "a.stdout.log", "the user's own log\n")
+    before = _snapshot(proj)
+    line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", proj, "--allow-other-files"))
+    assert "holds files jaxrun did not write where this run writes its own (logs/a.stdout.log)" in line
+    assert _snapshot(proj) == before
+
+
+def test_the_api_refuses_the_same_folder_and_keeps_the_files_when_allowed(tmp_path: Path) -> None:
+    proj, src, before = _user_folder(tmp_path)
+    with pytest.raises(UsageError, match="holds files jaxrun did not write"):
+        run_batch(src, proj)
+    with pytest.raises(UsageError, match="holds files jaxrun did not write"):
+        jaxrun.execute_jax_script(src / "a.py", device="cpu", results_dir=proj)
+    assert _snapshot(proj) == before
+    assert run_batch(src, proj, allow_other_files=True).success
+    result = jaxrun.execute_jax_script(src / "a.py", device="cpu", results_dir=proj, allow_other_files=True)
+    assert result.success
+    now = _snapshot(proj)
+    assert {k: now.get(k) for k in before} == before
+
+
+def test_execute_jax_script_replaces_only_its_own_earlier_files(tmp_path: Path) -> None:
+    """Two calls into one folder: the second's outputs are its own (the first's went), and another
+    script's files stay."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    write(src, "b.py", WRITES)
+    write(src, "a.py", QUICK)
+    assert jaxrun.execute_jax_script(src / "a.py", device="cpu", results_dir=out)
+    first = jaxrun.execute_jax_script(src / "b.py", device="cpu", results_dir=out, args=["first"])
+    second = jaxrun.execute_jax_script(src / "b.py", device="cpu", results_dir=out, args=["second"])
+    assert first.output_files == ["first.txt"] and second.output_files == ["second.txt"]
+    assert (out / "script_results" / "a_result.json").is_file() and (out / "logs" / "a.stdout.log").is_file()
+
+
+@pytest.mark.slow
+def test_mcp_run_into_a_folder_of_the_users_files_is_a_tool_error_that_deletes_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    root = tmp_path / "root"
+    proj, src, before = _user_folder(root)
+
+    async def body() -> None:
+        server = StdioServerParameters(command=sys.executable, args=["-m", "jaxrun", "mcp", "--root", str(root)],
+                                       env=dict(os.environ), cwd=str(root))
+        async with stdio_client(server) as (read, write_stream):
+            async with ClientSession(read, write_stream) as session:
+                await session.initialize()
+                tools = {t.name: t for t in (await session.list_tools()).tools}
+                annotations = tools["execute.run_jax_scripts"].annotations.model_dump(by_alias=True)
+                assert annotations["destructiveHint"] is False
+                done = (await session.call_tool("execute.run_jax_scripts", {
+                    "pipeline_output_dir": "src", "device": "cpu", "results_dir": "proj"})).model_dump(by_alias=True)
+                assert done["isError"]
+                assert "holds files jaxrun did not write (logs/experiment_2019.log, outputs/model.ckpt)" in \
+                    done["content"][0]["text"]
+                allowed = (await session.call_tool("execute.run_jax_scripts", {
+                    "pipeline_output_dir": "src", "device": "cpu", "results_dir": "proj",
+                    "allow_other_files": True})).model_dump(by_alias=True)
+                assert not allowed["isError"] and allowed["structuredContent"]["scripts_successful"] == 1, allowed
+
+    anyio.run(body)
+    now = _snapshot(proj)
+    assert {k: now.get(k) for k in before} == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("link", ["outputs", "outputs/a", "script_results", "logs/a.stdout.log",
+                                  "jax_execution_results.json", "jax_profiling"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_symlink_at_one_of_jaxruns_names_is_refused_and_never_followed(tmp_path: Path, link: str,
+                                                                         resume: bool) -> None:
+    src, out, elsewhere = tmp_path / "src", tmp_path / "U4", tmp_path / "elsewhere"
+    write(src, "a.py", QUICK)
+    write(elsewhere, "precious.txt", "precious\n")
+    write(elsewhere / "a", "precious.txt", "precious\n")
+    assert jaxrun_cli("run", src, "--no-history", "--results-dir", out).returncode == 0
+    target = out / link
+    if target.is_dir():
+        import shutil
+
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.symlink_to(elsewhere / "precious.txt" if "." in link.rsplit("/", 1)[-1] else elsewhere)
+    before = _snapshot(elsewhere)
+    line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", out,
+                                      *(["--resume"] if resume else [])))
+    assert f"holds a symbolic link at {link!r}" in line and "never writes or deletes through one" in line
+    assert _snapshot(elsewhere) == before and target.is_symlink()
+
+
+@pytest.mark.slow
+def test_links_a_script_left_in_its_outputs_are_removed_not_followed(tmp_path: Path) -> None:
+    src, out, elsewhere = tmp_path / "src", tmp_path / "r", tmp_path / "elsewhere"
+    write(elsewhere, "precious.txt", "precious\n")
+    write(src, "a.py", "if False:\n    import jax\nimport os\n"
+          f"os.symlink({str(elsewhere)!r}, os.path.join(os.environ['JAXRUN_OUTPUT_DIR'], 'link'))\n")
+    for _ in range(2):
+        assert jaxrun_cli("run", src, "--no-history", "--results-dir", out).returncode == 0
+    assert (elsewhere / "precious.txt").read_text() == "precious\n"
+
+
+@pytest.mark.slow
+def test_an_option_file_inside_the_results_folder_is_jaxruns_on_the_next_run(tmp_path: Path) -> None:
+    src, out = tmp_path / "src", tmp_path / "r"
+    write(src, "a.py", QUICK)
+    for _ in range(2):
+        done = jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--markdown", out / "summary.md")
+        assert done.returncode == 0, done.stderr
+    assert "a.py" in (out / "summary.md").read_text()
+
+
+def test_a_folder_an_older_jaxrun_wrote_is_adopted_from_its_own_results(tmp_path: Path) -> None:
+    """No manifest (jaxrun before it had one): the scripts its results name are its; a file beside
+    them that no result names is the user's."""
+    src, out = tmp_path / "src", tmp_path / "r"
+    write(src, "a.py", QUICK)
+    write(src, "b.py", QUICK)
+    assert run_batch(src, out).success
+    (out / MANIFEST).unlink()
+    (src / "b.py").unlink()
+    assert run_batch(src, out).success  # adopted: b's files were jaxrun's, and went
+    assert not (out / "logs" / "b.stdout.log").exists() and (out / MANIFEST).is_file()
+    (out / MANIFEST).unlink()
+    write(out / "logs", "notes.txt", "mine\n")
+    with pytest.raises(UsageError, match=r"holds files jaxrun did not write \(logs/notes.txt\)"):
+        run_batch(src, out)
+
+
+_NAMES = ["logs", "outputs", "script_results", "notebooks", "jax_profiling", "jax_profiling/traces",
+          "logs/a.stdout.log", "logs/b.p1.attempt2.stderr.log", "logs/z.log", "outputs/a",
+          "outputs/model.ckpt", "script_results/a_result.json", "script_results/zz_result.json",
+          "notebooks/b.ipynb", "jax_profiling/traces/b",
+          "jax_execution_results.json", "jax_execution_log.txt", "README.md", "src/train.py", "report.html"]
+
+
+@st.composite
+def _foreign_trees(draw):  # type: ignore[no-untyped-def]
+    """A results folder of an earlier run of script ``a`` with foreign files and links added."""
+    extra = draw(st.lists(st.tuples(st.sampled_from(_NAMES), st.sampled_from(["file", "link", "dirlink"])),
+                          max_size=4, unique_by=lambda t: t[0]))
+    return extra
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=_foreign_trees())
+def test_no_folder_of_foreign_files_and_links_loses_a_byte(tmp_path_factory: pytest.TempPathFactory,
+                                                          extra: list[tuple[str, str]]) -> None:
+    """Whatever foreign files and links are added to a results folder, the check and the clear a
+    batch does before it runs (with or without --allow-other-files) delete none of them, change
+    nothing outside the folder, and remove what the earlier run wrote only when nothing is refused."""
+    root = tmp_path_factory.mktemp("tree")
+    out, elsewhere = root / "r", root / "elsewhere"
+    write(elsewhere, "precious.txt", "precious\n")
+    folder = ResultsFolder(out)
+    folder.compact([])
+    folder.claim_scripts(["a"])
+    ours = ["logs/a.stdout.log", "script_results/a_result.json", "outputs/a/out.txt", "jax_execution_log.txt"]
+    for rel in ours:
+        write(out, rel, "jaxrun's\n")
+    added: list[str] = []
+    for rel, kind in extra:
+        path = out / rel
+        if path.exists() or path.is_symlink() or any(p.is_symlink() or p.is_file() for p in path.parents):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "file":
+            path.write_text("user's\n")
+        else:
+            path.symlink_to(elsewhere if kind == "dirlink" else elsewhere / "precious.txt")
+        added.append(rel)
+    foreign_before = {k: v for k, v in _snapshot(out).items() if any(k == a or k.startswith(a + "/") for a in added)}
+    outside = _snapshot(elsewhere)
+    for allow in (False, True):
+        folder = ResultsFolder(out)
+        try:
+            folder.check(allow_other_files=allow, names=lambda: ["a"])
+        except UsageError as exc:
+            assert "\n" not in str(exc)
+            continue
+        folder.clear()
+        folder.compact([])
+        assert not any((out / rel).exists() for rel in ours if rel not in added)
+    now = _snapshot(out)
+    assert {k: now.get(k) for k in foreign_before} == foreign_before
+    assert _snapshot(elsewhere) == outside
