@@ -9,7 +9,7 @@ persistent-cache hits. Medians over the pairs; the ratio is cold / warm backend 
 
 Scripts:
   * ``many_functions``: 40 distinct small jitted functions (3 matmul+sin layers on 32x32 each),
-    ~2-3 s of backend compile for milliseconds of work (the script of tests/test_compile_cache.py);
+    ~2-3 s of backend compile for milliseconds of work (the script of tests/discover/test_compile_cache.py);
   * ``one_deep_function``: one jitted function unrolled into 45 matmul+sin layers on 64x64;
   * ``examples/workloads/surrogate_training.py`` (optax training, jit vs no-jit: many programs).
 Loading an executable from the cache is not free: for one huge function it costs about a tenth

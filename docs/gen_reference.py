@@ -9,7 +9,7 @@
 * ``reference/errors.md``: every failure class, its hint and how jaxrun recovers from it
   (jaxrun/failures.py).
 
-``python docs/gen_reference.py`` writes them under docs/reference/; tests/test_docs.py fails when
+``python docs/gen_reference.py`` writes them under docs/reference/; tests/project/test_docs.py fails when
 a committed page differs from what this makes of the code.
 """
 

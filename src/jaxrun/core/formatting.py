@@ -102,6 +102,12 @@ def listed(items: Iterable[object], limit: int, sep: str = ", ", *, last: int = 
     return sep.join(shown[:limit]) + left_out(left, what)
 
 
+def joined(items: Iterable[object], word: str = "and") -> str:
+    """Every one of ``items`` as a sentence lists them: ``a, b and c`` (``word``: "or")."""
+    shown = [str(item) for item in items]
+    return f"{', '.join(shown[:-1])} {word} {shown[-1]}" if len(shown) > 1 else "".join(shown)
+
+
 def left_out(count: int, what: str = "more") -> str:
     """`` and 3 more`` after what is shown of a list too long to hold (a report's rows), or ""."""
     return f" and {count} {what}" if count > 0 else ""

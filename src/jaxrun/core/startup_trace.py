@@ -2,7 +2,7 @@
 set, each :func:`mark` appends ``<unix time> <step>`` to FILE (benchmarks/run.py reads them beside
 the script's own first- and last-line stamps); with ``JAXRUN_STARTUP_TRACE_MODULES=1`` too, a
 ``+ <module>`` line after it for each module imported since the mark before (what each step of the
-way to the first script imported; tests/test_startup_imports.py reads them). Unset, a mark is one
+way to the first script imported; tests/run/test_startup_imports.py reads them). Unset, a mark is one
 global lookup."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ them and the parent that reads them (run/probe_report.py, run/classify.py, run/p
 
 Each event is one JSON object per line: ``type`` (one of the names below) and the fields of its
 ``TypedDict``. They are plain dicts at run time (no cost in the script's process, no pydantic or
-jax to import); :func:`problems` checks a line against its definition (tests/test_probe_events.py
+jax to import); :func:`problems` checks a line against its definition (tests/probe/test_probe_events.py
 holds every event a real probe writes to it). docs/ARCHITECTURE.md describes the channel itself.
 """
 

@@ -5,7 +5,7 @@ executable at compile time, and has no way to print an optimized program without
 lines. What jaxrun needs of that comes from JAX's private modules and from the locals of two of
 its functions; all of it is here (and ``program_names.traced_callable``: the callable a trace event
 belongs to, a local ``fun`` of JAX's frames, with the event's name as its fallback). :func:`check`
-lists what this JAX lacks (``tests/test_xla_facts.py`` fails, naming it, on a JAX where one moved),
+lists what this JAX lacks (``tests/probe/test_xla_facts.py`` fails, naming it, on a JAX where one moved),
 and each caller falls back to null with the reason (:data:`MOVED`) instead of failing the script.
 
 Nothing here imports jax at import time: the probe loads this module only once the script has.

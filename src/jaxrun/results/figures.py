@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Literal, NamedTuple, Optional
 
-from jaxrun.core.formatting import fmt_bytes, fmt_kind
+from jaxrun.core.formatting import fmt_bytes, fmt_kind, joined
 
 if TYPE_CHECKING:
     from jaxrun.results.models import CompileStats, ScriptResult
@@ -114,7 +114,7 @@ def metric_label(metric: str, gate: bool = False) -> str:
 
 def metrics_text() -> str:
     """``wall_time, ... or live_array_bytes``: the names ``--metric`` takes."""
-    return ", ".join(SAMPLE_METRICS[:-1]) + " or " + SAMPLE_METRICS[-1]
+    return joined(SAMPLE_METRICS, "or")
 
 
 # --- per program -----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from jaxrun.core.formatting import joined
 from jaxrun.results.base_model import SCHEMA_VERSION, ErrorClass, MappingModel
 from jaxrun.results.figures import SCRIPT_FIGURES
 
@@ -253,7 +254,7 @@ class ScriptResult(MappingModel):
     execution_time: float | None = Field(None, description="Seconds, whole process")
     timing: str | None = Field(
         None, description="'median of N counted runs' for a benchmarked script whose N counted runs all "
-        f"succeeded: {', '.join(f.field for f in SCRIPT_FIGURES[:-1])} and {SCRIPT_FIGURES[-1].field} are then each "
+        f"succeeded: {joined(f.field for f in SCRIPT_FIGURES)} are then each "
         "the median of those runs (" + "".join(f"{f.field} the lower middle one, a run's own; " for f in SCRIPT_FIGURES
                                                if f.aggregate == "median_low")
         + "benchmark.samples holds every run); null: the figures are of one run"

@@ -62,7 +62,7 @@ def judged_by(module: str) -> Callable[[], dict[str, str]]:
         test = importlib.import_module(f"jaxrun.judge.{module}").TEST_NAME
         return {"alpha": f"Significance level of the {test}: a change counts only when its p-value is below it."}
 
-    helps.module = module  # type: ignore[attr-defined]  # what tests/test_help.py checks the help against
+    helps.module = module  # type: ignore[attr-defined]  # what tests/interfaces/test_help.py checks the help against
     return helps
 
 

@@ -9,7 +9,7 @@ C code and of subprocesses included; a cell that ended the process, ``os._exit``
 what it printed up to then), and an ``error`` output for the cell that raised (the exception's
 type, message and traceback) and for the cell the process was stopped in (a timeout: why).
 Cells that did not run have no outputs and no count.
-Plain ``json`` writes it (nbformat 4; tests/test_notebooks.py validates a copy with nbformat).
+Plain ``json`` writes it (nbformat 4; tests/probe/test_notebooks.py validates a copy with nbformat).
 """
 
 from __future__ import annotations
