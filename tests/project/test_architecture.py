@@ -220,3 +220,19 @@ def test_every_name_looked_up_by_text_resolves() -> None:
         assert isinstance(getattr(importlib.import_module(module_name), attr), type), backend
     for kind in SCHEMAS:
         assert isinstance(schema_model(kind), type), kind
+
+
+def test_the_root_holds_only_the_public_entry_points_and_no_module_name_repeats() -> None:
+    """A module's name says which one it is without its folder: ``history.py`` is the history's
+    store and nothing else is called that; the root holds what users import or run by name."""
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert root == ["__init__.py", "__main__.py", "errors.py", "pytest_plugin.py"]
+    seen: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            seen.setdefault(path.stem, []).append(module_name(path))
+    repeated = {name: where for name, where in seen.items() if len(where) > 1}
+    assert not repeated, repeated
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    clash = packages & set(seen)
+    assert not clash, f"modules named as a top-level package: {clash}"
