@@ -10,17 +10,17 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from jaxrun import __version__
 from jaxrun.batch.folder_lock import ResultsFolderLock, unwritable
 from jaxrun.config.options import BatchOptions
 from jaxrun.core.defaults import HISTORY_NOT_USED
-from jaxrun.core.validate import log_cap_bytes
 from jaxrun.core.extras import require
 from jaxrun.core.interpreters import is_other
 from jaxrun.core.startup_trace import mark
 from jaxrun.core.timestamps import now_iso
+from jaxrun.core.validate import log_cap_bytes
 from jaxrun.discover.devices import DeviceFacts, device_facts
 from jaxrun.errors import DeviceProbeError, ResultsWriteError, UsageError
 from jaxrun.executors.base import Executor, RunJob, make_executor
@@ -49,14 +49,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jaxrun")
 
 
-def _optional_sink(wanted: bool, where: str, *args: Any) -> list[Sink]:
-    """The sink ``module:Class`` of jaxrun.results.sink when ``wanted``, imported only then."""
-    if not wanted:
+def _profile_sink(options: BatchOptions) -> list[Sink]:
+    """``--profile``'s files, its module imported only when the run profiles."""
+    if not options.run.enable_profiling:
         return []
-    import importlib
+    from jaxrun.present.sinks.profile_files import ProfileSink
 
-    module, name = where.split(":")
-    return [getattr(importlib.import_module(f"jaxrun.present.sinks.{module}"), name)(*args)]
+    return [ProfileSink(options.results_dir)]
 
 
 def _history_sink(store: "HistoryStore | None", problem: str | None, info: "DeviceInfo | None", options: BatchOptions,
@@ -446,7 +445,7 @@ class _ResultSinks:
             _PlanFacts(plan, meta, self.log, self.said, self.to_run, self.launcher),
             *history,
             script_files,
-            *_optional_sink(run.enable_profiling, "profile_files:ProfileSink", options.results_dir),
+            *_profile_sink(options),
             self.made,
         ])
 

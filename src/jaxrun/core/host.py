@@ -6,6 +6,7 @@ from pathlib import Path
 
 from jaxrun.core.defaults import MiB
 
+
 def host_memory_bytes() -> int | None:
     """The machine's RAM, or None when psutil cannot read it."""
     try:

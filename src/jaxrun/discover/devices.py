@@ -19,10 +19,10 @@ import time
 from typing import TYPE_CHECKING, Any, Union
 
 from jaxrun.core.defaults import AUTO_PREFERENCE
+from jaxrun.core.formatting import listed
 from jaxrun.core.host import host_memory_bytes
 from jaxrun.core.paths import cache_dir, make_jaxrun_importable
 from jaxrun.core.validate import split_device, validate_device
-from jaxrun.core.formatting import listed
 from jaxrun.errors import DeviceProbeError, InvalidDeviceError
 from jaxrun.results.result_files import DamagedFileError, atomic_write_text, read_json
 

@@ -31,8 +31,8 @@ from pydantic import BaseModel, Field
 
 from jaxrun.config.option_spec import default_of, described
 from jaxrun.config.options import BatchOptions, RunOptions, parse_devices
-from jaxrun.core.validate import shown_value, validate_device
 from jaxrun.core.formatting import one_line, shorten_middle
+from jaxrun.core.validate import shown_value, validate_device
 from jaxrun.core.version import version
 from jaxrun.errors import UsageError
 from jaxrun.results.figures import SCRIPT_FIGURES

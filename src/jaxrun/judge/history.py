@@ -342,9 +342,10 @@ class HistoryStore:
             data["git_dirty"] = bool(data["git_dirty"])
         if data["numerics"] is not None:
             data["numerics"] = Numerics.model_validate_json(str(data["numerics"]))
-        return HistoryRun(**data, samples=self._samples([int(data["id"])]))
+        return HistoryRun(**data, samples=self.samples_of([int(data["id"])]))
 
-    def _samples(self, run_ids: Sequence[int]) -> list[RunSample]:
+    def samples_of(self, run_ids: Sequence[int]) -> list[RunSample]:
+        """The samples of the runs ``run_ids``, pooled in the order they were recorded."""
         rows = self._db.execute(
             f"SELECT {', '.join(SAMPLE_COLUMNS)} FROM samples WHERE run_id IN ({', '.join('?' * len(run_ids))})"
             " ORDER BY rowid", list(run_ids),
@@ -403,10 +404,6 @@ class HistoryStore:
         )
         params = (run.script_path, run.device_used, run.host, run.mode, run.id, *([mine] if same else []), window)
         return [row[0] for row in self._db.execute(query, params).fetchall()]
-
-    def samples_of(self, run_ids: Sequence[int]) -> list[RunSample]:
-        """The samples of the runs ``run_ids``, pooled."""
-        return self._samples(run_ids)
 
     def newest_runs(self, script: str | os.PathLike[str] | None = None) -> list[int]:
         """The newest run of every (script, device, host, mode) group (of ``script``'s paths)."""

@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Optional, Sequence, TypeVar
 
-from jaxrun.core.validate import device_label, split_device
 from jaxrun.core.timestamps import now_iso
+from jaxrun.core.validate import device_label, split_device
 from jaxrun.results import result_files
 from jaxrun.results.models import (
     BatchMetadata,

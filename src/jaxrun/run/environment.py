@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
 from jaxrun.core.defaults import JAX_PLATFORMS_VALUE
+from jaxrun.core.interpreters import importable_by, is_other
 from jaxrun.core.paths import make_jaxrun_importable
 from jaxrun.core.validate import split_device
-from jaxrun.core.interpreters import importable_by, is_other
 from jaxrun.plan.job import Job
 from jaxrun.probe.arguments import ProbeArguments
 from jaxrun.probe.channel import EVENTS_ENV

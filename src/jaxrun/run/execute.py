@@ -8,8 +8,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from jaxrun.config.options import DEFAULT_WARM_CALLS, RunOptions
-from jaxrun.core.validate import device_label
 from jaxrun.core.timestamps import now_iso
+from jaxrun.core.validate import device_label
 from jaxrun.plan.job import Job
 from jaxrun.results.sink import NO_SINK, Sink
 from jaxrun.run.placement import WHOLE_MACHINE, Placement

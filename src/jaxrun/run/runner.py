@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from jaxrun.config.options import RunOptions
-from jaxrun.core.validate import device_label, log_cap_bytes, split_device
 from jaxrun.core.formatting import one_line
 from jaxrun.core.timestamps import now_iso
+from jaxrun.core.validate import device_label, log_cap_bytes, split_device
 from jaxrun.discover.devices import device_facts, resolve_device
 from jaxrun.errors import DeviceProbeError, ResultsWriteError
 from jaxrun.plan.job import Job

@@ -1,6 +1,6 @@
 """What `jaxrun run` shows while a batch runs elsewhere than in a terminal (CI logs, pipes,
 ``--quiet``, ``--json``): one plain line per event, greppable. In a terminal it shows the live
-view instead (interfaces/cli/live.py). Both are sinks (sinks/__init__.py), told of every job as it starts
+view instead (interfaces/cli/live.py). Both are sinks (results/sink.py), told of every job as it starts
 and ends.
 """
 

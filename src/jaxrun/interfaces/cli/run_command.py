@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from jaxrun.errors import JAXExecutionError
-
 from jaxrun.interfaces.cli.console import (
     CONTEXT_SETTINGS,
     EXIT_INTERRUPTED,

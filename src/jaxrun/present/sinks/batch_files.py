@@ -64,7 +64,7 @@ class BatchFilesSink(BaseSink):
         self.meta, self.info = meta, info
         self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
         # Every result so far, a few hundred bytes each (results/held_results.py), as this sink is given it:
-        # a sink after this one that changes a result returns the changed one (sinks/__init__.py).
+        # a sink after this one that changes a result returns the changed one (results/sink.py).
         self._held = HeldResults()
         self._texts = texts
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended

@@ -10,9 +10,9 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from jaxrun.core.validate import device_label
 from jaxrun.core.formatting import of_total, one_line
 from jaxrun.core.timestamps import now_iso
+from jaxrun.core.validate import device_label
 from jaxrun.errors import ResultsWriteError
 from jaxrun.results.sink import BaseSink
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from jaxrun.core.defaults import TOO_FEW
-from jaxrun.core.validate import device_label
 from jaxrun.core.formatting import fmt_seconds, one_line, plural
+from jaxrun.core.validate import device_label
 from jaxrun.discover.script_labels import (  # noqa: F401 - the views' names for them
     label_from_name,
     relative_path,
