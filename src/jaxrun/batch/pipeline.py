@@ -171,8 +171,8 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
     # log cap (JAXRUN_LOG_CAP_BYTES) that is no size, is refused before anything runs or is deleted.
     check_output_files(options)
     log_cap_bytes()
-    if options.backend == "ray":
-        require("ray")
+    if options.backend in ("ray", "slurm"):
+        require(options.backend)
     launcher = launcher if launcher is not None else Launcher()
     if run_job is None:
         run_job = functools.partial(execute.run_job, attempt=launcher.attempt)
@@ -276,7 +276,7 @@ def _build_result_models() -> None:
 def _run_locked(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, launcher: Launcher, plan: Plan,
                 info: DeviceFacts | None, history: _History, folder: ResultsFolder, executor: Executor) -> "BatchResult":
     """The batch, once its results folder is ours."""
-    everything, reused = _keep_earlier_results(options, plan, folder)
+    everything, reused = _keep_earlier_results(options, plan, folder, executor)
     if history.store is None and options.history and plan.jobs.complete \
             and any(_benchmarks(job) for job in plan.jobs.planned()):
         # A script's own settings benchmark it: a history that cannot be opened is a usage error
@@ -339,11 +339,14 @@ def _run_locked(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, l
     return result
 
 
-def _keep_earlier_results(options: BatchOptions, plan: Plan, folder: ResultsFolder) -> "tuple[list[Job], dict[int, ScriptResult]]":
+def _keep_earlier_results(options: BatchOptions, plan: Plan, folder: ResultsFolder,
+                          executor: Executor) -> "tuple[list[Job], dict[int, ScriptResult]]":
     """With --resume, the whole plan and the earlier results it keeps (by job index); then the
-    folder cleared of jaxrun's other files, and the files options put there claimed."""
+    folder cleared of jaxrun's other files (not those of a job the executor reattaches to, which
+    still runs elsewhere), and the files options put there claimed."""
     reused: dict[int, ScriptResult] = {}
     everything: list[Job] = []
+    running: set[int] = set()
     try:
         if options.resume:
             from jaxrun.plan.resume import finished_before
@@ -352,7 +355,10 @@ def _keep_earlier_results(options: BatchOptions, plan: Plan, folder: ResultsFold
             plan.jobs.wait()  # the earlier results are matched to the whole plan
             everything = plan.all()
             reused = finished_before(options, everything)
-        kept = {everything[i].file_name for i in reused}
+            elsewhere = getattr(executor, "running_elsewhere", None)
+            if elsewhere is not None:
+                running = elsewhere(j for j in everything if j.index not in reused)
+        kept = {everything[i].file_name for i in (*reused, *running)}
         folder.clear(keep=kept)
         folder.compact(kept)
         for path in output_files(options):

@@ -28,6 +28,7 @@ from jaxrun.core.defaults import (
     DEFAULT_MIN_EFFECT,
     DEFAULT_RAY_CONNECT_TIMEOUT,
     DEFAULT_RESULTS_DIR,
+    DEFAULT_SLURM_TIMEOUT,
     DEFAULT_TIMEOUT,
 )
 from jaxrun.core.paths import compile_cache_dir, history_path
@@ -374,12 +375,33 @@ class BatchOptions(_Options):
     jobs: int = option(1, "Scripts run at once (each CPU job gets its share of the cores).", Flag(names=("--jobs", "-j"), metavar="N"))
     gpus_per_job: int = option(1, "GPUs given to each job.", Flag(metavar="N"))
     jobs_per_gpu: int = option(1, "Jobs sharing one GPU (each gets a memory fraction).", Flag(metavar="N"))
-    backend: str = option("local", "Where scripts run: local, or ray (each script a Ray task).", Flag(choices=BACKENDS))
+    backend: str = option("local", "Where scripts run: local, ray (each script a Ray task) or slurm (each script a "
+                          "task of a Slurm job array).", Flag(choices=BACKENDS))
     ray_address: Optional[str] = option(None, "Address of an existing Ray cluster.", Flag(metavar="ADDRESS"))
     ray_connect_timeout: float = option(
         DEFAULT_RAY_CONNECT_TIMEOUT, "Seconds jaxrun waits for Ray to answer: to reach the cluster at --ray-address, "
         "to hand over a finished script's result, to show it is still there while no script finishes, to "
         "disconnect; past it jaxrun stops waiting and says so in one line.", Flag(metavar="SECONDS"))
+    slurm_partition: Optional[str] = option(
+        None, "Slurm partition of the job array (sbatch --partition); default: the cluster's default partition.",
+        Flag(metavar="NAME"))
+    slurm_account: Optional[str] = option(None, "Slurm account charged for the job array (sbatch --account).",
+                                          Flag(metavar="NAME"))
+    slurm_qos: Optional[str] = option(None, "Slurm quality of service of the job array (sbatch --qos).", Flag(metavar="NAME"))
+    slurm_constraint: Optional[str] = option(None, "Node features the tasks need (sbatch --constraint).",
+                                             Flag(metavar="FEATURES"))
+    slurm_cpus_per_task: Optional[int] = option(
+        None, "Cores Slurm gives each task (sbatch --cpus-per-task); default: the cluster's (often 1).", Flag(metavar="N"))
+    slurm_options: Optional[Tuple[str, ...]] = option(
+        None, "More sbatch options, each NAME=VALUE or NAME (exclusive, mail-type=END, gres=gpu:a100:1).",
+        Flag(names=("--slurm-option",), metavar="NAME[=VALUE]", help="One more sbatch option, NAME=VALUE or NAME "
+             "(repeatable): --slurm-option mail-type=END."))
+    slurm_setup: Optional[Tuple[str, ...]] = option(
+        None, "Shell lines each task runs before jaxrun on its node (module load ..., source venv/bin/activate).",
+        Flag(metavar="LINE", help="A shell line each task runs before jaxrun on its node (repeatable)."))
+    slurm_timeout: float = option(
+        DEFAULT_SLURM_TIMEOUT, "Seconds jaxrun waits for each Slurm command (sbatch, squeue, scontrol, scancel) to "
+        "answer; past it jaxrun stops waiting and says so in one line.", Flag(metavar="SECONDS"))
     results_dir: Path = option(Path(DEFAULT_RESULTS_DIR), "Where result files are written.", Flag(metavar="DIR"),
                                show_default=DEFAULT_RESULTS_DIR)
     allow_other_files: bool = option(
@@ -436,6 +458,12 @@ class BatchOptions(_Options):
         run = RunOptions.build(source, sources, origins, **run_given)
         options = super().build(source, sources, origins, run=run, **given)
         options._sources.pop("run", None)
+        if options.backend != "slurm":
+            # Said once the sources are known: a [slurm] table of the config file may stay while a run
+            # chooses another backend, a Slurm option typed for this run may not.
+            typed = [n for n in cls.fields if n.startswith("slurm_") and options.source_of(n) in ("cli", "api", "env")]
+            if typed:
+                raise UsageError(f"{typed[0]} needs backend='slurm' (--backend slurm)")
         return options
 
     def origin_of(self, name: str) -> str | None:
@@ -483,16 +511,48 @@ class BatchOptions(_Options):
             raise UsageError(f"unknown backend {value!r}: choose one of {', '.join(BACKENDS)}")
         return value
 
-    @checks("ray_connect_timeout")
-    def _ray_connect_timeout(value: Any, name: str) -> float:
+    @checks("ray_connect_timeout", "slurm_timeout")
+    def _remote_wait(value: Any, name: str) -> float:
         try:
             seconds = float(value)
         except (TypeError, ValueError):
             seconds = math.nan
         if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
-            raise UsageError(f"ray_connect_timeout must be a number of seconds > 0 (a wait on Ray always ends), "
-                             f"got {value!r}")
+            what = "Ray" if name.startswith("ray") else "Slurm"
+            raise UsageError(f"{name} must be a number of seconds > 0 (a wait on {what} always ends), got {value!r}")
         return seconds
+
+    @checks("slurm_partition", "slurm_account", "slurm_qos", "slurm_constraint")
+    def _slurm_name(value: Any, name: str) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
+            raise UsageError(f"{name} must be one name without spaces (as sbatch takes it), got {value!r}")
+        return value.strip()
+
+    @checks("slurm_cpus_per_task")
+    def _slurm_cpus(value: Any, name: str) -> int | None:
+        if value is not None and validate_non_negative(name, value) < 1:
+            raise UsageError(f"{name} must be >= 1, got {value}")
+        return value
+
+    @checks("slurm_options")
+    def _slurm_options(value: Any, name: str) -> tuple[str, ...] | None:
+        from jaxrun.config.slurm_options import sbatch_option  # only when some are given
+
+        if value is None:
+            return None
+        items = [value] if isinstance(value, str) else list(value)
+        return tuple(sbatch_option(item) for item in items) or None
+
+    @checks("slurm_setup")
+    def _slurm_setup(value: Any, name: str) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        items = [value] if isinstance(value, str) else list(value)
+        if not all(isinstance(item, str) and "\n" not in item for item in items):
+            raise UsageError(f"{name} must be shell lines (text, one line each), got {value!r}")
+        return tuple(items) or None
 
     @checks("results_dir")
     def _results_dir(value: Any, name: str) -> Path:
@@ -510,10 +570,16 @@ class BatchOptions(_Options):
         if self.ray_address is not None and self.backend != "ray":
             raise UsageError("ray_address needs backend='ray' (--backend ray)")
         chosen = next((d for d in self.device if ":" in d and not d.startswith("cpu:")), None)
-        if chosen is not None and self.backend == "ray":
-            # Ray hands each task a GPU of some node (its CUDA_VISIBLE_DEVICES): this machine's ids mean nothing there.
-            raise UsageError(f"--device {chosen} chooses a device of this machine; with backend='ray' (--backend ray) "
-                             f"Ray chooses each task's device: use --device {chosen.split(':')[0]}")
+        if chosen is not None and self.backend in ("ray", "slurm"):
+            # The scheduler hands each task a GPU of some node (its CUDA_VISIBLE_DEVICES): this machine's ids mean
+            # nothing there.
+            who = "Ray" if self.backend == "ray" else "Slurm"
+            raise UsageError(f"--device {chosen} chooses a device of this machine; with backend='{self.backend}' "
+                             f"(--backend {self.backend}) {who} chooses each task's device: use --device "
+                             f"{chosen.split(':')[0]}")
+        if self.backend == "slurm" and self.jobs_per_gpu > 1:
+            raise UsageError("jobs_per_gpu (--jobs-per-gpu) shares one machine's GPUs between its jobs; on Slurm each "
+                             "task gets GPUs of its own (--gpus-per-job)")
         if self.gpus_per_job > 1 and self.jobs_per_gpu > 1:
             # Checked here, not only when GPU slots are built: the batch must not drop one silently.
             raise UsageError("use either gpus_per_job (--gpus-per-job) or jobs_per_gpu (--jobs-per-gpu), not both")

@@ -51,6 +51,7 @@ from jaxrun.config.options import (
     parse_devices,
 )
 from jaxrun.config.script_header import read_header
+from jaxrun.config import slurm_options
 from jaxrun.core.aliases import OPTION_ALIASES
 from jaxrun.discover.scripts import path_matches
 from jaxrun.errors import UsageError
@@ -121,6 +122,8 @@ class _Reader:
                 self._devices(value)
             elif key in _EXECUTOR_BLOCKS:
                 self._executor_block(key, value)
+            elif key == slurm_options.TABLE:
+                self._slurm(value)
             else:
                 self._put(self.top, key, value, (key,), TOP_KEYS)
 
@@ -195,6 +198,15 @@ class _Reader:
                 self._put(layer, key, item, (*keys, key), DEVICE_KEYS)
             self.rules.append(ScriptRule(table=self.config.table_name(*keys), device=device, values=layer.values,
                                          origins=layer.origins))
+
+    def _slurm(self, value: Any) -> None:
+        """``[slurm]``: ``partition = "gpu"`` is the option slurm_partition."""
+        names = tuple(k.removeprefix(slurm_options.PREFIX) for k in TOP_KEYS if k.startswith(slurm_options.PREFIX))
+        for key, item in self._table(value, (slurm_options.TABLE,), "Slurm settings").items():
+            if key not in names:
+                raise UsageError(f"{self.config.where(slurm_options.TABLE, key)}: unknown key {key!r} in "
+                                 f"{self.config.table_name(slurm_options.TABLE)}: {closest(key, names)}")
+            self._put(self.top, slurm_options.PREFIX + key, item, (slurm_options.TABLE, key), TOP_KEYS)
 
     def _executor_block(self, block: str, value: Any) -> None:
         table = self._table(value, (block,), "settings")

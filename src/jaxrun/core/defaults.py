@@ -13,6 +13,9 @@ DEFAULT_TIMEOUT = 300.0
 # Seconds jaxrun waits for a Ray cluster to answer (executors/ray.py): long enough for a cluster
 # across a slow network, short enough that an address where nothing answers is said at once.
 DEFAULT_RAY_CONNECT_TIMEOUT = 30.0
+# Seconds jaxrun waits for one Slurm command (executors/slurm_queue.py): a busy controller answers
+# sbatch in seconds; one that is down makes the commands retry for minutes.
+DEFAULT_SLURM_TIMEOUT = 60.0
 # How a verdict judges (jaxrun.config.options.VerdictOptions): significance level, smallest change that counts.
 DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_EFFECT = 0.05

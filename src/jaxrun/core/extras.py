@@ -27,6 +27,7 @@ EXTRAS: dict[str, Extra] = {
     "report": Extra("plotly", "report", "the HTML report (--report, jaxrun report)"),
     "ray": Extra("ray", "ray", "--backend ray"),
     "mcp": Extra("mcp", "mcp", "jaxrun mcp"),
+    "slurm": Extra("submitit", "slurm", "--backend slurm"),
 }
 
 

@@ -76,6 +76,13 @@ TABLE: dict[str, FailureClass] = {
             "the process was killed by a signal; SIGKILL often means the kernel's out-of-memory "
             "killer, SIGSEGV/SIGABRT a crash inside a native library",
         ),
+        FailureClass(
+            "node_lost",
+            "the machine running it failed, or the cluster's scheduler took it back for another job (a "
+            "preemption); jaxrun runs it again on another node, and reports it lost after that",
+            transient_on=_EVERYWHERE,
+            recovery=("retry",),
+        ),
         FailureClass("interrupted", "the run was interrupted (Ctrl-C); run it again"),
     )
 }

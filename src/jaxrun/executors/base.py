@@ -16,6 +16,10 @@ An executor that holds something outside this process (Ray's: a connection to th
 when it is built, so that an unreachable cluster is said before the results folder changes) has a
 ``close()``, which the batch calls when it ends, whether ``run`` was reached or not.
 
+An executor whose jobs may outlive jaxrun (Slurm's arrays) has ``running_elsewhere(jobs)``: the
+indices of the jobs whose earlier run it reattaches to with ``--resume``; the batch keeps their
+files while it clears the folder for the rest.
+
 Results may be reported in any order; ``job.index`` is the batch order.
 """
 
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions, RunOptions
+    from jaxrun.results.script_result import Attempt
     from jaxrun.discover.devices import Facts
     from jaxrun.plan.job import Job, Jobs
     from jaxrun.results.models import ScriptResult
@@ -54,6 +59,17 @@ class Executor(Protocol):
 
 class BatchInterrupted(KeyboardInterrupt):
     """Ctrl-C during a batch: running jobs were stopped and their results reported."""
+
+
+def with_lost_attempts(result: "ScriptResult", lost: "list[Attempt]", why: str) -> "ScriptResult":
+    """``result`` (of the last run) after the runs lost with their machine (``why``: "its Ray node
+    or worker was lost"): those come first in ``attempts``, and a warning says the script was run
+    again."""
+    if not lost:
+        return result
+    attempts = [*lost, *(a.model_copy(update={"number": a.number + len(lost)}) for a in result.attempts)]
+    note = f"run again after {why} {len(lost)} time(s): " + "; ".join(a.error_message or "" for a in lost)
+    return result.model_copy(update={"attempts": attempts, "warnings": [*result.warnings, note]})
 
 
 def make_executor(options: "BatchOptions", info: "Facts | None") -> Executor:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 from jaxrun.core.defaults import DEFAULT_RAY_CONNECT_TIMEOUT
 from jaxrun.core.paths import make_jaxrun_importable
 from jaxrun.errors import UsageError
-from jaxrun.executors.base import BatchInterrupted, RunJob
+from jaxrun.executors.base import BatchInterrupted, RunJob, with_lost_attempts
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.script_result import Attempt
 from jaxrun.run.result import failed_before_running
@@ -557,11 +557,4 @@ def _lost_attempt(result: ScriptResult, number: int) -> Attempt:
 
 
 def _with_lost_attempts(result: ScriptResult, lost: list[Attempt]) -> ScriptResult:
-    """``result`` (of the last run) after the runs lost with their node: those come first in
-    ``attempts``, and a warning says the script was run again."""
-    if not lost:
-        return result
-    attempts = [*lost, *(a.model_copy(update={"number": a.number + len(lost)}) for a in result.attempts)]
-    note = (f"run again after its Ray node or worker was lost {len(lost)} time(s): "
-            + "; ".join(a.error_message or "" for a in lost))
-    return result.model_copy(update={"attempts": attempts, "warnings": [*result.warnings, note]})
+    return with_lost_attempts(result, lost, "its Ray node or worker was lost")

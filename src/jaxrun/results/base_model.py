@@ -22,6 +22,7 @@ ErrorClass = Literal[
     "syntax_error",
     "script_error",
     "crashed",
+    "node_lost",
     "interrupted",
 ]
 ERROR_CLASSES: tuple[str, ...] = ErrorClass.__args__  # type: ignore[attr-defined]

@@ -11,7 +11,9 @@ claimed everything it left behind:
 - ``{"script": "<file name>"}``: the files of one script (its result file, its logs, its
   ``outputs/`` and trace folders, its executed notebook), claimed as the script starts;
 - ``{"file": "<path>"}``: a file an option asked for inside the folder (``--markdown
-  RESULTS/summary.md``), claimed before the batch runs.
+  RESULTS/summary.md``), claimed before the batch runs;
+- ``slurm/``: what ``--backend slurm`` writes for its tasks, never cleared (a task of an
+  earlier batch may still write there).
 
 A folder an older jaxrun wrote has no manifest; it proves itself by its own results (the batch
 file, the per-script result files that read as results) and is adopted: its manifest is written.
@@ -57,6 +59,9 @@ SCRIPT_FOLDERS = (
     result_files.SCRIPT_RESULTS_DIR, result_files.LOGS_DIR, result_files.OUTPUTS_DIR, result_files.NOTEBOOKS_DIR,
     f"{result_files.PROFILING_DIR}/{result_files.TRACES_DIR}",
 )
+# Folders a backend fills for the whole batch (--backend slurm: its tasks' pickles and logs, the
+# record --resume reattaches from): jaxrun's, never cleared by a new batch (a task may still write there).
+BACKEND_FOLDERS = (result_files.SLURM_DIR,)
 # Folders that hold jaxrun's folders and files, never a script's alone.
 _CONTAINERS = {*SCRIPT_FOLDERS, result_files.PROFILING_DIR}
 _LOG = re.compile(r"(?P<stem>.+)\.(?:stdout|stderr)\.log")
@@ -136,7 +141,7 @@ class ResultsFolder:
         written = result_files.temporary_of(entry)
         if written is not None:  # an atomic write's temporary file, left by a killed run
             return self.owns(f"{folder}/{written}" if folder else written)
-        if relative in self.files or relative in BATCH_FILES or relative in _CONTAINERS:
+        if relative in self.files or relative in BATCH_FILES or relative in _CONTAINERS or relative in BACKEND_FOLDERS:
             return True
         return folder in SCRIPT_FOLDERS and any(n in self.scripts for n in _names_of(folder, entry))
 

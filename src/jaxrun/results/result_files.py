@@ -35,6 +35,9 @@ DEVICE_INFO = "jax_device_info.json"
 BENCHMARK_RESULTS = "jax_benchmark_results.json"
 SCRIPT_RESULTS_DIR = "script_results"
 LOGS_DIR = "logs"
+# --backend slurm: what submitit writes for each task (its pickled job and result, its logs) and
+# the record of the arrays a batch submitted (executors/slurm_record.py).
+SLURM_DIR = "slurm"
 OUTPUTS_DIR = "outputs"
 NOTEBOOKS_DIR = "notebooks"  # --save-notebooks: each notebook executed, with its outputs (present/sinks/notebook_outputs.py)
 PROFILING_DIR = "jax_profiling"

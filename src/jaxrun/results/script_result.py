@@ -370,13 +370,20 @@ class ScriptResult(MappingModel):
         "\"processes\" (--max-processes); the others were watched by sampling only. Null without a cgroup"
     )
     node: str | None = Field(
-        None, description="Host name of the machine that ran the script's last attempt (--backend ray: the "
-        "Ray node's host; null for a local run, and when the script never ran)"
+        None, description="Host name of the machine that ran the script's last attempt (--backend ray or "
+        "slurm: the node's host name; null for a local run, and when the script never ran)"
     )
     ray_node_id: str | None = Field(
         None, description="Ray's id of the node that ran the last attempt (ray.get_runtime_context()."
         "get_node_id(), as `ray list nodes` shows it); null outside --backend ray"
     )
+    slurm_job_id: str | None = Field(
+        None, description="--backend slurm: the Slurm task that ran the script's last attempt, as squeue and "
+        "sacct name it (<array job id>_<task index>, or the job id of an array of one); null elsewhere")
+    queue_wait: float | None = Field(
+        None, description="--backend slurm: seconds from the submission of the script's Slurm task to the "
+        "start of the task on its node (the wait in the queue and the task's own start-up, not part of "
+        "execution_time); null elsewhere, and when the task never started")
     processes: list[ProcessResult] | None = Field(
         None, description="--processes N: each process of the job, by id; the job's own figures are described in "
         "the README (\"Multi-process programs\"); null for a one-process run")

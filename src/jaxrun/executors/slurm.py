@@ -1,0 +1,448 @@
+"""Jobs as the tasks of Slurm job arrays (``--backend slurm``), submitted through submitit.
+
+Each job is one task of a job array running the same ``run_job`` as a local batch with the same
+:class:`~jaxrun.config.options.RunOptions` object (pickled by submitit into the results folder's
+``slurm/`` folder, never rebuilt from a dict); the task pickles its result there, and the driver's
+sinks write every file, as for local runs. ``--jobs N`` is the array's parallelism (``%N``).
+Jobs that need other resources (a GPU, another time limit or memory) go in arrays of their own.
+Resources come from the options: the time limit from ``--timeout`` (every run and attempt the
+job may take, plus a margin), the memory from ``--memory-limit`` (plus what jaxrun's own processes
+on the node need), GPUs from the device (``--gpus-per-job``), the rest from ``--slurm-*``.
+
+Assumptions, as on every Slurm cluster: the results folder and the scripts are on a file system
+the compute nodes share, and jaxrun and JAX are installed in the Python the task runs
+(``--slurm-setup`` lines run first). A task whose node cannot see the results folder leaves no
+result there; it is reported as such.
+
+Faults: a task Slurm ends (its time limit, memory, a node failure, a preemption, an scancel) is a
+result with Slurm's own state and reason (slurm_queue.ENDED); one whose node was lost is submitted
+again, as the failure table says for ``node_lost``. Ctrl-C cancels the arrays (their running
+scripts are stopped and report what they did). Every array submitted is recorded in
+``slurm/tasks.jsonl`` before and after ``sbatch``: when jaxrun itself is killed, the arrays run on
+and ``--resume`` reattaches to their tasks instead of running those scripts again. Every wait on
+Slurm is bounded by ``--slurm-timeout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from jaxrun.config.slurm_options import sbatch_parameters
+from jaxrun.core.failures import HINTS, next_action
+from jaxrun.errors import UsageError
+from jaxrun.executors.base import BatchInterrupted, RunJob, with_lost_attempts
+from jaxrun.executors.slurm_queue import LIVE, SlurmQueue, SlurmUnanswered, ended, missing_commands
+from jaxrun.executors.slurm_record import TaskRecord, Submission
+from jaxrun.results.models import ScriptResult
+from jaxrun.results.result_files import SLURM_DIR
+from jaxrun.run.result import failed_before_running
+
+if TYPE_CHECKING:
+    from jaxrun.config.options import BatchOptions, RunOptions
+    from jaxrun.discover.devices import Facts
+    from jaxrun.plan.job import Job
+    from jaxrun.results.sink import Sink
+
+# A task lost with its node (or preempted) is submitted again this many times at most.
+LOST_TASK_RETRIES = 2
+# Added to the runs' own time limits: the task's Python start-up, the probe's, writing the result.
+TIME_MARGIN_S = 120
+# Added to --memory-limit: the task's Python and jaxrun's runner beside the script (~150 MiB measured).
+MEMORY_MARGIN_MIB = 512
+_RESULT_POLL_S = 0.5  # how often the results folder is looked at for a finished task's result
+_QUEUE_POLL_S = 2.0  # how often squeue is asked which tasks still run
+_LATE_RESULT_S = 5.0  # a result written just before its task left the queue may show late on a shared FS
+
+
+def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:
+    """The task body, on its node: one job through the ordinary ``run_job``, returned as plain data.
+    Slurm's SIGTERM (scancel, the time limit, a preemption) stops the script, whose result then
+    says what it did; SIGUSR2 (Slurm's warning before the time limit) is noted, not obeyed."""
+    from jaxrun.results.sink import NO_SINK
+    from jaxrun.run.placement import WHOLE_MACHINE
+    from jaxrun.run.runner import RunInterrupted
+
+    started = time.time()
+    stop = threading.Event()
+    signals: list[str] = []
+
+    def stopped(signum: int, frame: Any) -> None:
+        signals.append(signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGUSR2, lambda signum, frame: signals.append("SIGUSR2"))
+    try:
+        result = run_job(job, options, placement=WHOLE_MACHINE, stop=stop, sink=NO_SINK)
+    except RunInterrupted as interrupted:
+        result = interrupted.result
+    data = result.model_dump(mode="json")
+    data["node"] = socket.gethostname()
+    return {"result": data, "started": started, "signals": signals}
+
+
+@dataclass
+class _Task:
+    """One job's task in Slurm, as the driver follows it."""
+
+    job: "Job"
+    task_id: str  # "<array>_<index>" (squeue's %i), or "<job>" for an array of one
+    submitted_at: float
+    lost: list[Any] = field(default_factory=list)  # attempts lost with a node, in order
+    started: bool = False  # sink.on_start was called
+    result: ScriptResult | None = None  # read from its pickle
+    signalled: bool = False  # Slurm stopped it: its final state decides its class
+    gone_since: float | None = None  # when it was first seen out of the queue without a result
+
+
+class SlurmExecutor:
+    starts_processes_here = False  # Slurm's nodes start them
+
+    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+        """Checks everything it can before the batch changes its results folder: submitit, Slurm's
+        commands, the controller, the array's options (``sbatch --test-only``), and whether an
+        earlier batch's array still writes into the folder."""
+        from jaxrun.core.extras import require
+
+        self.submitit = require("slurm")
+        missing = missing_commands()
+        if missing:
+            raise UsageError(f"--backend slurm needs Slurm's commands, and {', '.join(missing)} is not on PATH: run "
+                             "jaxrun on a node of the cluster (a login node), where sbatch works")
+        self.options = options
+        self.queue = SlurmQueue(options.slurm_timeout)
+        self.queue.check_reachable()
+        run = options.run
+        self.queue.test_submission(sbatch_flags(self._parameters(run, "gpu" in options.device)))
+        self.folder = options.results_dir / SLURM_DIR
+        self.record = TaskRecord(self.folder)
+        self._earlier = self.record.read() if self.record.exists() else []
+        self._live: dict[str, tuple[str, str]] = {}
+        if self._earlier:
+            try:
+                self._earlier = [self._with_array(s) for s in self._earlier]
+                self._live = self.queue.live_tasks(s.array for s in self._earlier if s.array)
+            except SlurmUnanswered as exc:
+                raise UsageError(f"--backend slurm: {exc}") from None
+        if self._live and not options.resume:
+            arrays = sorted({t.partition("_")[0] for t in self._live})
+            raise UsageError(
+                f"an earlier batch's Slurm job array ({', '.join(arrays)}) still runs scripts into "
+                f"{str(options.results_dir)!r}: --resume reattaches to it, or `scancel {' '.join(arrays)}` first")
+
+    # -- what an earlier batch left running ------------------------------------------------------
+
+    def _with_array(self, submission: Submission) -> Submission:
+        """A submission recorded before sbatch answered (jaxrun was killed in between): its array
+        found by its unique name."""
+        if submission.array is not None:
+            return submission
+        return submission.found(self.queue.array_named(submission.name))
+
+    def _reattachable(self, jobs: Iterable["Job"]) -> dict[int, tuple[Submission, str]]:
+        """Job index -> the earlier task of the same script, device and options still running or
+        holding a result, with ``--resume``."""
+        if not self.options.resume:
+            return {}
+        by_key = {}
+        for submission in self._earlier:
+            for task_id, key in submission.tasks():
+                by_key[key] = (submission, task_id)
+        found: dict[int, tuple[Submission, str]] = {}
+        for job in jobs:
+            entry = by_key.get((job.name, job.device, self.options.options_for(job).key))
+            if entry is not None and (entry[1] in self._live or self._paths(entry[1]).result_pickle.exists()):
+                found[job.index] = entry
+        return found
+
+    def running_elsewhere(self, jobs: Iterable["Job"]) -> set[int]:
+        """The jobs whose earlier task this executor reattaches to: their files stay while the
+        batch clears the folder for the rest."""
+        return set(self._reattachable(jobs))
+
+    # -- resources -------------------------------------------------------------------------------
+
+    def _parameters(self, run: "RunOptions", gpu: bool) -> dict[str, Any]:
+        """submitit's parameters of an array of jobs with run options ``run``."""
+        options = self.options
+        params: dict[str, Any] = {
+            "partition": options.slurm_partition, "account": options.slurm_account, "qos": options.slurm_qos,
+            "constraint": options.slurm_constraint, "cpus_per_task": options.slurm_cpus_per_task,
+            "time": time_limit_minutes(run, gpu), "mem": memory_request(run.memory_limit),
+            "gpus_per_node": options.gpus_per_job if gpu else None,
+            "additional_parameters": sbatch_parameters(options.slurm_options),
+        }
+        if options.slurm_setup:
+            params["setup"] = list(options.slurm_setup)
+        return params
+
+    def _paths(self, task_id: str) -> Any:
+        return self.submitit.core.utils.JobPaths(self.folder, job_id=task_id, task_id=0)
+
+    # -- the batch -------------------------------------------------------------------------------
+
+    def run(self, jobs: Iterable["Job"], run_job: RunJob, sink: "Sink") -> None:
+        jobs = list(jobs)  # the whole plan: an array is submitted at once
+        total = len(jobs)
+        reattach = self._reattachable(jobs)
+        if not self.options.resume:
+            self.record.start()
+        tasks: dict[str, _Task] = {}
+        for job in jobs:
+            if job.index in reattach:
+                submission, task_id = reattach[job.index]
+                tasks[task_id] = _Task(job, task_id, submission.submitted_at)
+        fresh = [job for job in jobs if job.index not in reattach]
+        try:
+            for task in self._submit(fresh, run_job):
+                tasks[task.task_id] = task
+            self._follow(tasks, run_job, sink, total)
+        except KeyboardInterrupt:
+            self._cancel(tasks, sink)
+            raise BatchInterrupted from None
+
+    def _submit(self, jobs: list["Job"], run_job: RunJob, lost: dict[int, list[Any]] | None = None) -> list[_Task]:
+        """Submit ``jobs``, one array per set of resources; their tasks, recorded."""
+        groups: dict[tuple[Any, ...], list["Job"]] = {}
+        for job in jobs:
+            run = self.options.options_for(job)
+            params = self._parameters(run, job.platform == "gpu")
+            groups.setdefault(_frozen(params), []).append(job)
+        tasks: list[_Task] = []
+        for frozen, members in groups.items():
+            params = dict(frozen)
+            params["additional_parameters"] = dict(params["additional_parameters"])
+            name = f"jaxrun-{secrets.token_hex(4)}"
+            keys = [(job.name, job.device, self.options.options_for(job).key) for job in members]
+            submitted_at = time.time()
+            self.record.submitting(name, submitted_at, keys)
+            executor = _executor(self.submitit, self.folder, self.queue.timeout)
+            executor.update_parameters(job_name=name, array_parallelism=max(1, self.options.jobs), **params)
+            try:
+                submitted = executor.map_array(run_on_node, [run_job] * len(members), members,
+                                               [self.options.options_for(job) for job in members])
+            except Exception as exc:  # noqa: BLE001 - sbatch refused, timed out, or its output was unreadable
+                raise UsageError(f"--backend slurm: submitting the job array failed: {_first_line(exc)}") from None
+            array = submitted[0].job_id.partition("_")[0]
+            self.record.submitted(name, array)
+            for job, slurm_job in zip(members, submitted):
+                tasks.append(_Task(job, slurm_job.job_id, submitted_at, lost=(lost or {}).get(job.index, [])))
+        return tasks
+
+    def _follow(self, tasks: dict[str, _Task], run_job: RunJob, sink: "Sink", total: int) -> None:
+        """Wait for every task: each result as it arrives, each task Slurm ended as Slurm says."""
+        asked = 0.0
+        answered = time.monotonic()
+        while tasks:
+            now = time.monotonic()
+            for task in list(tasks.values()):
+                if task.result is None:
+                    self._read_result(task)
+                if task.result is not None and not task.signalled:
+                    self._report(tasks.pop(task.task_id), sink, total)
+            if not tasks:
+                return
+            if now - asked >= _QUEUE_POLL_S:
+                asked = now
+                try:
+                    live = self.queue.live_tasks({t.task_id.partition("_")[0] for t in tasks.values()})
+                    answered = time.monotonic()
+                except SlurmUnanswered as exc:
+                    if time.monotonic() - answered > self.queue.timeout:
+                        self._controller_gone(tasks, sink, total, str(exc))
+                        return
+                    live = None
+                if live is not None:
+                    again = self._settle(tasks, live, sink, total)
+                    for task in self._submit([t.job for t in again], run_job,
+                                             {t.job.index: t.lost for t in again}):
+                        tasks[task.task_id] = task
+            time.sleep(_RESULT_POLL_S)
+
+    def _read_result(self, task: _Task) -> None:
+        paths = self._paths(task.task_id)
+        try:
+            outcome, payload = self.submitit.core.utils.pickle_load(paths.result_pickle)
+        except FileNotFoundError:
+            return
+        except Exception as exc:  # noqa: BLE001 - a result cut off or unreadable: the task's failure
+            task.result = _stand_in(task, f"the task's result could not be read ({type(exc).__name__}: {exc})")
+            return
+        if outcome != "success":
+            lines = str(payload).strip().splitlines()
+            task.result = _stand_in(task, f"the task failed on its node before the script's result was made: "
+                                    f"{lines[-1] if lines else 'no traceback'} (the whole traceback: {paths.stderr})")
+            return
+        result = ScriptResult.model_validate(payload["result"])
+        result.slurm_job_id = task.task_id
+        result.queue_wait = round(max(0.0, payload["started"] - task.submitted_at), 3)
+        task.result = result
+        task.signalled = "SIGTERM" in payload.get("signals", ())
+
+    def _settle(self, tasks: dict[str, _Task], live: dict[str, tuple[str, str]], sink: "Sink",
+                total: int) -> list[_Task]:
+        """Act on what squeue said: tasks that started, tasks that left the queue. Returns the
+        tasks to submit again (lost with their node)."""
+        again: list[_Task] = []
+        now = time.monotonic()
+        for task in list(tasks.values()):
+            state = live.get(task.task_id)
+            if state is not None and state[0] in LIVE:
+                task.gone_since = None
+                if not task.started and state[0] in ("RUNNING", "COMPLETING"):
+                    task.started = True
+                    sink.on_start(task.job, total)
+                continue
+            if task.result is None:
+                self._read_result(task)
+            if task.result is not None and not task.signalled:
+                continue  # reported by the loop
+            if task.gone_since is None and task.result is None:
+                task.gone_since = now  # its result may still be on its way over a shared file system
+                continue
+            if task.result is None and now - (task.gone_since or now) < _LATE_RESULT_S:
+                continue
+            try:
+                info = self.queue.job_info(task.task_id)
+            except SlurmUnanswered:
+                continue  # asked again at the next poll
+            state = (info or {}).get("JobState")
+            if state in LIVE:
+                continue
+            if task.result is not None and state in (None, "COMPLETED", "FAILED"):
+                task.signalled = False  # stopped by a SIGTERM that was not Slurm ending the task: as it said
+                self._report(tasks.pop(task.task_id), sink, total)
+                continue
+            error_class, line = ended(info)
+            result = _slurm_ended(task, error_class, line, info)
+            lost_before = len(task.lost)
+            if next_action(error_class, task.job.platform or "cpu", retries_left=LOST_TASK_RETRIES - lost_before,
+                           fallback=False, launched=True) == "retry":
+                tasks.pop(task.task_id)
+                task.lost.append(result.attempts[-1].model_copy(update={"number": lost_before + 1}))
+                again.append(task)
+                continue
+            task.result, task.signalled = result, False
+            self._report(tasks.pop(task.task_id), sink, total)
+        return again
+
+    def _report(self, task: _Task, sink: "Sink", total: int) -> None:
+        if not task.started:
+            task.started = True
+            sink.on_start(task.job, total)
+        assert task.result is not None
+        sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
+
+    def _cancel(self, tasks: dict[str, _Task], sink: "Sink") -> None:
+        """Ctrl-C: cancel the arrays; each task that had started reports what its script did (it
+        was stopped by Slurm's SIGTERM), waited for a bounded time."""
+        try:
+            self.queue.cancel({t.task_id.partition("_")[0] for t in tasks.values()})
+        except SlurmUnanswered as exc:
+            _say(f"jaxrun could not cancel the Slurm job array: {exc}; cancel it with scancel")
+        deadline = time.monotonic() + min(self.queue.timeout, 30.0)
+        started = [t for t in tasks.values() if t.started]
+        while time.monotonic() < deadline and any(t.result is None for t in started):
+            for task in started:
+                if task.result is None:
+                    self._read_result(task)
+            time.sleep(_RESULT_POLL_S)
+        for task in started:
+            if task.result is None:
+                task.result = _stand_in(task, "the batch was interrupted (Ctrl-C) and its Slurm task cancelled; "
+                                        "what the script did is unknown", "interrupted")
+            sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
+
+    def _controller_gone(self, tasks: dict[str, _Task], sink: "Sink", total: int, why: str) -> None:
+        line = (f"the Slurm controller stopped answering ({why}); the task may still run: `jaxrun run ... --resume` "
+                "reattaches to it")
+        for task in tasks.values():
+            task.result = task.result or _stand_in(task, line, "interrupted")
+            self._report(task, sink, total)
+        tasks.clear()
+
+
+def time_limit_minutes(run: "RunOptions", gpu: bool) -> int | None:
+    """The task's time limit: each run (warm-ups and counted ones) and each attempt (retries, a
+    fallback to the CPU) at its --timeout, plus a margin; None without a timeout (the partition's)."""
+    if run.timeout is None:
+        return None
+    runs = run.warmup_runs + run.benchmark_runs if run.benchmark_runs else 1
+    attempts = 1 + run.retries + (1 if gpu and run.fallback else 0)
+    return math.ceil((runs * attempts * run.timeout + TIME_MARGIN_S) / 60)
+
+
+def memory_request(limit_bytes: int | None) -> str | None:
+    """sbatch's ``--mem`` for a script held to ``limit_bytes`` (None: the partition's default)."""
+    if limit_bytes is None:
+        return None
+    return f"{math.ceil(limit_bytes / 2**20) + MEMORY_MARGIN_MIB}M"
+
+
+def sbatch_flags(params: dict[str, Any]) -> list[str]:
+    """The sbatch flags submitit writes for ``params`` (for ``sbatch --test-only``)."""
+    flags = []
+    for name in ("partition", "account", "qos", "constraint", "cpus_per_task", "time", "mem", "gpus_per_node"):
+        if params.get(name) is not None:
+            flags.append(f"--{name.replace('_', '-')}={params[name]}")
+    for name, value in (params.get("additional_parameters") or {}).items():
+        flags.append(f"--{name}" if value is True else f"--{name}={value}")
+    return flags
+
+
+def _executor(submitit: Any, folder: Path, timeout: float) -> Any:
+    """submitit's SlurmExecutor, with ``sbatch`` bounded by ``timeout`` seconds (submitit waits for
+    it without end)."""
+
+    class BoundedSlurmExecutor(submitit.SlurmExecutor):
+        def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+            return ["timeout", "--kill-after=5", f"{timeout:g}", "sbatch", str(submission_file_path)]
+
+    return BoundedSlurmExecutor(folder=folder)
+
+
+def _frozen(params: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else tuple(v) if isinstance(v, list)
+                         else v) for k, v in params.items()))
+
+
+def _stand_in(task: _Task, message: str, error_class: str = "crashed") -> ScriptResult:
+    result = failed_before_running(task.job, message, error_class, hint=HINTS[error_class])
+    result.slurm_job_id = task.task_id
+    return result
+
+
+def _slurm_ended(task: _Task, error_class: str, line: str, info: dict[str, str] | None) -> ScriptResult:
+    """The task's result once Slurm ended it: what its script did (when it reported back after
+    Slurm's SIGTERM), classed as Slurm says."""
+    node = (info or {}).get("NodeList") or None
+    if task.result is None:
+        result = _stand_in(task, line, error_class)
+        result.node = node if node not in (None, "(null)") else None
+        return result
+    said = f"{line}; the script was stopped: {task.result.error_message}" if task.result.error_message else line
+    attempts = task.result.attempts[:-1] + [task.result.attempts[-1].model_copy(
+        update={"error_class": error_class, "error_message": said, "success": False})] if task.result.attempts else []
+    return task.result.model_copy(update={"success": False, "error_class": error_class, "error_message": said,
+                                          "hint": HINTS[error_class], "attempts": attempts})
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return " ".join(lines[-1].split()) if lines else type(exc).__name__
+
+
+def _say(line: str) -> None:
+    import sys
+
+    with contextlib.suppress(Exception):
+        print(f"jaxrun: {line}", file=sys.stderr)
