@@ -66,7 +66,7 @@ _LATE_RESULT_S = 5.0  # a result written just before its task left the queue may
 def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:
     """The task body, on its node: one job through the ordinary ``run_job``, returned as plain data.
     Slurm's SIGTERM (scancel, the time limit, a preemption) stops the script, whose result then
-    says what it did; SIGUSR2 (Slurm's warning before the time limit) is noted, not obeyed."""
+    says what it did."""
     from jaxrun.results.sink import NO_SINK
     from jaxrun.run.placement import WHOLE_MACHINE
     from jaxrun.run.runner import RunInterrupted
@@ -80,7 +80,6 @@ def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str,
         stop.set()
 
     signal.signal(signal.SIGTERM, stopped)
-    signal.signal(signal.SIGUSR2, lambda signum, frame: signals.append("SIGUSR2"))
     try:
         result = run_job(job, options, placement=WHOLE_MACHINE, stop=stop, sink=NO_SINK)
     except RunInterrupted as interrupted:
@@ -98,7 +97,7 @@ class _Task:
     task_id: str  # "<array>_<index>" (squeue's %i), or "<job>" for an array of one
     submitted_at: float
     lost: list[Any] = field(default_factory=list)  # attempts lost with a node, in order
-    started: bool = False  # sink.on_start was called
+    state: str = "PENDING"  # as squeue last said
     result: ScriptResult | None = None  # read from its pickle
     signalled: bool = False  # Slurm stopped it: its final state decides its class
     gone_since: float | None = None  # when it was first seen out of the queue without a result
@@ -200,9 +199,14 @@ class SlurmExecutor:
         for job in jobs:
             if job.index in reattach:
                 submission, task_id = reattach[job.index]
+                sink.on_start(job, total)
                 tasks[task_id] = _Task(job, task_id, submission.submitted_at)
         fresh = [job for job in jobs if job.index not in reattach]
         try:
+            # Handed over when submitted, as Ray's tasks are: its files are claimed before its task
+            # can write them (a kill of jaxrun then leaves them its own, for --resume).
+            for job in fresh:
+                sink.on_start(job, total)
             for task in self._submit(fresh, run_job):
                 tasks[task.task_id] = task
             self._follow(tasks, run_job, sink, total)
@@ -297,10 +301,7 @@ class SlurmExecutor:
         for task in list(tasks.values()):
             state = live.get(task.task_id)
             if state is not None and state[0] in LIVE:
-                task.gone_since = None
-                if not task.started and state[0] in ("RUNNING", "COMPLETING"):
-                    task.started = True
-                    sink.on_start(task.job, total)
+                task.gone_since, task.state = None, state[0]
                 continue
             if task.result is None:
                 self._read_result(task)
@@ -336,30 +337,34 @@ class SlurmExecutor:
         return again
 
     def _report(self, task: _Task, sink: "Sink", total: int) -> None:
-        if not task.started:
-            task.started = True
-            sink.on_start(task.job, total)
         assert task.result is not None
         sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
 
     def _cancel(self, tasks: dict[str, _Task], sink: "Sink") -> None:
         """Ctrl-C: cancel the arrays; each task that had started reports what its script did (it
-        was stopped by Slurm's SIGTERM), waited for a bounded time."""
+        was stopped by Slurm's SIGTERM), waited for a bounded time; one still in the queue never ran."""
         try:
             self.queue.cancel({t.task_id.partition("_")[0] for t in tasks.values()})
         except SlurmUnanswered as exc:
             _say(f"jaxrun could not cancel the Slurm job array: {exc}; cancel it with scancel")
         deadline = time.monotonic() + min(self.queue.timeout, 30.0)
-        started = [t for t in tasks.values() if t.started]
+        started = [t for t in tasks.values() if t.state != "PENDING"]
         while time.monotonic() < deadline and any(t.result is None for t in started):
             for task in started:
                 if task.result is None:
                     self._read_result(task)
             time.sleep(_RESULT_POLL_S)
-        for task in started:
+        why = "the batch was interrupted (Ctrl-C) and jaxrun cancelled its Slurm task (scancel)"
+        for task in tasks.values():
             if task.result is None:
-                task.result = _stand_in(task, "the batch was interrupted (Ctrl-C) and its Slurm task cancelled; "
-                                        "what the script did is unknown", "interrupted")
+                self._read_result(task)
+            if task.result is None and task.state == "PENDING":
+                task.result = _stand_in(task, f"{why} while the task still waited in Slurm's queue: the script did "
+                                        "not run", "interrupted")
+            elif task.result is None:
+                task.result = _stand_in(task, f"{why}; what the script did is unknown", "interrupted")
+            elif task.signalled:  # the script was stopped by the cancel's SIGTERM: said as an interruption
+                task.result = _slurm_ended(task, "interrupted", why, None)
             sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
 
     def _controller_gone(self, tasks: dict[str, _Task], sink: "Sink", total: int, why: str) -> None:
@@ -406,6 +411,37 @@ def _executor(submitit: Any, folder: Path, timeout: float) -> Any:
     class BoundedSlurmExecutor(submitit.SlurmExecutor):
         def _make_submission_command(self, submission_file_path: Path) -> list[str]:
             return ["timeout", "--kill-after=5", f"{timeout:g}", "sbatch", str(submission_file_path)]
+
+        def _internal_process_submissions(self, delayed_submissions: list[Any]) -> list[Any]:
+            # submitit's own, except that the array is submitted by this class (submitit makes a
+            # plain SlurmExecutor for it, which would drop the two changes here).
+            if len(delayed_submissions) == 1:
+                return super()._internal_process_submissions(delayed_submissions)
+            utils = submitit.core.utils
+            staging = utils.JobPaths.get_first_id_independent_folder(self.folder)
+            staging.mkdir(parents=True, exist_ok=True)
+            pickles = []
+            for delayed in delayed_submissions:
+                path = staging / f"{secrets.token_hex(16)}.pkl"
+                delayed.set_timeout(self.parameters.get("time") or 0, self.max_num_timeout)
+                delayed.dump(path)
+                pickles.append(path)
+            array = type(self)(self.folder, self.max_num_timeout)
+            array.update_parameters(**self.parameters)
+            array.parameters["map_count"] = len(delayed_submissions)
+            first = array._submit_command(self._submitit_command_str)
+            jobs = [submitit.SlurmJob(folder=self.folder, job_id=f"{first.job_id}_{index}", tasks=[0])
+                    for index in range(len(delayed_submissions))]
+            for job, path in zip(jobs, pickles):
+                job.paths.move_temporary_file(path, "submitted_pickle")
+            return jobs
+
+        def _make_submission_file_text(self, command: str, uid: str) -> str:
+            # submitit asks Slurm for SIGUSR2 90 s before the time limit (its checkpointing), which
+            # Slurm sends to every process of the task: it would kill the script (USR2's default
+            # action) 90 s early, as a crash. Without it the script meets the limit itself.
+            text = super()._make_submission_file_text(command, uid)
+            return "\n".join(line for line in text.split("\n") if not line.startswith("#SBATCH --signal="))
 
     return BoundedSlurmExecutor(folder=folder)
 
