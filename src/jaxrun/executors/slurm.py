@@ -124,7 +124,7 @@ class SlurmExecutor:
         self.queue.test_submission(sbatch_flags(self._parameters(run, "gpu" in options.device)))
         self.folder = options.results_dir / SLURM_DIR
         self.record = TaskRecord(self.folder)
-        self._earlier = self.record.read() if self.record.exists() else []
+        self._earlier, self._reported = self.record.read() if self.record.exists() else ([], set())
         self._live: dict[str, tuple[str, str]] = {}
         if self._earlier:
             try:
@@ -159,7 +159,9 @@ class SlurmExecutor:
         found: dict[int, tuple[Submission, str]] = {}
         for job in jobs:
             entry = by_key.get((job.name, job.device, self.options.options_for(job).key))
-            if entry is not None and (entry[1] in self._live or self._paths(entry[1]).result_pickle.exists()):
+            if entry is None or entry[1] in self._reported:
+                continue
+            if entry[1] in self._live or self._paths(entry[1]).result_pickle.exists():
                 found[job.index] = entry
         return found
 
@@ -336,15 +338,23 @@ class SlurmExecutor:
             self._report(tasks.pop(task.task_id), sink, total)
         return again
 
-    def _report(self, task: _Task, sink: "Sink", total: int) -> None:
+    def _report(self, task: _Task, sink: "Sink", total: int = 0) -> None:
         assert task.result is not None
         sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
+        self.record.reported(task.task_id)
 
     def _cancel(self, tasks: dict[str, _Task], sink: "Sink") -> None:
         """Ctrl-C: cancel the arrays; each task that had started reports what its script did (it
         was stopped by Slurm's SIGTERM), waited for a bounded time; one still in the queue never ran."""
+        arrays = {t.task_id.partition("_")[0] for t in tasks.values()}
         try:
-            self.queue.cancel({t.task_id.partition("_")[0] for t in tasks.values()})
+            live = self.queue.live_tasks(arrays)  # which tasks run now (the last poll may be 2 s old)
+            for task in tasks.values():
+                task.state = live.get(task.task_id, ("GONE", ""))[0]
+        except SlurmUnanswered:
+            pass  # as the last poll said
+        try:
+            self.queue.cancel(arrays)
         except SlurmUnanswered as exc:
             _say(f"jaxrun could not cancel the Slurm job array: {exc}; cancel it with scancel")
         deadline = time.monotonic() + min(self.queue.timeout, 30.0)
@@ -365,7 +375,7 @@ class SlurmExecutor:
                 task.result = _stand_in(task, f"{why}; what the script did is unknown", "interrupted")
             elif task.signalled:  # the script was stopped by the cancel's SIGTERM: said as an interruption
                 task.result = _slurm_ended(task, "interrupted", why, None)
-            sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
+            self._report(task, sink)
 
     def _controller_gone(self, tasks: dict[str, _Task], sink: "Sink", total: int, why: str) -> None:
         line = (f"the Slurm controller stopped answering ({why}); the task may still run: `jaxrun run ... --resume` "

@@ -87,7 +87,8 @@ class SlurmQueue:
             raise UsageError(f"--backend slurm: {exc}: check that the cluster is up (sinfo) and that SLURM_CONF, "
                              "if set, names its slurm.conf") from None
         if done.returncode != 0 or "is UP" not in done.stdout:
-            raise UsageError(f"--backend slurm: the Slurm controller is not reachable ({_said(done)}): check that the "
+            said = [line.strip() for line in done.stdout.splitlines() if line.strip().startswith("Slurmctld")]
+            raise UsageError(f"--backend slurm: the Slurm controller is not reachable ({'; '.join(said) or _said(done)}): check that the "
                              "cluster is up (sinfo) and that SLURM_CONF, if set, names its slurm.conf")
 
     def test_submission(self, flags: Sequence[str]) -> None:

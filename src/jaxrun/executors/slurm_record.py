@@ -6,7 +6,9 @@ line being written, which then claims nothing):
 
 - ``{"name": "jaxrun-1a2b3c4d", "submitted_at": <epoch s>, "tasks": [[script, device, options key], ...]}``
   before ``sbatch`` runs: the array's unique job name and its scripts, task by task;
-- ``{"name": ..., "array": "123"}`` once ``sbatch`` answered with the array's id.
+- ``{"name": ..., "array": "123"}`` once ``sbatch`` answered with the array's id;
+- ``{"reported": "123_4"}`` once a task's result went to the batch's files: its pickled result is
+  not taken again (an interrupted one runs again with ``--resume``).
 
 A submission without its id line (killed while sbatch ran) is found by its name in the queue.
 Task ``i`` of array ``123`` is ``123_i``; an array of one task is submitted as a plain job ``123``.
@@ -51,18 +53,22 @@ class TaskRecord:
     def exists(self) -> bool:
         return self.path.is_file()
 
-    def read(self) -> list[Submission]:
+    def read(self) -> tuple[list[Submission], set[str]]:
+        """The submissions, and the tasks whose result was reported."""
         submissions: dict[str, Submission] = {}
+        reported: set[str] = set()
         try:
             with open(self.path, "rb") as handle:
                 lines = handle.read().splitlines()
         except OSError:
-            return []
+            return [], reported
         for line in lines:
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue  # cut off by a kill
+            if isinstance(entry, dict) and isinstance(entry.get("reported"), str):
+                reported.add(entry["reported"])
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 continue
             name = entry["name"]
@@ -71,7 +77,7 @@ class TaskRecord:
                 submissions[name] = Submission(name, float(entry.get("submitted_at") or 0.0), keys)  # type: ignore[arg-type]
             elif isinstance(entry.get("array"), str) and name in submissions:
                 submissions[name] = submissions[name].found(entry["array"])
-        return list(submissions.values())
+        return list(submissions.values()), reported
 
     def start(self) -> None:
         """A new batch: the record of an earlier one (jaxrun's own file) is replaced."""
@@ -84,12 +90,17 @@ class TaskRecord:
     def submitted(self, name: str, array: str) -> None:
         self._append({"name": name, "array": array})
 
-    def _append(self, entry: dict[str, object]) -> None:
+    def reported(self, task_id: str) -> None:
+        # Not forced to disk: a line lost with the machine only makes --resume read a result twice.
+        self._append({"reported": task_id}, durable=False)
+
+    def _append(self, entry: dict[str, object], durable: bool = True) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         data = json.dumps(entry, ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             os.write(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)

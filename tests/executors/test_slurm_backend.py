@@ -1,0 +1,228 @@
+"""``--backend slurm`` against a real Slurm: the single-node cluster of tests/slurm_cluster.py (the
+session fixture ``slurm``: its own slurmctld, slurmd and munged; nothing is mocked). Each test runs
+the ``jaxrun`` command in a subprocess whose Slurm commands reach that cluster (SLURM_CONF).
+
+Every script here writes a line to a marks file when it starts and one when it ends, so that a
+test can tell how often each ran.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers import interrupt_and_resume, jaxrun_command, load, write
+
+pytest.importorskip("submitit")
+
+pytestmark = pytest.mark.slow
+
+MARKED = """\
+import os, sys, time
+import jax
+marks = {marks!r}
+name = os.path.basename(sys.argv[0])
+with open(marks, "a") as f:
+    f.write(f"start {{name}}\\n")
+time.sleep({seconds})
+import jaxrun
+jaxrun.record(value={value})
+with open(marks, "a") as f:
+    f.write(f"end {{name}}\\n")
+"""
+
+
+def marked(folder: Path, name: str, marks: Path, seconds: float = 0.0, value: int = 1) -> Path:
+    return write(folder, name, MARKED.format(marks=str(marks), seconds=seconds, value=value))
+
+
+def marks_of(marks: Path) -> list[str]:
+    return marks.read_text().splitlines() if marks.exists() else []
+
+
+@pytest.fixture
+def on_slurm(slurm, monkeypatch: pytest.MonkeyPatch, jaxrun_cli):  # type: ignore[no-untyped-def]
+    """The ``jaxrun`` command with Slurm's commands reaching the test cluster (also for processes a
+    test starts itself: the variables are this process's too)."""
+    for name, value in slurm.env.items():
+        monkeypatch.setenv(name, value)
+    return jaxrun_cli.but(env=slurm.env)
+
+
+def jaxrun_tasks(settle: float = 30.0) -> list[str]:
+    """jaxrun's tasks in the test cluster's queue (``on_slurm`` set SLURM_CONF here), once those
+    ending (COMPLETING) have left it, waited for ``settle`` seconds at most."""
+    deadline = time.monotonic() + settle
+    while True:
+        done = subprocess.run(["squeue", "--noheader", "--array", "--format", "%i|%j|%T"], capture_output=True,
+                              text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        tasks = [line for line in done.stdout.splitlines() if "|jaxrun-" in line]
+        if not any(t.endswith("|COMPLETING") for t in tasks) or time.monotonic() > deadline:
+            return tasks
+        time.sleep(0.5)
+
+
+def test_a_folder_runs_as_one_job_array_each_script_once(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    marks = tmp_path / "marks"
+    for k in range(4):
+        marked(tmp_path / "s", f"m{k}.py", marks, seconds=0.5, value=k)
+    done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--jobs", "2", "--results-dir", tmp_path / "r",
+                        "--no-history", cwd=tmp_path, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    rows = {r["script_name"]: r for r in doc["script_results"]}
+    assert sorted(rows) == ["m0", "m1", "m2", "m3"] and doc["metadata"]["complete"]
+    assert [rows[f"m{k}"]["results"]["value"] for k in range(4)] == [0, 1, 2, 3]
+    # Each script once: one start and one end each.
+    assert sorted(marks_of(marks)) == sorted(f"{w} m{k}.py" for k in range(4) for w in ("start", "end"))
+    # One array: its four tasks, each recorded with the node and its wait in the queue.
+    ids = [rows[f"m{k}"]["slurm_job_id"] for k in range(4)]
+    arrays = {i.partition("_")[0] for i in ids}
+    assert len(arrays) == 1 and sorted(i.partition("_")[2] for i in ids) == ["0", "1", "2", "3"], ids
+    assert all(r["node"] == socket.gethostname() for r in rows.values())
+    assert all(r["queue_wait"] is not None and 0 <= r["queue_wait"] < 120 for r in rows.values())
+    # --jobs 2: the array ran two at a time, so the last two waited behind the first two's 0.5 s sleeps.
+    waits = sorted(r["queue_wait"] for r in rows.values())
+    assert waits[2] >= waits[0] + 0.5, waits
+    # Each script's own files, as a local run writes them; the per-script file is the batch's row.
+    for name, row in rows.items():
+        assert load(tmp_path / "r" / "script_results" / f"{name}_result.json") == row
+        assert Path(row["stdout_log"]).is_file() and Path(row["stderr_log"]).is_file()
+    record = [json.loads(line) for line in (tmp_path / "r" / "slurm" / "tasks.jsonl").read_text().splitlines()]
+    assert record[-1] == {"name": record[0]["name"], "array": arrays.pop()}
+
+
+def test_same_results_as_a_local_run(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    """The same scripts, locally and on Slurm: the same classes, values and result files."""
+    write(tmp_path / "s", "good.py", "import jax, jaxrun\njaxrun.record(value=float(jax.numpy.arange(4.0).sum()))\n")
+    write(tmp_path / "s", "fails.py", "import jax\nraise RuntimeError('on purpose')\n")
+    write(tmp_path / "s", "exits.py", "import jax\nraise SystemExit(3)\n")
+    runs = {}
+    for backend in ("local", "slurm"):
+        done = on_slurm.run("run", tmp_path / "s", "--backend", backend, "--results-dir", tmp_path / backend,
+                            "--no-history", cwd=tmp_path, timeout=240)
+        assert done.returncode == 1, done.stdout + done.stderr
+        runs[backend] = {r["script_name"]: r for r in load(tmp_path / backend / "jax_execution_results.json")
+                         ["script_results"]}
+    for name in ("good", "fails", "exits"):
+        local, remote = runs["local"][name], runs["slurm"][name]
+        assert (remote["success"], remote["error_class"], remote["exit_code"], remote["results"]) == \
+            (local["success"], local["error_class"], local["exit_code"], local["results"]), name
+        assert local["slurm_job_id"] is None and local["queue_wait"] is None
+        assert remote["slurm_job_id"] and remote["queue_wait"] is not None
+    assert sorted(p.name for p in (tmp_path / "local" / "logs").iterdir()) == \
+        sorted(p.name for p in (tmp_path / "slurm" / "logs").iterdir())
+
+
+def test_a_task_slurm_stops_at_its_time_limit_is_a_timeout_with_slurms_reason(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    marks = tmp_path / "marks"
+    marked(tmp_path / "s", "slow.py", marks, seconds=300)
+    started = time.monotonic()
+    done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--timeout", "none", "--slurm-option",
+                        "time=0:05", "--results-dir", tmp_path / "r", "--no-history", cwd=tmp_path, timeout=280)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert time.monotonic() - started < 240  # Slurm stopped it, long before its 300 s
+    row = load(tmp_path / "r" / "script_results" / "slow_result.json")
+    assert row["error_class"] == "timeout" and not row["success"]
+    assert "Slurm stopped the task at its time limit (JobState=TIMEOUT, Reason=TimeLimit" in row["error_message"]
+    assert row["attempts"][-1]["error_class"] == "timeout"
+    assert marks_of(marks) == ["start slow.py"]  # it ran, and never reached its end
+    assert "slow.py: timeout: Slurm stopped the task at its time limit" in done.stderr
+
+
+def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    interrupt_and_resume(tmp_path, signal.SIGINT, "--backend", "slurm")
+    assert jaxrun_tasks() == []
+
+
+def test_ctrl_c_stops_the_running_script_and_leaves_no_task(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    marks = tmp_path / "marks"
+    marked(tmp_path / "s", "a_runs.py", marks, seconds=120)
+    marked(tmp_path / "s", "b_waits.py", marks, seconds=0)
+    command = jaxrun_command("run", tmp_path / "s", "--backend", "slurm", "--jobs", "1", "--results-dir",
+                             tmp_path / "r", "--no-history", interruptible=True)
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=on_slurm.environ())
+    deadline = time.monotonic() + 120
+    while marks_of(marks) != ["start a_runs.py"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marks_of(marks) == ["start a_runs.py"], proc.communicate(timeout=60)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, out + err
+    assert jaxrun_tasks() == []  # the array is cancelled: nothing runs or waits
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    assert doc["metadata"]["complete"] is False
+    rows = {r["script_name"]: r for r in doc["script_results"]}
+    assert rows["a_runs"]["error_class"] == "interrupted"
+    assert "jaxrun cancelled its Slurm task (scancel)" in rows["a_runs"]["error_message"]
+    assert rows["a_runs"]["execution_time"] is not None, rows["a_runs"]  # what the script did before it was stopped
+    assert rows["b_waits"]["error_class"] == "interrupted" and "the script did not run" in rows["b_waits"]["error_message"]
+    assert marks_of(marks) == ["start a_runs.py"]  # b_waits never ran; a_runs never ended
+
+
+def test_kill_9_then_resume_reattaches_to_the_running_array(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    marks = tmp_path / "marks"
+    for k in range(3):
+        marked(tmp_path / "s", f"m{k}.py", marks, seconds=4, value=k)
+    args = ("run", tmp_path / "s", "--backend", "slurm", "--jobs", "1", "--results-dir", tmp_path / "r", "--no-history")
+    proc = subprocess.Popen(jaxrun_command(*args), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=on_slurm.environ())
+    deadline = time.monotonic() + 120
+    while "start m1.py" not in marks_of(marks) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.kill()  # SIGKILL: jaxrun leaves no word; the array runs on
+    proc.wait(timeout=30)
+    assert "start m1.py" in marks_of(marks) and "end m2.py" not in marks_of(marks)
+    # A run without --resume would mix its files with the array's: refused, naming the array.
+    refused = on_slurm.run(*args, cwd=tmp_path, timeout=120)
+    assert refused.returncode == 2 and "still runs scripts into" in refused.stderr and "--resume" in refused.stderr, \
+        refused.stderr
+    resumed = on_slurm.run(*args, "--resume", cwd=tmp_path, timeout=240)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # Nothing ran twice: one start and one end per script.
+    assert sorted(marks_of(marks)) == sorted(f"{w} m{k}.py" for k in range(3) for w in ("start", "end"))
+    doc = load(tmp_path / "r" / "jax_execution_results.json")
+    rows = {r["script_name"]: r for r in doc["script_results"]}
+    assert [rows[f"m{k}"]["results"]["value"] for k in range(3)] == [0, 1, 2] and doc["metadata"]["complete"]
+    assert len({r["slurm_job_id"].partition("_")[0] for r in rows.values()}) == 1  # the first run's array
+    assert sorted(p.name for p in (tmp_path / "r" / "logs").iterdir()) == sorted(
+        f"m{k}.{s}.log" for k in range(3) for s in ("stdout", "stderr"))
+
+
+def test_a_partition_that_does_not_exist_is_one_line_before_anything_runs(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    marks = tmp_path / "marks"
+    marked(tmp_path / "s", "m.py", marks)
+    done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--slurm-partition", "nosuchpartition",
+                        "--results-dir", tmp_path / "r", "--no-history", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Slurm refuses the job array" in done.stderr
+    assert "Invalid partition name specified" in done.stderr and "--slurm-partition" in done.stderr
+    assert not marks.exists() and not (tmp_path / "r" / "slurm").exists()
+
+
+def test_an_unreachable_controller_is_one_line_within_the_timeout(tmp_path: Path, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
+    """A slurm.conf naming a controller where nothing listens (this machine, a port just closed)."""
+    if subprocess.run(["which", "sbatch"], capture_output=True).returncode != 0:
+        pytest.skip("Slurm's commands are not installed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    conf = tmp_path / "slurm.conf"
+    host = socket.gethostname()
+    conf.write_text(f"ClusterName=gone\nSlurmctldHost={host}(127.0.0.1)\nSlurmctldPort={port}\n"
+                    f"NodeName={host} CPUs=1\nPartitionName=debug Nodes={host} Default=YES\n")
+    marked(tmp_path / "s", "m.py", tmp_path / "marks")
+    started = time.monotonic()
+    done = jaxrun_cli.run("run", tmp_path / "s", "--backend", "slurm", "--slurm-timeout", "20", "--results-dir",
+                          tmp_path / "r", "--no-history", cwd=tmp_path, env={"SLURM_CONF": str(conf)}, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert time.monotonic() - started < 60
+    assert done.stderr.count("\n") == 1 and "the Slurm controller is not reachable" in done.stderr, done.stderr
+    assert not (tmp_path / "marks").exists()
