@@ -226,3 +226,57 @@ def test_an_unreachable_controller_is_one_line_within_the_timeout(tmp_path: Path
     assert time.monotonic() - started < 60
     assert done.stderr.count("\n") == 1 and "the Slurm controller is not reachable" in done.stderr, done.stderr
     assert not (tmp_path / "marks").exists()
+
+
+# Each process contributes its id + 1 to a psum over both processes' devices: 1 + 2 = 3. No address,
+# no count: jax.distributed.initialize() finds them in Slurm's own variables.
+PSUM = """\
+import os
+import jax
+import jax.numpy as jnp
+import jaxrun
+
+jax.distributed.initialize()
+me = jax.process_index()
+total = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")(jnp.array([me + 1.0]))
+jaxrun.record(total=float(total[0]), process=me, processes=jax.process_count(),
+              procid=os.environ["SLURM_PROCID"], jaxrun_id=os.environ["JAXRUN_PROCESS_ID"])
+print("process", me, "total", float(total[0]))
+jax.distributed.shutdown()
+"""
+
+GIVES_UP = """\
+import jax
+import jax.numpy as jnp
+
+jax.distributed.initialize()
+if jax.process_index() == 1:
+    raise ValueError("process one gave up")
+jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")(jnp.array([1.0]))  # waits for process 1
+"""
+
+
+def test_a_two_process_job_runs_through_srun_as_one_result(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    write(tmp_path / "s", "psum.py", PSUM)
+    write(tmp_path / "s", "gives_up.py", GIVES_UP)
+    done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--processes", "2", "--device", "cpu",
+                        "--results-dir", tmp_path / "r", "--no-history", cwd=tmp_path, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = {r["script_name"]: r for r in load(tmp_path / "r" / "jax_execution_results.json")["script_results"]}
+    psum = rows["psum"]
+    assert psum["success"], psum["error_message"]
+    assert psum["results"] == {"total": 3.0, "process": 0, "processes": 2, "procid": "0", "jaxrun_id": "0"}
+    assert psum["device_count"] == 2 and psum["slurm_job_id"] and psum["node"] == socket.gethostname()
+    processes = psum["processes"]
+    assert [p["process_id"] for p in processes] == [0, 1]
+    assert processes[1]["results"] == {"total": 3.0, "process": 1, "processes": 2, "procid": "1", "jaxrun_id": "1"}
+    assert "process 1 total 3.0" in Path(processes[1]["stdout_log"]).read_text()
+    assert processes[1]["stdout_log"].endswith("logs/psum.p1.stdout.log")
+    assert psum["execution_time"] >= max(p["execution_time"] for p in processes)
+    assert psum["cpu_time"] == pytest.approx(sum(p["cpu_time"] for p in processes))
+    # One of the two gives up: the job fails with its error, the other is stopped rather than left waiting.
+    failed = rows["gives_up"]
+    assert failed["error_class"] == "script_error"
+    assert failed["error_message"].startswith("process 1 of 2: ValueError: process one gave up")
+    assert failed["processes"][0]["stopped"] == "stopped by jaxrun: process 1 failed first"
+    assert failed["execution_time"] < 120

@@ -399,6 +399,9 @@ class BatchOptions(_Options):
     slurm_setup: Optional[Tuple[str, ...]] = option(
         None, "Shell lines each task runs before jaxrun on its node (module load ..., source venv/bin/activate).",
         Flag(metavar="LINE", help="A shell line each task runs before jaxrun on its node (repeatable)."))
+    nodes: int = option(
+        1, "--backend slurm: the nodes a multi-process job (--processes N) spans, N/nodes processes on each.",
+        Flag(metavar="N"))
     slurm_timeout: float = option(
         DEFAULT_SLURM_TIMEOUT, "Seconds jaxrun waits for each Slurm command (sbatch, squeue, scontrol, scancel) to "
         "answer; past it jaxrun stops waiting and says so in one line.", Flag(metavar="SECONDS"))
@@ -461,7 +464,8 @@ class BatchOptions(_Options):
         if options.backend != "slurm":
             # Said once the sources are known: a [slurm] table of the config file may stay while a run
             # chooses another backend, a Slurm option typed for this run may not.
-            typed = [n for n in cls.fields if n.startswith("slurm_") and options.source_of(n) in ("cli", "api", "env")]
+            typed = [n for n in cls.fields if (n.startswith("slurm_") or n == "nodes")
+                     and options.source_of(n) in ("cli", "api", "env")]
             if typed:
                 raise UsageError(f"{typed[0]} needs backend='slurm' (--backend slurm)")
         return options
@@ -499,7 +503,7 @@ class BatchOptions(_Options):
             return None if value is None else (value,)
         return tuple(value) if isinstance(value, Iterable) else value
 
-    @checks("jobs", "gpus_per_job", "jobs_per_gpu")
+    @checks("jobs", "gpus_per_job", "jobs_per_gpu", "nodes")
     def _at_least_one(value: Any, name: str) -> int:
         if validate_non_negative(name, value) < 1:
             raise UsageError(f"{name} must be >= 1, got {value}")
@@ -577,6 +581,9 @@ class BatchOptions(_Options):
             raise UsageError(f"--device {chosen} chooses a device of this machine; with backend='{self.backend}' "
                              f"(--backend {self.backend}) {who} chooses each task's device: use --device "
                              f"{chosen.split(':')[0]}")
+        if self.nodes > 1 and self.run.processes % self.nodes:
+            raise UsageError(f"processes ({self.run.processes}, --processes) must be a multiple of nodes ({self.nodes}, "
+                             "--nodes): each node runs as many of the job's processes")
         if self.backend == "slurm" and self.jobs_per_gpu > 1:
             raise UsageError("jobs_per_gpu (--jobs-per-gpu) shares one machine's GPUs between its jobs; on Slurm each "
                              "task gets GPUs of its own (--gpus-per-job)")

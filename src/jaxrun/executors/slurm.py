@@ -41,6 +41,7 @@ from jaxrun.core.failures import HINTS, next_action
 from jaxrun.errors import UsageError
 from jaxrun.executors.base import BatchInterrupted, RunJob, with_lost_attempts
 from jaxrun.executors.slurm_queue import LIVE, SlurmQueue, SlurmUnanswered, ended, missing_commands
+from jaxrun.executors.slurm_ranks import merged, process_of, rank, stop_the_others
 from jaxrun.executors.slurm_record import TaskRecord, Submission
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.result_files import SLURM_DIR
@@ -72,6 +73,9 @@ def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str,
     from jaxrun.run.runner import RunInterrupted
 
     started = time.time()
+    process, count = rank()
+    if count > 1:  # one process of a multi-process job: the step's other tasks run the others
+        job, options = process_of(job, options, process, count)
     stop = threading.Event()
     signals: list[str] = []
 
@@ -84,6 +88,9 @@ def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str,
         result = run_job(job, options, placement=WHOLE_MACHINE, stop=stop, sink=NO_SINK)
     except RunInterrupted as interrupted:
         result = interrupted.result
+    if count > 1 and not result.success and not stop.is_set():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the step's SIGTERM reaches this task too: not a stop
+        stop_the_others()
     data = result.model_dump(mode="json")
     data["node"] = socket.gethostname()
     return {"result": data, "started": started, "signals": signals}
@@ -96,6 +103,8 @@ class _Task:
     job: "Job"
     task_id: str  # "<array>_<index>" (squeue's %i), or "<job>" for an array of one
     submitted_at: float
+    processes: int  # --processes: the tasks of its job step, each with a result of its own
+    options_key: str
     lost: list[Any] = field(default_factory=list)  # attempts lost with a node, in order
     state: str = "PENDING"  # as squeue last said
     result: ScriptResult | None = None  # read from its pickle
@@ -175,19 +184,23 @@ class SlurmExecutor:
     def _parameters(self, run: "RunOptions", gpu: bool) -> dict[str, Any]:
         """submitit's parameters of an array of jobs with run options ``run``."""
         options = self.options
+        # A multi-process job: its processes the tasks of one step, spread over --nodes (all on one
+        # node when its own --processes is no multiple of them).
+        nodes = options.nodes if run.processes % options.nodes == 0 else 1
         params: dict[str, Any] = {
             "partition": options.slurm_partition, "account": options.slurm_account, "qos": options.slurm_qos,
             "constraint": options.slurm_constraint, "cpus_per_task": options.slurm_cpus_per_task,
-            "time": time_limit_minutes(run, gpu), "mem": memory_request(run.memory_limit),
-            "gpus_per_node": options.gpus_per_job if gpu else None,
+            "time": time_limit_minutes(run, gpu), "mem": memory_request(run.memory_limit, run.processes // nodes),
+            "gpus_per_node": options.gpus_per_job * (run.processes // nodes) if gpu else None,
+            "nodes": nodes, "ntasks_per_node": run.processes // nodes,
             "additional_parameters": sbatch_parameters(options.slurm_options),
         }
         if options.slurm_setup:
             params["setup"] = list(options.slurm_setup)
         return params
 
-    def _paths(self, task_id: str) -> Any:
-        return self.submitit.core.utils.JobPaths(self.folder, job_id=task_id, task_id=0)
+    def _paths(self, task_id: str, process: int = 0) -> Any:
+        return self.submitit.core.utils.JobPaths(self.folder, job_id=task_id, task_id=process)
 
     # -- the batch -------------------------------------------------------------------------------
 
@@ -202,7 +215,7 @@ class SlurmExecutor:
             if job.index in reattach:
                 submission, task_id = reattach[job.index]
                 sink.on_start(job, total)
-                tasks[task_id] = _Task(job, task_id, submission.submitted_at)
+                tasks[task_id] = self._task(job, task_id, submission.submitted_at)
         fresh = [job for job in jobs if job.index not in reattach]
         try:
             # Handed over when submitted, as Ray's tasks are: its files are claimed before its task
@@ -241,8 +254,14 @@ class SlurmExecutor:
             array = submitted[0].job_id.partition("_")[0]
             self.record.submitted(name, array)
             for job, slurm_job in zip(members, submitted):
-                tasks.append(_Task(job, slurm_job.job_id, submitted_at, lost=(lost or {}).get(job.index, [])))
+                task = self._task(job, slurm_job.job_id, submitted_at)
+                task.lost = (lost or {}).get(job.index, [])
+                tasks.append(task)
         return tasks
+
+    def _task(self, job: "Job", task_id: str, submitted_at: float) -> _Task:
+        run = self.options.options_for(job)
+        return _Task(job, task_id, submitted_at, run.processes, run.key)
 
     def _follow(self, tasks: dict[str, _Task], run_job: RunJob, sink: "Sink", total: int) -> None:
         """Wait for every task: each result as it arrives, each task Slurm ended as Slurm says."""
@@ -275,24 +294,34 @@ class SlurmExecutor:
             time.sleep(_RESULT_POLL_S)
 
     def _read_result(self, task: _Task) -> None:
-        paths = self._paths(task.task_id)
-        try:
-            outcome, payload = self.submitit.core.utils.pickle_load(paths.result_pickle)
-        except FileNotFoundError:
-            return
-        except Exception as exc:  # noqa: BLE001 - a result cut off or unreadable: the task's failure
-            task.result = _stand_in(task, f"the task's result could not be read ({type(exc).__name__}: {exc})")
-            return
-        if outcome != "success":
-            lines = str(payload).strip().splitlines()
-            task.result = _stand_in(task, f"the task failed on its node before the script's result was made: "
-                                    f"{lines[-1] if lines else 'no traceback'} (the whole traceback: {paths.stderr})")
-            return
-        result = ScriptResult.model_validate(payload["result"])
+        """The task's result, once each process of its job step pickled its own."""
+        if not self._paths(task.task_id, task.processes - 1).result_pickle.exists():
+            return  # (the last process's first: the others are read once it is there)
+        payloads = []
+        for process in range(task.processes):
+            paths = self._paths(task.task_id, process)
+            try:
+                outcome, payload = self.submitit.core.utils.pickle_load(paths.result_pickle)
+            except FileNotFoundError:
+                return
+            except Exception as exc:  # noqa: BLE001 - a result cut off or unreadable: the task's failure
+                task.result = _stand_in(task, f"the task's result could not be read ({type(exc).__name__}: {exc})")
+                return
+            if outcome != "success":
+                lines = str(payload).strip().splitlines()
+                task.result = _stand_in(task, f"the task failed on its node before the script's result was made: "
+                                        f"{lines[-1] if lines else 'no traceback'} (the whole traceback: "
+                                        f"{paths.stderr})")
+                return
+            payloads.append(payload)
+        results = [ScriptResult.model_validate(p["result"]) for p in payloads]
+        signalled = ["SIGTERM" in p.get("signals", ()) for p in payloads]
+        result = results[0] if task.processes == 1 else merged(results, signalled, task.options_key)
         result.slurm_job_id = task.task_id
-        result.queue_wait = round(max(0.0, payload["started"] - task.submitted_at), 3)
+        result.queue_wait = round(max(0.0, min(p["started"] for p in payloads) - task.submitted_at), 3)
         task.result = result
-        task.signalled = "SIGTERM" in payload.get("signals", ())
+        # Stopped by Slurm (its time limit, a preemption, scancel) unless a process failed on its own first.
+        task.signalled = any(signalled) and all(s or r.success for s, r in zip(signalled, results))
 
     def _settle(self, tasks: dict[str, _Task], live: dict[str, tuple[str, str]], sink: "Sink",
                 total: int) -> list[_Task]:
@@ -396,17 +425,19 @@ def time_limit_minutes(run: "RunOptions", gpu: bool) -> int | None:
     return math.ceil((runs * attempts * run.timeout + TIME_MARGIN_S) / 60)
 
 
-def memory_request(limit_bytes: int | None) -> str | None:
-    """sbatch's ``--mem`` for a script held to ``limit_bytes`` (None: the partition's default)."""
+def memory_request(limit_bytes: int | None, processes_per_node: int = 1) -> str | None:
+    """sbatch's ``--mem`` (per node) for a script's processes each held to ``limit_bytes`` (None:
+    the partition's default)."""
     if limit_bytes is None:
         return None
-    return f"{math.ceil(limit_bytes / 2**20) + MEMORY_MARGIN_MIB}M"
+    return f"{processes_per_node * (math.ceil(limit_bytes / 2**20) + MEMORY_MARGIN_MIB)}M"
 
 
 def sbatch_flags(params: dict[str, Any]) -> list[str]:
     """The sbatch flags submitit writes for ``params`` (for ``sbatch --test-only``)."""
     flags = []
-    for name in ("partition", "account", "qos", "constraint", "cpus_per_task", "time", "mem", "gpus_per_node"):
+    for name in ("partition", "account", "qos", "constraint", "cpus_per_task", "time", "mem", "gpus_per_node", "nodes",
+                 "ntasks_per_node"):
         if params.get(name) is not None:
             flags.append(f"--{name.replace('_', '-')}={params[name]}")
     for name, value in (params.get("additional_parameters") or {}).items():

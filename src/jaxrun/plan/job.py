@@ -26,6 +26,9 @@ class Job:
     run_options: RunOptions | None = None
     # What a reader sees (the view's label): the path relative to the folder given, with "/".
     label: str = ""
+    # Which process of a multi-process job (--processes N) this is, where each process is run as a
+    # job of its own (a Slurm task); its logs are then logs/<file_name>.p<k>.*.log (k > 0).
+    process: int = 0
 
     @property
     def shown(self) -> str:
@@ -33,11 +36,15 @@ class Job:
 
     @property
     def stdout_log(self) -> Path:
-        return self.results_dir / result_files.LOGS_DIR / f"{self.file_name}.stdout.log"
+        return self._log("stdout")
 
     @property
     def stderr_log(self) -> Path:
-        return self.results_dir / result_files.LOGS_DIR / f"{self.file_name}.stderr.log"
+        return self._log("stderr")
+
+    def _log(self, stream: str) -> Path:
+        process = f".p{self.process}" if self.process else ""
+        return self.results_dir / result_files.LOGS_DIR / f"{self.file_name}{process}.{stream}.log"
 
     @property
     def output_dir(self) -> Path:

@@ -81,10 +81,8 @@ class JobRun:
 def log_paths(job: Job, process_id: int) -> tuple[Path, Path]:
     """``logs/<name>.stdout.log`` for process 0 (a one-process run's), ``logs/<name>.p<k>.stdout.log``
     for process k."""
-    if process_id == 0:
-        return job.stdout_log, job.stderr_log
-    return tuple(log.with_name(log.name.replace(f"{job.name}.", f"{job.name}.p{process_id}.", 1))  # type: ignore[return-value]
-                 for log in (job.stdout_log, job.stderr_log))
+    own = dataclasses.replace(job, process=process_id)
+    return own.stdout_log, own.stderr_log
 
 
 def free_port() -> int:
