@@ -345,7 +345,7 @@ def test_no_jax_scripts_is_a_usage_error(tmp_path: Path, isolated_cache: Path) -
         ({"device": "xpu"}, InvalidDeviceError, "auto, cpu, gpu, tpu"),
         ({"timeout": 0}, UsageError, "timeout must be a number of seconds > 0, or none for no limit"),
         ({"jobs": 0}, UsageError, "jobs must be >= 1"),
-        ({"backend": "slurm"}, UsageError, "unknown backend 'slurm': choose one of local, ray"),
+        ({"backend": "kubernetes"}, UsageError, "unknown backend 'kubernetes': choose one of local, ray, slurm"),
         ({"ray_address": "127.0.0.1:6379"}, UsageError, "needs backend='ray'"),
         ({"host_devices": 0}, UsageError, "host_devices must be"),
         ({"gpus_per_job": 0}, UsageError, "gpus_per_job must be >= 1"),

@@ -43,6 +43,11 @@ PAIRS = {
                                       "chooses a device of this machine"),
     "gpus_per_job and jobs_per_gpu": Pair({"gpus_per_job": 2, "jobs_per_gpu": 2},
                                           ("--gpus-per-job", "2", "--jobs-per-gpu", "2"), "not both"),
+    "processes not a multiple of nodes": Pair({"backend": "slurm", "nodes": 2, "processes": 3},
+                                              ("--backend", "slurm", "--nodes", "2", "--processes", "3"),
+                                              "must be a multiple of nodes"),
+    "jobs_per_gpu under slurm": Pair({"backend": "slurm", "jobs_per_gpu": 2}, ("--backend", "slurm", "--jobs-per-gpu", "2"),
+                                     "on Slurm each task gets GPUs of its own"),
 }
 # A check in a model validator that looks at one option only (not a pair).
 ONE_OPTION = ("entry must be the name of a function", "alpha must be between 0 and 1", "minimum effect must be")

@@ -35,6 +35,13 @@ SAMPLES = {
     "jobs": (["-j", "2"], 2), "xla_analysis": (["--no-xla-analysis"], False),
     "python": (["--python", sys.executable], sys.executable),
     "processes": (["--processes", "2"], 2),
+    **{f"slurm_{name}": (["--backend", "slurm", f"--slurm-{name}", "x"], "x") for name in ("partition", "account", "qos", "constraint")},
+    "slurm_cpus_per_task": (["--backend", "slurm", "--slurm-cpus-per-task", "3"], 3),
+    "slurm_options": (["--backend", "slurm", "--slurm-option", "--mail-type=END", "--slurm-option", "exclusive"],
+                      ("mail-type=END", "exclusive")),
+    "slurm_setup": (["--backend", "slurm", "--slurm-setup", "module load cuda"], ("module load cuda",)),
+    "slurm_timeout": (["--backend", "slurm", "--slurm-timeout", "5"], 5.0),
+    "nodes": (["--backend", "slurm", "--nodes", "2", "--processes", "4"], 2),
 }
 
 

@@ -55,9 +55,16 @@ def test_transient_truth_table(error_class, platform, retries_left, fallback, la
 )
 def test_success_and_permanent_failures_always_stop(platform, retries_left, fallback, launched):
     for error_class in (None, *ERROR_CLASSES):
-        if error_class in ("device_unavailable", "out_of_memory"):
+        if error_class in ("device_unavailable", "out_of_memory", "node_lost"):
             continue
         assert act(error_class, platform, retries_left=retries_left, fallback=fallback, launched=launched) == "stop", error_class
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_lost_node_is_run_again_while_retries_are_left_and_never_falls_back(platform):
+    for retries_left, fallback in itertools.product((0, 1, 5), (True, False)):
+        action = act("node_lost", platform, retries_left=retries_left, fallback=fallback, launched=True)
+        assert action == ("retry" if retries_left else "stop"), (retries_left, fallback)
 
 
 def test_never_falls_back_from_cpu_and_never_retries_unlaunched():

@@ -115,7 +115,7 @@ def test_folder_without_jax_scripts_is_exit_2(cli, tmp_path: Path) -> None:
         (["--timeout", "0"], "timeout must be a number of seconds > 0, or none for no limit"),
         (["--retries", "-1"], "retries must be a whole number"),
         (["--jobs", "0"], "jobs must be >= 1"),
-        (["--backend", "slurm"], "choose one of local, ray"),
+        (["--backend", "kubernetes"], "choose one of local, ray, slurm"),
         (["--host-devices", "0"], "host_devices must be"),
         (["--warmup-runs", "1"], "warmup_runs needs benchmark_runs"),
     ],

@@ -250,7 +250,7 @@ def test_schema_rejects_an_unknown_error_class() -> None:
     assert list(Draft202012Validator(schema).iter_errors(doc))
     assert set(ERROR_CLASSES) == {
         "device_unavailable", "out_of_memory", "compilation_failed", "numerical_instability",
-        "timeout", "import_error", "syntax_error", "script_error", "crashed", "interrupted",
+        "timeout", "import_error", "syntax_error", "script_error", "crashed", "node_lost", "interrupted",
     }
 
 

@@ -74,7 +74,7 @@ class SlurmQueue:
         except OSError as exc:
             raise SlurmUnanswered(f"cannot run `{args[0]}` ({exc.strerror or exc}) while {what}") from None
         if check and done.returncode != 0:
-            raise SlurmUnanswered(f"`{' '.join(args[:2])}` failed while {what}: {_said(done)}")
+            raise SlurmUnanswered(f"`{args[0]}` failed while {what}: {_said(done)}")
         return done
 
     # -- before the batch ------------------------------------------------------------------------
@@ -87,9 +87,9 @@ class SlurmQueue:
             raise UsageError(f"--backend slurm: {exc}: check that the cluster is up (sinfo) and that SLURM_CONF, "
                              "if set, names its slurm.conf") from None
         if done.returncode != 0 or "is UP" not in done.stdout:
-            said = [line.strip() for line in done.stdout.splitlines() if line.strip().startswith("Slurmctld")]
-            raise UsageError(f"--backend slurm: the Slurm controller is not reachable ({'; '.join(said) or _said(done)}): check that the "
-                             "cluster is up (sinfo) and that SLURM_CONF, if set, names its slurm.conf")
+            said = "; ".join(line.strip() for line in done.stdout.splitlines() if line.strip().startswith("Slurmctld"))
+            raise UsageError(f"--backend slurm: the Slurm controller is not reachable ({said or _said(done)}): check "
+                             "that the cluster is up (sinfo) and that SLURM_CONF, if set, names its slurm.conf")
 
     def test_submission(self, flags: Sequence[str]) -> None:
         """``sbatch --test-only`` of the array's options: a partition, account or QOS that does not

@@ -74,7 +74,8 @@ class TaskRecord:
             name = entry["name"]
             if isinstance(entry.get("tasks"), list):
                 keys = tuple(tuple(str(part) for part in key) for key in entry["tasks"] if isinstance(key, list))
-                submissions[name] = Submission(name, float(entry.get("submitted_at") or 0.0), keys)  # type: ignore[arg-type]
+                at = float(entry.get("submitted_at") or 0.0)
+                submissions[name] = Submission(name, at, keys)  # type: ignore[arg-type]
             elif isinstance(entry.get("array"), str) and name in submissions:
                 submissions[name] = submissions[name].found(entry["array"])
         return list(submissions.values()), reported
