@@ -220,13 +220,13 @@ def test_every_argument_of_every_tool_is_bounded_and_a_refusal_names_it(tmp_path
                         refusals.append(_refusal(await mcp_call(session, tool, given), tool, argument))
                     tried.add((tool, argument))
         assert {a for _, a in tried} == {"pipeline_output_dir", "device", "timeout", "results_dir", "script_path",
-                                         "benchmark_runs", "warmup_runs"}, tried
+                                         "benchmark_runs", "warmup_runs", "backend"}, tried
 
     anyio.run(mcp_session, root, body)
     assert not (root / "jaxrun_results").exists() and not (root / "jaxrun_benchmarks").exists()  # nothing ran
     assert not any(text.endswith(("Error executing tool", ": ")) for text in refusals)
     nul = [text for text in refusals if "NUL" in text or "\\x00" in text]
-    assert len(strings) == 8 and len(nul) == len(strings), nul  # each string argument said why
+    assert len(strings) == 9 and len(nul) == len(strings), nul  # each string argument said why
 
 
 def test_a_device_is_echoed_as_jaxrun_reads_it_never_as_given(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from jaxrun.core.defaults import (
     DEFAULT_SLURM_TIMEOUT,
     DEFAULT_TIMEOUT,
 )
+from jaxrun.core.formatting import shorten_middle
 from jaxrun.core.paths import compile_cache_dir, history_path
 from jaxrun.core.validate import (
     DEVICE_FORMS,
@@ -512,7 +513,7 @@ class BatchOptions(_Options):
     @checks("backend")
     def _backend(value: Any, name: str) -> str:
         if value not in BACKENDS:
-            raise UsageError(f"unknown backend {value!r}: choose one of {', '.join(BACKENDS)}")
+            raise UsageError(f"unknown backend {shorten_middle(repr(value), 60)}: choose one of {', '.join(BACKENDS)}")
         return value
 
     @checks("ray_connect_timeout", "slurm_timeout")

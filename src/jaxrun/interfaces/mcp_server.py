@@ -300,6 +300,7 @@ _BenchmarkRuns = described(RunOptions, "benchmark_runs", int)
 _WarmupRuns = described(RunOptions, "warmup_runs", int)
 _ResultsDir = described(BatchOptions, "results_dir", Optional[str])
 _AllowOtherFiles = described(BatchOptions, "allow_other_files")
+_Backend = described(BatchOptions, "backend")
 _DEVICE = default_of(RunOptions, "device")
 
 
@@ -326,10 +327,14 @@ def build_server(roots: list[Path]) -> Any:
                               recursive_search: _Recursive = default_of(BatchOptions, "recursive"),
                               timeout: _Timeout = default_of(RunOptions, "timeout"), results_dir: _ResultsDir = None,
                               allow_other_files: _AllowOtherFiles = False,
+                              backend: _Backend = default_of(BatchOptions, "backend"),
                               ctx: Context = None) -> BatchReport:  # type: ignore[assignment]
         """Run every JAX script under a folder, each in its own process, and return what happened:
         per script success, error class, device, phases (import, compile, run) and peak memory.
-        One progress notification per script started and finished; cancelling stops the scripts."""
+        One progress notification per script started and finished; cancelling stops the scripts.
+        A Ray cluster's address, Slurm's partition, account, ..., and how many scripts run at once
+        come from the folder's config file (jaxrun.toml or pyproject.toml: ray_address, a [slurm]
+        table, jobs)."""
         folder = allowed.check(pipeline_output_dir, "pipeline_output_dir")
         devices = _option("device", lambda: ",".join(parse_devices(device)))
         _option("timeout", lambda: RunOptions.check_value("timeout", timeout))
@@ -339,6 +344,8 @@ def build_server(roots: list[Path]) -> Any:
         args += ["--timeout", str(timeout)] if timeout is not None else []
         args.append("--recursive" if recursive_search else "--no-recursive")
         args += ["--allow-other-files"] if allow_other_files else []
+        _option("backend", lambda: BatchOptions.check_value("backend", backend))
+        args += ["--backend", backend]
         return _summary(await _run_cli(args, ctx))
 
     @server.tool(name="execute.check_jax_availability", annotations=read_only)
