@@ -9,6 +9,9 @@ test can tell how often each ran.
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -280,3 +283,25 @@ def test_a_two_process_job_runs_through_srun_as_one_result(tmp_path: Path, on_sl
     assert failed["error_message"].startswith("process 1 of 2: ValueError: process one gave up")
     assert failed["processes"][0]["stopped"] == "stopped by jaxrun: process 1 failed first"
     assert failed["execution_time"] < 120
+
+
+def test_a_results_folder_the_node_cannot_see_is_said_so(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    """jaxrun writes into a folder mounted only in its own mount namespace (unshare -m), as a
+    results folder on a login node's local disk is to a compute node: the task finds nothing there."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to mount a folder only jaxrun sees")
+    write(tmp_path / "s", "good.py", "import jax\nprint('ran')\n")
+    results = tmp_path / "r"
+    results.mkdir()
+    command = " ".join(shlex.quote(str(a)) for a in jaxrun_command(
+        "run", tmp_path / "s", "--backend", "slurm", "--results-dir", results, "--no-history"))
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           f"mount -t tmpfs jaxrun-only {shlex.quote(str(results))} && {command} "
+                           f"&& cat {shlex.quote(str(results))}/script_results/good_result.json"
+                           f" || cat {shlex.quote(str(results))}/script_results/good_result.json"],
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path, env=on_slurm.environ())
+    assert "crashed: the task ended (JobState=FAILED) without writing anything into" in done.stderr, done.stderr
+    assert "cannot see or write the results folder" in done.stderr
+    row = json.loads(done.stdout[done.stdout.index("{"):])
+    assert row["error_class"] == "crashed" and row["hint"].startswith("pass a --results-dir that every node")
+    assert list(results.iterdir()) == []  # outside jaxrun's namespace: the node saw only this empty folder

@@ -61,7 +61,9 @@ TIME_MARGIN_S = 120
 MEMORY_MARGIN_MIB = 512
 _RESULT_POLL_S = 0.5  # how often the results folder is looked at for a finished task's result
 _QUEUE_POLL_S = 2.0  # how often squeue is asked which tasks still run
-_LATE_RESULT_S = 5.0  # a result written just before its task left the queue may show late on a shared FS
+_LATE_RESULT_S = 5.0
+NOT_SHARED_HINT = ("pass a --results-dir that every node of the cluster sees at the same path (the scripts too), "
+                   "and run jaxrun again")  # a result written just before its task left the queue may show late on a shared FS
 
 
 def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:
@@ -355,7 +357,10 @@ class SlurmExecutor:
                 self._report(tasks.pop(task.task_id), sink, total)
                 continue
             error_class, line = ended(info)
-            result = _slurm_ended(task, error_class, line, info)
+            hint = None
+            if task.result is None and not self._left_a_log(task):
+                error_class, line, hint = "crashed", self._not_shared(info), NOT_SHARED_HINT
+            result = _slurm_ended(task, error_class, line, info, hint)
             lost_before = len(task.lost)
             if next_action(error_class, task.job.platform or "cpu", retries_left=LOST_TASK_RETRIES - lost_before,
                            fallback=False, launched=True) == "retry":
@@ -366,6 +371,17 @@ class SlurmExecutor:
             task.result, task.signalled = result, False
             self._report(tasks.pop(task.task_id), sink, total)
         return again
+
+    def _left_a_log(self, task: _Task) -> bool:
+        paths = self._paths(task.task_id)
+        return paths.stdout.exists() or paths.stderr.exists()
+
+    def _not_shared(self, info: dict[str, str] | None) -> str:
+        node = (info or {}).get("NodeList") or "its node"
+        state = f" (JobState={info['JobState']})" if info and info.get("JobState") else ""
+        return (f"the task ended{state} without writing anything into {str(self.folder)!r}: {node} cannot see or write "
+                "the results folder. On a cluster --results-dir must be on a file system every node shares (a home "
+                "or project folder, not /tmp or a local disk)")
 
     def _report(self, task: _Task, sink: "Sink", total: int = 0) -> None:
         assert task.result is not None
@@ -492,18 +508,19 @@ def _frozen(params: dict[str, Any]) -> tuple[Any, ...]:
                          else v) for k, v in params.items()))
 
 
-def _stand_in(task: _Task, message: str, error_class: str = "crashed") -> ScriptResult:
-    result = failed_before_running(task.job, message, error_class, hint=HINTS[error_class])
+def _stand_in(task: _Task, message: str, error_class: str = "crashed", hint: str | None = None) -> ScriptResult:
+    result = failed_before_running(task.job, message, error_class, hint=hint or HINTS[error_class])
     result.slurm_job_id = task.task_id
     return result
 
 
-def _slurm_ended(task: _Task, error_class: str, line: str, info: dict[str, str] | None) -> ScriptResult:
+def _slurm_ended(task: _Task, error_class: str, line: str, info: dict[str, str] | None,
+                 hint: str | None = None) -> ScriptResult:
     """The task's result once Slurm ended it: what its script did (when it reported back after
     Slurm's SIGTERM), classed as Slurm says."""
     node = (info or {}).get("NodeList") or None
     if task.result is None:
-        result = _stand_in(task, line, error_class)
+        result = _stand_in(task, line, error_class, hint)
         result.node = node if node not in (None, "(null)") else None
         return result
     said = f"{line}; the script was stopped: {task.result.error_message}" if task.result.error_message else line
