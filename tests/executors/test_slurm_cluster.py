@@ -87,7 +87,7 @@ def test_srun_starts_one_process_a_rank(slurm, tmp_path: Path) -> None:  # type:
 def test_a_job_inherits_the_submitting_environment(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # jaxrun's children submit with their own environment: the job must see the same cluster and
     # the same TMPDIR (by which the suite's end-of-session check knows a job left running).
-    submit(slurm, tmp_path, "--wait", "-o", "env.txt", "--wrap", "echo $SLURM_CONF; echo $TMPDIR")
+    finished(slurm, submit(slurm, tmp_path, "-o", "env.txt", "--wrap", "echo $SLURM_CONF; echo $TMPDIR"), timeout=30)
     assert (tmp_path / "env.txt").read_text().splitlines() == [str(slurm.conf), os.environ["TMPDIR"]]
 
 
