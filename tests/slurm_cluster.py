@@ -432,8 +432,10 @@ def _watch(owner: int, state_dir: Path) -> None:
         cluster = SlurmCluster.load(state_dir)
         if cluster is None or not cluster.pids:
             return  # stopped by its owner (or its folder removed)
-        if not Path(f"/proc/{owner}").exists() or not _alive(owner, None):
+        if not _alive(owner, None):
             stop_shared(state_dir)
+            shutil.rmtree(state_dir, ignore_errors=True)
+            state_dir.with_name(state_dir.name + ".lock").unlink(missing_ok=True)
             return
 
 
