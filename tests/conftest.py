@@ -166,6 +166,13 @@ def _describe(proc) -> str:  # type: ignore[no-untyped-def]
         return str(proc.pid)
 
 
+_LEFT_IN_WORKERS: list[str] = []
+
+
+def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
+    _LEFT_IN_WORKERS.extend(f"{node.gateway.id}: {d}" for d in getattr(node, "workeroutput", {}).get("leftover_processes", ()))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite fails if any test left a process behind (checked after a moment to settle)."""
     import time
@@ -177,13 +184,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
         left = _leftover_processes(basetemp)
-    if left:
-        print("\nprocesses left behind by the tests (now killed):\n  " + "\n  ".join(map(_describe, left)))
-        for proc in left:
-            try:
-                proc.kill()
-            except Exception:  # noqa: BLE001 - gone already
-                pass
+    described = [_describe(proc) for proc in left]
+    for proc in left:
+        try:
+            proc.kill()
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+    if hasattr(session.config, "workerinput"):
+        # A pytest-xdist worker's output and exit status are not the session's: its controller
+        # reports what it found (pytest_testnodedown), sent with this hook's other results.
+        session.config.workeroutput["leftover_processes"] = described  # type: ignore[attr-defined]
+    else:
+        described += _LEFT_IN_WORKERS
+    if described:
+        print("\nprocesses left behind by the tests (now killed):\n  " + "\n  ".join(described))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     # The session's Slurm goes after the check, which thus still sees a job left running (the
     # daemons are no processes of the tests: they fork themselves away and carry no test folder).
