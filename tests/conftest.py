@@ -65,7 +65,8 @@ def slurm():  # type: ignore[no-untyped-def]
     import slurm_cluster
 
     try:
-        return slurm_cluster.shared(Path(os.environ["JR_TESTS_SLURM_DIR"]), owner=int(os.environ["JR_TESTS_SLURM_OWNER"]))
+        return slurm_cluster.shared(Path(os.environ["JR_TESTS_SLURM_DIR"]),
+                                    owner=int(os.environ["JR_TESTS_SLURM_OWNER"]))
     except slurm_cluster.Unavailable as exc:
         pytest.skip(str(exc))
 
@@ -170,7 +171,8 @@ _LEFT_IN_WORKERS: list[str] = []
 
 
 def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
-    _LEFT_IN_WORKERS.extend(f"{node.gateway.id}: {d}" for d in getattr(node, "workeroutput", {}).get("leftover_processes", ()))
+    found = getattr(node, "workeroutput", {}).get("leftover_processes", ())
+    _LEFT_IN_WORKERS.extend(f"{node.gateway.id}: {d}" for d in found)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -54,7 +54,7 @@ def ensure_packages(timeout: float = 600) -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     try:
         for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=timeout)
             if done.returncode != 0:
                 raise Unavailable(f"{why}; `{' '.join(cmd)}` failed: {done.stderr.strip()[-500:]}")
     except subprocess.TimeoutExpired as exc:
@@ -225,7 +225,7 @@ class SlurmCluster:
         # Each daemon forks itself away (its parent exits at once), so it is no child of the test
         # process; it is then known by its pid file alone.
         pid_file = self._pid_file(name)
-        done = subprocess.run(cmd, env=env, cwd=self.state_dir, capture_output=True, text=True, timeout=30,
+        done = subprocess.run(cmd, check=False, env=env, cwd=self.state_dir, capture_output=True, text=True, timeout=30,
                               stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             raise StartFailed(f"{name} failed to start (exit {done.returncode}): {done.stderr.strip()}\n"
@@ -245,7 +245,7 @@ class SlurmCluster:
 
     def run(self, *args: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess[str]:
         """A Slurm command against this cluster (with this process's environment)."""
-        done = subprocess.run(list(args), env={**os.environ, **self.env}, capture_output=True, text=True,
+        done = subprocess.run(list(args), check=False, env={**os.environ, **self.env}, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
         if check and done.returncode != 0:
             raise subprocess.CalledProcessError(done.returncode, args, done.stdout, done.stderr)
