@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
-COMMANDS = ("slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel", "munged")
+COMMANDS = ("slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel", "sdiag", "munged")
 PARTITION = "debug"
 STATE_FILE = "cluster.json"
 # A path Slurm's own tools search for commands; the daemons run with this PATH, nothing more.
@@ -255,7 +255,17 @@ class SlurmCluster:
         done = self.run("sinfo", "-h", "-N", "-n", self.node, "-o", "%T", timeout=15, check=False)
         return done.stdout.strip() if done.returncode == 0 else f"(sinfo failed: {done.stderr.strip()})"
 
+    def scheduler_cycles(self) -> int:
+        """How many passes slurmctld's main scheduler made (sdiag); -1 when unknown."""
+        done = self.run("sdiag", timeout=15, check=False)
+        for line in done.stdout.splitlines():  # the main scheduler's section comes first
+            if line.strip().startswith("Total cycles:"):
+                return int(line.split(":")[1])
+        return -1
+
     def wait_idle(self, timeout: float = 60) -> None:
+        """Waits for the node to be idle and the scheduler to have made its first pass (~3 s
+        after slurmctld starts: a job submitted before it waits for it)."""
         deadline = time.monotonic() + timeout
         state = ""
         while time.monotonic() < deadline:
@@ -263,10 +273,11 @@ class SlurmCluster:
                 if not _alive(pid, name):
                     raise StartFailed(f"{name} (pid {pid}) died while the node came up\n" + self._log_tail(name))
             state = self.node_state()
-            if state == "idle":
+            if state == "idle" and self.scheduler_cycles() > 0:
                 return
             time.sleep(0.2)
-        raise StartFailed(f"node {self.node} not idle after {timeout:.0f} s (sinfo: {state!r})\n"
+        raise StartFailed(f"node {self.node} not idle after {timeout:.0f} s (sinfo: {state!r}, main scheduler "
+                          f"cycles: {self.scheduler_cycles()})\n"
                           + "".join(self._log_tail(n) for n in ("slurmctld", "slurmd")))
 
     def _log_tail(self, name: str, lines: int = 15) -> str:

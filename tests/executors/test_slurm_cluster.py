@@ -161,6 +161,7 @@ def test_a_job_past_its_time_limit_ends_timeout(slurm: SlurmCluster, tmp_path: P
     assert "DUE TO TIME LIMIT" in (tmp_path / "out.txt").read_text()
 
 
+@pytest.mark.slow  # the second cluster's start: ~3 s
 def test_a_second_cluster_on_the_machine_is_separate(slurm: SlurmCluster, tmp_path: Path) -> None:
     other = slurm_cluster.SlurmCluster.create(Path(os.environ["JR_TESTS_BASE_TMP"]) / f"jr-slurm-t{os.getpid()}")
     try:
