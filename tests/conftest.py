@@ -46,6 +46,49 @@ os.environ["TMPDIR"] = _WORKER_TMP
 tempfile.tempdir = _WORKER_TMP
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The session's Slurm (the `slurm` fixture) lives in a folder named here, by the controller,
+    # before the pytest-xdist workers start: they inherit the name and so share the one cluster,
+    # which the controller stops at the end (pytest_sessionfinish, pytest_unconfigure).
+    if not hasattr(config, "workerinput"):
+        import secrets
+
+        os.environ["JR_TESTS_SLURM_DIR"] = str(Path(_BASE_TMP) / f"jr-slurm-{os.getpid()}-{secrets.token_hex(3)}")
+        os.environ["JR_TESTS_SLURM_OWNER"] = str(os.getpid())
+
+
+@pytest.fixture(scope="session")
+def slurm():  # type: ignore[no-untyped-def]
+    """A real single-node Slurm (tests/slurm_cluster.py) for the whole session, shared by the
+    workers: ``.env`` (SLURM_CONF, to merge into a Slurm command's environment), ``.conf``,
+    ``.partition``, ``.node``, ``.state_dir``. Skipped where Slurm cannot be installed."""
+    import slurm_cluster
+
+    try:
+        return slurm_cluster.shared(Path(os.environ["JR_TESTS_SLURM_DIR"]),
+                                    owner=int(os.environ["JR_TESTS_SLURM_OWNER"]))
+    except slurm_cluster.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _stop_slurm(config: pytest.Config, *, remove: bool) -> None:
+    if hasattr(config, "workerinput") or not os.environ.get("JR_TESTS_SLURM_DIR"):
+        return
+    import shutil
+
+    import slurm_cluster
+
+    state_dir = Path(os.environ["JR_TESTS_SLURM_DIR"])
+    slurm_cluster.stop_shared(state_dir)
+    if remove:
+        shutil.rmtree(state_dir, ignore_errors=True)
+        state_dir.with_name(state_dir.name + ".lock").unlink(missing_ok=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _stop_slurm(config, remove=True)
+
+
 @pytest.fixture(scope="session")
 def jaxrun_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # One folder for the whole session: the device probe costs ~1 s, so tests share its answer,
@@ -83,8 +126,12 @@ def _leftover_processes(basetemp: Path | None) -> list[str]:
         if proc.pid == me.pid or proc.pid in suspects:
             continue
         try:
-            channel = proc.environ().get(EVENTS_ENV)
+            environ = proc.environ()
+            channel = environ.get(EVENTS_ENV)
             ours = channel is not None and channel.startswith(_WORKER_TMP)
+            # A Slurm job's processes are children of the cluster's slurmstepd, never of this one;
+            # they carry the TMPDIR of the process that submitted them.
+            ours = ours or ("SLURM_JOB_ID" in environ and environ.get("TMPDIR", "").startswith(_WORKER_TMP))
             if ours or (basetemp and str(basetemp) in " ".join(proc.cmdline())):
                 suspects[proc.pid] = proc
         except (psutil.Error, OSError):
@@ -120,6 +167,14 @@ def _describe(proc) -> str:  # type: ignore[no-untyped-def]
         return str(proc.pid)
 
 
+_LEFT_IN_WORKERS: list[str] = []
+
+
+def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
+    found = getattr(node, "workeroutput", {}).get("leftover_processes", ())
+    _LEFT_IN_WORKERS.extend(f"{node.gateway.id}: {d}" for d in found)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The suite fails if any test left a process behind (checked after a moment to settle)."""
     import time
@@ -131,14 +186,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
         left = _leftover_processes(basetemp)
-    if left:
-        print("\nprocesses left behind by the tests (now killed):\n  " + "\n  ".join(map(_describe, left)))
-        for proc in left:
-            try:
-                proc.kill()
-            except Exception:  # noqa: BLE001 - gone already
-                pass
+    described = [_describe(proc) for proc in left]
+    for proc in left:
+        try:
+            proc.kill()
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+    if hasattr(session.config, "workerinput"):
+        # A pytest-xdist worker's output and exit status are not the session's: its controller
+        # reports what it found (pytest_testnodedown), sent with this hook's other results.
+        session.config.workeroutput["leftover_processes"] = described  # type: ignore[attr-defined]
+    else:
+        described += _LEFT_IN_WORKERS
+    if described:
+        print("\nprocesses left behind by the tests (now killed):\n  " + "\n  ".join(described))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # The session's Slurm goes after the check, which thus still sees a job left running (the
+    # daemons are no processes of the tests: they fork themselves away and carry no test folder).
+    _stop_slurm(session.config, remove=False)
     import shutil
 
     shutil.rmtree(_WORKER_TMP, ignore_errors=True)
