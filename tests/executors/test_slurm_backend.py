@@ -97,8 +97,12 @@ def test_a_folder_runs_as_one_job_array_each_script_once(tmp_path: Path, on_slur
     for name, row in rows.items():
         assert load(tmp_path / "r" / "script_results" / f"{name}_result.json") == row
         assert Path(row["stdout_log"]).is_file() and Path(row["stderr_log"]).is_file()
+    # The record --resume reads: the array's name and scripts before sbatch, its id after, each task reported.
     record = [json.loads(line) for line in (tmp_path / "r" / "slurm" / "tasks.jsonl").read_text().splitlines()]
-    assert record[-1] == {"name": record[0]["name"], "array": arrays.pop()}
+    array = arrays.pop()
+    assert record[0]["tasks"] == [[f"m{k}", "auto", rows[f"m{k}"]["options_key"]] for k in range(4)]
+    assert record[1] == {"name": record[0]["name"], "array": array}
+    assert sorted(r["reported"] for r in record[2:]) == [f"{array}_{k}" for k in range(4)]
 
 
 def test_same_results_as_a_local_run(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
