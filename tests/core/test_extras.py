@@ -28,6 +28,7 @@ def _commands(tmp_path: Path) -> dict[str, list[tuple[object, ...]]]:
     return {
         "report": [(*run, "--report"), ("report", results)],
         "ray": [(*run, "--backend", "ray")],
+        "slurm": [(*run, "--backend", "slurm")],
         "mcp": [("mcp", "--root", tmp_path)],
     }
 

@@ -309,3 +309,28 @@ def test_a_results_folder_the_node_cannot_see_is_said_so(tmp_path: Path, on_slur
     row = json.loads(done.stdout[done.stdout.index("{"):])
     assert row["error_class"] == "crashed" and row["hint"].startswith("pass a --results-dir that every node")
     assert list(results.iterdir()) == []  # outside jaxrun's namespace: the node saw only this empty folder
+
+
+def test_a_task_slurm_kills_over_its_memory_is_out_of_memory_with_slurms_words(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    """The test cluster keeps --mem by sampling (no cgroups: jobacct_gather, OverMemoryKill): Slurm
+    SIGKILLs the step and writes why into the task's log, which is what jaxrun reads."""
+    marks = tmp_path / "marks"
+    write(tmp_path / "s", "hog.py", f"""\
+import time
+import jax
+with open({str(marks)!r}, "a") as f:
+    f.write("start\\n")
+block = bytearray(900 << 20)
+block[::4096] = bytes(len(block) >> 12)  # touched: resident
+time.sleep(60)
+with open({str(marks)!r}, "a") as f:
+    f.write("end\\n")
+""")
+    done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--slurm-option", "mem=400M", "--results-dir",
+                        tmp_path / "r", "--no-history", cwd=tmp_path, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    row = load(tmp_path / "r" / "script_results" / "hog_result.json")
+    assert row["error_class"] == "out_of_memory", row["error_message"]
+    assert "Slurm stopped the task: it used more memory than it was given (StepId=" in row["error_message"]
+    assert "exceeded memory limit" in row["error_message"]
+    assert marks_of(marks) == ["start"]

@@ -98,8 +98,8 @@ def _workdir(tmp: Path) -> dict[str, str]:
     return env
 
 
-def run_page(path: Path, tmp: Path, skip_code: str | None = None) -> None:
-    env = _workdir(tmp)
+def run_page(path: Path, tmp: Path, skip_code: str | None = None, more_env: dict[str, str] | None = None) -> None:
+    env = {**_workdir(tmp), **(more_env or {})}
     for block in blocks(path):
         if block.skip or (skip_code and skip_code in block.code):
             continue
@@ -115,7 +115,9 @@ def run_page(path: Path, tmp: Path, skip_code: str | None = None) -> None:
 
 
 PAGES = sorted(GUIDE.glob("*.md"))
-SLOW = {"running.md", "benchmarking.md", "ab.md", "bench.md"}  # each over 5 s on 2 cores
+SLOW = {"running.md", "benchmarking.md", "ab.md", "bench.md", "slurm.md"}  # each over 5 s on 2 cores
+# Pages whose examples run on the test suite's single-node Slurm (the `slurm` fixture).
+ON_SLURM = {"slurm.md"}
 
 
 def test_the_guide_checks_output() -> None:
@@ -143,8 +145,8 @@ def test_a_page_that_says_what_its_block_does_not_fails(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "page", [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW else []) for p in PAGES])
-def test_each_guide_example_runs_as_written(page: Path, tmp_path: Path) -> None:
-    run_page(page, tmp_path / "work")
+def test_each_guide_example_runs_as_written(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    run_page(page, tmp_path / "work", more_env=request.getfixturevalue("slurm").env if page.name in ON_SLURM else None)
 
 
 @pytest.mark.slow

@@ -356,7 +356,7 @@ class SlurmExecutor:
                 task.signalled = False  # stopped by a SIGTERM that was not Slurm ending the task: as it said
                 self._report(tasks.pop(task.task_id), sink, total)
                 continue
-            error_class, line = ended(info)
+            error_class, line = ended(info, self._log_tail(task))
             hint = None
             if task.result is None and not self._left_a_log(task):
                 error_class, line, hint = "crashed", self._not_shared(info), NOT_SHARED_HINT
@@ -371,6 +371,18 @@ class SlurmExecutor:
             task.result, task.signalled = result, False
             self._report(tasks.pop(task.task_id), sink, total)
         return again
+
+    def _log_tail(self, task: _Task) -> str:
+        """The end of the Slurm log of the task (each process's), where slurmstepd says why it
+        killed a step."""
+        tails = []
+        for process in range(task.processes):
+            with contextlib.suppress(OSError):
+                with open(self._paths(task.task_id, process).stderr, "rb") as handle:
+                    handle.seek(0, 2)
+                    handle.seek(max(0, handle.tell() - 8192))
+                    tails.append(handle.read().decode("utf-8", "replace"))
+        return "\n".join(tails)
 
     def _left_a_log(self, task: _Task) -> bool:
         paths = self._paths(task.task_id)

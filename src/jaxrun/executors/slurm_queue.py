@@ -189,8 +189,20 @@ def _names_task(fields: dict[str, str], task_id: str) -> bool:
     return fields.get("ArrayJobId") == array and fields.get("ArrayTaskId") == index
 
 
-def ended(fields: dict[str, str] | None) -> tuple[str, str]:
-    """(failure class, one line) of a task that left the queue without a result of its own."""
+# What slurmstepd writes into the task's log when it kills a step over its --mem without cgroups
+# (jobacct_gather's sampling, OverMemoryKill): "StepId=12.0 exceeded memory limit (620 > 100), being
+# killed"; the job then ends FAILED with signal 9, never OUT_OF_MEMORY.
+_MEMORY_KILL = re.compile(r"(StepId=\S+ exceeded memory limit \([^)]*\)|Exceeded job memory limit)")
+
+
+def ended(fields: dict[str, str] | None, log_tail: str = "") -> tuple[str, str]:
+    """(failure class, one line) of a task that left the queue without a result of its own
+    (``log_tail``: the end of the task's Slurm log, where a memory kill without cgroups is said)."""
+    memory = _MEMORY_KILL.search(log_tail)
+    if memory is not None and (fields or {}).get("JobState") in (None, "FAILED", "CANCELLED", "OUT_OF_MEMORY"):
+        said = ", ".join(f"{k}={fields[k]}" for k in ("JobState", "ExitCode", "NodeList") if (fields or {}).get(k))
+        return "out_of_memory", (f"Slurm stopped the task: it used more memory than it was given ({memory.group(1)}"
+                                 + (f"; {said}" if said else "") + ")")
     if fields is None:
         return "crashed", ("the task left the queue without a result, and Slurm no longer knows how it ended "
                            "(no accounting, and the controller forgot it after MinJobAge)")
