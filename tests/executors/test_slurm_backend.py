@@ -334,3 +334,49 @@ with open({str(marks)!r}, "a") as f:
     assert "Slurm stopped the task: it used more memory than it was given (StepId=" in row["error_message"]
     assert "exceeded memory limit" in row["error_message"]
     assert marks_of(marks) == ["start"]
+
+
+@pytest.fixture
+def own_cluster(slurm, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A second private cluster for a test that takes its node down (the session's is shared by
+    the other tests)."""
+    import slurm_cluster
+
+    cluster = slurm_cluster.SlurmCluster.create(Path(os.environ["JR_TESTS_BASE_TMP"]) / f"jr-slurm-n{os.getpid()}")
+    try:
+        cluster.start(idle_timeout=60)
+        for name, value in cluster.env.items():
+            monkeypatch.setenv(name, value)
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.state_dir, ignore_errors=True)
+
+
+def test_a_task_lost_with_its_node_is_run_again_and_says_so(tmp_path: Path, own_cluster, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
+    marks = tmp_path / "marks"
+    marked(tmp_path / "s", "long.py", marks, seconds=8, value=7)
+    command = jaxrun_command("run", tmp_path / "s", "--backend", "slurm", "--results-dir", tmp_path / "r", "--no-history")
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=jaxrun_cli.environ(own_cluster.env))
+    deadline = time.monotonic() + 120
+    while marks_of(marks) != ["start long.py"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marks_of(marks) == ["start long.py"], proc.communicate(timeout=60)
+    node = own_cluster.node
+    own_cluster.run("scontrol", "update", f"nodename={node}", "state=down", "reason=jaxrun-test")
+    # Slurm ends the task NODE_FAIL; once the node is back jaxrun's second submission runs it.
+    deadline = time.monotonic() + 60
+    while "NODE_FAIL" not in own_cluster.run("scontrol", "show", "job", "--oneliner", check=False).stdout:
+        assert time.monotonic() < deadline, own_cluster.run("scontrol", "show", "job", "--oneliner").stdout
+        time.sleep(0.5)
+    own_cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out + err
+    row = load(tmp_path / "r" / "script_results" / "long_result.json")
+    assert row["success"] and row["results"] == {"value": 7}
+    lost, ran = row["attempts"]
+    assert lost["error_class"] == "node_lost" and "JobState=NODE_FAIL" in lost["error_message"], lost
+    assert ran["success"] and ran["number"] == 2
+    assert any("run again after its Slurm node was lost or preempted 1 time(s)" in w for w in row["warnings"])
+    assert marks_of(marks) == ["start long.py", "start long.py", "end long.py"]  # once lost, once to its end

@@ -162,7 +162,7 @@ class _Reader:
             try:
                 check(target, value)
             except UsageError as exc:
-                label = key if table == "the top level" else f"{table} {key}"
+                label = keys[-1] if table == "the top level" else f"{table} {keys[-1]}"  # as the file spells it
                 raise UsageError(f"{where}: {label}: {exc}") from None
             layer.put(target, value, where)
 

@@ -197,6 +197,11 @@ class SlurmExecutor:
             "nodes": nodes, "ntasks_per_node": run.processes // nodes,
             "additional_parameters": sbatch_parameters(options.slurm_options),
         }
+        if "requeue" not in params["additional_parameters"]:
+            # A task lost with its node (or preempted) is jaxrun's to submit again, as the failure
+            # table says for node_lost, with the lost attempt in the result; Slurm's own requeue
+            # would run the script again unseen.
+            params["additional_parameters"]["no-requeue"] = True
         if options.slurm_setup:
             params["setup"] = list(options.slurm_setup)
         return params
