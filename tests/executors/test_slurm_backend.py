@@ -380,3 +380,32 @@ def test_a_task_lost_with_its_node_is_run_again_and_says_so(tmp_path: Path, own_
     assert ran["success"] and ran["number"] == 2
     assert any("run again after its Slurm node was lost or preempted 1 time(s)" in w for w in row["warnings"])
     assert marks_of(marks) == ["start long.py", "start long.py", "end long.py"]  # once lost, once to its end
+
+
+def test_a_slurm_folder_jaxrun_did_not_write_is_refused_and_its_own_is_tidied(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    write(tmp_path / "s", "good.py", "import jax\n")
+    theirs = tmp_path / "theirs"
+    write(theirs / "slurm", "notes.txt", "mine\n")
+    refused = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--results-dir", theirs, "--allow-other-files",
+                           "--no-history", cwd=tmp_path, timeout=120)
+    assert refused.returncode == 2 and "holds a 'slurm' that jaxrun did not write" in refused.stderr, refused.stderr
+    assert (theirs / "slurm" / "notes.txt").read_text() == "mine\n" and sorted(os.listdir(theirs / "slurm")) == ["notes.txt"]
+    # jaxrun's own slurm/ folder: a new batch replaces the files of the last one's tasks, and nothing else.
+    arrays = []
+    for _ in range(2):
+        done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--results-dir", tmp_path / "r", "--no-history",
+                            cwd=tmp_path, timeout=120)
+        assert done.returncode == 0, done.stderr
+        arrays.append(load(tmp_path / "r" / "script_results" / "good_result.json")["slurm_job_id"])
+    write(tmp_path / "r" / "slurm", "kept.txt", "a file of the user's in jaxrun's folder is not jaxrun's to delete\n")
+    done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--results-dir", tmp_path / "r", "--no-history",
+                        cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    last = load(tmp_path / "r" / "script_results" / "good_result.json")["slurm_job_id"]
+    left = sorted(os.listdir(tmp_path / "r" / "slurm"))
+    links = [name for name in left if name.startswith(".submission_file_")]  # submitit's link to the .sh
+    assert len(links) == 1 and os.readlink(tmp_path / "r" / "slurm" / links[0]).endswith(f"{last}_submission.sh")
+    assert sorted(set(left) - set(links)) == sorted([
+        "kept.txt", "tasks.jsonl", f"{last}_submission.sh", f"{last}_submitted.pkl", f"{last}_0_result.pkl",
+        f"{last}_0_log.out", f"{last}_0_log.err"])
+    assert last not in arrays

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import secrets
 import signal
 import socket
@@ -44,6 +45,7 @@ from jaxrun.executors.slurm_queue import LIVE, SlurmQueue, SlurmUnanswered, ende
 from jaxrun.executors.slurm_ranks import merged, process_of, rank, stop_the_others
 from jaxrun.executors.slurm_record import TaskRecord, Submission
 from jaxrun.results.models import ScriptResult
+from jaxrun.results.ownership import ResultsFolder
 from jaxrun.results.result_files import SLURM_DIR
 from jaxrun.run.result import failed_before_running
 
@@ -134,6 +136,9 @@ class SlurmExecutor:
         run = options.run
         self.queue.test_submission(sbatch_flags(self._parameters(run, "gpu" in options.device)))
         self.folder = options.results_dir / SLURM_DIR
+        if os.path.lexists(self.folder) and not ResultsFolder(options.results_dir).owns(SLURM_DIR):
+            raise UsageError(f"the results folder {str(options.results_dir)!r} holds a {SLURM_DIR!r} that jaxrun did not "
+                             "write, where --backend slurm keeps its tasks' files: move it, or pass another --results-dir")
         self.record = TaskRecord(self.folder)
         self._earlier, self._reported = self.record.read() if self.record.exists() else ([], set())
         self._live: dict[str, tuple[str, str]] = {}

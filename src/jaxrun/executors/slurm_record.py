@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
 RECORD = "tasks.jsonl"
+# What submitit writes for a task: <job>[_<index>]_submitted.pkl, <job>_submission.sh (and a link
+# to it, .submission_file_<uuid>.sh), <job>[_<index>]_<process>_result.pkl / _log.out / _log.err.
+_SUBMITIT_FILE = re.compile(r"\d+(?:_\d+)?(?:_submitted\.pkl|_submission\.sh|_\d+_(?:result\.pkl|log\.out|log\.err))"
+                            r"|\.submission_file_[0-9a-f]+\.sh")
 
 Key = tuple[str, str, str]  # (script name, device asked for, options key)
 
@@ -81,8 +86,13 @@ class TaskRecord:
         return list(submissions.values()), reported
 
     def start(self) -> None:
-        """A new batch: the record of an earlier one (jaxrun's own file) is replaced."""
+        """A new batch: the record of an earlier one (jaxrun's own file) is replaced, and the files
+        submitit wrote for its tasks are deleted (their results are in the batch's files; none of
+        its tasks runs any more: the executor refuses a new batch while one does)."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        for entry in os.scandir(self.folder):
+            if _SUBMITIT_FILE.fullmatch(entry.name) and (entry.is_symlink() or entry.is_file(follow_symlinks=False)):
+                os.unlink(entry.path)  # a link itself, never what it points to
         os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
 
     def submitting(self, name: str, submitted_at: float, keys: list[Key]) -> None:
