@@ -135,6 +135,8 @@ class SlurmExecutor:
         self.queue.check_reachable()
         run = options.run
         self.queue.test_submission(sbatch_flags(self._parameters(run, "gpu" in options.device)))
+        # A batch of more scripts than an array may hold is submitted as several arrays.
+        self.max_array = self.queue.max_array_size()
         self.folder = options.results_dir / SLURM_DIR
         if os.path.lexists(self.folder) and not ResultsFolder(options.results_dir).owns(SLURM_DIR):
             raise UsageError(f"the results folder {str(options.results_dir)!r} holds a {SLURM_DIR!r} that jaxrun did not "
@@ -242,33 +244,47 @@ class SlurmExecutor:
             raise BatchInterrupted from None
 
     def _submit(self, jobs: list["Job"], run_job: RunJob, lost: dict[int, list[Any]] | None = None) -> list[_Task]:
-        """Submit ``jobs``, one array per set of resources; their tasks, recorded."""
+        """Submit ``jobs``, one array per set of resources (of at most MaxArraySize tasks); their
+        tasks, recorded. A submission that fails cancels the arrays this call submitted."""
         groups: dict[tuple[Any, ...], list["Job"]] = {}
         for job in jobs:
             run = self.options.options_for(job)
             params = self._parameters(run, job.platform == "gpu")
             groups.setdefault(_frozen(params), []).append(job)
+        chunks = [(frozen, members[i:i + self.max_array]) for frozen, members in groups.items()
+                  for i in range(0, len(members), self.max_array)]
         tasks: list[_Task] = []
-        for frozen, members in groups.items():
-            params = dict(frozen)
-            params["additional_parameters"] = dict(params["additional_parameters"])
-            name = f"jaxrun-{secrets.token_hex(4)}"
-            keys = [(job.name, job.device, self.options.options_for(job).key) for job in members]
-            submitted_at = time.time()
-            self.record.submitting(name, submitted_at, keys)
-            executor = _executor(self.submitit, self.folder, self.queue.timeout)
-            executor.update_parameters(job_name=name, array_parallelism=max(1, self.options.jobs), **params)
-            try:
-                submitted = executor.map_array(run_on_node, [run_job] * len(members), members,
-                                               [self.options.options_for(job) for job in members])
-            except Exception as exc:  # noqa: BLE001 - sbatch refused, timed out, or its output was unreadable
-                raise UsageError(f"--backend slurm: submitting the job array failed: {_first_line(exc)}") from None
-            array = submitted[0].job_id.partition("_")[0]
-            self.record.submitted(name, array)
-            for job, slurm_job in zip(members, submitted):
-                task = self._task(job, slurm_job.job_id, submitted_at)
-                task.lost = (lost or {}).get(job.index, [])
-                tasks.append(task)
+        try:
+            for frozen, members in chunks:
+                tasks.extend(self._submit_array(dict(frozen), members, run_job, lost or {}))
+        except UsageError:
+            with contextlib.suppress(SlurmUnanswered):
+                self.queue.cancel({t.task_id.partition("_")[0] for t in tasks})
+            raise
+        return tasks
+
+    def _submit_array(self, params: dict[str, Any], members: list["Job"], run_job: RunJob,
+                      lost: dict[int, list[Any]]) -> list[_Task]:
+        """One job array of ``members`` (at most MaxArraySize), recorded before and after sbatch."""
+        tasks: list[_Task] = []
+        params["additional_parameters"] = dict(params["additional_parameters"])
+        name = f"jaxrun-{secrets.token_hex(4)}"
+        keys = [(job.name, job.device, self.options.options_for(job).key) for job in members]
+        submitted_at = time.time()
+        self.record.submitting(name, submitted_at, keys)
+        executor = _executor(self.submitit, self.folder, self.queue.timeout)
+        executor.update_parameters(job_name=name, array_parallelism=max(1, self.options.jobs), **params)
+        try:
+            submitted = executor.map_array(run_on_node, [run_job] * len(members), members,
+                                           [self.options.options_for(job) for job in members])
+        except Exception as exc:  # noqa: BLE001 - sbatch refused, timed out, or its output was unreadable
+            raise UsageError(f"--backend slurm: submitting the job array failed: {_first_line(exc)}") from None
+        array = submitted[0].job_id.partition("_")[0]
+        self.record.submitted(name, array)
+        for job, slurm_job in zip(members, submitted):
+            task = self._task(job, slurm_job.job_id, submitted_at)
+            task.lost = lost.get(job.index, [])
+            tasks.append(task)
         return tasks
 
     def _task(self, job: "Job", task_id: str, submitted_at: float) -> _Task:
@@ -299,11 +315,22 @@ class SlurmExecutor:
                         return
                     live = None
                 if live is not None:
-                    again = self._settle(tasks, live, sink, total)
-                    for task in self._submit([t.job for t in again], run_job,
-                                             {t.job.index: t.lost for t in again}):
-                        tasks[task.task_id] = task
+                    self._run_again(self._settle(tasks, live, sink, total), tasks, run_job, sink)
             time.sleep(_RESULT_POLL_S)
+
+    def _run_again(self, lost: list[_Task], tasks: dict[str, _Task], run_job: RunJob, sink: "Sink") -> None:
+        """Submit again the tasks lost with their node; one that cannot be is its lost run's result."""
+        if not lost:
+            return
+        try:
+            for task in self._submit([t.job for t in lost], run_job, {t.job.index: t.lost for t in lost}):
+                tasks[task.task_id] = task
+        except UsageError as exc:
+            for task in lost:
+                assert task.result is not None
+                task.result.warnings.append(f"not run again: {exc}")
+                task.lost = task.lost[:-1]  # the lost run is the result itself
+                self._report(task, sink)
 
     def _read_result(self, task: _Task) -> None:
         """The task's result, once each process of its job step pickled its own."""
@@ -376,6 +403,7 @@ class SlurmExecutor:
                            fallback=False, launched=True) == "retry":
                 tasks.pop(task.task_id)
                 task.lost.append(result.attempts[-1].model_copy(update={"number": lost_before + 1}))
+                task.result = result
                 again.append(task)
                 continue
             task.result, task.signalled = result, False

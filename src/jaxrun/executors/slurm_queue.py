@@ -22,6 +22,7 @@ from jaxrun.errors import UsageError
 
 # The commands --backend slurm runs on the machine jaxrun runs on (a login node).
 COMMANDS = ("sbatch", "squeue", "scontrol", "scancel")
+DEFAULT_MAX_ARRAY_SIZE = 1001
 
 
 class SlurmUnanswered(Exception):
@@ -90,6 +91,16 @@ class SlurmQueue:
             said = "; ".join(line.strip() for line in done.stdout.splitlines() if line.strip().startswith("Slurmctld"))
             raise UsageError(f"--backend slurm: the Slurm controller is not reachable ({said or _said(done)}): check "
                              "that the cluster is up (sinfo) and that SLURM_CONF, if set, names its slurm.conf")
+
+    def max_array_size(self) -> int:
+        """The controller's MaxArraySize: an array's indices run from 0 to this - 1 (Slurm's
+        default 1001 when it cannot be read)."""
+        try:
+            done = self._call(["scontrol", "show", "config"], what="reading MaxArraySize (scontrol show config)")
+        except SlurmUnanswered:
+            return DEFAULT_MAX_ARRAY_SIZE
+        found = re.search(r"^MaxArraySize\s*=\s*(\d+)", done.stdout, re.MULTILINE)
+        return max(1, int(found.group(1))) if found else DEFAULT_MAX_ARRAY_SIZE
 
     def test_submission(self, flags: Sequence[str]) -> None:
         """``sbatch --test-only`` of the array's options: a partition, account or QOS that does not
