@@ -96,6 +96,7 @@ class SlurmCluster:
     partition: str = PARTITION
     pids: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    extra: tuple[str, ...] = ()  # more slurm.conf lines, for a test's own cluster (MaxArraySize=3)
 
     # --- paths -------------------------------------------------------------------------------------
 
@@ -167,6 +168,7 @@ class SlurmCluster:
             "OverTimeLimit=0",
             "InactiveLimit=0",
             "ReturnToService=2",
+            *self.extra,
             f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={self.real_memory_mib} State=UNKNOWN",
             f"PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
             "",

@@ -337,12 +337,14 @@ with open({str(marks)!r}, "a") as f:
 
 
 @pytest.fixture
-def own_cluster(slurm, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """A second private cluster for a test that takes its node down (the session's is shared by
-    the other tests)."""
+def own_cluster(slurm, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A second private cluster for a test that takes its node down or configures it otherwise
+    (``@pytest.mark.parametrize("own_cluster", [(LINE, ...)], indirect=True)``: more slurm.conf
+    lines); the session's is shared by the other tests."""
     import slurm_cluster
 
     cluster = slurm_cluster.SlurmCluster.create(Path(os.environ["JR_TESTS_BASE_TMP"]) / f"jr-slurm-n{os.getpid()}")
+    cluster.extra = tuple(getattr(request, "param", ()))
     try:
         cluster.start(idle_timeout=60)
         for name, value in cluster.env.items():
@@ -411,3 +413,20 @@ def test_a_slurm_folder_jaxrun_did_not_write_is_refused_and_its_own_is_tidied(tm
         "kept.txt", "tasks.jsonl", f"{last}_submission.sh", f"{last}_submitted.pkl", f"{last}_0_result.pkl",
         f"{last}_0_log.out", f"{last}_0_log.err"])
     assert last not in arrays
+
+
+@pytest.mark.parametrize("own_cluster", [("MaxArraySize=3",)], indirect=True)
+def test_more_scripts_than_an_array_may_hold_go_in_several_arrays(tmp_path: Path, own_cluster, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
+    marks = tmp_path / "marks"
+    for k in range(5):
+        marked(tmp_path / "s", f"m{k}.py", marks, value=k)
+    done = jaxrun_cli.run("run", tmp_path / "s", "--backend", "slurm", "--jobs", "2", "--results-dir", tmp_path / "r",
+                          "--no-history", cwd=tmp_path, env=own_cluster.env, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {r["script_name"]: r for r in load(tmp_path / "r" / "jax_execution_results.json")["script_results"]}
+    assert [rows[f"m{k}"]["results"]["value"] for k in range(5)] == list(range(5))
+    assert sorted(marks_of(marks)) == sorted(f"{w} m{k}.py" for k in range(5) for w in ("start", "end"))
+    ids = [rows[f"m{k}"]["slurm_job_id"] for k in range(5)]
+    arrays = [i.partition("_")[0] for i in ids]
+    assert arrays[0] == arrays[1] == arrays[2] != arrays[3] == arrays[4], ids  # 3 + 2 (indices 0-2 at most)
+    assert [i.partition("_")[2] for i in ids] == ["0", "1", "2", "0", "1"]
