@@ -82,12 +82,16 @@ def configuration_page() -> str:
     from jaxrun.config.config_keys import DISPLAY_KEYS, SCRIPT_KEYS, TOP_KEYS, env_name
     from jaxrun.config.option_spec import shown_default
     from jaxrun.config.options import BatchOptions, RunOptions
+    from jaxrun.config.slurm_options import PREFIX, TABLE
 
     lines = [GENERATED, "", "# Configuration keys", "",
              "Every key below may be set in `[tool.jaxrun]` of a `pyproject.toml` or in a `jaxrun.toml` "
              "(relative paths are relative to that file), and as a `JAXRUN_<KEY>` variable; the keys "
              "marked *per script* also in a `[tool.jaxrun.scripts.\"GLOB\"]` table or a script's own "
              "`# jaxrun: key=value` comment. A flag of `jaxrun run` wins over all of them.", "",
+             f"The `{PREFIX}*` keys may also be written without their prefix in a `[{TABLE}]` table "
+             f"(`[tool.jaxrun.{TABLE}]` in a `pyproject.toml`): `partition = \"gpu\"` there is "
+             f"`{PREFIX}partition = \"gpu\"`.", "",
              "| key | variable | type | default | per script | what it sets |", "|---|---|---|---|---|---|"]
     for key in TOP_KEYS:
         if key in DISPLAY_KEYS:
