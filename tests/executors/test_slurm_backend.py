@@ -76,7 +76,7 @@ def test_a_folder_runs_as_one_job_array_each_script_once(tmp_path: Path, on_slur
     for k in range(4):
         marked(tmp_path / "s", f"m{k}.py", marks, seconds=0.5, value=k)
     done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--jobs", "2", "--results-dir", tmp_path / "r",
-                        "--no-history", cwd=tmp_path, timeout=240)
+                        "--no-history", "--markdown", tmp_path / "summary.md", cwd=tmp_path, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     doc = load(tmp_path / "r" / "jax_execution_results.json")
     rows = {r["script_name"]: r for r in doc["script_results"]}
@@ -93,6 +93,11 @@ def test_a_folder_runs_as_one_job_array_each_script_once(tmp_path: Path, on_slur
     # --jobs 2: the array ran two at a time, so the last two waited behind the first two's 0.5 s sleeps.
     waits = sorted(r["queue_wait"] for r in rows.values())
     assert waits[2] >= waits[0] + 0.5, waits
+    # The terminal and the Markdown summary say the same of the array and its queue.
+    note = (f"Slurm: 4 tasks in 1 job array ({ids[0].partition('_')[0]}); waited in the queue "
+            f"{(waits[1] + waits[2]) / 2:.1f} s (median), {waits[3]:.1f} s at most")
+    assert f"note: {note}" in " ".join(done.stdout.split()), done.stdout
+    assert f"- note: {note}" in (tmp_path / "summary.md").read_text()
     # Each script's own files, as a local run writes them; the per-script file is the batch's row.
     for name, row in rows.items():
         assert load(tmp_path / "r" / "script_results" / f"{name}_result.json") == row

@@ -5,6 +5,7 @@ got and why the run's exit status is what it is are decided here, once."""
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,7 +194,26 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView],
                      "can be read")
     if meta.compile_cache_warning:
         notes.append(meta.compile_cache_warning)
+    slurm = _slurm_note(batch)
+    if slurm:
+        notes.append(slurm)
     return reasons, notes
+
+
+def _slurm_note(batch: "BatchResult") -> str | None:
+    """--backend slurm: the tasks and arrays that ran the scripts, and how long they waited in the
+    queue (queue_wait, which no script's time includes)."""
+    ran = [r for r in batch.script_results if r.slurm_job_id and not r.kept]
+    if not ran:
+        return None
+    arrays = sorted({r.slurm_job_id.partition("_")[0] for r in ran if r.slurm_job_id}, key=lambda a: (len(a), a))
+    waits = sorted(r.queue_wait for r in ran if r.queue_wait is not None)
+    line = (f"Slurm: {plural(len(ran), 'task')} in {plural(len(arrays), 'job array')} "
+            f"({listed(arrays, 5)})")
+    if waits:
+        line += (f"; waited in the queue {fmt(statistics.median(waits), 1)} s (median), "
+                 f"{fmt(waits[-1], 1)} s at most (queue_wait, not part of any script's time)")
+    return line
 
 
 def read_batch(results_dir: Path) -> "BatchResult":
