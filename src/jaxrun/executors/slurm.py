@@ -111,6 +111,7 @@ class _Task:
     options_key: str
     lost: list[Any] = field(default_factory=list)  # attempts lost with a node, in order
     state: str = "PENDING"  # as squeue last said
+    last_pickle: str = ""  # the result file of its last process, whose arrival says the task is done
     result: ScriptResult | None = None  # read from its pickle
     signalled: bool = False  # Slurm stopped it: its final state decides its class
     gone_since: float | None = None  # when it was first seen out of the queue without a result
@@ -289,7 +290,9 @@ class SlurmExecutor:
 
     def _task(self, job: "Job", task_id: str, submitted_at: float) -> _Task:
         run = self.options.options_for(job)
-        return _Task(job, task_id, submitted_at, run.processes, run.key)
+        task = _Task(job, task_id, submitted_at, run.processes, run.key)
+        task.last_pickle = str(self._paths(task_id, run.processes - 1).result_pickle)
+        return task
 
     def _follow(self, tasks: dict[str, _Task], run_job: RunJob, sink: "Sink", total: int) -> None:
         """Wait for every task: each result as it arrives, each task Slurm ended as Slurm says."""
@@ -298,7 +301,10 @@ class SlurmExecutor:
         while tasks:
             now = time.monotonic()
             for task in list(tasks.values()):
-                if task.result is None:
+                # Only a task squeue saw start can have a result; one that starts and ends between
+                # two polls is read once it has left the queue (_settle). A waiting array of
+                # thousands costs no look at the file system.
+                if task.result is None and task.state != "PENDING":
                     self._read_result(task)
                 if task.result is not None and not task.signalled:
                     self._report(tasks.pop(task.task_id), sink, total)
@@ -334,7 +340,7 @@ class SlurmExecutor:
 
     def _read_result(self, task: _Task) -> None:
         """The task's result, once each process of its job step pickled its own."""
-        if not self._paths(task.task_id, task.processes - 1).result_pickle.exists():
+        if not os.path.exists(task.last_pickle):
             return  # (the last process's first: the others are read once it is there)
         payloads = []
         for process in range(task.processes):
