@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import shutil
 import statistics
 import sys
@@ -21,9 +22,10 @@ from pathlib import Path
 import bench_ray_cluster
 
 # The suite's cluster, not a copy of it: the benchmark then measures the cluster the tests check
-# (its configuration, its start-up and stop), and a fix there is a fix here. tests/ is no package.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import slurm_cluster  # noqa: E402
+# (its configuration, its start-up and stop), and a fix there is a fix here. tests/ is no package;
+# appended, so that its folders (core, results, ...) never shadow a module found before it.
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
+import slurm_cluster
 
 
 @contextlib.contextmanager
@@ -44,8 +46,6 @@ def private_cluster() -> Iterator[slurm_cluster.SlurmCluster]:
 def completeness(results: Path, n: int) -> dict:
     """What the run left (bench_ray_cluster.completeness: every script once, successful, in one
     attempt), and Slurm's side: how many distinct task ids and arrays, the queue waits, who ran how many."""
-    import json
-
     c = bench_ray_cluster.completeness(results, n)
     rows = json.loads((results / "jax_execution_results.json").read_text())["script_results"]
     ids = [r.get("slurm_job_id") for r in rows if r.get("slurm_job_id")]
