@@ -6,6 +6,7 @@ date, the versions and the install measured. Run from the checkout::
     python benchmarks/run.py --only-sweep [--scripts 1000]     # the tiny-script sweep alone
     python benchmarks/run.py --only-batch                      # the trivial script and the 10-script folder
     python benchmarks/run.py --only-ray --scripts 10000        # over a local 2-node Ray (bench_ray_cluster)
+    python benchmarks/run.py --only-slurm --scripts 1000       # one job array on a private Slurm (bench_slurm_cluster)
 
 jaxrun is measured as a user has it (user_install.py): ``pip install CHECKOUT`` (not editable) into
 a virtual environment of its dependencies as pip installs them, run by the console script pip
@@ -514,7 +515,7 @@ def watched(command: list[str], **kw: object) -> tuple[float, float, float, int]
     tick = os.sysconf("SC_CLK_TCK")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, **kw)  # type: ignore[call-overload]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=kw.pop("env", ENV), **kw)  # type: ignore[call-overload]
     peak = 0
     status = Path(f"/proc/{proc.pid}/status")
     while True:
@@ -618,6 +619,41 @@ def ray_cluster(tmp: Path, n: int, jobs: int = 2) -> list[Row]:
                 f"peak RSS {peak / 1024:.0f} MiB (local {l_peak / 1024:.0f} MiB)", "10 ms", own / n <= 0.010, how)]
 
 
+def slurm_cluster(tmp: Path, n: int, jobs: int = 2) -> list[Row]:
+    """``n`` tiny scripts (TINY) with ``jaxrun run DIR --backend slurm --jobs 2``: one Slurm job
+    array (``%2``) on a private single-node Slurm (bench_slurm_cluster: the test suite's cluster,
+    its own daemons on this machine), then the same folder with a local ``--jobs 2``: one run each,
+    as the Ray row. Every script must have one successful result in one attempt, from a task id of
+    its own in one array; the wall time, jaxrun's own CPU a script (its process's utime + stime:
+    the scripts run under slurmstepd, not as jaxrun's children), its peak RSS, and the queue waits
+    the results record (submission to the task's start on the node)."""
+    import bench_slurm_cluster
+
+    folder = tmp / f"slurm_tiny_{n}"
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"s{i:05d}.py").write_text(TINY)
+    common = ["--jobs", str(jobs), "--no-history", "--no-config", "-q"]
+    with bench_slurm_cluster.private_cluster() as cluster:
+        wall, own, _, peak = watched([*JAXRUN, "run", str(folder), "--backend", "slurm", *common,
+                                      "--results-dir", str(tmp / "r_slurm")], env={**ENV, **cluster.env})
+    on_slurm = bench_slurm_cluster.completeness(tmp / "r_slurm", n)
+    l_wall, l_own, l_children, l_peak = watched([*JAXRUN, "run", str(folder), *common, "--results-dir", str(tmp / "r_local")])
+    local = bench_slurm_cluster.completeness(tmp / "r_local", n)
+    ok = on_slurm["ok"] and on_slurm["task_ids"] == n and on_slurm["arrays"] == 1 and local["ok"]
+    where = "; ".join(f"{node} {count}" for node, count in sorted(on_slurm["by_node"].items(), key=lambda kv: str(kv[0])))
+    how = (f"one run each, {n} scripts `{TINY!r}`, one node (`CPUs={cluster.cpus}`, the test suite's "
+           "tests/slurm_cluster.py) on this machine; own CPU: jaxrun's process's utime+stime (/proc)")
+    return [Row(f"{n} tiny scripts as one Slurm job array, `--backend slurm --jobs {jobs}`",
+                f"{bench_slurm_cluster.describe(on_slurm, n)}; {bench_slurm_cluster.describe_slurm(on_slurm, n)}; "
+                f"{wall:.1f} s ({wall / n * 1000:.0f} ms a script); by node: {where}; local `--jobs {jobs}`: "
+                f"{bench_slurm_cluster.describe(local, n)}, {l_wall:.1f} s (x{wall / l_wall:.2f} under Slurm)",
+                "every script once", ok, how),
+            Row(f"jaxrun's own CPU a script, {n} scripts on Slurm", f"{own / n * 1000:.1f} ms (local `--jobs {jobs}`: "
+                f"{l_own / n * 1000:.1f} ms; the local scripts' processes {l_children / n * 1000:.1f} ms a script); "
+                f"peak RSS {peak / 1024:.0f} MiB (local {l_peak / 1024:.0f} MiB)", "10 ms", own / n <= 0.010, how)]
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -662,9 +698,12 @@ def main() -> None:
     parser.add_argument("--only-ray", action="store_true", help="Only --scripts tiny scripts over a local 2-node "
                         "Ray cluster against local --jobs 2, one run each (implies --no-write; this interpreter and "
                         "the checkout's src, not an install: the environment has no Ray).")
+    parser.add_argument("--only-slurm", action="store_true", help="Only --scripts tiny scripts as one job array on a "
+                        "private single-node Slurm against local --jobs 2, one run each (implies --no-write; this "
+                        "interpreter and the checkout's src, not an install, as --only-ray).")
     args = parser.parse_args()
     began = time.perf_counter()
-    if args.only_ray:
+    if args.only_ray or args.only_slurm:
         _only_ray(args)
     install = user_install.install(args.checkout, fresh=args.fresh_venv)
     use(install)
@@ -723,14 +762,14 @@ def measured(parts: list[Callable[[], Row | list[Row]]]) -> list[Row]:
 
 
 def _only_ray(args: argparse.Namespace) -> None:
-    """--only-ray: this interpreter with the checkout's src first on its path (Ray is not in the
-    measured environment)."""
+    """--only-ray, --only-slurm: this interpreter with the checkout's src first on its path (Ray is
+    not in the measured environment; Slurm's row is measured as Ray's, so the two compare)."""
     global ENV
     src = str(args.checkout.resolve() / "src")
     sys.path.insert(0, src)
     ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
     with tempfile.TemporaryDirectory(prefix="jaxrun-bench-") as tmp_name:
-        rows = ray_cluster(Path(tmp_name), args.scripts)
+        rows = (slurm_cluster if args.only_slurm else ray_cluster)(Path(tmp_name), args.scripts)
     print(table(rows))
     sys.exit(1 if any(r.ok is False for r in rows) else 0)
 
