@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions, RunOptions
-    from jaxrun.results.script_result import Attempt
     from jaxrun.discover.devices import Facts
     from jaxrun.plan.job import Job, Jobs
     from jaxrun.results.models import ScriptResult
+    from jaxrun.results.script_result import Attempt
     from jaxrun.results.sink import Sink
     from jaxrun.run.placement import Placement
 

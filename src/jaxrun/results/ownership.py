@@ -12,8 +12,9 @@ claimed everything it left behind:
   ``outputs/`` and trace folders, its executed notebook), claimed as the script starts;
 - ``{"file": "<path>"}``: a file an option asked for inside the folder (``--markdown
   RESULTS/summary.md``), claimed before the batch runs;
-- ``slurm/``: what ``--backend slurm`` writes for its tasks, never cleared (a task of an
-  earlier batch may still write there).
+- ``slurm/``: what ``--backend slurm`` writes for its tasks, which this folder's ``clear`` leaves
+  alone: the Slurm backend tidies it itself, once no task of an earlier batch runs there
+  (executors/slurm_record.py).
 
 A folder an older jaxrun wrote has no manifest; it proves itself by its own results (the batch
 file, the per-script result files that read as results) and is adopted: its manifest is written.
@@ -60,7 +61,8 @@ SCRIPT_FOLDERS = (
     f"{result_files.PROFILING_DIR}/{result_files.TRACES_DIR}",
 )
 # Folders a backend fills for the whole batch (--backend slurm: its tasks' pickles and logs, the
-# record --resume reattaches from): jaxrun's, never cleared by a new batch (a task may still write there).
+# record --resume reattaches from): jaxrun's, left to the backend by clear() (a task of an earlier
+# batch may still write there).
 BACKEND_FOLDERS = (result_files.SLURM_DIR,)
 # Folders that hold jaxrun's folders and files, never a script's alone.
 _CONTAINERS = {*SCRIPT_FOLDERS, result_files.PROFILING_DIR}
