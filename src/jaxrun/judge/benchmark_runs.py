@@ -13,7 +13,9 @@ from typing import Sequence
 
 from jaxrun.core.host import available_memory_mb
 from jaxrun.core.validate import device_label
+from jaxrun.core.formatting import listed
 from jaxrun.judge.stats import CV_WARN, describe, ratio_of_medians_ci
+from jaxrun.judge.steady_state import steady_state
 from jaxrun.results.figures import metric_unit
 from jaxrun.results.models import (
     RESULT_FIELDS,
@@ -45,10 +47,11 @@ def metric_values(samples: Sequence[RunSample], metric: str) -> list[float]:
 
 
 def warm_summary(entry: str, calls: list[WarmCall]) -> WarmSummary:
-    """First calls include compilation; the rest are the steady state (pooled over runs)."""
+    """First calls include compilation; the steady state is found in each run's later calls
+    (judge/steady_state.py) and its calls pooled over runs."""
     firsts = [c.seconds for c in calls if c.index == 1]
-    steady = [c.seconds for c in calls if c.index > 1]
     first = pystats.median(firsts) if firsts else None
+    kind, start, steady, note = _steady_calls(entry, calls)
     steady_stats = describe(steady) if steady else None
     ratio = None
     if first is not None and steady_stats is not None and steady_stats.median:
@@ -64,10 +67,41 @@ def warm_summary(entry: str, calls: list[WarmCall]) -> WarmSummary:
     growth, leak = live_array_growth(entry, calls)
     if leak is not None:
         warnings.append(leak)
+    if note is not None:
+        warnings.append(note)
     return WarmSummary(
-        entry=entry, calls=calls, first_call=first, steady=steady_stats,
+        entry=entry, calls=calls, first_call=first, steady_state=kind, steady_from=start, steady=steady_stats,
         compile_first_call_overhead_ratio=ratio, live_array_growth=growth, warnings=warnings,
     )
+
+
+def _steady_calls(entry: str, calls: list[WarmCall]) -> tuple[str | None, int | None, list[float], str | None]:
+    """(steady_state, steady_from, the seconds of the steady calls pooled over runs, a warning)."""
+    runs: dict[int, list[WarmCall]] = {}
+    for call in calls:
+        if call.index > 1:
+            runs.setdefault(call.run, []).append(call)
+    if not runs:
+        return None, None, [], None
+    found = {}
+    for run, later in runs.items():
+        later.sort(key=lambda c: c.index)
+        found[run] = steady_state([c.seconds for c in later])
+    kinds = [s.kind for s in found.values()]
+    if "none" in kinds:
+        run = next(r for r, s in found.items() if s.kind == "none")
+        cuts = [runs[run][k].index for k in found[run].cuts]
+        where = f"its level changed at calls {listed(cuts, 6)}" if cuts else "they drift to the end"
+        return "none", None, [], (
+            f"no steady state: the calls of {entry}() kept changing ({where}"
+            + (f", in run {run}" if len(runs) > 1 else "") + "): the median of a trend is not its speed; "
+            "see the per-call times (warm.calls)")
+    if "unknown" in kinds:  # too few calls to tell: every call after the first, as counted before
+        return "unknown", None, [c.seconds for later in runs.values() for c in later], None
+    starts = {run: runs[run][s.start].index for run, s in found.items() if s.start is not None}
+    kind = "flat" if set(kinds) == {"flat"} else "slowdown" if "slowdown" in kinds else "warmup"
+    steady = [c.seconds for run, later in runs.items() for c in later if c.index >= starts[run]]
+    return kind, max(starts.values()), steady, None
 
 
 def live_array_growth(entry: str, calls: list[WarmCall]) -> tuple[int | None, str | None]:

@@ -95,7 +95,17 @@ class WarmSummary(MappingModel):
     entry: str
     calls: list[WarmCall] = []
     first_call: float | None = None
-    steady: Statistics | None = Field(None, description="Calls after the first")
+    steady_state: Literal["flat", "warmup", "slowdown", "none", "unknown"] | None = Field(
+        None, description="Whether the calls after the first reach a steady level (changepoint analysis of each "
+        "run's per-call seconds): flat (from the second call), warmup (faster after some calls), slowdown "
+        "(slower after some calls), none (they keep changing: no steady state), unknown (fewer than 8 calls "
+        "after the first to tell); with several runs, none when one run has none")
+    steady_from: int | None = Field(
+        None, description="The call (from 1, the first) where the steady level starts: the latest over the runs; "
+        "null when there is none, or it is unknown")
+    steady: Statistics | None = Field(
+        None, description="Calls of the steady level (from steady_from on in each run; every call after the first "
+        "when steady_state is unknown); null when there is no steady state")
     compile_first_call_overhead_ratio: float | None = Field(
         None, description="compile+first-call overhead ratio: first call / median steady call"
     )

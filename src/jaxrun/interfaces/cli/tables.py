@@ -291,7 +291,7 @@ def history_cell(check: RegressionCheck | None) -> str:
 def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
     table = _table("warm mode: entry called repeatedly in one process", (
         ("script", "left"), ("entry", "left"), ("calls", "right"), ("first call", "right"),
-        ("steady median", "right"), ("steady 95% CI", "right"),
+        ("steady state", "left"), ("steady median", "right"), ("steady 95% CI", "right"),
         ("compile+first-call overhead ratio", "right"),
     ))
     for name, warm in rows:
@@ -300,10 +300,22 @@ def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
         ratio = warm.compile_first_call_overhead_ratio
         table.add_row(
             Text(name), Text(warm.entry), str(len(warm.calls)), fmt_seconds(warm.first_call),
-            fmt_seconds(steady.median if steady else None), ci,
+            steady_state_text(warm), fmt_seconds(steady.median if steady else None), ci,
             "-" if ratio is None else f"{ratio:.1f}",
         )
     return table
+
+
+def steady_state_text(warm: WarmSummary) -> str:
+    """``flat from call 2``, ``warmup from call 7``, ``no steady state``, ``unknown (few calls)``."""
+    kind = warm.steady_state
+    if kind is None:
+        return "-"
+    if kind == "none":
+        return "no steady state"
+    if kind == "unknown":
+        return "unknown (few calls)"
+    return f"{kind} from call {warm.steady_from}"
 
 
 def cells_table(rows: "Iterable[tuple[str, CellTiming]]") -> Table:
