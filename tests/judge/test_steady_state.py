@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers import load, write
+from helpers import chrome, load, open_page, write
 
 from jaxrun.judge.steady_state import MIN_CALLS, steady_state
 
@@ -40,7 +40,7 @@ def test_each_warm_script_gets_the_steady_state_it_has(tmp_path: Path, jaxrun_cl
     for name, pattern in PATTERNS.items():
         write(tmp_path / "s", f"{name}.py", WARM.format(pattern=pattern))
     done = jaxrun_cli.run("run", tmp_path / "s", "--device", "cpu", "--warm", "--warm-calls", "20", "--results-dir",
-                          tmp_path / "r", "--no-history", cwd=tmp_path, timeout=300)
+                          tmp_path / "r", "--no-history", "--report", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     warm = {name: load(tmp_path / "r" / "script_results" / f"{name}_result.json")["warm"] for name in PATTERNS}
     assert (warm["flat"]["steady_state"], warm["flat"]["steady_from"]) == ("flat", 2)
@@ -59,6 +59,21 @@ def test_each_warm_script_gets_the_steady_state_it_has(tmp_path: Path, jaxrun_cl
             and line.split()[0].removesuffix(".py") in PATTERNS}
     assert "flat from call 2" in rows["flat.py"] and "warmup from call 7" in rows["warms_up.py"]
     assert "no steady state" in rows["slows_down.py"]
+    # The report plots every call's seconds, a line per script named with its steady state.
+    driver = chrome()
+    try:
+        open_page(driver, tmp_path / "r" / "report.html", "#figure-warm .main-svg")
+        lines = driver.execute_script(
+            "return document.getElementById('figure-warm').data.map(t => [t.name, t.x, t.y])")
+    finally:
+        driver.quit()
+    plotted = {name: (x, y) for name, x, y in lines}
+    assert set(plotted) == {"flat.py: flat from call 2", "warms_up.py: warmup from call 7",
+                            "slows_down.py: no steady state"}
+    for name, (x, y) in plotted.items():
+        script = name.split(".py")[0]
+        assert x == list(range(1, 21))
+        assert y == [c["seconds"] for c in sorted(warm[script]["calls"], key=lambda c: c["index"])]
 
 
 def noisy(values: list[float], seed: int = 0, jitter: float = 0.01) -> list[float]:

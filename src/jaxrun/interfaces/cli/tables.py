@@ -289,6 +289,8 @@ def history_cell(check: RegressionCheck | None) -> str:
 
 
 def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
+    from jaxrun.present.view import steady_state_text
+
     table = _table("warm mode: entry called repeatedly in one process", (
         ("script", "left"), ("entry", "left"), ("calls", "right"), ("first call", "right"),
         ("steady state", "left"), ("steady median", "right"), ("steady 95% CI", "right"),
@@ -304,18 +306,6 @@ def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:
             "-" if ratio is None else f"{ratio:.1f}",
         )
     return table
-
-
-def steady_state_text(warm: WarmSummary) -> str:
-    """``flat from call 2``, ``warmup from call 7``, ``no steady state``, ``unknown (few calls)``."""
-    kind = warm.steady_state
-    if kind is None:
-        return "-"
-    if kind == "none":
-        return "no steady state"
-    if kind == "unknown":
-        return "unknown (few calls)"
-    return f"{kind} from call {warm.steady_from}"
 
 
 def cells_table(rows: "Iterable[tuple[str, CellTiming]]") -> Table:

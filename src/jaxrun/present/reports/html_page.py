@@ -147,6 +147,9 @@ def _figures(batch: "BatchResult", view: "RunView", comparison: "ComparisonRepor
         memory_fig.add_bar(name="device peak (MiB)", x=names, y=device_peaks)
     memory_fig.update_layout(barmode="group", yaxis_title="MiB (2^20 bytes)", title="Peak memory")
     figures.append(("memory", memory_fig))
+    warm = _warm_figure(results, names)
+    if warm is not None:
+        figures.append(("warm", warm))
     benchmarks = [b for b in batch.benchmarking.benchmarks if any(s.success for s in b.samples)]
     if benchmarks:
         labels = {(s.name, s.device_requested): s.label for s in view.scripts}
@@ -158,6 +161,31 @@ def _figures(batch: "BatchResult", view: "RunView", comparison: "ComparisonRepor
     if comparison is not None and comparison.scripts:
         figures.append(("comparison", _comparison_figure(view, comparison)))
     return figures
+
+
+def _warm_figure(results: "list[ScriptResult]", names: list[str]) -> Any:
+    """Warm mode: the seconds of every call, a line per script and run, with where the steady
+    level starts (or that there is none) in its name."""
+    import plotly.graph_objects as go
+
+    from jaxrun.present.view import steady_state_text
+
+    lines = []
+    for name, result in zip(names, results):
+        warm = result.warm
+        if warm is None or not warm.calls:
+            continue
+        for run in sorted({c.run for c in warm.calls}):
+            calls = sorted((c for c in warm.calls if c.run == run), key=lambda c: c.index)
+            label = f"{name}: {steady_state_text(warm)}" + (f" (run {run})" if run > 1 else "")
+            lines.append(go.Scatter(name=label, x=[c.index for c in calls], y=[c.seconds for c in calls],
+                                    mode="lines+markers"))
+    if not lines:
+        return None
+    figure = go.Figure(lines)
+    figure.update_layout(title="Warm mode: the seconds of each call (the first traces and compiles)",
+                         xaxis_title="call", yaxis_title="seconds", yaxis_type="log")
+    return figure
 
 
 def _comparison_figure(view: "RunView", comparison: "ComparisonReport") -> Any:

@@ -20,6 +20,7 @@ _WHERE = {
     "read_run_view": _HERE + "batch_view", "run_view": _HERE + "batch_view",
     "ScriptView": _HERE + "script_rows", "cell_outcome": _HERE + "script_rows", "cells_ran": _HERE + "script_rows",
     "compiles_text": _HERE + "script_rows", "script_view": _HERE + "script_rows",
+    "steady_state_text": _HERE + "script_rows",
     "label_from_name": _LABELS, "relative_path": _LABELS, "script_label": _LABELS,
 }
 __all__ = sorted(_WHERE)

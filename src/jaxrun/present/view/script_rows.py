@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         RegressionCheck,
         ScriptComparison,
         ScriptResult,
+        WarmSummary,
     )
 
 GOOD, BAD, WARN, PLAIN = "good", "bad", "warn", ""
@@ -254,3 +255,15 @@ def script_view(
         expected_failure=result.xfail,
         warnings=tuple(result.warnings),
     )
+
+
+def steady_state_text(warm: "WarmSummary") -> str:
+    """``flat from call 2``, ``warmup from call 7``, ``no steady state``, ``unknown (few calls)``."""
+    kind = warm.steady_state
+    if kind is None:
+        return "-"
+    if kind == "none":
+        return "no steady state"
+    if kind == "unknown":
+        return "unknown (few calls)"
+    return f"{kind} from call {warm.steady_from}"
