@@ -29,9 +29,9 @@ def main():
     time.sleep({pattern})
 """
 PATTERNS = {
-    "flat": "0.02",
-    "warms_up": "0.08 if calls <= 6 else 0.02",
-    "slows_down": "0.01 + 0.004 * calls",
+    "flat": "0.05",
+    "warms_up": "0.2 if calls <= 6 else 0.05",
+    "slows_down": "0.01 + 0.008 * calls",
 }
 
 
@@ -44,12 +44,12 @@ def test_each_warm_script_gets_the_steady_state_it_has(tmp_path: Path, jaxrun_cl
     assert done.returncode == 0, done.stdout + done.stderr
     warm = {name: load(tmp_path / "r" / "script_results" / f"{name}_result.json")["warm"] for name in PATTERNS}
     assert (warm["flat"]["steady_state"], warm["flat"]["steady_from"]) == ("flat", 2)
-    assert warm["flat"]["steady"]["n"] == 19 and warm["flat"]["steady"]["median"] == pytest.approx(0.02, rel=0.25)
-    # Calls 2..6 sleep 80 ms, then 20 ms: steady from call 7, its median that of the 20 ms calls.
+    assert warm["flat"]["steady"]["n"] == 19 and warm["flat"]["steady"]["median"] == pytest.approx(0.05, rel=0.25)
+    # Calls 2..6 sleep 200 ms, then 50 ms: steady from call 7, its median that of the 50 ms calls.
     warms = warm["warms_up"]
     assert (warms["steady_state"], warms["steady_from"]) == ("warmup", 7)
-    assert warms["steady"]["n"] == 14 and warms["steady"]["median"] == pytest.approx(0.02, rel=0.25)
-    # 4 ms more each call: no steady state, and no median of the trend is given as the speed.
+    assert warms["steady"]["n"] == 14 and warms["steady"]["median"] == pytest.approx(0.05, rel=0.25)
+    # 8 ms more each call: no steady state, and no median of the trend is given as the speed.
     slows = warm["slows_down"]
     assert slows["steady_state"] == "none" and slows["steady_from"] is None and slows["steady"] is None
     assert any(w.startswith("no steady state: the calls of main() kept changing") for w in slows["warnings"])
@@ -89,6 +89,13 @@ def test_the_classes_hold_under_a_percent_of_jitter(seed: int) -> None:
     slowdown = steady_state(noisy([0.01] * 10 + [0.02] * 20, seed))
     assert (slowdown.kind, slowdown.start) == ("slowdown", 10)
     assert steady_state(noisy([0.01 + 0.002 * i for i in range(30)], seed)).kind == "none"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_load_that_moves_calls_by_a_tenth_for_a_while_is_no_change_of_level(seed: int) -> None:
+    # As a busy machine does: 5 % jitter, and a stretch of calls 10 % slower.
+    series = noisy([0.05] * 12 + [0.055] * 8 + [0.05] * 10, seed, jitter=0.05)
+    assert steady_state(series).kind == "flat"
 
 
 def test_too_few_calls_or_an_unmeasured_call_is_unknown() -> None:

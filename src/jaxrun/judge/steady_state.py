@@ -6,15 +6,16 @@ or a list that grows), or faster, for the whole run. The series of one process's
 first, which traces and compiles, left out) is cut where its level changes, by binary
 segmentation on the logarithm of the seconds (a change is a ratio): a cut is kept when it explains
 more of the spread than a penalty of ``PENALTY * noise**2 * ln(n)`` (``noise``: the calls'
-call-to-call jitter, at least ``MIN_NOISE``, so that changes of a few per cent are never called
-level changes), each segment at least ``MIN_SEGMENT`` calls. Then, as Barrett et al. classify
+call-to-call jitter, at least ``MIN_NOISE``) and the levels on its two sides differ by at least
+``MIN_STEP`` (a machine's load moves a call's time by a few per cent for a while: that is not the
+program changing speed), each segment at least ``MIN_SEGMENT`` calls. Then, as Barrett et al. classify
 process executions ("Virtual Machine Warmup Blows Hot and Cold", OOPSLA 2017):
 
 * ``flat``: one level from the second call on;
 * ``warmup``: the last level is the fastest, reached after some calls;
 * ``slowdown``: the last level is slower than an earlier one;
 * ``none`` (no steady state): the last level is too short (under a quarter of the calls), or it
-  still drifts (more than ``MAX_DRIFT`` from its start to its end, and steadily so);
+  still drifts (by more than ``MAX_DRIFT`` from its start to its end, and steadily so);
 * ``unknown``: too few calls to tell (fewer than ``MIN_CALLS`` after the first).
 """
 
@@ -28,8 +29,9 @@ from typing import Sequence
 MIN_CALLS = 8
 MIN_SEGMENT = 3
 MIN_NOISE = 0.02  # log-seconds: a 2 % jitter at least
+MIN_STEP = math.log(1.15)  # levels 15 % apart at least
 PENALTY = 3.0
-MAX_DRIFT = 0.05  # 5 % over the last level
+MAX_DRIFT = math.log(1.15)  # 15 % over the last level
 KINDS = ("flat", "warmup", "slowdown", "none", "unknown")
 
 
@@ -78,9 +80,10 @@ def _split(x: list[float], a: int, b: int, penalty: float) -> list[int]:
     for k in range(a + MIN_SEGMENT, b - MIN_SEGMENT + 1):
         left += x[k - 1]
         m = k - a
+        step = left / m - (total - left) / (n - m)
         # The drop in squared error from splitting at k: m (n - m) / n (mean left - mean right)^2.
-        gain = m * (n - m) / n * (left / m - (total - left) / (n - m)) ** 2
-        if gain > best:
+        gain = m * (n - m) / n * step ** 2
+        if gain > best and abs(step) >= MIN_STEP:
             best, where = gain, k
     if where is None or best <= penalty:
         return []
