@@ -51,7 +51,8 @@ def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: l
         failure = classify(Evidence.of(outcome, options, stderr_tail(job.stderr_log)))
         report = read_probe_report(outcome.events)
     environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
-                                 variables=len(env), setup_padding=setup_padding(env))
+                                 variables=len(env),
+                                 setup_padding=setup_padding(env) if options.randomize_setup else None)
     return AttemptRun(outcome, failure, report, utilization, command=command, numerics=numerics_of(env),
                       environment=environment, guard_env=guard_variables(env), processes=job_run)
 
