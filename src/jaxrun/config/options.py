@@ -210,6 +210,10 @@ class RunOptions(_Options):
         f"is stopped (out_of_memory). {SIZE_UNITS_HELP}.", Flag(metavar="SIZE", text=True))
     max_processes: Optional[int] = option(
         None, "Processes each script's tree may hold at once (fork bombs): over it the script is stopped.", Flag(metavar="N"))
+    randomize_setup: bool = option(
+        False, "Pad each process run's environment by a random size (0-4 KiB, recorded as environment.setup_padding) "
+        "so that a memory-layout bias of one environment size is averaged out over runs, not baked into them "
+        "(jaxrun ab: on unless --no-randomize-setup). Such runs start a process of their own, never the spare.")
     # Multi-process programs (run/multiprocess.py): one job, N cooperating probes, one result.
     processes: int = option(1, "Run each script as N cooperating processes (jax.distributed.initialize() with no "
                             "arguments finds a coordinator on localhost); 1: one process.", Flag(metavar="N"))
@@ -337,7 +341,8 @@ class RunOptions(_Options):
         import json
 
         # An option at the value that means "as before" stays out: earlier results keep their key.
-        same_as_before = {"processes"} if self.processes == 1 else None
+        same_as_before = {n for n, plain in (("processes", self.processes == 1),
+                                             ("randomize_setup", not self.randomize_setup)) if plain} or None
         text = json.dumps(self.to_json(exclude=same_as_before), ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

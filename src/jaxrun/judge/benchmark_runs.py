@@ -31,8 +31,9 @@ from jaxrun.results.models import (
 
 
 def sample_from_result(result: ScriptResult, index: int, warmup: bool) -> RunSample:
+    padding = result.environment.setup_padding if result.environment is not None else None
     return RunSample(index=index, warmup=warmup, success=result.success, error_class=result.error_class,
-                     **{metric: getattr(result, field) for metric, field in RESULT_FIELDS.items()})
+                     setup_padding=padding, **{metric: getattr(result, field) for metric, field in RESULT_FIELDS.items()})
 
 
 def metric_values(samples: Sequence[RunSample], metric: str) -> list[float]:

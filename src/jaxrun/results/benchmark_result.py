@@ -57,6 +57,8 @@ class _RunIdentity(MappingModel):
     warmup: bool
     success: bool
     error_class: ErrorClass | None = None
+    setup_padding: int | None = Field(
+        None, description="--randomize-setup: bytes of random padding in this run's environment (null: not randomised)")
 
 
 def _sample_field(figure: ScriptFigure) -> Any:

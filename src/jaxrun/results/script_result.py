@@ -171,6 +171,9 @@ class RunEnvironment(MappingModel):
     )
     set: dict[str, str] = Field({}, description="What --env / the env setting set on top")
     variables: int = Field(description="How many variables the script's environment held")
+    setup_padding: int | None = Field(
+        None, description="--randomize-setup: bytes of the random padding (JAXRUN_SETUP_PADDING) in this run's "
+        "environment; null when the setup was not randomised")
 
 
 Outcome = Literal["passed", "failed", "xfailed", "xpassed"]

@@ -13,6 +13,7 @@ the user's variables set a level), ``JAXRUN_OUTPUT_DIR`` and the event channel.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,19 @@ from jaxrun.run.transfers import guard_env
 if TYPE_CHECKING:
     from jaxrun.discover.devices import Facts
     from jaxrun.results.models import Numerics
+
+
+# --randomize-setup: a variable of random length (0..MAX bytes) in the script's environment. The
+# environment's size shifts where the process's stack starts, and with it the alignment of what a
+# program puts there: a bias that one fixed setup bakes into every run (Mytkowicz et al., ASPLOS 2009).
+SETUP_PADDING_ENV = "JAXRUN_SETUP_PADDING"
+MAX_SETUP_PADDING = 4096
+
+
+def setup_padding(env: dict[str, str]) -> int | None:
+    """The bytes of padding ``env`` holds, or None when it was not randomised."""
+    padding = env.get(SETUP_PADDING_ENV)
+    return None if padding is None else len(padding)
 
 
 def child_env(
@@ -105,6 +119,8 @@ def child_env(
     # The probe holds a shared lock on it while it lives: a later run waits until it is gone.
     env[SCRIPTS_LOCK_ENV] = str(job.results_dir / SCRIPTS_LOCK_FILE)
     env["PYTHONUNBUFFERED"] = "1"
+    if options.randomize_setup:
+        env[SETUP_PADDING_ENV] = "x" * secrets.randbelow(MAX_SETUP_PADDING + 1)
     if options.python is not None and is_other(options.python):
         # Another environment (--python): jaxrun alone made importable there, never this one's packages.
         return importable_by(env, options.python)

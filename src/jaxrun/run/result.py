@@ -21,7 +21,7 @@ from jaxrun.results.models import Attempt, ProcessResult, RunEnvironment, Script
 from jaxrun.results.provenance import script_identity
 from jaxrun.run.classify import Classification, Evidence, classify, stderr_tail
 from jaxrun.run.compiles import recompile_warnings, totals
-from jaxrun.run.environment import chosen_index, numerics_of
+from jaxrun.run.environment import chosen_index, numerics_of, setup_padding
 from jaxrun.run.probe_report import (
     MEMORY_METHOD,
     ProbeReport,
@@ -51,7 +51,8 @@ def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: l
         failure = classify(Evidence.of(outcome, options, stderr_tail(job.stderr_log)))
         report = read_probe_report(outcome.events)
     environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
-                                 variables=len(env))
+                                 variables=len(env),
+                                 setup_padding=setup_padding(env) if options.randomize_setup else None)
     return AttemptRun(outcome, failure, report, utilization, command=command, numerics=numerics_of(env),
                       environment=environment, guard_env=guard_variables(env), processes=job_run)
 

@@ -132,6 +132,8 @@ def launch_attempt(
         except OSError as exc:  # a full disk: the batch stops with one line (errors.py), no traceback
             raise ResultsWriteError(folder, exc) from None
     _sweep_stale_event_folders()
+    if options.randomize_setup:
+        launcher = None  # a spare already runs with the environment it was started with: not this run's
     with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
         env = child_env(job, options, platform, info, events_path, slot, compile_cache)

@@ -44,6 +44,9 @@ class ABOptions:
     recursive: bool = True
     run_options: Mapping[str, Any] = field(default_factory=dict)  # execute_jax_script's keywords for every run
     fail_on_regression: bool = False  # exit 1 on a regression: the report of its folder says so (compare.exit_reasons)
+    # Each run's environment padded by a random size (RunOptions.randomize_setup): a memory-layout
+    # bias of one setup is averaged out over the pairs instead of favouring one side throughout.
+    randomize_setup: bool = True
 
     def __post_init__(self) -> None:
         if self.pairs < 1 or self.warmup_pairs < 0:
@@ -119,7 +122,7 @@ def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options
         order = (base, new) if number % 2 == 0 else (new, base)
         done: dict[str, ScriptResult] = {}
         for side in order:
-            given = dict(options.run_options)
+            given = {"randomize_setup": options.randomize_setup, **options.run_options}
             if side.python is not None:
                 given["python"] = side.python
             result = execute_jax_script(
