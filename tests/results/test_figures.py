@@ -48,7 +48,7 @@ def test_the_tables_of_names_are_made_from_the_declarations() -> None:
     assert RESULT_FIELDS == {f.name: f.field for f in figures.SCRIPT_FIGURES}
     assert set(RESULT_FIELDS.values()) <= set(ScriptResult.model_fields)
     # RunSample: the run's identity, then one field per figure, in declaration order.
-    assert list(RunSample.model_fields) == ["index", "warmup", "success", "error_class",
+    assert list(RunSample.model_fields) == ["index", "warmup", "success", "error_class", "setup_padding",
                                             *(f.name for f in figures.SCRIPT_FIGURES)]
     assert PHASES == ("wall_time", "import_time", "compile_time", "run_time", "memory_peak")
     assert DEFAULT_GATE == ("run_time", "compile_time")

@@ -58,7 +58,7 @@ def test_ab_randomizes_the_setup_unless_told_not_to(tmp_path: Path, randomize: b
         run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", ABOptions(pairs=3, warmup_pairs=0))
     else:  # the command's flag
         done = jaxrun_cli.run("ab", tmp_path / "A", tmp_path / "B", "--pairs", "3", "--warmup-pairs", "0",
-                              "--no-randomize-setup", "--results-dir", tmp_path / "r", cwd=tmp_path)
+                              "--same-setup", "--results-dir", tmp_path / "r", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     paddings = seen_by_the_script(seen)
     recorded = [json.loads(p.read_text())["environment"]["setup_padding"]

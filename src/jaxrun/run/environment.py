@@ -13,7 +13,6 @@ the user's variables set a level), ``JAXRUN_OUTPUT_DIR`` and the event channel.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,7 +119,8 @@ def child_env(
     env[SCRIPTS_LOCK_ENV] = str(job.results_dir / SCRIPTS_LOCK_FILE)
     env["PYTHONUNBUFFERED"] = "1"
     if options.randomize_setup:
-        env[SETUP_PADDING_ENV] = "x" * secrets.randbelow(MAX_SETUP_PADDING + 1)
+        # os.urandom, not secrets or random: either imports hashlib on the way to the first script.
+        env[SETUP_PADDING_ENV] = "x" * (int.from_bytes(os.urandom(4), "little") % (MAX_SETUP_PADDING + 1))
     if options.python is not None and is_other(options.python):
         # Another environment (--python): jaxrun alone made importable there, never this one's packages.
         return importable_by(env, options.python)

@@ -77,9 +77,9 @@ def program_phase_line(script: str, p: Any) -> str:
 @click.option("--recursive/--no-recursive", default=True, help="Search the folders' subfolders.")
 @click.option("--no-config", is_flag=True, help="Read no config file ([tool.jaxrun], jaxrun.toml) for the runs.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a script is significantly slower.")
-@click.option("--randomize-setup/--no-randomize-setup", default=True, show_default=True,
-              help="Pad each run's environment by a random size (0-4 KiB, recorded in each run's result), so that "
-              "a memory-layout bias of one setup is averaged out over the pairs rather than baked in.")
+@click.option("--same-setup", is_flag=True,
+              help="Give every run the same environment: without it each run's is padded by a random size (0-4 KiB, "
+              "recorded in its result), so that a memory-layout bias of one setup is averaged out over the pairs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (progress stays on stderr).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as JSON.")
@@ -88,7 +88,7 @@ def program_phase_line(script: str, p: Any) -> str:
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
        precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[str],
-       recursive: bool, no_config: bool, fail_on_regression: bool, randomize_setup: bool, as_json: bool, quiet: bool,
+       recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, as_json: bool, quiet: bool,
        export_json: Optional[Path],
        export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Run each script of BASE and NEW in alternating pairs (BASE NEW, NEW BASE, ...) and judge NEW
@@ -112,7 +112,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
         check_exports(export_json, export_csv, export_markdown)
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
                             _run_options(device, timeout, not no_config), fail_on_regression=fail_on_regression,
-                            randomize_setup=randomize_setup)
+                            randomize_setup=not same_setup)
         report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
                         new_python=new_python, on_run=_progress(quiet))
     except JAXExecutionError as exc:
