@@ -435,3 +435,14 @@ def test_more_scripts_than_an_array_may_hold_go_in_several_arrays(tmp_path: Path
     arrays = [i.partition("_")[0] for i in ids]
     assert arrays[0] == arrays[1] == arrays[2] != arrays[3] == arrays[4], ids  # 3 + 2 (indices 0-2 at most)
     assert [i.partition("_")[2] for i in ids] == ["0", "1", "2", "0", "1"]
+
+
+def test_setup_lines_run_on_the_node_before_each_task(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
+    write(tmp_path / "s", "reads.py", "import os\nimport jax, jaxrun\njaxrun.record(said=os.environ.get('JR_SETUP_SAID'))\n")
+    done = on_slurm.run("run", tmp_path / "s", "--backend", "slurm", "--slurm-setup", "export JR_SETUP_SAID=on-the-node",
+                        "--slurm-setup", "test -d /", "--results-dir", tmp_path / "r", "--no-history", cwd=tmp_path,
+                        timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert load(tmp_path / "r" / "script_results" / "reads_result.json")["results"] == {"said": "on-the-node"}
+    (script,) = (tmp_path / "r" / "slurm").glob("*_submission.sh")
+    assert "# setup\nexport JR_SETUP_SAID=on-the-node\ntest -d /\n" in script.read_text()

@@ -247,17 +247,18 @@ class SlurmExecutor:
     def _submit(self, jobs: list["Job"], run_job: RunJob, lost: dict[int, list[Any]] | None = None) -> list[_Task]:
         """Submit ``jobs``, one array per set of resources (of at most MaxArraySize tasks); their
         tasks, recorded. A submission that fails cancels the arrays this call submitted."""
-        groups: dict[tuple[Any, ...], list["Job"]] = {}
+        # Keyed by a hashable copy of its parameters; each group keeps the parameters themselves
+        # (submitit wants its lists as lists).
+        groups: dict[tuple[Any, ...], tuple[dict[str, Any], list["Job"]]] = {}
         for job in jobs:
-            run = self.options.options_for(job)
-            params = self._parameters(run, job.platform == "gpu")
-            groups.setdefault(_frozen(params), []).append(job)
-        chunks = [(frozen, members[i:i + self.max_array]) for frozen, members in groups.items()
+            params = self._parameters(self.options.options_for(job), job.platform == "gpu")
+            groups.setdefault(_frozen(params), (params, []))[1].append(job)
+        chunks = [(params, members[i:i + self.max_array]) for params, members in groups.values()
                   for i in range(0, len(members), self.max_array)]
         tasks: list[_Task] = []
         try:
-            for frozen, members in chunks:
-                tasks.extend(self._submit_array(dict(frozen), members, run_job, lost or {}))
+            for params, members in chunks:
+                tasks.extend(self._submit_array(params, members, run_job, lost or {}))
         except UsageError:
             with contextlib.suppress(SlurmUnanswered):
                 self.queue.cancel({t.task_id.partition("_")[0] for t in tasks})
@@ -268,7 +269,6 @@ class SlurmExecutor:
                       lost: dict[int, list[Any]]) -> list[_Task]:
         """One job array of ``members`` (at most MaxArraySize), recorded before and after sbatch."""
         tasks: list[_Task] = []
-        params["additional_parameters"] = dict(params["additional_parameters"])
         name = f"jaxrun-{secrets.token_hex(4)}"
         keys = [(job.name, job.device, self.options.options_for(job).key) for job in members]
         submitted_at = time.time()
