@@ -63,9 +63,9 @@ TIME_MARGIN_S = 120
 MEMORY_MARGIN_MIB = 512
 _RESULT_POLL_S = 0.5  # how often the results folder is looked at for a finished task's result
 _QUEUE_POLL_S = 2.0  # how often squeue is asked which tasks still run
-_LATE_RESULT_S = 5.0
+_LATE_RESULT_S = 5.0  # a result written just before its task left the queue may show late on a shared FS
 NOT_SHARED_HINT = ("pass a --results-dir that every node of the cluster sees at the same path (the scripts too), "
-                   "and run jaxrun again")  # a result written just before its task left the queue may show late on a shared FS
+                   "and run jaxrun again")
 
 
 def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:
@@ -140,11 +140,13 @@ class SlurmExecutor:
         self.max_array = self.queue.max_array_size()
         self.folder = options.results_dir / SLURM_DIR
         if os.path.lexists(self.folder) and not ResultsFolder(options.results_dir).owns(SLURM_DIR):
-            raise UsageError(f"the results folder {str(options.results_dir)!r} holds a {SLURM_DIR!r} that jaxrun did not "
-                             "write, where --backend slurm keeps its tasks' files: move it, or pass another --results-dir")
+            raise UsageError(f"the results folder {str(options.results_dir)!r} holds a {SLURM_DIR!r} that jaxrun did "
+                             "not write, where --backend slurm keeps its tasks' files: move it, or pass another "
+                             "--results-dir")
         self.record = TaskRecord(self.folder)
         self._earlier, self._reported = self.record.read() if self.record.exists() else ([], set())
         self._live: dict[str, tuple[str, str]] = {}
+        self._reattach: dict[int, tuple[Submission, str, str]] | None = None
         if self._earlier:
             try:
                 self._earlier = [self._with_array(s) for s in self._earlier]
@@ -166,23 +168,27 @@ class SlurmExecutor:
             return submission
         return submission.found(self.queue.array_named(submission.name))
 
-    def _reattachable(self, jobs: Iterable["Job"]) -> dict[int, tuple[Submission, str]]:
+    def _reattachable(self, jobs: Iterable["Job"]) -> dict[int, tuple[Submission, str, str]]:
         """Job index -> the earlier task of the same script, device and options still running or
-        holding a result, with ``--resume``."""
+        holding a result, with ``--resume`` (its submission, task id, options key); found once, when
+        the batch asks which files to keep (``running_elsewhere``), or when it runs."""
+        if self._reattach is not None:
+            return self._reattach
+        self._reattach = {}
         if not self.options.resume:
-            return {}
+            return self._reattach
         by_key = {}
         for submission in self._earlier:
             for task_id, key in submission.tasks():
                 by_key[key] = (submission, task_id)
-        found: dict[int, tuple[Submission, str]] = {}
         for job in jobs:
-            entry = by_key.get((job.name, job.device, self.options.options_for(job).key))
+            key = self.options.options_for(job).key
+            entry = by_key.get((job.name, job.device, key))
             if entry is None or entry[1] in self._reported:
                 continue
             if entry[1] in self._live or self._paths(entry[1]).result_pickle.exists():
-                found[job.index] = entry
-        return found
+                self._reattach[job.index] = (*entry, key)
+        return self._reattach
 
     def running_elsewhere(self, jobs: Iterable["Job"]) -> set[int]:
         """The jobs whose earlier task this executor reattaches to: their files stay while the
@@ -228,9 +234,9 @@ class SlurmExecutor:
         tasks: dict[str, _Task] = {}
         for job in jobs:
             if job.index in reattach:
-                submission, task_id = reattach[job.index]
+                submission, task_id, key = reattach[job.index]
                 sink.on_start(job, total)
-                tasks[task_id] = self._task(job, task_id, submission.submitted_at)
+                tasks[task_id] = self._task(job, task_id, submission.submitted_at, self.options.options_for(job), key)
         fresh = [job for job in jobs if job.index not in reattach]
         try:
             # Handed over when submitted, as Ray's tasks are: its files are claimed before its task
@@ -270,27 +276,26 @@ class SlurmExecutor:
         """One job array of ``members`` (at most MaxArraySize), recorded before and after sbatch."""
         tasks: list[_Task] = []
         name = f"jaxrun-{secrets.token_hex(4)}"
-        keys = [(job.name, job.device, self.options.options_for(job).key) for job in members]
+        runs = [self.options.options_for(job) for job in members]
+        keys = [(job.name, job.device, run.key) for job, run in zip(members, runs)]
         submitted_at = time.time()
         self.record.submitting(name, submitted_at, keys)
         executor = _executor(self.submitit, self.folder, self.queue.timeout)
         executor.update_parameters(job_name=name, array_parallelism=max(1, self.options.jobs), **params)
         try:
-            submitted = executor.map_array(run_on_node, [run_job] * len(members), members,
-                                           [self.options.options_for(job) for job in members])
+            submitted = executor.map_array(run_on_node, [run_job] * len(members), members, runs)
         except Exception as exc:  # noqa: BLE001 - sbatch refused, timed out, or its output was unreadable
             raise UsageError(f"--backend slurm: submitting the job array failed: {_first_line(exc)}") from None
         array = submitted[0].job_id.partition("_")[0]
         self.record.submitted(name, array)
-        for job, slurm_job in zip(members, submitted):
-            task = self._task(job, slurm_job.job_id, submitted_at)
+        for job, run, key, slurm_job in zip(members, runs, keys, submitted):
+            task = self._task(job, slurm_job.job_id, submitted_at, run, key[2])
             task.lost = lost.get(job.index, [])
             tasks.append(task)
         return tasks
 
-    def _task(self, job: "Job", task_id: str, submitted_at: float) -> _Task:
-        run = self.options.options_for(job)
-        task = _Task(job, task_id, submitted_at, run.processes, run.key)
+    def _task(self, job: "Job", task_id: str, submitted_at: float, run: "RunOptions", options_key: str) -> _Task:
+        task = _Task(job, task_id, submitted_at, run.processes, options_key)
         task.last_pickle = str(self._paths(task_id, run.processes - 1).result_pickle)
         return task
 

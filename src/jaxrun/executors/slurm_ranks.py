@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from jaxrun.probe.cluster import PROCESS_COUNT_ENV, PROCESS_ID_ENV
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.script_result import ProcessResult
-from jaxrun.run.multiprocess import CPU_METHOD
+from jaxrun.run.multiprocess import CPU_METHOD, sum_known
 
 if TYPE_CHECKING:
     from jaxrun.config.options import RunOptions
@@ -74,7 +74,7 @@ def merged(results: list[ScriptResult], stopped_by_slurm: list[bool], options_ke
         processes=processes, options_key=options_key,
         started_at=min(r.started_at for r in results), finished_at=max(r.finished_at for r in results),
         execution_time=(max(ends) - min(starts)).total_seconds() if head.execution_time is not None else None,
-        cpu_time=_sum([r.cpu_time for r in results]), memory_peak=_sum([r.memory_peak for r in results]),
+        cpu_time=sum_known([r.cpu_time for r in results]), memory_peak=sum_known([r.memory_peak for r in results]),
         cpu_method=CPU_METHOD.format(method=head.cpu_method) if head.cpu_method else None,
         stdout_log=results[0].stdout_log, stderr_log=results[0].stderr_log,
         node=",".join(nodes) or None,
@@ -87,6 +87,3 @@ def merged(results: list[ScriptResult], stopped_by_slurm: list[bool], options_ke
 def _at(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp)
 
-
-def _sum(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]

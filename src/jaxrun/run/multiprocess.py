@@ -199,7 +199,7 @@ def _process_run(job: Job, options: RunOptions, k: int, outcome: LaunchOutcome, 
     return ProcessRun(k, outcome, read_probe_report(outcome.events), failure, stopped, stdout_log, stderr_log)
 
 
-def _sum(values: list[float | None]) -> float | None:
+def sum_known(values: list[float | None]) -> float | None:
     """The sum, or None (unknown) when one of them is unknown."""
     return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
 
@@ -208,8 +208,8 @@ def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, inter
     """The lead's outcome, with the job's wall time, CPU, memory and process counts."""
     last_end = max(run.outcome.started + run.outcome.wall_time for run in runs)
     first_start = min([started, *(run.outcome.started for run in runs)])
-    memory = _sum([memory_peak_mb(run.outcome, run.report) for run in runs])
-    cpu = _sum([run.outcome.cpu_time for run in runs])
+    memory = sum_known([memory_peak_mb(run.outcome, run.report) for run in runs])
+    cpu = sum_known([run.outcome.cpu_time for run in runs])
     return dataclasses.replace(
         lead.outcome,
         wall_time=last_end - first_start,
@@ -259,4 +259,4 @@ def job_log_files(job: Job, count: int) -> list[Path]:
 
 
 __all__ = ["JobRun", "ProcessRun", "free_port", "job_log_files", "launch_processes", "log_paths", "process_env",
-           "process_results", "CPU_METHOD"]
+           "process_results", "sum_known", "CPU_METHOD"]
