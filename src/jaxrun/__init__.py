@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "get_jax_device_info": "jaxrun.discover.devices",
     "execute_jax_script": "jaxrun.interfaces.api",
     "run_jax_scripts": "jaxrun.interfaces.api",
+    "params": "jaxrun.probe.sweep_point",
     "RunOptions": "jaxrun.config.options",
     "BatchOptions": "jaxrun.config.options",
     "VerdictOptions": "jaxrun.config.options",
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from jaxrun.interfaces.api import execute_jax_script, run_jax_scripts
     from jaxrun.judge.compare import compare_results
     from jaxrun.judge.history import HistoryStore
+    from jaxrun.probe.sweep_point import params
     from jaxrun.results.models import (
         BatchResult,
         ComparisonReport,

@@ -42,6 +42,9 @@ SAMPLES = {
     "slurm_setup": (["--backend", "slurm", "--slurm-setup", "module load cuda"], ("module load cuda",)),
     "slurm_timeout": (["--backend", "slurm", "--slurm-timeout", "5"], 5.0),
     "nodes": (["--backend", "slurm", "--nodes", "2", "--processes", "4"], 2),
+    "sweep": (["--param", "batch=32,64", "--param", "lr=1e-3,0.01", "--param", "x64=true,false"],
+              ({"batch": (32, 64), "lr": (0.001, 0.01), "x64": (True, False)},)),
+    "sweep_zip": (["--param", "a=1,2", "--param", "b=x,y", "--zip"], True),
 }
 
 

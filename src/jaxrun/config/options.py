@@ -22,6 +22,7 @@ from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
 
 from jaxrun.config.backends import BACKENDS
 from jaxrun.config.option_spec import Flag, OptionSet, checks, option, part
+from jaxrun.config.sweeps import parse_point, parse_sweep, points
 from jaxrun.core.aliases import resolve_option_aliases
 from jaxrun.core.defaults import (
     DEFAULT_ALPHA,
@@ -174,6 +175,25 @@ class RunOptions(_Options):
                                            Flag(metavar="KEY=VALUE", help="KEY=VALUE set in each script's environment (repeatable)."))
     # The script's sys.argv[1:]: on the command line, what follows `--`.
     args: Optional[Tuple[str, ...]] = option(None, "The script's command-line arguments (sys.argv[1:]).", flag=None)
+    # A parameter sweep (config/sweeps.py): each script runs once per point, as a job of its own;
+    # the plan turns it into each job's ``params``.
+    sweep: Optional[Tuple[Any, ...]] = option(
+        None, "Run each script once per point of a parameter sweep: NAME=V1,V2,... per parameter, the cartesian "
+        "product of all (a table in the config file: batch = [32, 64]; a list of tables: the points of each). Each "
+        "point is a job named like train.py[batch=64,devices=2]; the script reads its values with jaxrun.params(), "
+        "JAXRUN_PARAMS (JSON) or JAXRUN_PARAM_<NAME>, and {NAME} in its arguments and --env values is replaced. "
+        "jaxrun applies devices (simulated CPU devices, or the first N GPUs), device, x64, matmul_precision, "
+        "xla_flags and python itself.",
+        Flag(names=("--param",), metavar="NAME=V1,V2", help="A parameter to sweep and its values, NAME=V1,V2,... "
+             "(repeatable: the cartesian product of all; --zip pairs them instead). Each point is a job of its own, "
+             "train.py[batch=64]; the script reads jaxrun.params(), JAXRUN_PARAM_<NAME> or {NAME} in its "
+             "arguments. devices, device, x64, matmul_precision, xla_flags and python are applied by jaxrun."))
+    sweep_zip: bool = option(False, "Pair the sweep's values one by one (the first of each, the second of each, ...) "
+                             "instead of taking their cartesian product.", Flag(names=("--zip",)))
+    # One point of a sweep: what the script's run passes it (probe/sweep_point.py).
+    params: Optional[dict[str, Any]] = option(
+        None, "The parameters of this run (one point of a sweep), passed to the script as JAXRUN_PARAMS and "
+        "jaxrun.params().", flag=None)
     entry: Optional[str] = option(None, "Warm mode: the function called repeatedly in one process (like 'main').",
                                   Flag(names=("--warm",), sets="main", help="Call the script's main() repeatedly in one process."))
     warm_calls: int = option(DEFAULT_WARM_CALLS, "Calls of the entry function per process in warm mode.", Flag(metavar="N"))
@@ -238,6 +258,14 @@ class RunOptions(_Options):
     # Notebooks (.ipynb programs; probe/notebook.py): the executed copy with each cell's outputs.
     save_notebooks: bool = option(False, "Write each notebook, executed, with its cells' outputs, to "
                                   "notebooks/<name>.ipynb in the results folder (the notebook itself is never changed).")
+
+    @checks("sweep")
+    def _sweep(value: Any, name: str) -> tuple[Any, ...] | None:
+        return parse_sweep(value)
+
+    @checks("params")
+    def _params(value: Any, name: str) -> dict[str, Any] | None:
+        return parse_point(value)
 
     @checks("matmul_precision")
     def _matmul_precision(value: Any, name: str) -> str | None:
@@ -325,6 +353,8 @@ class RunOptions(_Options):
             # Each process of a job takes the GPU of its own id (probe/cluster.py); one chosen GPU cannot hold N.
             raise UsageError(f"processes={self.processes} (--processes) gives each process a device of its own; "
                              f"device {self.device} is one device: use --device {self.device.split(':')[0]}")
+        if self.sweep is not None:
+            points(self.sweep, self.sweep_zip)  # --zip's lengths, the number of points: before anything runs
         if self.entry is not None:
             if not isinstance(self.entry, str) or not self.entry.isidentifier():
                 raise UsageError(f"entry must be the name of a function in the script (like 'main'), got {self.entry!r}")
@@ -342,14 +372,21 @@ class RunOptions(_Options):
 
         # An option at the value that means "as before" stays out: earlier results keep their key.
         same_as_before = {n for n, plain in (("processes", self.processes == 1),
-                                             ("randomize_setup", not self.randomize_setup)) if plain} or None
+                                             ("randomize_setup", not self.randomize_setup),
+                                             ("sweep", self.sweep is None), ("sweep_zip", not self.sweep_zip),
+                                             ("params", self.params is None)) if plain} or None
         text = json.dumps(self.to_json(exclude=same_as_before), ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def mode(self) -> str:
-        """How the script is measured: "process", or "warm:<entry>x<calls>"."""
-        return f"warm:{self.entry}x{self.warm_calls}" if self.entry else "process"
+        """How the script is measured: "process", or "warm:<entry>x<calls>"; a sweep's point adds
+        its parameters ("process[batch=64]")."""
+        from jaxrun.probe.sweep_point import point_text
+
+        mode = f"warm:{self.entry}x{self.warm_calls}" if self.entry else "process"
+        # A sweep's point is measured apart: its history is its own, never another point's.
+        return f"{mode}[{point_text(self.params)}]" if self.params else mode
 
 
 @dataclass(frozen=True)

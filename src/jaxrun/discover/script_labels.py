@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 from pathlib import PurePath
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
+
+from jaxrun.probe.sweep_point import point_text
 
 
 def relative_path(script_path: str, search_paths: Sequence[str]) -> str:
@@ -26,12 +28,26 @@ def relative_path(script_path: str, search_paths: Sequence[str]) -> str:
     return (best if best is not None else script_path).replace(os.sep, "/")
 
 
-def script_label(script_path: str, search_paths: Sequence[str], device: Optional[str] = None) -> str:
+def script_label(script_path: str, search_paths: Sequence[str], device: Optional[str] = None,
+                 params: "Optional[Mapping[str, Any]]" = None) -> str:
     """The one name a reader sees for a script on every surface (the terminal, Markdown, HTML,
     exports, JUnit, compare, history, MCP): its path under the folder given, with "/" and its
-    suffix (``sub/model.py``, ``train.ipynb``), `` @gpu`` when the batch ran it on several devices.
-    ``<name>`` (``sub__model``) names its files, never the script to a reader."""
-    return with_device(relative_path(script_path, search_paths), device)
+    suffix (``sub/model.py``, ``train.ipynb``), a sweep's point (``train.py[batch=64]``), `` @gpu``
+    when the batch ran it on several devices. ``<name>`` (``sub__model``) names its files, never
+    the script to a reader."""
+    return with_device(with_point(relative_path(script_path, search_paths), params), device)
+
+
+def with_point(path: str, params: "Optional[Mapping[str, Any]]") -> str:
+    """``train.py[batch=64,devices=2]``: the script at ``path`` run at one point of a sweep."""
+    return f"{path}[{point_text(params)}]" if params else path
+
+
+def point_name(name: str, params: "Optional[Mapping[str, Any]]") -> str:
+    """The ``<name>`` of a sweep's point (``train[batch=64]``): its files' name, and the name
+    ``jaxrun compare`` pairs it by. A value's "/" (a python path) is written as the rest of a
+    ``<name>`` writes one, ``__``."""
+    return f"{name}[{point_text(params).replace('/', '__')}]" if params else name
 
 
 def with_device(path: str, device: Optional[str]) -> str:
@@ -48,7 +64,12 @@ def label_from_name(script_path: str, name: str) -> str:
     from jaxrun.discover.scripts import script_display_name
 
     path = PurePath(script_path)
+    base, bracket, point = name.partition("[")
+    # A sweep's point (train[batch=64]): the script's label with the point as its name wrote it.
+    suffix = f"[{point}" if bracket and name.endswith("]") else ""
+    if not suffix:
+        base = name
     for root in path.parents:
-        if script_display_name(path, root) == name:
-            return script_label(script_path, [str(root)])
-    return path.name
+        if script_display_name(path, root) == base:
+            return script_label(script_path, [str(root)]) + suffix
+    return path.name + suffix

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from jaxrun.config.config_files import display
-from jaxrun.config.options import BatchOptions, parse_devices
+from jaxrun.config.options import BatchOptions, RunOptions, parse_devices
 from jaxrun.config.resolve import set_where
 from jaxrun.config.settings import ScriptSettings, script_settings
+from jaxrun.config.sweeps import Point, names_of, point_changes, points
 from jaxrun.core.formatting import listed
-from jaxrun.discover.devices import check_device_id, resolve_device
-from jaxrun.discover.script_labels import script_label
+from jaxrun.discover.devices import check_device_id, device_ids, resolve_device
+from jaxrun.discover.script_labels import point_name, script_label
 from jaxrun.discover.scripts import (
     PreparedSearch,
     ScriptNames,
@@ -185,39 +186,93 @@ def search_roots(options: BatchOptions) -> list[str]:
     return [str(p.resolve()) for p in options.paths]
 
 
+def _run_options(options: BatchOptions, plan: ScriptPlan, device: str, devices: DevicePlan,
+                 info: "Facts | None") -> tuple[str | None, RunOptions | None, RunOptions]:
+    """Where ``device`` will run, the script's own run options on it (None: the batch's), and
+    the options its run takes."""
+    platform = devices.add(device, options, info)
+    own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
+                                     device if plan.own_device else None)
+    try:
+        run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
+    except UsageError as exc:
+        # Which script, and which of its settings: the batch's own options alone were valid.
+        exc.args = (f"{display(plan.script)}: {exc}{set_where(str(exc), own.values, own.origins)}",)
+        raise
+    return platform, run_options, run_options or options.run_for(device)
+
+
+def _sweep_points(options: BatchOptions, plan: ScriptPlan, chosen: RunOptions) -> list[tuple[str, Point | None]]:
+    """The script's (device, sweep point) pairs in batch order: each point on each device, or
+    each point on its own device when the sweep has a ``device`` parameter."""
+    if chosen.sweep is None:
+        return [(device, None) for device in plan.devices]
+    found = points(chosen.sweep, chosen.sweep_zip)
+    if any("device" in point for point in found):
+        if len(plan.devices) > 1:
+            raise UsageError(f"{display(plan.script)}: the sweep has a device parameter and the batch runs on "
+                             f"{','.join(plan.devices)}: give the devices one way (--param device=... or --device)")
+        return [(point.get("device", plan.devices[0]), point) for point in found]
+    if "devices" in names_of(chosen.sweep) and chosen.source_of("host_devices") != "default":
+        raise UsageError(f"{display(plan.script)}: the sweep's devices parameter sets each point's device count; "
+                         f"host_devices (--host-devices, {chosen.origin_of('host_devices') or 'set'}) says it too: "
+                         "keep one")
+    return [(device, point) for point in found for device in plan.devices]
+
+
+def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform: str | None,
+              info: "Facts | None") -> RunOptions:
+    """``chosen`` at ``point``: its parameters, and what its special ones set."""
+    changes = point_changes(point, chosen.args, chosen.env)
+    if platform == "gpu" and "devices" in point and info is not None:
+        # On GPUs a point's device count is the first N GPUs: the whole machine's, so one job at a time.
+        ids, wanted = device_ids("gpu", info), point["devices"]
+        if options.backend != "local" or options.jobs > 1:
+            raise UsageError(f"a sweep of devices on GPUs gives each point the first N GPUs of this machine: run it "
+                             f"with --jobs 1 on the local backend (got --backend {options.backend}, --jobs {options.jobs})")
+        if wanted > len(ids):
+            raise UsageError(f"the sweep asks for devices={wanted}; this machine has {len(ids)} GPU(s)")
+        changes["env"] = {**(changes.get("env", chosen.env) or {}),
+                          "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in ids[:wanted])}
+    return chosen.evolve(**changes)
+
+
 def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: "Facts | None",
                 first: int, expected: float | None, roots: list[str]) -> list[Job]:
-    """The script's jobs, one per device, numbered from ``first`` in batch order."""
+    """The script's jobs, one per device (and sweep point), numbered from ``first`` in batch order."""
     several = len(options.device) > 1
+    on: dict[str, tuple[str | None, RunOptions | None, RunOptions]] = {}  # each device's, made once
+
+    def options_on(device: str) -> tuple[str | None, RunOptions | None, RunOptions]:
+        if device not in on:
+            on[device] = _run_options(options, plan, device, devices, info)
+        return on[device]
+
     jobs: list[Job] = []
-    for device in plan.devices:
-        platform = devices.add(device, options, info)
-        own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
-                                         device if plan.own_device else None)
-        try:
-            run_options = options.run_for(device).overlay(own.values, "script", own.origins) if own.values else None
-        except UsageError as exc:
-            # Which script, and which of its settings: the batch's own options alone were valid.
-            exc.args = (f"{display(plan.script)}: {exc}{set_where(str(exc), own.values, own.origins)}",)
-            raise
-        chosen = run_options or options.run_for(device)
+    for device, point in _sweep_points(options, plan, options_on(plan.devices[0])[2]):
+        platform, run_options, chosen = options_on(device)
+        if point is not None:
+            chosen = run_options = _on_point(options, chosen, point, platform, info)
         if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
             raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,
                                                          chosen.origin_of("entry")))
-        if plan.own_device or "host_devices" in own.values or device.startswith("cpu:"):
+        if plan.own_device or chosen.source_of("host_devices") == "script" or device.startswith("cpu:") \
+                or (point is not None and "devices" in point):
             # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
             # devices a script has is its own setting): checked as the batch's were.
             check_device_id(device, info, chosen.host_devices)
+        name = point_name(plan.name, point)
+        # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one script
+        # too: each needs its own files. A device the point names is in its name already.
+        on_devices = (several or len(plan.devices) > 1) and not (point and "device" in point)
         jobs.append(Job(
-            index=first + len(jobs), script=plan.script, name=plan.name,
-            # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one
-            # script too: each needs its own files.
-            file_name=result_files.file_stem(f"{plan.name}@{device}" if several or len(plan.devices) > 1
-                                            else plan.name),
+            index=first + len(jobs), script=plan.script, name=name,
+            file_name=result_files.file_stem(f"{name}@{device}" if on_devices else name),
             device=device, platform=platform, results_dir=options.results_dir,
             expected_seconds=expected,
             run_options=run_options,
-            label=script_label(str(plan.script), roots, device if len(plan.devices) > 1 else None),
+            label=script_label(str(plan.script), roots, device if on_devices and len(plan.devices) > 1 else None,
+                               point),
         ))
     return jobs
 

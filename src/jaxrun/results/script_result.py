@@ -231,6 +231,9 @@ class ScriptResult(MappingModel):
                              "folders joined by __, without .py (a notebook keeps .ipynb); _2, _3... where two "
                              "would clash")
     script_path: str = Field(description="Absolute path of the script (or notebook)")
+    params: dict[str, Any] | None = Field(
+        None, description="The point of a parameter sweep this run was (name -> value, in the sweep's order; "
+        "--param): its script_name ends with them, as in train[batch=64,devices=2]; null outside a sweep")
     success: bool = Field(description="Its last attempt ran to its end without an error (exit status 0); outcome "
                           "says whether that was expected")
     error_class: ErrorClass | None = Field(None, description="Why it failed (the failure classes: docs/reference/errors.md); "

@@ -27,6 +27,7 @@ from jaxrun.probe.channel import EVENTS_ENV
 from jaxrun.probe.jax_hooks import DEFAULT_DEVICE_ENV
 from jaxrun.probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
 from jaxrun.probe.memory_fit import MEMORY_LIMIT_ENV
+from jaxrun.probe.sweep_point import point_env
 from jaxrun.run.placement import Slot, merge_xla_flags
 from jaxrun.run.transfers import guard_env
 
@@ -118,6 +119,8 @@ def child_env(
     # The probe holds a shared lock on it while it lives: a later run waits until it is gone.
     env[SCRIPTS_LOCK_ENV] = str(job.results_dir / SCRIPTS_LOCK_FILE)
     env["PYTHONUNBUFFERED"] = "1"
+    if options.params:
+        env.update(point_env(options.params))  # a sweep's point: jaxrun.params() reads it back
     if options.randomize_setup:
         # os.urandom, not secrets or random: either imports hashlib on the way to the first script.
         env[SETUP_PADDING_ENV] = "x" * (int.from_bytes(os.urandom(4), "little") % (MAX_SETUP_PADDING + 1))

@@ -63,6 +63,7 @@ def failed_before_running(job: Job, message: str, error_class: str, *, hint: str
     return ScriptResult(
         script_name=job.name,
         script_path=str(job.script),
+        params=job.run_options.params if job.run_options is not None else None,
         success=False,
         error_class=error_class,  # type: ignore[arg-type]
         error_message=message,
@@ -192,6 +193,7 @@ def build_result(
     result = ScriptResult(
         script_name=job.name,
         script_path=str(job.script),
+        params=options.params,
         success=passed,
         outcome=("xpassed" if passed else "xfailed") if options.xfail else ("passed" if passed else "failed"),
         xfail=options.xfail,

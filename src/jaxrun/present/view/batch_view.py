@@ -131,7 +131,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
         against = judged.get((r.script_name, r.device_used)) or judged.get((r.script_name, r.device_requested)) \
             if comparison is not None else None
         scripts.append(script_view(r, meta.search_paths, kept=r.kept, comparison=against))
-        paths.append(r.script_path)
+        paths.append(r.script_name)  # a sweep's points are one script under several names
         succeeded += r.success
     runs_of = Counter(paths)
     if len(runs_of) < len(paths):

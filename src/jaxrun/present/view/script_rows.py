@@ -21,6 +21,7 @@ from jaxrun.discover.script_labels import (  # noqa: F401 - the views' names for
     relative_path,
     script_label,
     with_device,
+    with_point,
 )
 from jaxrun.probe.notebook_cells import split_cell_filename
 
@@ -223,7 +224,7 @@ def script_view(
     device_text = device
     if result.fallback_reason:
         device_text += f" (fallback from {result.device_requested})"
-    path = relative_path(result.script_path, search_paths)
+    path = with_point(relative_path(result.script_path, search_paths), result.params)
     label = with_device(path, result.device_requested) if several_devices else path  # script_label's
     if comparison is not None:
         verdict, verdict_level, regression = baseline_verdict(comparison)

@@ -1,0 +1,159 @@
+"""The view of a parameter sweep (``--param``): per script, one row per point with the parameters'
+values as columns and the figures a sweep is run for (time with its CI when benchmarked, compile
+time, compilations and persistent-cache loads, memory, FLOPs, and what the script recorded). The
+terminal, Markdown and the HTML report (its table and plot) lay out this one view."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from jaxrun.core.formatting import fmt_count, fmt_kind, plural
+from jaxrun.discover.script_labels import relative_path, script_label
+from jaxrun.probe.sweep_point import value_text
+
+if TYPE_CHECKING:
+    from jaxrun.results.models import BatchResult, ScriptResult
+
+# What a reader sees of each point: (key, label, kind, the sampled figure whose CI a benchmark gives).
+_FIGURES: tuple[tuple[str, str, str, Optional[str]], ...] = (
+    ("execution_time", "time", "seconds", "wall_time"),
+    ("jit_compile_time", "compile", "seconds", "compile_time"),
+    ("memory_peak", "RSS", "mib", "memory_peak"),
+    ("device_memory_peak", "device memory", "mib", None),
+    ("flops", "FLOPs", "count", None),
+)
+RECORDED_SHOWN = 4  # numeric figures a script recorded, shown as columns (the first ones recorded)
+
+
+@dataclass(frozen=True)
+class SweepColumn:
+    key: str  # a parameter's name, a figure's ScriptResult field, or "results.<name>"
+    label: str
+    kind: str  # "param", or a figure's kind (seconds, mib, count)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    label: str  # the job's label: train.py[batch=64,devices=2]
+    name: str  # its script_name (files, compare)
+    params: dict[str, Any]  # its parameters (and its device, when the sweep ran on several)
+    status: str  # "ok", or the failure class
+    values: dict[str, Optional[float]]  # figure key -> value (None: unknown)
+    ci: dict[str, tuple[float, float]]  # figure key -> 95% CI of a benchmarked figure's median
+    compiled: Optional[int]  # XLA compilations
+    loaded: Optional[int]  # executables loaded from the persistent compilation cache
+
+    def text(self, column: SweepColumn) -> str:
+        """The cell of ``column``, as every table writes it."""
+        if column.kind == "param":
+            return value_text(self.params.get(column.key, "-"))
+        if column.kind == "status":
+            return self.status
+        value = self.values.get(column.key)
+        if column.key == "compiles":
+            return "-" if self.compiled is None else f"{self.compiled}" + (f"+{self.loaded} cached" if self.loaded else "")
+        shown = fmt_kind(column.kind, value) if column.kind != "count" else fmt_count(value)
+        low_high = self.ci.get(column.key)
+        if low_high is not None and value is not None:
+            shown += f" ({fmt_kind(column.kind, low_high[0])}–{fmt_kind(column.kind, low_high[1])})"
+        return shown
+
+
+@dataclass(frozen=True)
+class SweepView:
+    script: str  # the script's path under the folder searched (train.py)
+    params: list[str]  # the swept parameters, in the sweep's order
+    columns: list[SweepColumn]
+    points: list[SweepPoint]
+    notes: list[str] = field(default_factory=list)
+
+    def numeric(self, param: str) -> bool:
+        """Whether every point's ``param`` is a number (it can be a plot's x axis)."""
+        return all(_number(p.params.get(param)) is not None for p in self.points)
+
+    def powers_of_two(self, param: str) -> bool:
+        """Whether ``param``'s values are all powers of two, more than two of them (a log2 axis)."""
+        values = {_number(p.params.get(param)) for p in self.points}
+        return len(values) > 2 and all(v is not None and v > 0 and math.log2(v).is_integer() for v in values)
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _flops(result: "ScriptResult") -> Optional[float]:
+    """FLOPs of one call of each program the script compiled, summed (None: XLA gave none)."""
+    known = [s.cost.flops for s in (result.compiles or {}).values() if s.cost is not None and s.cost.flops is not None]
+    return float(sum(known)) if known else None
+
+
+def _point(result: "ScriptResult", label: str, recorded: Sequence[str], device: Optional[str]) -> SweepPoint:
+    values: dict[str, Optional[float]] = {key: getattr(result, key, None) for key, *_ in _FIGURES if key != "flops"}
+    values["flops"] = _flops(result)
+    ci: dict[str, tuple[float, float]] = {}
+    bench = result.benchmark
+    for key, _, _, metric in _FIGURES:
+        stats = bench.statistics.get(metric) if bench is not None and metric is not None else None
+        if stats is not None and stats.ci_low is not None and stats.ci_high is not None:
+            ci[key] = (stats.ci_low, stats.ci_high)
+    for name in recorded:
+        values[f"results.{name}"] = _number((result.results or {}).get(name))
+    return SweepPoint(
+        label=label, name=result.script_name,
+        params={**(result.params or {}), **({"device": device} if device else {})},
+        status="ok" if result.success else str(result.error_class or "failed"), values=values, ci=ci,
+        compiled=result.compile_count, loaded=result.cache_hits)
+
+
+def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
+    names: dict[str, None] = {}
+    for result in results:
+        for name, value in (result.results or {}).items():
+            if _number(value) is not None and name not in (result.params or {}):
+                names.setdefault(name)
+    return list(names)[:RECORDED_SHOWN]
+
+
+def _cache_note(points: list[SweepPoint]) -> Optional[str]:
+    """Whether the points shared the persistent compilation cache: the points after the first
+    that loaded programs from it instead of compiling them."""
+    loaded = [p for p in points if p.loaded]
+    if not loaded:
+        return None
+    return (f"{plural(len(loaded), 'point')} of {len(points)} loaded programs from the persistent compilation "
+            f"cache ({sum(p.loaded or 0 for p in loaded)} executables) instead of compiling them: points that "
+            "compile the same programs share it")
+
+
+def sweep_views(batch: "BatchResult") -> list[SweepView]:
+    """One view per script that ran as a sweep, in batch order."""
+    search = batch.metadata.search_paths if batch.metadata is not None else []
+    by_script: dict[str, list["ScriptResult"]] = {}
+    for result in batch.script_results:
+        if result.params:
+            by_script.setdefault(result.script_path, []).append(result)
+    views = []
+    for path, results in by_script.items():
+        params = list(dict.fromkeys(name for r in results for name in (r.params or {})))
+        recorded = _recorded(results)
+        several = len({r.script_name for r in results}) < len(results)  # each point on several devices
+        points = [_point(r, script_label(path, search, r.device_requested if several else None, r.params), recorded,
+                         r.device_requested if several else None) for r in results]
+        columns = [SweepColumn(name, name, "param") for name in params]
+        if several:
+            columns.append(SweepColumn("device", "device", "param"))
+        columns.append(SweepColumn("status", "status", "status"))
+        for key, label, kind, _ in _FIGURES:
+            if any(p.values.get(key) is not None for p in points):
+                columns.append(SweepColumn(key, label, kind))
+            if key == "jit_compile_time":
+                columns.append(SweepColumn("compiles", "compiles", "count"))
+        columns += [SweepColumn(f"results.{name}", name, "count") for name in recorded]
+        note = _cache_note(points)
+        views.append(SweepView(script=relative_path(path, search), params=params, columns=columns, points=points,
+                               notes=[note] if note else []))
+    return views
