@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from jaxrun.core.formatting import fmt_count, fmt_kind, plural
 from jaxrun.discover.script_labels import relative_path, script_label
+from jaxrun.present.view.script_rows import compiles_text
 from jaxrun.probe.sweep_point import value_text
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class SweepPoint:
             return self.status
         value = self.values.get(column.key)
         if column.key == "compiles":
-            return "-" if self.compiled is None else f"{self.compiled}" + (f"+{self.loaded} cached" if self.loaded else "")
+            return compiles_text(self.compiled, self.loaded)
         shown = fmt_kind(column.kind, value) if column.kind != "count" else fmt_count(value)
         low_high = self.ci.get(column.key)
         if low_high is not None and value is not None:
@@ -119,23 +120,24 @@ def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
 
 
 def _cache_note(points: list[SweepPoint]) -> Optional[str]:
-    """Whether the points shared the persistent compilation cache: the points after the first
-    that loaded programs from it instead of compiling them."""
+    """Whether the points shared the persistent compilation cache: how many loaded executables
+    from it instead of compiling them (points that change only what the script computes with, not
+    its programs, compile once between them)."""
     loaded = [p for p in points if p.loaded]
     if not loaded:
         return None
-    return (f"{plural(len(loaded), 'point')} of {len(points)} loaded programs from the persistent compilation "
-            f"cache ({sum(p.loaded or 0 for p in loaded)} executables) instead of compiling them: points that "
-            "compile the same programs share it")
+    return (f"the points shared the persistent compilation cache: {len(loaded)} of {len(points)} loaded "
+            f"{plural(sum(p.loaded or 0 for p in loaded), 'executable')} from it instead of compiling them")
 
 
 def sweep_views(batch: "BatchResult") -> list[SweepView]:
     """One view per script that ran as a sweep, in batch order."""
     search = batch.metadata.search_paths if batch.metadata is not None else []
+    from jaxrun.results.held_results import having
+
     by_script: dict[str, list["ScriptResult"]] = {}
-    for result in batch.script_results:
-        if result.params:
-            by_script.setdefault(result.script_path, []).append(result)
+    for _, result in having(batch.script_results, "params"):  # the others are never read again
+        by_script.setdefault(result.script_path, []).append(result)
     views = []
     for path, results in by_script.items():
         params = list(dict.fromkeys(name for r in results for name in (r.params or {})))
