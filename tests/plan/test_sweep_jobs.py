@@ -169,3 +169,17 @@ def test_points_that_change_only_a_value_share_the_compile_cache_and_the_termina
             in " ".join(out.split())), out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["0.1"], ["0.2"], ["0.3"])}
     assert rows["0.2"][1] == "ok" and f"{got[0.1]['compile_count']} cached" in " ".join(rows["0.2"]), rows
+
+
+def test_the_api_runs_one_point_as_a_sweep_would_and_refuses_a_sweep(tmp_path: Path) -> None:
+    import jaxrun
+
+    script = write(tmp_path, "a.py", NO_JAX)
+    result = jaxrun.execute_jax_script(script, params={"n": 3, "tag": "t"}, args=["--n={n}"], env={"FROM_ENV": "{tag}"},
+                                       results_dir=tmp_path / "out")
+    assert result.success and result.script_name == "a[n=3,tag=t]" and result.params == {"n": 3, "tag": "t"}
+    assert result.results["seen"] == {"n": 3, "tag": "t"} and result.results["argv"] == ["--n=3"]
+    assert result.results["var"] == "t"
+    assert (tmp_path / "out" / "script_results" / "a[n=3,tag=t]_result.json").is_file()
+    with pytest.raises(jaxrun.UsageError, match="a sweep is a batch of them: run_jax_scripts"):
+        jaxrun.execute_jax_script(script, sweep={"n": [1, 2]})

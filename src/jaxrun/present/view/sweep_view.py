@@ -45,6 +45,11 @@ class SweepPoint:
     ci: dict[str, tuple[float, float]]  # figure key -> 95% CI of a benchmarked figure's median
     compiled: Optional[int]  # XLA compilations
     loaded: Optional[int]  # executables loaded from the persistent compilation cache
+    started_at: Optional[str] = None
+    # Its programs (JAX's input to XLA, the persistent cache's key): the ones it compiled, and
+    # the ones it loaded from the cache with how many executables.
+    compiled_programs: frozenset[str] = frozenset()
+    loaded_programs: tuple[tuple[str, int], ...] = ()
 
     def text(self, column: SweepColumn) -> str:
         """The cell of ``column``, as every table writes it."""
@@ -96,6 +101,7 @@ def _point(result: "ScriptResult", label: str, recorded: Sequence[str], device: 
     values: dict[str, Optional[float]] = {key: getattr(result, key, None) for key, *_ in _FIGURES if key != "flops"}
     values["flops"] = _flops(result)
     ci: dict[str, tuple[float, float]] = {}
+    programs = list((result.compiles or {}).values())
     bench = result.benchmark
     for key, _, _, metric in _FIGURES:
         stats = bench.statistics.get(metric) if bench is not None and metric is not None else None
@@ -107,7 +113,10 @@ def _point(result: "ScriptResult", label: str, recorded: Sequence[str], device: 
         label=label, name=result.script_name,
         params={**(result.params or {}), **({"device": device} if device else {})},
         status="ok" if result.success else str(result.error_class or "failed"), values=values, ci=ci,
-        compiled=result.compile_count, loaded=result.cache_hits)
+        compiled=result.compile_count, loaded=result.cache_hits, started_at=result.started_at,
+        compiled_programs=frozenset(c.input_fingerprint for c in programs if c.count and c.input_fingerprint),
+        loaded_programs=tuple((c.input_fingerprint, c.cache_hits) for c in programs
+                              if c.cache_hits and c.input_fingerprint))
 
 
 def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
@@ -120,14 +129,29 @@ def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
 
 
 def _cache_note(points: list[SweepPoint]) -> Optional[str]:
-    """Whether the points shared the persistent compilation cache: how many loaded executables
-    from it instead of compiling them (points that change only what the script computes with, not
-    its programs, compile once between them)."""
-    loaded = [p for p in points if p.loaded]
-    if not loaded:
+    """Whether the points shared the persistent compilation cache: the executables a point loaded
+    that an earlier point of the sweep had compiled (the same program: points that change only
+    what the program computes with, not its shapes or devices), apart from ones cached before."""
+    compiled: set[str] = set()
+    shared: dict[str, int] = {}  # point name -> executables it loaded that an earlier point compiled
+    before = 0
+    for point in sorted(points, key=lambda p: p.started_at or ""):
+        for program, hits in point.loaded_programs:
+            if program in compiled:
+                shared[point.name] = shared.get(point.name, 0) + hits
+            else:
+                before += hits
+        compiled |= point.compiled_programs
+    if not shared and not before:
         return None
-    return (f"the points shared the persistent compilation cache: {len(loaded)} of {len(points)} loaded "
-            f"{plural(sum(p.loaded or 0 for p in loaded), 'executable')} from it instead of compiling them")
+    parts = []
+    if shared:
+        parts.append(f"the points shared the persistent compilation cache: {len(shared)} of {len(points)} loaded "
+                     f"{plural(sum(shared.values()), 'executable')} an earlier point had compiled instead of "
+                     "compiling them")
+    if before:
+        parts.append(f"{plural(before, 'executable')} came from the cache as earlier runs left it")
+    return "; ".join(parts)
 
 
 def sweep_views(batch: "BatchResult") -> list[SweepView]:
