@@ -183,3 +183,32 @@ def test_the_api_runs_one_point_as_a_sweep_would_and_refuses_a_sweep(tmp_path: P
     assert (tmp_path / "out" / "script_results" / "a[n=3,tag=t]_result.json").is_file()
     with pytest.raises(jaxrun.UsageError, match="a sweep is a batch of them: run_jax_scripts"):
         jaxrun.execute_jax_script(script, sweep={"n": [1, 2]})
+
+
+def test_a_devices_sweep_on_gpus_gives_each_point_the_first_n_gpus_or_says_why_it_cannot(tmp_path: Path) -> None:
+    # Recorded device facts listing two GPUs: this machine has none, the plan is the real code.
+    from fake_gpu import GpuFacts
+
+    from jaxrun.config.options import BatchOptions
+    from jaxrun.errors import UsageError
+    from jaxrun.plan.batch_plan import make_jobs, plan_devices, plan_scripts
+
+    script = write(tmp_path, "a.py", NO_JAX)
+    two_gpus = GpuFacts(2)()
+
+    def jobs(**given):  # type: ignore[no-untyped-def]
+        options = BatchOptions.build("api", paths=[script], device="gpu", sweep={"devices": [1, 2]},
+                                     results_dir=tmp_path / "out", **given)
+        planned, _ = plan_scripts(options, [(script, "a")])
+        return make_jobs(options, planned, plan_devices(options, two_gpus), two_gpus)
+
+    found = jobs()
+    assert [j.label for j in found] == ["a.py[devices=1]", "a.py[devices=2]"]
+    assert [j.run_options.env["CUDA_VISIBLE_DEVICES"] for j in found] == ["0", "0,1"]
+    assert [j.run_options.host_devices for j in found] == [1, 2]  # a CPU fallback keeps the count
+    with pytest.raises(UsageError, match="with --jobs 1 on the local backend"):
+        jobs(jobs=2)
+    options = BatchOptions.build("api", paths=[script], device="gpu", sweep={"devices": [4]}, results_dir=tmp_path)
+    planned, _ = plan_scripts(options, [(script, "a")])
+    with pytest.raises(UsageError, match="devices=4; this machine has 2 GPU"):
+        make_jobs(options, planned, plan_devices(options, two_gpus), two_gpus)
