@@ -96,3 +96,14 @@ def test_a_bad_param_on_the_command_line_is_one_line_and_exit_2_before_any_file_
         assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_the_history_names_a_point_by_its_script_and_parameters(tmp_path: Path) -> None:
+    from jaxrun.discover.script_labels import label_from_name, point_name, script_label
+
+    script = write(tmp_path, "sub/train.py", "import jax\n")
+    name = point_name("sub__train", {"batch": 64, "python": "/venv/bin/python"})
+    assert name == "sub__train[batch=64,python=__venv__bin__python]"  # no "/" in a file name
+    assert label_from_name(str(script), name) == "sub/train.py[batch=64,python=__venv__bin__python]"
+    assert label_from_name(str(script), "sub__train") == "sub/train.py"
+    assert script_label(str(script), [str(tmp_path)], "gpu", {"batch": 64}) == "sub/train.py[batch=64] @gpu"

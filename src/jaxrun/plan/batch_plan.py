@@ -232,8 +232,8 @@ def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform:
                              f"with --jobs 1 on the local backend (got --backend {options.backend}, --jobs {options.jobs})")
         if wanted > len(ids):
             raise UsageError(f"the sweep asks for devices={wanted}; this machine has {len(ids)} GPU(s)")
-        changes["env"] = {**(changes.get("env", chosen.env) or {}),
-                          "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in ids[:wanted])}
+        first = ids[:wanted]
+        changes["env"] = {**(changes.get("env", chosen.env) or {}), "CUDA_VISIBLE_DEVICES": ",".join(map(str, first))}
     return chosen.evolve(**changes)
 
 

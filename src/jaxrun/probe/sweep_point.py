@@ -53,5 +53,5 @@ def params(**defaults: "Any") -> "dict[str, Any]":
 
     given = json.loads(text)
     if not isinstance(given, dict):
-        raise ValueError(f"{PARAMS_ENV} must hold a JSON object of parameters, got {text[:80]!r}")
+        raise ValueError(f"{PARAMS_ENV} must hold a JSON object of parameters, got a JSON {type(given).__name__}")
     return {**defaults, **given}
