@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
-import shlex
 from typing import Any, Callable, Iterable, Mapping
 
 from jaxrun.core.validate import validate_device, validate_matmul_precision
@@ -26,8 +24,6 @@ MAX_POINTS = 10_000
 Grid = dict[str, tuple[Any, ...]]  # each parameter's values, in the order given
 Point = dict[str, Any]
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_INT = re.compile(r"[+-]?\d+\Z")
 
 
 def _count(name: str, value: Any) -> int:
@@ -54,7 +50,7 @@ def _python(name: str, value: Any) -> str:
     return validate_python(str(value))  # type: ignore[return-value]
 
 
-# The parameters jaxrun applies itself (each checked here, applied by apply_point and the plan).
+# The parameters jaxrun applies itself (each checked here, applied by point_changes and the plan).
 SPECIAL: dict[str, Callable[[str, Any], Any]] = {
     "devices": _count,
     "device": lambda name, value: validate_device(str(value)),
@@ -69,7 +65,8 @@ def typed(text: str) -> Any:
     """A value typed on the command line as its type: ``64`` -> 64, ``1e-3`` -> 0.001,
     ``true`` -> True, anything else the text itself."""
     word = text.strip()
-    if _INT.match(word):
+    digits = word[1:] if word[:1] in "+-" else word
+    if digits.isascii() and digits.isdigit():
         return int(word)
     if word.lower() in ("true", "false"):
         return word.lower() == "true"
@@ -89,7 +86,7 @@ def _scalar(name: str, value: Any) -> Any:
 
 
 def _values(name: str, values: Any) -> tuple[Any, ...]:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not (name.isascii() and name.isidentifier()):
         raise UsageError(f"parameter name {name!r}: use letters, digits and _ (it becomes the variable "
                          f"JAXRUN_PARAM_<NAME> and {{name}} in the script's arguments)")
     items = list(values) if isinstance(values, (list, tuple)) else [values]
@@ -131,6 +128,8 @@ def parse_sweep(value: Any) -> tuple[Grid, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
+        import shlex  # only for the environment's and a header comment's text
+
         value = shlex.split(value)
     if isinstance(value, Mapping):
         grids = (_from_table(value),)
@@ -188,6 +187,8 @@ def names_of(grids: tuple[Grid, ...]) -> list[str]:
 def substitute(text: str, point: Mapping[str, Any]) -> str:
     """``{batch}`` in ``text`` replaced by the point's value (a name not in the point is left as
     written, braces and all: arguments may hold JSON)."""
+    import re  # compiled on first use: not on the way to the first script of a batch without a sweep
+
     from jaxrun.probe.sweep_point import value_text
 
     return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}",
