@@ -138,7 +138,7 @@ def sweep_figure(view: "SweepView") -> tuple[Any, Optional[str]]:
             mode="lines+markers", connectgaps=False, hovertemplate="%{text}<extra></extra>",
             error_y=dict(type="data", symmetric=False, array=series["plus"], arrayminus=series["minus"],
                          visible=series["ci"])))
-    title = "{label} against " + x + (" (95% CI of the median as error bars)" if any(
+    title = "{label} against " + x + (" (error bars: the median's CI over the benchmark runs)" if any(
         s["ci"] for c in columns for s in by_column[c.key]) else "")
     buttons = []
     for column in columns:
