@@ -13,7 +13,8 @@ steady-state step time and XLA's FLOP count of the step come from ``jaxrun.bench
 achieved FLOP/s is the whole mesh's FLOPs per step over the step time.  (Simulated devices share
 the host's cores, so they show the partitioning, not a speed-up over one device.)
 
-Run as ``python sharded_mlp.py``.
+Run as ``python sharded_mlp.py``; ``jaxrun run sharded_mlp.py --param batch=512,1024,2048 --param
+devices=1,2`` sweeps the batch size and the device count (``jaxrun.params()`` reads the batch).
 """
 
 from __future__ import annotations
@@ -49,15 +50,19 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 try:
-    from jaxrun import record
-except ImportError:  # running outside jaxrun: recording is a no-op
+    from jaxrun import params, record
+except ImportError:  # running outside jaxrun: recording is a no-op, the parameters their defaults
     def record(**metrics):
         return None
+
+    def params(**defaults):
+        return defaults
 
 
 SEED = 0
 SIZES = (64, 512, 512, 16)  # input, hidden, hidden, output
-BATCH = 2048
+# A sweep sets it: jaxrun run sharded_mlp.py --param batch=512,1024,2048 --param devices=1,2
+BATCH = params(batch=2048)["batch"]
 STEPS = 20
 LEARNING_RATE = 0.05
 MOMENTUM = 0.9
@@ -190,6 +195,7 @@ def main() -> dict:
         "achieved_flops_per_s": rate,
         "flops_per_step": flops,
         "steady_step_s": m.steady.median,
+        "samples_per_s": BATCH / m.steady.median,
         "compile_time_s": m.compile_time,
         "compile_cached": m.compile_cached,
         "loss_first": float(losses[0]),

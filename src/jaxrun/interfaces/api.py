@@ -20,7 +20,9 @@ from jaxrun.config.resolve import (
     resolve_batch_options,
     script_settings,
 )
+from jaxrun.config.sweeps import point_changes
 from jaxrun.core.validate import log_cap_bytes
+from jaxrun.discover.script_labels import point_name
 from jaxrun.discover.scripts import check_notebook, script_display_name
 from jaxrun.errors import (
     DeviceProbeError,
@@ -134,6 +136,13 @@ def execute_jax_script(
     if script.suffix == notebook_cells.SUFFIX:
         check_notebook(script, str(script_path))  # one Jupyter could not open is a usage error
     run_options = _with_settings(script, given, config)
+    if run_options.sweep is not None:
+        raise UsageError("execute_jax_script runs one point; a sweep is a batch of them: run_jax_scripts(path, "
+                         f"sweep=...) (or jaxrun run --param), or pass one point as params= (sweep set by "
+                         f"{run_options.origin_of('sweep') or run_options.source_of('sweep')})")
+    if run_options.params:
+        # One point, as a sweep's job gets it: what jaxrun applies of it, and {name} in args and env.
+        run_options = run_options.evolve(**point_changes(run_options.params, run_options.args, run_options.env))
     if run_options.entry is not None and script.suffix == notebook_cells.SUFFIX:
         raise UsageError(notebook_cells.no_warm_mode(str(script_path), run_options.entry, run_options.origin_of("entry")))
     if ":" in run_options.device:  # one device (gpu:1): one that is not here is a usage error, as in a batch
@@ -143,7 +152,7 @@ def execute_jax_script(
             check_device_id(run_options.device, get_jax_device_info(python=run_options.python), run_options.host_devices)
         except DeviceProbeError:
             pass  # no facts: the run says why
-    name = valid_text(name or script_display_name(script, script.parent))  # a notebook keeps its .ipynb
+    name = valid_text(name or point_name(script_display_name(script, script.parent), run_options.params))
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
     job = Job(index=0, script=script, name=name, file_name=result_files.file_stem(name), device=run_options.device,
               platform=None, results_dir=base)

@@ -42,7 +42,7 @@ _WORDS = ("error_class", "outcome", "device")
 _RECORD = struct.Struct(f"<{len(_FLOATS)}d{len(_INTS)}qI{len(_WORDS)}HH")
 _SUCCESS = 1 << len(_NUMBERS)
 # What a result has that the end of a batch looks for without reading every result (:func:`having`).
-HAVING = ("cells", "warm", "performance_metrics", "compiles", "benchmark")
+HAVING = ("cells", "warm", "performance_metrics", "compiles", "benchmark", "params")
 _HAVING_SHIFT = len(_NUMBERS) + 1
 # zlib: raw deflate with an 8 KB window and little state (each result is compressed on its own:
 # the state is made for each), the fastest level: the dictionary does most of the work.

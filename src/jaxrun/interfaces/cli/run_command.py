@@ -168,6 +168,7 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
         programs_table,
         speedup_table,
         summary_tables,
+        sweep_table,
         transfers_table,
         warm_table,
     )
@@ -177,6 +178,10 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
     view = run_view(batch)
     for table in summary_tables(view, out.width):  # a few hundred rows at a time: the same lines
         out.print(table)
+    for sweep in view.sweeps:
+        out.print(sweep_table(sweep))
+        for note in sweep.notes:
+            out.print(f"note: {sweep.script}: {note}", markup=False, soft_wrap=True)
     if programs and any(True for _ in having(batch.script_results, "compiles")):
         out.print(programs_table(program_views(batch, view)))
         out.print(transfers_table(transfer_views(batch, view)))

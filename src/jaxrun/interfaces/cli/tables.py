@@ -30,7 +30,7 @@ from jaxrun.results.models import (
 )
 
 if TYPE_CHECKING:
-    from jaxrun.present.view import ProgramView, RunView, ScriptView, TransferView
+    from jaxrun.present.view import ProgramView, RunView, ScriptView, SweepView, TransferView
     from jaxrun.results.models import CellTiming
 
 
@@ -286,6 +286,15 @@ def history_cell(check: RegressionCheck | None) -> str:
     from jaxrun.present.view.script_rows import history_verdict
 
     return history_verdict(check)[0] or "-"
+
+
+def sweep_table(sweep: "SweepView") -> Table:
+    """A parameter sweep of one script: a row per point, its parameters in the first columns."""
+    table = _table(f"sweep: {sweep.script}", [(c.label, "left" if c.kind in ("param", "status") else "right")
+                                              for c in sweep.columns])
+    for point in sweep.points:
+        table.add_row(*(Text(point.text(c)) for c in sweep.columns))
+    return table
 
 
 def warm_table(rows: list[tuple[str, WarmSummary]]) -> Table:

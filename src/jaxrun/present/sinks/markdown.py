@@ -13,7 +13,7 @@ from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
-    from jaxrun.present.view import RunView, ScriptView
+    from jaxrun.present.view import RunView, ScriptView, SweepView
     from jaxrun.results.models import BatchResult
 
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -62,6 +62,13 @@ def _table(scripts: "list[ScriptView]", timing_mark: str) -> list[str]:
     return [header, align, *rows]
 
 
+def _sweep_table(sweep: "SweepView") -> list[str]:
+    columns = sweep.columns
+    header = "| " + " | ".join(_cell(c.label) for c in columns) + " |"
+    align = "|" + "|".join("---" if c.kind in ("param", "status") else "---:" for c in columns) + "|"
+    return [header, align, *("| " + " | ".join(_cell(p.text(c)) for c in columns) + " |" for p in sweep.points)]
+
+
 def render_markdown(view: "RunView") -> str:
     """The view of a run as Markdown (GitHub's flavour: tables)."""
     mark, note = view.timing_note()
@@ -77,6 +84,9 @@ def render_markdown(view: "RunView") -> str:
     if view.attention:
         lines += ["### Failures and regressions", "", *_table(view.attention, mark), ""]
     lines += ["### Every script", "", *_table(view.scripts, mark), ""]
+    for sweep in view.sweeps:
+        lines += [f"### Sweep: `{sweep.script}`", "", *_sweep_table(sweep), ""]
+        lines += [*(f"- note: {_cell(n)}" for n in sweep.notes), *([""] if sweep.notes else [])]
     extra = [f"- skipped: `{s.label}`: {s.reason}" for s in view.skipped] + [f"- note: {n}" for n in view.notes]
     if extra:
         lines += [*extra, ""]

@@ -21,6 +21,7 @@ _WHERE = {
     "ScriptView": _HERE + "script_rows", "cell_outcome": _HERE + "script_rows", "cells_ran": _HERE + "script_rows",
     "compiles_text": _HERE + "script_rows", "script_view": _HERE + "script_rows",
     "steady_state_text": _HERE + "script_rows",
+    "SweepView": _HERE + "sweep_view", "sweep_views": _HERE + "sweep_view",
     "label_from_name": _LABELS, "relative_path": _LABELS, "script_label": _LABELS,
 }
 __all__ = sorted(_WHERE)

@@ -19,6 +19,7 @@ from jaxrun.present.view.script_rows import (
     relative_path,
     script_view,
 )
+from jaxrun.present.view.sweep_view import SweepView, sweep_views
 from jaxrun.results.batch_summary import slowest_first
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class RunView:
     # Every script with a time, the slowest first: the ranking of performance_summary's
     # slowest_script / fastest_script (summary.slowest_first), failed and kept scripts included.
     slowest: list[ScriptView] = field(default_factory=list)
+    sweeps: list[SweepView] = field(default_factory=list)  # one per script run as a parameter sweep
 
     @property
     def counts(self) -> str:
@@ -154,6 +156,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
         exit_status=EXIT_FAILED if reasons else EXIT_OK, exit_reasons=reasons, notes=notes,
         unreadable=list(meta.unreadable_paths),
         slowest=slowest_first(scripts, lambda s: s.time),
+        sweeps=sweep_views(batch),
     )
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from jaxrun.core.formatting import fmt_count, fmt_kind, plural
 from jaxrun.discover.script_labels import relative_path, script_label
+from jaxrun.present.view.script_rows import compiles_text
 from jaxrun.probe.sweep_point import value_text
 
 if TYPE_CHECKING:
@@ -44,6 +45,11 @@ class SweepPoint:
     ci: dict[str, tuple[float, float]]  # figure key -> 95% CI of a benchmarked figure's median
     compiled: Optional[int]  # XLA compilations
     loaded: Optional[int]  # executables loaded from the persistent compilation cache
+    started_at: Optional[str] = None
+    # Its programs (JAX's input to XLA, the persistent cache's key): the ones it compiled, and
+    # the ones it loaded from the cache with how many executables.
+    compiled_programs: frozenset[str] = frozenset()
+    loaded_programs: tuple[tuple[str, int], ...] = ()
 
     def text(self, column: SweepColumn) -> str:
         """The cell of ``column``, as every table writes it."""
@@ -53,7 +59,7 @@ class SweepPoint:
             return self.status
         value = self.values.get(column.key)
         if column.key == "compiles":
-            return "-" if self.compiled is None else f"{self.compiled}" + (f"+{self.loaded} cached" if self.loaded else "")
+            return compiles_text(self.compiled, self.loaded)
         shown = fmt_kind(column.kind, value) if column.kind != "count" else fmt_count(value)
         low_high = self.ci.get(column.key)
         if low_high is not None and value is not None:
@@ -95,6 +101,7 @@ def _point(result: "ScriptResult", label: str, recorded: Sequence[str], device: 
     values: dict[str, Optional[float]] = {key: getattr(result, key, None) for key, *_ in _FIGURES if key != "flops"}
     values["flops"] = _flops(result)
     ci: dict[str, tuple[float, float]] = {}
+    programs = list((result.compiles or {}).values())
     bench = result.benchmark
     for key, _, _, metric in _FIGURES:
         stats = bench.statistics.get(metric) if bench is not None and metric is not None else None
@@ -106,7 +113,10 @@ def _point(result: "ScriptResult", label: str, recorded: Sequence[str], device: 
         label=label, name=result.script_name,
         params={**(result.params or {}), **({"device": device} if device else {})},
         status="ok" if result.success else str(result.error_class or "failed"), values=values, ci=ci,
-        compiled=result.compile_count, loaded=result.cache_hits)
+        compiled=result.compile_count, loaded=result.cache_hits, started_at=result.started_at,
+        compiled_programs=frozenset(c.input_fingerprint for c in programs if c.count and c.input_fingerprint),
+        loaded_programs=tuple((c.input_fingerprint, c.cache_hits) for c in programs
+                              if c.cache_hits and c.input_fingerprint))
 
 
 def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
@@ -119,23 +129,39 @@ def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
 
 
 def _cache_note(points: list[SweepPoint]) -> Optional[str]:
-    """Whether the points shared the persistent compilation cache: the points after the first
-    that loaded programs from it instead of compiling them."""
-    loaded = [p for p in points if p.loaded]
-    if not loaded:
+    """Whether the points shared the persistent compilation cache: the executables a point loaded
+    that an earlier point of the sweep had compiled (the same program: points that change only
+    what the program computes with, not its shapes or devices), apart from ones cached before."""
+    compiled: set[str] = set()
+    shared: dict[str, int] = {}  # point name -> executables it loaded that an earlier point compiled
+    before = 0
+    for point in sorted(points, key=lambda p: p.started_at or ""):
+        for program, hits in point.loaded_programs:
+            if program in compiled:
+                shared[point.name] = shared.get(point.name, 0) + hits
+            else:
+                before += hits
+        compiled |= point.compiled_programs
+    if not shared and not before:
         return None
-    return (f"{plural(len(loaded), 'point')} of {len(points)} loaded programs from the persistent compilation "
-            f"cache ({sum(p.loaded or 0 for p in loaded)} executables) instead of compiling them: points that "
-            "compile the same programs share it")
+    parts = []
+    if shared:
+        parts.append(f"the points shared the persistent compilation cache: {len(shared)} of {len(points)} loaded "
+                     f"{plural(sum(shared.values()), 'executable')} an earlier point had compiled instead of "
+                     "compiling them")
+    if before:
+        parts.append(f"{plural(before, 'executable')} came from the cache as earlier runs left it")
+    return "; ".join(parts)
 
 
 def sweep_views(batch: "BatchResult") -> list[SweepView]:
     """One view per script that ran as a sweep, in batch order."""
     search = batch.metadata.search_paths if batch.metadata is not None else []
+    from jaxrun.results.held_results import having
+
     by_script: dict[str, list["ScriptResult"]] = {}
-    for result in batch.script_results:
-        if result.params:
-            by_script.setdefault(result.script_path, []).append(result)
+    for _, result in having(batch.script_results, "params"):  # the others are never read again
+        by_script.setdefault(result.script_path, []).append(result)
     views = []
     for path, results in by_script.items():
         params = list(dict.fromkeys(name for r in results for name in (r.params or {})))
