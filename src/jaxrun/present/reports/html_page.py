@@ -1,6 +1,7 @@
 """``jaxrun report``: one self-contained HTML file of a results folder (no network needed).
 
-Summary cards; a table of every script, sortable by any column; plotly figures (plotly.js inlined
+Summary cards; a table of every script, sortable by any column; a section per parameter sweep
+(its table and plot: present/reports/sweep_section.py); plotly figures (plotly.js inlined
 once): where each script's time went (import, trace, lower, compile, run, stacked), its peak
 memory, the distribution of its benchmark runs (box plots, when there are samples), and the ratio
 to a baseline run (``--baseline``) with the verdicts of ``jaxrun compare``; then what XLA knows

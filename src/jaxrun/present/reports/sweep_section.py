@@ -155,7 +155,9 @@ def sweep_figure(view: "SweepView") -> tuple[Any, Optional[str]]:
         values = sorted({_number(p.params.get(x)) for p in view.points})  # type: ignore[type-var]
         xaxis.update(type="log", tickvals=values, ticktext=[value_text(p) for p in _as_given(view, x, values)])
     figure.update_layout(
-        title=title.format(label=first.label), xaxis=xaxis, yaxis=dict(title=_axis_title(first), type=_y_type(by_column[first.key])),
+        title=title.format(label=first.label), xaxis=xaxis,
+        yaxis=dict(title=_axis_title(first), type=_y_type(by_column[first.key]),
+                   exponentformat="SI"),  # 50G, as the table writes it, not plotly's 50B
         legend_title_text=", ".join(c.key for c in view.columns if c.kind == "param" and c.key != x) or None,
         title_x=0.5,  # the dropdown sits left, the tool bar right
         updatemenus=[dict(type="dropdown", buttons=buttons, active=0, showactive=True, x=0.0, xanchor="left",
