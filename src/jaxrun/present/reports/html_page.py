@@ -1,6 +1,7 @@
 """``jaxrun report``: one self-contained HTML file of a results folder (no network needed).
 
-Summary cards; a table of every script, sortable by any column; plotly figures (plotly.js inlined
+Summary cards; a table of every script, sortable by any column; a section per parameter sweep
+(its table and plot: present/reports/sweep_section.py); plotly figures (plotly.js inlined
 once): where each script's time went (import, trace, lower, compile, run, stacked), its peak
 memory, the distribution of its benchmark runs (box plots, when there are samples), and the ratio
 to a baseline run (``--baseline``) with the verdicts of ``jaxrun compare``; then what XLA knows
@@ -356,6 +357,23 @@ def _failures(view: "RunView") -> str:
         for s in failed)
 
 
+def _sweeps(batch: "BatchResult", plot: Callable[[Any, str], str]) -> str:
+    """A section per script run as a sweep: its table (the cells the terminal writes), its notes,
+    and its plot of a figure against a numeric parameter (present/reports/sweep_section.py)."""
+    from jaxrun.present.reports.sweep_section import sweep_figure, sweep_table
+    from jaxrun.present.view.sweep_view import sweep_views
+
+    sections = []
+    for n, sweep in enumerate(sweep_views(batch), start=1):
+        notes = "".join(f"<p class='note'>{_esc(note)}</p>" for note in sweep.notes)
+        figure, why_not = sweep_figure(sweep)
+        shown = plot(figure, f"sweep-{n}") if figure is not None else f"<p class='note no-plot'>{_esc(why_not)}</p>"
+        sections.append(f'<section id="sweep-{n}" class="sweep"><h2>Sweep: {_esc(sweep.script)}</h2>'
+                        f"<p>{len(sweep.points)} points; click a column to sort.</p>"
+                        f"{sweep_table(sweep, f'sweep-table-{n}')}{notes}{shown}</section>")
+    return "".join(sections)
+
+
 def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> str:
     """The report as one HTML document, plotly.js included once, inline: the view of the run
     (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline."""
@@ -365,12 +383,18 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
 
     view = run_view(batch, comparison)
     meta = batch.metadata
-    plots = []
-    for index, (name, figure) in enumerate(_figures(batch, view, comparison)):
+    drawn: list[str] = []
+
+    def plot(figure: Any, name: str) -> str:
+        """The figure's div; plotly.js goes inline with the first one on the page, once."""
         figure.update_layout(template="plotly_white", height=420, margin=dict(t=50, b=80))
-        plots.append(f'<section id="plot-{name}">' + pio.to_html(
-            figure, full_html=False, include_plotlyjs="inline" if index == 0 else False,
-            div_id=f"figure-{name}", config={"displaylogo": False}) + "</section>")
+        drawn.append(name)
+        return pio.to_html(figure, full_html=False, include_plotlyjs="inline" if len(drawn) == 1 else False,
+                           div_id=f"figure-{name}", config={"displaylogo": False})
+
+    sweeps = _sweeps(batch, plot)
+    plots = [f'<section id="plot-{name}">{plot(figure, name)}</section>'
+             for name, figure in _figures(batch, view, comparison)]
     comparison_html = (f"<section><h2>Against the baseline</h2>{_comparison_table(view, comparison)}</section>"
                        if comparison else "")
     notes = "".join(f"<p class='note'>{_esc(n)}</p>" for n in view.notes)
@@ -382,7 +406,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
         f"<div class='sub'>{_esc(meta.results_dir)} · {_esc(meta.execution_timestamp)} · jaxrun {_esc(meta.jaxrun_version)}"
         f" · jax {_esc(meta.jax_version)} · {_esc(meta.host)}</div>"
         f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
-        f"{''.join(plots)}{comparison_html}"
+        f"{sweeps}{''.join(plots)}{comparison_html}"
         f"<section><h2>Programs</h2>{_programs(batch, view)}{_transfers(batch, view)}</section>"
         f"<section><h2>Recompilations</h2>{_recompiles(batch, view)}</section>{_cells(batch, view)}"
         f"<section><h2>Failures</h2>{_failures(view)}</section>"
