@@ -80,6 +80,7 @@ def _read(page: Path, click: str | None = None) -> dict:
         driver.quit()
 
 
+@pytest.mark.slow  # six JAX runs and a browser: ~15 s
 def test_a_sweep_over_batch_and_devices_is_a_table_and_a_plot_against_batch(tmp_path: Path, jaxrun_cli) -> None:
     results = _sweep(jaxrun_cli, tmp_path, "batch=8,16,32", "devices=1,2")
     files = {name: load(results / "script_results" / f"s[{name}]_result.json")
