@@ -212,3 +212,22 @@ def test_a_devices_sweep_on_gpus_gives_each_point_the_first_n_gpus_or_says_why_i
     planned, _ = plan_scripts(options, [(script, "a")])
     with pytest.raises(UsageError, match="devices=4; this machine has 2 GPU"):
         make_jobs(options, planned, plan_devices(options, two_gpus), two_gpus)
+
+
+def test_recorded_figures_past_the_tables_columns_are_named_in_a_note_and_plotted_in_the_report(
+        tmp_path: Path, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
+    write(tmp_path, "r.py", "if False:\n    import jax\nimport jaxrun\n"
+          "n = jaxrun.params(n=1)['n']\njaxrun.record(**{f'f{i}': n * i for i in range(1, 7)}, flag=True)\n")
+    result = jaxrun_cli.run("run", "r.py", "--param", "n=1,2", "--results-dir", "out", "--no-history", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (sweep,) = read_run_view(tmp_path / "out").sweeps
+    assert [c.label for c in sweep.columns if c.key.startswith("results.")] == ["f1", "f2", "f3", "f4"]
+    assert [c.label for c in sweep.more] == ["f5", "f6"]  # a boolean is no figure
+    assert sweep.notes == ["recorded figures in the report's plot and each result's results, not in this table: "
+                           "f5, f6"]
+    assert [p.values["results.f6"] for p in sweep.points] == [6, 12]
+    from jaxrun.present.reports.sweep_section import sweep_figure
+
+    figure, _ = sweep_figure(sweep)
+    menu = [button.label for button in figure.layout.updatemenus[0].buttons]
+    assert menu[-6:] == ["f1", "f2", "f3", "f4", "f5", "f6"]

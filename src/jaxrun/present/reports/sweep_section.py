@@ -6,7 +6,7 @@ The x axis is the first parameter that takes only numbers, and more than one of 
 script itself reads goes before one jaxrun applies (``devices``), since the script's own knob
 (batch size, width) is what a sweep is usually about and ``devices`` then tells the lines apart.
 Every combination of the other parameters' values is a line (``devices=2``). A point that failed
-is a gap in its line, never a 0; a benchmarked point has its 95% CI as an error bar. The x axis is
+is a gap in its line, never a 0; a benchmarked point has its median's CI as an error bar. The x axis is
 logarithmic with the values themselves as ticks when they are powers of two (32, 64, 128: evenly
 spaced), and a figure whose values span more than two decades gets a log y axis when picked.
 """
@@ -77,7 +77,7 @@ def sweep_table(view: "SweepView", table_id: str) -> str:
 
 def _plotted(view: "SweepView") -> list["SweepColumn"]:
     """The figures the dropdown offers: those some point that succeeded has a value of."""
-    return [c for c in view.columns if c.kind not in ("param", "status") and c.key != "compiles"
+    return [c for c in [*view.columns, *view.more] if c.kind not in ("param", "status") and c.key != "compiles"
             and any(p.status == "ok" and p.values.get(c.key) is not None for p in view.points)]
 
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from jaxrun.core.formatting import fmt_count, fmt_kind, plural
+from jaxrun.core.formatting import fmt_count, fmt_kind, listed, plural
 from jaxrun.discover.script_labels import relative_path, script_label
 from jaxrun.present.view.script_rows import compiles_text
 from jaxrun.probe.sweep_point import value_text
@@ -25,7 +25,9 @@ _FIGURES: tuple[tuple[str, str, str, Optional[str]], ...] = (
     ("device_memory_peak", "device memory", "mib", None),
     ("flops", "FLOPs", "count", None),
 )
-RECORDED_SHOWN = 4  # numeric figures a script recorded, shown as columns (the first ones recorded)
+# Numeric figures a script recorded shown as the table's columns (the first ones recorded); the
+# others are in the report's plot, and a note names them.
+RECORDED_SHOWN = 4
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class SweepPoint:
     params: dict[str, Any]  # its parameters (and its device, when the sweep ran on several)
     status: str  # "ok", or the failure class
     values: dict[str, Optional[float]]  # figure key -> value (None: unknown)
-    ci: dict[str, tuple[float, float]]  # figure key -> 95% CI of a benchmarked figure's median
+    ci: dict[str, tuple[float, float]]  # figure key -> the CI of a benchmarked figure's median
     compiled: Optional[int]  # XLA compilations
     loaded: Optional[int]  # executables loaded from the persistent compilation cache
     started_at: Optional[str] = None
@@ -74,6 +76,7 @@ class SweepView:
     columns: list[SweepColumn]
     points: list[SweepPoint]
     notes: list[str] = field(default_factory=list)
+    more: list[SweepColumn] = field(default_factory=list)  # recorded figures past the table's columns
 
     def numeric(self, param: str) -> bool:
         """Whether every point's ``param`` is a number (it can be a plot's x axis)."""
@@ -125,7 +128,7 @@ def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
         for name, value in (result.results or {}).items():
             if _number(value) is not None and name not in (result.params or {}):
                 names.setdefault(name)
-    return list(names)[:RECORDED_SHOWN]
+    return list(names)
 
 
 def _cache_note(points: list[SweepPoint]) -> Optional[str]:
@@ -178,8 +181,14 @@ def sweep_views(batch: "BatchResult") -> list[SweepView]:
                 columns.append(SweepColumn(key, label, kind))
             if key == "jit_compile_time":
                 columns.append(SweepColumn("compiles", "compiles", "count"))
-        columns += [SweepColumn(f"results.{name}", name, "count") for name in recorded]
+        figures = [SweepColumn(f"results.{name}", name, "count") for name in recorded]
+        columns += figures[:RECORDED_SHOWN]
+        more = figures[RECORDED_SHOWN:]
         note = _cache_note(points)
+        notes = [note] if note else []
+        if more:
+            notes.append(f"recorded figures in the report's plot and each result's results, not in this table: "
+                         f"{listed([c.label for c in more], 5)}")
         views.append(SweepView(script=relative_path(path, search), params=params, columns=columns, points=points,
-                               notes=[note] if note else []))
+                               notes=notes, more=more))
     return views
