@@ -13,9 +13,9 @@ from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage,
 from jaxrun.interfaces.cli.flags import OptionsCommand, judged_by, paired_models
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
-_DUET_HELP = ("Run BASE and NEW of each pair at the same time, each pinned to its own half of the CPUs (its own "
-              "GPU with --device gpu: 2 needed), the halves swapped every pair: a change of load hits both at once. "
-              "Each side has half the machine: only the ratios are meant.")
+_DUET_HELP = ("Run both runs of each pair at the same time, each pinned to its own half of the CPUs (its own GPU "
+              "with --device gpu: 2 needed), the halves swapped every pair: a change of load hits both at once. "
+              "Each run has half the machine: only the ratios are meant.")
 
 
 def _progress(quiet: bool):  # type: ignore[no-untyped-def]
@@ -98,7 +98,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
        export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Run each script of BASE and NEW in alternating pairs (BASE NEW, NEW BASE, ...) and judge NEW
     on the per-pair ratios: drift of the machine's load hits both runs of a pair alike, so it
-    cannot pass for a change. Per phase: the paired ratio with its 95% CI, the Wilcoxon signed-rank
+    cannot pass for a change (--duet: both runs of a pair at once, on two halves of the machine). Per phase: the paired ratio with its 95% CI, the Wilcoxon signed-rank
     p-value and a verdict gated like `jaxrun compare`'s; per program: trace, lower and compile time
     on both sides. Every run compiles (no persistent cache).
 
