@@ -60,6 +60,9 @@ def test_duet_pairs_overlap_each_pinned_to_its_half_swapped_every_pair(tmp_path:
     assert report.paired and script.verdict == "no significant change" and script.phases["run_time"].pairs == 6
     written = json.loads((tmp_path / "r" / "ab_comparison.json").read_text())
     assert written["duet"] == [{"cpus": h, "gpus": []} for h in halves]
+    from jaxrun.present.sinks.exports import comparison_markdown
+
+    assert "6 duet pairs (both runs at once, on two halves of the machine)" in comparison_markdown(report)
 
 
 def test_alternating_runs_are_not_pinned_and_the_report_says_no_duet(tmp_path: Path) -> None:
@@ -69,6 +72,7 @@ def test_alternating_runs_are_not_pinned_and_the_report_says_no_duet(tmp_path: P
     assert report.duet is None and result["environment"]["cpus"] is None and cpus == CPUS
 
 
+@pytest.mark.slow
 @needs_two_cpus
 def test_the_cli_says_it_ran_a_duet_and_a_one_cpu_process_is_refused_in_one_line(tmp_path: Path) -> None:
     write(tmp_path / "A", "s.py", AFFINITY.replace("0.3", "0"))
@@ -85,6 +89,7 @@ def test_the_cli_says_it_ran_a_duet_and_a_one_cpu_process_is_refused_in_one_line
     assert not (tmp_path / "r1").exists()  # refused before anything ran
 
 
+@pytest.mark.slow
 @needs_two_cpus
 def test_duet_on_a_gpu_without_two_gpus_is_refused_in_one_line(tmp_path: Path) -> None:
     # This machine has no GPU: --device gpu finds 0 of the 2 a duet needs.
