@@ -46,7 +46,8 @@ class Slot:
 def pinned_cpus(slot: Slot | None, platform: str) -> tuple[int, ...] | None:
     """The cores an attempt on ``platform`` in ``slot`` is pinned to (its CPU affinity); None: all
     the parent has. A CPU slot pins a CPU run, and a GPU slot that names cores pins a GPU run's
-    host threads; a slot of another platform (a CPU share held by a job now on a GPU) pins nothing."""
+    host threads; a slot of another platform (the CPU share a GPU attempt gets where there is no GPU
+    pool) pins nothing."""
     if slot is None or slot.kind != platform or not slot.cpus:
         return None
     return slot.cpus
