@@ -9,6 +9,8 @@ methods on the same cases:
 
 * ab:      ``python -m jaxrun ab BASE NEW --pairs 10 --warmup-pairs 1 --json --no-config``
            (B N, N B, ...: each pair sees the same load; a ComparisonReport, scripts[0].verdict);
+* duet:    the same with ``--duet``: the two runs of a pair at the same time, each pinned to its
+           own half of the cores, the halves swapped every pair (judged exactly like ab);
 * compare: ``python -m jaxrun run DIR --benchmark-runs 10 --warmup-runs 1 --no-history
            --results-dir R --no-config`` for BASE, then for NEW, then
            ``python -m jaxrun compare R_BASE R_NEW --json`` (two independent samples, taken one
@@ -18,7 +20,7 @@ Prints a table for benchmarks/README.md: per method, A/A false alarms out of T a
 out of T (and A/B judged faster, the wrong way).
 
     python benchmarks/bench_ab_drift.py [--trials 20] [--pairs 10] [--period 3] [--load-workers N]
-        [--work-seconds 0.15] [--methods ab,compare]
+        [--work-seconds 0.15] [--methods ab,duet,compare]
 """
 
 from __future__ import annotations
@@ -99,10 +101,14 @@ def verdict_of(done: subprocess.CompletedProcess, what: str) -> str:
                          f"{done.stderr[-2000:]}") from None
 
 
-def by_ab(base: Path, new: Path, work: Path, pairs: int) -> str:
+def by_ab(base: Path, new: Path, work: Path, pairs: int, *extra: str) -> str:
     done = jaxrun("ab", str(base), str(new), "--pairs", str(pairs), "--warmup-pairs", "1", "--json", "--no-config",
-                  cwd=work)
+                  *extra, cwd=work)
     return verdict_of(done, "jaxrun ab")
+
+
+def by_duet(base: Path, new: Path, work: Path, pairs: int) -> str:
+    return by_ab(base, new, work, pairs, "--duet")
 
 
 def by_compare(base: Path, new: Path, work: Path, pairs: int) -> str:
@@ -117,7 +123,7 @@ def by_compare(base: Path, new: Path, work: Path, pairs: int) -> str:
                       "jaxrun compare")
 
 
-METHODS = {"ab": by_ab, "compare": by_compare}
+METHODS = {"ab": by_ab, "duet": by_duet, "compare": by_compare}
 
 
 def start_load(period: float, workers: int) -> subprocess.Popen:
@@ -141,7 +147,7 @@ def main() -> None:
     parser.add_argument("--load-workers", type=int, default=os.cpu_count() or 2, help="CPU burners when on")
     parser.add_argument("--work-seconds", type=float, default=0.15, help="The A script's work, quiet")
     parser.add_argument("--slowdown", type=float, default=1.10, help="B's work over A's")
-    parser.add_argument("--methods", default="ab,compare", help="Comma-separated: ab, compare")
+    parser.add_argument("--methods", default="ab,compare", help="Comma-separated: ab, duet, compare")
     args = parser.parse_args()
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
@@ -152,6 +158,7 @@ def main() -> None:
     cases = {"A/A": iterations, "A/B": round(iterations * args.slowdown)}
     counts = {(m, c): {} for m in methods for c in cases}
     seconds = {m: 0.0 for m in methods}
+    quiet_load = os.getloadavg()  # the machine's own load (others' work), before the burners start
     load = start_load(args.period, args.load_workers)
     started = time.perf_counter()
     try:
@@ -173,7 +180,8 @@ def main() -> None:
     t = args.trials
     print(f"{t} trials per case; A does {iterations:,} iterations (~{args.work_seconds} s quiet), B x{args.slowdown}; "
           f"{args.pairs} pairs / runs per side; load: {args.load_workers} CPU burners, {args.period:g} s on, "
-          f"{args.period:g} s off; {os.cpu_count()} CPUs")
+          f"{args.period:g} s off; {os.cpu_count()} CPUs; load average before the burners "
+          f"{', '.join(f'{x:.2f}' for x in quiet_load)}, at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
     print("| method | A/A false alarms | A/B detected slower | A/B judged faster | A/B other verdicts | s per trial |")
     print("|---|---|---|---|---|---|")

@@ -43,6 +43,7 @@ from jaxrun.results.models import BatchResult, ScriptResult
 from jaxrun.results.ownership import ResultsFolder
 from jaxrun.results.sink import NO_SINK, Sink, Sinks
 from jaxrun.run.execute import RunInterrupted, run_job
+from jaxrun.run.placement import WHOLE_MACHINE, Placement
 
 __all__ = ["run_jax_scripts", "execute_jax_script"]
 
@@ -100,6 +101,7 @@ def execute_jax_script(
     raise_on_error: bool = False,
     config: str | os.PathLike[str] | bool | None = None,
     allow_other_files: bool = False,
+    placement: Placement | None = None,
     **options: Any,
 ) -> ScriptResult:
     """Run one JAX script in its own process and return what happened.
@@ -112,6 +114,11 @@ def execute_jax_script(
     ``results_dir`` are replaced; a folder that holds files jaxrun did not write is refused
     (:class:`UsageError`) unless ``allow_other_files=True``, and then they are kept. A failing script returns a result with
     ``success=False``; only ``raise_on_error=True`` turns that into :class:`ScriptFailedError`.
+
+    ``placement`` (a :class:`jaxrun.run.placement.Placement`) says where on the machine the script's
+    processes go: a slot's CPU cores become their affinity, its GPUs the ones they see
+    (``FixedPlacement(Slot(0, cpus=(0,)))`` pins every attempt to core 0; ``jaxrun ab --duet``
+    gives each side its half); None: the whole machine, as ``jaxrun run`` runs one script.
 
     ``benchmark_runs=N, warmup_runs=W`` run the script W+N times, each as a new process; the
     result is the last run's, with every run's samples and their statistics in ``.benchmark``.
@@ -162,7 +169,7 @@ def execute_jax_script(
         sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else []),
                       *([_notebook_sink()] if run_options.save_notebooks else [])])
     try:
-        result = run_job(job, run_options, sink=sink)
+        result = run_job(job, run_options, sink=sink, placement=placement or WHOLE_MACHINE)
     except RunInterrupted as stopped:
         sink.on_result(job, stopped.result)
         raise

@@ -141,6 +141,13 @@ class ABSide(MappingModel):
     jaxlib_version: str | None = None
 
 
+class DuetHalf(MappingModel):
+    """One half of the machine in a ``jaxrun ab --duet`` comparison."""
+
+    cpus: list[int] = Field(description="The CPU cores a run on this half was pinned to")
+    gpus: list[int] = Field([], description="The GPU it was given (empty: runs on the CPU)")
+
+
 class ComparisonReport(MappingModel):
     schema_version: int = SCHEMA_VERSION
     base: str
@@ -150,6 +157,10 @@ class ComparisonReport(MappingModel):
     pairs: int | None = Field(None, description="jaxrun ab: the counted pairs asked for per script")
     warmup_pairs: int | None = None
     sides: dict[str, ABSide] = Field({}, description="jaxrun ab: BASE and NEW")
+    duet: list[DuetHalf] | None = Field(
+        None, description="jaxrun ab --duet: the two of each pair ran at the same time, each on its half of the "
+        "machine (BASE on the first half in even pairs, warm-ups counted, on the second in odd ones); an absolute "
+        "time is a half machine's, only the ratios are meant. Null: the two ran one after the other")
     metrics: list[str] = Field(description="The phases judged for every script")
     gate: list[str] = Field(description="The phases that decide regressions (per script, see scripts[].gate)")
     alpha: float

@@ -30,6 +30,7 @@ from jaxrun.results.benchmark_result import (
 from jaxrun.results.comparison_report import (
     ABSide,
     ComparisonReport,
+    DuetHalf,
     HistoryRun,
     PhaseComparison,
     ProgramComparison,
@@ -89,7 +90,7 @@ from jaxrun.results.batch_result import (  # noqa: E402
 __all__ = [
     "ABSide", "ERROR_CLASSES", "MAX_RECOMPILE_REASONS", "METRIC_ALIASES", "RESULT_FIELDS", "SAMPLE_METRICS", "SCHEMA_VERSION",
     "Attempt", "AvailableDevice", "ProcessResult", "CellTiming", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
-    "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "ErrorClass", "HistoryRun",
+    "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "DuetHalf", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
     "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",
     "ScriptComparison", "ScriptMetrics", "TransferStats", "Transfers",

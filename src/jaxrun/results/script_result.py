@@ -174,6 +174,9 @@ class RunEnvironment(MappingModel):
     setup_padding: int | None = Field(
         None, description="--randomize-setup: bytes of the random padding (JAXRUN_SETUP_PADDING) in this run's "
         "environment; null when the setup was not randomised")
+    cpus: list[int] | None = Field(
+        None, description="The CPU cores the run's processes were pinned to (their affinity: a --jobs N share of the "
+        "cores, a jaxrun ab --duet half); null when it was not pinned and had every core jaxrun had")
 
 
 Outcome = Literal["passed", "failed", "xfailed", "xpassed"]

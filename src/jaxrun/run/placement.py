@@ -2,7 +2,8 @@
 
 The runner asks its :class:`Placement` for the slot of the platform an attempt runs on, and, after
 an accelerator out-of-memory, whether a GPU it has not tried can be had. Executors that share the
-machine between jobs (executors/slots.py) hand out slots; the others use :data:`WHOLE_MACHINE`.
+machine between jobs (executors/slots.py) hand out slots; ``jaxrun ab --duet`` gives each side a
+:class:`FixedPlacement` (its half of the cores, its own GPU); the others use :data:`WHOLE_MACHINE`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ class Slot:
         return {name: threads for name in _THREAD_VARS}
 
 
+def pinned_cpus(slot: Slot | None, platform: str) -> tuple[int, ...] | None:
+    """The cores an attempt on ``platform`` in ``slot`` is pinned to (its CPU affinity); None: all
+    the parent has. A CPU slot pins a CPU run, and a GPU slot that names cores pins a GPU run's
+    host threads; a slot of another platform (the CPU share a GPU attempt gets where there is no GPU
+    pool) pins nothing."""
+    if slot is None or slot.kind != platform or not slot.cpus:
+        return None
+    return slot.cpus
+
+
 def merge_xla_flags(existing: str | None, extra: Iterable[str]) -> str:
     """Add flags to an XLA_FLAGS value without overriding ones the user already set."""
     flags = (existing or "").split()
@@ -77,3 +88,23 @@ class _WholeMachine:
 
 
 WHOLE_MACHINE: Placement = _WholeMachine()
+
+
+class FixedPlacement:
+    """Every attempt in the same slot, for as long as the caller holds it: ``cpu`` for CPU
+    attempts, ``gpu`` (its GPUs and, where it names them, cores) for GPU ones; never another GPU
+    after an out-of-memory, since the GPUs not in ``gpu`` belong to someone else."""
+
+    def __init__(self, cpu: Slot, gpu: Slot | None = None) -> None:
+        self.cpu, self.gpu = cpu, gpu
+
+    def slot(self, platform: str) -> Slot | None:
+        if platform == "gpu" and self.gpu is not None:
+            return self.gpu
+        return self.cpu if platform == "cpu" else None
+
+    def has_other_gpu(self) -> bool:
+        return False
+
+    def move_to_other_gpu(self) -> bool:
+        return False

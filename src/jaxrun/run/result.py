@@ -42,9 +42,10 @@ if TYPE_CHECKING:
 
 
 def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: LaunchOutcome,
-                  job_run: "JobRun | None", utilization: "tuple[float | None, str | None] | None") -> AttemptRun:
+                  job_run: "JobRun | None", utilization: "tuple[float | None, str | None] | None",
+                  cpus: tuple[int, ...] | None = None) -> AttemptRun:
     """What one launched attempt left: how it failed (if it did), the probe's report, the
-    variables it ran with."""
+    variables it ran with (and ``cpus``, the cores it was pinned to)."""
     if job_run is not None:
         failure, report = job_run.failure, job_run.lead.report
     else:
@@ -52,7 +53,8 @@ def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: l
         report = read_probe_report(outcome.events)
     environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
                                  variables=len(env),
-                                 setup_padding=setup_padding(env) if options.randomize_setup else None)
+                                 setup_padding=setup_padding(env) if options.randomize_setup else None,
+                                 cpus=list(cpus) if cpus else None)
     return AttemptRun(outcome, failure, report, utilization, command=command, numerics=numerics_of(env),
                       environment=environment, guard_env=guard_variables(env), processes=job_run)
 

@@ -33,7 +33,7 @@ from jaxrun.discover.devices import device_facts, resolve_device
 from jaxrun.errors import DeviceProbeError, ResultsWriteError
 from jaxrun.plan.job import Job
 from jaxrun.run.environment import child_env, chosen_index, probe_command
-from jaxrun.run.placement import WHOLE_MACHINE, Placement, Slot
+from jaxrun.run.placement import WHOLE_MACHINE, Placement, Slot, pinned_cpus
 from jaxrun.run.process_watch import Interrupted, LaunchOutcome, Limits, launch
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def launch_attempt(
                 from jaxrun.run.multiprocess import launch_processes
 
                 job_run = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
-                                           cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None)
+                                           cpu_affinity=pinned_cpus(slot, platform))
                 outcome = job_run.outcome
             else:
                 outcome = launch(
@@ -161,7 +161,7 @@ def launch_attempt(
                     events_path=events_path,
                     limits=Limits(options.timeout, options.memory_limit, options.max_processes),
                     log_cap=log_cap_bytes(),
-                    cpu_affinity=slot.cpus if slot is not None and platform == "cpu" else None,
+                    cpu_affinity=pinned_cpus(slot, platform),
                     stop=stop,
                     record_memory=options.enable_profiling,
                     launcher=launcher,
@@ -173,7 +173,8 @@ def launch_attempt(
                 sampler.stop()
     from jaxrun.run.result import ended_attempt
 
-    return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None)
+    return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None,
+                         cpus=pinned_cpus(slot, platform))
 
 
 def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> bool:

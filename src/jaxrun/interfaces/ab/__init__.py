@@ -1,5 +1,6 @@
 """A/B comparisons that a noisy machine cannot fool (``jaxrun ab``, ``jaxrun bisect``): the two
-sides run in alternating pairs and are judged on the per-pair ratios (jaxrun.judge.paired).
+sides run in alternating pairs (or, with ``duet``, at the same time on two halves of the machine)
+and are judged on the per-pair ratios (jaxrun.judge.paired).
 
 :func:`run_ab` is the whole of ``jaxrun ab``: the sides made (folders, revisions in temporary
 worktrees, interpreters), each script paired and run, the comparison and both sides written.
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from jaxrun.errors import UsageError
 from jaxrun.interfaces.ab.ab_report import COMPARISON_FILE, comparison, write_sides
+from jaxrun.interfaces.ab.duet import machine_halves
 from jaxrun.interfaces.ab.session import (
     ABOptions,
     OnRun,
@@ -35,6 +37,8 @@ def run_ab(base: Path, new: Path | None, results_dir: Path, options: ABOptions |
     """``jaxrun ab``: the paired comparison of NEW against BASE, written to ``results_dir``
     (``ab_comparison.json``, and each side's runs in ``base/`` and ``new/``)."""
     options = options or ABOptions()
+    if options.duet:
+        machine_halves(options.run_options)  # a machine duet runs cannot split is refused before any checkout
     with sides(base, new, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
                new_python=new_python) as (base_side, new_side):
         keys, only_base, only_new = scripts_of(base_side, new_side, options.recursive)

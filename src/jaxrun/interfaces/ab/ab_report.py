@@ -38,6 +38,7 @@ from jaxrun.results.models import (
     ABSide,
     BatchMetadata,
     ComparisonReport,
+    DuetHalf,
     ProgramComparison,
     ScriptComparison,
     ScriptResult,
@@ -111,11 +112,13 @@ def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list
                                      {m: after[m] for m in measured}, options)
         note = "; ".join(n for n in (judged.note, pr.stopped) if n) or None
         scripts.append(judged.model_copy(update={"path": pr.key, "programs": program_comparisons(pr), "note": note}))
+    halves = next((pr.halves for pr in runs if pr.halves is not None), None)
+    duet = [DuetHalf(cpus=list(slot.cpus), gpus=list(slot.gpus)) for slot in halves.slots] if halves else None
     means = {m: geometric_mean([s.phases[m].ratio for s in scripts if m in s.phases and s.phases[m].ratio])
              for m in metrics}
     return ComparisonReport(
         base=base.describe(), new=new.describe(), paired=True, pairs=pairs, warmup_pairs=warmup_pairs,
-        sides={"BASE": _side(base, runs, "BASE"), "NEW": _side(new, runs, "NEW")},
+        sides={"BASE": _side(base, runs, "BASE"), "NEW": _side(new, runs, "NEW")}, duet=duet,
         metrics=list(metrics), gate=list(gate), alpha=options.alpha, min_effect=options.min_effect,
         scripts=scripts, only_in_base=only_in_base, only_in_new=only_in_new, geometric_mean_ratio=means,
         allow_mismatch=options.allow_mismatch, fail_on_regression=ab.fail_on_regression,

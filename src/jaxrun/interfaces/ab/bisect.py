@@ -16,6 +16,7 @@ from typing import Callable
 from jaxrun.errors import UsageError
 from jaxrun.interfaces.ab.ab_report import comparison
 from jaxrun.interfaces.ab.checkouts import checkouts, remove_abandoned
+from jaxrun.interfaces.ab.duet import machine_halves
 from jaxrun.interfaces.ab.session import ABOptions, OnRun, run_script_pairs
 from jaxrun.interfaces.ab.sides import Side, git, repository_of, revision
 from jaxrun.results.models import ScriptComparison
@@ -51,6 +52,9 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOpti
     options = options or ABOptions()
     if not script.is_file():
         raise UsageError(f"no such script: {str(script)!r} (bisect follows one script through the revisions)")
+    if options.duet:
+        machine_halves(options.run_options)  # refused before any checkout
+
     repo, relative = repository_of(script)
     good_commit, bad_commit = revision(repo, good), revision(repo, bad)
     listed = git(repo, "rev-list", "--ancestry-path", "--reverse", f"{good_commit}..{bad_commit}").split()

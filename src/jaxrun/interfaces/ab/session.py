@@ -5,6 +5,10 @@ lands on both runs of a pair alike, so the per-pair ratios (jaxrun.judge.paired)
 
 Each run is one process, as ``jaxrun run`` makes it (``execute_jax_script``), without the
 persistent compilation cache (every run compiles: compile time is compared, not cache loads).
+
+``duet=True`` runs the two of a pair at the same time instead, each on its own half of the
+machine, the halves swapped every pair (interfaces/ab/duet.py): a change of load then lands on
+both at once, not a run's length apart.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any, Callable, Mapping
 from jaxrun.config.options import VerdictOptions
 from jaxrun.discover.scripts import find_jax_scripts, script_display_name
 from jaxrun.errors import UsageError
+from jaxrun.interfaces.ab.duet import DuetHalves, machine_halves, side_by_side
 from jaxrun.interfaces.ab.sides import Side
 from jaxrun.interfaces.api import execute_jax_script
 from jaxrun.judge.compare import single_value
@@ -47,6 +52,9 @@ class ABOptions:
     # Each run's environment padded by a random size (RunOptions.randomize_setup): a memory-layout
     # bias of one setup is averaged out over the pairs instead of favouring one side throughout.
     randomize_setup: bool = True
+    # BASE and NEW of a pair at the same time, each pinned to its half of the cores (its own GPU on
+    # a GPU), the halves swapped every pair; refused where the machine cannot be split fairly.
+    duet: bool = False
 
     def __post_init__(self) -> None:
         if self.pairs < 1 or self.warmup_pairs < 0:
@@ -65,6 +73,7 @@ class PairedRuns:
     new: list[ScriptResult] = field(default_factory=list)
     warmups: list[tuple[ScriptResult, ScriptResult]] = field(default_factory=list)  # (base, new)
     stopped: str | None = None  # why it ended before the pairs asked for (budget, precision, a failure)
+    halves: DuetHalves | None = None  # duet runs: the two halves of the machine (None: alternating runs)
 
 
 def scripts_of(base: Side, new: Side, recursive: bool = True) -> tuple[list[str], list[str], list[str]]:
@@ -110,27 +119,38 @@ def _precise(runs: PairedRuns, options: VerdictOptions, precision: float) -> boo
 
 def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options: ABOptions,
                      on_run: OnRun | None = None) -> PairedRuns:
-    """Run ``key`` on both sides, pair by pair; stops at the first failed run (it would repeat)."""
+    """Run ``key`` on both sides, pair by pair (at the same time with ``options.duet``); stops at the
+    first failed run (it would repeat)."""
     pairs, warmup_pairs, verdict = options.pairs, options.warmup_pairs, options.verdict
     time_budget, precision = options.time_budget, options.precision
-    runs = PairedRuns(key)
+    halves = machine_halves(options.run_options) if options.duet else None
+    runs = PairedRuns(key, halves=halves)
     started = time.monotonic()
     least = pairs_needed(verdict.alpha)
     name = script_name(key)
+
+    def run(side: Side, number: int, half: int | None) -> ScriptResult:
+        given = {"randomize_setup": options.randomize_setup, **options.run_options}
+        if side.python is not None:
+            given["python"] = side.python
+        return execute_jax_script(
+            _script(side, key), results_dir=results_dir / side.label.lower() / f"pair{number:03d}",
+            name=name, compile_cache=False,
+            placement=halves.placement(half) if halves is not None and half is not None else None, **given)
+
     for number in range(warmup_pairs + pairs):
         warmup = number < warmup_pairs
         order = (base, new) if number % 2 == 0 else (new, base)
         done: dict[str, ScriptResult] = {}
+        if halves is not None:
+            # order[0] is on half 0 (BASE in even pairs), and runs in this thread; both start together.
+            first, second = side_by_side(lambda: run(order[0], number, 0), lambda: run(order[1], number, 1))
+            done = {order[0].label: first, order[1].label: second}
         for side in order:
-            given = {"randomize_setup": options.randomize_setup, **options.run_options}
-            if side.python is not None:
-                given["python"] = side.python
-            result = execute_jax_script(
-                _script(side, key), results_dir=results_dir / side.label.lower() / f"pair{number:03d}",
-                name=name, compile_cache=False, **given)
-            done[side.label] = result
+            if halves is None:
+                done[side.label] = run(side, number, None)
             if on_run is not None:
-                on_run(key, side, number - warmup_pairs, warmup, result)
+                on_run(key, side, number - warmup_pairs, warmup, done[side.label])
         pair = (done[base.label], done[new.label])
         if warmup:
             runs.warmups.append(pair)

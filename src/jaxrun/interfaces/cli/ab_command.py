@@ -13,6 +13,9 @@ from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage,
 from jaxrun.interfaces.cli.flags import OptionsCommand, judged_by, paired_models
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
+_DUET_HELP = ("Run both runs of each pair at the same time, each pinned to its own half of the CPUs (its own GPU "
+              "with --device gpu: 2 needed), the halves swapped every pair: a change of load hits both at once. "
+              "Each run has half the machine: only the ratios are meant.")
 
 
 def _progress(quiet: bool):  # type: ignore[no-untyped-def]
@@ -80,6 +83,7 @@ def program_phase_line(script: str, p: Any) -> str:
 @click.option("--same-setup", is_flag=True,
               help="Give every run the same environment: without it each run's is padded by a random size (0-4 KiB, "
               "recorded in its result), so that a memory-layout bias of one setup is averaged out over the pairs.")
+@click.option("--duet", is_flag=True, help=_DUET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (progress stays on stderr).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as JSON.")
@@ -88,12 +92,13 @@ def program_phase_line(script: str, p: Any) -> str:
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
        precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[str],
-       recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, as_json: bool, quiet: bool,
+       recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, duet: bool, as_json: bool,
+       quiet: bool,
        export_json: Optional[Path],
        export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
     """Run each script of BASE and NEW in alternating pairs (BASE NEW, NEW BASE, ...) and judge NEW
     on the per-pair ratios: drift of the machine's load hits both runs of a pair alike, so it
-    cannot pass for a change. Per phase: the paired ratio with its 95% CI, the Wilcoxon signed-rank
+    cannot pass for a change (--duet: both runs of a pair at once, on two halves of the machine). Per phase: the paired ratio with its 95% CI, the Wilcoxon signed-rank
     p-value and a verdict gated like `jaxrun compare`'s; per program: trace, lower and compile time
     on both sides. Every run compiles (no persistent cache).
 
@@ -112,7 +117,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
         check_exports(export_json, export_csv, export_markdown)
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
                             _run_options(device, timeout, not no_config), fail_on_regression=fail_on_regression,
-                            randomize_setup=not same_setup)
+                            randomize_setup=not same_setup, duet=duet)
         report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
                         new_python=new_python, on_run=_progress(quiet))
     except JAXExecutionError as exc:
@@ -125,6 +130,11 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
             versions = f", jax {side.jax_version}" if side.jax_version else ""
             out.print(f"{label}: {side.given}{f' (commit {side.commit[:12]})' if side.commit else ''}{versions}",
                       markup=False, soft_wrap=True)
+        if report.duet:
+            halves = " and ".join(",".join(map(str, h.cpus)) + (f" (GPU {','.join(map(str, h.gpus))})" if h.gpus else "")
+                                  for h in report.duet)
+            out.print(f"duet: BASE and NEW at the same time on CPUs {halves}, swapped every pair (times are a half "
+                      "machine's: only the ratios are meant)", markup=False, soft_wrap=True)
         print_comparison(report, program_sections(report, program_phase_line), options.verdict.allow_mismatch)
         out.print(f"comparison: {results_dir / 'ab_comparison.json'}; each side's runs in {results_dir / 'base'} and "
                   f"{results_dir / 'new'} (jaxrun report {results_dir})", markup=False, soft_wrap=True)
@@ -140,9 +150,10 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_bisect"), show_default=True,
               help="Where each step's runs go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
+@click.option("--duet", is_flag=True, help=_DUET_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, results_dir: Path, device: Optional[str],
-           quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
+           duet: bool, quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
     """Find the first revision at which SCRIPT got slower, as git bisect would: each step runs the
     script at a revision against GOOD in alternating pairs and judges it (--metric, run and compile
     time by default). Exit 0 when a commit is named, 1 when BAD is not slower than GOOD."""
@@ -155,7 +166,8 @@ def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, res
         out.print(f"{step.commit[:12]} {step.subject}: {step.verdict}{ratio}", markup=False, soft_wrap=True)
 
     try:
-        options = ABOptions(pairs, warmup_pairs, verdict=verdict_options(), run_options=_run_options(device, timeout))
+        options = ABOptions(pairs, warmup_pairs, verdict=verdict_options(), run_options=_run_options(device, timeout),
+                            duet=duet)
         found = run_bisect(script, good, bad, results_dir, options, on_step=on_step, on_run=_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None

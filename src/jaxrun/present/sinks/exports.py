@@ -134,7 +134,8 @@ def comparison_markdown(report: "ComparisonReport") -> str:
     verdict; the gate's phases marked *, and notes in rows of their own, as in the terminal."""
     gate = " + ".join(report.gate)
     # jaxrun ab judges pair by pair (jaxrun.judge.paired): its test and its ratio are not compare's.
-    command, test, ratios = (("ab", f"{report.pairs} alternating pairs, Wilcoxon signed-rank",
+    how = "duet pairs (both runs at once, on two halves of the machine)" if report.duet else "alternating pairs"
+    command, test, ratios = (("ab", f"{report.pairs} {how}, Wilcoxon signed-rank",
                               "the median of the per-pair ratios NEW / BASE") if report.paired else
                              ("compare", "Mann-Whitney U", "NEW / BASE medians"))
     lines = [f"## jaxrun {command}: {_md(report.base)} -> {_md(report.new)}", "",
