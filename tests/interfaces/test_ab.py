@@ -50,7 +50,8 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     write(tmp_path / "A", "s.py", SLEEPS.format(seconds=0.05))
     write(tmp_path / "B", "s.py", SLEEPS.format(seconds=0.10))
     write(tmp_path / "B", "extra.py", SLEEPS.format(seconds=0))
-    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r", ABOptions(pairs=6, warmup_pairs=1, verdict=LENIENT))
+    report = run_ab(tmp_path / "A", tmp_path / "B", tmp_path / "r",
+                    ABOptions(pairs=6, warmup_pairs=1, verdict=LENIENT, duet=False))  # --alternate
     (script,) = report.scripts
     assert report.paired and script.verdict == "slower" and report.shown(report.regressions) == ["s.py"]
     run = script.phases["run_time"]

@@ -67,9 +67,10 @@ def test_duet_pairs_overlap_each_pinned_to_its_half_swapped_every_pair(tmp_path:
 
 def test_alternating_runs_are_not_pinned_and_the_report_says_no_duet(tmp_path: Path) -> None:
     write(tmp_path / "A", "s.py", AFFINITY.replace("0.3", "0"))
-    report = run_ab(tmp_path / "A", tmp_path / "A", tmp_path / "r", ABOptions(pairs=1, warmup_pairs=0))
+    report = run_ab(tmp_path / "A", tmp_path / "A", tmp_path / "r", ABOptions(pairs=1, warmup_pairs=0, duet=False))
     result, cpus = _run(tmp_path / "r", "base", 0)
     assert report.duet is None and result["environment"]["cpus"] is None and cpus == CPUS
+    assert report.alternating_reason is None  # asked for: no reason to give
 
 
 @pytest.mark.slow
@@ -128,3 +129,29 @@ def test_a_machine_duet_cannot_split_fairly_is_refused(cpus: list[int], platform
     with pytest.raises(UsageError) as refused:
         duet_halves(cpus, platform, gpus, processes)
     assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.slow
+@needs_two_cpus
+def test_a_duet_is_the_default_where_the_machine_splits_and_alternation_with_its_reason_where_not(
+        tmp_path: Path) -> None:
+    write(tmp_path / "A", "s.py", AFFINITY.replace("0.3", "0"))
+    done = jaxrun("ab", tmp_path / "A", tmp_path / "A", "--pairs", "1", "--warmup-pairs", "0", "-q", "--no-config",
+                  "--results-dir", tmp_path / "r", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["duet"] == [{"cpus": [CPUS[0]], "gpus": []}, {"cpus": [CPUS[1]], "gpus": []}]
+    assert report["alternating_reason"] is None
+    # One core: the pairs alternate, and the terminal and the report say why.
+    one = jaxrun("ab", tmp_path / "A", tmp_path / "A", "--pairs", "1", "--warmup-pairs", "0", "--no-config",
+                 "--results-dir", tmp_path / "r1", preexec_fn=lambda: os.sched_setaffinity(0, {CPUS[0]}))
+    assert one.returncode == 0, one.stderr
+    why = f"a duet needs at least 2 CPUs, one half for each side; this process may use 1 ({CPUS[0]},"
+    assert f"alternating pairs: {why}" in one.stdout, one.stdout
+    written = json.loads((tmp_path / "r1" / "ab_comparison.json").read_text())
+    assert written["duet"] is None and written["alternating_reason"].startswith(why)
+    # --alternate asks for alternation: no reason to give, and no duet on a machine that could run one.
+    alternate = jaxrun("ab", tmp_path / "A", tmp_path / "A", "--alternate", "--pairs", "1", "--warmup-pairs", "0",
+                       "-q", "--no-config", "--results-dir", tmp_path / "r2", "--json")
+    assert alternate.returncode == 0, alternate.stderr
+    assert json.loads(alternate.stdout)["duet"] is None and json.loads(alternate.stdout)["alternating_reason"] is None

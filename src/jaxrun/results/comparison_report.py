@@ -161,6 +161,9 @@ class ComparisonReport(MappingModel):
         None, description="jaxrun ab --duet: the two of each pair ran at the same time, each on its half of the "
         "machine (BASE on the first half in even pairs, warm-ups counted, on the second in odd ones); an absolute "
         "time is a half machine's, only the ratios are meant. Null: the two ran one after the other")
+    alternating_reason: str | None = Field(
+        None, description="Why the pairs alternated where a duet was the default (this machine could not be split "
+        "fairly: one CPU, one GPU); null when they ran as a duet or --alternate asked for alternation")
     metrics: list[str] = Field(description="The phases judged for every script")
     gate: list[str] = Field(description="The phases that decide regressions (per script, see scripts[].gate)")
     alpha: float

@@ -37,7 +37,7 @@ def run_ab(base: Path, new: Path | None, results_dir: Path, options: ABOptions |
     """``jaxrun ab``: the paired comparison of NEW against BASE, written to ``results_dir``
     (``ab_comparison.json``, and each side's runs in ``base/`` and ``new/``)."""
     options = options or ABOptions()
-    if options.duet:
+    if options.duet is True:
         machine_halves(options.run_options)  # a machine duet runs cannot split is refused before any checkout
     with sides(base, new, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
                new_python=new_python) as (base_side, new_side):

@@ -114,11 +114,13 @@ def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list
         scripts.append(judged.model_copy(update={"path": pr.key, "programs": program_comparisons(pr), "note": note}))
     halves = next((pr.halves for pr in runs if pr.halves is not None), None)
     duet = [DuetHalf(cpus=list(slot.cpus), gpus=list(slot.gpus)) for slot in halves.slots] if halves else None
+    alternating_reason = next((pr.alternating_reason for pr in runs if pr.alternating_reason), None)
     means = {m: geometric_mean([s.phases[m].ratio for s in scripts if m in s.phases and s.phases[m].ratio])
              for m in metrics}
     return ComparisonReport(
         base=base.describe(), new=new.describe(), paired=True, pairs=pairs, warmup_pairs=warmup_pairs,
         sides={"BASE": _side(base, runs, "BASE"), "NEW": _side(new, runs, "NEW")}, duet=duet,
+        alternating_reason=alternating_reason,
         metrics=list(metrics), gate=list(gate), alpha=options.alpha, min_effect=options.min_effect,
         scripts=scripts, only_in_base=only_in_base, only_in_new=only_in_new, geometric_mean_ratio=means,
         allow_mismatch=options.allow_mismatch, fail_on_regression=ab.fail_on_regression,

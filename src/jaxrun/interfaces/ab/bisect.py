@@ -52,7 +52,7 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOpti
     options = options or ABOptions()
     if not script.is_file():
         raise UsageError(f"no such script: {str(script)!r} (bisect follows one script through the revisions)")
-    if options.duet:
+    if options.duet is True:
         machine_halves(options.run_options)  # refused before any checkout
 
     repo, relative = repository_of(script)

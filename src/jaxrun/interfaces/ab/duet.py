@@ -21,7 +21,7 @@ from jaxrun.core.validate import split_device
 from jaxrun.errors import DeviceProbeError, UsageError
 from jaxrun.run.placement import FixedPlacement, Slot
 
-__all__ = ["DuetHalves", "duet_halves", "machine_halves", "side_by_side"]
+__all__ = ["DuetHalves", "duet_halves", "machine_halves", "pairing", "side_by_side"]
 
 T = TypeVar("T")
 
@@ -98,6 +98,20 @@ def machine_halves(run_options: Mapping[str, object]) -> DuetHalves:
     except (AttributeError, OSError):
         cpus = range(os.cpu_count() or 1)
     return duet_halves(cpus, platform, gpu_ids, int(run_options.get("processes") or 1))  # type: ignore[call-overload]
+
+
+def pairing(duet: bool | None, run_options: Mapping[str, object]) -> tuple[DuetHalves | None, str | None]:
+    """How the pairs run: the halves of a duet, or None for alternating pairs with the reason when a
+    duet was the default (``duet=None``) and this machine cannot be split fairly. ``duet=True``
+    insists (one line where it cannot), ``duet=False`` alternates."""
+    if duet is False:
+        return None, None
+    try:
+        return machine_halves(run_options), None
+    except UsageError as exc:
+        if duet:
+            raise
+        return None, str(exc).replace("--duet ", "a duet ", 1)
 
 
 def side_by_side(first: Callable[[], T], second: Callable[[], T]) -> tuple[T, T]:

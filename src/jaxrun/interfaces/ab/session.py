@@ -6,9 +6,10 @@ lands on both runs of a pair alike, so the per-pair ratios (jaxrun.judge.paired)
 Each run is one process, as ``jaxrun run`` makes it (``execute_jax_script``), without the
 persistent compilation cache (every run compiles: compile time is compared, not cache loads).
 
-``duet=True`` runs the two of a pair at the same time instead, each on its own half of the
-machine, the halves swapped every pair (interfaces/ab/duet.py): a change of load then lands on
-both at once, not a run's length apart.
+By default (``duet``) the two of a pair run at the same time instead, each on its own half of
+the machine, the halves swapped every pair (interfaces/ab/duet.py): a change of load then lands on
+both at once, not a run's length apart; where the machine cannot be split fairly (one CPU, one
+GPU) the pairs alternate and the report says why.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Callable, Mapping
 from jaxrun.config.options import VerdictOptions
 from jaxrun.discover.scripts import find_jax_scripts, script_display_name
 from jaxrun.errors import UsageError
-from jaxrun.interfaces.ab.duet import DuetHalves, machine_halves, side_by_side
+from jaxrun.interfaces.ab.duet import DuetHalves, pairing, side_by_side
 from jaxrun.interfaces.ab.sides import Side
 from jaxrun.interfaces.api import execute_jax_script
 from jaxrun.judge.compare import single_value
@@ -53,8 +54,11 @@ class ABOptions:
     # bias of one setup is averaged out over the pairs instead of favouring one side throughout.
     randomize_setup: bool = True
     # BASE and NEW of a pair at the same time, each pinned to its half of the cores (its own GPU on
-    # a GPU), the halves swapped every pair; refused where the machine cannot be split fairly.
-    duet: bool = False
+    # a GPU), the halves swapped every pair: a change of load lands on both runs of a pair at once
+    # (benchmarks/README.md: it found a 10% slowdown more often than alternation, in less time).
+    # None: a duet where the machine splits fairly, alternating pairs (and why) elsewhere; True:
+    # a duet or one line saying why not; False: alternating pairs.
+    duet: bool | None = None
 
     def __post_init__(self) -> None:
         if self.pairs < 1 or self.warmup_pairs < 0:
@@ -74,6 +78,7 @@ class PairedRuns:
     warmups: list[tuple[ScriptResult, ScriptResult]] = field(default_factory=list)  # (base, new)
     stopped: str | None = None  # why it ended before the pairs asked for (budget, precision, a failure)
     halves: DuetHalves | None = None  # duet runs: the two halves of the machine (None: alternating runs)
+    alternating_reason: str | None = None  # why the pairs alternated where a duet was the default
 
 
 def scripts_of(base: Side, new: Side, recursive: bool = True) -> tuple[list[str], list[str], list[str]]:
@@ -123,8 +128,8 @@ def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options
     first failed run (it would repeat)."""
     pairs, warmup_pairs, verdict = options.pairs, options.warmup_pairs, options.verdict
     time_budget, precision = options.time_budget, options.precision
-    halves = machine_halves(options.run_options) if options.duet else None
-    runs = PairedRuns(key, halves=halves)
+    halves, why = pairing(options.duet, options.run_options)
+    runs = PairedRuns(key, halves=halves, alternating_reason=why)
     started = time.monotonic()
     least = pairs_needed(verdict.alpha)
     name = script_name(key)

@@ -13,9 +13,10 @@ from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage,
 from jaxrun.interfaces.cli.flags import OptionsCommand, judged_by, paired_models
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
-_DUET_HELP = ("Run both runs of each pair at the same time, each pinned to its own half of the CPUs (its own GPU "
-              "with --device gpu: 2 needed), the halves swapped every pair: a change of load hits both at once. "
-              "Each run has half the machine: only the ratios are meant.")
+_DUET_HELP = ("--duet (the default where the machine splits fairly): both runs of each pair at the same time, each "
+              "pinned to its own half of the CPUs (its own GPU on a GPU: 2 needed), the halves swapped every pair: a "
+              "change of load hits both at once; each run has half the machine, only the ratios are meant. "
+              "--alternate: one after the other, each with the whole machine.")
 
 
 def _progress(quiet: bool):  # type: ignore[no-untyped-def]
@@ -83,7 +84,7 @@ def program_phase_line(script: str, p: Any) -> str:
 @click.option("--same-setup", is_flag=True,
               help="Give every run the same environment: without it each run's is padded by a random size (0-4 KiB, "
               "recorded in its result), so that a memory-layout bias of one setup is averaged out over the pairs.")
-@click.option("--duet", is_flag=True, help=_DUET_HELP)
+@click.option("--duet/--alternate", default=None, help=_DUET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (progress stays on stderr).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as JSON.")
@@ -92,13 +93,14 @@ def program_phase_line(script: str, p: Any) -> str:
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
        precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[str],
-       recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, duet: bool, as_json: bool,
+       recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, duet: Optional[bool], as_json: bool,
        quiet: bool,
        export_json: Optional[Path],
        export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
-    """Run each script of BASE and NEW in alternating pairs (BASE NEW, NEW BASE, ...) and judge NEW
-    on the per-pair ratios: drift of the machine's load hits both runs of a pair alike, so it
-    cannot pass for a change (--duet: both runs of a pair at once, on two halves of the machine). Per phase: the paired ratio with its 95% CI, the Wilcoxon signed-rank
+    """Run each script of BASE and NEW in pairs, both runs of a pair at once on two halves of the
+    machine (a duet; alternating pairs, BASE NEW then NEW BASE, where it cannot be split fairly or
+    with --alternate) and judge NEW on the per-pair ratios: drift of the machine's load hits both
+    runs of a pair alike, so it cannot pass for a change. Per phase: the paired ratio with its 95% CI, the Wilcoxon signed-rank
     p-value and a verdict gated like `jaxrun compare`'s; per program: trace, lower and compile time
     on both sides. Every run compiles (no persistent cache).
 
@@ -135,6 +137,8 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
                                   for h in report.duet)
             out.print(f"duet: BASE and NEW at the same time on CPUs {halves}, swapped every pair (times are a half "
                       "machine's: only the ratios are meant)", markup=False, soft_wrap=True)
+        elif report.alternating_reason:
+            out.print(f"alternating pairs: {report.alternating_reason}", markup=False, soft_wrap=True)
         print_comparison(report, program_sections(report, program_phase_line), options.verdict.allow_mismatch)
         out.print(f"comparison: {results_dir / 'ab_comparison.json'}; each side's runs in {results_dir / 'base'} and "
                   f"{results_dir / 'new'} (jaxrun report {results_dir})", markup=False, soft_wrap=True)
@@ -150,13 +154,14 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_bisect"), show_default=True,
               help="Where each step's runs go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
-@click.option("--duet", is_flag=True, help=_DUET_HELP)
+@click.option("--duet/--alternate", default=None, help=_DUET_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, results_dir: Path, device: Optional[str],
-           duet: bool, quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
+           duet: Optional[bool], quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
     """Find the first revision at which SCRIPT got slower, as git bisect would: each step runs the
-    script at a revision against GOOD in alternating pairs and judges it (--metric, run and compile
-    time by default). Exit 0 when a commit is named, 1 when BAD is not slower than GOOD."""
+    script at a revision against GOOD in pairs (a duet where the machine splits fairly, as jaxrun ab
+    does) and judges it (--metric, run and compile time by default). Exit 0 when a commit is named,
+    1 when BAD is not slower than GOOD."""
     from jaxrun.interfaces.ab import ABOptions
     from jaxrun.interfaces.ab.bisect import bisect as run_bisect
     from jaxrun.interfaces.cli.analysis import verdict_options
