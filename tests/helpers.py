@@ -344,15 +344,16 @@ def table_rows(text: str, heading: str) -> list[list[str]]:
 
 
 class _ScriptsTable(HTMLParser):
-    """The cells of the report's table#scripts, as the page shows them."""
+    """The cells of the report's table#scripts (or another table's, by its id), as the page shows them."""
 
-    def __init__(self) -> None:
+    def __init__(self, table_id: str = "scripts") -> None:
         super().__init__()
+        self.table_id = table_id
         self.inside, self.header, self.rows, self.cell = False, [], [], None  # type: ignore[var-annotated]
 
     def handle_starttag(self, tag: str, attrs: list) -> None:  # type: ignore[type-arg]
         if tag == "table":
-            self.inside = dict(attrs).get("id") == "scripts"
+            self.inside = dict(attrs).get("id") == self.table_id
         elif self.inside and tag == "tr":
             self.rows.append([])
         elif self.inside and tag in ("td", "th"):
@@ -368,6 +369,13 @@ class _ScriptsTable(HTMLParser):
         elif self.inside and tag in ("td", "th") and self.cell is not None:
             self.rows[-1].append(self.cell)
             self.cell = None
+
+
+def html_table(path: Path, table_id: str) -> list[list[str]]:
+    """Every row of the report's table ``table_id`` (the header row first), each a list of cell texts."""
+    parsed = _ScriptsTable(table_id)
+    parsed.feed(path.read_text(encoding="utf-8"))
+    return [[cell.strip() for cell in row] for row in parsed.rows if row]
 
 
 def html_rows(path: Path) -> dict[str, dict[str, str]]:

@@ -5,12 +5,11 @@ points, and the sweep's table says the same cells in the terminal, Markdown and 
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import anyio
 import pytest
-from helpers import html_rows, jaxrun, load, mcp_call, mcp_session, tables, write
+from helpers import html_rows, html_table, jaxrun, load, mcp_call, mcp_session, tables, write
 
 pytest.importorskip("plotly")
 pytest.importorskip("mcp")
@@ -25,33 +24,6 @@ jax.jit(lambda a: (a @ a.T).sum())(x).block_until_ready()
 jaxrun.record(devices_seen=jax.device_count(), samples=p["batch"] * 100)
 """
 LABELS = [f"train.py[batch={b},devices={d}]" for b in (8, 16, 32) for d in (1, 2)]
-
-
-class _Table(HTMLParser):
-    """The cells of one table of the report, by its id."""
-
-    def __init__(self, table_id: str) -> None:
-        super().__init__()
-        self.table_id, self.inside, self.rows, self.cell = table_id, False, [], None  # type: ignore[var-annotated]
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:  # type: ignore[type-arg]
-        if tag == "table":
-            self.inside = dict(attrs).get("id") == self.table_id
-        elif self.inside and tag == "tr":
-            self.rows.append([])
-        elif self.inside and tag in ("td", "th"):
-            self.cell = ""
-
-    def handle_data(self, data: str) -> None:
-        if self.cell is not None:
-            self.cell += data
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table":
-            self.inside = False
-        elif self.inside and tag in ("td", "th") and self.cell is not None:
-            self.rows[-1].append(self.cell.strip())
-            self.cell = None
 
 
 def _terminal_table(text: str, title: str) -> list[list[str]]:
@@ -91,9 +63,7 @@ def test_six_points_are_named_alike_and_the_sweep_table_says_the_same_on_every_s
     # The sweep's own table: the same cells in the terminal, in Markdown and in the report.
     terminal = _terminal_table(done.stdout, "sweep: train.py")
     markdown = md["Sweep: `train.py`"]
-    parsed = _Table("sweep-table-1")
-    parsed.feed((tmp_path / "out" / "report.html").read_text(encoding="utf-8"))
-    report = [row for row in parsed.rows if row]
+    report = html_table(tmp_path / "out" / "report.html", "sweep-table-1")
     assert terminal == markdown == report, (terminal, markdown, report)
     assert [row[:2] for row in terminal[1:]] == [[str(b), str(d)] for b in (8, 16, 32) for d in (1, 2)]
     samples = terminal[0].index("samples")
