@@ -11,9 +11,9 @@ import math
 import statistics as pystats
 from typing import Sequence
 
+from jaxrun.core.formatting import listed
 from jaxrun.core.host import available_memory_mb
 from jaxrun.core.validate import device_label
-from jaxrun.core.formatting import listed
 from jaxrun.judge.stats import CV_WARN, describe, ratio_of_medians_ci
 from jaxrun.judge.steady_state import steady_state
 from jaxrun.results.figures import metric_unit

@@ -134,6 +134,7 @@ def launch_attempt(
     _sweep_stale_event_folders()
     if options.randomize_setup:
         launcher = None  # a spare already runs with the environment it was started with: not this run's
+    cpus = pinned_cpus(slot, platform)
     with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
         env = child_env(job, options, platform, info, events_path, slot, compile_cache)
@@ -149,7 +150,7 @@ def launch_attempt(
                 from jaxrun.run.multiprocess import launch_processes
 
                 job_run = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
-                                           cpu_affinity=pinned_cpus(slot, platform))
+                                           cpu_affinity=cpus)
                 outcome = job_run.outcome
             else:
                 outcome = launch(
@@ -161,7 +162,7 @@ def launch_attempt(
                     events_path=events_path,
                     limits=Limits(options.timeout, options.memory_limit, options.max_processes),
                     log_cap=log_cap_bytes(),
-                    cpu_affinity=pinned_cpus(slot, platform),
+                    cpu_affinity=cpus,
                     stop=stop,
                     record_memory=options.enable_profiling,
                     launcher=launcher,
@@ -174,7 +175,7 @@ def launch_attempt(
     from jaxrun.run.result import ended_attempt
 
     return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None,
-                         cpus=pinned_cpus(slot, platform))
+                         cpus=cpus)
 
 
 def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> bool:

@@ -16,7 +16,7 @@ from typing import Callable
 from jaxrun.errors import UsageError
 from jaxrun.interfaces.ab.ab_report import comparison
 from jaxrun.interfaces.ab.checkouts import checkouts, remove_abandoned
-from jaxrun.interfaces.ab.duet import machine_halves
+from jaxrun.interfaces.ab.duet import pairing
 from jaxrun.interfaces.ab.session import ABOptions, OnRun, run_script_pairs
 from jaxrun.interfaces.ab.sides import Side, git, repository_of, revision
 from jaxrun.results.models import ScriptComparison
@@ -52,8 +52,7 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOpti
     options = options or ABOptions()
     if not script.is_file():
         raise UsageError(f"no such script: {str(script)!r} (bisect follows one script through the revisions)")
-    if options.duet is True:
-        machine_halves(options.run_options)  # refused before any checkout
+    how = pairing(options.duet, options.run_options)  # once for every step; a duet that cannot be, refused here
 
     repo, relative = repository_of(script)
     good_commit, bad_commit = revision(repo, good), revision(repo, bad)
@@ -72,7 +71,7 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOpti
                 with made.worktree(commit, f"rev{step}") as tree:
                     new_side = Side("NEW", tree / relative, commit=commit, given=f"rev {commit[:12]}")
                     runs = run_script_pairs(relative.name, good_side, new_side, results_dir / f"step{step:02d}",
-                                            options, on_run)
+                                            options, on_run, how)
                     report = comparison(good_side, new_side, [runs], [], [], options)
                 done = _step(report.scripts[0], commit, subject)
                 result.steps.append(done)

@@ -21,7 +21,7 @@ from jaxrun.core.validate import split_device
 from jaxrun.errors import DeviceProbeError, UsageError
 from jaxrun.run.placement import FixedPlacement, Slot
 
-__all__ = ["DuetHalves", "duet_halves", "machine_halves", "pairing", "side_by_side"]
+__all__ = ["DuetHalves", "Pairing", "duet_halves", "machine_halves", "pairing", "side_by_side"]
 
 T = TypeVar("T")
 
@@ -43,6 +43,10 @@ class DuetHalves:
             return f"CPUs {','.join(map(str, slot.cpus))}{gpu}"
 
         return f"{one(self.slots[0])} | {one(self.slots[1])}"
+
+
+# How the pairs of a comparison run: a duet's halves, or None and why the pairs alternate.
+Pairing = tuple[DuetHalves | None, str | None]
 
 
 def duet_halves(cpus: Iterable[int], platform: str, gpu_ids: Sequence[int] = (), processes: int = 1) -> DuetHalves:
@@ -100,7 +104,7 @@ def machine_halves(run_options: Mapping[str, object]) -> DuetHalves:
     return duet_halves(cpus, platform, gpu_ids, int(run_options.get("processes") or 1))  # type: ignore[call-overload]
 
 
-def pairing(duet: bool | None, run_options: Mapping[str, object]) -> tuple[DuetHalves | None, str | None]:
+def pairing(duet: bool | None, run_options: Mapping[str, object]) -> "Pairing":
     """How the pairs run: the halves of a duet, or None for alternating pairs with the reason when a
     duet was the default (``duet=None``) and this machine cannot be split fairly. ``duet=True``
     insists (one line where it cannot), ``duet=False`` alternates."""

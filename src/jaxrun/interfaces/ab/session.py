@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from jaxrun.config.options import VerdictOptions
 from jaxrun.discover.scripts import find_jax_scripts, script_display_name
 from jaxrun.errors import UsageError
-from jaxrun.interfaces.ab.duet import DuetHalves, pairing, side_by_side
+from jaxrun.interfaces.ab.duet import DuetHalves, Pairing, pairing, side_by_side
 from jaxrun.interfaces.ab.sides import Side
 from jaxrun.interfaces.api import execute_jax_script
 from jaxrun.judge.compare import single_value
@@ -123,12 +123,13 @@ def _precise(runs: PairedRuns, options: VerdictOptions, precision: float) -> boo
 
 
 def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options: ABOptions,
-                     on_run: OnRun | None = None) -> PairedRuns:
-    """Run ``key`` on both sides, pair by pair (at the same time with ``options.duet``); stops at the
-    first failed run (it would repeat)."""
+                     on_run: OnRun | None = None, how: Pairing | None = None) -> PairedRuns:
+    """Run ``key`` on both sides, pair by pair (at the same time in a duet); stops at the first
+    failed run (it would repeat). ``how``: the pairing the whole comparison chose
+    (:func:`~jaxrun.interfaces.ab.duet.pairing`), else chosen here."""
     pairs, warmup_pairs, verdict = options.pairs, options.warmup_pairs, options.verdict
     time_budget, precision = options.time_budget, options.precision
-    halves, why = pairing(options.duet, options.run_options)
+    halves, why = how if how is not None else pairing(options.duet, options.run_options)
     runs = PairedRuns(key, halves=halves, alternating_reason=why)
     started = time.monotonic()
     least = pairs_needed(verdict.alpha)

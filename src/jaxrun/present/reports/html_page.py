@@ -357,14 +357,13 @@ def _failures(view: "RunView") -> str:
         for s in failed)
 
 
-def _sweeps(batch: "BatchResult", plot: Callable[[Any, str], str]) -> str:
+def _sweeps(view: "RunView", plot: Callable[[Any, str], str]) -> str:
     """A section per script run as a sweep: its table (the cells the terminal writes), its notes,
     and its plot of a figure against a numeric parameter (present/reports/sweep_section.py)."""
     from jaxrun.present.reports.sweep_section import sweep_figure, sweep_table
-    from jaxrun.present.view.sweep_view import sweep_views
 
     sections = []
-    for n, sweep in enumerate(sweep_views(batch), start=1):
+    for n, sweep in enumerate(view.sweeps, start=1):
         notes = "".join(f"<p class='note'>{_esc(note)}</p>" for note in sweep.notes)
         figure, why_not = sweep_figure(sweep)
         shown = plot(figure, f"sweep-{n}") if figure is not None else f"<p class='note no-plot'>{_esc(why_not)}</p>"
@@ -392,7 +391,7 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
         return pio.to_html(figure, full_html=False, include_plotlyjs="inline" if len(drawn) == 1 else False,
                            div_id=f"figure-{name}", config={"displaylogo": False})
 
-    sweeps = _sweeps(batch, plot)
+    sweeps = _sweeps(view, plot)
     plots = [f'<section id="plot-{name}">{plot(figure, name)}</section>'
              for name, figure in _figures(batch, view, comparison)]
     comparison_html = (f"<section><h2>Against the baseline</h2>{_comparison_table(view, comparison)}</section>"

@@ -13,10 +13,11 @@ spaced), and a figure whose values span more than two decades gets a log y axis 
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING, Any, Optional
 
 from jaxrun.config.sweeps import SPECIAL
+from jaxrun.present.reports.html_page import _esc
+from jaxrun.present.view.sweep_view import as_number
 from jaxrun.probe.sweep_point import value_text
 
 if TYPE_CHECKING:
@@ -25,16 +26,6 @@ if TYPE_CHECKING:
 _UNITS = {"seconds": "s", "mib": "MiB (2^20 bytes)", "count": ""}
 _TEXT = ' class="text"'
 _LOG_Y_SPAN = 100.0  # max / min beyond which a figure's y axis is logarithmic
-
-
-def _esc(value: object) -> str:
-    return html.escape(str(value))
-
-
-def _number(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
 
 
 def x_parameter(view: "SweepView") -> Optional[str]:
@@ -93,7 +84,7 @@ def _lines(view: "SweepView", x: str) -> list[tuple[str, list["SweepPoint"]]]:
     for point in view.points:
         name = ", ".join(f"{k}={value_text(point.params.get(k, '-'))}" for k in others) or view.script
         lines.setdefault(name, []).append(point)
-    return [(name, sorted(points, key=lambda p: _number(p.params.get(x)) or 0.0)) for name, points in lines.items()]
+    return [(name, sorted(points, key=lambda p: as_number(p.params.get(x)) or 0.0)) for name, points in lines.items()]
 
 
 def _series(points: list["SweepPoint"], column: "SweepColumn") -> dict[str, Any]:
@@ -134,7 +125,7 @@ def sweep_figure(view: "SweepView") -> tuple[Any, Optional[str]]:
     traces = []
     for (name, points), series in zip(lines, by_column[first.key]):
         traces.append(go.Scatter(
-            name=name, x=[_number(p.params.get(x)) for p in points], y=series["y"], text=series["text"],
+            name=name, x=[as_number(p.params.get(x)) for p in points], y=series["y"], text=series["text"],
             mode="lines+markers", connectgaps=False, hovertemplate="%{text}<extra></extra>",
             error_y=dict(type="data", symmetric=False, array=series["plus"], arrayminus=series["minus"],
                          visible=series["ci"])))
@@ -152,7 +143,7 @@ def sweep_figure(view: "SweepView") -> tuple[Any, Optional[str]]:
     figure = go.Figure(traces)
     xaxis: dict[str, Any] = dict(title=x)
     if view.powers_of_two(x):  # evenly spaced doublings, each labelled with its value
-        values = sorted({_number(p.params.get(x)) for p in view.points})  # type: ignore[type-var]
+        values = sorted({as_number(p.params.get(x)) for p in view.points})  # type: ignore[type-var]
         xaxis.update(type="log", tickvals=values, ticktext=[value_text(p) for p in _as_given(view, x, values)])
     figure.update_layout(
         title=title.format(label=first.label), xaxis=xaxis,
@@ -169,6 +160,6 @@ def sweep_figure(view: "SweepView") -> tuple[Any, Optional[str]]:
 
 def _as_given(view: "SweepView", x: str, values: list[float]) -> list[Any]:
     """Each tick's value as the sweep gave it (64, not 64.0)."""
-    given = {_number(p.params.get(x)): p.params.get(x) for p in view.points}
+    given = {as_number(p.params.get(x)): p.params.get(x) for p in view.points}
     return [given.get(v, v) for v in values]
 

@@ -127,19 +127,19 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
         judged = {(c.script_name, c.device): c for c in comparison.scripts}
     # One pass over the results (a running batch's are read back one at a time: results/held_results.py).
     scripts = []
-    paths: list[str] = []
+    names: list[str] = []
     succeeded = 0
     for r in batch.script_results:
         against = judged.get((r.script_name, r.device_used)) or judged.get((r.script_name, r.device_requested)) \
             if comparison is not None else None
         scripts.append(script_view(r, meta.search_paths, kept=r.kept, comparison=against))
-        paths.append(r.script_name)  # a sweep's points are one script under several names
+        names.append(r.script_name)  # a sweep's points are one script under several names
         succeeded += r.success
-    runs_of = Counter(paths)
-    if len(runs_of) < len(paths):
+    runs_of = Counter(names)
+    if len(runs_of) < len(names):
         # A script run on several devices is one row per device: only then does its label say which.
-        scripts = [on_several_devices(s) if runs_of[path] > 1 else s for s, path in zip(scripts, paths)]
-    del paths, runs_of
+        scripts = [on_several_devices(s) if runs_of[name] > 1 else s for s, name in zip(scripts, names)]
+    del names, runs_of
     # Skipped scripts never ran; their label is their path, as the table's.
     skipped = [Skipped(relative_path(s.script_path, meta.search_paths) if s.script_path else s.script_name,
                        s.reason, s.origin) for s in meta.skipped]

@@ -13,15 +13,23 @@ from jaxrun.core.formatting import fmt_count, fmt_kind, listed, plural
 from jaxrun.discover.script_labels import relative_path, script_label
 from jaxrun.present.view.script_rows import compiles_text
 from jaxrun.probe.sweep_point import value_text
+from jaxrun.results.figures import FIGURES
 
 if TYPE_CHECKING:
     from jaxrun.results.models import BatchResult, ScriptResult
 
+
+def _sampled(metric: str, label: str) -> tuple[str, str, str, Optional[str]]:
+    """A sampled figure as results/figures.py declares it (its field and kind), under a sweep's label."""
+    figure = FIGURES[metric]
+    return figure.field, label, figure.kind, metric
+
+
 # What a reader sees of each point: (key, label, kind, the sampled figure whose CI a benchmark gives).
 _FIGURES: tuple[tuple[str, str, str, Optional[str]], ...] = (
-    ("execution_time", "time", "seconds", "wall_time"),
-    ("jit_compile_time", "compile", "seconds", "compile_time"),
-    ("memory_peak", "RSS", "mib", "memory_peak"),
+    _sampled("wall_time", "time"),
+    _sampled("compile_time", "compile"),
+    _sampled("memory_peak", "RSS"),
     ("device_memory_peak", "device memory", "mib", None),
     ("flops", "FLOPs", "count", None),
 )
@@ -80,15 +88,16 @@ class SweepView:
 
     def numeric(self, param: str) -> bool:
         """Whether every point's ``param`` is a number (it can be a plot's x axis)."""
-        return all(_number(p.params.get(param)) is not None for p in self.points)
+        return all(as_number(p.params.get(param)) is not None for p in self.points)
 
     def powers_of_two(self, param: str) -> bool:
         """Whether ``param``'s values are all powers of two, more than two of them (a log2 axis)."""
-        values = {_number(p.params.get(param)) for p in self.points}
+        values = {as_number(p.params.get(param)) for p in self.points}
         return len(values) > 2 and all(v is not None and v > 0 and math.log2(v).is_integer() for v in values)
 
 
-def _number(value: Any) -> Optional[float]:
+def as_number(value: Any) -> Optional[float]:
+    """``value`` as a float when it is a finite number (not a boolean), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
@@ -111,7 +120,7 @@ def _point(result: "ScriptResult", label: str, recorded: Sequence[str], device: 
         if stats is not None and stats.ci_low is not None and stats.ci_high is not None:
             ci[key] = (stats.ci_low, stats.ci_high)
     for name in recorded:
-        values[f"results.{name}"] = _number((result.results or {}).get(name))
+        values[f"results.{name}"] = as_number((result.results or {}).get(name))
     return SweepPoint(
         label=label, name=result.script_name,
         params={**(result.params or {}), **({"device": device} if device else {})},
@@ -126,7 +135,7 @@ def _recorded(results: Sequence["ScriptResult"]) -> list[str]:
     names: dict[str, None] = {}
     for result in results:
         for name, value in (result.results or {}).items():
-            if _number(value) is not None and name not in (result.params or {}):
+            if as_number(value) is not None and name not in (result.params or {}):
                 names.setdefault(name)
     return list(names)
 
