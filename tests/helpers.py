@@ -138,6 +138,33 @@ def write(root: Path, rel: str, text: str) -> Path:
     return path
 
 
+class Stamps:
+    """The seconds a script lived between two points, as the script itself saw them: the ground truth
+    of a phase under any load. A nominal ``time.sleep(1.0)`` is no such truth on a busy machine (the
+    sleeper wakes late, a fork waits for a core), so a bound on ``1.0 * 1.05`` fails there while the
+    figure is right. ``stamps.line`` is a statement for the script (it needs ``time`` imported) that
+    appends ``perf_counter()`` (one clock with the probe's) to a file; ``stamps.span()`` is the time
+    between the first and the last stamp."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.line = f"open({str(path)!r}, 'a').write(f'{{time.perf_counter()}}\\n')"
+
+    def span(self) -> float:
+        stamps = [float(v) for v in self.path.read_text().split()]
+        assert len(stamps) >= 2, f"the script stamped {len(stamps)} time(s)"
+        return stamps[-1] - stamps[0]
+
+    def holds(self, figure: float | None, *, at_least: float) -> float:
+        """Checks that ``figure`` is the span (it holds the span, plus at most 2 % and 20 ms for
+        what surrounds the stamps), that the span is the nominal ``at_least`` or more, and returns
+        the span. Fails for a figure 2x too high or too low."""
+        span = self.span()
+        assert span >= at_least, (span, at_least)
+        assert figure is not None and span - 1e-4 <= figure <= span * 1.02 + 0.02, (figure, span)
+        return span
+
+
 def load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 

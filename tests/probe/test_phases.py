@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 from helpers import jaxrun as run_cli
-from helpers import write
+from helpers import Stamps, write
 
 import jaxrun
 
 SLEEPS_AFTER_JAX = """\
 import time
 import jax
+STAMP
 time.sleep(1.5)
+STAMP
 """
 # A module that compiles while it is imported: that compile time is part of the import, and must
 # not be subtracted a second time from the body.
@@ -28,7 +30,9 @@ VALUE = jax.jit(lambda x: jnp.sin(x) @ jnp.cos(x).T)(jnp.ones((64, 64))).block_u
 USES_THE_MODULE = """\
 import time
 import compiled_module
+STAMP
 time.sleep(0.5)
+STAMP
 """
 
 
@@ -47,38 +51,50 @@ def run(script: Path, results: Path, **options):  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow
 def test_run_time_is_the_sleep_after_importing_jax(tmp_path: Path) -> None:
-    result = run(write(tmp_path, "sleeper.py", SLEEPS_AFTER_JAX), tmp_path / "r")
-    # Ground truth: the script's own work is a 1.5 s sleep (sleep never returns early).
-    assert 1.5 <= result.run_time <= 1.5 * 1.02, result.run_time
+    stamps = Stamps(tmp_path / "stamps")
+    result = run(write(tmp_path, "sleeper.py", SLEEPS_AFTER_JAX.replace("STAMP", stamps.line)), tmp_path / "r")
+    # Ground truth: the script's own work is a 1.5 s sleep, as long as the script saw it last.
+    stamps.holds(result.run_time, at_least=1.5)
     assert result.import_time > 0.1  # importing jax takes a while
     assert_phases_add_up(result)
     assert result.body_time > 1.5 + result.import_time - 1e-6
 
 
 def test_a_script_without_jax_has_a_small_import_time_and_no_compile(tmp_path: Path) -> None:
-    result = run(write(tmp_path, "plain.py", "import json, time\ntime.sleep(0.3)\n"), tmp_path / "r")
+    stamps = Stamps(tmp_path / "stamps")
+    text = f"import json, time\n{stamps.line}\ntime.sleep(0.3)\n{stamps.line}\n"
+    result = run(write(tmp_path, "plain.py", text), tmp_path / "r")
     assert result.jit_compile_time is None  # no jax: unknown, not 0
     assert 0 <= result.import_time < 0.1
     assert result.body_time == pytest.approx(result.import_time + result.run_time, abs=1e-6)  # no JIT at all
-    assert 0.3 <= result.run_time <= 0.3 * 1.05
+    stamps.holds(result.run_time, at_least=0.3)
 
 
 def test_compilation_inside_an_import_is_counted_once(tmp_path: Path) -> None:
     write(tmp_path, "compiled_module.py", COMPILES_ON_IMPORT)
-    result = run(write(tmp_path, "main.py", USES_THE_MODULE), tmp_path / "r")
+    stamps = Stamps(tmp_path / "stamps")
+    result = run(write(tmp_path, "main.py", USES_THE_MODULE.replace("STAMP", stamps.line)), tmp_path / "r")
     assert result.jit_compile_time > 0 and result.compile_count >= 1
     # All of the compilation happened inside the import: the run is the sleep alone.
-    assert 0.5 <= result.run_time <= 0.5 * 1.05, result.run_time
+    stamps.holds(result.run_time, at_least=0.5)
     assert result.import_time > result.jit_compile_time
     assert result.body_time == pytest.approx(result.import_time + result.run_time, abs=1e-6)
 
 
 @pytest.mark.slow
 def test_benchmark_samples_keep_each_phase(tmp_path: Path) -> None:
-    result = run(write(tmp_path, "sleeper.py", SLEEPS_AFTER_JAX.replace("1.5", "0.2")), tmp_path / "r",
-                 benchmark_runs=2)
-    for sample in result.benchmark.samples:
-        assert sample.import_time > 0.1 and 0.2 <= sample.run_time <= 0.2 * 1.05
+    stamps = tmp_path / "stamps"
+    text = SLEEPS_AFTER_JAX.replace("1.5", "0.2").replace("STAMP", Stamps(stamps).line)
+    result = run(write(tmp_path, "sleeper.py", text), tmp_path / "r", benchmark_runs=2)
+    # Each process run stamped twice, in the order of the samples.
+    values = [float(v) for v in stamps.read_text().split()]
+    runs = [Stamps(tmp_path / f"run{i}") for i in range(len(values) // 2)]
+    for i, run_stamps in enumerate(runs):
+        run_stamps.path.write_text(f"{values[2 * i]}\n{values[2 * i + 1]}\n")
+    assert len(runs) == len(result.benchmark.samples) and len(values) % 2 == 0
+    for sample, run_stamps in zip(result.benchmark.samples, runs):
+        assert sample.import_time > 0.1
+        run_stamps.holds(sample.run_time, at_least=0.2)
     assert set(result.benchmark.statistics) >= {"import_time", "run_time", "compile_time"}
 
 
