@@ -1,7 +1,8 @@
 """The reference pages of the docs site, made from the code (never written by hand):
 
 * ``reference/cli.md``: every command and every flag, from the click commands `jaxrun` runs (the
-  flags of `jaxrun run` are made from the option declarations, jaxrun/options.py);
+  flags of `jaxrun run` are made from the option declarations, jaxrun/config/options.py), laid
+  out here rather than by click's help formatter, so that the page is the same under every click;
 * ``reference/configuration.md``: every key a config file, a ``# jaxrun:`` comment or a
   ``JAXRUN_*`` variable may set, its type, default and meaning (jaxrun/settings/keys.py);
 * ``reference/results.md``: every field of a script's result, with its unit, from the result
