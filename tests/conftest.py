@@ -210,12 +210,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 # The real components a test skips without, each known by the words of its skip reasons
-# (helpers.chrome, tests/run/test_memory.py, slurm_cluster.Unavailable and the Slurm tests), with
-# the Debian packages that bring it: the suite's last line names the ones it could not find.
+# (helpers.chrome, tests/run/test_memory.py, slurm_cluster.Unavailable and the Slurm tests,
+# tests/judge/test_history.py), with the Debian packages that bring it: the suite's last line names
+# the ones it could not find. Skips for what the machine is (no GPU, not root, no cgroups) are
+# only counted.
 _COMPONENTS = (
     ("Chromium and chromedriver", r"Chromium", "chromium chromium-driver"),
     ("GNU time", r"GNU time", "time"),
     ("Slurm", r"\bSlurm\b|slurmctld", "slurmctld slurmd slurm-client munge"),
+    ("git", r"\bgit is not installed", "git"),
 )
 _NO_MODULE = r"could not import '([^']+)'"  # pytest.importorskip's reason
 
