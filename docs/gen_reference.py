@@ -1,7 +1,8 @@
 """The reference pages of the docs site, made from the code (never written by hand):
 
 * ``reference/cli.md``: every command and every flag, from the click commands `jaxrun` runs (the
-  flags of `jaxrun run` are made from the option declarations, jaxrun/options.py);
+  flags of `jaxrun run` are made from the option declarations, jaxrun/config/options.py), laid
+  out here rather than by click's help formatter, so that the page is the same under every click;
 * ``reference/configuration.md``: every key a config file, a ``# jaxrun:`` comment or a
   ``JAXRUN_*`` variable may set, its type, default and meaning (jaxrun/settings/keys.py);
 * ``reference/results.md``: every field of a script's result, with its unit, from the result
@@ -16,6 +17,7 @@ a committed page differs from what this makes of the code.
 from __future__ import annotations
 
 import html
+import inspect
 import sys
 import types
 import typing
@@ -53,27 +55,107 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+# The CLI page is laid out here, from jaxrun's declarations and the plain attributes of click's
+# parameter objects (opts, secondary_opts, metavar, type, help, default, required), never by click's
+# help formatter (get_help_record, collect_usage_pieces, format_*): its layout changes between click
+# releases (8.5 lists arguments as rows), and a generated page must not change with them.
+_HELP_OPTION = "Show this message and exit."
+
+
+def _paragraphs(text: str | None) -> list[str]:
+    """A command's help, one line a paragraph, up to click's ``\\f`` (the rest is for code readers)."""
+    text = inspect.cleandoc(text or "").split("\f")[0]
+    return [" ".join(w for w in block.split() if w != "\b") for block in text.split("\n\n") if block.strip()]
+
+
+def _argument_word(argument: click.Argument) -> str:
+    """``NAME``, ``[NAME]`` when it may be left out, ``NAME...`` when it takes many."""
+    if argument.metavar:
+        return argument.metavar
+    word = (argument.name or "").upper() + ("..." if argument.nargs != 1 else "")
+    return word if argument.required else f"[{word}]"
+
+
+def _usage(command: click.Command) -> str:
+    words = [command.options_metavar or ""]
+    words += [_argument_word(p) for p in command.params if isinstance(p, click.Argument) and not getattr(p, "hidden", False)]
+    if isinstance(command, click.Group):
+        words.append(command.subcommand_metavar or "COMMAND [ARGS]...")
+    return " ".join(w for w in words if w)
+
+
+def _value_word(option: click.Option) -> str:
+    """The word an option's value is shown with: its metavar, its choices, or its type's name."""
+    if option.metavar:
+        return option.metavar
+    if isinstance(option.type, click.Choice):
+        return "[" + "|".join(str(c) for c in option.type.choices) + "]"
+    return option.type.name.upper()
+
+
+def _option_row(option: click.Option) -> tuple[str, str]:
+    """(the flag as typed, what it does) of one option."""
+    def spelled(opts: list[str]) -> str:  # short before long: -d, --device
+        return ", ".join(sorted(opts, key=lambda o: len(o) - len(o.lstrip("-/+"))))
+
+    flags = spelled(option.opts)
+    if option.secondary_opts:
+        flags += " / " + spelled(option.secondary_opts)
+    if not option.is_flag:
+        flags += " " + _value_word(option)
+    extra = []
+    if isinstance(option.show_default, str):
+        extra.append(f"default: {option.show_default}")
+    elif option.show_default and not callable(option.default) and isinstance(option.default, (str, int, float, Path)):
+        extra.append(f"default: {option.default}")
+    if isinstance(option.type, (click.IntRange, click.FloatRange)):
+        extra += _range(option.type)
+    if option.required:
+        extra.append("required")
+    return flags, " ".join([option.help or "", f"[{'; '.join(extra)}]" if extra else ""])
+
+
+def _range(kind: click.IntRange | click.FloatRange) -> list[str]:
+    """A numeric range as ``x>=1`` or ``0<x<=1``, from the range's own bounds."""
+    low = "" if kind.min is None else f"{kind.min}{'<' if kind.min_open else '<='}"
+    high = "" if kind.max is None else f"{'<' if kind.max_open else '<='}{kind.max}"
+    if not low and not high:
+        return []
+    if low and not high:  # x>=1 reads better than 1<=x
+        return [f"x{'>' if kind.min_open else '>='}{kind.min}"]
+    return [f"{low}x{high}"]
+
+
+def _help_option(command: click.Command, group: click.Group) -> list[str]:
+    """The spellings of a command's help flag: its own setting, else its group's (click's rule)."""
+    if not command.add_help_option:
+        return []
+    return list(command.context_settings.get("help_option_names")
+                or group.context_settings.get("help_option_names") or ["--help"])
+
+
 def cli_page() -> str:
     from jaxrun.interfaces.cli import COMMANDS, app
 
     ctx = click.Context(app, info_name="jaxrun")
-    lines = [GENERATED, "", "# Command line", "", f"`jaxrun`: {app.help}", ""]
+    lines = [GENERATED, "", "# Command line", "", f"`jaxrun`: {_paragraphs(app.help)[0]}", ""]
     for name in sorted(COMMANDS):
         command = app.get_command(ctx, name)
         assert command is not None, name
-        sub = click.Context(command, info_name=name, parent=ctx)
-        lines += [f"## jaxrun {name}", "", f"`{' '.join(command.collect_usage_pieces(sub))}`", "",
-                  _cell(command.get_short_help_str(limit=500)), ""]
+        lines += [f"## jaxrun {name}", "", f"`jaxrun {name} {_usage(command)}`", ""]
+        lines += [line for paragraph in _paragraphs(command.help) for line in (_cell(paragraph), "")]
         for sub_name in sorted(getattr(command, "commands", {})):
             nested = command.commands[sub_name]  # type: ignore[attr-defined]
-            lines.append(f"- `jaxrun {name} {sub_name}`: {_cell(nested.get_short_help_str(limit=500))}")
+            lines.append(f"- `jaxrun {name} {sub_name}`: {_cell(' '.join(_paragraphs(nested.help)))}")
         if getattr(command, "commands", None):
             lines.append("")
-        records = [p.get_help_record(sub) for p in command.get_params(sub)]
-        records = [r for r in records if r is not None]
-        if records:
+        rows = [_option_row(p) for p in command.params if isinstance(p, click.Option) and not p.hidden]
+        helps = _help_option(command, app)
+        if helps:
+            rows.append((", ".join(helps), _HELP_OPTION))
+        if rows:
             lines += ["| flag | what it does |", "|---|---|"]
-            lines += [f"| {_code(flags)} | {_cell(text)} |" for flags, text in records]
+            lines += [f"| {_code(flags)} | {_cell(text)} |" for flags, text in rows]
             lines.append("")
     return "\n".join(lines)
 

@@ -207,3 +207,58 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import shutil
 
     shutil.rmtree(_WORKER_TMP, ignore_errors=True)
+
+
+# The real components a test skips without, each known by the words of its skip reasons
+# (helpers.chrome, tests/run/test_memory.py, slurm_cluster.Unavailable and the Slurm tests,
+# tests/judge/test_history.py), with the Debian packages that bring it: the suite's last line names
+# the ones it could not find. Skips for what the machine is (no GPU, not root, no cgroups) are
+# only counted.
+_COMPONENTS = (
+    ("Chromium and chromedriver", r"Chromium", "chromium chromium-driver"),
+    ("GNU time", r"GNU time", "time"),
+    ("Slurm", r"\bSlurm\b|slurmctld", "slurmctld slurmd slurm-client munge"),
+    ("git", r"\bgit is not installed", "git"),
+)
+_NO_MODULE = r"could not import '([^']+)'"  # pytest.importorskip's reason
+
+
+def _skip_reason(report) -> str:  # type: ignore[no-untyped-def]
+    longrepr = report.longrepr
+    return str(longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else longrepr)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    """One line at the end: the real components (Chromium, GNU time, Slurm, an extra's Python
+    package) whose tests were skipped because this machine lacks them, and how to install them."""
+    import re
+
+    if hasattr(config, "workerinput"):
+        return
+    skipped: dict[str, int] = {}  # component -> tests skipped without it
+    packages: list[str] = []
+    modules: list[str] = []
+    other = 0
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = _skip_reason(report)
+        component = next((c for c in _COMPONENTS if re.search(c[1], reason)), None)
+        module = re.search(_NO_MODULE, reason)
+        if component is not None:
+            name = component[0]
+            packages += [p for p in component[2].split() if p not in packages]
+        elif module is not None:
+            name = f"Python's {module.group(1).split('.')[0]}"
+            modules.append(name)
+        else:
+            other += 1
+            continue
+        skipped[name] = skipped.get(name, 0) + 1
+    if not skipped:
+        return
+    order = [c[0] for c in _COMPONENTS]
+    names = sorted(skipped, key=lambda n: (order.index(n) if n in order else len(order), n))
+    how = [f"as root, apt-get install {' '.join(sorted(packages))} (.ci/run does)"] if packages else []
+    how += ['python3 -m pip install -e ".[dev]"'] if modules else []
+    more = f"; {other} more skipped for what this machine is (no GPU, not root, ...): pytest -rs says why" if other else ""
+    terminalreporter.write_line(f"not found here: {', '.join(f'{n} ({skipped[n]} skipped)' for n in names)}; "
+                                f"install with: {' and '.join(how)}{more}", yellow=True)

@@ -31,8 +31,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     write(root / "s", "b_fails.py", FAILS)
     for label in ("base", "new"):
         done = jaxrun("run", root / "s", "--results-dir", root / label, "--no-history", "--device", "cpu",
-                       "--benchmark-runs", 2, *(["--report"] if label == "new" else []))
+                       "--benchmark-runs", 2, "--markdown", root / f"{label}.md", *(["--report"] if label == "new" else []))
         assert done.returncode == 1, done.stderr
+        (root / f"{label}.out").write_text(done.stdout)
     out = root / "with_baseline.html"
     done = jaxrun("report", root / "new", "-o", out, "--baseline", root / "base")
     assert done.returncode == 0, done.stderr
@@ -103,6 +104,40 @@ def test_the_report_renders_in_headless_chromium_without_console_errors(report: 
         assert driver.save_screenshot(str(ARTIFACTS / "report.png"))
     finally:
         driver.quit()
+
+
+@pytest.mark.slow
+def test_what_the_scripts_table_says_of_its_figures_is_true_of_every_row(report: tuple[Path, Path]) -> None:
+    """A benchmarked run where a script fails: only the rows whose figures are medians say so (the
+    failed row is the run that failed, not a median of counted runs), in the report as a reader
+    sees it in Chromium, in the Markdown summary and on the terminal."""
+    import json
+
+    root, _ = report
+    page = root / "new" / "report.html"
+    driver = chrome()
+    try:
+        open_page(driver, page, "table#scripts tbody tr")
+        caption = driver.find_element("css selector", "table#scripts caption").text
+        header = [th.text for th in driver.find_elements("css selector", "table#scripts thead th")]
+        rows = {tr.get_attribute("data-script"): [td.text for td in tr.find_elements("css selector", "td")]
+                for tr in driver.find_elements("css selector", "table#scripts tbody tr")}
+    finally:
+        driver.quit()
+    timings = {name: json.loads((root / "new" / "script_results" / f"{name}_result.json").read_text())["timing"]
+               for name in rows}
+    assert timings == {"a_good": "median of 2 counted runs", "b_fails": None}
+    time_cell = header.index("time s")
+    for name, cells in rows.items():  # a median is marked, one run's figure is not
+        assert cells[time_cell].endswith(" *") is (timings[name] is not None), (name, cells[time_cell])
+    # What the caption says covers each kind of row there is, and no more.
+    assert caption == "* median of 2 counted runs; unmarked: one run's figures (a failed script's: the run that failed)"
+    markdown = (root / "new.md").read_text()
+    assert caption in markdown.splitlines() and "times: median" not in markdown
+    assert [line for line in markdown.splitlines() if line.startswith("| a_good.py ")][0].split(" | ")[3].endswith("*")
+    assert [line for line in markdown.splitlines() if line.startswith("| b_fails.py ")][-1].split(" | ")[3][-1].isdigit()
+    terminal = " ".join((root / "new.out").read_text().split())
+    assert caption in terminal and "times: median" not in terminal
 
 
 @pytest.mark.slow

@@ -8,8 +8,12 @@ The convention, which the pages follow:
   work): the reason is the page's promise to its reader, so it is required;
 * a run block preceded by `<!-- exit: N -->` must end with status N; any other must end with 0;
 * an `output` block right after a run block holds lines its output (stdout and stderr) must
-  contain: numbers may differ (timings, sizes, counts are rewritten as `#` on both sides),
-  spaces between words may differ (table columns), and a line `...` stands for lines left out.
+  contain: numbers may differ (timings, sizes, counts are rewritten as `#` on both sides, and so
+  is a program's fingerprint, 12 hex digits, which changes with the JAX and XLA version), spaces
+  between words may differ (table columns), and a line `...` stands for lines left out;
+* a block that shows what jaxrun prints (a `warning:` or `note:` line, one of its tables) is such
+  an `output` block, checked against a real run; one that cannot be (what a GPU prints, say) is
+  preceded by `<!-- not run: REASON -->`.
 
 The blocks of a page run in order in one fresh folder, so a block may use the files an earlier
 one wrote; the repository's `examples/` is copied there. `bash` blocks run with `bash -euo
@@ -38,6 +42,7 @@ NOT_RUN = re.compile(r"<!--\s*not run:\s*(\S.*?)\s*-->", re.DOTALL)
 EXIT = re.compile(r"<!--\s*exit:\s*(\d+)\s*-->")
 # What varies from run to run: a number with its unit, when it has one (1.23 s, 12.3 ms, 175 MiB).
 NUMBER = re.compile(r"\d[\d,.]*(\s*(ms|µs|us|s|B|KiB|MiB|GiB|%)(?![\w]))?")
+FINGERPRINT = re.compile(r"\b[0-9a-f]{12}\b")  # a program's fingerprint as the tables show it (present/view/program_rows.py)
 
 
 @dataclass
@@ -81,7 +86,7 @@ def blocks(path: Path) -> list[Block]:
 
 
 def _norm(text: str) -> str:
-    return " ".join(NUMBER.sub("#", text).split())
+    return " ".join(NUMBER.sub("#", FINGERPRINT.sub("#", text)).split())
 
 
 def _workdir(tmp: Path) -> dict[str, str]:
@@ -154,7 +159,48 @@ def test_the_readme_examples_run_as_written(tmp_path: Path) -> None:
     # The Quickstart's two set-up commands install the checkout (into the environment running this
     # test) and run the whole test suite: the first would repoint the installed jaxrun, the second
     # would run this test again. CI runs them from the README itself.
-    run_page(ROOT / "README.md", tmp_path / "work", skip_code="pip install")
+    # A compilation cache of its own: the output shown is a first run's (every program compiled).
+    run_page(ROOT / "README.md", tmp_path / "work", skip_code="pip install",
+             more_env={"JAXRUN_CACHE_DIR": str(tmp_path / "cache")})
+
+
+# What marks a line as jaxrun's own output: the prefixes of its messages and the first cells of its
+# tables' headers (interfaces/cli/tables.py).
+PRINTED = re.compile(r"^(warning|note|hint|failed|slowest|skipped|jaxrun): |^jaxrun results\b"
+                     r"|^script\s{2,}(status|program|host to device|device|runs)\b|^programs: |^implicit transfers ")
+
+
+def shown_output(path: Path) -> list[tuple[int, str]]:
+    """Each block of ``path`` that shows what jaxrun prints without being checked: neither a run
+    block nor an ``output`` block, and not marked `<!-- not run: REASON -->`."""
+    found, comment = [], ""
+    for token in MarkdownIt("commonmark").parse(path.read_text(encoding="utf-8")):
+        if token.type == "html_block":
+            comment = token.content
+            continue
+        if token.type == "fence":
+            lang = token.info.split()[0] if token.info.strip() else ""
+            printed = [ln for ln in token.content.splitlines() if PRINTED.search(ln.strip())]
+            if lang not in RUN | {"output"} and printed and not NOT_RUN.search(comment):
+                found.append((token.map[0] + 1 if token.map else 0, printed[0]))
+        comment = ""
+    return found
+
+
+def test_every_page_shows_only_output_it_checks() -> None:
+    """Docs that show output must be the output: a block that shows what jaxrun prints is the
+    `output` block of a run block, checked against a real run (test_each_guide_example_runs_as_written)."""
+    unchecked = [f"{page.relative_to(ROOT)}:{line}: {text}" for page in [*PAGES, ROOT / "README.md"]
+                 for line, text in shown_output(page)]
+    assert not unchecked, "shown as text, never checked against a run:\n" + "\n".join(unchecked)
+
+
+def test_a_text_block_of_jaxruns_output_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```text\nwarning: a.py: jit(f) compiled 2 times\n```\n\n```text\njaxrun run x.py\n```\n\n"
+                    "<!-- not run: what a GPU prints -->\n\n```text\nscript  status  device\n```\n\n"
+                    "```text\nscript    program   built\n```\n")
+    assert shown_output(page) == [(1, "warning: a.py: jit(f) compiled 2 times"), (15, "script    program   built")]
 
 
 def test_every_page_of_the_guide_is_in_the_site_nav() -> None:

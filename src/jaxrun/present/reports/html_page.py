@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -43,7 +44,13 @@ tr.failed td{background:#fdecea} td.bad{color:#c0392b;font-weight:bold} td.good{
 td.warn{color:#b7791f} caption{caption-side:bottom;text-align:left;color:#666;padding-top:4px}
 .heading{font-size:1.2em;margin:4px 0} .note{color:#444} pre{background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:20em}
 section{margin-bottom:28px}
+body{overflow-wrap:break-word} table{font-size:.875em} td:not(.text){white-space:nowrap}
+.wide{max-width:100%;overflow-x:auto}
 """
+# The page fits its window: text wraps at its spaces (a word longer than its line breaks), a figure
+# (every cell not marked text: "196 ms", "5.33 MiB (temp 12.7 KiB)") is never split over two lines,
+# and a table that still needs more than the page's width scrolls in its own box (.wide), never
+# the page.
 
 # Sorts the table by the clicked column: numbers as numbers ("-" last), text as text.
 _SORT_JS = """
@@ -65,6 +72,20 @@ document.querySelectorAll('table.sortable th').forEach(function (th) {
   });
 });
 """
+
+
+_BREAK_AFTER = re.compile(r"([_(/.,])(?=[^\W\d])")  # a letter or _ after it: never inside 1.28
+
+
+def breakable(value: object) -> str:
+    """``value`` escaped, a line break allowed after each ``_ ( / . ,`` inside a name: a long
+    program or script name wraps at its own joints instead of widening its table past the page."""
+    return _BREAK_AFTER.sub(r"\1<wbr>", _esc(value))
+
+
+def wide(table: str) -> str:
+    """A table in a box of the page's width that scrolls sideways when the table needs more."""
+    return f'<div class="wide">{table}</div>'
 
 
 def _esc(value: object) -> str:
@@ -124,12 +145,13 @@ def _table(view: "RunView") -> str:
             shown, raw = cell(s, mark)
             style = {"status": s.level, "verdict": s.verdict_level}.get(header, "")
             cls = " ".join(c for c in ("text" if text else "", style) if c)
-            tds.append(f'<td class="{cls}" data-value="{_esc("" if raw is None else raw)}">{_esc(shown)}</td>')
+            tds.append(f'<td class="{cls}" data-value="{_esc("" if raw is None else raw)}">'
+                       f"{breakable(shown) if text else _esc(shown)}</td>")
         rows.append(f'<tr class="{"failed" if s.status == "failed" else ""}" data-script="{_esc(s.name)}">{"".join(tds)}</tr>')
     head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _COLUMNS)
     caption = f"<caption>{_esc(note)}</caption>" if note else ""
-    return (f'<table id="scripts" class="sortable">{caption}<thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+    return wide(f'<table id="scripts" class="sortable">{caption}<thead><tr>{head}</tr></thead>'
+                f'<tbody>{"".join(rows)}</tbody></table>')
 
 
 def _figures(batch: "BatchResult", view: "RunView", comparison: "ComparisonReport | None") -> list[tuple[str, Any]]:
@@ -198,20 +220,31 @@ def _comparison_figure(view: "RunView", comparison: "ComparisonReport") -> Any:
     judged = [(s, by_key.get((s.name, s.device)) or by_key.get((s.name, s.device_requested))) for s in view.scripts]
     judged = [(s, c) for s, c in judged if c is not None]
     x = [f"{s.label}<br>{s.verdict_short or c.verdict}" for s, c in judged]
-    bars = []
+    traces, tops = [], []
     for metric in comparison.gate:
         phases = [c.phases.get(metric) for _, c in judged]
-        bars.append(go.Bar(
-            name=metric, x=x, y=[p.ratio if p else None for p in phases],
-            text=[p.verdict if p else "" for p in phases], textposition="outside",
+        ratios = [p.ratio if p else None for p in phases]
+        traces.append(go.Bar(
+            name=metric, x=x, y=ratios, offsetgroup=metric,
             error_y=dict(type="data", symmetric=False,
                          array=[(p.ratio_ci_high - p.ratio) if p and p.ratio and p.ratio_ci_high else 0 for p in phases],
                          arrayminus=[(p.ratio - p.ratio_ci_low) if p and p.ratio and p.ratio_ci_low else 0 for p in phases]),
         ))
-    figure = go.Figure(bars)
+        # Each bar's own verdict sits above the top of its CI (a bar's text would sit on the
+        # whisker): a text trace in the bar's offset group, so over its own bar, not the group's middle.
+        top = [max(v for v in (p.ratio, p.ratio_ci_high) if v is not None) if p and p.ratio is not None else None
+               for p in phases]
+        tops += [t for t in top if t is not None]
+        traces.append(go.Scatter(
+            x=x, y=top, text=[p.verdict if p else "" for p in phases], mode="markers+text", textposition="top center",
+            marker=dict(size=10, opacity=0),  # unseen: it only keeps the label a few pixels off the whisker's cap
+            offsetgroup=metric, showlegend=False, hoverinfo="skip", cliponaxis=False, name=f"{metric} verdict"))
+    figure = go.Figure(traces)
     figure.add_hline(y=1.0, line_dash="dot")
-    figure.update_layout(barmode="group", yaxis_title="this run / baseline (median ratio)",
+    figure.update_layout(barmode="group", scattermode="group", yaxis_title="this run / baseline (median ratio)",
                          title="Against the baseline: each gate phase, 95% CI; under each script its verdict")
+    if tops:  # room above the highest CI for its label
+        figure.update_yaxes(range=[0, max(max(tops), 1.0) * 1.15])
     return figure
 
 
@@ -222,12 +255,12 @@ def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
         c = by_key.get((s.name, s.device)) or by_key.get((s.name, s.device_requested))
         if c is None:
             continue
-        rows.append(f"<tr data-compared='{_esc(s.name)}'><td class='text'>{_esc(s.label)}</td>"
+        rows.append(f"<tr data-compared='{_esc(s.name)}'><td class='text'>{breakable(s.label)}</td>"
                     f"<td class='text {s.verdict_level}'>{_esc(s.verdict)}</td>"
                     f"<td class='text'>{_esc(', '.join(c.slower) or '-')}</td><td class='text'>{_esc(', '.join(c.faster) or '-')}</td></tr>")
     return (f"<p>Baseline: <code>{_esc(comparison.base)}</code>. Gate: {_esc(', '.join(comparison.gate))}.</p>"
-            f'<table id="comparison"><thead><tr><th>script</th><th{_TEXT_CLASS}>verdict</th><th{_TEXT_CLASS}>'
-            f"slower phases</th><th{_TEXT_CLASS}>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            + wide(f'<table id="comparison"><thead><tr><th>script</th><th{_TEXT_CLASS}>verdict</th><th{_TEXT_CLASS}>'
+                   f"slower phases</th><th{_TEXT_CLASS}>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"))
 
 
 _PROGRAM_ROWS = 500  # a huge batch's report lists the first programs; the result files hold every one
@@ -263,22 +296,22 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
         for _, cell, text in _PROGRAM_COLUMNS:
             shown, raw = cell(program)
             cells.append(f'<td class="{"text" if text else ""}" data-value="{_esc("" if raw is None else raw)}">'
-                         f"{_esc(shown)}</td>")
+                         f"{breakable(shown) if text else _esc(shown)}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _PROGRAM_COLUMNS)
     more = (f"<caption>The first {_PROGRAM_ROWS} programs{left_out(left, 'more, not shown here')}: every one "
             "is in script_results/.</caption>" if left else
             "<caption>FLOPs and bytes accessed per call, device memory per device (inputs included), as XLA's "
             "analyses of the last executable built or loaded.</caption>")
-    return (f'<table id="programs" class="sortable">{more}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    return wide(f'<table id="programs" class="sortable">{more}<thead><tr>{head}</tr></thead>'
+                f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _transfers(batch: "BatchResult", view: "RunView") -> str:
     """Implicit host<->device copies and live arrays, one row a script that used JAX."""
     from jaxrun.present.view import transfer_views
 
-    rows = [f"<tr><td class='text'>{_esc(t.script)}</td><td>{_esc(t.host_to_device)}</td><td>{_esc(t.device_to_host)}</td>"
+    rows = [f"<tr><td class='text'>{breakable(t.script)}</td><td>{_esc(t.host_to_device)}</td><td>{_esc(t.device_to_host)}</td>"
             f"<td>{_esc(t.device_to_device)}</td><td>{_esc(t.live_arrays)}</td><td class='text'>{_esc(t.note)}</td></tr>"
             for t in transfer_views(batch, view)]
     if not rows:
@@ -286,8 +319,8 @@ def _transfers(batch: "BatchResult", view: "RunView") -> str:
     head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, text in (
         ("script", True), ("host to device", False), ("device to host", False), ("device to device", False),
         ("live arrays at the end", False), ("note", True)))
-    return (f'<table id="transfers"><caption>Implicit copies JAX made (count, bytes); explicit device_put and '
-            f"device_get are not counted.</caption><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return wide(f'<table id="transfers"><caption>Implicit copies JAX made (count, bytes); explicit device_put and '
+                f"device_get are not counted.</caption><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def _recompiles(batch: "BatchResult", view: "RunView") -> str:
@@ -321,8 +354,9 @@ def _cells(batch: "BatchResult", view: "RunView") -> str:
             f"<td class='text'>{_esc(cell_outcome(c))}</td></tr>"
             for c in r.cells)
         blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {_esc(cells_ran(r.cells))}</summary>"
-                      "<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th><th>seconds</th>"
-                      f"<th class='text'>outcome</th></tr></thead><tbody>{rows}</tbody></table></details>")
+                      + wide("<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th>"
+                             f"<th>seconds</th><th class='text'>outcome</th></tr></thead><tbody>{rows}</tbody></table>")
+                      + "</details>")
     return f"<section><h2>Notebook cells</h2>{''.join(blocks)}</section>" if blocks else ""
 
 
@@ -369,7 +403,7 @@ def _sweeps(view: "RunView", plot: Callable[[Any, str], str]) -> str:
         shown = plot(figure, f"sweep-{n}") if figure is not None else f"<p class='note no-plot'>{_esc(why_not)}</p>"
         sections.append(f'<section id="sweep-{n}" class="sweep"><h2>Sweep: {_esc(sweep.script)}</h2>'
                         f"<p>{len(sweep.points)} points; click a column to sort.</p>"
-                        f"{sweep_table(sweep, f'sweep-table-{n}')}{notes}{shown}</section>")
+                        f"{wide(sweep_table(sweep, f'sweep-table-{n}'))}{notes}{shown}</section>")
     return "".join(sections)
 
 

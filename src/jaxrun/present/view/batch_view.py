@@ -108,14 +108,18 @@ class RunView:
         return [s for s in self.scripts if s.status in ("failed", "xpassed") or s.regression]
 
     def timing_note(self) -> tuple[str, Optional[str]]:
-        """(the mark after a median in a table, the line that says what it is): a run whose
-        successful scripts were all benchmarked says it once; a mixed one marks the medians."""
+        """(the mark after a median in a table, the line that says what every row's figures are):
+        a run whose every row is a median says it once; otherwise the medians are marked and the
+        line says what the other rows hold (one run's figures: a failed benchmark's are those of
+        the run that failed, which is where it stopped)."""
         timings = sorted({s.timing for s in self.scripts if s.timing})
         if not timings:
             return "", None
-        if all(s.timing for s in self.scripts if s.status == "ok"):
+        if all(s.timing for s in self.scripts):
             return "", "times: " + "; ".join(timings)
-        return " *", "* the median of its counted runs: " + "; ".join(timings)
+        failed = any(not s.timing and s.status in ("failed", "xfailed") for s in self.scripts)
+        others = "unmarked: one run's figures" + (" (a failed script's: the run that failed)" if failed else "")
+        return " *", "* " + "; ".join(timings) + "; " + others
 
 
 def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> RunView:
