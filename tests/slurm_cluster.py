@@ -11,6 +11,7 @@ state comes from ``scontrol show job`` (MinJobAge keeps finished jobs there for 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -21,6 +22,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 COMMANDS = ("slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel", "sdiag", "munged")
@@ -316,6 +318,34 @@ class SlurmCluster:
         self.timings["stop_s"] = round(time.monotonic() - began, 3)
         self.save()
 
+    # --- the controller alone: an outage, as a crash or an operator's restart makes one -------------
+
+    def stop_controller(self, timeout: float = 10) -> None:
+        """SIGTERM to slurmctld (SIGKILL past ``timeout``); slurmd and the job steps it runs go on,
+        as on a cluster whose controller went down."""
+        pid = self.pids.pop("slurmctld", None)
+        if pid:
+            _terminate(pid, "slurmctld", timeout)
+        self.save()
+
+    def start_controller(self, timeout: float = 60) -> None:
+        """slurmctld again, from its saved state (the jobs it knew, running or waiting, recovered);
+        waits (at most ``timeout`` s) until it answers and the node registered again (until then
+        Slurm refuses new jobs: "Requested node configuration is not available")."""
+        self._run_daemon("slurmctld", ["slurmctld", "-i"], self.daemon_env())
+        self.save()
+        deadline = time.monotonic() + timeout
+        state = ""
+        while True:
+            if "is UP" in self.run("scontrol", "ping", timeout=15, check=False).stdout:
+                state = self.node_state()
+                if state in ("idle", "mixed", "allocated"):
+                    return
+            if time.monotonic() > deadline:
+                raise StartFailed(f"slurmctld restarted, but its node is {state or 'unknown'} after {timeout:.0f} s\n"
+                                  + self._log_tail("slurmctld"))
+            time.sleep(0.2)
+
     # --- the state file ----------------------------------------------------------------------------
 
     def save(self) -> None:
@@ -383,6 +413,20 @@ def _processes_with_env(name: str, value: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+@contextlib.contextmanager
+def private(state_dir: Path, extra: tuple[str, ...] = (), idle_timeout: float = 60) -> Iterator[SlurmCluster]:
+    """A cluster of one test's own (one that takes its node or controller down, or configures it
+    otherwise: ``extra`` slurm.conf lines), stopped and removed afterwards."""
+    cluster = SlurmCluster.create(Path(state_dir))
+    cluster.extra = tuple(extra)
+    try:
+        cluster.start(idle_timeout)
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.state_dir, ignore_errors=True)
 
 
 # --- one cluster shared by the processes of a test session -----------------------------------------

@@ -348,16 +348,11 @@ def own_cluster(slurm, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureR
     lines); the session's is shared by the other tests."""
     import slurm_cluster
 
-    cluster = slurm_cluster.SlurmCluster.create(Path(os.environ["JR_TESTS_BASE_TMP"]) / f"jr-slurm-n{os.getpid()}")
-    cluster.extra = tuple(getattr(request, "param", ()))
-    try:
-        cluster.start(idle_timeout=60)
+    with slurm_cluster.private(Path(os.environ["JR_TESTS_BASE_TMP"]) / f"jr-slurm-n{os.getpid()}",
+                               tuple(getattr(request, "param", ()))) as cluster:
         for name, value in cluster.env.items():
             monkeypatch.setenv(name, value)
         yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.state_dir, ignore_errors=True)
 
 
 def test_a_task_lost_with_its_node_is_run_again_and_says_so(tmp_path: Path, own_cluster, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
