@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -475,8 +476,6 @@ def stop_shared(state_dir: Path) -> SlurmCluster | None:
 def _spawn_watchdog(cluster: SlurmCluster, owner: int) -> None:
     # Started through an intermediate that exits at once, so that the watchdog is nobody's child
     # (the test process's check for processes left behind looks at its children).
-    import sys
-
     cmd = [sys.executable, __file__, "watch", str(owner), str(cluster.state_dir)]
     launcher = ("import subprocess, sys; subprocess.Popen(sys.argv[1:], start_new_session=True,"
                 " stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
@@ -496,10 +495,33 @@ def _watch(owner: int, state_dir: Path) -> None:
             return
 
 
-if __name__ == "__main__":
-    import sys
+def main(argv: list[str]) -> int:
+    """``start DIR``: a cluster of one's own in DIR (docs/guide/slurm.md, "Try it on one machine"),
+    its SLURM_CONF printed; ``stop DIR``: stopped (its jobs cancelled, its daemons ended)."""
+    if argv[:1] == ["watch"] and len(argv) == 3:
+        _watch(int(argv[1]), Path(argv[2]))
+        return 0
+    if argv[:1] == ["start"] and len(argv) == 2:
+        cluster = SlurmCluster.create(Path(argv[1]).resolve())
+        try:
+            cluster.start()
+        except (Unavailable, StartFailed) as exc:
+            print(f"slurm_cluster: {exc}", file=sys.stderr)
+            return 1
+        print(f"one node ({cluster.node}, {cluster.cpus} CPUs, partition {cluster.partition}) is up; its "
+              f"configuration: export SLURM_CONF={cluster.conf}")
+        return 0
+    if argv[:1] == ["stop"] and len(argv) == 2:
+        cluster = SlurmCluster.load(Path(argv[1]).resolve())
+        if cluster is None:
+            print(f"slurm_cluster: no cluster in {argv[1]}", file=sys.stderr)
+            return 1
+        cluster.stop()
+        print(f"stopped the cluster in {argv[1]}")
+        return 0
+    print("usage: slurm_cluster.py start STATE_DIR | stop STATE_DIR", file=sys.stderr)
+    return 2
 
-    if sys.argv[1:2] == ["watch"] and len(sys.argv) == 4:
-        _watch(int(sys.argv[2]), Path(sys.argv[3]))
-    else:
-        sys.exit(f"usage: {sys.argv[0]} watch OWNER_PID STATE_DIR")
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -158,3 +158,26 @@ def test_an_array_cancelled_from_outside_is_interrupted_and_says_by_whom(tmp_pat
     rows = {r["script_name"]: r for r in load(results / "jax_execution_results.json")["script_results"]}
     assert [rows[f"m{k}"]["results"]["value"] for k in range(3)] == [0, 1, 2]
     assert all(r["slurm_job_id"].partition("_")[0] != array for r in rows.values())
+
+
+def test_resume_never_submits_a_script_whose_earlier_task_still_runs(tmp_path: Path, slurm, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
+    """jaxrun killed while its task runs; --resume with other options cannot follow that task (its
+    result would not be this run's) and must not run the script beside it: refused, naming it."""
+    cli = jaxrun_cli.but(env=slurm.env)
+    marks, release = held(tmp_path, 1)
+    results = tmp_path / "r"
+    args = ("run", tmp_path / "s", "--backend", "slurm", "--results-dir", results, "--no-history")
+    proc = subprocess.Popen(jaxrun_command(*args), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=cli.environ())
+    wait_for_marks(marks, {"start m0.py"}, proc)
+    proc.kill()  # SIGKILL: the task runs on
+    proc.wait(timeout=30)
+    task = record_of(results)[1]["array"]
+    other = cli.run(*args, "--resume", "--timeout", "555", cwd=tmp_path, timeout=120)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
+    assert f"Slurm task {task} (m0) still runs into" in other.stderr and f"`scancel {task}`" in other.stderr, other.stderr
+    release.touch()
+    resumed = cli.run(*args, "--resume", cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert marks_of(marks) == ["start m0.py", "end m0.py"]
+    assert load(results / "script_results" / "m0_result.json")["slurm_job_id"] == task

@@ -161,8 +161,10 @@ class SlurmExecutor:
                 self._live = self.queue.live_tasks(s.array for s in self._earlier if s.array)
             except SlurmUnanswered as exc:
                 raise UsageError(f"--backend slurm: {exc}") from None
-        if self._live and not options.resume:
-            arrays = sorted({t.partition("_")[0] for t in self._live})
+        # (A reported task still in the queue is completing: its script has ended.)
+        running = set(self._live) - self._reported
+        if running and not options.resume:
+            arrays = sorted({t.partition("_")[0] for t in running})
             one = len(arrays) == 1
             raise UsageError(
                 f"an earlier batch's Slurm job array{'' if one else 's'} {', '.join(arrays)} still "
@@ -194,15 +196,14 @@ class SlurmExecutor:
         for job in jobs:
             key = self.options.options_for(job).key
             entry = by_key.get((job.name, job.device, key))
-            if entry is None:
+            # A reported task has ended as its result says (one still in the queue is completing).
+            if entry is None or entry[1] in self._reported:
                 continue
-            # One still in the queue is followed whatever was said of it (a Ctrl-C whose scancel
-            # failed reported it): submitting its script again would run it twice.
-            if entry[1] in self._live or (entry[1] not in self._reported
-                                          and self._paths(entry[1]).result_pickle.exists()):
+            if entry[1] in self._live or self._paths(entry[1]).result_pickle.exists():
                 self._reattach[job.index] = (*entry, key)
+        # Any other task that may still run would write beside this batch: never submitted twice.
         followed = {task_id for _, task_id, _ in self._reattach.values()}
-        stray = sorted(set(self._live) - followed)
+        stray = sorted(set(self._live) - followed - self._reported)
         if stray:
             scripts = {task_id: key[0] for s in self._earlier for task_id, key in s.tasks()}
             named = ", ".join(f"{t} ({scripts.get(t, '?')})" for t in stray[:5]) + (" ..." if len(stray) > 5 else "")
