@@ -340,7 +340,8 @@ class SlurmCluster:
         while True:
             if "is UP" in self.run("scontrol", "ping", timeout=15, check=False).stdout:
                 state = self.node_state()
-                if state in ("idle", "mixed", "allocated"):
+                if state in ("idle", "mixed", "allocated") and self.run(
+                        "sbatch", "--test-only", "--wrap", "true", timeout=15, check=False).returncode == 0:
                     return
             if time.monotonic() > deadline:
                 raise StartFailed(f"slurmctld restarted, but its node is {state or 'unknown'} after {timeout:.0f} s\n"

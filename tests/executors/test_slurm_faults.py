@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -176,6 +177,34 @@ def test_resume_never_submits_a_script_whose_earlier_task_still_runs(tmp_path: P
     other = cli.run(*args, "--resume", "--timeout", "555", cwd=tmp_path, timeout=120)
     assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
     assert f"Slurm task {task} (m0) still runs into" in other.stderr and f"`scancel {task}`" in other.stderr, other.stderr
+    release.touch()
+    resumed = cli.run(*args, "--resume", cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert marks_of(marks) == ["start m0.py", "end m0.py"]
+    assert load(results / "script_results" / "m0_result.json")["slurm_job_id"] == task
+
+
+def test_ctrl_c_while_the_controller_is_down_leaves_the_task_for_resume(tmp_path: Path, outage_cluster,
+                                                                         jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C whose scancel cannot reach the controller: the task may still run, so it is not taken
+    as ended (nor said to have been cancelled); --resume reattaches to it once Slurm answers."""
+    cli = jaxrun_cli.but(env=outage_cluster.env)
+    marks, release = held(tmp_path, 1)
+    results = tmp_path / "r"
+    args = ("run", tmp_path / "s", "--backend", "slurm", "--results-dir", results, "--no-history")
+    proc = subprocess.Popen(jaxrun_command(*args, "--slurm-timeout", "6", interruptible=True), cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.environ())
+    wait_for_marks(marks, {"start m0.py"}, proc)
+    outage_cluster.stop_controller()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    task = record_of(results)[1]["array"]
+    assert f"jaxrun: jaxrun could not cancel the Slurm job array {task}" in err and "may still run" in err, err
+    row = load(results / "script_results" / "m0_result.json")
+    assert row["error_class"] == "interrupted" and "could not cancel its Slurm task" in row["error_message"], row
+    assert not [entry for entry in record_of(results) if "reported" in entry]
+    outage_cluster.start_controller()
     release.touch()
     resumed = cli.run(*args, "--resume", cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
