@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from helpers import jaxrun_command, load, write
 
+from jaxrun.core.failures import hint_for
+
 pytest.importorskip("submitit")
 
 pytestmark = pytest.mark.slow
@@ -200,9 +202,11 @@ def test_ctrl_c_while_the_controller_is_down_leaves_the_task_for_resume(tmp_path
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
     task = record_of(results)[1]["array"]
-    assert f"jaxrun: jaxrun could not cancel the Slurm job array {task}" in err and "may still run" in err, err
+    assert f"jaxrun: could not cancel the Slurm job array {task}: `scancel`" in err, err
+    assert "may still run" in err and f"`scancel {task}`" in err, err
     row = load(results / "script_results" / "m0_result.json")
     assert row["error_class"] == "interrupted" and "could not cancel its Slurm task" in row["error_message"], row
+    assert row["hint"] == hint_for("interrupted", "controller_gone")
     assert not [entry for entry in record_of(results) if "reported" in entry]
     outage_cluster.start_controller()
     release.touch()

@@ -503,7 +503,7 @@ class SlurmExecutor:
             self.queue.cancel(arrays)
         except SlurmUnanswered as exc:
             cancelled = False
-            _say(f"jaxrun could not cancel the Slurm job array {', '.join(sorted(arrays))}: {exc}; its tasks may "
+            _say(f"could not cancel the Slurm job array {', '.join(sorted(arrays))}: {exc}; its tasks may "
                  f"still run: `jaxrun run ... --resume` reattaches to them, or `scancel {' '.join(sorted(arrays))}`")
         deadline = time.monotonic() + min(self.queue.timeout, 30.0)
         started = [t for t in tasks.values() if t.state != "PENDING"]
@@ -519,7 +519,7 @@ class SlurmExecutor:
             if not cancelled and (task.result is None or task.signalled):  # its end unknown: --resume follows it
                 task.result = task.result or _stand_in(
                     task, "the batch was interrupted (Ctrl-C) and jaxrun could not cancel its Slurm task, which may "
-                    "still run", "interrupted")
+                    "still run", "interrupted", hint_for("interrupted", "controller_gone"))
                 self._report(task, sink, ended=False)
                 continue
             if task.result is None and task.state == "PENDING":
