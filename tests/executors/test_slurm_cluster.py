@@ -156,8 +156,10 @@ def test_a_job_past_its_time_limit_ends_timeout(slurm: SlurmCluster, tmp_path: P
     # every 30 s: the kill comes 60 to ~95 s after the start.
     job = submit(slurm, tmp_path, "--time=0:05", "-o", "out.txt", "--wrap", "sleep 120")
     (ended,) = finished(slurm, job, timeout=150)
-    assert (ended["JobState"], ended["Reason"], ended["ExitCode"], ended["TimeLimit"]) == (
-        "TIMEOUT", "TimeLimit", "0:15", "00:01:00")
+    assert (ended["JobState"], ended["Reason"], ended["TimeLimit"]) == ("TIMEOUT", "TimeLimit", "00:01:00")
+    # Slurm's SIGTERM reaches the batch shell and its sleep at once: the shell dies of it (0:15), or,
+    # on a loaded machine, sees its sleep die of it first and exits 128 + 15 (143:0).
+    assert ended["ExitCode"] in ("0:15", "143:0"), ended
     late = (when(ended["EndTime"]) - when(ended["StartTime"])).total_seconds() - 60
     print(f"time-limit kill {late:.0f} s after the limit")
     assert 0 <= late <= 35
