@@ -212,6 +212,10 @@ def errors_page() -> str:
     for name, row in TABLE.items():
         lines.append(f"| `{name}` | {_cell(row.hint)} | {', '.join(row.transient_on) or 'never'} | "
                      f"{', '.join(row.recovery) or ''} |")
+    lines += ["", "Where jaxrun knows the cause within a class, the hint is the cause's:", "",
+              "| error class | cause | hint |", "|---|---|---|"]
+    lines += [f"| `{row.name}` | {cause.replace('_', ' ')} | {_cell(hint)} |"
+              for row in TABLE.values() for cause, hint in row.causes]
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ state comes from ``scontrol show job`` (MinJobAge keeps finished jobs there for 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -18,9 +19,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 COMMANDS = ("slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel", "sdiag", "munged")
@@ -316,6 +319,35 @@ class SlurmCluster:
         self.timings["stop_s"] = round(time.monotonic() - began, 3)
         self.save()
 
+    # --- the controller alone: an outage, as a crash or an operator's restart makes one -------------
+
+    def stop_controller(self, timeout: float = 10) -> None:
+        """SIGTERM to slurmctld (SIGKILL past ``timeout``); slurmd and the job steps it runs go on,
+        as on a cluster whose controller went down."""
+        pid = self.pids.pop("slurmctld", None)
+        if pid:
+            _terminate(pid, "slurmctld", timeout)
+        self.save()
+
+    def start_controller(self, timeout: float = 60) -> None:
+        """slurmctld again, from its saved state (the jobs it knew, running or waiting, recovered);
+        waits (at most ``timeout`` s) until it answers and the node registered again (until then
+        Slurm refuses new jobs: "Requested node configuration is not available")."""
+        self._run_daemon("slurmctld", ["slurmctld", "-i"], self.daemon_env())
+        self.save()
+        deadline = time.monotonic() + timeout
+        state = ""
+        while True:
+            if "is UP" in self.run("scontrol", "ping", timeout=15, check=False).stdout:
+                state = self.node_state()
+                if state in ("idle", "mixed", "allocated") and self.run(
+                        "sbatch", "--test-only", "--wrap", "true", timeout=15, check=False).returncode == 0:
+                    return
+            if time.monotonic() > deadline:
+                raise StartFailed(f"slurmctld restarted, but its node is {state or 'unknown'} after {timeout:.0f} s\n"
+                                  + self._log_tail("slurmctld"))
+            time.sleep(0.2)
+
     # --- the state file ----------------------------------------------------------------------------
 
     def save(self) -> None:
@@ -385,6 +417,20 @@ def _processes_with_env(name: str, value: str) -> list[int]:
     return found
 
 
+@contextlib.contextmanager
+def private(state_dir: Path, extra: tuple[str, ...] = (), idle_timeout: float = 60) -> Iterator[SlurmCluster]:
+    """A cluster of one test's own (one that takes its node or controller down, or configures it
+    otherwise: ``extra`` slurm.conf lines), stopped and removed afterwards."""
+    cluster = SlurmCluster.create(Path(state_dir))
+    cluster.extra = tuple(extra)
+    try:
+        cluster.start(idle_timeout)
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.state_dir, ignore_errors=True)
+
+
 # --- one cluster shared by the processes of a test session -----------------------------------------
 
 def shared(state_dir: Path, owner: int | None = None, idle_timeout: float = 60) -> SlurmCluster:
@@ -431,8 +477,6 @@ def stop_shared(state_dir: Path) -> SlurmCluster | None:
 def _spawn_watchdog(cluster: SlurmCluster, owner: int) -> None:
     # Started through an intermediate that exits at once, so that the watchdog is nobody's child
     # (the test process's check for processes left behind looks at its children).
-    import sys
-
     cmd = [sys.executable, __file__, "watch", str(owner), str(cluster.state_dir)]
     launcher = ("import subprocess, sys; subprocess.Popen(sys.argv[1:], start_new_session=True,"
                 " stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
@@ -452,10 +496,33 @@ def _watch(owner: int, state_dir: Path) -> None:
             return
 
 
-if __name__ == "__main__":
-    import sys
+def main(argv: list[str]) -> int:
+    """``start DIR``: a cluster of one's own in DIR (docs/guide/slurm.md, "Try it on one machine"),
+    its SLURM_CONF printed; ``stop DIR``: stopped (its jobs cancelled, its daemons ended)."""
+    if argv[:1] == ["watch"] and len(argv) == 3:
+        _watch(int(argv[1]), Path(argv[2]))
+        return 0
+    if argv[:1] == ["start"] and len(argv) == 2:
+        cluster = SlurmCluster.create(Path(argv[1]).resolve())
+        try:
+            cluster.start()
+        except (Unavailable, StartFailed) as exc:
+            print(f"slurm_cluster: {exc}", file=sys.stderr)
+            return 1
+        print(f"one node ({cluster.node}, {cluster.cpus} CPUs, partition {cluster.partition}) is up; its "
+              f"configuration: export SLURM_CONF={cluster.conf}")
+        return 0
+    if argv[:1] == ["stop"] and len(argv) == 2:
+        cluster = SlurmCluster.load(Path(argv[1]).resolve())
+        if cluster is None:
+            print(f"slurm_cluster: no cluster in {argv[1]}", file=sys.stderr)
+            return 1
+        cluster.stop()
+        print(f"stopped the cluster in {argv[1]}")
+        return 0
+    print("usage: slurm_cluster.py start STATE_DIR | stop STATE_DIR", file=sys.stderr)
+    return 2
 
-    if sys.argv[1:2] == ["watch"] and len(sys.argv) == 4:
-        _watch(int(sys.argv[2]), Path(sys.argv[3]))
-    else:
-        sys.exit(f"usage: {sys.argv[0]} watch OWNER_PID STATE_DIR")
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

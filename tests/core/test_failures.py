@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
 from jaxrun.core.failures import (
+    HINTS,
     RETRY_BACKOFF_BASE,
     RETRY_BACKOFF_MAX,
+    as_sentences,
     backoff_seconds,
+    cause_hints,
+    hint_for,
     next_action,
 )
+from jaxrun.probe.memory_fit import FIT_MARKER, with_fit_evidence
 from jaxrun.results.models import ERROR_CLASSES
 
 PLATFORMS = ("cpu", "gpu", "tpu", "auto")
@@ -96,3 +102,37 @@ def test_backoff_before_first_retry_is_the_base():
     # retry numbers start at 1; 0 (or less) must not give a shorter wait than the first retry
     assert backoff_seconds(0) == RETRY_BACKOFF_BASE
     assert backoff_seconds(-3) == RETRY_BACKOFF_BASE
+
+
+def _reads_as_sentences(text: str) -> bool:
+    """Each sentence after the first starts with a capital (or a flag, a name in backquotes); no
+    sentence ends twice."""
+    return not re.search(r"(?<!\.\.)\.\s+[a-z]", text) and not re.search(r"(?<!\.)\.\.(?!\.)", text)
+
+
+@pytest.mark.parametrize(("error_class", "cause", "hint"), cause_hints())
+def test_every_hint_joined_after_another_text_reads_as_sentences(error_class: str, cause: str, hint: str) -> None:
+    """Hints start in lower case (they follow "hint: "); joined after a message or the compile-time
+    memory warning (probe/memory_fit.py, the one place hints are joined) they start a sentence."""
+    assert hint_for(error_class, cause or None) == hint
+    assert hint.strip()
+    warning = ("jit(f) needs 4 TiB on cpu:0 (outputs 4 TiB; beyond its 0 B of inputs) but the device has 1 GiB free "
+               "(--memory-limit: 1 GiB - 0 B in use): it " + FIT_MARKER)
+    joined = with_fit_evidence(hint, [warning])
+    assert joined == f"jaxrun warned at compile time: {warning}. {hint[0].upper()}{hint[1:]}"
+    assert _reads_as_sentences(joined), joined
+    assert _reads_as_sentences(as_sentences(f"{warning}.", hint, "")), as_sentences(f"{warning}.", hint)
+    assert with_fit_evidence(hint, ["a warning that is no fit warning"]) == hint
+
+
+def test_texts_join_as_sentences_with_one_period_each() -> None:
+    assert as_sentences("it stopped.", "raise the limit", None, "  ") == "it stopped. Raise the limit"
+    assert as_sentences("--memory-limit was met", "`scancel 12` stops it") == "--memory-limit was met. `scancel 12` stops it"
+    assert as_sentences("", "alone") == "alone"
+
+
+def test_a_hint_for_a_cause_the_table_lacks_is_an_error_not_a_guess() -> None:
+    with pytest.raises(KeyError):
+        hint_for("interrupted", "no such cause")
+    assert hint_for("interrupted") == HINTS["interrupted"]
+    assert "Ctrl-C" not in hint_for("interrupted", "cancelled") + hint_for("interrupted", "controller_gone")

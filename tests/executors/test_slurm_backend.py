@@ -57,16 +57,21 @@ def on_slurm(slurm, monkeypatch: pytest.MonkeyPatch, jaxrun_cli):  # type: ignor
     return jaxrun_cli.but(env=slurm.env)
 
 
-def jaxrun_tasks(settle: float = 30.0) -> list[str]:
-    """jaxrun's tasks in the test cluster's queue (``on_slurm`` set SLURM_CONF here), once those
-    ending (COMPLETING) have left it, waited for ``settle`` seconds at most."""
+def jaxrun_tasks(results: Path, settle: float = 30.0) -> list[str]:
+    """The tasks of the arrays a batch into ``results`` submitted (its slurm/tasks.jsonl names them)
+    in the test cluster's queue (``on_slurm`` set SLURM_CONF here; other tests' arrays may share
+    it), waited for ``settle`` seconds at most to leave it (a task whose result jaxrun read may still
+    be RUNNING for a moment, its Python ending, then COMPLETING)."""
+    record = (results / "slurm" / "tasks.jsonl").read_text().splitlines()
+    names = {json.loads(line)["name"] for line in record if '"tasks"' in line}
+    assert names, record
     deadline = time.monotonic() + settle
     while True:
         done = subprocess.run(["squeue", "--noheader", "--array", "--format", "%i|%j|%T"], capture_output=True,
                               text=True, timeout=30)
         assert done.returncode == 0, done.stderr
-        tasks = [line for line in done.stdout.splitlines() if "|jaxrun-" in line]
-        if not any(t.endswith("|COMPLETING") for t in tasks) or time.monotonic() > deadline:
+        tasks = [line for line in done.stdout.splitlines() if line.split("|")[1:2] and line.split("|")[1] in names]
+        if not tasks or time.monotonic() > deadline:
             return tasks
         time.sleep(0.5)
 
@@ -150,7 +155,7 @@ def test_a_task_slurm_stops_at_its_time_limit_is_a_timeout_with_slurms_reason(tm
 
 def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
     interrupt_and_resume(tmp_path, signal.SIGINT, "--backend", "slurm")
-    assert jaxrun_tasks() == []
+    assert jaxrun_tasks(tmp_path / "r") == []
 
 
 def test_ctrl_c_stops_the_running_script_and_leaves_no_task(tmp_path: Path, on_slurm) -> None:  # type: ignore[no-untyped-def]
@@ -168,7 +173,7 @@ def test_ctrl_c_stops_the_running_script_and_leaves_no_task(tmp_path: Path, on_s
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, out + err
-    assert jaxrun_tasks() == []  # the array is cancelled: nothing runs or waits
+    assert jaxrun_tasks(tmp_path / "r") == []  # the array is cancelled: nothing runs or waits
     doc = load(tmp_path / "r" / "jax_execution_results.json")
     assert doc["metadata"]["complete"] is False
     rows = {r["script_name"]: r for r in doc["script_results"]}
@@ -348,16 +353,11 @@ def own_cluster(slurm, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureR
     lines); the session's is shared by the other tests."""
     import slurm_cluster
 
-    cluster = slurm_cluster.SlurmCluster.create(Path(os.environ["JR_TESTS_BASE_TMP"]) / f"jr-slurm-n{os.getpid()}")
-    cluster.extra = tuple(getattr(request, "param", ()))
-    try:
-        cluster.start(idle_timeout=60)
+    with slurm_cluster.private(Path(os.environ["JR_TESTS_BASE_TMP"]) / f"jr-slurm-n{os.getpid()}",
+                               tuple(getattr(request, "param", ()))) as cluster:
         for name, value in cluster.env.items():
             monkeypatch.setenv(name, value)
         yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.state_dir, ignore_errors=True)
 
 
 def test_a_task_lost_with_its_node_is_run_again_and_says_so(tmp_path: Path, own_cluster, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from jaxrun.core.failures import HINTS
 from jaxrun.executors.slurm_queue import ENDED, ended, parse_oneliner
 
 TIMED_OUT = ("JobId=3 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 Account=(null) "
@@ -35,22 +36,25 @@ def test_a_oneliner_is_read_key_by_key_with_spaces_in_values() -> None:
 ])
 def test_each_end_state_is_its_class_with_slurms_words(state: str, error_class: str) -> None:
     fields = parse_oneliner(TIMED_OUT.replace("JobState=TIMEOUT", f"JobState={state}"))
-    got, line = ended(fields)
+    got, line, hint = ended(fields)
     assert got == error_class
     assert f"(JobState={state}, Reason=TimeLimit, ExitCode=0:15, NodeList=vm)" in line
     if state in ENDED:
         assert line.startswith(ENDED[state].what)
+    # A cancel Slurm reports is someone else's (jaxrun says its own, on Ctrl-C): never the Ctrl-C hint.
+    assert (hint == HINTS[error_class]) == (state != "CANCELLED"), hint
+    assert "Ctrl-C" not in hint
 
 
 def test_a_memory_kill_by_sampling_is_out_of_memory_whatever_the_state_says() -> None:
     log = ("srun: error: vm: task 0: Killed\n"
            "slurmstepd: error: StepId=12.0 exceeded memory limit (620348 > 409600), being killed\n")
-    got, line = ended(parse_oneliner(ARRAY_TASK), log)
+    got, line, _ = ended(parse_oneliner(ARRAY_TASK), log)
     assert got == "out_of_memory"
     assert "(StepId=12.0 exceeded memory limit (620348 > 409600); JobState=FAILED, ExitCode=3:0, NodeList=vm)" in line
     assert ended(parse_oneliner(ARRAY_TASK), "nothing about memory")[0] == "crashed"
 
 
 def test_a_task_slurm_forgot_says_so() -> None:
-    got, line = ended(None)
+    got, line, _ = ended(None)
     assert got == "crashed" and "Slurm no longer knows how it ended" in line

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from jaxrun.core.failures import hint_for
 from jaxrun.results.models import ERROR_CLASSES
 from jaxrun.run.classify import (
     HINTS,
@@ -355,3 +356,25 @@ def test_only_device_oom_and_a_lost_node_are_ever_transient():
     transient = {cls for cls in ERROR_CLASSES if any(is_transient(cls, p) for p in ("cpu", "gpu", "tpu"))}
     # node_lost: a scheduler's verdict on the machine (executors/slurm.py), never a script's own doing.
     assert transient == {"device_unavailable", "out_of_memory", "node_lost"}
+
+
+@pytest.mark.slow  # a real run of a script over --memory-limit (~2 s)
+def test_a_memory_limit_stop_after_a_compile_time_warning_has_a_hint_of_sentences(tmp_path, jaxrun_cli):
+    """The hint carries the compile-time memory warning before the limit's own hint
+    (core/failures.py's ``memory_limit`` cause); the two read as two sentences."""
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "big.py").write_text(
+        "import jax\nimport jax.numpy as jnp\n"
+        "x = jax.jit(lambda: jnp.ones((120 * 2**20,), jnp.float32))()  # 480 MiB\nprint(float(x.sum()))\n")
+    done = jaxrun_cli.run("run", tmp_path / "s", "--memory-limit", "300MiB", "--results-dir", tmp_path / "r",
+                          "--no-history", cwd=tmp_path, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    import json
+
+    row = json.loads((tmp_path / "r" / "script_results" / "big_result.json").read_text())
+    assert row["error_class"] == "out_of_memory" and "over the memory limit of 300 MiB" in row["error_message"]
+    said, _, advice = row["hint"].partition(". ")
+    assert said.startswith("jaxrun warned at compile time: jit(<lambda>) needs 480 MiB") and said.endswith(
+        "will likely run out of memory"), row["hint"]
+    limit_hint = hint_for("out_of_memory", "memory_limit")
+    assert advice == limit_hint[0].upper() + limit_hint[1:], row["hint"]

@@ -174,7 +174,7 @@ def test_out_of_memory_absurd_allocation_on_cpu(tmp_path, results):
     # failure's hint carries that evidence before the usual advice.
     [warning] = [w for w in result.warnings if "will likely run out of memory" in w]
     assert warning.startswith("jit(broadcast_in_dim) needs 4 TiB on cpu:0 (outputs 4 TiB;")
-    assert result.hint == f"jaxrun warned at compile time: {warning}. {HINTS['out_of_memory']}"
+    assert result.hint == f"jaxrun warned at compile time: {warning}. R{HINTS['out_of_memory'][1:]}"  # "reduce ..."
     result = result.model_copy(update={"hint": HINTS["out_of_memory"]})
     assert_failed(result, "out_of_memory")
     assert "RESOURCE_EXHAUSTED" in result.error_message

@@ -271,7 +271,7 @@ WARNING = ("jit(step) needs 9 GiB on cuda:0 (temporaries 8 GiB, outputs 1 GiB; b
 def test_an_out_of_memory_hint_names_the_fit_warnings() -> None:
     oom = classification("out_of_memory", "RESOURCE_EXHAUSTED: Out of memory")
     hint = _hint(oom, ["some other warning", WARNING])
-    assert hint is not None and hint.startswith(f"jaxrun warned at compile time: {WARNING}. ") and oom.hint in hint
+    assert hint == f"jaxrun warned at compile time: {WARNING}. {oom.hint[0].upper()}{oom.hint[1:]}"
     assert _hint(oom, ["some other warning"]) == oom.hint
     other = classification("script_error", "ValueError: no")
     assert _hint(other, [WARNING]) == other.hint  # evidence only for an out-of-memory failure

@@ -1,6 +1,8 @@
-"""The one failure table: every ``error_class`` with its hint, where it is transient, and what to
-try next. Classification (run/classify.py) decides the class; every executor acts on it only
-through :func:`next_action`, so a failure takes the same path sequentially, in parallel and on Ray.
+"""The one failure table: every ``error_class`` with its hint (and the hints of causes within it
+that jaxrun tells apart: :func:`hint_for`), where it is transient, and what to try next.
+Classification (run/classify.py) decides the class; every executor acts on it only through
+:func:`next_action`, so a failure takes the same path sequentially, in parallel and on Ray. A hint
+joined after another text is joined as sentences (:func:`as_sentences`).
 
 To add a class: a row in :data:`TABLE`, the name in ``models.ErrorClass``, and the evidence that
 recognises it in run/classify.py (docs/ARCHITECTURE.md, "Add a failure class").
@@ -31,6 +33,8 @@ class FailureClass:
     transient_on: tuple[str, ...] = ()
     # The recovery steps tried, in order, while the failure is transient.
     recovery: tuple[Action, ...] = ()
+    # Causes within the class that jaxrun tells apart, each with its own hint: (cause, hint).
+    causes: tuple[tuple[str, str], ...] = ()
 
 
 _EVERYWHERE = ("auto", "cpu", "gpu", "tpu")  # "auto": nothing usable was found
@@ -53,6 +57,8 @@ TABLE: dict[str, FailureClass] = {
             # on another GPU, and the host usually has far more of it.
             transient_on=ACCELERATORS,
             recovery=("retry", "other_gpu", "fallback"),
+            causes=(("memory_limit", "the script's processes used more host memory than --memory-limit allows: "
+                     "raise the limit or make the script use less"),),
         ),
         FailureClass(
             "compilation_failed",
@@ -70,11 +76,19 @@ TABLE: dict[str, FailureClass] = {
             "a module the script imports is missing; pip install it into the Python that runs jaxrun",
         ),
         FailureClass("syntax_error", "the script does not parse; fix the line shown in the message"),
-        FailureClass("script_error", "the script raised an exception; see the traceback in its stderr log"),
+        FailureClass(
+            "script_error",
+            "the script raised an exception; see the traceback in its stderr log",
+            causes=(("process_limit", "the script forks without bound (a fork bomb?) or needs more processes: raise "
+                     "--max-processes"),),
+        ),
         FailureClass(
             "crashed",
             "the process was killed by a signal; SIGKILL often means the kernel's out-of-memory "
             "killer, SIGSEGV/SIGABRT a crash inside a native library",
+            # A Slurm task that left nothing in the results folder although Slurm says it ran.
+            causes=(("results_not_shared", "pass a --results-dir that every node of the cluster sees at the same "
+                     "path (the scripts too), and run jaxrun again"),),
         ),
         FailureClass(
             "node_lost",
@@ -83,11 +97,40 @@ TABLE: dict[str, FailureClass] = {
             transient_on=_EVERYWHERE,
             recovery=("retry",),
         ),
-        FailureClass("interrupted", "the run was interrupted (Ctrl-C); run it again"),
+        FailureClass(
+            "interrupted",
+            "the run was interrupted (Ctrl-C); run it again",
+            causes=(
+                # Slurm's own cancel: someone else's, never the user's Ctrl-C (jaxrun says that one).
+                ("cancelled", "its Slurm task was cancelled outside jaxrun (scancel by you, another user or the "
+                 "cluster's administrator); `jaxrun run ... --resume` runs it again"),
+                # Its task may still run: --resume must follow it, never submit it again.
+                ("controller_gone", "its Slurm task may still be running: once the controller answers (`scontrol "
+                 "ping`), `jaxrun run ... --resume` reattaches to it, and runs nothing twice"),
+            ),
+        ),
     )
 }
 
 HINTS: dict[str, str] = {name: row.hint for name, row in TABLE.items()}
+
+
+def hint_for(error_class: str, cause: str | None = None) -> str:
+    """The hint of ``error_class``, or of one of its causes (a KeyError for a cause the table lacks)."""
+    row = TABLE[error_class]
+    return dict(row.causes)[cause] if cause is not None else row.hint
+
+
+def cause_hints() -> list[tuple[str, str, str]]:
+    """(class, cause or "", hint) of every hint in the table."""
+    return [(row.name, cause, hint) for row in TABLE.values() for cause, hint in (("", row.hint), *row.causes)]
+
+
+def as_sentences(*texts: str | None) -> str:
+    """Texts (a message, a hint: each may start in lower case, as hints do) joined into sentences:
+    each after the first starts with a capital, none ends in a doubled period."""
+    parts = [text.strip().rstrip(".").strip() for text in texts if text and text.strip().rstrip(".").strip()]
+    return ". ".join(part if i == 0 else part[0].upper() + part[1:] for i, part in enumerate(parts))
 
 
 def is_transient(error_class: str | None, platform: str | None) -> bool:

@@ -19,8 +19,10 @@ result with Slurm's own state and reason (slurm_queue.ENDED); one whose node was
 again, as the failure table says for ``node_lost``. Ctrl-C cancels the arrays (their running
 scripts are stopped and report what they did). Every array submitted is recorded in
 ``slurm/tasks.jsonl`` before and after ``sbatch``: when jaxrun itself is killed, the arrays run on
-and ``--resume`` reattaches to their tasks instead of running those scripts again. Every wait on
-Slurm is bounded by ``--slurm-timeout``.
+and ``--resume`` reattaches to their tasks instead of running those scripts again. A task is
+recorded as reported only once its end is known: one left behind when the controller stopped
+answering is not, so that ``--resume`` follows it; a resume never submits a script whose earlier
+task is still in the queue. Every wait on Slurm is bounded by ``--slurm-timeout``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from jaxrun.config.slurm_options import sbatch_parameters
-from jaxrun.core.failures import HINTS, next_action
+from jaxrun.core.failures import hint_for, next_action
 from jaxrun.errors import UsageError
 from jaxrun.executors.base import BatchInterrupted, RunJob, with_lost_attempts
 from jaxrun.executors.slurm_queue import LIVE, SlurmQueue, SlurmUnanswered, ended, missing_commands
@@ -64,8 +66,9 @@ MEMORY_MARGIN_MIB = 512
 _RESULT_POLL_S = 0.5  # how often the results folder is looked at for a finished task's result
 _QUEUE_POLL_S = 2.0  # how often squeue is asked which tasks still run
 _LATE_RESULT_S = 5.0  # a result written just before its task left the queue may show late on a shared FS
-NOT_SHARED_HINT = ("pass a --results-dir that every node of the cluster sees at the same path (the scripts too), "
-                   "and run jaxrun again")
+# A controller slower than this to answer squeue is said to be waited for (at most --slurm-timeout,
+# in all, since it last answered).
+_WAIT_NOTICE_S = 10.0
 
 
 def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:
@@ -73,10 +76,15 @@ def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str,
     Slurm's SIGTERM (scancel, the time limit, a preemption) stops the script, whose result then
     says what it did."""
     from jaxrun.results.sink import NO_SINK
+    from jaxrun.run.environment import SCHEDULED_ENV
     from jaxrun.run.placement import WHOLE_MACHINE
     from jaxrun.run.runner import RunInterrupted
 
     started = time.time()
+    # The script holds no lock on the results folder: a killed jaxrun's scripts stop within
+    # seconds, so a new run waits for them, but a task runs on, and a new run asks Slurm about it
+    # instead (refused, or with --resume following it; SlurmExecutor).
+    os.environ[SCHEDULED_ENV] = "1"
     process, count = rank()
     if count > 1:  # one process of a multi-process job: the step's other tasks run the others
         job, options = process_of(job, options, process, count)
@@ -153,11 +161,15 @@ class SlurmExecutor:
                 self._live = self.queue.live_tasks(s.array for s in self._earlier if s.array)
             except SlurmUnanswered as exc:
                 raise UsageError(f"--backend slurm: {exc}") from None
-        if self._live and not options.resume:
-            arrays = sorted({t.partition("_")[0] for t in self._live})
+        # (A reported task still in the queue is completing: its script has ended.)
+        running = set(self._live) - self._reported
+        if running and not options.resume:
+            arrays = sorted({t.partition("_")[0] for t in running})
+            one = len(arrays) == 1
             raise UsageError(
-                f"an earlier batch's Slurm job array ({', '.join(arrays)}) still runs scripts into "
-                f"{str(options.results_dir)!r}: --resume reattaches to it, or `scancel {' '.join(arrays)}` first")
+                f"an earlier batch's Slurm job array{'' if one else 's'} {', '.join(arrays)} still "
+                f"run{'s' if one else ''} scripts into {str(options.results_dir)!r}: `jaxrun run ... --resume` "
+                f"reattaches to {'it' if one else 'them'}, or `scancel {' '.join(arrays)}` first")
 
     # -- what an earlier batch left running ------------------------------------------------------
 
@@ -184,10 +196,22 @@ class SlurmExecutor:
         for job in jobs:
             key = self.options.options_for(job).key
             entry = by_key.get((job.name, job.device, key))
+            # A reported task has ended as its result says (one still in the queue is completing).
             if entry is None or entry[1] in self._reported:
                 continue
             if entry[1] in self._live or self._paths(entry[1]).result_pickle.exists():
                 self._reattach[job.index] = (*entry, key)
+        # Any other task that may still run would write beside this batch: never submitted twice.
+        followed = {task_id for _, task_id, _ in self._reattach.values()}
+        stray = sorted(set(self._live) - followed - self._reported)
+        if stray:
+            scripts = {task_id: key[0] for s in self._earlier for task_id, key in s.tasks()}
+            named = ", ".join(f"{t} ({scripts.get(t, '?')})" for t in stray[:5]) + (" ..." if len(stray) > 5 else "")
+            raise UsageError(
+                f"--resume: an earlier batch's Slurm task{'s' if len(stray) > 1 else ''} {named} still "
+                f"run{'' if len(stray) > 1 else 's'} into {str(self.options.results_dir)!r} with other scripts or "
+                f"options than this run's, and would write beside it: wait for {'them' if len(stray) > 1 else 'it'}, "
+                f"or `scancel {' '.join(stray)}` first")
         return self._reattach
 
     def running_elsewhere(self, jobs: Iterable["Job"]) -> set[int]:
@@ -302,7 +326,8 @@ class SlurmExecutor:
     def _follow(self, tasks: dict[str, _Task], run_job: RunJob, sink: "Sink", total: int) -> None:
         """Wait for every task: each result as it arrives, each task Slurm ended as Slurm says."""
         asked = 0.0
-        answered = time.monotonic()
+        answered = time.monotonic()  # when the controller last answered
+        waiting = False  # for a controller that does not answer: said once, until it answers again
         while tasks:
             now = time.monotonic()
             for task in list(tasks.values()):
@@ -317,14 +342,22 @@ class SlurmExecutor:
                 return
             if now - asked >= _QUEUE_POLL_S:
                 asked = now
+                left = answered + self.queue.timeout - time.monotonic()
                 try:
-                    live = self.queue.live_tasks({t.task_id.partition("_")[0] for t in tasks.values()})
-                    answered = time.monotonic()
+                    live = self.queue.live_tasks({t.task_id.partition("_")[0] for t in tasks.values()},
+                                                 timeout=max(1.0, min(left, _WAIT_NOTICE_S, self.queue.timeout / 2)))
                 except SlurmUnanswered as exc:
-                    if time.monotonic() - answered > self.queue.timeout:
-                        self._controller_gone(tasks, sink, total, str(exc))
+                    if time.monotonic() - answered >= self.queue.timeout:
+                        self._controller_gone(tasks, sink, total)
                         return
-                    live = None
+                    if not waiting:
+                        _say(f"the Slurm controller does not answer ({exc}): waiting for it at most "
+                             f"{self.queue.timeout:g} s (--slurm-timeout)")
+                    waiting, live = True, None
+                else:
+                    if waiting:
+                        _say(f"the Slurm controller answers again, after {time.monotonic() - answered:.0f} s")
+                    answered, waiting = time.monotonic(), False
                 if live is not None:
                     self._run_again(self._settle(tasks, live, sink, total), tasks, run_job, sink)
             time.sleep(_RESULT_POLL_S)
@@ -404,10 +437,13 @@ class SlurmExecutor:
                 task.signalled = False  # stopped by a SIGTERM that was not Slurm ending the task: as it said
                 self._report(tasks.pop(task.task_id), sink, total)
                 continue
-            error_class, line = ended(info, self._log_tail(task))
-            hint = None
+            error_class, line, hint = ended(info, self._log_tail(task))
             if task.result is None and not self._left_a_log(task):
-                error_class, line, hint = "crashed", self._not_shared(info), NOT_SHARED_HINT
+                if error_class == "crashed":  # Slurm says it ran and ended, yet nothing of it is here
+                    error_class, line = "crashed", self._not_shared(info)
+                    hint = hint_for("crashed", "results_not_shared")
+                else:  # Slurm ended it (a cancel, a time limit, a lost node) before it wrote anything
+                    line = f"{line}, before it started: the script did not run"
             result = _slurm_ended(task, error_class, line, info, hint)
             lost_before = len(task.lost)
             if next_action(error_class, task.job.platform or "cpu", retries_left=LOST_TASK_RETRIES - lost_before,
@@ -444,10 +480,13 @@ class SlurmExecutor:
                 "the results folder. On a cluster --results-dir must be on a file system every node shares (a home "
                 "or project folder, not /tmp or a local disk)")
 
-    def _report(self, task: _Task, sink: "Sink", total: int = 0) -> None:
+    def _report(self, task: _Task, sink: "Sink", total: int = 0, ended: bool = True) -> None:
+        """The task's result to the batch; recorded as reported only when its task has ended
+        (``ended``), so that --resume follows one that may still run."""
         assert task.result is not None
         sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
-        self.record.reported(task.task_id)
+        if ended:
+            self.record.reported(task.task_id)
 
     def _cancel(self, tasks: dict[str, _Task], sink: "Sink") -> None:
         """Ctrl-C: cancel the arrays; each task that had started reports what its script did (it
@@ -459,10 +498,13 @@ class SlurmExecutor:
                 task.state = live.get(task.task_id, ("GONE", ""))[0]
         except SlurmUnanswered:
             pass  # as the last poll said
+        cancelled = True
         try:
             self.queue.cancel(arrays)
         except SlurmUnanswered as exc:
-            _say(f"jaxrun could not cancel the Slurm job array: {exc}; cancel it with scancel")
+            cancelled = False
+            _say(f"could not cancel the Slurm job array {', '.join(sorted(arrays))}: {exc}; its tasks may "
+                 f"still run: `jaxrun run ... --resume` reattaches to them, or `scancel {' '.join(sorted(arrays))}`")
         deadline = time.monotonic() + min(self.queue.timeout, 30.0)
         started = [t for t in tasks.values() if t.state != "PENDING"]
         while time.monotonic() < deadline and any(t.result is None for t in started):
@@ -474,6 +516,12 @@ class SlurmExecutor:
         for task in tasks.values():
             if task.result is None:
                 self._read_result(task)
+            if not cancelled and (task.result is None or task.signalled):  # its end unknown: --resume follows it
+                task.result = task.result or _stand_in(
+                    task, "the batch was interrupted (Ctrl-C) and jaxrun could not cancel its Slurm task, which may "
+                    "still run", "interrupted", hint_for("interrupted", "controller_gone"))
+                self._report(task, sink, ended=False)
+                continue
             if task.result is None and task.state == "PENDING":
                 task.result = _stand_in(task, f"{why} while the task still waited in Slurm's queue: the script did "
                                         "not run", "interrupted")
@@ -483,12 +531,22 @@ class SlurmExecutor:
                 task.result = _slurm_ended(task, "interrupted", why, None)
             self._report(task, sink)
 
-    def _controller_gone(self, tasks: dict[str, _Task], sink: "Sink", total: int, why: str) -> None:
-        line = (f"the Slurm controller stopped answering ({why}); the task may still run: `jaxrun run ... --resume` "
-                "reattaches to it")
+    def _controller_gone(self, tasks: dict[str, _Task], sink: "Sink", total: int) -> None:
+        """The controller did not answer for --slurm-timeout: the batch ends, each task left
+        `interrupted` as far as jaxrun knows, and none recorded as ended (each may still run)."""
+        arrays = sorted({t.task_id.partition("_")[0] for t in tasks.values()})
+        timeout = f"{self.queue.timeout:g} s (--slurm-timeout)"
+        _say(f"the Slurm controller did not answer for {timeout}: jaxrun stops following job array "
+             f"{', '.join(arrays)}, whose {len(tasks)} task(s) may still run; once `scontrol ping` answers, "
+             "`jaxrun run ... --resume` reattaches to them")
+        line = f"the Slurm controller stopped answering for {timeout} while the task was in Slurm"
+        hint = hint_for("interrupted", "controller_gone")
         for task in tasks.values():
-            task.result = task.result or _stand_in(task, line, "interrupted")
-            self._report(task, sink, total)
+            if task.result is None:
+                task.result = _stand_in(task, f"{line}; what the script did is unknown", "interrupted", hint)
+            else:  # stopped by a SIGTERM whose cause only the controller knows
+                task.result = _slurm_ended(task, "interrupted", line, None, hint)
+            self._report(task, sink, total, ended=False)
         tasks.clear()
 
 
@@ -570,7 +628,7 @@ def _frozen(params: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _stand_in(task: _Task, message: str, error_class: str = "crashed", hint: str | None = None) -> ScriptResult:
-    result = failed_before_running(task.job, message, error_class, hint=hint or HINTS[error_class])
+    result = failed_before_running(task.job, message, error_class, hint=hint or hint_for(error_class))
     result.slurm_job_id = task.task_id
     return result
 
@@ -588,7 +646,7 @@ def _slurm_ended(task: _Task, error_class: str, line: str, info: dict[str, str] 
     attempts = task.result.attempts[:-1] + [task.result.attempts[-1].model_copy(
         update={"error_class": error_class, "error_message": said, "success": False})] if task.result.attempts else []
     return task.result.model_copy(update={"success": False, "error_class": error_class, "error_message": said,
-                                          "hint": HINTS[error_class], "attempts": attempts})
+                                          "hint": hint or hint_for(error_class), "attempts": attempts})
 
 
 def _first_line(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from jaxrun.core.failures import hint_for
 from jaxrun.errors import UsageError
 
 # The commands --backend slurm runs on the machine jaxrun runs on (a login node).
@@ -35,6 +36,7 @@ class Ended:
 
     error_class: str
     what: str  # "Slurm stopped it at its time limit", ...
+    cause: str | None = None  # its hint's cause within the class (core/failures.py), if not the class's own
 
 
 # A task's JobState once it left the queue (scontrol, sacct) -> how jaxrun reports it. "node_lost"
@@ -46,7 +48,8 @@ ENDED: dict[str, Ended] = {
     "NODE_FAIL": Ended("node_lost", "the node running the task failed"),
     "BOOT_FAIL": Ended("node_lost", "the node given to the task failed to boot"),
     "PREEMPTED": Ended("node_lost", "Slurm preempted the task (its node was taken for another job)"),
-    "CANCELLED": Ended("interrupted", "the task was cancelled (scancel)"),
+    # jaxrun's own cancel (Ctrl-C) is said by the executor; one it sees here came from outside.
+    "CANCELLED": Ended("interrupted", "the task was cancelled (scancel)", "cancelled"),
     "FAILED": Ended("crashed", "the task failed on its node"),
     "COMPLETED": Ended("crashed", "the task ended without a result"),
 }
@@ -65,13 +68,16 @@ class SlurmQueue:
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
 
-    def _call(self, args: Sequence[str], *, what: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _call(self, args: Sequence[str], *, what: str, check: bool = True,
+              timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """``timeout``: a shorter bound than --slurm-timeout, for a caller that waits in steps."""
+        limit = self.timeout if timeout is None else min(timeout, self.timeout)
         try:
-            done = subprocess.run(list(args), capture_output=True, text=True, timeout=self.timeout,
+            done = subprocess.run(list(args), capture_output=True, text=True, timeout=limit,
                                   stdin=subprocess.DEVNULL, env=_c_locale())
         except subprocess.TimeoutExpired:
-            raise SlurmUnanswered(f"`{args[0]}` did not answer within {self.timeout:g} s (--slurm-timeout) while "
-                                  f"{what}") from None
+            flag = " (--slurm-timeout)" if limit == self.timeout else ""
+            raise SlurmUnanswered(f"`{args[0]}` did not answer within {limit:g} s{flag} while {what}") from None
         except OSError as exc:
             raise SlurmUnanswered(f"cannot run `{args[0]}` ({exc.strerror or exc}) while {what}") from None
         if check and done.returncode != 0:
@@ -118,14 +124,15 @@ class SlurmQueue:
 
     # -- during the batch ------------------------------------------------------------------------
 
-    def live_tasks(self, array_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+    def live_tasks(self, array_ids: Iterable[str], timeout: float | None = None) -> dict[str, tuple[str, str]]:
         """``"<array>_<task>"`` -> (state, node or reason) of each task of ``array_ids`` still in
-        the queue. Raises :class:`SlurmUnanswered`."""
+        the queue (asked for at most ``timeout`` s, --slurm-timeout by default). Raises
+        :class:`SlurmUnanswered`."""
         ids = sorted(set(array_ids))
         if not ids:
             return {}
         done = self._call(["squeue", "--noheader", "--array", "--jobs", ",".join(ids), "--format", "%i|%T|%N|%r"],
-                          what="reading the job array's tasks (squeue)", check=False)
+                          what="reading the job array's tasks (squeue)", check=False, timeout=timeout)
         if done.returncode != 0 and "Invalid job id" not in done.stderr:
             raise SlurmUnanswered(f"`squeue` failed while reading the job array's tasks: {_said(done)}")
         tasks: dict[str, tuple[str, str]] = {}
@@ -206,22 +213,22 @@ def _names_task(fields: dict[str, str], task_id: str) -> bool:
 _MEMORY_KILL = re.compile(r"(StepId=\S+ exceeded memory limit \([^)]*\)|Exceeded job memory limit)")
 
 
-def ended(fields: dict[str, str] | None, log_tail: str = "") -> tuple[str, str]:
-    """(failure class, one line) of a task that left the queue without a result of its own
+def ended(fields: dict[str, str] | None, log_tail: str = "") -> tuple[str, str, str]:
+    """(failure class, one line, hint) of a task that left the queue without a result of its own
     (``log_tail``: the end of the task's Slurm log, where a memory kill without cgroups is said)."""
     memory = _MEMORY_KILL.search(log_tail)
     if memory is not None and (fields or {}).get("JobState") in (None, "FAILED", "CANCELLED", "OUT_OF_MEMORY"):
         said = ", ".join(f"{k}={fields[k]}" for k in ("JobState", "ExitCode", "NodeList") if (fields or {}).get(k))
         return "out_of_memory", (f"Slurm stopped the task: it used more memory than it was given ({memory.group(1)}"
-                                 + (f"; {said}" if said else "") + ")")
+                                 + (f"; {said}" if said else "") + ")"), hint_for("out_of_memory")
     if fields is None:
         return "crashed", ("the task left the queue without a result, and Slurm no longer knows how it ended "
-                           "(no accounting, and the controller forgot it after MinJobAge)")
+                           "(no accounting, and the controller forgot it after MinJobAge)"), hint_for("crashed")
     state = fields.get("JobState", "")
     how = ENDED.get(state, Ended("crashed", f"the task ended in state {state or 'unknown'}"))
     said = [f"JobState={state}"] if state else []
     said += [f"{k}={fields[k]}" for k in ("Reason", "ExitCode", "NodeList") if fields.get(k) not in (None, "", "None")]
-    return how.error_class, f"{how.what} ({', '.join(said)})"
+    return how.error_class, f"{how.what} ({', '.join(said)})", hint_for(how.error_class, how.cause)
 
 
 def _said(done: subprocess.CompletedProcess[str]) -> str:

@@ -245,5 +245,6 @@ def with_fit_evidence(hint: str | None, warnings: list[str] | tuple[str, ...]) -
     evidence = fit_evidence(warnings)
     if not evidence:
         return hint
-    said = "jaxrun warned at compile time: " + "; ".join(evidence)
-    return f"{said}. {hint}" if hint else said
+    from jaxrun.core.failures import as_sentences
+
+    return as_sentences("jaxrun warned at compile time: " + "; ".join(evidence), hint)

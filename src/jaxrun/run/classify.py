@@ -13,7 +13,7 @@ import signal as signal_module
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jaxrun.core.failures import HINTS, is_transient
+from jaxrun.core.failures import HINTS, hint_for, is_transient
 from jaxrun.core.formatting import fmt_bytes
 from jaxrun.probe import events as ev
 
@@ -242,15 +242,14 @@ def _stopped_by_jaxrun(e: Evidence) -> Classification | None:
         message = (f"stopped at {peak}: over the memory limit of {limit}" if e.over_memory_limit else
                    f"the kernel stopped {e.oom_kills} process(es) at the memory limit of {limit} (its peak "
                    f"charge {charged}, page cache included; jaxrun's samples peaked at {peak})")
-        return _final("out_of_memory", message, "the script's processes used more host memory than "
-                      "--memory-limit allows: raise the limit or make the script use less")
+        return _final("out_of_memory", message, hint_for("out_of_memory", "memory_limit"))
     if e.max_processes is not None and e.over_process_limit:
         refused = f"; the kernel refused {e.refused_forks} fork(s) or thread(s)" if e.refused_forks else ""
         return _final(
             "script_error",
             f"stopped for starting more processes than --max-processes {e.max_processes} allows "
             f"(peak {e.peak_processes} sampled{refused})",
-            "the script forks without bound (a fork bomb?) or needs more processes: raise --max-processes",
+            hint_for("script_error", "process_limit"),
         )
     return None
 

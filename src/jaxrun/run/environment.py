@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 # environment's size shifts where the process's stack starts, and with it the alignment of what a
 # program puts there: a bias that one fixed setup bakes into every run (Mytkowicz et al., ASPLOS 2009).
 SETUP_PADDING_ENV = "JAXRUN_SETUP_PADDING"
+# Set in a process that runs jobs for a scheduler (a Slurm task): its scripts outlive the jaxrun run
+# that submitted them by design and hold no scripts lock; that run's executor follows them itself.
+SCHEDULED_ENV = "JAXRUN_SCHEDULED_TASK"
 MAX_SETUP_PADDING = 4096
 
 
@@ -117,7 +120,8 @@ def child_env(
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     # The probe holds a shared lock on it while it lives: a later run waits until it is gone.
-    env[SCRIPTS_LOCK_ENV] = str(job.results_dir / SCRIPTS_LOCK_FILE)
+    if not env.pop(SCHEDULED_ENV, None):
+        env[SCRIPTS_LOCK_ENV] = str(job.results_dir / SCRIPTS_LOCK_FILE)
     env["PYTHONUNBUFFERED"] = "1"
     if options.params:
         env.update(point_env(options.params))  # a sweep's point: jaxrun.params() reads it back
