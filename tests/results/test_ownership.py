@@ -272,3 +272,42 @@ def test_no_folder_of_foreign_files_and_links_loses_a_byte(tmp_path_factory: pyt
     now = _snapshot(out)
     assert {k: now.get(k) for k in foreign_before} == foreign_before
     assert _snapshot(elsewhere) == outside
+
+
+# A script's file name may hold anything but "/" and NUL: each class of character a name may hold.
+_ODD_NAMES = ["new\nline", "tab\there", "quote'single", 'quote"double', "back\\slash", "ünïcødé", "-leading",
+              "semi;colon", "with space", "trailing\n", "dots.p1.attempt2"]
+
+
+@pytest.mark.slow
+def test_scripts_of_any_file_name_run_rerun_and_resume_in_one_folder(tmp_path: Path) -> None:
+    """Every name class in one folder: the first run's files are jaxrun's on the rerun (replaced,
+    not refused) and on --resume (kept); a killed writer's temporary file of such a name is too."""
+    src, out = tmp_path / "src", tmp_path / "r"
+    for name in _ODD_NAMES:
+        (src / f"{name}.py").parent.mkdir(parents=True, exist_ok=True)
+        (src / f"{name}.py").write_text(QUICK)
+    first = jaxrun_cli("run", src, "--no-history", "--results-dir", out)
+    assert first.returncode == 0, first.stderr
+    produced = sorted(os.listdir(out / "logs"))
+    assert produced == sorted(f"{n}.{s}.log" for n in _ODD_NAMES for s in ("stdout", "stderr"))
+    for name in _ODD_NAMES:  # a temporary file an atomic write killed midway left
+        (out / "script_results" / f".{name}_result.json.1.2.tmp").write_text("{")
+    again = jaxrun_cli("run", src, "--no-history", "--results-dir", out)
+    assert again.returncode == 0, again.stderr
+    assert sorted(os.listdir(out / "logs")) == produced
+    assert sorted(os.listdir(out / "script_results")) == sorted(f"{n}_result.json" for n in _ODD_NAMES)
+    resumed = jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    import json
+
+    kept = {r["script_name"]: r["kept"] for r in json.loads(resumed.stdout)["script_results"]}
+    assert kept == {n: True for n in _ODD_NAMES}
+    assert sorted(os.listdir(out / "logs")) == produced
+
+
+def test_a_refusal_names_a_file_of_any_name_on_one_line(tmp_path: Path) -> None:
+    write(tmp_path / "r" / "logs", "mine\nand\tyours.txt", "the user's\n")
+    with pytest.raises(UsageError) as refused:
+        ResultsFolder(tmp_path / "r").check()
+    assert "(logs/mine\\nand\\tyours.txt)" in str(refused.value) and "\n" not in str(refused.value)

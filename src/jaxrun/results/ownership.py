@@ -66,9 +66,16 @@ SCRIPT_FOLDERS = (
 BACKEND_FOLDERS = (result_files.SLURM_DIR,)
 # Folders that hold jaxrun's folders and files, never a script's alone.
 _CONTAINERS = {*SCRIPT_FOLDERS, result_files.PROFILING_DIR}
-_LOG = re.compile(r"(?P<stem>.+)\.(?:stdout|stderr)\.log")
-_PROCESS_OR_ATTEMPT = re.compile(r"\.(?:p\d+|attempt\d+)$")
+# A script's file name may hold any character but "/" and NUL (a newline too: DOTALL, and \Z, not $,
+# which also matches before a final newline).
+_LOG = re.compile(r"(?P<stem>.+)\.(?:stdout|stderr)\.log", re.DOTALL)
+_PROCESS_OR_ATTEMPT = re.compile(r"\.(?:p\d+|attempt\d+)\Z")
 _SHOWN = 5  # foreign files named in a refusal
+
+
+def _shown(relative: str) -> str:
+    """A path as a refusal names it: on one line, whatever its name holds (a newline, a tab)."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in relative)
 
 
 def _names_of(folder: str, entry: str) -> Iterator[str]:
@@ -183,7 +190,7 @@ class ResultsFolder:
         if not allow_other_files:
             raise UsageError(
                 f"the results folder {str(self.root)!r} holds files jaxrun did not write ("
-                f"{listed(sorted(foreign), _SHOWN)}); jaxrun never deletes or overwrites them: pass a new or empty "
+                f"{listed(map(_shown, sorted(foreign)), _SHOWN)}); jaxrun never deletes or overwrites them: pass a new or empty "
                 "--results-dir, or --allow-other-files to write beside them")
         wanted = set(names() if names is not None else ())
         clashes = [r for r in foreign if "/" in r and any(
@@ -192,7 +199,7 @@ class ResultsFolder:
         if clashes:
             raise UsageError(
                 f"the results folder {str(self.root)!r} holds files jaxrun did not write where this run writes "
-                f"its own ({listed(sorted(set(clashes)), _SHOWN)}); move them, or pass another --results-dir")
+                f"its own ({listed(map(_shown, sorted(set(clashes))), _SHOWN)}); move them, or pass another --results-dir")
 
     def _adopt_older_results(self) -> None:
         """A folder an older jaxrun wrote (no manifest): its own results say what was its."""

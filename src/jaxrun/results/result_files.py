@@ -124,7 +124,7 @@ def atomic_write_chunks(path: str | os.PathLike[str], chunks: Iterable[str], *, 
 
 
 # One temporary name per writer (process, thread): no random names to try, no clash.
-_TEMPORARY = re.compile(r"\.(?P<name>.+)\.\d+\.\d+\.tmp")
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.\d+\.\d+\.tmp", re.DOTALL)  # a name may hold a newline
 
 
 def temporary_of(name: str) -> str | None:
