@@ -446,7 +446,7 @@ class _ResultSinks:
         # holds each result as the text its own file was written with (serialized once).
         script_files = ScriptFileSink()
         self.made = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
-                                   devices=options.device, texts=script_files)
+                                   devices=options.device, texts=script_files, expected=lambda: plan.jobs.total)
         return Sinks([
             _PlanFacts(plan, meta, self.log, self.said, self.to_run, self.launcher),
             *history,
@@ -502,6 +502,7 @@ def _stop_early(jobs: Jobs, chain: Sink, files: "BatchFilesSink", why: str, hint
     from jaxrun.run.result import failed_before_running
 
     logger.info("the batch stops: %s", why)
+    files.release()  # the room kept for the batch files' last rewrite, which lists every result held
     for job in jobs.planned():
         if job.index not in files.reported:
             try:

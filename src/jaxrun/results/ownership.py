@@ -40,8 +40,9 @@ from jaxrun.errors import UsageError
 from jaxrun.results import result_files
 
 MANIFEST = ".jaxrun.manifest"
-# Made by every run and never the user's (batch/folder_lock.py, probe/lifeline.py).
-LOCK_FILES = (".jaxrun.lock", ".jaxrun.scripts.lock")
+# Made by every run and never the user's (batch/folder_lock.py, probe/lifeline.py, the room kept for
+# the batch files: present/sinks/batch_files.py).
+LOCK_FILES = (".jaxrun.lock", ".jaxrun.scripts.lock", result_files.RESERVE)
 REPORT_FILE = "report.html"
 # jaxrun's batch files, by their place in the folder.
 BATCH_FILES = (

@@ -44,6 +44,8 @@ PROFILING_DIR = "jax_profiling"
 MEMORY_PROFILE = "memory_profile.json"
 TIMING_PROFILE = "timing_profile.json"
 TRACES_DIR = "traces"
+# Room a batch keeps on the results folder's disk for its batch files' last rewrite (present/sinks/batch_files.py).
+RESERVE = ".jaxrun.reserve"
 
 # mkstemp creates its file with mode 0600; result files must get the mode any other file the
 # user writes gets (0666 minus the umask), or they end up unreadable to teammates and CI jobs.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jaxrun.errors import ResultsWriteError
 from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
@@ -15,18 +16,39 @@ if TYPE_CHECKING:
 
 class ScriptFileSink(BaseSink):
     """Writes each result's file; keeps the JSON of the last one it wrote (:meth:`text_of`: the
-    batch files sink holds a result as that text, serialized once)."""
+    batch files sink holds a result as that text, serialized once).
+
+    A result whose file cannot be written (a full disk) still goes on to the batch files sink,
+    which holds it and then raises the error (:meth:`take_error`): a script that finished is never
+    taken for one that did not run. Once :meth:`stop` is called no more files are written: what
+    room is left is for the batch files, which list every result."""
 
     def __init__(self) -> None:
         self._last: "tuple[ScriptResult, str | None] | None" = None
+        self._error: ResultsWriteError | None = None
+        self.stopped = False
 
     # Not fsynced one by one (the batch files that list them all are): see atomic_write_text.
     def on_progress(self, job: "Job", result: "ScriptResult") -> None:
-        self._write(job, result)
+        if not self.stopped:
+            self._write(job, result)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
-        self._write(job, result)
+        self._last = None
+        if not self.stopped:
+            try:
+                self._write(job, result)
+            except ResultsWriteError as exc:
+                self._error = exc
         return result
+
+    def take_error(self) -> ResultsWriteError | None:
+        """The error of the last result file that could not be written, once."""
+        error, self._error = self._error, None
+        return error
+
+    def stop(self) -> None:
+        self.stopped = True
 
     def _write(self, job: "Job", result: "ScriptResult") -> None:
         self._last = None
