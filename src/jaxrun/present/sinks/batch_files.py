@@ -17,7 +17,8 @@ A full disk must not cost a result that finished: the batch keeps room for its l
 these files, ``.jaxrun.reserve`` (allocated at the start, grown with the batch, removed at its
 end). When a write fails, :meth:`BatchFilesSink.release` frees that room, no more per-script files
 are written, and the last rewrite lists every result the batch holds (those whose own file could
-not be written included), so --resume runs again only what did not finish.
+not be written included: results/sink.py tells every sink), so --resume runs again only what did
+not finish.
 """
 
 from __future__ import annotations
@@ -113,9 +114,6 @@ class BatchFilesSink(BaseSink):
         else:
             self._held.add(job.index, result, text)  # type: ignore[arg-type]
         self._text_bytes += len(text) if isinstance(text, str) else _RESULT_BYTES_GUESS
-        unwritten = self._texts.take_error() if self._texts is not None else None
-        if unwritten is not None:  # held above: the batch stops, and its last rewrite lists it
-            raise unwritten
         self.begin()
         now = time.monotonic()
         if now - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jaxrun.errors import ResultsWriteError
 from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
@@ -18,14 +17,11 @@ class ScriptFileSink(BaseSink):
     """Writes each result's file; keeps the JSON of the last one it wrote (:meth:`text_of`: the
     batch files sink holds a result as that text, serialized once).
 
-    A result whose file cannot be written (a full disk) still goes on to the batch files sink,
-    which holds it and then raises the error (:meth:`take_error`): a script that finished is never
-    taken for one that did not run. Once :meth:`stop` is called no more files are written: what
-    room is left is for the batch files, which list every result."""
+    Once :meth:`stop` is called (the batch stops at a write that failed) no more files are written:
+    what room is left is for the batch files, which list every result."""
 
     def __init__(self) -> None:
         self._last: "tuple[ScriptResult, str | None] | None" = None
-        self._error: ResultsWriteError | None = None
         self.stopped = False
 
     # Not fsynced one by one (the batch files that list them all are): see atomic_write_text.
@@ -36,16 +32,8 @@ class ScriptFileSink(BaseSink):
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         self._last = None
         if not self.stopped:
-            try:
-                self._write(job, result)
-            except ResultsWriteError as exc:
-                self._error = exc
+            self._write(job, result)
         return result
-
-    def take_error(self) -> ResultsWriteError | None:
-        """The error of the last result file that could not be written, once."""
-        error, self._error = self._error, None
-        return error
 
     def stop(self) -> None:
         self.stopped = True
