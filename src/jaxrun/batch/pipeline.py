@@ -26,7 +26,7 @@ from jaxrun.errors import DeviceProbeError, ResultsWriteError, UsageError
 from jaxrun.executors.base import Executor, RunJob, make_executor
 from jaxrun.plan.batch_plan import Plan, search_roots
 from jaxrun.plan.job import Job, Jobs
-from jaxrun.present.sinks.claims import ClaimSink
+from jaxrun.present.sinks.claims import ClaimSink, RecordSink
 from jaxrun.present.sinks.registry import check_output_files, output_files, report_sinks
 from jaxrun.present.sinks.run_log import RunLogSink
 from jaxrun.results import result_files
@@ -292,7 +292,7 @@ def _run_locked(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, l
     made = _ResultSinks(options, plan, info, history, log, said, to_run, launcher if here else None)
     results = Later(made.make)
     report = Later(lambda: Sinks(report_sinks(options)))
-    chain = Sinks([ClaimSink(folder), results, log, report, *sinks])
+    chain = Sinks([ClaimSink(folder), results, log, report, RecordSink(folder), *sinks])
     if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
         plan.go_on()  # nor a first local script to wait for
         launcher.expect(0)
