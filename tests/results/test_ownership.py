@@ -224,8 +224,8 @@ def test_a_folder_without_its_manifest_loses_nothing_whatever_its_result_files_n
 
 @pytest.mark.slow
 def test_a_users_file_in_a_scripts_outputs_or_in_place_of_its_log_is_never_deleted(tmp_path: Path) -> None:
-    """jaxrun deletes only the very files a script's last run wrote (each by its size, time and
-    inode): a file the user put in ``outputs/<name>/``, or wrote over one of jaxrun's files, is
+    """jaxrun deletes only the very files a script's last run wrote (each by its size and
+    modification time): a file the user put in ``outputs/<name>/``, or wrote over one of jaxrun's files, is
     refused in one line before anything runs (the script's process starts in an emptied
     ``outputs/<name>/``), and kept by a run of other scripts with --allow-other-files."""
     src, out = tmp_path / "src", tmp_path / "r"

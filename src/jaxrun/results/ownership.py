@@ -9,15 +9,23 @@ claimed everything it left behind:
   names (``jax_execution_results.json``, ``jax_profiling/memory_profile.json``, ``report.html``,
   ...) are jaxrun's in it;
 - ``{"script": "<file name>"}``: the files of one script (its result file, its logs, its
-  ``outputs/`` and trace folders, its executed notebook), claimed as the script starts;
+  ``outputs/`` and trace folders, its executed notebook), claimed as the script starts: while
+  this is the last word on the script (a run killed before the script's end), every file under
+  its names is jaxrun's;
+- ``{"done": "<file name>", "files": {path: identity}}``: once the script's run ended, the very
+  files it and jaxrun wrote under its names (every file and folder of ``outputs/<name>/``), each
+  by its size and modification time: from then on only these, while unchanged, are jaxrun's (its
+  result file is jaxrun's by its name: jaxrun reads and checks it, and replaces a damaged one);
 - ``{"file": "<path>"}``: a file an option asked for inside the folder (``--markdown
   RESULTS/summary.md``), claimed before the batch runs;
 - ``slurm/``: what ``--backend slurm`` writes for its tasks, which this folder's ``clear`` leaves
   alone: the Slurm backend tidies it itself, once no task of an earlier batch runs there
   (executors/slurm_record.py).
 
-A folder an older jaxrun wrote has no manifest; it proves itself by its own results (the batch
-file, the per-script result files that read as results) and is adopted: its manifest is written.
+A folder without a manifest proves nothing: what looks like jaxrun's results in it may be a
+copy, or the user's, so nothing in it is jaxrun's, and the refusal says the manifest is missing. A
+manifest with lines jaxrun cannot read (garbled, binary, cut short) is used for the lines it can
+read; a refusal then names it as the cause, and a run it lets go on writes it anew.
 
 Everything else in the folder is the user's: a folder holding such files is refused unless
 ``--allow-other-files``, and then they are kept, never deleted or overwritten (a file at a name
@@ -112,11 +120,15 @@ def _names_of(folder: str, entry: str) -> Iterator[str]:
     yield entry  # outputs/<name>/, traces/<name>/
 
 
-Identity = tuple  # (size, mtime_ns, inode) of a file or link; (inode,) of a folder
+# What tells the very file jaxrun wrote from another at its name: (size, mtime_ns) of a file or a
+# link, () of a folder. Not the inode: a folder copied with its times (cp -a, rsync -a, a move to
+# another disk) is still the files jaxrun wrote, while a file written over or replaced has a new
+# modification time.
+Identity = tuple
 
 
 def _identity(st: os.stat_result) -> Identity:
-    return (st.st_ino,) if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns, st.st_ino)
+    return () if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
 
 
 def _place(relative: str) -> tuple[str, str, str] | None:
@@ -143,7 +155,7 @@ class ResultsFolder:
 
     A script's files are jaxrun's by the manifest's last word on the script: once its run ended,
     the files it recorded then (:meth:`record_script`), each while it is still the very file
-    recorded (its size, modification time and inode); while only claimed (a run killed before
+    recorded (its size and modification time); while only claimed (a run killed before
     its end), every file under its names but those of the user it found there at its claim."""
 
     def __init__(self, root: Path) -> None:
@@ -221,6 +233,10 @@ class ResultsFolder:
         place = _place(relative)
         if place is None:
             return False
+        if place[0] == result_files.SCRIPT_RESULTS_DIR:
+            # jaxrun's own record of the script, which it reads and checks: a damaged one is
+            # said to be so and replaced (plan/resume.py), like the batch files.
+            return bool(self._scripts_of(place))
         for name in self._scripts_of(place):
             if name in self.done:
                 recorded = self.done[name].get(relative)
