@@ -217,9 +217,11 @@ class ResultsFolder:
 
     # -- what is whose -------------------------------------------------------------------------
 
-    def owns(self, relative: str, st: os.stat_result | None = None) -> bool:
-        """Whether the entry at ``relative`` (a path under the folder, with ``/``) is jaxrun's;
-        ``st``: its ``lstat`` (made here when not given)."""
+    def owns(self, relative: str, st: "os.stat_result | os.DirEntry[str] | None" = None,
+             place: "tuple[str, str, str] | None | bool" = False) -> bool:
+        """Whether the entry at ``relative`` (a path under the folder, with ``/``) is jaxrun's.
+        ``st``: its ``lstat``, or its ``DirEntry`` (stat only when a recorded file is compared);
+        ``place``: its :func:`_place`, when known."""
         if relative in (MANIFEST, *LOCK_FILES):
             return True
         if not self.exists:
@@ -230,26 +232,28 @@ class ResultsFolder:
             return self._claimed_name(f"{folder}/{written}" if folder else written)
         if relative in self.files or relative in BATCH_FILES or relative in _CONTAINERS or relative in BACKEND_FOLDERS:
             return True
-        place = _place(relative)
-        if place is None:
+        if place is False:
+            place = _place(relative)
+        if not isinstance(place, tuple):
             return False
         if place[0] == result_files.SCRIPT_RESULTS_DIR:
             # jaxrun's own record of the script, which it reads and checks: a damaged one is
             # said to be so and replaced (plan/resume.py), like the batch files.
             return bool(self._scripts_of(place))
         for name in self._scripts_of(place):
-            if name in self.done:
-                recorded = self.done[name].get(relative)
-                if recorded is None:
-                    continue
+            if name not in self.done:
+                return True
+            recorded = self.done[name].get(relative)
+            if recorded is None:
+                continue
+            try:
                 if st is None:
-                    try:
-                        st = os.lstat(self.root / relative)
-                    except OSError:
-                        return False
-                if _identity(st) == recorded:
-                    return True
-            else:
+                    st = os.lstat(self.root / relative)
+                elif isinstance(st, os.DirEntry):
+                    st = st.stat(follow_symlinks=False)
+            except OSError:
+                return False  # gone since it was listed
+            if _identity(st) == recorded:
                 return True
         return False
 
@@ -262,31 +266,34 @@ class ResultsFolder:
         place = _place(relative)
         return place is not None and bool(self._scripts_of(place))
 
-    def _walk(self) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
-        """Every entry of the folder jaxrun may have written, with whether it is jaxrun's; within
-        what a script wrote (``outputs/<name>/``) only into folders that are jaxrun's, never into
-        the user's own folders, never through a link."""
-        pending = [""]
+    def _walk(self) -> Iterator[tuple[str, os.DirEntry[str], bool, "tuple[str, str, str] | None"]]:
+        """Every entry of the folder jaxrun may have written, with whether it is jaxrun's and its
+        :func:`_place`; within what a script wrote (``outputs/<name>/``) only into folders that
+        are jaxrun's, never into the user's own folders, never through a link."""
+        pending: list[tuple[str, tuple[str, str, str] | None]] = [("", None)]
         while pending:
-            folder = pending.pop()
+            folder, where = pending.pop()
             try:
                 listing = list(os.scandir(self.root / folder if folder else self.root))
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for entry in listing:
-                relative = f"{folder}/{entry.name}" if folder else entry.name
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue  # gone since it was listed
-                owned = self.owns(relative, st)
-                yield relative, entry, owned
-                if stat.S_ISDIR(st.st_mode) and (relative in _CONTAINERS or (owned and _place(relative) is not None)):
-                    pending.append(relative)
+                name = entry.name
+                relative = f"{folder}/{name}" if folder else name
+                if where is not None:  # inside a script's folder (outputs/<name>/...)
+                    place: tuple[str, str, str] | None = (where[0], where[1], f"{where[2]}/{name}" if where[2] else name)
+                elif folder in SCRIPT_FOLDERS:
+                    place = (folder, name, "")
+                else:
+                    place = None
+                owned = self.owns(relative, entry, place)
+                yield relative, entry, owned, place
+                if entry.is_dir(follow_symlinks=False) and (relative in _CONTAINERS or (owned and place is not None)):
+                    pending.append((relative, place))
 
     def entries(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """Every entry of the folder jaxrun may have written (:meth:`_walk`)."""
-        for relative, entry, _ in self._walk():
+        for relative, entry, _, _ in self._walk():
             yield relative, entry
 
     def check(self, *, allow_other_files: bool = False, names: Callable[[], Iterable[str]] | None = None) -> None:
@@ -294,8 +301,7 @@ class ResultsFolder:
         jaxrun's names (always); files jaxrun did not write (unless ``allow_other_files``; then
         those at a name of ``names()``, the file names of the scripts about to run)."""
         foreign: list[str] = []
-        for relative, entry, owned in self._walk():
-            place = _place(relative)
+        for relative, entry, owned, place in self._walk():
             if entry.is_symlink() and (place is None or not place[2]) and (
                     owned or relative in _CONTAINERS or relative in BATCH_FILES
                     or (place is not None and self._scripts_of(place))):
@@ -355,32 +361,35 @@ class ResultsFolder:
         names that it and jaxrun wrote, by their identity, so that only these very files are
         deleted later (not a file the user puts in ``outputs/<name>/`` or replaces there after)."""
         files: dict[str, Identity] = {}
+        root = os.fspath(self.root)
         processes = max(1, len(result.processes or ()))
-        attempts = len(result.attempts)
-        candidates = [f"{result_files.SCRIPT_RESULTS_DIR}/{name}_result.json",
-                      f"{result_files.NOTEBOOKS_DIR}/{name}", f"{result_files.NOTEBOOKS_DIR}/{name}.ipynb"]
+        # A retried attempt's logs keep its number (run/runner.py); a run of one attempt has none.
+        attempts = ("", *(f".attempt{n}" for n in range(1, len(result.attempts) + 1))) if len(result.attempts) > 1 else ("",)
+        candidates = [f"{result_files.SCRIPT_RESULTS_DIR}/{name}_result.json"]
+        if result.cells is not None:  # a notebook's executed copy (--save-notebooks)
+            candidates += [f"{result_files.NOTEBOOKS_DIR}/{name}", f"{result_files.NOTEBOOKS_DIR}/{name}.ipynb"]
         for k in range(processes):
             stem = f"{name}.p{k}" if k else name
-            for suffix in ("", *(f".attempt{n}" for n in range(1, attempts + 1))):
+            for suffix in attempts:
                 candidates += [f"{result_files.LOGS_DIR}/{stem}{suffix}.{s}.log" for s in ("stdout", "stderr")]
         for relative in candidates:
             try:
-                files[relative] = _identity(os.lstat(self.root / relative))
+                files[relative] = _identity(os.lstat(os.path.join(root, relative)))
             except OSError:
                 continue
         for top in (f"{result_files.OUTPUTS_DIR}/{name}",
                     f"{result_files.PROFILING_DIR}/{result_files.TRACES_DIR}/{name}"):
             try:
-                st = os.lstat(self.root / top)
+                st = os.lstat(os.path.join(root, top))
             except OSError:
                 continue
             files[top] = _identity(st)
             if stat.S_ISDIR(st.st_mode):
-                for folder, dirs, names in os.walk(self.root / top):  # links are listed, never followed
-                    base = Path(folder).relative_to(self.root).as_posix()
+                for folder, dirs, names in os.walk(os.path.join(root, top)):  # links are listed, never followed
+                    base = os.path.relpath(folder, root).replace(os.sep, "/")
                     for entry in [*dirs, *names]:
                         try:
-                            files[f"{base}/{entry}"] = _identity(os.lstat(Path(folder) / entry))
+                            files[f"{base}/{entry}"] = _identity(os.lstat(os.path.join(folder, entry)))
                         except OSError:
                             continue
         self._append([{"done": name, "files": {path: list(ident) for path, ident in files.items()}}])
@@ -447,13 +456,12 @@ class ResultsFolder:
         nothing is left in it (a file of the user's in ``outputs/<name>/`` of a script not run is kept)."""
         kept, chosen = set(keep), None if only is None else set(only)
         folders: list[tuple[str, str]] = []
-        for relative, entry, owned in list(self._walk()):
+        for relative, entry, owned, place in list(self._walk()):
             if relative == result_files.RESERVE and chosen is None:
                 os.unlink(entry.path)  # the room a killed batch kept: this batch keeps its own
                 continue
             if relative in _CONTAINERS or not owned or relative in (MANIFEST, *LOCK_FILES):
                 continue
-            place = _place(relative)
             if place is not None:
                 name = result_files.temporary_of(place[1]) if not place[2] else None
                 mine = set(_names_of(place[0], name or place[1])) & self.scripts
