@@ -390,3 +390,17 @@ def test_a_refusal_names_a_file_of_any_name_on_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as refused:
         ResultsFolder(tmp_path / "r").check()
     assert "(logs/mine\\nand\\tyours.txt)" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_damaged_manifest_whose_other_lines_prove_every_file_is_written_anew(tmp_path: Path, caplog) -> None:
+    src, out = tmp_path / "src", tmp_path / "r"
+    write(src, "a.py", QUICK)
+    assert run_batch(src, out).success
+    with open(out / MANIFEST, "ab") as manifest:
+        manifest.write(b"\x00\xff garbage\n{\"script\": 7}\n")
+    caplog.set_level("WARNING", logger="jaxrun")
+    assert run_batch(src, out).success
+    said = [r.getMessage() for r in caplog.records if "manifest" in r.getMessage()]
+    assert len(said) == 1 and f"{str(out / MANIFEST)!r}, the results folder's manifest, was damaged (lines " in said[0]
+    assert "it is written anew" in said[0]
+    assert ResultsFolder(out).damage is None and b"garbage" not in (out / MANIFEST).read_bytes()

@@ -188,8 +188,9 @@ class ResultsFolder:
         # unless files are found that no other line proves (then the manifest may have been cut short).
         self.cut = bad[-1:] == [len(lines)]
         if bad and not (self.cut and len(bad) == 1):
-            self.damage = (f"{len(bad)} of its {sum(1 for line in lines if line.strip())} lines "
-                           f"(line {bad[0]} first) are not claims jaxrun wrote")
+            total = sum(1 for line in lines if line.strip())
+            self.damage = (f"line {bad[0]} of {total} is not a claim jaxrun wrote" if len(bad) == 1 else
+                           f"lines {listed(bad, 3)} of {total} are not claims jaxrun wrote")
 
     def _take(self, line: bytes) -> bool:
         """Take one line's claim; False when it is none (garbled, cut, not jaxrun's)."""
