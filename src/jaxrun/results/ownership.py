@@ -124,7 +124,7 @@ def _names_of(folder: str, entry: str) -> Iterator[str]:
 # link, () of a folder. Not the inode: a folder copied with its times (cp -a, rsync -a, a move to
 # another disk) is still the files jaxrun wrote, while a file written over or replaced has a new
 # modification time.
-Identity = tuple
+Identity = tuple[int, ...]
 
 
 def _identity(st: os.stat_result) -> Identity:
@@ -156,7 +156,7 @@ class ResultsFolder:
     A script's files are jaxrun's by the manifest's last word on the script: once its run ended,
     the files it recorded then (:meth:`record_script`), each while it is still the very file
     recorded (its size and modification time); while only claimed (a run killed before
-    its end), every file under its names but those of the user it found there at its claim."""
+    its end), every file under its names (that run found none of the user's there: check())."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -292,11 +292,6 @@ class ResultsFolder:
                 if entry.is_dir(follow_symlinks=False) and (relative in _CONTAINERS or (owned and place is not None)):
                     pending.append((relative, place))
 
-    def entries(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        """Every entry of the folder jaxrun may have written (:meth:`_walk`)."""
-        for relative, entry, _, _ in self._walk():
-            yield relative, entry
-
     def check(self, *, allow_other_files: bool = False, names: Callable[[], Iterable[str]] | None = None) -> None:
         """Refuse the folder, in one line, before anything is written: a symbolic link at one of
         jaxrun's names (always); files jaxrun did not write (unless ``allow_other_files``; then
@@ -313,10 +308,6 @@ class ResultsFolder:
             if not owned and not (relative in _CONTAINERS and entry.is_dir(follow_symlinks=False)):
                 foreign.append(relative)
         if not foreign:
-            if self.damage is not None:
-                logger.warning("%r, the results folder's manifest, was damaged (%s); every file of the folder is "
-                               "still proven jaxrun's or the user's by its other lines: it is written anew",
-                               str(self.path), self.damage)
             return
         shown = listed(map(_shown, sorted(foreign)), _SHOWN)
         cause = None
@@ -426,6 +417,10 @@ class ResultsFolder:
     def compact(self, kept: Iterable[str]) -> None:
         """After :meth:`clear`: the manifest holds the claims still true (atomically replaced)."""
         self.close()  # it is replaced: claims go to the new one
+        if self.damage is not None:  # check() found every file proven by the lines it could read
+            logger.warning("%r, the results folder's manifest, was damaged (%s); every file of the folder is "
+                           "still proven jaxrun's or not by its other lines: it is written anew from them",
+                           str(self.path), self.damage)
         with self._lock:
             # A script cleared but for folders of its that hold a file of the user's: they stay its.
             for name, folders in self._left.items():
