@@ -45,18 +45,28 @@ def _errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("jaxrun: error:")]
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path):
-    """A 2 MB tmpfs at tmp_path/r, unmounted after the test."""
-    folder = tmp_path / "r"
+def _tmpfs(folder: Path, size: str):
+    """A tmpfs of ``size`` mounted at ``folder`` for the test, unmounted after it."""
     folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A 2 MB tmpfs at tmp_path/r."""
+    yield from _tmpfs(tmp_path / "r", "2m")
+
+
+@pytest.fixture
+def one_mib_disk(tmp_path: Path):
+    """A 1 MiB tmpfs at tmp_path/r."""
+    yield from _tmpfs(tmp_path / "r", "1m")
 
 
 @pytest.mark.slow
@@ -89,6 +99,46 @@ def test_a_full_disk_stops_the_batch_in_one_line_and_resume_finishes_it(tmp_path
     assert all(r["success"] for r in results.values())
     assert results["s1.py"]["kept"] and results["s2.py"]["kept"]
     assert not results["s4.py"]["kept"]
+
+
+# Writes 400 KB into its outputs folder, and one line to the file ``ran`` beside the results
+# folder each time its process starts.
+FILLS = ("if False:\n    import jax\nimport os, sys\n"
+         "open(os.path.join(os.environ['RAN_LOG'], os.path.basename(sys.argv[0])), 'a').write('ran\\n')\n"
+         "open(os.path.join(os.environ['JAXRUN_OUTPUT_DIR'], 'big.bin'), 'wb').write(b'x' * 400_000)\n")
+
+
+@pytest.mark.slow
+def test_a_full_disk_keeps_every_result_that_finished_and_resume_never_runs_one_again(
+        tmp_path: Path, one_mib_disk: Path) -> None:
+    """Four scripts of 400 KB each on a 1 MiB disk: the batch stops in one line, and every script
+    that finished is in the batch file (those whose own result file could not be written too),
+    which lists every result file there is; --resume runs none of them again."""
+    scripts, ran = tmp_path / "s", tmp_path / "ran"
+    ran.mkdir()
+    for i in range(4):
+        write(scripts, f"w{i}.py", FILLS)
+    env = {"RAN_LOG": str(ran)}
+
+    done = jaxrun("run", scripts, "--device", "cpu", "--no-history", "--results-dir", one_mib_disk, cwd=tmp_path,
+                  env=env, timeout=HANG_GUARD)
+
+    assert done.returncode == 2 and len(_errors(done.stderr)) == 1, done.stderr
+    assert "No space left on device" in _errors(done.stderr)[0] and "Traceback" not in done.stderr
+    batch = json.loads((one_mib_disk / "jax_execution_results.json").read_text())
+    listed = {r["script_name"]: r for r in batch["script_results"]}
+    assert sorted(listed) == ["w0", "w1", "w2", "w3"], done.stderr  # each run or marked not run
+    on_disk = {p.name.removesuffix("_result.json") for p in (one_mib_disk / "script_results").glob("*_result.json")}
+    assert on_disk <= set(listed)
+    finished = {name for name, r in listed.items() if r["error_class"] != "interrupted"}
+    assert "w0" in finished and finished <= {p.name.removesuffix(".py") for p in ran.iterdir()}
+    assert not (one_mib_disk / ".jaxrun.reserve").exists()
+
+    again = jaxrun("run", scripts, "--device", "cpu", "--no-history", "--results-dir", one_mib_disk, "--resume",
+                   cwd=tmp_path, env=env, timeout=HANG_GUARD)
+    assert "Traceback" not in again.stderr, again.stderr
+    for name in finished:
+        assert (ran / f"{name}.py").read_text() == "ran\n", (name, again.stderr)
 
 
 def _file_size_limit(limit: int):

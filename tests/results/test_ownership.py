@@ -198,21 +198,100 @@ def test_an_option_file_inside_the_results_folder_is_jaxruns_on_the_next_run(tmp
     assert "a.py" in (out / "summary.md").read_text()
 
 
-def test_a_folder_an_older_jaxrun_wrote_is_adopted_from_its_own_results(tmp_path: Path) -> None:
-    """No manifest (jaxrun before it had one): the scripts its results name are its; a file beside
-    them that no result names is the user's."""
+@pytest.mark.slow
+def test_a_folder_without_its_manifest_loses_nothing_whatever_its_result_files_name(tmp_path: Path) -> None:
+    """No manifest: a result file naming a script is no proof that jaxrun wrote the files at that
+    script's names now; the folder is refused in one line that says the manifest is missing, and
+    with --allow-other-files nothing of it is deleted either."""
+    src, out = tmp_path / "src", tmp_path / "r"
+    write(src, "a.py", QUICK)
+    assert jaxrun_cli("run", src, "--no-history", "--results-dir", out).returncode == 0
+    (out / MANIFEST).unlink()
+    (out / "script_results" / "zzz_result.json").write_bytes((out / "script_results" / "a_result.json").read_bytes())
+    write(out / "logs", "zzz.stdout.log", "the user's own log\n")
+    write(out / "outputs" / "zzz", "weights.bin", "the user's weights\n")
+    before = _snapshot(out)
+    line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", out))
+    assert line.startswith(f"jaxrun: error: the results folder {str(out)!r} holds files jaxrun cannot prove it wrote (")
+    assert f"it has no manifest ({MANIFEST}, jaxrun's record of what it wrote there)" in line
+    assert _snapshot(out) == before
+    # Beside them, jaxrun's batch files would be overwritten: refused too.
+    line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--allow-other-files"))
+    assert "holds files jaxrun did not write where this run writes its own (jax_device_info.json" in line
+    assert f"(it has no manifest ({MANIFEST}, jaxrun's record of what it wrote there))" in line
+    assert _snapshot(out) == before
+
+
+@pytest.mark.slow
+def test_a_users_file_in_a_scripts_outputs_or_in_place_of_its_log_is_never_deleted(tmp_path: Path) -> None:
+    """jaxrun deletes only the very files a script's last run wrote (each by its size and
+    modification time): a file the user put in ``outputs/<name>/``, or wrote over one of jaxrun's files, is
+    refused in one line before anything runs (the script's process starts in an emptied
+    ``outputs/<name>/``), and kept by a run of other scripts with --allow-other-files."""
+    src, out = tmp_path / "src", tmp_path / "r"
+    write(src, "b.py", WRITES)
+    assert jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--", "first").returncode == 0
+    write(out / "outputs" / "b", "weights.bin", "the user's weights\n")
+    with open(out / "logs" / "b.stdout.log", "r+") as log:  # written over in place: the same inode
+        log.write("the user's notes\n")
+    before = _snapshot(out)
+    line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--", "second"))
+    assert "holds files jaxrun did not write (logs/b.stdout.log, outputs/b/weights.bin)" in line
+    line = _one_error_line(jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--allow-other-files"))
+    assert "where this run writes its own (logs/b.stdout.log, outputs/b/weights.bin)" in line
+    assert _snapshot(out) == before
+    write(tmp_path / "other", "c.py", QUICK)
+    done = jaxrun_cli("run", tmp_path / "other", "--no-history", "--results-dir", out, "--allow-other-files")
+    assert done.returncode == 0, done.stderr
+    assert (out / "outputs" / "b" / "weights.bin").read_text() == "the user's weights\n"
+    assert (out / "logs" / "b.stdout.log").read_text() == "the user's notes\n"
+    assert not (out / "outputs" / "b" / "first.txt").exists()  # b's own output went with b's other files
+    (out / "outputs" / "b" / "weights.bin").unlink()
+    (out / "logs" / "b.stdout.log").unlink()
+    done = jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--", "second")
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(out / "outputs" / "b") == ["second.txt"]
+
+
+@pytest.mark.parametrize("damage", ["noise", "binary", "cut"])
+def test_a_damaged_manifest_is_named_in_one_line_and_recovered_when_it_safely_can(tmp_path: Path,
+                                                                                damage: str) -> None:
+    """A manifest garbled, binary or cut short: the refusal says which file is damaged and what to
+    do; when its readable lines still prove every file in the folder the run goes on, says so,
+    and writes it anew."""
     src, out = tmp_path / "src", tmp_path / "r"
     write(src, "a.py", QUICK)
     write(src, "b.py", QUICK)
     assert run_batch(src, out).success
-    (out / MANIFEST).unlink()
-    (src / "b.py").unlink()
-    assert run_batch(src, out).success  # adopted: b's files were jaxrun's, and went
-    assert not (out / "logs" / "b.stdout.log").exists() and (out / MANIFEST).is_file()
-    (out / MANIFEST).unlink()
-    write(out / "logs", "notes.txt", "mine\n")
-    with pytest.raises(UsageError, match=r"holds files jaxrun did not write \(logs/notes.txt\)"):
+    manifest = (out / MANIFEST).read_bytes()
+    lines = manifest.splitlines(keepends=True)
+    b_claims = [n for n, line in enumerate(lines) if b'"b"' in line]
+    damaged = {"noise": b"".join(lines[:b_claims[0]]) + b"}{ not a claim\n" + b"".join(lines[b_claims[-1] + 1:]),
+               "binary": bytes(range(256)) * 4,
+               "cut": manifest[:manifest.index(lines[b_claims[0]]) + 7]}[damage]
+    (out / MANIFEST).write_bytes(damaged)
+    before = _snapshot(out)
+    with pytest.raises(UsageError) as refused:
         run_batch(src, out)
+    said = str(refused.value)
+    assert "\n" not in said and "logs/b.stdout.log" in said and "move out what you want to keep" in said
+    if damage == "cut":
+        assert f"its manifest {str(out / MANIFEST)!r} does not claim them (it ends in a cut line: cut short?)" in said
+    else:
+        assert f"its manifest {str(out / MANIFEST)!r} is damaged (" in said
+    assert _snapshot(out) == before
+    if damage == "binary":
+        return
+    # The files whose claims were lost moved out by the user: the rest is proven, the run goes on.
+    for path in [*out.glob("*/b*"), *out.glob("*/.b*")]:
+        if path.is_dir():
+            import shutil
+
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    assert run_batch(src, out).success
+    assert ResultsFolder(out).damage is None and ResultsFolder(out).cut is False
 
 
 _NAMES = ["logs", "outputs", "script_results", "notebooks", "jax_profiling", "jax_profiling/traces",
@@ -272,3 +351,56 @@ def test_no_folder_of_foreign_files_and_links_loses_a_byte(tmp_path_factory: pyt
     now = _snapshot(out)
     assert {k: now.get(k) for k in foreign_before} == foreign_before
     assert _snapshot(elsewhere) == outside
+
+
+# A script's file name may hold anything but "/" and NUL: each class of character a name may hold.
+_ODD_NAMES = ["new\nline", "tab\there", "quote'single", 'quote"double', "back\\slash", "ünïcødé", "-leading",
+              "semi;colon", "with space", "trailing\n", "dots.p1.attempt2"]
+
+
+@pytest.mark.slow
+def test_scripts_of_any_file_name_run_rerun_and_resume_in_one_folder(tmp_path: Path) -> None:
+    """Every name class in one folder: the first run's files are jaxrun's on the rerun (replaced,
+    not refused) and on --resume (kept); a killed writer's temporary file of such a name is too."""
+    src, out = tmp_path / "src", tmp_path / "r"
+    for name in _ODD_NAMES:
+        (src / f"{name}.py").parent.mkdir(parents=True, exist_ok=True)
+        (src / f"{name}.py").write_text(QUICK)
+    first = jaxrun_cli("run", src, "--no-history", "--results-dir", out)
+    assert first.returncode == 0, first.stderr
+    produced = sorted(os.listdir(out / "logs"))
+    assert produced == sorted(f"{n}.{s}.log" for n in _ODD_NAMES for s in ("stdout", "stderr"))
+    for name in _ODD_NAMES:  # a temporary file an atomic write killed midway left
+        (out / "script_results" / f".{name}_result.json.1.2.tmp").write_text("{")
+    again = jaxrun_cli("run", src, "--no-history", "--results-dir", out)
+    assert again.returncode == 0, again.stderr
+    assert sorted(os.listdir(out / "logs")) == produced
+    assert sorted(os.listdir(out / "script_results")) == sorted(f"{n}_result.json" for n in _ODD_NAMES)
+    resumed = jaxrun_cli("run", src, "--no-history", "--results-dir", out, "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    import json
+
+    kept = {r["script_name"]: r["kept"] for r in json.loads(resumed.stdout)["script_results"]}
+    assert kept == {n: True for n in _ODD_NAMES}
+    assert sorted(os.listdir(out / "logs")) == produced
+
+
+def test_a_refusal_names_a_file_of_any_name_on_one_line(tmp_path: Path) -> None:
+    write(tmp_path / "r" / "logs", "mine\nand\tyours.txt", "the user's\n")
+    with pytest.raises(UsageError) as refused:
+        ResultsFolder(tmp_path / "r").check()
+    assert "(logs/mine\\nand\\tyours.txt)" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_damaged_manifest_whose_other_lines_prove_every_file_is_written_anew(tmp_path: Path, caplog) -> None:
+    src, out = tmp_path / "src", tmp_path / "r"
+    write(src, "a.py", QUICK)
+    assert run_batch(src, out).success
+    with open(out / MANIFEST, "ab") as manifest:
+        manifest.write(b"\x00\xff garbage\n{\"script\": 7}\n")
+    caplog.set_level("WARNING", logger="jaxrun")
+    assert run_batch(src, out).success
+    said = [r.getMessage() for r in caplog.records if "manifest" in r.getMessage()]
+    assert len(said) == 1 and f"{str(out / MANIFEST)!r}, the results folder's manifest, was damaged (lines " in said[0]
+    assert "it is written anew" in said[0]
+    assert ResultsFolder(out).damage is None and b"garbage" not in (out / MANIFEST).read_bytes()

@@ -26,7 +26,7 @@ from jaxrun.errors import DeviceProbeError, ResultsWriteError, UsageError
 from jaxrun.executors.base import Executor, RunJob, make_executor
 from jaxrun.plan.batch_plan import Plan, search_roots
 from jaxrun.plan.job import Job, Jobs
-from jaxrun.present.sinks.claims import ClaimSink
+from jaxrun.present.sinks.claims import ClaimSink, RecordSink
 from jaxrun.present.sinks.registry import check_output_files, output_files, report_sinks
 from jaxrun.present.sinks.run_log import RunLogSink
 from jaxrun.results import result_files
@@ -292,7 +292,7 @@ def _run_locked(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, l
     made = _ResultSinks(options, plan, info, history, log, said, to_run, launcher if here else None)
     results = Later(made.make)
     report = Later(lambda: Sinks(report_sinks(options)))
-    chain = Sinks([ClaimSink(folder), results, log, report, *sinks])
+    chain = Sinks([ClaimSink(folder), results, log, report, RecordSink(folder), *sinks])
     if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
         plan.go_on()  # nor a first local script to wait for
         launcher.expect(0)
@@ -446,7 +446,7 @@ class _ResultSinks:
         # holds each result as the text its own file was written with (serialized once).
         script_files = ScriptFileSink()
         self.made = BatchFilesSink(meta, info, benchmark_runs=run.benchmark_runs, warmup_runs=run.warmup_runs,
-                                   devices=options.device, texts=script_files)
+                                   devices=options.device, texts=script_files, expected=lambda: plan.jobs.total)
         return Sinks([
             _PlanFacts(plan, meta, self.log, self.said, self.to_run, self.launcher),
             *history,
@@ -502,6 +502,7 @@ def _stop_early(jobs: Jobs, chain: Sink, files: "BatchFilesSink", why: str, hint
     from jaxrun.run.result import failed_before_running
 
     logger.info("the batch stops: %s", why)
+    files.release()  # the room kept for the batch files' last rewrite, which lists every result held
     for job in jobs.planned():
         if job.index not in files.reported:
             try:

@@ -44,6 +44,8 @@ PROFILING_DIR = "jax_profiling"
 MEMORY_PROFILE = "memory_profile.json"
 TIMING_PROFILE = "timing_profile.json"
 TRACES_DIR = "traces"
+# Room a batch keeps on the results folder's disk for its batch files' last rewrite (present/sinks/batch_files.py).
+RESERVE = ".jaxrun.reserve"
 
 # mkstemp creates its file with mode 0600; result files must get the mode any other file the
 # user writes gets (0666 minus the umask), or they end up unreadable to teammates and CI jobs.
@@ -124,7 +126,7 @@ def atomic_write_chunks(path: str | os.PathLike[str], chunks: Iterable[str], *, 
 
 
 # One temporary name per writer (process, thread): no random names to try, no clash.
-_TEMPORARY = re.compile(r"\.(?P<name>.+)\.\d+\.\d+\.tmp")
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.\d+\.\d+\.tmp", re.DOTALL)  # a name may hold a newline
 
 
 def temporary_of(name: str) -> str | None:

@@ -12,14 +12,23 @@ script runs: run/process_watch.py ``when_started``) and at the end (and on Ctrl-
 result file is written when it finishes, so a batch killed outright loses nothing:
 :func:`jaxrun.results.batch_summary.with_unlisted_results` adds those files to a batch file that lags behind
 (compare, report and --resume read through it).
+
+A full disk must not cost a result that finished: the batch keeps room for its last rewrite of
+these files, ``.jaxrun.reserve`` (allocated at the start, grown with the batch, removed at its
+end). When a write fails, :meth:`BatchFilesSink.release` frees that room, no more per-script files
+are written, and the last rewrite lists every result the batch holds (those whose own file could
+not be written included: results/sink.py tells every sink), so --resume runs again only what did
+not finish.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from jaxrun import __version__
 from jaxrun.core.timestamps import now_iso
@@ -46,6 +55,14 @@ if TYPE_CHECKING:
     from jaxrun.plan.job import Job
 
 
+logger = logging.getLogger("jaxrun")
+
+# The room kept for the last rewrite: twice the bytes of the results it will hold (the batch file
+# and its temporary copy side by side, the results that finish meanwhile), plus this.
+_RESERVE_MARGIN = 64 * 1024
+_RESULT_BYTES_GUESS = 8 * 1024  # a result's text before any is known (a few KiB each)
+_SCRIPTS_GUESS = 100  # results the reserve counts on while the plan has not counted them all
+
 # The most of a batch's time the rewrites of the batch files may take: after a rewrite that took
 # w seconds, the next waits w / MAX_WRITE_SHARE.
 # 2%: at 1,000 tiny scripts a share of 5% was ~3 ms of jaxrun's CPU a script (its budget: 10 ms,
@@ -56,10 +73,11 @@ MAX_WRITE_SHARE = 0.02
 class BatchFilesSink(BaseSink):
     def __init__(
         self, meta: BatchMetadata, info: DeviceInfo | None, *, benchmark_runs: int, warmup_runs: int,
-        devices: Sequence[str], texts: ScriptFileSink | None = None,
+        devices: Sequence[str], texts: ScriptFileSink | None = None, expected: "Callable[[], int | None]" = lambda: None,
     ) -> None:
         """``texts``: the sink before this one that wrote each result's own file, whose text of
-        the result this one holds (else it serializes the result itself)."""
+        the result this one holds (else it serializes the result itself); ``expected``: how many
+        results the batch will hold (None while unknown), for the room kept for them."""
         self.results_dir = Path(meta.results_dir)
         self.meta, self.info = meta, info
         self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
@@ -71,6 +89,10 @@ class BatchFilesSink(BaseSink):
         self._write_seconds = 0.0  # how long it took
         self._begun = False
         self._begin_lock = threading.Lock()
+        self._expected = expected
+        self._text_bytes = 0  # of the results held so far
+        self._reserved = 0  # bytes of .jaxrun.reserve
+        self._released = False
 
     def begin(self) -> None:
         """Write the files' first version (no results yet), once: whoever gets here first, the
@@ -78,6 +100,7 @@ class BatchFilesSink(BaseSink):
         with self._begin_lock:
             if self._begun:
                 return
+            self._reserve()
             if self.info is not None:
                 result_files.write_model(self.results_dir / result_files.DEVICE_INFO, self.info)
             self._write(self.batch(complete=False))
@@ -90,15 +113,56 @@ class BatchFilesSink(BaseSink):
             self._held.add(job.index, result)
         else:
             self._held.add(job.index, result, text)  # type: ignore[arg-type]
+        self._text_bytes += len(text) if isinstance(text, str) else _RESULT_BYTES_GUESS
         self.begin()
         now = time.monotonic()
         if now - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
             self._write(self.batch(complete=False), since=now)  # assembling it is part of its cost
+            self._reserve()
         return result
 
     def on_end(self, batch: BatchResult) -> None:
         self.begin()  # jax_device_info.json, when no script ever started
         self._write(batch)
+        self.release()
+
+    # -- the room kept for the last rewrite ---------------------------------------------------------
+
+    def _reserve(self) -> None:
+        """Grow ``.jaxrun.reserve`` to the room the last rewrite will need (by a quarter at least,
+        so that it is seldom touched). Best effort: a disk that has no room for it now is one
+        whose next write fails anyway, and stops the batch."""
+        if self._released:
+            return
+        held = len(self._held)
+        per_result = self._text_bytes / held if held else _RESULT_BYTES_GUESS
+        results = max(self._expected() or held + _SCRIPTS_GUESS, held)
+        need = int(2 * per_result * results) + _RESERVE_MARGIN
+        if need <= self._reserved:
+            return
+        need = max(need, self._reserved + self._reserved // 4)
+        try:
+            fd = os.open(self.results_dir / result_files.RESERVE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, need)
+            finally:
+                os.close(fd)
+            self._reserved = need
+        except OSError as exc:
+            logger.info("could not keep %d bytes for the batch files' last rewrite: %s", need, exc)
+
+    def release(self) -> None:
+        """Free the room kept for the last rewrite (and write no more per-script files): the batch
+        stops, or has ended."""
+        self._released = True
+        if self._texts is not None:
+            self._texts.stop()
+        try:
+            os.unlink(self.results_dir / result_files.RESERVE)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            logger.info("could not remove %s: %s", self.results_dir / result_files.RESERVE, exc)
 
     @property
     def reported(self) -> set[int]:

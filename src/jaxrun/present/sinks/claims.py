@@ -1,6 +1,7 @@
-"""The results folder's manifest, told of each script before any of its files is made
-(results/ownership.py): the first sink of a batch, made on the way to the first script (it imports no
-result model)."""
+"""The results folder's manifest (results/ownership.py), told of each script before any of its files
+is made (:class:`ClaimSink`, the first sink of a batch, made on the way to the first script: it
+imports no result model) and of what its run wrote once it ended (:class:`RecordSink`, after every
+sink that writes a script's files)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,18 @@ class ClaimSink(BaseSink):
             self.folder.claim_scripts([job.file_name])
         except OSError as exc:  # a full disk: the batch stops with one line, as for any file of it
             raise ResultsWriteError(self.folder.path, exc) from None
+
+
+class RecordSink(BaseSink):
+    """Records, once a script's result is in and its files are written, which files those are
+    (each by its identity): a later run deletes only these very files."""
+
+    def __init__(self, folder: ResultsFolder) -> None:
+        self.folder = folder
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        try:
+            self.folder.record_script(job.file_name, result)
+        except OSError as exc:
+            raise ResultsWriteError(self.folder.path, exc) from None
+        return result

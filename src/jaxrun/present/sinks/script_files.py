@@ -15,18 +15,28 @@ if TYPE_CHECKING:
 
 class ScriptFileSink(BaseSink):
     """Writes each result's file; keeps the JSON of the last one it wrote (:meth:`text_of`: the
-    batch files sink holds a result as that text, serialized once)."""
+    batch files sink holds a result as that text, serialized once).
+
+    Once :meth:`stop` is called (the batch stops at a write that failed) no more files are written:
+    what room is left is for the batch files, which list every result."""
 
     def __init__(self) -> None:
         self._last: "tuple[ScriptResult, str | None] | None" = None
+        self.stopped = False
 
     # Not fsynced one by one (the batch files that list them all are): see atomic_write_text.
     def on_progress(self, job: "Job", result: "ScriptResult") -> None:
-        self._write(job, result)
+        if not self.stopped:
+            self._write(job, result)
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
-        self._write(job, result)
+        self._last = None
+        if not self.stopped:
+            self._write(job, result)
         return result
+
+    def stop(self) -> None:
+        self.stopped = True
 
     def _write(self, job: "Job", result: "ScriptResult") -> None:
         self._last = None
