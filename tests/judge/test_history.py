@@ -615,3 +615,33 @@ def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_
     assert str(db) in doc["metadata"]["history_problem"]
     assert [r["success"] for r in doc["script_results"]] == [True, True]
     assert sha256(db) == before  # nothing written into it
+
+
+@pytest.mark.slow
+def test_jaxrun_history_gives_every_run_shown_its_own_check(tmp_path: Path) -> None:
+    """The check cell of a run stays what it was when that run was the newest (it went blank for
+    every run but the newest once a second run existed); the JSON has each run's check too."""
+    import json
+
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    with HistoryStore(db) as store:
+        ids = [store.record(make_run(normal(k, 1.0 if k < 4 else 1.5, 8))) for k in range(5)]
+    table = jaxrun("history", "examples/model.py", "--history", db, env={"COLUMNS": "300"})
+    assert table.returncode == 1, table.stdout + table.stderr  # the fifth run is 50% slower
+    import re
+
+    # run, recorded, git, device, host, mode, n, median (a number and its unit), then the check
+    row = re.compile(r"^\s*(\d+)\s+2025-\S+(?:\s+\S+){4}\s+\d+\s+\S+ \S+\s+(.*?)\s*$")
+    cells = {int(m.group(1)): m.group(2) for m in map(row.match, table.stdout.splitlines()) if m}
+    assert sorted(cells) == ids, table.stdout
+    assert [cells[i] for i in ids[:3]] == [
+        "not judged: no earlier run, needs 3", "not judged: 1 earlier run, needs 3",
+        "not judged: 2 earlier runs, needs 3"], cells
+    assert cells[ids[3]].startswith("no significant change against 3 earlier runs"), cells
+    assert cells[ids[4]].startswith("slower than 4 earlier runs"), cells
+    doc = json.loads(jaxrun("history", "examples/model.py", "--history", db, "--json").stdout)
+    assert sorted(int(i) for i in doc["run_checks"]) == ids
+    assert [doc["run_checks"][str(i)]["previous_runs"] for i in ids] == [0, 1, 2, 3, 4]
+    assert doc["run_checks"][str(ids[4])] == doc["checks"][0]

@@ -69,6 +69,9 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             checks = store.check_latest(script, options)
             paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
             runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
+            # Each run shown keeps the check it had when it was the newest: against its own earlier runs.
+            run_checks = {int(r.id): store.check_regression(int(r.id), options)
+                          for runs in runs_by_path.values() for r in runs if r.id}
             programs = store.programs_of_runs([int(r.id) for runs in runs_by_path.values() for r in runs if r.id])
             summary = store.scripts()
     except sqlite3.Error as exc:  # the file opened, a page of it is damaged
@@ -82,6 +85,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         document = {
             "runs": {p: [r.model_dump(mode="json") for r in runs] for p, runs in runs_by_path.items()},
             "checks": [c.model_dump(mode="json") for c in checks],
+            "run_checks": {str(run_id): c.model_dump(mode="json") for run_id, c in run_checks.items()},
             "program_changes": {str(run_id): [c.model_dump(mode="json") for c in changes]
                                 for run_id, changes in _program_changes(runs_by_path, programs).items()},
         }
@@ -89,7 +93,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
     if script is None:
         out.print(history_scripts_table(summary))
-    flags = {c.newest_run_id: history_cell(c) for c in checks}
+    flags = {run_id: history_cell(c) for run_id, c in run_checks.items()}
     import statistics
 
     from jaxrun.judge.benchmark_runs import metric_values
