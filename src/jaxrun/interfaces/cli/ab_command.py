@@ -10,7 +10,12 @@ import click
 
 from jaxrun.errors import JAXExecutionError
 from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
-from jaxrun.interfaces.cli.flags import OptionsCommand, judged_by, paired_models
+from jaxrun.interfaces.cli.flags import (
+    OptionsCommand,
+    ab_models,
+    judged_by,
+    paired_models,
+)
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
 _DUET_HELP = ("Both runs of each pair at the same time, each pinned to its own half of the CPUs (its own GPU on a GPU: "
@@ -78,7 +83,7 @@ def program_phase_line(script: str, p: Any) -> str:
     return f"{script}: {p.program} {', '.join(parts)}: {said}"
 
 
-@click.command(cls=OptionsCommand, models=paired_models, helps=judged_by("paired"))
+@click.command(cls=OptionsCommand, models=ab_models, helps=judged_by("paired", exports=True))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path), required=False)
 @click.option("--base-rev", metavar="REV", help="BASE is the folder at this git revision (a temporary worktree).")
@@ -105,16 +110,12 @@ def program_phase_line(script: str, p: Any) -> str:
 @_pairing_flags
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (progress stays on stderr).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
-@click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as JSON.")
-@click.option("--export-csv", type=click.Path(path_type=Path), metavar="FILE", help="Also write one CSV row per script and phase.")
-@click.option("--export-markdown", type=click.Path(path_type=Path), metavar="FILE", help="Also write a Markdown table.")
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
        precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[str],
        recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, duet: bool, alternate: bool,
-       as_json: bool, quiet: bool,
-       export_json: Optional[Path],
-       export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
+       as_json: bool, quiet: bool, markdown: Optional[Path] = None, export_json: Optional[Path] = None,
+       export_csv: Optional[Path] = None, **verdict: Any) -> None:
     """Run each script of BASE and NEW in pairs, both runs of a pair at once on two halves of the
     machine (a duet; alternating pairs, BASE NEW then NEW BASE, where it cannot be split fairly or
     with --alternate) and judge NEW on the per-pair ratios: drift of the machine's load hits both
@@ -135,7 +136,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
 
     pairing = _pairing(duet, alternate)
     try:
-        check_exports(export_json, export_csv, export_markdown)
+        check_exports(export_json, export_csv, markdown)
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
                             _run_options(device, timeout, not no_config), fail_on_regression=fail_on_regression,
                             randomize_setup=not same_setup, duet=pairing)
@@ -143,7 +144,7 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
                         new_python=new_python, on_run=_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
-    _export_comparison(report, results_dir / "base", results_dir / "new", export_json, export_csv, export_markdown)
+    _export_comparison(report, results_dir / "base", results_dir / "new", export_json, export_csv, markdown)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
