@@ -18,7 +18,6 @@ name ``mcp.server.fastmcp.FastMCP`` (mcp 1.x).
 import asyncio
 import functools
 import inspect
-import json
 import logging
 import os
 import re
@@ -36,6 +35,7 @@ from jaxrun.core.formatting import one_line, shorten_middle
 from jaxrun.core.validate import NO_TIMEOUT, shown_value, validate_device
 from jaxrun.core.version import version
 from jaxrun.errors import UsageError
+from jaxrun.interfaces.mcp_arguments import argument_problem
 from jaxrun.results.figures import SCRIPT_FIGURES
 from jaxrun.results.models import BatchResult
 
@@ -152,86 +152,18 @@ def _summary(batch: BatchResult) -> BatchReport:
     )
 
 
-# A tool's arguments are checked against its input schema before the SDK sees them: its own
-# check coerces ("2" becomes 2), ignores names it does not know, and words a refusal as a
-# multi-line pydantic report under "Error executing tool ...".
-_KINDS = {"string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
-          "null": "null", "array": "a list", "object": "an object"}
-
-
-def _kind(value: object) -> str:
-    """The JSON type of a value as the protocol's JSON decoder gives it."""
-    if value is None:
-        return "null"
-    for python, kind in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array")):
-        if isinstance(value, python):
-            return kind
-    return "object"
-
-
-def _fits(value: object, schema: dict[str, Any]) -> bool:
-    if "anyOf" in schema:
-        return any(_fits(value, s) for s in schema["anyOf"])
-    kind, wanted = _kind(value), schema.get("type")
-    if wanted is not None and kind != wanted and not (wanted == "number" and kind == "integer"):
-        return False
-    if "const" in schema and value != schema["const"]:
-        return False
-    return "enum" not in schema or value in schema["enum"]
-
-
-def _expected(schema: dict[str, Any]) -> str:
-    if "anyOf" in schema:
-        return " or ".join(_expected(s) for s in schema["anyOf"])
-    if "const" in schema:
-        return json.dumps(schema["const"])
-    if "enum" in schema:
-        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
-    return _KINDS.get(schema.get("type", ""), "any value")
-
-
-def _json_text(value: object) -> str:
-    return shorten_middle(json.dumps(value, ensure_ascii=False, default=str), 80)
-
-
-def _name(argument: str) -> str:
-    """An argument's name as a refusal starts with it: as given, or quoted when it is not a plain name."""
-    return argument if argument.isidentifier() and len(argument) <= 80 else shown_value(argument)
-
-
-def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
-    """Refuse, before the tool runs, an argument ``tool`` does not take (naming every valid one),
-    a required one missing, or a value of another JSON type than its input schema's (a number
-    given as text, a count with a fraction, null: what a JSON client sends for NaN and infinity).
-    Each refusal is a ToolError that starts with the argument's name. The values are then checked
-    by the options' own validators, in the tool."""
-    properties: dict[str, Any] = schema.get("properties", {})
-    valid = ", ".join(properties) or "none"
-    unknown = [name for name in arguments if name not in properties]
-    if unknown:
-        names = ", ".join(_name(name) for name in unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
-        verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
-        raise ToolError(f"{names} {verb} of {tool}; its arguments: {valid}")
-    for name in schema.get("required", ()):
-        if name not in arguments:
-            raise ToolError(f"{name} is missing: {tool} needs it ({_expected(properties[name])})")
-    for name, value in arguments.items():
-        if not _fits(value, properties[name]):
-            said = f"{name} must be {_expected(properties[name])}, got {_json_text(value)}"
-            if value is None and "number" in _expected(properties[name]):
-                said += " (a JSON client sends NaN and infinity as null)"
-            raise ToolError(said)
-
-
 class _Server(_SDKServer):  # type: ignore[misc, valid-type]
-    """The SDK's server, with each call's arguments checked by :func:`check_arguments` first, and a
+    """The SDK's server, with each call's arguments checked against the tool's input schema first
+    (:func:`~jaxrun.interfaces.mcp_arguments.argument_problem`: the SDK's own check converts "2"
+    to 2, ignores names it does not know and words a refusal as a pydantic report), and a
     tool's refusal passed on as it is worded (the SDK puts "Error executing tool NAME: " before it,
     so a refusal would not start with the argument's name)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         tool = self._tool_manager.get_tool(name)
-        if tool is not None:
-            check_arguments(name, tool.parameters, arguments)
+        problem = argument_problem(name, tool.parameters, arguments) if tool is not None else None
+        if problem is not None:
+            raise ToolError(problem)
         try:
             return await super().call_tool(name, arguments, *args, **kwargs)
         except ToolError as exc:
@@ -522,7 +454,7 @@ def build_server(roots: list[Path]) -> Any:
             error_message=result.error_message, results_dir=str(out),
         )
 
-    for tool in server._tool_manager.list_tools():  # what check_arguments refuses, in the schema a client reads
+    for tool in server._tool_manager.list_tools():  # what argument_problem refuses, in the schema a client reads
         tool.parameters["additionalProperties"] = False
     return server
 
