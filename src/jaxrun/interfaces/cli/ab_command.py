@@ -21,8 +21,8 @@ _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stay
 _DUET_HELP = ("Both runs of each pair at the same time, each pinned to its own half of the CPUs (its own GPU on a GPU: "
               "2 needed), the halves swapped every pair: a change of load hits both at once; each run has half the "
               "machine, only the ratios are meant. The default where the machine splits fairly (given, it is refused where the machine cannot be split fairly).")
-_ALTERNATE_HELP = ("The runs of each pair one after the other, each with the whole machine, their order alternating "
-                   "(BASE NEW, then NEW BASE). The default where the machine cannot be split fairly.")
+_ALTERNATE_HELP = ("The runs of each pair one after the other, each with the whole machine, the order swapped every "
+                   "pair. The default where the machine cannot be split fairly.")
 
 
 def _pairing_flags(command: Any) -> Any:
