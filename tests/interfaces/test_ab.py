@@ -142,6 +142,33 @@ def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("flags", [["--duet", "--alternate"], ["--alternate", "--duet"]])
+def test_duet_and_alternate_together_are_refused_in_one_line_before_anything_runs(tmp_path: Path,
+                                                                                   flags: list[str]) -> None:
+    """Both were accepted and the last one silently won (ab and bisect alike)."""
+    write(tmp_path / "a", "s.py", SLEEPS.format(seconds=0))
+    write(tmp_path / "b", "s.py", SLEEPS.format(seconds=0))
+    for command in (["ab", tmp_path / "a", tmp_path / "b"], ["bisect", tmp_path / "a" / "s.py", "--good", "HEAD~1",
+                                                              "--bad", "HEAD"]):
+        done = jaxrun(*command, *flags, "--results-dir", tmp_path / "r")
+        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith("jaxrun: error: --duet and --alternate exclude each other"), line
+        assert not (tmp_path / "r").exists()
+
+
+def test_ab_help_says_how_pairs_run_in_both_modes() -> None:
+    """`--pairs` said the pairs alternate, while a duet (at the same time) is the default."""
+    import re
+
+    text = " ".join(jaxrun("ab", "--help", env={"COLUMNS": "100"}).stdout.split())
+    pairs = re.search(r"--pairs INTEGER RANGE (.*?)\[default", text).group(1)  # type: ignore[union-attr]
+    assert "at the same time in a duet" in pairs and "alternating order, with --alternate" in pairs, pairs
+    for flag, said in (("--duet", "The default where the machine splits fairly"),
+                       ("--alternate", "The default where the machine cannot be split fairly")):
+        assert re.search(rf"{flag} [^-]*{said}", text), (flag, text)
+
+
 def test_the_cli_and_the_api_default_to_the_same_pairs() -> None:
     from jaxrun.interfaces.ab.session import DEFAULT_PAIRS
     from jaxrun.interfaces.cli import ab_command

@@ -239,6 +239,49 @@ def test_compare_on_a_missing_path_is_one_line_and_exit_2(cli, tmp_path: Path) -
     assert proc.stdout == ""
 
 
+def test_every_command_that_shows_a_comparison_has_runs_export_flags_from_one_declaration() -> None:
+    """`jaxrun run --markdown` existed and `jaxrun compare --markdown` did not, though the guide
+    says "the same flags": compare and ab take run's export flags, made from the same declarations
+    (config/options.py), with the same spellings and value words."""
+    import click
+
+    from jaxrun.interfaces.cli import app
+    from jaxrun.interfaces.cli.flags import COMPARISON_EXPORTS
+
+    def exports(command: str) -> dict[str, tuple]:
+        made = app.get_command(click.Context(app), command)
+        assert made is not None
+        return {p.name: (p.opts, p.secondary_opts, p.metavar, type(p.type)) for p in made.params
+                if p.name in COMPARISON_EXPORTS}
+
+    run = exports("run")
+    assert set(run) == {"markdown", "export_json", "export_csv"}
+    assert run["markdown"][0] == ["--markdown", "--export-markdown"]
+    assert exports("compare") == run and exports("ab") == run
+    assert "markdown" not in {p.name for p in app.get_command(click.Context(app), "bisect").params}
+
+
+@pytest.mark.slow
+def test_compare_writes_its_markdown_with_runs_flag(cli, tmp_path: Path) -> None:
+    from helpers import crafted_batch, crafted_benchmark, noisy_times, with_programs, write_results_dir
+
+    base = write_results_dir(tmp_path / "b", crafted_batch([with_programs("m")], [crafted_benchmark("m", noisy_times(1))]))
+    new = write_results_dir(tmp_path / "n", crafted_batch([with_programs("m")],
+                                                          [crafted_benchmark("m", noisy_times(2, scale=2.0))]))
+    done = cli.run("compare", base, new, "--markdown", tmp_path / "m.md", "--export-csv", tmp_path / "m.csv")
+    assert done.returncode == 0, done.stderr
+    again = cli.run("compare", base, new, "--export-markdown", tmp_path / "again.md")
+    assert again.returncode == 0, again.stderr
+    text = (tmp_path / "m.md").read_text()
+    assert text.startswith("## jaxrun compare: ") and "| m.py → slower |" in text, text
+    assert text == (tmp_path / "again.md").read_text()  # one flag, two spellings
+    assert (tmp_path / "m.csv").read_text().count("\n") > 1
+    refused = cli.run("compare", base, new, "--markdown", tmp_path / "no" / "m.md")
+    assert refused.returncode == 2 and refused.stdout == ""
+    (line,) = refused.stderr.strip().splitlines()
+    assert "(--markdown)" in line and "does not exist" in line, line
+
+
 # --- jaxrun history ----------------------------------------------------------------------------------
 
 

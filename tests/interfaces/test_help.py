@@ -52,7 +52,7 @@ def test_every_help_is_rendered_text_and_names_the_test_its_command_uses() -> No
             ("cache", "info")} <= names
     judged = {}
     for path, command in commands:
-        done = jaxrun(*path, "--help")
+        done = jaxrun(*path, "--help", env={"COLUMNS": "200"})  # words, not where a line wraps ("signed-|rank")
         assert done.returncode == 0, (path, done.stderr)
         text = done.stdout
         assert "%%" not in text, (path, [line for line in text.splitlines() if "%%" in line])

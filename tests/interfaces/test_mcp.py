@@ -175,6 +175,9 @@ VALID = {"pipeline_output_dir": "scripts", "script_path": "scripts/a.py", "resul
 
 
 def _kinds(schema: dict) -> set[str]:
+    """The JSON types an argument takes any value of (timeout's "none" is one word, not any text)."""
+    if "const" in schema or "enum" in schema:
+        return set()
     return {schema["type"]} if "type" in schema else {kind for s in schema.get("anyOf", ()) for kind in _kinds(s)}
 
 
@@ -183,9 +186,8 @@ def _refusal(called: dict, tool: str, argument: str) -> str:
     assert called["isError"], (tool, argument, str(called)[:500])
     text = called["content"][0]["text"]
     assert len(text) < 1000, (tool, argument, len(text), text[:300])
-    said = text.removeprefix(f"Error executing tool {tool}: ")
-    assert said.startswith((f"{argument}: ", f"{argument} ")), (tool, argument, text)
-    return said
+    assert text.startswith((f"{argument}: ", f"{argument} ")), (tool, argument, text)
+    return text
 
 
 @pytest.mark.slow
@@ -274,3 +276,122 @@ def test_monitor_never_opens_a_fifo_or_a_device_as_its_results_file(tmp_path: Pa
         assert f"jax_execution_results.json' is not a regular file but {what}" in said, said
 
     anyio.run(mcp_session, tmp_path, body)
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _required(schema: dict) -> dict:
+    return {k: v for k, v in VALID.items() if k in schema.get("required", ())}
+
+
+@pytest.mark.slow
+def test_every_argument_is_checked_as_the_cli_checks_it_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
+    """Each tool x each argument: a value of another JSON type (a number as text, a count with a
+    fraction, a list, true for a number), NaN and infinities (which the SDK's client, as any JSON
+    client, sends as null), a negative number; and an argument no tool takes. Each is refused
+    before anything runs, in one short line that starts with the argument's name; an unknown one
+    is named with every valid one listed; the schema a client reads says no other is taken."""
+    from helpers import jaxrun
+
+    root = tmp_path / "root"
+    write(root / "scripts", "a.py", QUICK)
+    (root / "r").mkdir()
+    tried: set[tuple[str, str]] = set()
+    same_as_cli: dict[tuple[str, object], str] = {}
+
+    async def body(session: ClientSession) -> None:
+        tools = {t.name: mcp_plain(t)["inputSchema"] for t in (await session.list_tools()).tools}
+        assert set(tools) == TOOLS
+        for tool, schema in sorted(tools.items()):
+            assert schema["additionalProperties"] is False, tool
+            valid = list(schema["properties"])
+            for unknown, starts in (("timout", "timout "), ("x" * 10_000, "'xxxxxxxxxx"), ("a\nb", "'a\\nb' ")):
+                called = await mcp_call(session, tool, {**_required(schema), unknown: 1})
+                said = called["content"][0]["text"]
+                assert called["isError"] and said.startswith(starts) and len(said) < 1000, said
+                assert said.endswith(f"is not an argument of {tool}; its arguments: {', '.join(valid)}"), said
+            for argument, spec in schema["properties"].items():
+                kinds = _kinds(spec)
+                bad: list[object] = [[1], {"a": 1}]
+                if "string" in kinds:
+                    bad += [1, True]
+                if "boolean" in kinds:
+                    bad += ["true", 1, None]
+                if kinds & {"integer", "number"}:
+                    bad += [NAN, INF, -INF, None, -1, "2", True]
+                if "integer" in kinds:
+                    bad += [2.5, 2.0, 10_001]
+                for value in bad:
+                    with anyio.fail_after(120):
+                        said = _refusal(await mcp_call(session, tool, {**_required(schema), argument: value}),
+                                        tool, argument)
+                    assert "\n" not in said and "validation error" not in said, said
+                    if kinds & {"integer", "number"} and (value is None or value != value or value in (INF, -INF)):
+                        assert "got null (a JSON client sends NaN and infinity as null)" in said, said
+                    if argument in ("benchmark_runs", "warmup_runs") and value in (-1, 10_001):
+                        same_as_cli[(argument, value)] = said
+                    tried.add((tool, argument))
+            if "device" in schema["properties"]:
+                same_as_cli[("device", "xpu")] = _refusal(
+                    await mcp_call(session, tool, {**_required(schema), "device": "xpu"}), tool, "device")
+        assert {a for _, a in tried} == {"pipeline_output_dir", "device", "recursive_search", "timeout",
+                                         "results_dir", "allow_other_files", "backend", "script_path",
+                                         "benchmark_runs", "warmup_runs"}, tried
+
+    anyio.run(mcp_session, root, body)
+    assert not (root / "jaxrun_results").exists() and not (root / "jaxrun_benchmarks").exists()  # nothing ran
+    # The values the options' validators refuse are refused in the words of `jaxrun run`.
+    for (argument, value), said in same_as_cli.items():
+        cli = jaxrun("run", root / "scripts", f"--{argument.replace('_', '-')}", value, cwd=root)
+        (line,) = cli.stderr.strip().splitlines()
+        assert cli.returncode == 2 and said in (line.removeprefix("jaxrun: error: "),
+                                                f"{argument}: {line.removeprefix('jaxrun: error: ')}"), (said, line)
+
+
+def test_a_non_finite_number_sent_as_json_text_is_refused_as_the_cli_refuses_it(tmp_path: Path) -> None:
+    """A client that writes NaN or -Infinity into its JSON (Python's json module does): the
+    server reads them as numbers and the options' validators refuse them, as `--timeout nan`;
+    Infinity seconds is no limit, as `--timeout inf` is."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers import child_env
+
+    write(tmp_path / "scripts", "a.py", QUICK)
+    calls = [("execute.run_jax_scripts", {"pipeline_output_dir": "scripts", "timeout": value}, "timeout")
+             for value in ("NaN", "-Infinity")]
+    calls += [("execute.benchmark_jax_script", {"script_path": "scripts/a.py", runs: value}, runs)
+              for runs in ("benchmark_runs", "warmup_runs") for value in ("NaN", "Infinity", "-Infinity")]
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
+    for i, (tool, arguments, _) in enumerate(calls, 1):
+        text = json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                           "params": {"name": tool, "arguments": {k: "@" + str(v) for k, v in arguments.items()}}})
+        lines.append(text.replace('"@NaN"', "NaN").replace('"@Infinity"', "Infinity")
+                     .replace('"@-Infinity"', "-Infinity").replace('"@', '"'))
+    server = subprocess.Popen([sys.executable, "-m", "jaxrun", "mcp", "--root", str(tmp_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env=child_env(), cwd=tmp_path)
+    replies: dict[int, dict] = {}
+    try:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("\n".join(lines) + "\n")
+        server.stdin.flush()
+        while len(replies) < len(calls):  # each reply is read before the input ends (EOF stops the server)
+            line = server.stdout.readline()
+            assert line, replies
+            message = json.loads(line)
+            if message.get("id"):
+                replies[message["id"]] = message
+    finally:
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait(timeout=60)
+    for i, (tool, _, argument) in enumerate(calls, 1):
+        result = replies[i]["result"]
+        assert result["isError"], (tool, argument, result)
+        said = result["content"][0]["text"]
+        assert said.startswith(f"{argument} must be "), said
+    assert not (tmp_path / "jaxrun_results").exists() and not (tmp_path / "jaxrun_benchmarks").exists()

@@ -119,3 +119,35 @@ def test_ab_s_markdown_lists_each_program_under_the_heading_its_json_states() ->
 def test_a_program_s_build_is_said_as_it_happened(count: int, loads: int, load_time: float | None,
                                                   said: str) -> None:
     assert compile_text(0.12 if count else 0.0, count, loads, load_time) == said
+
+
+@pytest.mark.parametrize(("verdict", "run_verdict", "listed"), [
+    ("slower", "slower", True), ("faster", "faster", True),
+    ("no significant change", "slower", True),  # gated on another metric (--metric): its run time changed
+    ("no significant change", "no significant change", False),
+    ("too few runs to judge", "too few runs to judge", False),
+    ("not comparable", "not comparable", False),
+])
+def test_a_program_that_did_not_move_is_listed_only_for_a_script_whose_time_changed(
+        verdict: str, run_verdict: str, listed: bool) -> None:
+    """jaxrun ab keeps every program compiled on both sides; a script judged no change listed its
+    unmoved ones under "did not move (shown for a script whose time changed)". The terminal (the
+    sections compare and ab print) and the Markdown say only what the heading says."""
+    from jaxrun.judge.compare import program_sections
+
+    def program(name: str, base: float, new: float, moved: bool) -> ProgramComparison:
+        return ProgramComparison(program=name, base_compile_time=base, new_compile_time=new, base_count=1,
+                                 new_count=1, moved=moved, change="same program", compile_ratio=new / base)
+
+    phase = PhaseComparison(metric="run_time", base_n=20, new_n=20, base_median=1.0, new_median=1.0, ratio=1.0,
+                            verdict=run_verdict)
+    report = ComparisonReport(
+        base="BASE", new="NEW", paired=True, pairs=20, metrics=["run_time"], gate=["run_time"], alpha=0.05,
+        min_effect=0.02, scripts=[ScriptComparison(
+            script_name="s", path="s.py", device="cpu", verdict=verdict, gate=["run_time"], phases={"run_time": phase},
+            programs=[program("jit(step)", 0.1, 0.3, True), program("jit(f)", 0.1, 0.1, False)])])
+    expected = {f"{PROGRAMS_MOVED}:": ["jit(step)"], **({f"{PROGRAMS_NOT_MOVED}:": ["jit(f)"]} if listed else {})}
+    lists = markdown_lists(comparison_markdown(report))
+    assert {h: [i.split(" ")[1] for i in items] for h, items in lists.items()} == expected
+    sections = {heading + ":": [line.split(" ")[1] for line in lines] for heading, lines in program_sections(report)}
+    assert sections == expected

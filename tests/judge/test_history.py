@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from jaxrun.errors import UsageError
 from jaxrun.judge.history import (
     SCHEMA_VERSION,
     HistoryStore,
+    HistoryUnreadable,
     default_history_path,
     git_state,
     history_run_from_benchmark,
@@ -392,13 +394,20 @@ def test_warm_mode_runs_are_compared_only_with_warm_mode_runs(db: Path) -> None:
 TINY = "if False:\n    import jax\nprint(1)\n"
 
 
-def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf") -> int:
-    """A real history of ``runs`` runs (30 samples each) with garbage written over one page:
+def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf",
+                    also: Callable[[HistoryStore], object] | None = None) -> int:
+    """A real history of ``runs`` runs (30 samples each) with 4 KiB of noise written over one page:
     ``samples-leaf`` a leaf of the samples table in the middle, ``samples-root`` its root page,
-    ``meta`` the meta table's page. Returns how many samples it held."""
+    ``meta`` the meta table's page, ``runs_name`` a page of that index (no query of ``jaxrun
+    history`` or of a batch reads it), ``middle`` the page in the middle of the file, whatever it
+    holds. Returns how many samples it held."""
+    import random
+
     with HistoryStore(path) as store:
         for k in range(runs):
             store.record(make_run(normal(k, 1.0, 30), path=f"/proj/s{k % 4}.py", name=f"s{k % 4}.py"))
+        if also is not None:
+            also(store)
     con = sqlite3.connect(path)
     size = con.execute("PRAGMA page_size").fetchone()[0]
     if page == "samples-leaf":
@@ -406,15 +415,20 @@ def damaged_history(path: Path, *, runs: int = 40, page: str = "samples-leaf") -
             "SELECT pageno FROM dbstat WHERE name = 'samples' AND pagetype = 'leaf' ORDER BY pageno")]
         assert len(leaves) > 4
         number = leaves[len(leaves) // 2]
+    elif page == "middle":
+        number = con.execute("PRAGMA page_count").fetchone()[0] // 2
     else:
-        table = {"samples-root": "samples", "compile_runs-root": "compile_runs"}.get(page, "meta")
+        table = {"samples-root": "samples", "compile_runs-root": "compile_runs"}.get(page, page)
         number = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
     total = con.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
     con.close()
     assert not Path(f"{path}-wal").exists()  # every write is in the file itself
     with open(path, "r+b") as f:
         f.seek((number - 1) * size)
-        f.write(bytes([0xA5]) * size)
+        f.write(random.Random(number).randbytes(size))
+    from jaxrun.judge.history_repair import integrity_check
+
+    assert integrity_check(path)  # SQLite's full check finds it (the file is "malformed")
     return total
 
 
@@ -424,14 +438,17 @@ def test_a_damaged_page_is_one_line_and_check_and_repair_save_what_can_be_read(t
 
     db = tmp_path / "history.sqlite"
     total = damaged_history(db)
+    raw = sqlite3.connect(db)
     with pytest.raises(sqlite3.DatabaseError, match="malformed"):  # the damage is real: SQLite cannot read it
-        with HistoryStore(db) as store:
-            store.runs()
+        raw.execute("SELECT * FROM samples").fetchall()
+    raw.close()
+    with pytest.raises(HistoryUnreadable, match="is damaged"):  # and seen when the store opens
+        HistoryStore(db)
 
     shown = jaxrun("history", "--history", db)
     assert shown.returncode == 2 and "Traceback" not in shown.stderr
     (line,) = shown.stderr.strip().splitlines()
-    assert str(db) in line and "database disk image is malformed" in line
+    assert str(db) in line and "is damaged (SQLite's quick check: Page " in line
     assert "jaxrun history --check" in line and "jaxrun history --repair" in line
 
     checked = jaxrun("history", "--history", db, "--check")
@@ -453,39 +470,44 @@ def test_a_damaged_page_is_one_line_and_check_and_repair_save_what_can_be_read(t
     assert jaxrun("history", "--history", damaged, "--check").returncode == 1  # kept as it was
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", ["samples-root", "meta"])
-def test_a_damaged_history_never_costs_a_batch(tmp_path: Path, page: str) -> None:
-    """A page the batch's first record hits (samples-root), or one that opening the store reads
-    (meta): every script still runs and is written, exit 0, one note; each check says why."""
-    import json
+def sha256(path: Path) -> str:
+    import hashlib
 
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["middle", "runs_name", "compile_runs-root", "samples-root", "meta"])
+def test_a_damaged_history_is_refused_before_anything_runs_and_never_written(tmp_path: Path, page: str) -> None:
+    """A page no query reads (an index, the compile tables) as well as one the first record or
+    the opening hits: `jaxrun run --benchmark-runs` refuses the history before the first script
+    (one line, exit 2, nothing run, no results folder) and `jaxrun history` in the same line;
+    neither writes a byte into the file nor judges against it."""
     from helpers import jaxrun
 
     db = tmp_path / "history.sqlite"
-    damaged_history(db, runs=4, page=page)
-    for name in ("a", "b", "c"):
-        (tmp_path / "s").mkdir(exist_ok=True)
+    damaged_history(db, runs=12, page=page)
+    before = sha256(db)
+    (tmp_path / "s").mkdir()
+    for name in ("a", "b"):
         (tmp_path / "s" / f"{name}.py").write_text(TINY)
     done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--device", "cpu", "--history", db,
                   "--results-dir", tmp_path / "r")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Traceback" not in done.stdout + done.stderr
-    notes = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("note: history unreadable")]
-    assert len(notes) == 1 and str(db) in notes[0] and "malformed" in notes[0]
-    doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
-    assert doc["metadata"]["complete"] and str(db) in doc["metadata"]["history_problem"]
-    assert len(doc["script_results"]) == 3 and all(r["success"] for r in doc["script_results"])
-    assert sorted(p.name for p in (tmp_path / "r" / "script_results").iterdir()) == [
-        "a_result.json", "b_result.json", "c_result.json"]
-    for result in doc["script_results"]:
-        check = result["benchmark"]["history_check"]
-        assert not check["judged"] and not check["regression"]
-        assert check["reason"] == f"not judged: history unreadable ({db}: database disk image is malformed)"
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("jaxrun: error: ") and str(db) in line and "is damaged" in line, line
+    assert "jaxrun history --repair" in line and "--no-history" in line, line
+    assert done.stdout == "" and not (tmp_path / "r").exists()  # no script ran, nothing was written
     shown = jaxrun("history", "--history", db)
-    assert shown.returncode == 2 and "Traceback" not in shown.stderr
+    assert shown.returncode == 2 and shown.stdout == "", shown.stdout + shown.stderr
     (line,) = shown.stderr.strip().splitlines()
-    assert str(db) in line and "malformed" in line and "jaxrun history --repair" in line
+    assert str(db) in line and "is damaged" in line and "jaxrun history --repair" in line, line
+    assert sha256(db) == before and not Path(f"{db}-wal").exists()
+    # Without the history, the batch runs.
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--device", "cpu", "--no-history",
+                  "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    assert sha256(db) == before
 
 
 # --- what each run compiled (schema 6) -----------------------------------------------------------
@@ -557,9 +579,8 @@ def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
     from jaxrun.judge.history_repair import repair
 
     db = tmp_path / "history.sqlite"
-    damaged_history(db, runs=12)
-    with HistoryStore(db) as store:  # the damage is in the samples: the compile tables are readable
-        store.record_compiles(compile_run("t", {"jit(f)": dict(count=0, cache_hits=1)}, run_id=1))
+    damaged_history(db, runs=12, also=lambda store: store.record_compiles(  # the damage is in the samples
+        compile_run("t", {"jit(f)": dict(count=0, cache_hits=1)}, run_id=1)))
     saved = repair(db)
     with HistoryStore(saved.path) as store:
         assert list(store.programs_of_runs([1])[1]) == ["jit(f)"]
@@ -568,16 +589,20 @@ def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", ["compile_runs-root", "meta"])
+@pytest.mark.parametrize("page", ["compile_runs-root", "meta", "runs_name"])
 def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_path: Path, page: str) -> None:
-    """What a run compiled is history too: a damaged page its write hits (compile_runs-root) or
-    that opening reads (meta) is one note; every script still runs and is written, exit 0."""
+    """What a run compiled is history too, kept by every run that used JAX, the history opened
+    while the first script runs (not before: a plain run starts at once). A damaged page, one its
+    write would hit (compile_runs-root), one that opening reads (meta) or one no query reads
+    (runs_name), is then one note; every
+    script still runs and is written, exit 0, and nothing is written into the file."""
     import json
 
     from helpers import jaxrun
 
     db = tmp_path / "history.sqlite"
     damaged_history(db, runs=4, page=page)
+    before = sha256(db)
     (tmp_path / "s").mkdir()
     for name in ("a", "b"):
         (tmp_path / "s" / f"{name}.py").write_text("import jax.numpy as jnp\nprint(jnp.ones(3).sum())\n")
@@ -585,7 +610,38 @@ def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     notes = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("note: history unreadable")]
-    assert len(notes) == 1 and str(db) in notes[0] and "malformed" in notes[0]
+    assert len(notes) == 1 and f"{db}: it is damaged (SQLite's quick check: Page " in notes[0], notes
     doc = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
     assert str(db) in doc["metadata"]["history_problem"]
     assert [r["success"] for r in doc["script_results"]] == [True, True]
+    assert sha256(db) == before  # nothing written into it
+
+
+@pytest.mark.slow
+def test_jaxrun_history_gives_every_run_shown_its_own_check(tmp_path: Path) -> None:
+    """The check cell of a run stays what it was when that run was the newest (it went blank for
+    every run but the newest once a second run existed); the JSON has each run's check too."""
+    import json
+
+    from helpers import jaxrun
+
+    db = tmp_path / "history.sqlite"
+    with HistoryStore(db) as store:
+        ids = [store.record(make_run(normal(k, 1.0 if k < 4 else 1.5, 8))) for k in range(5)]
+    table = jaxrun("history", "examples/model.py", "--history", db, env={"COLUMNS": "300"})
+    assert table.returncode == 1, table.stdout + table.stderr  # the fifth run is 50% slower
+    import re
+
+    # run, recorded, git, device, host, mode, n, median (a number and its unit), then the check
+    row = re.compile(r"^\s*(\d+)\s+2025-\S+(?:\s+\S+){4}\s+\d+\s+\S+ \S+\s+(.*?)\s*$")
+    cells = {int(m.group(1)): m.group(2) for m in map(row.match, table.stdout.splitlines()) if m}
+    assert sorted(cells) == ids, table.stdout
+    assert [cells[i] for i in ids[:3]] == [
+        "not judged: no earlier run, needs 3", "not judged: 1 earlier run, needs 3",
+        "not judged: 2 earlier runs, needs 3"], cells
+    assert cells[ids[3]].startswith("no significant change against 3 earlier runs"), cells
+    assert cells[ids[4]].startswith("slower than 4 earlier runs"), cells
+    doc = json.loads(jaxrun("history", "examples/model.py", "--history", db, "--json").stdout)
+    assert sorted(int(i) for i in doc["run_checks"]) == ids
+    assert [doc["run_checks"][str(i)]["previous_runs"] for i in ids] == [0, 1, 2, 3, 4]
+    assert doc["run_checks"][str(ids[4])] == doc["checks"][0]

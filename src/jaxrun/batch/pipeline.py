@@ -77,14 +77,18 @@ class _History:
         self.store: "HistoryStore | None" = None
         self.problem: str | None = None  # why SQLite could not use it (a damaged page): the batch goes on without
 
-    def open(self) -> None:
-        """A --history that is no history database (a folder, another file) is a UsageError."""
+    def open(self, *, scripts_ran: bool = False) -> None:
+        """A --history that is no history database (a folder, another file) is a UsageError; so
+        is a damaged one while no script has run (checked with the rest, exit 2, nothing run).
+        Once scripts ran (``scripts_ran``), a damaged history is a note and the batch goes on."""
         from jaxrun.judge.history import HistoryStore, HistoryUnreadable
 
         if self.store is None and self.problem is None:
             try:
                 self.store = HistoryStore(self.options.history)
             except HistoryUnreadable as exc:
+                if not scripts_ran:
+                    raise UsageError(f"{exc} (or run with --no-history)") from None
                 self.problem = exc.problem
 
     def close(self) -> None:
@@ -479,7 +483,7 @@ class _HistoryWhenNeeded(BaseSink):
     def on_result(self, job: Job, result: "ScriptResult") -> "ScriptResult":
         if self.sink is None and (_benchmarks(job) or _used_jax(result)):
             try:
-                self.history.open()
+                self.history.open(scripts_ran=True)
                 store, problem = self.history.store, self.history.problem
             except UsageError as exc:
                 if _benchmarks(job):

@@ -24,7 +24,7 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 import anyio
 from pydantic import BaseModel, Field
@@ -32,19 +32,20 @@ from pydantic import BaseModel, Field
 from jaxrun.config.option_spec import default_of, described
 from jaxrun.config.options import BatchOptions, RunOptions, parse_devices
 from jaxrun.core.formatting import one_line, shorten_middle
-from jaxrun.core.validate import shown_value, validate_device
+from jaxrun.core.validate import NO_TIMEOUT, shown_value, validate_device
 from jaxrun.core.version import version
 from jaxrun.errors import UsageError
+from jaxrun.interfaces.mcp_arguments import argument_problem
 from jaxrun.results.figures import SCRIPT_FIGURES
 from jaxrun.results.models import BatchResult
 
 try:  # mcp >= 2
     from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver import MCPServer as _Server
+    from mcp.server.mcpserver import MCPServer as _SDKServer
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import Context  # type: ignore[no-redef]
-    from mcp.server.fastmcp import FastMCP as _Server
+    from mcp.server.fastmcp import FastMCP as _SDKServer
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 from mcp.types import ToolAnnotations
 
@@ -149,6 +150,27 @@ def _summary(batch: BatchResult) -> BatchReport:
         scripts_successful=meta.scripts_successful, scripts_failed=meta.scripts_failed,
         total_execution_time=view.total_time, scripts=scripts,
     )
+
+
+class _Server(_SDKServer):  # type: ignore[misc, valid-type]
+    """The SDK's server, with each call's arguments checked against the tool's input schema first
+    (:func:`~jaxrun.interfaces.mcp_arguments.argument_problem`: the SDK's own check converts "2"
+    to 2, ignores names it does not know and words a refusal as a pydantic report), and a
+    tool's refusal passed on as it is worded (the SDK puts "Error executing tool NAME: " before it,
+    so a refusal would not start with the argument's name)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        problem = argument_problem(name, tool.parameters, arguments) if tool is not None else None
+        if problem is not None:
+            raise ToolError(problem)
+        try:
+            return await super().call_tool(name, arguments, *args, **kwargs)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if type(exc) is ToolError and isinstance(cause, ToolError):
+                raise ToolError(str(cause)) from cause
+            raise
 
 
 def _refused(argument: str, problem: str) -> ToolError:
@@ -295,7 +317,9 @@ async def _run_cli(args: list[str], ctx: Context | None) -> BatchResult:
 _Devices = described(BatchOptions, "device", str)
 _Device = described(RunOptions, "device")
 _Recursive = described(BatchOptions, "recursive")
-_Timeout = described(RunOptions, "timeout")
+# Seconds, or "none" for no limit, as on the command line: never null, which is what a JSON
+# client sends for NaN and infinity.
+_Timeout = described(RunOptions, "timeout", Union[float, Literal[NO_TIMEOUT]])  # type: ignore[valid-type]
 _BenchmarkRuns = described(RunOptions, "benchmark_runs", int)
 _WarmupRuns = described(RunOptions, "warmup_runs", int)
 _ResultsDir = described(BatchOptions, "results_dir", Optional[str])
@@ -430,6 +454,8 @@ def build_server(roots: list[Path]) -> Any:
             error_message=result.error_message, results_dir=str(out),
         )
 
+    for tool in server._tool_manager.list_tools():  # what argument_problem refuses, in the schema a client reads
+        tool.parameters["additionalProperties"] = False
     return server
 
 

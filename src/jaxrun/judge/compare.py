@@ -340,8 +340,7 @@ def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, Compil
     whether each is the same program (:func:`jaxrun.judge.cache_misses.program_change`)."""
     if not base or not new:
         return []
-    changed = row is not None and (row.verdict in ("slower", "faster") or (
-        (run := row.phases.get("run_time")) is not None and run.verdict in ("slower", "faster")))
+    changed = row is not None and time_changed(row)
     programs = []
     for name, now in new.items():
         before = base.get(name)
@@ -359,6 +358,13 @@ def compare_programs(base: dict[str, CompileStats] | None, new: dict[str, Compil
             reason=None if change is not None else "a run kept no fingerprint of it",
         ))
     return programs
+
+
+def time_changed(row: ScriptComparison) -> bool:
+    """Whether a script's verdict, or its run time's, is a change: then every program in both runs
+    is worth a line, moved or not (PROGRAMS_NOT_MOVED's heading says so)."""
+    run = row.phases.get("run_time")
+    return row.verdict in ("slower", "faster") or (run is not None and run.verdict in ("slower", "faster"))
 
 
 def compile_text(seconds: float, count: int, loads: int = 0, load_time: float | None = None) -> str:
@@ -385,13 +391,17 @@ PROGRAMS_NOT_MOVED = "Programs whose compile time did not move (shown for a scri
 def program_sections(report: ComparisonReport, line: Callable[[str, ProgramComparison], str] = program_line
                      ) -> list[tuple[str, list[str]]]:
     """The programs of :attr:`ScriptComparison.programs`, each under the heading that is true of
-    it (its ``moved``): what `jaxrun compare`, `jaxrun ab` and their Markdown say. ``line`` words
-    one program (``jaxrun ab`` adds its trace and lower times)."""
+    it (its ``moved``): what `jaxrun compare`, `jaxrun ab` and their Markdown say. A program that
+    did not move is listed only for a script whose time changed (:func:`time_changed`), as its
+    heading says: `jaxrun ab` keeps every program of both sides in the JSON, judged or not.
+    ``line`` words one program (``jaxrun ab`` adds its trace and lower times)."""
     moved: list[str] = []
     still: list[str] = []
     for row in report.scripts:
+        changed = time_changed(row)
         for p in row.programs:
-            (moved if p.moved else still).append(line(row.path or row.script_name, p))
+            if p.moved or changed:
+                (moved if p.moved else still).append(line(row.path or row.script_name, p))
     return [(heading, lines) for heading, lines in ((PROGRAMS_MOVED, moved), (PROGRAMS_NOT_MOVED, still)) if lines]
 
 

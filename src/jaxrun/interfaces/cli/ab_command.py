@@ -10,13 +10,35 @@ import click
 
 from jaxrun.errors import JAXExecutionError
 from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
-from jaxrun.interfaces.cli.flags import OptionsCommand, judged_by, paired_models
+from jaxrun.interfaces.cli.flags import (
+    OptionsCommand,
+    ab_models,
+    judged_by,
+    paired_models,
+)
 
 _PAIRS = 20  # ab.session.DEFAULT_PAIRS, not imported here: `jaxrun --help` stays fast
-_DUET_HELP = ("--duet (the default where the machine splits fairly): both runs of each pair at the same time, each "
-              "pinned to its own half of the CPUs (its own GPU on a GPU: 2 needed), the halves swapped every pair: a "
-              "change of load hits both at once; each run has half the machine, only the ratios are meant. "
-              "--alternate: one after the other, each with the whole machine.")
+_DUET_HELP = ("Both runs of each pair at the same time, each pinned to its own half of the CPUs (its own GPU on a GPU: "
+              "2 needed), the halves swapped every pair: a change of load hits both at once; each run has half the "
+              "machine, only the ratios are meant. The default where the machine splits fairly (given, it is refused where the machine cannot be split fairly).")
+_ALTERNATE_HELP = ("The runs of each pair one after the other, each with the whole machine, the order swapped every "
+                   "pair. The default where the machine cannot be split fairly.")
+
+
+def _pairing_flags(command: Any) -> Any:
+    """--duet and --alternate, of `jaxrun ab` and `jaxrun bisect`: two flags, so that both given
+    is a mistake said (:func:`_pairing`), not the last one silently winning."""
+    command = click.option("--alternate", is_flag=True, help=_ALTERNATE_HELP)(command)
+    return click.option("--duet", is_flag=True, help=_DUET_HELP)(command)
+
+
+def _pairing(duet: bool, alternate: bool) -> Optional[bool]:
+    """ABOptions.duet: True (--duet), False (--alternate), None (a duet where the machine splits)."""
+    if duet and alternate:
+        raise fail_usage("--duet and --alternate exclude each other: a pair's runs are at the same time (--duet) "
+                         "or one after the other (--alternate); pass one, or neither for a duet where the machine "
+                         "splits fairly")
+    return True if duet else False if alternate else None
 
 
 def _progress(quiet: bool):  # type: ignore[no-untyped-def]
@@ -61,7 +83,7 @@ def program_phase_line(script: str, p: Any) -> str:
     return f"{script}: {p.program} {', '.join(parts)}: {said}"
 
 
-@click.command(cls=OptionsCommand, models=paired_models, helps=judged_by("paired"))
+@click.command(cls=OptionsCommand, models=ab_models, helps=judged_by("paired", exports=True))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path), required=False)
 @click.option("--base-rev", metavar="REV", help="BASE is the folder at this git revision (a temporary worktree).")
@@ -69,7 +91,8 @@ def program_phase_line(script: str, p: Any) -> str:
 @click.option("--base-python", metavar="PATH", help="BASE runs under this Python interpreter (another environment).")
 @click.option("--new-python", metavar="PATH", help="NEW runs under this Python interpreter.")
 @click.option("--pairs", type=click.IntRange(min=1), default=_PAIRS, show_default=True,
-              help="Counted pairs per script (BASE and NEW once each, their order alternating).")
+              help="Counted pairs per script, each BASE and NEW once (at the same time in a duet; one after the "
+              "other, in alternating order, with --alternate).")
 @click.option("--warmup-pairs", type=click.IntRange(min=0), default=1, show_default=True, help="Uncounted pairs first.")
 @click.option("--time-budget", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Stop a script's pairs once this is spent (after the least pairs a test needs).")
@@ -84,19 +107,15 @@ def program_phase_line(script: str, p: Any) -> str:
 @click.option("--same-setup", is_flag=True,
               help="Give every run the same environment: without it each run's is padded by a random size (0-4 KiB, "
               "recorded in its result), so that a memory-layout bias of one setup is averaged out over the pairs.")
-@click.option("--duet/--alternate", default=None, help=_DUET_HELP)
+@_pairing_flags
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (progress stays on stderr).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
-@click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as JSON.")
-@click.option("--export-csv", type=click.Path(path_type=Path), metavar="FILE", help="Also write one CSV row per script and phase.")
-@click.option("--export-markdown", type=click.Path(path_type=Path), metavar="FILE", help="Also write a Markdown table.")
 def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Optional[str], base_python: Optional[str],
        new_python: Optional[str], pairs: int, warmup_pairs: int, time_budget: Optional[float],
        precision: Optional[float], results_dir: Path, device: Optional[str], timeout: Optional[str],
-       recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, duet: Optional[bool], as_json: bool,
-       quiet: bool,
-       export_json: Optional[Path],
-       export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
+       recursive: bool, no_config: bool, fail_on_regression: bool, same_setup: bool, duet: bool, alternate: bool,
+       as_json: bool, quiet: bool, markdown: Optional[Path] = None, export_json: Optional[Path] = None,
+       export_csv: Optional[Path] = None, **verdict: Any) -> None:
     """Run each script of BASE and NEW in pairs, both runs of a pair at once on two halves of the
     machine (a duet; alternating pairs, BASE NEW then NEW BASE, where it cannot be split fairly or
     with --alternate) and judge NEW on the per-pair ratios: drift of the machine's load hits both
@@ -115,16 +134,17 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
     )
     from jaxrun.judge.compare import exit_reasons, program_sections
 
+    pairing = _pairing(duet, alternate)
     try:
-        check_exports(export_json, export_csv, export_markdown)
+        check_exports(export_json, export_csv, markdown)
         options = ABOptions(pairs, warmup_pairs, time_budget, precision, verdict_options(), recursive,
                             _run_options(device, timeout, not no_config), fail_on_regression=fail_on_regression,
-                            randomize_setup=not same_setup, duet=duet)
+                            randomize_setup=not same_setup, duet=pairing)
         report = run_ab(base, new, results_dir, options, base_rev=base_rev, new_rev=new_rev, base_python=base_python,
                         new_python=new_python, on_run=_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
-    _export_comparison(report, results_dir / "base", results_dir / "new", export_json, export_csv, export_markdown)
+    _export_comparison(report, results_dir / "base", results_dir / "new", export_json, export_csv, markdown)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -154,10 +174,10 @@ def ab(base: Path, new: Optional[Path], base_rev: Optional[str], new_rev: Option
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("jaxrun_bisect"), show_default=True,
               help="Where each step's runs go.")
 @click.option("--device", "-d", metavar="DEVICE", help="Device of every run (auto, cpu, gpu, tpu).")
-@click.option("--duet/--alternate", default=None, help=_DUET_HELP)
+@_pairing_flags
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, results_dir: Path, device: Optional[str],
-           duet: Optional[bool], quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
+           duet: bool, alternate: bool, quiet: bool, timeout: Optional[str] = None, **verdict: Any) -> None:
     """Find the first revision at which SCRIPT got slower, as git bisect would: each step runs the
     script at a revision against GOOD in pairs (a duet where the machine splits fairly, as jaxrun ab
     does) and judges it (--metric, run and compile time by default). Exit 0 when a commit is named,
@@ -170,9 +190,10 @@ def bisect(script: Path, good: str, bad: str, pairs: int, warmup_pairs: int, res
         ratio = f" x{step.ratio:.3f}" if step.ratio is not None else ""
         out.print(f"{step.commit[:12]} {step.subject}: {step.verdict}{ratio}", markup=False, soft_wrap=True)
 
+    pairing = _pairing(duet, alternate)
     try:
         options = ABOptions(pairs, warmup_pairs, verdict=verdict_options(), run_options=_run_options(device, timeout),
-                            duet=duet)
+                            duet=pairing)
         found = run_bisect(script, good, bad, results_dir, options, on_step=on_step, on_run=_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None

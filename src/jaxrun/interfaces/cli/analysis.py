@@ -10,7 +10,12 @@ import click
 
 from jaxrun.errors import JAXExecutionError
 from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, fail_usage, out
-from jaxrun.interfaces.cli.flags import OptionsCommand, judged_by, verdict_models
+from jaxrun.interfaces.cli.flags import (
+    OptionsCommand,
+    compared_models,
+    judged_by,
+    verdict_models,
+)
 
 
 def verdict_options() -> Any:
@@ -69,6 +74,9 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
             checks = store.check_latest(script, options)
             paths = store.match_scripts(script) if script is not None else [s.script_path for s in store.scripts()]
             runs_by_path = {path: store.runs(path, limit=limit) for path in paths}
+            # Each run shown keeps the check it had when it was the newest: against its own earlier runs.
+            run_checks = {int(r.id): store.check_regression(int(r.id), options)
+                          for runs in runs_by_path.values() for r in runs if r.id}
             programs = store.programs_of_runs([int(r.id) for runs in runs_by_path.values() for r in runs if r.id])
             summary = store.scripts()
     except sqlite3.Error as exc:  # the file opened, a page of it is damaged
@@ -82,6 +90,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         document = {
             "runs": {p: [r.model_dump(mode="json") for r in runs] for p, runs in runs_by_path.items()},
             "checks": [c.model_dump(mode="json") for c in checks],
+            "run_checks": {str(run_id): c.model_dump(mode="json") for run_id, c in run_checks.items()},
             "program_changes": {str(run_id): [c.model_dump(mode="json") for c in changes]
                                 for run_id, changes in _program_changes(runs_by_path, programs).items()},
         }
@@ -89,7 +98,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
     if script is None:
         out.print(history_scripts_table(summary))
-    flags = {c.newest_run_id: history_cell(c) for c in checks}
+    flags = {run_id: history_cell(c) for run_id, c in run_checks.items()}
     import statistics
 
     from jaxrun.judge.benchmark_runs import metric_values
@@ -168,7 +177,7 @@ def _check_or_repair(path: Path, repair: bool) -> None:
     raise click.exceptions.Exit(EXIT_OK)
 
 
-@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
+@click.command(cls=OptionsCommand, models=compared_models, helps=judged_by("stats", exports=True))
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option("--fail-on-regression", is_flag=True,
@@ -176,12 +185,8 @@ def _check_or_repair(path: Path, repair: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--quiet", "-q", is_flag=True,
               help="No table: one line per script whose verdict is not 'no significant change', then a summary line.")
-@click.option("--export-json", type=click.Path(path_type=Path), metavar="FILE",
-              help="Also write the comparison with both sides' raw samples as JSON.")
-@click.option("--export-csv", type=click.Path(path_type=Path), metavar="FILE", help="Also write one CSV row per script and phase.")
-@click.option("--export-markdown", type=click.Path(path_type=Path), metavar="FILE", help="Also write the comparison as a Markdown table.")
-def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quiet: bool, export_json: Optional[Path],
-            export_csv: Optional[Path], export_markdown: Optional[Path], **verdict: Any) -> None:
+def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quiet: bool, markdown: Optional[Path] = None,
+            export_json: Optional[Path] = None, export_csv: Optional[Path] = None, **verdict: Any) -> None:
     """Compare two runs script by script and phase by phase (wall, import, compile, run, memory):
     ratio of medians with a CI, Mann-Whitney U p-value and a verdict (faster / slower / no
     significant change) that needs both p < alpha and the minimum effect; too few runs to judge
@@ -192,12 +197,12 @@ def compare(base: Path, new: Path, fail_on_regression: bool, as_json: bool, quie
     from jaxrun.judge.compare import compare_results, exit_reasons, program_sections
 
     try:
-        check_exports(export_json, export_csv, export_markdown)
+        check_exports(export_json, export_csv, markdown)
         options = verdict_options()
         report = compare_results(base, new, options, fail_on_regression=fail_on_regression)
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
-    _export_comparison(report, base, new, export_json, export_csv, export_markdown)
+    _export_comparison(report, base, new, export_json, export_csv, markdown)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     elif quiet:
@@ -302,7 +307,7 @@ def check_exports(as_json: Path | None, as_csv: Path | None, as_markdown: Path |
     written (the check `jaxrun run` makes of its own files: resultfiles.check_output_file)."""
     from jaxrun.results.result_files import check_output_file
 
-    for path, flag in ((as_json, "--export-json"), (as_csv, "--export-csv"), (as_markdown, "--export-markdown")):
+    for path, flag in ((as_json, "--export-json"), (as_csv, "--export-csv"), (as_markdown, "--markdown")):
         if path is not None:
             check_output_file(path, f"the export ({flag})")
 

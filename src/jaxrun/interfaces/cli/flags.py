@@ -46,21 +46,48 @@ def verdict_models() -> Models:
     return (VerdictOptions,)
 
 
+# The files a comparison is also written to (`jaxrun compare`, `jaxrun ab`): `jaxrun run`'s own
+# export options, their flags made from BatchOptions' declarations as run's are, each with what it
+# writes of a comparison.
+COMPARISON_EXPORTS = {
+    "markdown": "Also write the comparison as Markdown: the table, each program under its heading, what is on one "
+                "side only.",
+    "export_json": "Also write the comparison with both sides' raw samples as JSON.",
+    "export_csv": "Also write one CSV row per script and phase.",
+}
+
+
+def compared_models() -> Models:
+    """The options of `jaxrun compare`: how it judges, and the files it also writes."""
+    from jaxrun.config.options import BatchOptions, VerdictOptions
+
+    return VerdictOptions, Only(BatchOptions, tuple(COMPARISON_EXPORTS))
+
+
 def paired_models() -> Models:
-    """The options of `jaxrun ab` and `jaxrun bisect`: how they judge, and of each run, its time limit."""
+    """The options of `jaxrun bisect`: how it judges, and of each run, its time limit."""
     from jaxrun.config.options import RunOptions, VerdictOptions
 
     return VerdictOptions, Only(RunOptions, ("timeout",))
 
 
-def judged_by(module: str) -> Callable[[], dict[str, str]]:
+def ab_models() -> Models:
+    """The options of `jaxrun ab`: bisect's, and the files it also writes, as `jaxrun compare`."""
+    from jaxrun.config.options import BatchOptions
+
+    return (*paired_models(), Only(BatchOptions, tuple(COMPARISON_EXPORTS)))
+
+
+def judged_by(module: str, exports: bool = False) -> Callable[[], dict[str, str]]:
     """The help of a judging command's options that depends on how it judges: ``--alpha`` names
-    the test of ``module`` (``stats``: two samples, ``paired``: pairs), as that module names it."""
+    the test of ``module`` (``stats``: two samples, ``paired``: pairs), as that module names it;
+    ``exports``: the command writes a comparison to the files of :data:`COMPARISON_EXPORTS`."""
     def helps() -> dict[str, str]:
         import importlib
 
         test = importlib.import_module(f"jaxrun.judge.{module}").TEST_NAME
-        return {"alpha": f"Significance level of the {test}: a change counts only when its p-value is below it."}
+        return {"alpha": f"Significance level of the {test}: a change counts only when its p-value is below it.",
+                **(COMPARISON_EXPORTS if exports else {})}
 
     helps.module = module  # type: ignore[attr-defined]  # what tests/interfaces/test_help.py checks the help against
     return helps
