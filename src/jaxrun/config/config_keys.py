@@ -144,6 +144,11 @@ def _read_as_text(key: str) -> bool:
     return flag is not None and flag.text
 
 
+def _is_word(key: str, text: str) -> bool:
+    field = (RunOptions.fields | BatchOptions.fields).get(key)
+    return field is not None and field.is_word(text)
+
+
 def from_text(key: str, text: str) -> Any:
     """A ``JAXRUN_<KEY>`` variable's text as the option's value: booleans (1/0, true/false,
     yes/no, on/off), numbers, ``args`` and ``env`` split like a shell (``env``: KEY=VALUE words),
@@ -163,7 +168,7 @@ def from_text(key: str, text: str) -> Any:
         return pairs(shlex.split(text))
     if key in ("device", "include", "exclude"):
         return [part.strip() for part in text.split(",") if part.strip()]
-    if _read_as_text(key):  # a size ("8GB"), read by the option's own validator as its flag's text is
+    if _read_as_text(key) or _is_word(key, text):  # a size ("8GB"), a word ("none"): read by the option's check
         return text
     if "int" in kind and "float" not in kind:
         try:

@@ -36,6 +36,7 @@ from jaxrun.core.formatting import shorten_middle
 from jaxrun.core.paths import compile_cache_dir, history_path
 from jaxrun.core.validate import (
     DEVICE_FORMS,
+    shown_value,
     MAX_RUNS,
     NO_TIMEOUT,
     SIZE_UNITS_HELP,
@@ -159,7 +160,7 @@ class RunOptions(_Options):
     # The batch's --device gives each job its device (BatchOptions.device): no flag of its own.
     device: str = option("auto", "auto, cpu, gpu or tpu, or one device of a platform: gpu:1, cpu:0, tpu:0.", flag=None)
     timeout: Optional[float] = option(DEFAULT_TIMEOUT, f"Seconds per script before it is stopped ({NO_TIMEOUT}: no limit).",
-                                      Flag(metavar="SECONDS", text=True))
+                                      Flag(metavar="SECONDS", text=True), words={NO_TIMEOUT: None})
     retries: int = option(0, "Retries of transient failures (missing device, accelerator OOM).", Flag(metavar="N"))
     fallback: bool = option(True, "Re-run a script that failed on an accelerator on CPU.",
                             Flag(names=("--no-fallback",), sets=False, help="Do not re-run failed accelerator scripts on CPU."))
@@ -207,14 +208,14 @@ class RunOptions(_Options):
     compile_cache: Optional[Path] = option(
         None, "Persistent compilation cache folder (false: none).",
         Flag(metavar="PATH", off="--no-compile-cache", off_help="Run without JAX's persistent compilation cache."),
-        show_default="jaxrun's cache")
+        show_default="jaxrun's cache", words={"false": False})
     cold_cache: bool = option(False, "Each run (each benchmark run too) starts with an empty compilation cache.")
     # JAX's bound on the persistent compilation cache, in bytes: past it the least recently used
     # executables are deleted (jaxrun/discover/compile_cache.py). None: no bound. Given as a size ("4GiB").
     compile_cache_max_size: Optional[int] = option(
         DEFAULT_COMPILE_CACHE_MAX_SIZE, "Bound of the compilation cache, e.g. 1GiB (none: unbounded); JAX deletes "
         f"the least recently used executables past it. {SIZE_UNITS_HELP}.", Flag(metavar="SIZE", text=True),
-        show_default="4GiB")
+        show_default="4GiB", words={"none": None, "unbounded": None})
     enable_profiling: bool = option(False, "Profile each script: jax.profiler trace, memory and timing profiles "
                                     "in jax_profiling/.", Flag(names=("--profile",)))
     verbose: bool = option(
@@ -241,7 +242,7 @@ class RunOptions(_Options):
     x64: bool = option(False, "Run with jax_enable_x64 (64-bit floats and ints).")
     matmul_precision: Optional[str] = option(
         None, "jax_default_matmul_precision: default, high, highest, bfloat16, tensorfloat32, float32, or a dot "
-        "algorithm like BF16_BF16_F32 (none: JAX's default).", Flag(metavar="PRECISION"))
+        "algorithm like BF16_BF16_F32 (none: JAX's default).", Flag(metavar="PRECISION"), words={"none": None})
     disable_jit: bool = option(False, "Run with jax_disable_jit (op by op), to debug a failing script.")
     xla_flags: Optional[str] = option(None, "XLA flags added to XLA_FLAGS (a flag set both ways takes this value).",
                                       Flag(metavar="FLAGS"))
@@ -292,7 +293,7 @@ class RunOptions(_Options):
 
     @checks("compile_cache_max_size")
     def _cache_size(value: Any, name: str) -> int | None:
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "unbounded")):
+        if value is None:
             return None
         return parse_size(value, "compile_cache_max_size", 1)  # JAX would read 0 as "no caching"
 
@@ -334,7 +335,7 @@ class RunOptions(_Options):
     def _args(value: Any, name: str) -> tuple[str, ...] | None:
         if value is None:
             return None
-        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
             raise UsageError(f"args must be a list of strings (the script's sys.argv[1:]), got {value!r}")
         return tuple(str(a) for a in value)
 
@@ -458,7 +459,7 @@ class BatchOptions(_Options):
     history: Optional[Path] = option(
         None, "History database of benchmarks and of what each run compiled (false: none).",
         Flag(metavar="PATH", off="--no-history", off_help="Do not use the history (benchmarks, what each run compiled, why the cache missed)."),
-        show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite")
+        show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite", words={"false": False})
     markdown: Optional[Path] = option(
         None, "Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set).",
         Flag(names=("--markdown", "--export-markdown"), metavar="FILE"))
@@ -544,7 +545,10 @@ class BatchOptions(_Options):
         # The patterns themselves are checked by discovery, which names the culprit.
         if value is None or isinstance(value, str):
             return None if value is None else (value,)
-        return tuple(value) if isinstance(value, Iterable) else value
+        items = _listed(value, name, "globs (text)")
+        if not all(isinstance(item, str) for item in items):
+            raise UsageError(f"{name} must be globs (text), got {shown_value(value)}")
+        return items
 
     @checks("jobs", "gpus_per_job", "jobs_per_gpu", "nodes")
     def _at_least_one(value: Any, name: str) -> int:
@@ -589,17 +593,17 @@ class BatchOptions(_Options):
 
         if value is None:
             return None
-        items = [value] if isinstance(value, str) else list(value)
-        return tuple(sbatch_option(item) for item in items) or None
+        items = [value] if isinstance(value, str) else _listed(value, name, "sbatch options (NAME=VALUE texts)")
+        return tuple(sbatch_option(item) for item in items)
 
     @checks("slurm_setup")
     def _slurm_setup(value: Any, name: str) -> tuple[str, ...] | None:
         if value is None:
             return None
-        items = [value] if isinstance(value, str) else list(value)
-        if not all(isinstance(item, str) and "\n" not in item for item in items):
+        items = [value] if isinstance(value, str) else _listed(value, name, "shell lines (text, one line each)")
+        if not all(isinstance(item, str) and item.strip() and "\n" not in item for item in items):
             raise UsageError(f"{name} must be shell lines (text, one line each), got {value!r}")
-        return tuple(items) or None
+        return tuple(items)
 
     @checks("results_dir")
     def _results_dir(value: Any, name: str) -> Path:
@@ -689,9 +693,16 @@ def verdict_options(options: "VerdictOptions | None", given: Mapping[str, Any]) 
     return options if options is not None else VerdictOptions.build("api", **given)
 
 
+def _listed(value: Any, name: str, what: str) -> tuple[Any, ...]:
+    """``value`` as a tuple when it is a list (a tuple, a list, not a table or a word): else one line."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    raise UsageError(f"{name} must be a list of {what}, got {shown_value(value)}")
+
+
 def parse_devices(device: str | Iterable[str]) -> tuple[str, ...]:
     """``"cpu,gpu"`` or ``["cpu", "gpu"]`` -> validated names in order, without repeats."""
-    items = device.split(",") if isinstance(device, str) else list(device)
+    items = device.split(",") if isinstance(device, str) else list(_listed(device, "device", "devices"))
     names = [validate_device(item) for item in items if str(item).strip()]
     if not names:
         raise UsageError(f"no device given: choose one or more of {DEVICE_FORMS} (comma-separated)")

@@ -66,6 +66,10 @@ _MONITORING = {"logging": ("level", "file_output", "console_output", "performanc
                "benchmarking": ("warmup_runs", "measurement_runs", "statistical_analysis")}
 
 
+def _field(key: str) -> Any:
+    return (RunOptions.fields | BatchOptions.fields)[key]
+
+
 @dataclass
 class Layer:
     """Values of one source, each with where it was set."""
@@ -157,7 +161,8 @@ class _Reader:
                     raise UsageError(f"{where}: {table} skip: skip is a per-script setting; put it in a "
                                      f'[tool.jaxrun.scripts."GLOB"] table or a "# jaxrun: skip=..." comment')
                 raise UsageError(f"{where}: unknown key {key!r} in {table}: {closest(key, allowed)}")
-            if target in _PATH_KEYS and isinstance(value, str) and (target != "python" or "/" in value):
+            if target in _PATH_KEYS and isinstance(value, str) and value.strip() \
+                    and (target != "python" or "/" in value) and not _field(target).is_word(value):
                 value = str(self.config.folder / Path(value).expanduser())
             try:
                 check(target, value)
