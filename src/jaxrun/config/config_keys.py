@@ -13,7 +13,7 @@ import os
 import typing
 from typing import Any, Callable
 
-from jaxrun.config.option_spec import flag_of
+from jaxrun.config.option_spec import ENV_PREFIX, env_name, flag_of  # noqa: F401 - the keys' variables
 from jaxrun.config.options import BatchOptions, RunOptions
 from jaxrun.errors import UsageError, closest  # noqa: F401 - closest: settings' messages use it from here
 
@@ -28,12 +28,6 @@ SCRIPT_KEYS: tuple[str, ...] = (*RUN_KEYS, "skip")
 # What a [devices.<name>] table may set: the run options of a script on that device.
 DEVICE_KEYS: tuple[str, ...] = tuple(k for k in RUN_KEYS if k != "device")
 
-ENV_PREFIX = "JAXRUN_"
-
-
-def env_name(key: str) -> str:
-    """``timeout`` -> ``JAXRUN_TIMEOUT``."""
-    return ENV_PREFIX + key.upper()
 
 
 # --- the executor API's configuration blocks (JAX_EXEC_CONFIG, DEVICE_CONFIG,

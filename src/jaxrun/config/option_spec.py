@@ -156,6 +156,11 @@ class OptionSet:
         cls._checks = found
 
     def __init__(self, **values: Any) -> None:
+        self._fill(values)
+        self._consistent()
+
+    def _fill(self, values: Mapping[str, Any]) -> None:
+        """Each field's value checked on its own (the checks between fields wait: ``_consistent``)."""
         unknown = sorted(set(values) - set(self.fields))
         if unknown:
             raise UsageError(f"unknown option {unknown[0]!r}: valid options are {', '.join(self.fields)}")
@@ -171,7 +176,6 @@ class OptionSet:
                 value = field.default
             data[name] = self._check_field(name, value)
         object.__setattr__(self, "__dict__", data)
-        self._consistent()
 
     @classmethod
     def _check_field(cls, name: str, value: Any) -> Any:
@@ -206,6 +210,8 @@ class OptionSet:
         """Checks between options, once every value is checked on its own."""
 
     def _replaced(self: O, changes: Mapping[str, Any], check: bool) -> O:
+        """A copy with ``changes``, each checked on its own when ``check`` (the checks between
+        fields are the caller's to run, once it has noted where the values came from)."""
         copy = object.__new__(type(self))
         data = {**self.__dict__}
         for name, value in changes.items():
@@ -213,8 +219,6 @@ class OptionSet:
                 raise UsageError(f"unknown option {name!r}: valid options are {', '.join(self.fields)}")
             data[name] = self._check_field(name, value) if check else value
         object.__setattr__(copy, "__dict__", data)
-        if check:
-            copy._consistent()
         return copy
 
     def to_json(self, exclude: Optional[set[str]] = None) -> dict[str, Any]:
@@ -335,6 +339,21 @@ def holds_a_path(field: OptionField) -> bool:
 def flag_of(field: OptionField) -> Optional[Flag]:
     """The option's flag, or None when it has none."""
     return field.flag
+
+
+ENV_PREFIX = "JAXRUN_"
+
+
+def env_name(key: str) -> str:
+    """``timeout`` -> ``JAXRUN_TIMEOUT``: the variable that sets an option."""
+    return ENV_PREFIX + key.upper()
+
+
+def flag_name(field: OptionField) -> Optional[str]:
+    """The option's flag as the help lists it first (``--host-devices``), or None without one."""
+    if field.flag is None:
+        return None
+    return (field.flag.names or ("--" + field.name.replace("_", "-"),))[0]
 
 
 def shown_default(field: OptionField) -> Optional[str]:

@@ -343,9 +343,10 @@ def resolve_batch_options(
 
 def set_where(message: str, values: Mapping[str, Any], where: Mapping[str, str]) -> str:
     """`` (warmup_runs = 1 at jaxrun.toml:3)``: where the options ``message`` names were set, when a
-    file or a variable set them (a flag the user just typed needs no pointer); empty otherwise."""
+    file or a variable set them and the message does not say it already (a flag the user just typed
+    needs no pointer); empty otherwise."""
     named = [key for key in values if re.search(rf"\b{re.escape(key)}\b", message)
-             and where.get(key) and not where[key].startswith("-")]
+             and where.get(key) and not where[key].startswith("-") and where[key] not in message]
     if not named:
         return ""
     return " (" + ", ".join(f"{key} = {json.dumps(values[key], default=str)} at {where[key]}" for key in named) + ")"

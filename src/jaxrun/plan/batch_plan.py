@@ -210,13 +210,14 @@ def _sweep_points(options: BatchOptions, plan: ScriptPlan, chosen: RunOptions) -
     found = points(chosen.sweep, chosen.sweep_zip)
     if any("device" in point for point in found):
         if len(plan.devices) > 1:
-            raise UsageError(f"{display(plan.script)}: the sweep has a device parameter and the batch runs on "
-                             f"{','.join(plan.devices)}: give the devices one way (--param device=... or --device)")
+            devices = options.said("device", plan.devices) if not plan.own_device else \
+                f"device = {','.join(plan.devices)} ({plan.settings.origins['device']})"
+            raise UsageError(f"{display(plan.script)}: {chosen.named('sweep')} sweeps the device and {devices} "
+                             "chooses devices too: give them one way")
         return [(point.get("device", plan.devices[0]), point) for point in found]
     if "devices" in names_of(chosen.sweep) and chosen.source_of("host_devices") != "default":
-        raise UsageError(f"{display(plan.script)}: the sweep's devices parameter sets each point's device count; "
-                         f"host_devices (--host-devices, {chosen.origin_of('host_devices') or 'set'}) says it too: "
-                         "keep one")
+        raise UsageError(f"{display(plan.script)}: {chosen.named('sweep')} sweeps devices, each point's device count; "
+                         f"{chosen.said('host_devices', chosen.host_devices)} sets it too: keep one")
     return [(device, point) for point in found for device in plan.devices]
 
 
@@ -228,8 +229,12 @@ def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform:
         # On GPUs a point's device count is the first N GPUs: the whole machine's, so one job at a time.
         ids, wanted = device_ids("gpu", info), point["devices"]
         if options.backend != "local" or options.jobs > 1:
+            how = options.medium("backend", "jobs")
+            got = [options.said(name, getattr(options, name)) for name, wrong in
+                   (("backend", options.backend != "local"), ("jobs", options.jobs > 1)) if wrong]
             raise UsageError(f"a sweep of devices on GPUs gives each point the first N GPUs of this machine: run it "
-                             f"with --jobs 1 on the local backend (got --backend {options.backend}, --jobs {options.jobs})")
+                             f"with {options.said('jobs', 1, how)} on the local backend "
+                             f"({options.said('backend', 'local', how)}), not {' and '.join(got)}")
         if wanted > len(ids):
             raise UsageError(f"the sweep asks for devices={wanted}; this machine has {len(ids)} GPU(s)")
         first = ids[:wanted]
