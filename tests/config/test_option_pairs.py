@@ -180,7 +180,8 @@ def test_the_seed_s_monitoring_names_and_script_settings_are_checked_too(tmp_pat
     write(monitoring, "s.py", SCRIPT)
     write(monitoring, "pyproject.toml", "[tool.jaxrun.monitoring.benchmarking]\nwarmup_runs = 1\n")
     done = jaxrun(command, monitoring, *results)
-    _refused(done, "warmup_runs needs benchmark_runs > 0")
+    _refused(done, "warmup_runs = 1 (")
+    assert "needs benchmark_runs > 0" in done.stderr
     assert "pyproject.toml:2" in done.stderr
     # The seed's measurement_runs (benchmark_runs) makes it valid.
     write(monitoring, "pyproject.toml", "[tool.jaxrun.monitoring.benchmarking]\nwarmup_runs = 1\nmeasurement_runs = 1\n")

@@ -27,6 +27,7 @@ from jaxrun.discover.devices import check_device_id, device_ids, resolve_device
 from jaxrun.discover.script_labels import point_name, script_label
 from jaxrun.discover.scripts import (
     PreparedSearch,
+    defines_name,
     ScriptNames,
     prepare_search,
     script_display_name,
@@ -242,6 +243,14 @@ def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform:
     return chosen.evolve(**changes)
 
 
+def _no_entry(label: str, chosen: RunOptions) -> str:
+    """Why warm mode cannot run script ``label``: the function it calls is not there (one line)."""
+    entry = chosen.entry
+    return (f"{label}: {chosen.named('entry')} calls the script's {entry}() repeatedly in one process, and it "
+            f"defines no {entry}() at its top level (outside its `if __name__ == \"__main__\":` block): define one "
+            "that does the work (returning the arrays it computes), or run it without warm mode")
+
+
 def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: "Facts | None",
                 first: int, expected: float | None, roots: list[str]) -> list[Job]:
     """The script's jobs, one per device (and sweep point), numbered from ``first`` in batch order."""
@@ -254,6 +263,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         return on[device]
 
     jobs: list[Job] = []
+    entries: dict[str, bool | None] = {}  # whether the script defines each warm-mode entry, read once
     for device, point in _sweep_points(options, plan, options_on(plan.devices[0])[2]):
         platform, run_options, chosen = options_on(device)
         if point is not None:
@@ -261,6 +271,8 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
             raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,
                                                          chosen.origin_of("entry")))
+        if chosen.entry is not None and entries.setdefault(chosen.entry, defines_name(plan.script, chosen.entry)) is False:
+            raise UsageError(_no_entry(script_label(str(plan.script), roots), chosen))
         if plan.own_device or chosen.source_of("host_devices") == "script" or device.startswith("cpu:") \
                 or (point is not None and "devices" in point):
             # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
