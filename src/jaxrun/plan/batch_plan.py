@@ -15,14 +15,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from jaxrun.config.config_files import display
 from jaxrun.config.options import BatchOptions, RunOptions, parse_devices
 from jaxrun.config.resolve import set_where
 from jaxrun.config.settings import ScriptSettings, script_settings
 from jaxrun.config.sweeps import Point, names_of, point_changes, points
-from jaxrun.core.formatting import listed
+from jaxrun.core.formatting import joined, listed, plural
 from jaxrun.discover.devices import check_device_id, device_ids, resolve_device
 from jaxrun.discover.script_labels import point_name, script_label
 from jaxrun.discover.scripts import (
@@ -53,9 +53,20 @@ HAND_OVER_SECONDS = 1.0
 DURATIONS_CHUNK = 64
 
 
-def _no_scripts(paths: tuple[Path, ...], unreadable: list[str]) -> UsageError:
+def _no_scripts(paths: tuple[Path, ...], unreadable: list[str], recursive: bool = True, include: object = None,
+                exclude: object = None, named: Callable[[str], str] | None = None) -> UsageError:
+    """Why a batch has no script: the folders hold none, or ``include`` / ``exclude`` (each named
+    by ``named``, as it was given) left none of those they hold."""
     shown = ", ".join(repr(str(p)) for p in paths)
-    unread = f"; {len(unreadable)} path(s) could not be read: {listed(unreadable, 3)}" if unreadable else ""
+    unread = f"; {plural(len(unreadable), 'path')} could not be read: {listed(unreadable, 3)}" if unreadable else ""
+    filters = {name: value for name, value in (("include", include), ("exclude", exclude)) if value}
+    if filters:  # only now that none is left: the folders searched again, without the patterns
+        held = sum(1 for path in paths for _ in prepare_search(path, recursive).scripts())
+        if held:
+            said = joined(f"{named(name) if named else name} {joined(map(repr, globs), 'or')}"
+                          for name, globs in filters.items())
+            return UsageError(f"no JAX script left to run in {shown}: {plural(held, 'JAX script')} found there, "
+                              f"but {said} {'leave' if len(filters) > 1 else 'leaves'} none of them{unread}")
     return UsageError(
         f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
         f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"
@@ -87,14 +98,16 @@ def _named_scripts(paths: tuple[Path, ...], searches: list[PreparedSearch]) -> I
 
 def discover(
     paths: tuple[Path, ...], recursive: bool, include: object, exclude: object,
+    named: Callable[[str], str] | None = None,
 ) -> tuple[list[tuple[Path, str]], list[str]]:
     """All scripts to run, in order, each with its batch-unique ``<name>``; and what the search
-    could not read (``"path: reason"``), which the batch reports and goes on without."""
+    could not read (``"path: reason"``), which the batch reports and goes on without. ``named``:
+    how a message names an option (``BatchOptions.named``)."""
     searches = _searches(paths, recursive, include, exclude)
     found = list(_named_scripts(paths, searches))
     skipped = _unreadable(paths, searches)
     if not found:
-        raise _no_scripts(paths, skipped)
+        raise _no_scripts(paths, skipped, recursive, include, exclude, named)
     return found, skipped
 
 
@@ -392,7 +405,8 @@ class Plan:
                 waiting = []
         self._add(waiting)
         if not self.found:
-            raise _no_scripts(options.paths, self.unreadable)
+            raise _no_scripts(options.paths, self.unreadable, options.recursive, options.include, options.exclude,
+                              options.named)
 
     def _add(self, scripts: list[ScriptPlan]) -> None:
         durations = _durations(self.options, scripts) if scripts else {}

@@ -149,7 +149,7 @@ def _plan(options: Any) -> tuple[list[Any], list[Any]]:
         info = get_jax_device_info(python=options.run.python)
     except DeviceProbeError:
         info = None  # the run goes on without device facts too
-    found, _ = discover(options.paths, options.recursive, options.include, options.exclude)
+    found, _ = discover(options.paths, options.recursive, options.include, options.exclude, options.named)
     planned, skipped = plan_scripts(options, found)
     make_jobs(options, planned, plan_devices(options, info), info)
     return planned, skipped
