@@ -94,6 +94,10 @@ def check() -> None:
     for name, p in info.platforms.items():
         state = f"{len(p.devices)} device(s) via {p.backend}" if p.available else f"{_availability(p)}: {p.error}"
         row(f"platform {name}", state)
+    from jaxrun.discover.nvml import driver_cuda_version
+
+    cuda = driver_cuda_version()
+    row("NVIDIA driver", f"supports CUDA {cuda[0]}.{cuda[1]}" if cuda else "not found")
     for dist in ("optax", "flax", "equinox"):
         row(dist, _version(dist))
     nvml = nvml_status()
