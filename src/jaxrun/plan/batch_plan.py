@@ -250,7 +250,7 @@ def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform:
                              f"with {options.said('jobs', 1, how)} on the local backend "
                              f"({options.said('backend', 'local', how)}), not {' and '.join(got)}")
         if wanted > len(ids):
-            raise UsageError(f"the sweep asks for devices={wanted}; this machine has {len(ids)} GPU(s)")
+            raise UsageError(f"the sweep asks for devices={wanted}; this machine has {plural(len(ids), 'GPU')}")
         first = ids[:wanted]
         changes["env"] = {**(changes.get("env", chosen.env) or {}), "CUDA_VISIBLE_DEVICES": ",".join(map(str, first))}
     return chosen.evolve(**changes)
