@@ -29,7 +29,6 @@ SCRIPT_KEYS: tuple[str, ...] = (*RUN_KEYS, "skip")
 DEVICE_KEYS: tuple[str, ...] = tuple(k for k in RUN_KEYS if k != "device")
 
 
-
 # --- the executor API's configuration blocks (JAX_EXEC_CONFIG, DEVICE_CONFIG,
 # MONITORING_CONFIG) --------------------------------------------------------------------------
 

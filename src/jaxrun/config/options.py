@@ -36,12 +36,12 @@ from jaxrun.core.formatting import shorten_middle
 from jaxrun.core.paths import compile_cache_dir, history_path
 from jaxrun.core.validate import (
     DEVICE_FORMS,
-    shown_value,
     MAX_RUNS,
     NO_TIMEOUT,
     SIZE_UNITS_HELP,
     parse_effect,
     parse_size,
+    shown_value,
     validate_device,
     validate_matmul_precision,
     validate_memory_limit,
@@ -408,8 +408,8 @@ class RunOptions(_Options):
     def _consistent(self) -> None:
         if self.warmup_runs and not self.benchmark_runs:
             how = self.medium("warmup_runs")
-            raise UsageError(f"{self.said('warmup_runs', self.warmup_runs)} needs {self.named('benchmark_runs', how)} > 0 "
-                             "(warm-ups precede counted runs)")
+            raise UsageError(f"{self.said('warmup_runs', self.warmup_runs)} needs {self.named('benchmark_runs', how)} "
+                             "> 0 (warm-ups precede counted runs)")
         if self.processes > 1 and ":" in self.device and not self.device.startswith("cpu:"):
             # Each process of a job takes the GPU of its own id (probe/cluster.py); one chosen GPU cannot hold N.
             how = self.medium("processes", "device")

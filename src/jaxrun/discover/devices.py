@@ -212,7 +212,8 @@ def with_install_advice(info: "DeviceInfo", version: "tuple[int, int] | None | b
     from jaxrun.discover.nvml import cuda_install_advice, driver_cuda_version
 
     found = driver_cuda_version() if version is True else version
-    said = f"{gpu.error or 'no CUDA or ROCm backend is installed'} ({cuda_install_advice(found)})"  # type: ignore[arg-type]
+    reason = gpu.error or "no CUDA or ROCm backend is installed"
+    said = f"{reason} ({cuda_install_advice(found)})"  # type: ignore[arg-type]
     return info.model_copy(update={"platforms": {**info.platforms, "gpu": gpu.model_copy(update={"error": said})}})
 
 

@@ -45,14 +45,16 @@ def cuda_install_advice(version: tuple[int, int] | None) -> str:
     picks a CUDA build, as the README does."""
     build = cuda_build(version)
     if build is not None:
-        return f"pip install 'jax[{build}]': the NVIDIA driver supports CUDA {version[0]}.{version[1]}"  # type: ignore[index]
+        assert version is not None
+        return f"pip install 'jax[{build}]': the NVIDIA driver supports CUDA {version[0]}.{version[1]}"
     if version is not None:
         oldest = CUDA_BUILDS[-1][0]
         return (f"the NVIDIA driver supports CUDA {version[0]}.{version[1]}, older than JAX's CUDA builds need "
                 f"({oldest}.x or newer): update the driver")
     choices = ", ".join(f"'jax[{build}]' for {major}.x{' or newer' if i == 0 else ''}"
                         for i, (major, build) in enumerate(CUDA_BUILDS))
-    return f"no NVIDIA driver found; on an NVIDIA machine, pip install the build of nvidia-smi's CUDA Version: {choices}"
+    return (f"no NVIDIA driver found; on an NVIDIA machine, pip install the build of nvidia-smi's CUDA Version: "
+            f"{choices}")
 
 
 def nvml_status() -> NvmlInfo:

@@ -240,7 +240,8 @@ def defines_name(path: str | os.PathLike[str], name: str) -> bool | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
             return None
-        if isinstance(node, (ast.Name, ast.Attribute)) and getattr(node, "id", getattr(node, "attr", None)) in _DYNAMIC_GLOBALS:
+        named = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if named in _DYNAMIC_GLOBALS:
             return None
     return name in set(_top_level_names(tree.body))
 

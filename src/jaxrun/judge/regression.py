@@ -55,8 +55,8 @@ def check_regression(
         other_numerics=other, judged=False,
     )
     if other:
-        check.note = (f"{plural(other, 'earlier run')} started with other numerics and {'is' if other == 1 else 'are'} not in the "
-                      "baseline "
+        were = "is" if other == 1 else "are"
+        check.note = (f"{plural(other, 'earlier run')} started with other numerics and {were} not in the baseline "
                       "(--allow-mismatch to pool them)")
     if len(previous) < min_runs:
         found = plural(len(previous), "earlier run") if previous else "no earlier run"

@@ -115,7 +115,7 @@ def describe(samples: Sequence[float], *, confidence: float = 0.95, unit: str = 
         warnings.append(f"statistical outliers among the {plural(n, 'sample')} (run {runs}); the median is robust to them")
     if n >= 2 and coverage is not None and coverage < confidence:
         warnings.append(
-            f"{plural(n, 'sample')} {'is' if n == 1 else 'are'} too few for a {confidence:.0%} CI of the median; the interval "
+            f"{plural(n, 'sample')} are too few for a {confidence:.0%} CI of the median; the interval "
             f"[min, max] covers it with probability {coverage:.1%}"
         )
     return Statistics(

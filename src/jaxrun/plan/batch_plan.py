@@ -27,8 +27,8 @@ from jaxrun.discover.devices import check_device_id, device_ids, resolve_device
 from jaxrun.discover.script_labels import point_name, script_label
 from jaxrun.discover.scripts import (
     PreparedSearch,
-    defines_name,
     ScriptNames,
+    defines_name,
     prepare_search,
     script_display_name,
 )
@@ -284,7 +284,9 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
             raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,
                                                          chosen.origin_of("entry")))
-        if chosen.entry is not None and entries.setdefault(chosen.entry, defines_name(plan.script, chosen.entry)) is False:
+        if chosen.entry is not None and chosen.entry not in entries:
+            entries[chosen.entry] = defines_name(plan.script, chosen.entry)
+        if chosen.entry is not None and entries[chosen.entry] is False:
             raise UsageError(_no_entry(script_label(str(plan.script), roots), chosen))
         if plan.own_device or chosen.source_of("host_devices") == "script" or device.startswith("cpu:") \
                 or (point is not None and "devices" in point):

@@ -102,7 +102,8 @@ def check() -> None:
     for dist in ("optax", "flax", "equinox"):
         row(dist, _version(dist))
     nvml = nvml_status()
-    row("NVML", f"usable, driver {nvml.driver_version}, {plural(nvml.gpu_count or 0, 'GPU')}" if nvml.usable else f"not usable: {nvml.error}")
+    row("NVML", f"usable, driver {nvml.driver_version}, {plural(nvml.gpu_count or 0, 'GPU')}" if nvml.usable
+        else f"not usable: {nvml.error}")
     out.print(table, markup=False)
     raise click.exceptions.Exit(EXIT_OK if info.jax_available else EXIT_FAILED)
 
