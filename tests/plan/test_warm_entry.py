@@ -72,3 +72,16 @@ def test_warm_mode_on_a_script_without_its_entry_is_one_usage_error_before_anyth
     done = jaxrun("run", tmp_path / "s", "--device", "cpu", "--no-history", "--results-dir", tmp_path / "r")
     assert done.returncode == 2 and "a_first.py: entry (" in done.stderr and "jaxrun.toml:1) calls" in done.stderr
     assert "defines no step()" in done.stderr and not marker.exists()
+
+
+def test_the_api_refuses_it_before_the_script_runs_too(tmp_path: Path) -> None:
+    import jaxrun as jaxrun_api
+    from jaxrun.errors import UsageError
+
+    marker = tmp_path / "ran"
+    script = write(tmp_path, "s.py", f"import jax\nopen({str(marker)!r}, 'w').close()\n")
+    with pytest.raises(UsageError, match=r"s\.py: entry calls the script's main\(\) .* defines no main\(\)"):
+        jaxrun_api.execute_jax_script(script, device="cpu", entry="main")
+    with pytest.raises(UsageError, match="defines no step"):
+        jaxrun_api.run_jax_scripts(tmp_path, device="cpu", entry="step", history=False, results_dir=tmp_path / "r")
+    assert not marker.exists() and not (tmp_path / "r").exists()

@@ -256,7 +256,7 @@ def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform:
     return chosen.evolve(**changes)
 
 
-def _no_entry(label: str, chosen: RunOptions) -> str:
+def no_entry(label: str, chosen: RunOptions) -> str:
     """Why warm mode cannot run script ``label``: the function it calls is not there (one line)."""
     entry = chosen.entry
     return (f"{label}: {chosen.named('entry')} calls the script's {entry}() repeatedly in one process, and it "
@@ -287,7 +287,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         if chosen.entry is not None and chosen.entry not in entries:
             entries[chosen.entry] = defines_name(plan.script, chosen.entry)
         if chosen.entry is not None and entries[chosen.entry] is False:
-            raise UsageError(_no_entry(script_label(str(plan.script), roots), chosen))
+            raise UsageError(no_entry(script_label(str(plan.script), roots), chosen))
         if plan.own_device or chosen.source_of("host_devices") == "script" or device.startswith("cpu:") \
                 or (point is not None and "devices" in point):
             # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
