@@ -34,6 +34,7 @@ from jaxrun.core.defaults import (
     DEFAULT_MIN_SAMPLES,
     DEFAULT_TIME_BUDGET,
 )
+from jaxrun.core.formatting import plural
 from jaxrun.core.timestamps import now_iso
 from jaxrun.errors import UsageError
 
@@ -206,11 +207,11 @@ class _Session:
             tr.write_line(f"jax benchmark results could not be written or compared: {self.error}", red=True)
         too_few = [c.script_name for c in self.comparisons if c.verdict == TOO_FEW]
         if too_few:
-            tr.write_line(f"{len(too_few)} benchmark(s) with too few samples to judge against the baseline (not a "
+            tr.write_line(f"{plural(len(too_few), 'benchmark')} with too few samples to judge against the baseline (not a "
                           "regression): take more with min_samples= or --jax-benchmark-min-time", yellow=True)
         slower = [c.script_name for c in self.comparisons if c.verdict == "slower"]
         if slower and self.config.getoption("--jax-benchmark-fail-on-regression"):
-            tr.write_line(f"{len(slower)} benchmark(s) slower than the baseline: failing the session", red=True)
+            tr.write_line(f"{plural(len(slower), 'benchmark')} slower than the baseline: failing the session", red=True)
 
 
 def _ms(seconds: float | None) -> str:

@@ -72,7 +72,7 @@ def test_the_cli_and_the_api_run_without_a_limit(tmp_path: Path) -> None:
     assert refused.stderr.strip().splitlines() == [
         "jaxrun: error: timeout must be a number of seconds > 0, or none for no limit, got '0'"]
     shown = json.loads(jaxrun("config", tmp_path, "--timeout", "none", "--json").stdout)["settings"]["timeout"]
-    assert shown == {"value": None, "source": "cli", "origin": "--timeout"}
+    assert shown == {"value": "none", "source": "cli", "origin": "--timeout"}  # as a config file writes it
     done = jaxrun("run", tmp_path, "--timeout", "none", "--device", "cpu", "--no-history", "--results-dir", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     assert "none: no limit" in " ".join(jaxrun("run", "--help").stdout.split())

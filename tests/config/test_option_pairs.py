@@ -7,6 +7,7 @@ which agree. A config file in the folder once turned the line into a traceback."
 from __future__ import annotations
 
 import ast
+import re
 import inspect
 import json
 import textwrap
@@ -17,10 +18,13 @@ import pytest
 from helpers import jaxrun, write
 
 from jaxrun.config import options as options_module
+from jaxrun.config.option_spec import env_name, flag_name
+from jaxrun.config.options import BatchOptions, RunOptions
 from jaxrun.config.settings import resolve_batch_options
 from jaxrun.errors import UsageError
 from jaxrun.plan.batch_plan import discover, make_jobs, plan_devices, plan_scripts
 
+FIELDS = {**RunOptions.fields, **BatchOptions.fields}
 SCRIPT = "if False:\n    import jax\nprint('ran')\n"  # a JAX script as discovery sees it, that never imports jax
 
 
@@ -32,26 +36,30 @@ class Pair(NamedTuple):
 
 PAIRS = {
     "warmup_runs without benchmark_runs": Pair({"warmup_runs": 1}, ("--warmup-runs", "1"),
-                                               "warmup_runs needs benchmark_runs > 0"),
+                                               "> 0 (warm-ups precede counted runs)"),
     "warm mode with one call": Pair({"entry": "main", "warm_calls": 1}, ("--warm", "--warm-calls", "1"),
-                                    "warm_calls must be at least 2"),
+                                    "must be at least 2 (one first call"),
     "processes on one chosen device": Pair({"processes": 2, "device": "gpu:0"}, ("--processes", "2", "--device", "gpu:0"),
                                            "gives each process a device of its own"),
     "ray_address without the ray backend": Pair({"ray_address": "127.0.0.1:1"}, ("--ray-address", "127.0.0.1:1"),
-                                                "ray_address needs backend='ray'"),
+                                                "needs the ray backend"),
     "a chosen device under ray": Pair({"backend": "ray", "device": "gpu:0"}, ("--backend", "ray", "--device", "gpu:0"),
                                       "chooses a device of this machine"),
     "gpus_per_job and jobs_per_gpu": Pair({"gpus_per_job": 2, "jobs_per_gpu": 2},
                                           ("--gpus-per-job", "2", "--jobs-per-gpu", "2"), "not both"),
     "processes not a multiple of nodes": Pair({"backend": "slurm", "nodes": 2, "processes": 3},
                                               ("--backend", "slurm", "--nodes", "2", "--processes", "3"),
-                                              "must be a multiple of nodes"),
+                                              "must be a multiple of"),
     "jobs_per_gpu under slurm": Pair({"backend": "slurm", "jobs_per_gpu": 2}, ("--backend", "slurm", "--jobs-per-gpu", "2"),
                                      "on Slurm each task gets GPUs of its own"),
+    # Checked by the plan, where a sweep meets each script's own settings.
+    "a devices sweep and host_devices": Pair({"sweep": "devices=1,2", "host_devices": 4},
+                                             ("--param", "devices=1,2", "--host-devices", "4"), "sets it too: keep one"),
 }
 # A check in a model validator that looks at one option only (not a pair).
 ONE_OPTION = ("entry must be the name of a function", "alpha must be between 0 and 1", "minimum effect must be")
 PER_SCRIPT = ("warmup_runs without benchmark_runs", "warm mode with one call")  # RunOptions pairs without device
+PLANNED = ("a devices sweep and host_devices",)  # checked by the plan, not by an options set
 
 
 def _toml(values: dict) -> str:
@@ -90,7 +98,7 @@ def _model_validator_messages() -> list[str]:
 def test_every_check_between_options_is_in_the_table() -> None:
     """A new check between two options gets its row here (and so its tests below)."""
     messages = _model_validator_messages()
-    assert len(messages) >= len(PAIRS) + len(ONE_OPTION), messages
+    assert len(messages) >= len(PAIRS) - len(PLANNED) + len(ONE_OPTION), messages
     missing = [m for m in messages if not any(p.message in m for p in PAIRS.values())
                and not m.startswith(ONE_OPTION)]
     assert not missing, f"checks between options with no row in PAIRS (or ONE_OPTION): {missing}"
@@ -121,10 +129,30 @@ def test_refused_from_every_layer_in_one_line(tmp_path: Path, name: str) -> None
             write(folder, file, text)
         with pytest.raises(UsageError) as caught:
             _plan(folder, given, environ)
-        assert pair.message in str(caught.value) and "\n" not in str(caught.value), (layout, caught.value)
+        said = str(caught.value)
+        assert pair.message in said and "\n" not in said, (layout, said)
         if files and not given and not environ:
-            said = str(caught.value)  # where it was set
-            assert any(f"{key} = " in said for key in pair.values) and f"{file}:" in said, said
+            assert f"{file}:" in said, said  # where it was set
+        way = "env" if environ else "key" if not given else "flag"
+        ways = {key: "key" if layout == "one in the file, the other given" and key == first else way
+                for key in pair.values}
+        _names_each_option_once_as_given(said, ways)
+
+
+def _names_each_option_once_as_given(said: str, ways: dict[str, str]) -> None:
+    """Each option named the way it was given (``ways``: key -> flag, env or key), never another way
+    too: "host_devices (--host-devices, --host-devices)" once named the culprit twice, by its key
+    and its flag, on the command line."""
+    for key, way in ways.items():
+        spelled = {"flag": flag_name(FIELDS[key]), "env": env_name(key), "key": key}
+        for other, text in spelled.items():
+            if other == way or (other == "key" and "_" not in key):
+                continue  # a key without "_" (processes, device) is a word of the message's prose too
+            found = re.search(rf"(?<![\w-]){re.escape(text)}(?![\w-])", said)
+            assert found is None, (key, way, said)
+    assert any(re.search(rf"(?<![\w-]){re.escape({'flag': flag_name(FIELDS[k]), 'env': env_name(k), 'key': k}[w])}"
+                         rf"(?![\w-])", said) for k, w in ways.items()), (ways, said)
+    assert not re.search(r"\((--[\w-]+), \1\)", said), said
 
 
 @pytest.mark.slow
@@ -152,7 +180,8 @@ def test_the_seed_s_monitoring_names_and_script_settings_are_checked_too(tmp_pat
     write(monitoring, "s.py", SCRIPT)
     write(monitoring, "pyproject.toml", "[tool.jaxrun.monitoring.benchmarking]\nwarmup_runs = 1\n")
     done = jaxrun(command, monitoring, *results)
-    _refused(done, "warmup_runs needs benchmark_runs > 0")
+    _refused(done, "warmup_runs = 1 (")
+    assert "needs benchmark_runs > 0" in done.stderr
     assert "pyproject.toml:2" in done.stderr
     # The seed's measurement_runs (benchmark_runs) makes it valid.
     write(monitoring, "pyproject.toml", "[tool.jaxrun.monitoring.benchmarking]\nwarmup_runs = 1\nmeasurement_runs = 1\n")

@@ -375,7 +375,7 @@ def test_history_judges_only_against_runs_with_the_same_numerics(tmp_path: Path)
         newest = store.record(_run([2.0, 2.01, 1.99, 2.0, 2.02], x64))
         check = store.check_regression(newest)
         assert (check.regression, check.previous_runs, check.other_numerics) == (False, 0, 3)
-        assert check.note.startswith("not judged: the 3 earlier run(s) started with other numerics")
+        assert check.note.startswith("not judged: the 3 earlier runs started with other numerics")
         assert not check.judged and check.reason == "not judged: no earlier run, needs 3 (3 more with other numerics)"
         pooled = store.check_regression(newest, allow_mismatch=True)
         assert pooled.regression and pooled.previous_runs == 3 and pooled.judged

@@ -38,7 +38,7 @@ def test_a_slurm_table_stays_valid_when_a_run_picks_another_backend(tmp_path: Pa
     write(tmp_path, "s/a.py", "import jax\n")
     write(tmp_path, "jaxrun.toml", '[slurm]\npartition = "gpu"\n')
     assert resolved(tmp_path / "s", {"backend": "local"}).backend == "local"
-    with pytest.raises(UsageError, match=r"^slurm_partition needs backend='slurm' \(--backend slurm\)$"):
+    with pytest.raises(UsageError, match=r"^--slurm-partition needs the slurm backend \(--backend slurm\)$"):
         resolved(tmp_path / "s", {"slurm_partition": "gpu"})
 
 

@@ -218,7 +218,7 @@ def test_the_cache_is_bounded_and_jaxrun_cache_reads_and_empties_it(tmp_path: Pa
     assert info["entries"] == len(sizes) and info["bytes"] >= sum(sizes.values()) and info["exists"]
     files = len(list(unbounded.iterdir()))
     cleared = jaxrun("cache", "clear", "--compile-cache", unbounded)
-    assert cleared.returncode == 0 and f"deleted {files} file(s)" in cleared.stdout
+    assert cleared.returncode == 0 and f"deleted {files} file{'' if files == 1 else 's'}," in cleared.stdout
     after = json.loads(jaxrun("cache", "info", "--compile-cache", unbounded, "--json").stdout)
     assert after["entries"] == 0 and after["bytes"] == 0
 
@@ -261,7 +261,7 @@ def test_the_cache_a_sequential_run_filled_serves_a_run_with_two_jobs(tmp_path: 
         built = hits + sum(p["count"] for r in results for p in r["compiles"].values())
         assert hits == sum(r["cache_hits"] for r in results)
         loaded[name] = (hits, built)
-    assert "running up to 2 script(s) at once" in (tmp_path / "parallel" / "jax_execution_log.txt").read_text()
+    assert "running up to 2 scripts at once" in (tmp_path / "parallel" / "jax_execution_log.txt").read_text()
     assert cache_files(tmp_path / "jaxrun-cache" / "xla_compilation_cache"), "the sequential run stored nothing"
     hits, built = loaded["parallel"]
     assert built >= 8 and hits >= 0.9 * built, f"--jobs 2 loaded {hits} of {built} executables from the cache ({loaded})"

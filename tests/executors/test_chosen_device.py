@@ -51,7 +51,7 @@ def test_the_form_is_platform_and_an_optional_non_negative_id() -> None:
             validate_device(bad)
     assert BatchOptions.build("api", paths=["."], device="cpu:0,gpu:1").device == ("cpu:0", "gpu:1")
     assert RunOptions.build("api", device="tpu:0").device == "tpu:0"
-    with pytest.raises(UsageError, match="--device gpu:1 chooses a device of this machine; with backend='ray'"):
+    with pytest.raises(UsageError, match="device='gpu:1' chooses a device of this machine; with backend='ray'"):
         BatchOptions.build("api", paths=["."], device="gpu:1", backend="ray")
     assert BatchOptions.build("api", paths=["."], device="cpu:1", backend="ray").device == ("cpu:1",)
 

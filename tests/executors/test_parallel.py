@@ -207,7 +207,7 @@ def test_each_result_is_persisted_as_it_finishes(sequential_and_parallel) -> Non
     # Every result was reported once, as it finished.
     assert sorted(finished) == ["a_quick", "b_fails", "c_sleepy", "d_waits"]
     log = (out / "jax_execution_log.txt").read_text()
-    assert "running up to 2 script(s) at once on the local backend" in log
+    assert "running up to 2 scripts at once on the local backend" in log
     assert sorted(start_lines(out)) == ["a_quick.py", "b_fails.py", "c_sleepy.py", "d_waits.py"]
 
 
@@ -357,7 +357,7 @@ def test_ctrl_c_stops_every_running_job_and_exits_130(tmp_path: Path) -> None:
     assert [r["error_class"] for r in doc["script_results"]] == ["interrupted", "interrupted"]
     for name in ("a_sleeper", "b_sleeper"):
         assert load(out / "script_results" / f"{name}_result.json")["error_class"] == "interrupted"
-    assert "interrupted after 2 of 2 run(s)" in (out / "jax_execution_log.txt").read_text()
+    assert "interrupted after 2 of 2 runs" in (out / "jax_execution_log.txt").read_text()
 
 
 # --------------------------------------------------------------------------- simulated devices

@@ -387,7 +387,7 @@ def test_a_task_lost_with_its_node_is_run_again_and_says_so(tmp_path: Path, own_
     lost, ran = row["attempts"]
     assert lost["error_class"] == "node_lost" and "JobState=NODE_FAIL" in lost["error_message"], lost
     assert ran["success"] and ran["number"] == 2
-    assert any("run again after its Slurm node was lost or preempted 1 time(s)" in w for w in row["warnings"])
+    assert any("run again after its Slurm node was lost or preempted 1 time:" in w for w in row["warnings"])
     assert marks_of(marks) == ["start long.py", "start long.py", "end long.py"]  # once lost, once to its end
 
 

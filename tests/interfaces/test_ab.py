@@ -278,7 +278,7 @@ def test_cache_clear_all_leaves_the_checkouts_of_ab_to_ab(tmp_path: Path) -> Non
     owner = write(cache, "ab-checkouts/1-abc/owner.json", "{}")
     checked_out = write(cache, "ab-checkouts/1-abc/base/s.py", "print(1)\n")
     done = jaxrun("cache", "clear", "--all", env={"JAXRUN_CACHE_DIR": str(cache)})
-    assert done.returncode == 0 and "deleted 2 file(s)" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "deleted 2 files" in done.stdout, done.stdout + done.stderr
     assert owner.is_file() and checked_out.is_file()
     assert not (cache / "devices-x.json").exists() and not (cache / "xla_compilation_cache" / "k-cache").exists()
 

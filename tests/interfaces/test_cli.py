@@ -117,7 +117,7 @@ def test_folder_without_jax_scripts_is_exit_2(cli, tmp_path: Path) -> None:
         (["--jobs", "0"], "jobs must be >= 1"),
         (["--backend", "kubernetes"], "choose one of local, ray, slurm"),
         (["--host-devices", "0"], "host_devices must be"),
-        (["--warmup-runs", "1"], "warmup_runs needs benchmark_runs"),
+        (["--warmup-runs", "1"], "--warmup-runs 1 needs --benchmark-runs > 0"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(cli, tmp_path: Path, options, needle) -> None:

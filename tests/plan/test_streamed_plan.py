@@ -96,7 +96,7 @@ def test_the_first_script_runs_before_the_plan_has_read_the_folder_and_each_runs
     assert on_disk.metadata.scripts_found == N and len(on_disk.script_results) == N
     log = (tmp_path / "r" / result_files.EXECUTION_LOG).read_text().splitlines()
     assert "scripts found as they run" in log[0]
-    found = next(i for i, line in enumerate(log) if f"found {N} script(s)" in line)
+    found = next(i for i, line in enumerate(log) if f"found {N} scripts" in line)
     assert any("[1/?] start" in line for line in log[:found])  # the first script started before
 
 

@@ -206,7 +206,7 @@ def test_a_devices_sweep_on_gpus_gives_each_point_the_first_n_gpus_or_says_why_i
     assert [j.label for j in found] == ["a.py[devices=1]", "a.py[devices=2]"]
     assert [j.run_options.env["CUDA_VISIBLE_DEVICES"] for j in found] == ["0", "0,1"]
     assert [j.run_options.host_devices for j in found] == [1, 2]  # a CPU fallback keeps the count
-    with pytest.raises(UsageError, match="with --jobs 1 on the local backend"):
+    with pytest.raises(UsageError, match=r"with jobs=1 on the local backend \(backend='local'\), not jobs=2$"):
         jobs(jobs=2)
     options = BatchOptions.build("api", paths=[script], device="gpu", sweep={"devices": [4]}, results_dir=tmp_path)
     planned, _ = plan_scripts(options, [(script, "a")])

@@ -164,7 +164,7 @@ def test_processes_on_one_chosen_gpu_is_one_usage_error(tmp_path: Path) -> None:
     write(tmp_path / "s", "a.py", "import jax\n")
     done = jaxrun_cli("run", tmp_path / "s", "--processes", "2", "--device", "gpu:1", "--results-dir", tmp_path / "r")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "device gpu:1 is one device: use --device gpu" in done.stderr
+    assert "--device gpu:1 is one device: ask for its platform, --device gpu" in done.stderr
     assert not (tmp_path / "r" / "script_results").exists()
 
 

@@ -17,6 +17,7 @@ from jaxrun.batch.folder_lock import ResultsFolderLock, unwritable
 from jaxrun.config.options import BatchOptions
 from jaxrun.core.defaults import HISTORY_NOT_USED
 from jaxrun.core.extras import require
+from jaxrun.core.formatting import plural
 from jaxrun.core.interpreters import is_other
 from jaxrun.core.startup_trace import mark
 from jaxrun.core.timestamps import now_iso
@@ -100,7 +101,7 @@ def _header(options: BatchOptions, plan: Plan, complete: bool) -> list[str]:
     """The run log's first lines; what the plan had not yet found (``complete`` False) is said
     when it has (:class:`_PlanFacts`)."""
     run = options.run
-    found = f"{plan.found} script(s)" if complete else "scripts found as they run"
+    found = plural(plan.found, "script") if complete else "scripts found as they run"
     lines = [f"jaxrun {__version__}: {found}, device={','.join(options.device)}, running on {plan.devices.summary}"]
     if options.config_file is not None:
         lines.append(f"settings from {options.config_file}")
@@ -109,7 +110,7 @@ def _header(options: BatchOptions, plan: Plan, complete: bool) -> list[str]:
     if run.benchmark_runs:
         lines.append(f"benchmarking: {run.warmup_runs} warm-up + {run.benchmark_runs} counted process runs per script")
     if options.jobs > 1 or options.backend != "local":
-        lines.append(f"running up to {options.jobs} script(s) at once on the {options.backend} backend")
+        lines.append(f"running up to {plural(options.jobs, 'script')} at once on the {options.backend} backend")
     return lines
 
 
@@ -146,7 +147,7 @@ class _PlanFacts(BaseSink):
         self.started = set()  # needed no more (a batch of 10,000 held 10,000 numbers)
         if self.said:
             return
-        for line in [f"found {plan.found} script(s), running on {plan.devices.summary}", *_plan_lines(plan)]:
+        for line in [f"found {plural(plan.found, 'script')}, running on {plan.devices.summary}", *_plan_lines(plan)]:
             self.log.write(line)
 
     def on_begin(self, jobs: Jobs) -> None:
@@ -331,7 +332,7 @@ def _run_locked(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, l
         _stop_early(plan.jobs, chain, made.files(results), "the plan stopped at a mistake",
                     "fix it and run the batch again with --resume")
         ran = sum(1 for r in made.files(results).batch(complete=False).script_results if r.error_class != "interrupted")
-        raise UsageError(f"{exc} (the batch stopped after {ran} script(s): fix it, then run it again with "
+        raise UsageError(f"{exc} (the batch stopped after {plural(ran, 'script')}: fix it, then run it again with "
                          "--resume to keep what ran)") from None
     result = made.files(results).batch(complete=True)
     try:

@@ -192,7 +192,7 @@ _ADVICE = {
 
 def explain(changes: list[Change]) -> str:
     """``"argument 'x' changed shape from (3,) to (4,); keep shapes fixed ..."``."""
-    parts = listed([c.message for c in changes], 4, "; ", what="more change(s)")
+    parts = listed([c.message for c in changes], 4, "; ", what="more changes")
     advice = []
     for c in changes:
         if _ADVICE[c.kind] not in advice:

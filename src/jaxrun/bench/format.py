@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jaxrun.core.formatting import fmt_bytes as _fmt_bytes
+from jaxrun.core.formatting import plural
 from jaxrun.core.formatting import fmt_count
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def measurement_text(m: "Measurement") -> str:
         f"  trace {fmt_seconds(m.trace_time)}, lower {fmt_seconds(m.lower_time)}, "
         f"compile {fmt_seconds(m.compile_time)}{' (cached)' if m.compile_cached else ''}, "
         f"first call {fmt_seconds(m.first_call)}",
-        f"  steady {fmt_seconds(s.median)}{ci} median of {s.n} samples x {m.inner_loops} calls"
+        f"  steady {fmt_seconds(s.median)}{ci} median of {plural(s.n, 'sample')} x {plural(m.inner_loops, 'call')}"
         + (f" in {fmt_seconds(m.sampling_time)} (budget {fmt_seconds(m.time_budget)})"
            if m.sampling_time is not None and m.time_budget is not None else ""),
     ]

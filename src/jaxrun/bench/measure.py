@@ -30,6 +30,7 @@ from jaxrun.core.defaults import (
     DEFAULT_MIN_SAMPLES,
     DEFAULT_TIME_BUDGET,
 )
+from jaxrun.core.formatting import plural
 from jaxrun.errors import UsageError
 from jaxrun.judge.stats import describe
 
@@ -193,7 +194,7 @@ def measure(
     (sampled,) = timing.timed
     if during.total:
         warnings.append(
-            f"{during.total} compilation(s) during the timed calls ({during.counts}): the jit cache did "
+            f"{plural(during.total, 'compilation')} during the timed calls ({during.counts}): the jit cache did "
             "not reuse the AOT executable; steady-state samples may include compile time"
         )
     steady = describe(sampled.samples)

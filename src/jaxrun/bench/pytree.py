@@ -14,6 +14,7 @@ import numpy as np
 
 from jaxrun.bench.format import fmt_bytes, text_table
 from jaxrun.bench.records import LeafBytes
+from jaxrun.core.formatting import plural
 
 __all__ = ["pytree_nbytes", "pytree_breakdown", "breakdown_table"]
 
@@ -88,6 +89,6 @@ def breakdown_table(tree_or_leaves: Any, *, top: int | None = None) -> str:
     if rest:
         rest_bytes = sum(x.nbytes for x in rest if x.nbytes is not None)
         share = f"{rest_bytes / total:.1%}" if total else "-"
-        rows.append([f"({len(rest)} more leaves)", "", "", fmt_bytes(rest_bytes), share])
+        rows.append([f"({plural(len(rest), 'more leaf', 'more leaves')})", "", "", fmt_bytes(rest_bytes), share])
     rows.append(["total", "", "", fmt_bytes(total), "100.0%" if total else "-"])
     return text_table(["leaf", "shape", "dtype", "bytes", "share"], rows)

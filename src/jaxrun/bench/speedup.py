@@ -21,7 +21,7 @@ from jaxrun.core.defaults import (
     DEFAULT_MIN_SAMPLES,
     DEFAULT_TIME_BUDGET,
 )
-from jaxrun.core.formatting import listed
+from jaxrun.core.formatting import listed, plural
 from jaxrun.errors import JAXExecutionError
 from jaxrun.judge.stats import describe, ratio_of_medians_ci
 
@@ -58,8 +58,8 @@ def check_close(fast_out: Any, reference_out: Any, *, rtol: float, atol: float, 
         only_a = [p for p in a_paths if p not in b_paths]
         only_b = [p for p in b_paths if p not in a_paths]
         raise NumericalMismatchError(
-            f"{names[0]} and {names[1]} return different structures: {len(a_paths)} leaves "
-            f"[{listed(a_paths, 5)}] against {len(b_paths)} leaves [{listed(b_paths, 5)}]"
+            f"{names[0]} and {names[1]} return different structures: {plural(len(a_paths), 'leaf', 'leaves')} "
+            f"[{listed(a_paths, 5)}] against {plural(len(b_paths), 'leaf', 'leaves')} [{listed(b_paths, 5)}]"
             + (f"; only in {names[0]}: [{listed(only_a, 5)}]" if only_a else "")
             + (f"; only in {names[1]}: [{listed(only_b, 5)}]" if only_b else ""),
             leaf=(only_a or only_b or [None])[0],

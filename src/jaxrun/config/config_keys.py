@@ -13,7 +13,7 @@ import os
 import typing
 from typing import Any, Callable
 
-from jaxrun.config.option_spec import flag_of
+from jaxrun.config.option_spec import ENV_PREFIX, env_name, flag_of  # noqa: F401 - the keys' variables
 from jaxrun.config.options import BatchOptions, RunOptions
 from jaxrun.errors import UsageError, closest  # noqa: F401 - closest: settings' messages use it from here
 
@@ -27,13 +27,6 @@ TOP_KEYS: tuple[str, ...] = tuple(dict.fromkeys((*BATCH_KEYS, *RUN_KEYS, *DISPLA
 SCRIPT_KEYS: tuple[str, ...] = (*RUN_KEYS, "skip")
 # What a [devices.<name>] table may set: the run options of a script on that device.
 DEVICE_KEYS: tuple[str, ...] = tuple(k for k in RUN_KEYS if k != "device")
-
-ENV_PREFIX = "JAXRUN_"
-
-
-def env_name(key: str) -> str:
-    """``timeout`` -> ``JAXRUN_TIMEOUT``."""
-    return ENV_PREFIX + key.upper()
 
 
 # --- the executor API's configuration blocks (JAX_EXEC_CONFIG, DEVICE_CONFIG,
@@ -144,6 +137,11 @@ def _read_as_text(key: str) -> bool:
     return flag is not None and flag.text
 
 
+def _is_word(key: str, text: str) -> bool:
+    field = (RunOptions.fields | BatchOptions.fields).get(key)
+    return field is not None and field.is_word(text)
+
+
 def from_text(key: str, text: str) -> Any:
     """A ``JAXRUN_<KEY>`` variable's text as the option's value: booleans (1/0, true/false,
     yes/no, on/off), numbers, ``args`` and ``env`` split like a shell (``env``: KEY=VALUE words),
@@ -163,7 +161,7 @@ def from_text(key: str, text: str) -> Any:
         return pairs(shlex.split(text))
     if key in ("device", "include", "exclude"):
         return [part.strip() for part in text.split(",") if part.strip()]
-    if _read_as_text(key):  # a size ("8GB"), read by the option's own validator as its flag's text is
+    if _read_as_text(key) or _is_word(key, text):  # a size ("8GB"), a word ("none"): read by the option's check
         return text
     if "int" in kind and "float" not in kind:
         try:

@@ -68,27 +68,44 @@ class OptionField:
     help and flag. ``declared`` is False for a field that is not an option of its own (``run``,
     the options of each script's run inside the batch's)."""
 
-    __slots__ = ("name", "annotation", "default", "factory", "description", "flag", "show_default", "declared")
+    __slots__ = ("name", "annotation", "default", "factory", "description", "flag", "show_default", "declared", "words")
 
     def __init__(self, default: Any, description: str, flag: Optional[Flag], show_default: Optional[str],
-                 factory: Optional[Callable[[], Any]] = None, declared: bool = True) -> None:
+                 factory: Optional[Callable[[], Any]] = None, declared: bool = True,
+                 words: Optional[Mapping[str, Any]] = None) -> None:
         self.name = ""
         self.annotation: Any = None
         self.default, self.factory, self.description = default, factory, description
         self.flag, self.show_default, self.declared = flag, show_default, declared
+        self.words: dict[str, Any] = {w.lower(): v for w, v in (words or {}).items()}
 
     def is_required(self) -> bool:
         return self.default is REQUIRED
+
+    def meant(self, value: Any) -> Any:
+        """What ``value`` stands for: the value of one of the option's words (``"false"`` for
+        ``--compile-cache false``, any case, as text from any source), else ``value`` itself."""
+        if self.words and isinstance(value, str):
+            return self.words.get(value.strip().lower(), value)
+        return value
+
+    def is_word(self, value: Any) -> bool:
+        """Whether ``value`` is text spelling one of the option's words."""
+        return isinstance(value, str) and value.strip().lower() in self.words
 
     def __repr__(self) -> str:
         return f"OptionField({self.name!r}, default={self.default!r})"
 
 
-def option(default: Any, help: str, flag: Optional[Flag] = Flag(), *, show_default: Optional[str] = None) -> Any:
+def option(default: Any, help: str, flag: Optional[Flag] = Flag(), *, show_default: Optional[str] = None,
+           words: Optional[Mapping[str, Any]] = None) -> Any:
     """The field of one option: its default (``...``: required) and help, and its flag
     (``flag=None``: the option is not on the command line, like ``args``, which follows ``--``).
-    ``show_default``: how the help shows a default that is resolved later (a folder, a size)."""
-    return OptionField(REQUIRED if default is ... else default, help, flag, show_default)
+    ``show_default``: how the help shows a default that is resolved later (a folder, a size).
+    ``words``: the words its help promises (``{"false": False}``: ``false`` turns the cache off),
+    each meaning the value the API takes; they are read the same from every source (a flag, a
+    config file, a ``JAXRUN_*`` variable, a script's comment, a keyword), in any case."""
+    return OptionField(REQUIRED if default is ... else default, help, flag, show_default, words=words)
 
 
 def part(factory: Callable[[], Any], help: str) -> Any:
@@ -139,6 +156,11 @@ class OptionSet:
         cls._checks = found
 
     def __init__(self, **values: Any) -> None:
+        self._fill(values)
+        self._consistent()
+
+    def _fill(self, values: Mapping[str, Any]) -> None:
+        """Each field's value checked on its own (the checks between fields wait: ``_consistent``)."""
         unknown = sorted(set(values) - set(self.fields))
         if unknown:
             raise UsageError(f"unknown option {unknown[0]!r}: valid options are {', '.join(self.fields)}")
@@ -154,10 +176,14 @@ class OptionSet:
                 value = field.default
             data[name] = self._check_field(name, value)
         object.__setattr__(self, "__dict__", data)
-        self._consistent()
 
     @classmethod
     def _check_field(cls, name: str, value: Any) -> Any:
+        field = cls.fields[name]
+        value = field.meant(value)
+        if isinstance(value, str) and not value.strip() and _one_kind(field.annotation) is Path:
+            # Path("") is the working folder: an empty setting must not put a cache or results there.
+            raise UsageError(f"{name} must be a path, got {shown_value(value)}")
         check = cls._checks.get(name)
         if check is not None:
             try:
@@ -166,12 +192,26 @@ class OptionSet:
                 raise
             except (TypeError, ValueError) as exc:  # a check's own mistake on a value of a type it did not expect
                 raise UsageError(f"{name}: {exc}, got {shown_value(value)}") from None
-        return _typed(name, cls.fields[name].annotation, value)
+        return _typed(name, field.annotation, value)
+
+    @classmethod
+    def word_for(cls, name: str, value: Any) -> Optional[str]:
+        """The word of option ``name`` that stands for ``value`` as the option holds it (``false``
+        for a history of None), or None: how a value is shown the way it can be written."""
+        for word, meaning in cls.fields[name].words.items():
+            try:
+                if cls._check_field(name, meaning) == value:
+                    return word
+            except UsageError:
+                continue
+        return None
 
     def _consistent(self) -> None:
         """Checks between options, once every value is checked on its own."""
 
     def _replaced(self: O, changes: Mapping[str, Any], check: bool) -> O:
+        """A copy with ``changes``, each checked on its own when ``check`` (the checks between
+        fields are the caller's to run, once it has noted where the values came from)."""
         copy = object.__new__(type(self))
         data = {**self.__dict__}
         for name, value in changes.items():
@@ -179,8 +219,6 @@ class OptionSet:
                 raise UsageError(f"unknown option {name!r}: valid options are {', '.join(self.fields)}")
             data[name] = self._check_field(name, value) if check else value
         object.__setattr__(copy, "__dict__", data)
-        if check:
-            copy._consistent()
         return copy
 
     def to_json(self, exclude: Optional[set[str]] = None) -> dict[str, Any]:
@@ -301,6 +339,21 @@ def holds_a_path(field: OptionField) -> bool:
 def flag_of(field: OptionField) -> Optional[Flag]:
     """The option's flag, or None when it has none."""
     return field.flag
+
+
+ENV_PREFIX = "JAXRUN_"
+
+
+def env_name(key: str) -> str:
+    """``timeout`` -> ``JAXRUN_TIMEOUT``: the variable that sets an option."""
+    return ENV_PREFIX + key.upper()
+
+
+def flag_name(field: OptionField) -> Optional[str]:
+    """The option's flag as the help lists it first (``--host-devices``), or None without one."""
+    if field.flag is None:
+        return None
+    return (field.flag.names or ("--" + field.name.replace("_", "-"),))[0]
 
 
 def shown_default(field: OptionField) -> Optional[str]:

@@ -41,6 +41,7 @@ from jaxrun.core.validate import (
     SIZE_UNITS_HELP,
     parse_effect,
     parse_size,
+    shown_value,
     validate_device,
     validate_matmul_precision,
     validate_memory_limit,
@@ -77,9 +78,12 @@ class _Options(OptionSet):
         unknown = sorted(set(given) - set(cls.fields))
         if unknown:
             raise unknown_option(unknown[0], cls.fields)
-        options = cls(**given)
+        options = cls.__new__(cls)
+        options._fill(given)
+        # Noted before the checks between options, so that their messages name each option as it was given.
         options._note({name: (sources or {}).get(name, source) for name in given},
                       {name: where for name, where in (origins or {}).items() if name in given})
+        options._consistent()
         return options
 
     def _note(self, sources: dict[str, str], origins: dict[str, str]) -> None:
@@ -143,7 +147,62 @@ class _Options(OptionSet):
         copy = self._replaced(taken, check=True)
         copy._note({**self._sources, **{k: source for k in taken}},
                    {**self._origins, **{k: origins[k] for k in taken if k in origins}})
+        copy._consistent()
         return copy
+
+    def named(self, name: str, medium: Source | None = None) -> str:
+        """Option ``name`` as its user gave it, for a message that names each option once: the
+        flag (``--host-devices``), the variable (``JAXRUN_HOST_DEVICES``), the key and where it is
+        written (``host_devices (jaxrun.toml:3)``), the keyword (``host_devices``). An option
+        nobody set is named as ``medium`` (the source of the option it clashes with: see
+        :meth:`medium`) would set it."""
+        return self._spelled(name, None, medium)
+
+    def said(self, name: str, value: Any, medium: Source | None = None) -> str:
+        """Option ``name`` with ``value``, as :meth:`named` names it: ``--host-devices 4``,
+        ``JAXRUN_HOST_DEVICES=4``, ``host_devices = 4 (jaxrun.toml:3)``, ``host_devices=4``. A
+        value other than the one given (one to set instead) is written as ``medium`` takes it."""
+        return self._spelled(name, (value,), medium)
+
+    def medium(self, *names: str) -> Source:
+        """Where the first of ``names`` that someone set came from: the way to name the others."""
+        return next((s for s in map(self.source_of, names) if s != "default"), "api")
+
+    def _spelled(self, name: str, value: tuple[Any, ...] | None, medium: Source | None) -> str:
+        from jaxrun.config.option_spec import env_name, flag_name
+
+        field = (RunOptions.fields | BatchOptions.fields)[name]
+        own = self.source_of(name)
+        held = self.__dict__[name] if name in type(self).fields else getattr(self, "run").__dict__[name]
+        # The value given (or a part of it: one of several devices), or another one to set instead.
+        given = own != "default" and (value is None or value[0] == held
+                                      or isinstance(held, tuple) and value[0] in held)
+        source = own if given else medium or own
+        if source == "default":
+            source = "api"
+        origin = self.origin_of(name) if given else None
+        shown = "" if value is None else value[0]
+        if source == "cli" and flag_name(field):
+            flag = origin if origin and origin.startswith("-") else flag_name(field)
+            switch = value is None or field.flag.sets is not None or isinstance(shown, bool)  # type: ignore[union-attr]
+            return flag if switch else f"{flag} {_text(shown)}"  # type: ignore[return-value]
+        if source == "env":
+            return env_name(name) if value is None else f"{env_name(name)}={_text(shown)}"
+        if source in ("config", "script"):
+            import json
+
+            written = name if value is None else f"{name} = {json.dumps(_plain(shown), default=str)}"
+            return f"{written} ({origin})" if origin else written
+        return name if value is None else f"{name}={shown!r}"
+
+
+def _text(value: Any) -> str:
+    """A value as a flag or a variable takes it: a list comma-separated."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
 def unknown_option(name: str, names: Iterable[str]) -> UsageError:
@@ -159,7 +218,7 @@ class RunOptions(_Options):
     # The batch's --device gives each job its device (BatchOptions.device): no flag of its own.
     device: str = option("auto", "auto, cpu, gpu or tpu, or one device of a platform: gpu:1, cpu:0, tpu:0.", flag=None)
     timeout: Optional[float] = option(DEFAULT_TIMEOUT, f"Seconds per script before it is stopped ({NO_TIMEOUT}: no limit).",
-                                      Flag(metavar="SECONDS", text=True))
+                                      Flag(metavar="SECONDS", text=True), words={NO_TIMEOUT: None})
     retries: int = option(0, "Retries of transient failures (missing device, accelerator OOM).", Flag(metavar="N"))
     fallback: bool = option(True, "Re-run a script that failed on an accelerator on CPU.",
                             Flag(names=("--no-fallback",), sets=False, help="Do not re-run failed accelerator scripts on CPU."))
@@ -207,14 +266,14 @@ class RunOptions(_Options):
     compile_cache: Optional[Path] = option(
         None, "Persistent compilation cache folder (false: none).",
         Flag(metavar="PATH", off="--no-compile-cache", off_help="Run without JAX's persistent compilation cache."),
-        show_default="jaxrun's cache")
+        show_default="jaxrun's cache", words={"false": False})
     cold_cache: bool = option(False, "Each run (each benchmark run too) starts with an empty compilation cache.")
     # JAX's bound on the persistent compilation cache, in bytes: past it the least recently used
     # executables are deleted (jaxrun/discover/compile_cache.py). None: no bound. Given as a size ("4GiB").
     compile_cache_max_size: Optional[int] = option(
         DEFAULT_COMPILE_CACHE_MAX_SIZE, "Bound of the compilation cache, e.g. 1GiB (none: unbounded); JAX deletes "
         f"the least recently used executables past it. {SIZE_UNITS_HELP}.", Flag(metavar="SIZE", text=True),
-        show_default="4GiB")
+        show_default="4GiB", words={"none": None, "unbounded": None})
     enable_profiling: bool = option(False, "Profile each script: jax.profiler trace, memory and timing profiles "
                                     "in jax_profiling/.", Flag(names=("--profile",)))
     verbose: bool = option(
@@ -241,7 +300,7 @@ class RunOptions(_Options):
     x64: bool = option(False, "Run with jax_enable_x64 (64-bit floats and ints).")
     matmul_precision: Optional[str] = option(
         None, "jax_default_matmul_precision: default, high, highest, bfloat16, tensorfloat32, float32, or a dot "
-        "algorithm like BF16_BF16_F32 (none: JAX's default).", Flag(metavar="PRECISION"))
+        "algorithm like BF16_BF16_F32 (none: JAX's default).", Flag(metavar="PRECISION"), words={"none": None})
     disable_jit: bool = option(False, "Run with jax_disable_jit (op by op), to debug a failing script.")
     xla_flags: Optional[str] = option(None, "XLA flags added to XLA_FLAGS (a flag set both ways takes this value).",
                                       Flag(metavar="FLAGS"))
@@ -292,7 +351,7 @@ class RunOptions(_Options):
 
     @checks("compile_cache_max_size")
     def _cache_size(value: Any, name: str) -> int | None:
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "unbounded")):
+        if value is None:
             return None
         return parse_size(value, "compile_cache_max_size", 1)  # JAX would read 0 as "no caching"
 
@@ -334,7 +393,7 @@ class RunOptions(_Options):
     def _args(value: Any, name: str) -> tuple[str, ...] | None:
         if value is None:
             return None
-        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
             raise UsageError(f"args must be a list of strings (the script's sys.argv[1:]), got {value!r}")
         return tuple(str(a) for a in value)
 
@@ -348,11 +407,15 @@ class RunOptions(_Options):
 
     def _consistent(self) -> None:
         if self.warmup_runs and not self.benchmark_runs:
-            raise UsageError("warmup_runs needs benchmark_runs > 0 (warm-ups precede counted runs)")
+            how = self.medium("warmup_runs")
+            raise UsageError(f"{self.said('warmup_runs', self.warmup_runs)} needs {self.named('benchmark_runs', how)} "
+                             "> 0 (warm-ups precede counted runs)")
         if self.processes > 1 and ":" in self.device and not self.device.startswith("cpu:"):
             # Each process of a job takes the GPU of its own id (probe/cluster.py); one chosen GPU cannot hold N.
-            raise UsageError(f"processes={self.processes} (--processes) gives each process a device of its own; "
-                             f"device {self.device} is one device: use --device {self.device.split(':')[0]}")
+            how = self.medium("processes", "device")
+            raise UsageError(f"{self.said('processes', self.processes)} gives each process a device of its own; "
+                             f"{self.said('device', self.device)} is one device: ask for its platform, "
+                             f"{self.said('device', self.device.split(':')[0], how)}")
         if self.sweep is not None:
             points(self.sweep, self.sweep_zip)  # --zip's lengths, the number of points: before anything runs
         if self.entry is not None:
@@ -360,9 +423,8 @@ class RunOptions(_Options):
                 raise UsageError(f"entry must be the name of a function in the script (like 'main'), got {self.entry!r}")
             calls = self.warm_calls
             if not isinstance(calls, int) or isinstance(calls, bool) or calls < 2:
-                raise UsageError(
-                    f"warm_calls must be at least 2 (one first call, then steady-state calls), got {calls!r}"
-                )
+                raise UsageError(f"{self.named('warm_calls', self.medium('entry'))} must be at least 2 (one first "
+                                 f"call, then steady-state calls), got {calls!r}")
 
     @property
     def key(self) -> str:
@@ -458,7 +520,7 @@ class BatchOptions(_Options):
     history: Optional[Path] = option(
         None, "History database of benchmarks and of what each run compiled (false: none).",
         Flag(metavar="PATH", off="--no-history", off_help="Do not use the history (benchmarks, what each run compiled, why the cache missed)."),
-        show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite")
+        show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite", words={"false": False})
     markdown: Optional[Path] = option(
         None, "Also write the summary as Markdown tables to this file (and to $GITHUB_STEP_SUMMARY when set).",
         Flag(names=("--markdown", "--export-markdown"), metavar="FILE"))
@@ -510,7 +572,8 @@ class BatchOptions(_Options):
             typed = [n for n in cls.fields if (n.startswith("slurm_") or n == "nodes")
                      and options.source_of(n) in ("cli", "api", "env")]
             if typed:
-                raise UsageError(f"{typed[0]} needs backend='slurm' (--backend slurm)")
+                raise UsageError(f"{options.named(typed[0])} needs the slurm backend "
+                                 f"({options.said('backend', 'slurm', options.medium(typed[0]))})")
         return options
 
     def origin_of(self, name: str) -> str | None:
@@ -544,7 +607,10 @@ class BatchOptions(_Options):
         # The patterns themselves are checked by discovery, which names the culprit.
         if value is None or isinstance(value, str):
             return None if value is None else (value,)
-        return tuple(value) if isinstance(value, Iterable) else value
+        items = _listed(value, name, "globs (text)")
+        if not all(isinstance(item, str) for item in items):
+            raise UsageError(f"{name} must be globs (text), got {shown_value(value)}")
+        return items
 
     @checks("jobs", "gpus_per_job", "jobs_per_gpu", "nodes")
     def _at_least_one(value: Any, name: str) -> int:
@@ -589,17 +655,17 @@ class BatchOptions(_Options):
 
         if value is None:
             return None
-        items = [value] if isinstance(value, str) else list(value)
-        return tuple(sbatch_option(item) for item in items) or None
+        items = [value] if isinstance(value, str) else _listed(value, name, "sbatch options (NAME=VALUE texts)")
+        return tuple(sbatch_option(item) for item in items)
 
     @checks("slurm_setup")
     def _slurm_setup(value: Any, name: str) -> tuple[str, ...] | None:
         if value is None:
             return None
-        items = [value] if isinstance(value, str) else list(value)
-        if not all(isinstance(item, str) and "\n" not in item for item in items):
+        items = [value] if isinstance(value, str) else _listed(value, name, "shell lines (text, one line each)")
+        if not all(isinstance(item, str) and item.strip() and "\n" not in item for item in items):
             raise UsageError(f"{name} must be shell lines (text, one line each), got {value!r}")
-        return tuple(items) or None
+        return tuple(items)
 
     @checks("results_dir")
     def _results_dir(value: Any, name: str) -> Path:
@@ -615,24 +681,30 @@ class BatchOptions(_Options):
 
     def _consistent(self) -> None:
         if self.ray_address is not None and self.backend != "ray":
-            raise UsageError("ray_address needs backend='ray' (--backend ray)")
+            raise UsageError(f"{self.named('ray_address')} needs the ray backend "
+                             f"({self.said('backend', 'ray', self.medium('ray_address'))})")
         chosen = next((d for d in self.device if ":" in d and not d.startswith("cpu:")), None)
         if chosen is not None and self.backend in ("ray", "slurm"):
             # The scheduler hands each task a GPU of some node (its CUDA_VISIBLE_DEVICES): this machine's ids mean
             # nothing there.
             who = "Ray" if self.backend == "ray" else "Slurm"
-            raise UsageError(f"--device {chosen} chooses a device of this machine; with backend='{self.backend}' "
-                             f"(--backend {self.backend}) {who} chooses each task's device: use --device "
-                             f"{chosen.split(':')[0]}")
+            how = self.medium("device", "backend")
+            raise UsageError(f"{self.said('device', chosen)} chooses a device of this machine; with "
+                             f"{self.said('backend', self.backend, how)} {who} chooses each task's device: ask for "
+                             f"its platform, {self.said('device', chosen.split(':')[0], how)}")
         if self.nodes > 1 and self.run.processes % self.nodes:
-            raise UsageError(f"processes ({self.run.processes}, --processes) must be a multiple of nodes ({self.nodes}, "
-                             "--nodes): each node runs as many of the job's processes")
+            how = self.medium("processes", "nodes")
+            raise UsageError(f"{self.said('processes', self.run.processes, how)} must be a multiple of "
+                             f"{self.said('nodes', self.nodes, how)}: each node runs as many of the job's processes")
         if self.backend == "slurm" and self.jobs_per_gpu > 1:
-            raise UsageError("jobs_per_gpu (--jobs-per-gpu) shares one machine's GPUs between its jobs; on Slurm each "
-                             "task gets GPUs of its own (--gpus-per-job)")
+            how = self.medium("jobs_per_gpu", "backend")
+            raise UsageError(f"{self.named('jobs_per_gpu', how)} shares one machine's GPUs between its jobs; on Slurm "
+                             f"each task gets GPUs of its own ({self.named('gpus_per_job', how)})")
         if self.gpus_per_job > 1 and self.jobs_per_gpu > 1:
             # Checked here, not only when GPU slots are built: the batch must not drop one silently.
-            raise UsageError("use either gpus_per_job (--gpus-per-job) or jobs_per_gpu (--jobs-per-gpu), not both")
+            how = self.medium("gpus_per_job", "jobs_per_gpu")
+            raise UsageError(f"use either {self.named('gpus_per_job', how)} or {self.named('jobs_per_gpu', how)}, "
+                             "not both")
 
     def run_for(self, device: str) -> RunOptions:
         """The run options of one job on ``device`` (one of ``self.device``)."""
@@ -689,9 +761,16 @@ def verdict_options(options: "VerdictOptions | None", given: Mapping[str, Any]) 
     return options if options is not None else VerdictOptions.build("api", **given)
 
 
+def _listed(value: Any, name: str, what: str) -> tuple[Any, ...]:
+    """``value`` as a tuple when it is a list (a tuple, a list, not a table or a word): else one line."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    raise UsageError(f"{name} must be a list of {what}, got {shown_value(value)}")
+
+
 def parse_devices(device: str | Iterable[str]) -> tuple[str, ...]:
     """``"cpu,gpu"`` or ``["cpu", "gpu"]`` -> validated names in order, without repeats."""
-    items = device.split(",") if isinstance(device, str) else list(device)
+    items = device.split(",") if isinstance(device, str) else list(_listed(device, "device", "devices"))
     names = [validate_device(item) for item in items if str(item).strip()]
     if not names:
         raise UsageError(f"no device given: choose one or more of {DEVICE_FORMS} (comma-separated)")

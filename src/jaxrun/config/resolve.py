@@ -66,6 +66,10 @@ _MONITORING = {"logging": ("level", "file_output", "console_output", "performanc
                "benchmarking": ("warmup_runs", "measurement_runs", "statistical_analysis")}
 
 
+def _field(key: str) -> Any:
+    return (RunOptions.fields | BatchOptions.fields)[key]
+
+
 @dataclass
 class Layer:
     """Values of one source, each with where it was set."""
@@ -157,7 +161,8 @@ class _Reader:
                     raise UsageError(f"{where}: {table} skip: skip is a per-script setting; put it in a "
                                      f'[tool.jaxrun.scripts."GLOB"] table or a "# jaxrun: skip=..." comment')
                 raise UsageError(f"{where}: unknown key {key!r} in {table}: {closest(key, allowed)}")
-            if target in _PATH_KEYS and isinstance(value, str) and (target != "python" or "/" in value):
+            if target in _PATH_KEYS and isinstance(value, str) and value.strip() \
+                    and (target != "python" or "/" in value) and not _field(target).is_word(value):
                 value = str(self.config.folder / Path(value).expanduser())
             try:
                 check(target, value)
@@ -338,9 +343,10 @@ def resolve_batch_options(
 
 def set_where(message: str, values: Mapping[str, Any], where: Mapping[str, str]) -> str:
     """`` (warmup_runs = 1 at jaxrun.toml:3)``: where the options ``message`` names were set, when a
-    file or a variable set them (a flag the user just typed needs no pointer); empty otherwise."""
+    file or a variable set them and the message does not say it already (a flag the user just typed
+    needs no pointer); empty otherwise."""
     named = [key for key in values if re.search(rf"\b{re.escape(key)}\b", message)
-             and where.get(key) and not where[key].startswith("-")]
+             and where.get(key) and not where[key].startswith("-") and where[key] not in message]
     if not named:
         return ""
     return " (" + ", ".join(f"{key} = {json.dumps(values[key], default=str)} at {where[key]}" for key in named) + ")"

@@ -140,8 +140,9 @@ def parse_sweep(value: Any) -> tuple[Grid, ...] | None:
     else:
         raise UsageError(f"sweep must be NAME=V1,V2 texts (--param), a table of lists (batch = [32, 64]) or a list "
                          f"of such tables, got {value!r}")
-    grids = tuple(grid for grid in grids if grid)
-    return grids or None
+    if not all(grids):  # an empty table: a sweep of nothing, most likely its values left out by mistake
+        raise UsageError("sweep has a table without parameters: give each NAME = [V1, V2, ...], or leave the sweep out")
+    return grids
 
 
 def parse_point(value: Any) -> Point | None:
@@ -150,7 +151,9 @@ def parse_point(value: Any) -> Point | None:
         return None
     if not isinstance(value, Mapping):
         raise UsageError(f"params must be a mapping of parameter names to values, got {value!r}")
-    return {name: _values(name, [item])[0] for name, item in value.items()} or None
+    if not value:
+        raise UsageError("params has no parameters: give NAME = VALUE pairs, or leave it out")
+    return {name: _values(name, [item])[0] for name, item in value.items()}
 
 
 def points(grids: tuple[Grid, ...], zipped: bool = False) -> list[Point]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 __all__ = ["fmt", "fmt_seconds", "fmt_p", "fmt_kind", "fmt_ratio", "fmt_ratio_ci", "one_line", "significant",
-           "shorten_middle", "plural", "of_total", "fmt_bytes", "fmt_count", "listed", "left_out"]
+           "shorten_middle", "plural", "counted", "of_total", "fmt_bytes", "fmt_count", "listed", "left_out"]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -91,14 +91,15 @@ def listed(items: Iterable[object], limit: int, sep: str = ", ", *, last: int = 
     """At most ``limit`` of ``items`` joined by ``sep``, saying how many it left out: a list that
     is cut never looks whole. ``a, b, c and 3 more``; with ``last`` the last ones are kept too and
     the count stands where the cut is (``1 -> 2 -> (5 more) -> 8 -> 9``; a log's tail with
-    ``last=limit``: ``(12 more lines)`` first). ``what`` names them (``more lines``)."""
+    ``last=limit``: ``(12 more lines)`` first). ``what`` names them, in the plural (``more lines``),
+    said in the singular for one (``1 more line``)."""
     shown = [str(item) for item in items]
     left = len(shown) - limit
     if left <= 0:
         return sep.join(shown)
     last = min(max(last, 0), limit)
     if last:
-        return sep.join([*shown[:limit - last], f"({left} {what})", *shown[len(shown) - last:]])
+        return sep.join([*shown[:limit - last], f"({counted(left, what)})", *shown[len(shown) - last:]])
     return sep.join(shown[:limit]) + left_out(left, what)
 
 
@@ -109,8 +110,30 @@ def joined(items: Iterable[object], word: str = "and") -> str:
 
 
 def left_out(count: int, what: str = "more") -> str:
-    """`` and 3 more`` after what is shown of a list too long to hold (a report's rows), or ""."""
-    return f" and {count} {what}" if count > 0 else ""
+    """`` and 3 more`` after what is shown of a list too long to hold (a report's rows), or "";
+    ``what`` as :func:`counted` takes it."""
+    return f" and {counted(count, what)}" if count > 0 else ""
+
+
+def counted(count: int, what: str) -> str:
+    """``count`` and ``what`` (named in the plural, ``other reasons``, ``more, not shown here``)
+    agreeing in number: ``1 other reason``, ``2 other reasons``. The noun is the last word before
+    any comma; a word that is no noun (``more``) stays as it is."""
+    head, comma, tail = what.partition(",")
+    words = head.split(" ")
+    if count == 1:
+        words[-1] = _singular(words[-1])
+    return f"{count} {' '.join(words)}{comma}{tail}"
+
+
+def _singular(word: str) -> str:
+    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return word[:-2]
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
 
 
 def of_total(total: int | None) -> str:
@@ -119,7 +142,14 @@ def of_total(total: int | None) -> str:
 
 
 def plural(n: int, word: str, words: Optional[str] = None) -> str:
-    return f"{n} {word if n == 1 else (words or word + 's')}"
+    """``n`` and ``word`` (named in the singular: ``script``, ``process``, ``earlier run``)
+    agreeing in number: ``1 script``, ``2 scripts``, ``0 processes``; ``words``: an irregular
+    plural. Every count said with a noun goes through it (or :func:`counted`), never ``script(s)``."""
+    if n == 1:
+        return f"{n} {word}"
+    if words is None:
+        words = word + ("es" if word.endswith(("s", "sh", "ch", "x", "z")) else "s")
+    return f"{n} {words}"
 
 
 def fmt_bytes(value: float | None, digits: int = 3) -> str:

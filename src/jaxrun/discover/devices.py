@@ -127,14 +127,14 @@ def _look_up_installed(name: str) -> str:
 
 
 def _cache_key(python: str | None = None) -> str:
-    # "facts-4": keyed on the installed files rather than the versions they declare; platforms say
-    # whether their backend is installed, with a short reason.
+    # "facts-5": keyed on the installed files rather than the versions they declare; platforms say
+    # whether their backend is installed, with a short reason (and, for a GPU backend, what to install).
     if python is None:
-        parts = ["facts-4", sys.executable, _host(), _installed("jax"), _installed("jaxlib")]
+        parts = ["facts-5", sys.executable, _host(), _installed("jax"), _installed("jaxlib")]
     else:
         from jaxrun.core.interpreters import installed_marks
 
-        parts = ["facts-4", "python", _host(), installed_marks(python)]
+        parts = ["facts-5", "python", _host(), installed_marks(python)]
     parts += [f"{name}={os.environ.get(name, '')}" for name in _DEVICE_ENV]
     return _sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -199,7 +199,22 @@ def _probe_child(python: str | None = None) -> "DeviceInfo":
         info = DeviceInfo.model_validate(facts)
     except ValidationError as exc:
         raise DeviceProbeError(f"the device probe returned facts jaxrun cannot read: {exc}") from None
-    return _with_available_devices(info)
+    return _with_available_devices(with_install_advice(info))
+
+
+def with_install_advice(info: "DeviceInfo", version: "tuple[int, int] | None | bool" = True) -> "DeviceInfo":
+    """``info`` whose GPU platform, when JAX has no GPU backend installed, says what to install for
+    this machine's NVIDIA driver (``version``: the CUDA it supports, as
+    :func:`~jaxrun.discover.nvml.driver_cuda_version` reads it; True: read it here)."""
+    gpu = info.platforms.get("gpu")
+    if gpu is None or gpu.installed is not False:
+        return info
+    from jaxrun.discover.nvml import cuda_install_advice, driver_cuda_version
+
+    found = driver_cuda_version() if version is True else version
+    reason = gpu.error or "no CUDA or ROCm backend is installed"
+    said = f"{reason} ({cuda_install_advice(found)})"  # type: ignore[arg-type]
+    return info.model_copy(update={"platforms": {**info.platforms, "gpu": gpu.model_copy(update={"error": said})}})
 
 
 _GIB = 1024**3

@@ -8,12 +8,60 @@ from __future__ import annotations
 
 from jaxrun.results.models import NvmlInfo
 
+# NVML's Python binding, whatever JAX build is installed (jaxrun's cuda12 and cuda13 extras both bring it).
+NVML_MISSING = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+# JAX's CUDA builds, newest first, each with the oldest CUDA a driver must support to run it
+# (jax's own extras; jaxrun's extras of the same names add NVML to them).
+CUDA_BUILDS = ((13, "cuda13"), (12, "cuda12"))
+
+
+def driver_cuda_version() -> tuple[int, int] | None:
+    """The newest CUDA the NVIDIA driver supports (the "CUDA Version" in nvidia-smi's header), as
+    (major, minor), from the driver's own libcuda (cuDriverGetVersion needs no GPU and no CUDA
+    context); None where no NVIDIA driver is installed."""
+    import ctypes  # only where the advice is given: a GPU platform JAX could not find
+
+    try:
+        library = ctypes.CDLL("libcuda.so.1")
+        found = ctypes.c_int(0)
+        if library.cuDriverGetVersion(ctypes.byref(found)) != 0 or found.value <= 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return found.value // 1000, found.value % 1000 // 10
+
+
+def cuda_build(version: tuple[int, int] | None) -> str | None:
+    """The CUDA build of JAX for a driver that supports CUDA ``version``: cuda13 from 13.x,
+    cuda12 for 12.x; None for an older driver, or none."""
+    if version is None:
+        return None
+    return next((build for major, build in CUDA_BUILDS if version[0] >= major), None)
+
+
+def cuda_install_advice(version: tuple[int, int] | None) -> str:
+    """What to install for JAX's GPU backend on a machine whose NVIDIA driver supports CUDA
+    ``version`` (:func:`driver_cuda_version`; None: no driver found): the one place jaxrun's advice
+    picks a CUDA build, as the README does."""
+    build = cuda_build(version)
+    if build is not None:
+        assert version is not None
+        return f"pip install 'jax[{build}]': the NVIDIA driver supports CUDA {version[0]}.{version[1]}"
+    if version is not None:
+        oldest = CUDA_BUILDS[-1][0]
+        return (f"the NVIDIA driver supports CUDA {version[0]}.{version[1]}, older than JAX's CUDA builds need "
+                f"({oldest}.x or newer): update the driver")
+    choices = ", ".join(f"'jax[{build}]' for {major}.x{' or newer' if i == 0 else ''}"
+                        for i, (major, build) in enumerate(CUDA_BUILDS))
+    return (f"no NVIDIA driver found; on an NVIDIA machine, pip install the build of nvidia-smi's CUDA Version: "
+            f"{choices}")
+
 
 def nvml_status() -> NvmlInfo:
     try:
         import pynvml  # provided by nvidia-ml-py
     except ImportError:
-        return NvmlInfo(usable=False, error="nvidia-ml-py is not installed (pip install 'jaxrun[gpu]')")
+        return NvmlInfo(usable=False, error=NVML_MISSING)
     try:
         pynvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
@@ -110,7 +158,7 @@ class UtilizationSampler:
             try:
                 import pynvml as nvml  # type: ignore[no-redef]
             except ImportError:
-                self._reason = "nvidia-ml-py is not installed (pip install 'jaxrun[gpu]')"
+                self._reason = NVML_MISSING
                 return
         try:
             nvml.nvmlInit()  # type: ignore[attr-defined]

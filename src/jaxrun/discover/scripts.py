@@ -50,6 +50,7 @@ __all__ = [
     "search_jax_scripts",
     "is_jax_script",
     "imports_jax",
+    "defines_name",
     "script_display_name",
     "ScriptNames",
     "unique_names",
@@ -168,6 +169,81 @@ def imports_jax(source: bytes) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # UnicodeDecodeError ⊂ ValueError
         return True
     return _tree_imports_jax(tree, dynamic=any(s in source for s in _DYNAMIC_IMPORT))
+
+
+# Names that can bind a module's globals out of the syntax tree's sight: a script using one may
+# define any function, so the static check of warm mode's entry leaves it to the run.
+_DYNAMIC_GLOBALS = frozenset({"exec", "eval", "globals", "vars", "locals", "setattr", "__import__", "__dict__"})
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either way round): a block warm mode never runs."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, *test.comparators]
+    return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and \
+        any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides)
+
+
+def _top_level_names(body: list[ast.stmt]) -> Iterator[str]:
+    """The names the statements of a module's top level bind (in blocks of if/try/with/for too,
+    not inside functions or classes, nor in an ``if __name__ == "__main__":`` block)."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                yield alias.asname or alias.name.partition(".")[0]
+            continue
+        for target in _targets(node):
+            yield from (n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        if isinstance(node, ast.If) and _is_main_guard(node.test):
+            yield from _top_level_names(node.orelse)
+            continue
+        for attr in ("body", "orelse", "finalbody", "handlers"):
+            yield from _top_level_names(getattr(node, attr, None) or [])
+        for case in getattr(node, "cases", None) or []:
+            yield from _top_level_names(case.body)
+
+
+def _targets(node: ast.stmt) -> list[ast.AST]:
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+        return [node.target]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    if isinstance(node, ast.Expr):  # a walrus at the top level: (main := make())
+        return [n.target for n in ast.walk(node) if isinstance(n, ast.NamedExpr)]
+    return []
+
+
+def defines_name(path: str | os.PathLike[str], name: str) -> bool | None:
+    """Whether the ``.py`` script at *path* binds ``name`` at its top level, as warm mode loads it
+    (its ``if __name__ == "__main__":`` block left out); None when the syntax tree cannot say: a
+    file too large to parse or that does not parse, a ``from m import *``, or code that binds globals
+    another way (``globals()[...]``, ``exec``)."""
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read(PARSE_LIMIT + 1)
+    except OSError:
+        return None
+    if len(source) > PARSE_LIMIT:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # its run says what is wrong with it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            return None
+        named = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if named in _DYNAMIC_GLOBALS:
+            return None
+    return name in set(_top_level_names(tree.body))
 
 
 def _scan_lines(data: bytes) -> bool:

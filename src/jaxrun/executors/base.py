@@ -67,8 +67,10 @@ def with_lost_attempts(result: "ScriptResult", lost: "list[Attempt]", why: str) 
     again."""
     if not lost:
         return result
+    from jaxrun.core.formatting import plural
+
     attempts = [*lost, *(a.model_copy(update={"number": a.number + len(lost)}) for a in result.attempts)]
-    note = f"run again after {why} {len(lost)} time(s): " + "; ".join(a.error_message or "" for a in lost)
+    note = f"run again after {why} {plural(len(lost), 'time')}: " + "; ".join(a.error_message or "" for a in lost)
     return result.model_copy(update={"attempts": attempts, "warnings": [*result.warnings, note]})
 
 

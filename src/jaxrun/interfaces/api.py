@@ -23,7 +23,7 @@ from jaxrun.config.resolve import (
 from jaxrun.config.sweeps import point_changes
 from jaxrun.core.validate import log_cap_bytes
 from jaxrun.discover.script_labels import point_name
-from jaxrun.discover.scripts import check_notebook, script_display_name
+from jaxrun.discover.scripts import check_notebook, defines_name, script_display_name
 from jaxrun.errors import (
     DeviceProbeError,
     ResultsWriteError,
@@ -152,6 +152,10 @@ def execute_jax_script(
         run_options = run_options.evolve(**point_changes(run_options.params, run_options.args, run_options.env))
     if run_options.entry is not None and script.suffix == notebook_cells.SUFFIX:
         raise UsageError(notebook_cells.no_warm_mode(str(script_path), run_options.entry, run_options.origin_of("entry")))
+    if run_options.entry is not None and defines_name(script, run_options.entry) is False:
+        from jaxrun.plan.batch_plan import no_entry
+
+        raise UsageError(no_entry(str(script_path), run_options))
     if ":" in run_options.device:  # one device (gpu:1): one that is not here is a usage error, as in a batch
         from jaxrun.discover.devices import check_device_id, get_jax_device_info
 

@@ -11,7 +11,7 @@ import math
 import statistics as pystats
 from typing import Sequence
 
-from jaxrun.core.formatting import listed
+from jaxrun.core.formatting import listed, plural
 from jaxrun.core.host import available_memory_mb
 from jaxrun.core.validate import device_label
 from jaxrun.judge.stats import CV_WARN, describe, ratio_of_medians_ci
@@ -61,7 +61,7 @@ def warm_summary(entry: str, calls: list[WarmCall]) -> WarmSummary:
     warnings = []
     if compiled:
         warnings.append(
-            f"{len(compiled)} of {len(steady)} steady calls of {entry}() compiled "
+            f"{len(compiled)} of {plural(len(steady), 'steady call')} of {entry}() compiled "
             f"({sum(c.compile_time for c in compiled):.3g} s of JIT work): they are not steady; "
             "look for arguments that change shape or dtype between calls"
         )
@@ -131,8 +131,8 @@ def live_array_growth(entry: str, calls: list[WarmCall]) -> tuple[int | None, st
     if not leaking or len(leaking) < len(growths):
         return median, None
     grew, steady = leaking[0]
-    where = f" (in each of the {len(leaking)} runs)" if len(leaking) > 1 else ""
-    return median, (f"live array bytes grew by {grew:,} over {steady} steady calls of {entry}() "
+    where = f" (in each of the {plural(len(leaking), 'run')})" if len(leaking) > 1 else ""
+    return median, (f"live array bytes grew by {grew:,} over {plural(steady, 'steady call')} of {entry}() "
                     f"({grew // steady:,} per call){where}: arrays kept alive between calls, a possible leak")
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from jaxrun.config.options import VerdictOptions
+from jaxrun.core.formatting import plural
 from jaxrun.judge import stats
 from jaxrun.judge.verdicts import gated_comparison, metrics_for
 from jaxrun.results.comparison_report import TOO_FEW
@@ -108,13 +109,13 @@ def judge_paired_phase(
     could reach p < alpha; "not comparable" with fewer than 2 pairs; else "no significant change".
     """
     if len(base) != len(new):
-        raise ValueError(f"{metric}: {len(base)} base figures against {len(new)} new ones; "
+        raise ValueError(f"{metric}: {plural(len(base), 'base figure')} against {plural(len(new), 'new one')}; "
                          "pair i is base[i] and new[i], give as many of each")
     a, b, dropped = _pairs(base, new)
     n = len(a)
     notes: list[str] = []
     if dropped:
-        notes.append(f"{dropped} of {len(base)} pairs left out (a side not measured, or 0 on one side only)")
+        notes.append(f"{dropped} of {plural(len(base), 'pair')} left out (a side not measured, or 0 on one side only)")
     d = np.array([0.0 if x == y else math.log(y / x) for x, y in zip(a, b)])
     ratio = low = high = p = None
     if n:
@@ -128,7 +129,7 @@ def judge_paired_phase(
         notes.append(f"{n} pair{'s' if n != 1 else ''} with a ratio: a test needs at least 2")
     elif min_p_value(n) >= alpha:
         verdict = TOO_FEW
-        notes.append(f"with {n} pairs no test can reach p < {alpha:g}: at least {pairs_needed(alpha)} pairs")
+        notes.append(f"with {plural(n, 'pair')} no test can reach p < {alpha:g}: at least {pairs_needed(alpha)} pairs")
     elif p is not None and p < alpha and ratio is not None and ratio >= 1 + min_effect:
         verdict = "slower"
     elif p is not None and p < alpha and ratio is not None and ratio <= 1 - min_effect:

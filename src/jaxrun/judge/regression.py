@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from jaxrun.config.options import VerdictOptions, verdict_options
 from jaxrun.core.defaults import HISTORY_WINDOW, MIN_HISTORY_RUNS
+from jaxrun.core.formatting import plural
 from jaxrun.errors import UsageError
 from jaxrun.results.comparison_report import JUDGED_VERDICTS, TOO_FEW
 from jaxrun.results.models import RegressionCheck
@@ -54,15 +55,16 @@ def check_regression(
         other_numerics=other, judged=False,
     )
     if other:
-        check.note = (f"{other} earlier run(s) started with other numerics and are not in the baseline "
+        were = "is" if other == 1 else "are"
+        check.note = (f"{plural(other, 'earlier run')} started with other numerics and {were} not in the baseline "
                       "(--allow-mismatch to pool them)")
     if len(previous) < min_runs:
-        found = {0: "no earlier run", 1: "1 earlier run"}.get(len(previous), f"{len(previous)} earlier runs")
+        found = plural(len(previous), "earlier run") if previous else "no earlier run"
         check.reason = f"not judged: {found}, needs {min_runs}"
         if other:
             check.reason += f" ({other} more with other numerics)"
         if not previous and other:
-            check.note = (f"not judged: the {other} earlier run(s) started with other numerics "
+            check.note = (f"not judged: the {plural(other, 'earlier run')} started with other numerics "
                           "(x64, matmul precision, debug or XLA flags); --allow-mismatch to judge against them")
         return check
     ids = sorted(previous)
@@ -70,7 +72,7 @@ def check_regression(
     base = {m: metric_values(base_samples, m) for m in judged}
     new = {m: metric_values(run.samples, m) for m in judged}
     comparison = judge_script(run.script_name, run.device_used, base, new, options)
-    notes = [f"baseline: {len(base_samples)} samples from runs {ids}"]
+    notes = [f"baseline: {plural(len(base_samples), 'sample')} from runs {ids}"]
     if not any(new.values()):
         notes.append("the newest run has no successful counted sample")
     comparison.note = "; ".join(notes + ([comparison.note] if comparison.note else []))

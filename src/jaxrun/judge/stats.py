@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from jaxrun.core.defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from jaxrun.core.formatting import plural
 from jaxrun.results.comparison_report import TOO_FEW
 from jaxrun.results.models import Statistics
 
@@ -111,10 +112,10 @@ def describe(samples: Sequence[float], *, confidence: float = 0.95, unit: str = 
         )
     if tukey or modified:
         runs = ", ".join(str(i + 1) for i in sorted(set(tukey + modified)))
-        warnings.append(f"statistical outliers among the {n} samples (run {runs}); the median is robust to them")
+        warnings.append(f"statistical outliers among the {plural(n, 'sample')} (run {runs}); the median is robust to them")
     if n >= 2 and coverage is not None and coverage < confidence:
         warnings.append(
-            f"{n} samples are too few for a {confidence:.0%} CI of the median; the interval "
+            f"{plural(n, 'sample')} are too few for a {confidence:.0%} CI of the median; the interval "
             f"[min, max] covers it with probability {coverage:.1%}"
         )
     return Statistics(

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from jaxrun.config.options import VerdictOptions
+from jaxrun.core.formatting import plural
 from jaxrun.judge import stats
 from jaxrun.results.benchmark_result import resolve_metric
 from jaxrun.results.figures import DEFAULT_GATE, PHASES  # noqa: F401 - declared with each figure
@@ -57,7 +58,7 @@ def judge_phase(
         side = " and ".join(s for s, x in (("base", a), ("new", b)) if not x)
         notes.append(f"no {metric} of a successful run on the {side} side")
     elif len(a) < 2 or len(b) < 2:
-        notes.append(f"{len(a)} vs {len(b)} samples: a test needs at least 2 per side" if repeated else ONE_RUN_NOTE)
+        notes.append(f"{len(a)} vs {plural(len(b), 'sample')}: a test needs at least 2 per side" if repeated else ONE_RUN_NOTE)
     elif ratio is None:  # the base median is 0
         p = stats.mann_whitney_p(a, b)
         if max(a) == 0 and max(b) == 0:
@@ -66,7 +67,7 @@ def judge_phase(
         else:
             notes.append(f"the base median {metric} is 0, so there is no ratio")
     elif verdict == stats.TOO_FEW:
-        notes.append(f"with {len(a)} and {len(b)} samples no test can reach p < {alpha:g}: "
+        notes.append(f"with {len(a)} and {plural(len(b), 'sample')} no test can reach p < {alpha:g}: "
                      f"at least {stats.runs_needed(alpha)} runs each")
     return PhaseComparison(
         metric=metric, base_n=len(a), new_n=len(b),

@@ -15,19 +15,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from jaxrun.config.config_files import display
 from jaxrun.config.options import BatchOptions, RunOptions, parse_devices
 from jaxrun.config.resolve import set_where
 from jaxrun.config.settings import ScriptSettings, script_settings
 from jaxrun.config.sweeps import Point, names_of, point_changes, points
-from jaxrun.core.formatting import listed
+from jaxrun.core.formatting import joined, listed, plural
 from jaxrun.discover.devices import check_device_id, device_ids, resolve_device
 from jaxrun.discover.script_labels import point_name, script_label
 from jaxrun.discover.scripts import (
     PreparedSearch,
     ScriptNames,
+    defines_name,
     prepare_search,
     script_display_name,
 )
@@ -52,9 +53,20 @@ HAND_OVER_SECONDS = 1.0
 DURATIONS_CHUNK = 64
 
 
-def _no_scripts(paths: tuple[Path, ...], unreadable: list[str]) -> UsageError:
+def _no_scripts(paths: tuple[Path, ...], unreadable: list[str], recursive: bool = True, include: object = None,
+                exclude: object = None, named: Callable[[str], str] | None = None) -> UsageError:
+    """Why a batch has no script: the folders hold none, or ``include`` / ``exclude`` (each named
+    by ``named``, as it was given) left none of those they hold."""
     shown = ", ".join(repr(str(p)) for p in paths)
-    unread = f"; {len(unreadable)} path(s) could not be read: {listed(unreadable, 3)}" if unreadable else ""
+    unread = f"; {plural(len(unreadable), 'path')} could not be read: {listed(unreadable, 3)}" if unreadable else ""
+    filters = {name: value for name, value in (("include", include), ("exclude", exclude)) if value}
+    if filters:  # only now that none is left: the folders searched again, without the patterns
+        held = sum(1 for path in paths for _ in prepare_search(path, recursive).scripts())
+        if held:
+            said = joined(f"{named(name) if named else name} {joined(map(repr, globs), 'or')}"
+                          for name, globs in filters.items())
+            return UsageError(f"no JAX script left to run in {shown}: {plural(held, 'JAX script')} found there, "
+                              f"but {said} {'leave' if len(filters) > 1 else 'leaves'} none of them{unread}")
     return UsageError(
         f"no JAX scripts found in {shown}: a .py file counts when it imports jax, flax, optax, "
         f"equinox or pymdp (pass a .py file directly to run it anyway){unread}"
@@ -86,14 +98,16 @@ def _named_scripts(paths: tuple[Path, ...], searches: list[PreparedSearch]) -> I
 
 def discover(
     paths: tuple[Path, ...], recursive: bool, include: object, exclude: object,
+    named: Callable[[str], str] | None = None,
 ) -> tuple[list[tuple[Path, str]], list[str]]:
     """All scripts to run, in order, each with its batch-unique ``<name>``; and what the search
-    could not read (``"path: reason"``), which the batch reports and goes on without."""
+    could not read (``"path: reason"``), which the batch reports and goes on without. ``named``:
+    how a message names an option (``BatchOptions.named``)."""
     searches = _searches(paths, recursive, include, exclude)
     found = list(_named_scripts(paths, searches))
     skipped = _unreadable(paths, searches)
     if not found:
-        raise _no_scripts(paths, skipped)
+        raise _no_scripts(paths, skipped, recursive, include, exclude, named)
     return found, skipped
 
 
@@ -210,13 +224,14 @@ def _sweep_points(options: BatchOptions, plan: ScriptPlan, chosen: RunOptions) -
     found = points(chosen.sweep, chosen.sweep_zip)
     if any("device" in point for point in found):
         if len(plan.devices) > 1:
-            raise UsageError(f"{display(plan.script)}: the sweep has a device parameter and the batch runs on "
-                             f"{','.join(plan.devices)}: give the devices one way (--param device=... or --device)")
+            devices = options.said("device", plan.devices) if not plan.own_device else \
+                f"device = {','.join(plan.devices)} ({plan.settings.origins['device']})"
+            raise UsageError(f"{display(plan.script)}: {chosen.named('sweep')} sweeps the device and {devices} "
+                             "chooses devices too: give them one way")
         return [(point.get("device", plan.devices[0]), point) for point in found]
     if "devices" in names_of(chosen.sweep) and chosen.source_of("host_devices") != "default":
-        raise UsageError(f"{display(plan.script)}: the sweep's devices parameter sets each point's device count; "
-                         f"host_devices (--host-devices, {chosen.origin_of('host_devices') or 'set'}) says it too: "
-                         "keep one")
+        raise UsageError(f"{display(plan.script)}: {chosen.named('sweep')} sweeps devices, each point's device count; "
+                         f"{chosen.said('host_devices', chosen.host_devices)} sets it too: keep one")
     return [(device, point) for point in found for device in plan.devices]
 
 
@@ -228,13 +243,25 @@ def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform:
         # On GPUs a point's device count is the first N GPUs: the whole machine's, so one job at a time.
         ids, wanted = device_ids("gpu", info), point["devices"]
         if options.backend != "local" or options.jobs > 1:
+            how = options.medium("backend", "jobs")
+            got = [options.said(name, getattr(options, name)) for name, wrong in
+                   (("backend", options.backend != "local"), ("jobs", options.jobs > 1)) if wrong]
             raise UsageError(f"a sweep of devices on GPUs gives each point the first N GPUs of this machine: run it "
-                             f"with --jobs 1 on the local backend (got --backend {options.backend}, --jobs {options.jobs})")
+                             f"with {options.said('jobs', 1, how)} on the local backend "
+                             f"({options.said('backend', 'local', how)}), not {' and '.join(got)}")
         if wanted > len(ids):
-            raise UsageError(f"the sweep asks for devices={wanted}; this machine has {len(ids)} GPU(s)")
+            raise UsageError(f"the sweep asks for devices={wanted}; this machine has {plural(len(ids), 'GPU')}")
         first = ids[:wanted]
         changes["env"] = {**(changes.get("env", chosen.env) or {}), "CUDA_VISIBLE_DEVICES": ",".join(map(str, first))}
     return chosen.evolve(**changes)
+
+
+def no_entry(label: str, chosen: RunOptions) -> str:
+    """Why warm mode cannot run script ``label``: the function it calls is not there (one line)."""
+    entry = chosen.entry
+    return (f"{label}: {chosen.named('entry')} calls the script's {entry}() repeatedly in one process, and it "
+            f"defines no {entry}() at its top level (outside its `if __name__ == \"__main__\":` block): define one "
+            "that does the work (returning the arrays it computes), or run it without warm mode")
 
 
 def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: "Facts | None",
@@ -249,6 +276,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         return on[device]
 
     jobs: list[Job] = []
+    entries: dict[str, bool | None] = {}  # whether the script defines each warm-mode entry, read once
     for device, point in _sweep_points(options, plan, options_on(plan.devices[0])[2]):
         platform, run_options, chosen = options_on(device)
         if point is not None:
@@ -256,6 +284,10 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
         if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
             raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,
                                                          chosen.origin_of("entry")))
+        if chosen.entry is not None and chosen.entry not in entries:
+            entries[chosen.entry] = defines_name(plan.script, chosen.entry)
+        if chosen.entry is not None and entries[chosen.entry] is False:
+            raise UsageError(no_entry(script_label(str(plan.script), roots), chosen))
         if plan.own_device or chosen.source_of("host_devices") == "script" or device.startswith("cpu:") \
                 or (point is not None and "devices" in point):
             # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
@@ -375,7 +407,8 @@ class Plan:
                 waiting = []
         self._add(waiting)
         if not self.found:
-            raise _no_scripts(options.paths, self.unreadable)
+            raise _no_scripts(options.paths, self.unreadable, options.recursive, options.include, options.exclude,
+                              options.named)
 
     def _add(self, scripts: list[ScriptPlan]) -> None:
         durations = _durations(self.options, scripts) if scripts else {}

@@ -21,7 +21,8 @@ _GPU_BACKENDS = ("cuda", "rocm")
 _STATUS = re.compile(r"^(?:[A-Z][A-Z_]+): ")
 _NOT_INSTALLED = {
     "tpu": "libtpu is not installed (pip install 'jax[tpu]' on a TPU machine)",
-    "gpu": "no CUDA or ROCm backend is installed (pip install 'jax[cuda12]' on an NVIDIA machine)",
+    # Which CUDA build to install depends on the driver: the parent adds it (discover/devices.py).
+    "gpu": "no CUDA or ROCm backend is installed",
 }
 
 

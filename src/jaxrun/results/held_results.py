@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, overload
 
 from pydantic_core import from_json
 
+from jaxrun.core.formatting import plural
 from jaxrun.results.batch_summary import Figures, figures_of
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.result_files import _dump, dump_json
@@ -264,7 +265,7 @@ class HeldList(Sequence[ScriptResult]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"HeldList({len(self)} results)"
+        return f"HeldList({plural(len(self), 'result')})"
 
     def __copy__(self) -> "HeldList":
         return self  # it never changes

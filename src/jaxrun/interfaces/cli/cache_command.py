@@ -11,7 +11,7 @@ from typing import Optional
 
 import click
 
-from jaxrun.core.formatting import fmt_bytes
+from jaxrun.core.formatting import fmt_bytes, plural
 from jaxrun.interfaces.cli.console import out
 
 app = click.Group("cache", help="The persistent compilation cache scripts run with: what it holds, and emptying it.",
@@ -34,7 +34,7 @@ def info(compile_cache: Optional[Path], as_json: bool) -> None:
         return
     when = lambda t: "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))  # noqa: E731
     out.print(f"compilation cache: {found.path}{'' if found.exists else ' (not created yet)'}", markup=False)
-    out.print(f"  {found.entries} executable(s), {fmt_bytes(found.bytes)} of at most "
+    out.print(f"  {plural(found.entries, 'executable')}, {fmt_bytes(found.bytes)} of at most "
               f"{fmt_bytes(DEFAULT_COMPILE_CACHE_MAX_SIZE)} (jaxrun run --compile-cache-max-size; JAX deletes the least "
               "recently used past it)", markup=False)
     out.print(f"  oldest {when(found.oldest)}, newest {when(found.newest)}", markup=False)
@@ -48,4 +48,4 @@ def clear(compile_cache: Optional[Path], everything: bool) -> None:
     from jaxrun.discover.compile_cache import clear_cache
 
     count, freed = clear_cache(compile_cache, everything=everything)
-    out.print(f"deleted {count} file(s), {fmt_bytes(freed)}", markup=False)
+    out.print(f"deleted {plural(count, 'file')}, {fmt_bytes(freed)}", markup=False)

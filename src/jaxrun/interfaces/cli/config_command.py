@@ -59,6 +59,19 @@ def config(ctx: click.Context) -> None:
     _print(report)
 
 
+def _as_written(key: str, value: Any) -> Any:
+    """Option ``key``'s ``value`` as a config file writes it: the word that stands for it where
+    the option has one (``history = false``, ``timeout = "none"``: never a bare null that reads as
+    "not set"), else the value itself (paths as text, tuples as lists)."""
+    from jaxrun.config.options import BatchOptions, RunOptions
+
+    owner = BatchOptions if key in BatchOptions.fields else RunOptions if key in RunOptions.fields else None
+    word = owner.word_for(key, value) if owner is not None else None
+    if word is not None:
+        return {"false": False, "true": True}.get(word, word)
+    return _plain(value)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
@@ -83,7 +96,7 @@ def _settings(resolved: Any) -> dict[str, dict[str, Any]]:
             run_value = key in options.run.fields and key not in type(options).fields
             value = getattr(options.run if run_value else options, key)
             source, origin = options.source_of(key), options.origin_of(key)
-        found[key] = {"value": _plain(value), "source": source, "origin": origin}
+        found[key] = {"value": _as_written(key, value), "source": source, "origin": origin}
     for platform, values in _device_tables(options).items():
         for key, item in values.items():
             found[key].setdefault("devices", {})[platform] = item
@@ -108,7 +121,7 @@ def _device_tables(options: Any) -> dict[str, dict[str, dict[str, Any]]]:
             given = options.given(key)
             shown = getattr(applied, key) if applied is not None and not given else _alone(key, value)
             tables.setdefault(rule.device, {})[key] = {
-                "value": _plain(shown), "source": "config", "origin": rule.origins.get(key, rule.table),
+                "value": _as_written(key, shown), "source": "config", "origin": rule.origins.get(key, rule.table),
                 "overridden_by": (options.origin_of(key) or options.source_of(key)) if given else None}
     return tables
 
@@ -136,7 +149,7 @@ def _plan(options: Any) -> tuple[list[Any], list[Any]]:
         info = get_jax_device_info(python=options.run.python)
     except DeviceProbeError:
         info = None  # the run goes on without device facts too
-    found, _ = discover(options.paths, options.recursive, options.include, options.exclude)
+    found, _ = discover(options.paths, options.recursive, options.include, options.exclude, options.named)
     planned, skipped = plan_scripts(options, found)
     make_jobs(options, planned, plan_devices(options, info), info)
     return planned, skipped

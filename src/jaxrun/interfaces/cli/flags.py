@@ -202,6 +202,8 @@ def option_params(models: Models, helps: dict[str, str] | None = None) -> list[c
         kind, repeatable = _value_type(field.annotation)
         if flag.text:
             kind, repeatable = click.STRING, False
+        elif field.words:
+            kind = click.STRING  # a word ("false") reaches the option's check as typed, not as a path
         # The choices are shown, and checked by the option's validator: one line that lists them.
         params.append(click.Option([*names, name], type=kind, multiple=repeatable, default=None,
                                    metavar=metavar_of(field.annotation, flag), help=_help(text, shown_default(field))))

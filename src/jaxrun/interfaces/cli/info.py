@@ -9,6 +9,7 @@ from typing import Optional
 
 import click
 
+from jaxrun.core.formatting import plural
 from jaxrun.errors import JAXExecutionError, UsageError
 from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
 
@@ -92,12 +93,17 @@ def check() -> None:
     row("jax", info.jax_version or f"not usable: {info.error}")
     row("jaxlib", info.jaxlib_version or "not installed")
     for name, p in info.platforms.items():
-        state = f"{len(p.devices)} device(s) via {p.backend}" if p.available else f"{_availability(p)}: {p.error}"
+        state = f"{plural(len(p.devices), 'device')} via {p.backend}" if p.available else f"{_availability(p)}: {p.error}"
         row(f"platform {name}", state)
+    from jaxrun.discover.nvml import driver_cuda_version
+
+    cuda = driver_cuda_version()
+    row("NVIDIA driver", f"supports CUDA {cuda[0]}.{cuda[1]}" if cuda else "not found")
     for dist in ("optax", "flax", "equinox"):
         row(dist, _version(dist))
     nvml = nvml_status()
-    row("NVML", f"usable, driver {nvml.driver_version}, {nvml.gpu_count} GPU(s)" if nvml.usable else f"not usable: {nvml.error}")
+    row("NVML", f"usable, driver {nvml.driver_version}, {plural(nvml.gpu_count or 0, 'GPU')}" if nvml.usable
+        else f"not usable: {nvml.error}")
     out.print(table, markup=False)
     raise click.exceptions.Exit(EXIT_OK if info.jax_available else EXIT_FAILED)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jaxrun.core.formatting import plural
 from jaxrun.interfaces.cli.console import out
 from jaxrun.results.result_files import PROFILING_DIR, TRACES_DIR
 
@@ -40,7 +41,7 @@ def profile_note(batch: "BatchResult") -> list[str]:
         logdir = traces[0]
     else:
         logdir = folder / TRACES_DIR
-        where = f"profile: jax.profiler traces of {len(traces)} scripts in {logdir}/<script>/{skipped}"
+        where = f"profile: jax.profiler traces of {plural(len(traces), 'script')} in {logdir}/<script>/{skipped}"
     where += f"; memory and timing profiles in {folder}"
     how = f"  open with: xprof --logdir {logdir} (pip install xprof; or tensorboard --logdir with tensorboard-plugin-profile)"
     json_traces = sorted(traces[0].glob("plugins/profile/*/*.trace.json.gz"))

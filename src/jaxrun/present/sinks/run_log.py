@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from jaxrun.core.formatting import of_total, one_line
+from jaxrun.core.formatting import of_total, one_line, plural
 from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.errors import ResultsWriteError
@@ -99,7 +99,7 @@ class RunLogSink(BaseSink):
         if meta.complete:
             self.write(f"done: {meta.scripts_successful}/{meta.scripts_executed} succeeded", echo=False)
         else:
-            self.write(f"interrupted after {meta.scripts_executed} of {self._total} run(s)", echo=False)
+            self.write(f"interrupted after {meta.scripts_executed} of {plural(self._total, 'run')}", echo=False)
         if self._handle is not None:
             try:
                 self._handle.close()

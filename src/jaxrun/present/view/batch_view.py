@@ -77,7 +77,7 @@ class RunView:
     def heading(self) -> str:
         """The title of a report: the counts, the state, and the exit status with its reason."""
         state = "" if self.complete else " (interrupted before the end)"
-        head = f"{self.succeeded}/{self.executed} scripts succeeded{state}"
+        head = f"{self.succeeded}/{plural(self.executed, 'script')} succeeded{state}"
         if self.exit_status:
             head += " — exit 1: " + "; ".join(self.exit_reasons)
         return head

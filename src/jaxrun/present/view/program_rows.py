@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Optional
 
-from jaxrun.core.formatting import fmt_bytes
+from jaxrun.core.formatting import fmt_bytes, plural
 from jaxrun.results.figures import PROGRAM_FIGURES, jit_seconds
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def _builds(stats: "CompileStats") -> str:
     if stats.cache_hits:
         parts.append(f"{stats.cache_hits} loaded")
     if stats.variants > 1:
-        parts.append(f"{stats.variants} variants")
+        parts.append(plural(stats.variants, "variant"))
     return ", ".join(parts) or "traced only"
 
 
