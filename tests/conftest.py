@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -122,8 +123,10 @@ def _leftover_processes(basetemp: Path | None) -> list[str]:
 
     me = psutil.Process()
     suspects = {p.pid: p for p in me.children(recursive=True)}
+    # What started this pytest (a shell, `timeout ... --basetemp=X`) names the folder too: not ours.
+    ancestors = {p.pid for p in me.parents()}
     for proc in psutil.process_iter():
-        if proc.pid == me.pid or proc.pid in suspects:
+        if proc.pid == me.pid or proc.pid in suspects or proc.pid in ancestors:
             continue
         try:
             environ = proc.environ()
@@ -132,7 +135,7 @@ def _leftover_processes(basetemp: Path | None) -> list[str]:
             # A Slurm job's processes are children of the cluster's slurmstepd, never of this one;
             # they carry the TMPDIR of the process that submitted them.
             ours = ours or ("SLURM_JOB_ID" in environ and environ.get("TMPDIR", "").startswith(_WORKER_TMP))
-            if ours or (basetemp and str(basetemp) in " ".join(proc.cmdline())):
+            if ours or (basetemp and _names_folder(proc.cmdline(), basetemp)):
                 suspects[proc.pid] = proc
         except (psutil.Error, OSError):
             continue
@@ -146,6 +149,14 @@ def _leftover_processes(basetemp: Path | None) -> list[str]:
         except psutil.Error:
             continue
     return found
+
+
+def _names_folder(cmdline: list[str], folder: Path) -> bool:
+    """Whether the command line names ``folder`` or a path inside it, anywhere in an argument
+    (``--basetemp=/tmp/a``, ``open('/tmp/a/x')``), never /tmp/ab: another session's folder that
+    only starts with the same letters."""
+    pattern = re.compile(re.escape(str(folder)) + r"(?![\w.-])")
+    return any(pattern.search(arg) for arg in cmdline)
 
 
 def _helpers_of(me) -> set[int]:  # type: ignore[no-untyped-def]
