@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from jaxrun.config.slurm_options import sbatch_parameters
 from jaxrun.core.failures import hint_for, next_action
+from jaxrun.core.formatting import listed, plural
 from jaxrun.errors import UsageError
 from jaxrun.executors.base import BatchInterrupted, RunJob, with_lost_attempts
 from jaxrun.executors.slurm_queue import LIVE, SlurmQueue, SlurmUnanswered, ended, missing_commands
@@ -206,7 +207,7 @@ class SlurmExecutor:
         stray = sorted(set(self._live) - followed - self._reported)
         if stray:
             scripts = {task_id: key[0] for s in self._earlier for task_id, key in s.tasks()}
-            named = ", ".join(f"{t} ({scripts.get(t, '?')})" for t in stray[:5]) + (" ..." if len(stray) > 5 else "")
+            named = listed((f"{t} ({scripts.get(t, '?')})" for t in stray), 5)
             raise UsageError(
                 f"--resume: an earlier batch's Slurm task{'s' if len(stray) > 1 else ''} {named} still "
                 f"run{'' if len(stray) > 1 else 's'} into {str(self.options.results_dir)!r} with other scripts or "
@@ -537,8 +538,8 @@ class SlurmExecutor:
         arrays = sorted({t.task_id.partition("_")[0] for t in tasks.values()})
         timeout = f"{self.queue.timeout:g} s (--slurm-timeout)"
         _say(f"the Slurm controller did not answer for {timeout}: jaxrun stops following job array "
-             f"{', '.join(arrays)}, whose {len(tasks)} task(s) may still run; once `scontrol ping` answers, "
-             "`jaxrun run ... --resume` reattaches to them")
+             f"{', '.join(arrays)}, whose {plural(len(tasks), 'task')} may still run; once `scontrol ping` "
+             "answers, `jaxrun run ... --resume` reattaches to them")
         line = f"the Slurm controller stopped answering for {timeout} while the task was in Slurm"
         hint = hint_for("interrupted", "controller_gone")
         for task in tasks.values():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jaxrun.core.formatting import shorten_middle
+from jaxrun.core.formatting import listed, shorten_middle
 from jaxrun.core.validate import shown_value
 
 _KINDS = {"string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
@@ -65,7 +65,7 @@ def argument_problem(tool: str, schema: dict[str, Any], arguments: dict[str, Any
     valid = ", ".join(properties) or "none"
     unknown = [name for name in arguments if name not in properties]
     if unknown:
-        names = ", ".join(_name(name) for name in unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
+        names = listed((_name(name) for name in unknown), 5)
         verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
         return f"{names} {verb} of {tool}; its arguments: {valid}"
     for name in schema.get("required", ()):
