@@ -51,8 +51,11 @@ class TreeMonitor:
 
     def __init__(self, pid: int, marker: tuple[str, str] | None = None, *, record: bool = False,
                  members: Callable[[], set[int]] | None = None,
-                 group_cpu: Callable[[], float | None] | None = None) -> None:
+                 group_cpu: Callable[[], float | None] | None = None, process_limit: int | None = None) -> None:
         self.pid = pid
+        # --max-processes: a sample that counts more ends as soon as it has counted them (the tree
+        # is to be stopped), without reading the memory of hundreds of processes first.
+        self.process_limit = process_limit
         self.marker = marker
         self.members = members
         # The CPU seconds the run's cgroup counted: above 0, the script's process joined it (a
@@ -122,6 +125,9 @@ class TreeMonitor:
         alive, ended = self._alive_and_ended()
         self.last_count = len(alive) + (1 if is_alive(self._root) else 0)
         self.peak_count = max(self.peak_count, self.last_count)
+        self.samples += 1
+        if self.process_limit is not None and self.last_count > self.process_limit:
+            return  # its memory unread: last_bytes and the peak keep the previous sample's
         for proc in alive:
             try:
                 total += proc.memory_full_info().uss
@@ -130,7 +136,6 @@ class TreeMonitor:
             self._note_cpu_if_unwaited(proc, in_tree, ended=False)
         for proc in ended:
             self._note_cpu_if_unwaited(proc, in_tree, ended=True)
-        self.samples += 1
         self.last_bytes = total
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
         if self.series is not None:
