@@ -98,9 +98,9 @@ def test_max_processes_holds_a_fork_bomb_on_a_loaded_machine(tmp_path: Path, wit
     assert survivors(str(folder)) == []
     result = _result(tmp_path / "r", "bomb")
     assert result["error_class"] == "script_error" and "--max-processes 20" in result["error_message"]
-    # Stopped a level or two past 20 (31, 63 or 127 processes), not at the bomb's last levels
-    # (255, 511): the limit is watched from the script's start, every sample.
-    assert 20 < result["peak_processes"] < 200, result["peak_processes"]
+    # Stopped past 20 but before the bomb's last level (511, which e235a53 reached here every time:
+    # its watch began after jaxrun's own set-up): at load ~30 on 2 cores it stopped at 35-161.
+    assert 20 < result["peak_processes"] < 300, result["peak_processes"]
 
 
 @pytest.mark.slow

@@ -101,6 +101,11 @@ class TreeMonitor:
         grouped = self.members() if self.members is not None else set()
         self._grouped = self._grouped or self.pid in grouped or (
             scan and self.group_cpu is not None and not is_alive(self._root) and (self.group_cpu() or 0.0) > 0)
+        if self._grouped and self.process_limit is not None and len(grouped) > self.process_limit:
+            # Over --max-processes by the group's own list (live processes only: a zombie has left
+            # it), one file read: a fork bomb is not given the time it takes to read each process.
+            self._over_limit(len(grouped))
+            return
         if self._grouped:
             # The script's process is (or was, until it ended: the last sample) in the run's
             # cgroup, where every process it starts is born and stays: the group is the tree, read
@@ -123,11 +128,13 @@ class TreeMonitor:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
         alive, ended = self._alive_and_ended()
-        self.last_count = len(alive) + (1 if is_alive(self._root) else 0)
-        self.peak_count = max(self.peak_count, self.last_count)
+        count = len(alive) + (1 if is_alive(self._root) else 0)
+        if self.process_limit is not None and count > self.process_limit:
+            self._over_limit(count)
+            return
+        self.last_count = count
+        self.peak_count = max(self.peak_count, count)
         self.samples += 1
-        if self.process_limit is not None and self.last_count > self.process_limit:
-            return  # its memory unread: last_bytes and the peak keep the previous sample's
         for proc in alive:
             try:
                 total += proc.memory_full_info().uss
@@ -142,6 +149,14 @@ class TreeMonitor:
             self.series.append((time.perf_counter(), total))
             if len(self.series) > MAX_SERIES:
                 del self.series[::2]
+
+    def _over_limit(self, count: int) -> None:
+        """A sample that counted more processes than ``process_limit``: it ends there, their
+        memory unread (the tree is to be stopped; last_bytes and the peak keep the previous
+        sample's)."""
+        self.last_count = count
+        self.peak_count = max(self.peak_count, count)
+        self.samples += 1
 
     def _descendants(self) -> list[psutil.Process]:
         """Every descendant of the script's process; none, read from its threads' ``children``
