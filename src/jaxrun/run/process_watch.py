@@ -337,6 +337,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
     # From here on the script runs: a Ctrl-C at any moment stops it and its result says it was
     # interrupted (not that it never ran), however long the set-up below takes.
+    ctrl_c = False
     try:
         for pump in pumps:
             pump.start()
@@ -347,10 +348,13 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         # limits held by the watch.
         launcher.started()
     except KeyboardInterrupt:
+        ctrl_c = True
         watch.interrupt()
-    _join(watch)
+    ctrl_c = _join(watch) or ctrl_c
     monitor, pgid = watch.monitor, proc.pid
-    timed_out, interrupted = watch.ended_by == "timeout", watch.ended_by == "interrupted"
+    assert monitor is not None  # made before the watch's first sample (its errors were raised above)
+    # A Ctrl-C after the script ended by itself still stops the batch.
+    timed_out, interrupted = watch.ended_by == "timeout", watch.ended_by == "interrupted" or ctrl_c
     over_memory, over_processes = watch.ended_by == "memory", watch.ended_by == "processes"
     from jaxrun.run.monitor import reap_leftovers
 
@@ -484,17 +488,20 @@ class _Watch(threading.Thread):
         return None
 
 
-def _join(watch: _Watch) -> None:
+def _join(watch: _Watch) -> bool:
     """Wait for the watch to end (the script's end, or its stop); a Ctrl-C meanwhile has it stop
-    the tree, and the wait goes on until it has."""
+    the tree, and the wait goes on until it has. Whether a Ctrl-C came."""
+    ctrl_c = False
     while True:
         try:
             watch.join()
             break
         except KeyboardInterrupt:
+            ctrl_c = True
             watch.interrupt()
     if watch.error is not None:
         raise watch.error
+    return ctrl_c
 
 
 def _monitor(pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | None, record: bool,

@@ -47,7 +47,9 @@ if TYPE_CHECKING:
 
 
 # The most of a batch's time the rewrites of the batch files may take: after a rewrite that took
-# w seconds, the next waits w / MAX_WRITE_SHARE.
+# w seconds of CPU, the next waits w / MAX_WRITE_SHARE. CPU, not wall time: on a loaded machine a
+# rewrite of 20 ms of CPU took 1 s of wall time waiting for a core, and the files then lagged 50 s
+# behind the results.
 # 2%: at 1,000 tiny scripts a share of 5% was ~3 ms of jaxrun's CPU a script (its budget: 10 ms,
 # benchmarks/README.md).
 MAX_WRITE_SHARE = 0.02
@@ -68,7 +70,7 @@ class BatchFilesSink(BaseSink):
         self._held = HeldResults()
         self._texts = texts
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended
-        self._write_seconds = 0.0  # how long it took
+        self._write_seconds = 0.0  # the CPU seconds it took (time.thread_time: this thread's)
         self._begun = False
         self._begin_lock = threading.Lock()
 
@@ -91,9 +93,9 @@ class BatchFilesSink(BaseSink):
         else:
             self._held.add(job.index, result, text)  # type: ignore[arg-type]
         self.begin()
-        now = time.monotonic()
-        if now - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
-            self._write(self.batch(complete=False), since=now)  # assembling it is part of its cost
+        if time.monotonic() - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
+            since = time.thread_time()
+            self._write(self.batch(complete=False), since=since)  # assembling it is part of its cost
         return result
 
     def on_end(self, batch: BatchResult) -> None:
@@ -121,10 +123,10 @@ class BatchFilesSink(BaseSink):
                               figures=results.figures())
 
     def _write(self, batch: BatchResult, since: float | None = None) -> None:
-        started = time.monotonic() if since is None else since
+        started = time.thread_time() if since is None else since
         self._write_files(batch)
         self._last_write = time.monotonic()
-        self._write_seconds = self._last_write - started
+        self._write_seconds = time.thread_time() - started
 
     def _write_files(self, batch: BatchResult) -> None:
         out = self.results_dir
