@@ -4,6 +4,7 @@ only when the job's start-up variables match, and never outlive jaxrun."""
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import time
@@ -196,3 +197,38 @@ def test_a_spare_waits_in_the_cgroup_that_becomes_its_jobs_with_the_jobs_limits(
     assert result["prestarted"] and result["cgroup"] == recorded["group"]
     assert recorded["pids_max"] == str(3 * cgroups.tasks_per_process()) and result["kernel_limits"] == ["processes"]
     assert not Path(recorded["group"]).exists()  # removed with its job
+
+
+# Every thread of the script's process and the cores each may run on, read at the script's first line.
+THREADS_AT_FIRST_LINE = ("import os\nprint({int(t): sorted(os.sched_getaffinity(int(t))) "
+                         "for t in os.listdir('/proc/self/task')})\n")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning to fewer cores needs 2")
+@pytest.mark.parametrize("prestarted", [True, False], ids=["spare", "new_process"])
+def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path: Path, monkeypatch,
+                                                                        prestarted: bool) -> None:
+    # A spare has a thread before its job is known (its lifeline's): a mask set on its process
+    # after the start held its main thread only. A new process is born with the mask.
+    monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
+    core = sorted(os.sched_getaffinity(0))[-1]
+    script = write(tmp_path / "s", "threads.py", THREADS_AT_FIRST_LINE)
+    events = tmp_path / "events.jsonl"
+    launcher = Launcher()
+    if prestarted:
+        launcher.open_spares(spare_environment())
+        (spare,) = spares_of(str(tmp_path))
+        deadline = time.monotonic() + 30
+        while len(os.listdir(f"/proc/{spare}/task")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # until it has its lifeline thread
+    try:
+        outcome = launch(probe_command(script, events, RunOptions.build("api")), cwd=script.parent,
+                         env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
+                         stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
+                         limits=Limits(timeout=60), log_cap=2**20, cpu_affinity=(core,), launcher=launcher)
+    finally:
+        launcher.close()
+    assert outcome.exit_code == 0 and outcome.prestarted is prestarted, (tmp_path / "err.log").read_text()
+    threads = ast.literal_eval((tmp_path / "out.log").read_text())
+    assert len(threads) >= 2 and all(cpus == [core] for cpus in threads.values()), threads
+    assert not spares_of(str(tmp_path))
