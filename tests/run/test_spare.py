@@ -232,3 +232,46 @@ def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path:
     threads = ast.literal_eval((tmp_path / "out.log").read_text())
     assert len(threads) >= 2 and all(cpus == [core] for cpus in threads.values()), threads
     assert not spares_of(str(tmp_path))
+
+
+# Each process forks two children, 8 levels deep, a level every 0.1 s: 511 processes unless held.
+FORK_BOMB = ("depth = 0\nwhile depth < 8:\n    time.sleep(0.1)\n    forked = 0\n"
+             "    for _ in range(2):\n        if os.fork() == 0:\n            depth, forked = depth + 1, -1\n"
+             "            break\n        forked += 1\n    if forked != -1:\n        break\ntime.sleep(60)\n")
+
+
+def _until_gone(pid_file: Path, seconds: float) -> None:
+    """Wait until the process whose pid ``pid_file`` holds is gone, ``seconds`` at most."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(int(pid_file.read_text()), 0)
+        except ProcessLookupError:
+            return
+        except (OSError, ValueError):
+            pass  # not written yet
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["timeout", "max_processes"])
+def test_the_limits_hold_while_jaxrun_does_its_put_off_set_up(tmp_path: Path, case: str) -> None:
+    # The set-up put off until the first script runs (Launcher.when_started) lasts here until the
+    # script's process is gone (10 s at most), as it can on a loaded machine: the script's limits
+    # are held meanwhile, not once it is done. (A bomb unheld is at 511 processes well before.)
+    body, limits = {"timeout": ("time.sleep(1)\n", Limits(timeout=0.3)),
+                    "max_processes": (FORK_BOMB, Limits(timeout=60, max_processes=20))}[case]
+    pid_file = tmp_path / "pid"
+    script = write(tmp_path / "s", "limited.py", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n{body}")
+    events = tmp_path / "events.jsonl"
+    launcher = Launcher()
+    launcher.when_started(lambda: _until_gone(pid_file, 10))
+    outcome = launch(probe_command(script, events, RunOptions.build("api")), cwd=script.parent,
+                     env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
+                     stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
+                     limits=limits, log_cap=2**20, launcher=launcher)
+    if case == "timeout":
+        assert outcome.timed_out and outcome.exit_code is None, outcome
+    else:
+        # Stopped a level or a few past 20 (31, 63, 127), never at the bomb's last level (511).
+        assert outcome.over_process_limit and 20 < outcome.peak_processes < 300, outcome.peak_processes
