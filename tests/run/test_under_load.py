@@ -67,8 +67,8 @@ def test_a_timeout_fires_while_jaxrun_is_still_setting_up_on_a_loaded_machine(tm
 def test_the_batch_files_keep_up_with_the_results_on_a_loaded_machine(tmp_path: Path) -> None:
     # Rewrites of the batch files are spaced by what they cost (present/sinks/batch_files.py): a
     # cost read from the wall clock, mostly time spent waiting for a core under load, spaced them a
-    # minute apart. Spaced by their CPU (~20 ms, so ~1 s apart), a result 2 s after the last
-    # rewrite is in the files before the next script (run one after the other) starts.
+    # minute apart. Without that wait (~20 ms, so ~1 s apart), a result 2 s after the last rewrite
+    # is in the files before the next script (run one after the other) starts.
     nap = "import time\nif False:\n    import jax\ntime.sleep(2)\n"
     write(tmp_path / "s", "a.py", nap)
     write(tmp_path / "s", "b.py", nap)
