@@ -1,6 +1,9 @@
 """The probe's first act: join the run's cgroups (run/cgroups.py) before the script can start
 anything, so that every process the script starts is born in them, and say how much CPU this
-process used before it joined (its interpreter's start-up), which the group's count lacks.
+process used before it joined (its interpreter's start-up), which the group's count lacks. Then
+every thread of the process takes the run's CPU mask (``JAXRUN_CPUS``, a ``--jobs N`` share or a
+duet's half): the threads a spare already has (its lifeline's), and the mask a move into a
+``cpuset`` group resets, so that the script and every thread it makes run on its cores alone.
 
 Where no group counts CPU, the process reaps the children that ended unwaited for as it exits, so
 that their CPU reaches its rusage (jaxrun reads it as it reaps this process).
@@ -16,6 +19,8 @@ from jaxrun.probe.channel import CGROUPS_ENV
 
 # The run's cgroups this process joined (probe/lifeline.py stops every process in them).
 joined_folders: list[str] = []
+# The cores the run's processes are pinned to, comma-separated (set by run/process_watch.py).
+CPUS_ENV = "JAXRUN_CPUS"
 
 
 # Where a cgroup counts the CPU time of its processes: controller (``""`` for v2) -> (file, key,
@@ -96,7 +101,32 @@ def join_cgroups() -> dict[str, object]:
             joined["cpu_before_join"] = cpu_before
     if "cpu_before_join" not in joined:
         atexit.register(_reap_finished_children)
+    _take_cpu_mask(os.environ.pop(CPUS_ENV, ""))  # after the moves: joining a cpuset group resets it
     return joined
+
+
+def _take_cpu_mask(value: str) -> None:
+    """Every thread of this process on the cores ``value`` lists (none: left as it is). A thread
+    takes its creator's mask when it is made, so once every thread has it, so does all the script
+    makes; the list is read again until a reading shows no thread it has not set (one started
+    meanwhile had the old mask)."""
+    cpus = [int(c) for c in value.split(",") if c.strip().isdigit()]
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return
+    done: set[str] = set()
+    while True:
+        try:
+            threads = set(os.listdir("/proc/self/task"))
+        except OSError:
+            threads = {str(os.getpid())}  # no /proc: this thread, which makes the script's
+        if threads <= done:
+            return
+        for tid in threads - done:
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:
+                pass  # ended meanwhile, or cores it may not use: it runs where it may
+            done.add(tid)
 
 
 def _join(folders: list[str]) -> dict[str, object]:

@@ -51,8 +51,11 @@ class TreeMonitor:
 
     def __init__(self, pid: int, marker: tuple[str, str] | None = None, *, record: bool = False,
                  members: Callable[[], set[int]] | None = None,
-                 group_cpu: Callable[[], float | None] | None = None) -> None:
+                 group_cpu: Callable[[], float | None] | None = None, process_limit: int | None = None) -> None:
         self.pid = pid
+        # --max-processes: a sample that counts more ends as soon as it has counted them (the tree
+        # is to be stopped), without reading the memory of hundreds of processes first.
+        self.process_limit = process_limit
         self.marker = marker
         self.members = members
         # The CPU seconds the run's cgroup counted: above 0, the script's process joined it (a
@@ -98,6 +101,11 @@ class TreeMonitor:
         grouped = self.members() if self.members is not None else set()
         self._grouped = self._grouped or self.pid in grouped or (
             scan and self.group_cpu is not None and not is_alive(self._root) and (self.group_cpu() or 0.0) > 0)
+        if self._grouped and self.process_limit is not None and len(grouped) > self.process_limit:
+            # Over --max-processes by the group's own list (live processes only: a zombie has left
+            # it), one file read: a fork bomb is not given the time it takes to read each process.
+            self._over_limit(len(grouped))
+            return
         if self._grouped:
             # The script's process is (or was, until it ended: the last sample) in the run's
             # cgroup, where every process it starts is born and stays: the group is the tree, read
@@ -120,8 +128,13 @@ class TreeMonitor:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
         alive, ended = self._alive_and_ended()
-        self.last_count = len(alive) + (1 if is_alive(self._root) else 0)
-        self.peak_count = max(self.peak_count, self.last_count)
+        count = len(alive) + (1 if is_alive(self._root) else 0)
+        if self.process_limit is not None and count > self.process_limit:
+            self._over_limit(count)
+            return
+        self.last_count = count
+        self.peak_count = max(self.peak_count, count)
+        self.samples += 1
         for proc in alive:
             try:
                 total += proc.memory_full_info().uss
@@ -130,13 +143,20 @@ class TreeMonitor:
             self._note_cpu_if_unwaited(proc, in_tree, ended=False)
         for proc in ended:
             self._note_cpu_if_unwaited(proc, in_tree, ended=True)
-        self.samples += 1
         self.last_bytes = total
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
         if self.series is not None:
             self.series.append((time.perf_counter(), total))
             if len(self.series) > MAX_SERIES:
                 del self.series[::2]
+
+    def _over_limit(self, count: int) -> None:
+        """A sample that counted more processes than ``process_limit``: it ends there, their
+        memory unread (the tree is to be stopped; last_bytes and the peak keep the previous
+        sample's)."""
+        self.last_count = count
+        self.peak_count = max(self.peak_count, count)
+        self.samples += 1
 
     def _descendants(self) -> list[psutil.Process]:
         """Every descendant of the script's process; none, read from its threads' ``children``

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from jaxrun.core.defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from jaxrun.core.startup_trace import mark
 from jaxrun.probe import events as ev
 from jaxrun.probe.arguments import interpreter as probe_interpreter
+from jaxrun.probe.cgroup_join import CPUS_ENV
 from jaxrun.probe.channel import EVENTS_ENV, read_events
 from jaxrun.run import cgroups, lifeline_pipe
 from jaxrun.run.spare import Spare
@@ -238,6 +241,8 @@ def launch(
         group = cgroups.create(memory_limit, max_processes)
     if group is not None:
         env = {**env, **group.env()}
+    if cpu_affinity:
+        env = {**env, CPUS_ENV: ",".join(map(str, cpu_affinity))}  # the probe holds every thread to it
     try:
         request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
                            stop, record_memory)
@@ -252,37 +257,62 @@ def launch(
 def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
            cpu_affinity: tuple[int, ...] | None, spare: Spare | None) -> tuple[subprocess.Popen, float | None]:
     """The script's process: ``spare`` becoming it (run/spare.py), or a new one. Returns it and,
-    for a spare, when it was started."""
-    proc = spare.proc if spare is not None else subprocess.Popen(
-        command,
-        cwd=cwd,
-        env={**env, **lifeline_pipe.child_env()},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group: one signal reaches the whole tree
-        pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline_pipe.py)
-    )
+    for a spare, when it was started.
+
+    Its CPU mask holds from its first instruction, for every thread: a new process is born with
+    it (:func:`_pinned_thread`); a spare, which has threads already (its lifeline's), is given it
+    with its job and puts every thread of its own on it before the script starts; the probe does
+    the same after joining its cgroups, where a move into a ``cpuset`` group resets the mask
+    (probe/cgroup_join.py)."""
+    if spare is None:
+        with _pinned_thread(cpu_affinity):
+            proc = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env={**env, **lifeline_pipe.child_env()},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: one signal reaches the whole tree
+                pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline_pipe.py)
+            )
+    else:
+        proc = spare.proc
     if group is not None and (spare is None or group is not spare.group):
         group.adopt(proc.pid)
-    if cpu_affinity:
-        # Set before the script starts its thread pools (JAX creates them at first use), so every
-        # thread it makes inherits the share of cores its slot was given.
-        _set_affinity(proc.pid, cpu_affinity)
     if spare is None:
+        if cpu_affinity and not hasattr(os, "sched_setaffinity"):
+            _set_affinity(proc.pid, cpu_affinity)  # no thread of its own yet where this is all there is
         return proc, None
     if not spare.hand_over(command[3:], env, cwd):
         return _start(command, cwd, env, group, cpu_affinity, None)  # it died waiting: a new process
     return proc, spare.spawned_at
 
 
-def _set_affinity(pid: int, cpus: "Iterable[int]") -> None:
-    """Pin process ``pid`` to ``cpus``: the kernel's call where Python has it (Linux), psutil's
-    elsewhere (psutil costs ~10 ms to import, on the way to the script's start)."""
+@contextmanager
+def _pinned_thread(cpus: tuple[int, ...] | None) -> Iterator[None]:
+    """This thread on ``cpus`` while it starts a process: a new process (and every thread it
+    makes) is born with the CPU mask of the thread that created it, so it never runs a moment
+    outside its share, as a mask set on it after the start would let it (the threads it made by
+    then keep the old one). Only where the kernel's call exists (Linux)."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)  # 0: this thread only (the kernel's call is per thread)
     try:
-        if hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(pid, list(cpus))
-            return
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        yield  # cores this process may not use: the process runs where it may, as without a mask
+        return
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _set_affinity(pid: int, cpus: "Iterable[int]") -> None:
+    """Pin process ``pid`` to ``cpus`` with psutil, where Python lacks the kernel's call."""
+    try:
         import psutil
 
         psutil.Process(pid).cpu_affinity(list(cpus))
@@ -293,48 +323,39 @@ def _set_affinity(pid: int, cpus: "Iterable[int]") -> None:
 def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
             launcher: "Launcher") -> LaunchOutcome:
     command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
-    timeout, memory_limit, max_processes, grace = limits
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     mark("the job handed to its process")
     waiter = _Waiter(proc.pid)
     waiter.start()
-    pgid = proc.pid
+    # The limits are watched from now on, in a thread of their own: whatever this thread does next
+    # (the put-off set-up below takes up to a second on a loaded machine), a timeout fires and a
+    # fork bomb is stopped on time.
+    watch = _Watch(proc.pid, env, group, record_memory, limits, started, stop, waiter)
+    watch.start()
     guard = guard_log(env)
     pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
-    monitor: "TreeMonitor | None" = None
-    deadline = None if timeout is None else started + timeout
-    timed_out = interrupted = over_memory = over_processes = False
     # From here on the script runs: a Ctrl-C at any moment stops it and its result says it was
     # interrupted (not that it never ran), however long the set-up below takes.
+    ctrl_c = False
     try:
         for pump in pumps:
             pump.start()
-        monitor = _monitor(proc.pid, env, group, record_memory)
         # The next script's process starts now, beside this one: started once this one ended, its
         # interpreter's start-up was on the way from each script to the next (~30 ms a script).
         launcher.spares.replenish()
-        # The script runs meanwhile (up to a second of put-off work on a loaded machine); its
-        # logs are drained, its end noted by the waiter.
+        # The script runs meanwhile; its logs are drained, its end noted by the waiter, its
+        # limits held by the watch.
         launcher.started()
-        while not waiter.done.is_set():
-            monitor.sample()
-            over_memory = memory_limit is not None and monitor.last_bytes > memory_limit
-            # A sample counting more processes than allowed stops the tree; the cgroup's backstop
-            # (run/cgroups.py) only caps how far a bomb gets between two samples.
-            over_processes = not over_memory and max_processes is not None and monitor.last_count > max_processes
-            timed_out = not (over_memory or over_processes) and deadline is not None and time.perf_counter() >= deadline
-            # Ctrl-C reaches only the main thread; jobs in worker threads learn of it from `stop`.
-            interrupted = not (over_memory or over_processes or timed_out) and stop is not None and stop.is_set()
-            if over_memory or over_processes or timed_out or interrupted:
-                _stop(pgid, monitor, group, waiter, grace)
-                break
-            waiter.done.wait(MONITOR_INTERVAL)
     except KeyboardInterrupt:
-        interrupted = True
-        if monitor is None:
-            monitor = _monitor(proc.pid, env, group, record_memory)
-        _stop(pgid, monitor, group, waiter, grace)
+        ctrl_c = True
+        watch.interrupt()
+    ctrl_c = _join(watch) or ctrl_c
+    monitor, pgid = watch.monitor, proc.pid
+    assert monitor is not None  # made before the watch's first sample (its errors were raised above)
+    # A Ctrl-C after the script ended by itself still stops the batch.
+    timed_out, interrupted = watch.ended_by == "timeout", watch.ended_by == "interrupted" or ctrl_c
+    over_memory, over_processes = watch.ended_by == "memory", watch.ended_by == "processes"
     from jaxrun.run.monitor import reap_leftovers
 
     waiter.done.wait()
@@ -405,14 +426,93 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     return outcome
 
 
-def _monitor(pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | None, record: bool) -> "TreeMonitor":
+class _Watch(threading.Thread):
+    """The run's limits, held from the moment its process exists until it ends: samples the tree
+    every ``MONITOR_INTERVAL`` and stops it at the first limit passed (``ended_by``: ``"memory"``,
+    ``"processes"``, ``"timeout"``, ``"interrupted"``; None: it ended by itself). Its own thread,
+    so nothing the launching thread does meanwhile delays a check."""
+
+    def __init__(self, pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | None, record: bool,
+                 limits: Limits, started: float, stop: threading.Event | None, waiter: _Waiter) -> None:
+        super().__init__(daemon=True, name="jaxrun-watch")
+        self.pid, self.env, self.group, self.record, self.limits = pid, env, group, record, limits
+        self.deadline = None if limits.timeout is None else started + limits.timeout
+        self.stop, self.waiter = stop, waiter
+        self._halt = threading.Event()  # Ctrl-C in the launching thread
+        self.monitor: "TreeMonitor | None" = None
+        self.ended_by: str | None = None
+        self.error: BaseException | None = None  # raised in the launching thread (_join)
+
+    def interrupt(self) -> None:
+        self._halt.set()
+
+    def run(self) -> None:
+        try:
+            self._watch()
+        except BaseException as exc:  # noqa: BLE001 - the launching thread raises it
+            self.error = exc
+            try:  # nobody watches it any more: it is stopped, not left running unwatched
+                if self.monitor is not None:
+                    _stop(self.pid, self.monitor, self.group, self.waiter, self.limits.kill_grace)
+                else:
+                    os.killpg(self.pid, signal.SIGKILL)
+            except Exception:  # noqa: BLE001 - the first error is the one to raise
+                pass
+
+    def _watch(self) -> None:
+        memory_limit, max_processes = self.limits.memory_limit, self.limits.max_processes
+        self.monitor = monitor = _monitor(self.pid, self.env, self.group, self.record, max_processes)
+        while not self.waiter.done.is_set():
+            monitor.sample()
+            self.ended_by = self._limit_passed(monitor, memory_limit, max_processes)
+            if self.ended_by is not None:
+                _stop(self.pid, monitor, self.group, self.waiter, self.limits.kill_grace)
+                return
+            wait = MONITOR_INTERVAL
+            if self.deadline is not None:  # woken at the deadline, not up to a sample after it
+                wait = min(wait, max(0.0, self.deadline - time.perf_counter()))
+            self.waiter.done.wait(wait)
+
+    def _limit_passed(self, monitor: "TreeMonitor", memory_limit: int | None, max_processes: int | None) -> str | None:
+        if memory_limit is not None and monitor.last_bytes > memory_limit:
+            return "memory"
+        # A sample counting more processes than allowed stops the tree; the cgroup's backstop
+        # (run/cgroups.py) only caps how far a bomb gets between two samples.
+        if max_processes is not None and monitor.last_count > max_processes:
+            return "processes"
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            return "timeout"
+        # Ctrl-C reaches only the main thread; jobs in worker threads learn of it from `stop`.
+        if self._halt.is_set() or (self.stop is not None and self.stop.is_set()):
+            return "interrupted"
+        return None
+
+
+def _join(watch: _Watch) -> bool:
+    """Wait for the watch to end (the script's end, or its stop); a Ctrl-C meanwhile has it stop
+    the tree, and the wait goes on until it has. Whether a Ctrl-C came."""
+    ctrl_c = False
+    while True:
+        try:
+            watch.join()
+            break
+        except KeyboardInterrupt:
+            ctrl_c = True
+            watch.interrupt()
+    if watch.error is not None:
+        raise watch.error
+    return ctrl_c
+
+
+def _monitor(pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | None, record: bool,
+             process_limit: int | None = None) -> "TreeMonitor":
     """The watcher of the script's process tree. psutil (~10 ms to import) is first needed here,
     once the script runs: not on its way to start."""
     from jaxrun.run.monitor import TreeMonitor
 
     return TreeMonitor(pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None, record=record,
                        members=group.pids if group is not None else None,
-                       group_cpu=group.cpu_seconds if group is not None else None)
+                       group_cpu=group.cpu_seconds if group is not None else None, process_limit=process_limit)
 
 
 def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter,
