@@ -96,7 +96,7 @@ def test_a_daemon_left_by_a_successful_script_is_stopped_and_counted(tmp_path: P
     pid = int(pid_file.read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert result.leftover_processes == 1
-    assert result.warnings == ["the script left 1 process(es) running when it ended; jaxrun stopped them"]
+    assert result.warnings == ["the script left 1 process running when it ended; jaxrun stopped them"]
 
 
 def _children() -> set[int]:

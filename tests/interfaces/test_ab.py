@@ -236,7 +236,7 @@ def test_a_later_ab_removes_the_checkouts_of_a_killed_one_and_nothing_else(tmp_p
         return done.stderr.strip().splitlines()
 
     def said(folder: Path) -> str:
-        return f"removed the temporary checkouts a killed jaxrun ab left in {folder} (2 worktree(s) of {repo.resolve()})"
+        return f"removed the temporary checkouts a killed jaxrun ab left in {folder} (2 worktrees of {repo.resolve()})"
 
     first, first_trees = _started_ab(repo, base, tmp_path / "r1", env)
     first_folder, _ = kill(first, first_trees)

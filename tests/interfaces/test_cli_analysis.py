@@ -380,7 +380,7 @@ def test_a_regression_fails_a_run_only_when_asked(history_story) -> None:
 def test_history_of_the_script_flags_the_injected_regression(history_story) -> None:
     proc = history_story["history_script"]
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "regression: bench.py on cpu is slower than its 3 earlier run(s): run_time x" in proc.stdout
+    assert "regression: bench.py on cpu is slower than its 3 earlier runs: run_time x" in proc.stdout
 
     as_json = history_story["history_script_json"]
     assert as_json.returncode == 1, as_json.stdout + as_json.stderr

@@ -585,13 +585,13 @@ def test_compare_quiet_prints_only_the_scripts_that_changed_and_a_summary(cli, c
     assert len(lines) == 3, proc.stdout
     assert re.fullmatch(r"tenpct( \(\w+\))?: slower: wall_time 1\.100x \(95% CI 1\.\d{3}-1\.\d{3}, p=\S+\)", lines[0]), lines[0]
     assert re.fullmatch(r"fourruns( \(\w+\))?: too few runs to judge: at least 5 runs each", lines[1]), lines[1]
-    assert lines[2] == ("2 script(s) compared: 1 slower, 0 faster, 0 no significant change, 1 too few runs to judge; "
+    assert lines[2] == ("2 scripts compared: 1 slower, 0 faster, 0 no significant change, 1 too few runs to judge; "
                         f"geometric mean of ratios (NEW/BASE): wall_time {(1.10 * 1.5) ** 0.5:.3f}"), lines[2]
     # Nothing changed: the summary, and fourruns, whose 4 runs a side can never be judged.
     same = cli.run("compare", base, base, "--quiet")
     assert same.returncode == 0 and same.stdout.splitlines() == [
         "fourruns (cpu): too few runs to judge: at least 5 runs each",
-        "2 script(s) compared: 0 slower, 0 faster, 1 no significant change, 1 too few runs to judge; "
+        "2 scripts compared: 0 slower, 0 faster, 1 no significant change, 1 too few runs to judge; "
         "geometric mean of ratios (NEW/BASE): compile_time 1.000, run_time 1.000"], same.stdout
 
 

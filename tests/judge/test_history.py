@@ -464,7 +464,7 @@ def test_a_damaged_page_is_one_line_and_check_and_repair_save_what_can_be_read(t
         runs = store.runs()
         saved = sum(len(r.samples) for r in runs)
     assert len(runs) == 40 and 0 < saved < total  # every run; the samples of one page are lost
-    assert f"saved 40 run(s) with {saved} sample(s)" in repaired.stdout and str(damaged) in repaired.stdout
+    assert f"saved 40 runs with {saved} samples" in repaired.stdout and str(damaged) in repaired.stdout
     assert jaxrun("history", "--history", db, "--check").returncode == 0
     assert jaxrun("history", "--history", db).returncode == 0
     assert jaxrun("history", "--history", damaged, "--check").returncode == 1  # kept as it was

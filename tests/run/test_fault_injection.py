@@ -84,7 +84,7 @@ CASES = {
     "sys_exit_nonzero": Case("import sys\n" + NO_JAX + "sys.exit(4)\n", "script_error",
                              message="the script called sys.exit(4)"),
     "setsid_daemon": Case(DAEMON.format(env="dict(os.environ)"), None,
-                          message="left 1 process(es) running"),
+                          message="left 1 process running"),
     "killed_by_signal": Case("import os, signal\n" + NO_JAX + "os.kill(os.getpid(), signal.SIGSEGV)\n", "crashed",
                              message="SIGSEGV"),
     # (A child that ignores SIGTERM as well: tests/run/test_execute.py, which waits out the kill grace.)

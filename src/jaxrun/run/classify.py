@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jaxrun.core.failures import HINTS, hint_for, is_transient
-from jaxrun.core.formatting import fmt_bytes
+from jaxrun.core.formatting import fmt_bytes, plural
 from jaxrun.probe import events as ev
 
 if TYPE_CHECKING:
@@ -240,11 +240,11 @@ def _stopped_by_jaxrun(e: Evidence) -> Classification | None:
         peak = fmt_bytes(e.peak_bytes, 4) if e.peak_bytes else "an unknown peak"
         charged = fmt_bytes(e.cgroup_peak_bytes, 4) if e.cgroup_peak_bytes else "unknown"
         message = (f"stopped at {peak}: over the memory limit of {limit}" if e.over_memory_limit else
-                   f"the kernel stopped {e.oom_kills} process(es) at the memory limit of {limit} (its peak "
+                   f"the kernel stopped {plural(e.oom_kills, 'process')} at the memory limit of {limit} (its peak "
                    f"charge {charged}, page cache included; jaxrun's samples peaked at {peak})")
         return _final("out_of_memory", message, hint_for("out_of_memory", "memory_limit"))
     if e.max_processes is not None and e.over_process_limit:
-        refused = f"; the kernel refused {e.refused_forks} fork(s) or thread(s)" if e.refused_forks else ""
+        refused = f"; the kernel refused {plural(e.refused_forks, 'fork or thread', 'forks or threads')}" if e.refused_forks else ""
         return _final(
             "script_error",
             f"stopped for starting more processes than --max-processes {e.max_processes} allows "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jaxrun.core.formatting import listed
+from jaxrun.core.formatting import listed, plural
 from jaxrun.probe import events as ev
 from jaxrun.probe.programs import program_key
 from jaxrun.results.models import (
@@ -138,6 +138,6 @@ def recompile_warnings(compiles: dict[str, CompileStats]) -> list[str]:
         parts = _grouped(stats.recompile_reasons)
         # An executable loaded from the cache was not compiled: "compiled 3 times (3 loaded)" said both.
         what = (f"needed {built[key]} executables ({stats.count} compiled, {stats.cache_hits} loaded from the "
-                f"persistent cache)" if stats.cache_hits else f"compiled {built[key]} times")
+                f"persistent cache)" if stats.cache_hits else f"compiled {plural(built[key], 'time')}")
         warnings.append(f"{key} {what}: {listed(parts, _SHOWN, '; ', what='other reasons')}")
     return warnings

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
+from jaxrun.core.formatting import plural
 from jaxrun.core.interpreters import is_other
 from jaxrun.core.timestamps import now_iso
 from jaxrun.errors import ScriptNotFoundError
@@ -111,7 +112,7 @@ def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
     found = list(outcome.log_errors)  # a log the disk would not take: the script ran on, its log stops short
     stopped_by_jaxrun = outcome.timed_out or outcome.interrupted or outcome.over_memory_limit or outcome.over_process_limit
     if outcome.leftovers and not stopped_by_jaxrun:
-        found.append(f"the script left {outcome.leftovers} process(es) running when it ended; jaxrun stopped them")
+        found.append(f"the script left {plural(outcome.leftovers, 'process')} running when it ended; jaxrun stopped them")
     if outcome.oom_kills and not failed:
         found.append(f"the kernel stopped {outcome.oom_kills} of the script's processes at the memory limit "
                      "(the script itself went on)")

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from jaxrun.core.formatting import plural
+
 # The variable jaxrun sets, the per-direction ones that override it (jax/_src/config.py), and
 # jaxrun's marker beside its own JAX_TRANSFER_GUARD=log: the lines are then left out of the log.
 from jaxrun.probe.transfer_guard import (
@@ -255,7 +257,7 @@ def transfer_stats(log: GuardLog | None, env: Mapping[str, str], *, jax_loaded: 
         size = None if missing else log.bytes[direction]
         if missing:
             why = "; ".join(log.unknown) or "no array named"
-            reasons.append(f"{words}: bytes unknown, {missing} of the {count} transfers logged without the "
+            reasons.append(f"{words}: bytes unknown, {missing} of the {plural(count, 'transfer')} logged without the "
                            f"array's size ({why}); at least {log.bytes[direction]} bytes in the others")
         figures[direction] = Transfers(count=count, bytes=size)
     return TransferStats(**figures, examples=list(log.examples), reason="; ".join(reasons) or None)

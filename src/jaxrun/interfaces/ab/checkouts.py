@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
+from jaxrun.core.formatting import plural
 from jaxrun.core.paths import AB_CHECKOUTS_DIR, cache_dir
 from jaxrun.errors import UsageError
 from jaxrun.results.result_files import atomic_write_text
@@ -123,7 +124,7 @@ def remove_abandoned(git: Callable[..., str]) -> list[Path]:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
             logger.warning("removed the temporary checkouts a killed jaxrun ab left in %s%s", folder,
-                           f" ({len(worktrees)} worktree(s) of {worktrees[0][0]})" if worktrees else "")
+                           f" ({plural(len(worktrees), 'worktree')} of {worktrees[0][0]})" if worktrees else "")
         finally:
             if lock is not None:
                 os.close(lock)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from jaxrun.config.options import VerdictOptions
+from jaxrun.core.formatting import plural
 from jaxrun.discover.scripts import find_jax_scripts, script_display_name
 from jaxrun.errors import UsageError
 from jaxrun.interfaces.ab.duet import DuetHalves, Pairing, pairing, side_by_side
@@ -173,9 +174,9 @@ def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options
         if warmup or counted < least or counted >= pairs:
             continue
         if time_budget is not None and time.monotonic() - started >= time_budget:
-            runs.stopped = f"the time budget of {time_budget:g} s was spent after {counted} pairs"
+            runs.stopped = f"the time budget of {time_budget:g} s was spent after {plural(counted, 'pair')}"
             break
         if precision is not None and _precise(runs, verdict, precision):
-            runs.stopped = f"every gate ratio was known to within {precision:.0%} after {counted} pairs"
+            runs.stopped = f"every gate ratio was known to within {precision:.0%} after {plural(counted, 'pair')}"
             break
     return runs

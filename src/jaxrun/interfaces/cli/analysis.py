@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import click
 
+from jaxrun.core.formatting import plural
 from jaxrun.errors import JAXExecutionError
 from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, fail_usage, out
 from jaxrun.interfaces.cli.flags import (
@@ -126,7 +127,7 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
         name = label_from_name(check.script_path, runs[-1].script_name) if runs else Path(check.script_path).name
         out.print(
             f"regression: {name} on {check.device} is slower than its "
-            f"{check.previous_runs} earlier run(s): {describe_gate(check.comparison)}",
+            f"{plural(check.previous_runs, 'earlier run')}: {describe_gate(check.comparison)}",
             markup=False,
         )
     raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
@@ -172,7 +173,7 @@ def _check_or_repair(path: Path, repair: bool) -> None:
         raise fail_usage(f"cannot repair {str(path)!r}: {exc.strerror or exc}") from None
     for lost in saved.unreadable:
         out.print(f"could not be read: {lost}", markup=False, soft_wrap=True)
-    out.print(f"saved {saved.runs} run(s) with {saved.samples} sample(s) into a new {str(saved.path)!r}; "
+    out.print(f"saved {plural(saved.runs, 'run')} with {plural(saved.samples, 'sample')} into a new {str(saved.path)!r}; "
               f"the damaged file is kept as {str(saved.damaged)!r}", markup=False, soft_wrap=True)
     raise click.exceptions.Exit(EXIT_OK)
 
@@ -272,7 +273,7 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
     counts: dict[str, int] = {}
     for c in report.scripts:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    summary = f"{len(report.scripts)} script(s) compared: " + ", ".join(
+    summary = f"{plural(len(report.scripts), 'script')} compared: " + ", ".join(
         f"{counts.get(v, 0)} {v}" for v in ("slower", "faster", "no significant change"))
     for verdict in (TOO_FEW, "not comparable"):
         if counts.get(verdict):

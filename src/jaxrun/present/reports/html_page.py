@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from jaxrun.core.formatting import fmt, fmt_seconds, left_out, listed
+from jaxrun.core.formatting import fmt, fmt_seconds, left_out, listed, plural
 from jaxrun.results.figures import PROGRAM_FIGURES
 from jaxrun.results.result_files import NotRegularFileError, open_regular
 
@@ -333,10 +333,10 @@ def _recompiles(batch: "BatchResult", view: "RunView") -> str:
                 continue
             counted = Counter(stats.recompile_reasons)
             reasons = "".join(f"<li>{_esc(reason)}{f' (x{n})' if n > 1 else ''}</li>" for reason, n in counted.items())
-            items.append(f"<li><code>{_esc(program)}</code>: traced {stats.traces} times, compiled {stats.count}, "
+            items.append(f"<li><code>{_esc(program)}</code>: traced {plural(stats.traces, 'time')}, compiled {stats.count}, "
                          f"loaded from the cache {stats.cache_hits}<ul>{reasons}</ul></li>")
         if items:
-            blocks.append(f"<details><summary><b>{_esc(shown.label)}</b>: {len(items)} program(s) traced again"
+            blocks.append(f"<details><summary><b>{_esc(shown.label)}</b>: {plural(len(items), 'program')} traced again"
                           f"</summary><ul>{''.join(items)}</ul></details>")
     return "".join(blocks) if blocks else "<p>No program was traced more than once.</p>"
 
@@ -402,7 +402,7 @@ def _sweeps(view: "RunView", plot: Callable[[Any, str], str]) -> str:
         figure, why_not = sweep_figure(sweep)
         shown = plot(figure, f"sweep-{n}") if figure is not None else f"<p class='note no-plot'>{_esc(why_not)}</p>"
         sections.append(f'<section id="sweep-{n}" class="sweep"><h2>Sweep: {_esc(sweep.script)}</h2>'
-                        f"<p>{len(sweep.points)} points; click a column to sort.</p>"
+                        f"<p>{plural(len(sweep.points), 'point')}; click a column to sort.</p>"
                         f"{wide(sweep_table(sweep, f'sweep-table-{n}'))}{notes}{shown}</section>")
     return "".join(sections)
 
