@@ -515,3 +515,37 @@ def test_bundled_examples_benchmark_with_raw_samples(cli, tmp_path: Path) -> Non
             assert sample["compile_time"] > 0  # real JAX programs compile in every process
             assert sample["wall_time"] >= sample["body_time"] > sample["run_time"] > 0
     assert doc["runs_completed"] == 2 * len(names)
+
+
+@pytest.mark.slow
+def test_history_reads_the_database_that_run_writes_from_the_same_settings(tmp_path: Path, jaxrun_cli) -> None:  # type: ignore[no-untyped-def]
+    """`jaxrun history` finds the database where `jaxrun run` put it: the config file's `history`
+    (it once read only --history and JAXRUN_HISTORY, and showed an empty default database)."""
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "bench.py").write_text("import jax.numpy as jnp\nprint(float(jnp.ones(3).sum()))\n")
+    (tmp_path / "jaxrun.toml").write_text('history = "db/h.sqlite"\n')
+    (tmp_path / "db").mkdir()  # jaxrun makes no folder for a database the user named
+    cli = jaxrun_cli.but(cwd=tmp_path, without=("JAXRUN_HISTORY",))
+    ran = cli.run("run", "s", "--device", "cpu", "--benchmark-runs", "2", "--results-dir", tmp_path / "r")
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "db" / "h.sqlite").is_file() and not (tmp_path / ".jaxrun").exists()
+    shown = cli.run("history", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert "bench.py" in json.dumps(json.loads(shown.stdout))
+
+
+@pytest.mark.parametrize("where", ["flag", "variable", "config"])
+def test_history_false_is_one_line_naming_where_it_was_set(tmp_path: Path, jaxrun_cli, where: str) -> None:  # type: ignore[no-untyped-def]
+    args, env = ["history"], {}
+    if where == "flag":
+        args += ["--history", "false"]
+    elif where == "variable":
+        env["JAXRUN_HISTORY"] = "false"
+    else:
+        (tmp_path / "jaxrun.toml").write_text("history = false\n")
+    proc = jaxrun_cli.but(cwd=tmp_path, without=("JAXRUN_HISTORY",)).run(*args, env=env)
+    named = {"flag": "--history", "variable": "JAXRUN_HISTORY", "config": "history (jaxrun.toml:1)"}[where]
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"jaxrun: error: {named} is false: no history is kept, so there is none to "
+                                        "read; give the database with --history PATH"]
+    assert not list(tmp_path.glob("false*")) and not (tmp_path / ".jaxrun").exists()

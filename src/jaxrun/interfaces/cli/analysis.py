@@ -28,10 +28,26 @@ def verdict_options() -> Any:
     return model.build("cli", origins=origins, **given)
 
 
+def _history_database(given: Optional[str]) -> Path:
+    """The database ``jaxrun run`` here would write: ``--history``, else the config file's
+    ``history``, ``JAXRUN_HISTORY`` or the default, resolved as every option is (``false`` is no
+    history at all: one line saying where it was set)."""
+    from jaxrun.config.settings import resolve_batch_options
+
+    given_values = {} if given is None else {"history": given}
+    options = resolve_batch_options([Path.cwd()], given_values, source="cli",
+                                    origins={"history": "--history"} if given is not None else None).options
+    if options.history is None:
+        raise fail_usage(f"{options.named('history')} is false: no history is kept, so there is none to read; "
+                         "give the database with --history PATH")
+    return options.history
+
+
 @click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
 @click.argument("script", required=False)
-@click.option("--history", "history_path", type=click.Path(path_type=Path), envvar="JAXRUN_HISTORY", metavar="PATH",
-              help="History database (default ./.jaxrun/history.sqlite).")
+@click.option("--history", "history_path", metavar="PATH",
+              help="History database (default: the history option of jaxrun.toml or [tool.jaxrun], "
+                   "else $JAXRUN_HISTORY, else ./.jaxrun/history.sqlite).")
 @click.option("--limit", type=int, metavar="N", help="Show only the newest N runs per script.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs and checks as JSON.")
 @click.option("--check", "check_only", is_flag=True,
@@ -39,7 +55,7 @@ def verdict_options() -> Any:
 @click.option("--repair", is_flag=True,
               help="Save what can be read of a damaged history database into a new one; the old file is kept "
                    "as <file>.damaged-<time>.")
-def history(script: Optional[str], history_path: Optional[Path], limit: Optional[int], as_json: bool,
+def history(script: Optional[str], history_path: Optional[str], limit: Optional[int], as_json: bool,
             check_only: bool, repair: bool, **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
     than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
@@ -56,12 +72,11 @@ def history(script: Optional[str], history_path: Optional[Path], limit: Optional
     from jaxrun.judge.history import (
         HistoryStore,
         HistoryUnreadable,
-        default_history_path,
     )
     from jaxrun.judge.verdicts import describe_gate
     from jaxrun.present.view import label_from_name
 
-    path = history_path or default_history_path()
+    path = _history_database(history_path)
     if check_only or repair:
         _check_or_repair(path, repair)
     try:

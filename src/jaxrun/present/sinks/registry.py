@@ -60,14 +60,12 @@ def output_files(options: "BatchOptions") -> list[Path]:
 
 def named_output_files(options: "BatchOptions") -> list[tuple[Path, str]]:
     """Every file outside the results folder that ``options`` ask the batch to write, with what
-    it is and the option that named it (its flag): the report sinks' files, and a history
-    database named by the user (the default one's folder is jaxrun's to make)."""
-    from jaxrun.config.option_spec import flag_of
+    it is and the option that named it, as the user gave it (``--history``, ``JAXRUN_HISTORY``,
+    ``history (jaxrun.toml:2)``): the report sinks' files, and a history database named by the
+    user (the default one's folder is jaxrun's to make)."""
 
     def named(name: str, what: str) -> str:
-        flag = flag_of(type(options).fields[name])
-        spelled = flag.names[0] if flag is not None and flag.names else "--" + name.replace("_", "-")
-        return f"{what} ({spelled})"
+        return f"{what} ({options.named(name)})"
 
     found = [(getattr(options, name), named(name, what)) for entry in REPORT_SINKS.values()
              for name, what in entry.files.items() if getattr(options, name) is not None]
