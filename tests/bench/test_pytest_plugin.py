@@ -256,7 +256,7 @@ def test_three_samples_a_side_are_too_few_to_judge_and_not_a_regression(
     assert result.ret == 0
     result.stdout.fnmatch_lines([
         "TOO FEW RUNS TO JUDGE: test_three.py::test_three run_time x* p=0.1* (*no test can reach p < 0.01: at least 5 runs each)",
-        "1 benchmark(s) with too few samples to judge against the baseline (not a regression)*",
+        "1 benchmark with too few samples to judge against the baseline (not a regression)*",
     ])
     assert "NO SIGNIFICANT CHANGE" not in result.stdout.str()
     (comparison,) = PytestBenchmarks.model_validate(json.loads(new_json.read_text())).comparisons

@@ -245,6 +245,8 @@ def test_jaxrun_config_shows_each_value_and_where_it_came_from(tmp_path: Path) -
     overridden = jaxrun("config", sims, "--timeout", "5", "--json")
     own = {s["name"]: s for s in json.loads(overridden.stdout)["scripts"]}["own"]
     assert own["overridden"]["timeout"] == {"value": 33, "origin": f"{sims / 'own.py'}:1", "by": "--timeout"}
+    # The table names the config file's lines by its name (its path is the first line): however long
+    # the folder's path (pytest-xdist adds popen-gwN/), "pyproject.toml:5" is never split in two.
     table = jaxrun("config", sims)
     assert table.returncode == 0 and "pyproject.toml:5" in table.stdout and "skipped: needs a TPU" in table.stdout
     # Without PATH it reads the current folder, as the help says.

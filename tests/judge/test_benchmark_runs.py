@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 
 import jaxrun
 from jaxrun import execute_jax_script, run_jax_scripts
+from jaxrun.errors import UsageError
 from jaxrun.results.models import SAMPLE_METRICS
 
 SLEEPER = """\
@@ -232,13 +233,12 @@ def test_warm_mode_never_runs_the_main_block(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_warm_mode_without_main_is_a_script_error_naming_main(tmp_path: Path) -> None:
+def test_warm_mode_without_main_is_a_usage_error_naming_the_script_and_main(tmp_path: Path) -> None:
+    """Read from the script's syntax before it runs: one line, no result written."""
     script = write(tmp_path / "scripts", "nomain.py", NO_MAIN)
-    result = execute_jax_script(script, "cpu", entry="main", warm_calls=3, results_dir=tmp_path / "results")
-    assert result.success is False
-    assert result.error_class == "script_error"
-    assert "main" in result.error_message and "nomain.py" in result.error_message
-    assert result.warm is None
+    with pytest.raises(UsageError, match=r"nomain\.py: entry calls the script's main\(\) repeatedly.*defines no main\(\)"):
+        execute_jax_script(script, "cpu", entry="main", warm_calls=3, results_dir=tmp_path / "results")
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow

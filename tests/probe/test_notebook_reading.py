@@ -276,6 +276,7 @@ def test_warm_mode_for_a_notebook_is_a_usage_error_before_anything_runs(tmp_path
     assert proc.returncode == 2 and "nb.ipynb: metadata.jaxrun, a function of a .py script" in proc.stderr, proc.stderr
     with pytest.raises(UsageError, match=r"nb.ipynb: warm mode calls main\(\)"):
         jaxrun.execute_jax_script(notebook, "cpu", entry="main")
-    with pytest.raises(UsageError, match=r"nb.ipynb: warm mode calls run\(\)"):
-        jaxrun.run_jax_scripts(folder, device="cpu", entry="run", results_dir=tmp_path / "r", history=False)
+    # (a_first.py defines main(), so the folder's refusal is the notebook's)
+    with pytest.raises(UsageError, match=r"nb.ipynb: warm mode calls main\(\)"):
+        jaxrun.run_jax_scripts(folder, device="cpu", entry="main", results_dir=tmp_path / "r", history=False)
     assert not marker.exists()

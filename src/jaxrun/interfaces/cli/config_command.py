@@ -185,17 +185,27 @@ def _print(report: dict[str, Any]) -> None:
     from rich.text import Text
 
     out.print(f"config file: {report['config_file'] or 'none'}", markup=False)
+    config_file = Path(report["config_file"]).resolve() if report["config_file"] else None
+
+    def where(origin: str | None) -> str:
+        """``pyproject.toml:5`` for a line of the config file named above the table: its whole path
+        once, not in every row, where a long one would wrap in the middle of its name."""
+        path, colon, line = (origin or "").rpartition(":")
+        if config_file is not None and colon and line.isdigit() and Path(path).resolve() == config_file:
+            return f"{config_file.name}:{line}"
+        return origin or ""
+
     table = Table(title="settings of jaxrun run", title_justify="left")
     for column in ("key", "value", "source", "where"):
         table.add_column(column, overflow="fold")
     for key, item in report["settings"].items():
         style = "dim" if item["source"] == "default" else None
         table.add_row(Text(key, style=style), Text(json.dumps(item["value"]), style=style), Text(item["source"], style=style),
-                      Text(item["origin"] or "", style=style))
+                      Text(where(item["origin"]), style=style))
         for platform, device in item.get("devices", {}).items():
-            where = device["origin"] + (f", overridden by {device['overridden_by']}" if device["overridden_by"] else "")
+            said = where(device["origin"]) + (f", overridden by {device['overridden_by']}" if device["overridden_by"] else "")
             table.add_row(Text(f"  {key} on {platform}"), Text(json.dumps(device["value"])), Text(device["source"]),
-                          Text(where))
+                          Text(said))
     out.print(table)
     for row in report["scripts"]:
         if row["skip"] is not None:
