@@ -225,6 +225,22 @@ def test_large_samples_use_the_normal_approximation() -> None:
     assert stats.mann_whitney_p(a, b) == pytest.approx(expected)
 
 
+def test_the_exact_test_counts_its_real_work_and_takes_the_smaller_sample() -> None:
+    """A run's 30 samples against a history's hundreds took the exact path at ~1 s a test (its
+    bound counted n1 * N * (N + 1), not the table it fills N times), and `jaxrun history` of 40
+    runs a minute. The exact p is the same whichever sample is counted; past the real budget the
+    normal approximation is used, and agrees with the exact p there."""
+    rng = np.random.default_rng(5)
+    small = list(np.round(rng.normal(1.0, 0.1, size=9), 2))  # rounded: ties
+    large = list(np.round(rng.normal(1.08, 0.1, size=23), 2))
+    assert stats._exact_rank_sum_p(np.array(small), np.array(large)) == pytest.approx(
+        stats._exact_rank_sum_p(np.array(large), np.array(small)))
+    assert stats.exact_work(30, 800) > stats.EXACT_WORK_MAX >= stats.exact_work(40, 40)
+    a, b = rng.normal(1.0, 0.1, size=30), rng.normal(1.04, 0.1, size=70)
+    assert stats.exact_work(30, 70) > stats.EXACT_WORK_MAX  # just past it: approximated
+    assert stats.mann_whitney_p(list(a), list(b)) == pytest.approx(stats._exact_rank_sum_p(a, b), rel=0.05, abs=0.002)
+
+
 def test_mann_whitney_p_of_identical_constant_samples_is_one() -> None:
     assert stats.mann_whitney_p([0.5] * 5, [0.5] * 7) == 1.0
     assert stats.mann_whitney_p([], [1.0]) is None
