@@ -165,6 +165,30 @@ class Stamps:
         return span
 
 
+# Every process forks two children, 8 levels deep (pausing 0.1 s at each): 511 processes unless a
+# limit (--max-processes) holds it. A JAX script to discovery, that never imports jax.
+FORK_BOMB = """\
+import os, time
+if False:
+    import jax
+depth = 0
+while depth < 8:
+    time.sleep(0.1)
+    forked = 0
+    for _ in range(2):
+        try:
+            if os.fork() == 0:
+                depth, forked = depth + 1, -1
+                break
+            forked += 1
+        except OSError as exc:
+            print("fork refused:", exc, flush=True)
+    if forked != -1:
+        break
+time.sleep(60)
+"""
+
+
 def load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import jaxrun, survivors, write
+from helpers import FORK_BOMB, jaxrun, survivors, write
 from pydantic import BaseModel
 
 from jaxrun.results import result_files
@@ -49,29 +49,6 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", __file__
 print("exiting 0 with a daemon behind")
 """
 
-# Every process forks two children, 8 levels deep (pausing {pause} s at each): 511 processes unless
-# a limit holds it.
-FORK_BOMB = """\
-import os, time
-if False:
-    import jax
-depth = 0
-while depth < 8:
-    time.sleep({pause})
-    forked = 0
-    for _ in range(2):
-        try:
-            if os.fork() == 0:
-                depth, forked = depth + 1, -1
-                break
-            forked += 1
-        except OSError as exc:
-            print("fork refused:", exc, flush=True)
-    if forked != -1:
-        break
-time.sleep(60)
-"""
-
 CASES = {
     "non_utf8_output": Case(
         "import sys\n" + NO_JAX + "sys.stdout.buffer.write(b'out \\xff\\xfe\\x80 bytes\\n')\n"
@@ -95,9 +72,9 @@ CASES = {
     # Sampled every 0.05 s: stopped a level or two past the limit.
     # A level every 0.1 s: the sampler (every 0.05 s) stops it a level or two past the limit even when
     # two test workers share the cores (at 0.03 s a loaded run once reached 448 processes).
-    "fork_bomb": Case(FORK_BOMB.format(pause=0.1), "script_error", flags=("--max-processes", "20"),
+    "fork_bomb": Case(FORK_BOMB, "script_error", flags=("--max-processes", "20"),
                       message="--max-processes 20"),
-    "fork_bomb_without_cgroups": Case(FORK_BOMB.format(pause=0.1), "script_error", flags=("--max-processes", "20"),
+    "fork_bomb_without_cgroups": Case(FORK_BOMB, "script_error", flags=("--max-processes", "20"),
                                       env={cgroups.DISABLE_ENV: "1"}, message="--max-processes 20"),
     # JAX's threads are not processes: a jitted program with 40 threads of its own runs at --max-processes 1.
     "threads_are_not_processes": Case(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from helpers import jaxrun, survivors, write
+from helpers import FORK_BOMB, jaxrun, survivors, write
 
 from jaxrun.config.options import VerdictOptions
 from jaxrun.interfaces.ab import ABOptions, run_ab
@@ -79,30 +79,6 @@ def test_the_batch_files_keep_up_with_the_results_on_a_loaded_machine(tmp_path: 
     done = jaxrun("run", tmp_path / "s", "--device", "cpu", "--no-history", "--results-dir", tmp_path / "r")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _result(tmp_path / "r", "c")["results"]["executed"] >= 1
-
-
-# Every process forks two children, 8 levels deep, a level every 0.1 s: 511 processes unless a limit
-# holds it.
-FORK_BOMB = """\
-import os, time
-if False:
-    import jax
-depth = 0
-while depth < 8:
-    time.sleep(0.1)
-    forked = 0
-    for _ in range(2):
-        try:
-            if os.fork() == 0:
-                depth, forked = depth + 1, -1
-                break
-            forked += 1
-        except OSError as exc:
-            print("fork refused:", exc, flush=True)
-    if forked != -1:
-        break
-time.sleep(60)
-"""
 
 
 @pytest.mark.slow
