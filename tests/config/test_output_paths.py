@@ -73,7 +73,7 @@ def test_run_refuses_a_file_it_could_not_write_before_the_first_script(tmp_path:
 
 def test_the_api_refuses_the_same_before_running(tmp_path: Path) -> None:
     _script(tmp_path / "s")
-    with pytest.raises(UsageError, match=r"cannot write the JUnit report \(--junit-xml\) .*no file can be created"):
+    with pytest.raises(UsageError, match=r"cannot write the JUnit report \(junit_xml\) .*no file can be created"):
         jaxrun_api.run_jax_scripts(tmp_path / "s", device="cpu", history=False, results_dir=tmp_path / "r",
                                    junit_xml="/proc/jaxrun-x.xml")
     with pytest.raises(UsageError, match="does not exist"):
