@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import write
 
-from jaxrun.discover.script_labels import readable, relative_path
+from jaxrun.core.formatting import readable
+from jaxrun.discover.script_labels import relative_path
 
 NAMES = {"new\nline.py": "new\\nline.py", "tab\tname.py": "tab\\tname.py", "esc\x1b[31mred.py": "esc\\x1b[31mred.py",
          "ünï çødé.py": "ünï çødé.py", "-dash; 'q' \"d\" back\\slash.py": "-dash; 'q' \"d\" back\\slash.py"}

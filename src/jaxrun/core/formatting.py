@@ -178,3 +178,12 @@ def fmt_count(value: float | None, unit: str = "", digits: int = 3) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.{digits}g} {prefix}{unit}"
     return f"{value:.{digits}g}" + (f" {unit}" if unit else "")
+
+
+def readable(text: str) -> str:
+    """``text`` on one line as a reader sees it: a character that prints nothing or moves the
+    cursor (a newline or tab in a file's name) written as its escape, ``new\\nline.py``, so that a
+    name never breaks a table's row, a progress line or a refusal in two."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -8,6 +8,7 @@ import os
 from pathlib import PurePath
 from typing import Any, Mapping, Optional, Sequence
 
+from jaxrun.core.formatting import readable
 from jaxrun.probe.sweep_point import point_text
 
 
@@ -27,14 +28,6 @@ def relative_path(script_path: str, search_paths: Sequence[str]) -> str:
             best = candidate
     return readable((best if best is not None else script_path).replace(os.sep, "/"))
 
-
-def readable(text: str) -> str:
-    """``text`` on one line as a reader sees it: a character that prints nothing or moves the
-    cursor (a newline or tab in a file's name) written as its escape, ``new\\nline.py``, so that a
-    name never breaks a table's row or a progress line in two."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def script_label(script_path: str, search_paths: Sequence[str], device: Optional[str] = None,

@@ -45,7 +45,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from jaxrun.core.formatting import listed
+from jaxrun.core.formatting import listed, readable
 from jaxrun.errors import UsageError
 from jaxrun.results import result_files
 
@@ -87,11 +87,6 @@ _CONTAINERS = {*SCRIPT_FOLDERS, result_files.PROFILING_DIR}
 _LOG = re.compile(r"(?P<stem>.+)\.(?:stdout|stderr)\.log", re.DOTALL)
 _PROCESS_OR_ATTEMPT = re.compile(r"\.(?:p\d+|attempt\d+)\Z")
 _SHOWN = 5  # foreign files named in a refusal
-
-
-def _shown(relative: str) -> str:
-    """A path as a refusal names it: on one line, whatever its name holds (a newline, a tab)."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in relative)
 
 
 def _names_of(folder: str, entry: str) -> Iterator[str]:
@@ -309,7 +304,7 @@ class ResultsFolder:
                 foreign.append(relative)
         if not foreign:
             return
-        shown = listed(map(_shown, sorted(foreign)), _SHOWN)
+        shown = listed(map(readable, sorted(foreign)), _SHOWN)
         cause = None
         if self.damage is not None:
             cause = f"its manifest {str(self.path)!r} is damaged ({self.damage})"
@@ -335,7 +330,7 @@ class ResultsFolder:
         if clashes:
             raise UsageError(
                 f"the results folder {str(self.root)!r} holds files jaxrun did not write where this run writes "
-                f"its own ({listed(map(_shown, sorted(set(clashes))), _SHOWN)}); move them, or pass another --results-dir"
+                f"its own ({listed(map(readable, sorted(set(clashes))), _SHOWN)}); move them, or pass another --results-dir"
                 + (f" ({cause})" if cause is not None else ""))
 
     # -- claims --------------------------------------------------------------------------------
