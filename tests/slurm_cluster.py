@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -108,8 +109,20 @@ class SlurmCluster:
         return self.state_dir / "etc" / "slurm.conf"
 
     @property
+    def socket_dir(self) -> Path:
+        """Where the unix sockets live: munged's, and the ones slurmd makes per job step in its spool
+        ("<node>_<job>.<step>"). A socket's path holds at most 107 bytes, so a state folder deep in
+        a long TMPDIR (a test's tmp_path) puts them in a short folder of their own under /tmp,
+        named after the state folder and removed by stop()."""
+        longest = len(os.fsencode(os.path.abspath(self.state_dir))) + len("/spool/") + len(self.node) + 24
+        if longest <= 107:
+            return self.state_dir
+        digest = hashlib.sha256(os.fsencode(os.path.abspath(self.state_dir))).hexdigest()[:16]
+        return Path("/tmp") / f"jaxrun-slurm-{digest}"
+
+    @property
     def munge_socket(self) -> Path:
-        return self.state_dir / "run" / "munge.socket"
+        return self.socket_dir / "run" / "munge.socket"
 
     @property
     def env(self) -> dict[str, str]:
@@ -138,7 +151,7 @@ class SlurmCluster:
             # The private munged: Slurm's commands, daemons and steps all reach it by this socket.
             f"AuthInfo=socket={self.munge_socket}",
             f"StateSaveLocation={d / 'state'}",
-            f"SlurmdSpoolDir={d / 'spool'}",
+            f"SlurmdSpoolDir={self.socket_dir / 'spool'}",
             f"SlurmctldPidFile={self._pid_file('slurmctld')}",
             f"SlurmdPidFile={self._pid_file('slurmd')}",
             f"SlurmctldLogFile={self._log('slurmctld')}",
@@ -204,6 +217,14 @@ class SlurmCluster:
                           ("spool", 0o755), ("tmp", 0o1777), ("munge", 0o700)):
             (d / sub).mkdir(exist_ok=True)
             (d / sub).chmod(mode)
+        if self.socket_dir != d:
+            # Named after this state folder: one left there is this folder's own, from a cluster
+            # that did not stop; a link there is someone else's and is refused.
+            if self.socket_dir.is_symlink():
+                raise StartFailed(f"{self.socket_dir} is a symbolic link; remove it to start a cluster in {d}")
+            for folder in (self.socket_dir, self.socket_dir / "run", self.socket_dir / "spool"):
+                folder.mkdir(exist_ok=True)
+                folder.chmod(0o755)
         key = d / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
@@ -315,6 +336,8 @@ class SlurmCluster:
         # still running under this cluster's config goes too.
         for pid in _processes_with_env("SLURM_CONF", str(self.conf)):
             _terminate(pid, None, 2)
+        if self.socket_dir != self.state_dir and self.socket_dir.is_dir() and not self.socket_dir.is_symlink():
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
         self.pids = {}
         self.timings["stop_s"] = round(time.monotonic() - began, 3)
         self.save()
