@@ -10,6 +10,7 @@ the interpreter's and Ray's start-up, so a wait that is not bounded fails the te
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
@@ -175,3 +176,7 @@ def test_a_cluster_that_stops_answering_mid_batch_ends_the_batch_within_the_time
     assert by_name["a_sleeps"]["error_class"] == "crashed"
     assert by_name["a_sleeps"]["error_message"] == f"{gone}; what the script did is unknown"
     assert by_name["b_waits"]["error_message"] == f"not run: {gone}"
+    # The running script's worker may still run it: its files are not recorded as final (its claim
+    # stands, so what it writes next is still jaxrun's); the one never handed out is recorded.
+    manifest = [json.loads(line) for line in (tmp_path / "r" / ".jaxrun.manifest").read_text().splitlines()]
+    assert {c["done"] for c in manifest if "done" in c} == {"b_waits"}, manifest

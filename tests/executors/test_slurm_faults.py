@@ -100,6 +100,12 @@ def test_a_controller_outage_runs_nothing_twice(tmp_path: Path, outage_cluster, 
         assert "Ctrl-C" not in row["hint"] and "--resume" in row["hint"], row["hint"]
     # No task is recorded as ended: each may still run (they do), so --resume must reattach to it.
     assert not [entry for entry in record_of(results) if "reported" in entry]
+    # Nor are their files recorded as final: each task may still write its logs and outputs, which
+    # stay jaxrun's by the script's claim (a record of them now would call what they write next a
+    # user's file, and --resume would refuse the folder).
+    manifest = [json.loads(line) for line in (results / ".jaxrun.manifest").read_text().splitlines() if line.strip()]
+    assert {c["script"] for c in manifest if "script" in c} == {"m0", "m1", "m2"}, manifest
+    assert not [c for c in manifest if "done" in c], manifest
     array = record_of(results)[1]["array"]
 
     # While it is down: one line, before anything runs.

@@ -382,7 +382,8 @@ def _cluster_gone(ray: Any, pending: dict[Any, tuple["Job", list[Attempt], Any]]
     for ref, (job, lost, _) in list(pending.items()):
         with contextlib.suppress(Exception):
             _within(timeout, lambda ref=ref: ray.cancel(ref, force=True))
-        sink.on_result(job, _with_lost_attempts(lost_result(job, f"{why}; what the script did is unknown"), lost))
+        result = _with_lost_attempts(lost_result(job, f"{why}; what the script did is unknown"), lost)
+        sink.on_result(job, result.model_copy(update={"may_still_run": True}))  # the cancel may not have reached it
     pending.clear()
     while queue:
         job = queue.popleft()

@@ -485,7 +485,10 @@ class SlurmExecutor:
         """The task's result to the batch; recorded as reported only when its task has ended
         (``ended``), so that --resume follows one that may still run."""
         assert task.result is not None
-        sink.on_result(task.job, with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted"))
+        result = with_lost_attempts(task.result, task.lost, "its Slurm node was lost or preempted")
+        if not ended:
+            result = result.model_copy(update={"may_still_run": True})
+        sink.on_result(task.job, result)
         if ended:
             self.record.reported(task.task_id)
 

@@ -16,6 +16,8 @@ claimed everything it left behind:
   files it and jaxrun wrote under its names (every file and folder of ``outputs/<name>/``), each
   by its size and modification time: from then on only these, while unchanged, are jaxrun's (its
   result file is jaxrun's by its name: jaxrun reads and checks it, and replaces a damaged one);
+  not written for a script whose process may still run (a Slurm controller or a Ray cluster
+  that stopped answering), whose claim then stands;
 - ``{"file": "<path>"}``: a file an option asked for inside the folder (``--markdown
   RESULTS/summary.md``), claimed before the batch runs;
 - ``slurm/``: what ``--backend slurm`` writes for its tasks, which this folder's ``clear`` leaves

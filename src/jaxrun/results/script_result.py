@@ -418,6 +418,11 @@ class ScriptResult(MappingModel):
     )
     # The profiled run's samples and timeline, for the jax_profiling/ files; not in the result file.
     profile: ScriptProfile | None = Field(None, exclude=True)
+    # Its backend lost sight of its process, which may still run and write its files (a Slurm
+    # controller or a Ray cluster that stopped answering): its files are not recorded as final
+    # (results/ownership.py), so a later run still knows every file under its names as jaxrun's.
+    # Not in the result file: its error message and hint say so.
+    may_still_run: bool = Field(False, exclude=True)
 
     def __bool__(self) -> bool:
         """True exactly when the script succeeded (``if execute_jax_script(...):``)."""

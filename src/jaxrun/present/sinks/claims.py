@@ -39,12 +39,15 @@ class ClaimSink(BaseSink):
 
 class RecordSink(BaseSink):
     """Records, once a script's result is in and its files are written, which files those are
-    (each by its identity): a later run deletes only these very files."""
+    (each by its identity): a later run deletes only these very files. A script whose process
+    may still run (its backend lost sight of it) is not recorded: its claim stands."""
 
     def __init__(self, folder: ResultsFolder) -> None:
         self.folder = folder
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        if result.may_still_run:  # its files may still change: its claim stands until a run sees it end
+            return result
         try:
             self.folder.record_script(job.file_name, result)
         except OSError as exc:
