@@ -161,7 +161,10 @@ class ResultsFolder:
         self.scripts: set[str] = set()
         self.files: set[str] = set()
         self.exists = False  # the manifest is there
-        self.done: dict[str, dict[str, Identity]] = {}  # script -> what its ended run recorded
+        # script -> what its ended run recorded: the files by identity, or, for a record this run
+        # made, the manifest line that holds them (a few hundred bytes, where the files as Python
+        # objects took ~760: a batch of 10,000 scripts holds one a script; read back by _recorded).
+        self.done: dict[str, dict[str, Identity] | bytes] = {}
         self.damage: str | None = None  # what of the manifest could not be read (its other lines are used)
         self._left: dict[str, dict[str, Identity]] = {}  # script -> its folders clear() could not remove
         self.cut = False  # its last line was cut (a run killed while appending it, or the file cut short)
@@ -241,7 +244,7 @@ class ResultsFolder:
         for name in self._scripts_of(place):
             if name not in self.done:
                 return True
-            recorded = self.done[name].get(relative)
+            recorded = self._recorded(name).get(relative)
             if recorded is None:
                 continue
             try:
@@ -381,9 +384,16 @@ class ResultsFolder:
                             files[f"{base}/{entry}"] = _identity(os.lstat(os.path.join(folder, entry)))
                         except OSError:
                             continue
-        self._append([{"done": name, "files": {path: list(ident) for path, ident in files.items()}}])
+        line = _line({"done": name, "files": {path: list(ident) for path, ident in files.items()}})
+        self._write(line)
         self.scripts.add(name)
-        self.done[name] = files
+        self.done[name] = line
+
+    def _recorded(self, name: str) -> dict[str, Identity]:
+        files = self.done[name]
+        if isinstance(files, bytes):  # this run's own record, as written
+            files = {path: tuple(ident) for path, ident in json.loads(files.decode("utf-8", "surrogateescape"))["files"].items()}
+        return files
 
     def claim_file(self, path: Path) -> None:
         """Claim a file an option writes, when it lies in the folder (else it is none of ours)."""
@@ -396,7 +406,9 @@ class ResultsFolder:
             self.files.add(relative)
 
     def _append(self, claims: list[dict[str, Any]]) -> None:
-        data = b"".join(_line(c) for c in claims)
+        self._write(b"".join(_line(c) for c in claims))
+
+    def _write(self, data: bytes) -> None:
         with self._lock:
             if self._fd is None:  # kept open: a batch claims each of its scripts, one write each
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -428,7 +440,7 @@ class ResultsFolder:
             lines: list[bytes] = []
             for name in sorted(self.scripts):
                 if name in self.done:
-                    lines.append(_line({"done": name, "files": {p: list(i) for p, i in self.done[name].items()}}))
+                    lines.append(_line({"done": name, "files": {p: list(i) for p, i in self._recorded(name).items()}}))
                 else:
                     lines.append(_line({"script": name}))
             self.done = {n: f for n, f in self.done.items() if n in self.scripts}
