@@ -297,7 +297,7 @@ def _run_locked(options: BatchOptions, sinks: Iterable[Sink], run_job: RunJob, l
     made = _ResultSinks(options, plan, info, history, log, said, to_run, launcher if here else None)
     results = Later(made.make)
     report = Later(lambda: Sinks(report_sinks(options)))
-    chain = Sinks([ClaimSink(folder), results, log, report, RecordSink(folder), *sinks])
+    chain = Sinks([ClaimSink(folder), results, log, report, RecordSink(folder, options), *sinks])
     if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
         plan.go_on()  # nor a first local script to wait for
         launcher.expect(0)

@@ -170,6 +170,7 @@ class ResultsFolder:
         self.cut = False  # its last line was cut (a run killed while appending it, or the file cut short)
         self._lock = threading.Lock()
         self._fd: int | None = None  # the manifest, open for appending from the first claim to close()
+        self._root_fd: int | None = None  # the folder, open from the first record to close()
         try:
             with result_files.open_regular(self.path) as handle:
                 self.exists = True
@@ -348,31 +349,41 @@ class ResultsFolder:
                 self.scripts.add(name)
                 self.done.pop(name, None)
 
-    def record_script(self, name: str, result: "ScriptResult") -> None:
-        """After a script's run ended (its result, logs and outputs written): the files under its
-        names that it and jaxrun wrote, by their identity, so that only these very files are
-        deleted later (not a file the user puts in ``outputs/<name>/`` or replaces there after)."""
+    def record_script(self, name: str, result: "ScriptResult", *, profiled: bool = True) -> None:
+        """After a script's run ended (its logs and outputs written): the files under its names
+        that it and jaxrun wrote, by their identity, so that only these very files are deleted
+        later (not a file the user puts in ``outputs/<name>/`` or replaces there after). Its result
+        file is jaxrun's by its name (:meth:`owns`); ``profiled``: the batch wrote traces (with
+        none, a ``traces/<name>`` there now is not jaxrun's: the run's start cleared the last one)."""
         files: dict[str, Identity] = {}
         root = os.fspath(self.root)
         processes = max(1, len(result.processes or ()))
         # A retried attempt's logs keep its number (run/runner.py); a run of one attempt has none.
         attempts = ("", *(f".attempt{n}" for n in range(1, len(result.attempts) + 1))) if len(result.attempts) > 1 else ("",)
-        candidates = [f"{result_files.SCRIPT_RESULTS_DIR}/{name}_result.json"]
+        candidates: list[str] = []
         if result.cells is not None:  # a notebook's executed copy (--save-notebooks)
             candidates += [f"{result_files.NOTEBOOKS_DIR}/{name}", f"{result_files.NOTEBOOKS_DIR}/{name}.ipynb"]
         for k in range(processes):
             stem = f"{name}.p{k}" if k else name
             for suffix in attempts:
                 candidates += [f"{result_files.LOGS_DIR}/{stem}{suffix}.{s}.log" for s in ("stdout", "stderr")]
+        # Relative to the folder opened once: a batch records thousands of scripts, and a path's
+        # lookup from / cost more than the lstat itself.
+        with self._lock:
+            if self._root_fd is None:
+                self._root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = self._root_fd
         for relative in candidates:
             try:
-                files[relative] = _identity(os.lstat(os.path.join(root, relative)))
+                files[relative] = _identity(os.lstat(relative, dir_fd=fd))
             except OSError:
                 continue
-        for top in (f"{result_files.OUTPUTS_DIR}/{name}",
-                    f"{result_files.PROFILING_DIR}/{result_files.TRACES_DIR}/{name}"):
+        tops = [f"{result_files.OUTPUTS_DIR}/{name}"]
+        if profiled:
+            tops.append(f"{result_files.PROFILING_DIR}/{result_files.TRACES_DIR}/{name}")
+        for top in tops:
             try:
-                st = os.lstat(os.path.join(root, top))
+                st = os.lstat(top, dir_fd=fd)
             except OSError:
                 continue
             files[top] = _identity(st)
@@ -419,9 +430,10 @@ class ResultsFolder:
     def close(self) -> None:
         """Close the manifest (the next claim opens it again)."""
         with self._lock:
-            fd, self._fd = self._fd, None
-            if fd is not None:
-                os.close(fd)
+            for fd in (self._fd, self._root_fd):
+                if fd is not None:
+                    os.close(fd)
+            self._fd = self._root_fd = None
 
     def compact(self, kept: Iterable[str]) -> None:
         """After :meth:`clear`: the manifest holds the claims still true (atomically replaced)."""

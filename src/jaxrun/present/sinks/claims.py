@@ -12,6 +12,7 @@ from jaxrun.results.ownership import ResultsFolder
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.config.options import BatchOptions
     from jaxrun.plan.job import Job
     from jaxrun.results.models import ScriptResult
 
@@ -42,14 +43,16 @@ class RecordSink(BaseSink):
     (each by its identity): a later run deletes only these very files. A script whose process
     may still run (its backend lost sight of it) is not recorded: its claim stands."""
 
-    def __init__(self, folder: ResultsFolder) -> None:
+    def __init__(self, folder: ResultsFolder, options: "BatchOptions") -> None:
         self.folder = folder
+        self.options = options  # whose run options say which scripts write jax.profiler traces
 
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         if result.may_still_run:  # its files may still change: its claim stands until a run sees it end
             return result
         try:
-            self.folder.record_script(job.file_name, result)
+            self.folder.record_script(job.file_name, result,
+                                      profiled=self.options.options_for(job).enable_profiling)
         except OSError as exc:
             raise ResultsWriteError(self.folder.path, exc) from None
         return result
