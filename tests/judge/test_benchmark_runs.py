@@ -115,11 +115,12 @@ def test_counted_runs_keep_all_five_raw_metrics(sleeper_benchmark) -> None:
         assert sample.wall_time >= sample.body_time > 0.2  # the body sleeps 0.2 s; the process is more
         assert sample.compile_time > 0  # jnp.ones compiles
         assert sample.import_time > 0  # the script imports jax
-        # The script's own work: body minus imports minus the wall time of compilation, which is at
-        # most the summed compile phases (nested traces overlap); the body sleeps 0.2 s.
+        # The script's own work: body minus imports minus the wall time of compilation, which holds
+        # JAX's phases and jaxrun's reading of XLA's analyses (a run's compiles[].analysis_time,
+        # which a sample does not keep: tests/probe/test_phases.py bounds it on a run's result);
+        # the body sleeps 0.2 s.
         compile_wall = sample.body_time - sample.import_time - sample.run_time
-        assert -1e-6 <= compile_wall <= sample.compile_time + 1e-6
-        assert sample.run_time >= 0.2
+        assert compile_wall >= -1e-6 and sample.run_time >= 0.2
     # Each run is its own process: the samples differ (a copied sample would be identical).
     assert len({s.wall_time for s in bench.samples}) == 3
 

@@ -78,11 +78,21 @@ def attach_listeners(writer: EventWriter, analyse: bool = True) -> None:
         if event.cached:
             compiled["cached"] = True
         writer.send(compiled)
+        _jit_seconds += duration
+        _intervals.append((end - duration, end))
         if analyse and event.phase == programs.COMPILE:
-            _send_program_facts(writer, event)
-        # The analyses' time is JIT work too (the compile phase's wall time, not the script's run).
-        _jit_seconds += time.perf_counter() - end + duration
-        _intervals.append((end - duration, time.perf_counter()))
+            # Reading XLA's analyses is JIT work too (the compile phase's wall time, not the
+            # script's run): its interval is exactly the seconds the PROGRAM event says (its
+            # analysis_time), so that the compile wall is at most JAX's phases plus these.
+            started = time.perf_counter()
+            said = _program_facts(event)
+            ended = time.perf_counter()
+            _jit_seconds += ended - started
+            _intervals.append((started, ended))
+            if said[0]["type"] == events.PROGRAM and "reason" not in said[0]:
+                said[0]["s"] = ended - started
+            for sent in said:
+                writer.send(sent)
 
     def on_duration(event: str, duration: float, **kwargs: Any) -> None:
         if event == _CACHE_SAVED:
@@ -126,31 +136,29 @@ def live_array_bytes() -> int | None:
 _fit_warned: set[str] = set()
 
 
-def _send_program_facts(writer: EventWriter, event: Any) -> None:
-    """What XLA knows about the executable just built; a warning when it cannot fit in what its
-    device has free (probe/memory_fit.py), written before the script runs it out of memory."""
+def _program_facts(event: Any) -> list[Any]:
+    """The events that say what XLA knows about the executable just built (a PROGRAM event
+    first); a warning when it cannot fit in what its device has free (probe/memory_fit.py), to be
+    written before the script runs it out of memory. Made here, sent by the caller, whose clock
+    times them."""
     from jaxrun.probe.xla_facts import program_facts
 
     if event.built is None:  # JAX's frame did not hold the executable: say why the figures are null
         from jaxrun.probe.jax_internals import COMPILING_FRAME, MOVED
 
-        writer.send(events.Program(type=events.PROGRAM, fun=event.program, s=0.0,
-                                   reason=MOVED.format(what=f"the locals of pxla.{COMPILING_FRAME}")))
-        return
+        return [events.Program(type=events.PROGRAM, fun=event.program, s=0.0,
+                               reason=MOVED.format(what=f"the locals of pxla.{COMPILING_FRAME}"))]
     try:
         facts = program_facts(*event.built)
-        started = time.perf_counter()
         warning = _fit_warning(event, facts.get("memory"))
-        facts["s"] += time.perf_counter() - started
     except Exception as exc:  # a figure is never worth the script
-        writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not read XLA's analyses: {exc!r}"))
-        return
+        return [events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not read XLA's analyses: {exc!r}")]
     program = events.Program(type=events.PROGRAM, fun=event.program, **facts)  # type: ignore[typeddict-item]
     if event.source is not None:
         program["source"] = event.source
-    writer.send(program)
-    if warning is not None:
-        writer.send(events.ProbeWarning(type=events.PROBE_WARNING, message=warning))
+    if warning is None:
+        return [program]
+    return [program, events.ProbeWarning(type=events.PROBE_WARNING, message=warning)]
 
 
 def _fit_warning(event: Any, memory: dict[str, int] | None) -> str | None:
