@@ -35,7 +35,10 @@ def test_batch_scaling_table() -> None:
     def step(x):
         return _mlp_item({"w1": w1, "w2": w2}, x)
 
-    result = bench.batch_scaling(step, lambda n: (jnp.ones((n, 64)),), sizes=(1, 16, 256), min_time=0.05)
+    # Samples of 5 ms (time_budget / 200 samples), not 1 ms: the sizes are timed one after the
+    # other, and on a machine loaded past its cores a 1 ms sample is either untouched or stretched
+    # by a whole scheduler slice, so two sizes' medians could swap (items/s 16 vs 256 is ~3.5x idle).
+    result = bench.batch_scaling(step, lambda n: (jnp.ones((n, 64)),), sizes=(1, 16, 256), time_budget=1.0)
     assert isinstance(result, BatchScaling)
     assert result.name == "step" and result.baseline_size == 1
     assert [r.size for r in result.rows] == [1, 16, 256]
