@@ -177,6 +177,27 @@ def test_architecture_md_has_a_paragraph_per_package_and_names_only_files_that_e
     assert not gone, "docs/ARCHITECTURE.md names files that do not exist: " + ", ".join(gone)
 
 
+def test_architecture_md_names_every_module() -> None:
+    """A module the map does not name is one a newcomer cannot find: each module of a package is
+    named in its package's section (by its file name, `runner.py`, or its path), each module at
+    the root anywhere."""
+    import re
+
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    sections = re.split(r"^### `(\w+)/`$", text, flags=re.M)
+    bodies = {package: body.split("\n## ")[0] for package, body in zip(sections[1::2], sections[2::2])}
+    unnamed = []
+    for module in sorted(PACKAGE.rglob("*.py")):
+        relative = module.relative_to(PACKAGE)
+        if module.name == "__init__.py" or "__pycache__" in relative.parts:
+            continue
+        where = text if len(relative.parts) == 1 else bodies.get(relative.parts[0], "")
+        if not re.search(rf"`(?:[\w.]+/)*{re.escape(module.name)}`", where):
+            unnamed.append(relative.as_posix())
+    assert len(list(PACKAGE.rglob("*.py"))) > 100  # the package was found
+    assert not unnamed, "docs/ARCHITECTURE.md does not name: " + ", ".join(unnamed)
+
+
 def test_no_package_exports_a_name_that_is_also_one_of_its_modules() -> None:
     """Once ``pkg.x`` is imported, the attribute ``pkg.x`` is the module: a function ``x`` that
     ``pkg`` re-exports lazily (by ``__getattr__``) would then be shadowed by it. (An eager
