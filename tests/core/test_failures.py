@@ -136,3 +136,20 @@ def test_a_hint_for_a_cause_the_table_lacks_is_an_error_not_a_guess() -> None:
         hint_for("interrupted", "no such cause")
     assert hint_for("interrupted") == HINTS["interrupted"]
     assert "Ctrl-C" not in hint_for("interrupted", "cancelled") + hint_for("interrupted", "controller_gone")
+
+
+def test_a_failure_class_is_declared_once_and_the_result_models_take_it_from_the_table() -> None:
+    """One declaration: the result models' ErrorClass (and the JSON Schema of the result files) is
+    the table's names in its order, and a second row of a name is refused, not a silent override."""
+    from typing import get_args
+
+    from jaxrun.core import failures
+    from jaxrun.results.models import ErrorClass, ScriptResult
+
+    assert get_args(ErrorClass) == tuple(failures.TABLE) == ERROR_CLASSES
+    schema = ScriptResult.model_json_schema()["properties"]["error_class"]["anyOf"][0]
+    assert schema["enum"] == list(failures.TABLE)
+    rows = (failures.FailureClass("timeout", "one"), failures.FailureClass("crashed", "two"),
+            failures.FailureClass("timeout", "three"))
+    with pytest.raises(ValueError, match="'timeout' has two rows"):
+        failures.one_row_each(rows)

@@ -4,8 +4,8 @@ Classification (run/classify.py) decides the class; every executor acts on it on
 :func:`next_action`, so a failure takes the same path sequentially, in parallel and on Ray. A hint
 joined after another text is joined as sentences (:func:`as_sentences`).
 
-To add a class: a row in :data:`TABLE`, the name in ``models.ErrorClass``, and the evidence that
-recognises it in run/classify.py (docs/ARCHITECTURE.md, "Add a failure class").
+To add a class: a row in :data:`TABLE` (the result models' ``ErrorClass`` is made from it), and
+the evidence that recognises it in run/classify.py (docs/ARCHITECTURE.md, "Add a failure class").
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ class FailureClass:
 
 _EVERYWHERE = ("auto", "cpu", "gpu", "tpu")  # "auto": nothing usable was found
 
-TABLE: dict[str, FailureClass] = {
-    row.name: row
-    for row in (
+_ROWS: tuple[FailureClass, ...] = (
         FailureClass(
             "device_unavailable",
             "the requested accelerator is not usable here; run with --device cpu, or check the "
@@ -109,8 +107,21 @@ TABLE: dict[str, FailureClass] = {
                  "ping`), `jaxrun run ... --resume` reattaches to it, and runs nothing twice"),
             ),
         ),
-    )
-}
+)
+
+
+def one_row_each(rows: tuple[FailureClass, ...]) -> dict[str, FailureClass]:
+    """The table by name; a name given two rows is an error when jaxrun is imported, never a row
+    that silently replaces another."""
+    table: dict[str, FailureClass] = {}
+    for row in rows:
+        if row.name in table:
+            raise ValueError(f"the failure class {row.name!r} has two rows in core/failures.py: keep one")
+        table[row.name] = row
+    return table
+
+
+TABLE: dict[str, FailureClass] = one_row_each(_ROWS)
 
 HINTS: dict[str, str] = {name: row.hint for name, row in TABLE.items()}
 

@@ -8,24 +8,14 @@ from typing import Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from jaxrun.core.aliases import field_alias
+from jaxrun.core.failures import TABLE
 
 # 2: run phases (import_time, run_time; steady_time is read as run_time) and per-phase verdicts.
 SCHEMA_VERSION = 2
 
-ErrorClass = Literal[
-    "device_unavailable",
-    "out_of_memory",
-    "compilation_failed",
-    "numerical_instability",
-    "timeout",
-    "import_error",
-    "syntax_error",
-    "script_error",
-    "crashed",
-    "node_lost",
-    "interrupted",
-]
-ERROR_CLASSES: tuple[str, ...] = ErrorClass.__args__  # type: ignore[attr-defined]
+# The failure classes, in the order of the one table that declares them (core/failures.py).
+ERROR_CLASSES: tuple[str, ...] = tuple(TABLE)
+ErrorClass = Literal[ERROR_CLASSES]  # type: ignore[valid-type]
 
 
 class MappingModel(BaseModel):
