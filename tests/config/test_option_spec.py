@@ -180,3 +180,26 @@ def test_compare_flags_come_from_the_verdict_options() -> None:
         assert "--" + name.replace("_", "-") in text and " ".join(help_text.split()) in text, name
     bad = CliRunner().invoke(app, ["compare", ".", ".", "--min-effect", "50"])
     assert bad.exit_code == 2 and "ambiguous" in bad.output
+
+
+def test_an_option_declared_twice_is_refused_when_its_set_is_made() -> None:
+    """Twice in one set (Python's class body would keep the last silently), or again in a set
+    that inherits it: a TypeError naming the option, at import."""
+    from jaxrun.config.option_spec import OptionSet, option
+
+    with pytest.raises(TypeError, match="'retries' is declared twice in one option set"):
+        class Twice(OptionSet):
+            retries: int = option(0, "Attempts after the first.")
+            retries: int = option(1, "Attempts after the first, again.")  # noqa: F811
+
+    class Base(OptionSet):
+        retries: int = option(0, "Attempts after the first.")
+
+    with pytest.raises(TypeError, match="'retries' of Again is declared already by a set it inherits"):
+        class Again(Base):
+            retries: int = option(1, "Attempts after the first, again.")
+
+    class Other(Base):  # a set that adds its own options inherits the others untouched
+        label: str = option("x", "A label.")
+
+    assert list(Other.fields) == ["retries", "label"] and Other().retries == 0

@@ -126,10 +126,27 @@ def checks(*names: str) -> Callable[[Callable[[Any, str], Any]], Any]:
     return declare
 
 
-class OptionSet:
+class _Declarations(dict):  # type: ignore[type-arg]
+    """An option set's class body: a second declaration of one option is an error at import,
+    never a silent replacement of the first (Python's own class body keeps the last)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if isinstance(value, OptionField) and isinstance(self.get(key), OptionField):
+            raise TypeError(f"the option {key!r} is declared twice in one option set: keep one")
+        super().__setitem__(key, value)
+
+
+class _OptionSetType(type):
+    @classmethod
+    def __prepare__(mcs, name: str, bases: tuple[type, ...], **kwargs: Any) -> _Declarations:  # type: ignore[override]
+        return _Declarations()
+
+
+class OptionSet(metaclass=_OptionSetType):
     """Immutable options: ``cls(**values)`` checks each given value and each default, then the
     whole (``_consistent``); ``fields`` maps each name to its :class:`OptionField`, in declaration
-    order."""
+    order. An option is declared once: twice in one set, or again in a set that inherits it, is
+    refused when the module is imported."""
 
     fields: typing.ClassVar[dict[str, OptionField]] = {}
     _checks: typing.ClassVar[dict[str, Callable[[Any, str], Any]]] = {}
@@ -143,6 +160,9 @@ class OptionSet:
             # import annotations`): cheaper than typing.get_type_hints, which walks every base.
             names, written = vars(sys.modules[cls.__module__]), vars(cls).get("__annotations__", {})
             for name, field in own.items():
+                if name in fields:
+                    raise TypeError(f"the option {name!r} of {cls.__name__} is declared already by a set it "
+                                    "inherits: keep one")
                 hint = written[name]
                 field.name, field.annotation = name, eval(hint, names) if isinstance(hint, str) else hint
                 fields[name] = field
