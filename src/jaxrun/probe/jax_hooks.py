@@ -89,7 +89,7 @@ def attach_listeners(writer: EventWriter, analyse: bool = True) -> None:
             ended = time.perf_counter()
             _jit_seconds += ended - started
             _intervals.append((started, ended))
-            if said[0]["type"] == events.PROGRAM and "reason" not in said[0]:
+            if said[0]["type"] == events.PROGRAM:
                 said[0]["s"] = ended - started
             for sent in said:
                 writer.send(sent)
@@ -153,7 +153,7 @@ def _program_facts(event: Any) -> list[Any]:
         warning = _fit_warning(event, facts.get("memory"))
     except Exception as exc:  # a figure is never worth the script
         return [events.ProbeWarning(type=events.PROBE_WARNING, message=f"could not read XLA's analyses: {exc!r}")]
-    program = events.Program(type=events.PROGRAM, fun=event.program, **facts)  # type: ignore[typeddict-item]
+    program = events.Program(type=events.PROGRAM, fun=event.program, s=0.0, **facts)  # s: the caller's clock
     if event.source is not None:
         program["source"] = event.source
     if warning is None:

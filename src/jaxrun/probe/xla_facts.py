@@ -11,7 +11,6 @@ Each figure is read on its own: one that this backend or JAX version cannot give
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Any
 
 from jaxrun.probe import jax_internals
@@ -31,8 +30,8 @@ def _fingerprint(text: str) -> str:
 
 def program_facts(executable: Any, computation: Any, devices: Any) -> dict[str, Any]:
     """The facts of one executable: ``cost``, ``memory``, ``fingerprint``, ``input_fingerprint``,
-    ``device_kind``, ``device_count``, and ``reason`` for what is missing; ``s``: seconds spent."""
-    start = time.perf_counter()
+    ``device_kind``, ``device_count``, and ``reason`` for what is missing (the seconds spent are
+    timed by the caller, probe/jax_hooks.py, around everything it does for the executable)."""
     facts: dict[str, Any] = {}
     missing: list[str] = []
     platform, client = None, None
@@ -64,7 +63,6 @@ def program_facts(executable: Any, computation: Any, devices: Any) -> dict[str, 
     facts["cost"] = _cost(executable, text, client, platform)
     if missing:
         facts["reason"] = "; ".join(missing)
-    facts["s"] = time.perf_counter() - start
     return facts
 
 
