@@ -19,7 +19,7 @@ import jaxrun as jaxrun_api
 from jaxrun.config.option_spec import flag_of
 from jaxrun.config.options import BatchOptions
 from jaxrun.errors import UsageError
-from jaxrun.present.sinks.registry import named_output_files
+from jaxrun.outputs.declarations import named_output_files
 
 MARK = "ran.txt"
 

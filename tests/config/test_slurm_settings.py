@@ -13,11 +13,14 @@ from helpers import write
 from jaxrun.config.options import BatchOptions
 from jaxrun.config.settings import resolve_batch_options
 from jaxrun.errors import UsageError
+from jaxrun.executors.backends import check_backend
 from jaxrun.executors.slurm import memory_request, sbatch_flags, time_limit_minutes
 
 
 def resolved(folder: Path, given: dict | None = None, environ: dict | None = None) -> BatchOptions:
-    return resolve_batch_options([folder], given or {}, environ=environ or {}).options
+    options = resolve_batch_options([folder], given or {}, environ=environ or {}).options
+    check_backend(options)  # what `jaxrun run` and `jaxrun config` check before anything runs
+    return options
 
 
 def test_a_slurm_table_sets_the_slurm_options_and_says_where(tmp_path: Path) -> None:

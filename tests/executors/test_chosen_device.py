@@ -24,6 +24,7 @@ from jaxrun.config.options import BatchOptions, RunOptions
 from jaxrun.core.validate import split_device, validate_device
 from jaxrun.discover.devices import check_device_id
 from jaxrun.errors import InvalidDeviceError, UsageError
+from jaxrun.executors.backends import check_backend
 from jaxrun.executors.base import make_executor
 from jaxrun.executors.slots import PooledPlacement, SlotPool, gpu_slots
 from jaxrun.plan.batch_plan import plan_devices
@@ -52,8 +53,8 @@ def test_the_form_is_platform_and_an_optional_non_negative_id() -> None:
     assert BatchOptions.build("api", paths=["."], device="cpu:0,gpu:1").device == ("cpu:0", "gpu:1")
     assert RunOptions.build("api", device="tpu:0").device == "tpu:0"
     with pytest.raises(UsageError, match="device='gpu:1' chooses a device of this machine; with backend='ray'"):
-        BatchOptions.build("api", paths=["."], device="gpu:1", backend="ray")
-    assert BatchOptions.build("api", paths=["."], device="cpu:1", backend="ray").device == ("cpu:1",)
+        check_backend(BatchOptions.build("api", paths=["."], device="gpu:1", backend="ray"))
+    assert check_backend(BatchOptions.build("api", paths=["."], device="cpu:1", backend="ray")).name == "ray"
 
 
 # --------------------------------------------------------------------------- the id check (recorded facts)

@@ -71,7 +71,7 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     from markdown_it import MarkdownIt
 
     from jaxrun.present.reports import write_report
-    from jaxrun.present.sinks.exports import comparison_markdown
+    from jaxrun.outputs.exports import comparison_markdown
 
     tokens = MarkdownIt().enable("table").parse(comparison_markdown(report))
     heading = next(t.content for i, t in enumerate(tokens) if i and tokens[i - 1].type == "heading_open")

@@ -60,7 +60,7 @@ def test_duet_pairs_overlap_each_pinned_to_its_half_swapped_every_pair(tmp_path:
     assert report.paired and script.verdict == "no significant change" and script.phases["run_time"].pairs == 6
     written = json.loads((tmp_path / "r" / "ab_comparison.json").read_text())
     assert written["duet"] == [{"cpus": h, "gpus": []} for h in halves]
-    from jaxrun.present.sinks.exports import comparison_markdown
+    from jaxrun.outputs.exports import comparison_markdown
 
     assert "6 duet pairs (both runs at once, on two halves of the machine)" in comparison_markdown(report)
 

@@ -12,7 +12,7 @@ import pytest
 
 from jaxrun.judge.history import HistoryStore
 from jaxrun.plan.job import Job
-from jaxrun.present.sinks.history_sink import HistorySink
+from jaxrun.outputs.history_sink import HistorySink
 from jaxrun.results.models import CompileEnvironment, CompileStats, ScriptResult
 
 

@@ -529,7 +529,7 @@ def test_comparisons_written_before_phases_still_read() -> None:
 
 def test_a_program_whose_compile_time_moved_says_whether_it_changed(tmp_path: Path) -> None:
     from jaxrun.judge.compare import program_lines
-    from jaxrun.present.sinks.exports import comparison_markdown
+    from jaxrun.outputs.exports import comparison_markdown
 
     same = dict(count=1, fingerprint="f", input_fingerprint="i")
     base = crafted_batch([with_programs("m", **{"jit(a)": dict(same, compile_time=0.10),

@@ -18,7 +18,7 @@ from helpers import (
 )
 
 from jaxrun.judge.compare import PROGRAMS_MOVED, PROGRAMS_NOT_MOVED, compile_text
-from jaxrun.present.sinks.exports import comparison_markdown
+from jaxrun.outputs.exports import comparison_markdown
 from jaxrun.results.models import (
     ComparisonReport,
     PhaseComparison,

@@ -1,4 +1,4 @@
-"""Notebooks as programs (probe/notebook.py, probe/notebook_cells.py, present/sinks/notebook_outputs.py): found
+"""Notebooks as programs (probe/notebook.py, probe/notebook_cells.py, outputs/notebook_outputs.py): found
 by their code cells' imports, run cell by cell in one process by the real probe under real JAX,
 each cell timed, a failing cell named, IPython lines run by IPython or skipped without it, and
 the executed copy written with its outputs (validated by nbformat)."""

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
 # The layers, lowest first: a module's layer is its top-level package (or, at the root, the
 # public entry point it is). A module may import its own layer and the ones below it.
 ORDER = ["errors core", "probe", "results", "discover", "config", "judge", "plan", "run", "executors",
-         "present", "batch", "interfaces __main__", "bench pytest_plugin"]
+         "present", "outputs", "batch", "interfaces __main__", "bench pytest_plugin"]
 LAYERS: dict[str, int] = {f"jaxrun.{name}": i for i, names in enumerate(ORDER) for name in names.split()}
 
 
@@ -222,9 +222,9 @@ def test_every_name_looked_up_by_text_resolves() -> None:
     would fail only when that one thing is asked for."""
     import importlib
 
-    from jaxrun.config.backends import EXECUTORS
+    from jaxrun.executors.backends import BUILT_IN
     from jaxrun.interfaces.cli import COMMANDS
-    from jaxrun.present.sinks.registry import REPORT_SINKS
+    from jaxrun.outputs.declarations import OUTPUTS
     from jaxrun.results.result_files import SCHEMAS, schema_model
 
     for package in ("jaxrun", "jaxrun.present.view"):
@@ -233,12 +233,12 @@ def test_every_name_looked_up_by_text_resolves() -> None:
             assert getattr(module, name) is not None, f"{package}.{name}"
     for command, (module_name, attr) in COMMANDS.items():
         assert callable(getattr(importlib.import_module(f"jaxrun.interfaces.cli.{module_name}"), attr)), command
-    for key, sink in REPORT_SINKS.items():
-        module_name, attr = sink.target.split(":")
-        assert isinstance(getattr(importlib.import_module(f"jaxrun.present.sinks.{module_name}"), attr), type), key
-    for backend, target in EXECUTORS.items():
-        module_name, attr = target.split(":")
-        assert isinstance(getattr(importlib.import_module(module_name), attr), type), backend
+    for output in OUTPUTS:
+        module_name, attr = output.make.split(":")
+        assert callable(getattr(importlib.import_module(module_name), attr)), output.name
+    for backend in BUILT_IN.values():
+        module_name, attr = backend.executor.split(":")
+        assert isinstance(getattr(importlib.import_module(module_name), attr), type), backend.name
     for kind in SCHEMAS:
         assert isinstance(schema_model(kind), type), kind
 
@@ -257,3 +257,48 @@ def test_the_root_holds_only_the_public_entry_points_and_no_module_name_repeats(
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     clash = packages & set(seen)
     assert not clash, f"modules named as a top-level package: {clash}"
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    return len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) - int(bool(a.args) and a.args[0].arg in ("self", "cls"))
+
+
+def test_the_batch_reads_in_a_page() -> None:
+    """``run_batch`` is the data flow on one screen, and nothing along the batch's path (its own
+    modules and the outputs it makes) takes more than five parameters: more is a missing object."""
+    tree = ast.parse(MODULES["jaxrun.batch.pipeline"].read_text(encoding="utf-8"))
+    run_batch = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_batch")
+    assert run_batch.end_lineno - run_batch.lineno + 1 <= 40
+    long = [f"{name}.{node.name}: {_parameters(node)}" for name, path in MODULES.items()
+            if name.startswith(("jaxrun.batch.", "jaxrun.outputs."))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _parameters(node) > 5]
+    assert not long, "\n".join(long)
+    assert any(name.startswith("jaxrun.outputs.") for name in MODULES)  # the path was found
+
+
+def test_no_module_outside_the_executors_names_a_backend() -> None:
+    """A backend is declared once (executors/backends.py); everything else reads its traits. A
+    comparison with a backend's name, or a list of names, outside executors/ would be a second
+    declaration that a new backend must find and edit."""
+    from jaxrun.executors.backends import BUILT_IN
+
+    named = []
+    for name, path in MODULES.items():
+        if name.startswith("jaxrun.executors."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+            elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                values = list(node.elts)
+            elif isinstance(node, ast.Dict):
+                values = [k for k in node.keys if k is not None]
+            else:
+                continue
+            for value in values:
+                for inner in ast.walk(value):
+                    if isinstance(inner, ast.Constant) and inner.value in BUILT_IN:
+                        named.append(f"{name}:{inner.lineno}: {inner.value!r}")
+    assert not named, "\n".join(named)

@@ -65,7 +65,7 @@ def test_a_timeout_fires_while_jaxrun_is_still_setting_up_on_a_loaded_machine(tm
 @pytest.mark.slow
 @pytest.mark.usefixtures("burners")
 def test_the_batch_files_keep_up_with_the_results_on_a_loaded_machine(tmp_path: Path) -> None:
-    # Rewrites of the batch files are spaced by what they cost (present/sinks/batch_files.py): a
+    # Rewrites of the batch files are spaced by what they cost (outputs/batch_files.py): a
     # cost read from the wall clock, mostly time spent waiting for a core under load, spaced them a
     # minute apart. Without that wait (~20 ms, so ~1 s apart), a result 2 s after the last rewrite
     # is in the files before the next script (run one after the other) starts.

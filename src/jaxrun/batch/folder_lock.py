@@ -10,14 +10,21 @@ the killed one's scripts to be gone: no script runs twice at once.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 from jaxrun.core.timestamps import now_iso
 from jaxrun.errors import UsageError
 from jaxrun.probe.lifeline import SCRIPTS_LOCK_FILE
+from jaxrun.results.ownership import ResultsFolder
+
+if TYPE_CHECKING:
+    from jaxrun.config.options import BatchOptions
+    from jaxrun.plan.batch_plan import Plan
 
 LOCK_FILE = ".jaxrun.lock"
 SCRIPTS_STOP_SECONDS = 10.0  # how long a new run waits for the scripts of a killed one to stop
@@ -103,3 +110,29 @@ class ResultsFolderLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@contextlib.contextmanager
+def held_results_folder(options: "BatchOptions", plan: "Plan") -> Iterator[ResultsFolder]:
+    """The batch's results folder, checked (whose files it holds: results/ownership.py) before
+    anything is written there, made, and locked for the batch (its lock's file included); let go
+    however the batch ends."""
+    out = options.results_dir
+    lock = ResultsFolderLock(out)
+    try:
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"cannot write the results folder {str(out)!r}: it is a file; pass a folder to --results-dir")
+        folder = ResultsFolder(out)
+        folder.check(allow_other_files=options.allow_other_files, names=lambda: [job.file_name for job in plan.all()])
+        out.mkdir(parents=True, exist_ok=True)
+        lock.acquire()  # before touching anything: a batch running there keeps its files
+    except (OSError, UsageError) as exc:
+        lock.release()
+        if isinstance(exc, UsageError):
+            raise
+        raise unwritable(out, exc) from None
+    try:
+        yield folder
+    finally:
+        folder.close()
+        lock.release()

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
 
-from jaxrun.config.backends import BACKENDS
 from jaxrun.config.option_spec import Flag, OptionSet, checks, option, part
 from jaxrun.config.sweeps import parse_point, parse_sweep, points
 from jaxrun.core.aliases import resolve_option_aliases
@@ -480,8 +479,10 @@ class BatchOptions(_Options):
     jobs: int = option(1, "Scripts run at once (each CPU job gets its share of the cores).", Flag(names=("--jobs", "-j"), metavar="N"))
     gpus_per_job: int = option(1, "GPUs given to each job.", Flag(metavar="N"))
     jobs_per_gpu: int = option(1, "Jobs sharing one GPU (each gets a memory fraction).", Flag(metavar="N"))
+    # The backends are declared by executors/backends.py, which checks the name and what each
+    # backend allows before anything runs (a package may install more).
     backend: str = option("local", "Where scripts run: local, ray (each script a Ray task) or slurm (each script a "
-                          "task of a Slurm job array).", Flag(choices=BACKENDS))
+                          "task of a Slurm job array).", Flag(metavar="BACKEND"))
     ray_address: Optional[str] = option(None, "Address of an existing Ray cluster.", Flag(metavar="ADDRESS"))
     ray_connect_timeout: float = option(
         DEFAULT_RAY_CONNECT_TIMEOUT, "Seconds jaxrun waits for Ray to answer: to reach the cluster at --ray-address, "
@@ -566,14 +567,6 @@ class BatchOptions(_Options):
         run = RunOptions.build(source, sources, origins, **run_given)
         options = super().build(source, sources, origins, run=run, **given)
         options._sources.pop("run", None)
-        if options.backend != "slurm":
-            # Said once the sources are known: a [slurm] table of the config file may stay while a run
-            # chooses another backend, a Slurm option typed for this run may not.
-            typed = [n for n in cls.fields if (n.startswith("slurm_") or n == "nodes")
-                     and options.source_of(n) in ("cli", "api", "env")]
-            if typed:
-                raise UsageError(f"{options.named(typed[0])} needs the slurm backend "
-                                 f"({options.said('backend', 'slurm', options.medium(typed[0]))})")
         return options
 
     def origin_of(self, name: str) -> str | None:
@@ -620,9 +613,9 @@ class BatchOptions(_Options):
 
     @checks("backend")
     def _backend(value: Any, name: str) -> str:
-        if value not in BACKENDS:
-            raise UsageError(f"unknown backend {shorten_middle(repr(value), 60)}: choose one of {', '.join(BACKENDS)}")
-        return value
+        if not isinstance(value, str) or not value.strip():
+            raise UsageError(f"{name} must be the name of a backend, got {shorten_middle(repr(value), 60)}")
+        return value.strip()
 
     @checks("ray_connect_timeout", "slurm_timeout")
     def _remote_wait(value: Any, name: str) -> float:
@@ -680,26 +673,10 @@ class BatchOptions(_Options):
         return None if value is None else Path(value).expanduser().resolve()
 
     def _consistent(self) -> None:
-        if self.ray_address is not None and self.backend != "ray":
-            raise UsageError(f"{self.named('ray_address')} needs the ray backend "
-                             f"({self.said('backend', 'ray', self.medium('ray_address'))})")
-        chosen = next((d for d in self.device if ":" in d and not d.startswith("cpu:")), None)
-        if chosen is not None and self.backend in ("ray", "slurm"):
-            # The scheduler hands each task a GPU of some node (its CUDA_VISIBLE_DEVICES): this machine's ids mean
-            # nothing there.
-            who = "Ray" if self.backend == "ray" else "Slurm"
-            how = self.medium("device", "backend")
-            raise UsageError(f"{self.said('device', chosen)} chooses a device of this machine; with "
-                             f"{self.said('backend', self.backend, how)} {who} chooses each task's device: ask for "
-                             f"its platform, {self.said('device', chosen.split(':')[0], how)}")
         if self.nodes > 1 and self.run.processes % self.nodes:
             how = self.medium("processes", "nodes")
             raise UsageError(f"{self.said('processes', self.run.processes, how)} must be a multiple of "
                              f"{self.said('nodes', self.nodes, how)}: each node runs as many of the job's processes")
-        if self.backend == "slurm" and self.jobs_per_gpu > 1:
-            how = self.medium("jobs_per_gpu", "backend")
-            raise UsageError(f"{self.named('jobs_per_gpu', how)} shares one machine's GPUs between its jobs; on Slurm "
-                             f"each task gets GPUs of its own ({self.named('gpus_per_job', how)})")
         if self.gpus_per_job > 1 and self.jobs_per_gpu > 1:
             # Checked here, not only when GPU slots are built: the batch must not drop one silently.
             how = self.medium("gpus_per_job", "jobs_per_gpu")

@@ -25,17 +25,15 @@ class Extra(NamedTuple):
 
 EXTRAS: dict[str, Extra] = {
     "report": Extra("plotly", "report", "the HTML report (--report, jaxrun report)"),
-    "ray": Extra("ray", "ray", "--backend ray"),
     "mcp": Extra("mcp", "mcp", "jaxrun mcp"),
-    "slurm": Extra("submitit", "slurm", "--backend slurm"),
 }
 
 
-def require(feature: str) -> ModuleType:
-    """The module ``feature`` needs (one of :data:`EXTRAS`), imported; a UsageError naming the
+def require(feature: "str | Extra") -> ModuleType:
+    """The module ``feature`` needs (one of :data:`EXTRAS`, or a backend's own), imported; a UsageError naming the
     feature and the extra to install when it cannot be imported (missing, or broken: any error
     its import raises, said in the message)."""
-    need = EXTRAS[feature]
+    need = EXTRAS[feature] if isinstance(feature, str) else feature
     try:
         return importlib.import_module(need.module)
     except Exception as exc:  # noqa: BLE001 - a broken install raises anything at import

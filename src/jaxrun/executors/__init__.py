@@ -1,1 +1,1 @@
-"""Layer 8: where jobs run: one module per backend, each implementing executors/base.py's protocol; config/backends.py names them."""
+"""Where jobs run: one module per backend, each implementing executors/base.py's protocol; executors/backends.py declares them."""

@@ -25,8 +25,9 @@ Results may be reported in any order; ``job.index`` is the batch order.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions, RunOptions
@@ -78,9 +79,22 @@ def make_executor(options: "BatchOptions", info: "Facts | None") -> Executor:
     """The executor the options ask for: ``options.backend``, or sequential for one local job."""
     import importlib
 
-    from jaxrun.config.backends import EXECUTORS
+    from jaxrun.executors.backends import of_batch
 
-    name = "sequential" if options.backend == "local" and options.jobs == 1 else options.backend
-    module_name, class_name = EXECUTORS[name].split(":")
+    module_name, class_name = of_batch(options).executor.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     return cls(options, info)
+
+
+@contextlib.contextmanager
+def opened_executor(options: "BatchOptions", info: "Facts | None") -> Iterator[Executor]:
+    """The executor the options ask for, made now (a Ray cluster reached: one that cannot be is a
+    usage error before anything changes in the results folder), and closed (what it holds, when its
+    ``run`` did not get to it) however the batch ends."""
+    executor = make_executor(options, info)
+    try:
+        yield executor
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()

@@ -116,8 +116,9 @@ class RayExecutor:
         """Reaches Ray at once (a local one is started): a cluster that cannot be reached is a
         usage error before the batch changes anything in its results folder."""
         from jaxrun.core.extras import require
+        from jaxrun.executors.backends import BUILT_IN
 
-        ray = require("ray")  # the one message for a missing or broken Ray (the batch asked first)
+        ray = require(BUILT_IN["ray"].extra)  # the one message for a missing or broken Ray (the batch asked first)
         self.options = options
         self.ray = ray
         self.timeout = options.ray_connect_timeout

@@ -134,8 +134,9 @@ class SlurmExecutor:
         commands, the controller, the array's options (``sbatch --test-only``), and whether an
         earlier batch's array still writes into the folder."""
         from jaxrun.core.extras import require
+        from jaxrun.executors.backends import BUILT_IN
 
-        self.submitit = require("slurm")
+        self.submitit = require(BUILT_IN["slurm"].extra)
         missing = missing_commands()
         if missing:
             raise UsageError(f"--backend slurm needs Slurm's commands, and {', '.join(missing)} is not on PATH: run "

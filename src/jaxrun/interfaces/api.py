@@ -32,10 +32,10 @@ from jaxrun.errors import (
     UsageError,
 )
 from jaxrun.plan.job import Job
-from jaxrun.present.sinks.callbacks import CallbackSink, OnResult, OnStart
-from jaxrun.present.sinks.profile_files import ProfileSink
-from jaxrun.present.sinks.run_log import performance_line
-from jaxrun.present.sinks.script_files import ScriptFileSink
+from jaxrun.outputs.callbacks import CallbackSink, OnResult, OnStart
+from jaxrun.outputs.profile_files import ProfileSink
+from jaxrun.outputs.run_log import performance_line
+from jaxrun.outputs.script_files import ScriptFileSink
 from jaxrun.probe import notebook_cells
 from jaxrun.probe.channel import valid_text
 from jaxrun.results import result_files
@@ -200,7 +200,7 @@ def _take_folder(base: Path, file_name: str, allow_other_files: bool) -> None:
 
 
 def _notebook_sink() -> Sink:
-    from jaxrun.present.sinks.notebook_outputs import (
+    from jaxrun.outputs.notebook_outputs import (
         NotebookSink,  # only a run that saves notebooks imports it
     )
 

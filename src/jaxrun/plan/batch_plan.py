@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from jaxrun.config.config_files import display
+from jaxrun.config.option_spec import default_of
 from jaxrun.config.options import BatchOptions, RunOptions, parse_devices
 from jaxrun.config.resolve import set_where
 from jaxrun.config.settings import ScriptSettings, script_settings
@@ -242,13 +243,14 @@ def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform:
     if platform == "gpu" and "devices" in point and info is not None:
         # On GPUs a point's device count is the first N GPUs: the whole machine's, so one job at a time.
         ids, wanted = device_ids("gpu", info), point["devices"]
-        if options.backend != "local" or options.jobs > 1:
+        here = default_of(BatchOptions, "backend")  # the backend that runs jobs on this machine
+        if options.backend != here or options.jobs > 1:
             how = options.medium("backend", "jobs")
             got = [options.said(name, getattr(options, name)) for name, wrong in
-                   (("backend", options.backend != "local"), ("jobs", options.jobs > 1)) if wrong]
+                   (("backend", options.backend != here), ("jobs", options.jobs > 1)) if wrong]
             raise UsageError(f"a sweep of devices on GPUs gives each point the first N GPUs of this machine: run it "
-                             f"with {options.said('jobs', 1, how)} on the local backend "
-                             f"({options.said('backend', 'local', how)}), not {' and '.join(got)}")
+                             f"with {options.said('jobs', 1, how)} on the {here} backend "
+                             f"({options.said('backend', here, how)}), not {' and '.join(got)}")
         if wanted > len(ids):
             raise UsageError(f"the sweep asks for devices={wanted}; this machine has {plural(len(ids), 'GPU')}")
         first = ids[:wanted]
@@ -367,6 +369,19 @@ class Plan:
         """Every job, once the whole plan is made (--resume, Ray): it does not pause for a first script."""
         self.go_on()
         return self.jobs.all()
+
+    def __enter__(self) -> "Plan":
+        """Started, with its first jobs (:meth:`wait_ahead`); stopped when the batch ends."""
+        self.start()
+        try:
+            self.wait_ahead()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def wait_ahead(self) -> None:
         """Wait for the first jobs (all of a small batch), or the plan's end; raise what

@@ -21,7 +21,7 @@ script (no display);
 
 ``--save-notebooks`` (``capture``): what each cell's Python code writes to ``sys.stdout`` /
 ``sys.stderr`` is also kept (the streams still get everything, so the logs are whole) and sent
-with the cell's end, for the parent to write the executed copy (present/sinks/notebook_outputs.py).
+with the cell's end, for the parent to write the executed copy (outputs/notebook_outputs.py).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ logger = logging.getLogger("jaxrun")
 
 MANIFEST = ".jaxrun.manifest"
 # Made by every run and never the user's (batch/folder_lock.py, probe/lifeline.py, the room kept for
-# the batch files: present/sinks/batch_files.py).
+# the batch files: outputs/batch_files.py).
 LOCK_FILES = (".jaxrun.lock", ".jaxrun.scripts.lock", result_files.RESERVE)
 REPORT_FILE = "report.html"
 # jaxrun's batch files, by their place in the folder.
@@ -112,7 +112,7 @@ def _names_of(folder: str, entry: str) -> Iterator[str]:
     if folder == result_files.NOTEBOOKS_DIR:
         yield entry  # a notebook's name keeps .ipynb
         if entry.endswith(".ipynb"):
-            yield entry[: -len(".ipynb")]  # notebooks/<name>@cpu.ipynb (present/sinks/notebook_outputs.py)
+            yield entry[: -len(".ipynb")]  # notebooks/<name>@cpu.ipynb (outputs/notebook_outputs.py)
         return
     yield entry  # outputs/<name>/, traces/<name>/
 

@@ -39,12 +39,12 @@ LOGS_DIR = "logs"
 # the record of the arrays a batch submitted (executors/slurm_record.py).
 SLURM_DIR = "slurm"
 OUTPUTS_DIR = "outputs"
-NOTEBOOKS_DIR = "notebooks"  # --save-notebooks: each notebook executed, with its outputs (present/sinks/notebook_outputs.py)
+NOTEBOOKS_DIR = "notebooks"  # --save-notebooks: each notebook executed, with its outputs (outputs/notebook_outputs.py)
 PROFILING_DIR = "jax_profiling"
 MEMORY_PROFILE = "memory_profile.json"
 TIMING_PROFILE = "timing_profile.json"
 TRACES_DIR = "traces"
-# Room a batch keeps on the results folder's disk for its batch files' last rewrite (present/sinks/batch_files.py).
+# Room a batch keeps on the results folder's disk for its batch files' last rewrite (outputs/batch_files.py).
 RESERVE = ".jaxrun.reserve"
 
 # mkstemp creates its file with mode 0600; result files must get the mode any other file the

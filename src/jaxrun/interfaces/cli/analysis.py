@@ -330,7 +330,7 @@ def check_exports(as_json: Path | None, as_csv: Path | None, as_markdown: Path |
 
 def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_csv: Path | None,  # type: ignore[no-untyped-def]
                        as_markdown: Path | None) -> None:
-    from jaxrun.present.sinks.exports import (
+    from jaxrun.outputs.exports import (
         comparison_csv,
         comparison_export,
         comparison_markdown,

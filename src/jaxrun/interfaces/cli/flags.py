@@ -162,9 +162,21 @@ def _value_word(annotation: Any) -> str:
     return _WORDS.get(annotation, "VALUE")
 
 
+def _backends() -> tuple[str, ...]:
+    from jaxrun.executors.backends import BUILT_IN  # the built-in ones: an installed one is accepted too
+
+    return tuple(b.name for b in BUILT_IN.values() if b.chosen)
+
+
+# Options whose values an upper layer declares (by the Flag's metavar): shown as choices.
+_CHOICES_DECLARED_ABOVE = {"BACKEND": _backends}
+
+
 def metavar_of(annotation: Any, flag: "Flag") -> str:
     """How the help shows the value of an option's flag: its choices, the Flag's metavar, or a
     word for its type (:func:`_value_word`)."""
+    if flag.metavar in _CHOICES_DECLARED_ABOVE:
+        return f"[{'|'.join(_CHOICES_DECLARED_ABOVE[flag.metavar]())}]"
     if flag.choices:
         return f"[{'|'.join(flag.choices)}]"
     if flag.metavar:

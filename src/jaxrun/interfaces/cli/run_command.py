@@ -65,7 +65,7 @@ def run(ctx: click.Context, **params: Any) -> None:
     mark("options resolved (flags, config file, environment)")
     options = resolved.options
     quiet = _display(resolved, "quiet", quiet)
-    json_output = options.json  # the batch on stdout, by its sink (present/sinks/json_stdout.py)
+    json_output = options.json  # the batch on stdout, by its sink (outputs/json_stdout.py)
     # A live view only for a person at a terminal; logs, pipes, --quiet and --json get plain lines.
     live = sys.stderr.isatty() and not (quiet or json_output or options.run.verbose)
     if live:
@@ -95,7 +95,7 @@ def run(ctx: click.Context, **params: Any) -> None:
         signal.signal(signal.SIGTERM, previous)
         if live:
             view.stop()
-    if options.report:  # written by its sink (present/sinks/html_report.py) at the batch's end
+    if options.report:  # written by its sink (outputs/html_report.py) at the batch's end
         from jaxrun.present.reports import REPORT_FILE
 
         err.print(f"report: {options.results_dir / REPORT_FILE}", markup=False)
@@ -122,6 +122,7 @@ def command_line_values(ctx: click.Context) -> tuple[dict[str, Any], dict[str, s
 def resolve_settings(ctx: click.Context, paths: Any) -> "Resolved":
     """Every layer of settings for ``jaxrun run`` (and ``jaxrun config``); usage errors exit 2."""
     from jaxrun.config.settings import resolve_batch_options
+    from jaxrun.executors.backends import check_backend
 
     paths = [Path(p) for p in paths]
     for path in paths:
@@ -131,7 +132,9 @@ def resolve_settings(ctx: click.Context, paths: Any) -> "Resolved":
     config = False if params.get("no_config") else params.get("config")
     try:
         given, origins = command_line_values(ctx)
-        return resolve_batch_options(paths, given, source="cli", origins=origins, config=config)
+        resolved = resolve_batch_options(paths, given, source="cli", origins=origins, config=config)
+        check_backend(resolved.options)  # what the chosen backend allows, for `jaxrun config` too
+        return resolved
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
 

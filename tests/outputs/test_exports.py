@@ -114,7 +114,7 @@ def _markdown_tables(text: str) -> list[list[list[str]]]:
 
 
 def test_comparison_markdown_has_readable_headers_and_figures_with_units() -> None:
-    from jaxrun.present.sinks.exports import comparison_markdown
+    from jaxrun.outputs.exports import comparison_markdown
     from jaxrun.results.models import (
         ComparisonReport,
         PhaseComparison,

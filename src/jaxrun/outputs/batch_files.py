@@ -28,11 +28,11 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from jaxrun import __version__
 from jaxrun.core.timestamps import now_iso
-from jaxrun.present.sinks.script_files import UNWRITTEN, ScriptFileSink
+from jaxrun.outputs.script_files import UNWRITTEN, ScriptFileSink
 from jaxrun.results import result_files
 from jaxrun.results.batch_summary import (
     assemble_batch,
@@ -52,6 +52,8 @@ from jaxrun.results.models import (
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.config.options import BatchOptions
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.plan.job import Job
 
 
@@ -86,15 +88,16 @@ def _own_clock() -> float:
 
 class BatchFilesSink(BaseSink):
     def __init__(
-        self, meta: BatchMetadata, info: DeviceInfo | None, *, benchmark_runs: int, warmup_runs: int,
-        devices: Sequence[str], texts: ScriptFileSink | None = None, expected: "Callable[[], int | None]" = lambda: None,
+        self, meta: BatchMetadata, info: DeviceInfo | None, options: "BatchOptions", *,
+        texts: ScriptFileSink | None = None, expected: "Callable[[], int | None]" = lambda: None,
     ) -> None:
-        """``texts``: the sink before this one that wrote each result's own file, whose text of
+        """``options``: the batch's (its benchmark runs and devices); ``texts``: the sink before this one that wrote each result's own file, whose text of
         the result this one holds (else it serializes the result itself); ``expected``: how many
         results the batch will hold (None while unknown), for the room kept for them."""
         self.results_dir = Path(meta.results_dir)
         self.meta, self.info = meta, info
-        self.benchmark_runs, self.warmup_runs, self.devices = benchmark_runs, warmup_runs, list(devices)
+        run = options.run
+        self.benchmark_runs, self.warmup_runs, self.devices = run.benchmark_runs, run.warmup_runs, list(options.device)
         # Every result so far, a few hundred bytes each (results/held_results.py), as this sink is given it:
         # a sink after this one that changes a result returns the changed one (results/sink.py).
         self._held = HeldResults()
@@ -230,3 +233,12 @@ class BatchFilesSink(BaseSink):
         result_files.write_model_chunks(
             out / result_files.PERFORMANCE_METRICS, performance_metrics_head(figures, batch.performance_summary),
             "scripts", ((name, script_metrics(f)) for name, f in latest_by_name(figures)))
+
+
+def for_batch(context: "OutputContext") -> BatchFilesSink:
+    """The batch files of the batch's metadata (made by the batch first); each result held as the
+    text its own file was written with (the script files' sink, made before this one)."""
+    assert context.meta is not None
+    texts = context.built.get("script_files")
+    return BatchFilesSink(context.meta, context.info, context.options,
+                          texts=texts if isinstance(texts, ScriptFileSink) else None, expected=context.expected)

@@ -19,6 +19,7 @@ from jaxrun.results.models import (
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.plan.job import Job
     from jaxrun.results.models import ScriptResult
 
@@ -38,3 +39,7 @@ class ProfileSink(BaseSink):
         result_files.write_model(self.folder / result_files.MEMORY_PROFILE, MemoryProfile(generated_at=now, scripts=self.memory))
         result_files.write_model(self.folder / result_files.TIMING_PROFILE, TimingProfile(generated_at=now, scripts=self.timing))
         return result
+
+
+def for_batch(context: "OutputContext") -> ProfileSink:
+    return ProfileSink(context.options.results_dir)

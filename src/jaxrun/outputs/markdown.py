@@ -13,6 +13,7 @@ from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.present.view import RunView, ScriptView, SweepView
     from jaxrun.results.models import BatchResult
 
@@ -108,3 +109,7 @@ class MarkdownSink(BaseSink):
             # GitHub gives each step its own file and shows them all; appending keeps other output.
             with open(step_summary, "a", encoding="utf-8", errors="backslashreplace") as handle:
                 handle.write(text + "\n")
+
+
+def for_batch(context: "OutputContext") -> MarkdownSink:
+    return MarkdownSink(context.options.markdown)

@@ -23,6 +23,7 @@ from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.plan.job import Job
     from jaxrun.results.models import CellTiming, ScriptResult
 
@@ -77,3 +78,7 @@ class NotebookSink(BaseSink):
         result_files.atomic_write_text(path, json.dumps(executed_copy(notebook, result), indent=1,
                                                        ensure_ascii=False) + "\n", durable=False)
         return result
+
+
+def for_batch(context: "OutputContext") -> NotebookSink:
+    return NotebookSink()

@@ -14,16 +14,21 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jaxrun.core.defaults import HISTORY_NOT_USED
 from jaxrun.core.formatting import listed
 from jaxrun.core.timestamps import now_iso
 from jaxrun.judge.cache_misses import nearest_miss
 from jaxrun.judge.compile_history import CachedBefore, CompileRun
 from jaxrun.judge.history import HistoryStore, history_run_from_benchmark
+from jaxrun.errors import UsageError
 from jaxrun.probe.channel import valid_text
 from jaxrun.results.models import RegressionCheck
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.config.options import BatchOptions
+    from jaxrun.outputs.declarations import OutputContext
+    from jaxrun.outputs.history_opener import HistoryOpener
     from jaxrun.plan.job import Job
     from jaxrun.results.models import (
         BatchMetadata,
@@ -37,12 +42,14 @@ MAX_NAMED = 3  # programs named in one cache-miss warning; the rest are counted
 
 
 class HistorySink(BaseSink):
-    def __init__(self, store: HistoryStore | None, info: "DeviceInfo | None", allow_mismatch: bool = False, *,
-                 meta: "BatchMetadata | None" = None, problem: str | None = None, cold_cache: bool = False) -> None:
-        """``store``: None when it could not be opened, ``problem`` then says why. ``cold_cache``:
-        the batch's runs start with an empty compilation cache (a script's own setting wins)."""
-        self.store, self.info, self.allow_mismatch, self.meta = store, info, allow_mismatch, meta
-        self.cold_cache = cold_cache
+    def __init__(self, store: HistoryStore | None, info: "DeviceInfo | None", options: "BatchOptions | None" = None, *,
+                 meta: "BatchMetadata | None" = None, problem: str | None = None) -> None:
+        """``store``: None when it could not be opened, ``problem`` then says why. ``options``: the
+        batch's: whether it judges against runs with other numerics, and whether its runs start with
+        an empty compilation cache (a script's own setting wins)."""
+        self.store, self.info, self.meta = store, info, meta
+        self.allow_mismatch = options.allow_mismatch if options is not None else False
+        self.cold_cache = options.run.cold_cache if options is not None else False
         self.problem: str | None = None
         if problem is not None:
             self._unreadable(problem)
@@ -148,3 +155,51 @@ def used_jax(result: "ScriptResult") -> bool:
 def _when(loaded: CachedBefore) -> str:
     """``2026-11-24 06:10:34`` from an ISO time."""
     return loaded.recorded_at[:19].replace("T", " ")
+
+
+def benchmarks(job: "Job") -> bool:
+    """Whether a job's own settings benchmark it."""
+    return job.run_options is not None and bool(job.run_options.benchmark_runs)
+
+
+def _sink(opener: "HistoryOpener", context: "OutputContext", problem: str | None = None) -> HistorySink:
+    options = context.options
+    return HistorySink(opener.store, context.info, options, meta=context.meta, problem=problem or opener.problem)
+
+
+class HistoryWhenNeeded(BaseSink):
+    """The history sink of a batch that may need one, opened at the first result that does: a
+    script's own settings benchmark it, or it used JAX (what it compiled is kept); a batch of
+    scripts that never use JAX never opens it. A history jaxrun cannot open for a run that only
+    used JAX (a folder, a file that is no history, a folder it may not create) is one note in
+    the batch's metadata, as an unreadable one; for a benchmark it is a usage error, as before."""
+
+    def __init__(self, context: "OutputContext") -> None:
+        self.context = context
+        self.sink: HistorySink | None = None
+
+    def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
+        if self.sink is None and (benchmarks(job) or used_jax(result)):
+            opener = self.context.history
+            problem = None
+            try:
+                opener.open(scripts_ran=True)
+            except UsageError as exc:
+                if benchmarks(job):
+                    raise
+                problem = f"{HISTORY_NOT_USED}: {exc}"
+            self.sink = _sink(opener, self.context, problem)
+        return self.sink.on_result(job, result) if self.sink is not None else result
+
+    def on_end(self, batch: "BatchResult") -> None:
+        if self.sink is not None:
+            self.sink.on_end(batch)
+
+
+def for_batch(context: "OutputContext") -> BaseSink:
+    """The history of a batch that names one (``--history``): the store opened before anything ran
+    (a benchmark), or opened at the first result that needs it."""
+    opener = context.history
+    if opener.store is None and opener.problem is None:
+        return HistoryWhenNeeded(context)
+    return _sink(opener, context)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.results.models import BatchResult
 
 
@@ -20,7 +21,11 @@ class HtmlReportSink(BaseSink):
         if not batch.metadata.complete:  # stopped (Ctrl-C, a full disk): its files say so; `jaxrun report` can
             return                       # still draw them, but the stop is not kept waiting for plotly
         from jaxrun.present.reports import (
-            write_report,  # plotly: checked before the batch began (present/sinks/registry.py)
+            write_report,  # plotly: checked before the batch began (outputs/registry.py)
         )
 
         write_report(self.results_dir)
+
+
+def for_batch(context: "OutputContext") -> HtmlReportSink:
+    return HtmlReportSink(context.options.results_dir)

@@ -12,6 +12,7 @@ from jaxrun.results.ownership import ResultsFolder
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.config.options import BatchOptions
     from jaxrun.plan.job import Job
     from jaxrun.results.models import ScriptResult
@@ -56,3 +57,11 @@ class RecordSink(BaseSink):
         except OSError as exc:
             raise ResultsWriteError(self.folder.path, exc) from None
         return result
+
+
+def claims_for_batch(context: "OutputContext") -> ClaimSink:
+    return ClaimSink(context.folder)
+
+
+def record_for_batch(context: "OutputContext") -> RecordSink:
+    return RecordSink(context.folder, context.options)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.results.models import BatchResult
 
 
@@ -19,3 +20,7 @@ class BatchJsonSink(BaseSink):
 
         sys.stdout.write(dump_model(batch))
         sys.stdout.flush()
+
+
+def for_batch(context: "OutputContext") -> BatchJsonSink:
+    return BatchJsonSink()

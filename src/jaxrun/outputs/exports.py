@@ -1,5 +1,5 @@
 """Exports people paste elsewhere: ``--export-json`` / ``--export-csv`` of a run (``run``) and of a
-comparison (``compare``); ``--export-markdown`` is the Markdown summary (present/sinks/markdown.py) for a
+comparison (``compare``); ``--export-markdown`` is the Markdown summary (outputs/markdown.py) for a
 run and :func:`comparison_markdown` for a comparison.
 
 The JSON keeps every raw sample, as hyperfine's does (and with its names for the wall-time
@@ -30,6 +30,7 @@ from jaxrun.results.models import SAMPLE_METRICS, SCHEMA_VERSION
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.results.models import BatchResult, ComparisonReport, ScriptResult
 
 # The CSV's medians: every judged phase but the wall time, which has its own columns.
@@ -201,3 +202,7 @@ class ExportSink(BaseSink):
             write_json(self.json_path, run_export(batch))
         if self.csv_path is not None:
             result_files.atomic_write_text(self.csv_path, run_csv(batch))
+
+
+def for_batch(context: "OutputContext") -> ExportSink:
+    return ExportSink(context.options.export_json, context.options.export_csv)

@@ -9,6 +9,7 @@ from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.plan.job import Job
     from jaxrun.results.models import ScriptResult
 
@@ -58,3 +59,7 @@ class Unwritten:
 
 
 UNWRITTEN = Unwritten()  # ScriptFileSink.text_of: no text of that result (None is a text that could not be made)
+
+
+def for_batch(context: "OutputContext") -> ScriptFileSink:
+    return ScriptFileSink()

@@ -20,6 +20,7 @@ from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.results.models import BatchResult, ScriptResult
 
 # Figures each testcase carries as a property, when known.
@@ -103,3 +104,8 @@ def render_junit(batch: "BatchResult") -> str:
     suite.extend(cases)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def for_batch(context: "OutputContext") -> JUnitSink:
+    assert context.options.junit_xml is not None
+    return JUnitSink(context.options.junit_xml)

@@ -14,9 +14,11 @@ from jaxrun.core.formatting import of_total, one_line, plural
 from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.errors import ResultsWriteError
+from jaxrun.results import result_files
 from jaxrun.results.sink import BaseSink
 
 if TYPE_CHECKING:
+    from jaxrun.outputs.declarations import OutputContext
     from jaxrun.plan.job import Job, Jobs
     from jaxrun.results.models import BatchResult, ScriptResult
 
@@ -107,3 +109,8 @@ class RunLogSink(BaseSink):
                 self._handle = None
                 raise ResultsWriteError(self.path, exc) from None
             self._handle = None
+
+
+def for_batch(context: "OutputContext") -> RunLogSink:
+    return RunLogSink(context.folder.root / result_files.EXECUTION_LOG, context.header(),
+                      verbose=context.options.run.verbose)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import table_rows, write
 
-from jaxrun.present.sinks.markdown import render_markdown
+from jaxrun.outputs.markdown import render_markdown
 from jaxrun.present.view import run_view
 from jaxrun.results.models import (
     BatchMetadata,

@@ -1,0 +1,45 @@
+"""The batch's start-up work that no script need wait for, put off until its first script's process
+has started and done while that script runs (the launcher calls it, in the thread that started
+the process; a batch whose jobs run elsewhere, when the first is handed over). Each part is also
+done by its owner when it is needed first, so each is safe to do twice, and a part that fails
+here is left for its owner to fail where the error belongs."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from jaxrun.batch.batch_outputs import BatchOutputs
+    from jaxrun.plan.batch_plan import Plan
+
+logger = logging.getLogger(__name__)
+
+
+def build_result_models() -> None:
+    """Build what pydantic builds at a model's first use (results/base_model.py: defer_build) for the
+    models every script's result goes through, and import the code that turns an ended process
+    into its result (run/result.py and what it imports), so that the first result is not kept
+    waiting for them after its script's last line."""
+    from jaxrun.results.models import BatchResult, ScriptResult
+    from jaxrun.run import result  # noqa: F401 - imported for the first result's sake
+
+    for model in (ScriptResult, BatchResult):
+        model.model_rebuild()
+
+
+class PutOffStartUp:
+    def __init__(self, plan: "Plan", outputs: "BatchOutputs") -> None:
+        self.parts: list[Callable[[], object]] = [
+            plan.go_on,  # the rest of a large folder's plan
+            lambda: outputs.files().begin(),  # the result files' sinks made, the batch files' first version
+            lambda: outputs.reports.build() if outputs.reports is not None else None,  # the reports' sinks
+            build_result_models,
+        ]
+
+    def __call__(self) -> None:
+        for part in self.parts:
+            try:
+                part()
+            except Exception:  # noqa: BLE001 - its owner does it again where the error belongs
+                logger.debug("put-off start-up work failed; its owner repeats it", exc_info=True)
