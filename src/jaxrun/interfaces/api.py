@@ -18,7 +18,7 @@ from jaxrun.config.options import BatchOptions, RunOptions
 from jaxrun.config.resolve import (
     explicit_keywords,
     resolve_batch_options,
-    script_settings,
+    script_run_options,
 )
 from jaxrun.config.sweeps import point_changes
 from jaxrun.core.validate import log_cap_bytes
@@ -26,7 +26,6 @@ from jaxrun.discover.script_labels import point_name
 from jaxrun.discover.scripts import check_notebook, defines_name, script_display_name
 from jaxrun.errors import (
     DeviceProbeError,
-    ResultsWriteError,
     ScriptFailedError,
     ScriptNotFoundError,
     UsageError,
@@ -40,7 +39,7 @@ from jaxrun.probe import notebook_cells
 from jaxrun.probe.channel import valid_text
 from jaxrun.results import result_files
 from jaxrun.results.models import BatchResult, ScriptResult
-from jaxrun.results.ownership import ResultsFolder
+from jaxrun.results.ownership import take_script_place
 from jaxrun.results.sink import NO_SINK, Sink, Sinks
 from jaxrun.run.execute import RunInterrupted, run_job
 from jaxrun.run.placement import WHOLE_MACHINE, Placement
@@ -142,7 +141,7 @@ def execute_jax_script(
     script = script.resolve()
     if script.suffix == notebook_cells.SUFFIX:
         check_notebook(script, str(script_path))  # one Jupyter could not open is a usage error
-    run_options = _with_settings(script, given, config)
+    run_options = script_run_options(script, given, config)
     if run_options.sweep is not None:
         raise UsageError("execute_jax_script runs one point; a sweep is a batch of them: run_jax_scripts(path, "
                          f"sweep=...) (or jaxrun run --param), or pass one point as params= (sweep set by "
@@ -169,7 +168,7 @@ def execute_jax_script(
               platform=None, results_dir=base)
     sink: Sink = NO_SINK
     if results_dir is not None:
-        _take_folder(base, job.file_name, allow_other_files)
+        take_script_place(base, job.file_name, allow_other_files)
         sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else []),
                       *([_notebook_sink()] if run_options.save_notebooks else [])])
     try:
@@ -185,37 +184,12 @@ def execute_jax_script(
     return result
 
 
-def _take_folder(base: Path, file_name: str, allow_other_files: bool) -> None:
-    """The script's place in ``base``: checked (results/ownership.py), its earlier files gone, claimed."""
-    folder = ResultsFolder(base)
-    folder.check(allow_other_files=allow_other_files, names=lambda: [file_name])
-    try:
-        folder.clear(only=[file_name])  # an earlier run's logs and outputs would pass for this one's
-        base.mkdir(parents=True, exist_ok=True)
-        folder.claim_scripts([file_name])
-    except OSError as exc:
-        raise ResultsWriteError(folder.path, exc) from None
-    finally:
-        folder.close()
-
-
 def _notebook_sink() -> Sink:
     from jaxrun.present.sinks.notebook_outputs import (
         NotebookSink,  # only a run that saves notebooks imports it
     )
 
     return NotebookSink()
-
-
-def _with_settings(script: Path, given: dict[str, Any], config: Any) -> RunOptions:
-    """The run options of one script called through the API: the keywords over ``JAXRUN_*``, the
-    script's own settings (its header comment, per-script tables) and the config file's run
-    options (a skip setting is the batch's business: a script named here runs)."""
-    batch = resolve_batch_options([script], given, source="api", config=config).options
-    own = script_settings(batch, script)
-    device = None if batch.given("device") else own.values.get("device")
-    found = own.run_settings(batch, device or (batch.run.device if batch.run.device != "auto" else None), device)
-    return batch.run.overlay(found.values, "script", found.origins) if found.values else batch.run
 
 
 # help() and editors show every option with its default (declared once, in jaxrun/config/options.py).
