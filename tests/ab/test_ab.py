@@ -320,3 +320,11 @@ def test_the_report_of_an_ab_folder_states_the_exit_status_the_command_gave(tmp_
         assert "does not count it" not in page
     else:
         assert " — exit 1" not in page and "slower than the baseline: s.py (reported; the exit status does not count it)" in page
+
+
+def test_the_old_import_path_is_the_new_package() -> None:
+    """docs/guide/ab.md once named jaxrun.interfaces.ab: code that imports it gets jaxrun.ab's names."""
+    import jaxrun.ab
+    from jaxrun.interfaces.ab import ABOptions as Old, run_ab as old_run_ab
+
+    assert old_run_ab is jaxrun.ab.run_ab and Old is jaxrun.ab.ABOptions and Old(duet=True).duet is True
