@@ -1,6 +1,7 @@
 """The flags of `jaxrun run` (and of compare, history, ab and bisect), made from the options' own
-declarations (jaxrun/config/option_spec.py): each field with a :class:`~jaxrun.config.option_spec.Flag` becomes one click parameter (two with an ``off``
-switch), with the field's help and default. :func:`given_options` turns what the command line
+declarations (jaxrun/config/option_spec.py): each field with a
+:class:`~jaxrun.config.option_spec.Flag` becomes one click parameter (two with an ``off`` switch),
+with the field's help and default. :func:`given_options` turns what the command line
 gave back into option values, each with the flag that gave it; flags left out give nothing, so a
 config file or ``JAXRUN_*`` value under them is not hidden by a default."""
 
