@@ -9,7 +9,9 @@ import asyncio
 import inspect
 import sys
 from pathlib import Path
+from typing import Optional
 
+import click
 import pytest
 from click.testing import CliRunner
 from helpers import write
@@ -203,3 +205,57 @@ def test_an_option_declared_twice_is_refused_when_its_set_is_made() -> None:
         label: str = option("x", "A label.")
 
     assert list(Other.fields) == ["retries", "label"] and Other().retries == 0
+
+
+def test_an_inherited_option_is_placed_among_a_sets_own_and_a_bound_is_checked_and_shown() -> None:
+    """``name = inherited()`` places an option declared by a set it inherits (the order of the
+    flags), without declaring it again; ``at_least`` / ``above`` bound a number: checked with the
+    value, in one line naming its flag, and shown by the flag's help as click shows a range."""
+    from jaxrun.config.option_spec import Flag, OptionSet, inherited, option
+    from jaxrun.errors import UsageError
+    from jaxrun.interfaces.cli.flags import option_params
+
+    class Base(OptionSet):
+        warmup: int = option(1, "Uncounted first.", at_least=0)
+        quick: bool = option(False, "Quick.")
+
+    class Own(Base):
+        pairs: int = option(8, "Counted.", at_least=1)
+        warmup = inherited()
+        share: Optional[float] = option(None, "A share.", Flag(metavar="FRACTION"), above=0)
+
+    assert list(Own.fields) == ["quick", "pairs", "warmup", "share"] and Own().warmup == 1
+    with pytest.raises(TypeError, match="places 'other' with inherited"):
+        class Wrong(Base):
+            other = inherited()
+    for values, said in (({"pairs": 0}, "invalid value for '--pairs': 0 is not in the range x>=1"),
+                         ({"share": 0}, "invalid value for '--share': 0.0 is not in the range x>0"),
+                         ({"warmup": -1}, "invalid value for '--warmup': -1 is not in the range x>=0")):
+        with pytest.raises(UsageError) as raised:
+            Own(**values)
+        assert str(raised.value) == said
+    command = click.Command("c", params=option_params((Own,)))
+    text = " ".join(command.get_help(click.Context(command, terminal_width=200)).split())
+    assert "--pairs INTEGER RANGE Counted. [default: 8; x>=1]" in text and "--share FRACTION A share. [x>0]" in text
+    assert click.Context(command).command.params[1].type.convert("0", None, None) == 0  # the declaration checks it
+
+
+def test_a_switch_and_its_off_switch_may_exclude_each_other() -> None:
+    """`Flag(sets=True, off="--alternate", exclusive=why)`: both given is one line, not the last winning."""
+    from click.testing import CliRunner as Runner
+
+    from jaxrun.config.option_spec import Flag, OptionSet, option
+    from jaxrun.interfaces.cli.flags import given_options, option_params
+
+    class Pairing(OptionSet):
+        duet: Optional[bool] = option(None, "At once.", Flag(sets=True, off="--alternate", exclusive="pass one"))
+
+    @click.command(params=option_params((Pairing,)))
+    def command(**_: object) -> None:
+        print(given_options(click.get_current_context(), (Pairing,))[0])
+
+    assert Runner().invoke(command, ["--duet"]).output.strip() == "{'duet': True}"
+    assert Runner().invoke(command, ["--alternate"]).output.strip() == "{'duet': False}"
+    assert Runner().invoke(command, []).output.strip() == "{}"
+    both = Runner().invoke(command, ["--alternate", "--duet"])
+    assert str(both.exception) == "--duet and --alternate exclude each other: pass one"

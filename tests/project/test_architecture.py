@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
 # The layers, lowest first: a module's layer is its top-level package (or, at the root, the
 # public entry point it is). A module may import its own layer and the ones below it.
 ORDER = ["errors core", "probe", "results", "discover", "config", "judge", "plan", "run", "executors",
-         "present", "outputs", "batch", "interfaces __main__", "bench pytest_plugin"]
+         "present", "outputs", "batch ab", "interfaces __main__", "bench pytest_plugin"]
 LAYERS: dict[str, int] = {f"jaxrun.{name}": i for i, names in enumerate(ORDER) for name in names.split()}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import load, write
 
-from jaxrun.interfaces.ab import ABOptions, run_ab
+from jaxrun.ab import ABOptions, run_ab
 
 # Each run appends the length of the padding it was given (-1: none) to a file of its own.
 SEES = """\

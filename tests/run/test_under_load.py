@@ -20,7 +20,7 @@ import pytest
 from helpers import FORK_BOMB, jaxrun, survivors, write
 
 from jaxrun.config.options import VerdictOptions
-from jaxrun.interfaces.ab import ABOptions, run_ab
+from jaxrun.ab import ABOptions, run_ab
 from jaxrun.run import cgroups
 
 BURNERS = 8  # busy loops: the load the suite must pass at

@@ -53,6 +53,9 @@ class Flag(NamedTuple):
     help: Optional[str] = None  # the flag's own help where it differs from the option's
     choices: Optional[tuple[str, ...]] = None
     text: bool = False  # one value, as text that the option's validator reads ("4GB", "5%", "cpu,gpu")
+    # The flag and its ``off`` switch both given: refused, with this said after "--a and --b exclude
+    # each other: " (without it the off switch wins: --no-history --history X).
+    exclusive: Optional[str] = None
 
 
 class _Required:
@@ -68,16 +71,25 @@ class OptionField:
     help and flag. ``declared`` is False for a field that is not an option of its own (``run``,
     the options of each script's run inside the batch's)."""
 
-    __slots__ = ("name", "annotation", "default", "factory", "description", "flag", "show_default", "declared", "words")
+    __slots__ = ("name", "annotation", "default", "factory", "description", "flag", "show_default", "declared", "words",
+                 "low", "low_open")
 
     def __init__(self, default: Any, description: str, flag: Optional[Flag], show_default: Optional[str],
                  factory: Optional[Callable[[], Any]] = None, declared: bool = True,
-                 words: Optional[Mapping[str, Any]] = None) -> None:
+                 words: Optional[Mapping[str, Any]] = None, low: Optional[float] = None, low_open: bool = False) -> None:
         self.name = ""
         self.annotation: Any = None
         self.default, self.factory, self.description = default, factory, description
         self.flag, self.show_default, self.declared = flag, show_default, declared
         self.words: dict[str, Any] = {w.lower(): v for w, v in (words or {}).items()}
+        # The least value a number may take (``low_open``: not even that one); None: no bound.
+        self.low, self.low_open = low, low_open
+
+    def range_text(self) -> Optional[str]:
+        """The values the option takes, as the help shows them (``x>=1``, ``x>0``), or None."""
+        if self.low is None:
+            return None
+        return f"x{'>' if self.low_open else '>='}{self.low}"
 
     def is_required(self) -> bool:
         return self.default is REQUIRED
@@ -98,14 +110,30 @@ class OptionField:
 
 
 def option(default: Any, help: str, flag: Optional[Flag] = Flag(), *, show_default: Optional[str] = None,
-           words: Optional[Mapping[str, Any]] = None) -> Any:
+           words: Optional[Mapping[str, Any]] = None, at_least: Optional[float] = None,
+           above: Optional[float] = None) -> Any:
     """The field of one option: its default (``...``: required) and help, and its flag
     (``flag=None``: the option is not on the command line, like ``args``, which follows ``--``).
-    ``show_default``: how the help shows a default that is resolved later (a folder, a size).
-    ``words``: the words its help promises (``{"false": False}``: ``false`` turns the cache off),
-    each meaning the value the API takes; they are read the same from every source (a flag, a
-    config file, a ``JAXRUN_*`` variable, a script's comment, a keyword), in any case."""
-    return OptionField(REQUIRED if default is ... else default, help, flag, show_default, words=words)
+    ``show_default``: how the help shows a default that is resolved later (a folder, a size; ``""``:
+    none shown). ``words``: the words its help promises (``{"false": False}``: ``false`` turns the
+    cache off), each meaning the value the API takes; they are read the same from every source (a
+    flag, a config file, a ``JAXRUN_*`` variable, a script's comment, a keyword), in any case.
+    ``at_least`` / ``above``: the bound of a number, checked with the option's value (one line
+    naming its flag) and shown by its flag's help (``[x>=1]``)."""
+    low, low_open = (above, True) if above is not None else (at_least, False)
+    return OptionField(REQUIRED if default is ... else default, help, flag, show_default, words=words, low=low,
+                       low_open=low_open)
+
+
+class _Inherited:
+    def __repr__(self) -> str:
+        return "inherited()"
+
+
+def inherited() -> Any:
+    """``name = inherited()`` in a set that inherits option ``name``: the option stands here among
+    the set's own ones (the order of its flags in a command's help), declared once, where it was."""
+    return _Inherited()
 
 
 def part(factory: Callable[[], Any], help: str) -> Any:
@@ -154,7 +182,13 @@ class OptionSet(metaclass=_OptionSetType):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         fields = dict(cls.fields)
+        body = [n for n, v in vars(cls).items() if isinstance(v, (OptionField, _Inherited))]
         own = {n: v for n, v in vars(cls).items() if isinstance(v, OptionField)}
+        placed = [n for n in body if n not in own]
+        for name in placed:
+            if name not in fields:
+                raise TypeError(f"{cls.__name__} places {name!r} with inherited(), but no set it inherits declares it")
+            delattr(cls, name)
         if own:
             # The module's own names, as its annotations are written (text, under `from __future__
             # import annotations`): cheaper than typing.get_type_hints, which walks every base.
@@ -167,6 +201,8 @@ class OptionSet(metaclass=_OptionSetType):
                 field.name, field.annotation = name, eval(hint, names) if isinstance(hint, str) else hint
                 fields[name] = field
                 delattr(cls, name)  # the instance's value, never the declaration, answers cls().name
+        if placed:  # what is inherited and not placed first, then the set's body in its order
+            fields = {n: fields[n] for n in [*(n for n in fields if n not in body), *body]}
         cls.fields = fields
         found = dict(cls._checks)
         for value in vars(cls).values():
@@ -212,7 +248,11 @@ class OptionSet(metaclass=_OptionSetType):
                 raise
             except (TypeError, ValueError) as exc:  # a check's own mistake on a value of a type it did not expect
                 raise UsageError(f"{name}: {exc}, got {shown_value(value)}") from None
-        return _typed(name, field.annotation, value)
+        value = _typed(name, field.annotation, value)
+        if field.low is not None and value is not None and (value < field.low or field.low_open and value == field.low):
+            raise UsageError(f"invalid value for {flag_name(field) or name!r}: {value} is not in the range "
+                             f"{field.range_text()}")
+        return value
 
     @classmethod
     def word_for(cls, name: str, value: Any) -> Optional[str]:

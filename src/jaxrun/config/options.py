@@ -15,6 +15,7 @@ add an option.
 from __future__ import annotations
 
 import math
+import re
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -613,8 +614,10 @@ class BatchOptions(_Options):
 
     @checks("backend")
     def _backend(value: Any, name: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise UsageError(f"{name} must be the name of a backend, got {shorten_middle(repr(value), 60)}")
+        # Which names exist is the executors' to say (executors/backends.py), before anything runs.
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value.strip()):
+            raise UsageError(f"{name} must be the name of a backend (up to 64 letters, digits, '_', '-' or '.'), "
+                             f"got {shorten_middle(repr(value), 60)}")
         return value.strip()
 
     @checks("ray_connect_timeout", "slurm_timeout")

@@ -406,5 +406,18 @@ def script_settings(options: BatchOptions, script: Path) -> ScriptSettings:
     return found
 
 
+def script_run_options(script: Path, given: Mapping[str, Any], config: str | os.PathLike[str] | bool | None,
+                       source: Source = "api") -> RunOptions:
+    """The run options of one script run outside a batch (``execute_jax_script``, each run of ``jaxrun
+    ab``): ``given`` over ``JAXRUN_*``, the script's own settings (its header comment, per-script
+    tables) and the config file's run options (``config``: its path, None to find it, False for
+    none). A skip setting is the batch's business: a script named here runs."""
+    batch = resolve_batch_options([script], given, source=source, config=config).options
+    own = script_settings(batch, script)
+    device = None if batch.given("device") else own.values.get("device")
+    found = own.run_settings(batch, device or (batch.run.device if batch.run.device != "auto" else None), device)
+    return batch.run.overlay(found.values, "script", found.origins) if found.values else batch.run
+
+
 __all__ = ["Layer", "explicit_keywords", "Resolved", "ScriptSettings", "config_layer", "env_layer", "locate_config",
-           "resolve_batch_options", "script_settings", "set_where"]
+           "resolve_batch_options", "script_run_options", "script_settings", "set_where"]

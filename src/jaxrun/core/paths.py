@@ -42,7 +42,7 @@ def cache_dir() -> Path:
     return Path(base) / "jaxrun"
 
 
-# Under cache_dir(): the temporary checkouts of jaxrun ab / bisect (interfaces/ab/checkouts.py), live work
+# Under cache_dir(): the temporary checkouts of jaxrun ab / bisect (ab/checkouts.py), live work
 # rather than a cache, so `jaxrun cache clear --all` leaves them to jaxrun ab.
 AB_CHECKOUTS_DIR = "ab-checkouts"
 

@@ -12,36 +12,28 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from jaxrun.batch.one_script import checked_script, script_outputs
 from jaxrun.batch.pipeline import run_batch
 from jaxrun.config.option_spec import default_of, keyword_signature
 from jaxrun.config.options import BatchOptions, RunOptions
 from jaxrun.config.resolve import (
     explicit_keywords,
     resolve_batch_options,
-    script_settings,
 )
-from jaxrun.config.sweeps import point_changes
 from jaxrun.core.validate import log_cap_bytes
 from jaxrun.discover.script_labels import point_name
-from jaxrun.discover.scripts import check_notebook, defines_name, script_display_name
+from jaxrun.discover.scripts import script_display_name
 from jaxrun.errors import (
-    DeviceProbeError,
-    ResultsWriteError,
     ScriptFailedError,
-    ScriptNotFoundError,
-    UsageError,
 )
 from jaxrun.plan.job import Job
 from jaxrun.outputs.callbacks import CallbackSink, OnResult, OnStart
-from jaxrun.outputs.profile_files import ProfileSink
 from jaxrun.outputs.run_log import performance_line
-from jaxrun.outputs.script_files import ScriptFileSink
-from jaxrun.probe import notebook_cells
 from jaxrun.probe.channel import valid_text
 from jaxrun.results import result_files
 from jaxrun.results.models import BatchResult, ScriptResult
-from jaxrun.results.ownership import ResultsFolder
-from jaxrun.results.sink import NO_SINK, Sink, Sinks
+from jaxrun.results.ownership import take_script_place
+from jaxrun.results.sink import NO_SINK, Sink
 from jaxrun.run.execute import RunInterrupted, run_job
 from jaxrun.run.placement import WHOLE_MACHINE, Placement
 
@@ -136,42 +128,17 @@ def execute_jax_script(
     given = {**explicit_keywords(execute_jax_script, {"device": device}), **options}
     RunOptions.build("api", **given)  # checks the keywords: only run options here
     log_cap_bytes()  # JAXRUN_LOG_CAP_BYTES that is no size: refused before the script runs
-    script = Path(script_path).expanduser()
-    if not script.is_file():
-        raise ScriptNotFoundError(f"no such script: {str(script_path)!r} — pass the path of a .py file or an .ipynb notebook")
-    script = script.resolve()
-    if script.suffix == notebook_cells.SUFFIX:
-        check_notebook(script, str(script_path))  # one Jupyter could not open is a usage error
-    run_options = _with_settings(script, given, config)
-    if run_options.sweep is not None:
-        raise UsageError("execute_jax_script runs one point; a sweep is a batch of them: run_jax_scripts(path, "
-                         f"sweep=...) (or jaxrun run --param), or pass one point as params= (sweep set by "
-                         f"{run_options.origin_of('sweep') or run_options.source_of('sweep')})")
-    if run_options.params:
-        # One point, as a sweep's job gets it: what jaxrun applies of it, and {name} in args and env.
-        run_options = run_options.evolve(**point_changes(run_options.params, run_options.args, run_options.env))
-    if run_options.entry is not None and script.suffix == notebook_cells.SUFFIX:
-        raise UsageError(notebook_cells.no_warm_mode(str(script_path), run_options.entry, run_options.origin_of("entry")))
-    if run_options.entry is not None and defines_name(script, run_options.entry) is False:
-        from jaxrun.plan.batch_plan import no_entry
-
-        raise UsageError(no_entry(str(script_path), run_options))
-    if ":" in run_options.device:  # one device (gpu:1): one that is not here is a usage error, as in a batch
-        from jaxrun.discover.devices import check_device_id, get_jax_device_info
-
-        try:
-            check_device_id(run_options.device, get_jax_device_info(python=run_options.python), run_options.host_devices)
-        except DeviceProbeError:
-            pass  # no facts: the run says why
+    script, run_options = checked_script(script_path, given, config, lambda where: (
+        "execute_jax_script runs one point; a sweep is a batch of them: run_jax_scripts(path, sweep=...) (or "
+        f"jaxrun run --param), or pass one point as params= (sweep set by {where})"))
     name = valid_text(name or point_name(script_display_name(script, script.parent), run_options.params))
     base = Path(results_dir) if results_dir is not None else Path(tempfile.mkdtemp(prefix="jaxrun-"))
     job = Job(index=0, script=script, name=name, file_name=result_files.file_stem(name), device=run_options.device,
               platform=None, results_dir=base)
     sink: Sink = NO_SINK
     if results_dir is not None:
-        _take_folder(base, job.file_name, allow_other_files)
-        sink = Sinks([ScriptFileSink(), *([ProfileSink(base)] if run_options.enable_profiling else []),
-                      *([_notebook_sink()] if run_options.save_notebooks else [])])
+        take_script_place(base, job.file_name, allow_other_files)
+        sink = script_outputs(base, run_options)
     try:
         result = run_job(job, run_options, sink=sink, placement=placement or WHOLE_MACHINE)
     except RunInterrupted as stopped:
@@ -183,39 +150,6 @@ def execute_jax_script(
     if raise_on_error and not result.success:
         raise ScriptFailedError(f"{name} failed ({result.error_class}): {result.error_message}", result)
     return result
-
-
-def _take_folder(base: Path, file_name: str, allow_other_files: bool) -> None:
-    """The script's place in ``base``: checked (results/ownership.py), its earlier files gone, claimed."""
-    folder = ResultsFolder(base)
-    folder.check(allow_other_files=allow_other_files, names=lambda: [file_name])
-    try:
-        folder.clear(only=[file_name])  # an earlier run's logs and outputs would pass for this one's
-        base.mkdir(parents=True, exist_ok=True)
-        folder.claim_scripts([file_name])
-    except OSError as exc:
-        raise ResultsWriteError(folder.path, exc) from None
-    finally:
-        folder.close()
-
-
-def _notebook_sink() -> Sink:
-    from jaxrun.outputs.notebook_outputs import (
-        NotebookSink,  # only a run that saves notebooks imports it
-    )
-
-    return NotebookSink()
-
-
-def _with_settings(script: Path, given: dict[str, Any], config: Any) -> RunOptions:
-    """The run options of one script called through the API: the keywords over ``JAXRUN_*``, the
-    script's own settings (its header comment, per-script tables) and the config file's run
-    options (a skip setting is the batch's business: a script named here runs)."""
-    batch = resolve_batch_options([script], given, source="api", config=config).options
-    own = script_settings(batch, script)
-    device = None if batch.given("device") else own.values.get("device")
-    found = own.run_settings(batch, device or (batch.run.device if batch.run.device != "auto" else None), device)
-    return batch.run.overlay(found.values, "script", found.origins) if found.values else batch.run
 
 
 # help() and editors show every option with its default (declared once, in jaxrun/config/options.py).

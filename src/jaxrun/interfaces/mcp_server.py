@@ -35,6 +35,7 @@ from jaxrun.core.formatting import one_line, shorten_middle
 from jaxrun.core.validate import NO_TIMEOUT, shown_value, validate_device
 from jaxrun.core.version import version
 from jaxrun.errors import UsageError
+from jaxrun.executors.backends import backend_named
 from jaxrun.interfaces.mcp_arguments import argument_problem
 from jaxrun.results.figures import SCRIPT_FIGURES
 from jaxrun.results.models import BatchResult
@@ -368,7 +369,7 @@ def build_server(roots: list[Path]) -> Any:
         args += ["--timeout", str(timeout)] if timeout is not None else []
         args.append("--recursive" if recursive_search else "--no-recursive")
         args += ["--allow-other-files"] if allow_other_files else []
-        _option("backend", lambda: BatchOptions.check_value("backend", backend))
+        _option("backend", lambda: (BatchOptions.check_value("backend", backend), backend_named(backend)))
         args += ["--backend", backend]
         return _summary(await _run_cli(args, ctx))
 

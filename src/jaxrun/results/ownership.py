@@ -506,6 +506,25 @@ def _line(claim: dict[str, Any]) -> bytes:
     return json.dumps(claim, ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n"
 
 
+def take_script_place(base: Path, file_name: str, allow_other_files: bool = False) -> None:
+    """One script's place in ``base``, for a run outside a batch (``execute_jax_script``, each run of
+    ``jaxrun ab``): the folder checked (a folder of files jaxrun did not write is refused unless
+    ``allow_other_files``), the script's earlier files gone (an earlier run's logs and outputs would
+    pass for this one's), the place claimed."""
+    from jaxrun.errors import ResultsWriteError
+
+    folder = ResultsFolder(base)
+    folder.check(allow_other_files=allow_other_files, names=lambda: [file_name])
+    try:
+        folder.clear(only=[file_name])
+        base.mkdir(parents=True, exist_ok=True)
+        folder.claim_scripts([file_name])
+    except OSError as exc:
+        raise ResultsWriteError(folder.path, exc) from None
+    finally:
+        folder.close()
+
+
 def claim_script(results_dir: Path, name: str) -> None:
     """Claim one script's files in ``results_dir`` (its manifest made first when it has none)."""
     folder = ResultsFolder(results_dir)

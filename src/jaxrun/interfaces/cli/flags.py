@@ -1,6 +1,7 @@
-"""`jaxrun run`'s flags, made from the options' own declarations (jaxrun/config/option_spec.py): each
-field with a :class:`~jaxrun.config.option_spec.Flag` becomes one click parameter (two with an ``off``
-switch), with the field's help and default. :func:`given_options` turns what the command line
+"""The flags of `jaxrun run` (and of compare, history, ab and bisect), made from the options' own
+declarations (jaxrun/config/option_spec.py): each field with a
+:class:`~jaxrun.config.option_spec.Flag` becomes one click parameter (two with an ``off`` switch),
+with the field's help and default. :func:`given_options` turns what the command line
 gave back into option values, each with the flag that gave it; flags left out give nothing, so a
 config file or ``JAXRUN_*`` value under them is not hidden by a default."""
 
@@ -28,7 +29,8 @@ class Only(typing.NamedTuple):
 
 Models = tuple["type[BaseModel] | Only", ...]
 
-# The switch that turns an option off wins over the flag that sets it (--no-history --history X).
+# The switch that turns an option off wins over the flag that sets it (--no-history --history X),
+# unless its Flag says the two exclude each other (--duet --alternate: one line, exit 2).
 _OFF = "__off"
 
 
@@ -65,17 +67,26 @@ def compared_models() -> Models:
 
 
 def paired_models() -> Models:
-    """The options of `jaxrun bisect`: how it judges, and of each run, its time limit."""
+    """What `jaxrun ab` and `jaxrun bisect` share: how they judge, and of each run, its time limit."""
     from jaxrun.config.options import RunOptions, VerdictOptions
 
     return VerdictOptions, Only(RunOptions, ("timeout",))
 
 
 def ab_models() -> Models:
-    """The options of `jaxrun ab`: bisect's, and the files it also writes, as `jaxrun compare`."""
+    """The options of `jaxrun ab`: the shared ones, the files it also writes (as `jaxrun compare`),
+    then its own (config/ab_options.py)."""
+    from jaxrun.config.ab_options import ABOptions
     from jaxrun.config.options import BatchOptions
 
-    return (*paired_models(), Only(BatchOptions, tuple(COMPARISON_EXPORTS)))
+    return (*paired_models(), Only(BatchOptions, tuple(COMPARISON_EXPORTS)), ABOptions)
+
+
+def bisect_models() -> Models:
+    """The options of `jaxrun bisect`: the shared ones, then its own (config/ab_options.py)."""
+    from jaxrun.config.ab_options import BisectOptions
+
+    return (*paired_models(), BisectOptions)
 
 
 def judged_by(module: str, exports: bool = False) -> Callable[[], dict[str, str]]:
@@ -192,6 +203,25 @@ def _help(text: str, default: str | None) -> str:
     return f"{text}  [default: {default}]" if default else text
 
 
+def _range_type(annotation: Any, field: Any) -> click.ParamType:
+    """The click type of a number with a bound (``option(..., at_least=1)``): click's range type,
+    so that the help shows the range as click shows one (``INTEGER RANGE``, ``[x>=1]``), whose
+    conversion checks only the number: the bound is the declaration's to check, in one place."""
+    kind = _one(annotation)
+    base = click.IntRange if kind is int else click.FloatRange
+
+    class Bounded(base):  # type: ignore[misc, valid-type]
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            return super(click.types._NumberRangeBase, self).convert(value, param, ctx)
+
+    return Bounded(min=field.low, min_open=field.low_open)
+
+
+def _one(annotation: Any) -> Any:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
+
+
 def option_params(models: Models, helps: dict[str, str] | None = None) -> list[click.Parameter]:
     """The click parameters of every option of ``models`` with a flag, in declaration order
     (``helps``: a command's own help for some of them)."""
@@ -204,12 +234,19 @@ def option_params(models: Models, helps: dict[str, str] | None = None) -> list[c
         if field.annotation is bool and flag.sets is None and not flag.off:
             if field.default is True:  # on by default: --name / --no-name
                 names = [f"{names[0]}/--no-{names[0].removeprefix('--')}", *names[1:]]
-                params.append(click.Option([*names, name], default=None, help=_help(text, name.replace("_", "-"))))
+                shown = field.show_default if field.show_default is not None else name.replace("_", "-")
+                params.append(click.Option([*names, name], default=None, help=_help(text, shown)))
             else:
                 params.append(click.Option([*names, name], is_flag=True, default=None, help=text))
             continue
         if flag.sets is not None:  # a switch setting one value (--warm, --no-fallback)
             params.append(click.Option([*names, name], is_flag=True, flag_value=flag.sets, default=None, help=text))
+            if flag.off:  # and one turning it off (--duet, --alternate)
+                params.append(click.Option([flag.off, name + _OFF], is_flag=True, default=None, help=flag.off_help))
+            continue
+        if field.low is not None:  # a bounded number: its default and range shown as click shows them
+            params.append(click.Option([*names, name], type=_range_type(field.annotation, field), default=field.default,
+                                       show_default=True, metavar=flag.metavar, help=text))
             continue
         kind, repeatable = _value_type(field.annotation)
         if flag.text:
@@ -217,7 +254,9 @@ def option_params(models: Models, helps: dict[str, str] | None = None) -> list[c
         elif field.words:
             kind = click.STRING  # a word ("false") reaches the option's check as typed, not as a path
         # The choices are shown, and checked by the option's validator: one line that lists them.
-        params.append(click.Option([*names, name], type=kind, multiple=repeatable, default=None,
+        # A required one has no default at all: click says "missing option" only for a value not given.
+        default = {"required": True} if field.is_required() else {"default": None}
+        params.append(click.Option([*names, name], type=kind, multiple=repeatable, **default,
                                    metavar=metavar_of(field.annotation, flag), help=_help(text, shown_default(field))))
         if flag.off:
             params.append(click.Option([flag.off, name + _OFF], is_flag=True, default=None, help=flag.off_help))
@@ -233,6 +272,11 @@ def given_options(ctx: click.Context, models: Models) -> tuple[dict[str, Any], d
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for name, field, flag in _fields(models):
+        spelled = (flag.names or ("--" + name.replace("_", "-"),))[0]
+        if flag.exclusive and given(name + _OFF) and ctx.params.get(name + _OFF) and given(name):
+            from jaxrun.errors import UsageError
+
+            raise UsageError(f"{spelled} and {flag.off} exclude each other: {flag.exclusive}")
         if given(name + _OFF) and ctx.params.get(name + _OFF):
             values[name], origins[name] = False, flag.off  # type: ignore[assignment]
             continue
@@ -244,6 +288,5 @@ def given_options(ctx: click.Context, models: Models) -> tuple[dict[str, Any], d
 
             value = pairs(value)
         values[name] = value
-        spelled = (flag.names or ("--" + name.replace("_", "-"),))[0]
         origins[name] = f"--no-{spelled[2:]}" if value is False and flag.sets is None else spelled
     return values, origins

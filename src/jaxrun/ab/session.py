@@ -3,13 +3,16 @@ and so on (the order of each pair alternates too), after warm-up pairs, for ``pa
 until a time budget is spent or the ratios are as precise as asked. A drift of the machine's load
 lands on both runs of a pair alike, so the per-pair ratios (jaxrun.judge.paired) do not see it.
 
-Each run is one process, as ``jaxrun run`` makes it (``execute_jax_script``), without the
+Each run is one process, as ``jaxrun run`` makes it (ab/runs.py: run/execute.py's ``run_job``), without the
 persistent compilation cache (every run compiles: compile time is compared, not cache loads).
 
 By default (``duet``) the two of a pair run at the same time instead, each on its own half of
-the machine, the halves swapped every pair (interfaces/ab/duet.py): a change of load then lands on
+the machine, the halves swapped every pair (ab/duet.py): a change of load then lands on
 both at once, not a run's length apart; where the machine cannot be split fairly (one CPU, one
 GPU) the pairs alternate and the report says why.
+
+A :class:`Session` is what every script of one comparison shares (its sides, folder, options and
+pairing); the options are config/ab_options.py's, declared and checked there.
 """
 
 from __future__ import annotations
@@ -17,56 +20,37 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
+from jaxrun.ab.duet import DuetHalves, Pairing, models_built, side_by_side
+from jaxrun.ab.runs import ScriptRuns, script_runs
+from jaxrun.ab.sides import Side
+from jaxrun.config.ab_options import PairedOptions
 from jaxrun.config.options import VerdictOptions
 from jaxrun.core.formatting import plural
 from jaxrun.discover.scripts import find_jax_scripts, script_display_name
-from jaxrun.errors import UsageError
-from jaxrun.interfaces.ab.duet import DuetHalves, Pairing, pairing, side_by_side
-from jaxrun.interfaces.ab.sides import Side
-from jaxrun.interfaces.api import execute_jax_script
 from jaxrun.judge.compare import single_value
 from jaxrun.judge.paired import judge_paired_script, pairs_needed
 from jaxrun.judge.verdicts import metrics_for
 from jaxrun.results.models import ScriptResult
 
-__all__ = ["ABOptions", "PairedRuns", "run_script_pairs", "scripts_of", "metric_samples"]
-
-DEFAULT_PAIRS = 20
-DEFAULT_WARMUP_PAIRS = 1
+__all__ = ["OnRun", "PairedRuns", "Session", "run_script_pairs", "scripts_of", "metric_samples", "script_name"]
 
 OnRun = Callable[[str, Side, int, bool, ScriptResult], None]  # script, side, pair, warm-up, result
 
 
 @dataclass(frozen=True)
-class ABOptions:
-    """How an A/B runs and judges (``jaxrun ab``'s flags), checked once."""
+class Session:
+    """One comparison: BASE and NEW, the folder their runs go to (``base/pairNNN``,
+    ``new/pairNNN``), its options, how its pairs run (a duet's halves, or alternating and why:
+    duet.pairing, chosen once) and who hears of each run."""
 
-    pairs: int = DEFAULT_PAIRS  # counted pairs per script
-    warmup_pairs: int = DEFAULT_WARMUP_PAIRS
-    time_budget: float | None = None  # seconds per script, then stop (after the least pairs a test needs)
-    precision: float | None = None  # stop once every gate ratio's CI is within +-this fraction
-    verdict: VerdictOptions = field(default_factory=VerdictOptions)
-    recursive: bool = True
-    run_options: Mapping[str, Any] = field(default_factory=dict)  # execute_jax_script's keywords for every run
-    fail_on_regression: bool = False  # exit 1 on a regression: the report of its folder says so (compare.exit_reasons)
-    # Each run's environment padded by a random size (RunOptions.randomize_setup): a memory-layout
-    # bias of one setup is averaged out over the pairs instead of favouring one side throughout.
-    randomize_setup: bool = True
-    # BASE and NEW of a pair at the same time, each pinned to its half of the cores (its own GPU on
-    # a GPU), the halves swapped every pair: a change of load lands on both runs of a pair at once
-    # (benchmarks/README.md: it found a 10% slowdown more often than alternation, in less time).
-    # None: a duet where the machine splits fairly, alternating pairs (and why) elsewhere; True:
-    # a duet or one line saying why not; False: alternating pairs.
-    duet: bool | None = None
-
-    def __post_init__(self) -> None:
-        if self.pairs < 1 or self.warmup_pairs < 0:
-            raise UsageError(f"--pairs must be at least 1 and --warmup-pairs at least 0 (got {self.pairs} and "
-                             f"{self.warmup_pairs})")
-        if self.time_budget is not None and self.time_budget < 0 or self.precision is not None and self.precision <= 0:
-            raise UsageError("--time-budget must be 0 or more seconds and --precision a fraction above 0 (0.02: 2%)")
+    base: Side
+    new: Side
+    results_dir: Path
+    options: PairedOptions
+    how: Pairing = (None, None)
+    on_run: OnRun | None = None
 
 
 @dataclass
@@ -123,27 +107,32 @@ def _precise(runs: PairedRuns, options: VerdictOptions, precision: float) -> boo
         and (p.ratio_ci_high - p.ratio_ci_low) / 2 <= precision * p.ratio for p in gate)
 
 
-def run_script_pairs(key: str, base: Side, new: Side, results_dir: Path, options: ABOptions,
-                     on_run: OnRun | None = None, how: Pairing | None = None) -> PairedRuns:
+def _runs(session: Session, side: Side, key: str) -> ScriptRuns:
+    """``key`` of ``side`` with its run options, resolved once for all its pairs."""
+    options = session.options
+    given = {"randomize_setup": options.randomize_setup, **options.run_keywords}
+    if side.python is not None:
+        given["python"] = side.python
+    return script_runs(_script(side, key), script_name(key), given, options.config)
+
+
+def run_script_pairs(session: Session, key: str) -> PairedRuns:
     """Run ``key`` on both sides, pair by pair (at the same time in a duet); stops at the first
-    failed run (it would repeat). ``how``: the pairing the whole comparison chose
-    (:func:`~jaxrun.interfaces.ab.duet.pairing`), else chosen here."""
+    failed run (it would repeat)."""
+    options, base, new, on_run = session.options, session.base, session.new, session.on_run
     pairs, warmup_pairs, verdict = options.pairs, options.warmup_pairs, options.verdict
     time_budget, precision = options.time_budget, options.precision
-    halves, why = how if how is not None else pairing(options.duet, options.run_options)
+    halves, why = session.how
     runs = PairedRuns(key, halves=halves, alternating_reason=why)
     started = time.monotonic()
     least = pairs_needed(verdict.alpha)
-    name = script_name(key)
+    each = {side.label: _runs(session, side, key) for side in (base, new)}
+    if halves is not None:
+        models_built()  # before the pairs' two threads
 
     def run(side: Side, number: int, half: int | None) -> ScriptResult:
-        given = {"randomize_setup": options.randomize_setup, **options.run_options}
-        if side.python is not None:
-            given["python"] = side.python
-        return execute_jax_script(
-            _script(side, key), results_dir=results_dir / side.label.lower() / f"pair{number:03d}",
-            name=name, compile_cache=False,
-            placement=halves.placement(half) if halves is not None and half is not None else None, **given)
+        return each[side.label].run(session.results_dir / side.label.lower() / f"pair{number:03d}",
+                                    halves.placement(half) if halves is not None and half is not None else None)
 
     for number in range(warmup_pairs + pairs):
         warmup = number < warmup_pairs

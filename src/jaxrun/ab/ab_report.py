@@ -10,16 +10,10 @@ import os
 import platform
 import socket
 import statistics
-from pathlib import Path
 
+from jaxrun.ab.session import PairedRuns, Session, metric_samples, script_name
+from jaxrun.ab.sides import Side
 from jaxrun.core.timestamps import now_iso
-from jaxrun.interfaces.ab.session import (
-    ABOptions,
-    PairedRuns,
-    metric_samples,
-    script_name,
-)
-from jaxrun.interfaces.ab.sides import Side
 from jaxrun.judge.benchmark_runs import (
     benchmarking_section,
     sample_from_result,
@@ -97,10 +91,13 @@ def _side(side: Side, runs: list[PairedRuns], label: str) -> ABSide:
                   jaxlib_version=env.jaxlib_version if env else None)
 
 
-def comparison(base: Side, new: Side, runs: list[PairedRuns], only_in_base: list[str], only_in_new: list[str],
-               ab: ABOptions) -> ComparisonReport:
-    """The paired verdict of every script, as ``jaxrun compare`` would report it."""
+def comparison(session: Session, runs: list[PairedRuns], only: tuple[list[str], list[str]] = ([], [])
+               ) -> ComparisonReport:
+    """The paired verdict of every script, as ``jaxrun compare`` would report it (``only``: the
+    scripts on BASE only, and on NEW only)."""
+    ab, base, new = session.options, session.base, session.new
     options, pairs, warmup_pairs = ab.verdict, ab.pairs, ab.warmup_pairs
+    only_in_base, only_in_new = only
     metrics, gate = metrics_for(options.metric)
     scripts: list[ScriptComparison] = []
     for pr in runs:
@@ -144,18 +141,19 @@ def _benchmarked(pr: PairedRuns, label: str, pairs: int, warmup_pairs: int) -> S
                                    **benchmark_medians(last, samples)})
 
 
-def write_sides(folder: Path, base: Side, new: Side, runs: list[PairedRuns], report: ComparisonReport,
-                ab: ABOptions) -> None:
-    """``folder/ab_comparison.json`` and each side as a results folder (``base/``, ``new/``) with its
-    runs as benchmarked results: ``jaxrun report folder`` renders NEW with the paired verdicts."""
-    from jaxrun import __version__
+def write_sides(session: Session, runs: list[PairedRuns], report: ComparisonReport) -> None:
+    """``ab_comparison.json`` in the session's folder and each side as a results folder (``base/``,
+    ``new/``) with its runs as benchmarked results: ``jaxrun report folder`` renders NEW with the
+    paired verdicts."""
+    from jaxrun.core.version import version
 
-    pairs, warmup_pairs, device = ab.pairs, ab.warmup_pairs, str(ab.run_options.get("device", "auto"))
+    ab, folder, base, new = session.options, session.results_dir, session.base, session.new
+    pairs, warmup_pairs, device = ab.pairs, ab.warmup_pairs, str(ab.run_keywords.get("device", "auto"))
     for side in (base, new):
         results = [r for r in (_benchmarked(pr, side.label, pairs, warmup_pairs) for pr in runs) if r is not None]
         jax_version = report.sides[side.label].jax_version if side.label in report.sides else None
         meta = BatchMetadata(
-            jaxrun_version=__version__, device_requested=device, device_used=None, jax_version=jax_version,
+            jaxrun_version=version(), device_requested=device, device_used=None, jax_version=jax_version,
             execution_timestamp=now_iso(), scripts_found=len(runs), scripts_executed=len(results),
             scripts_successful=0, scripts_failed=0, search_paths=[str(side.root)],
             results_dir=str(folder / side.label.lower()), host=socket.gethostname(),

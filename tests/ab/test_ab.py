@@ -19,8 +19,8 @@ import pytest
 from helpers import jaxrun, jaxrun_command, survivors, write
 
 from jaxrun.config.options import VerdictOptions
-from jaxrun.interfaces.ab import ABOptions, run_ab
-from jaxrun.interfaces.ab.bisect import bisect
+from jaxrun.ab import ABOptions, BisectOptions, run_ab
+from jaxrun.ab.bisect import bisect
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
 LENIENT = VerdictOptions(alpha=0.05)  # 6 pairs can reach p < 0.05 (exact Wilcoxon: 2/2^6)
@@ -113,7 +113,8 @@ def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
     _commit(repo, "docs", {"README": "words\n"})
     culprit = _commit(repo, "add a sleep", {"s.py": SLEEPS.format(seconds=0.12)})
     _commit(repo, "more docs", {"README": "more words\n"})
-    found = bisect(repo / "s.py", good, "HEAD", tmp_path / "r", ABOptions(pairs=6, warmup_pairs=0, verdict=LENIENT))
+    found = bisect(repo / "s.py", BisectOptions(good=good, bad="HEAD", results_dir=tmp_path / "r", pairs=6,
+                                                warmup_pairs=0, verdict=LENIENT))
     assert found.first_slower == culprit and found.subject == "add a sleep"
     assert [s.verdict for s in found.steps][0] == "slower"  # the bad end is judged first
     assert _git(repo, "worktree", "list").count("\n") == 0
@@ -169,11 +170,25 @@ def test_ab_help_says_how_pairs_run_in_both_modes() -> None:
         assert re.search(rf"{flag} [^-]*{said}", text), (flag, text)
 
 
-def test_the_cli_and_the_api_default_to_the_same_pairs() -> None:
-    from jaxrun.interfaces.ab.session import DEFAULT_PAIRS
-    from jaxrun.interfaces.cli import ab_command
+def test_the_flags_of_ab_and_bisect_are_made_from_their_declarations(tmp_path: Path) -> None:
+    """One declaration per option (config/ab_options.py): its flag's default is the API's, and a
+    bad value is refused by the declaration's check in the same line, from the command line (exit
+    2, before anything runs) and from Python."""
+    from jaxrun.config.ab_options import ABOptions, BisectOptions
+    from jaxrun.errors import UsageError
 
-    assert ab_command._PAIRS == DEFAULT_PAIRS
+    for command, options in (("ab", ABOptions), ("bisect", BisectOptions)):
+        text = " ".join(jaxrun(command, "--help", env={"COLUMNS": "200"}).stdout.split())
+        assert f"[default: {options.fields['pairs'].default}; x>=1]" in text, text
+        assert f"[default: {options.fields['results_dir'].default}]" in text, text
+    write(tmp_path / "a", "s.py", SLEEPS.format(seconds=0))
+    for flags, keywords in ((["--pairs", "0"], {"pairs": 0}), (["--precision", "0"], {"precision": 0}),
+                            (["--warmup-pairs", "-1"], {"warmup_pairs": -1})):
+        done = jaxrun("ab", tmp_path / "a", tmp_path / "a", *flags, "--results-dir", tmp_path / "r")
+        with pytest.raises(UsageError) as raised:
+            ABOptions(**keywords)
+        assert done.returncode == 2 and done.stderr.strip() == f"jaxrun: error: {raised.value}", done.stderr
+        assert not (tmp_path / "r").exists()
 
 
 def _worktrees(repo: Path) -> set[Path]:
@@ -305,3 +320,11 @@ def test_the_report_of_an_ab_folder_states_the_exit_status_the_command_gave(tmp_
         assert "does not count it" not in page
     else:
         assert " — exit 1" not in page and "slower than the baseline: s.py (reported; the exit status does not count it)" in page
+
+
+def test_the_old_import_path_is_the_new_package() -> None:
+    """docs/guide/ab.md once named jaxrun.interfaces.ab: code that imports it gets jaxrun.ab's names."""
+    import jaxrun.ab
+    from jaxrun.interfaces.ab import ABOptions as Old, run_ab as old_run_ab
+
+    assert old_run_ab is jaxrun.ab.run_ab and Old is jaxrun.ab.ABOptions and Old(duet=True).duet is True

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from jaxrun.ab.ab_report import comparison
+from jaxrun.ab.checkouts import checkouts, remove_abandoned
+from jaxrun.ab.duet import pairing
+from jaxrun.ab.session import OnRun, Session, run_script_pairs
+from jaxrun.ab.sides import Side, git, repository_of, revision
+from jaxrun.config.ab_options import BisectOptions
 from jaxrun.errors import UsageError
-from jaxrun.interfaces.ab.ab_report import comparison
-from jaxrun.interfaces.ab.checkouts import checkouts, remove_abandoned
-from jaxrun.interfaces.ab.duet import pairing
-from jaxrun.interfaces.ab.session import ABOptions, OnRun, run_script_pairs
-from jaxrun.interfaces.ab.sides import Side, git, repository_of, revision
 from jaxrun.results.models import ScriptComparison
 
 __all__ = ["BisectStep", "Bisection", "bisect"]
@@ -47,12 +48,14 @@ def _step(judged: ScriptComparison, commit: str, subject: str) -> BisectStep:
     return BisectStep(commit, subject, judged.verdict, moved[0].ratio if moved else None)
 
 
-def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOptions | None = None, *,
-           on_step: Callable[[BisectStep], None] | None = None, on_run: OnRun | None = None) -> Bisection:
-    options = options or ABOptions()
+def bisect(script: Path, options: BisectOptions, *, on_step: Callable[[BisectStep], None] | None = None,
+           on_run: OnRun | None = None) -> Bisection:
+    """The first revision between ``options.good`` and ``options.bad`` at which ``script`` is judged
+    slower than at the good one; each step's runs in ``options.results_dir/stepNN``."""
+    good, bad, results_dir = options.good, options.bad, options.results_dir
     if not script.is_file():
         raise UsageError(f"no such script: {str(script)!r} (bisect follows one script through the revisions)")
-    how = pairing(options.duet, options.run_options)  # once for every step; a duet that cannot be, refused here
+    how = pairing(options.duet, options.run_keywords)  # once for every step; a duet that cannot be, refused here
 
     repo, relative = repository_of(script)
     good_commit, bad_commit = revision(repo, good), revision(repo, bad)
@@ -70,9 +73,9 @@ def bisect(script: Path, good: str, bad: str, results_dir: Path, options: ABOpti
                 subject = git(repo, "log", "-1", "--format=%s", commit)
                 with made.worktree(commit, f"rev{step}") as tree:
                     new_side = Side("NEW", tree / relative, commit=commit, given=f"rev {commit[:12]}")
-                    runs = run_script_pairs(relative.name, good_side, new_side, results_dir / f"step{step:02d}",
-                                            options, on_run, how)
-                    report = comparison(good_side, new_side, [runs], [], [], options)
+                    session = Session(good_side, new_side, results_dir / f"step{step:02d}", options, how, on_run)
+                    runs = run_script_pairs(session, relative.name)
+                    report = comparison(session, [runs])
                 done = _step(report.scripts[0], commit, subject)
                 result.steps.append(done)
                 if on_step is not None:

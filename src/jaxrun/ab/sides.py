@@ -1,6 +1,6 @@
 """The two sides of an A/B comparison (``jaxrun ab``, ``jaxrun bisect``): two folders, two git
 revisions of one repository (each checked out into a temporary worktree under jaxrun's cache,
-removed afterwards, or by the next run when this one is killed: interfaces/ab/checkouts.py; the user's own
+removed afterwards, or by the next run when this one is killed: ab/checkouts.py; the user's own
 tree and worktrees are never touched), or one folder under two Python interpreters.
 
 A :class:`Side` is where its scripts are and how they run; :func:`sides` makes both from what the
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from jaxrun.core.interpreters import validate_python
+from jaxrun.ab.checkouts import checkouts, remove_abandoned
+from jaxrun.config.ab_options import ABOptions
 from jaxrun.errors import UsageError
-from jaxrun.interfaces.ab.checkouts import checkouts, remove_abandoned
 
 __all__ = ["Side", "git", "repository_of", "revision", "sides"]
 
@@ -76,21 +76,13 @@ def revision(repo: Path, rev: str) -> str:
                          "`git log --oneline` lists them)") from None
 
 
-def _python(flag: str, path: str) -> str:
-    """The interpreter ``flag`` names, checked as ``--python`` checks it (interpreters.validate_python)."""
-    try:
-        checked = validate_python(path)
-    except UsageError as error:
-        raise UsageError(f"{flag}: {str(error).removeprefix('python: ')}") from None
-    assert checked is not None
-    return checked
-
-
 @contextlib.contextmanager
-def sides(base: Path, new: Path | None = None, *, base_rev: str | None = None, new_rev: str | None = None,
-          base_python: str | None = None, new_python: str | None = None) -> Iterator[tuple[Side, Side]]:
+def sides(base: Path, new: Path | None, options: ABOptions) -> Iterator[tuple[Side, Side]]:
     """BASE and NEW: two folders (``base``, ``new``); or the folder ``base`` at two revisions;
-    or under two interpreters (revisions and interpreters may be combined)."""
+    or under two interpreters (revisions and interpreters may be combined; ``options`` name them,
+    the interpreters checked already)."""
+    base_rev, new_rev = options.base_rev, options.new_rev
+    base_python, new_python = options.base_python, options.new_python
     revs = base_rev is not None or new_rev is not None
     pythons = base_python is not None or new_python is not None
     remove_abandoned(git)  # the checkouts a killed jaxrun ab or bisect left
@@ -100,8 +92,7 @@ def sides(base: Path, new: Path | None = None, *, base_rev: str | None = None, n
     if new is None and not (revs or pythons):
         raise UsageError("give two folders to compare (jaxrun ab BASE NEW), or one folder with --base-rev REV "
                          "--new-rev REV (two revisions) or --base-python PATH --new-python PATH (two environments)")
-    interpreters = (_python("--base-python", base_python) if base_python else None,
-                    _python("--new-python", new_python) if new_python else None)
+    interpreters = (base_python, new_python)
     if new is not None:
         for path in (base, new):
             if not path.exists():

@@ -17,8 +17,8 @@ from helpers import jaxrun, write
 
 from jaxrun.config.options import VerdictOptions
 from jaxrun.errors import UsageError
-from jaxrun.interfaces.ab import ABOptions, run_ab
-from jaxrun.interfaces.ab.duet import duet_halves, machine_halves
+from jaxrun.ab import ABOptions, run_ab
+from jaxrun.ab.duet import duet_halves, machine_halves
 from jaxrun.run.placement import Slot, pinned_cpus
 
 # Prints its affinity; sleeps so that the two runs of a pair would overlap even if started apart.
