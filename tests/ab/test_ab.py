@@ -143,6 +143,23 @@ def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("settings, says", [
+    ('entry = "main"\n', "it defines no main() at its top level"),  # warm mode's entry, which the script lacks
+    ('device = "cpu:7"\n', "cpu:7"),  # one device that is not here
+])
+def test_what_a_batch_checks_before_a_run_ab_checks_before_its_first_pair(tmp_path: Path, settings: str,
+                                                                           says: str) -> None:
+    """A/B runs each script as a batch would, and refuses what a batch refuses before it runs."""
+    for side in ("a", "b"):
+        write(tmp_path / side, "s.py", SLEEPS.format(seconds=0))
+        write(tmp_path / side, "jaxrun.toml", settings)
+    done = jaxrun("ab", tmp_path / "a", tmp_path / "b", "--pairs", "1", "--results-dir", tmp_path / "r")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert says in line, line
+    assert not list((tmp_path / "r").glob("**/*_result.json"))  # no pair ran
+
+
 @pytest.mark.parametrize("flags", [["--duet", "--alternate"], ["--alternate", "--duet"]])
 def test_duet_and_alternate_together_are_refused_in_one_line_before_anything_runs(tmp_path: Path,
                                                                                    flags: list[str]) -> None:
