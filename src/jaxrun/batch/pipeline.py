@@ -12,7 +12,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Iterable
 
-from jaxrun import __version__
+from jaxrun.core.version import __version__
 from jaxrun.batch.folder_lock import ResultsFolderLock, unwritable
 from jaxrun.config.options import BatchOptions
 from jaxrun.core.defaults import HISTORY_NOT_USED
@@ -32,10 +32,10 @@ from jaxrun.present.sinks.registry import check_output_files, output_files, repo
 from jaxrun.present.sinks.run_log import RunLogSink
 from jaxrun.results import result_files
 from jaxrun.results.ownership import ResultsFolder
-from jaxrun.results.sink import BaseSink, Later, Sink, Sinks
+from jaxrun.plan.sink import BaseSink, Later, Sink, Sinks
 from jaxrun.run import execute
 from jaxrun.run.launcher import Launcher
-from jaxrun.run.spare import spare_environment
+from jaxrun.run.process.spare import spare_environment
 
 if TYPE_CHECKING:
     from jaxrun.judge.history import HistoryStore
@@ -272,7 +272,7 @@ def _build_result_models() -> None:
     into its result (run/result.py and what it imports), so that the first result is not kept
     waiting for them after its script's last line."""
     from jaxrun.results.models import BatchResult, ScriptResult
-    from jaxrun.run import result  # noqa: F401 - imported for the first result's sake
+    from jaxrun.run.reading import result  # noqa: F401 - imported for the first result's sake
 
     for model in (ScriptResult, BatchResult):
         model.model_rebuild()
@@ -376,7 +376,7 @@ def _keep_earlier_results(options: BatchOptions, plan: Plan, folder: ResultsFold
 def _interrupted(plan: Plan, chain: Sink, files: "BatchFilesSink") -> None:
     """Ctrl-C: every script of the batch is in the files, those that never ran marked interrupted."""
     from jaxrun.core.failures import HINTS
-    from jaxrun.run.result import failed_before_running
+    from jaxrun.run.reading.result import failed_before_running
 
     plan.stop()
     for job in plan.jobs.planned():
@@ -504,7 +504,7 @@ def _stop_early(jobs: Jobs, chain: Sink, files: "BatchFilesSink", why: str, hint
     marked so, the batch files with ``complete: false`` (a later ``--resume`` runs what is
     missing). Further write errors are expected now and left unsaid: the CLI says the first one,
     in one line."""
-    from jaxrun.run.result import failed_before_running
+    from jaxrun.run.reading.result import failed_before_running
 
     logger.info("the batch stops: %s", why)
     files.release()  # the room kept for the batch files' last rewrite, which lists every result held

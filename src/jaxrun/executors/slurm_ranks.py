@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from jaxrun.probe.cluster import PROCESS_COUNT_ENV, PROCESS_ID_ENV
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.script_result import ProcessResult
-from jaxrun.run.multiprocess import CPU_METHOD, sum_known
+from jaxrun.run.reading.job_run import CPU_METHOD, sum_known
 
 if TYPE_CHECKING:
     from jaxrun.config.options import RunOptions

@@ -148,7 +148,7 @@ def write_sides(folder: Path, base: Side, new: Side, runs: list[PairedRuns], rep
                 ab: ABOptions) -> None:
     """``folder/ab_comparison.json`` and each side as a results folder (``base/``, ``new/``) with its
     runs as benchmarked results: ``jaxrun report folder`` renders NEW with the paired verdicts."""
-    from jaxrun import __version__
+    from jaxrun.core.version import __version__
 
     pairs, warmup_pairs, device = ab.pairs, ab.warmup_pairs, str(ab.run_options.get("device", "auto"))
     for side in (base, new):

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from jaxrun import __version__
+from jaxrun.core.version import __version__
 from jaxrun.core.timestamps import now_iso
 from jaxrun.present.sinks.script_files import UNWRITTEN, ScriptFileSink
 from jaxrun.results import result_files
@@ -49,7 +49,7 @@ from jaxrun.results.models import (
     DeviceInfo,
     ScriptResult,
 )
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.plan.job import Job

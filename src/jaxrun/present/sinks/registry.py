@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
-    from jaxrun.results.sink import Sink
+    from jaxrun.plan.sink import Sink
 
 
 class ReportSink(NamedTuple):

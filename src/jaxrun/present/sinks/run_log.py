@@ -14,7 +14,7 @@ from jaxrun.core.formatting import of_total, one_line, plural
 from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.errors import ResultsWriteError
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.plan.job import Job, Jobs
