@@ -54,7 +54,7 @@ def test_the_tables_of_names_are_made_from_the_declarations() -> None:
     assert DEFAULT_GATE == ("run_time", "compile_time")
     # An older name is still read, into the figure that replaced it.
     assert RunSample(index=1, warmup=False, success=True, steady_time=0.5).run_time == 0.5
-    assert RunSample.__name__ == "RunSample" and RunSample.__module__ == "jaxrun.results.benchmark_result"
+    assert RunSample.__name__ == "RunSample" and RunSample.__module__ == "jaxrun.results.run_samples"
 
 
 def test_the_run_sample_schema_keeps_every_older_field_as_it_was() -> None:

@@ -14,7 +14,6 @@ from jaxrun.results.numerics import Numerics
 from jaxrun.results.profile_result import ScriptProfile
 from jaxrun.results.run_samples import WarmSummary
 
-
 MAX_RECOMPILE_REASONS = 100
 
 

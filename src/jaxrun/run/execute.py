@@ -12,8 +12,8 @@ from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.plan.job import Job
 from jaxrun.plan.sink import NO_SINK, Sink
-from jaxrun.run.process.placement import WHOLE_MACHINE, Placement
 from jaxrun.run.attempt import launch_attempt
+from jaxrun.run.process.placement import WHOLE_MACHINE, Placement
 from jaxrun.run.runner import AttemptFn, RunInterrupted, run_attempts
 
 if TYPE_CHECKING:

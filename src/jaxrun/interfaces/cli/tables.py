@@ -19,7 +19,6 @@ from jaxrun.results.figures import (
     format_metric,
     metric_label,
 )
-from jaxrun.results.program_figures import PROGRAM_FIGURES
 from jaxrun.results.models import (
     ComparisonReport,
     DeviceSpeedup,
@@ -28,6 +27,7 @@ from jaxrun.results.models import (
     ScriptBenchmark,
     WarmSummary,
 )
+from jaxrun.results.program_figures import PROGRAM_FIGURES
 
 if TYPE_CHECKING:
     from jaxrun.present.view import ProgramView, RunView, ScriptView, SweepView, TransferView

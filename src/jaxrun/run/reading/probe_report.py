@@ -8,8 +8,8 @@ from typing import Any, Callable
 from jaxrun.core.defaults import MONITOR_INTERVAL, MiB
 from jaxrun.probe import events as ev
 from jaxrun.results.models import CellTiming, CompileStats, WarmCall
-from jaxrun.run.reading.compiles import add_event, add_program
 from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.reading.compiles import add_event, add_program
 
 
 @dataclass
