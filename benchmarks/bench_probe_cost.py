@@ -6,7 +6,7 @@ Two scripts: one that never imports jax (TINY, the 1,000-script sweep's) and a t
 
   * side by side, interleaved, whole process: ``python script.py`` against the probe started as
     each checkout's jaxrun starts it (its ``ProbeArguments(...).command()``, with a lifeline pipe
-    and the scripts' lock as run/environment.py gives them), this checkout's and, with
+    and the scripts' lock as run/process/environment.py gives them), this checkout's and, with
     ``--against OTHER/src``, another's: wall time and the process's CPU (utime + stime, ``wait4``);
   * per piece: the probe run by a driver that stamps ``time.process_time()`` (every thread's CPU)
     and ``time.time()`` around each of its steps (the probe's own functions wrapped by name, so a

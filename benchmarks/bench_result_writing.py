@@ -112,7 +112,7 @@ def measure(n: int, root: Path, plan_first: bool = False, round: int = 0) -> dic
             (folder / f"script_{i:05d}.py").write_text("import jax\n")
     results = root / f"r{n}" if not round else root / f"r{n}_{round}"
     options = BatchOptions.build("api", paths=[scripts], results_dir=results, history=False, device="cpu")
-    from jaxrun.results.sink import Sinks
+    from jaxrun.plan.sink import Sinks
 
     spent = {"sinks": 0.0}
     depth = [0]  # the batch's sinks are Sinks within Sinks: only the outermost call is timed

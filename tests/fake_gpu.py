@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from jaxrun.core.timestamps import now_iso
 from jaxrun.results.models import DeviceEntry, DeviceInfo, PlatformInfo
-from jaxrun.run.classify import classification
-from jaxrun.run.process_watch import LaunchOutcome
-from jaxrun.run.runner import AttemptRun
+from jaxrun.run.reading.classify import classification
+from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.reading.attempt_run import AttemptRun
 
 
 @dataclass

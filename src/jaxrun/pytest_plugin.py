@@ -156,7 +156,7 @@ class _Session:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _report(self, baseline: str | None) -> Any:
-        from jaxrun import __version__
+        from jaxrun.core.version import __version__
         from jaxrun.bench.records import Measurement, PytestBenchmarks
 
         benchmarks = {key: Measurement.model_validate(data) for key, data in self.results.items()}

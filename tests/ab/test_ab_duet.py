@@ -19,7 +19,7 @@ from jaxrun.config.options import VerdictOptions
 from jaxrun.errors import UsageError
 from jaxrun.ab import ABOptions, run_ab
 from jaxrun.ab.duet import duet_halves, machine_halves
-from jaxrun.run.placement import Slot, pinned_cpus
+from jaxrun.run.process.placement import Slot, pinned_cpus
 
 # Prints its affinity; sleeps so that the two runs of a pair would overlap even if started apart.
 AFFINITY = ("if False:\n    import jax\nimport os, time\nprint('AFFINITY', sorted(os.sched_getaffinity(0)))\n"

@@ -27,7 +27,7 @@ from jaxrun import execute_jax_script, run_jax_scripts
 from jaxrun.errors import UsageError
 from jaxrun.probe.lifeline import SCRIPTS_LOCK_FILE
 from jaxrun.results import result_files
-from jaxrun.run import cgroups
+from jaxrun.run.process import cgroups
 
 SLOW = "import time\nimport jax\ntime.sleep(4)\n"
 QUICK = "import jax\nprint('quick')\n"
@@ -347,10 +347,10 @@ def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(
     script. A Ctrl-C then must stop the script and say it was interrupted, not leave it running
     unwatched (the batch would call it "not run", or never hear the Ctrl-C at all)."""
     from jaxrun.config.options import RunOptions
-    from jaxrun.run.environment import probe_command
+    from jaxrun.run.process.environment import probe_command
     from jaxrun.run.launcher import Launcher
-    from jaxrun.run.process_watch import Interrupted, Limits, launch
-    from jaxrun.run.spare import spare_environment
+    from jaxrun.run.process.process_watch import Interrupted, Limits, launch
+    from jaxrun.run.process.spare import spare_environment
 
     script = write(tmp_path / "s", "long.py", "import time\nprint('started', flush=True)\ntime.sleep(60)\n")
     events = tmp_path / "events.jsonl"

@@ -145,7 +145,7 @@ print(f(jnp.ones(3)))
 
 @pytest.mark.slow
 def test_an_option_declared_in_two_files_reaches_the_child_from_every_surface(tmp_path: Path) -> None:
-    """check_tracer_leaks is one field (config/options.py) and one variable (run/environment.py): the CLI
+    """check_tracer_leaks is one field (config/options.py) and one variable (run/process/environment.py): the CLI
     flag, the JAXRUN_* variable and the API keyword all reach the script; without it the same
     script passes (JAX keeps no watch on leaked tracers by default)."""
     script = write(tmp_path, "leak.py", LEAKS_A_TRACER)

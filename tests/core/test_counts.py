@@ -72,7 +72,7 @@ _NOT_NOUNS = {"is", "was", "has", "as", "does", "vs", "its", "this"}
 # Counts that are never one: a sweep past MAX_POINTS points; several arguments changed at once and
 # an argument that took several values (each said only when more than one did). And a value that is
 # no count: a folder's name before a function's (``no jaxrun results in 'r': run run_jax_scripts``).
-NEVER_ONE = {"config/sweeps.py: points", "run/compiles.py: arguments", "run/compiles.py: values"}
+NEVER_ONE = {"config/sweeps.py: points", "run/reading/compiles.py: arguments", "run/reading/compiles.py: values"}
 NO_COUNT = {"interfaces/mcp_server.py: scripts"}
 
 

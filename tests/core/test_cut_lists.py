@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
 
 # Slices joined into text that are no list of things shown to a reader: a path's leading folders,
 # a notebook cell's code, two fixed file names.
-NOT_SHOWN = {("discover/scripts.py", "parts"), ("probe/notebook.py", "lines"), ("run/cgroups.py", "CPU_USAGE_FILES")}
+NOT_SHOWN = {("discover/scripts.py", "parts"), ("probe/notebook.py", "lines"), ("run/process/cgroups.py", "CPU_USAGE_FILES")}
 # Texts an f-string shortens on purpose (a commit's hash, as git does; a description quoted in a
 # message; a flag without its leading dashes; a heading's first letter lowered).
 TEXTS = {"commit", "description", "spelled", "heading"}

@@ -29,9 +29,9 @@ from jaxrun.executors.base import make_executor
 from jaxrun.executors.slots import PooledPlacement, SlotPool, gpu_slots
 from jaxrun.plan.batch_plan import plan_devices
 from jaxrun.plan.job import Job
-from jaxrun.run.environment import child_env, chosen_device_env
+from jaxrun.run.process.environment import child_env, chosen_device_env
 from jaxrun.run.execute import run_job
-from jaxrun.run.placement import Slot
+from jaxrun.run.process.placement import Slot
 
 NO_GPU_HERE = not jaxrun.get_jax_device_info().platforms.get("gpu") or \
     not jaxrun.get_jax_device_info().platforms["gpu"].available

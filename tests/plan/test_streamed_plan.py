@@ -22,7 +22,7 @@ from jaxrun.plan import batch_plan as plan_module
 from jaxrun.results import result_files
 from jaxrun.results.models import BatchResult, ScriptResult
 from jaxrun.results.provenance import script_identity
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 N = 1500
 GATE = 400  # the plan waits at this script until the first job has run

@@ -11,7 +11,7 @@ import pytest
 import jaxrun
 from jaxrun.probe import events
 from jaxrun.probe.jax_hooks import peak_bytes_in_use
-from jaxrun.run.probe_report import device_memory, read_probe_report
+from jaxrun.run.reading.probe_report import device_memory, read_probe_report
 
 GIB = 2**30
 GPU_READING = {  # one H100 after a training step (recorded shape; values chosen for the test)

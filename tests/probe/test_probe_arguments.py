@@ -11,7 +11,7 @@ import pytest
 
 from jaxrun.config.options import RunOptions
 from jaxrun.probe.arguments import ProbeArguments, ProbeUsageError, interpreter
-from jaxrun.run.environment import probe_command
+from jaxrun.run.process.environment import probe_command
 
 
 @pytest.mark.parametrize("options, profile", [

@@ -14,7 +14,7 @@ from helpers import write, write_notebook
 from jaxrun.probe import events
 from jaxrun.probe.arguments import ProbeArguments
 from jaxrun.probe.channel import read_events
-from jaxrun.run.probe_report import read_probe_report
+from jaxrun.run.reading.probe_report import read_probe_report
 
 SCRIPTS = {
     "jax_recorded": """\

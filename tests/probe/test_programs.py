@@ -14,7 +14,7 @@ from helpers import write
 from jaxrun import bench, execute_jax_script
 from jaxrun.probe import programs
 from jaxrun.results.models import CompileStats
-from jaxrun.run.compiles import recompile_warnings
+from jaxrun.run.reading.compiles import recompile_warnings
 
 
 def test_jaxs_messages_become_reasons() -> None:

@@ -17,8 +17,8 @@ from jaxrun import execute_jax_script
 from jaxrun.judge.benchmark_runs import warm_summary
 from jaxrun.results import result_files
 from jaxrun.results.models import ScriptResult, WarmCall
-from jaxrun.run.process_watch import _LogPump
-from jaxrun.run.transfers import SCRIPT_SET_GUARD, GuardLog, guard_log, parse_line
+from jaxrun.run.process.process_watch import _LogPump
+from jaxrun.run.process.transfers import SCRIPT_SET_GUARD, GuardLog, guard_log, parse_line
 
 HEADER = "W1124 06:05:00.907168   19672 guard_lib.cc:125] "
 SHARDING = ", dst_sharding=SingleDeviceSharding(device=CpuDevice(id=0), memory_kind=device)"

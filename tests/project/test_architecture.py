@@ -1,5 +1,6 @@
 """The layout of docs/ARCHITECTURE.md, checked: no import cycles, and no lower layer importing an
-upper one (lazy imports inside functions included; ``if TYPE_CHECKING:`` imports excluded)."""
+upper one. Every kind of import counts: at module level, inside functions (lazy) and under
+``if TYPE_CHECKING:`` (a type checker follows those too, and a cycle there is a knot all the same)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "jaxrun"
 
 # The layers, lowest first: a module's layer is its top-level package (or, at the root, the
-# public entry point it is). A module may import its own layer and the ones below it.
-ORDER = ["errors core", "probe", "results", "discover", "config", "judge", "plan", "run", "executors",
-         "present", "outputs", "batch ab", "interfaces __main__", "bench pytest_plugin"]
+# public entry point it is), or the sub-package of it named here (``run.process`` below
+# ``run.reading`` below the rest of ``run``). A module may import its own layer and the ones below
+# it. The root package (``jaxrun/__init__.py``, the public API) is the top: it may import any
+# layer, and no module imports it.
+ORDER = ["errors core", "probe", "results", "discover", "config", "judge", "plan", "run.process", "run.reading", "run",
+         "executors", "present", "outputs", "batch ab", "interfaces __main__", "bench pytest_plugin"]
 LAYERS: dict[str, int] = {f"jaxrun.{name}": i for i, names in enumerate(ORDER) for name in names.split()}
 
 
@@ -25,9 +29,12 @@ def module_name(path: Path) -> str:
 
 
 def layer(name: str) -> int:
-    top = ".".join(name.split(".")[:2])
-    assert top in LAYERS, f"{name} is in no layer: the root holds only the public entry points (ORDER)"
-    return LAYERS[top]
+    """The layer of module ``name``: that of the longest name in ``LAYERS`` it is, or is inside."""
+    parts = name.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return LAYERS[".".join(parts[:end])]
+    raise AssertionError(f"{name} is in no layer: the root holds only the public entry points (ORDER)")
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -37,39 +44,47 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports(path: Path) -> tuple[set[str], set[str]]:
-    """(module-level, lazy) jaxrun modules imported by ``path``."""
+def imports(path: Path) -> tuple[set[str], set[str], set[str]]:
+    """(module-level, lazy, typing-only) jaxrun modules imported by ``path``: lazy inside a
+    function, typing-only under ``if TYPE_CHECKING:`` (at module level)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text())
     top: set[str] = set()
     lazy: set[str] = set()
+    typing: set[str] = set()
 
-    def visit(node: ast.AST, in_function: bool) -> None:
+    def visit(node: ast.AST, in_function: bool, for_types: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _is_type_checking(child):
-                continue
-            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
-            targets: list[str] = []
-            if isinstance(child, ast.Import):
-                targets = [a.name for a in child.names]
-            elif isinstance(child, ast.ImportFrom):
-                if child.level:
-                    base = package.split(".")
-                    base = base[: len(base) - child.level + 1]
-                    prefix = ".".join(base + ([child.module] if child.module else []))
-                else:
-                    prefix = child.module or ""
-                targets = [prefix] + [f"{prefix}.{a.name}" for a in child.names]
-            for target in targets:
-                if target == "jaxrun" or target.startswith("jaxrun."):
-                    resolved = _existing(target)
-                    if resolved and resolved != name:
-                        (lazy if in_function else top).add(resolved)
-            visit(child, inner)
+                for part in child.body:
+                    visit_node(part, in_function, True)
+                for part in child.orelse:  # what runs (an ``else:`` beside it) is imported as anywhere
+                    visit_node(part, in_function, for_types)
+            else:
+                visit_node(child, in_function, for_types)
 
-    visit(tree, False)
-    return top, lazy
+    def visit_node(node: ast.AST, in_function: bool, for_types: bool) -> None:
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            targets = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
+        for target in targets:
+            if target == "jaxrun" or target.startswith("jaxrun."):
+                resolved = _existing(target)
+                if resolved and resolved != name:
+                    (lazy if in_function else typing if for_types else top).add(resolved)
+        visit(node, in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)), for_types)
+
+    visit(tree, False, False)
+    return top, lazy, typing
 
 
 def _existing(target: str) -> str | None:
@@ -93,9 +108,10 @@ def test_every_module_has_a_layer() -> None:
             layer(name)
 
 
-def test_no_import_cycles_at_module_level() -> None:
-    # Importing a sub-module runs its package's __init__ first, so that edge is implied too.
-    edges = {n: {t for t in top if t != n} for n, (top, _) in GRAPH.items()}
+def test_no_import_cycles_of_any_kind() -> None:
+    """No module reaches itself through imports of any kind: at module level, inside functions or
+    for type checking (a knot of lazy imports is a knot, only one that fails later)."""
+    edges = {n: {t for t in top | lazy | typing if t != n} for n, (top, lazy, typing) in GRAPH.items()}
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -118,20 +134,30 @@ def test_no_import_cycles_at_module_level() -> None:
 
 def test_no_lower_layer_imports_an_upper_one() -> None:
     wrong = []
-    for name, (top, lazy) in GRAPH.items():
-        if name == "jaxrun":  # the public API re-exports from every layer, lazily
+    for name, (top, lazy, typing) in GRAPH.items():
+        if name == "jaxrun":  # the public API, the top: it re-exports from every layer, lazily
             continue
-        for target in top | lazy:
-            if target != "jaxrun" and layer(target) > layer(name):
-                wrong.append(f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})")
+        for target in top | lazy | typing:
+            if target == "jaxrun":
+                wrong.append(f"{name} imports the root package jaxrun, the top (jaxrun.core.version has the version)")
+            elif layer(target) > layer(name):
+                wrong.append(f"{name} (layer {ORDER[layer(name)]}) imports {target} (layer {ORDER[layer(target)]})")
     assert not wrong, "\n".join(wrong)
 
 
 def test_the_graph_sees_imports() -> None:
-    """The checks above would pass vacuously if the parser missed imports."""
-    top, lazy = GRAPH["jaxrun.batch.pipeline"]
-    assert {"jaxrun.config.options", "jaxrun.executors.base", "jaxrun.run.execute"} <= top
+    """The checks above would pass vacuously if the parser missed imports of any kind."""
+    top, lazy, typing = GRAPH["jaxrun.batch.pipeline"]
+    assert {"jaxrun.config.options", "jaxrun.executors.base", "jaxrun.run.execute", "jaxrun.run.launcher"} <= top
     assert "jaxrun.batch.pipeline" in GRAPH["jaxrun.interfaces.cli.run_command"][1]
+    top, lazy, typing = GRAPH["jaxrun.run.runner"]
+    assert {"jaxrun.run.attempt", "jaxrun.run.process.placement", "jaxrun.run.reading.attempt_run"} <= top
+    assert {"jaxrun.run.reading.classify", "jaxrun.run.reading.result"} <= lazy
+    assert "jaxrun.results.models" in typing
+    assert "jaxrun.run.process.process_watch" in GRAPH["jaxrun.run.reading.classify"][2]
+    # The sub-layers of run/: the process below what reads it, below the attempt loop.
+    assert layer("jaxrun.run.process.spare") < layer("jaxrun.run.reading.result") < layer("jaxrun.run.runner") \
+        == layer("jaxrun.run") < layer("jaxrun.executors.local")
 
 
 def test_no_function_outside_the_cli_takes_more_than_twelve_parameters() -> None:

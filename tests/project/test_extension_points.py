@@ -25,7 +25,7 @@ import json, os
 from jaxrun.executors.backends import Backend
 from jaxrun.executors.sequential import SequentialExecutor
 from jaxrun.outputs.declarations import Output
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 
 class ToyExecutor(SequentialExecutor):

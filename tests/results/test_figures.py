@@ -16,7 +16,7 @@ from helpers import jaxrun, load, write
 
 from jaxrun.judge import history, history_schema
 from jaxrun.judge.verdicts import DEFAULT_GATE, PHASES
-from jaxrun.results import figures
+from jaxrun.results import figures, program_figures
 from jaxrun.results.models import (
     RESULT_FIELDS,
     SAMPLE_METRICS,
@@ -54,7 +54,7 @@ def test_the_tables_of_names_are_made_from_the_declarations() -> None:
     assert DEFAULT_GATE == ("run_time", "compile_time")
     # An older name is still read, into the figure that replaced it.
     assert RunSample(index=1, warmup=False, success=True, steady_time=0.5).run_time == 0.5
-    assert RunSample.__name__ == "RunSample" and RunSample.__module__ == "jaxrun.results.benchmark_result"
+    assert RunSample.__name__ == "RunSample" and RunSample.__module__ == "jaxrun.results.run_samples"
 
 
 def test_the_run_sample_schema_keeps_every_older_field_as_it_was() -> None:
@@ -79,7 +79,7 @@ def test_each_figure_is_written_with_its_unit() -> None:
 
 def test_a_program_figure_is_null_not_zero_when_unknown() -> None:
     stats = CompileStats(count=1, compile_time=0.25)
-    cells = dict(zip([f.name for f in figures.PROGRAM_FIGURES], (f.cell(stats) for f in figures.PROGRAM_FIGURES)))
+    cells = dict(zip([f.name for f in program_figures.PROGRAM_FIGURES], (f.cell(stats) for f in program_figures.PROGRAM_FIGURES)))
     assert cells["jit"] == (0.25, "250 ms")
     assert cells["intensity"] == (None, "-") and cells["flops"] == (None, "-")
     assert cells["compile_share"] == (None, "-")  # no script result: no body to be a share of
@@ -133,7 +133,7 @@ def test_a_program_figure_is_a_column_of_the_report_and_of_run_v(tmp_path: Path)
     assert program["cost"]["flops"] == 2 * N**3 and program["cost"]["bytes_accessed"] == 3 * N * N * 4
     parsed = _Programs()
     parsed.feed((tmp_path / "r" / "report.html").read_text(encoding="utf-8"))
-    assert parsed.head[3:3 + len(figures.PROGRAM_FIGURES)] == [f.label for f in figures.PROGRAM_FIGURES]
+    assert parsed.head[3:3 + len(program_figures.PROGRAM_FIGURES)] == [f.label for f in program_figures.PROGRAM_FIGURES]
     cells = dict(zip(parsed.head, next(row for row in parsed.rows if row and row[1][0] == "jit(<lambda>)")))
     assert float(cells["FLOP/byte"][1]) == pytest.approx(N / 6, rel=1e-12) and cells["FLOP/byte"][0] == "10.7"
     # The program's JIT work as a share of the script's body, both as the result file has them.

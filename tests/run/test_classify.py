@@ -9,7 +9,7 @@ import pytest
 
 from jaxrun.core.failures import hint_for
 from jaxrun.results.models import ERROR_CLASSES
-from jaxrun.run.classify import (
+from jaxrun.run.reading.classify import (
     HINTS,
     Classification,
     Evidence,

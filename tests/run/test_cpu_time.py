@@ -16,7 +16,7 @@ from helpers import jaxrun as jaxrun_cli
 from helpers import write
 
 import jaxrun
-from jaxrun.run import cgroups
+from jaxrun.run.process import cgroups
 
 # The probe's own CPU after the script's last reading (END event, interpreter exit): 15-40 ms
 # measured here; a figure 2x too high or too low is off by far more than this.

@@ -25,7 +25,7 @@ from jaxrun.errors import (
     UsageError,
 )
 from jaxrun.results.models import SCHEMA_VERSION
-from jaxrun.run.classify import HINTS
+from jaxrun.run.reading.classify import HINTS
 
 
 def write_script(folder: Path, name: str, body: str) -> Path:

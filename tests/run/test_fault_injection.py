@@ -20,7 +20,7 @@ from helpers import FORK_BOMB, jaxrun, survivors, write
 from pydantic import BaseModel
 
 from jaxrun.results import result_files
-from jaxrun.run import cgroups
+from jaxrun.run.process import cgroups
 
 CASE_TIMEOUT = 120
 # What makes a file a JAX script for discovery, without the 0.5 s of importing JAX: these faults are

@@ -26,9 +26,9 @@ from jaxrun.probe.memory_fit import (
     fit_warning,
     memory_of,
 )
-from jaxrun.run import cgroups
-from jaxrun.run.classify import classification
-from jaxrun.run.result import _hint
+from jaxrun.run.process import cgroups
+from jaxrun.run.reading.classify import classification
+from jaxrun.run.reading.result import _hint
 
 MiB, GiB = 2**20, 2**30
 SQUARE = jax.ShapeDtypeStruct((1024, 1024), jnp.float32)  # 4 MiB

@@ -1,6 +1,6 @@
 """--processes N: a multi-process JAX program (jax.distributed.initialize() with no arguments, gloo
-collectives across processes on CPU) runs as one job with one result (run/multiprocess.py,
-probe/cluster.py). Real subprocesses, real JAX."""
+collectives across processes on CPU) runs as one job with one result (run/process/process_group.py,
+run/reading/job_run.py, probe/cluster.py). Real subprocesses, real JAX."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spare probe processes (run/spare.py): started before their script is known, they must run the
+"""Spare probe processes (run/process/spare.py): started before their script is known, they must run the
 script exactly as a new process would, keep their waiting time out of execution_time, be used
 only when the job's start-up variables match, and never outlive jaxrun."""
 
@@ -15,11 +15,11 @@ import pytest
 from helpers import jaxrun, load, write
 
 from jaxrun.config.options import RunOptions
-from jaxrun.run import cgroups
-from jaxrun.run.environment import probe_command
+from jaxrun.run.process import cgroups
+from jaxrun.run.process.environment import probe_command
 from jaxrun.run.launcher import Launcher
-from jaxrun.run.process_watch import Limits, launch
-from jaxrun.run.spare import spare_environment
+from jaxrun.run.process.process_watch import Limits, launch
+from jaxrun.run.process.spare import spare_environment
 
 
 def spares_of(token: str) -> list[int]:
@@ -118,7 +118,7 @@ def test_no_spare_is_started_after_the_last_process_the_batch_expects(tmp_path: 
     assert first.prestarted and second.prestarted
 
 
-# --- the parent's own set-up, done while the first script runs (run/launcher.py: when_started) -----
+# --- the parent's own set-up, done while the first script runs (run/process/process_pool.py: when_started) -----
 
 def test_deferred_set_up_runs_once_the_script_runs_and_never_counts_in_its_time(tmp_path: Path) -> None:
     seen: list[bool] = []

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from helpers import jaxrun, write
 
-from jaxrun.results.sink import BaseSink, Later, Sinks
+from jaxrun.plan.sink import BaseSink, Later, Sinks
 
 HAND_OVER = "the job handed to its process"
 # What the parent must not have imported when the first script's process gets its job.
 HEAVY = ("pydantic", "pydantic_core", "jaxrun.results.models", "jaxrun.outputs.batch_files", "jaxrun.outputs.script_files",
-         "jaxrun.run.result", "jaxrun.results.batch_summary", "jaxrun.judge.history", "sqlite3", "rich", "psutil", "numpy", "scipy",
+         "jaxrun.run.reading.result", "jaxrun.results.batch_summary", "jaxrun.judge.history", "sqlite3", "rich", "psutil", "numpy", "scipy",
          "jax", "jaxrun.interfaces.cli.tables", "jaxrun.present.view.batch_view", "tomllib", "_hashlib")
 
 

@@ -21,7 +21,7 @@ from helpers import FORK_BOMB, jaxrun, survivors, write
 
 from jaxrun.config.options import VerdictOptions
 from jaxrun.ab import ABOptions, run_ab
-from jaxrun.run import cgroups
+from jaxrun.run.process import cgroups
 
 BURNERS = 8  # busy loops: the load the suite must pass at
 CPUS = sorted(os.sched_getaffinity(0))
@@ -102,7 +102,7 @@ def test_max_processes_holds_a_fork_bomb_on_a_loaded_machine(tmp_path: Path, wit
 @needs_two_cpus
 @pytest.mark.usefixtures("burners")
 def test_every_thread_of_two_jobs_keeps_to_its_share_from_the_first_line_on_a_loaded_machine(tmp_path: Path) -> None:
-    # The first job's process is a spare started before its job was known (run/spare.py), with a
+    # The first job's process is a spare started before its job was known (run/process/spare.py), with a
     # thread already; the second is started for its job: both are held to their share.
     script = (f"import os\nfirst = {THREADS}\nimport jax, jax.numpy as jnp, jaxrun\n"
               "total = float(jax.jit(lambda x: (x @ x).sum())(jnp.ones((64, 64))))\n"

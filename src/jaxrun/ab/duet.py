@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from jaxrun.core.validate import split_device
 from jaxrun.errors import DeviceProbeError, UsageError
-from jaxrun.run.placement import FixedPlacement, Slot
+from jaxrun.run.process.placement import FixedPlacement, Slot
 
 __all__ = ["DuetHalves", "Pairing", "duet_halves", "machine_halves", "models_built", "pairing", "side_by_side"]
 

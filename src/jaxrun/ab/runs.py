@@ -18,9 +18,9 @@ from jaxrun.plan.job import Job
 from jaxrun.results import result_files
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.ownership import take_script_place
-from jaxrun.results.sink import Sink
+from jaxrun.plan.sink import Sink
 from jaxrun.run.execute import RunInterrupted, run_job
-from jaxrun.run.placement import WHOLE_MACHINE, Placement
+from jaxrun.run.process.placement import WHOLE_MACHINE, Placement
 
 __all__ = ["ScriptRuns", "script_runs"]
 

@@ -15,7 +15,7 @@ from jaxrun.core.version import version
 from jaxrun.errors import DeviceProbeError
 from jaxrun.outputs.declarations import OUTPUTS, OutputContext, made
 from jaxrun.plan.batch_plan import search_roots
-from jaxrun.results.sink import Later, Sink, Sinks
+from jaxrun.plan.sink import Later, Sink, Sinks
 
 if TYPE_CHECKING:
     from jaxrun.discover.devices import DeviceFacts

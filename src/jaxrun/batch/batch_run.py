@@ -17,7 +17,7 @@ from jaxrun.errors import ResultsWriteError, UsageError
 from jaxrun.outputs.declarations import output_files
 from jaxrun.outputs.history_sink import benchmarks
 from jaxrun.plan.job import Jobs
-from jaxrun.results.sink import BaseSink, Sink, Sinks
+from jaxrun.plan.sink import BaseSink, Sink, Sinks
 
 if TYPE_CHECKING:
     from jaxrun.batch.batch_outputs import BatchOutputs
@@ -130,7 +130,7 @@ class Batch:
     def _interrupted(self, chain: Sink, outputs: "BatchOutputs") -> None:
         """Ctrl-C: every script of the batch is in the files, those that never ran marked interrupted."""
         from jaxrun.core.failures import HINTS
-        from jaxrun.run.result import failed_before_running
+        from jaxrun.run.reading.result import failed_before_running
 
         self.plan.stop()
         files = outputs.files()
@@ -153,7 +153,7 @@ class Batch:
         marked so, the batch files with ``complete: false`` (a later ``--resume`` runs what is
         missing). Further write errors are expected now and left unsaid: the CLI says the first one,
         in one line."""
-        from jaxrun.run.result import failed_before_running
+        from jaxrun.run.reading.result import failed_before_running
 
         self.plan.stop()
         logger.info("the batch stops: %s", why)

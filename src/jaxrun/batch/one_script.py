@@ -15,7 +15,7 @@ from jaxrun.discover.scripts import check_notebook, defines_name
 from jaxrun.errors import DeviceProbeError, ScriptNotFoundError, UsageError
 from jaxrun.outputs.script_files import ScriptFileSink
 from jaxrun.probe import notebook_cells
-from jaxrun.results.sink import Sink, Sinks
+from jaxrun.plan.sink import Sink, Sinks
 
 
 def checked_script(script_path: "Path | str", given: Mapping[str, Any], config: Any,

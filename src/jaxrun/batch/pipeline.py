@@ -26,10 +26,10 @@ from jaxrun.executors.base import RunJob, opened_executor
 from jaxrun.outputs.declarations import check_output_files
 from jaxrun.outputs.history_opener import HistoryOpener
 from jaxrun.plan.batch_plan import Plan
-from jaxrun.results.sink import Sink
+from jaxrun.plan.sink import Sink
 from jaxrun.run import execute
 from jaxrun.run.launcher import Launcher
-from jaxrun.run.spare import spare_environment
+from jaxrun.run.process.spare import spare_environment
 
 if TYPE_CHECKING:
     from jaxrun.results.models import BatchResult

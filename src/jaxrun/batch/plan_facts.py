@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterable
 from jaxrun.config.option_spec import default_of
 from jaxrun.core.formatting import plural
 from jaxrun.core.version import version
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
@@ -51,7 +51,7 @@ def processes_of(options: "BatchOptions", jobs: "Iterable[Job]") -> int:
 class PlanFacts(BaseSink):
     """What the plan found, in the batch's metadata as it stands at each write; and, when the
     plan ended after the batch began, the run log's lines about it and the processes the rest of
-    the batch starts (no spare process is started after the last job's: run/spare.py)."""
+    the batch starts (no spare process is started after the last job's: run/process/spare.py)."""
 
     def __init__(self, plan: "Plan", meta: "BatchMetadata", log: "RunLogSink", to_run: "Jobs",
                  launcher: "Launcher | None") -> None:

@@ -19,10 +19,10 @@ logger = logging.getLogger(__name__)
 def build_result_models() -> None:
     """Build what pydantic builds at a model's first use (results/base_model.py: defer_build) for the
     models every script's result goes through, and import the code that turns an ended process
-    into its result (run/result.py and what it imports), so that the first result is not kept
+    into its result (run/reading/result.py and what it imports), so that the first result is not kept
     waiting for them after its script's last line."""
     from jaxrun.results.models import BatchResult, ScriptResult
-    from jaxrun.run import result  # noqa: F401 - imported for the first result's sake
+    from jaxrun.run.reading import result  # noqa: F401 - imported for the first result's sake
 
     for model in (ScriptResult, BatchResult):
         model.model_rebuild()

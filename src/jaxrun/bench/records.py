@@ -1,6 +1,7 @@
 """Results of jaxrun.bench, which times jitted functions inside the caller's process, and the
 file the pytest plugin writes. Quantities that XLA cannot tell on this platform (cost analysis of a
-host callback, say) are None. Their text rendering is in bench/format.py."""
+host callback, say) are None. Each writes itself as plain text (``str()``), with bench/format.py's
+helpers."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from jaxrun.bench.format import fmt_bytes, fmt_rate, fmt_seconds, text_table
+from jaxrun.core.formatting import plural
 from jaxrun.results.models import (
     SCHEMA_VERSION,
     MappingModel,
@@ -150,8 +153,6 @@ class Measurement(MappingModel):
         return self.steady.median
 
     def __str__(self) -> str:
-        from jaxrun.bench.format import measurement_text
-
         return measurement_text(self)
 
 class BatchScalingRow(MappingModel):
@@ -180,8 +181,6 @@ class BatchScaling(MappingModel):
     warnings: list[str] = []
 
     def table(self) -> str:
-        from jaxrun.bench.format import batch_scaling_table
-
         return batch_scaling_table(self)
 
     def __str__(self) -> str:
@@ -212,8 +211,6 @@ class Speedup(MappingModel):
     warnings: list[str] = []
 
     def table(self) -> str:
-        from jaxrun.bench.format import speedup_table
-
         return speedup_table(self)
 
     def __str__(self) -> str:
@@ -240,8 +237,6 @@ class FitCheck(MappingModel):
     reason: str | None = Field(None, description="Why it does not fit, or why it is unknown")
 
     def __str__(self) -> str:
-        from jaxrun.bench.format import fit_text
-
         return fit_text(self)
 
 
@@ -265,3 +260,87 @@ class PytestBenchmarks(MappingModel):
     benchmarks: dict[str, Measurement] = Field({}, description="Per test node id (one call per test)")
     baseline: str | None = Field(None, description="The baseline file compared against, if any")
     comparisons: list[ScriptComparison] = []
+
+
+# --- each record's text ---------------------------------------------------------------------------
+
+def measurement_text(m: "Measurement") -> str:
+    s = m.steady
+    ci = f" [{fmt_seconds(s.ci_low)}, {fmt_seconds(s.ci_high)}]" if s.ci_low is not None else ""
+    lines = [
+        f"{m.name} on {m.device or 'unknown device'}",
+        f"  trace {fmt_seconds(m.trace_time)}, lower {fmt_seconds(m.lower_time)}, "
+        f"compile {fmt_seconds(m.compile_time)}{' (cached)' if m.compile_cached else ''}, "
+        f"first call {fmt_seconds(m.first_call)}",
+        f"  steady {fmt_seconds(s.median)}{ci} median of {plural(s.n, 'sample')} x {plural(m.inner_loops, 'call')}"
+        + (f" in {fmt_seconds(m.sampling_time)} (budget {fmt_seconds(m.time_budget)})"
+           if m.sampling_time is not None and m.time_budget is not None else ""),
+    ]
+    if m.flops is not None:
+        lines.append(
+            f"  {m.flops:.4g} FLOPs, {fmt_bytes(m.bytes_accessed)} accessed: "
+            f"{fmt_rate(m.achieved_flops_per_s, 'FLOP/s')}, {fmt_rate(m.achieved_bytes_per_s, 'B/s')}"
+        )
+    if m.fraction_of_peak_flops is not None:
+        bandwidth = m.fraction_of_peak_bandwidth
+        lines.append(
+            f"  {m.fraction_of_peak_flops:.1%} of peak {m.peak_dtype} FLOP/s, "
+            f"{'-' if bandwidth is None else f'{bandwidth:.1%}'} of peak bandwidth"
+            + (f": {m.bound}-bound" if m.bound else "")
+        )
+        peaks = [f"{fmt_rate(rate, unit)} ({source})" for rate, unit, source in (
+            (m.peak_flops_per_s, "FLOP/s", m.peak_flops_source), (m.peak_bytes_per_s, "B/s", m.peak_bandwidth_source))
+            if rate is not None and source]
+        if peaks:
+            lines.append(f"  peaks: {', '.join(peaks)}")
+    lines += [f"  warning: {w}" for w in m.warnings + s.warnings]
+    return "\n".join(lines)
+
+
+def batch_scaling_table(b: "BatchScaling") -> str:
+    headers = ["batch", "time/call", "time/item", "items/s", f"speedup/item vs {b.baseline_size}"]
+    rows = [
+        [
+            str(r.size),
+            fmt_seconds(r.time),
+            fmt_seconds(r.per_item),
+            "-" if r.items_per_s is None else f"{r.items_per_s:,.0f}",
+            "-" if r.speedup_per_item is None else f"{r.speedup_per_item:.2f}x",
+        ]
+        for r in b.rows
+    ]
+    return f"{b.name} on {b.device or 'unknown device'}\n" + text_table(headers, rows)
+
+
+def speedup_table(sp: "Speedup") -> str:
+    def ci(s: "Statistics") -> str:
+        return "-" if s.ci_low is None else f"[{fmt_seconds(s.ci_low)}, {fmt_seconds(s.ci_high)}]"
+
+    rows = [
+        [t.name, fmt_seconds(t.steady.median), ci(t.steady), str(t.steady.n)]
+        for t in (sp.fast, sp.reference)
+    ]
+    text = text_table(["function", "median/call", "95% CI", "samples"], rows)
+    if sp.ratio is not None:
+        interval = "" if sp.ci_low is None else f" (95% CI {sp.ci_low:.3g}x - {sp.ci_high:.3g}x)"
+        text += f"\nspeed-up of {sp.fast.name} over {sp.reference.name}: {sp.ratio:.3g}x{interval}"
+    return text
+
+
+def fit_text(f: "FitCheck") -> str:
+    verdict = {True: "fits", False: "does not fit", None: "unknown whether it fits"}[f.fits]
+    lines = [f"{f.program} on {f.device}: {verdict}"]
+    m = f.memory
+    if m is not None:
+        lines.append(
+            f"  needs {fmt_bytes(f.needed_bytes)}: inputs {fmt_bytes(m.argument_bytes)} "
+            f"({fmt_bytes(f.resident_bytes)} already on the device), outputs {fmt_bytes(m.output_bytes)}, "
+            f"temporaries {fmt_bytes(m.temp_bytes)}, code {fmt_bytes(m.generated_code_bytes)}"
+            + (f", less {fmt_bytes(m.alias_bytes)} of donated inputs" if m.alias_bytes else "")
+        )
+    if f.free_bytes is not None:
+        lines.append(f"  free {fmt_bytes(f.free_bytes)} = limit {fmt_bytes(f.limit_bytes)} - "
+                     f"{fmt_bytes(f.in_use_bytes)} in use ({f.source})")
+    if f.reason:
+        lines.append(f"  {f.reason}")
+    return "\n".join(lines)

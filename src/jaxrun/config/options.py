@@ -293,7 +293,7 @@ class RunOptions(_Options):
         False, "Pad each process run's environment by a random size (0-4 KiB, recorded as environment.setup_padding) "
         "so that a memory-layout bias of one environment size is averaged out over runs, not baked into them "
         "(jaxrun ab: on unless --same-setup). Such runs start a process of their own, never the spare.")
-    # Multi-process programs (run/multiprocess.py): one job, N cooperating probes, one result.
+    # Multi-process programs (run/process/process_group.py, run/reading/job_run.py): one job, N cooperating probes, one result.
     processes: int = option(1, "Run each script as N cooperating processes (jax.distributed.initialize() with no "
                             "arguments finds a coordinator on localhost); 1: one process.", Flag(metavar="N"))
     # Numerics (recorded in each result: runs with other numerics are not compared silently).
@@ -311,7 +311,7 @@ class RunOptions(_Options):
         "jax/jaxlib); its device facts and versions are recorded.", Flag(metavar="PATH"),
         show_default="jaxrun's own interpreter")
     isolate_env: bool = option(False, "Scripts get a minimal environment (PATH, HOME, locale, JAX_*, XLA_*, CUDA_*...) "
-                               "instead of all of yours (run/environment.py says which).")
+                               "instead of all of yours (run/process/environment.py says which).")
     xfail: Optional[str] = option(None, "Expected to fail, and why: the script's failure does not fail the batch "
                                   "(a per-script setting).", flag=None)
     # Notebooks (.ipynb programs; probe/notebook.py): the executed copy with each cell's outputs.

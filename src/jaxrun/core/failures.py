@@ -1,11 +1,11 @@
 """The one failure table: every ``error_class`` with its hint (and the hints of causes within it
 that jaxrun tells apart: :func:`hint_for`), where it is transient, and what to try next.
-Classification (run/classify.py) decides the class; every executor acts on it only through
+Classification (run/reading/classify.py) decides the class; every executor acts on it only through
 :func:`next_action`, so a failure takes the same path sequentially, in parallel and on Ray. A hint
 joined after another text is joined as sentences (:func:`as_sentences`).
 
 To add a class: a row in :data:`TABLE` (the result models' ``ErrorClass`` is made from it), and
-the evidence that recognises it in run/classify.py (docs/ARCHITECTURE.md, "Add a failure class").
+the evidence that recognises it in run/reading/classify.py (docs/ARCHITECTURE.md, "Add a failure class").
 """
 
 from __future__ import annotations

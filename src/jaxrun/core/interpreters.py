@@ -9,7 +9,7 @@ which is this environment's site-packages and would bring its jax along. What th
 of jaxrun (the probe, :func:`jaxrun.record`, the device facts' child) is standard library only.
 
 The parent's own interpreter is ``None`` everywhere (the option's default): nothing changes then.
-Imported on the way to every script's first line (run/environment.py): only what is cheap at the top.
+Imported on the way to every script's first line (run/process/environment.py): only what is cheap at the top.
 """
 
 from __future__ import annotations

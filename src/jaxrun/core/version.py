@@ -133,3 +133,11 @@ def _declared_version() -> str | None:
     if project.get("name") != DISTRIBUTION or not isinstance(project.get("version"), str):
         return None
     return project["version"]
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``, :func:`version`, read when it is first asked for: every layer takes it from
+    here (``from jaxrun.core.version import __version__``), none from the root package above them."""
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from jaxrun.plan.job import Job, Jobs
     from jaxrun.results.models import ScriptResult
     from jaxrun.results.script_result import Attempt
-    from jaxrun.results.sink import Sink
-    from jaxrun.run.placement import Placement
+    from jaxrun.plan.sink import Sink
+    from jaxrun.run.process.placement import Placement
 
 
 class RunJob(Protocol):

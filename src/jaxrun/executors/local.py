@@ -19,7 +19,7 @@ from jaxrun.discover.devices import device_ids
 from jaxrun.executors.base import BatchInterrupted, RunJob
 from jaxrun.executors.slots import PooledPlacement, SlotPool, cpu_slots, gpu_slots
 from jaxrun.plan.job import Jobs
-from jaxrun.run.environment import chosen_index
+from jaxrun.run.process.environment import chosen_index
 from jaxrun.run.runner import RunInterrupted
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from jaxrun.discover.devices import Facts
     from jaxrun.plan.job import Job
     from jaxrun.results.models import ScriptResult
-    from jaxrun.results.sink import Sink
+    from jaxrun.plan.sink import Sink
 
 
 def _priority(job: "Job") -> tuple[bool, float, int]:

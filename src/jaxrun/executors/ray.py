@@ -49,13 +49,13 @@ from jaxrun.errors import UsageError
 from jaxrun.executors.base import BatchInterrupted, RunJob, with_lost_attempts
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.script_result import Attempt
-from jaxrun.run.result import failed_before_running
+from jaxrun.run.reading.result import failed_before_running
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions, RunOptions
     from jaxrun.discover.devices import Facts
     from jaxrun.plan.job import Job
-    from jaxrun.results.sink import Sink
+    from jaxrun.plan.sink import Sink
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,8 +75,8 @@ def _worker_env() -> dict[str, str]:
 
 def run_on_worker(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str, Any]:
     """The task body: one job through the ordinary ``run_job``, returned as plain data."""
-    from jaxrun.results.sink import NO_SINK
-    from jaxrun.run.placement import WHOLE_MACHINE
+    from jaxrun.plan.sink import NO_SINK
+    from jaxrun.run.process.placement import WHOLE_MACHINE
     from jaxrun.run.runner import RunInterrupted
 
     try:

@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Sequence
 
 from jaxrun.executors.base import BatchInterrupted, RunJob
 from jaxrun.plan.job import Jobs
-from jaxrun.run.placement import WHOLE_MACHINE
+from jaxrun.run.process.placement import WHOLE_MACHINE
 from jaxrun.run.runner import RunInterrupted
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
     from jaxrun.discover.devices import Facts
     from jaxrun.plan.job import Job
-    from jaxrun.results.sink import Sink
+    from jaxrun.plan.sink import Sink
 
 
 class SequentialExecutor:

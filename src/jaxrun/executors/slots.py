@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from jaxrun.errors import UsageError
-from jaxrun.run.placement import Slot, merge_xla_flags
+from jaxrun.run.process.placement import Slot, merge_xla_flags
 
 # Leave XLA headroom on a shared GPU (its default preallocation fraction is 0.75 for one process).
 USABLE_GPU_MEMORY = 0.9

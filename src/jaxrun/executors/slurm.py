@@ -50,13 +50,13 @@ from jaxrun.executors.slurm_record import TaskRecord, Submission
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.ownership import ResultsFolder
 from jaxrun.results.result_files import SLURM_DIR
-from jaxrun.run.result import failed_before_running
+from jaxrun.run.reading.result import failed_before_running
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions, RunOptions
     from jaxrun.discover.devices import Facts
     from jaxrun.plan.job import Job
-    from jaxrun.results.sink import Sink
+    from jaxrun.plan.sink import Sink
 
 # A task lost with its node (or preempted) is submitted again this many times at most.
 LOST_TASK_RETRIES = 2
@@ -76,9 +76,9 @@ def run_on_node(run_job: RunJob, job: "Job", options: "RunOptions") -> dict[str,
     """The task body, on its node: one job through the ordinary ``run_job``, returned as plain data.
     Slurm's SIGTERM (scancel, the time limit, a preemption) stops the script, whose result then
     says what it did."""
-    from jaxrun.results.sink import NO_SINK
-    from jaxrun.run.environment import SCHEDULED_ENV
-    from jaxrun.run.placement import WHOLE_MACHINE
+    from jaxrun.plan.sink import NO_SINK
+    from jaxrun.run.process.environment import SCHEDULED_ENV
+    from jaxrun.run.process.placement import WHOLE_MACHINE
     from jaxrun.run.runner import RunInterrupted
 
     started = time.time()

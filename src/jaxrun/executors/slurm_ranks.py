@@ -1,6 +1,6 @@
 """A multi-process job (``--processes N``) on Slurm: N tasks of one job step (``srun``, across
 ``--nodes``), each running one process of the job as a one-process run of its own, merged into the
-job's one result as run/multiprocess.py merges the processes of a local job.
+job's one result as run/reading/job_run.py merges the processes of a local job.
 
 ``jax.distributed.initialize()`` with no arguments finds Slurm's own environment (JAX's Slurm
 cluster: SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST): jaxrun gives no coordinator of its own
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from jaxrun.probe.cluster import PROCESS_COUNT_ENV, PROCESS_ID_ENV
 from jaxrun.results.models import ScriptResult
 from jaxrun.results.script_result import ProcessResult
-from jaxrun.run.multiprocess import CPU_METHOD, sum_known
+from jaxrun.run.reading.job_run import CPU_METHOD, sum_known
 
 if TYPE_CHECKING:
     from jaxrun.config.options import RunOptions

@@ -33,9 +33,9 @@ from jaxrun.probe.channel import valid_text
 from jaxrun.results import result_files
 from jaxrun.results.models import BatchResult, ScriptResult
 from jaxrun.results.ownership import take_script_place
-from jaxrun.results.sink import NO_SINK, Sink
+from jaxrun.plan.sink import NO_SINK, Sink
 from jaxrun.run.execute import RunInterrupted, run_job
-from jaxrun.run.placement import WHOLE_MACHINE, Placement
+from jaxrun.run.process.placement import WHOLE_MACHINE, Placement
 
 __all__ = ["run_jax_scripts", "execute_jax_script"]
 
@@ -107,7 +107,7 @@ def execute_jax_script(
     (:class:`UsageError`) unless ``allow_other_files=True``, and then they are kept. A failing script returns a result with
     ``success=False``; only ``raise_on_error=True`` turns that into :class:`ScriptFailedError`.
 
-    ``placement`` (a :class:`jaxrun.run.placement.Placement`) says where on the machine the script's
+    ``placement`` (a :class:`jaxrun.run.process.placement.Placement`) says where on the machine the script's
     processes go: a slot's CPU cores become their affinity, its GPUs the ones they see
     (``FixedPlacement(Slot(0, cpus=(0,)))`` pins every attempt to core 0; ``jaxrun ab --duet``
     gives each side its half); None: the whole machine, as ``jaxrun run`` runs one script.

@@ -1,6 +1,6 @@
 """The ``jaxrun`` command's entry point (and ``python -m jaxrun``'s).
 
-``jaxrun run`` starts the first script's process (a spare probe, run/spare.py) before it even
+``jaxrun run`` starts the first script's process (a spare probe, run/process/spare.py) before it even
 imports its command-line machinery: the interpreter of that process starts while jaxrun reads its
 options, so the script begins as early as it can. Everything else is :func:`jaxrun.interfaces.cli.main`.
 """
@@ -59,7 +59,7 @@ def _end_now_if_ray_was_left_behind(status: int) -> None:
 
 def _start_run() -> "Launcher":
     from jaxrun.run.launcher import Launcher
-    from jaxrun.run.spare import spare_environment
+    from jaxrun.run.process.spare import spare_environment
 
     launcher = Launcher()
     launcher.open_spares(spare_environment())

@@ -40,6 +40,7 @@ from jaxrun.judge.history_schema import (
     SCHEMA_VERSION,
     add_declared_columns,
 )
+from jaxrun.judge.regression import check_regression
 from jaxrun.results.models import (
     SAMPLE_METRICS,
     CompileStats,
@@ -441,8 +442,6 @@ class HistoryStore:
         min_runs: int = MIN_HISTORY_RUNS, **given: Any,
     ) -> RegressionCheck:
         """Run ``run_id`` judged against the earlier comparable runs (judge/regression.py)."""
-        from jaxrun.judge.regression import check_regression
-
         return check_regression(self, run_id, options, window=window, min_runs=min_runs, **given)
 
     def check_latest(self, script: str | os.PathLike[str] | None = None, options: VerdictOptions | None = None,

@@ -7,21 +7,29 @@ verdict of its gate (run and compile time by default) is "slower". With fewer th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Sequence
 
 from jaxrun.config.options import VerdictOptions, verdict_options
 from jaxrun.core.defaults import HISTORY_WINDOW, MIN_HISTORY_RUNS
 from jaxrun.core.formatting import plural
 from jaxrun.errors import UsageError
 from jaxrun.results.comparison_report import JUDGED_VERDICTS, TOO_FEW
-from jaxrun.results.models import RegressionCheck
+from jaxrun.results.models import HistoryRun, RegressionCheck, RunSample
 
-if TYPE_CHECKING:
-    from jaxrun.judge.history import HistoryStore
+
+class RunHistory(Protocol):
+    """What the check reads of a history: judge/history.py's ``HistoryStore`` is one (and calls
+    :func:`check_regression` with itself)."""
+
+    def get(self, run_id: int) -> HistoryRun: ...
+
+    def earlier_comparable(self, run: HistoryRun, window: int, numerics: str) -> list[int]: ...
+
+    def samples_of(self, run_ids: Sequence[int]) -> list[RunSample]: ...
 
 
 def check_regression(
-    store: "HistoryStore", run_id: int, options: VerdictOptions | None = None, *, window: int = HISTORY_WINDOW,
+    store: RunHistory, run_id: int, options: VerdictOptions | None = None, *, window: int = HISTORY_WINDOW,
     min_runs: int = MIN_HISTORY_RUNS, **given: Any,
 ) -> RegressionCheck:
     """Compare run ``run_id`` with up to ``window`` earlier comparable runs (same script path,

@@ -1,1 +1,1 @@
-"""The outputs of a batch: each one sink (results/sink.py), chosen by the registry from the options."""
+"""The outputs of a batch: each one sink (plan/sink.py), chosen by the registry from the options."""

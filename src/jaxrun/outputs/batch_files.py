@@ -8,7 +8,7 @@ the square of the batch's size (10,000 scripts: about 45 minutes). They are rewr
 script unless the rewrites would then take more than ``MAX_WRITE_SHARE`` of the batch's time (in
 practice: after every script of ordinary batches, every few hundred of a flood of short ones),
 and always at the start (:meth:`BatchFilesSink.begin`, which the batch has done while the first
-script runs: run/process_watch.py ``when_started``) and at the end (and on Ctrl-C). Every script's own
+script runs: run/process/process_pool.py ``when_started``) and at the end (and on Ctrl-C). Every script's own
 result file is written when it finishes, so a batch killed outright loses nothing:
 :func:`jaxrun.results.batch_summary.with_unlisted_results` adds those files to a batch file that lags behind
 (compare, report and --resume read through it).
@@ -17,7 +17,7 @@ A full disk must not cost a result that finished: the batch keeps room for its l
 these files, ``.jaxrun.reserve`` (allocated at the start, grown with the batch, removed at its
 end). When a write fails, :meth:`BatchFilesSink.release` frees that room, no more per-script files
 are written, and the last rewrite lists every result the batch holds (those whose own file could
-not be written included: results/sink.py tells every sink), so --resume runs again only what did
+not be written included: plan/sink.py tells every sink), so --resume runs again only what did
 not finish.
 """
 
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from jaxrun import __version__
+from jaxrun.core.version import __version__
 from jaxrun.core.timestamps import now_iso
 from jaxrun.outputs.script_files import UNWRITTEN, ScriptFileSink
 from jaxrun.results import result_files
@@ -49,7 +49,7 @@ from jaxrun.results.models import (
     DeviceInfo,
     ScriptResult,
 )
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
@@ -99,7 +99,7 @@ class BatchFilesSink(BaseSink):
         run = options.run
         self.benchmark_runs, self.warmup_runs, self.devices = run.benchmark_runs, run.warmup_runs, list(options.device)
         # Every result so far, a few hundred bytes each (results/held_results.py), as this sink is given it:
-        # a sink after this one that changes a result returns the changed one (results/sink.py).
+        # a sink after this one that changes a result returns the changed one (plan/sink.py).
         self._held = HeldResults()
         self._texts = texts
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended

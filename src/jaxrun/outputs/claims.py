@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from jaxrun.errors import ResultsWriteError
 from jaxrun.results.ownership import ResultsFolder
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

@@ -2,7 +2,7 @@
 writes outside the results folder, the optional feature it needs, and when it is made. Nothing
 here imports an output's module: each is imported when a batch makes it.
 
-An output is a sink (results/sink.py) made by a function of its module, ``for_batch(context)``,
+An output is a sink (plan/sink.py) made by a function of its module, ``for_batch(context)``,
 from what the batch holds (:class:`OutputContext`). The batch makes them stage by stage
 (:data:`STAGES`), in the order of :data:`OUTPUTS` within a stage; the stages' sinks are told of
 every job in the order of the stages. A third-party package adds an output with an entry point in
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
     from jaxrun.results.models import BatchMetadata, DeviceInfo
     from jaxrun.results.ownership import ResultsFolder
-    from jaxrun.results.sink import Sink
+    from jaxrun.plan.sink import Sink
 
 # When each stage's outputs are made, in the order their sinks are told of a job:
 STAGES = (

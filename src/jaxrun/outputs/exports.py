@@ -27,7 +27,7 @@ from jaxrun.results import result_files
 from jaxrun.results.benchmark_result import resolve_metric
 from jaxrun.results.figures import PHASES, SCRIPT_FIGURES, format_metric, metric_label
 from jaxrun.results.models import SAMPLE_METRICS, SCHEMA_VERSION
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

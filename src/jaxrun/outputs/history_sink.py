@@ -23,7 +23,7 @@ from jaxrun.judge.history import HistoryStore, history_run_from_benchmark
 from jaxrun.errors import UsageError
 from jaxrun.probe.channel import valid_text
 from jaxrun.results.models import RegressionCheck
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

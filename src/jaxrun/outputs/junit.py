@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxrun.results import result_files
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from jaxrun.core.formatting import fmt
 from jaxrun.results import result_files
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from jaxrun.probe import notebook_cells
 from jaxrun.results import result_files
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

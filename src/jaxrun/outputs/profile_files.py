@@ -16,7 +16,7 @@ from jaxrun.results.models import (
     ScriptTimingProfile,
     TimingProfile,
 )
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

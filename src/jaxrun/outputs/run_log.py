@@ -15,7 +15,7 @@ from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.errors import ResultsWriteError
 from jaxrun.results import result_files
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext

@@ -177,14 +177,14 @@ def _exception_event(writer: EventWriter, exc: BaseException) -> str:
 
 
 def _wait_as_spare() -> tuple[list[str], float] | None:
-    """``--spare`` (jaxrun/run/spare.py): ready, wait for a job on stdin, become its probe (its
+    """``--spare`` (jaxrun/run/process/spare.py): ready, wait for a job on stdin, become its probe (its
     environment, folder and stdin as a launched probe would have them). None: no job came."""
-    join_cgroups()  # its own group, which becomes its job's (run/spare.py); the job's START says
+    join_cgroups()  # its own group, which becomes its job's (run/process/spare.py); the job's START says
     ready_at = time.perf_counter()
     data = sys.stdin.buffer.read()  # jaxrun closes it after the job
     if not data:
         return None  # jaxrun stopped or no longer needs this spare
-    import marshal  # built in: json's import is ~5 ms of CPU (run/spare.py wrote it with this interpreter)
+    import marshal  # built in: json's import is ~5 ms of CPU (run/process/spare.py wrote it with this interpreter)
 
     job = marshal.loads(data)
     os.environ.clear()

@@ -1,12 +1,12 @@
 """The probe's command line, defined once for both sides of the process boundary.
 
-The parent builds it (``ProbeArguments(...).command()``, run/environment.py) and the child reads
+The parent builds it (``ProbeArguments(...).command()``, run/process/environment.py) and the child reads
 it back (``ProbeArguments.parse(argv)``, probe/__main__.py) through this one definition: a flag is
 a field, named like it (``warm_calls`` -> ``--warm-calls``), typed by its default. A new setting
-that reaches the probe is a field here and the line that fills it in run/environment.py.
+that reaches the probe is a field here and the line that fills it in run/process/environment.py.
 A plain class, not a dataclass or a ``NamedTuple``: ``dataclasses`` imports ``inspect`` (~15 ms) and
 ``typing`` is ~10 ms of CPU in a fresh interpreter, and this module is on the way to every script's
-first line, in jaxrun (run/spare.py) and in the probe.
+first line, in jaxrun (run/process/spare.py) and in the probe.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ MODULE = "jaxrun.probe"
 # main(), for a probe started by hand): ``-m`` imports runpy, and with it importlib.util,
 # contextlib, collections and functools, ~5 ms of CPU in every script's process.
 ENTRY = "from jaxrun.probe.__main__ import run; run()"
-SPARE = "--spare"  # a probe started before its job is known (run/spare.py); the job comes on stdin
+SPARE = "--spare"  # a probe started before its job is known (run/process/spare.py); the job comes on stdin
 
 
 class ProbeUsageError(SystemExit):
@@ -97,7 +97,7 @@ ProbeArguments._field_defaults = {name: ProbeArguments.__dict__[name] for name i
 
 
 def interpreter(python: str | None = None) -> list[str]:
-    """What starts a probe, before its arguments (a spare's too: run/spare.py)."""
+    """What starts a probe, before its arguments (a spare's too: run/process/spare.py)."""
     return [python or sys.executable, "-c", ENTRY]
 
 

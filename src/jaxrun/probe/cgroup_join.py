@@ -1,4 +1,4 @@
-"""The probe's first act: join the run's cgroups (run/cgroups.py) before the script can start
+"""The probe's first act: join the run's cgroups (run/process/cgroups.py) before the script can start
 anything, so that every process the script starts is born in them, and say how much CPU this
 process used before it joined (its interpreter's start-up), which the group's count lacks. Then
 every thread of the process takes the run's CPU mask (``JAXRUN_CPUS``, a ``--jobs N`` share or a
@@ -19,12 +19,12 @@ from jaxrun.probe.channel import CGROUPS_ENV
 
 # The run's cgroups this process joined (probe/lifeline.py stops every process in them).
 joined_folders: list[str] = []
-# The cores the run's processes are pinned to, comma-separated (set by run/process_watch.py).
+# The cores the run's processes are pinned to, comma-separated (set by run/process/process_watch.py).
 CPUS_ENV = "JAXRUN_CPUS"
 
 
 # Where a cgroup counts the CPU time of its processes: controller (``""`` for v2) -> (file, key,
-# seconds per unit). A v1 ``cpu.stat`` has no ``usage_usec``. run/cgroups.py reads the same files.
+# seconds per unit). A v1 ``cpu.stat`` has no ``usage_usec``. run/process/cgroups.py reads the same files.
 CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
     "cpuacct": ("cpuacct.usage", None, 1e-9),
     "": ("cpu.stat", "usage_usec", 1e-6),
@@ -136,7 +136,7 @@ def _join(folders: list[str]) -> dict[str, object]:
         try:
             with open(path, encoding="utf-8") as procs:
                 if me in procs.read().split():
-                    continue  # the parent moved it here already (run/cgroups.py: adopt)
+                    continue  # the parent moved it here already (run/process/cgroups.py: adopt)
             with open(path, "w", encoding="utf-8") as procs:
                 procs.write(me)
         except OSError as exc:

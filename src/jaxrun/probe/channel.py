@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable
 
 EVENTS_ENV = "JAXRUN_EVENTS_FILE"
-# The cgroup folders (os.pathsep-separated) the probe joins before the script starts (run/cgroups.py).
+# The cgroup folders (os.pathsep-separated) the probe joins before the script starts (run/process/cgroups.py).
 CGROUPS_ENV = "JAXRUN_CGROUPS"
 
 

@@ -1,4 +1,4 @@
-"""The child's side of a multi-process job (``--processes N``; run/multiprocess.py is the parent's):
+"""The child's side of a multi-process job (``--processes N``; run/process/process_group.py is the parent's):
 ``jax.distributed.initialize()`` called with no arguments finds its coordinator, the number of
 processes and its own id, as it would under Slurm or Open MPI.
 

@@ -1,5 +1,5 @@
 """The events on the probe's private channel: each defined once, here, for the child that writes
-them and the parent that reads them (run/probe_report.py, run/classify.py, run/process_watch.py).
+them and the parent that reads them (run/reading/probe_report.py, run/reading/classify.py, run/process/process_watch.py).
 
 Each event is one JSON object per line: ``type`` (one of the names below) and the fields of its
 ``TypedDict``. They are plain dicts at run time (no cost in the script's process, no pydantic or
@@ -75,10 +75,10 @@ class _StartFields(TypedDict):
 class Start(_StartFields, total=False):
     """The probe is running (its absence: it never started)."""
 
-    cgroup_joined: bool  # it joined the run's cgroups (run/cgroups.py)
+    cgroup_joined: bool  # it joined the run's cgroups (run/process/cgroups.py)
     cgroup_error: str
     cpu_before_join: float  # its CPU seconds before it joined (what the group's count lacks)
-    spare_ready_at: float  # perf_counter when it was ready as a spare (run/spare.py)
+    spare_ready_at: float  # perf_counter when it was ready as a spare (run/process/spare.py)
 
 
 class JaxLoaded(TypedDict):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from jaxrun.probe.channel import EventWriter
 
 _CACHE_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
-# --device cpu:K (K > 0): the CPU device the script's work goes to by default (run/environment.py).
+# --device cpu:K (K > 0): the CPU device the script's work goes to by default (run/process/environment.py).
 DEFAULT_DEVICE_ENV = "JAXRUN_DEFAULT_DEVICE"
 
 _jit_seconds = 0.0

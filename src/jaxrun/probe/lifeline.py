@@ -1,4 +1,4 @@
-"""The probe's side of run/lifeline_pipe.py: when jaxrun's process is gone (the lifeline pipe reads
+"""The probe's side of run/process/lifeline_pipe.py: when jaxrun's process is gone (the lifeline pipe reads
 end-of-file), nobody supervises the script any more, so it is stopped with its whole tree: every
 process in the run's cgroups, then the process group the probe leads, the probe last. Nothing
 the script started runs on unsupervised, writing into a results folder a new run may be using.
@@ -15,8 +15,8 @@ import os
 
 from jaxrun.probe.cgroup_join import joined_folders
 
-ENV = "JAXRUN_LIFELINE_FD"  # the descriptor number, set by run/lifeline_pipe.py
-SCRIPTS_LOCK_ENV = "JAXRUN_SCRIPTS_LOCK"  # the path, set by run/environment.py
+ENV = "JAXRUN_LIFELINE_FD"  # the descriptor number, set by run/process/lifeline_pipe.py
+SCRIPTS_LOCK_ENV = "JAXRUN_SCRIPTS_LOCK"  # the path, set by run/process/environment.py
 SCRIPTS_LOCK_FILE = ".jaxrun.scripts.lock"
 _held: list[int] = []  # the lock's descriptor, open for the process's life
 

@@ -4,7 +4,7 @@ still give: a program that will not fit is said before the out-of-memory, not af
 Layer 0, and it runs inside the script's process: the standard library only at import; jax is
 never imported here (the caller hands over the compiled stats and the device). Used by the
 probe's compile hook (a warning as a program compiles), by ``jaxrun.bench.fits`` (the same
-question in-process, without running the function) and by the parent (run/runner.py), which
+question in-process, without running the function) and by the parent (run/reading/result.py), which
 adds the warnings to an out-of-memory failure's hint (:func:`with_fit_evidence`).
 
 What a device can give:
@@ -30,7 +30,7 @@ __all__ = [
 
 # Every fit warning contains it: the parent finds them among a result's warnings by it.
 FIT_MARKER = "will likely run out of memory"
-# jaxrun's --memory-limit in bytes (run/environment.py: child_env), set whether or not a cgroup holds it.
+# jaxrun's --memory-limit in bytes (run/process/environment.py: child_env), set whether or not a cgroup holds it.
 MEMORY_LIMIT_ENV = "JAXRUN_MEMORY_LIMIT_BYTES"
 
 # models.results.ProgramMemory's fields <- CompiledMemoryStats's attributes.

@@ -1,4 +1,4 @@
-"""The probe's side of counting implicit transfers (run/transfers.py counts the lines): jaxrun runs
+"""The probe's side of counting implicit transfers (run/process/transfers.py counts the lines): jaxrun runs
 the script with ``JAX_TRANSFER_GUARD=log``; the parent must know when the script changed the guard
 itself (then the count is not jaxrun's), so this tells it once, by a TRANSFER_GUARD event.
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from jaxrun.probe.channel import EventWriter
 
 # JAX's transfer-guard variables (jax/_src/config.py), and the one jaxrun sets beside its own
-# JAX_TRANSFER_GUARD=log (run/transfers.py).
+# JAX_TRANSFER_GUARD=log (run/process/transfers.py).
 GUARD_ENV = "JAX_TRANSFER_GUARD"
 GUARD_DIRECTION_ENV = {
     "host_to_device": "JAX_TRANSFER_GUARD_HOST_TO_DEVICE",

@@ -11,8 +11,9 @@ from jaxrun.core.defaults import (
     TOO_FEW,  # noqa: F401 - the verdict's word, read from here by the views
 )
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
-from jaxrun.results.benchmark_result import METRIC_ALIASES, RunSample
-from jaxrun.results.script_result import Numerics
+from jaxrun.results.figures import METRIC_ALIASES
+from jaxrun.results.numerics import Numerics
+from jaxrun.results.run_samples import RunSample
 
 Verdict = Literal["faster", "slower", "no significant change", "too few runs to judge", "not comparable"]
 

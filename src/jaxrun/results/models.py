@@ -14,6 +14,14 @@ from jaxrun.results.base_model import (
     ErrorClass,
     MappingModel,
 )
+from jaxrun.results.batch_result import (
+    BatchMetadata,
+    BatchResult,
+    PerformanceMetrics,
+    PerformanceSummary,
+    ScriptMetrics,
+    SkippedScript,
+)
 from jaxrun.results.benchmark_result import (
     METRIC_ALIASES,
     RESULT_FIELDS,
@@ -21,11 +29,7 @@ from jaxrun.results.benchmark_result import (
     BenchmarkingSection,
     BenchmarkResults,
     DeviceSpeedup,
-    RunSample,
     ScriptBenchmark,
-    Statistics,
-    WarmCall,
-    WarmSummary,
 )
 from jaxrun.results.comparison_report import (
     ABSide,
@@ -45,6 +49,7 @@ from jaxrun.results.device_info import (
     NvmlInfo,
     PlatformInfo,
 )
+from jaxrun.results.numerics import Numerics
 from jaxrun.results.profile_result import (
     MemoryProfile,
     ScriptMemoryProfile,
@@ -53,13 +58,13 @@ from jaxrun.results.profile_result import (
     TimelineEvent,
     TimingProfile,
 )
+from jaxrun.results.run_samples import RunSample, Statistics, WarmCall, WarmSummary
 from jaxrun.results.script_result import (
     MAX_RECOMPILE_REASONS,
     Attempt,
     CellTiming,
     CompileEnvironment,
     CompileStats,
-    Numerics,
     Outcome,
     ProcessResult,
     ProgramCost,
@@ -68,23 +73,6 @@ from jaxrun.results.script_result import (
     ScriptResult,
     Transfers,
     TransferStats,
-)
-
-# Models that name models of other modules (imported under TYPE_CHECKING there, to avoid import
-# cycles) find them in their own module once it is loaded: pydantic builds every model on first
-# use (defer_build, results/base_model.py) and resolves such names from the model's module then.
-from jaxrun.results import benchmark_result as _benchmarks, script_result as _results  # noqa: E402, I001
-
-_results.ScriptBenchmark, _results.WarmSummary, _results.ScriptProfile = ScriptBenchmark, WarmSummary, ScriptProfile
-_benchmarks.RegressionCheck, _benchmarks.Numerics = RegressionCheck, Numerics
-
-from jaxrun.results.batch_result import (  # noqa: E402
-    BatchMetadata,
-    BatchResult,
-    PerformanceMetrics,
-    PerformanceSummary,
-    ScriptMetrics,
-    SkippedScript,
 )
 
 __all__ = [

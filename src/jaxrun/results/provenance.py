@@ -71,7 +71,7 @@ def history_run_from_benchmark(
     recorded_at: str | None = None,
 ) -> HistoryRun:
     """A :class:`HistoryRun` for one script's benchmark (identity and git state read now)."""
-    from jaxrun import __version__
+    from jaxrun.core.version import __version__
 
     script_path, content_hash = script_identity(benchmark.script_path)
     script_path = valid_text(script_path)  # SQLite text must be valid UTF-8

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from jaxrun.core.formatting import joined
 from jaxrun.results.base_model import SCHEMA_VERSION, ErrorClass, MappingModel
+from jaxrun.results.benchmark_result import ScriptBenchmark
 from jaxrun.results.figures import SCRIPT_FIGURES
-
-if TYPE_CHECKING:
-    from jaxrun.results.benchmark_result import ScriptBenchmark, WarmSummary
-    from jaxrun.results.profile_result import ScriptProfile
-
+from jaxrun.results.numerics import Numerics
+from jaxrun.results.profile_result import ScriptProfile
+from jaxrun.results.run_samples import WarmSummary
 
 MAX_RECOMPILE_REASONS = 100
 
@@ -144,23 +143,6 @@ class Attempt(MappingModel):
     signal: int | None = None
     execution_time: float | None = None
     started_at: str
-
-
-class Numerics(MappingModel):
-    """The numerics a script started with (jaxrun's options and the user's own JAX_* / XLA_FLAGS):
-    two runs with different numerics are not compared without saying so."""
-
-    x64: bool = Field(False, description="jax_enable_x64")
-    matmul_precision: str | None = Field(None, description="jax_default_matmul_precision (null: JAX's default)")
-    debug_nans: bool = False
-    debug_infs: bool = False
-    disable_jit: bool = False
-    xla_flags: str | None = Field(None, description="XLA_FLAGS, without the placement flags jaxrun adds itself")
-
-    def differences(self, other: "Numerics") -> list[str]:
-        """``["x64 False vs True", ...]``: the settings where ``other`` differs from this one."""
-        return [f"{name} {getattr(self, name)!r} vs {getattr(other, name)!r}"
-                for name in type(self).model_fields if getattr(self, name) != getattr(other, name)]
 
 
 class RunEnvironment(MappingModel):

@@ -11,9 +11,10 @@ from jaxrun.config.options import DEFAULT_WARM_CALLS, RunOptions
 from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.plan.job import Job
-from jaxrun.results.sink import NO_SINK, Sink
-from jaxrun.run.placement import WHOLE_MACHINE, Placement
-from jaxrun.run.runner import AttemptFn, RunInterrupted, launch_attempt, run_attempts
+from jaxrun.plan.sink import NO_SINK, Sink
+from jaxrun.run.attempt import launch_attempt
+from jaxrun.run.process.placement import WHOLE_MACHINE, Placement
+from jaxrun.run.runner import AttemptFn, RunInterrupted, run_attempts
 
 if TYPE_CHECKING:
     from jaxrun.discover.devices import Facts
@@ -41,7 +42,7 @@ def run_job(
     """
     if not job.script.is_file():
         # Deleted (or unmounted) after discovery: a result for this script, not the batch's end.
-        from jaxrun.run.result import failed_before_running
+        from jaxrun.run.reading.result import failed_before_running
 
         return failed_before_running(
             job, f"the script no longer exists (ScriptNotFoundError: no such script {str(job.script)!r})",

@@ -1,87 +1,28 @@
-"""The :class:`Launcher`: what starts the scripts' processes for one jaxrun process, passed down to
-every launch instead of living in module globals. It holds
+"""The :class:`Launcher`: a batch's process pool (run/process/process_pool.py: the spare process
+and the set-up put off until a script runs) with the attempt it is handed to. A batch passes
+``launcher.attempt`` as the ``attempt`` of :func:`jaxrun.run.execute.run_job`: run/attempt.py's
+:func:`~jaxrun.run.attempt.launch_attempt`, given this pool to start its processes from. The pool
+itself knows nothing of attempts.
 
-* the spare probe process (run/spare.py): a process started before its job is known, so that a
-  script's interpreter starts while jaxrun reads its options or writes the last result;
-* the parent's own set-up that a script need not wait for (:meth:`when_started`), done right
-  after the next script's process starts, while it runs.
-
-A batch makes one (the ``jaxrun`` command makes it first, to start a spare before it even imports
-its CLI) and binds it into the jobs it hands to its executor (:meth:`attempt`). On another machine
-(a Ray worker) a launcher unpickles as a new, empty one: spares and set-up belong to the process
-that made them.
+The ``jaxrun`` command makes one before it even imports its CLI, to start a spare process
+(interfaces/entry.py): this module imports the pool alone, and the attempt's own modules (the
+options, the launch) when the first attempt is made, not on the way to that spare.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from jaxrun.run.spare import SparePool
+from jaxrun.run.process.process_pool import ProcessPool
 
 if TYPE_CHECKING:
-    from jaxrun.run.runner import AttemptRun
-
-logger = logging.getLogger(__name__)
+    from jaxrun.run.reading.attempt_run import AttemptRun
 
 
-class Launcher:
-    def __init__(self) -> None:
-        self.spares = SparePool()
-        self._deferred: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return Launcher, ()  # elsewhere, a launcher of its own: nothing to share with this process
-
-    # -- spares ----------------------------------------------------------------------------------
-
-    def open_spares(self, env: Mapping[str, str]) -> None:
-        """Keep a spare probe process ready from now on, started with ``env`` (SparePool.open)."""
-        self.spares.open(env)
-
-    def expect(self, processes: int) -> None:
-        """How many more processes the batch starts here (0: none, its jobs run elsewhere)."""
-        self.spares.expect(processes)
-
-    def close(self) -> None:
-        """No more spares (the one waiting is stopped) and no more put-off work."""
-        self.drop_deferred()
-        self.spares.close()
-
-    # -- set-up that can wait until a script runs ------------------------------------------------
-
-    def when_started(self, work: Callable[[], None]) -> None:
-        """Do ``work`` once, right after the next script's process has started, in the thread that
-        started it: what jaxrun must do but the script need not wait for (the batch files' first
-        version, building the result models, importing the summary's tables) then overlaps the
-        script instead of delaying its start. ``work`` must be safe to run again by its owner (who
-        calls it when it must be done, started or not); its errors are left for that call."""
-        with self._lock:
-            self._deferred.append(work)
-
-    def started(self) -> None:
-        """A script's process has just started (or a job was handed to another machine): do the
-        put-off work now."""
-        with self._lock:
-            work, self._deferred = self._deferred, []
-        for item in work:
-            try:
-                item()
-            except Exception:  # noqa: BLE001 - its owner does it again where the error belongs
-                logger.debug("deferred set-up failed; its owner repeats it", exc_info=True)
-
-    def drop_deferred(self) -> None:
-        """Forget the put-off work (a batch that ends without starting a process)."""
-        with self._lock:
-            self._deferred = []
-
-    # -- the attempt the failure policy calls ----------------------------------------------------
-
+class Launcher(ProcessPool):
     def attempt(self, *args: Any) -> "AttemptRun":
-        """:func:`jaxrun.run.runner.launch_attempt` through this launcher (the ``attempt`` of
+        """:func:`jaxrun.run.attempt.launch_attempt` with this pool (the ``attempt`` of
         :func:`jaxrun.run.execute.run_job`)."""
-        from jaxrun.run.runner import launch_attempt
+        from jaxrun.run.attempt import launch_attempt
 
         return launch_attempt(*args, launcher=self)

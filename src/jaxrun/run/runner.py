@@ -1,48 +1,43 @@
 """One run of one script, over as many attempts as the failure table asks for, as a ScriptResult
-(built by run/result.py once the attempts are over).
+(built by run/reading/result.py once the attempts are over).
 
 A requested platform that the device facts say is absent is ``device_unavailable`` before anything
 is launched. After a failed attempt, :func:`jaxrun.core.failures.next_action` decides: retry on the same
 device after a backoff, move to another GPU (when the placement has one and the device was not
 chosen: ``gpu:1`` stays on GPU 1), fall back to CPU, or stop.
-Every attempt is kept in the result. The attempt itself is a parameter (``attempt``), so the
-policy can be exercised without a GPU (tests pass a fake attempt; see docs/ARCHITECTURE.md).
+Every attempt is kept in the result. The attempt itself is a parameter (``attempt``: run/attempt.py's
+:func:`~jaxrun.run.attempt.launch_attempt` by default), so the policy can be exercised without a
+GPU (tests pass a fake attempt; see docs/ARCHITECTURE.md).
 
-What only an ended attempt needs (the result models, the probe's report, classification) is
-imported after its process has started: the way to a script's first line imports none of it.
+What only an ended attempt needs (the result models, classification) is imported after its
+process has started: the way to a script's first line imports none of it.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from jaxrun.config.options import RunOptions
 from jaxrun.core.formatting import one_line
 from jaxrun.core.timestamps import now_iso
-from jaxrun.core.validate import device_label, log_cap_bytes, split_device
+from jaxrun.core.validate import device_label, split_device
 from jaxrun.discover.devices import device_facts, resolve_device
-from jaxrun.errors import DeviceProbeError, ResultsWriteError
+from jaxrun.errors import DeviceProbeError
 from jaxrun.plan.job import Job
-from jaxrun.run.environment import child_env, chosen_index, probe_command
-from jaxrun.run.placement import WHOLE_MACHINE, Placement, Slot, pinned_cpus
-from jaxrun.run.process_watch import Interrupted, LaunchOutcome, Limits, launch
+from jaxrun.run.attempt import launch_attempt
+from jaxrun.run.process.environment import chosen_index
+from jaxrun.run.process.placement import WHOLE_MACHINE, Placement, Slot
+from jaxrun.run.reading.attempt_run import AttemptRun
 
 if TYPE_CHECKING:
     from jaxrun.discover.devices import Facts
-    from jaxrun.results.models import Attempt, Numerics, RunEnvironment, ScriptResult
-    from jaxrun.run.classify import Classification
-    from jaxrun.run.launcher import Launcher
-    from jaxrun.run.multiprocess import JobRun
-    from jaxrun.run.probe_report import ProbeReport
+    from jaxrun.results.models import Attempt, ScriptResult
 
 logger = logging.getLogger("jaxrun")
 
@@ -54,21 +49,6 @@ class RunInterrupted(KeyboardInterrupt):
         self.result = result
 
 
-@dataclass
-class AttemptRun:
-    """One launch (or a launch that could not happen) and everything learnt from it."""
-
-    outcome: LaunchOutcome | None
-    failure: Classification | None
-    report: "ProbeReport | None" = None  # None: nothing was launched (run/result.py reads an empty one)
-    utilization: tuple[float | None, str | None] | None = None
-    command: list[str] | None = None  # what the process ran
-    numerics: "Numerics | None" = None  # read from its environment
-    environment: "RunEnvironment | None" = None
-    guard_env: dict[str, str] = field(default_factory=dict)  # its transfer-guard variables (run/transfers.py)
-    processes: "JobRun | None" = None  # --processes N: each process (run/multiprocess.py); None: one process
-
-
 # attempt(job, options, platform, slot, device_info, stop, compile_cache) -> AttemptRun
 AttemptFn = Callable[
     [Job, RunOptions, str, "Slot | None", "Facts | None", "threading.Event | None", "Path | None"], AttemptRun
@@ -78,7 +58,7 @@ AttemptFn = Callable[
 def _keep_attempt_logs(job: Job, number: int, processes: int = 1) -> None:
     """Before a new attempt overwrites the logs, keep the previous attempt's under its number."""
     if processes > 1:
-        from jaxrun.run.multiprocess import (
+        from jaxrun.run.process.process_group import (
             job_log_files,  # (socket, queue): only multi-process jobs import it
         )
 
@@ -90,92 +70,6 @@ def _keep_attempt_logs(job: Job, number: int, processes: int = 1) -> None:
             # `<name>.stdout.log`: the name itself may hold dots (`v1.2__model`), so split from the right.
             stem, stream, ext = log.name.rsplit(".", 2)
             log.rename(log.with_name(f"{stem}.attempt{number}.{stream}.{ext}"))
-
-
-_EVENTS_PREFIX = "jaxrun-events-"  # + the pid of the jaxrun process that made the folder
-
-
-@functools.lru_cache(maxsize=None)
-def _sweep_stale_event_folders() -> None:
-    """Remove the probe channel folders of jaxrun processes that were killed before they could
-    (once per process: a killed run's folders go at the next run)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{_EVENTS_PREFIX}*"):
-        owner = folder.name[len(_EVENTS_PREFIX):].split("-")[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not _alive(owner):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: str) -> bool:
-    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def launch_attempt(
-    job: Job,
-    options: RunOptions,
-    platform: str,
-    slot: Slot | None,
-    info: "Facts | None",
-    stop: threading.Event | None,
-    compile_cache: Path | None,
-    launcher: "Launcher | None" = None,
-) -> AttemptRun:
-    """The real attempt: the script in its own process through the probe (``launcher``: the
-    batch's, with its spare process; :meth:`Launcher.attempt` passes it)."""
-    for folder in (job.output_dir, job.stdout_log.parent):
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # a full disk: the batch stops with one line (errors.py), no traceback
-            raise ResultsWriteError(folder, exc) from None
-    _sweep_stale_event_folders()
-    if options.randomize_setup:
-        launcher = None  # a spare already runs with the environment it was started with: not this run's
-    cpus = pinned_cpus(slot, platform)
-    with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
-        events_path = Path(tmp) / "events.jsonl"
-        env = child_env(job, options, platform, info, events_path, slot, compile_cache)
-        command = probe_command(job.script, events_path, options, job.profile_dir)
-        sampler = None
-        if platform == "gpu":  # utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs
-            from jaxrun.discover.nvml import UtilizationSampler, visible_gpus
-
-            sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start()
-        job_run: JobRun | None = None
-        try:
-            if options.processes > 1:
-                from jaxrun.run.multiprocess import launch_processes
-
-                job_run = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
-                                           cpu_affinity=cpus)
-                outcome = job_run.outcome
-            else:
-                outcome = launch(
-                    command,
-                    cwd=job.script.parent,
-                    env=env,
-                    stdout_log=job.stdout_log,
-                    stderr_log=job.stderr_log,
-                    events_path=events_path,
-                    limits=Limits(options.timeout, options.memory_limit, options.max_processes),
-                    log_cap=log_cap_bytes(),
-                    cpu_affinity=cpus,
-                    stop=stop,
-                    record_memory=options.enable_profiling,
-                    launcher=launcher,
-                )
-        except Interrupted as stopped:
-            outcome = stopped.outcome
-        finally:
-            if sampler is not None:
-                sampler.stop()
-    from jaxrun.run.result import ended_attempt
-
-    return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None,
-                         cpus=cpus)
 
 
 def _interrupted_during_backoff(delay: float, stop: threading.Event | None) -> bool:
@@ -237,7 +131,7 @@ def run_attempts(
         else:
             platform, missing = resolve_device(target, info)
         if platform is None:
-            from jaxrun.run.classify import classification
+            from jaxrun.run.reading.classify import classification
 
             run = AttemptRun(None, classification("device_unavailable", missing or f"{target} is not available"))
         else:
@@ -281,7 +175,7 @@ def run_attempts(
         if action == "retry":
             retries_left -= 1
             if _interrupted_during_backoff(backoff_seconds(options.retries - retries_left), stop):
-                from jaxrun.run.classify import classification
+                from jaxrun.run.reading.classify import classification
 
                 user_interrupted = True
                 run = AttemptRun(None, classification("interrupted", "interrupted while waiting to retry"))
@@ -295,7 +189,7 @@ def run_attempts(
         else:
             break
 
-    from jaxrun.run.result import build_result
+    from jaxrun.run.reading.result import build_result
 
     result = build_result(job, options, platform, run, attempts, fallback_reason, started_at)
     if user_interrupted or (run.outcome is not None and run.outcome.interrupted):

@@ -80,7 +80,7 @@ def check() -> None:
     except JAXExecutionError as exc:
         err.print(f"jaxrun: {exc}", markup=False)
         raise click.exceptions.Exit(EXIT_FAILED) from None
-    from jaxrun import __version__  # read on use: `jaxrun --help` need not look for it
+    from jaxrun.core.version import __version__  # read on use: `jaxrun --help` need not look for it
 
     table = Table(title=f"jaxrun {__version__} check", title_justify="left")
     table.add_column("item")

@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jaxrun.interfaces.cli.progress import outcome_text
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.plan.job import Job, Jobs

@@ -1,6 +1,6 @@
 """What `jaxrun run` shows while a batch runs elsewhere than in a terminal (CI logs, pipes,
 ``--quiet``, ``--json``): one plain line per event, greppable. In a terminal it shows the live
-view instead (interfaces/cli/live.py). Both are sinks (results/sink.py), told of every job as it starts
+view instead (interfaces/cli/live.py). Both are sinks (plan/sink.py), told of every job as it starts
 and ends.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from jaxrun.core.formatting import of_total
-from jaxrun.results.sink import BaseSink
+from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.plan.job import Job

@@ -15,7 +15,6 @@ from rich.text import Text
 from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparison_report import TOO_FEW
 from jaxrun.results.figures import (
-    PROGRAM_FIGURES,
     SCRIPT_FIGURES,
     format_metric,
     metric_label,
@@ -28,6 +27,7 @@ from jaxrun.results.models import (
     ScriptBenchmark,
     WarmSummary,
 )
+from jaxrun.results.program_figures import PROGRAM_FIGURES
 
 if TYPE_CHECKING:
     from jaxrun.present.view import ProgramView, RunView, ScriptView, SweepView, TransferView
@@ -333,7 +333,7 @@ def programs_table(rows: "Iterable[ProgramView]") -> Table:
     """``jaxrun run -v``: what XLA knows about each program (present/view/program_rows.py), as the report lists it."""
     table = _table("programs: XLA's analyses of the last executable of each", (
         ("script", "left"), ("program", "left"), ("built", "left"),
-        *((figure.label, "right") for figure in PROGRAM_FIGURES),  # results/figures.py
+        *((figure.label, "right") for figure in PROGRAM_FIGURES),  # results/program_figures.py
         ("fingerprint", "left"), ("compiled for", "left"),
     ))
     for p in rows:

@@ -11,15 +11,14 @@ failure with its hint and the tail of its stderr log.
 
 from __future__ import annotations
 
-import html
 import os
-import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from jaxrun.core.formatting import fmt, fmt_seconds, left_out, listed, plural
-from jaxrun.results.figures import PROGRAM_FIGURES
+from jaxrun.present.reports.html_text import breakable, esc, wide
+from jaxrun.results.program_figures import PROGRAM_FIGURES
 from jaxrun.results.result_files import NotRegularFileError, open_regular
 
 if TYPE_CHECKING:
@@ -74,24 +73,6 @@ document.querySelectorAll('table.sortable th').forEach(function (th) {
 """
 
 
-_BREAK_AFTER = re.compile(r"([_(/.,])(?=[^\W\d])")  # a letter or _ after it: never inside 1.28
-
-
-def breakable(value: object) -> str:
-    """``value`` escaped, a line break allowed after each ``_ ( / . ,`` inside a name: a long
-    program or script name wraps at its own joints instead of widening its table past the page."""
-    return _BREAK_AFTER.sub(r"\1<wbr>", _esc(value))
-
-
-def wide(table: str) -> str:
-    """A table in a box of the page's width that scrolls sideways when the table needs more."""
-    return f'<div class="wide">{table}</div>'
-
-
-def _esc(value: object) -> str:
-    return html.escape("-" if value is None else str(value))
-
-
 def _phase_seconds(result: "ScriptResult") -> dict[str, float]:
     """Where the body's time went; JIT phases summed over the script's programs."""
     compiles = result.compiles.values()
@@ -115,7 +96,7 @@ def _cards(view: "RunView") -> str:
         ("exit status", view.exit_status, "bad" if view.exit_status else "good"),
     ]
     return '<div class="cards">' + "".join(
-        f'<div class="card {cls}"><b>{_esc(value)}</b>{_esc(label)}</div>' for label, value, cls in cards) + "</div>"
+        f'<div class="card {cls}"><b>{esc(value)}</b>{esc(label)}</div>' for label, value, cls in cards) + "</div>"
 
 
 # The scripts table: header, the shown text and the value it sorts by, whether it is text.
@@ -145,11 +126,11 @@ def _table(view: "RunView") -> str:
             shown, raw = cell(s, mark)
             style = {"status": s.level, "verdict": s.verdict_level}.get(header, "")
             cls = " ".join(c for c in ("text" if text else "", style) if c)
-            tds.append(f'<td class="{cls}" data-value="{_esc("" if raw is None else raw)}">'
-                       f"{breakable(shown) if text else _esc(shown)}</td>")
-        rows.append(f'<tr class="{"failed" if s.status == "failed" else ""}" data-script="{_esc(s.name)}">{"".join(tds)}</tr>')
-    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _COLUMNS)
-    caption = f"<caption>{_esc(note)}</caption>" if note else ""
+            tds.append(f'<td class="{cls}" data-value="{esc("" if raw is None else raw)}">'
+                       f"{breakable(shown) if text else esc(shown)}</td>")
+        rows.append(f'<tr class="{"failed" if s.status == "failed" else ""}" data-script="{esc(s.name)}">{"".join(tds)}</tr>')
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{esc(c)}</th>" for c, _, text in _COLUMNS)
+    caption = f"<caption>{esc(note)}</caption>" if note else ""
     return wide(f'<table id="scripts" class="sortable">{caption}<thead><tr>{head}</tr></thead>'
                 f'<tbody>{"".join(rows)}</tbody></table>')
 
@@ -255,10 +236,10 @@ def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
         c = by_key.get((s.name, s.device)) or by_key.get((s.name, s.device_requested))
         if c is None:
             continue
-        rows.append(f"<tr data-compared='{_esc(s.name)}'><td class='text'>{breakable(s.label)}</td>"
-                    f"<td class='text {s.verdict_level}'>{_esc(s.verdict)}</td>"
-                    f"<td class='text'>{_esc(', '.join(c.slower) or '-')}</td><td class='text'>{_esc(', '.join(c.faster) or '-')}</td></tr>")
-    return (f"<p>Baseline: <code>{_esc(comparison.base)}</code>. Gate: {_esc(', '.join(comparison.gate))}.</p>"
+        rows.append(f"<tr data-compared='{esc(s.name)}'><td class='text'>{breakable(s.label)}</td>"
+                    f"<td class='text {s.verdict_level}'>{esc(s.verdict)}</td>"
+                    f"<td class='text'>{esc(', '.join(c.slower) or '-')}</td><td class='text'>{esc(', '.join(c.faster) or '-')}</td></tr>")
+    return (f"<p>Baseline: <code>{esc(comparison.base)}</code>. Gate: {esc(', '.join(comparison.gate))}.</p>"
             + wide(f'<table id="comparison"><thead><tr><th>script</th><th{_TEXT_CLASS}>verdict</th><th{_TEXT_CLASS}>'
                    f"slower phases</th><th{_TEXT_CLASS}>faster phases</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"))
 
@@ -272,7 +253,7 @@ _PROGRAM_COLUMNS: tuple[tuple[str, Callable[["ProgramView"], tuple[object, objec
     ("script", lambda p: (p.script, p.script), True),
     ("program", lambda p: (p.program, p.program), True),
     ("built", lambda p: (p.builds, p.builds), True),
-    *((figure.label, _figure_column(i), False) for i, figure in enumerate(PROGRAM_FIGURES)),  # results/figures.py
+    *((figure.label, _figure_column(i), False) for i, figure in enumerate(PROGRAM_FIGURES)),  # results/program_figures.py
     ("fingerprint", lambda p: (p.fingerprint_text, p.fingerprint), True),
     ("compiled for", lambda p: (p.device_text, p.device_text), True),
     ("note", lambda p: (p.note, p.note or ""), True),
@@ -295,10 +276,10 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
         cells = []
         for _, cell, text in _PROGRAM_COLUMNS:
             shown, raw = cell(program)
-            cells.append(f'<td class="{"text" if text else ""}" data-value="{_esc("" if raw is None else raw)}">'
-                         f"{breakable(shown) if text else _esc(shown)}</td>")
+            cells.append(f'<td class="{"text" if text else ""}" data-value="{esc("" if raw is None else raw)}">'
+                         f"{breakable(shown) if text else esc(shown)}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, _, text in _PROGRAM_COLUMNS)
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{esc(c)}</th>" for c, _, text in _PROGRAM_COLUMNS)
     more = (f"<caption>The first {_PROGRAM_ROWS} programs{left_out(left, 'more, not shown here')}: every one "
             "is in script_results/.</caption>" if left else
             "<caption>FLOPs and bytes accessed per call, device memory per device (inputs included), as XLA's "
@@ -311,12 +292,12 @@ def _transfers(batch: "BatchResult", view: "RunView") -> str:
     """Implicit host<->device copies and live arrays, one row a script that used JAX."""
     from jaxrun.present.view import transfer_views
 
-    rows = [f"<tr><td class='text'>{breakable(t.script)}</td><td>{_esc(t.host_to_device)}</td><td>{_esc(t.device_to_host)}</td>"
-            f"<td>{_esc(t.device_to_device)}</td><td>{_esc(t.live_arrays)}</td><td class='text'>{_esc(t.note)}</td></tr>"
+    rows = [f"<tr><td class='text'>{breakable(t.script)}</td><td>{esc(t.host_to_device)}</td><td>{esc(t.device_to_host)}</td>"
+            f"<td>{esc(t.device_to_device)}</td><td>{esc(t.live_arrays)}</td><td class='text'>{esc(t.note)}</td></tr>"
             for t in transfer_views(batch, view)]
     if not rows:
         return ""
-    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{_esc(c)}</th>" for c, text in (
+    head = "".join(f"<th{_TEXT_CLASS if text else ''}>{esc(c)}</th>" for c, text in (
         ("script", True), ("host to device", False), ("device to host", False), ("device to device", False),
         ("live arrays at the end", False), ("note", True)))
     return wide(f'<table id="transfers"><caption>Implicit copies JAX made (count, bytes); explicit device_put and '
@@ -332,11 +313,11 @@ def _recompiles(batch: "BatchResult", view: "RunView") -> str:
             if not stats.recompile_reasons:
                 continue
             counted = Counter(stats.recompile_reasons)
-            reasons = "".join(f"<li>{_esc(reason)}{f' (x{n})' if n > 1 else ''}</li>" for reason, n in counted.items())
-            items.append(f"<li><code>{_esc(program)}</code>: traced {plural(stats.traces, 'time')}, compiled {stats.count}, "
+            reasons = "".join(f"<li>{esc(reason)}{f' (x{n})' if n > 1 else ''}</li>" for reason, n in counted.items())
+            items.append(f"<li><code>{esc(program)}</code>: traced {plural(stats.traces, 'time')}, compiled {stats.count}, "
                          f"loaded from the cache {stats.cache_hits}<ul>{reasons}</ul></li>")
         if items:
-            blocks.append(f"<details><summary><b>{_esc(shown.label)}</b>: {plural(len(items), 'program')} traced again"
+            blocks.append(f"<details><summary><b>{esc(shown.label)}</b>: {plural(len(items), 'program')} traced again"
                           f"</summary><ul>{''.join(items)}</ul></details>")
     return "".join(blocks) if blocks else "<p>No program was traced more than once.</p>"
 
@@ -350,10 +331,10 @@ def _cells(batch: "BatchResult", view: "RunView") -> str:
         if not r.cells:
             continue
         rows = "".join(
-            f"<tr><td>{c.index}</td><td class='text'><code>{_esc(c.source)}</code></td><td>{_esc(fmt_seconds(c.seconds))}</td>"
-            f"<td class='text'>{_esc(cell_outcome(c))}</td></tr>"
+            f"<tr><td>{c.index}</td><td class='text'><code>{esc(c.source)}</code></td><td>{esc(fmt_seconds(c.seconds))}</td>"
+            f"<td class='text'>{esc(cell_outcome(c))}</td></tr>"
             for c in r.cells)
-        blocks.append(f"<details open><summary><b>{_esc(shown.label)}</b>: {_esc(cells_ran(r.cells))}</summary>"
+        blocks.append(f"<details open><summary><b>{esc(shown.label)}</b>: {esc(cells_ran(r.cells))}</summary>"
                       + wide("<table class='cells'><thead><tr><th>In [N]</th><th class='text'>first line</th>"
                              f"<th>seconds</th><th class='text'>outcome</th></tr></thead><tbody>{rows}</tbody></table>")
                       + "</details>")
@@ -385,9 +366,9 @@ def _failures(view: "RunView") -> str:
     if not failed:
         return "<p>Every script succeeded.</p>"
     return "".join(
-        f"<h3>{_esc(s.label)}: {_esc(s.error_class)}</h3><pre>{_esc(s.error_full)}</pre>"
-        + (f"<p>at <code>{_esc(s.location)}</code></p>" if s.location else "")
-        + f"<p><i>hint:</i> {_esc(s.hint)}</p><p>log: <code>{_esc(s.log)}</code></p><pre>{_esc(_log_tail(s.log))}</pre>"
+        f"<h3>{esc(s.label)}: {esc(s.error_class)}</h3><pre>{esc(s.error_full)}</pre>"
+        + (f"<p>at <code>{esc(s.location)}</code></p>" if s.location else "")
+        + f"<p><i>hint:</i> {esc(s.hint)}</p><p>log: <code>{esc(s.log)}</code></p><pre>{esc(_log_tail(s.log))}</pre>"
         for s in failed)
 
 
@@ -398,10 +379,10 @@ def _sweeps(view: "RunView", plot: Callable[[Any, str], str]) -> str:
 
     sections = []
     for n, sweep in enumerate(view.sweeps, start=1):
-        notes = "".join(f"<p class='note'>{_esc(note)}</p>" for note in sweep.notes)
+        notes = "".join(f"<p class='note'>{esc(note)}</p>" for note in sweep.notes)
         figure, why_not = sweep_figure(sweep)
-        shown = plot(figure, f"sweep-{n}") if figure is not None else f"<p class='note no-plot'>{_esc(why_not)}</p>"
-        sections.append(f'<section id="sweep-{n}" class="sweep"><h2>Sweep: {_esc(sweep.script)}</h2>'
+        shown = plot(figure, f"sweep-{n}") if figure is not None else f"<p class='note no-plot'>{esc(why_not)}</p>"
+        sections.append(f'<section id="sweep-{n}" class="sweep"><h2>Sweep: {esc(sweep.script)}</h2>'
                         f"<p>{plural(len(sweep.points), 'point')}; click a column to sort.</p>"
                         f"{wide(sweep_table(sweep, f'sweep-table-{n}'))}{notes}{shown}</section>")
     return "".join(sections)
@@ -430,14 +411,14 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
              for name, figure in _figures(batch, view, comparison)]
     comparison_html = (f"<section><h2>Against the baseline</h2>{_comparison_table(view, comparison)}</section>"
                        if comparison else "")
-    notes = "".join(f"<p class='note'>{_esc(n)}</p>" for n in view.notes)
-    skipped = "".join(f"<p class='note'>skipped: {_esc(s.label)}: {_esc(s.reason)}</p>" for s in view.skipped)
+    notes = "".join(f"<p class='note'>{esc(n)}</p>" for n in view.notes)
+    skipped = "".join(f"<p class='note'>skipped: {esc(s.label)}: {esc(s.reason)}</p>" for s in view.skipped)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>jaxrun report: {_esc(meta.results_dir)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>jaxrun report</h1><p class='heading'>{_esc(view.heading)}</p>"
-        f"<div class='sub'>{_esc(meta.results_dir)} · {_esc(meta.execution_timestamp)} · jaxrun {_esc(meta.jaxrun_version)}"
-        f" · jax {_esc(meta.jax_version)} · {_esc(meta.host)}</div>"
+        f"<title>jaxrun report: {esc(meta.results_dir)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>jaxrun report</h1><p class='heading'>{esc(view.heading)}</p>"
+        f"<div class='sub'>{esc(meta.results_dir)} · {esc(meta.execution_timestamp)} · jaxrun {esc(meta.jaxrun_version)}"
+        f" · jax {esc(meta.jax_version)} · {esc(meta.host)}</div>"
         f"{_cards(view)}<section><h2>Scripts</h2><p>Click a column to sort.</p>{_table(view)}{notes}{skipped}</section>"
         f"{sweeps}{''.join(plots)}{comparison_html}"
         f"<section><h2>Programs</h2>{_programs(batch, view)}{_transfers(batch, view)}</section>"

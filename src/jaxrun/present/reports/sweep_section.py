@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from jaxrun.config.sweeps import SPECIAL
-from jaxrun.present.reports.html_page import _esc
+from jaxrun.present.reports.html_text import esc
 from jaxrun.present.view.sweep_view import as_number
 from jaxrun.probe.sweep_point import value_text
 
@@ -50,7 +50,7 @@ def _sort_value(point: "SweepPoint", column: "SweepColumn") -> object:
 def sweep_table(view: "SweepView", table_id: str) -> str:
     """The sweep's table, sortable like the scripts table: a row per point, the texts the view gives."""
     texts = {c.key for c in view.columns if c.kind == "status" or (c.kind == "param" and not view.numeric(c.key))}
-    head = "".join(f"<th{_TEXT if c.key in texts else ''}>{_esc(c.label)}</th>" for c in view.columns)
+    head = "".join(f"<th{_TEXT if c.key in texts else ''}>{esc(c.label)}</th>" for c in view.columns)
     rows = []
     for point in view.points:
         cells = []
@@ -58,11 +58,11 @@ def sweep_table(view: "SweepView", table_id: str) -> str:
             raw = _sort_value(point, column)
             text = column.key in texts
             level = " bad" if column.kind == "status" and point.status != "ok" else ""
-            cells.append(f'<td class="{"text" if text else ""}{level}" data-value="{_esc("" if raw is None else raw)}">'
-                         f"{_esc(point.text(column))}</td>")
-        rows.append(f'<tr class="{"" if point.status == "ok" else "failed"}" data-point="{_esc(point.name)}">'
+            cells.append(f'<td class="{"text" if text else ""}{level}" data-value="{esc("" if raw is None else raw)}">'
+                         f"{esc(point.text(column))}</td>")
+        rows.append(f'<tr class="{"" if point.status == "ok" else "failed"}" data-point="{esc(point.name)}">'
                     f"{''.join(cells)}</tr>")
-    return (f'<table id="{_esc(table_id)}" class="sortable sweep"><thead><tr>{head}</tr></thead>'
+    return (f'<table id="{esc(table_id)}" class="sortable sweep"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from jaxrun.core.formatting import fmt_bytes, plural
-from jaxrun.results.figures import PROGRAM_FIGURES, jit_seconds
+from jaxrun.results.program_figures import PROGRAM_FIGURES, jit_seconds
 
 if TYPE_CHECKING:
     from jaxrun.present.view.batch_view import RunView
@@ -28,7 +28,7 @@ class ProgramView:
     program: str  # jit(loss)
     source: Optional[str]  # path:line of the function; None for JAX's own
     builds: str  # "1 compiled", "2 compiled, 1 loaded", "traced only"
-    # (value, text) of each of results/figures.py's PROGRAM_FIGURES, in their order: "2.15 G", "-"
+    # (value, text) of each of results/program_figures.py's PROGRAM_FIGURES, in their order: "2.15 G", "-"
     figures: tuple[tuple[Optional[float], str], ...]
     fingerprint: Optional[str]
     fingerprint_text: str  # its first characters, "-"

@@ -1,6 +1,7 @@
-"""What an attempt left (its process's outcome, the probe's report, how it failed) and the
+"""What an attempt left (its process's outcome, the probe's report, how it failed: an
+:class:`~jaxrun.run.reading.attempt_run.AttemptRun`) and the
 :class:`~jaxrun.results.models.ScriptResult` of a script's run, built from its attempts. Imported once a
-script's process has started (run/runner.py), never on the way to its first line: the result
+script's process has started (run/attempt.py), never on the way to its first line: the result
 models are pydantic's.
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
 from jaxrun.core.formatting import plural
@@ -20,10 +20,14 @@ from jaxrun.probe.memory_fit import with_fit_evidence
 from jaxrun.results import result_files
 from jaxrun.results.models import Attempt, ProcessResult, RunEnvironment, ScriptResult
 from jaxrun.results.provenance import script_identity
-from jaxrun.run.classify import Classification, Evidence, classify, stderr_tail
-from jaxrun.run.compiles import recompile_warnings, totals
-from jaxrun.run.environment import chosen_index, numerics_of, setup_padding
-from jaxrun.run.probe_report import (
+from jaxrun.run.process.environment import chosen_index, numerics_of, setup_padding
+from jaxrun.run.process.process_watch import LaunchOutcome, cpu_time_of
+from jaxrun.run.process.transfers import guard_variables, transfer_stats
+from jaxrun.run.reading.attempt_run import AttemptRun
+from jaxrun.run.reading.classify import Classification, Evidence, classify, stderr_tail
+from jaxrun.run.reading.compiles import recompile_warnings, totals
+from jaxrun.run.reading.job_run import JobRun, process_results
+from jaxrun.run.reading.probe_report import (
     MEMORY_METHOD,
     ProbeReport,
     cell_timings,
@@ -33,17 +37,11 @@ from jaxrun.run.probe_report import (
     phases,
     read_probe_report,
 )
-from jaxrun.run.process_watch import LaunchOutcome, cpu_time_of
-from jaxrun.run.profiled_run import profile_metrics, script_profile
-from jaxrun.run.runner import AttemptRun
-from jaxrun.run.transfers import guard_variables, transfer_stats
-
-if TYPE_CHECKING:
-    from jaxrun.run.multiprocess import JobRun
+from jaxrun.run.reading.profiled_run import profile_metrics, script_profile
 
 
 def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: LaunchOutcome,
-                  job_run: "JobRun | None", utilization: "tuple[float | None, str | None] | None",
+                  job_run: JobRun | None, utilization: "tuple[float | None, str | None] | None",
                   cpus: tuple[int, ...] | None = None) -> AttemptRun:
     """What one launched attempt left: how it failed (if it did), the probe's report, the
     variables it ran with (and ``cpus``, the cores it was pinned to)."""
@@ -129,11 +127,9 @@ def _hint(failure: Classification | None, warnings: list[str], python: str | Non
     return with_fit_evidence(failure.hint, warnings) if failure.error_class == "out_of_memory" else failure.hint
 
 
-def _processes(job_run: "JobRun | None") -> list[ProcessResult] | None:
+def _processes(job_run: JobRun | None) -> list[ProcessResult] | None:
     if job_run is None:
         return None
-    from jaxrun.run.multiprocess import process_results
-
     return [ProcessResult(**process) for process in process_results(job_run)]
 
 
@@ -188,7 +184,7 @@ def build_result(
     utilisation, utilisation_reason = run.utilization or (
         None, f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})")
     passed = failure is None
-    job_run = run.processes  # --processes N: the job's figures and its lead's (run/multiprocess.py)
+    job_run = run.processes  # --processes N: the job's figures and its lead's (run/reading/job_run.py)
     lead = job_run.lead if job_run is not None else None
     # The probe's own CPU figure is one process's: never a job's stand-in.
     cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time if job_run is None else None)

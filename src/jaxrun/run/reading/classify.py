@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from jaxrun.config.options import RunOptions
-    from jaxrun.run.process_watch import LaunchOutcome
+    from jaxrun.run.process.process_watch import LaunchOutcome
 
 __all__ = ["Classification", "Evidence", "classification", "classify", "HINTS", "is_transient", "stderr_tail"]
 

@@ -28,8 +28,8 @@ from jaxrun.probe.jax_hooks import DEFAULT_DEVICE_ENV
 from jaxrun.probe.lifeline import SCRIPTS_LOCK_ENV, SCRIPTS_LOCK_FILE
 from jaxrun.probe.memory_fit import MEMORY_LIMIT_ENV
 from jaxrun.probe.sweep_point import point_env
-from jaxrun.run.placement import Slot, merge_xla_flags
-from jaxrun.run.transfers import guard_env
+from jaxrun.run.process.placement import Slot, merge_xla_flags
+from jaxrun.run.process.transfers import guard_env
 
 if TYPE_CHECKING:
     from jaxrun.discover.devices import Facts
@@ -116,7 +116,7 @@ def child_env(
         # What the probe's fit check (probe/memory_fit.py) holds a CPU program against, with a
         # cgroup holding the limit or without one (jaxrun's sampling).
         env[MEMORY_LIMIT_ENV] = str(options.memory_limit)
-    guard_env(env)  # implicit transfers counted (run/transfers.py), unless the user set a guard level
+    guard_env(env)  # implicit transfers counted (run/process/transfers.py), unless the user set a guard level
     env["JAXRUN_OUTPUT_DIR"] = str(job.output_dir)
     env[EVENTS_ENV] = str(events_path)
     # The probe holds a shared lock on it while it lives: a later run waits until it is gone.

@@ -170,7 +170,7 @@ class ScriptCgroup:
         """Move ``pid`` into the groups: done by the parent right after the launch, while the child
         starts its interpreter (a move costs 10-30 ms in the kernel); the probe checks, and joins
         itself if this has not happened yet, before the script runs. A spare joins a group of
-        its own while it waits (run/spare.py), and that group becomes its job's."""
+        its own while it waits (run/process/spare.py), and that group becomes its job's."""
         for folder in self.dirs.values():
             _write(folder / "cgroup.procs", str(pid))
 

@@ -44,7 +44,7 @@ class TreeMonitor:
     the CPU time of a descendant that ended as a zombie nobody in the tree will reap (its parent
     ended without waiting for it: init is its parent now). ``members``,
     when given, lists the pids of the run's cgroup: found at every sample, whatever their
-    environment (run/cgroups.py).
+    environment (run/process/cgroups.py).
     """
 
     method = "rss of the script's process + uss of each descendant, sampled"
@@ -66,7 +66,7 @@ class TreeMonitor:
         self.last_count = 0  # live processes of the run at the last sample, the script's included
         self.peak_count = 0
         self.samples = 0
-        self._grouped = False  # the script's process was seen in the run's cgroup (run/cgroups.py)
+        self._grouped = False  # the script's process was seen in the run's cgroup (run/process/cgroups.py)
         # (perf_counter, bytes) of every sample, when asked (profiling); halved past MAX_SERIES.
         self.series: list[tuple[float, int]] | None = [] if record else None
         self._seen: dict[int, psutil.Process] = {}

@@ -29,13 +29,13 @@ from jaxrun.probe import events as ev
 from jaxrun.probe.arguments import interpreter as probe_interpreter
 from jaxrun.probe.cgroup_join import CPUS_ENV
 from jaxrun.probe.channel import EVENTS_ENV, read_events
-from jaxrun.run import cgroups, lifeline_pipe
-from jaxrun.run.spare import Spare
-from jaxrun.run.transfers import GuardLog, guard_log
+from jaxrun.run.process import cgroups, lifeline_pipe
+from jaxrun.run.process.process_pool import ProcessPool
+from jaxrun.run.process.spare import Spare
+from jaxrun.run.process.transfers import GuardLog, guard_log
 
 if TYPE_CHECKING:
-    from jaxrun.run.launcher import Launcher
-    from jaxrun.run.monitor import TreeMonitor
+    from jaxrun.run.process.monitor import TreeMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +68,10 @@ class LaunchOutcome:
     peak_processes: int = 0  # most processes of the run alive at one sample
     cgroup: str | None = None  # the cgroup the script ran in, when jaxrun could make one
     kernel_limits: list[str] | None = None  # the limits its cgroup held ("memory", "processes")
-    prestarted: bool = False  # a spare process became the script's (run/spare.py)
+    prestarted: bool = False  # a spare process became the script's (run/process/spare.py)
     cpu_method: str | None = None  # how cpu_time was measured (CGROUP_CPU_METHOD, RUSAGE_CPU_METHOD)
     log_errors: list[str] = field(default_factory=list)  # a log that could not be written: why, one line each
-    transfers: GuardLog | None = None  # JAX's transfer-guard lines counted in its stderr (run/transfers.py)
+    transfers: GuardLog | None = None  # JAX's transfer-guard lines counted in its stderr (run/process/transfers.py)
 
 
 class _LogPump(threading.Thread):
@@ -222,16 +222,14 @@ def launch(
     cpu_affinity: tuple[int, ...] | None = None,
     stop: threading.Event | None = None,
     record_memory: bool = False,
-    launcher: "Launcher | None" = None,
+    launcher: ProcessPool | None = None,
 ) -> LaunchOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
     if launcher is None:
-        from jaxrun.run.launcher import Launcher
-
-        launcher = Launcher()  # no spare, nothing put off: a launch of its own
+        launcher = ProcessPool()  # no spare, nothing put off: a launch of its own
     memory_limit, max_processes = limits.memory_limit, limits.max_processes
     spare = launcher.spares.take(env) if command[:3] == probe_interpreter() else None
     if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
@@ -256,7 +254,7 @@ def launch(
 
 def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
            cpu_affinity: tuple[int, ...] | None, spare: Spare | None) -> tuple[subprocess.Popen, float | None]:
-    """The script's process: ``spare`` becoming it (run/spare.py), or a new one. Returns it and,
+    """The script's process: ``spare`` becoming it (run/process/spare.py), or a new one. Returns it and,
     for a spare, when it was started.
 
     Its CPU mask holds from its first instruction, for every thread: a new process is born with
@@ -274,7 +272,7 @@ def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.Sc
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: one signal reaches the whole tree
-                pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline_pipe.py)
+                pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/process/lifeline_pipe.py)
             )
     else:
         proc = spare.proc
@@ -321,7 +319,7 @@ def _set_affinity(pid: int, cpus: "Iterable[int]") -> None:
 
 
 def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
-            launcher: "Launcher") -> LaunchOutcome:
+            launcher: ProcessPool) -> LaunchOutcome:
     command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
@@ -356,7 +354,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     # A Ctrl-C after the script ended by itself still stops the batch.
     timed_out, interrupted = watch.ended_by == "timeout", watch.ended_by == "interrupted" or ctrl_c
     over_memory, over_processes = watch.ended_by == "memory", watch.ended_by == "processes"
-    from jaxrun.run.monitor import reap_leftovers
+    from jaxrun.run.process.monitor import reap_leftovers
 
     waiter.done.wait()
     mark("the script's teardown (JAX's too), its process reaped")
@@ -477,7 +475,7 @@ class _Watch(threading.Thread):
         if memory_limit is not None and monitor.last_bytes > memory_limit:
             return "memory"
         # A sample counting more processes than allowed stops the tree; the cgroup's backstop
-        # (run/cgroups.py) only caps how far a bomb gets between two samples.
+        # (run/process/cgroups.py) only caps how far a bomb gets between two samples.
         if max_processes is not None and monitor.last_count > max_processes:
             return "processes"
         if self.deadline is not None and time.perf_counter() >= self.deadline:
@@ -508,7 +506,7 @@ def _monitor(pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | Non
              process_limit: int | None = None) -> "TreeMonitor":
     """The watcher of the script's process tree. psutil (~10 ms to import) is first needed here,
     once the script runs: not on its way to start."""
-    from jaxrun.run.monitor import TreeMonitor
+    from jaxrun.run.process.monitor import TreeMonitor
 
     return TreeMonitor(pid, marker=(EVENTS_ENV, env[EVENTS_ENV]) if EVENTS_ENV in env else None, record=record,
                        members=group.pids if group is not None else None,
@@ -517,7 +515,7 @@ def _monitor(pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | Non
 
 def _stop(pgid: int, monitor: TreeMonitor, group: cgroups.ScriptCgroup | None, waiter: _Waiter,
           grace: float = KILL_GRACE_SECONDS) -> None:
-    from jaxrun.run.monitor import stop_tree
+    from jaxrun.run.process.monitor import stop_tree
 
     stop_tree(pgid, monitor, grace, wait_for_exit=waiter.done.wait)
     if group is not None:

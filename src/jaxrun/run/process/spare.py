@@ -15,7 +15,7 @@ as before. Where jaxrun can make cgroups, a spare waits in one of its own, which
 
 Its time as a spare is not the script's: its START event says when it was ready
 (``spare_ready_at``), and the launch takes the time it sat ready out of the process's wall time
-(run/process_watch.py), so ``execution_time`` stays what
+(run/process/process_watch.py), so ``execution_time`` stays what
 ``python script.py`` would have taken. Nothing is left behind: a spare that is not used is
 stopped (:meth:`SparePool.close`), and one whose jaxrun died reads end-of-file and exits.
 """
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from jaxrun.probe.arguments import SPARE
 from jaxrun.probe.arguments import interpreter as probe_interpreter
-from jaxrun.run import cgroups, lifeline_pipe
+from jaxrun.run.process import cgroups, lifeline_pipe
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -117,7 +117,7 @@ class SparePool:
             if self._env is None or self._spare is not None or self._wanted == 0:
                 return
             # It joins a cgroup of its own while it waits: moving a process costs the kernel 10-30 ms,
-            # which a job would otherwise wait for (run/cgroups.py).
+            # which a job would otherwise wait for (run/process/cgroups.py).
             group = cgroups.create()
             spawned_at = time.perf_counter()
             try:
@@ -125,7 +125,7 @@ class SparePool:
                     [*probe_interpreter(), SPARE],
                     env={**self._env, **(group.env() if group else {}), **lifeline_pipe.child_env()},
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                    pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/lifeline_pipe.py)
+                    pass_fds=lifeline_pipe.child_fds(),  # it stops its tree when jaxrun is gone (run/process/lifeline_pipe.py)
                 )
             except OSError:
                 if group is not None:
@@ -156,7 +156,7 @@ class SparePool:
 
 def spare_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a spare starts with: the user's, with what every probe gets that Python
-    reads at start-up (run/environment.py: child_env)."""
+    reads at start-up (run/process/environment.py: child_env)."""
     from jaxrun.core.paths import make_jaxrun_importable
 
     env = dict(os.environ if environ is None else environ)

@@ -38,7 +38,7 @@ class Slot:
         # No XLA flag: XLA_FLAGS (and the compile options they set) enter the key of JAX's
         # persistent compilation cache, so a flag added only under --jobs N made every executable
         # a sequential run had stored a miss. XLA's CPU thread pools are sized from the CPU
-        # affinity the launch sets (run/process_watch.py), which JAX's cache key does not see.
+        # affinity the launch sets (run/process/process_watch.py), which JAX's cache key does not see.
         threads = str(max(1, len(self.cpus)))
         return {name: threads for name in _THREAD_VARS}
 

@@ -8,8 +8,8 @@ from typing import Any, Callable
 from jaxrun.core.defaults import MONITOR_INTERVAL, MiB
 from jaxrun.probe import events as ev
 from jaxrun.results.models import CellTiming, CompileStats, WarmCall
-from jaxrun.run.compiles import add_event, add_program
-from jaxrun.run.process_watch import LaunchOutcome
+from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.reading.compiles import add_event, add_program
 
 
 @dataclass
@@ -117,7 +117,7 @@ def _end(report: ProbeReport, event: ev.End) -> None:
 
 
 # What each event adds to the report (their fields: probe/events.py). START, EXIT and the
-# exception's type are the classifier's (run/classify.py) and the launcher's (run/process_watch.py).
+# exception's type are the classifier's (run/reading/classify.py) and the launcher's (run/process/process_watch.py).
 _READERS: dict[str, Callable[[ProbeReport, Any], None]] = {
     ev.JAX_LOADED: lambda report, event: setattr(report, "jax_loaded", True),
     ev.COMPILE: _compile,

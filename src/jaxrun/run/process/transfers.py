@@ -5,8 +5,8 @@ transfer (explicit ``jax.device_put`` / ``jax.device_get`` are not guarded)::
 
     W1124 06:05:00.907168   19672 guard_lib.cc:125] host-to-device transfer: aval=ShapedArray(float32[100]), dst_sharding=...
 
-jaxrun sets the guard (``run/environment.py``) unless the user's environment sets one of its
-variables; the stderr pump (``run/process_watch.py``) passes the script's stderr through a
+jaxrun sets the guard (``run/process/environment.py``) unless the user's environment sets one of its
+variables; the stderr pump (``run/process/process_watch.py``) passes the script's stderr through a
 :class:`GuardLog`, which counts those lines and, when the guard is jaxrun's, leaves them out of
 the log (they are jaxrun's noise, not the script's output). A line JAX wrote from its C++
 dispatch path names no array (``host-to-device transfer: `` and nothing after): it is counted, its

@@ -19,8 +19,8 @@ from jaxrun.results.models import (
     ScriptTimingProfile,
     TimelineEvent,
 )
-from jaxrun.run.probe_report import ProbeReport
-from jaxrun.run.process_watch import LaunchOutcome
+from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.reading.probe_report import ProbeReport
 
 MAX_EVENTS = 10_000
 

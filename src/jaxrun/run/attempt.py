@@ -1,0 +1,122 @@
+"""One attempt at a script: its process (or a ``--processes N`` job's processes) launched through
+the probe and watched to its end (run/process/), then read into what it left (run/reading/). The
+attempt loop (run/runner.py) calls it as its ``attempt``; a batch hands it its process pool
+(run/launcher.py).
+
+What only an ended attempt needs (the result models, the probe's report, classification) is
+imported after its process has started: the way to a script's first line imports none of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jaxrun.config.options import RunOptions
+from jaxrun.core.validate import log_cap_bytes
+from jaxrun.errors import ResultsWriteError
+from jaxrun.plan.job import Job
+from jaxrun.run.process.environment import child_env, probe_command
+from jaxrun.run.process.placement import Slot, pinned_cpus
+from jaxrun.run.process.process_pool import ProcessPool
+from jaxrun.run.process.process_watch import Interrupted, Limits, launch
+
+if TYPE_CHECKING:
+    from jaxrun.discover.devices import Facts
+    from jaxrun.run.reading.attempt_run import AttemptRun
+    from jaxrun.run.reading.job_run import JobRun
+
+
+_EVENTS_PREFIX = "jaxrun-events-"  # + the pid of the jaxrun process that made the folder
+
+
+@functools.lru_cache(maxsize=None)
+def _sweep_stale_event_folders() -> None:
+    """Remove the probe channel folders of jaxrun processes that were killed before they could
+    (once per process: a killed run's folders go at the next run)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_EVENTS_PREFIX}*"):
+        owner = folder.name[len(_EVENTS_PREFIX):].split("-")[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not _alive(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: str) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def launch_attempt(
+    job: Job,
+    options: RunOptions,
+    platform: str,
+    slot: Slot | None,
+    info: "Facts | None",
+    stop: threading.Event | None,
+    compile_cache: Path | None,
+    launcher: ProcessPool | None = None,
+) -> AttemptRun:
+    """The real attempt: the script in its own process through the probe (``launcher``: the
+    batch's process pool, with its spare process; run/launcher.py's ``Launcher.attempt`` passes
+    it), read into what it left once it has ended."""
+    for folder in (job.output_dir, job.stdout_log.parent):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a full disk: the batch stops with one line (errors.py), no traceback
+            raise ResultsWriteError(folder, exc) from None
+    _sweep_stale_event_folders()
+    if options.randomize_setup:
+        launcher = None  # a spare already runs with the environment it was started with: not this run's
+    cpus = pinned_cpus(slot, platform)
+    with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
+        events_path = Path(tmp) / "events.jsonl"
+        env = child_env(job, options, platform, info, events_path, slot, compile_cache)
+        command = probe_command(job.script, events_path, options, job.profile_dir)
+        sampler = None
+        if platform == "gpu":  # utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs
+            from jaxrun.discover.nvml import UtilizationSampler, visible_gpus
+
+            sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start()
+        job_run: JobRun | None = None
+        try:
+            if options.processes > 1:
+                # (socket, queue, the probe's report: only multi-process jobs import them)
+                from jaxrun.run.process.process_group import launch_processes
+                from jaxrun.run.reading.job_run import read_job
+
+                group = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
+                                         cpu_affinity=cpus)
+                job_run = read_job(job, options, group)
+                outcome = job_run.outcome
+            else:
+                outcome = launch(
+                    command,
+                    cwd=job.script.parent,
+                    env=env,
+                    stdout_log=job.stdout_log,
+                    stderr_log=job.stderr_log,
+                    events_path=events_path,
+                    limits=Limits(options.timeout, options.memory_limit, options.max_processes),
+                    log_cap=log_cap_bytes(),
+                    cpu_affinity=cpus,
+                    stop=stop,
+                    record_memory=options.enable_profiling,
+                    launcher=launcher,
+                )
+        except Interrupted as stopped:
+            outcome = stopped.outcome
+        finally:
+            if sampler is not None:
+                sampler.stop()
+    from jaxrun.run.reading.result import ended_attempt  # pydantic's models: once the script has run
+
+    return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None,
+                         cpus=cpus)

@@ -1,0 +1,34 @@
+"""What one attempt left: its launch (or none, when nothing could be launched) and everything
+learnt from it, which run/reading/result.py turns into the script's result.
+
+Plain Python: the attempt loop (run/runner.py) holds one from before its first launch, and the
+modules that fill it in (the result models, the probe's report) are imported once a script's
+process has started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jaxrun.results.models import Numerics, RunEnvironment
+    from jaxrun.run.process.process_watch import LaunchOutcome
+    from jaxrun.run.reading.classify import Classification
+    from jaxrun.run.reading.job_run import JobRun
+    from jaxrun.run.reading.probe_report import ProbeReport
+
+
+@dataclass
+class AttemptRun:
+    """One launch (or a launch that could not happen) and everything learnt from it."""
+
+    outcome: "LaunchOutcome | None"
+    failure: "Classification | None"
+    report: "ProbeReport | None" = None  # None: nothing was launched (run/reading/result.py reads an empty one)
+    utilization: tuple[float | None, str | None] | None = None
+    command: list[str] | None = None  # what the process ran
+    numerics: "Numerics | None" = None  # read from its environment
+    environment: "RunEnvironment | None" = None
+    guard_env: dict[str, str] = field(default_factory=dict)  # its transfer-guard variables (run/process/transfers.py)
+    processes: "JobRun | None" = None  # --processes N: each process (run/reading/job_run.py); None: one process
