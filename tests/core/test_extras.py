@@ -13,7 +13,11 @@ import pytest
 import tomllib
 from helpers import jaxrun, write
 
-from jaxrun.core.extras import EXTRAS
+from jaxrun.core.extras import EXTRAS as FEATURES
+from jaxrun.executors.backends import BUILT_IN
+
+# Every optional dependency: the features' (core/extras.py) and the backends' own (executors/backends.py).
+EXTRAS = {**FEATURES, **{backend.name: backend.extra for backend in BUILT_IN.values() if backend.extra is not None}}
 
 ROOT = Path(__file__).resolve().parents[2]
 # Extras whose absence changes no outcome (core/extras.py's docstring says why).
