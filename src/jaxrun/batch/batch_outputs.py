@@ -36,7 +36,8 @@ class BatchOutputs:
                  facts: "DeviceFacts | None") -> None:
         self.plan, self.facts = plan, facts
         self.began = now_iso()  # the batch's start, not when its result files are made
-        complete = plan.jobs.complete  # the run log's header says what a plan made whole found
+        # The run log's header says what the plan found when it is whole by now; else PlanFacts says it later.
+        self.header_complete = complete = plan.jobs.complete
         self.context = OutputContext(plan.options, folder, history, header=lambda: header(plan, complete),
                                      expected=lambda: plan.jobs.total)
         self.results: Later | None = None
@@ -72,7 +73,9 @@ class BatchOutputs:
             context.info = None
             logger.warning("device facts unavailable: %s", exc)
         context.meta = self._metadata()
-        return PlanFacts(self.plan, context.meta, self.log, to_run, launcher)
+        facts = PlanFacts(self.plan, context.meta, self.log, to_run, launcher)
+        facts.said = self.header_complete
+        return facts
 
     def _metadata(self) -> "BatchMetadata":
         from platform import python_version

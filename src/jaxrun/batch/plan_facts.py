@@ -56,7 +56,7 @@ class PlanFacts(BaseSink):
     def __init__(self, plan: "Plan", meta: "BatchMetadata", log: "RunLogSink", to_run: "Jobs",
                  launcher: "Launcher | None") -> None:
         self.plan, self.meta, self.log, self.to_run, self.launcher = plan, meta, log, to_run, launcher
-        self.said = bool(log.header) and plan.jobs.complete  # the run log's header said what the plan found
+        self.said = False  # the run log's header said what the plan found (its maker says so)
         self.complete = False  # what the plan found is all in the metadata and the log
         self.started: set[int] = set()
 

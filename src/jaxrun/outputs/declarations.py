@@ -39,7 +39,9 @@ class Output(NamedTuple):
     name: str
     make: str  # "module:function": the function makes its sink from an OutputContext
     stage: str = "reports"  # one of STAGES
-    asked_by: str | None = None  # the option that asks for it (a true value, a path); None: every batch has it
+    # The option that asks for it (a true value, a path; several, space-separated: any of them);
+    # None: every batch has it.
+    asked_by: str | None = None
     files: dict[str, str] = {}  # option naming a file it writes outside the results folder -> what that file is
     extra: str | None = None  # the optional feature it needs (core/extras.py), checked before anything runs
 
