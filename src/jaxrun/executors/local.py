@@ -124,7 +124,7 @@ class LocalExecutor:
                     continue
                 if finished is not None:
                     # Let go of the future once reported (its condition, lock and result: ~1.8 KB a job).
-                    self._report(finished, futures.pop(finished), shared)
+                    self._hand_over(finished, futures.pop(finished), shared)
         except KeyboardInterrupt:
             self._stop(futures, shared, stop)
             raise BatchInterrupted from None
@@ -149,13 +149,13 @@ class LocalExecutor:
             if future.cancelled():
                 continue
             try:
-                cls._report(future, futures[future], sink, wait_for_it=True)
+                cls._hand_over(future, futures[future], sink, wait_for_it=True)
             except Exception:  # noqa: BLE001
                 if not quiet:
                     raise
 
     @staticmethod
-    def _report(future: Future, job: "Job", sink: _Locked, wait_for_it: bool = False) -> None:
+    def _hand_over(future: Future, job: "Job", sink: _Locked, wait_for_it: bool = False) -> None:
         try:
             result = future.result(timeout=None if wait_for_it else 0)
         except _NotStarted:

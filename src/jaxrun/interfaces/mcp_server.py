@@ -85,6 +85,8 @@ class ScriptSummary(BaseModel):
     warnings: list[str] = []
 
 
+# BatchReport and BenchmarkReport keep their names: each is a tool's published output schema, whose
+# title is the class name (docs/ARCHITECTURE.md, "Words": the exceptions to "report").
 class BatchReport(BaseModel):
     success: bool = Field(description="Every script succeeded (and the batch finished)")
     complete: bool = Field(description="False while the batch runs, or when it was cut off")

@@ -3,7 +3,7 @@ the probe and watched to its end (run/process/), then read into what it left (ru
 attempt loop (run/runner.py) calls it as its ``attempt``; a batch hands it its process pool
 (run/launcher.py).
 
-What only an ended attempt needs (the result models, the probe's report, classification) is
+What only an ended attempt needs (the result models, the probe's reading, classification) is
 imported after its process has started: the way to a script's first line imports none of it.
 """
 
@@ -88,7 +88,7 @@ def launch_attempt(
         job_run: JobRun | None = None
         try:
             if options.processes > 1:
-                # (socket, queue, the probe's report: only multi-process jobs import them)
+                # (socket, queue, the probe's reading: only multi-process jobs import them)
                 from jaxrun.run.process.process_group import launch_processes
                 from jaxrun.run.reading.job_run import read_job
 

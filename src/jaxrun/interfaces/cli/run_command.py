@@ -102,7 +102,7 @@ def run(ctx: click.Context, **params: Any) -> None:
     mark("the batch returned (results and files written)")
     if json_output:
         raise click.exceptions.Exit(_exit_status(batch))
-    status = _report_run(batch, programs=options.run.verbose)
+    status = _show_batch(batch, programs=options.run.verbose)
     mark("the summary printed")
     raise click.exceptions.Exit(status)
 
@@ -162,8 +162,8 @@ def _load_summary() -> None:
     out.console().render_str("")  # a first rendering loads what every rendering needs (rich's emoji table)
 
 
-def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untyped-def]
-    """Print the run's view (the tables, what failed and why, the closing line); its exit status.
+def _show_batch(batch, programs: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Print the batch's view (the tables, what failed and why, the closing line); its exit status.
     ``programs`` (``-v``): what XLA knows about each program, in a table of its own."""
     from jaxrun.interfaces.cli.tables import (
         benchmark_table,

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
-from jaxrun.results.comparison_report import TOO_FEW
+from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.figures import (
     SCRIPT_FIGURES,
     format_metric,

@@ -2,7 +2,7 @@
 learnt from it, which run/reading/result.py turns into the script's result.
 
 Plain Python: the attempt loop (run/runner.py) holds one from before its first launch, and the
-modules that fill it in (the result models, the probe's report) are imported once a script's
+modules that fill it in (the result models, the probe's reading) are imported once a script's
 process has started.
 """
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from jaxrun.run.process.process_watch import LaunchOutcome
     from jaxrun.run.reading.classify import Classification
     from jaxrun.run.reading.job_run import JobRun
-    from jaxrun.run.reading.probe_report import ProbeReport
+    from jaxrun.run.reading.probe_reading import ProbeReading
 
 
 @dataclass
@@ -25,7 +25,7 @@ class AttemptRun:
 
     outcome: "LaunchOutcome | None"
     failure: "Classification | None"
-    report: "ProbeReport | None" = None  # None: nothing was launched (run/reading/result.py reads an empty one)
+    reading: "ProbeReading | None" = None  # None: nothing was launched (run/reading/result.py reads an empty one)
     utilization: tuple[float | None, str | None] | None = None
     command: list[str] | None = None  # what the process ran
     numerics: "Numerics | None" = None  # read from its environment
