@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from jaxrun.plan.job import Jobs
     from jaxrun.results.models import BatchMetadata
     from jaxrun.results.ownership import ResultsFolder
-    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.batch_pool import BatchPool
 
 logger = logging.getLogger("jaxrun")
 
@@ -42,13 +42,13 @@ class BatchOutputs:
         self.results: Later | None = None
         self.reports: Later | None = None
 
-    def chain(self, to_run: "Jobs", launcher: "Launcher | None", sinks: Iterable[Sink]) -> Sinks:
-        """Every output in the order it is told of a job, then ``sinks``. ``launcher``: the one that
+    def chain(self, to_run: "Jobs", pool: "BatchPool | None", sinks: Iterable[Sink]) -> Sinks:
+        """Every output in the order it is told of a job, then ``sinks``. ``pool``: the one that
         starts the jobs' processes here (None when they run elsewhere), told how many more the
         batch starts once the plan is whole."""
         context = self.context
         claims, log = made("claims", context), made("log", context)
-        self.results = Later(lambda: Sinks([self._plan_facts(to_run, launcher), *made("results", self.context)]))
+        self.results = Later(lambda: Sinks([self._plan_facts(to_run, pool), *made("results", self.context)]))
         self.reports = Later(lambda: Sinks(made("reports", self.context, self._with_installed())))
         return Sinks([*claims, self.results, *log, self.reports, *made("record", context), *sinks])
 
@@ -62,7 +62,7 @@ class BatchOutputs:
         self.results.build()
         return self.context.built["batch_files"]  # type: ignore[return-value]
 
-    def _plan_facts(self, to_run: "Jobs", launcher: "Launcher | None") -> PlanFacts:
+    def _plan_facts(self, to_run: "Jobs", pool: "BatchPool | None") -> PlanFacts:
         """The batch's metadata, made first of the result files' stage (the device facts read by
         then), and the sink that keeps what the plan found in it."""
         context = self.context
@@ -72,7 +72,7 @@ class BatchOutputs:
             context.info = None
             logger.warning("device facts unavailable: %s", exc)
         context.meta = self._metadata()
-        return PlanFacts(self.plan, context.meta, self.log, to_run, launcher)
+        return PlanFacts(self.plan, context.meta, self.log, to_run, pool)
 
     def _metadata(self) -> "BatchMetadata":
         from platform import python_version

@@ -47,7 +47,7 @@ class RunJob(Protocol):
 
 
 class Executor(Protocol):
-    # Whether its jobs' processes start on this machine (in this jaxrun process's launcher, with
+    # Whether its jobs' processes start on this machine (in this jaxrun process's pool, with
     # its spare process). A backend that hands jobs to other machines says False (the default of
     # a class that does not say): no spare is started here, and the batch's put-off set-up runs
     # when the first job is handed over.

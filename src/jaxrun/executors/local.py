@@ -3,7 +3,7 @@ or a share of the CPU cores (executors/slots.py).
 
 Jobs start as slots free up, longest first when the history knows their durations (among the
 jobs planned so far: a small batch is planned whole before it starts, plan/batch_plan.py). Ctrl-C sets a stop event that
-every running job's launcher watches: their process trees are stopped, their results reported as
+every running job's process watcher watches: their process trees are stopped, their results reported as
 ``interrupted``, and only then is the interrupt raised.
 """
 
@@ -70,7 +70,7 @@ class _Locked:
 
 
 class LocalExecutor:
-    starts_processes_here = True  # through the batch's launcher (run/launcher.py)
+    starts_processes_here = True  # through the batch's pool (run/batch_pool.py)
     def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
         self.options = options
         self.pools = slot_pools(options.jobs, info, options.gpus_per_job, options.jobs_per_gpu)

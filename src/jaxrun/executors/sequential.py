@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class SequentialExecutor:
-    starts_processes_here = True  # through the batch's launcher (run/launcher.py)
+    starts_processes_here = True  # through the batch's pool (run/batch_pool.py)
     def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
         self.options = options
 

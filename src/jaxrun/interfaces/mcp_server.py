@@ -130,10 +130,10 @@ class BenchmarkReport(BaseModel):
 
 def _summary(batch: BatchResult) -> BatchReport:
     """The MCP reply of a run: its view (jaxrun/view), as every other surface renders it."""
-    from jaxrun.present.view.batch_view import run_view
+    from jaxrun.present.view.batch_view import view_batch
 
     meta = batch.metadata
-    view = run_view(batch)
+    view = view_batch(batch)
     scripts = [
         ScriptSummary(
             script_name=s.name, path=s.label, success=r.success, status=s.status, error_class=r.error_class,

@@ -12,7 +12,7 @@ from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.plan.job import Job
 from jaxrun.plan.sink import NO_SINK, Sink
-from jaxrun.run.attempt import launch_attempt
+from jaxrun.run.attempt import make_attempt
 from jaxrun.run.process.placement import WHOLE_MACHINE, Placement
 from jaxrun.run.runner import AttemptFn, RunInterrupted, run_attempts
 
@@ -32,7 +32,7 @@ def run_job(
     placement: Placement = WHOLE_MACHINE,
     stop: threading.Event | None = None,
     sink: Sink = NO_SINK,
-    attempt: AttemptFn = launch_attempt,
+    attempt: AttemptFn = make_attempt,
     facts: "Callable[[], Facts] | None" = None,
 ) -> ScriptResult:
     """Run one job as ``options`` say; ``sink.on_progress`` sees each benchmark run's result.

@@ -6,7 +6,7 @@ is launched. After a failed attempt, :func:`jaxrun.core.failures.next_action` de
 device after a backoff, move to another GPU (when the placement has one and the device was not
 chosen: ``gpu:1`` stays on GPU 1), fall back to CPU, or stop.
 Every attempt is kept in the result. The attempt itself is a parameter (``attempt``: run/attempt.py's
-:func:`~jaxrun.run.attempt.launch_attempt` by default), so the policy can be exercised without a
+:func:`~jaxrun.run.attempt.make_attempt` by default), so the policy can be exercised without a
 GPU (tests pass a fake attempt; see docs/ARCHITECTURE.md).
 
 What only an ended attempt needs (the result models, classification) is imported after its
@@ -30,7 +30,7 @@ from jaxrun.core.validate import device_label, split_device
 from jaxrun.discover.devices import device_facts, resolve_device
 from jaxrun.errors import DeviceProbeError
 from jaxrun.plan.job import Job
-from jaxrun.run.attempt import launch_attempt
+from jaxrun.run.attempt import make_attempt
 from jaxrun.run.process.environment import chosen_index
 from jaxrun.run.process.placement import WHOLE_MACHINE, Placement, Slot
 from jaxrun.run.reading.attempt_run import AttemptRun
@@ -92,7 +92,7 @@ def run_attempts(
     stop: threading.Event | None = None,
     device: str | None = None,
     compile_cache: Path | None = None,
-    attempt: AttemptFn = launch_attempt,
+    attempt: AttemptFn = make_attempt,
     facts: "Callable[[], Facts] | None" = None,
 ) -> "ScriptResult":
     """Run ``job.script`` once (over as many attempts as the failure table asks for).

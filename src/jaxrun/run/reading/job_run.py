@@ -18,7 +18,7 @@ from jaxrun.config.options import RunOptions
 from jaxrun.core.defaults import MiB
 from jaxrun.plan.job import Job
 from jaxrun.run.process.process_group import ProcessGroup, log_paths
-from jaxrun.run.process.process_watch import LaunchOutcome, cpu_time_of
+from jaxrun.run.process.process_watch import ProcessOutcome, cpu_time_of
 from jaxrun.run.reading.classify import Classification, Evidence, classify, stderr_tail
 from jaxrun.run.reading.compiles import totals
 from jaxrun.run.reading.probe_reading import ProbeReading, memory_peak_mb, phases, read_probe_events
@@ -31,7 +31,7 @@ class ProcessRun:
     """One process of the job, as its launch left it."""
 
     process_id: int
-    outcome: LaunchOutcome
+    outcome: ProcessOutcome
     reading: ProbeReading
     failure: Classification | None  # its own failure (a stopped process: "interrupted")
     stopped: str | None  # why jaxrun stopped it, when it had not failed itself
@@ -45,7 +45,7 @@ class JobRun:
 
     processes: list[ProcessRun]
     lead: ProcessRun  # whose error and phases are the job's: the first that failed, else process 0
-    outcome: LaunchOutcome  # the job's (see the module's docstring)
+    outcome: ProcessOutcome  # the job's (see the module's docstring)
     failure: Classification | None
 
 
@@ -63,7 +63,7 @@ def read_job(job: Job, options: RunOptions, group: ProcessGroup) -> JobRun:
     return JobRun(runs, lead, _job_outcome(lead, runs, group.started, interrupted), failure)
 
 
-def _process_run(job: Job, options: RunOptions, k: int, outcome: LaunchOutcome, stopped: str | None) -> ProcessRun:
+def _process_run(job: Job, options: RunOptions, k: int, outcome: ProcessOutcome, stopped: str | None) -> ProcessRun:
     stdout_log, stderr_log = log_paths(job, k)
     if stopped is not None and not outcome.interrupted:
         stopped = None  # it ended on its own before the stop reached it
@@ -76,7 +76,7 @@ def sum_known(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
 
 
-def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, interrupted: bool) -> LaunchOutcome:
+def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, interrupted: bool) -> ProcessOutcome:
     """The lead's outcome, with the job's wall time, CPU, memory and process counts."""
     last_end = max(run.outcome.started + run.outcome.wall_time for run in runs)
     first_start = min([started, *(run.outcome.started for run in runs)])

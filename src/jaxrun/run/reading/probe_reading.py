@@ -9,7 +9,7 @@ from typing import Any, Callable
 from jaxrun.core.defaults import MONITOR_INTERVAL, MiB
 from jaxrun.probe import events as ev
 from jaxrun.results.models import CellTiming, CompileStats, WarmCall
-from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.process.process_watch import ProcessOutcome
 from jaxrun.run.reading.compiles import add_event, add_program
 
 
@@ -120,7 +120,7 @@ def _end(reading: ProbeReading, event: ev.End) -> None:
 
 
 # What each event adds to the reading (their fields: probe/events.py). START, EXIT and the
-# exception's type are the classifier's (run/reading/classify.py) and the launcher's (run/process/process_watch.py).
+# exception's type are the classifier's (run/reading/classify.py) and the process watcher's (run/process/process_watch.py).
 _READERS: dict[str, Callable[[ProbeReading, Any], None]] = {
     ev.JAX_LOADED: lambda reading, event: setattr(reading, "jax_loaded", True),
     ev.COMPILE: _compile,
@@ -162,10 +162,10 @@ MEMORY_METHOD = (
 )
 
 
-def memory_peak_mb(outcome: LaunchOutcome, reading: ProbeReading) -> float | None:
+def memory_peak_mb(outcome: ProcessOutcome, reading: ProbeReading) -> float | None:
     """Peak host memory of the script's processes, shared pages counted once (:data:`MEMORY_METHOD`)."""
     # Not outcome.maxrss_bytes: the kernel's ru_maxrss survives fork+exec, so it would report the
-    # launcher's own peak (a jaxrun holding 800 MiB would make every script "use" 800 MiB).
+    # parent's own peak (a jaxrun holding 800 MiB would make every script "use" 800 MiB).
     candidates = [outcome.sampled_peak_rss_bytes or None, reading.peak_rss_bytes]
     known = [c for c in candidates if c]
     return max(known) / MiB if known else None
@@ -186,7 +186,7 @@ def device_memory(reading: ProbeReading) -> tuple[float | None, str | None]:
     return max(peaks) / MiB, None
 
 
-def phases(reading: ProbeReading, outcome: LaunchOutcome | None) -> tuple[float | None, float | None, float | None, str | None]:
+def phases(reading: ProbeReading, outcome: ProcessOutcome | None) -> tuple[float | None, float | None, float | None, str | None]:
     """``(body_time, import_time, run_time, phases_note)``. The probe measures the partition
     (probe/phases.py); a process stopped from outside before its END event (a timeout, a kill)
     has its body measured here, from its BODY event to the process's end, its split unknown."""
@@ -206,7 +206,7 @@ def phases(reading: ProbeReading, outcome: LaunchOutcome | None) -> tuple[float 
     return max(0.0, ended - float(reading.body_start)), None, None, note
 
 
-def cell_timings(reading: ProbeReading, outcome: LaunchOutcome | None) -> list[CellTiming] | None:
+def cell_timings(reading: ProbeReading, outcome: ProcessOutcome | None) -> list[CellTiming] | None:
     """A notebook's cells as they ran. A cell the process was stopped in from outside (a
     timeout, a kill: no end of its own) ran from its start to the process's end, as the body
     is measured then (:func:`phases`); null only when that end is unknown."""

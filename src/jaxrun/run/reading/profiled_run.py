@@ -19,13 +19,13 @@ from jaxrun.results.models import (
     ScriptTimingProfile,
     TimelineEvent,
 )
-from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.process.process_watch import ProcessOutcome
 from jaxrun.run.reading.probe_reading import ProbeReading
 
 MAX_EVENTS = 10_000
 
 
-def _memory(outcome: LaunchOutcome, reading: ProbeReading, result: ScriptResult) -> ScriptMemoryProfile:
+def _memory(outcome: ProcessOutcome, reading: ProbeReading, result: ScriptResult) -> ScriptMemoryProfile:
     t0 = outcome.started
     host = [(round(t - t0, 4), round(b / MiB, 3)) for t, b in outcome.memory_series or ()]
     profile = reading.profile or {}
@@ -78,7 +78,7 @@ def _timing(reading: ProbeReading, result: ScriptResult) -> ScriptTimingProfile:
     )
 
 
-def script_profile(outcome: LaunchOutcome, reading: ProbeReading, result: ScriptResult) -> ScriptProfile:
+def script_profile(outcome: ProcessOutcome, reading: ProbeReading, result: ScriptResult) -> ScriptProfile:
     return ScriptProfile(memory=_memory(outcome, reading, result), timing=_timing(reading, result))
 
 

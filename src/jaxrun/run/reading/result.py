@@ -21,7 +21,7 @@ from jaxrun.results import result_files
 from jaxrun.results.models import Attempt, ProcessResult, RunEnvironment, ScriptResult
 from jaxrun.results.provenance import script_identity
 from jaxrun.run.process.environment import chosen_index, numerics_of, setup_padding
-from jaxrun.run.process.process_watch import LaunchOutcome, cpu_time_of
+from jaxrun.run.process.process_watch import ProcessOutcome, cpu_time_of
 from jaxrun.run.process.transfers import guard_variables, transfer_stats
 from jaxrun.run.reading.attempt_run import AttemptRun
 from jaxrun.run.reading.classify import Classification, Evidence, classify, stderr_tail
@@ -40,7 +40,7 @@ from jaxrun.run.reading.probe_reading import (
 from jaxrun.run.reading.profiled_run import profile_metrics, script_profile
 
 
-def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: LaunchOutcome,
+def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: ProcessOutcome,
                   job_run: JobRun | None, utilization: "tuple[float | None, str | None] | None",
                   cpus: tuple[int, ...] | None = None) -> AttemptRun:
     """What one launched attempt left: how it failed (if it did), the probe's reading, the
@@ -104,7 +104,7 @@ def _content_hash(job: Job) -> str | None:
         return None
 
 
-def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
+def _process_warnings(outcome: ProcessOutcome | None, failed: bool) -> list[str]:
     if outcome is None:
         return []
     found = list(outcome.log_errors)  # a log the disk would not take: the script ran on, its log stops short
@@ -154,7 +154,7 @@ def _read(source: object, fields: dict[str, str]) -> dict[str, object]:
     return {} if source is None else {name: getattr(source, attr) for name, attr in fields.items()}
 
 
-def _launched(run: AttemptRun, reading: ProbeReading, outcome: LaunchOutcome, platform: str | None,
+def _launched(run: AttemptRun, reading: ProbeReading, outcome: ProcessOutcome, platform: str | None,
               job: Job, lead: object) -> dict[str, object]:
     """What only a launched attempt has: its process tree's memory, its logs, its transfers."""
     logs = lead if lead is not None else job
