@@ -419,7 +419,7 @@ def _run_gpu_job(tmp_path: Path, pools: dict[str, SlotPool], fake: FakeAttempt, 
     placement = PooledPlacement(pools, "gpu")
     try:
         options = RunOptions.build("api", device="gpu", fallback=fallback)
-        return run_attempts(_gpu_job(tmp_path), options, placement=placement, attempt=fake, facts=GpuFacts(2))
+        return run_attempts(_gpu_job(tmp_path), options, placement=placement, attempt=fake, read_facts=GpuFacts(2))
     finally:
         placement.close()
 

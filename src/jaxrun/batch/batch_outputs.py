@@ -67,9 +67,9 @@ class BatchOutputs:
         then), and the sink that keeps what the plan found in it."""
         context = self.context
         try:
-            context.info = self.facts.info if self.facts is not None else None
+            context.facts = self.facts.record if self.facts is not None else None
         except DeviceProbeError as exc:
-            context.info = None
+            context.facts = None
             logger.warning("device facts unavailable: %s", exc)
         context.meta = self._metadata()
         return PlanFacts(self.plan, context.meta, self.log, to_run, pool)
@@ -80,13 +80,13 @@ class BatchOutputs:
         from jaxrun.discover.compile_cache import compile_cache_warning
         from jaxrun.results.models import BatchMetadata
 
-        plan, options, info = self.plan, self.plan.options, self.context.info
+        plan, options, facts = self.plan, self.plan.options, self.context.facts
         run = options.run
         return BatchMetadata(
             jaxrun_version=version(),
             device_requested=",".join(options.device),
             device_used=plan.devices.summary,
-            jax_version=info.jax_version if info else None,
+            jax_version=facts.jax_version if facts else None,
             execution_timestamp=self.began,
             scripts_found=plan.found,
             scripts_executed=0,
@@ -96,7 +96,7 @@ class BatchOutputs:
             unreadable_paths=plan.unreadable,
             results_dir=str(options.results_dir),
             host=os.uname().nodename,  # gethostname(2)'s name, without importing socket
-            python_version=(info.python_version if run.python and info else python_version()),
+            python_version=(facts.python_version if run.python and facts else python_version()),
             python=run.python,
             strict_xfail=options.strict_xfail,
             fail_on_regression=options.fail_on_regression,

@@ -40,10 +40,10 @@ def longest_first(jobs: Sequence["Job"]) -> list["Job"]:
     return sorted(jobs, key=_priority)
 
 
-def slot_pools(jobs: int, info: "Facts | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
+def slot_pools(jobs: int, facts: "Facts | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
     """A CPU pool dividing the cores among ``jobs``, and a GPU pool when GPUs are present."""
     pools = {"cpu": SlotPool(cpu_slots(jobs))}
-    ids = device_ids("gpu", info) if info is not None else []
+    ids = device_ids("gpu", facts) if facts is not None else []
     if ids:
         pools["gpu"] = SlotPool(gpu_slots(ids, gpus_per_job=gpus_per_job, jobs_per_gpu=jobs_per_gpu))
     return pools
@@ -71,9 +71,9 @@ class _Locked:
 
 class LocalExecutor:
     starts_processes_here = True  # through the batch's pool (run/batch_pool.py)
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None:
         self.options = options
-        self.pools = slot_pools(options.jobs, info, options.gpus_per_job, options.jobs_per_gpu)
+        self.pools = slot_pools(options.jobs, facts, options.gpus_per_job, options.jobs_per_gpu)
 
     def run(self, jobs: "Jobs | Sequence[Job]", run_job: RunJob, sink: "Sink") -> None:
         jobs = Jobs.of(jobs)

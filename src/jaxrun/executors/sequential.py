@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 class SequentialExecutor:
     starts_processes_here = True  # through the batch's pool (run/batch_pool.py)
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None:
         self.options = options
 
     def run(self, jobs: "Jobs | Sequence[Job]", run_job: RunJob, sink: "Sink") -> None:

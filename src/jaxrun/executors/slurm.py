@@ -129,7 +129,7 @@ class _Task:
 class SlurmExecutor:
     starts_processes_here = False  # Slurm's nodes start them
 
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None:
         """Checks everything it can before the batch changes its results folder: submitit, Slurm's
         commands, the controller, the array's options (``sbatch --test-only``), and whether an
         earlier batch's array still writes into the folder."""

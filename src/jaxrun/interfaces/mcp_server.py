@@ -389,18 +389,18 @@ def build_server(roots: list[Path]) -> Any:
 
         device = _option("device", lambda: validate_device(device))  # echoed as it is meant, never as given
         try:
-            info = get_jax_device_info()
-            _, reason = resolve_device(device, info)  # the reason `jaxrun run` and `jaxrun devices` give
+            facts = get_jax_device_info()
+            _, reason = resolve_device(device, facts)  # the reason `jaxrun run` and `jaxrun devices` give
             try:
-                check_device_id(device, info)
+                check_device_id(device, facts)
             except InvalidDeviceError as missing:  # gpu:3 on two GPUs: the ids there are
                 reason = str(missing)
         except JAXExecutionError as exc:
             raise ToolError(str(exc)) from None
         available = reason is None
-        platforms = {name: len(p.devices) for name, p in info.platforms.items() if p.available}
-        return Availability(device=device, available=available, jax_version=info.jax_version,
-                            default_backend=info.default_backend, platforms=platforms, reason=reason)
+        platforms = {name: len(p.devices) for name, p in facts.platforms.items() if p.available}
+        return Availability(device=device, available=available, jax_version=facts.jax_version,
+                            default_backend=facts.default_backend, platforms=platforms, reason=reason)
 
     @server.tool(name="execute.monitor_jax_performance", annotations=read_only)
     @_says_why

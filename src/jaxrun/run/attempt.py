@@ -59,7 +59,7 @@ def make_attempt(
     options: RunOptions,
     platform: str,
     slot: Slot | None,
-    info: "Facts | None",
+    facts: "Facts | None",
     stop: threading.Event | None,
     compile_cache: Path | None,
     pool: ProcessPool | None = None,
@@ -78,7 +78,7 @@ def make_attempt(
     cpus = pinned_cpus(slot, platform)
     with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
-        env = child_env(job, options, platform, info, events_path, slot, compile_cache)
+        env = child_env(job, options, platform, facts, events_path, slot, compile_cache)
         command = probe_command(job.script, events_path, options, job.profile_dir)
         sampler = None
         if platform == "gpu":  # utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs

@@ -53,7 +53,7 @@ def setup_padding(env: dict[str, str]) -> int | None:
 
 
 def child_env(
-    job: Job, options: RunOptions, platform: str, device_info: "Facts | None", events_path: Path,
+    job: Job, options: RunOptions, platform: str, facts: "Facts | None", events_path: Path,
     slot: Slot | None = None, compile_cache: Path | None = None,
 ) -> dict[str, str]:
     """The script's environment: the user's, plus what selects the device and opens the channel.
@@ -66,8 +66,8 @@ def child_env(
     if options.xla_flags:
         env["XLA_FLAGS"] = override_xla_flags(env.get("XLA_FLAGS"), options.xla_flags.split())
     backend = None
-    if device_info is not None and platform in device_info.platforms:
-        backend = device_info.platforms[platform].backend
+    if facts is not None and platform in facts.platforms:
+        backend = facts.platforms[platform].backend
     env["JAX_PLATFORMS"] = backend or JAX_PLATFORMS_VALUE[platform]
     if platform == "gpu":
         # Several scripts (and jaxrun's own probes) may share the GPU: grab memory as needed.
