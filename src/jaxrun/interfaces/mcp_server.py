@@ -334,7 +334,7 @@ _DEVICE = default_of(RunOptions, "device")
 def _new_server(jaxrun_version: str) -> Any:
     """The SDK's server, named jaxrun, with jaxrun's version in ``serverInfo`` (mcp >= 2 takes it;
     1.x's FastMCP does not, and its low-level server would say the SDK's own version)."""
-    instructions = "Run folders of JAX programs and measure them (jaxrun)."
+    instructions = "Run folders of JAX scripts and measure them (jaxrun)."
     if "version" in inspect.signature(_Server.__init__).parameters:
         return _Server("jaxrun", instructions=instructions, version=jaxrun_version)
     server = _Server("jaxrun", instructions=instructions)

@@ -91,7 +91,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 app = JaxrunGroup(
     name="jaxrun",
-    help="Run a folder of JAX programs on the best device and record what happened.",
+    help="Run a folder of JAX scripts on the best device and record what happened.",
     no_args_is_help=True,
     context_settings=CONTEXT_SETTINGS,
     params=[click.Option(["--version", "-V"], is_flag=True, expose_value=False, is_eager=True, callback=_print_version,

@@ -2,7 +2,7 @@
 an option that must reach the script becomes an environment variable or a probe flag.
 
 Which of the user's variables reach a script (README, "The script's environment"): all of them,
-unless ``isolate_env``, which keeps only what a program needs to start and find its devices
+unless ``isolate_env``, which keeps only what a process needs to start and find its devices
 (``ISOLATED_NAMES``, ``ISOLATED_PREFIXES``: ``JAX_*`` and ``XLA_*`` always). On top come the
 ``env`` option (``--env KEY=VALUE``, per-script ``env``), then jaxrun's own: the device
 (``JAX_PLATFORMS``, a GPU slot's ``CUDA_VISIBLE_DEVICES``), the numerics options, the

@@ -1,5 +1,5 @@
 """The N processes of one attempt of a multi-process job (``--processes N``): N probes of one
-script, started together and stopped together (README, "Multi-process programs").
+script, started together and stopped together (docs/guide/multiprocess.md).
 
 Each process is an ordinary launch (run/process/process_watch.py: its own session, cgroup, logs,
 monitor, limits), in a thread of its own; its environment adds the coordinator's address on
