@@ -1,6 +1,6 @@
 """A stand-in GPU for tests of the failure policy: this machine has none.
 
-``FakeAttempt`` replaces the launch of one attempt (``run_attempts(..., attempt=...)``): it answers with
+``FakeAttempt`` replaces one attempt (``run_attempts(..., attempt=...)``): it answers with
 a crafted out-of-memory or success per GPU id and records every call; ``gpu_facts`` are device
 facts that list GPUs 0..n-1 beside the real CPU. Everything else (the runner's policy loop, the
 failure table, placements, executors, sinks) is the real code.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from jaxrun.core.timestamps import now_iso
 from jaxrun.results.models import DeviceEntry, DeviceInfo, PlatformInfo
 from jaxrun.run.reading.classify import classification
-from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.process.process_watch import ProcessOutcome
 from jaxrun.run.reading.attempt_run import AttemptRun
 
 
@@ -28,7 +28,7 @@ class FakeAttempt:
         gpus = slot.gpus if slot is not None and slot.kind == "gpu" else None
         self.calls.append((platform, gpus))
         error = self.outcomes[(gpus or (0,))[0]] if platform == "gpu" else None
-        outcome = LaunchOutcome(
+        outcome = ProcessOutcome(
             exit_code=0 if error is None else 1, signal=None, wall_time=0.01, cpu_time=0.01,
             maxrss_bytes=None, sampled_peak_rss_bytes=0, timed_out=False, interrupted=False,
             stdout_truncated=False, stderr_truncated=False,

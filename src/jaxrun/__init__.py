@@ -1,4 +1,4 @@
-"""jaxrun: run a folder of JAX programs on the best device and record what happened.
+"""jaxrun: run a folder of JAX scripts on the best device and record what happened.
 
 The public API is re-exported here explicitly. Names are resolved lazily so that ``import
 jaxrun`` (done by every script that calls :func:`jaxrun.record`, inside the probe) stays cheap

@@ -141,11 +141,11 @@ class _Session:
         if not self.results or not (out or baseline):
             return
         try:
-            report = self._report(baseline)
+            benchmarks_file = self._benchmarks_file(baseline)
             if out:
                 from jaxrun.results.result_files import atomic_write_text
 
-                atomic_write_text(Path(out), report.model_dump_json(indent=2) + "\n")
+                atomic_write_text(Path(out), benchmarks_file.model_dump_json(indent=2) + "\n")
                 self.written = Path(out)
         except Exception as exc:  # a bad baseline must not hide the test results
             self.error = f"{type(exc).__name__}: {exc}"
@@ -155,7 +155,7 @@ class _Session:
         if slower and self.config.getoption("--jax-benchmark-fail-on-regression") and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def _report(self, baseline: str | None) -> Any:
+    def _benchmarks_file(self, baseline: str | None) -> Any:
         from jaxrun.core.version import __version__
         from jaxrun.bench.records import Measurement, PytestBenchmarks
 
@@ -193,7 +193,7 @@ class _Session:
                          f"{data['sampling_time']:.2f} s")
             tr.write_line(f"{key}: median {_ms(median)}{ci}, compile {_ms(data.get('compile_time'))}{taken}{extra}")
         from jaxrun.judge.verdicts import describe_gate, too_few_note
-        from jaxrun.results.comparison_report import TOO_FEW
+        from jaxrun.results.comparisons import TOO_FEW
 
         for c in self.comparisons:
             judged = describe_gate(c)

@@ -1,7 +1,7 @@
 """Tests for jaxrun.batch (run_jax_scripts) and the results folder (docs/ARCHITECTURE.md).
 
 The batch runs in this process (it never imports jax); every script runs for real in its own
-probe process on the CPU. Scripts are tiny crafted JAX programs written to tmp_path.
+probe process on the CPU. Scripts are tiny crafted JAX scripts written to tmp_path.
 """
 
 from __future__ import annotations

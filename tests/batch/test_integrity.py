@@ -348,30 +348,30 @@ def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(
     unwatched (the batch would call it "not run", or never hear the Ctrl-C at all)."""
     from jaxrun.config.options import RunOptions
     from jaxrun.run.process.environment import probe_command
-    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.batch_pool import BatchPool
     from jaxrun.run.process.process_watch import Interrupted, Limits, launch
     from jaxrun.run.process.spare import spare_environment
 
     script = write(tmp_path / "s", "long.py", "import time\nprint('started', flush=True)\ntime.sleep(60)\n")
     events = tmp_path / "events.jsonl"
     command = probe_command(script, events, RunOptions.build("api"))
-    launcher = Launcher()
+    pool = BatchPool()
 
     def ctrl_c() -> None:  # as a terminal's Ctrl-C reaches jaxrun: SIGINT to its process
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1.0)  # the interrupt lands here, inside the put-off work
 
     if during == "the put-off work":
-        launcher.when_started(ctrl_c)
+        pool.when_started(ctrl_c)
     else:  # the signal comes as the put-off work ends, the watching about to begin
-        launcher.when_started(lambda: os.kill(os.getpid(), signal.SIGINT))
+        pool.when_started(lambda: os.kill(os.getpid(), signal.SIGINT))
     started = time.perf_counter()
     # As an interactive jaxrun has it, even where the tests run with SIGINT ignored (a background job).
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         launch(command, cwd=script.parent, env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-               limits=Limits(timeout=120), log_cap=2**20, launcher=launcher)
+               limits=Limits(timeout=120), log_cap=2**20, pool=pool)
         pytest.fail("the launch returned as if the script had ended by itself")
     except Interrupted as stopped:  # the tree stopped; the script's partial outcome travels with it
         outcome = stopped.outcome
@@ -379,7 +379,7 @@ def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(
         pytest.fail("the Ctrl-C escaped the launch: the running script was left unwatched")
     finally:
         signal.signal(signal.SIGINT, previous)
-        launcher.close()
+        pool.close()
     assert outcome.interrupted is True
     assert outcome.exit_code != 0 or outcome.signal is not None  # stopped, not run to its end
     assert time.perf_counter() - started < 30  # not the script's 60 s

@@ -341,11 +341,11 @@ def test_the_facts_read_without_the_model_say_what_the_model_says() -> None:
 
     assert SCHEMA == SCHEMA_VERSION  # a cache of another version is probed again, never misread
     facts = device_facts()
-    info = DeviceFacts(json.loads(facts.info.model_dump_json())).info
-    assert info == facts.info
-    for name, platform in facts.info.platforms.items():
+    record = DeviceFacts(json.loads(facts.record.model_dump_json())).record
+    assert record == facts.record
+    for name, platform in facts.record.platforms.items():
         read = facts.platforms[name]
         assert (read.available, read.backend, read.error) == (platform.available, platform.backend, platform.error)
-        assert device_ids(name, facts) == device_ids(name, facts.info)
+        assert device_ids(name, facts) == device_ids(name, facts.record)
     assert (facts.jax_available, facts.jax_version, facts.python_version) == \
-        (facts.info.jax_available, facts.info.jax_version, facts.info.python_version)
+        (facts.record.jax_available, facts.record.jax_version, facts.record.python_version)

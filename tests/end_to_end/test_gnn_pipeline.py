@@ -87,7 +87,7 @@ def test_exactly_the_rendered_jax_scripts_run_and_succeed(pipeline_run) -> None:
         assert result["success"] is True, result["error_message"]
         assert result["error_class"] is None and result["exit_code"] == 0
         assert result["device_used"] == "cpu"
-        assert result["compile_count"] >= 1  # real JAX programs compile
+        assert result["compile_count"] >= 1  # real JAX scripts compile
         assert set(result["results"]) == recorded
     # The same scripts, and only those, as the API finds them.
     assert jaxrun.find_jax_scripts(output) == [output / s for s, _, _ in RENDERED.values()]

@@ -133,7 +133,7 @@ def test_a_transient_failure_on_a_chosen_gpu_retries_there_then_falls_back(tmp_p
     job = Job(index=0, script=script, name="model", file_name="model", device="gpu:1", platform="gpu",
               results_dir=tmp_path / "r")
     sink = Recorder()
-    executor.run([job], functools.partial(run_job, attempt=fake, facts=GpuFacts(2)), sink)
+    executor.run([job], functools.partial(run_job, attempt=fake, read_facts=GpuFacts(2)), sink)
     (result,) = sink.results.values()
     assert fake.calls == [("gpu", (1,)), ("gpu", (1,)), ("cpu", None)]
     assert [a.device for a in result.attempts] == ["gpu:1", "gpu:1", "cpu"]

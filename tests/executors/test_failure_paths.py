@@ -40,7 +40,7 @@ def _run(backend: str, jobs: int, tmp_path: Path, *, retries: int, fallback: boo
     # the worker's runner still starts on the (fake) GPU the device facts report.
     planned = None if backend == "ray" else "gpu"
     sink = Recorder()
-    executor.run(_jobs(tmp_path, planned), functools.partial(run_job, attempt=fake, facts=GpuFacts(1)), sink)
+    executor.run(_jobs(tmp_path, planned), functools.partial(run_job, attempt=fake, read_facts=GpuFacts(1)), sink)
     assert sink.started == ["model"]
     (result,) = sink.results.values()
     # run_job on a Ray worker calls a copy of the fake: its calls are not seen here.

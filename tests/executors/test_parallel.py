@@ -1,7 +1,7 @@
 """Tests for parallel batches (``jobs=N`` / ``--jobs N``), thread budgets, simulated devices and
 the accelerator-slot OOM retry.
 
-Everything runs for real: scripts are crafted JAX programs in their own probe processes on the
+Everything runs for real: scripts are crafted JAX scripts in their own probe processes on the
 CPU of this (2-core) machine. The only stand-in is the GPU out-of-memory retry, driven with a fake
 attempt and fake device facts (tests/fake_gpu.py) because there is no GPU here. No test asserts a wall-clock budget: the makespan goal
 lives in ``benchmarks/bench_makespan.py``.
@@ -419,7 +419,7 @@ def _run_gpu_job(tmp_path: Path, pools: dict[str, SlotPool], fake: FakeAttempt, 
     placement = PooledPlacement(pools, "gpu")
     try:
         options = RunOptions.build("api", device="gpu", fallback=fallback)
-        return run_attempts(_gpu_job(tmp_path), options, placement=placement, attempt=fake, facts=GpuFacts(2))
+        return run_attempts(_gpu_job(tmp_path), options, placement=placement, attempt=fake, read_facts=GpuFacts(2))
     finally:
         placement.close()
 

@@ -465,5 +465,5 @@ def test_bundled_examples_run_and_every_result_file_validates(cli, schemas, tmp_
     auto = "gpu" if jaxrun.get_jax_device_info().platforms["gpu"].available else "cpu"
     for result in doc["script_results"]:
         assert result["success"] is True and result["device_used"] == auto
-        assert result["compile_count"] >= 1  # real JAX programs compile
+        assert result["compile_count"] >= 1  # real JAX scripts compile
         assert result["results"], f"{result['script_name']} recorded nothing with jaxrun.record"

@@ -512,7 +512,7 @@ def test_bundled_examples_benchmark_with_raw_samples(cli, tmp_path: Path) -> Non
         assert bench["runs_completed"] == 2, bench["warnings"]
         assert len(counted(bench)) == 2 and len(bench["warmups"]) == 1
         for sample in counted(bench):
-            assert sample["compile_time"] > 0  # real JAX programs compile in every process
+            assert sample["compile_time"] > 0  # real JAX scripts compile in every process
             assert sample["wall_time"] >= sample["body_time"] > sample["run_time"] > 0
     assert doc["runs_completed"] == 2 * len(names)
 

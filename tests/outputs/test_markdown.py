@@ -14,7 +14,7 @@ import pytest
 from helpers import table_rows, write
 
 from jaxrun.outputs.markdown import render_markdown
-from jaxrun.present.view import run_view
+from jaxrun.present.view import view_batch
 from jaxrun.results.models import (
     BatchMetadata,
     BatchResult,
@@ -106,7 +106,7 @@ def test_regressions_are_listed_first_with_their_ratio() -> None:
         metadata=meta, device_info=None, performance_summary=PerformanceSummary(),
         script_results=[_result("fine"), _result("slow", regression=True), _result("late", success=False)],
     ))
-    text = render_markdown(run_view(batch))
+    text = render_markdown(view_batch(batch))
     attention = table_rows(text, "Failures and regressions")
     assert [(r[0], r[1]) for r in attention] == [("slow.py", "ok"), ("late.py", "timeout")]
     assert attention[0][-2] == "slower than 2 earlier runs: run_time x1.300 p=0.001"  # the verdict column

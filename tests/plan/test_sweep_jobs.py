@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import load, tables, write
 
-from jaxrun.present.view import read_run_view
+from jaxrun.present.view import read_batch_view
 
 NO_JAX = """\
 import os, sys
@@ -52,7 +52,7 @@ def test_each_point_is_a_job_named_by_its_parameters_and_reads_them_every_way(tm
         assert recorded["env_n"] == str(n) and json.loads(recorded["env_json"]) == {"n": n, "tag": tag}
         assert recorded["var"] == tag
         assert (tmp_path / "out" / "logs" / f"a[n={n},tag={tag}].stdout.log").is_file()
-    view = read_run_view(tmp_path / "out")
+    view = read_batch_view(tmp_path / "out")
     assert [s.label for s in view.scripts] == ["a.py[n=1,tag=x]", "a.py[n=2,tag=y]"]
     (sweep,) = view.sweeps
     assert sweep.script == "a.py" and sweep.params == ["n", "tag"]
@@ -96,7 +96,7 @@ def test_jaxrun_applies_x64_matmul_precision_and_device_and_a_point_on_a_device_
         got = load(tmp_path / "out" / "script_results" / f"s[x64={x64},matmul_precision=highest,device=cpu]_result.json")
         assert got["results"] == {"dtype": dtype, "precision": "highest"}
         assert got["numerics"]["x64"] is (x64 == "true") and got["device_requested"] == "cpu"
-    assert [s.label for s in read_run_view(tmp_path / "out").scripts] == [
+    assert [s.label for s in read_batch_view(tmp_path / "out").scripts] == [
         "s.py[x64=true,matmul_precision=highest,device=cpu]", "s.py[x64=false,matmul_precision=highest,device=cpu]"]
 
 
@@ -125,7 +125,7 @@ def test_a_sweep_of_batch_sizes_and_device_counts_is_six_named_points_on_every_s
     sweep = md["Sweep: `train.py`"]
     assert sweep[0][:4] == ["batch", "devices", "status", "time"]
     assert [row[:3] for row in sweep[1:]] == [[str(b), str(d), "ok"] for b in (8, 16, 32) for d in (1, 2)]
-    view = read_run_view(tmp_path / "out")
+    view = read_batch_view(tmp_path / "out")
     (swept,) = view.sweeps
     assert [[p.text(c) for c in swept.columns] for p in swept.points] == [row for row in sweep[1:]]
     # JUnit (a testcase per job) and the CSV export name the points.
@@ -220,7 +220,7 @@ def test_recorded_figures_past_the_tables_columns_are_named_in_a_note_and_plotte
           "n = jaxrun.params(n=1)['n']\njaxrun.record(**{f'f{i}': n * i for i in range(1, 7)}, flag=True)\n")
     result = jaxrun_cli.run("run", "r.py", "--param", "n=1,2", "--results-dir", "out", "--no-history", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    (sweep,) = read_run_view(tmp_path / "out").sweeps
+    (sweep,) = read_batch_view(tmp_path / "out").sweeps
     assert [c.label for c in sweep.columns if c.key.startswith("results.")] == ["f1", "f2", "f3", "f4"]
     assert [c.label for c in sweep.more] == ["f5", "f6"]  # a boolean is no figure
     assert sweep.notes == ["recorded figures in the report's plot and each result's results, not in this table: "

@@ -107,7 +107,7 @@ def test_the_summary_printed_a_few_rows_at_a_time_is_the_same_lines(columns: int
     from rich.console import Console
 
     from jaxrun.interfaces.cli.tables import summary_table, summary_tables
-    from jaxrun.present.view import run_view
+    from jaxrun.present.view import view_batch
     from jaxrun.results.models import (
         BatchMetadata,
         BatchResult,
@@ -128,7 +128,7 @@ def test_the_summary_printed_a_few_rows_at_a_time_is_the_same_lines(columns: int
     meta = BatchMetadata(jaxrun_version="0", device_requested="cpu", device_used="cpu", execution_timestamp="t", jax_version=None,
                          scripts_found=53, scripts_executed=53, scripts_successful=43, scripts_failed=10,
                          search_paths=["/x"], results_dir="/r", host="h", python_version="3.11", complete=True)
-    view = run_view(BatchResult(metadata=meta, device_info=None, performance_summary=PerformanceSummary(),
+    view = view_batch(BatchResult(metadata=meta, device_info=None, performance_summary=PerformanceSummary(),
                                 script_results=results))
     for terminal in (False, True):
         def printed(tables) -> str:  # type: ignore[no-untyped-def]

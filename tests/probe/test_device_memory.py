@@ -11,7 +11,7 @@ import pytest
 import jaxrun
 from jaxrun.probe import events
 from jaxrun.probe.jax_hooks import peak_bytes_in_use
-from jaxrun.run.reading.probe_report import device_memory, read_probe_report
+from jaxrun.run.reading.probe_reading import device_memory, read_probe_events
 
 GIB = 2**30
 GPU_READING = {  # one H100 after a training step (recorded shape; values chosen for the test)
@@ -31,18 +31,18 @@ def end_event(device: dict | None) -> list[events.Event]:
 
 def test_the_peak_of_the_busiest_device_in_mb() -> None:
     peaks = [peak_bytes_in_use(GPU_READING), peak_bytes_in_use({**GPU_READING, "peak_bytes_in_use": GIB})]
-    report = read_probe_report(end_event({"initialized": True, "backend": "cuda", "peak_bytes_per_device": peaks}))
-    assert device_memory(report) == (5 * 1024 + 512, None)  # MiB of the device that used the most
+    reading = read_probe_events(end_event({"initialized": True, "backend": "cuda", "peak_bytes_per_device": peaks}))
+    assert device_memory(reading) == (5 * 1024 + 512, None)  # MiB of the device that used the most
 
 
 def test_unknown_is_null_with_the_reason() -> None:
     assert peak_bytes_in_use(None) is None  # CPU devices return no statistics
     assert peak_bytes_in_use({"bytes_in_use": 1}) is None  # a backend that does not track the peak
-    no_stats = read_probe_report(end_event({"initialized": True, "backend": "cpu", "peak_bytes_per_device": [None]}))
+    no_stats = read_probe_events(end_event({"initialized": True, "backend": "cpu", "peak_bytes_per_device": [None]}))
     assert device_memory(no_stats) == (None, "the cpu backend does not report memory statistics")
-    unused = read_probe_report(end_event({"initialized": False}))
+    unused = read_probe_events(end_event({"initialized": False}))
     assert device_memory(unused)[0] is None and "never used a device" in device_memory(unused)[1]
-    assert device_memory(read_probe_report([]))[1] == "the script did not import jax"
+    assert device_memory(read_probe_events([]))[1] == "the script did not import jax"
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from helpers import write, write_notebook
 from jaxrun.probe import events
 from jaxrun.probe.arguments import ProbeArguments
 from jaxrun.probe.channel import read_events
-from jaxrun.run.reading.probe_report import read_probe_report
+from jaxrun.run.reading.probe_reading import read_probe_events
 
 SCRIPTS = {
     "jax_recorded": """\
@@ -73,19 +73,19 @@ def test_every_line_a_real_probe_writes_matches_its_definition(tmp_path: Path, n
 @pytest.mark.slow
 def test_the_parent_reads_back_what_the_probe_wrote(tmp_path: Path) -> None:
     written = read_events(run_probe(tmp_path, "jax_recorded"))
-    report = read_probe_report(written)
+    reading = read_probe_events(written)
     end = next(e for e in written if e["type"] == events.END)
-    assert report.body_time == end["body_time"] and report.run_time == end["run_time"]
-    assert report.results == {"value": 2.0} and report.jax_loaded and not report.warnings
-    assert sum(s.traces for s in report.compiles.values()) == sum(
+    assert reading.body_time == end["body_time"] and reading.run_time == end["run_time"]
+    assert reading.results == {"value": 2.0} and reading.jax_loaded and not reading.warnings
+    assert sum(s.traces for s in reading.compiles.values()) == sum(
         1 for e in written if e["type"] == events.COMPILE and e["phase"] == events.PHASE_TRACE)
 
 
 def test_a_line_that_does_not_match_is_a_warning_not_a_crash() -> None:
     damaged = [{"type": events.END, "body_time": 1.0}]  # an END event cut down to one field
-    report = read_probe_report(damaged)  # type: ignore[arg-type]
-    assert report.body_time is None  # unknown, never half-read
-    assert report.warnings and "end: missing" in report.warnings[0]
+    reading = read_probe_events(damaged)  # type: ignore[arg-type]
+    assert reading.body_time is None  # unknown, never half-read
+    assert reading.warnings and "end: missing" in reading.warnings[0]
 
 
 def test_the_definitions_the_run_reads_are_typings_typed_dicts() -> None:

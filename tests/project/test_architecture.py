@@ -148,7 +148,7 @@ def test_no_lower_layer_imports_an_upper_one() -> None:
 def test_the_graph_sees_imports() -> None:
     """The checks above would pass vacuously if the parser missed imports of any kind."""
     top, lazy, typing = GRAPH["jaxrun.batch.pipeline"]
-    assert {"jaxrun.config.options", "jaxrun.executors.base", "jaxrun.run.execute", "jaxrun.run.launcher"} <= top
+    assert {"jaxrun.config.options", "jaxrun.executors.base", "jaxrun.run.execute", "jaxrun.run.batch_pool"} <= top
     assert "jaxrun.batch.pipeline" in GRAPH["jaxrun.interfaces.cli.run_command"][1]
     top, lazy, typing = GRAPH["jaxrun.run.runner"]
     assert {"jaxrun.run.attempt", "jaxrun.run.process.placement", "jaxrun.run.reading.attempt_run"} <= top

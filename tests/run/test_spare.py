@@ -17,7 +17,7 @@ from helpers import jaxrun, load, write
 from jaxrun.config.options import RunOptions
 from jaxrun.run.process import cgroups
 from jaxrun.run.process.environment import probe_command
-from jaxrun.run.launcher import Launcher
+from jaxrun.run.batch_pool import BatchPool
 from jaxrun.run.process.process_watch import Limits, launch
 from jaxrun.run.process.spare import spare_environment
 
@@ -39,28 +39,28 @@ def spares_of(token: str) -> list[int]:
 SLEEPS = "import os, sys, time\ntime.sleep(0.3)\nprint(os.getcwd(), os.environ.get('ONLY_FOR_THE_JOB'), sys.argv[1:])\n"
 
 
-def _launch(tmp_path: Path, env: dict[str, str], launcher: Launcher):  # type: ignore[no-untyped-def]
+def _launch(tmp_path: Path, env: dict[str, str], pool: BatchPool):  # type: ignore[no-untyped-def]
     script = write(tmp_path / "s", "sleeps.py", SLEEPS)
     events = tmp_path / "events.jsonl"
     command = probe_command(script, events, RunOptions.build("api", args=["--flag", "x y"]))
     return launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
                   stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                  limits=Limits(timeout=60), log_cap=2**20, launcher=launcher)
+                  limits=Limits(timeout=60), log_cap=2**20, pool=pool)
 
 
 def test_a_spare_runs_the_job_as_a_new_process_would_without_its_waiting_time(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
     env = {**spare_environment(), "ONLY_FOR_THE_JOB": "yes"}
-    launcher = Launcher()
+    pool = BatchPool()
     opened = time.perf_counter()  # the spare is started after this (one clock for parent and child)
-    launcher.open_spares(spare_environment())
+    pool.open_spares(spare_environment())
     try:
         time.sleep(1.0)  # the spare waits, ready, for a second: not the script's time
         assert len(spares_of(str(tmp_path))) == 1  # the check below sees a spare when there is one
         handed = time.perf_counter()  # the job is handed over after this
-        outcome = _launch(tmp_path, env, launcher)
+        outcome = _launch(tmp_path, env, pool)
     finally:
-        launcher.close()
+        pool.close()
     assert outcome.prestarted and outcome.exit_code == 0, (tmp_path / "err.log").read_text()
     # the job's folder, environment and arguments, as for a process started for it
     assert (tmp_path / "out.log").read_text().strip().split(maxsplit=2) == [str(tmp_path / "s"), "yes", "['--flag', 'x y']"]
@@ -76,12 +76,12 @@ def test_a_spare_runs_the_job_as_a_new_process_would_without_its_waiting_time(tm
 
 def test_a_spare_is_not_used_when_a_start_up_variable_differs(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
-    launcher = Launcher()
-    launcher.open_spares(spare_environment())
+    pool = BatchPool()
+    pool.open_spares(spare_environment())
     try:
-        outcome = _launch(tmp_path, {**spare_environment(), "PYTHONHASHSEED": "123", "ONLY_FOR_THE_JOB": "no"}, launcher)
+        outcome = _launch(tmp_path, {**spare_environment(), "PYTHONHASHSEED": "123", "ONLY_FOR_THE_JOB": "no"}, pool)
     finally:
-        launcher.close()
+        pool.close()
     assert not outcome.prestarted and outcome.exit_code == 0
     assert (tmp_path / "out.log").read_text().split()[1] == "no"
     assert not spares_of(str(tmp_path))
@@ -104,17 +104,17 @@ def test_jaxrun_run_uses_spares_and_leaves_none(tmp_path: Path) -> None:
 
 def test_no_spare_is_started_after_the_last_process_the_batch_expects(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
-    launcher = Launcher()
-    launcher.open_spares(spare_environment())
+    pool = BatchPool()
+    pool.open_spares(spare_environment())
     try:
-        launcher.expect(2)
-        first = _launch(tmp_path, spare_environment(), launcher)  # takes the spare; launch starts the next
+        pool.expect(2)
+        first = _launch(tmp_path, spare_environment(), pool)  # takes the spare; launch starts the next
         assert len(spares_of(str(tmp_path))) == 1
-        second = _launch(tmp_path, spare_environment(), launcher)
+        second = _launch(tmp_path, spare_environment(), pool)
         # the batch expects no more: nothing was started to be stopped again
         assert not spares_of(str(tmp_path))
     finally:
-        launcher.close()
+        pool.close()
     assert first.prestarted and second.prestarted
 
 
@@ -122,32 +122,32 @@ def test_no_spare_is_started_after_the_last_process_the_batch_expects(tmp_path: 
 
 def test_deferred_set_up_runs_once_the_script_runs_and_never_counts_in_its_time(tmp_path: Path) -> None:
     seen: list[bool] = []
-    launcher = Launcher()
+    pool = BatchPool()
 
     def slow_set_up() -> None:
         seen.append((tmp_path / "started").exists() or _waits_for(tmp_path / "started"))
         time.sleep(0.8)  # longer than the script
 
-    launcher.when_started(slow_set_up)
+    pool.when_started(slow_set_up)
     script = write(tmp_path, "quick.py", f"open({str(tmp_path / 'started')!r}, 'w').close()\n")
     outcome = launch([sys.executable, str(script)], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
                      stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20,
-                     launcher=launcher)
+                     pool=pool)
     assert seen == [True]  # it ran while (or after) the script ran, never before it started
     # ground truth: the script is a Python start-up and one file, far below the set-up's 0.8 s
     assert outcome.exit_code == 0 and outcome.wall_time < 0.5, outcome.wall_time
-    launcher.when_started(lambda: seen.append(False))
-    launcher.drop_deferred()  # a batch that starts nothing leaves nothing for the next one
+    pool.when_started(lambda: seen.append(False))
+    pool.drop_deferred()  # a batch that starts nothing leaves nothing for the next one
     launch([sys.executable, "-c", "pass"], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
            stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20,
-           launcher=launcher)
+           pool=pool)
     assert seen == [True]
-    # Another process (a Ray worker) gets a launcher of its own: no spare, nothing put off.
+    # Another process (a Ray worker) gets a pool of its own: no spare, nothing put off.
     import pickle
 
-    launcher.when_started(lambda: None)
-    elsewhere = pickle.loads(pickle.dumps(launcher))
-    assert isinstance(elsewhere, Launcher) and elsewhere is not launcher and not elsewhere._deferred
+    pool.when_started(lambda: None)
+    elsewhere = pickle.loads(pickle.dumps(pool))
+    assert isinstance(elsewhere, BatchPool) and elsewhere is not pool and not elsewhere._deferred
 
 
 def _waits_for(path: Path) -> bool:
@@ -183,17 +183,17 @@ jaxrun.record(group=folder, pids_max=open(folder + "/pids.max").read().strip())
                     reason="needs a cgroup v1 pids hierarchy that jaxrun may write to")
 def test_a_spare_waits_in_the_cgroup_that_becomes_its_jobs_with_the_jobs_limits(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
-    launcher = Launcher()
-    launcher.open_spares(spare_environment())
+    pool = BatchPool()
+    pool.open_spares(spare_environment())
     try:
-        spare = launcher.spares._spare
+        spare = pool.spares._spare
         assert spare is not None and spare.group is not None
         deadline = time.monotonic() + 20
         while spare.proc.pid not in spare.group.pids() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert spare.proc.pid in spare.group.pids()  # joined while it waits, before any job
     finally:
-        launcher.close()
+        pool.close()
     assert not spare.group.dirs["pids"].exists()  # an unused spare's group goes with it
     script = write(tmp_path / "s", "reads.py", READS_ITS_PIDS_GROUP)
     done = jaxrun("run", script, "--results-dir", tmp_path / "r", "--no-history", "--no-config",
@@ -221,9 +221,9 @@ def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path:
     core = sorted(os.sched_getaffinity(0))[-1]
     script = write(tmp_path / "s", "threads.py", THREADS_AT_FIRST_LINE)
     events = tmp_path / "events.jsonl"
-    launcher = Launcher()
+    pool = BatchPool()
     if prestarted:
-        launcher.open_spares(spare_environment())
+        pool.open_spares(spare_environment())
         (spare,) = spares_of(str(tmp_path))
         deadline = time.monotonic() + 30
         while len(os.listdir(f"/proc/{spare}/task")) < 2 and time.monotonic() < deadline:
@@ -232,9 +232,9 @@ def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path:
         outcome = launch(probe_command(script, events, RunOptions.build("api")), cwd=script.parent,
                          env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                          stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                         limits=Limits(timeout=60), log_cap=2**20, cpu_affinity=(core,), launcher=launcher)
+                         limits=Limits(timeout=60), log_cap=2**20, cpu_affinity=(core,), pool=pool)
     finally:
-        launcher.close()
+        pool.close()
     assert outcome.exit_code == 0 and outcome.prestarted is prestarted, (tmp_path / "err.log").read_text()
     threads = ast.literal_eval((tmp_path / "out.log").read_text())
     assert len(threads) >= 2 and all(cpus == [core] for cpus in threads.values()), threads
@@ -263,7 +263,7 @@ def _until_gone(pid_file: Path, seconds: float) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["timeout", "max_processes"])
 def test_the_limits_hold_while_jaxrun_does_its_put_off_set_up(tmp_path: Path, case: str) -> None:
-    # The set-up put off until the first script runs (Launcher.when_started) lasts here until the
+    # The set-up put off until the first script runs (BatchPool.when_started) lasts here until the
     # script's process is gone (10 s at most), as it can on a loaded machine: the script's limits
     # are held meanwhile, not once it is done. (A bomb unheld is at 511 processes well before.)
     body, limits = {"timeout": ("time.sleep(1)\n", Limits(timeout=0.3)),
@@ -271,12 +271,12 @@ def test_the_limits_hold_while_jaxrun_does_its_put_off_set_up(tmp_path: Path, ca
     pid_file = tmp_path / "pid"
     script = write(tmp_path / "s", "limited.py", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n{body}")
     events = tmp_path / "events.jsonl"
-    launcher = Launcher()
-    launcher.when_started(lambda: _until_gone(pid_file, 10))
+    pool = BatchPool()
+    pool.when_started(lambda: _until_gone(pid_file, 10))
     outcome = launch(probe_command(script, events, RunOptions.build("api")), cwd=script.parent,
                      env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                      stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                     limits=limits, log_cap=2**20, launcher=launcher)
+                     limits=limits, log_cap=2**20, pool=pool)
     if case == "timeout":
         assert outcome.timed_out and outcome.exit_code is None, outcome
     else:

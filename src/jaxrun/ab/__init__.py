@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxrun.ab.ab_report import COMPARISON_FILE, comparison, write_sides
+from jaxrun.ab.ab_comparison import COMPARISON_FILE, comparison, write_sides
 from jaxrun.ab.duet import pairing
 from jaxrun.ab.session import OnRun, PairedRuns, Session, run_script_pairs, scripts_of
 from jaxrun.ab.sides import Side, sides

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from jaxrun.ab.ab_report import comparison
+from jaxrun.ab.ab_comparison import comparison
 from jaxrun.ab.checkouts import checkouts, remove_abandoned
 from jaxrun.ab.duet import pairing
 from jaxrun.ab.session import OnRun, Session, run_script_pairs

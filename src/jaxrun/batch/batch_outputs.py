@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from jaxrun.plan.job import Jobs
     from jaxrun.results.models import BatchMetadata
     from jaxrun.results.ownership import ResultsFolder
-    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.batch_pool import BatchPool
 
 logger = logging.getLogger("jaxrun")
 
@@ -43,13 +43,13 @@ class BatchOutputs:
         self.results: Later | None = None
         self.reports: Later | None = None
 
-    def chain(self, to_run: "Jobs", launcher: "Launcher | None", sinks: Iterable[Sink]) -> Sinks:
-        """Every output in the order it is told of a job, then ``sinks``. ``launcher``: the one that
+    def chain(self, to_run: "Jobs", pool: "BatchPool | None", sinks: Iterable[Sink]) -> Sinks:
+        """Every output in the order it is told of a job, then ``sinks``. ``pool``: the one that
         starts the jobs' processes here (None when they run elsewhere), told how many more the
         batch starts once the plan is whole."""
         context = self.context
         claims, log = made("claims", context), made("log", context)
-        self.results = Later(lambda: Sinks([self._plan_facts(to_run, launcher), *made("results", self.context)]))
+        self.results = Later(lambda: Sinks([self._plan_facts(to_run, pool), *made("results", self.context)]))
         self.reports = Later(lambda: Sinks(made("reports", self.context, self._with_installed())))
         return Sinks([*claims, self.results, *log, self.reports, *made("record", context), *sinks])
 
@@ -63,19 +63,19 @@ class BatchOutputs:
         self.results.build()
         return self.context.built["batch_files"]  # type: ignore[return-value]
 
-    def _plan_facts(self, to_run: "Jobs", launcher: "Launcher | None") -> PlanFacts:
+    def _plan_facts(self, to_run: "Jobs", pool: "BatchPool | None") -> PlanFacts:
         """The batch's metadata, made first of the result files' stage (the device facts read by
         then), and the sink that keeps what the plan found in it."""
         context = self.context
         try:
-            context.info = self.facts.info if self.facts is not None else None
+            context.facts = self.facts.record if self.facts is not None else None
         except DeviceProbeError as exc:
-            context.info = None
+            context.facts = None
             logger.warning("device facts unavailable: %s", exc)
         context.meta = self._metadata()
-        facts = PlanFacts(self.plan, context.meta, self.log, to_run, launcher)
-        facts.said = self.header_complete
-        return facts
+        plan_facts = PlanFacts(self.plan, context.meta, self.log, to_run, pool)
+        plan_facts.said = self.header_complete
+        return plan_facts
 
     def _metadata(self) -> "BatchMetadata":
         from platform import python_version
@@ -83,13 +83,13 @@ class BatchOutputs:
         from jaxrun.discover.compile_cache import compile_cache_warning
         from jaxrun.results.models import BatchMetadata
 
-        plan, options, info = self.plan, self.plan.options, self.context.info
+        plan, options, facts = self.plan, self.plan.options, self.context.facts
         run = options.run
         return BatchMetadata(
             jaxrun_version=version(),
             device_requested=",".join(options.device),
             device_used=plan.devices.summary,
-            jax_version=info.jax_version if info else None,
+            jax_version=facts.jax_version if facts else None,
             execution_timestamp=self.began,
             scripts_found=plan.found,
             scripts_executed=0,
@@ -99,7 +99,7 @@ class BatchOutputs:
             unreadable_paths=plan.unreadable,
             results_dir=str(options.results_dir),
             host=os.uname().nodename,  # gethostname(2)'s name, without importing socket
-            python_version=(info.python_version if run.python and info else python_version()),
+            python_version=(facts.python_version if run.python and facts else python_version()),
             python=run.python,
             strict_xfail=options.strict_xfail,
             fail_on_regression=options.fail_on_regression,

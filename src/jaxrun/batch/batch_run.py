@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from jaxrun.plan.job import Job
     from jaxrun.results.models import BatchResult, ScriptResult
     from jaxrun.results.ownership import ResultsFolder
-    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.batch_pool import BatchPool
 
 logger = logging.getLogger("jaxrun")
 
@@ -37,33 +37,33 @@ class _HandedOver(BaseSink):
     """For an executor whose jobs start elsewhere: the put-off start-up is done once the first job
     is handed over (a local launch does it once the script's process has started)."""
 
-    def __init__(self, launcher: "Launcher") -> None:
-        self.launcher = launcher
+    def __init__(self, pool: "BatchPool") -> None:
+        self.pool = pool
 
     def on_start(self, job: "Job", total: int | None) -> None:
-        self.launcher.started()
+        self.pool.started()
 
 
 class Batch:
-    def __init__(self, plan: "Plan", folder: "ResultsFolder", launcher: "Launcher") -> None:
-        self.plan, self.options, self.folder, self.launcher = plan, plan.options, folder, launcher
+    def __init__(self, plan: "Plan", folder: "ResultsFolder", pool: "BatchPool") -> None:
+        self.plan, self.options, self.folder, self.pool = plan, plan.options, folder, pool
 
     def run(self, executor: "Executor", run_job: "RunJob", outputs: "BatchOutputs", sinks: Iterable[Sink]) -> "BatchResult":
-        plan, launcher = self.plan, self.launcher
+        plan, pool = self.plan, self.pool
         everything, reused = self._keep_earlier_results(executor)
         self._open_history_for_scripts_settings(outputs)
         here = getattr(executor, "starts_processes_here", False)  # a backend that does not say: elsewhere
         to_run = Jobs([j for j in everything if j.index not in reused]) if reused else plan.jobs
-        chain: Sink = outputs.chain(to_run, launcher if here else None, sinks)
+        chain: Sink = outputs.chain(to_run, pool if here else None, sinks)
         if not here:  # its jobs run elsewhere (Ray's workers): a spare here would never be used
             plan.go_on()  # nor a first local script to wait for
-            launcher.expect(0)
-            chain = Sinks([_HandedOver(launcher), chain])
+            pool.expect(0)
+            chain = Sinks([_HandedOver(pool), chain])
         elif to_run.complete:
             # How many processes the batch starts, known before the first: the spare started beside
             # each script is not started after the last one (PlanFacts says so for a plan that ends later).
-            launcher.expect(processes_of(self.options, to_run.planned()))
-        launcher.when_started(PutOffStartUp(plan, outputs))
+            pool.expect(processes_of(self.options, to_run.planned()))
+        pool.when_started(PutOffStartUp(plan, outputs))
         try:
             chain.on_begin(plan.jobs)
             for index, previous in sorted(reused.items()):

@@ -28,7 +28,7 @@ from jaxrun.outputs.history_opener import HistoryOpener
 from jaxrun.plan.batch_plan import Plan
 from jaxrun.plan.sink import Sink
 from jaxrun.run import execute
-from jaxrun.run.launcher import Launcher
+from jaxrun.run.batch_pool import BatchPool
 from jaxrun.run.process.spare import spare_environment
 
 if TYPE_CHECKING:
@@ -38,13 +38,14 @@ logger = logging.getLogger("jaxrun")
 
 
 def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: RunJob | None = None,
-              launcher: Launcher | None = None) -> "BatchResult":
+              pool: BatchPool | None = None, launcher: BatchPool | None = None) -> "BatchResult":
     """Run a batch as ``options`` say; ``sinks`` are told of every job after jaxrun's own outputs.
-    ``launcher``: the one that starts its processes (the ``jaxrun`` command's, with a spare
-    already started; a new one by default); ``run_job``: a stand-in for running a job (tests)."""
+    ``pool``: the one that starts its processes (the ``jaxrun`` command's, with a spare
+    already started; a new one by default; ``launcher`` is its old name, still accepted);
+    ``run_job``: a stand-in for running a job (tests)."""
     check_before_anything_runs(options)
-    launcher = launcher if launcher is not None else Launcher()
-    run_job = run_job if run_job is not None else functools.partial(execute.run_job, attempt=launcher.attempt)
+    pool = pool if pool is not None else launcher if launcher is not None else BatchPool()
+    run_job = run_job if run_job is not None else functools.partial(execute.run_job, attempt=pool.attempt)
     if options.run.verbose:
         logging.basicConfig(level=logging.INFO, format="[jaxrun] %(message)s")
     facts = facts_of_the_scripts_interpreter(options)
@@ -54,15 +55,15 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         plan = stack.enter_context(Plan(options, facts))
         history = stack.enter_context(HistoryOpener(options))  # a benchmark's bad --history: refused now
         folder = stack.enter_context(held_results_folder(options, plan))
-        stack.callback(launcher.close)
+        stack.callback(pool.close)
         # Made (a Ray cluster reached) before anything in the folder changes.
         executor = stack.enter_context(opened_executor(options, facts))
         if options.run.python is None or not is_other(options.run.python):
             # Each script's process starts while the last one's result is written. A spare runs
             # jaxrun's own interpreter: none for a batch under another one (--python).
-            launcher.open_spares(spare_environment())
+            pool.open_spares(spare_environment())
         outputs = BatchOutputs(plan, folder, history, facts)
-        return Batch(plan, folder, launcher).run(executor, run_job, outputs, sinks)
+        return Batch(plan, folder, pool).run(executor, run_job, outputs, sinks)
 
 
 def check_before_anything_runs(options: BatchOptions) -> None:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from jaxrun.plan.batch_plan import Plan
     from jaxrun.plan.job import Job, Jobs
     from jaxrun.results.models import BatchMetadata, BatchResult, ScriptResult
-    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.batch_pool import BatchPool
 
 
 def header(plan: "Plan", complete: bool) -> list[str]:
@@ -54,8 +54,8 @@ class PlanFacts(BaseSink):
     the batch starts (no spare process is started after the last job's: run/process/spare.py)."""
 
     def __init__(self, plan: "Plan", meta: "BatchMetadata", log: "RunLogSink", to_run: "Jobs",
-                 launcher: "Launcher | None") -> None:
-        self.plan, self.meta, self.log, self.to_run, self.launcher = plan, meta, log, to_run, launcher
+                 pool: "BatchPool | None") -> None:
+        self.plan, self.meta, self.log, self.to_run, self.pool = plan, meta, log, to_run, pool
         self.said = False  # the run log's header said what the plan found (its maker says so)
         self.complete = False  # what the plan found is all in the metadata and the log
         self.started: set[int] = set()
@@ -70,8 +70,8 @@ class PlanFacts(BaseSink):
         if not complete:
             return
         self.complete = True
-        if self.launcher is not None:
-            self.launcher.expect(processes_of(self.plan.options, (
+        if self.pool is not None:
+            self.pool.expect(processes_of(self.plan.options, (
                 job for job in self.to_run.planned() if job.index not in self.started)))
         self.started = set()  # needed no more (a batch of 10,000 held 10,000 numbers)
         if self.said:

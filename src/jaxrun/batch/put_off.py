@@ -1,5 +1,5 @@
 """The batch's start-up work that no script need wait for, put off until its first script's process
-has started and done while that script runs (the launcher calls it, in the thread that started
+has started and done while that script runs (the batch's pool calls it, in the thread that started
 the process; a batch whose jobs run elsewhere, when the first is handed over). Each part is also
 done by its owner when it is needed first, so each is safe to do twice, and a part that fails
 here is left for its owner to fail where the error belongs."""

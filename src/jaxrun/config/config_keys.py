@@ -75,7 +75,7 @@ EXECUTOR_KEYS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "statistical_analysis": _always("statistical_analysis", "computes the statistics of benchmark runs"),
 }
 
-# Seed settings that would need jaxrun to rewrite the user's program or the machine: the error
+# Seed settings that would need jaxrun to rewrite the user's script or the machine: the error
 # says so and names the closest real option.
 UNSUPPORTED: dict[str, str] = {
     "mixed_precision": "mixed precision is a change to the program (its dtypes), which jaxrun cannot make from "

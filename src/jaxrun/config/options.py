@@ -293,7 +293,7 @@ class RunOptions(_Options):
         False, "Pad each process run's environment by a random size (0-4 KiB, recorded as environment.setup_padding) "
         "so that a memory-layout bias of one environment size is averaged out over runs, not baked into them "
         "(jaxrun ab: on unless --same-setup). Such runs start a process of their own, never the spare.")
-    # Multi-process programs (run/process/process_group.py, run/reading/job_run.py): one job, N cooperating probes, one result.
+    # Multi-process scripts (run/process/process_group.py, run/reading/job_run.py): one job, N cooperating probes, one result.
     processes: int = option(1, "Run each script as N cooperating processes (jax.distributed.initialize() with no "
                             "arguments finds a coordinator on localhost); 1: one process.", Flag(metavar="N"))
     # Numerics (recorded in each result: runs with other numerics are not compared silently).

@@ -38,7 +38,7 @@ HISTORY_ENV = "JAXRUN_HISTORY"
 # only used JAX (a folder, a file that is no history): nothing is damaged, it was not used.
 HISTORY_NOT_USED = "not used"
 # The verdict when no test could reach p < alpha with the sample sizes: nothing was learnt, which is
-# not "no change" (results/comparison_report.py's Verdict).
+# not "no change" (results/comparisons.py's Verdict).
 TOO_FEW = "too few runs to judge"
 # The history's regression check judges a run only against at least this many earlier comparable
 # runs of the same numerics (against one, a single slow minute of the machine reads as a regression);

@@ -4,7 +4,7 @@ would fail at its end for want of plotly never runs).
 
 An extra that is not here is one whose absence changes no outcome: ``gpu`` / ``cuda12`` /
 ``cuda13`` (without nvidia-ml-py utilisation is null with its reason; JAX's CUDA build is the
-scripts' own), ``examples`` (what the example programs import) and ``dev``.
+scripts' own), ``examples`` (what the example scripts import) and ``dev``.
 """
 
 from __future__ import annotations

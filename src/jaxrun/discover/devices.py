@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # What the way to the first script reads of the facts (whether JAX imports, each platform's
 # availability, backend, error and device ids) is read from their JSON as it is; the validated
-# model (pydantic: ~100 ms to import and build) is made when a result needs it (DeviceFacts.info).
+# model (pydantic: ~100 ms to import and build) is made when a result needs it (DeviceFacts.record).
 SCHEMA = 2  # results/base_model.py's SCHEMA_VERSION of the facts cached here; another is probed again
 
 
@@ -49,34 +49,35 @@ class PlatformFacts:
 class DeviceFacts:
     """The device facts of one interpreter, as cached: ``jax_available``, ``jax_version``,
     ``python_version``, ``default_backend``, ``error`` and ``platforms`` (name ->
-    :class:`PlatformFacts`) as :class:`~jaxrun.results.models.DeviceInfo` names them; ``info``: that model."""
+    :class:`PlatformFacts`) as :class:`~jaxrun.results.models.DeviceInfo` names them; ``record``: that
+    model, the facts as the results hold them."""
 
     __slots__ = ("data", "jax_available", "jax_version", "python_version", "default_backend", "error", "platforms",
-                 "_info")
+                 "_record")
 
-    def __init__(self, data: dict[str, Any], info: "DeviceInfo | None" = None) -> None:
+    def __init__(self, data: dict[str, Any], record: "DeviceInfo | None" = None) -> None:
         if data.get("schema_version") != SCHEMA or not isinstance(data.get("jax_available"), bool):
             raise ValueError("not device facts of this version")
-        self.data, self._info = data, info
+        self.data, self._record = data, record
         self.jax_available = data["jax_available"]
         self.jax_version, self.python_version = data.get("jax_version"), data.get("python_version")
         self.default_backend, self.error = data.get("default_backend"), data.get("error")
         self.platforms = {name: PlatformFacts(p) for name, p in (data.get("platforms") or {}).items()}
 
     @property
-    def info(self) -> "DeviceInfo":
+    def record(self) -> "DeviceInfo":
         """The facts as the results hold them (validated once, on first use)."""
-        if self._info is None:
+        if self._record is None:
             from pydantic import ValidationError
 
             from jaxrun.results.models import DeviceInfo
 
             try:
-                self._info = DeviceInfo.model_validate(self.data)
+                self._record = DeviceInfo.model_validate(self.data)
             except ValidationError as exc:
                 raise DeviceProbeError(f"the cached device facts cannot be read ({exc.errors()[0]['msg']}); "
                                        "`jaxrun devices --refresh` reads them again") from None
-        return self._info
+        return self._record
 
 
 Facts = Union[DeviceFacts, "DeviceInfo"]  # what the plan and each launch read: either has what they need
@@ -190,31 +191,31 @@ def _probe_child(python: str | None = None) -> "DeviceInfo":
                 f"{listed(lines, 3, ' | ', last=3, what='earlier lines') or 'no output'}"
             )
         with open(out, encoding="utf-8") as handle:
-            facts = json.load(handle)
+            data = json.load(handle)
     from pydantic import ValidationError
 
     from jaxrun.results.models import DeviceInfo
 
     try:
-        info = DeviceInfo.model_validate(facts)
+        facts = DeviceInfo.model_validate(data)
     except ValidationError as exc:
         raise DeviceProbeError(f"the device probe returned facts jaxrun cannot read: {exc}") from None
-    return _with_available_devices(with_install_advice(info))
+    return _with_available_devices(with_install_advice(facts))
 
 
-def with_install_advice(info: "DeviceInfo", version: "tuple[int, int] | None | bool" = True) -> "DeviceInfo":
-    """``info`` whose GPU platform, when JAX has no GPU backend installed, says what to install for
+def with_install_advice(facts: "DeviceInfo", version: "tuple[int, int] | None | bool" = True) -> "DeviceInfo":
+    """``facts`` whose GPU platform, when JAX has no GPU backend installed, says what to install for
     this machine's NVIDIA driver (``version``: the CUDA it supports, as
     :func:`~jaxrun.discover.nvml.driver_cuda_version` reads it; True: read it here)."""
-    gpu = info.platforms.get("gpu")
+    gpu = facts.platforms.get("gpu")
     if gpu is None or gpu.installed is not False:
-        return info
+        return facts
     from jaxrun.discover.nvml import cuda_install_advice, driver_cuda_version
 
     found = driver_cuda_version() if version is True else version
     reason = gpu.error or "no CUDA or ROCm backend is installed"
     said = f"{reason} ({cuda_install_advice(found)})"  # type: ignore[arg-type]
-    return info.model_copy(update={"platforms": {**info.platforms, "gpu": gpu.model_copy(update={"error": said})}})
+    return facts.model_copy(update={"platforms": {**facts.platforms, "gpu": gpu.model_copy(update={"error": said})}})
 
 
 _GIB = 1024**3
@@ -233,11 +234,11 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def _with_available_devices(info: "DeviceInfo") -> "DeviceInfo":
+def _with_available_devices(facts: "DeviceInfo") -> "DeviceInfo":
     """The executor API's device list (names, GiB, driver), added in the parent: the host's RAM and CPU
     name and the NVIDIA driver (NVML) are read here, not in the jax child."""
     driver, gpu_total = None, None
-    gpu = info.platforms.get("gpu")
+    gpu = facts.platforms.get("gpu")
     if gpu is not None and gpu.available and gpu.backend == "cuda":
         from jaxrun.discover.nvml import gpu_memory_totals, nvml_status
 
@@ -251,7 +252,7 @@ def _with_available_devices(info: "DeviceInfo") -> "DeviceInfo":
 
     host, cpu = host_memory_bytes(), _cpu_name()
     devices = []
-    for platform in info.platforms.values():
+    for platform in facts.platforms.values():
         if not platform.available:
             continue
         for d in platform.devices:
@@ -261,19 +262,19 @@ def _with_available_devices(info: "DeviceInfo") -> "DeviceInfo":
                 memory_gb=None if memory is None else memory / _GIB, compute_capability=d.compute_capability,
                 driver_version=driver if d.platform == "gpu" else None,
             ))
-    info = info.model_copy(update={"available_devices": devices})
-    return info.describing(info.default_backend)
+    facts = facts.model_copy(update={"available_devices": devices})
+    return facts.describing(facts.default_backend)
 
 
 def get_jax_device_info(refresh: bool = False, *, python: str | None = None) -> "DeviceInfo":
     """Return the JAX device facts of this machine (jax versions, platforms, devices, failures),
     as seen by ``python`` (another environment's interpreter; None: jaxrun's own)."""
-    return device_facts(refresh, python=python).info
+    return device_facts(refresh, python=python).record
 
 
 def device_facts(refresh: bool = False, *, python: str | None = None) -> DeviceFacts:
     """:func:`get_jax_device_info`'s facts, read without building their model (the plan and each
-    launch read these; a result's ``info``)."""
+    launch read these; their ``record`` is a result's)."""
     if python is not None:
         from jaxrun.core.interpreters import is_other, validate_python
 
@@ -286,65 +287,65 @@ def device_facts(refresh: bool = False, *, python: str | None = None) -> DeviceF
     path = cache_dir() / f"devices-{key}.json"
     if not refresh and path.is_file() and time.time() - path.stat().st_mtime < CACHE_TTL_SECONDS:
         try:
-            facts = DeviceFacts(read_json(path))
-            _memo[key] = facts
-            return facts
+            found = DeviceFacts(read_json(path))
+            _memo[key] = found
+            return found
         except (OSError, DamagedFileError, ValueError, TypeError, KeyError, AttributeError):
             pass  # a damaged, stale or foreign cache file is simply probed again
-    info = _probe_child(python)
+    probed = _probe_child(python)
     try:
-        atomic_write_text(path, info.model_dump_json(indent=2))
+        atomic_write_text(path, probed.model_dump_json(indent=2))
     except OSError:
         pass  # a read-only home must not stop a run
-    facts = DeviceFacts(info.model_dump(mode="json"), info)
-    _memo[key] = facts
-    return facts
+    found = DeviceFacts(probed.model_dump(mode="json"), probed)
+    _memo[key] = found
+    return found
 
 
-def resolve_device(device: str, info: Facts) -> tuple[str | None, str | None]:
+def resolve_device(device: str, facts: Facts) -> tuple[str | None, str | None]:
     """Map a requested device to a present platform: ``(platform, None)`` or ``(None, reason)``.
     One device of a platform (``gpu:1``) resolves as its platform does (whether that id exists is
     :func:`check_device_id`'s, once before the batch); the reason names what was asked."""
     asked = validate_device(device)
     device = split_device(asked)[0]
-    if not info.jax_available:
+    if not facts.jax_available:
         if device in ("auto", "cpu"):
             # A script that never imports jax runs as it would with `python`; one that does fails
             # with its own ImportError (import_error), the real reason, not a missing device.
             return "cpu", None
-        return None, info.error or "jax is not installed (pip install jax)"
+        return None, facts.error or "jax is not installed (pip install jax)"
     if device == "auto":
         for name in AUTO_PREFERENCE:
-            platform = info.platforms.get(name)
+            platform = facts.platforms.get(name)
             if platform is not None and platform.available:
                 return name, None
-        return None, info.error or "no JAX platform initialised on this machine"
-    platform = info.platforms.get(device)
+        return None, facts.error or "no JAX platform initialised on this machine"
+    platform = facts.platforms.get(device)
     if platform is not None and platform.available:
         return device, None
     reason = platform.error if platform is not None and platform.error else f"no {device} platform"
     return None, f"{asked} is not available: {reason}"
 
 
-def device_ids(platform: str, info: Facts, cpu_count: int | None = None) -> list[int]:
+def device_ids(platform: str, facts: Facts, cpu_count: int | None = None) -> list[int]:
     """The ids of ``platform``'s devices here (``cpu_count``: the simulated CPU devices a run asks
     for with --host-devices, which the device facts, read without it, do not show)."""
     if platform == "cpu" and cpu_count is not None:
         return list(range(cpu_count))
-    found = info.platforms.get(platform)
+    found = facts.platforms.get(platform)
     if found is None or not found.available:
         return []
     return list(found.device_ids) if isinstance(found, PlatformFacts) else [d.id for d in found.devices]
 
 
-def check_device_id(device: str, info: Facts | None, cpu_count: int | None = None) -> None:
+def check_device_id(device: str, facts: Facts | None, cpu_count: int | None = None) -> None:
     """Raise a usage error when ``device`` names one device (``gpu:3``) that this machine lacks,
     listing the ones it has. A platform absent altogether is no usage error: the run is
     ``device_unavailable`` and falls back to the CPU as ``--device gpu`` does (README)."""
     platform, index = split_device(device)
-    if index is None or info is None or not info.jax_available:
+    if index is None or facts is None or not facts.jax_available:
         return
-    ids = device_ids(platform, info, cpu_count)
+    ids = device_ids(platform, facts, cpu_count)
     if not ids and platform != "cpu":
         return  # no such platform here: the fallback rule decides, with the reason
     if index not in ids:
@@ -358,8 +359,8 @@ def is_jax_available(device: str = "cpu") -> bool:
     """True when JAX is installed and ``device`` ("cpu", "gpu", "tpu" or "auto") can be used."""
     device = validate_device(device)
     try:
-        info = device_facts()
+        facts = device_facts()
     except DeviceProbeError:
         return False
-    platform, _ = resolve_device(device, info)
-    return info.jax_available and platform is not None
+    platform, _ = resolve_device(device, facts)
+    return facts.jax_available and platform is not None

@@ -13,7 +13,7 @@ is decided by a textual scan of its first :data:`SCAN_LIMIT` bytes, read in chun
 script when a line imports a JAX library (``import jax.numpy as jnp``, ``import os, optax``,
 ``from flax import linen``, indented or not) or calls ``importlib.import_module("jax")``.
 
-A Jupyter notebook (``.ipynb``) is a JAX program by the same rule applied to its code cells
+A Jupyter notebook (``.ipynb``) is a JAX script by the same rule applied to its code cells
 (their IPython lines set aside: probe/notebook_cells.py). Its outputs (images in base64, long
 printed text) are most of a large notebook and never decide: the notebook is read for its code
 cells alone (probe/notebook_json.py: memory is a chunk and the code), in time bounded by

@@ -47,13 +47,13 @@ class RunJob(Protocol):
 
 
 class Executor(Protocol):
-    # Whether its jobs' processes start on this machine (in this jaxrun process's launcher, with
+    # Whether its jobs' processes start on this machine (in this jaxrun process's pool, with
     # its spare process). A backend that hands jobs to other machines says False (the default of
     # a class that does not say): no spare is started here, and the batch's put-off set-up runs
     # when the first job is handed over.
     starts_processes_here: bool = False
 
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None: ...
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None: ...
 
     def run(self, jobs: "Jobs", run_job: RunJob, sink: "Sink") -> None: ...
 
@@ -75,7 +75,7 @@ def with_lost_attempts(result: "ScriptResult", lost: "list[Attempt]", why: str) 
     return result.model_copy(update={"attempts": attempts, "warnings": [*result.warnings, note]})
 
 
-def make_executor(options: "BatchOptions", info: "Facts | None") -> Executor:
+def make_executor(options: "BatchOptions", facts: "Facts | None") -> Executor:
     """The executor the options ask for: ``options.backend``, or sequential for one local job."""
     import importlib
 
@@ -83,15 +83,15 @@ def make_executor(options: "BatchOptions", info: "Facts | None") -> Executor:
 
     module_name, class_name = of_batch(options).executor.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(options, info)
+    return cls(options, facts)
 
 
 @contextlib.contextmanager
-def opened_executor(options: "BatchOptions", info: "Facts | None") -> Iterator[Executor]:
+def opened_executor(options: "BatchOptions", facts: "Facts | None") -> Iterator[Executor]:
     """The executor the options ask for, made now (a Ray cluster reached: one that cannot be is a
     usage error before anything changes in the results folder), and closed (what it holds, when its
     ``run`` did not get to it) however the batch ends."""
-    executor = make_executor(options, info)
+    executor = make_executor(options, facts)
     try:
         yield executor
     finally:

@@ -3,7 +3,7 @@ or a share of the CPU cores (executors/slots.py).
 
 Jobs start as slots free up, longest first when the history knows their durations (among the
 jobs planned so far: a small batch is planned whole before it starts, plan/batch_plan.py). Ctrl-C sets a stop event that
-every running job's launcher watches: their process trees are stopped, their results reported as
+every running job's process watcher watches: their process trees are stopped, their results reported as
 ``interrupted``, and only then is the interrupt raised.
 """
 
@@ -40,10 +40,10 @@ def longest_first(jobs: Sequence["Job"]) -> list["Job"]:
     return sorted(jobs, key=_priority)
 
 
-def slot_pools(jobs: int, info: "Facts | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
+def slot_pools(jobs: int, facts: "Facts | None", gpus_per_job: int, jobs_per_gpu: int) -> dict[str, SlotPool]:
     """A CPU pool dividing the cores among ``jobs``, and a GPU pool when GPUs are present."""
     pools = {"cpu": SlotPool(cpu_slots(jobs))}
-    ids = device_ids("gpu", info) if info is not None else []
+    ids = device_ids("gpu", facts) if facts is not None else []
     if ids:
         pools["gpu"] = SlotPool(gpu_slots(ids, gpus_per_job=gpus_per_job, jobs_per_gpu=jobs_per_gpu))
     return pools
@@ -70,10 +70,10 @@ class _Locked:
 
 
 class LocalExecutor:
-    starts_processes_here = True  # through the batch's launcher (run/launcher.py)
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+    starts_processes_here = True  # through the batch's pool (run/batch_pool.py)
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None:
         self.options = options
-        self.pools = slot_pools(options.jobs, info, options.gpus_per_job, options.jobs_per_gpu)
+        self.pools = slot_pools(options.jobs, facts, options.gpus_per_job, options.jobs_per_gpu)
 
     def run(self, jobs: "Jobs | Sequence[Job]", run_job: RunJob, sink: "Sink") -> None:
         jobs = Jobs.of(jobs)
@@ -124,7 +124,7 @@ class LocalExecutor:
                     continue
                 if finished is not None:
                     # Let go of the future once reported (its condition, lock and result: ~1.8 KB a job).
-                    self._report(finished, futures.pop(finished), shared)
+                    self._hand_over(finished, futures.pop(finished), shared)
         except KeyboardInterrupt:
             self._stop(futures, shared, stop)
             raise BatchInterrupted from None
@@ -149,13 +149,13 @@ class LocalExecutor:
             if future.cancelled():
                 continue
             try:
-                cls._report(future, futures[future], sink, wait_for_it=True)
+                cls._hand_over(future, futures[future], sink, wait_for_it=True)
             except Exception:  # noqa: BLE001
                 if not quiet:
                     raise
 
     @staticmethod
-    def _report(future: Future, job: "Job", sink: _Locked, wait_for_it: bool = False) -> None:
+    def _hand_over(future: Future, job: "Job", sink: _Locked, wait_for_it: bool = False) -> None:
         try:
             result = future.result(timeout=None if wait_for_it else 0)
         except _NotStarted:

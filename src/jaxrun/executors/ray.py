@@ -112,7 +112,7 @@ def lost_result(job: "Job", message: str, error_class: str = "crashed") -> Scrip
 class RayExecutor:
     starts_processes_here = False  # Ray's workers start them
 
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None:
         """Reaches Ray at once (a local one is started): a cluster that cannot be reached is a
         usage error before the batch changes anything in its results folder."""
         from jaxrun.core.extras import require

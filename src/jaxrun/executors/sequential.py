@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 
 class SequentialExecutor:
-    starts_processes_here = True  # through the batch's launcher (run/launcher.py)
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+    starts_processes_here = True  # through the batch's pool (run/batch_pool.py)
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None:
         self.options = options
 
     def run(self, jobs: "Jobs | Sequence[Job]", run_job: RunJob, sink: "Sink") -> None:

@@ -129,7 +129,7 @@ class _Task:
 class SlurmExecutor:
     starts_processes_here = False  # Slurm's nodes start them
 
-    def __init__(self, options: "BatchOptions", info: "Facts | None") -> None:
+    def __init__(self, options: "BatchOptions", facts: "Facts | None") -> None:
         """Checks everything it can before the batch changes its results folder: submitit, Slurm's
         commands, the controller, the array's options (``sbatch --test-only``), and whether an
         earlier batch's array still writes into the folder."""
@@ -339,7 +339,7 @@ class SlurmExecutor:
                 if task.result is None and task.state != "PENDING":
                     self._read_result(task)
                 if task.result is not None and not task.signalled:
-                    self._report(tasks.pop(task.task_id), sink, total)
+                    self._hand_over(tasks.pop(task.task_id), sink, total)
             if not tasks:
                 return
             if now - asked >= _QUEUE_POLL_S:
@@ -376,7 +376,7 @@ class SlurmExecutor:
                 assert task.result is not None
                 task.result.warnings.append(f"not run again: {exc}")
                 task.lost = task.lost[:-1]  # the lost run is the result itself
-                self._report(task, sink)
+                self._hand_over(task, sink)
 
     def _read_result(self, task: _Task) -> None:
         """The task's result, once each process of its job step pickled its own."""
@@ -437,7 +437,7 @@ class SlurmExecutor:
                 continue
             if task.result is not None and state in (None, "COMPLETED", "FAILED"):
                 task.signalled = False  # stopped by a SIGTERM that was not Slurm ending the task: as it said
-                self._report(tasks.pop(task.task_id), sink, total)
+                self._hand_over(tasks.pop(task.task_id), sink, total)
                 continue
             error_class, line, hint = ended(info, self._log_tail(task))
             if task.result is None and not self._left_a_log(task):
@@ -456,7 +456,7 @@ class SlurmExecutor:
                 again.append(task)
                 continue
             task.result, task.signalled = result, False
-            self._report(tasks.pop(task.task_id), sink, total)
+            self._hand_over(tasks.pop(task.task_id), sink, total)
         return again
 
     def _log_tail(self, task: _Task) -> str:
@@ -482,7 +482,7 @@ class SlurmExecutor:
                 "the results folder. On a cluster --results-dir must be on a file system every node shares (a home "
                 "or project folder, not /tmp or a local disk)")
 
-    def _report(self, task: _Task, sink: "Sink", total: int = 0, ended: bool = True) -> None:
+    def _hand_over(self, task: _Task, sink: "Sink", total: int = 0, ended: bool = True) -> None:
         """The task's result to the batch; recorded as reported only when its task has ended
         (``ended``), so that --resume follows one that may still run."""
         assert task.result is not None
@@ -525,7 +525,7 @@ class SlurmExecutor:
                 task.result = task.result or _stand_in(
                     task, "the batch was interrupted (Ctrl-C) and jaxrun could not cancel its Slurm task, which may "
                     "still run", "interrupted", hint_for("interrupted", "controller_gone"))
-                self._report(task, sink, ended=False)
+                self._hand_over(task, sink, ended=False)
                 continue
             if task.result is None and task.state == "PENDING":
                 task.result = _stand_in(task, f"{why} while the task still waited in Slurm's queue: the script did "
@@ -534,7 +534,7 @@ class SlurmExecutor:
                 task.result = _stand_in(task, f"{why}; what the script did is unknown", "interrupted")
             elif task.signalled:  # the script was stopped by the cancel's SIGTERM: said as an interruption
                 task.result = _slurm_ended(task, "interrupted", why, None)
-            self._report(task, sink)
+            self._hand_over(task, sink)
 
     def _controller_gone(self, tasks: dict[str, _Task], sink: "Sink", total: int) -> None:
         """The controller did not answer for --slurm-timeout: the batch ends, each task left
@@ -551,7 +551,7 @@ class SlurmExecutor:
                 task.result = _stand_in(task, f"{line}; what the script did is unknown", "interrupted", hint)
             else:  # stopped by a SIGTERM whose cause only the controller knows
                 task.result = _slurm_ended(task, "interrupted", line, None, hint)
-            self._report(task, sink, total, ended=False)
+            self._hand_over(task, sink, total, ended=False)
         tasks.clear()
 
 

@@ -15,22 +15,22 @@ from typing import TYPE_CHECKING
 from jaxrun.core.startup_trace import mark
 
 if TYPE_CHECKING:
-    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.batch_pool import BatchPool
 
 
 def main(argv: list[str] | None = None) -> int:
     mark("Python started, jaxrun's entry point runs")
     args = list(sys.argv[1:] if argv is None else argv)
     collecting = gc.isenabled()
-    launcher = None
+    pool = None
     try:
         if args[:1] == ["run"] and not {"--help", "-h"} & set(args[: args.index("--") if "--" in args else None]):
-            launcher = _start_run()
+            pool = _start_pool()
             mark("a spare process started")
         from jaxrun.interfaces.cli import main as cli_main
 
         mark("click and the CLI imported")
-        status = cli_main(args, launcher=launcher)
+        status = cli_main(args, pool=pool)
         _end_now_if_ray_was_left_behind(status)
         return status
     finally:
@@ -57,17 +57,17 @@ def _end_now_if_ray_was_left_behind(status: int) -> None:
     os._exit(status)
 
 
-def _start_run() -> "Launcher":
-    from jaxrun.run.launcher import Launcher
+def _start_pool() -> "BatchPool":
+    from jaxrun.run.batch_pool import BatchPool
     from jaxrun.run.process.spare import spare_environment
 
-    launcher = Launcher()
-    launcher.open_spares(spare_environment())
+    pool = BatchPool()
+    pool.open_spares(spare_environment())
     # No collections while the modules load (their objects are long-lived: ~10 ms of the way to
     # the first script); once it runs they are set aside (freeze) and collection resumes.
     gc.disable()
-    launcher.when_started(_collect_again)
-    return launcher
+    pool.when_started(_collect_again)
+    return pool
 
 
 def _collect_again() -> None:

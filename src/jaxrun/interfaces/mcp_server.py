@@ -85,6 +85,8 @@ class ScriptSummary(BaseModel):
     warnings: list[str] = []
 
 
+# BatchReport and BenchmarkReport keep their names: each is a tool's published output schema, whose
+# title is the class name (docs/ARCHITECTURE.md, "Words": the exceptions to "report").
 class BatchReport(BaseModel):
     success: bool = Field(description="Every script succeeded (and the batch finished)")
     complete: bool = Field(description="False while the batch runs, or when it was cut off")
@@ -128,10 +130,10 @@ class BenchmarkReport(BaseModel):
 
 def _summary(batch: BatchResult) -> BatchReport:
     """The MCP reply of a run: its view (jaxrun/view), as every other surface renders it."""
-    from jaxrun.present.view.batch_view import run_view
+    from jaxrun.present.view.batch_view import view_batch
 
     meta = batch.metadata
-    view = run_view(batch)
+    view = view_batch(batch)
     scripts = [
         ScriptSummary(
             script_name=s.name, path=s.label, success=r.success, status=s.status, error_class=r.error_class,
@@ -332,7 +334,7 @@ _DEVICE = default_of(RunOptions, "device")
 def _new_server(jaxrun_version: str) -> Any:
     """The SDK's server, named jaxrun, with jaxrun's version in ``serverInfo`` (mcp >= 2 takes it;
     1.x's FastMCP does not, and its low-level server would say the SDK's own version)."""
-    instructions = "Run folders of JAX programs and measure them (jaxrun)."
+    instructions = "Run folders of JAX scripts and measure them (jaxrun)."
     if "version" in inspect.signature(_Server.__init__).parameters:
         return _Server("jaxrun", instructions=instructions, version=jaxrun_version)
     server = _Server("jaxrun", instructions=instructions)
@@ -387,18 +389,18 @@ def build_server(roots: list[Path]) -> Any:
 
         device = _option("device", lambda: validate_device(device))  # echoed as it is meant, never as given
         try:
-            info = get_jax_device_info()
-            _, reason = resolve_device(device, info)  # the reason `jaxrun run` and `jaxrun devices` give
+            facts = get_jax_device_info()
+            _, reason = resolve_device(device, facts)  # the reason `jaxrun run` and `jaxrun devices` give
             try:
-                check_device_id(device, info)
+                check_device_id(device, facts)
             except InvalidDeviceError as missing:  # gpu:3 on two GPUs: the ids there are
                 reason = str(missing)
         except JAXExecutionError as exc:
             raise ToolError(str(exc)) from None
         available = reason is None
-        platforms = {name: len(p.devices) for name, p in info.platforms.items() if p.available}
-        return Availability(device=device, available=available, jax_version=info.jax_version,
-                            default_backend=info.default_backend, platforms=platforms, reason=reason)
+        platforms = {name: len(p.devices) for name, p in facts.platforms.items() if p.available}
+        return Availability(device=device, available=available, jax_version=facts.jax_version,
+                            default_backend=facts.default_backend, platforms=platforms, reason=reason)
 
     @server.tool(name="execute.monitor_jax_performance", annotations=read_only)
     @_says_why

@@ -34,7 +34,7 @@ from jaxrun.config.options import VerdictOptions
 from jaxrun.core.formatting import plural
 from jaxrun.judge import stats
 from jaxrun.judge.verdicts import gated_comparison, metrics_for
-from jaxrun.results.comparison_report import TOO_FEW
+from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.models import PhaseComparison, ScriptComparison
 
 EXACT_MAX_PAIRS = 1000

@@ -13,7 +13,7 @@ from jaxrun.config.options import VerdictOptions, verdict_options
 from jaxrun.core.defaults import HISTORY_WINDOW, MIN_HISTORY_RUNS
 from jaxrun.core.formatting import plural
 from jaxrun.errors import UsageError
-from jaxrun.results.comparison_report import JUDGED_VERDICTS, TOO_FEW
+from jaxrun.results.comparisons import JUDGED_VERDICTS, TOO_FEW
 from jaxrun.results.models import HistoryRun, RegressionCheck, RunSample
 
 

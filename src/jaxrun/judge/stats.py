@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxrun.core.defaults import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from jaxrun.core.formatting import plural
-from jaxrun.results.comparison_report import TOO_FEW
+from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.models import Statistics
 
 CV_WARN = 0.05

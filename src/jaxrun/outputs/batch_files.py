@@ -88,14 +88,14 @@ def _own_clock() -> float:
 
 class BatchFilesSink(BaseSink):
     def __init__(
-        self, meta: BatchMetadata, info: DeviceInfo | None, options: "BatchOptions", *,
+        self, meta: BatchMetadata, facts: DeviceInfo | None, options: "BatchOptions", *,
         texts: ScriptFileSink | None = None, expected: "Callable[[], int | None]" = lambda: None,
     ) -> None:
         """``options``: the batch's (its benchmark runs and devices); ``texts``: the sink before this one that wrote each result's own file, whose text of
         the result this one holds (else it serializes the result itself); ``expected``: how many
         results the batch will hold (None while unknown), for the room kept for them."""
         self.results_dir = Path(meta.results_dir)
-        self.meta, self.info = meta, info
+        self.meta, self.facts = meta, facts
         run = options.run
         self.benchmark_runs, self.warmup_runs, self.devices = run.benchmark_runs, run.warmup_runs, list(options.device)
         # Every result so far, a few hundred bytes each (results/held_results.py), as this sink is given it:
@@ -118,8 +118,8 @@ class BatchFilesSink(BaseSink):
             if self._begun:
                 return
             self._reserve()
-            if self.info is not None:
-                result_files.write_model(self.results_dir / result_files.DEVICE_INFO, self.info)
+            if self.facts is not None:
+                result_files.write_model(self.results_dir / result_files.DEVICE_INFO, self.facts)
             self._write(self.batch(complete=False))
             self._begun = True
 
@@ -198,7 +198,7 @@ class BatchFilesSink(BaseSink):
 
             benchmarking = benchmarking_section(list(results.benchmarks()), self.benchmark_runs, self.warmup_runs,
                                                 self.devices)
-        return assemble_batch(self.meta, self.info, results, complete=complete, benchmarking=benchmarking,
+        return assemble_batch(self.meta, self.facts, results, complete=complete, benchmarking=benchmarking,
                               figures=results.figures())
 
     def _write(self, batch: BatchResult, since: float | None = None) -> None:
@@ -240,5 +240,5 @@ def for_batch(context: "OutputContext") -> BatchFilesSink:
     text its own file was written with (the script files' sink, made before this one)."""
     assert context.meta is not None
     texts = context.built.get("script_files")
-    return BatchFilesSink(context.meta, context.info, context.options,
+    return BatchFilesSink(context.meta, context.facts, context.options,
                           texts=texts if isinstance(texts, ScriptFileSink) else None, expected=context.expected)

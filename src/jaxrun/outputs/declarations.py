@@ -71,9 +71,10 @@ OUTPUTS: tuple[Output, ...] = (
 
 
 class OutputContext:
-    """What a batch's outputs are made from. The batch fills in ``meta`` and ``info`` before the
-    result files' stage is made; ``built`` holds each output made so far by name (the batch files
-    hold each result as the text its own file was written with: ``built["script_files"]``)."""
+    """What a batch's outputs are made from. The batch fills in ``meta`` and ``facts`` (the device
+    facts, as the results hold them) before the result files' stage is made; ``built`` holds each
+    output made so far by name (the batch files hold each result as the text its own file was
+    written with: ``built["script_files"]``)."""
 
     def __init__(self, options: "BatchOptions", folder: "ResultsFolder", history: Any,
                  header: Callable[[], "list[str]"], expected: Callable[[], "int | None"]) -> None:
@@ -81,8 +82,13 @@ class OutputContext:
         self.header = header  # the run log's first lines
         self.expected = expected  # how many results the batch will hold (None while unknown)
         self.meta: "BatchMetadata | None" = None
-        self.info: "DeviceInfo | None" = None
+        self.facts: "DeviceInfo | None" = None
         self.built: dict[str, "Sink"] = {}
+
+    @property
+    def info(self) -> "DeviceInfo | None":
+        """The old name of :attr:`facts`, kept for installed outputs (``jaxrun.outputs``) that read it."""
+        return self.facts
 
 
 def asks_for(output: Output, options: "BatchOptions") -> bool:

@@ -59,11 +59,11 @@ def run_export(batch: "BatchResult") -> dict[str, Any]:
     hyperfine's wall-time figures and every raw sample per metric. A benchmark's samples are its
     counted runs that succeeded; any other script (a failed one too) is the one run the table
     shows."""
-    from jaxrun.present.view.batch_view import run_view
+    from jaxrun.present.view.batch_view import view_batch
 
     samples = script_samples(batch, SAMPLE_METRICS)
     rows = []
-    for result, shown in zip(batch.script_results, run_view(batch).scripts):
+    for result, shown in zip(batch.script_results, view_batch(batch).scripts):
         entry = samples.get((result.script_name, result.device_requested))
         benchmarked = bool(entry is not None and entry.benchmarked and entry.samples["wall_time"])
         per_metric = entry.samples if benchmarked else _measured(result)  # type: ignore[union-attr]

@@ -42,12 +42,12 @@ MAX_NAMED = 3  # programs named in one cache-miss warning; the rest are counted
 
 
 class HistorySink(BaseSink):
-    def __init__(self, store: HistoryStore | None, info: "DeviceInfo | None", options: "BatchOptions | None" = None, *,
+    def __init__(self, store: HistoryStore | None, facts: "DeviceInfo | None", options: "BatchOptions | None" = None, *,
                  meta: "BatchMetadata | None" = None, problem: str | None = None) -> None:
         """``store``: None when it could not be opened, ``problem`` then says why. ``options``: the
         batch's: whether it judges against runs with other numerics, and whether its runs start with
         an empty compilation cache (a script's own setting wins)."""
-        self.store, self.info, self.meta = store, info, meta
+        self.store, self.facts, self.meta = store, facts, meta
         self.allow_mismatch = options.allow_mismatch if options is not None else False
         self.cold_cache = options.run.cold_cache if options is not None else False
         self.problem: str | None = None
@@ -123,8 +123,8 @@ class HistorySink(BaseSink):
             return result  # nothing measured, or already recorded (a result --resume reuses)
         run = history_run_from_benchmark(
             bench,
-            jax_version=self.info.jax_version if self.info else None,
-            jaxlib_version=self.info.jaxlib_version if self.info else None,
+            jax_version=self.facts.jax_version if self.facts else None,
+            jaxlib_version=self.facts.jaxlib_version if self.facts else None,
         )
         run_id = None
         if self.store is not None:
@@ -164,7 +164,7 @@ def benchmarks(job: "Job") -> bool:
 
 def _sink(opener: "HistoryOpener", context: "OutputContext", problem: str | None = None) -> HistorySink:
     options = context.options
-    return HistorySink(opener.store, context.info, options, meta=context.meta, problem=problem or opener.problem)
+    return HistorySink(opener.store, context.facts, options, meta=context.meta, problem=problem or opener.problem)
 
 
 class HistoryWhenNeeded(BaseSink):

@@ -75,10 +75,10 @@ def _testcase(result: "ScriptResult", label: str, strict_xfail: bool) -> ET.Elem
 
 def render_junit(batch: "BatchResult") -> str:
     """The batch as a JUnit XML document."""
-    from jaxrun.present.view import run_view
+    from jaxrun.present.view import view_batch
 
     meta = batch.metadata
-    view = run_view(batch)
+    view = view_batch(batch)
     cases, times = [], []
     for r, shown in zip(batch.script_results, view.scripts):  # one result at a time (results/held_results.py)
         cases.append(_testcase(r, shown.label, meta.strict_xfail))

@@ -14,7 +14,7 @@ from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext
-    from jaxrun.present.view import RunView, ScriptView, SweepView
+    from jaxrun.present.view import BatchView, ScriptView, SweepView
     from jaxrun.results.models import BatchResult
 
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -70,7 +70,7 @@ def _sweep_table(sweep: "SweepView") -> list[str]:
     return [header, align, *("| " + " | ".join(_cell(p.text(c)) for c in columns) + " |" for p in sweep.points)]
 
 
-def render_markdown(view: "RunView") -> str:
+def render_markdown(view: "BatchView") -> str:
     """The view of a run as Markdown (GitHub's flavour: tables)."""
     mark, note = view.timing_note()
     lines = [
@@ -99,9 +99,9 @@ class MarkdownSink(BaseSink):
         self.path = path
 
     def on_end(self, batch: "BatchResult") -> None:
-        from jaxrun.present.view import run_view
+        from jaxrun.present.view import view_batch
 
-        text = render_markdown(run_view(batch))
+        text = render_markdown(view_batch(batch))
         if self.path is not None:
             result_files.atomic_write_text(self.path, text)
         step_summary = os.environ.get(GITHUB_STEP_SUMMARY)

@@ -123,11 +123,11 @@ class DevicePlan:
         return ",".join(name if p and name.startswith(p + ":") else p or "none"
                         for name, p in self.platforms.items())
 
-    def add(self, name: str, options: BatchOptions, info: "Facts | None") -> str | None:
+    def add(self, name: str, options: BatchOptions, facts: "Facts | None") -> str | None:
         """Where device ``name`` will run (planned once, with its note)."""
         if name not in self.platforms:
-            planned, missing = resolve_device(name, info) if info is not None else (None, None)
-            if planned is None and options.run.fallback and info is not None and info.platforms.get("cpu"):
+            planned, missing = resolve_device(name, facts) if facts is not None else (None, None)
+            if planned is None and options.run.fallback and facts is not None and facts.platforms.get("cpu"):
                 planned = "cpu"  # the requested accelerator is absent; its scripts will fall back
             self.platforms[name] = planned
             if missing:
@@ -135,7 +135,7 @@ class DevicePlan:
         return self.platforms[name]
 
 
-def plan_devices(options: BatchOptions, info: "Facts | None", extra: tuple[str, ...] = ()) -> DevicePlan:
+def plan_devices(options: BatchOptions, facts: "Facts | None", extra: tuple[str, ...] = ()) -> DevicePlan:
     """Where each requested device (the batch's, then ``extra`` ones that per-script settings
     ask for) will run."""
     devices = DevicePlan()
@@ -144,8 +144,8 @@ def plan_devices(options: BatchOptions, info: "Facts | None", extra: tuple[str, 
         # A CPU id waits for each script's own settings (script_jobs): '# jaxrun: host_devices=2',
         # or a [devices.cpu] table's, makes cpu:1.
         if not name.startswith("cpu:"):
-            check_device_id(name, info)
-        devices.add(name, options, info)
+            check_device_id(name, facts)
+        devices.add(name, options, facts)
     return devices
 
 
@@ -202,10 +202,10 @@ def search_roots(options: BatchOptions) -> list[str]:
 
 
 def _run_options(options: BatchOptions, plan: ScriptPlan, device: str, devices: DevicePlan,
-                 info: "Facts | None") -> tuple[str | None, RunOptions | None, RunOptions]:
+                 facts: "Facts | None") -> tuple[str | None, RunOptions | None, RunOptions]:
     """Where ``device`` will run, the script's own run options on it (None: the batch's), and
     the options its run takes."""
-    platform = devices.add(device, options, info)
+    platform = devices.add(device, options, facts)
     own = plan.settings.run_settings(options, platform or (device.split(":")[0] if device != "auto" else None),
                                      device if plan.own_device else None)
     try:
@@ -237,12 +237,12 @@ def _sweep_points(options: BatchOptions, plan: ScriptPlan, chosen: RunOptions) -
 
 
 def _on_point(options: BatchOptions, chosen: RunOptions, point: Point, platform: str | None,
-              info: "Facts | None") -> RunOptions:
+              facts: "Facts | None") -> RunOptions:
     """``chosen`` at ``point``: its parameters, and what its special ones set."""
     changes = point_changes(point, chosen.args, chosen.env)
-    if platform == "gpu" and "devices" in point and info is not None:
+    if platform == "gpu" and "devices" in point and facts is not None:
         # On GPUs a point's device count is the first N GPUs: the whole machine's, so one job at a time.
-        ids, wanted = device_ids("gpu", info), point["devices"]
+        ids, wanted = device_ids("gpu", facts), point["devices"]
         here = default_of(BatchOptions, "backend")  # the backend that runs jobs on this machine
         if options.backend != here or options.jobs > 1:
             how = options.medium("backend", "jobs")
@@ -266,7 +266,7 @@ def no_entry(label: str, chosen: RunOptions) -> str:
             "that does the work (returning the arrays it computes), or run it without warm mode")
 
 
-def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, info: "Facts | None",
+def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, facts: "Facts | None",
                 first: int, expected: float | None, roots: list[str]) -> list[Job]:
     """The script's jobs, one per device (and sweep point), numbered from ``first`` in batch order."""
     several = len(options.device) > 1
@@ -274,7 +274,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
 
     def options_on(device: str) -> tuple[str | None, RunOptions | None, RunOptions]:
         if device not in on:
-            on[device] = _run_options(options, plan, device, devices, info)
+            on[device] = _run_options(options, plan, device, devices, facts)
         return on[device]
 
     jobs: list[Job] = []
@@ -282,7 +282,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
     for device, point in _sweep_points(options, plan, options_on(plan.devices[0])[2]):
         platform, run_options, chosen = options_on(device)
         if point is not None:
-            chosen = run_options = _on_point(options, chosen, point, platform, info)
+            chosen = run_options = _on_point(options, chosen, point, platform, facts)
         if chosen.entry is not None and plan.script.suffix == notebook_cells.SUFFIX:
             raise UsageError(notebook_cells.no_warm_mode(script_label(str(plan.script), roots), chosen.entry,
                                                          chosen.origin_of("entry")))
@@ -294,7 +294,7 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
                 or (point is not None and "devices" in point):
             # The script's own device, its own simulated CPU devices, or a CPU id (how many CPU
             # devices a script has is its own setting): checked as the batch's were.
-            check_device_id(device, info, chosen.host_devices)
+            check_device_id(device, facts, chosen.host_devices)
         name = point_name(plan.name, point)
         # Its own device list (a '# jaxrun: device=' setting) makes several jobs of one script
         # too: each needs its own files. A device the point names is in its name already.
@@ -312,12 +312,12 @@ def script_jobs(options: BatchOptions, plan: ScriptPlan, devices: DevicePlan, in
 
 
 def make_jobs(options: BatchOptions, scripts: list[ScriptPlan], devices: DevicePlan,
-              info: "Facts | None" = None) -> list[Job]:
+              facts: "Facts | None" = None) -> list[Job]:
     """One job per script and device, in batch order (scripts first, then devices)."""
     durations, roots = _durations(options, scripts), search_roots(options)
     jobs: list[Job] = []
     for plan in scripts:
-        jobs += script_jobs(options, plan, devices, info, len(jobs), durations.get(str(plan.script)), roots)
+        jobs += script_jobs(options, plan, devices, facts, len(jobs), durations.get(str(plan.script)), roots)
     return jobs
 
 
@@ -331,13 +331,13 @@ class Plan:
     with a :class:`~jaxrun.errors.UsageError` that ``jobs`` raises where it stopped.
     """
 
-    def __init__(self, options: BatchOptions, info: "Facts | None") -> None:
-        self.options, self.info = options, info
+    def __init__(self, options: BatchOptions, facts: "Facts | None") -> None:
+        self.options, self.facts = options, facts
         self._searches = _searches(options.paths, options.recursive, options.include, options.exclude)
         self.jobs = Jobs(complete=False)
         self.found = 0
         self.skipped: list["SkippedScript"] = []
-        self.devices = plan_devices(options, info)
+        self.devices = plan_devices(options, facts)
         self._roots = search_roots(options)
         self._count = 0  # jobs planned
         self._stop = threading.Event()
@@ -428,7 +428,7 @@ class Plan:
     def _add(self, scripts: list[ScriptPlan]) -> None:
         durations = _durations(self.options, scripts) if scripts else {}
         for plan in scripts:
-            for job in script_jobs(self.options, plan, self.devices, self.info, self._count,
+            for job in script_jobs(self.options, plan, self.devices, self.facts, self._count,
                                    durations.get(str(plan.script)), self._roots):
                 self.jobs.add(job)
                 self._count += 1

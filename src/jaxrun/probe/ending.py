@@ -7,7 +7,7 @@ script sends its own process (``os.kill``, ``os.killpg``, ``signal.raise_signal`
 action ends it. For the last three the END event is written just before the real call, so the
 script ends exactly as it would under ``python``. A process ended from outside (a timeout, the
 kernel's OOM killer) has no END event: the parent measures its body from the BODY event to the
-process's end (run/reading/probe_report.py).
+process's end (run/reading/probe_reading.py).
 """
 
 from __future__ import annotations

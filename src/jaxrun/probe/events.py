@@ -1,5 +1,5 @@
 """The events on the probe's private channel: each defined once, here, for the child that writes
-them and the parent that reads them (run/reading/probe_report.py, run/reading/classify.py, run/process/process_watch.py).
+them and the parent that reads them (run/reading/probe_reading.py, run/reading/classify.py, run/process/process_watch.py).
 
 Each event is one JSON object per line: ``type`` (one of the names below) and the fields of its
 ``TypedDict``. They are plain dicts at run time (no cost in the script's process, no pydantic or

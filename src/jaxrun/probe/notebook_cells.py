@@ -1,4 +1,4 @@
-"""A Jupyter notebook (``.ipynb``) as a program: its code cells, numbered, and the IPython lines
+"""A Jupyter notebook (``.ipynb``) as a script: its code cells, numbered, and the IPython lines
 in them (magics, shell escapes) found and, where IPython cannot run them, set aside.
 
 Shared by both sides of the process boundary: discovery (which notebooks use JAX) and the

@@ -175,7 +175,7 @@ def _counts(results: Sequence[ScriptResult] | Sequence[Figures]) -> dict[str, in
 
 def assemble_batch(
     meta: BatchMetadata,
-    info: DeviceInfo | None,
+    facts: DeviceInfo | None,
     results: Sequence[ScriptResult],
     *,
     complete: bool,
@@ -199,10 +199,10 @@ def assemble_batch(
     )
     if benchmarking is None:
         benchmarking = BenchmarkingSection()
-    if info is not None and used:
+    if facts is not None and used:
         # The executor API's top-level device description is of the device the batch ran on.
-        info = info.describing(*split_device(used[0]))
-    parts = dict(metadata=meta, device_info=info, performance_summary=summary_of_figures(figures),
+        facts = facts.describing(*split_device(used[0]))
+    parts = dict(metadata=meta, device_info=facts, performance_summary=summary_of_figures(figures),
                  script_results=results, benchmarking=benchmarking)
     if isinstance(results, list):
         return BatchResult(**parts)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from jaxrun.errors import UsageError
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
-from jaxrun.results.comparison_report import RegressionCheck
+from jaxrun.results.comparisons import RegressionCheck
 from jaxrun.results.figures import (  # noqa: F401 - the models' names for them
     METRIC_ALIASES,
     RESULT_FIELDS,

@@ -31,7 +31,7 @@ from jaxrun.results.benchmark_result import (
     DeviceSpeedup,
     ScriptBenchmark,
 )
-from jaxrun.results.comparison_report import (
+from jaxrun.results.comparisons import (
     ABSide,
     ComparisonReport,
     DuetHalf,

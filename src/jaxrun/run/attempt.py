@@ -1,9 +1,9 @@
 """One attempt at a script: its process (or a ``--processes N`` job's processes) launched through
 the probe and watched to its end (run/process/), then read into what it left (run/reading/). The
 attempt loop (run/runner.py) calls it as its ``attempt``; a batch hands it its process pool
-(run/launcher.py).
+(run/batch_pool.py).
 
-What only an ended attempt needs (the result models, the probe's report, classification) is
+What only an ended attempt needs (the result models, the probe's reading, classification) is
 imported after its process has started: the way to a script's first line imports none of it.
 """
 
@@ -54,18 +54,18 @@ def _alive(pid: str) -> bool:
         return False
 
 
-def launch_attempt(
+def make_attempt(
     job: Job,
     options: RunOptions,
     platform: str,
     slot: Slot | None,
-    info: "Facts | None",
+    facts: "Facts | None",
     stop: threading.Event | None,
     compile_cache: Path | None,
-    launcher: ProcessPool | None = None,
+    pool: ProcessPool | None = None,
 ) -> AttemptRun:
-    """The real attempt: the script in its own process through the probe (``launcher``: the
-    batch's process pool, with its spare process; run/launcher.py's ``Launcher.attempt`` passes
+    """The real attempt: the script in its own process through the probe (``pool``: the
+    batch's process pool, with its spare process; run/batch_pool.py's ``BatchPool.attempt`` passes
     it), read into what it left once it has ended."""
     for folder in (job.output_dir, job.stdout_log.parent):
         try:
@@ -74,11 +74,11 @@ def launch_attempt(
             raise ResultsWriteError(folder, exc) from None
     _sweep_stale_event_folders()
     if options.randomize_setup:
-        launcher = None  # a spare already runs with the environment it was started with: not this run's
+        pool = None  # a spare already runs with the environment it was started with: not this run's
     cpus = pinned_cpus(slot, platform)
     with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
-        env = child_env(job, options, platform, info, events_path, slot, compile_cache)
+        env = child_env(job, options, platform, facts, events_path, slot, compile_cache)
         command = probe_command(job.script, events_path, options, job.profile_dir)
         sampler = None
         if platform == "gpu":  # utilisation is sampled only where NVML can see the job's devices: NVIDIA GPUs
@@ -88,11 +88,11 @@ def launch_attempt(
         job_run: JobRun | None = None
         try:
             if options.processes > 1:
-                # (socket, queue, the probe's report: only multi-process jobs import them)
-                from jaxrun.run.process.process_group import launch_processes
+                # (socket, queue, the probe's reading: only multi-process jobs import them)
+                from jaxrun.run.process.process_group import run_group
                 from jaxrun.run.reading.job_run import read_job
 
-                group = launch_processes(job, options, env, Path(tmp), stop=stop, launcher=launcher,
+                group = run_group(job, options, env, Path(tmp), stop=stop, pool=pool,
                                          cpu_affinity=cpus)
                 job_run = read_job(job, options, group)
                 outcome = job_run.outcome
@@ -109,7 +109,7 @@ def launch_attempt(
                     cpu_affinity=cpus,
                     stop=stop,
                     record_memory=options.enable_profiling,
-                    launcher=launcher,
+                    pool=pool,
                 )
         except Interrupted as stopped:
             outcome = stopped.outcome

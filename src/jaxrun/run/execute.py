@@ -12,7 +12,7 @@ from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label
 from jaxrun.plan.job import Job
 from jaxrun.plan.sink import NO_SINK, Sink
-from jaxrun.run.attempt import launch_attempt
+from jaxrun.run.attempt import make_attempt
 from jaxrun.run.process.placement import WHOLE_MACHINE, Placement
 from jaxrun.run.runner import AttemptFn, RunInterrupted, run_attempts
 
@@ -32,11 +32,11 @@ def run_job(
     placement: Placement = WHOLE_MACHINE,
     stop: threading.Event | None = None,
     sink: Sink = NO_SINK,
-    attempt: AttemptFn = launch_attempt,
-    facts: "Callable[[], Facts] | None" = None,
+    attempt: AttemptFn = make_attempt,
+    read_facts: "Callable[[], Facts] | None" = None,
 ) -> ScriptResult:
     """Run one job as ``options`` say; ``sink.on_progress`` sees each benchmark run's result.
-    ``attempt`` and ``facts``: see :func:`jaxrun.run.runner.run_attempts`.
+    ``attempt`` and ``read_facts``: see :func:`jaxrun.run.runner.run_attempts`.
 
     Raises :class:`RunInterrupted` (carrying the interrupted result) when stopped.
     """
@@ -50,13 +50,13 @@ def run_job(
             "cluster, e.g. with Ray, check that the script path is reachable on every node)",
         )
     if not options.benchmark_runs:
-        return run_attempts(job, options, placement=placement, stop=stop, attempt=attempt, facts=facts)
-    return _benchmark(job, options, placement, stop, sink, attempt, facts)
+        return run_attempts(job, options, placement=placement, stop=stop, attempt=attempt, read_facts=read_facts)
+    return _benchmark(job, options, placement, stop, sink, attempt, read_facts)
 
 
 def _benchmark(
     job: Job, options: RunOptions, placement: Placement, stop: threading.Event | None, sink: Sink,
-    attempt: AttemptFn, facts: "Callable[[], Facts] | None",
+    attempt: AttemptFn, read_facts: "Callable[[], Facts] | None",
 ) -> ScriptResult:
     """W warm-up then N counted process runs; stops at the first failed run (it would repeat)."""
     samples: list["RunSample"] = []
@@ -69,7 +69,7 @@ def _benchmark(
     warmup_runs, benchmark_runs = options.warmup_runs, options.benchmark_runs
     for number in range(1, warmup_runs + benchmark_runs + 1):
         warmup = number <= warmup_runs
-        result = run_attempts(job, options, placement=placement, stop=stop, device=device, attempt=attempt, facts=facts)
+        result = run_attempts(job, options, placement=placement, stop=stop, device=device, attempt=attempt, read_facts=read_facts)
         if first is None:
             first = result
             # After a fallback, later runs start on the platform that worked: re-trying the

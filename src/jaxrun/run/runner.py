@@ -6,7 +6,7 @@ is launched. After a failed attempt, :func:`jaxrun.core.failures.next_action` de
 device after a backoff, move to another GPU (when the placement has one and the device was not
 chosen: ``gpu:1`` stays on GPU 1), fall back to CPU, or stop.
 Every attempt is kept in the result. The attempt itself is a parameter (``attempt``: run/attempt.py's
-:func:`~jaxrun.run.attempt.launch_attempt` by default), so the policy can be exercised without a
+:func:`~jaxrun.run.attempt.make_attempt` by default), so the policy can be exercised without a
 GPU (tests pass a fake attempt; see docs/ARCHITECTURE.md).
 
 What only an ended attempt needs (the result models, classification) is imported after its
@@ -30,7 +30,7 @@ from jaxrun.core.validate import device_label, split_device
 from jaxrun.discover.devices import device_facts, resolve_device
 from jaxrun.errors import DeviceProbeError
 from jaxrun.plan.job import Job
-from jaxrun.run.attempt import launch_attempt
+from jaxrun.run.attempt import make_attempt
 from jaxrun.run.process.environment import chosen_index
 from jaxrun.run.process.placement import WHOLE_MACHINE, Placement, Slot
 from jaxrun.run.reading.attempt_run import AttemptRun
@@ -49,7 +49,7 @@ class RunInterrupted(KeyboardInterrupt):
         self.result = result
 
 
-# attempt(job, options, platform, slot, device_info, stop, compile_cache) -> AttemptRun
+# attempt(job, options, platform, slot, facts, stop, compile_cache) -> AttemptRun
 AttemptFn = Callable[
     [Job, RunOptions, str, "Slot | None", "Facts | None", "threading.Event | None", "Path | None"], AttemptRun
 ]
@@ -92,13 +92,13 @@ def run_attempts(
     stop: threading.Event | None = None,
     device: str | None = None,
     compile_cache: Path | None = None,
-    attempt: AttemptFn = launch_attempt,
-    facts: "Callable[[], Facts] | None" = None,
+    attempt: AttemptFn = make_attempt,
+    read_facts: "Callable[[], Facts] | None" = None,
 ) -> "ScriptResult":
     """Run ``job.script`` once (over as many attempts as the failure table asks for).
 
     ``device`` overrides the device to start on (benchmark runs after a fallback start on the
-    platform that worked). ``attempt`` and ``facts`` (the device facts) are the seams through
+    platform that worked). ``attempt`` and ``read_facts`` (reads the device facts) are the seams through
     which tests drive the failure policy as if a GPU were present. Raises
     :class:`RunInterrupted` when jaxrun itself is interrupted.
     """
@@ -106,15 +106,15 @@ def run_attempts(
         # Every run, benchmarked or not, starts from an empty compilation cache of its own.
         with tempfile.TemporaryDirectory(prefix="jaxrun-cold-cache-") as empty:
             return run_attempts(job, options, placement=placement, stop=stop, device=device,
-                            compile_cache=Path(empty), attempt=attempt, facts=facts)
+                            compile_cache=Path(empty), attempt=attempt, read_facts=read_facts)
     if job.output_dir.exists():
         shutil.rmtree(job.output_dir)  # outputs of an earlier run must not pass for this run's
     started_at = now_iso()
     try:
         # The facts of the interpreter that runs the script (--python: another environment's).
-        info: Facts | None = facts() if facts is not None else device_facts(python=options.python)
+        facts: Facts | None = read_facts() if read_facts is not None else device_facts(python=options.python)
     except DeviceProbeError:
-        info = None  # the script still runs; if it needs JAX it fails with the real reason
+        facts = None  # the script still runs; if it needs JAX it fails with the real reason
 
     attempts: list["Attempt"] = []
     fallback_reason: str | None = None
@@ -126,10 +126,10 @@ def run_attempts(
     while True:
         number = len(attempts) + 1
         attempt_started = now_iso()
-        if info is None:
+        if facts is None:
             platform, missing = ("cpu" if target in ("auto", "cpu") else None), "device facts unavailable"
         else:
-            platform, missing = resolve_device(target, info)
+            platform, missing = resolve_device(target, facts)
         if platform is None:
             from jaxrun.run.reading.classify import classification
 
@@ -137,7 +137,7 @@ def run_attempts(
         else:
             if number > 1:
                 _keep_attempt_logs(job, number - 1, options.processes)
-            run = attempt(job, options, platform, placement.slot(platform), info, stop, compile_cache)
+            run = attempt(job, options, platform, placement.slot(platform), facts, stop, compile_cache)
         failure, outcome = run.failure, run.outcome
         chosen = chosen_index(options.device, platform)  # gpu:1: that GPU only, or the CPU by the fallback
         from jaxrun.core.failures import backoff_seconds, next_action

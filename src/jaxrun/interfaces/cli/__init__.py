@@ -25,7 +25,7 @@ from jaxrun.interfaces.cli.console import (
 )
 
 if TYPE_CHECKING:
-    from jaxrun.run.launcher import Launcher
+    from jaxrun.run.batch_pool import BatchPool
 
 __all__ = ["app", "main", "out", "err", "fail_usage"]
 
@@ -91,7 +91,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 app = JaxrunGroup(
     name="jaxrun",
-    help="Run a folder of JAX programs on the best device and record what happened.",
+    help="Run a folder of JAX scripts on the best device and record what happened.",
     no_args_is_help=True,
     context_settings=CONTEXT_SETTINGS,
     params=[click.Option(["--version", "-V"], is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
@@ -99,11 +99,11 @@ app = JaxrunGroup(
 )
 
 
-def main(argv: list[str] | None = None, launcher: "Launcher | None" = None) -> int:
+def main(argv: list[str] | None = None, pool: "BatchPool | None" = None) -> int:
     """Console entry point; returns the exit code instead of calling sys.exit when embedded.
 
     ``jaxrun run PATH -- ARGS``: everything after the first ``--`` is the scripts' own arguments,
-    set aside here because click would take them for more paths. ``launcher``: the one
+    set aside here because click would take them for more paths. ``pool``: the one
     jaxrun.interfaces.entry made (with a spare process already starting) for `jaxrun run`."""
     args = list(sys.argv[1:] if argv is None else argv)
     script_args = None
@@ -112,10 +112,10 @@ def main(argv: list[str] | None = None, launcher: "Launcher | None" = None) -> i
         args, script_args = args[:at], args[at + 1:]
     try:
         app.main(args=args, prog_name="jaxrun", standalone_mode=True,
-                 obj={"script_args": script_args, "launcher": launcher})
+                 obj={"script_args": script_args, "pool": pool})
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     finally:
-        if launcher is not None:
-            launcher.close()  # a spare that jaxrun.interfaces.entry started and no batch used
+        if pool is not None:
+            pool.close()  # a spare that jaxrun.interfaces.entry started and no batch used
     return EXIT_OK

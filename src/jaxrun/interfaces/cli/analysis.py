@@ -270,7 +270,7 @@ def quiet_comparison(report: Any, allow_mismatch: bool) -> list[str]:
     """`jaxrun compare -q`: a line for each script whose verdict is not 'no significant change'
     (the gate phases that decided it, or why it could not be judged), then one summary line."""
     from jaxrun.judge.verdicts import runs_needed, too_few_note
-    from jaxrun.results.comparison_report import TOO_FEW
+    from jaxrun.results.comparisons import TOO_FEW
 
     lines = []
     for c in report.scripts:
@@ -309,7 +309,7 @@ def _print_too_few(report: Any) -> None:
     """The scripts whose gate had too few runs for any test to be significant: not regressions, and
     not "no significant change" either; with the runs each side needs."""
     from jaxrun.judge.verdicts import runs_needed
-    from jaxrun.results.comparison_report import TOO_FEW
+    from jaxrun.results.comparisons import TOO_FEW
 
     rows = [c for c in report.scripts if c.verdict == TOO_FEW]
     if rows:

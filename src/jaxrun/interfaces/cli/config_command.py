@@ -146,12 +146,12 @@ def _plan(options: Any) -> tuple[list[Any], list[Any]]:
     from jaxrun.plan.batch_plan import discover, make_jobs, plan_devices, plan_scripts
 
     try:
-        info = get_jax_device_info(python=options.run.python)
+        facts = get_jax_device_info(python=options.run.python)
     except DeviceProbeError:
-        info = None  # the run goes on without device facts too
+        facts = None  # the run goes on without device facts too
     found, _ = discover(options.paths, options.recursive, options.include, options.exclude, options.named)
     planned, skipped = plan_scripts(options, found)
-    make_jobs(options, planned, plan_devices(options, info), info)
+    make_jobs(options, planned, plan_devices(options, facts), facts)
     return planned, skipped
 
 

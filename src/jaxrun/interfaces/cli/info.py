@@ -27,23 +27,23 @@ def devices(as_json: bool, refresh: bool, python: Optional[str]) -> None:
     from jaxrun.discover.devices import get_jax_device_info
 
     try:
-        info = get_jax_device_info(refresh=refresh, python=python)
+        facts = get_jax_device_info(refresh=refresh, python=python)
     except UsageError as exc:
         raise fail_usage(str(exc)) from None
     except JAXExecutionError as exc:
         err.print(f"jaxrun: {exc}", markup=False)
         raise click.exceptions.Exit(EXIT_FAILED) from None
     if as_json:
-        sys.stdout.write(info.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(facts.model_dump_json(indent=2) + "\n")
         return
-    if not info.jax_available:
-        out.print(f"JAX is not usable: {info.error}", markup=False)
+    if not facts.jax_available:
+        out.print(f"JAX is not usable: {facts.error}", markup=False)
         raise click.exceptions.Exit(EXIT_FAILED)
-    out.print(f"jax {info.jax_version}, jaxlib {info.jaxlib_version}, default backend {info.default_backend}")
+    out.print(f"jax {facts.jax_version}, jaxlib {facts.jaxlib_version}, default backend {facts.default_backend}")
     table = Table()
     for column in ("platform", "available", "backend", "devices", "details"):
         table.add_column(column)
-    for name, p in info.platforms.items():
+    for name, p in facts.platforms.items():
         kinds = sorted({d.device_kind for d in p.devices})
         details = ", ".join(kinds) if p.available else (p.error or "")
         table.add_row(name, _availability(p), p.backend or "-", str(len(p.devices)), Text(details))
@@ -76,7 +76,7 @@ def check() -> None:
     from jaxrun.discover.nvml import nvml_status
 
     try:
-        info = get_jax_device_info(refresh=True)
+        facts = get_jax_device_info(refresh=True)
     except JAXExecutionError as exc:
         err.print(f"jaxrun: {exc}", markup=False)
         raise click.exceptions.Exit(EXIT_FAILED) from None
@@ -89,10 +89,10 @@ def check() -> None:
     def row(item: str, status: str) -> None:
         table.add_row(item, Text(status))
 
-    row("python", f"{info.python_version} ({info.python_executable})")
-    row("jax", info.jax_version or f"not usable: {info.error}")
-    row("jaxlib", info.jaxlib_version or "not installed")
-    for name, p in info.platforms.items():
+    row("python", f"{facts.python_version} ({facts.python_executable})")
+    row("jax", facts.jax_version or f"not usable: {facts.error}")
+    row("jaxlib", facts.jaxlib_version or "not installed")
+    for name, p in facts.platforms.items():
         state = f"{plural(len(p.devices), 'device')} via {p.backend}" if p.available else f"{_availability(p)}: {p.error}"
         row(f"platform {name}", state)
     from jaxrun.discover.nvml import driver_cuda_version
@@ -105,7 +105,7 @@ def check() -> None:
     row("NVML", f"usable, driver {nvml.driver_version}, {plural(nvml.gpu_count or 0, 'GPU')}" if nvml.usable
         else f"not usable: {nvml.error}")
     out.print(table, markup=False)
-    raise click.exceptions.Exit(EXIT_OK if info.jax_available else EXIT_FAILED)
+    raise click.exceptions.Exit(EXIT_OK if facts.jax_available else EXIT_FAILED)
 
 
 @click.command()

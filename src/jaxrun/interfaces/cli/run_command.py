@@ -74,18 +74,18 @@ def run(ctx: click.Context, **params: Any) -> None:
         from jaxrun.interfaces.cli.progress import LineProgress
     view = LiveProgress(err.console(), slots=options.jobs, runs=options.run.warmup_runs + options.run.benchmark_runs) \
         if live else LineProgress(sys.stderr)
-    launcher = (ctx.obj or {}).get("launcher")
-    if launcher is None:
-        from jaxrun.run.launcher import Launcher
+    pool = (ctx.obj or {}).get("pool")
+    if pool is None:
+        from jaxrun.run.batch_pool import BatchPool
 
-        launcher = Launcher()
+        pool = BatchPool()
     if not json_output:
-        launcher.when_started(_load_summary)  # while the first script runs, not after the last one
+        pool.when_started(_load_summary)  # while the first script runs, not after the last one
     # SIGTERM (a scheduler, `kill`) stops the batch as Ctrl-C does: running scripts stopped,
     # unfinished ones marked interrupted, valid files, exit 130.
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        batch = run_batch(options, sinks=[view], launcher=launcher)
+        batch = run_batch(options, sinks=[view], pool=pool)
     except KeyboardInterrupt:
         err.print(f"jaxrun: interrupted; partial results are in {options.results_dir}", markup=False)
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
@@ -102,7 +102,7 @@ def run(ctx: click.Context, **params: Any) -> None:
     mark("the batch returned (results and files written)")
     if json_output:
         raise click.exceptions.Exit(_exit_status(batch))
-    status = _report_run(batch, programs=options.run.verbose)
+    status = _show_batch(batch, programs=options.run.verbose)
     mark("the summary printed")
     raise click.exceptions.Exit(status)
 
@@ -157,13 +157,13 @@ def _load_summary() -> None:
     """What printing the summary imports (rich's tables ~30 ms, the views), while the first script
     runs: after its last line, the summary is only made and printed."""
     from jaxrun.interfaces.cli import profile_notes, tables  # noqa: F401
-    from jaxrun.present.view import program_views, run_view  # noqa: F401
+    from jaxrun.present.view import program_views, view_batch  # noqa: F401
 
     out.console().render_str("")  # a first rendering loads what every rendering needs (rich's emoji table)
 
 
-def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untyped-def]
-    """Print the run's view (the tables, what failed and why, the closing line); its exit status.
+def _show_batch(batch, programs: bool = False) -> int:  # type: ignore[no-untyped-def]
+    """Print the batch's view (the tables, what failed and why, the closing line); its exit status.
     ``programs`` (``-v``): what XLA knows about each program, in a table of its own."""
     from jaxrun.interfaces.cli.tables import (
         benchmark_table,
@@ -175,10 +175,10 @@ def _report_run(batch, programs: bool = False) -> int:  # type: ignore[no-untype
         transfers_table,
         warm_table,
     )
-    from jaxrun.present.view import program_views, run_view, transfer_views
+    from jaxrun.present.view import program_views, view_batch, transfer_views
     from jaxrun.results.held_results import having
 
-    view = run_view(batch)
+    view = view_batch(batch)
     for table in summary_tables(view, out.width):  # a few hundred rows at a time: the same lines
         out.print(table)
     for sweep in view.sweeps:
@@ -250,6 +250,6 @@ def _slowest_and_failed(view) -> None:  # type: ignore[no-untyped-def]
 
 
 def _exit_status(batch) -> int:  # type: ignore[no-untyped-def]
-    from jaxrun.present.view import run_view
+    from jaxrun.present.view import view_batch
 
-    return run_view(batch).exit_status
+    return view_batch(batch).exit_status

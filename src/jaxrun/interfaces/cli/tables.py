@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
-from jaxrun.results.comparison_report import TOO_FEW
+from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.figures import (
     SCRIPT_FIGURES,
     format_metric,
@@ -30,7 +30,7 @@ from jaxrun.results.models import (
 from jaxrun.results.program_figures import PROGRAM_FIGURES
 
 if TYPE_CHECKING:
-    from jaxrun.present.view import ProgramView, RunView, ScriptView, SweepView, TransferView
+    from jaxrun.present.view import ProgramView, BatchView, ScriptView, SweepView, TransferView
     from jaxrun.results.models import CellTiming
 
 
@@ -68,7 +68,7 @@ _MIN_NAME = 20
 _READABLE_NAME = 32
 
 
-def summary_table(view: "RunView", width: int = 160) -> Table:
+def summary_table(view: "BatchView", width: int = 160) -> Table:
     """Every script of the run in at most ``width`` columns, no word broken: long names are
     shortened in the middle (not below _MIN_NAME), then _NARROWER's columns give way in order."""
     star, note, shown = _summary_columns(view)
@@ -93,7 +93,7 @@ def _say_left_out(table: Table, given_up: set[str], shown: list) -> Table:
 SUMMARY_ROWS = 50
 
 
-def summary_tables(view: "RunView", width: int = 160, rows: int = SUMMARY_ROWS) -> Iterator[Table]:
+def summary_tables(view: "BatchView", width: int = 160, rows: int = SUMMARY_ROWS) -> Iterator[Table]:
     """:func:`summary_table` as tables of at most ``rows`` rows, each column as wide as in the
     whole table, the title and header in the first only: printed one after the other they are
     the same lines, and the whole table (~5 KB a script as rich renders it) is never held at once
@@ -122,7 +122,7 @@ def summary_tables(view: "RunView", width: int = 160, rows: int = SUMMARY_ROWS) 
         yield _say_left_out(table, given_up, shown) if start + rows >= len(scripts) else table
 
 
-def _summary_columns(view: "RunView") -> tuple[str, str | None, list]:
+def _summary_columns(view: "BatchView") -> tuple[str, str | None, list]:
     star, note = view.timing_note()
     return star, note, [c for c in _SUMMARY_COLUMNS if c[0] != "verdict" or any(s.verdict for s in view.scripts)]
 

@@ -13,7 +13,7 @@ from jaxrun.results import result_files
 REPORT_FILE = "report.html"
 
 
-AB_COMPARISON = "ab_comparison.json"  # jaxrun ab's folder (jaxrun/ab/ab_report.py): NEW's runs in new/
+AB_COMPARISON = "ab_comparison.json"  # jaxrun ab's folder (jaxrun/ab/ab_comparison.py): NEW's runs in new/
 
 
 def _ab_folder(folder: Path):  # type: ignore[no-untyped-def]

@@ -22,7 +22,7 @@ from jaxrun.results.program_figures import PROGRAM_FIGURES
 from jaxrun.results.result_files import NotRegularFileError, open_regular
 
 if TYPE_CHECKING:
-    from jaxrun.present.view import ProgramView, RunView, ScriptView
+    from jaxrun.present.view import ProgramView, BatchView, ScriptView
     from jaxrun.results.models import BatchResult, ComparisonReport, ScriptResult
 
 _LOG_TAIL_LINES = 30
@@ -85,7 +85,7 @@ def _phase_seconds(result: "ScriptResult") -> dict[str, float]:
     }
 
 
-def _cards(view: "RunView") -> str:
+def _cards(view: "BatchView") -> str:
     cards = [
         ("scripts", view.executed, ""),
         ("succeeded", view.succeeded, "good"),
@@ -117,7 +117,7 @@ _COLUMNS: tuple[tuple[str, Callable[["ScriptView", str], tuple[object, object]],
 _TEXT_CLASS = ' class="text"'
 
 
-def _table(view: "RunView") -> str:
+def _table(view: "BatchView") -> str:
     mark, note = view.timing_note()
     rows = []
     for s in view.scripts:
@@ -135,7 +135,7 @@ def _table(view: "RunView") -> str:
                 f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _figures(batch: "BatchResult", view: "RunView", comparison: "ComparisonReport | None") -> list[tuple[str, Any]]:
+def _figures(batch: "BatchResult", view: "BatchView", comparison: "ComparisonReport | None") -> list[tuple[str, Any]]:
     import plotly.graph_objects as go
 
     results = batch.script_results
@@ -192,7 +192,7 @@ def _warm_figure(results: "list[ScriptResult]", names: list[str]) -> Any:
     return figure
 
 
-def _comparison_figure(view: "RunView", comparison: "ComparisonReport") -> Any:
+def _comparison_figure(view: "BatchView", comparison: "ComparisonReport") -> Any:
     """Each gate phase's ratio (this run / baseline) per script, with its 95% CI and its own
     verdict on the bar; under each script, its verdict: the one the table beside it states."""
     import plotly.graph_objects as go
@@ -229,7 +229,7 @@ def _comparison_figure(view: "RunView", comparison: "ComparisonReport") -> Any:
     return figure
 
 
-def _comparison_table(view: "RunView", comparison: "ComparisonReport") -> str:
+def _comparison_table(view: "BatchView", comparison: "ComparisonReport") -> str:
     by_key = {(c.script_name, c.device): c for c in comparison.scripts}
     rows = []
     for s in view.scripts:
@@ -260,7 +260,7 @@ _PROGRAM_COLUMNS: tuple[tuple[str, Callable[["ProgramView"], tuple[object, objec
 )
 
 
-def _programs(batch: "BatchResult", view: "RunView") -> str:
+def _programs(batch: "BatchResult", view: "BatchView") -> str:
     """What XLA knows about each program (one row each: present/view/program_rows.py), sortable."""
     from itertools import islice
 
@@ -288,7 +288,7 @@ def _programs(batch: "BatchResult", view: "RunView") -> str:
                 f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-def _transfers(batch: "BatchResult", view: "RunView") -> str:
+def _transfers(batch: "BatchResult", view: "BatchView") -> str:
     """Implicit host<->device copies and live arrays, one row a script that used JAX."""
     from jaxrun.present.view import transfer_views
 
@@ -304,7 +304,7 @@ def _transfers(batch: "BatchResult", view: "RunView") -> str:
                 f"device_get are not counted.</caption><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
-def _recompiles(batch: "BatchResult", view: "RunView") -> str:
+def _recompiles(batch: "BatchResult", view: "BatchView") -> str:
     """Per script, each program traced more than once, with JAX's reasons (repeats counted)."""
     blocks = []
     for r, shown in zip(batch.script_results, view.scripts):
@@ -322,7 +322,7 @@ def _recompiles(batch: "BatchResult", view: "RunView") -> str:
     return "".join(blocks) if blocks else "<p>No program was traced more than once.</p>"
 
 
-def _cells(batch: "BatchResult", view: "RunView") -> str:
+def _cells(batch: "BatchResult", view: "BatchView") -> str:
     """Per notebook, each code cell's seconds and outcome (empty when the run had no notebook)."""
     from jaxrun.present.view import cell_outcome, cells_ran
 
@@ -361,7 +361,7 @@ def _log_tail(path: str | None) -> str:
     return listed(lines, _LOG_TAIL_LINES, "\n", last=_LOG_TAIL_LINES, what=what)
 
 
-def _failures(view: "RunView") -> str:
+def _failures(view: "BatchView") -> str:
     failed = [s for s in view.scripts if s.status == "failed"]
     if not failed:
         return "<p>Every script succeeded.</p>"
@@ -372,7 +372,7 @@ def _failures(view: "RunView") -> str:
         for s in failed)
 
 
-def _sweeps(view: "RunView", plot: Callable[[Any, str], str]) -> str:
+def _sweeps(view: "BatchView", plot: Callable[[Any, str], str]) -> str:
     """A section per script run as a sweep: its table (the cells the terminal writes), its notes,
     and its plot of a figure against a numeric parameter (present/reports/sweep_section.py)."""
     from jaxrun.present.reports.sweep_section import sweep_figure, sweep_table
@@ -393,9 +393,9 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
     (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline."""
     import plotly.io as pio
 
-    from jaxrun.present.view.batch_view import run_view
+    from jaxrun.present.view.batch_view import view_batch
 
-    view = run_view(batch, comparison)
+    view = view_batch(batch, comparison)
     meta = batch.metadata
     drawn: list[str] = []
 

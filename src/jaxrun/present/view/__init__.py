@@ -1,5 +1,5 @@
-"""One view of a run: what the terminal, the progress lines, Markdown, the HTML report and the MCP
-replies say of a run is computed here, from its results (and a baseline), and only laid out by each
+"""One view of a batch: what the terminal, the progress lines, Markdown, the HTML report and the MCP
+replies say of a batch is computed here, from its results (and a baseline), and only laid out by each
 of them (core/formatting.py writes every kind of figure one way for all).
 
 The names below are imported when first read: the batch's plan labels its scripts (discover/script_labels.py)
@@ -16,8 +16,10 @@ _LABELS = "jaxrun.discover.script_labels"  # the plan's labels, a layer below: t
 _WHERE = {
     "ProgramView": _HERE + "program_rows", "TransferView": _HERE + "program_rows",
     "program_views": _HERE + "program_rows", "transfer_views": _HERE + "program_rows",
-    "RunView": _HERE + "batch_view", "Skipped": _HERE + "batch_view", "read_batch": _HERE + "batch_view",
-    "read_run_view": _HERE + "batch_view", "run_view": _HERE + "batch_view",
+    "BatchView": _HERE + "batch_view", "Skipped": _HERE + "batch_view", "read_batch": _HERE + "batch_view",
+    "read_batch_view": _HERE + "batch_view", "view_batch": _HERE + "batch_view",
+    # The old names (a batch's view was called a run's): still importable, the same objects.
+    "RunView": _HERE + "batch_view", "read_run_view": _HERE + "batch_view", "run_view": _HERE + "batch_view",
     "ScriptView": _HERE + "script_rows", "cell_outcome": _HERE + "script_rows", "cells_ran": _HERE + "script_rows",
     "compiles_text": _HERE + "script_rows", "script_view": _HERE + "script_rows",
     "steady_state_text": _HERE + "script_rows",

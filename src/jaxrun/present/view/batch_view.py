@@ -1,7 +1,7 @@
-"""The view of a run: one object computed from a batch (a results folder) and, when given, a
-baseline run, that every surface renders: the terminal summary and closing line, the progress
+"""The view of a batch: one object computed from a batch (a results folder) and, when given, a
+baseline batch, that every surface renders: the terminal summary and closing line, the progress
 lines, Markdown, the HTML report and the MCP replies. What a figure is, which verdict a script
-got and why the run's exit status is what it is are decided here, once."""
+got and why the batch's exit status is what it is are decided here, once."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class Skipped:
 
 
 @dataclass(frozen=True)
-class RunView:
+class BatchView:
     scripts: list[ScriptView]
     results_dir: str
     complete: bool
@@ -122,7 +122,7 @@ class RunView:
         return " *", "* " + "; ".join(timings) + "; " + others
 
 
-def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> RunView:
+def view_batch(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> BatchView:
     """The view of ``batch``; ``comparison`` (``compare_results(baseline, batch)``) puts the
     verdicts against that baseline in place of the history's."""
     meta = batch.metadata
@@ -149,7 +149,7 @@ def run_view(batch: "BatchResult", comparison: "ComparisonReport | None" = None)
                        s.reason, s.origin) for s in meta.skipped]
     reasons, notes = _exit(batch, scripts, comparison)
     memory = [s.memory for s in scripts if s.memory is not None]
-    return RunView(
+    return BatchView(
         scripts=scripts, results_dir=meta.results_dir, complete=meta.complete,
         device_requested=meta.device_requested, device_used=meta.device_used,
         executed=len(scripts), succeeded=succeeded,  # as the result files count
@@ -242,12 +242,18 @@ def read_batch(results_dir: Path) -> "BatchResult":
     # A damaged file: result_files.DamagedFileError, a UsageError whose one line says where.
 
 
-def read_run_view(results_dir: Path, baseline: Optional[Path] = None) -> RunView:
-    """The view of the run in ``results_dir`` (against ``baseline``, another results folder, when
-    given). Raises UsageError when the folder holds no readable run."""
+def read_batch_view(results_dir: Path, baseline: Optional[Path] = None) -> BatchView:
+    """The view of the batch in ``results_dir`` (against ``baseline``, another results folder, when
+    given). Raises UsageError when the folder holds no readable batch."""
     comparison = None
     if baseline is not None:
         from jaxrun.judge.compare import compare_results
 
         comparison = compare_results(baseline, results_dir)
-    return run_view(read_batch(results_dir), comparison)
+    return view_batch(read_batch(results_dir), comparison)
+
+
+# The old names (a batch's view was called a run's), kept for code that imported them.
+RunView = BatchView
+run_view = view_batch
+read_run_view = read_batch_view

@@ -16,7 +16,7 @@ from jaxrun.core.formatting import fmt_bytes, plural
 from jaxrun.results.program_figures import PROGRAM_FIGURES, jit_seconds
 
 if TYPE_CHECKING:
-    from jaxrun.present.view.batch_view import RunView
+    from jaxrun.present.view.batch_view import BatchView
     from jaxrun.results.models import BatchResult, CompileStats, ScriptResult, Transfers
 
 FINGERPRINT_SHOWN = 12  # characters of a fingerprint a table shows (the result file has 32)
@@ -67,7 +67,7 @@ def program_view(script: str, program: str, stats: "CompileStats", result: "Scri
     )
 
 
-def program_views(batch: "BatchResult", view: "RunView") -> Iterator[ProgramView]:
+def program_views(batch: "BatchResult", view: "BatchView") -> Iterator[ProgramView]:
     """Each program of each script, the scripts in the view's order, a script's programs by JIT
     time (the costliest first)."""
     for result, shown in zip(batch.script_results, view.scripts):
@@ -93,7 +93,7 @@ def _direction(transfers: "Transfers | None") -> str:
     return f"{transfers.count} ({size})" if transfers.count else "0"
 
 
-def transfer_views(batch: "BatchResult", view: "RunView") -> Iterator[TransferView]:
+def transfer_views(batch: "BatchResult", view: "BatchView") -> Iterator[TransferView]:
     """Each script that used JAX: its implicit transfers by direction and its live array bytes."""
     for result, shown in zip(batch.script_results, view.scripts):
         stats = result.transfers

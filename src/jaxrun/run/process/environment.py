@@ -2,7 +2,7 @@
 an option that must reach the script becomes an environment variable or a probe flag.
 
 Which of the user's variables reach a script (README, "The script's environment"): all of them,
-unless ``isolate_env``, which keeps only what a program needs to start and find its devices
+unless ``isolate_env``, which keeps only what a process needs to start and find its devices
 (``ISOLATED_NAMES``, ``ISOLATED_PREFIXES``: ``JAX_*`` and ``XLA_*`` always). On top come the
 ``env`` option (``--env KEY=VALUE``, per-script ``env``), then jaxrun's own: the device
 (``JAX_PLATFORMS``, a GPU slot's ``CUDA_VISIBLE_DEVICES``), the numerics options, the
@@ -53,7 +53,7 @@ def setup_padding(env: dict[str, str]) -> int | None:
 
 
 def child_env(
-    job: Job, options: RunOptions, platform: str, device_info: "Facts | None", events_path: Path,
+    job: Job, options: RunOptions, platform: str, facts: "Facts | None", events_path: Path,
     slot: Slot | None = None, compile_cache: Path | None = None,
 ) -> dict[str, str]:
     """The script's environment: the user's, plus what selects the device and opens the channel.
@@ -66,8 +66,8 @@ def child_env(
     if options.xla_flags:
         env["XLA_FLAGS"] = override_xla_flags(env.get("XLA_FLAGS"), options.xla_flags.split())
     backend = None
-    if device_info is not None and platform in device_info.platforms:
-        backend = device_info.platforms[platform].backend
+    if facts is not None and platform in facts.platforms:
+        backend = facts.platforms[platform].backend
     env["JAX_PLATFORMS"] = backend or JAX_PLATFORMS_VALUE[platform]
     if platform == "gpu":
         # Several scripts (and jaxrun's own probes) may share the GPU: grab memory as needed.

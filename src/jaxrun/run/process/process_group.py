@@ -1,5 +1,5 @@
 """The N processes of one attempt of a multi-process job (``--processes N``): N probes of one
-script, started together and stopped together (README, "Multi-process programs").
+script, started together and stopped together (docs/guide/multiprocess.md).
 
 Each process is an ordinary launch (run/process/process_watch.py: its own session, cgroup, logs,
 monitor, limits), in a thread of its own; its environment adds the coordinator's address on
@@ -36,7 +36,7 @@ from jaxrun.probe.cluster import (
 )
 from jaxrun.run.process.environment import probe_command
 from jaxrun.run.process.process_pool import ProcessPool
-from jaxrun.run.process.process_watch import Interrupted, LaunchOutcome, Limits, launch
+from jaxrun.run.process.process_watch import Interrupted, ProcessOutcome, Limits, launch
 
 _WATCH_INTERVAL = 0.02  # seconds between looks at the batch's stop while no process has ended
 # SIGTERM to SIGKILL for a process jaxrun stops. Short: a process that called
@@ -49,7 +49,7 @@ KILL_GRACE = 0.5
 class ProcessGroup:
     """The N launches of one attempt, as they ended."""
 
-    outcomes: list[LaunchOutcome]  # process k's
+    outcomes: list[ProcessOutcome]  # process k's
     stopped_by: dict[int, str]  # why jaxrun stopped which process, when it had not failed itself
     interrupted: bool  # the user (Ctrl-C) or the batch's stop stopped the job
     started: float  # perf_counter before the first start
@@ -77,16 +77,16 @@ def process_env(env: dict[str, str], process_id: int, count: int, address: str, 
     return own
 
 
-def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_dir: Path, *,
+def run_group(job: Job, options: RunOptions, env: dict[str, str], events_dir: Path, *,
                      cpu_affinity: tuple[int, ...] | None, stop: threading.Event | None,
-                     launcher: ProcessPool | None) -> ProcessGroup:
+                     pool: ProcessPool | None) -> ProcessGroup:
     """Run the job's N processes to their end (or the first failure, the timeout, ``stop``, Ctrl-C:
     then every one is stopped). A job the user or the batch stopped is ``interrupted``."""
     count = options.processes
     address = f"127.0.0.1:{free_port()}"
     started = time.perf_counter()
     halts = [threading.Event() for _ in range(count)]
-    outcomes: list[LaunchOutcome | None] = [None] * count
+    outcomes: list[ProcessOutcome | None] = [None] * count
     ended: queue.SimpleQueue[int] = queue.SimpleQueue()
     errors: list[BaseException] = []  # a launch that could not happen (a full disk): raised here
 
@@ -101,7 +101,7 @@ def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_
                 stdout_log=stdout_log, stderr_log=stderr_log, events_path=events_path,
                 limits=Limits(left, options.memory_limit, options.max_processes, KILL_GRACE), log_cap=log_cap_bytes(),
                 cpu_affinity=cpu_affinity, stop=halts[k], record_memory=options.enable_profiling and k == 0,
-                launcher=launcher if k == 0 else None,  # no spare for the others (a launch of their own)
+                pool=pool if k == 0 else None,  # no spare for the others (a launch of their own)
             )
         except Interrupted as stopped:
             outcomes[k] = stopped.outcome
@@ -121,12 +121,12 @@ def launch_processes(job: Job, options: RunOptions, env: dict[str, str], events_
     return ProcessGroup(outcomes, stopped_by, interrupted, started)  # type: ignore[arg-type]  # each launch left one
 
 
-def _failed(outcome: LaunchOutcome) -> bool:
+def _failed(outcome: ProcessOutcome) -> bool:
     return bool(outcome.exit_code or outcome.signal is not None or outcome.timed_out or outcome.over_memory_limit
                 or outcome.over_process_limit or outcome.exit_code is None)
 
 
-def _watch(count: int, ended: "queue.SimpleQueue[int]", outcomes: list[LaunchOutcome | None],
+def _watch(count: int, ended: "queue.SimpleQueue[int]", outcomes: list[ProcessOutcome | None],
            halts: list[threading.Event], stop: threading.Event | None) -> tuple[bool, dict[int, str]]:
     """Wait for every process; stop the rest when one fails or the user (Ctrl-C, the batch's stop)
     asks. Returns whether the user stopped the job, and why jaxrun stopped which process."""

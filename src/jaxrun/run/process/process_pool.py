@@ -7,7 +7,7 @@ It holds
 * the parent's own set-up that a script need not wait for (:meth:`when_started`), done right
   after the next script's process starts, while it runs.
 
-It knows nothing of attempts: run/launcher.py's ``Launcher`` is the pool that a batch hands, with
+It knows nothing of attempts: run/batch_pool.py's ``BatchPool`` is the pool that a batch hands, with
 itself, to the attempt it runs. On another machine (a Ray worker) a pool unpickles as a new,
 empty one: spares and set-up belong to the process that made them.
 """

@@ -42,12 +42,12 @@ logger = logging.getLogger(__name__)
 _CHUNK = 64 * 1024
 
 @dataclass
-class LaunchOutcome:
+class ProcessOutcome:
     exit_code: int | None
     signal: int | None
     wall_time: float
     cpu_time: float | None  # user+sys seconds of every process of the run (see cpu_method)
-    # ru_maxrss of the reaped process: it survives fork+exec, so it includes the launcher's own
+    # ru_maxrss of the reaped process: it survives fork+exec, so it includes the parent's own
     # peak; kept for reference, never reported as the script's memory.
     maxrss_bytes: int | None
     sampled_peak_rss_bytes: int
@@ -222,16 +222,16 @@ def launch(
     cpu_affinity: tuple[int, ...] | None = None,
     stop: threading.Event | None = None,
     record_memory: bool = False,
-    launcher: ProcessPool | None = None,
-) -> LaunchOutcome:
+    pool: ProcessPool | None = None,
+) -> ProcessOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
-    if launcher is None:
-        launcher = ProcessPool()  # no spare, nothing put off: a launch of its own
+    if pool is None:
+        pool = ProcessPool()  # no spare, nothing put off: a launch of its own
     memory_limit, max_processes = limits.memory_limit, limits.max_processes
-    spare = launcher.spares.take(env) if command[:3] == probe_interpreter() else None
+    spare = pool.spares.take(env) if command[:3] == probe_interpreter() else None
     if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
         group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
         group.limit(memory_limit, max_processes)
@@ -244,12 +244,12 @@ def launch(
     try:
         request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
                            stop, record_memory)
-        return _launch(request, group, spare, launcher)
+        return _launch(request, group, spare, pool)
     finally:
         for used in (group, spare.group if spare is not None else None):
             if used is not None:
                 used.remove()  # the spare's own group too, when the job needed another; once each
-        launcher.spares.replenish()  # when none was started beside the script (it could not start, or was taken)
+        pool.spares.replenish()  # when none was started beside the script (it could not start, or was taken)
 
 
 def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
@@ -319,7 +319,7 @@ def _set_affinity(pid: int, cpus: "Iterable[int]") -> None:
 
 
 def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
-            launcher: ProcessPool) -> LaunchOutcome:
+            pool: ProcessPool) -> ProcessOutcome:
     command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
     started = time.perf_counter()
     proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
@@ -341,10 +341,10 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
             pump.start()
         # The next script's process starts now, beside this one: started once this one ended, its
         # interpreter's start-up was on the way from each script to the next (~30 ms a script).
-        launcher.spares.replenish()
+        pool.spares.replenish()
         # The script runs meanwhile; its logs are drained, its end noted by the waiter, its
         # limits held by the watch.
-        launcher.started()
+        pool.started()
     except KeyboardInterrupt:
         ctrl_c = True
         watch.interrupt()
@@ -390,7 +390,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     # Every process of the run has ended (the cgroup is empty): the group's count is final.
     cpu, cpu_method = run_cpu_time(waiter.rusage, joined, events, unwaited_cpu=monitor.unwaited_cpu_seconds)
     maxrss = int(waiter.rusage.ru_maxrss) * 1024 if waiter.rusage is not None else None  # Linux: KiB
-    outcome = LaunchOutcome(
+    outcome = ProcessOutcome(
         exit_code=exit_code,
         signal=sig,
         wall_time=wall,
@@ -551,7 +551,7 @@ def run_cpu_time(rusage: Any, group: cgroups.ScriptCgroup | None, events: list[d
     return None, None
 
 
-def cpu_time_of(outcome: LaunchOutcome | None, probe_cpu: float | None) -> tuple[float | None, str | None]:
+def cpu_time_of(outcome: ProcessOutcome | None, probe_cpu: float | None) -> tuple[float | None, str | None]:
     """``(cpu_time, cpu_method)`` for a result: the launch's figure, else the probe's own at the
     body's end (a process jaxrun could not reap), else unknown (null, never 0)."""
     if outcome is not None and outcome.cpu_time is not None:
@@ -572,7 +572,7 @@ def _joined(events: list[dict[str, Any]]) -> bool:
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C while a script ran: the tree is stopped and its partial outcome travels with this."""
 
-    def __init__(self, outcome: LaunchOutcome) -> None:
+    def __init__(self, outcome: ProcessOutcome) -> None:
         super().__init__()
         self.outcome = outcome
 

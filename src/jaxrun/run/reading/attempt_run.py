@@ -1,8 +1,8 @@
-"""What one attempt left: its launch (or none, when nothing could be launched) and everything
+"""What one attempt left: its process (or none, when nothing could be launched) and everything
 learnt from it, which run/reading/result.py turns into the script's result.
 
 Plain Python: the attempt loop (run/runner.py) holds one from before its first launch, and the
-modules that fill it in (the result models, the probe's report) are imported once a script's
+modules that fill it in (the result models, the probe's reading) are imported once a script's
 process has started.
 """
 
@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from jaxrun.results.models import Numerics, RunEnvironment
-    from jaxrun.run.process.process_watch import LaunchOutcome
+    from jaxrun.run.process.process_watch import ProcessOutcome
     from jaxrun.run.reading.classify import Classification
     from jaxrun.run.reading.job_run import JobRun
-    from jaxrun.run.reading.probe_report import ProbeReport
+    from jaxrun.run.reading.probe_reading import ProbeReading
 
 
 @dataclass
 class AttemptRun:
-    """One launch (or a launch that could not happen) and everything learnt from it."""
+    """One attempt's process (or processes, or none when none could start) and everything learnt from it."""
 
-    outcome: "LaunchOutcome | None"
+    outcome: "ProcessOutcome | None"
     failure: "Classification | None"
-    report: "ProbeReport | None" = None  # None: nothing was launched (run/reading/result.py reads an empty one)
+    reading: "ProbeReading | None" = None  # None: nothing was launched (run/reading/result.py reads an empty one)
     utilization: tuple[float | None, str | None] | None = None
     command: list[str] | None = None  # what the process ran
     numerics: "Numerics | None" = None  # read from its environment

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from jaxrun.config.options import RunOptions
-    from jaxrun.run.process.process_watch import LaunchOutcome
+    from jaxrun.run.process.process_watch import ProcessOutcome
 
 __all__ = ["Classification", "Evidence", "classification", "classify", "HINTS", "is_transient", "stderr_tail"]
 
@@ -206,7 +206,7 @@ class Evidence:
     peak_processes: int = 0
 
     @classmethod
-    def of(cls, outcome: "LaunchOutcome", options: "RunOptions", stderr_tail: str) -> "Evidence":
+    def of(cls, outcome: "ProcessOutcome", options: "RunOptions", stderr_tail: str) -> "Evidence":
         return cls(
             events=outcome.events, exit_code=outcome.exit_code, signal=outcome.signal, stderr_tail=stderr_tail,
             timed_out=outcome.timed_out, interrupted=outcome.interrupted, timeout=options.timeout,

@@ -1,5 +1,5 @@
 """A multi-process job's attempt (``--processes N``, run/process/process_group.py) read into one:
-each process's failure and probe report, the job's *lead* and its figures (README, "Multi-process
+each process's failure and probe reading, the job's *lead* and its figures (README, "Multi-process
 programs").
 
 The job's figures: its wall time from the first start to the last end; ``cpu_time`` and
@@ -18,10 +18,10 @@ from jaxrun.config.options import RunOptions
 from jaxrun.core.defaults import MiB
 from jaxrun.plan.job import Job
 from jaxrun.run.process.process_group import ProcessGroup, log_paths
-from jaxrun.run.process.process_watch import LaunchOutcome, cpu_time_of
+from jaxrun.run.process.process_watch import ProcessOutcome, cpu_time_of
 from jaxrun.run.reading.classify import Classification, Evidence, classify, stderr_tail
 from jaxrun.run.reading.compiles import totals
-from jaxrun.run.reading.probe_report import ProbeReport, memory_peak_mb, phases, read_probe_report
+from jaxrun.run.reading.probe_reading import ProbeReading, memory_peak_mb, phases, read_probe_events
 
 CPU_METHOD = "the sum over the job's processes, each: {method}"
 
@@ -31,8 +31,8 @@ class ProcessRun:
     """One process of the job, as its launch left it."""
 
     process_id: int
-    outcome: LaunchOutcome
-    report: ProbeReport
+    outcome: ProcessOutcome
+    reading: ProbeReading
     failure: Classification | None  # its own failure (a stopped process: "interrupted")
     stopped: str | None  # why jaxrun stopped it, when it had not failed itself
     stdout_log: Path
@@ -45,7 +45,7 @@ class JobRun:
 
     processes: list[ProcessRun]
     lead: ProcessRun  # whose error and phases are the job's: the first that failed, else process 0
-    outcome: LaunchOutcome  # the job's (see the module's docstring)
+    outcome: ProcessOutcome  # the job's (see the module's docstring)
     failure: Classification | None
 
 
@@ -63,12 +63,12 @@ def read_job(job: Job, options: RunOptions, group: ProcessGroup) -> JobRun:
     return JobRun(runs, lead, _job_outcome(lead, runs, group.started, interrupted), failure)
 
 
-def _process_run(job: Job, options: RunOptions, k: int, outcome: LaunchOutcome, stopped: str | None) -> ProcessRun:
+def _process_run(job: Job, options: RunOptions, k: int, outcome: ProcessOutcome, stopped: str | None) -> ProcessRun:
     stdout_log, stderr_log = log_paths(job, k)
     if stopped is not None and not outcome.interrupted:
         stopped = None  # it ended on its own before the stop reached it
     failure = classify(Evidence.of(outcome, options, stderr_tail(stderr_log)))
-    return ProcessRun(k, outcome, read_probe_report(outcome.events), failure, stopped, stdout_log, stderr_log)
+    return ProcessRun(k, outcome, read_probe_events(outcome.events), failure, stopped, stdout_log, stderr_log)
 
 
 def sum_known(values: list[float | None]) -> float | None:
@@ -76,11 +76,11 @@ def sum_known(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
 
 
-def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, interrupted: bool) -> LaunchOutcome:
+def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, interrupted: bool) -> ProcessOutcome:
     """The lead's outcome, with the job's wall time, CPU, memory and process counts."""
     last_end = max(run.outcome.started + run.outcome.wall_time for run in runs)
     first_start = min([started, *(run.outcome.started for run in runs)])
-    memory = sum_known([memory_peak_mb(run.outcome, run.report) for run in runs])
+    memory = sum_known([memory_peak_mb(run.outcome, run.reading) for run in runs])
     cpu = sum_known([run.outcome.cpu_time for run in runs])
     return dataclasses.replace(
         lead.outcome,
@@ -104,9 +104,9 @@ def process_results(job_run: JobRun) -> list[dict[str, object]]:
     """Each process's figures, as results/script_result.py's ``ProcessResult`` takes them."""
     results: list[dict[str, object]] = []
     for run in job_run.processes:
-        outcome, report, failure = run.outcome, run.report, run.failure
-        body, imports, work, _ = phases(report, outcome)
-        jit_seconds, compile_count, _, _ = totals(report.jax_loaded, report.compiles, report.compile_cache)
+        outcome, reading, failure = run.outcome, run.reading, run.failure
+        body, imports, work, _ = phases(reading, outcome)
+        jit_seconds, compile_count, _, _ = totals(reading.jax_loaded, reading.compiles, reading.compile_cache)
         own_failure = failure if run.stopped is None else None
         results.append(dict(
             process_id=run.process_id, success=failure is None,
@@ -114,8 +114,8 @@ def process_results(job_run: JobRun) -> list[dict[str, object]]:
             error_message=own_failure.message if own_failure else None, stopped=run.stopped,
             exit_code=outcome.exit_code, signal=outcome.signal, execution_time=outcome.wall_time,
             body_time=body, import_time=imports, jit_compile_time=jit_seconds, run_time=work,
-            cpu_time=cpu_time_of(outcome, report.cpu_time)[0], memory_peak=memory_peak_mb(outcome, report),
-            compile_count=compile_count, results=report.results,
+            cpu_time=cpu_time_of(outcome, reading.cpu_time)[0], memory_peak=memory_peak_mb(outcome, reading),
+            compile_count=compile_count, results=reading.results,
             stdout_log=str(run.stdout_log), stderr_log=str(run.stderr_log),
         ))
     return results

@@ -19,29 +19,29 @@ from jaxrun.results.models import (
     ScriptTimingProfile,
     TimelineEvent,
 )
-from jaxrun.run.process.process_watch import LaunchOutcome
-from jaxrun.run.reading.probe_report import ProbeReport
+from jaxrun.run.process.process_watch import ProcessOutcome
+from jaxrun.run.reading.probe_reading import ProbeReading
 
 MAX_EVENTS = 10_000
 
 
-def _memory(outcome: LaunchOutcome, report: ProbeReport, result: ScriptResult) -> ScriptMemoryProfile:
+def _memory(outcome: ProcessOutcome, reading: ProbeReading, result: ScriptResult) -> ScriptMemoryProfile:
     t0 = outcome.started
     host = [(round(t - t0, 4), round(b / MiB, 3)) for t, b in outcome.memory_series or ()]
-    profile = report.profile or {}
+    profile = reading.profile or {}
     device = {
         name: [(round(float(t) - t0, 4), round(float(mb), 3)) for t, mb in samples]
         for name, samples in (profile.get("device_samples") or {}).items()
     }
     peaks: dict[str, float | None] = {}
-    facts = report.device or {}
+    facts = reading.device or {}
     if facts.get("initialized"):
         platform = facts.get("platform") or "device"
         for i, peak in enumerate(facts.get("peak_bytes_per_device") or []):
             peaks[f"{platform}:{i}"] = None if peak is None else peak / MiB
     reason = None
     if not device:
-        if not report.jax_loaded:
+        if not reading.jax_loaded:
             reason = "the script did not import jax"
         elif not facts.get("initialized"):
             reason = "the script imported jax but never used a device"
@@ -56,18 +56,18 @@ def _memory(outcome: LaunchOutcome, report: ProbeReport, result: ScriptResult) -
     )
 
 
-def _timing(report: ProbeReport, result: ScriptResult) -> ScriptTimingProfile:
-    profile = report.profile or {}
+def _timing(reading: ProbeReading, result: ScriptResult) -> ScriptTimingProfile:
+    profile = reading.profile or {}
     events: list[TimelineEvent] = []
-    start = report.body_start
+    start = reading.body_start
     if start is not None:
-        if report.body_time is not None:
-            events.append(TimelineEvent(kind="body", start=0.0, end=report.body_time))
+        if reading.body_time is not None:
+            events.append(TimelineEvent(kind="body", start=0.0, end=reading.body_time))
         events += [TimelineEvent(kind="import", start=a - start, end=b - start, module=module,
                                  **({"statements": statements, "seconds": seconds} if statements > 1 else {}))
-                   for a, b, module, statements, seconds in report.imports]
+                   for a, b, module, statements, seconds in reading.imports]
         events += [TimelineEvent(kind=kind, start=a - start, end=b - start, program=program)  # type: ignore[arg-type]
-                   for kind, a, b, program in report.jit_phases]
+                   for kind, a, b, program in reading.jit_phases]
     events.sort(key=lambda e: (e.start, -e.end))
     dropped = max(0, len(events) - MAX_EVENTS)
     return ScriptTimingProfile(
@@ -78,8 +78,8 @@ def _timing(report: ProbeReport, result: ScriptResult) -> ScriptTimingProfile:
     )
 
 
-def script_profile(outcome: LaunchOutcome, report: ProbeReport, result: ScriptResult) -> ScriptProfile:
-    return ScriptProfile(memory=_memory(outcome, report, result), timing=_timing(report, result))
+def script_profile(outcome: ProcessOutcome, reading: ProbeReading, result: ScriptResult) -> ScriptProfile:
+    return ScriptProfile(memory=_memory(outcome, reading, result), timing=_timing(reading, result))
 
 
 def profile_metrics(result: ScriptResult, profile: ScriptProfile, files: dict[str, str]) -> dict[str, Any]:

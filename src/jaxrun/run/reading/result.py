@@ -1,4 +1,4 @@
-"""What an attempt left (its process's outcome, the probe's report, how it failed: an
+"""What an attempt left (its process's outcome, the probe's reading, how it failed: an
 :class:`~jaxrun.run.reading.attempt_run.AttemptRun`) and the
 :class:`~jaxrun.results.models.ScriptResult` of a script's run, built from its attempts. Imported once a
 script's process has started (run/attempt.py), never on the way to its first line: the result
@@ -21,40 +21,40 @@ from jaxrun.results import result_files
 from jaxrun.results.models import Attempt, ProcessResult, RunEnvironment, ScriptResult
 from jaxrun.results.provenance import script_identity
 from jaxrun.run.process.environment import chosen_index, numerics_of, setup_padding
-from jaxrun.run.process.process_watch import LaunchOutcome, cpu_time_of
+from jaxrun.run.process.process_watch import ProcessOutcome, cpu_time_of
 from jaxrun.run.process.transfers import guard_variables, transfer_stats
 from jaxrun.run.reading.attempt_run import AttemptRun
 from jaxrun.run.reading.classify import Classification, Evidence, classify, stderr_tail
 from jaxrun.run.reading.compiles import recompile_warnings, totals
 from jaxrun.run.reading.job_run import JobRun, process_results
-from jaxrun.run.reading.probe_report import (
+from jaxrun.run.reading.probe_reading import (
     MEMORY_METHOD,
-    ProbeReport,
+    ProbeReading,
     cell_timings,
     device_memory,
     live_array_bytes,
     memory_peak_mb,
     phases,
-    read_probe_report,
+    read_probe_events,
 )
 from jaxrun.run.reading.profiled_run import profile_metrics, script_profile
 
 
-def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: LaunchOutcome,
+def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: ProcessOutcome,
                   job_run: JobRun | None, utilization: "tuple[float | None, str | None] | None",
                   cpus: tuple[int, ...] | None = None) -> AttemptRun:
-    """What one launched attempt left: how it failed (if it did), the probe's report, the
+    """What one launched attempt left: how it failed (if it did), the probe's reading, the
     variables it ran with (and ``cpus``, the cores it was pinned to)."""
     if job_run is not None:
-        failure, report = job_run.failure, job_run.lead.report
+        failure, reading = job_run.failure, job_run.lead.reading
     else:
         failure = classify(Evidence.of(outcome, options, stderr_tail(job.stderr_log)))
-        report = read_probe_report(outcome.events)
+        reading = read_probe_events(outcome.events)
     environment = RunEnvironment(mode="isolated" if options.isolate_env else "inherited", set=options.env or {},
                                  variables=len(env),
                                  setup_padding=setup_padding(env) if options.randomize_setup else None,
                                  cpus=list(cpus) if cpus else None)
-    return AttemptRun(outcome, failure, report, utilization, command=command, numerics=numerics_of(env),
+    return AttemptRun(outcome, failure, reading, utilization, command=command, numerics=numerics_of(env),
                       environment=environment, guard_env=guard_variables(env), processes=job_run)
 
 
@@ -104,7 +104,7 @@ def _content_hash(job: Job) -> str | None:
         return None
 
 
-def _process_warnings(outcome: LaunchOutcome | None, failed: bool) -> list[str]:
+def _process_warnings(outcome: ProcessOutcome | None, failed: bool) -> list[str]:
     if outcome is None:
         return []
     found = list(outcome.log_errors)  # a log the disk would not take: the script ran on, its log stops short
@@ -154,15 +154,15 @@ def _read(source: object, fields: dict[str, str]) -> dict[str, object]:
     return {} if source is None else {name: getattr(source, attr) for name, attr in fields.items()}
 
 
-def _launched(run: AttemptRun, report: ProbeReport, outcome: LaunchOutcome, platform: str | None,
+def _launched(run: AttemptRun, reading: ProbeReading, outcome: ProcessOutcome, platform: str | None,
               job: Job, lead: object) -> dict[str, object]:
     """What only a launched attempt has: its process tree's memory, its logs, its transfers."""
     logs = lead if lead is not None else job
     return {
-        "traceback": report.traceback, "memory_peak": memory_peak_mb(outcome, report), "memory_method": MEMORY_METHOD,
-        "transfers": transfer_stats(outcome.transfers, run.guard_env, jax_loaded=report.jax_loaded,
-                                    platform=(report.device or {}).get("platform") or platform,
-                                    script_set=report.transfer_guard_set),
+        "traceback": reading.traceback, "memory_peak": memory_peak_mb(outcome, reading), "memory_method": MEMORY_METHOD,
+        "transfers": transfer_stats(outcome.transfers, run.guard_env, jax_loaded=reading.jax_loaded,
+                                    platform=(reading.device or {}).get("platform") or platform,
+                                    script_set=reading.transfer_guard_set),
         "stdout_log": str(logs.stdout_log), "stderr_log": str(logs.stderr_log),  # type: ignore[attr-defined]
     }
 
@@ -177,18 +177,18 @@ def build_result(
     started_at: str,
 ) -> ScriptResult:
     outcome, failure = run.outcome, run.failure
-    report = run.report if run.report is not None else ProbeReport()
-    jit_seconds, compile_count, cache_hits, cache_misses = totals(report.jax_loaded, report.compiles, report.compile_cache)
-    device_peak, device_reason = device_memory(report)
-    device = report.device or {}
+    reading = run.reading if run.reading is not None else ProbeReading()
+    jit_seconds, compile_count, cache_hits, cache_misses = totals(reading.jax_loaded, reading.compiles, reading.compile_cache)
+    device_peak, device_reason = device_memory(reading)
+    device = reading.device or {}
     utilisation, utilisation_reason = run.utilization or (
         None, f"utilisation is only measurable on NVIDIA GPUs (ran on {platform or 'no device'})")
     passed = failure is None
     job_run = run.processes  # --processes N: the job's figures and its lead's (run/reading/job_run.py)
     lead = job_run.lead if job_run is not None else None
     # The probe's own CPU figure is one process's: never a job's stand-in.
-    cpu_seconds, cpu_method = cpu_time_of(outcome, report.cpu_time if job_run is None else None)
-    body_time, import_time, run_seconds, phases_note = phases(report, lead.outcome if lead is not None else outcome)
+    cpu_seconds, cpu_method = cpu_time_of(outcome, reading.cpu_time if job_run is None else None)
+    body_time, import_time, run_seconds, phases_note = phases(reading, lead.outcome if lead is not None else outcome)
     result = ScriptResult(
         script_name=job.name,
         script_path=str(job.script),
@@ -205,8 +205,8 @@ def build_result(
                   for name, source in options.sources.items() if source == "script"},
         **_read(failure, _FROM_FAILURE),
         **_read(outcome, _FROM_OUTCOME),
-        **(_launched(run, report, outcome, platform, job, lead) if outcome is not None else {}),
-        hint=_hint(failure, report.warnings, options.python),
+        **(_launched(run, reading, outcome, platform, job, lead) if outcome is not None else {}),
+        hint=_hint(failure, reading.warnings, options.python),
         device_requested=options.device,
         device_used=platform,
         device_index=chosen_index(options.device, platform),
@@ -217,8 +217,8 @@ def build_result(
         body_time=body_time,
         import_time=import_time,
         run_time=run_seconds,
-        drain_time=report.drain_time,
-        ended_by=report.ended_by,
+        drain_time=reading.drain_time,
+        ended_by=reading.ended_by,
         phases_note=phases_note,
         cpu_time=cpu_seconds,
         cpu_method=cpu_method,
@@ -228,27 +228,27 @@ def build_result(
         device_utilization_reason=utilisation_reason,
         jit_compile_time=jit_seconds,
         compile_count=compile_count,
-        compiles=report.compiles,
-        compile_environment=report.compile_environment,
-        live_array_bytes=live_array_bytes(report),
+        compiles=reading.compiles,
+        compile_environment=reading.compile_environment,
+        live_array_bytes=live_array_bytes(reading),
         cache_hits=cache_hits,
         cache_misses=cache_misses,
-        compile_time_saved=report.compile_time_saved if cache_hits is not None else None,
+        compile_time_saved=reading.compile_time_saved if cache_hits is not None else None,
         # A split that is not exact is worth a look on a run that passed (a failed one says why it ended).
-        warnings=[*report.warnings, *recompile_warnings(report.compiles), *_process_warnings(outcome, failure is not None),
+        warnings=[*reading.warnings, *recompile_warnings(reading.compiles), *_process_warnings(outcome, failure is not None),
                   *([f"phases: {phases_note}"] if phases_note and passed else [])],
         content_hash=_content_hash(job),
         options_key=options.key,
         processes=_processes(job_run),
         output_files=_list_outputs(job.output_dir),
-        results=job_run.processes[0].report.results if job_run is not None else report.results,
+        results=job_run.processes[0].reading.results if job_run is not None else reading.results,
         started_at=started_at,
         finished_at=now_iso(),
-        warm=_warm_summary(options.entry, report.calls) if options.entry and report.calls else None,
-        cells=cell_timings(report, lead.outcome if lead is not None else outcome),
+        warm=_warm_summary(options.entry, reading.calls) if options.entry and reading.calls else None,
+        cells=cell_timings(reading, lead.outcome if lead is not None else outcome),
     )
     if options.enable_profiling and outcome is not None:
-        profile = script_profile(outcome, report, result)
+        profile = script_profile(outcome, reading, result)
         folder = job.results_dir / result_files.PROFILING_DIR
         files = {"memory_profile": str(folder / result_files.MEMORY_PROFILE),
                  "timing_profile": str(folder / result_files.TIMING_PROFILE)}

@@ -1,4 +1,6 @@
-"""Comparing runs: per-phase verdicts, comparison reports, the history's runs and checks."""
+"""Comparing runs: per-phase verdicts, the comparison's record (`ComparisonReport`, the one
+model whose name says "report" without being the HTML report: kept, it is public), the history's
+runs and checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Turn what the probe reported (its events) and what the parent measured into result fields."""
+"""What the probe's event file says (a :class:`ProbeReading`: its events read into one object),
+and with what the parent measured, the result fields made of it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from typing import Any, Callable
 from jaxrun.core.defaults import MONITOR_INTERVAL, MiB
 from jaxrun.probe import events as ev
 from jaxrun.results.models import CellTiming, CompileStats, WarmCall
-from jaxrun.run.process.process_watch import LaunchOutcome
+from jaxrun.run.process.process_watch import ProcessOutcome
 from jaxrun.run.reading.compiles import add_event, add_program
 
 
 @dataclass
-class ProbeReport:
+class ProbeReading:
+    """What the probe's event file says: every event of one process, read (:func:`read_probe_events`)."""
+
     jax_loaded: bool = False
     body_time: float | None = None
     import_time: float | None = None
@@ -50,45 +53,45 @@ class ProbeReport:
     cell_starts: dict[int, float] = field(default_factory=dict)  # perf_counter at each cell's start
 
 
-def _compile(report: ProbeReport, event: ev.Compile) -> None:
-    add_event(report.compiles, event)
+def _compile(reading: ProbeReading, event: ev.Compile) -> None:
+    add_event(reading.compiles, event)
     at, seconds = float(event["at"]), float(event.get("s") or 0.0)
     phase = "cache_load" if event.get("cached") else str(event["phase"])
-    report.jit_phases.append((phase, at - seconds, at, str(event["fun"])))
+    reading.jit_phases.append((phase, at - seconds, at, str(event["fun"])))
 
 
-def _body(report: ProbeReport, event: ev.Body) -> None:
-    if report.body_start is None:
-        report.body_start = event["at"]
+def _body(reading: ProbeReading, event: ev.Body) -> None:
+    if reading.body_start is None:
+        reading.body_start = event["at"]
 
 
-def _record(report: ProbeReport, event: ev.Record) -> None:
+def _record(reading: ProbeReading, event: ev.Record) -> None:
     if isinstance(event.get("values"), dict):
-        report.results.update(event["values"])
+        reading.results.update(event["values"])
 
 
-def _call(report: ProbeReport, event: ev.Call) -> None:
+def _call(reading: ProbeReading, event: ev.Call) -> None:
     live = event.get("live_array_bytes")
-    report.calls.append(WarmCall(index=int(event["index"]), seconds=float(event["seconds"]),
+    reading.calls.append(WarmCall(index=int(event["index"]), seconds=float(event["seconds"]),
                                  compile_time=float(event["compile_time"]),
                                  live_array_bytes=int(live) if live is not None else None))
 
 
-def _notebook(report: ProbeReport, event: ev.Notebook) -> None:
+def _notebook(reading: ProbeReading, event: ev.Notebook) -> None:
     """Every code cell, "not run" until a CELL event starts it."""
-    report.cells = {index: CellTiming(index=index, source=str(source), outcome="not run")
+    reading.cells = {index: CellTiming(index=index, source=str(source), outcome="not run")
                     for index, source in enumerate(event["cells"], 1)}
 
 
-def _cell(report: ProbeReport, event: ev.Cell) -> None:
+def _cell(reading: ProbeReading, event: ev.Cell) -> None:
     """A cell's start (its first line) or its end (seconds, outcome): one CellTiming a cell."""
-    cells = report.cells = report.cells if report.cells is not None else {}
+    cells = reading.cells = reading.cells if reading.cells is not None else {}
     index = int(event["index"])
     cell = cells.get(index)
     if cell is None or cell.outcome == "not run":  # its start
         cell = CellTiming(index=index, source=str(event.get("source", cell.source if cell else "")),
                           outcome="not finished")
-    report.cell_starts.setdefault(index, float(event["at"]))
+    reading.cell_starts.setdefault(index, float(event["at"]))
     if "s" in event:
         outputs = event.get("outputs")
         cell = cell.model_copy(update={
@@ -98,58 +101,58 @@ def _cell(report: ProbeReport, event: ev.Cell) -> None:
     cells[index] = cell
 
 
-def _end(report: ProbeReport, event: ev.End) -> None:
-    report.body_start = event["body_start"]
-    report.body_time = event["body_time"]
-    report.import_time = event["import_time"]
-    report.compile_wall_time = float(event["compile_wall_time"])
-    report.run_time = event["run_time"]
-    report.drain_time = event["drain_time"]
-    report.ended_by = event["ended_by"]
-    report.phases_notes = [str(note) for note in event["phases_notes"]]
-    report.cpu_time = event["cpu_time"]
+def _end(reading: ProbeReading, event: ev.End) -> None:
+    reading.body_start = event["body_start"]
+    reading.body_time = event["body_time"]
+    reading.import_time = event["import_time"]
+    reading.compile_wall_time = float(event["compile_wall_time"])
+    reading.run_time = event["run_time"]
+    reading.drain_time = event["drain_time"]
+    reading.ended_by = event["ended_by"]
+    reading.phases_notes = [str(note) for note in event["phases_notes"]]
+    reading.cpu_time = event["cpu_time"]
     kb = event["peak_rss_kb"]
-    report.peak_rss_bytes = None if kb is None else int(kb) * 1024
-    report.device = event["device"]
-    report.compile_cache = event["compile_cache"]
-    report.compile_environment = event.get("compile_environment")
-    report.imports = [_import_block(item) for item in event.get("imports") or ()]
+    reading.peak_rss_bytes = None if kb is None else int(kb) * 1024
+    reading.device = event["device"]
+    reading.compile_cache = event["compile_cache"]
+    reading.compile_environment = event.get("compile_environment")
+    reading.imports = [_import_block(item) for item in event.get("imports") or ()]
 
 
-# What each event adds to the report (their fields: probe/events.py). START, EXIT and the
-# exception's type are the classifier's (run/reading/classify.py) and the launcher's (run/process/process_watch.py).
-_READERS: dict[str, Callable[[ProbeReport, Any], None]] = {
-    ev.JAX_LOADED: lambda report, event: setattr(report, "jax_loaded", True),
+# What each event adds to the reading (their fields: probe/events.py). START, EXIT and the
+# exception's type are the classifier's (run/reading/classify.py) and the process watcher's (run/process/process_watch.py).
+_READERS: dict[str, Callable[[ProbeReading, Any], None]] = {
+    ev.JAX_LOADED: lambda reading, event: setattr(reading, "jax_loaded", True),
     ev.COMPILE: _compile,
-    ev.PROGRAM: lambda report, event: add_program(report.compiles, event, report.input_fingerprints),
+    ev.PROGRAM: lambda reading, event: add_program(reading.compiles, event, reading.input_fingerprints),
     ev.BODY: _body,
-    ev.PROFILE: lambda report, event: setattr(report, "profile", event),
-    ev.CACHE_SAVED: lambda report, event: setattr(
-        report, "compile_time_saved", report.compile_time_saved + max(0.0, float(event["s"]))),
+    ev.PROFILE: lambda reading, event: setattr(reading, "profile", event),
+    ev.CACHE_SAVED: lambda reading, event: setattr(
+        reading, "compile_time_saved", reading.compile_time_saved + max(0.0, float(event["s"]))),
     ev.RECORD: _record,
     ev.CALL: _call,
-    ev.EXCEPTION: lambda report, event: setattr(report, "traceback", event["traceback"]),
-    ev.PROBE_WARNING: lambda report, event: report.warnings.append(str(event["message"])),
+    ev.EXCEPTION: lambda reading, event: setattr(reading, "traceback", event["traceback"]),
+    ev.PROBE_WARNING: lambda reading, event: reading.warnings.append(str(event["message"])),
     ev.END: _end,
-    ev.TRANSFER_GUARD: lambda report, event: setattr(report, "transfer_guard_set", str(event["setting"])),
+    ev.TRANSFER_GUARD: lambda reading, event: setattr(reading, "transfer_guard_set", str(event["setting"])),
     ev.CELL: _cell,
     ev.NOTEBOOK: _notebook,
 }
 
 
-def read_probe_report(events: list[ev.Event]) -> ProbeReport:
-    """The probe's events, folded into one report. A line that does not match its definition
+def read_probe_events(events: list[ev.Event]) -> ProbeReading:
+    """The probe's events, folded into one reading. A line that does not match its definition
     (an older probe, a damaged file) is skipped, never a crash: the figures it held are unknown."""
-    report = ProbeReport()
+    reading = ProbeReading()
     for event in events:
         reader = _READERS.get(str(event.get(ev.TYPE)))
         if reader is None:
             continue
         try:
-            reader(report, event)
+            reader(reading, event)
         except (KeyError, TypeError, ValueError):
-            report.warnings.append(f"jaxrun could not read a {event.get(ev.TYPE)} event of the probe: {ev.problems(event) or 'bad values'}")  # type: ignore[arg-type]
-    return report
+            reading.warnings.append(f"jaxrun could not read a {event.get(ev.TYPE)} event of the probe: {ev.problems(event) or 'bad values'}")  # type: ignore[arg-type]
+    return reading
 
 
 MEMORY_METHOD = (
@@ -159,20 +162,20 @@ MEMORY_METHOD = (
 )
 
 
-def memory_peak_mb(outcome: LaunchOutcome, report: ProbeReport) -> float | None:
+def memory_peak_mb(outcome: ProcessOutcome, reading: ProbeReading) -> float | None:
     """Peak host memory of the script's processes, shared pages counted once (:data:`MEMORY_METHOD`)."""
     # Not outcome.maxrss_bytes: the kernel's ru_maxrss survives fork+exec, so it would report the
-    # launcher's own peak (a jaxrun holding 800 MiB would make every script "use" 800 MiB).
-    candidates = [outcome.sampled_peak_rss_bytes or None, report.peak_rss_bytes]
+    # parent's own peak (a jaxrun holding 800 MiB would make every script "use" 800 MiB).
+    candidates = [outcome.sampled_peak_rss_bytes or None, reading.peak_rss_bytes]
     known = [c for c in candidates if c]
     return max(known) / MiB if known else None
 
 
-def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
+def device_memory(reading: ProbeReading) -> tuple[float | None, str | None]:
     """Peak device memory over the devices the script used, or why it is unknown."""
-    if not report.jax_loaded:
+    if not reading.jax_loaded:
         return None, "the script did not import jax"
-    device = report.device
+    device = reading.device
     if device is None:
         return None, "the script ended before the probe could read device memory"
     if not device.get("initialized"):
@@ -183,49 +186,49 @@ def device_memory(report: ProbeReport) -> tuple[float | None, str | None]:
     return max(peaks) / MiB, None
 
 
-def phases(report: ProbeReport, outcome: LaunchOutcome | None) -> tuple[float | None, float | None, float | None, str | None]:
+def phases(reading: ProbeReading, outcome: ProcessOutcome | None) -> tuple[float | None, float | None, float | None, str | None]:
     """``(body_time, import_time, run_time, phases_note)``. The probe measures the partition
     (probe/phases.py); a process stopped from outside before its END event (a timeout, a kill)
     has its body measured here, from its BODY event to the process's end, its split unknown."""
-    notes = list(report.phases_notes)
-    if report.body_time is not None:
-        run = report.run_time
-        if run is None and report.import_time is not None:  # an END event of an older probe
-            run = report.body_time - report.import_time - report.compile_wall_time
-        return report.body_time, report.import_time, run, "; ".join(notes) or None
-    if report.body_start is None or outcome is None:
+    notes = list(reading.phases_notes)
+    if reading.body_time is not None:
+        run = reading.run_time
+        if run is None and reading.import_time is not None:  # an END event of an older probe
+            run = reading.body_time - reading.import_time - reading.compile_wall_time
+        return reading.body_time, reading.import_time, run, "; ".join(notes) or None
+    if reading.body_start is None or outcome is None:
         return None, None, None, None
     ended = outcome.started + outcome.wall_time
     how = "stopped at the time limit" if outcome.timed_out else (
         f"killed by signal {outcome.signal}" if outcome.signal is not None else "ended without reporting")
     note = (f"the process was {how} before the probe could report its phases: body_time measured by "
             "jaxrun up to the process's end; import and run time unknown")
-    return max(0.0, ended - float(report.body_start)), None, None, note
+    return max(0.0, ended - float(reading.body_start)), None, None, note
 
 
-def cell_timings(report: ProbeReport, outcome: LaunchOutcome | None) -> list[CellTiming] | None:
+def cell_timings(reading: ProbeReading, outcome: ProcessOutcome | None) -> list[CellTiming] | None:
     """A notebook's cells as they ran. A cell the process was stopped in from outside (a
     timeout, a kill: no end of its own) ran from its start to the process's end, as the body
     is measured then (:func:`phases`); null only when that end is unknown."""
-    if report.cells is None:
+    if reading.cells is None:
         return None
     ended = outcome.started + outcome.wall_time if outcome is not None else None
     cells = []
-    for index, cell in report.cells.items():
-        start = report.cell_starts.get(index)
+    for index, cell in reading.cells.items():
+        start = reading.cell_starts.get(index)
         if cell.seconds is None and ended is not None and start is not None:
             cell = cell.model_copy(update={"seconds": max(0.0, ended - start)})
         cells.append(cell)
     return cells
 
 
-def live_array_bytes(report: ProbeReport) -> int | None:
+def live_array_bytes(reading: ProbeReading) -> int | None:
     """Bytes of the jax.Arrays alive when the body ended; None without JAX or when the probe could
     not read them (the body did not end in the probe's hands)."""
-    if not report.jax_loaded or not isinstance(report.device, dict):
+    if not reading.jax_loaded or not isinstance(reading.device, dict):
         return None
-    live = report.device.get("live_array_bytes")
-    if live is None and report.device.get("initialized") is False:
+    live = reading.device.get("live_array_bytes")
+    if live is None and reading.device.get("initialized") is False:
         return 0  # no backend was started: no array existed
     return int(live) if isinstance(live, (int, float)) else None
 

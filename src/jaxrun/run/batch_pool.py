@@ -1,7 +1,7 @@
-"""The :class:`Launcher`: a batch's process pool (run/process/process_pool.py: the spare process
+"""The :class:`BatchPool`: a batch's process pool (run/process/process_pool.py: the spare process
 and the set-up put off until a script runs) with the attempt it is handed to. A batch passes
-``launcher.attempt`` as the ``attempt`` of :func:`jaxrun.run.execute.run_job`: run/attempt.py's
-:func:`~jaxrun.run.attempt.launch_attempt`, given this pool to start its processes from. The pool
+``pool.attempt`` as the ``attempt`` of :func:`jaxrun.run.execute.run_job`: run/attempt.py's
+:func:`~jaxrun.run.attempt.make_attempt`, given this pool to start its processes from. The pool
 itself knows nothing of attempts.
 
 The ``jaxrun`` command makes one before it even imports its CLI, to start a spare process
@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from jaxrun.run.reading.attempt_run import AttemptRun
 
 
-class Launcher(ProcessPool):
+class BatchPool(ProcessPool):
     def attempt(self, *args: Any) -> "AttemptRun":
-        """:func:`jaxrun.run.attempt.launch_attempt` with this pool (the ``attempt`` of
+        """:func:`jaxrun.run.attempt.make_attempt` with this pool (the ``attempt`` of
         :func:`jaxrun.run.execute.run_job`)."""
-        from jaxrun.run.attempt import launch_attempt
+        from jaxrun.run.attempt import make_attempt
 
-        return launch_attempt(*args, launcher=self)
+        return make_attempt(*args, pool=self)
