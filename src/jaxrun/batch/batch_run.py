@@ -15,7 +15,7 @@ from jaxrun.core.formatting import plural
 from jaxrun.core.startup_trace import mark
 from jaxrun.errors import ResultsWriteError, UsageError
 from jaxrun.outputs.declarations import output_files
-from jaxrun.outputs.history_sink import benchmarks
+from jaxrun.outputs.history_opener import benchmarks
 from jaxrun.plan.job import Jobs
 from jaxrun.plan.sink import BaseSink, Sink, Sinks
 

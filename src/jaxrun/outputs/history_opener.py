@@ -11,6 +11,12 @@ from jaxrun.errors import UsageError
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
     from jaxrun.judge.history import HistoryStore
+    from jaxrun.plan.job import Job
+
+
+def benchmarks(job: "Job") -> bool:
+    """Whether a job's own settings benchmark it (its history is then opened before anything runs)."""
+    return job.run_options is not None and bool(job.run_options.benchmark_runs)
 
 
 class HistoryOpener:

@@ -21,6 +21,7 @@ from jaxrun.judge.cache_misses import nearest_miss
 from jaxrun.judge.compile_history import CachedBefore, CompileRun
 from jaxrun.judge.history import HistoryStore, history_run_from_benchmark
 from jaxrun.errors import UsageError
+from jaxrun.outputs.history_opener import benchmarks
 from jaxrun.probe.channel import valid_text
 from jaxrun.results.models import RegressionCheck
 from jaxrun.plan.sink import BaseSink
@@ -155,11 +156,6 @@ def used_jax(result: "ScriptResult") -> bool:
 def _when(loaded: CachedBefore) -> str:
     """``2026-11-24 06:10:34`` from an ISO time."""
     return loaded.recorded_at[:19].replace("T", " ")
-
-
-def benchmarks(job: "Job") -> bool:
-    """Whether a job's own settings benchmark it."""
-    return job.run_options is not None and bool(job.run_options.benchmark_runs)
 
 
 def _sink(opener: "HistoryOpener", context: "OutputContext", problem: str | None = None) -> HistorySink:
