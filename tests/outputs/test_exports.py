@@ -36,6 +36,7 @@ def _run(tmp_path: Path, label: str, seconds: float) -> Path:
     return out
 
 
+@pytest.mark.slow  # the module's two benchmarked batches (the runs fixture): ~3 s on an idle 2-core machine
 def test_run_exports_hold_every_raw_sample_and_one_row_per_script(runs: Path) -> None:
     tmp_path, out = runs, runs / "base_results"
     exported = load(tmp_path / "base.json")
@@ -56,6 +57,7 @@ def test_run_exports_hold_every_raw_sample_and_one_row_per_script(runs: Path) ->
     assert "| a_short.py | ok |" in markdown and "| b_shorter.py | ok |" in markdown
 
 
+@pytest.mark.slow  # the runs fixture, as above
 def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path: Path) -> None:
     base, new = runs / "base_results", runs / "new_results"
     done = jaxrun("compare", base, new, "--metric", "run_time", "--json", "--export-json", tmp_path / "c.json",

@@ -116,6 +116,7 @@ def test_a_sweep_over_batch_and_devices_is_a_table_and_a_plot_against_batch(tmp_
         assert line["y"] == [files[f"batch={b},devices={devices}"]["memory_peak"] for b in (8, 16, 32)]
 
 
+@pytest.mark.slow  # a sweep run and its report read in headless Chromium: ~3.8 s on an idle 2-core machine
 def test_a_sweep_of_no_numeric_parameter_is_a_table_that_says_why_there_is_no_plot(tmp_path: Path,
                                                                                    jaxrun_cli) -> None:
     results = _sweep(jaxrun_cli, tmp_path, "batch=8", "mode=a,c")

@@ -26,11 +26,13 @@ def _ranked(line: str) -> list[str]:
 def test_slowest_and_fastest_are_one_ranking_with_failed_and_kept_scripts(tmp_path: Path) -> None:
     src = tmp_path / "src"
     write(src, "quick.py", NO_JAX + "print('quick')\n")
-    write(src, "mid.py", NO_JAX + "import time\ntime.sleep(0.4)\n")
-    write(src, "fails.py", NO_JAX + "import time\ntime.sleep(0.8)\nraise ValueError('boom')\n")
+    # A second apart: a script's start varies by tenths of a second on a loaded machine (quick.py,
+    # run again alone by --resume, once took 0.62 s where mid.py's kept 0.4 s sleep took less).
+    write(src, "mid.py", NO_JAX + "import time\ntime.sleep(1.0)\n")
+    write(src, "fails.py", NO_JAX + "import time\ntime.sleep(2.0)\nraise ValueError('boom')\n")
     write(src, "slow.py", NO_JAX + "import time\ntime.sleep(60)\n")  # stopped by the time limit: the slowest
     results = tmp_path / "r"
-    done = jaxrun("run", src, "--results-dir", results, "--no-history", "--timeout", "2.5", "-q")
+    done = jaxrun("run", src, "--results-dir", results, "--no-history", "--timeout", "4", "-q")
     assert done.returncode == 1, done.stderr
     summary = load(results / "jax_execution_results.json")["performance_summary"]
     # A failed script (a timeout) is where the batch's time went: the file names it as the terminal does.
@@ -41,7 +43,7 @@ def test_slowest_and_fastest_are_one_ranking_with_failed_and_kept_scripts(tmp_pa
 
     # quick.py changes: --resume runs it again and keeps the three others, which stay in the ranking.
     write(src, "quick.py", NO_JAX + "print('quick, changed')\n")
-    again = jaxrun("run", src, "--results-dir", results, "--no-history", "--timeout", "2.5", "-q", "--resume")
+    again = jaxrun("run", src, "--results-dir", results, "--no-history", "--timeout", "4", "-q", "--resume")
     assert again.returncode == 1, again.stderr
     batch = load(results / "jax_execution_results.json")
     assert sum(r["kept"] for r in batch["script_results"]) == 3
