@@ -24,16 +24,14 @@ def installed(group: str, kind: type[T]) -> tuple[dict[str, T], dict[str, str]]:
     """The declarations of ``group``'s entry points, by name, and for each one that could not be
     loaded (its import failed, or it names something that is not a ``kind``) why, in a few words.
     A name is the declaration's own ``name`` when it has one."""
-    import importlib
-
     found: dict[str, T] = {}
     problems: dict[str, str] = {}
-    for name, value in named(group).items():
+    points = named(group)
+    if points:  # importlib.metadata's own loader, imported only when a package declared something
+        from importlib.metadata import EntryPoint
+    for name, value in points.items():
         try:
-            module, _, attribute = value.partition(":")
-            loaded: Any = importlib.import_module(module.strip())
-            for part in attribute.strip().split(".") if attribute.strip() else ():
-                loaded = getattr(loaded, part)
+            loaded: Any = EntryPoint(name, value, group).load()
         except Exception as exc:  # noqa: BLE001 - a broken plugin is said, not raised from deep inside it
             problems[name] = f"{value} could not be loaded: {type(exc).__name__}: {exc}".splitlines()[0]
             continue

@@ -10,7 +10,6 @@ for a name that is not built in. docs/ARCHITECTURE.md, "Add a backend", is the r
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, NamedTuple
 
 from jaxrun.core.extras import Extra, require
@@ -57,13 +56,11 @@ DEFAULT = "local"
 
 def names() -> tuple[str, ...]:
     """What ``--backend`` accepts: the built-in backends, then the installed ones."""
-    return (*(b.name for b in BUILT_IN.values() if b.chosen), *(n for n in _installed() if n not in BUILT_IN))
+    return _names(installed(GROUP, Backend)[0])
 
 
-@functools.cache
-def _installed() -> dict[str, Backend]:
-    found, _ = installed(GROUP, Backend)
-    return found
+def _names(found: dict[str, Backend]) -> tuple[str, ...]:
+    return (*(b.name for b in BUILT_IN.values() if b.chosen), *(n for n in found if n not in BUILT_IN))
 
 
 def backend_named(name: str) -> Backend:
@@ -74,7 +71,7 @@ def backend_named(name: str) -> Backend:
     if name in found:
         return found[name]
     why = f" (the installed backend {problems[name]})" if name in problems else ""
-    raise UsageError(f"unknown backend {shorten_middle(repr(name), 60)}{why}: choose one of {', '.join(names())}")
+    raise UsageError(f"unknown backend {shorten_middle(repr(name), 60)}{why}: choose one of {', '.join(_names(found))}")
 
 
 def of_batch(options: "BatchOptions") -> Backend:
