@@ -77,10 +77,13 @@ def _environment() -> list[list[object]]:
 
 def _save(path: Any, content: dict[str, Any]) -> None:
     """Written whole or not at all; a cache folder jaxrun cannot write costs only the next read."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temporary.write_text(json.dumps(content), encoding="utf-8")
         os.replace(temporary, path)
     except OSError:
-        pass
+        try:
+            temporary.unlink()  # its own half-written file (a full disk): never left behind
+        except OSError:
+            pass
