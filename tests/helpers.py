@@ -508,8 +508,8 @@ def crafted_sample(index: int, wall: float | None, *, warmup: bool = False, succ
     for figure in SCRIPT_FIGURES:
         if figure.sampled and figure.name not in figures and not set(figure.aliases) & set(figures):
             figures[figure.name] = 0.01 * wall if figure.kind == "seconds" else _CRAFTED_BY_KIND[figure.kind]
-    return RunSample(index=index, warmup=warmup, success=success, error_class=None if success else "script_error",
-                     **figures)
+    return RunSample.model_validate(dict(index=index, warmup=warmup, success=success,  # as a file is read
+                                         error_class=None if success else "script_error", **figures))
 
 
 _CRAFTED_BY_KIND = {"mib": 50.0, "bytes": 1024.0, "count": 1.0, "ratio": 0.5}

@@ -2,7 +2,7 @@
 
 The public API is re-exported here explicitly. Names are resolved lazily so that ``import
 jaxrun`` (done by every script that calls :func:`jaxrun.record`, inside the probe) stays cheap
-and never imports jax, pydantic or the CLI until they are used.
+and never imports jax, the result models or the CLI until they are used.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Too few steady-state samples for the test to reach p < alpha give "too few runs 
 never a regression.
 
 pytest loads entry-point plugins in every session of the environment, so this module imports
-neither jax nor pydantic: they are imported when a benchmark runs or a file is read or written.
+neither jax nor the result models: they are imported when a benchmark runs or a file is read or written.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--jax-benchmark-compare", metavar="BASELINE_JSON", default=None,
                     help="Compare each benchmark with the same test in a file written by --jax-benchmark-json.")
     # Validated as jaxrun.config.options.VerdictOptions, whose defaults these are (imported only when used:
-    # pydantic would add to every pytest start-up).
+    # the options' declarations would add to every pytest start-up).
     group.addoption("--jax-benchmark-min-effect", type=float, default=DEFAULT_MIN_EFFECT, metavar="FRACTION",
                     help=f"Smallest change in the median counted as slower/faster (default {DEFAULT_MIN_EFFECT}).")
     group.addoption("--jax-benchmark-alpha", type=float, default=DEFAULT_ALPHA, metavar="P",

@@ -137,7 +137,7 @@ def test_real_runs_of_a_script_made_much_slower(tmp_path: Path) -> None:
             RunSample(
                 index=i, warmup=i == 0, success=r.success, wall_time=r.execution_time, body_time=r.body_time,
                 compile_time=r.jit_compile_time or 0.0,
-                steady_time=r.body_time - (r.jit_compile_time or 0.0), memory_peak=r.memory_peak,
+                run_time=r.body_time - (r.jit_compile_time or 0.0), memory_peak=r.memory_peak,
             )
             for i, r in enumerate(runs)
         ]

@@ -38,7 +38,7 @@ def make_run(
     samples = [RunSample(index=0, warmup=True, success=True, wall_time=2.0, body_time=1.5)]
     samples += [
         RunSample(index=i, warmup=False, success=True, wall_time=w, body_time=w * 0.8, compile_time=0.1,
-                  steady_time=w * 0.8 - 0.1, memory_peak=123.0)
+                  run_time=w * 0.8 - 0.1, memory_peak=123.0)
         for i, w in enumerate(walls)
     ]
     return HistoryRun(

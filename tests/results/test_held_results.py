@@ -17,7 +17,7 @@ import pytest
 from helpers import write
 
 from jaxrun.judge.benchmark_runs import benchmarking_section, script_benchmark
-from jaxrun.results import result_files
+from jaxrun.results import model_json, result_files
 from jaxrun.results.batch_summary import (
     assemble_batch,
     figures_of,
@@ -80,8 +80,9 @@ def assorted() -> list[ScriptResult]:
         result("nan_recorded", results={"nan": float("nan")}),  # JSON would give "NaN" back: held as it is
         result("tuple_recorded", results={"pair": (1, 2)}),  # JSON would give a list back: held as it is
         result("nan_figure", memory_peak=float("nan")),
-        result("notebook", cells=[CellTiming(index=1, source="x = 1", outcome="ok", outputs=[("stdout", "hi\n")])]),
-        result("profiled", profile=profile, performance_metrics={"trace_dir": "/r/traces/profiled"}),
+        result("notebook", cells=[CellTiming(index=1, source="x = 1", outcome="ok").model_copy(
+            update={"outputs": [("stdout", "hi\n")]})]),
+        result("profiled", performance_metrics={"trace_dir": "/r/traces/profiled"}).model_copy(update={"profile": profile}),
         result("not_unicode\udcff", script_path="/work/scripts/not_unicode\udcff.py"),
         result("ünïcødé", warnings=["a program compiled 3 times"]),
         benchmarked,
@@ -304,13 +305,14 @@ def test_each_result_is_serialized_once(tmp_path: Path, monkeypatch) -> None:
     for i in range(n):
         write(tmp_path / "s", f"s{i:03d}.py", RESULT_LINE)
     dumped: list[str] = []
-    real = ScriptResult.model_dump_json
+    real = model_json.exact_json_text
 
-    def counting(self, *args, **kw):  # type: ignore[no-untyped-def]
-        dumped.append(self.script_name)
-        return real(self, *args, **kw)
+    def counting(model, *args, **kw):  # type: ignore[no-untyped-def]
+        if isinstance(model, ScriptResult):
+            dumped.append(model.script_name)
+        return real(model, *args, **kw)
 
-    monkeypatch.setattr(ScriptResult, "model_dump_json", counting)
+    monkeypatch.setattr(model_json, "exact_json_text", counting)
     batch = run_instant_batch(tmp_path / "s", tmp_path / "r")
     monkeypatch.undo()
     assert sorted(dumped) == sorted(r.script_name for r in batch.script_results)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from helpers import FORK_BOMB, jaxrun, survivors, write
-from pydantic import BaseModel
 
 from jaxrun.results import result_files
 from jaxrun.run.process import cgroups
@@ -115,7 +114,7 @@ def assert_valid_results(results: Path) -> dict:
     for path in files:
         name = "script_result" if path.parent.name == "script_results" else models.get(path.name)
         assert name is not None, f"unexpected JSON file {path}"
-        model: type[BaseModel] = result_files.schema_model(name)
+        model = result_files.schema_model(name)
         model.model_validate_json(path.read_bytes())  # raises on any invalid file
     return json.loads((results / result_files.EXECUTION_RESULTS).read_text(encoding="utf-8"))
 

@@ -12,7 +12,6 @@ make every other pair's ratio lean one way.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from jaxrun.core.validate import split_device
 from jaxrun.errors import DeviceProbeError, UsageError
 from jaxrun.run.process.placement import FixedPlacement, Slot
 
-__all__ = ["DuetHalves", "Pairing", "duet_halves", "machine_halves", "models_built", "pairing", "side_by_side"]
+__all__ = ["DuetHalves", "Pairing", "duet_halves", "machine_halves", "pairing", "side_by_side"]
 
 T = TypeVar("T")
 
@@ -117,21 +116,6 @@ def pairing(duet: bool | None, run_options: Mapping[str, object]) -> "Pairing":
         if duet:
             raise
         return None, str(exc).replace("--duet ", "a duet ", 1)
-
-
-@functools.cache
-def models_built() -> None:
-    """Every result model built, once, in this thread: pydantic builds a model on its first use
-    (results/base_model.py: ``defer_build``), and the two runs of a duet pair, finishing together in
-    two threads, could build one at once and check a result against a half-built validator."""
-    from pydantic import BaseModel
-
-    from jaxrun.results import models
-
-    for name in models.__all__:
-        model = getattr(models, name)
-        if isinstance(model, type) and issubclass(model, BaseModel) and model is not models.MappingModel:
-            model.model_rebuild()
 
 
 def side_by_side(first: Callable[[], T], second: Callable[[], T]) -> tuple[T, T]:

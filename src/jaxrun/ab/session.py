@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from jaxrun.ab.duet import DuetHalves, Pairing, models_built, side_by_side
+from jaxrun.ab.duet import DuetHalves, Pairing, side_by_side
 from jaxrun.ab.runs import ScriptRuns, script_runs
 from jaxrun.ab.sides import Side
 from jaxrun.config.ab_options import PairedOptions
@@ -127,8 +127,6 @@ def run_script_pairs(session: Session, key: str) -> PairedRuns:
     started = time.monotonic()
     least = pairs_needed(verdict.alpha)
     each = {side.label: _runs(session, side, key) for side in (base, new)}
-    if halves is not None:
-        models_built()  # before the pairs' two threads
 
     def run(side: Side, number: int, half: int | None) -> ScriptResult:
         return each[side.label].run(session.results_dir / side.label.lower() / f"pair{number:03d}",

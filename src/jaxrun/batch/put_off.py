@@ -16,16 +16,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def build_result_models() -> None:
-    """Build what pydantic builds at a model's first use (results/base_model.py: defer_build) for the
-    models every script's result goes through, and import the code that turns an ended process
-    into its result (run/reading/result.py and what it imports), so that the first result is not kept
-    waiting for them after its script's last line."""
-    from jaxrun.results.models import BatchResult, ScriptResult
+def import_result_code() -> None:
+    """Import the code that turns an ended process into its result (run/reading/result.py, the
+    result models and what they import), so that the first result is not kept waiting for it
+    after its script's last line."""
     from jaxrun.run.reading import result  # noqa: F401 - imported for the first result's sake
-
-    for model in (ScriptResult, BatchResult):
-        model.model_rebuild()
 
 
 class PutOffStartUp:
@@ -34,7 +29,7 @@ class PutOffStartUp:
             plan.go_on,  # the rest of a large folder's plan
             lambda: outputs.files().begin(),  # the result files' sinks made, the batch files' first version
             lambda: outputs.reports.build() if outputs.reports is not None else None,  # the reports' sinks
-            build_result_models,
+            import_result_code,
         ]
 
     def __call__(self) -> None:

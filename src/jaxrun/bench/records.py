@@ -5,9 +5,9 @@ helpers."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta
 
 from jaxrun.bench.format import fmt_bytes, fmt_rate, fmt_seconds, text_table
 from jaxrun.core.formatting import plural
@@ -25,8 +25,8 @@ class PeakTrial(MappingModel):
 
     kind: Literal["matmul", "copy"]
     dtype: str
-    size: int = Field(description="Matrix side for a matmul, element count for the copy")
-    best_seconds: float = Field(description="Fastest per-call time of the samples")
+    size: Annotated[int, Meta(description="Matrix side for a matmul, element count for the copy")]
+    best_seconds: Annotated[float, Meta(description="Fastest per-call time of the samples")]
     median_seconds: float
     flops_per_s: float | None = None
     bytes_per_s: float | None = None
@@ -41,16 +41,18 @@ class DevicePeaks(MappingModel):
     device_count: int
     jax_version: str
     host: str
-    flops_per_s_float32: float | None = Field(None, description="Best matmul FLOP/s in float32 (the fastest "
-                                              "call of the fastest size)")
-    flops_per_s_bfloat16: float | None = Field(None, description="Best matmul FLOP/s in bfloat16")
-    bytes_per_s: float | None = Field(
-        None, description="Copy bandwidth, bytes read + written per second: x + 1 over 256 MiB of float32, "
+    flops_per_s_float32: Annotated[float | None, Meta(description=(
+        "Best matmul FLOP/s in float32 (the fastest "
+        "call of the fastest size)"
+    ))] = None
+    flops_per_s_bfloat16: Annotated[float | None, Meta(description="Best matmul FLOP/s in bfloat16")] = None
+    bytes_per_s: Annotated[float | None, Meta(description=(
+        "Copy bandwidth, bytes read + written per second: x + 1 over 256 MiB of float32, "
         "in place (the input donated, so no fresh output is allocated inside the timed loop)"
-    )
+    ))] = None
     trials: list[PeakTrial] = []
     measured_at: str
-    measure_seconds: float | None = Field(None, description="Wall time spent measuring these peaks")
+    measure_seconds: Annotated[float | None, Meta(description="Wall time spent measuring these peaks")] = None
 
     def flops_per_s(self, dtype: str) -> float | None:
         """The peak for ``dtype``: bfloat16/float16 use the bfloat16 peak, anything else float32."""
@@ -71,20 +73,20 @@ _FRACTION = "Achieved (median call) over the peak: at most 1, since a peak is ne
 class Roofline(MappingModel):
     """Where a computation sits against the device's peaks (roofline model)."""
 
-    dtype: str = Field(description="Which FLOP/s peak was used (float32 or bfloat16)")
+    dtype: Annotated[str, Meta(description="Which FLOP/s peak was used (float32 or bfloat16)")]
     achieved_flops_per_s: float | None = None
     achieved_bytes_per_s: float | None = None
-    peak_flops_per_s: float | None = Field(None, description=_PEAK_FLOPS)
-    peak_bytes_per_s: float | None = Field(None, description=_PEAK_BYTES)
-    peak_flops_source: str | None = Field(None, description=_FLOPS_SOURCE)
-    peak_bandwidth_source: str | None = Field(None, description=_BYTES_SOURCE)
-    fraction_of_peak_flops: float | None = Field(None, description=_FRACTION)
-    fraction_of_peak_bandwidth: float | None = Field(None, description=_FRACTION)
-    arithmetic_intensity: float | None = Field(None, description="FLOPs per byte accessed")
-    ridge_point: float | None = Field(None, description="peak FLOP/s / peak bytes/s, in FLOPs per byte")
-    bound: Literal["compute", "memory"] | None = Field(
-        None, description="compute if the arithmetic intensity reaches the ridge point, else memory"
-    )
+    peak_flops_per_s: Annotated[float | None, Meta(description=_PEAK_FLOPS)] = None
+    peak_bytes_per_s: Annotated[float | None, Meta(description=_PEAK_BYTES)] = None
+    peak_flops_source: Annotated[str | None, Meta(description=_FLOPS_SOURCE)] = None
+    peak_bandwidth_source: Annotated[str | None, Meta(description=_BYTES_SOURCE)] = None
+    fraction_of_peak_flops: Annotated[float | None, Meta(description=_FRACTION)] = None
+    fraction_of_peak_bandwidth: Annotated[float | None, Meta(description=_FRACTION)] = None
+    arithmetic_intensity: Annotated[float | None, Meta(description="FLOPs per byte accessed")] = None
+    ridge_point: Annotated[float | None, Meta(description="peak FLOP/s / peak bytes/s, in FLOPs per byte")] = None
+    bound: Annotated[Literal["compute", "memory"] | None, Meta(description=(
+        "compute if the arithmetic intensity reaches the ridge point, else memory"
+    ))] = None
     warnings: list[str] = []
 
 
@@ -92,56 +94,69 @@ class Measurement(MappingModel):
     """``jaxrun.bench.measure``: one jitted function, compile phases and steady-state calls."""
 
     name: str
-    device: str | None = Field(None, description="platform:id (device kind) the function ran on")
+    device: Annotated[str | None, Meta(description="platform:id (device kind) the function ran on")] = None
     jax_version: str | None = None
-    trace_time: float = Field(description="Seconds of jax.jit(fn).trace(...)")
-    lower_time: float = Field(description="Seconds of .lower()")
-    compile_time: float = Field(description="Seconds of .compile()")
-    compile_cached: bool = Field(
-        False, description="XLA did not compile: the executable came from a cache (compile_time is small)"
-    )
-    first_call: float = Field(description="Seconds of the first call after compiling, to the result being ready")
+    trace_time: Annotated[float, Meta(description="Seconds of jax.jit(fn).trace(...)")]
+    lower_time: Annotated[float, Meta(description="Seconds of .lower()")]
+    compile_time: Annotated[float, Meta(description="Seconds of .compile()")]
+    compile_cached: Annotated[bool, Meta(description=(
+        "XLA did not compile: the executable came from a cache (compile_time is small)"
+    ))] = False
+    first_call: Annotated[float, Meta(description=(
+        "Seconds of the first call after compiling, to the result being ready"
+    ))]
     warmup_calls: int = 0
-    inner_loops: int = Field(description="Calls per timed sample (calibrated)")
-    num_samples: int | None = Field(
-        None, description="Timed samples taken (each inner_loops calls): as many as time_budget holds, within "
-        "[min_samples, max_samples], or the number asked for (null in files from before it was recorded)")
-    num_samples_from: Literal["time_budget", "min_samples", "max_samples", "samples"] | None = Field(
-        None, description="What set num_samples: the time budget; min_samples (the budget holds fewer: a slow "
-        "function takes longer than time_budget); max_samples (it holds more); or samples=N asked for")
-    time_budget: float | None = Field(
-        None, description="Seconds of steady-state timing aimed for (calibration and samples; not compiling "
-        "or warm-up); it also sets each sample's length (>= time_budget / max_samples, >= 1 ms)")
-    sampling_time: float | None = Field(
-        None, description="Seconds actually spent calibrating and taking the samples")
-    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
-    steady: Statistics = Field(description="Statistics of the per-call seconds")
-    compiles_during_timing: int = Field(0, description="Compilations seen while timing (should be 0)")
-    num_devices: int = Field(1, description="Devices the compiled program runs on (SPMD partitions)")
-    flops: float | None = Field(None, description="FLOPs of one call, every loop iteration counted, summed over "
-                                "devices; where they come from: cost_source. Null when unknown (a loop whose "
-                                "trip count depends on the data, a host callback): warnings say why")
-    cost_source: str | None = Field(
-        None,
-        description='"xla" (the compiled cost analysis; the program has no loop), "xla_trip_counts" (the same, '
+    inner_loops: Annotated[int, Meta(description="Calls per timed sample (calibrated)")]
+    num_samples: Annotated[int | None, Meta(description=(
+        "Timed samples taken (each inner_loops calls): as many as time_budget holds, within "
+        "[min_samples, max_samples], or the number asked for (null in files from before it was recorded)"
+    ))] = None
+    num_samples_from: Annotated[Literal["time_budget", "min_samples", "max_samples", "samples"] | None, Meta(description=(
+        "What set num_samples: the time budget; min_samples (the budget holds fewer: a slow "
+        "function takes longer than time_budget); max_samples (it holds more); or samples=N asked for"
+    ))] = None
+    time_budget: Annotated[float | None, Meta(description=(
+        "Seconds of steady-state timing aimed for (calibration and samples; not compiling "
+        "or warm-up); it also sets each sample's length (>= time_budget / max_samples, >= 1 ms)"
+    ))] = None
+    sampling_time: Annotated[float | None, Meta(description=(
+        "Seconds actually spent calibrating and taking the samples"
+    ))] = None
+    samples: Annotated[list[float], Meta(description="Seconds per call, one value per sample, in run order")] = []
+    steady: Annotated[Statistics, Meta(description="Statistics of the per-call seconds")]
+    compiles_during_timing: Annotated[int, Meta(description="Compilations seen while timing (should be 0)")] = 0
+    num_devices: Annotated[int, Meta(description="Devices the compiled program runs on (SPMD partitions)")] = 1
+    flops: Annotated[float | None, Meta(description=(
+        "FLOPs of one call, every loop iteration counted, summed over "
+        "devices; where they come from: cost_source. Null when unknown (a loop whose "
+        "trip count depends on the data, a host callback): warnings say why"
+    ))] = None
+    cost_source: Annotated[str | None, Meta(description=(
+        '"xla" (the compiled cost analysis; the program has no loop), "xla_trip_counts" (the same, '
         "with each loop's body counted by its trip count: XLA alone counts it once), \"jaxpr\" (FLOPs counted "
-        "from the jaxpr with trip counts, bytes a lower bound: no usable XLA analysis), or null (unknown)",
-    )
-    bytes_accessed: float | None = Field(None, description="Bytes read and written, from the same source as flops")
-    transcendentals: float | None = Field(None, description="From the same source as flops (null for jaxpr)")
-    argument_bytes: int | None = Field(None, description="From the compiled memory analysis")
+        "from the jaxpr with trip counts, bytes a lower bound: no usable XLA analysis), or null (unknown)"
+    ))] = None
+    bytes_accessed: Annotated[float | None, Meta(description=(
+        "Bytes read and written, from the same source as flops"
+    ))] = None
+    transcendentals: Annotated[float | None, Meta(description=(
+        "From the same source as flops (null for jaxpr)"
+    ))] = None
+    argument_bytes: Annotated[int | None, Meta(description="From the compiled memory analysis")] = None
     output_bytes: int | None = None
     temp_bytes: int | None = None
     generated_code_bytes: int | None = None
-    peak_dtype: str | None = Field(None, description="Which FLOP/s peak the fractions use")
-    achieved_flops_per_s: float | None = Field(None, description="FLOPs over the median call's seconds")
-    achieved_bytes_per_s: float | None = Field(None, description="Bytes accessed over the median call's seconds")
-    peak_flops_per_s: float | None = Field(None, description=_PEAK_FLOPS)
-    peak_bytes_per_s: float | None = Field(None, description=_PEAK_BYTES)
-    peak_flops_source: str | None = Field(None, description=_FLOPS_SOURCE)
-    peak_bandwidth_source: str | None = Field(None, description=_BYTES_SOURCE)
-    fraction_of_peak_flops: float | None = Field(None, description=_FRACTION)
-    fraction_of_peak_bandwidth: float | None = Field(None, description=_FRACTION)
+    peak_dtype: Annotated[str | None, Meta(description="Which FLOP/s peak the fractions use")] = None
+    achieved_flops_per_s: Annotated[float | None, Meta(description="FLOPs over the median call's seconds")] = None
+    achieved_bytes_per_s: Annotated[float | None, Meta(description=(
+        "Bytes accessed over the median call's seconds"
+    ))] = None
+    peak_flops_per_s: Annotated[float | None, Meta(description=_PEAK_FLOPS)] = None
+    peak_bytes_per_s: Annotated[float | None, Meta(description=_PEAK_BYTES)] = None
+    peak_flops_source: Annotated[str | None, Meta(description=_FLOPS_SOURCE)] = None
+    peak_bandwidth_source: Annotated[str | None, Meta(description=_BYTES_SOURCE)] = None
+    fraction_of_peak_flops: Annotated[float | None, Meta(description=_FRACTION)] = None
+    fraction_of_peak_bandwidth: Annotated[float | None, Meta(description=_FRACTION)] = None
     arithmetic_intensity: float | None = None
     ridge_point: float | None = None
     bound: Literal["compute", "memory"] | None = None
@@ -156,17 +171,16 @@ class Measurement(MappingModel):
         return measurement_text(self)
 
 class BatchScalingRow(MappingModel):
-    size: int = Field(description="Batch size (leading axis of every input)")
-    time: float | None = Field(None, description="Median seconds per batched call")
+    size: Annotated[int, Meta(description="Batch size (leading axis of every input)")]
+    time: Annotated[float | None, Meta(description="Median seconds per batched call")] = None
     ci_low: float | None = None
     ci_high: float | None = None
-    per_item: float | None = Field(None, description="time / size")
-    items_per_s: float | None = Field(None, description="size / time")
-    speedup_per_item: float | None = Field(
-        None,
-        description="Efficiency vs the baseline batch: per-item time at the baseline size / per-item "
-        "time at this size (> 1: batching makes each item cheaper)",
-    )
+    per_item: Annotated[float | None, Meta(description="time / size")] = None
+    items_per_s: Annotated[float | None, Meta(description="size / time")] = None
+    speedup_per_item: Annotated[float | None, Meta(description=(
+        "Efficiency vs the baseline batch: per-item time at the baseline size / per-item "
+        "time at this size (> 1: batching makes each item cheaper)"
+    ))] = None
     compile_time: float | None = None
     steady: Statistics | None = None
 
@@ -176,7 +190,7 @@ class BatchScaling(MappingModel):
 
     name: str
     device: str | None = None
-    baseline_size: int = Field(description="The batch size speedup_per_item is relative to (1 if measured)")
+    baseline_size: Annotated[int, Meta(description="The batch size speedup_per_item is relative to (1 if measured)")]
     rows: list[BatchScalingRow] = []
     warnings: list[str] = []
 
@@ -190,9 +204,9 @@ class TimedCall(MappingModel):
     """One function's steady-state calls, timed in-process."""
 
     name: str
-    steady: Statistics = Field(description="Statistics of the per-call seconds")
-    samples: list[float] = Field([], description="Seconds per call, one value per sample, in run order")
-    inner_loops: int = Field(1, description="Calls per timed sample (calibrated)")
+    steady: Annotated[Statistics, Meta(description="Statistics of the per-call seconds")]
+    samples: Annotated[list[float], Meta(description="Seconds per call, one value per sample, in run order")] = []
+    inner_loops: Annotated[int, Meta(description="Calls per timed sample (calibrated)")] = 1
 
 
 class Speedup(MappingModel):
@@ -200,12 +214,12 @@ class Speedup(MappingModel):
 
     fast: TimedCall
     reference: TimedCall
-    ratio: float | None = Field(None, description="Speed-up: median reference time / median fast time")
-    ci_low: float | None = Field(None, description="Bootstrap 95% CI of the ratio of medians")
+    ratio: Annotated[float | None, Meta(description="Speed-up: median reference time / median fast time")] = None
+    ci_low: Annotated[float | None, Meta(description="Bootstrap 95% CI of the ratio of medians")] = None
     ci_high: float | None = None
     rtol: float
     atol: float
-    leaves_checked: int = Field(description="Output leaves compared before timing")
+    leaves_checked: Annotated[int, Meta(description="Output leaves compared before timing")]
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     warnings: list[str] = []
@@ -220,21 +234,29 @@ class FitCheck(MappingModel):
     """``jaxrun.bench.fits``: whether a function's compiled program fits in what its device can
     still give, from XLA's memory analysis, without running it."""
 
-    fits: bool | None = Field(description="None when the backend gives no memory analysis or no limit (see reason)")
-    program: str = Field(description="The program, as jaxrun names it: jit(step)")
-    device: str = Field(description="The device it was compiled for, e.g. cpu:0 (cpu)")
-    memory: ProgramMemory | None = Field(None, description="XLA's memory analysis of the program (per device)")
-    needed_bytes: int | None = Field(
-        None, description="What a call must still allocate: the program's total, less its inputs already on the device"
-    )
-    resident_bytes: int | None = Field(None, description="Bytes of its inputs already on the device (given as "
-                                                         "arrays there); 0 for jax.ShapeDtypeStruct inputs")
-    free_bytes: int | None = Field(None, description="What the device can still give: limit - in use")
-    limit_bytes: int | None = Field(None, description="The most the device (on CPU, this process) may hold")
+    fits: Annotated[bool | None, Meta(description=(
+        "None when the backend gives no memory analysis or no limit (see reason)"
+    ))]
+    program: Annotated[str, Meta(description="The program, as jaxrun names it: jit(step)")]
+    device: Annotated[str, Meta(description="The device it was compiled for, e.g. cpu:0 (cpu)")]
+    memory: Annotated[ProgramMemory | None, Meta(description=(
+        "XLA's memory analysis of the program (per device)"
+    ))] = None
+    needed_bytes: Annotated[int | None, Meta(description=(
+        "What a call must still allocate: the program's total, less its inputs already on the device"
+    ))] = None
+    resident_bytes: Annotated[int | None, Meta(description=(
+        "Bytes of its inputs already on the device (given as "
+        "arrays there); 0 for jax.ShapeDtypeStruct inputs"
+    ))] = None
+    free_bytes: Annotated[int | None, Meta(description="What the device can still give: limit - in use")] = None
+    limit_bytes: Annotated[int | None, Meta(description="The most the device (on CPU, this process) may hold")] = None
     in_use_bytes: int | None = None
-    source: str | None = Field(None, description="Where the limit comes from: memory_stats()'s bytes_limit, a "
-                                                 "cgroup's memory limit, /proc/meminfo's MemAvailable, ...")
-    reason: str | None = Field(None, description="Why it does not fit, or why it is unknown")
+    source: Annotated[str | None, Meta(description=(
+        "Where the limit comes from: memory_stats()'s bytes_limit, a "
+        "cgroup's memory limit, /proc/meminfo's MemAvailable, ..."
+    ))] = None
+    reason: Annotated[str | None, Meta(description="Why it does not fit, or why it is unknown")] = None
 
     def __str__(self) -> str:
         return fit_text(self)
@@ -243,10 +265,10 @@ class FitCheck(MappingModel):
 class LeafBytes(MappingModel):
     """One leaf of a pytree and the memory it holds."""
 
-    path: str = Field(description="jax.tree_util.keystr of the leaf, e.g. ['params']['w']")
+    path: Annotated[str, Meta(description="jax.tree_util.keystr of the leaf, e.g. ['params']['w']")]
     shape: list[int] | None = None
     dtype: str | None = None
-    nbytes: int | None = Field(None, description="None for leaves that are not arrays or numbers")
+    nbytes: Annotated[int | None, Meta(description="None for leaves that are not arrays or numbers")] = None
 
 
 class PytestBenchmarks(MappingModel):
@@ -257,8 +279,8 @@ class PytestBenchmarks(MappingModel):
     host: str
     jaxrun_version: str
     jax_version: str | None = None
-    benchmarks: dict[str, Measurement] = Field({}, description="Per test node id (one call per test)")
-    baseline: str | None = Field(None, description="The baseline file compared against, if any")
+    benchmarks: Annotated[dict[str, Measurement], Meta(description="Per test node id (one call per test)")] = {}
+    baseline: Annotated[str | None, Meta(description="The baseline file compared against, if any")] = None
     comparisons: list[ScriptComparison] = []
 
 

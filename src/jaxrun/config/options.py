@@ -716,7 +716,7 @@ class VerdictOptions(_Options):
     @checks("metric")
     def _metric(value: Any, name: str) -> str | None:
         from jaxrun.results.benchmark_result import (
-            resolve_metric,  # the models (pydantic): only when a metric is named
+            resolve_metric,  # the models: only when a metric is named
         )
 
         return None if value is None else resolve_metric(value)

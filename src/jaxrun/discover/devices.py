@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # What the way to the first script reads of the facts (whether JAX imports, each platform's
 # availability, backend, error and device ids) is read from their JSON as it is; the validated
-# model (pydantic: ~100 ms to import and build) is made when a result needs it (DeviceFacts.record).
+# model is made when a result needs it (DeviceFacts.record).
 SCHEMA = 2  # results/base_model.py's SCHEMA_VERSION of the facts cached here; another is probed again
 
 
@@ -68,14 +68,15 @@ class DeviceFacts:
     def record(self) -> "DeviceInfo":
         """The facts as the results hold them (validated once, on first use)."""
         if self._record is None:
-            from pydantic import ValidationError
+            from msgspec import ValidationError
 
+            from jaxrun.results.model_json import misfit
             from jaxrun.results.models import DeviceInfo
 
             try:
                 self._record = DeviceInfo.model_validate(self.data)
             except ValidationError as exc:
-                raise DeviceProbeError(f"the cached device facts cannot be read ({exc.errors()[0]['msg']}); "
+                raise DeviceProbeError(f"the cached device facts cannot be read ({misfit(exc)}); "
                                        "`jaxrun devices --refresh` reads them again") from None
         return self._record
 
@@ -192,14 +193,15 @@ def _probe_child(python: str | None = None) -> "DeviceInfo":
             )
         with open(out, encoding="utf-8") as handle:
             data = json.load(handle)
-    from pydantic import ValidationError
+    from msgspec import ValidationError
 
+    from jaxrun.results.model_json import misfit
     from jaxrun.results.models import DeviceInfo
 
     try:
         facts = DeviceInfo.model_validate(data)
     except ValidationError as exc:
-        raise DeviceProbeError(f"the device probe returned facts jaxrun cannot read: {exc}") from None
+        raise DeviceProbeError(f"the device probe returned facts jaxrun cannot read: {misfit(exc)}") from None
     return _with_available_devices(with_install_advice(facts))
 
 

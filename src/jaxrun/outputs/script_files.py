@@ -43,7 +43,7 @@ class ScriptFileSink(BaseSink):
         self._last = None
         text = result_files.dump_json(result)
         path = result_files.script_result_file(job.results_dir, job.file_name)
-        result_files.atomic_write_text(path, (result_files.dump_escaped(result) if text is None else text) + "\n",
+        result_files.atomic_write_text(path, (result_files.dump_text(result) if text is None else text) + "\n",
                                       durable=False)
         self._last = (result, text)
 

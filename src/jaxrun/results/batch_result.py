@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated
 
-from pydantic import Field, field_serializer
+import msgspec
+from msgspec import Meta
 
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
 from jaxrun.results.benchmark_result import BenchmarkingSection
@@ -16,7 +17,7 @@ class SkippedScript(MappingModel):
     script_name: str
     script_path: str
     reason: str
-    origin: str | None = Field(None, description="Where the skip was set")
+    origin: Annotated[str | None, Meta(description="Where the skip was set")] = None
 
 
 class BatchMetadata(MappingModel):
@@ -32,57 +33,78 @@ class BatchMetadata(MappingModel):
     scripts_successful: int
     scripts_failed: int
     search_paths: list[str]
-    unreadable_paths: list[str] = Field(
-        [], description="What discovery could not read and skipped (\"path: reason\"): folders it "
+    unreadable_paths: Annotated[list[str], Meta(description=(
+        "What discovery could not read and skipped (\"path: reason\"): folders it "
         "could not list, files it could not open, notebooks that are not valid, files a bound of discovery left "
         "undecided"
-    )
+    ))] = []
     results_dir: str
     host: str
     python_version: str
-    python: str | None = Field(
-        None, description="The interpreter the scripts ran under when it was not jaxrun's own (--python); "
+    python: Annotated[str | None, Meta(description=(
+        "The interpreter the scripts ran under when it was not jaxrun's own (--python); "
         "jax_version and python_version are then that interpreter's"
-    )
-    complete: bool = Field(False, description="False while the batch is still running or was cut off")
-    scripts_xfailed: int = Field(0, description="Scripts expected to fail (xfail) that failed: not a batch failure")
-    scripts_xpassed: int = Field(0, description="Scripts expected to fail that passed (a failure with strict_xfail)")
+    ))] = None
+    complete: Annotated[bool, Meta(description="False while the batch is still running or was cut off")] = False
+    scripts_xfailed: Annotated[int, Meta(description=(
+        "Scripts expected to fail (xfail) that failed: not a batch failure"
+    ))] = 0
+    scripts_xpassed: Annotated[int, Meta(description=(
+        "Scripts expected to fail that passed (a failure with strict_xfail)"
+    ))] = 0
     strict_xfail: bool = False
-    fail_on_regression: bool = Field(
-        False, description="Whether a regression against the history fails the batch (--fail-on-regression)")
-    skipped: list[SkippedScript] = Field([], description="Scripts a skip setting left out, with the reason")
-    config_file: str | None = Field(None, description="The config file the batch read (null: none)")
-    history_problem: str | None = Field(
-        None, description="Why the history could not be read or written during the batch (\"<path>: <SQLite's "
-        "message>\"): the benchmarks from then on were neither recorded nor judged; null when it could")
-    compile_cache_warning: str | None = Field(
-        None, description="Why the persistent compilation cache folder the scripts use cannot be written, naming "
-        "it (checked once before the batch; null: it can, or there is none)")
+    fail_on_regression: Annotated[bool, Meta(description=(
+        "Whether a regression against the history fails the batch (--fail-on-regression)"
+    ))] = False
+    skipped: Annotated[list[SkippedScript], Meta(description="Scripts a skip setting left out, with the reason")] = []
+    config_file: Annotated[str | None, Meta(description="The config file the batch read (null: none)")] = None
+    history_problem: Annotated[str | None, Meta(description=(
+        "Why the history could not be read or written during the batch (\"<path>: <SQLite's "
+        "message>\"): the benchmarks from then on were neither recorded nor judged; null when it could"
+    ))] = None
+    compile_cache_warning: Annotated[str | None, Meta(description=(
+        "Why the persistent compilation cache folder the scripts use cannot be written, naming "
+        "it (checked once before the batch; null: it can, or there is none)"
+    ))] = None
 
 
 
 class PerformanceSummary(MappingModel):
-    total_execution_time: float | None = Field(
-        None, description="Seconds, every process run counted (each benchmark run and warm-up too)"
-    )
-    average_execution_time: float | None = Field(None, description="Seconds, mean of the scripts' execution_time")
-    median_execution_time: float | None = Field(None, description="Seconds, their median")
-    total_body_time: float | None = Field(None, description="Seconds, sum of the scripts' body_time")
-    total_jit_compile_time: float | None = Field(None, description="Seconds, sum of the scripts' jit_compile_time")
+    total_execution_time: Annotated[float | None, Meta(description=(
+        "Seconds, every process run counted (each benchmark run and warm-up too)"
+    ))] = None
+    average_execution_time: Annotated[float | None, Meta(description=(
+        "Seconds, mean of the scripts' execution_time"
+    ))] = None
+    median_execution_time: Annotated[float | None, Meta(description="Seconds, their median")] = None
+    total_body_time: Annotated[float | None, Meta(description="Seconds, sum of the scripts' body_time")] = None
+    total_jit_compile_time: Annotated[float | None, Meta(description=(
+        "Seconds, sum of the scripts' jit_compile_time"
+    ))] = None
     total_compile_count: int | None = None
-    peak_memory_mb: float | None = Field(None, description="MiB (2^20 bytes), largest memory_peak of a script")
-    peak_device_memory_mb: float | None = Field(
-        None, description="MiB (2^20 bytes), largest device_memory_peak (null on CPU)")
-    average_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), mean of the scripts' memory_peak")
-    peak_memory_usage: float | None = Field(None, description="MiB (2^20 bytes), the executor API's name for peak_memory_mb")
-    device_utilization: float | None = Field(
-        None, description="0-1, mean of the scripts' device_utilization (null where none was measurable)"
-    )
-    fastest_script: str | None = Field(
-        None, description="<name> of the script with the shortest execution_time; every script with a time counts "
-        "(a failed one, one kept by --resume), as in the terminal's 'slowest:' line; null: none has a time")
-    slowest_script: str | None = Field(None, description="<name> of the script with the longest execution_time (the "
-                                       "first of the terminal's 'slowest:' line)")
+    peak_memory_mb: Annotated[float | None, Meta(description=(
+        "MiB (2^20 bytes), largest memory_peak of a script"
+    ))] = None
+    peak_device_memory_mb: Annotated[float | None, Meta(description=(
+        "MiB (2^20 bytes), largest device_memory_peak (null on CPU)"
+    ))] = None
+    average_memory_usage: Annotated[float | None, Meta(description=(
+        "MiB (2^20 bytes), mean of the scripts' memory_peak"
+    ))] = None
+    peak_memory_usage: Annotated[float | None, Meta(description=(
+        "MiB (2^20 bytes), the executor API's name for peak_memory_mb"
+    ))] = None
+    device_utilization: Annotated[float | None, Meta(description=(
+        "0-1, mean of the scripts' device_utilization (null where none was measurable)"
+    ))] = None
+    fastest_script: Annotated[str | None, Meta(description=(
+        "<name> of the script with the shortest execution_time; every script with a time counts "
+        "(a failed one, one kept by --resume), as in the terminal's 'slowest:' line; null: none has a time"
+    ))] = None
+    slowest_script: Annotated[str | None, Meta(description=(
+        "<name> of the script with the longest execution_time (the "
+        "first of the terminal's 'slowest:' line)"
+    ))] = None
     success_rate: float | None = None
     error_classes: dict[str, int] = {}
 
@@ -94,14 +116,10 @@ class BatchResult(MappingModel):
     metadata: BatchMetadata
     device_info: DeviceInfo | None
     performance_summary: PerformanceSummary
+    # A running batch's results are held compactly and read back on use (results/held_results.py's
+    # HeldList): written as the list they are.
     script_results: list[ScriptResult]
-    benchmarking: BenchmarkingSection = Field(default_factory=BenchmarkingSection)
-
-    @field_serializer("script_results")
-    def _listed(self, value: Any) -> list[ScriptResult]:
-        # A running batch's results are held compactly and read back on use (heldresults.HeldList):
-        # written as the list they are.
-        return value if isinstance(value, list) else list(value)
+    benchmarking: BenchmarkingSection = msgspec.field(default_factory=BenchmarkingSection)
 
     @property
     def success(self) -> bool:
@@ -123,8 +141,8 @@ class ScriptMetrics(MappingModel):
     execution_time: float | None
     body_time: float | None
     cpu_time: float | None
-    memory_peak: float | None = Field(description="MiB (2^20 bytes), the result's memory_peak")
-    device_memory_peak: float | None = Field(description="MiB (2^20 bytes), the result's device_memory_peak")
+    memory_peak: Annotated[float | None, Meta(description="MiB (2^20 bytes), the result's memory_peak")]
+    device_memory_peak: Annotated[float | None, Meta(description="MiB (2^20 bytes), the result's device_memory_peak")]
     device_utilization: float | None
     jit_compile_time: float | None
     compile_count: int | None
@@ -139,6 +157,9 @@ class PerformanceMetrics(MappingModel):
     generated_at: str
     scripts: dict[str, ScriptMetrics]
     aggregate: PerformanceSummary
-    avg_execution_time: float | None = Field(None, description="Seconds, the executor API's name for aggregate.average_execution_time")
-    peak_memory_mb: float | None = Field(
-        None, description="MiB (2^20 bytes), the executor API's name for aggregate.peak_memory_mb")
+    avg_execution_time: Annotated[float | None, Meta(description=(
+        "Seconds, the executor API's name for aggregate.average_execution_time"
+    ))] = None
+    peak_memory_mb: Annotated[float | None, Meta(description=(
+        "MiB (2^20 bytes), the executor API's name for aggregate.peak_memory_mb"
+    ))] = None

@@ -207,7 +207,7 @@ def assemble_batch(
     if isinstance(results, list):
         return BatchResult(**parts)
     # Held results are read back one at a time, on use: validating them here would read them all.
-    return BatchResult.model_construct(**parts)
+    return BatchResult(**parts)
 
 
 def with_unlisted_results(batch: BatchResult, results_dir: Path) -> BatchResult:

@@ -3,9 +3,9 @@ check against the history, device speed-ups."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta
 
 from jaxrun.errors import UsageError
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
@@ -33,33 +33,37 @@ class ScriptBenchmark(MappingModel):
     script_name: str
     script_path: str
     device_requested: str
-    device_used: str | None = Field(description="Where it ran: the platform, or the one device chosen (gpu:1)")
+    device_used: Annotated[str | None, Meta(description=(
+        "Where it ran: the platform, or the one device chosen (gpu:1)"
+    ))]
     fallback_reason: str | None = None
     benchmark_runs: int
     warmup_runs: int
     runs_completed: int
     samples: list[RunSample] = []
     warmups: list[RunSample] = []
-    statistics: dict[str, Statistics] = Field(
-        {}, description="Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak"
-        + "".join(f", {f.unit_name} for {f.name}" for f in SCRIPT_FIGURES if f.sampled and f.kind not in ("seconds", "mib")))
-    mean_execution_time: float | None = Field(None, description="Seconds, mean wall time of this script's counted runs")
-    std_execution_time: float | None = Field(None, description="Seconds, their standard deviation")
+    statistics: Annotated[dict[str, Statistics], Meta(description=(
+        "Per metric in SAMPLE_METRICS, in its unit: seconds, or MiB (2^20 bytes) for memory_peak"
+        + "".join(f", {f.unit_name} for {f.name}" for f in SCRIPT_FIGURES if f.sampled and f.kind not in ("seconds", "mib"))
+    ))] = {}
+    mean_execution_time: Annotated[float | None, Meta(description=(
+        "Seconds, mean wall time of this script's counted runs"
+    ))] = None
+    std_execution_time: Annotated[float | None, Meta(description="Seconds, their standard deviation")] = None
     performance_stability: Literal["stable", "noisy", "unknown"] = "unknown"
-    memory_efficiency: float | None = Field(
-        None,
-        description="The executor API's name for a utilisation: median peak host memory of the counted runs "
+    memory_efficiency: Annotated[float | None, Meta(description=(
+        "The executor API's name for a utilisation: median peak host memory of the counted runs "
         "(memory_peak) / the memory available to them (the machine's RAM, or its cgroup's limit when "
-        "lower); 0.02 = 2% of it, lower leaves more room. Null when either is unknown",
-    )
+        "lower); 0.02 = 2% of it, lower leaves more room. Null when either is unknown"
+    ))] = None
     warm: WarmSummary | None = None
-    mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
-    numerics: Numerics | None = Field(None, description="The numerics the runs started with")
+    mode: Annotated[str, Meta(description='"process", or "warm:<entry>x<calls>" for warm mode')] = "process"
+    numerics: Annotated[Numerics | None, Meta(description="The numerics the runs started with")] = None
     warnings: list[str] = []
-    history_run_id: int | None = Field(None, description="Row id in the history database")
-    history_check: RegressionCheck | None = Field(
-        None, description="This run against earlier comparable runs in the history"
-    )
+    history_run_id: Annotated[int | None, Meta(description="Row id in the history database")] = None
+    history_check: Annotated[RegressionCheck | None, Meta(description=(
+        "This run against earlier comparable runs in the history"
+    ))] = None
 
 
 class DeviceSpeedup(MappingModel):
@@ -70,7 +74,7 @@ class DeviceSpeedup(MappingModel):
     device: str
     device_used: str | None
     metric: str
-    speedup: float | None = Field(None, description="baseline median / this device's median")
+    speedup: Annotated[float | None, Meta(description="baseline median / this device's median")] = None
     ci_low: float | None = None
     ci_high: float | None = None
     real_comparison: bool
@@ -84,16 +88,16 @@ class BenchmarkingSection(MappingModel):
     benchmark_runs: int = 0
     warmup_runs: int = 0
     runs_completed: int = 0
-    mean_execution_time: float | None = Field(
-        None, description="Seconds, one pass over the benchmarked scripts: the sum of their mean wall times"
-    )
-    std_execution_time: float | None = Field(
-        None, description="Seconds, standard deviation of that pass: the root of the sum of the scripts' "
+    mean_execution_time: Annotated[float | None, Meta(description=(
+        "Seconds, one pass over the benchmarked scripts: the sum of their mean wall times"
+    ))] = None
+    std_execution_time: Annotated[float | None, Meta(description=(
+        "Seconds, standard deviation of that pass: the root of the sum of the scripts' "
         "variances (runs are independent); never samples of different scripts pooled together"
-    )
-    performance_stability: Literal["stable", "noisy", "unknown"] = Field(
-        "unknown", description="That of the noisiest script (its wall-time CV above 5%: noisy)"
-    )
+    ))] = None
+    performance_stability: Annotated[Literal["stable", "noisy", "unknown"], Meta(description=(
+        "That of the noisiest script (its wall-time CV above 5%: noisy)"
+    ))] = "unknown"
     benchmarks: list[ScriptBenchmark] = []
     device_comparison: list[DeviceSpeedup] = []
 
@@ -106,5 +110,7 @@ class BenchmarkResults(BenchmarkingSection):
     host: str
     jaxrun_version: str
     jax_version: str | None
-    search_paths: list[str] = Field([], description="The folders (and files) the run searched: what scripts' "
-                                    "paths are shown relative to")
+    search_paths: Annotated[list[str], Meta(description=(
+        "The folders (and files) the run searched: what scripts' "
+        "paths are shown relative to"
+    ))] = []

@@ -4,9 +4,9 @@ runs and checks."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from msgspec import Meta
 
 from jaxrun.core.defaults import (
     MIN_HISTORY_RUNS,
@@ -26,29 +26,31 @@ class PhaseComparison(MappingModel):
     metric: str
     base_n: int
     new_n: int
-    base_median: float | None = Field(description="BASE's median: seconds, or MiB (2^20 bytes) for memory_peak")
-    new_median: float | None = Field(description="NEW's median, in the same unit")
-    ratio: float | None = Field(
-        None, description="new median / base median (> 1 is slower, or larger for memory); with pairs: the paired "
+    base_median: Annotated[float | None, Meta(description=(
+        "BASE's median: seconds, or MiB (2^20 bytes) for memory_peak"
+    ))]
+    new_median: Annotated[float | None, Meta(description="NEW's median, in the same unit")]
+    ratio: Annotated[float | None, Meta(description=(
+        "new median / base median (> 1 is slower, or larger for memory); with pairs: the paired "
         "estimate, exp(median of the pairs' log(new / base)), the median pair's ratio"
-    )
-    ratio_ci_low: float | None = Field(
-        None, description="95% bootstrap CI of the ratio; with pairs: the distribution-free CI of the median pair's "
+    ))] = None
+    ratio_ci_low: Annotated[float | None, Meta(description=(
+        "95% bootstrap CI of the ratio; with pairs: the distribution-free CI of the median pair's "
         "ratio (order statistics; with fewer than 6 pairs the widest, [min, max], which covers less)"
-    )
+    ))] = None
     ratio_ci_high: float | None = None
-    p_value: float | None = Field(
-        None, description="Two-sided Mann-Whitney U (exact with ties and small samples); with pairs: the two-sided "
+    p_value: Annotated[float | None, Meta(description=(
+        "Two-sided Mann-Whitney U (exact with ties and small samples); with pairs: the two-sided "
         "Wilcoxon signed-rank test of the pairs' log ratios (exact with ties and zeros); null without a test"
-    )
-    pairs: int | None = Field(
-        None, description="Judged pair by pair (jaxrun ab): the pairs used; null: two independent samples (compare)"
-    )
-    verdict: Verdict = Field(
-        description="slower / faster need p < alpha and a ratio beyond 1 +- min_effect; too few runs to "
+    ))] = None
+    pairs: Annotated[int | None, Meta(description=(
+        "Judged pair by pair (jaxrun ab): the pairs used; null: two independent samples (compare)"
+    ))] = None
+    verdict: Annotated[Verdict, Meta(description=(
+        "slower / faster need p < alpha and a ratio beyond 1 +- min_effect; too few runs to "
         "judge when the sample sizes cannot give p < alpha whatever the data (3 vs 3: p >= 0.1; the note "
         "says how many runs each side needs); not comparable without at least 2 samples per side"
-    )
+    ))]
     note: str | None = None
 
 
@@ -60,65 +62,81 @@ class ProgramComparison(MappingModel):
     the same program (jaxrun.judge.cache_misses.program_change)."""
 
     program: str
-    base_compile_time: float = Field(description="Seconds of XLA compilation in BASE (cache loads not included)")
-    new_compile_time: float = Field(description="Seconds of XLA compilation in NEW")
-    base_count: int = Field(description="Compilations in BASE")
-    new_count: int = Field(description="Compilations in NEW")
-    base_cache_loads: int = Field(0, description="Executables of it BASE loaded from the persistent compilation cache "
-                                  "(not compilations: base_compile_time does not count them)")
-    new_cache_loads: int = Field(0, description="Executables of it NEW loaded from the persistent compilation cache")
-    base_cache_load_time: float | None = Field(
-        None, description="Seconds BASE spent loading them; null: unknown (the history keeps no load time)")
-    new_cache_load_time: float | None = Field(None, description="Seconds NEW spent loading them")
-    moved: bool = Field(description="Its compile time moved by more than 20% and 10 ms")
-    change: ProgramChange | None = Field(
-        None, description="same program (same fingerprints); the program changed (the StableHLO JAX handed XLA "
+    base_compile_time: Annotated[float, Meta(description=(
+        "Seconds of XLA compilation in BASE (cache loads not included)"
+    ))]
+    new_compile_time: Annotated[float, Meta(description="Seconds of XLA compilation in NEW")]
+    base_count: Annotated[int, Meta(description="Compilations in BASE")]
+    new_count: Annotated[int, Meta(description="Compilations in NEW")]
+    base_cache_loads: Annotated[int, Meta(description=(
+        "Executables of it BASE loaded from the persistent compilation cache "
+        "(not compilations: base_compile_time does not count them)"
+    ))] = 0
+    new_cache_loads: Annotated[int, Meta(description=(
+        "Executables of it NEW loaded from the persistent compilation cache"
+    ))] = 0
+    base_cache_load_time: Annotated[float | None, Meta(description=(
+        "Seconds BASE spent loading them; null: unknown (the history keeps no load time)"
+    ))] = None
+    new_cache_load_time: Annotated[float | None, Meta(description="Seconds NEW spent loading them")] = None
+    moved: Annotated[bool, Meta(description="Its compile time moved by more than 20% and 10 ms")]
+    change: Annotated[ProgramChange | None, Meta(description=(
+        "same program (same fingerprints); the program changed (the StableHLO JAX handed XLA "
         "differs); XLA's output changed (same input, another optimized program: the compiler or its flags); "
         "null: unknown, a side lacks a fingerprint"
-    )
-    reason: str | None = Field(None, description="Why change is null")
+    ))] = None
+    reason: Annotated[str | None, Meta(description="Why change is null")] = None
     # jaxrun ab: each figure the median over the pairs' runs, and the phases apart.
-    base_trace_time: float | None = Field(None, description="jaxrun ab: seconds of tracing in BASE (median)")
+    base_trace_time: Annotated[float | None, Meta(description=(
+        "jaxrun ab: seconds of tracing in BASE (median)"
+    ))] = None
     new_trace_time: float | None = None
-    base_lower_time: float | None = Field(None, description="jaxrun ab: seconds of lowering in BASE (median)")
+    base_lower_time: Annotated[float | None, Meta(description=(
+        "jaxrun ab: seconds of lowering in BASE (median)"
+    ))] = None
     new_lower_time: float | None = None
-    compile_ratio: float | None = Field(None, description="jaxrun ab: new / base compile time (null: base is 0)")
+    compile_ratio: Annotated[float | None, Meta(description=(
+        "jaxrun ab: new / base compile time (null: base is 0)"
+    ))] = None
 
 
 class ScriptComparison(MappingModel):
     """One script: every phase judged on its own, and the verdict of the phases in its gate."""
 
     script_name: str
-    path: str | None = Field(None, description="The script as the NEW run's summary names it: its path relative "
-                             "to the folder searched, with '/' (' @device' when it ran on several); null: unknown")
+    path: Annotated[str | None, Meta(description=(
+        "The script as the NEW run's summary names it: its path relative "
+        "to the folder searched, with '/' (' @device' when it ran on several); null: unknown"
+    ))] = None
     device: str | None
-    verdict: Verdict = Field(
-        description="Over the gate's phases: slower if one is slower, else faster if one is faster, "
+    verdict: Annotated[Verdict, Meta(description=(
+        "Over the gate's phases: slower if one is slower, else faster if one is faster, "
         "else not comparable when no gate phase could be tested, else too few runs to judge when a "
         "gate phase had too few samples for the test to be significant, else no significant change"
-    )
-    gate: list[str] = Field(
-        description="The phases that decide the verdict: the chosen metric, or run_time and "
+    ))]
+    gate: Annotated[list[str], Meta(description=(
+        "The phases that decide the verdict: the chosen metric, or run_time and "
         "compile_time (the code's own phases), or wall_time when neither was measured on both sides"
-    )
-    slower: list[str] = Field([], description="Phases judged slower (larger), gate or not")
-    faster: list[str] = Field([], description="Phases judged faster (smaller), gate or not")
-    phases: dict[str, PhaseComparison] = Field({}, description="Per metric: wall, import, compile, run, memory")
-    programs: list[ProgramComparison] = Field(
-        [], description="The programs in both runs whose compile time moved (by more than 20% and 10 ms), every "
+    ))]
+    slower: Annotated[list[str], Meta(description="Phases judged slower (larger), gate or not")] = []
+    faster: Annotated[list[str], Meta(description="Phases judged faster (smaller), gate or not")] = []
+    phases: Annotated[dict[str, PhaseComparison], Meta(description=(
+        "Per metric: wall, import, compile, run, memory"
+    ))] = {}
+    programs: Annotated[list[ProgramComparison], Meta(description=(
+        "The programs in both runs whose compile time moved (by more than 20% and 10 ms), every "
         "program in both when the script's verdict or its run time's is a change; empty when neither run kept "
         "per-program figures (a benchmark file alone)"
-    )
+    ))] = []
     note: str | None = None
 
-    @model_validator(mode="before")
     @classmethod
-    def _from_one_metric(cls, data: Any) -> Any:
+    def _older(cls, data: dict[str, Any]) -> dict[str, Any]:
         # Files written before per-phase verdicts judged one metric, flat in the script's entry.
-        if isinstance(data, dict) and "metric" in data and "phases" not in data:
+        if "metric" in data and "phases" not in data:
             data = dict(data)
             metric = METRIC_ALIASES.get(data["metric"], data["metric"])
-            phase = {k: data.pop(k) for k in list(data) if k in PhaseComparison.model_fields}
+            phase = {k: data.pop(k) for k in list(data) if k in PhaseComparison.__struct_fields__}
             phase["metric"] = metric
             data["phases"] = {metric: phase}
             data["gate"] = [metric]
@@ -136,58 +154,74 @@ class ABSide(MappingModel):
     """One side of a ``jaxrun ab`` comparison: where its scripts were and what ran them."""
 
     label: str
-    given: str = Field(description="What was named: a folder, a revision, an interpreter")
-    root: str = Field(description="The folder its scripts ran from (a revision's temporary worktree, removed since)")
-    commit: str | None = Field(None, description="The revision checked out (its full hash); null: a folder as it is")
-    python: str | None = Field(None, description="The interpreter (null: jaxrun's own)")
-    jax_version: str | None = Field(None, description="As the scripts' processes imported it (null: no script used JAX)")
+    given: Annotated[str, Meta(description="What was named: a folder, a revision, an interpreter")]
+    root: Annotated[str, Meta(description=(
+        "The folder its scripts ran from (a revision's temporary worktree, removed since)"
+    ))]
+    commit: Annotated[str | None, Meta(description=(
+        "The revision checked out (its full hash); null: a folder as it is"
+    ))] = None
+    python: Annotated[str | None, Meta(description="The interpreter (null: jaxrun's own)")] = None
+    jax_version: Annotated[str | None, Meta(description=(
+        "As the scripts' processes imported it (null: no script used JAX)"
+    ))] = None
     jaxlib_version: str | None = None
 
 
 class DuetHalf(MappingModel):
     """One half of the machine in a ``jaxrun ab --duet`` comparison."""
 
-    cpus: list[int] = Field(description="The CPU cores a run on this half was pinned to")
-    gpus: list[int] = Field([], description="The GPU it was given (empty: runs on the CPU)")
+    cpus: Annotated[list[int], Meta(description="The CPU cores a run on this half was pinned to")]
+    gpus: Annotated[list[int], Meta(description="The GPU it was given (empty: runs on the CPU)")] = []
 
 
 class ComparisonReport(MappingModel):
     schema_version: int = SCHEMA_VERSION
     base: str
     new: str
-    paired: bool = Field(False, description="jaxrun ab: the two sides ran in alternating pairs and each phase was "
-                         "judged on the per-pair ratios (jaxrun compare: two independent samples)")
-    pairs: int | None = Field(None, description="jaxrun ab: the counted pairs asked for per script")
+    paired: Annotated[bool, Meta(description=(
+        "jaxrun ab: the two sides ran in alternating pairs and each phase was "
+        "judged on the per-pair ratios (jaxrun compare: two independent samples)"
+    ))] = False
+    pairs: Annotated[int | None, Meta(description="jaxrun ab: the counted pairs asked for per script")] = None
     warmup_pairs: int | None = None
-    sides: dict[str, ABSide] = Field({}, description="jaxrun ab: BASE and NEW")
-    duet: list[DuetHalf] | None = Field(
-        None, description="jaxrun ab --duet: the two of each pair ran at the same time, each on its half of the "
+    sides: Annotated[dict[str, ABSide], Meta(description="jaxrun ab: BASE and NEW")] = {}
+    duet: Annotated[list[DuetHalf] | None, Meta(description=(
+        "jaxrun ab --duet: the two of each pair ran at the same time, each on its half of the "
         "machine (BASE on the first half in even pairs, warm-ups counted, on the second in odd ones); an absolute "
-        "time is a half machine's, only the ratios are meant. Null: the two ran one after the other")
-    alternating_reason: str | None = Field(
-        None, description="Why the pairs alternated where a duet was the default (this machine could not be split "
-        "fairly: one CPU, one GPU); null when they ran as a duet or --alternate asked for alternation")
-    metrics: list[str] = Field(description="The phases judged for every script")
-    gate: list[str] = Field(description="The phases that decide regressions (per script, see scripts[].gate)")
+        "time is a half machine's, only the ratios are meant. Null: the two ran one after the other"
+    ))] = None
+    alternating_reason: Annotated[str | None, Meta(description=(
+        "Why the pairs alternated where a duet was the default (this machine could not be split "
+        "fairly: one CPU, one GPU); null when they ran as a duet or --alternate asked for alternation"
+    ))] = None
+    metrics: Annotated[list[str], Meta(description="The phases judged for every script")]
+    gate: Annotated[list[str], Meta(description=(
+        "The phases that decide regressions (per script, see scripts[].gate)"
+    ))]
     alpha: float
     min_effect: float
     scripts: list[ScriptComparison] = []
-    only_in_base: list[str] = Field(
-        [], description="Scripts of BASE only, as its summary names them (path relative to the folder searched; the "
-        "<name> when the file does not say where a script was)")
-    only_in_new: list[str] = Field([], description="Scripts of NEW only, named the same way")
-    geometric_mean_ratio: dict[str, float | None] = Field(
-        {}, description="Per phase: geometric mean of the scripts' ratios (NEW/BASE)"
-    )
-    regressions: list[str] = Field([], description="Scripts whose verdict is slower")
-    improvements: list[str] = Field([], description="Scripts whose verdict is faster")
-    numerics_mismatch: list[str] = Field(
-        [], description="Scripts whose two sides started with other numerics: not judged unless allow_mismatch"
-    )
-    allow_mismatch: bool = Field(False, description="Scripts with other numerics were judged anyway (--allow-mismatch)")
-    fail_on_regression: bool = Field(
-        False, description="The command was given --fail-on-regression: it exits 1 when a script is slower (or, "
-        "unless allow_mismatch, could not be judged for other numerics); what the report of its folder says too")
+    only_in_base: Annotated[list[str], Meta(description=(
+        "Scripts of BASE only, as its summary names them (path relative to the folder searched; the "
+        "<name> when the file does not say where a script was)"
+    ))] = []
+    only_in_new: Annotated[list[str], Meta(description="Scripts of NEW only, named the same way")] = []
+    geometric_mean_ratio: Annotated[dict[str, float | None], Meta(description=(
+        "Per phase: geometric mean of the scripts' ratios (NEW/BASE)"
+    ))] = {}
+    regressions: Annotated[list[str], Meta(description="Scripts whose verdict is slower")] = []
+    improvements: Annotated[list[str], Meta(description="Scripts whose verdict is faster")] = []
+    numerics_mismatch: Annotated[list[str], Meta(description=(
+        "Scripts whose two sides started with other numerics: not judged unless allow_mismatch"
+    ))] = []
+    allow_mismatch: Annotated[bool, Meta(description=(
+        "Scripts with other numerics were judged anyway (--allow-mismatch)"
+    ))] = False
+    fail_on_regression: Annotated[bool, Meta(description=(
+        "The command was given --fail-on-regression: it exits 1 when a script is slower (or, "
+        "unless allow_mismatch, could not be judged for other numerics); what the report of its folder says too"
+    ))] = False
 
     def shown(self, names: list[str]) -> list[str]:
         """``regressions``' (or another list's) entries as the summary names the scripts: their paths."""
@@ -213,8 +247,8 @@ class HistoryRun(MappingModel):
     jaxrun_version: str
     samples: list[RunSample] = []
     median_wall_time: float | None = None
-    mode: str = Field("process", description='"process", or "warm:<entry>x<calls>" for warm mode')
-    numerics: Numerics | None = Field(None, description="The numerics the run started with (null: unknown)")
+    mode: Annotated[str, Meta(description='"process", or "warm:<entry>x<calls>" for warm mode')] = "process"
+    numerics: Annotated[Numerics | None, Meta(description="The numerics the run started with (null: unknown)")] = None
 
 
 JUDGED_VERDICTS = ("slower", "faster", "no significant change")
@@ -226,31 +260,34 @@ class RegressionCheck(MappingModel):
     script_path: str
     device: str | None
     host: str
-    gate: list[str] = Field(description="The phases that decide the regression")
-    newest_run_id: int | None = Field(description="The run judged; null when it could not be recorded (history unreadable)")
-    previous_runs: int = Field(description="Earlier comparable runs (same numerics) found: the baseline when judged")
-    min_previous_runs: int = Field(
-        MIN_HISTORY_RUNS, description="Earlier comparable runs of the same numerics a judgement needs (jaxrun.core.defaults.MIN_HISTORY_RUNS)"
-    )
-    other_numerics: int = Field(0, description="Earlier runs left out of the baseline for other numerics")
-    judged: bool = Field(
-        True, description="Whether the run was judged: false with fewer than min_previous_runs earlier runs (no "
+    gate: Annotated[list[str], Meta(description="The phases that decide the regression")]
+    newest_run_id: Annotated[int | None, Meta(description=(
+        "The run judged; null when it could not be recorded (history unreadable)"
+    ))]
+    previous_runs: Annotated[int, Meta(description=(
+        "Earlier comparable runs (same numerics) found: the baseline when judged"
+    ))]
+    min_previous_runs: Annotated[int, Meta(description=(
+        "Earlier comparable runs of the same numerics a judgement needs (jaxrun.core.defaults.MIN_HISTORY_RUNS)"
+    ))] = MIN_HISTORY_RUNS
+    other_numerics: Annotated[int, Meta(description="Earlier runs left out of the baseline for other numerics")] = 0
+    judged: Annotated[bool, Meta(description=(
+        "Whether the run was judged: false with fewer than min_previous_runs earlier runs (no "
         "comparison then), or when the comparison reached no verdict (too few runs to judge, not comparable); "
         "regression is then false, and reason says why"
-    )
-    reason: str | None = Field(
-        None, description="Why the run was not judged, e.g. 'not judged: 1 earlier run, needs 3'; null when judged"
-    )
+    ))] = True
+    reason: Annotated[str | None, Meta(description=(
+        "Why the run was not judged, e.g. 'not judged: 1 earlier run, needs 3'; null when judged"
+    ))] = None
     note: str | None = None
     comparison: ScriptComparison | None = None
     regression: bool
 
-    @model_validator(mode="before")
     @classmethod
-    def _from_one_metric(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "metric" in data and "gate" not in data:  # an older file
+    def _older(cls, data: dict[str, Any]) -> dict[str, Any]:
+        if "metric" in data and "gate" not in data:  # an older file
             data = {k: v for k, v in data.items() if k != "metric"} | {"gate": [data["metric"]]}
-        if isinstance(data, dict) and "judged" not in data:  # written before judged existed
+        if "judged" not in data:  # written before judged existed
             comparison = data.get("comparison")
             verdict = comparison.get("verdict") if isinstance(comparison, dict) else getattr(comparison, "verdict", None)
             data = {**data, "judged": verdict in JUDGED_VERDICTS}

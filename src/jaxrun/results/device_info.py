@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta
 
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
 
@@ -14,21 +14,21 @@ class DeviceEntry(MappingModel):
     platform: str
     device_kind: str
     process_index: int = 0
-    memory_bytes: int | None = Field(
-        None, description="JAX's allocator limit on the device (bytes_limit: on GPUs 75% of it by default), when the backend tells"
-    )
+    memory_bytes: Annotated[int | None, Meta(description=(
+        "JAX's allocator limit on the device (bytes_limit: on GPUs 75% of it by default), when the backend tells"
+    ))] = None
     compute_capability: str | None = None
 
 
 class PlatformInfo(MappingModel):
     name: Literal["cpu", "gpu", "tpu"]
     available: bool
-    installed: bool | None = Field(
-        None, description="Whether its JAX backend is installed (false: libtpu or the CUDA/ROCm plugin is missing)"
-    )
-    backend: str | None = Field(None, description="JAX backend name behind it (cuda, rocm, tpu, cpu)")
+    installed: Annotated[bool | None, Meta(description=(
+        "Whether its JAX backend is installed (false: libtpu or the CUDA/ROCm plugin is missing)"
+    ))] = None
+    backend: Annotated[str | None, Meta(description="JAX backend name behind it (cuda, rocm, tpu, cpu)")] = None
     devices: list[DeviceEntry] = []
-    error: str | None = Field(None, description="Why the platform did not initialise")
+    error: Annotated[str | None, Meta(description="Why the platform did not initialise")] = None
 
 
 class NvmlInfo(MappingModel):
@@ -41,15 +41,17 @@ class NvmlInfo(MappingModel):
 class AvailableDevice(MappingModel):
     """One device as the executor API lists them (``get_jax_device_info()["available_devices"]``)."""
 
-    name: str = Field(description="The device kind (e.g. 'NVIDIA H100 80GB HBM3'); for CPU devices the processor")
+    name: Annotated[str, Meta(description=(
+        "The device kind (e.g. 'NVIDIA H100 80GB HBM3'); for CPU devices the processor"
+    ))]
     platform: str
     id: int
-    memory_gb: float | None = Field(
-        None, description="GiB of device memory (NVIDIA GPUs: the card's, from NVML; else JAX's bytes_limit); "
+    memory_gb: Annotated[float | None, Meta(description=(
+        "GiB of device memory (NVIDIA GPUs: the card's, from NVML; else JAX's bytes_limit); "
         "for CPU devices the host's RAM, which they share"
-    )
-    compute_capability: str | None = Field(None, description="CUDA compute capability (NVIDIA GPUs)")
-    driver_version: str | None = Field(None, description="NVIDIA driver version (NVIDIA GPUs, via NVML)")
+    ))] = None
+    compute_capability: Annotated[str | None, Meta(description="CUDA compute capability (NVIDIA GPUs)")] = None
+    driver_version: Annotated[str | None, Meta(description="NVIDIA driver version (NVIDIA GPUs, via NVML)")] = None
 
 
 class DeviceInfo(MappingModel):
@@ -63,14 +65,16 @@ class DeviceInfo(MappingModel):
     python_executable: str
     default_backend: str | None = None
     platforms: dict[str, PlatformInfo] = {}
-    error: str | None = Field(None, description="Why JAX could not be imported or probed")
+    error: Annotated[str | None, Meta(description="Why JAX could not be imported or probed")] = None
     probed_at: str
     probe_seconds: float | None = None
-    available_devices: list[AvailableDevice] = Field([], description="Every device of every available platform")
+    available_devices: Annotated[list[AvailableDevice], Meta(description=(
+        "Every device of every available platform"
+    ))] = []
     # The executor API's top-level description of "the device": the default device of this machine, or in a
     # results file the first device of the platform the batch used.
-    name: str | None = Field(None, description="Name of the device used (see available_devices)")
-    memory_gb: float | None = Field(None, description="Its memory in GiB (for CPU: the host's RAM)")
+    name: Annotated[str | None, Meta(description="Name of the device used (see available_devices)")] = None
+    memory_gb: Annotated[float | None, Meta(description="Its memory in GiB (for CPU: the host's RAM)")] = None
     compute_capability: str | None = None
     driver_version: str | None = None
 

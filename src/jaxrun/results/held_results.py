@@ -21,12 +21,10 @@ import struct
 import zlib
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, overload
 
-from pydantic_core import from_json
-
 from jaxrun.core.formatting import plural
 from jaxrun.results.batch_summary import Figures, figures_of
 from jaxrun.results.models import ScriptResult
-from jaxrun.results.result_files import _dump, dump_json
+from jaxrun.results.result_files import dump_text, dump_json
 
 if TYPE_CHECKING:
     from jaxrun.results.models import ScriptBenchmark
@@ -230,7 +228,7 @@ class HeldList(Sequence[ScriptResult]):
         """Each result's JSON as :func:`~jaxrun.results.result_files.dump_json` writes it, in order."""
         for h in self._items:
             model = h.model if type(h) is _Model else None  # type: ignore[union-attr]
-            yield _dump(model) if model is not None else self._text(h)
+            yield dump_text(model) if model is not None else self._text(h)
 
     def figures(self) -> list[Figures]:
         return [_figures(h, self._words) for h in self._items]
@@ -253,9 +251,7 @@ class HeldList(Sequence[ScriptResult]):
     def _read(self, h: "bytes | _Model") -> ScriptResult:
         if type(h) is _Model and h.model is not None:  # type: ignore[union-attr]
             return h.model  # type: ignore[union-attr]
-        # Parsed without pydantic's cache of short texts: it would keep 16,384 of a batch's paths
-        # and timestamps alive.
-        return ScriptResult.model_validate(from_json(self._text(h), cache_strings=False))
+        return ScriptResult.model_validate_json(self._text(h))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (HeldList, list, tuple)):

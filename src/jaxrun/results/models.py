@@ -1,4 +1,5 @@
-"""The data model: every result jaxrun returns or writes is one of these pydantic models.
+"""The data model: every result jaxrun returns or writes is one of these models
+(msgspec structs: results/base_model.py).
 
 Field names follow the executor API and are fixed (docs/ARCHITECTURE.md, "Results folder"), so
 tools and tests can rely on them.

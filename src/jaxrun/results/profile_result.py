@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta
 
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
 
@@ -13,54 +13,63 @@ from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
 class ScriptMemoryProfile(MappingModel):
     """One script's memory over time."""
 
-    interval: float = Field(description="Seconds between host samples (the monitor's period)")
-    host: list[tuple[float, float]] = Field(
-        [], description="[seconds since the process started, MiB (2^20 bytes)]: the script's process tree, shared "
+    interval: Annotated[float, Meta(description="Seconds between host samples (the monitor's period)")]
+    host: Annotated[list[tuple[float, float]], Meta(description=(
+        "[seconds since the process started, MiB (2^20 bytes)]: the script's process tree, shared "
         "pages once"
-    )
-    host_peak_mb: float | None = Field(None, description="MiB (2^20 bytes), the script's memory_peak")
-    device: dict[str, list[tuple[float, float]]] = Field(
-        {}, description="Per device ('gpu:0'): [seconds since the process started, MiB (2^20 bytes) in use] "
+    ))] = []
+    host_peak_mb: Annotated[float | None, Meta(description="MiB (2^20 bytes), the script's memory_peak")] = None
+    device: Annotated[dict[str, list[tuple[float, float]]], Meta(description=(
+        "Per device ('gpu:0'): [seconds since the process started, MiB (2^20 bytes) in use] "
         "(memory_stats)"
-    )
-    device_peak_mb: dict[str, float | None] = Field(
-        {}, description="Per device: MiB (2^20 bytes), peak_bytes_in_use at the end (the backend's own peak)"
-    )
-    device_reason: str | None = Field(None, description="Why there are no device samples, when there are none")
-    device_memory_profile: str | None = Field(
-        None, description="pprof file of the live device buffers at the end (jax.profiler.save_device_memory_profile)"
-    )
+    ))] = {}
+    device_peak_mb: Annotated[dict[str, float | None], Meta(description=(
+        "Per device: MiB (2^20 bytes), peak_bytes_in_use at the end (the backend's own peak)"
+    ))] = {}
+    device_reason: Annotated[str | None, Meta(description=(
+        "Why there are no device samples, when there are none"
+    ))] = None
+    device_memory_profile: Annotated[str | None, Meta(description=(
+        "pprof file of the live device buffers at the end (jax.profiler.save_device_memory_profile)"
+    ))] = None
     device_memory_profile_reason: str | None = None
 
 
 class TimelineEvent(MappingModel):
     kind: Literal["body", "import", "trace", "lower", "compile", "cache_load"]
-    start: float = Field(description="Seconds since the script body started")
+    start: Annotated[float, Meta(description="Seconds since the script body started")]
     end: float
-    program: str | None = Field(None, description="The compiled program (jit(loss), ...) for JIT phases")
-    module: str | None = Field(
-        None, description="For an import: the module its outermost import statement named (jax.numpy, ...); "
-        "several, comma-separated, when threads imported at once or for a block of statements (the first 8)")
-    statements: int | None = Field(
-        None, description="For an import that is a block: how many consecutive short import statements (of "
-        "modules already loaded, a few microseconds each) it holds; null for one statement")
-    seconds: float | None = Field(
-        None, description="For an import block: the seconds its statements took, somewhere between start and "
-        "end (the gaps between them are not import time); null for one statement, which took end - start")
+    program: Annotated[str | None, Meta(description="The compiled program (jit(loss), ...) for JIT phases")] = None
+    module: Annotated[str | None, Meta(description=(
+        "For an import: the module its outermost import statement named (jax.numpy, ...); "
+        "several, comma-separated, when threads imported at once or for a block of statements (the first 8)"
+    ))] = None
+    statements: Annotated[int | None, Meta(description=(
+        "For an import that is a block: how many consecutive short import statements (of "
+        "modules already loaded, a few microseconds each) it holds; null for one statement"
+    ))] = None
+    seconds: Annotated[float | None, Meta(description=(
+        "For an import block: the seconds its statements took, somewhere between start and "
+        "end (the gaps between them are not import time); null for one statement, which took end - start"
+    ))] = None
 
 
 class ScriptTimingProfile(MappingModel):
     """One script's phases and every compile event on one timeline."""
 
-    execution_time: float | None = Field(None, description="Seconds, whole process")
+    execution_time: Annotated[float | None, Meta(description="Seconds, whole process")] = None
     body_time: float | None = None
     import_time: float | None = None
     jit_compile_time: float | None = None
     run_time: float | None = None
-    events: list[TimelineEvent] = Field([], description="The body, each outermost import and JIT phase, in time order")
-    events_dropped: int = Field(0, description="Events beyond the cap (10,000) that were left out")
-    trace_dir: str | None = Field(None, description="The jax.profiler trace folder (open in Perfetto or XProf)")
-    trace_reason: str | None = Field(None, description="Why there is no trace, when there is none")
+    events: Annotated[list[TimelineEvent], Meta(description=(
+        "The body, each outermost import and JIT phase, in time order"
+    ))] = []
+    events_dropped: Annotated[int, Meta(description="Events beyond the cap (10,000) that were left out")] = 0
+    trace_dir: Annotated[str | None, Meta(description=(
+        "The jax.profiler trace folder (open in Perfetto or XProf)"
+    ))] = None
+    trace_reason: Annotated[str | None, Meta(description="Why there is no trace, when there is none")] = None
 
 
 class MemoryProfile(MappingModel):

@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, TypeVar
 
 from jaxrun.core.formatting import one_line
 from jaxrun.errors import ResultsWriteError, UsageError
-from jaxrun.probe.channel import valid_texts
 
 if TYPE_CHECKING:
-    # pydantic is imported where a model is written or read, never on the way to the first
-    # script (its file names and atomic writes are needed there).
-    from pydantic import BaseModel, ValidationError
+    # The models are imported where one is written or read, never on the way to the first script
+    # (its file names and atomic writes are needed there).
+    from jaxrun.results.base_model import MappingModel as BaseModel
 
 M = TypeVar("M", bound="BaseModel")
 
@@ -182,32 +181,23 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def dump_model(model: BaseModel) -> str:
-    return _dump(model) + "\n"
-
-
-def _dump(model: BaseModel) -> str:
-    """``model`` as indented JSON, without the final newline."""
-    text = dump_json(model)
-    return dump_escaped(model) if text is None else text
-
-
-def dump_escaped(model: BaseModel) -> str:
-    """:func:`_dump` of a model that holds a string that is not valid Unicode (a file name with
-    non-UTF-8 bytes): escaped, not lost."""
-    return json.dumps(valid_texts(model.model_dump()), indent=2, ensure_ascii=False, default=str)
+    return dump_text(model) + "\n"
 
 
 def dump_json(model: BaseModel) -> str | None:
     """``model`` as indented JSON (what :func:`dump_model` writes, without the final newline), or
-    None when it holds a text that is not valid Unicode (then it is written escaped)."""
-    from pydantic_core import PydanticSerializationError
+    None when it holds a text that is not valid Unicode (then :func:`dump_text` writes it escaped)."""
+    from jaxrun.results.model_json import exact_json_text
 
-    try:
-        return model.model_dump_json(indent=2)
-    except PydanticSerializationError as exc:
-        if "surrogates not allowed" not in str(exc):
-            raise
-        return None
+    return exact_json_text(model)
+
+
+def dump_text(model: BaseModel) -> str:
+    """``model`` as indented JSON, without the final newline (a text that is not valid Unicode,
+    such as a file name with non-UTF-8 bytes, escaped, not lost)."""
+    from jaxrun.results.model_json import json_text
+
+    return json_text(model)
 
 
 def write_model(path: str | os.PathLike[str], model: BaseModel, *, durable: bool = True) -> None:
@@ -218,7 +208,7 @@ def dump_model_chunks(model: BaseModel, key: str, items: Iterable[Any]) -> Itera
     """The text of :func:`dump_model` of ``model`` with its top-level field ``key`` holding
     ``items``, one item at a time: ``key`` is empty in ``model`` (``[]`` or ``{}``), ``items``
     are the list's models or the dict's ``(name, model)`` pairs, a model possibly given as its
-    text (:func:`dump_json`'s, or :func:`_dump`'s). The same bytes as dumping the whole model,
+    text (:func:`dump_json`'s, or :func:`dump_text`'s). The same bytes as dumping the whole model,
     without ever holding them all (a batch's files: one result at a time)."""
     text = dump_model(model)
     for empty, opening, closing in (("[]", "[", "]"), ("{}", "{", "}")):
@@ -246,17 +236,14 @@ def dump_model_chunks(model: BaseModel, key: str, items: Iterable[Any]) -> Itera
 
 
 def _item_text(item: BaseModel | str) -> str:
-    """A model (or its text) indented as an item of a top-level list or dict."""
-    return (item if isinstance(item, str) else _dump(item)).replace("\n", "\n    ")
+    """A model (or its text, :func:`dump_text`'s) indented as an item of a top-level list or dict."""
+    return (item if isinstance(item, str) else dump_text(item)).replace("\n", "\n    ")
 
 
 def _json_key(name: str) -> str:
-    from pydantic_core import PydanticSerializationError, to_json
+    from jaxrun.results.model_json import json_key
 
-    try:
-        return to_json(name).decode()
-    except PydanticSerializationError:  # not valid Unicode: escaped, as _dump does
-        return json.dumps(valid_texts(name), ensure_ascii=False)
+    return json_key(name)
 
 
 def write_model_chunks(path: Path, model: BaseModel, key: str, items: Iterable[Any], *, durable: bool = True) -> None:
@@ -316,16 +303,14 @@ def _not_json(text: str) -> str:
         return f"not valid JSON at line {exc.lineno} column {exc.colno} ({why}{cut})"
     except (ValueError, RecursionError) as exc:
         return f"not valid JSON ({type(exc).__name__})"
-    return "not valid JSON"  # json accepts what pydantic does not (NaN, Infinity)
+    return "not valid JSON"  # json accepts what msgspec does not (NaN, Infinity)
 
 
-def _wrong_fields(exc: "ValidationError", model: "type[BaseModel]") -> str:
+def _wrong_fields(exc: Exception, model: "type[BaseModel]") -> str:
     """The first field that does not match ``model``: ``script_results.0.success: Field required``."""
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return one_line(f"does not match {model.__name__}: {where}: {first['msg']}{more}") or ""
+    from jaxrun.results.model_json import misfit
+
+    return one_line(f"does not match {model.__name__}: {misfit(exc)}") or ""  # type: ignore[arg-type]
 
 
 class NotRegularFileError(DamagedFileError):
@@ -383,11 +368,11 @@ def read_json(path: Path) -> Any:
 
 def validate_model(path: Path, data: Any, model: type[M]) -> M:
     """``data`` read from ``path`` as a ``model``; raises :class:`DamagedFileError` naming the field."""
-    from pydantic import ValidationError
+    import msgspec
 
     try:
         return model.model_validate(data)
-    except ValidationError as exc:
+    except msgspec.ValidationError as exc:
         raise DamagedFileError(path, _wrong_fields(exc, model)) from None
 
 
@@ -398,15 +383,15 @@ def read_model(path: Path, model: type[M]) -> M:
     at line L column C`` or ``does not match BatchResult: script_results.0.success: Field required``;
     :class:`NotRegularFileError` (a DamagedFileError) when the name is a FIFO, a socket or a device,
     which is never read (:func:`open_regular`)."""
-    from pydantic import ValidationError
+    import msgspec
 
     text = _read_text(path)
     try:
         return model.model_validate_json(text)
-    except ValidationError as exc:
-        if any(e["type"] == "json_invalid" for e in exc.errors(include_url=False)):
-            raise DamagedFileError(path, _not_json(text)) from None
+    except msgspec.ValidationError as exc:
         raise DamagedFileError(path, _wrong_fields(exc, model)) from None
+    except (msgspec.DecodeError, RecursionError):
+        raise DamagedFileError(path, _not_json(text)) from None
 
 
 def json_schema(name: str) -> dict[str, Any]:

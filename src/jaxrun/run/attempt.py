@@ -116,7 +116,7 @@ def make_attempt(
         finally:
             if sampler is not None:
                 sampler.stop()
-    from jaxrun.run.reading.result import ended_attempt  # pydantic's models: once the script has run
+    from jaxrun.run.reading.result import ended_attempt  # once the script has run
 
     return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None,
                          cpus=cpus)

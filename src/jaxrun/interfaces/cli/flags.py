@@ -14,20 +14,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import click
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from jaxrun.config.option_spec import Flag
+    from jaxrun.config.option_spec import Flag, OptionSet
 
 
 
 class Only(typing.NamedTuple):
     """Some options of a model, for a command that takes only those (`jaxrun ab`'s --timeout)."""
 
-    model: "type[BaseModel]"
+    model: "type[OptionSet]"
     names: tuple[str, ...]
 
 
-Models = tuple["type[BaseModel] | Only", ...]
+Models = tuple["type[OptionSet] | Only", ...]
 
 # The switch that turns an option off wins over the flag that sets it (--no-history --history X),
 # unless its Flag says the two exclude each other (--duet --alternate: one line, exit 2).
@@ -107,7 +105,7 @@ def judged_by(module: str, exports: bool = False) -> Callable[[], dict[str, str]
 class OptionsCommand(click.Command):
     """A command whose option flags are made from option models (``models``, a function: the
     models are imported only when the command is used, so `jaxrun --help` does not import
-    pydantic). Its own arguments come first, its own options after the generated ones."""
+    them). Its own arguments come first, its own options after the generated ones."""
 
     def __init__(self, *args: Any, models: Callable[[], Models], helps: Callable[[], dict[str, str]] | None = None,
                  **kwargs: Any) -> None:
@@ -124,7 +122,7 @@ class OptionsCommand(click.Command):
             self._made = [*arguments, *option_params(self._models(), self.helps() if self.helps else None), *options]
             from jaxrun.core.startup_trace import mark
 
-            mark("pydantic and the options imported, the flags made")
+            mark("the options imported, the flags made")
         return self._made
 
     @params.setter

@@ -1,8 +1,7 @@
 """What an attempt left (its process's outcome, the probe's reading, how it failed: an
 :class:`~jaxrun.run.reading.attempt_run.AttemptRun`) and the
 :class:`~jaxrun.results.models.ScriptResult` of a script's run, built from its attempts. Imported once a
-script's process has started (run/attempt.py), never on the way to its first line: the result
-models are pydantic's.
+script's process has started (run/attempt.py), never on the way to its first line.
 """
 
 from __future__ import annotations
