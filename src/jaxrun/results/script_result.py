@@ -335,6 +335,18 @@ class ScriptResult(MappingModel):
         None, description="Its process was started before the script was known (a spare, to hide Python's "
         "start-up); the time it waited is not in execution_time"
     )
+    start_mode: str | None = Field(
+        None, description="How its process started (--prestart): exec (a new interpreter), fork (forked from a "
+        "prestarted interpreter that had imported jaxrun's probe) or fork+jax (one that had also imported jax: the "
+        "script's own import_time then finds jax imported); wall and CPU time start at the fork"
+    )
+    prestart_reason: str | None = Field(
+        None, description="Why its process was exec'd where --prestart asked for a fork (or auto chose exec)"
+    )
+    prestart_import_time: float | None = Field(
+        None, description="fork+jax: seconds the prestarted interpreter spent importing jax, once for the batch "
+        "(not in this script's figures)"
+    )
     script_args: list[str] = Field([], description="The script's own arguments (its sys.argv[1:])")
     numerics: Numerics | None = Field(None, description="The numerics it started with")
     environment: RunEnvironment | None = Field(None, description="Which environment variables the script got")
