@@ -200,10 +200,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == [PRESTART_SERVER]:
         # What an exec'd probe holds here: a forked child forgets what the server adds to it.
         baseline = frozenset(sys.modules)
-        watch_lifeline()  # the server's own: it ends with jaxrun
         from jaxrun.probe.prestart import serve
 
-        forked = serve(argv[1:], baseline)
+        forked = serve(argv[1:], baseline, watch_lifeline)  # the server's own lifeline: it ends with jaxrun
         if forked is None:
             return 0  # the server, told to end
         argv = forked  # a forked child, now what an exec'd probe is here: its own lifeline next

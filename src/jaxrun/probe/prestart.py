@@ -13,7 +13,8 @@ A forked child becomes what ``python -c ENTRY --events ... -- script.py`` would 
   the script makes is born with it), the working folder, ``sys.argv``/``sys.orig_argv``, and the
   environment (``os.environ`` replaced, which also sets the C library's); the probe then joins the
   run's cgroups as it always does;
-* ``random`` and numpy's global generator reseeded, the server's exit handlers dropped, logging's
+* ``random`` and numpy's global generator reseeded, no exit handler of the server's (it registers
+  none: the child has the exit handlers an exec'd probe has, and jax's with ``jax``), logging's
   root handlers removed, the import system's caches invalidated, and ``sys.modules`` as the exec'd
   probe has it: the modules the server imported for itself (socket, select) are forgotten, so a
   script that imports them gets them fresh; with ``jax``, jax's modules stay (that is the point).
@@ -41,6 +42,10 @@ import os
 import sys
 import time
 
+TYPE_CHECKING = False  # typing is not imported at run time (probe/events.py says why)
+if TYPE_CHECKING:
+    from typing import Callable
+
 # Set by run/process/prestart.py: the server's end of its SOCK_SEQPACKET socket pair.
 SOCKET_ENV = "JAXRUN_PRESTART_SOCKET"
 MODES = ("probe", "jax")
@@ -55,7 +60,7 @@ PASSED = ("stdout", "stderr", "lifeline")
 
 
 class _Server:
-    def __init__(self, mode: str, baseline: frozenset[str]) -> None:
+    def __init__(self, mode: str, baseline: frozenset[str], watch_lifeline: "Callable[[], None]") -> None:
         import _signal
 
         self.mode = mode
@@ -64,8 +69,11 @@ class _Server:
         self.baseline = baseline
         self.signals = {n: _signal.getsignal(n) for n in _signal.valid_signals() if n not in (9, 19)}
         self.mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, [])
-        # The lifeline's watcher (probe/lifeline.py), started before this: blocked in read().
-        self.known_threads = self._threads() - {self.pid}
+        # The lifeline's watcher (probe/lifeline.py): blocked in read(), holding nothing. Any thread
+        # there before it (a sitecustomize's) is unknown.
+        before = self._threads()
+        watch_lifeline()
+        self.known_threads = self._threads() - before
         self.openblas: set[int] = set()
         self.import_time: float | None = None
         self.jax_error: str | None = None
@@ -114,14 +122,14 @@ def _blas_is_openblas() -> bool:
         return False
 
 
-def serve(argv: list[str], baseline: frozenset[str]) -> list[str] | None:
+def serve(argv: list[str], baseline: frozenset[str], watch_lifeline: "Callable[[], None]") -> list[str] | None:
     """Run the server. Returns, in each forked child, the probe's arguments (the probe's ``main``
     goes on with them); in the server itself, None when jaxrun closed the socket."""
     mode = argv[0] if argv and argv[0] in MODES else "probe"
     fd = os.environ.pop(SOCKET_ENV, "")
     if not fd.isdigit():
         return None
-    server = _Server(mode, baseline)
+    server = _Server(mode, baseline, watch_lifeline)
     if mode == "jax":
         server.import_jax()
     import _signal
@@ -270,19 +278,19 @@ def _become(server: _Server, job: dict, fds: list[int], server_fds: tuple[int, .
     sys.argv = ["-c", *job["argv"]]
     if job.get("orig_argv"):
         sys.orig_argv = list(job["orig_argv"])
-    import atexit
+    import importlib
 
-    atexit._clear()  # type: ignore[attr-defined]
-    _forget_own_modules(server)
+    # Exit handlers: the server registers none of its own; those of the interpreter's start-up (a
+    # site's) and, with jax, jax's are an exec'd process's too, and stay (tests/run/test_prestart.py
+    # counts them against an exec'd script's).
+    importlib.invalidate_caches()  # folders the script's imports read may have changed since the server's
     _reseed()
     logging = sys.modules.get("logging")
     if logging is not None:
         root = logging.getLogger()
         for handler in list(root.handlers):
             root.removeHandler(handler)
-    import importlib
-
-    importlib.invalidate_caches()  # folders the script's imports read may have changed since the server's
+    _forget_own_modules(server)  # last: what this function imported goes too
 
 
 def _forget_own_modules(server: _Server) -> None:
