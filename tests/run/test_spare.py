@@ -91,7 +91,9 @@ def test_jaxrun_run_uses_spares_and_leaves_none(tmp_path: Path) -> None:
     for name in ("a", "b", "c"):
         write(tmp_path / "s", f"{name}.py", "import time\nif False:\n    import jax\ntime.sleep(0.1)\n")
     token = {"SPARE_TEST_TOKEN": str(tmp_path)}
-    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--no-config", env=token)
+    # Spares start the processes of a batch that execs (--prestart none); a forking batch has none.
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--no-config",
+                  "--prestart", "none", env=token)
     assert done.returncode == 0, done.stderr
     rows = load(tmp_path / "r" / "jax_execution_results.json")["script_results"]
     assert all(r["prestarted"] for r in rows)
