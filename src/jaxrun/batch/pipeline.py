@@ -75,6 +75,8 @@ def open_start_up(pool: BatchPool, options: BatchOptions, executor: object) -> N
     from jaxrun.run.process.prestart import plan_start
 
     batch_start = plan_start(options.run, pool.prestart.auto)
+    if batch_start.mode != "probe":
+        pool.prestart.drop("probe")  # the jaxrun command's, started before its options were read
     if batch_start.mode == "probe":
         pool.spares.close()  # the scripts are forked: a spare would only be stopped again
         pool.prestart.open("probe", spare_environment())

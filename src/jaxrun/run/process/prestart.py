@@ -432,6 +432,13 @@ class Prestarts:
                     return None
             return server
 
+    def drop(self, mode: str) -> None:
+        """Stop the ``mode`` server, if one was started (a batch that will not use it)."""
+        with self._lock:
+            server = self._servers.pop(mode, None)
+        if server is not None:
+            server.close()
+
     def fork(self, plan: StartPlan, argv: list[str], env: Mapping[str, str], cwd: "Path",
              cpus: tuple[int, ...] | None, command: list[str]) -> ForkedProcess | str:
         # The jax server imports jax with the first of its jobs' environment (what jax reads then).

@@ -268,6 +268,13 @@ def _launch_in(pool: ProcessPool, command: list[str], cwd: Path, env: dict[str, 
         group.limit(memory_limit, max_processes)
     else:
         group = cgroups.create(memory_limit, max_processes)
+    if forks and group is None:
+        # Without a cgroup, the processes a script leaves behind are found by the run's marker in
+        # their environment, which /proc shows as a process's start-up environment: a forked
+        # process's is the server's. Exec'd, every figure keeps its meaning.
+        forks, start = False, StartPlan("none", "no cgroup could be made here, and the processes a forked "
+                                        "script starts could not all be found without one")
+        pool.prestart.say_once(start.reason)  # type: ignore[arg-type]
     if group is not None:
         env = {**env, **group.env()}
     if cpu_affinity:
