@@ -9,6 +9,7 @@ sampling), through the API (a new process the parent moves into the group) and t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,32 @@ def run(script: Path, results: Path, how: str, cgroup: bool, monkeypatch: pytest
         _only_the_unified_hierarchy(monkeypatch)
     if how.startswith("api"):
         result = jaxrun.execute_jax_script(script, "cpu", results_dir=results, compile_cache=False)
-        return json.loads(result.model_dump_json())
+        plain = json.loads(result.model_dump_json())
+        assert_started_as_asked(plain)
+        return plain
     done = jaxrun_cli("run", script, "--device", "cpu", "--no-compile-cache", "--no-history", "--no-config",
                       "--results-dir", results)
     assert done.returncode == 0, done.stderr
     [result] = json.loads((results / "jax_execution_results.json").read_text())["script_results"]
+    assert_started_as_asked(result)
     return result
+
+
+# Every figure keeps its meaning however the script's process started (run/process/prestart.py):
+# each test runs exec'd and forked from the prestarted interpreter.
+@pytest.fixture(autouse=True, params=["none", "probe"])
+def start_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("JAXRUN_PRESTART", request.param)
+    return {"none": "exec", "probe": "fork"}[request.param]
+
+
+def assert_started_as_asked(result: dict) -> None:
+    asked = os.environ["JAXRUN_PRESTART"]
+    if asked == "probe" and os.environ.get("JAXRUN_NO_CGROUP") == "1":
+        # Without a cgroup a fork could not find every process the script leaves: exec, saying so.
+        assert result["start_mode"] == "exec" and "no cgroup" in result["prestart_reason"]
+        return
+    assert result["start_mode"] == {"none": "exec", "probe": "fork"}[asked], (result["start_mode"], result["prestart_reason"])
 
 
 def own_readings(folder: Path) -> dict[str, float]:
@@ -126,7 +147,8 @@ def test_a_child_nobody_waits_for_counts(tmp_path: Path, monkeypatch: pytest.Mon
     assert found["child"] >= 1.0
     assert_counts(result, found)  # was 0.11 s: the child's second was lost
     assert_method(result, cgroup, how)
-    assert result["prestarted"] == (how == "cli")  # the CLI's spare joined its group before the job
+    # The CLI's spare joined its group before the job (exec); a forked process joins its own.
+    assert result["prestarted"] == (how == "cli" and result["start_mode"] == "exec")
 
 
 # A child the script waits for: its CPU reaches the script's rusage and, with a cgroup, the group's

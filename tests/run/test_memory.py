@@ -8,6 +8,7 @@ maxrss of the process a real program ran in agrees."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -51,7 +52,26 @@ def run_and_read_outside(script: Path, results: Path, pid_files: list[Path]) -> 
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     (result_file,) = (results / "script_results").glob("*_result.json")
-    return json.loads(result_file.read_text()), readings
+    result = json.loads(result_file.read_text())
+    assert_started_as_asked(result)
+    return result, readings
+
+
+# Every figure keeps its meaning however the script's process started (run/process/prestart.py):
+# each test runs exec'd and forked from the prestarted interpreter.
+@pytest.fixture(autouse=True, params=["none", "probe"])
+def start_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("JAXRUN_PRESTART", request.param)
+    return {"none": "exec", "probe": "fork"}[request.param]
+
+
+def assert_started_as_asked(result: dict) -> None:
+    asked = os.environ["JAXRUN_PRESTART"]
+    if asked == "probe" and os.environ.get("JAXRUN_NO_CGROUP") == "1":
+        # Without a cgroup a fork could not find every process the script leaves: exec, saying so.
+        assert result["start_mode"] == "exec" and "no cgroup" in result["prestart_reason"]
+        return
+    assert result["start_mode"] == {"none": "exec", "probe": "fork"}[asked], (result["start_mode"], result["prestart_reason"])
 
 
 TRIVIAL = """\

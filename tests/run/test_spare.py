@@ -18,6 +18,7 @@ from jaxrun.config.options import RunOptions
 from jaxrun.run.process import cgroups
 from jaxrun.run.process.environment import probe_command
 from jaxrun.run.batch_pool import BatchPool
+from jaxrun.run.process.prestart import StartPlan
 from jaxrun.run.process.process_watch import Limits, launch
 from jaxrun.run.process.spare import spare_environment
 
@@ -91,7 +92,9 @@ def test_jaxrun_run_uses_spares_and_leaves_none(tmp_path: Path) -> None:
     for name in ("a", "b", "c"):
         write(tmp_path / "s", f"{name}.py", "import time\nif False:\n    import jax\ntime.sleep(0.1)\n")
     token = {"SPARE_TEST_TOKEN": str(tmp_path)}
-    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--no-config", env=token)
+    # Spares start the processes of a batch that execs (--prestart none); a forking batch has none.
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history", "--no-config",
+                  "--prestart", "none", env=token)
     assert done.returncode == 0, done.stderr
     rows = load(tmp_path / "r" / "jax_execution_results.json")["script_results"]
     assert all(r["prestarted"] for r in rows)
@@ -197,7 +200,7 @@ def test_a_spare_waits_in_the_cgroup_that_becomes_its_jobs_with_the_jobs_limits(
     assert not spare.group.dirs["pids"].exists()  # an unused spare's group goes with it
     script = write(tmp_path / "s", "reads.py", READS_ITS_PIDS_GROUP)
     done = jaxrun("run", script, "--results-dir", tmp_path / "r", "--no-history", "--no-config",
-                  "--max-processes", "3")
+                  "--max-processes", "3", "--prestart", "none")
     assert done.returncode == 0, done.stderr
     [result] = load(tmp_path / "r" / "jax_execution_results.json")["script_results"]
     recorded = result["results"]
@@ -212,9 +215,10 @@ THREADS_AT_FIRST_LINE = ("import os\nprint({int(t): sorted(os.sched_getaffinity(
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning to fewer cores needs 2")
-@pytest.mark.parametrize("prestarted", [True, False], ids=["spare", "new_process"])
+@pytest.mark.parametrize("prestarted,forked", [(True, False), (False, False), (False, True)],
+                         ids=["spare", "new_process", "forked"])
 def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path: Path, monkeypatch,
-                                                                        prestarted: bool) -> None:
+                                                                        prestarted: bool, forked: bool) -> None:
     # A spare has a thread before its job is known (its lifeline's): a mask set on its process
     # after the start held its main thread only. A new process is born with the mask.
     monkeypatch.setenv("SPARE_TEST_TOKEN", str(tmp_path))
@@ -232,10 +236,13 @@ def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path:
         outcome = launch(probe_command(script, events, RunOptions.build("api")), cwd=script.parent,
                          env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                          stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                         limits=Limits(timeout=60), log_cap=2**20, cpu_affinity=(core,), pool=pool)
+                         limits=Limits(timeout=60), log_cap=2**20, cpu_affinity=(core,), pool=pool,
+                         start=StartPlan("probe" if forked else "none"))
     finally:
         pool.close()
     assert outcome.exit_code == 0 and outcome.prestarted is prestarted, (tmp_path / "err.log").read_text()
+    # A forked process has the server's threads' state, not its mask: it takes the job's at the fork.
+    assert outcome.start_mode == ("fork" if forked else "exec"), outcome.prestart_reason
     threads = ast.literal_eval((tmp_path / "out.log").read_text())
     assert len(threads) >= 2 and all(cpus == [core] for cpus in threads.values()), threads
     assert not spares_of(str(tmp_path))

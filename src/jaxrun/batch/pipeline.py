@@ -58,12 +58,32 @@ def run_batch(options: BatchOptions, *, sinks: Iterable[Sink] = (), run_job: Run
         stack.callback(pool.close)
         # Made (a Ray cluster reached) before anything in the folder changes.
         executor = stack.enter_context(opened_executor(options, facts))
-        if options.run.python is None or not is_other(options.run.python):
-            # Each script's process starts while the last one's result is written. A spare runs
-            # jaxrun's own interpreter: none for a batch under another one (--python).
-            pool.open_spares(spare_environment())
+        open_start_up(pool, options, executor)
         outputs = BatchOutputs(plan, folder, history, facts)
         return Batch(plan, folder, pool).run(executor, run_job, outputs, sinks)
+
+
+def open_start_up(pool: BatchPool, options: BatchOptions, executor: object) -> None:
+    """How this batch's scripts' processes start (run/process/prestart.py): ``--prestart auto``
+    forks them from a prestarted interpreter where the processes start here, opened now so that it
+    is ready by the first script; otherwise (or for a batch that execs) a spare keeps each next
+    script's interpreter started while the last one's result is written. Neither runs another
+    interpreter (--python)."""
+    here = getattr(executor, "starts_processes_here", False)
+    other = options.run.python is not None and is_other(options.run.python)
+    pool.open_prestart("probe" if here and not other else "none", None)
+    from jaxrun.run.process.prestart import plan_start
+
+    batch_start = plan_start(options.run, pool.prestart.auto)
+    if batch_start.mode != "probe":
+        pool.prestart.drop("probe")  # the jaxrun command's, started before its options were read
+    if batch_start.mode == "probe":
+        pool.spares.close()  # the scripts are forked: a spare would only be stopped again
+        pool.prestart.open("probe", spare_environment())
+    elif batch_start.mode == "jax":
+        pool.spares.close()  # its server starts with the first script's environment (what jax reads)
+    elif not other:
+        pool.open_spares(spare_environment())
 
 
 def check_before_anything_runs(options: BatchOptions) -> None:

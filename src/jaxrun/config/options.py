@@ -310,6 +310,14 @@ class RunOptions(_Options):
         None, "Run the scripts under this Python interpreter (another environment's bin/python, with its own "
         "jax/jaxlib); its device facts and versions are recorded.", Flag(metavar="PATH"),
         show_default="jaxrun's own interpreter")
+    # How each script's process starts (run/process/prestart.py); auto is resolved per run (plan_start).
+    prestart: str = option(
+        "auto", "How each script's process starts: none (a new interpreter each: exec), probe (forked from a "
+        "prestarted interpreter that has imported jaxrun's probe), jax (forked from one that has also imported jax; "
+        "a script whose JAX environment could differ is exec'd, saying why), or auto: probe for a local batch, none "
+        "for benchmark runs, --warm, --profile, --processes N, --python, --randomize-setup, jaxrun ab and bisect, "
+        "and remote backends. Each result's start_mode says what it was.",
+        Flag(metavar="MODE"))
     isolate_env: bool = option(False, "Scripts get a minimal environment (PATH, HOME, locale, JAX_*, XLA_*, CUDA_*...) "
                                "instead of all of yours (run/process/environment.py says which).")
     xfail: Optional[str] = option(None, "Expected to fail, and why: the script's failure does not fail the batch "
@@ -325,6 +333,14 @@ class RunOptions(_Options):
     @checks("params")
     def _params(value: Any, name: str) -> dict[str, Any] | None:
         return parse_point(value)
+
+    @checks("prestart")
+    def _prestart(value: Any, name: str) -> str:
+        modes = ("auto", "none", "probe", "jax")
+        text = str(value).strip().lower() if isinstance(value, str) else value
+        if text not in modes:
+            raise UsageError(f"{name} must be one of {', '.join(modes)}, got {value!r}")
+        return text  # type: ignore[return-value]
 
     @checks("matmul_precision")
     def _matmul_precision(value: Any, name: str) -> str | None:

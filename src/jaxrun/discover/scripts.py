@@ -171,6 +171,70 @@ def imports_jax(source: bytes) -> bool:
     return _tree_imports_jax(tree, dynamic=any(s in source for s in _DYNAMIC_IMPORT))
 
 
+def _is_environ(node: ast.AST) -> bool:
+    """``os.environ`` or a bare ``environ`` (``from os import environ``)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+            and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _set_keys(node: ast.AST) -> Iterator[str | None]:
+    """The variable names a statement's node sets in the environment (None: one not written out)."""
+    def key(expr: ast.AST | None) -> str | None:
+        return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
+
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            if isinstance(target, ast.Subscript) and _is_environ(target.value):
+                yield key(target.slice)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        func = node.func
+        if _is_environ(func.value) and func.attr in ("setdefault", "__setitem__"):
+            yield key(node.args[0]) if node.args else None
+        elif _is_environ(func.value) and func.attr == "update":
+            for arg in node.args:
+                if isinstance(arg, ast.Dict):
+                    yield from (key(k) for k in arg.keys)
+                else:
+                    yield None
+            yield from (k.arg for k in node.keywords)
+        elif func.attr == "putenv" and isinstance(func.value, ast.Name) and func.value.id == "os":
+            yield key(node.args[0]) if node.args else None
+
+
+def sets_jax_variables(path: str | os.PathLike[str]) -> str | None:
+    """The first variable jax reads as it is imported that the script sets itself
+    (``os.environ["XLA_FLAGS"] = ...``, ``os.environ.setdefault``, ``update``, ``os.putenv``),
+    named as the script writes it; ``os.environ[...]`` for a name the syntax does not spell out;
+    None when it sets none. ``--prestart jax`` execs such a script: the prestarted interpreter
+    imported jax before the script could set it. A notebook or an unreadable, unparsable or huge
+    file that mentions the environment counts as setting one."""
+    from jaxrun.probe.prestart import JAX_PREFIXES
+
+    try:
+        with open(path, "rb") as file:
+            source = file.read(PARSE_LIMIT + 1)
+    except OSError:
+        return None  # the run says why it cannot be read
+    mentions = b"environ" in source or b"putenv" in source
+    if not mentions:
+        return None
+    if len(source) > PARSE_LIMIT or not str(path).endswith(".py"):
+        return "os.environ[...]"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "os.environ[...]"
+    for node in ast.walk(tree):
+        for name in _set_keys(node):
+            if name is None:
+                return "os.environ[...]"
+            if name.startswith(JAX_PREFIXES):
+                return name
+    return None
+
+
 # Names that can bind a module's globals out of the syntax tree's sight: a script using one may
 # define any function, so the static check of warm mode's entry leaves it to the run.
 _DYNAMIC_GLOBALS = frozenset({"exec", "eval", "globals", "vars", "locals", "setattr", "__import__", "__dict__"})

@@ -62,7 +62,10 @@ def _start_pool() -> "BatchPool":
     from jaxrun.run.process.spare import spare_environment
 
     pool = BatchPool()
-    pool.open_spares(spare_environment())
+    # A local batch forks its scripts from a prestarted interpreter (--prestart auto): started now,
+    # it is ready by the time the first script is known; a batch that execs stops it and starts a
+    # spare instead (batch/pipeline.py).
+    pool.prestart.open("probe", spare_environment())
     # No collections while the modules load (their objects are long-lived: ~10 ms of the way to
     # the first script); once it runs they are set aside (freeze) and collection resumes.
     gc.disable()

@@ -8,7 +8,7 @@ import sys
 import time
 
 from jaxrun.probe import events
-from jaxrun.probe.arguments import SPARE, ProbeArguments
+from jaxrun.probe.arguments import PRESTART_SERVER, SPARE, ProbeArguments
 from jaxrun.probe.cgroup_join import join_cgroups
 from jaxrun.probe.channel import EVENTS_ENV, EventWriter
 from jaxrun.probe.cluster import in_job
@@ -197,6 +197,15 @@ def _wait_as_spare() -> tuple[list[str], float] | None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == [PRESTART_SERVER]:
+        # What an exec'd probe holds here: a forked child forgets what the server adds to it.
+        baseline = frozenset(sys.modules)
+        from jaxrun.probe.prestart import serve
+
+        forked = serve(argv[1:], baseline, watch_lifeline)  # the server's own lifeline: it ends with jaxrun
+        if forked is None:
+            return 0  # the server, told to end
+        argv = forked  # a forked child, now what an exec'd probe is here: its own lifeline next
     watch_lifeline()  # before anything can run: a spare too (it may wait long for its job)
     spare_ready_at = None
     if argv == [SPARE]:

@@ -406,6 +406,19 @@ class ScriptResult(MappingModel, dict=True):
         "Its process was started before the script was known (a spare, to hide Python's "
         "start-up); the time it waited is not in execution_time"
     ))] = None
+    start_mode: Annotated[Literal["exec", "fork", "fork+jax"] | None, Meta(description=(
+        "How its process started (--prestart): exec (a new interpreter), fork (forked from a "
+        "prestarted interpreter that had imported jaxrun's probe) or fork+jax (one that had also imported jax: the "
+        "script's own import_time then finds jax imported); wall and CPU time start at the fork; null when it "
+        "never started"
+    ))] = None
+    prestart_reason: Annotated[str | None, Meta(description=(
+        "Why its process was exec'd where --prestart asked for a fork (or auto chose exec)"
+    ))] = None
+    prestart_import_time: Annotated[float | None, Meta(description=(
+        "fork+jax: seconds the prestarted interpreter spent importing jax, once for the batch "
+        "(not in this script's figures)"
+    ))] = None
     script_args: Annotated[list[str], Meta(description="The script's own arguments (its sys.argv[1:])")] = []
     numerics: Annotated[Numerics | None, Meta(description="The numerics it started with")] = None
     environment: Annotated[RunEnvironment | None, Meta(description=(

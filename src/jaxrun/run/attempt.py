@@ -23,6 +23,7 @@ from jaxrun.errors import ResultsWriteError
 from jaxrun.plan.job import Job
 from jaxrun.run.process.environment import child_env, probe_command
 from jaxrun.run.process.placement import Slot, pinned_cpus
+from jaxrun.run.process.prestart import plan_start
 from jaxrun.run.process.process_pool import ProcessPool
 from jaxrun.run.process.process_watch import Interrupted, Limits, launch
 
@@ -110,6 +111,7 @@ def make_attempt(
                     stop=stop,
                     record_memory=options.enable_profiling,
                     pool=pool,
+                    start=plan_start(options, pool.prestart.auto if pool is not None else None, job.script),
                 )
         except Interrupted as stopped:
             outcome = stopped.outcome

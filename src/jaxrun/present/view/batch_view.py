@@ -204,7 +204,34 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView],
     slurm = _slurm_note(batch)
     if slurm:
         notes.append(slurm)
+    started = _start_note(batch)
+    if started:
+        notes.append(started)
     return reasons, notes
+
+
+def _start_note(batch: "BatchResult") -> str | None:
+    """How the scripts' processes started (--prestart), said once: where jax was imported ahead
+    (fork+jax) or a fork that was asked for became an exec, and why. A plain batch's forks, the
+    default, go unsaid."""
+    ran = [r for r in batch.script_results if not r.kept and getattr(r, "start_mode", None)]
+    with_jax = [r for r in ran if r.start_mode == "fork+jax"]
+    fell_back = [r for r in ran if r.start_mode == "exec" and r.prestart_reason and "--prestart auto" not in r.prestart_reason]
+    if not with_jax and not fell_back:
+        return None
+    parts = []
+    if with_jax:
+        seconds = next((r.prestart_import_time for r in with_jax if r.prestart_import_time is not None), None)
+        once = f"; jax imported once, {seconds:.2f} s, in no script's figures" if seconds is not None else ""
+        parts.append(f"{plural(len(with_jax), 'script')} forked with jax imported (fork+jax{once})")
+    if fell_back:
+        reasons: dict[str, list[str]] = {}
+        for r in fell_back:
+            reasons.setdefault(r.prestart_reason, []).append(r.script_name)  # type: ignore[arg-type]
+        said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''}: {why}"
+                         for why, names in list(reasons.items())[:3])
+        parts.append(f"{plural(len(fell_back), 'script')} exec'd instead ({said})")
+    return "started: " + ", ".join(parts)
 
 
 def _slurm_note(batch: "BatchResult") -> str | None:

@@ -4,6 +4,7 @@ It holds
 
 * the spare probe process (run/process/spare.py): a process started before its job is known, so
   that a script's interpreter starts while jaxrun reads its options or writes the last result;
+* the prestarted interpreters that fork the scripts' processes (run/process/prestart.py);
 * the parent's own set-up that a script need not wait for (:meth:`when_started`), done right
   after the next script's process starts, while it runs.
 
@@ -18,6 +19,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
+from jaxrun.run.process.prestart import Prestarts
 from jaxrun.run.process.spare import SparePool
 
 logger = logging.getLogger(__name__)
@@ -26,6 +28,7 @@ logger = logging.getLogger(__name__)
 class ProcessPool:
     def __init__(self) -> None:
         self.spares = SparePool()
+        self.prestart = Prestarts()  # the prestarted interpreters that fork scripts (run/process/prestart.py)
         self._deferred: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
@@ -42,10 +45,19 @@ class ProcessPool:
         """How many more processes the batch starts here (0: none, its jobs run elsewhere)."""
         self.spares.expect(processes)
 
+    def open_prestart(self, mode: str, env: Mapping[str, str] | None) -> None:
+        """Scripts whose ``--prestart`` is ``auto`` are forked by a ``mode`` server (``none``: exec);
+        ``env``: start it now with that environment (None: with its first script's)."""
+        self.prestart.reopen()
+        self.prestart.auto = mode if mode != "none" else None
+        if mode != "none" and env is not None:
+            self.prestart.open(mode, env)
+
     def close(self) -> None:
-        """No more spares (the one waiting is stopped) and no more put-off work."""
+        """No more spares (the one waiting is stopped), no prestarted servers, no more put-off work."""
         self.drop_deferred()
         self.spares.close()
+        self.prestart.close()
 
     # -- set-up that can wait until a script runs ------------------------------------------------
 

@@ -30,6 +30,7 @@ from jaxrun.probe.arguments import interpreter as probe_interpreter
 from jaxrun.probe.cgroup_join import CPUS_ENV
 from jaxrun.probe.channel import EVENTS_ENV, read_events
 from jaxrun.run.process import cgroups, lifeline_pipe
+from jaxrun.run.process.prestart import EXEC, ForkedProcess, StartPlan
 from jaxrun.run.process.process_pool import ProcessPool
 from jaxrun.run.process.spare import Spare
 from jaxrun.run.process.transfers import GuardLog, guard_log
@@ -69,6 +70,9 @@ class ProcessOutcome:
     cgroup: str | None = None  # the cgroup the script ran in, when jaxrun could make one
     kernel_limits: list[str] | None = None  # the limits its cgroup held ("memory", "processes")
     prestarted: bool = False  # a spare process became the script's (run/process/spare.py)
+    start_mode: str = "exec"  # how the process started: exec, fork, fork+jax (run/process/prestart.py)
+    prestart_reason: str | None = None  # why exec, where a prestart was asked for (or auto chose exec)
+    prestart_import_time: float | None = None  # fork+jax: the prestarted process's seconds importing jax
     cpu_method: str | None = None  # how cpu_time was measured (CGROUP_CPU_METHOD, RUSAGE_CPU_METHOD)
     log_errors: list[str] = field(default_factory=list)  # a log that could not be written: why, one line each
     transfers: GuardLog | None = None  # JAX's transfer-guard lines counted in its stderr (run/process/transfers.py)
@@ -166,15 +170,24 @@ class _LogPump(threading.Thread):
 
 
 class _Waiter(threading.Thread):
-    def __init__(self, pid: int) -> None:
+    """Reaps the script's process: ``os.wait4`` for a process of jaxrun's, the server's report for a
+    forked one (the server is its parent: run/process/prestart.py)."""
+
+    def __init__(self, pid: int, forked: ForkedProcess | None = None) -> None:
         super().__init__(daemon=True)
         self.pid = pid
+        self.forked = forked
         self.status: int | None = None
         self.rusage: Any = None
         self.ended: float | None = None  # perf_counter when it was reaped
         self.done = threading.Event()
 
     def run(self) -> None:
+        if self.forked is not None:
+            self.forked.reaped.wait()
+            self.status, self.rusage, self.ended = self.forked.status, self.forked.rusage, self.forked.ended
+            self.done.set()
+            return
         try:
             _, self.status, self.rusage = os.wait4(self.pid, 0)
         except ChildProcessError:
@@ -207,6 +220,7 @@ class _Request(NamedTuple):
     cpu_affinity: tuple[int, ...] | None
     stop: threading.Event | None
     record_memory: bool
+    start: StartPlan
 
 
 def launch(
@@ -223,33 +237,70 @@ def launch(
     stop: threading.Event | None = None,
     record_memory: bool = False,
     pool: ProcessPool | None = None,
+    start: StartPlan = EXEC,
 ) -> ProcessOutcome:
     """Run ``command`` to completion (or timeout, Ctrl-C, ``stop`` being set from another thread,
     or a limit) and return what was measured. Interruption raises :class:`Interrupted`.
+    ``start``: exec, or fork from the pool's prestarted interpreter (run/process/prestart.py).
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
+    own_pool = pool is None
     if pool is None:
         pool = ProcessPool()  # no spare, nothing put off: a launch of its own
+    try:
+        return _launch_in(pool, command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap,
+                          cpu_affinity, stop, record_memory, start)
+    finally:
+        if own_pool:
+            pool.close()  # a server it started for this launch alone
+
+
+def _launch_in(pool: ProcessPool, command: list[str], cwd: Path, env: dict[str, str], stdout_log: Path,
+               stderr_log: Path, events_path: Path, limits: Limits, log_cap: int,
+               cpu_affinity: tuple[int, ...] | None, stop: threading.Event | None, record_memory: bool,
+               start: StartPlan) -> ProcessOutcome:
     memory_limit, max_processes = limits.memory_limit, limits.max_processes
-    spare = pool.spares.take(env) if command[:3] == probe_interpreter() else None
+    is_probe = command[:3] == probe_interpreter()
+    forks = start.mode != "none" and is_probe
+    spare = pool.spares.take(env) if is_probe and not forks else None
     if spare is not None and spare.group is not None and spare.group.holds(memory_limit):
         group: cgroups.ScriptCgroup | None = spare.group  # the spare is in it already
         group.limit(memory_limit, max_processes)
     else:
         group = cgroups.create(memory_limit, max_processes)
+    if forks and group is None:
+        # Without a cgroup, the processes a script leaves behind are found by the run's marker in
+        # their environment, which /proc shows as a process's start-up environment: a forked
+        # process's is the server's. Exec'd, every figure keeps its meaning.
+        forks, start = False, StartPlan("none", "no cgroup could be made here, and the processes a forked "
+                                        "script starts could not all be found without one")
+        pool.prestart.say_once(start.reason)  # type: ignore[arg-type]
     if group is not None:
         env = {**env, **group.env()}
     if cpu_affinity:
         env = {**env, CPUS_ENV: ",".join(map(str, cpu_affinity))}  # the probe holds every thread to it
     try:
         request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
-                           stop, record_memory)
+                           stop, record_memory, start if forks else start._replace(mode="none"))
         return _launch(request, group, spare, pool)
     finally:
         for used in (group, spare.group if spare is not None else None):
             if used is not None:
                 used.remove()  # the spare's own group too, when the job needed another; once each
         pool.spares.replenish()  # when none was started beside the script (it could not start, or was taken)
+
+
+def _fork(request: "_Request", env: dict[str, str], pool: ProcessPool) -> tuple[ForkedProcess | None, str | None]:
+    """The script's process forked by the pool's prestarted interpreter, or why it is not (then a
+    new process is started: exec), said once in the run log."""
+    start = request.start
+    if start.mode == "none":
+        return None, start.reason
+    got = pool.prestart.fork(start, request.command[3:], env, request.cwd, request.cpu_affinity, request.command)
+    if isinstance(got, str):
+        pool.prestart.say_once(got)
+        return None, got
+    return got, None
 
 
 def _start(command: list[str], cwd: Path, env: dict[str, str], group: cgroups.ScriptCgroup | None,
@@ -320,11 +371,17 @@ def _set_affinity(pid: int, cpus: "Iterable[int]") -> None:
 
 def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare | None,
             pool: ProcessPool) -> ProcessOutcome:
-    command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory = request
+    command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity, stop, record_memory, _ = request
     started = time.perf_counter()
-    proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
+    forked, prestart_reason = _fork(request, env, pool)
+    proc: "subprocess.Popen | ForkedProcess"
+    if forked is not None:
+        # Its time starts at the fork: the interpreter's start-up is the server's, done once.
+        proc, spawned_at, started = forked, None, forked.forked_at
+    else:
+        proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     mark("the job handed to its process")
-    waiter = _Waiter(proc.pid)
+    waiter = _Waiter(proc.pid, forked)
     waiter.start()
     # The limits are watched from now on, in a thread of their own: whatever this thread does next
     # (the put-off set-up below takes up to a second on a loaded machine), a timeout fires and a
@@ -361,7 +418,8 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     ended = waiter.ended if waiter.ended is not None else time.perf_counter()
     monitor.sample(scan=True)  # descendants still running: their memory and CPU so far
     # Popen must not try to reap the pid the waiter already reaped.
-    proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
+    if forked is None:
+        proc.returncode = -1 if waiter.status is None else os.waitstatus_to_exitcode(waiter.status)
     leftovers = reap_leftovers(pgid, monitor, KILL_GRACE_SECONDS)
     if group is not None:
         # Whatever the session and the marker missed (a daemon that cleared its environment and
@@ -416,6 +474,9 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         cgroup=joined.label if joined is not None else None,
         kernel_limits=joined.kernel_limits if joined is not None else None,
         prestarted=spawned_at is not None,
+        start_mode=forked.start_mode if forked is not None else "exec",
+        prestart_reason=prestart_reason,
+        prestart_import_time=pool.prestart.import_time("jax") if forked is not None and request.start.mode == "jax" else None,
         cpu_method=cpu_method,
         transfers=guard,
     )

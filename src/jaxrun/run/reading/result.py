@@ -142,6 +142,7 @@ def _warm_summary(entry: str, calls: list) -> object:  # type: ignore[type-arg]
 # (none when nothing was launched: the fields stay null) and how it failed (none on success).
 _FROM_OUTCOME: dict[str, str] = {
     "exit_code": "exit_code", "signal": "signal", "execution_time": "wall_time", "prestarted": "prestarted",
+    "start_mode": "start_mode", "prestart_reason": "prestart_reason", "prestart_import_time": "prestart_import_time",
     "leftover_processes": "leftovers", "peak_processes": "peak_processes", "cgroup": "cgroup",
     "kernel_limits": "kernel_limits", "stdout_truncated": "stdout_truncated", "stderr_truncated": "stderr_truncated",
 }
