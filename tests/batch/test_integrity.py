@@ -371,7 +371,7 @@ def test_a_ctrl_c_while_the_parent_sets_up_stops_the_running_script_and_says_so(
     try:
         launch(command, cwd=script.parent, env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-               limits=Limits(timeout=120), log_cap=2**20, pool=pool)
+               limits=Limits(timeout=120, log_cap=2**20), pool=pool)
         pytest.fail("the launch returned as if the script had ended by itself")
     except Interrupted as stopped:  # the tree stopped; the script's partial outcome travels with it
         outcome = stopped.outcome

@@ -36,7 +36,7 @@ SAMPLES = {
     "timeout": (["--timeout", "12.5"], 12.5), "enable_profiling": (["--profile"], True), "verbose": (["-v"], True),
     "jobs": (["-j", "2"], 2), "xla_analysis": (["--no-xla-analysis"], False),
     "python": (["--python", sys.executable], sys.executable),
-    "processes": (["--processes", "2"], 2),
+    "processes": (["--processes", "2"], 2), "prestart": (["--prestart", "jax"], "jax"),
     **{f"slurm_{name}": (["--backend", "slurm", f"--slurm-{name}", "x"], "x") for name in ("partition", "account", "qos", "constraint")},
     "slurm_cpus_per_task": (["--backend", "slurm", "--slurm-cpus-per-task", "3"], 3),
     "slurm_options": (["--backend", "slurm", "--slurm-option", "--mail-type=END", "--slurm-option", "exclusive"],

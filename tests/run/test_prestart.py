@@ -1,4 +1,4 @@
-"""Prestarted interpreters (--prestart; run/process/prestart.py, probe/prestart.py): a forked script's
+"""Prestarted interpreters (--prestart; run/process/prestart.py, probe/fork_server.py): a forked script's
 process is what an exec'd probe would be (each fact read by the script itself, compared with the
 same script exec'd), falls back to exec saying why, keeps every ending path and figure, and neither
 the server nor its children outlive jaxrun. Real processes, real JAX, no wall-clock budget."""
@@ -83,7 +83,7 @@ def test_a_forked_process_is_what_an_exec_d_probe_would_be(tmp_path: Path) -> No
     assert forked["argv"] == [str(folder / "ident.py"), "--an-arg", "x y"]
     # Not one module of the server's own (socket, select, its prestart module) is left for the script.
     assert set(forked["modules"]) == set(exec_d["modules"]), set(forked["modules"]) ^ set(exec_d["modules"])
-    assert "jaxrun.probe.prestart" not in forked["modules"]
+    assert "jaxrun.probe.fork_server" not in forked["modules"]
 
 
 def test_forked_scripts_get_fresh_random_generators_and_none_of_the_servers_exit_handlers(tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_a_thread_the_server_does_not_know_means_exec_and_says_why(tmp_path: Pat
             command = probe_command(script, events, RunOptions.build("api"))
             outcomes.append(launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
                                    stdout_log=tmp_path / f"out{n}.log", stderr_log=tmp_path / f"err{n}.log",
-                                   events_path=events, limits=Limits(timeout=60), log_cap=2**20, pool=pool,
+                                   events_path=events, limits=Limits(timeout=60, log_cap=2**20), pool=pool,
                                    start=StartPlan("probe")))
     finally:
         pool.close()
@@ -305,3 +305,42 @@ def test_the_prestart_option_is_checked(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "prestart must be one of auto, none, probe, jax" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_server_that_does_not_answer_is_not_waited_for_and_its_late_fork_is_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch waits a bounded time for the prestarted interpreter (a stopped or swamped one): then
+    the script is exec'd, saying why, and what the server forks after that, which nobody watches,
+    is stopped at once."""
+    from jaxrun.config.options import RunOptions
+    from jaxrun.run.batch_pool import BatchPool
+    from jaxrun.run.process import prestart
+    from jaxrun.run.process.environment import probe_command
+    from jaxrun.run.process.prestart import StartPlan
+    from jaxrun.run.process.process_watch import Limits, launch
+    from jaxrun.run.process.spare import spare_environment
+
+    monkeypatch.setattr(prestart, "ANSWER_SECONDS", 2.0)
+    script = write(tmp_path / "s", "late.py", "import time\nopen('ran', 'a').write('x')\ntime.sleep(30)\n")
+    pool = BatchPool()
+    env = spare_environment()
+    pool.prestart.open("probe", env)
+    server = pool.prestart.server("probe", env)
+    assert server is not None and server.ready.wait(60)
+    events = tmp_path / "events.jsonl"
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        outcome = launch(probe_command(script, events, RunOptions.build("api", timeout=5)), cwd=script.parent,
+                         env={**env, "JAXRUN_EVENTS_FILE": str(events)}, stdout_log=tmp_path / "out.log",
+                         stderr_log=tmp_path / "err.log", events_path=events,
+                         limits=Limits(timeout=5, log_cap=2**20), pool=pool, start=StartPlan("probe"))
+        assert outcome.start_mode == "exec"
+        assert outcome.prestart_reason == "the prestarted process did not answer within 2 s"
+        children_before = {p.pid for p in psutil.Process(server.proc.pid).children()}
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    # The request it reads now is forked for nobody: stopped at once (unstopped, it would sleep 30 s).
+    time.sleep(3)
+    alive = [p for p in psutil.Process(server.proc.pid).children() if p.pid not in children_before]
+    pool.close()
+    assert not alive

@@ -46,7 +46,7 @@ def _launch(tmp_path: Path, env: dict[str, str], pool: BatchPool):  # type: igno
     command = probe_command(script, events, RunOptions.build("api", args=["--flag", "x y"]))
     return launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
                   stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                  limits=Limits(timeout=60), log_cap=2**20, pool=pool)
+                  limits=Limits(timeout=60, log_cap=2**20), pool=pool)
 
 
 def test_a_spare_runs_the_job_as_a_new_process_would_without_its_waiting_time(tmp_path: Path, monkeypatch) -> None:
@@ -134,7 +134,7 @@ def test_deferred_set_up_runs_once_the_script_runs_and_never_counts_in_its_time(
     pool.when_started(slow_set_up)
     script = write(tmp_path, "quick.py", f"open({str(tmp_path / 'started')!r}, 'w').close()\n")
     outcome = launch([sys.executable, str(script)], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
-                     stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20,
+                     stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60, log_cap=2**20),
                      pool=pool)
     assert seen == [True]  # it ran while (or after) the script ran, never before it started
     # ground truth: the script is a Python start-up and one file, far below the set-up's 0.8 s
@@ -142,7 +142,7 @@ def test_deferred_set_up_runs_once_the_script_runs_and_never_counts_in_its_time(
     pool.when_started(lambda: seen.append(False))
     pool.drop_deferred()  # a batch that starts nothing leaves nothing for the next one
     launch([sys.executable, "-c", "pass"], cwd=tmp_path, env=dict(os.environ), stdout_log=tmp_path / "o",
-           stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60), log_cap=2**20,
+           stderr_log=tmp_path / "e", events_path=tmp_path / "events", limits=Limits(timeout=60, log_cap=2**20),
            pool=pool)
     assert seen == [True]
     # Another process (a Ray worker) gets a pool of its own: no spare, nothing put off.
@@ -236,7 +236,7 @@ def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path:
         outcome = launch(probe_command(script, events, RunOptions.build("api")), cwd=script.parent,
                          env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                          stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                         limits=Limits(timeout=60), log_cap=2**20, cpu_affinity=(core,), pool=pool,
+                         limits=Limits(timeout=60, log_cap=2**20), cpu_affinity=(core,), pool=pool,
                          start=StartPlan("probe" if forked else "none"))
     finally:
         pool.close()
@@ -283,7 +283,7 @@ def test_the_limits_hold_while_jaxrun_does_its_put_off_set_up(tmp_path: Path, ca
     outcome = launch(probe_command(script, events, RunOptions.build("api")), cwd=script.parent,
                      env={**spare_environment(), "JAXRUN_EVENTS_FILE": str(events)},
                      stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                     limits=limits, log_cap=2**20, pool=pool)
+                     limits=limits._replace(log_cap=2**20), pool=pool)
     if case == "timeout":
         assert outcome.timed_out and outcome.exit_code is None, outcome
     else:

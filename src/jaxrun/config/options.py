@@ -449,7 +449,8 @@ class RunOptions(_Options):
         import json
 
         # An option at the value that means "as before" stays out: earlier results keep their key.
-        same_as_before = {n for n, plain in (("processes", self.processes == 1),
+        # How a process started (--prestart) changes no figure's meaning: never in the key.
+        same_as_before = {n for n, plain in (("prestart", True), ("processes", self.processes == 1),
                                              ("randomize_setup", not self.randomize_setup),
                                              ("sweep", self.sweep is None), ("sweep_zip", not self.sweep_zip),
                                              ("params", self.params is None)) if plain} or None

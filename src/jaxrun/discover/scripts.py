@@ -208,7 +208,7 @@ def sets_jax_variables(path: str | os.PathLike[str]) -> str | None:
     None when it sets none. ``--prestart jax`` execs such a script: the prestarted interpreter
     imported jax before the script could set it. A notebook or an unreadable, unparsable or huge
     file that mentions the environment counts as setting one."""
-    from jaxrun.probe.prestart import JAX_PREFIXES
+    from jaxrun.probe.fork_server import JAX_PREFIXES
 
     try:
         with open(path, "rb") as file:

@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == [PRESTART_SERVER]:
         # What an exec'd probe holds here: a forked child forgets what the server adds to it.
         baseline = frozenset(sys.modules)
-        from jaxrun.probe.prestart import serve
+        from jaxrun.probe.fork_server import serve
 
         forked = serve(argv[1:], baseline, watch_lifeline)  # the server's own lifeline: it ends with jaxrun
         if forked is None:

@@ -19,7 +19,7 @@ MODULE = "jaxrun.probe"
 # contextlib, collections and functools, ~5 ms of CPU in every script's process.
 ENTRY = "from jaxrun.probe.__main__ import run; run()"
 SPARE = "--spare"  # a probe started before its job is known (run/process/spare.py); the job comes on stdin
-# The per-batch prestarted interpreter that forks the scripts' probes (probe/prestart.py); its mode follows.
+# The per-batch prestarted interpreter that forks the scripts' probes (probe/fork_server.py); its mode follows.
 PRESTART_SERVER = "--prestart-server"
 
 

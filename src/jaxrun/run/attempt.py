@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
-from jaxrun.core.validate import log_cap_bytes
 from jaxrun.errors import ResultsWriteError
 from jaxrun.plan.job import Job
 from jaxrun.run.process.environment import child_env, probe_command
@@ -106,7 +105,6 @@ def make_attempt(
                     stderr_log=job.stderr_log,
                     events_path=events_path,
                     limits=Limits(options.timeout, options.memory_limit, options.max_processes),
-                    log_cap=log_cap_bytes(),
                     cpu_affinity=cpus,
                     stop=stop,
                     record_memory=options.enable_profiling,

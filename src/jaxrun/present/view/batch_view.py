@@ -228,8 +228,8 @@ def _start_note(batch: "BatchResult") -> str | None:
         reasons: dict[str, list[str]] = {}
         for r in fell_back:
             reasons.setdefault(r.prestart_reason, []).append(r.script_name)  # type: ignore[arg-type]
-        said = "; ".join(f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''}: {why}"
-                         for why, names in list(reasons.items())[:3])
+        said = listed((f"{listed(names, 3)}: {why}" for why, names in reasons.items()), 3, "; ",
+                      what="other reasons")
         parts.append(f"{plural(len(fell_back), 'script')} exec'd instead ({said})")
     return "started: " + ", ".join(parts)
 

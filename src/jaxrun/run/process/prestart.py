@@ -1,4 +1,4 @@
-"""Prestarted interpreters, jaxrun's side (``--prestart``; the server is probe/prestart.py): which way
+"""Prestarted interpreters, jaxrun's side (``--prestart``; the server is probe/fork_server.py): which way
 each script's process starts, the per-batch server that forks it, and the process object a launch
 watches in place of a ``Popen``.
 
@@ -19,7 +19,7 @@ to exec, per script, where the forked process could not be what exec would have 
   server imported it with; ``--env`` sets variables; a sweep's point sets what jaxrun applies itself
   (``devices``, ``x64``, ...); the script sets such a variable itself (discover/scripts.py reads it);
   or jax could not be imported;
-* the server has a thread not known to be fork-safe (probe/prestart.py checks before each fork).
+* the server has a thread not known to be fork-safe (probe/fork_server.py checks before each fork).
 
 The figures keep their meaning: the process's wall time starts at the fork (its interpreter's
 start-up is the server's, done once); its CPU time starts at the fork too (a forked process's
@@ -37,9 +37,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
+from jaxrun.core.formatting import listed, plural
 from jaxrun.probe.arguments import PRESTART_SERVER
 from jaxrun.probe.arguments import interpreter as probe_interpreter
-from jaxrun.probe.prestart import JAX_PREFIXES, MODES, PASSED, SOCKET_ENV
+from jaxrun.probe.fork_server import JAX_PREFIXES, MODES, PASSED, SOCKET_ENV
 from jaxrun.run.process import lifeline_pipe
 from jaxrun.run.process.spare import startup_variables
 
@@ -52,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 CHOICES = ("auto", "none", "probe", "jax")
 START_MODES = {"probe": "fork", "jax": "fork+jax"}
+# The longest a launch waits for the server's answer to a fork: its first answer may wait for its
+# own start-up (with jax, importing it: seconds on a loaded machine). Past it, the script is exec'd.
+ANSWER_SECONDS = 120.0
 _MAX_REQUEST = 200 * 1024  # a Unix datagram's size the kernel takes by default; past it: exec, saying so
 
 
@@ -189,7 +193,7 @@ class ForkedProcess:
 
 
 class PrestartServer:
-    """One server process (probe/prestart.py) of ``mode`` started with ``env``."""
+    """One server process (probe/fork_server.py) of ``mode`` started with ``env``."""
 
     def __init__(self, mode: str, env: Mapping[str, str]) -> None:
         import socket
@@ -234,8 +238,7 @@ class PrestartServer:
         if self.mode == "jax":
             differ = _differences(jax_variables(env), self.jax_env)
             if differ:
-                return (f"{', '.join(differ[:6])}{' ...' if len(differ) > 6 else ''} differ from what the "
-                        "prestarted process imported jax with")
+                return f"{listed(differ, 6)} differ from what the prestarted process imported jax with"
         if self.gone is not None:
             return self.gone
         import marshal
@@ -246,7 +249,7 @@ class PrestartServer:
                "rlimits": _rlimits(), "cpus": list(cpus) if cpus else _own_cpus(), "orig_argv": list(command)}
         data = marshal.dumps(job)
         if len(data) > _MAX_REQUEST:
-            return f"the script's environment and arguments ({len(data)} bytes) are too large to hand over"
+            return f"the script's environment and arguments ({plural(len(data), 'byte')}) are too large to hand over"
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         stdout, stderr = os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")
@@ -268,7 +271,11 @@ class PrestartServer:
         finally:
             os.close(out_w)  # the child has its own copies now (or never will)
             os.close(err_w)
-        waiting[0].wait()
+        if not waiting[0].wait(ANSWER_SECONDS):
+            self._forget(request_id)  # an answer after this is for nobody: _read stops what it forked
+            stdout.close()
+            stderr.close()
+            return f"the prestarted process did not answer within {ANSWER_SECONDS:.0f} s"
         reply = waiting[1]
         if isinstance(reply, ForkedProcess):
             return reply
@@ -307,6 +314,8 @@ class PrestartServer:
                     waiting = self._pending.pop(message.get("id"), None)
                     mine = self._mine.pop(message.get("id"), None)
                     if waiting is None:
+                        if op == "forked":
+                            _stop_unwatched(message["pid"])
                         continue
                     if op == "forked" and mine is not None:
                         child = ForkedProcess(message["pid"], message["at"], mine[0], mine[1], mine[2])
@@ -368,6 +377,17 @@ class PrestartServer:
         self._reader.join(timeout=5)
         self.sock.close()
         self._stderr.close()
+
+
+def _stop_unwatched(pid: int) -> None:
+    """Stop the process forked for a launch that stopped waiting for it (its own session: its group
+    is itself and what it started), so that no script runs that nobody watches."""
+    import signal
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _umask() -> int:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxrun.config.options import RunOptions
-from jaxrun.core.validate import log_cap_bytes
 from jaxrun.plan.job import Job
 from jaxrun.probe.channel import EVENTS_ENV
 from jaxrun.probe.cluster import (
@@ -99,7 +98,7 @@ def run_group(job: Job, options: RunOptions, env: dict[str, str], events_dir: Pa
                 probe_command(job.script, events_path, options, job.profile_dir if k == 0 else None),
                 cwd=job.script.parent, env=process_env(env, k, count, address, events_path),
                 stdout_log=stdout_log, stderr_log=stderr_log, events_path=events_path,
-                limits=Limits(left, options.memory_limit, options.max_processes, KILL_GRACE), log_cap=log_cap_bytes(),
+                limits=Limits(left, options.memory_limit, options.max_processes, KILL_GRACE),
                 cpu_affinity=cpu_affinity, stop=halts[k], record_memory=options.enable_profiling and k == 0,
                 pool=pool if k == 0 else None,  # no spare for the others (a launch of their own)
             )

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from jaxrun.core.defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from jaxrun.core.startup_trace import mark
+from jaxrun.core.validate import log_cap_bytes
 from jaxrun.probe import events as ev
 from jaxrun.probe.arguments import interpreter as probe_interpreter
 from jaxrun.probe.cgroup_join import CPUS_ENV
@@ -204,6 +205,7 @@ class Limits(NamedTuple):
     memory_limit: int | None = None  # bytes of host memory of the tree
     max_processes: int | None = None
     kill_grace: float = KILL_GRACE_SECONDS  # SIGTERM to SIGKILL when jaxrun stops the tree
+    log_cap: int | None = None  # bytes kept of each of stdout and stderr; None: JAXRUN_LOG_CAP_BYTES's
 
 
 class _Request(NamedTuple):
@@ -232,7 +234,6 @@ def launch(
     stderr_log: Path,
     events_path: Path,
     limits: Limits,
-    log_cap: int,
     cpu_affinity: tuple[int, ...] | None = None,
     stop: threading.Event | None = None,
     record_memory: bool = False,
@@ -244,21 +245,23 @@ def launch(
     ``start``: exec, or fork from the pool's prestarted interpreter (run/process/prestart.py).
 
     The limits are watched by sampling and, where jaxrun can make a cgroup, held by the kernel."""
+    log_cap = limits.log_cap if limits.log_cap is not None else log_cap_bytes()
+    request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
+                       stop, record_memory, start)
     own_pool = pool is None
     if pool is None:
         pool = ProcessPool()  # no spare, nothing put off: a launch of its own
     try:
-        return _launch_in(pool, command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap,
-                          cpu_affinity, stop, record_memory, start)
+        return _contained(request, pool)
     finally:
         if own_pool:
             pool.close()  # a server it started for this launch alone
 
 
-def _launch_in(pool: ProcessPool, command: list[str], cwd: Path, env: dict[str, str], stdout_log: Path,
-               stderr_log: Path, events_path: Path, limits: Limits, log_cap: int,
-               cpu_affinity: tuple[int, ...] | None, stop: threading.Event | None, record_memory: bool,
-               start: StartPlan) -> ProcessOutcome:
+def _contained(request: _Request, pool: ProcessPool) -> ProcessOutcome:
+    """:func:`_launch` of ``request`` in its cgroup (a new one, or the spare's), the spare or the
+    prestarted interpreter chosen, and what it used let go of after."""
+    command, env, limits, start = request.command, request.env, request.limits, request.start
     memory_limit, max_processes = limits.memory_limit, limits.max_processes
     is_probe = command[:3] == probe_interpreter()
     forks = start.mode != "none" and is_probe
@@ -277,12 +280,11 @@ def _launch_in(pool: ProcessPool, command: list[str], cwd: Path, env: dict[str, 
         pool.prestart.say_once(start.reason)  # type: ignore[arg-type]
     if group is not None:
         env = {**env, **group.env()}
-    if cpu_affinity:
-        env = {**env, CPUS_ENV: ",".join(map(str, cpu_affinity))}  # the probe holds every thread to it
+    if request.cpu_affinity:
+        env = {**env, CPUS_ENV: ",".join(map(str, request.cpu_affinity))}  # the probe holds every thread to it
     try:
-        request = _Request(command, cwd, env, stdout_log, stderr_log, events_path, limits, log_cap, cpu_affinity,
-                           stop, record_memory, start if forks else start._replace(mode="none"))
-        return _launch(request, group, spare, pool)
+        return _launch(request._replace(env=env, start=start if forks else start._replace(mode="none")), group,
+                       spare, pool)
     finally:
         for used in (group, spare.group if spare is not None else None):
             if used is not None:
