@@ -17,7 +17,7 @@ from jaxrun import execute_jax_script
 from jaxrun.judge.benchmark_runs import warm_summary
 from jaxrun.results import result_files
 from jaxrun.results.models import ScriptResult, WarmCall
-from jaxrun.run.process.process_watch import _LogPump
+from jaxrun.run.process.process_watch import _LogCopy
 from jaxrun.run.process.transfers import SCRIPT_SET_GUARD, GuardLog, guard_log, parse_line
 
 HEADER = "W1124 06:05:00.907168   19672 guard_lib.cc:125] "
@@ -113,7 +113,7 @@ def test_guard_lines_do_not_count_against_the_log_cap(tmp_path: Path) -> None:
     read, write_end = os.pipe()
     own = b"x" * 50 + b"\n"
     data = (guard_line("aval=ShapedArray(float32[4])" + SHARDING) + b"\n") * 200 + own
-    pump = _LogPump(os.fdopen(read, "rb"), tmp_path / "err.log", cap=len(own), guard=GuardLog(strip=True))
+    pump = _LogCopy(os.fdopen(read, "rb"), tmp_path / "err.log", cap=len(own), guard=GuardLog(strip=True))
     pump.start()
     writer = threading.Thread(target=lambda: (os.write(write_end, data), os.close(write_end)))
     writer.start()

@@ -9,13 +9,15 @@ imported after its process has started: the way to a script's first line imports
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
 import os
 import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from jaxrun.config.options import RunOptions
 from jaxrun.errors import ResultsWriteError
@@ -43,6 +45,31 @@ def _sweep_stale_event_folders() -> None:
         owner = folder.name[len(_EVENTS_PREFIX):].split("-")[0]
         if owner.isdigit() and int(owner) != os.getpid() and not _alive(owner):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _events_folder() -> Path:
+    """This process's one folder of probe channels (each attempt a numbered folder in it): made
+    once, removed when the process exits (a killed one's by the next run's sweep)."""
+    import atexit
+
+    folder = Path(tempfile.mkdtemp(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+_attempts = itertools.count(1)
+
+
+@contextlib.contextmanager
+def _attempt_folder() -> Iterator[Path]:
+    """A new folder for one attempt's probe channels (one file a process), emptied and removed after."""
+    folder = _events_folder() / str(next(_attempts))
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _alive(pid: str) -> bool:
@@ -76,8 +103,8 @@ def make_attempt(
     if options.randomize_setup:
         pool = None  # a spare already runs with the environment it was started with: not this run's
     cpus = pinned_cpus(slot, platform)
-    with tempfile.TemporaryDirectory(prefix=f"{_EVENTS_PREFIX}{os.getpid()}-") as tmp:
-        events_path = Path(tmp) / "events.jsonl"
+    with _attempt_folder() as tmp:
+        events_path = tmp / "events.jsonl"
         env = child_env(job, options, platform, facts, events_path, slot, compile_cache)
         command = probe_command(job.script, events_path, options, job.profile_dir)
         sampler = None
@@ -92,7 +119,7 @@ def make_attempt(
                 from jaxrun.run.process.process_group import run_group
                 from jaxrun.run.reading.job_run import read_job
 
-                group = run_group(job, options, env, Path(tmp), stop=stop, pool=pool,
+                group = run_group(job, options, env, tmp, stop=stop, pool=pool,
                                          cpu_affinity=cpus)
                 job_run = read_job(job, options, group)
                 outcome = job_run.outcome

@@ -1,8 +1,10 @@
 """Launch one probe process and watch it: logs to disk, timeout, tree kill, rusage, peak RSS.
 
 This is the only place that starts a script's process. Its output is streamed to capped log files
-by two pump threads (never held in memory); a waiter thread reaps it with ``os.wait4`` to get the
-kernel's rusage (CPU time of it and its waited-for children, its max RSS) the moment it exits.
+(never held in memory) and its end reaped with ``os.wait4`` (the kernel's rusage: CPU time of it and
+its waited-for children, its max RSS) the moment it exits, both by the one thread that serves every
+run of this process (run/process/pipe_reader.py); a forked process's end is the prestarted
+interpreter's to report (run/process/prestart.py).
 
 ``cpu_time`` counts every process of the run, waited for or not (:func:`run_cpu_time`): where the
 script ran in a cgroup, the group's own count, read once at the end (plus the process's start-up
@@ -32,6 +34,7 @@ from jaxrun.probe.cgroup_join import CPUS_ENV
 from jaxrun.probe.channel import EVENTS_ENV, read_events
 from jaxrun.run.process import cgroups, lifeline_pipe
 from jaxrun.run.process.prestart import EXEC, ForkedProcess, StartPlan
+from jaxrun.run.process.pipe_reader import READER, Reaping, Reading
 from jaxrun.run.process.process_pool import ProcessPool
 from jaxrun.run.process.spare import Spare
 from jaxrun.run.process.transfers import GuardLog, guard_log
@@ -41,7 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_CHUNK = 64 * 1024
 
 @dataclass
 class ProcessOutcome:
@@ -79,40 +81,47 @@ class ProcessOutcome:
     transfers: GuardLog | None = None  # JAX's transfer-guard lines counted in its stderr (run/process/transfers.py)
 
 
-class _LogPump(threading.Thread):
+class _LogCopy:
     """Copy a pipe to a file up to ``cap`` bytes; keep draining after that so the child never blocks.
 
     The pipe is read to its end whatever happens to the file: a log that cannot be written (a
     full disk, an I/O error, a file too large) is left as far as it got, the rest of the output is
     read and discarded, and ``write_error`` says why (the result's warning; the script, whose pipe
-    would otherwise fill, runs on)."""
+    would otherwise fill, runs on). The reading is the pipe reader's (run/process/pipe_reader.py):
+    ``start`` hands the pipe over, ``join`` waits for its end."""
 
     def __init__(self, pipe: IO[bytes], path: Path, cap: int, guard: GuardLog | None = None) -> None:
-        super().__init__(daemon=True)
         self.pipe, self.path, self.cap = pipe, path, cap
         self.guard = guard  # stderr: JAX's transfer-guard lines counted (and left out when jaxrun's)
         self.written = 0
         self.discarded = 0
         self.write_error: OSError | None = None
+        self.reading: Reading | None = None
+        self._out: int | None = None
 
-    def run(self) -> None:
-        out = self._open()
-        guard = self.guard
+    def start(self) -> None:
+        self._out = self._open()
+        self.reading = READER.read(self.pipe.fileno(), self._chunk, self._finish)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.reading is not None:
+            self.reading.done.wait(timeout)
+
+    def _chunk(self, chunk: bytes) -> None:
+        if self.guard is not None:
+            chunk = self.guard.feed(chunk)  # before the cap: jaxrun's own lines never count against it
+        self._out = self._take(self._out, chunk)
+
+    def _finish(self) -> None:
+        out = self._out
         try:
-            while True:
-                chunk = self.pipe.read1(_CHUNK) if hasattr(self.pipe, "read1") else self.pipe.read(_CHUNK)
-                if not chunk:
-                    break
-                if guard is not None:
-                    chunk = guard.feed(chunk)  # before the cap: jaxrun's own lines never count against it
-                out = self._take(out, chunk)
-            if guard is not None:
-                out = self._take(out, guard.flush())
+            if self.guard is not None:
+                out = self._take(out, self.guard.flush())
             if self.discarded and out is not None:
                 self._write(out, f"\n[jaxrun: log truncated at {self.cap} bytes; {self.discarded} more bytes "
                             "were discarded]\n".encode())
         finally:
-            self._close(out)
+            self._out = self._close(out)
             self.pipe.close()
 
     def _take(self, out: int | None, chunk: bytes) -> int | None:
@@ -170,32 +179,28 @@ class _LogPump(threading.Thread):
                 f"{self.discarded} bytes of output were read and discarded")
 
 
-class _Waiter(threading.Thread):
-    """Reaps the script's process: ``os.wait4`` for a process of jaxrun's, the server's report for a
-    forked one (the server is its parent: run/process/prestart.py)."""
+class _Waiter:
+    """The script's process's end: ``os.wait4``'s status and rusage and when it was reaped
+    (``ended``, perf_counter), ``done`` once known. A process of jaxrun's is reaped by the pipe
+    reader (run/process/pipe_reader.py); a forked one by the prestarted interpreter, its parent,
+    which reports it (run/process/prestart.py)."""
 
     def __init__(self, pid: int, forked: ForkedProcess | None = None) -> None:
-        super().__init__(daemon=True)
         self.pid = pid
-        self.forked = forked
-        self.status: int | None = None
-        self.rusage: Any = None
-        self.ended: float | None = None  # perf_counter when it was reaped
-        self.done = threading.Event()
+        self._end: "ForkedProcess | Reaping" = forked if forked is not None else READER.reap(pid)
+        self.done = forked.reaped if forked is not None else self._end.done  # type: ignore[union-attr]
 
-    def run(self) -> None:
-        if self.forked is not None:
-            self.forked.reaped.wait()
-            self.status, self.rusage, self.ended = self.forked.status, self.forked.rusage, self.forked.ended
-            self.done.set()
-            return
-        try:
-            _, self.status, self.rusage = os.wait4(self.pid, 0)
-        except ChildProcessError:
-            pass
-        # Noted here, not by whoever waits for `done`: that thread may be busy (deferred set-up).
-        self.ended = time.perf_counter()
-        self.done.set()
+    @property
+    def status(self) -> int | None:
+        return self._end.status
+
+    @property
+    def rusage(self) -> Any:
+        return self._end.rusage
+
+    @property
+    def ended(self) -> float | None:
+        return self._end.ended
 
 
 class Limits(NamedTuple):
@@ -384,14 +389,13 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     mark("the job handed to its process")
     waiter = _Waiter(proc.pid, forked)
-    waiter.start()
     # The limits are watched from now on, in a thread of their own: whatever this thread does next
     # (the put-off set-up below takes up to a second on a loaded machine), a timeout fires and a
     # fork bomb is stopped on time.
     watch = _Watch(proc.pid, env, group, record_memory, limits, started, stop, waiter)
     watch.start()
     guard = guard_log(env)
-    pumps = [_LogPump(proc.stdout, stdout_log, log_cap), _LogPump(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
+    pumps = [_LogCopy(proc.stdout, stdout_log, log_cap), _LogCopy(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
     # From here on the script runs: a Ctrl-C at any moment stops it and its result says it was
     # interrupted (not that it never ran), however long the set-up below takes.
     ctrl_c = False
@@ -428,7 +432,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         # was started after the last sample) is still in the cgroup.
         leftovers += group.kill_all(KILL_GRACE_SECONDS)
     for pump in pumps:
-        if pump.ident is not None:  # a Ctrl-C may have come before it was started
+        if pump.reading is not None:  # a Ctrl-C may have come before it was started
             pump.join(timeout=KILL_GRACE_SECONDS + 2)
 
     exit_code: int | None = None
