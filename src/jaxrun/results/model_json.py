@@ -208,7 +208,8 @@ def nested_models(model: type) -> tuple[tuple[str, str, type], ...]:
 def as_models(model: Any) -> None:
     """Turn the dicts that ``model``'s code gave for its nested models into those models (as
     pydantic did on construction): ``ScriptResult(compile_environment={...})`` reads like the
-    file it writes."""
+    file it writes. Only plain lists and dicts are looked into: a batch's held results (a
+    sequence that reads each result back when asked) are models already, and are never read here."""
     for name, shape, inner in nested_models(type(model)):
         value = getattr(model, name)
         if value is None:
@@ -217,9 +218,9 @@ def as_models(model: Any) -> None:
             if type(value) is dict:
                 setattr(model, name, converted(value, inner))
         elif shape == "list":
-            if any(type(v) is dict for v in value):
+            if type(value) is list and any(type(v) is dict for v in value):
                 setattr(model, name, [converted(v, inner) if type(v) is dict else v for v in value])
-        elif any(type(v) is dict for v in value.values()):
+        elif type(value) is dict and any(type(v) is dict for v in value.values()):
             setattr(model, name, {k: converted(v, inner) if type(v) is dict else v for k, v in value.items()})
 
 

@@ -23,7 +23,7 @@ from jaxrun.present.view.sweep_view import SweepView, sweep_views
 from jaxrun.results.batch_summary import slowest_first
 
 if TYPE_CHECKING:
-    from jaxrun.results.models import BatchResult, ComparisonReport
+    from jaxrun.results.models import BatchResult, ComparisonReport, ScriptResult
 
 EXIT_OK, EXIT_FAILED = 0, 1
 SLOWEST_SHOWN = 3  # scripts the terminal's "slowest:" line names; the rest are counted
@@ -133,12 +133,14 @@ def view_batch(batch: "BatchResult", comparison: "ComparisonReport | None" = Non
     scripts = []
     names: list[str] = []
     succeeded = 0
+    ran = _HowTheyRan()
     for r in batch.script_results:
         against = judged.get((r.script_name, r.device_used)) or judged.get((r.script_name, r.device_requested)) \
             if comparison is not None else None
         scripts.append(script_view(r, meta.search_paths, kept=r.kept, comparison=against))
         names.append(r.script_name)  # a sweep's points are one script under several names
         succeeded += r.success
+        ran.add(r)
     runs_of = Counter(names)
     if len(runs_of) < len(names):
         # A script run on several devices is one row per device: only then does its label say which.
@@ -148,6 +150,7 @@ def view_batch(batch: "BatchResult", comparison: "ComparisonReport | None" = Non
     skipped = [Skipped(relative_path(s.script_path, meta.search_paths) if s.script_path else s.script_name,
                        s.reason, s.origin) for s in meta.skipped]
     reasons, notes = _exit(batch, scripts, comparison)
+    notes += [note for note in (ran.slurm_note(), ran.start_note()) if note]
     memory = [s.memory for s in scripts if s.memory is not None]
     return BatchView(
         scripts=scripts, results_dir=meta.results_dir, complete=meta.complete,
@@ -201,53 +204,65 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView],
                      "can be read")
     if meta.compile_cache_warning:
         notes.append(meta.compile_cache_warning)
-    slurm = _slurm_note(batch)
-    if slurm:
-        notes.append(slurm)
-    started = _start_note(batch)
-    if started:
-        notes.append(started)
     return reasons, notes
 
 
-def _start_note(batch: "BatchResult") -> str | None:
-    """How the scripts' processes started (--prestart), said once: where jax was imported ahead
-    (fork+jax) or a fork that was asked for became an exec, and why. A plain batch's forks, the
-    default, go unsaid."""
-    ran = [r for r in batch.script_results if not r.kept and getattr(r, "start_mode", None)]
-    with_jax = [r for r in ran if r.start_mode == "fork+jax"]
-    fell_back = [r for r in ran if r.start_mode == "exec" and r.prestart_reason and "--prestart auto" not in r.prestart_reason]
-    if not with_jax and not fell_back:
-        return None
-    parts = []
-    if with_jax:
-        seconds = next((r.prestart_import_time for r in with_jax if r.prestart_import_time is not None), None)
-        once = f"; jax imported once, {seconds:.2f} s, in no script's figures" if seconds is not None else ""
-        parts.append(f"{plural(len(with_jax), 'script')} forked with jax imported (fork+jax{once})")
-    if fell_back:
-        reasons: dict[str, list[str]] = {}
-        for r in fell_back:
-            reasons.setdefault(r.prestart_reason, []).append(r.script_name)  # type: ignore[arg-type]
-        said = listed((f"{listed(names, 3)}: {why}" for why, names in reasons.items()), 3, "; ",
-                      what="other reasons")
-        parts.append(f"{plural(len(fell_back), 'script')} exec'd instead ({said})")
-    return "started: " + ", ".join(parts)
+class _HowTheyRan:
+    """What the notes say of how the scripts ran, gathered in the view's one pass over the results
+    (a batch's held results are read back one at a time, never all at once)."""
 
+    def __init__(self) -> None:
+        self.tasks = 0  # --backend slurm: tasks, their arrays, their waits in the queue
+        self.arrays: set[str] = set()
+        self.waits: list[float] = []
+        self.with_jax = 0  # --prestart: scripts forked with jax imported, and what importing it took
+        self.import_time: float | None = None
+        self.fell_back: dict[str, list[str]] = {}  # why a fork asked for became an exec -> the scripts
 
-def _slurm_note(batch: "BatchResult") -> str | None:
-    """--backend slurm: the tasks and arrays that ran the scripts, and how long they waited in the
-    queue (queue_wait, which no script's time includes)."""
-    ran = [r for r in batch.script_results if r.slurm_job_id and not r.kept]
-    if not ran:
-        return None
-    arrays = sorted({r.slurm_job_id.partition("_")[0] for r in ran if r.slurm_job_id}, key=lambda a: (len(a), a))
-    waits = sorted(r.queue_wait for r in ran if r.queue_wait is not None)
-    line = (f"Slurm: {plural(len(ran), 'task')} in {plural(len(arrays), 'job array')} "
-            f"({listed(arrays, 5)})")
-    if waits:
-        line += (f"; waited in the queue {fmt(statistics.median(waits), 1)} s (median), "
-                 f"{fmt(waits[-1], 1)} s at most (queue_wait, not part of any script's time)")
-    return line
+    def add(self, r: "ScriptResult") -> None:
+        if r.kept:
+            return
+        if r.slurm_job_id:
+            self.tasks += 1
+            self.arrays.add(r.slurm_job_id.partition("_")[0])
+            if r.queue_wait is not None:
+                self.waits.append(r.queue_wait)
+        if r.start_mode == "fork+jax":
+            self.with_jax += 1
+            if self.import_time is None:
+                self.import_time = r.prestart_import_time
+        elif r.start_mode == "exec" and r.prestart_reason and "--prestart auto" not in r.prestart_reason:
+            self.fell_back.setdefault(r.prestart_reason, []).append(r.script_name)
+
+    def start_note(self) -> str | None:
+        """How the scripts' processes started (--prestart), said once: where jax was imported ahead
+        (fork+jax) or a fork that was asked for became an exec, and why. A plain batch's forks, the
+        default, go unsaid."""
+        parts = []
+        if self.with_jax:
+            seconds = self.import_time
+            once = f"; jax imported once, {seconds:.2f} s, in no script's figures" if seconds is not None else ""
+            parts.append(f"{plural(self.with_jax, 'script')} forked with jax imported (fork+jax{once})")
+        if self.fell_back:
+            said = listed((f"{listed(names, 3)}: {why}" for why, names in self.fell_back.items()), 3, "; ",
+                          what="other reasons")
+            count = sum(len(names) for names in self.fell_back.values())
+            parts.append(f"{plural(count, 'script')} exec'd instead ({said})")
+        return "started: " + ", ".join(parts) if parts else None
+
+    def slurm_note(self) -> str | None:
+        """--backend slurm: the tasks and arrays that ran the scripts, and how long they waited in the
+        queue (queue_wait, which no script's time includes)."""
+        if not self.tasks:
+            return None
+        arrays = sorted(self.arrays, key=lambda a: (len(a), a))
+        waits = sorted(self.waits)
+        line = (f"Slurm: {plural(self.tasks, 'task')} in {plural(len(arrays), 'job array')} "
+                f"({listed(arrays, 5)})")
+        if waits:
+            line += (f"; waited in the queue {fmt(statistics.median(waits), 1)} s (median), "
+                     f"{fmt(waits[-1], 1)} s at most (queue_wait, not part of any script's time)")
+        return line
 
 
 def read_batch(results_dir: Path) -> "BatchResult":
