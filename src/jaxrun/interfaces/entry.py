@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args[:1] == ["run"] and not {"--help", "-h"} & set(args[: args.index("--") if "--" in args else None]):
             pool = _start_pool()
-            mark("a spare process started")
+            mark("the prestarted interpreter started")
         from jaxrun.interfaces.cli import main as cli_main
 
         mark("click and the CLI imported")
