@@ -291,6 +291,10 @@ def _become(server: _Server, job: dict, fds: list[int], server_fds: tuple[int, .
         for handler in list(root.handlers):
             root.removeHandler(handler)
     _forget_own_modules(server)  # last: what this function imported goes too
+    if server.mode == "jax":
+        from jaxrun.probe.jax_hooks import hold_preloaded_jax
+
+        hold_preloaded_jax()  # the script's `import jax` is seen, as an exec'd probe sees it
 
 
 def _forget_own_modules(server: _Server) -> None:

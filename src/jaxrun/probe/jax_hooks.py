@@ -222,14 +222,47 @@ class _NotifyingLoader:
         return getattr(self._inner, name)
 
 
+# A forked child of a prestarted interpreter that imported jax (--prestart jax, probe/fork_server.py)
+# holds jax's package here, out of sys.modules, until the script imports it: its `import jax` then
+# finds it through JaxImportWatcher as an exec'd script's import finds it on disk (the listeners
+# attached then, the figures of a script that never imports jax null, as they are exec'd).
+_preloaded: Any = None
+
+
+def hold_preloaded_jax() -> None:
+    """Take ``jax`` (the package; its modules stay) out of sys.modules until the script imports it."""
+    global _preloaded
+    _preloaded = sys.modules.pop("jax", None)
+
+
+class _PreloadedLoader:
+    """Gives back the package imported before the fork, as it was (its spec and loader kept)."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self._spec, self._loader = module.__spec__, module.__loader__
+
+    def create_module(self, spec: Any) -> Any:
+        return self._module
+
+    def exec_module(self, module: Any) -> None:
+        module.__spec__, module.__loader__ = self._spec, self._loader  # what the import system set, undone
+
+
 class JaxImportWatcher:
     def __init__(self, on_loaded: Callable[[], None]) -> None:
         self._on_loaded = on_loaded
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        global _preloaded
         if fullname != "jax":
             return None
         sys.meta_path.remove(self)  # once only; the real finders take it from here
+        if _preloaded is not None:
+            module, _preloaded = _preloaded, None
+            spec = sys.modules["_frozen_importlib"].ModuleSpec("jax", _NotifyingLoader(_PreloadedLoader(module),
+                                                                                      self._on_loaded))
+            return spec
         # importlib.machinery's PathFinder, from the import system itself: nothing to import here.
         spec = sys.modules["_frozen_importlib_external"].PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
