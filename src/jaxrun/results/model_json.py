@@ -57,7 +57,7 @@ def tagged_non_finite(value: Any) -> Any:
         return _NON_FINITE.get(value, value)
     if kind is dict:
         return {k: tagged_non_finite(v) for k, v in value.items()}
-    if kind is list:
+    if kind is list or kind is tuple:  # to_builtins keeps a tuple a tuple
         return [tagged_non_finite(v) for v in value]
     return value
 
