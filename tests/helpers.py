@@ -578,3 +578,23 @@ def with_programs(name: str, **programs: dict) -> ScriptResult:
 
     return crafted_script_result(name, 1.0).model_copy(
         update={"compiles": {p: CompileStats(**stats) for p, stats in programs.items()}})
+
+
+def started_as(prestart: str) -> str:
+    """The ``start_mode`` a run under ``--prestart prestart`` records (exec for ``none``)."""
+    from jaxrun.run.process.prestart import START_MODES
+
+    return START_MODES.get(prestart, "exec")
+
+
+def assert_started_as_asked(start_mode: str | None, prestart_reason: str | None) -> None:
+    """A run's process started as JAXRUN_PRESTART asks (not checked when it is unset); without a
+    cgroup (JAXRUN_NO_CGROUP=1) a fork could not find every process the script leaves, so it is
+    an exec that says so."""
+    asked = os.environ.get("JAXRUN_PRESTART")
+    if asked is None:
+        return
+    if asked != "none" and os.environ.get("JAXRUN_NO_CGROUP") == "1":
+        assert start_mode == "exec" and "no cgroup" in (prestart_reason or ""), (start_mode, prestart_reason)
+        return
+    assert start_mode == started_as(asked), (start_mode, prestart_reason)

@@ -5,12 +5,11 @@ minus imports minus compilation). Real subprocesses, real JAX on CPU."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from helpers import jaxrun as run_cli
-from helpers import Stamps, write
+from helpers import Stamps, assert_started_as_asked, started_as, write
 
 import jaxrun
 
@@ -51,13 +50,10 @@ def assert_phases_add_up(result) -> None:  # type: ignore[no-untyped-def]
 # The phases keep their meaning however the script's process started (run/process/prestart.py):
 # the tests that run a script run it exec'd, forked, and forked with jax imported ahead (where
 # `import jax` finds it imported: its import_time is then the script's own, small).
-STARTED = {"none": "exec", "probe": "fork", "jax": "fork+jax"}
-
-
-@pytest.fixture(params=list(STARTED))
+@pytest.fixture(params=["none", "probe", "jax"])
 def start_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("JAXRUN_PRESTART", request.param)
-    return STARTED[request.param]
+    return started_as(request.param)
 
 
 def assert_imported_jax(import_time: float | None, start_mode: str) -> None:
@@ -73,8 +69,7 @@ def assert_imported_jax(import_time: float | None, start_mode: str) -> None:
 def run(script: Path, results: Path, **options):  # type: ignore[no-untyped-def]
     result = jaxrun.execute_jax_script(script, "cpu", results_dir=results, compile_cache=False, **options)
     assert result.success, result.error_message
-    asked = STARTED.get(os.environ.get("JAXRUN_PRESTART", ""))
-    assert asked is None or result.start_mode == asked, (result.start_mode, result.prestart_reason)
+    assert_started_as_asked(result.start_mode, result.prestart_reason)
     return result
 
 
@@ -217,7 +212,7 @@ def test_run_time_includes_device_work_the_script_never_waited_for(tmp_path: Pat
     script = write(tmp_path, "async_end.py", DISPATCHES_WITHOUT_WAITING)
     result = jaxrun.execute_jax_script(script, device="cpu", compile_cache=False)
     assert result.success, result.error_message
-    assert result.start_mode == start_mode, (result.start_mode, result.prestart_reason)
+    assert_started_as_asked(result.start_mode, result.prestart_reason)
     figures = result.results
     assert figures["dispatch"] < 2 * figures["one_call"]  # the ground truth: dispatch is quick
     assert result.run_time > 6 * figures["one_call"] * 0.7 + 2 * figures["one_call"]

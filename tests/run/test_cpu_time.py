@@ -9,12 +9,11 @@ sampling), through the API (a new process the parent moves into the group) and t
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from helpers import jaxrun as jaxrun_cli
-from helpers import write
+from helpers import assert_started_as_asked, started_as, write
 
 import jaxrun
 from jaxrun.run.process import cgroups
@@ -66,13 +65,13 @@ def run(script: Path, results: Path, how: str, cgroup: bool, monkeypatch: pytest
     if how.startswith("api"):
         result = jaxrun.execute_jax_script(script, "cpu", results_dir=results, compile_cache=False)
         plain = json.loads(result.model_dump_json())
-        assert_started_as_asked(plain)
+        assert_started_as_asked(plain["start_mode"], plain["prestart_reason"])
         return plain
     done = jaxrun_cli("run", script, "--device", "cpu", "--no-compile-cache", "--no-history", "--no-config",
                       "--results-dir", results)
     assert done.returncode == 0, done.stderr
     [result] = json.loads((results / "jax_execution_results.json").read_text())["script_results"]
-    assert_started_as_asked(result)
+    assert_started_as_asked(result["start_mode"], result["prestart_reason"])
     return result
 
 
@@ -81,16 +80,7 @@ def run(script: Path, results: Path, how: str, cgroup: bool, monkeypatch: pytest
 @pytest.fixture(autouse=True, params=["none", "probe"])
 def start_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("JAXRUN_PRESTART", request.param)
-    return {"none": "exec", "probe": "fork"}[request.param]
-
-
-def assert_started_as_asked(result: dict) -> None:
-    asked = os.environ["JAXRUN_PRESTART"]
-    if asked == "probe" and os.environ.get("JAXRUN_NO_CGROUP") == "1":
-        # Without a cgroup a fork could not find every process the script leaves: exec, saying so.
-        assert result["start_mode"] == "exec" and "no cgroup" in result["prestart_reason"]
-        return
-    assert result["start_mode"] == {"none": "exec", "probe": "fork"}[asked], (result["start_mode"], result["prestart_reason"])
+    return started_as(request.param)
 
 
 def own_readings(folder: Path) -> dict[str, float]:

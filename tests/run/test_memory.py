@@ -8,7 +8,6 @@ maxrss of the process a real program ran in agrees."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers import jaxrun as run_cli
-from helpers import write
+from helpers import assert_started_as_asked, started_as, write
 
 import jaxrun
 
@@ -53,7 +52,7 @@ def run_and_read_outside(script: Path, results: Path, pid_files: list[Path]) -> 
     assert proc.returncode == 0, stderr
     (result_file,) = (results / "script_results").glob("*_result.json")
     result = json.loads(result_file.read_text())
-    assert_started_as_asked(result)
+    assert_started_as_asked(result["start_mode"], result["prestart_reason"])
     return result, readings
 
 
@@ -62,16 +61,7 @@ def run_and_read_outside(script: Path, results: Path, pid_files: list[Path]) -> 
 @pytest.fixture(autouse=True, params=["none", "probe"])
 def start_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("JAXRUN_PRESTART", request.param)
-    return {"none": "exec", "probe": "fork"}[request.param]
-
-
-def assert_started_as_asked(result: dict) -> None:
-    asked = os.environ["JAXRUN_PRESTART"]
-    if asked == "probe" and os.environ.get("JAXRUN_NO_CGROUP") == "1":
-        # Without a cgroup a fork could not find every process the script leaves: exec, saying so.
-        assert result["start_mode"] == "exec" and "no cgroup" in result["prestart_reason"]
-        return
-    assert result["start_mode"] == {"none": "exec", "probe": "fork"}[asked], (result["start_mode"], result["prestart_reason"])
+    return started_as(request.param)
 
 
 TRIVIAL = """\
