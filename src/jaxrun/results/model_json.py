@@ -160,18 +160,10 @@ def upgraded(data: Any, model: type) -> Any:
 
 @functools.cache
 def _older_fields(model: type) -> tuple[tuple[str, str, type], ...]:
-    """The fields of ``model`` whose values may hold a model with ``_older``: (name, "one" | "list"
-    | "dict", the inner model)."""
+    """The fields of ``model`` whose values may hold a model with ``_older`` (:func:`nested_models`'s)."""
     if not isinstance(model, type) or not issubclass(model, msgspec.Struct):
         return ()
-    out = []
-    for name, hint in typing.get_type_hints(model).items():
-        if name not in model.__struct_fields__:
-            continue
-        found = _inner_model(hint)
-        if found is not None and _has_older(found[1]):
-            out.append((name, *found))
-    return tuple(out)
+    return tuple(field for field in nested_models(model) if _has_older(field[2]))
 
 
 def _inner_model(hint: Any) -> tuple[str, type] | None:
