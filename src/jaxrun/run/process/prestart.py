@@ -315,7 +315,7 @@ class PrestartServer:
                     mine = self._mine.pop(message.get("id"), None)
                     if waiting is None:
                         if op == "forked":
-                            _stop_unwatched(message["pid"])
+                            _stop_forked(message["pid"])
                         continue
                     if op == "forked" and mine is not None:
                         child = ForkedProcess(message["pid"], message["at"], mine[0], mine[1], mine[2])
@@ -344,13 +344,8 @@ class PrestartServer:
         for waiting in pending:
             waiting[1] = self.gone
             waiting[0].set()
-        import signal
-
         for child in children:
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _stop_forked(child.pid)
             child._exited(None, None, time.perf_counter())
 
     def _why_gone(self, status: int | None) -> str:
@@ -379,9 +374,10 @@ class PrestartServer:
         self._stderr.close()
 
 
-def _stop_unwatched(pid: int) -> None:
-    """Stop the process forked for a launch that stopped waiting for it (its own session: its group
-    is itself and what it started), so that no script runs that nobody watches."""
+def _stop_forked(pid: int) -> None:
+    """Stop a forked process nobody can watch (a launch stopped waiting for it, or its server ended,
+    which alone could report its end) and what it started: its own session's group. (monitor.py's
+    signal_group is the same call, but imports psutil, which this module keeps off jaxrun's start-up.)"""
     import signal
 
     try:
