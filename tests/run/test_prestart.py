@@ -26,8 +26,17 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 # Everything a script can see of how its process was made, written to identity.json beside it.
 IDENTITY = r'''
-import atexit, json, os, random, resource, signal, sys
+import atexit, json, os, random, resource, signal, sys, threading
 here = os.path.dirname(os.path.abspath(__file__))
+# Each thread's cgroups (v1 places threads one by one): the probe's lifeline watcher and one the
+# script starts, beside the main thread, must all be in the run's groups.
+go_on = threading.Event()
+started = threading.Thread(target=go_on.wait)
+started.start()
+views = {open(f"/proc/self/task/{tid}/cgroup").read() for tid in os.listdir("/proc/self/task")}
+go_on.set()
+started.join()
+own = dict(line.split(":", 2)[1:] for line in open("/proc/self/cgroup").read().splitlines())
 fds = {}
 for fd in os.listdir("/proc/self/fd"):
     try:
@@ -51,6 +60,9 @@ facts = {
     "random": random.random(),
     "flags": str(sys.flags),
     "orig_argv": sys.orig_argv[1:3],
+    "threads": threading.active_count() + 1,  # the probe's lifeline watcher, a thread threading does not list
+    "cgroup_views": len(views),
+    "in_a_group_of_its_own": own.get("pids", "/") != "/" or own.get("", "/") != "/",
 }
 name = os.path.basename(__file__)[:-3]
 with open(os.path.join(here, f"{name}.identity.json"), "w") as out:
@@ -77,8 +89,11 @@ def test_a_forked_process_is_what_an_exec_d_probe_would_be(tmp_path: Path) -> No
         facts[mode] = json.loads((folder / "ident.identity.json").read_text())
     exec_d, forked = facts["none"], facts["probe"]
     assert forked["session_is_own"] and exec_d["session_is_own"]
+    # Every thread in the run's groups (where jaxrun can make them: as root here), however it started.
+    assert forked["cgroup_views"] == 1, forked["cgroup_views"]
+    assert forked["in_a_group_of_its_own"] == (os.geteuid() == 0 and not os.environ.get("JAXRUN_NO_CGROUP"))
     for key in ("cwd", "argv", "path0", "env", "umask", "signals", "blocked", "rlimits", "affinity", "fds",
-                "atexit", "flags", "orig_argv"):
+                "atexit", "flags", "orig_argv", "cgroup_views", "in_a_group_of_its_own"):
         assert forked[key] == exec_d[key], key
     assert forked["argv"] == [str(folder / "ident.py"), "--an-arg", "x y"]
     # Not one module of the server's own (socket, select, its prestart module) is left for the script.

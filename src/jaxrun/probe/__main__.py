@@ -206,19 +206,23 @@ def main(argv: list[str]) -> int:
         if forked is None:
             return 0  # the server, told to end
         argv = forked  # a forked child, now what an exec'd probe is here: its own lifeline next
+    spare = argv == [SPARE]
+    # Into the run's cgroups first, while this process has one thread (the kernel moves a lone
+    # thread quickest: probe/cgroup_join.py); a spare joins its own group as it waits.
+    joined = {} if spare else join_cgroups()
     watch_lifeline()  # before anything can run: a spare too (it may wait long for its job)
     spare_ready_at = None
-    if argv == [SPARE]:
+    if spare:
         job = _wait_as_spare()
         if job is None:
             return 0
         argv, spare_ready_at = job
+        joined = join_cgroups()
     hold_scripts_lock()  # the job's environment names it (a spare has it only now)
     arguments = ProbeArguments.parse(argv)
     events_path, entry, profile_dir = arguments.events, arguments.entry, arguments.profile
     script_argv = list(arguments.script_argv)
     script = script_argv[0]
-    joined = join_cgroups()
     writer = EventWriter(events_path)
     # jaxrun.record, in this process or in any process the script starts, finds the channel here.
     os.environ[EVENTS_ENV] = events_path

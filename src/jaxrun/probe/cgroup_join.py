@@ -105,6 +105,13 @@ def join_cgroups() -> dict[str, object]:
     return joined
 
 
+def _single_threaded() -> bool:
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 def _take_cpu_mask(value: str) -> None:
     """Every thread of this process on the cores ``value`` lists (none: left as it is). A thread
     takes its creator's mask when it is made, so once every thread has it, so does all the script
@@ -131,12 +138,22 @@ def _take_cpu_mask(value: str) -> None:
 
 def _join(folders: list[str]) -> dict[str, object]:
     me = str(os.getpid())
+    alone = _single_threaded()
     for folder in folders:
         path = os.path.join(folder, "cgroup.procs")
         try:
             with open(path, encoding="utf-8") as procs:
                 if me in procs.read().split():
                     continue  # the parent moved it here already (run/process/cgroups.py: adopt)
+            tasks = os.path.join(folder, "tasks")
+            if alone and os.path.exists(tasks):
+                # A v1 group's ``tasks`` takes "0", the writing thread alone: the kernel then skips
+                # the lock over every thread group it takes to move a whole process, whose first
+                # taking after a quiet moment waits for an RCU grace period (10-16 ms here, on the
+                # way to a forked script's first line). With one thread, that thread is the process.
+                with open(tasks, "w", encoding="utf-8") as own:
+                    own.write("0")
+                continue
             with open(path, "w", encoding="utf-8") as procs:
                 procs.write(me)
         except OSError as exc:
