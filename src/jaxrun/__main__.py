@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from jaxrun.interfaces.entry import main
+from jaxrun.interfaces.entry import command
 
 
 def translate_output_dir_form(argv: list[str]) -> list[str]:
@@ -27,4 +27,4 @@ def translate_output_dir_form(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main(translate_output_dir_form(sys.argv[1:])))
+    command(translate_output_dir_form(sys.argv[1:]))
