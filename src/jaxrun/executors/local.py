@@ -103,6 +103,7 @@ class LocalExecutor:
         waiting: list[tuple[tuple[bool, float, int], "Job"]] = []  # a heap: planned, not yet started
         taken = 0  # jobs read from the plan
         futures: dict[Future[ScriptResult], "Job"] = {}  # started, not yet reported
+        finished: tuple[Future[ScriptResult], "Job"] | None = None  # ended, not yet reported
         try:
             while True:
                 planned = jobs.planned(taken)
@@ -114,28 +115,40 @@ class LocalExecutor:
                     future = executor.submit(task, job)
                     futures[future] = job
                     future.add_done_callback(events.put)
+                if finished is not None:
+                    # Reported once the next job is on its way: its process starts while this
+                    # result is written (should the writing fail, that job is stopped as the
+                    # running ones are). The future is let go of (its condition, lock and result:
+                    # ~1.8 KB a job).
+                    done, finished = finished, None
+                    self._hand_over(*done, shared)
                 if not futures and not waiting and jobs.complete and not jobs.planned(taken):
                     if jobs.error is not None:
                         raise jobs.error  # the plan stopped at a mistake (batch/pipeline.py says it)
                     return
                 try:
-                    finished = events.get(timeout=0.2)
+                    ended = events.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                if finished is not None:
-                    # Let go of the future once reported (its condition, lock and result: ~1.8 KB a job).
-                    self._hand_over(finished, futures.pop(finished), shared)
+                if ended is not None:
+                    finished = ended, futures.pop(ended)
         except KeyboardInterrupt:
-            self._stop(futures, shared, stop)
+            self._stop(self._with(futures, finished), shared, stop)
             raise BatchInterrupted from None
         except BaseException:
             # A result that could not be written (a full disk) stops the batch: no job starts, the
             # running ones are stopped (not waited for) and their results reported as far as they
             # can be; batch/pipeline.py marks the rest and says the first error.
-            self._stop(futures, shared, stop, quiet=True)
+            self._stop(self._with(futures, finished), shared, stop, quiet=True)
             raise
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
+
+    @staticmethod
+    def _with(futures: dict, finished: "tuple[Future, Job] | None") -> dict:
+        """The jobs to report as the batch stops: those started, and the one that ended and was
+        not reported yet."""
+        return futures if finished is None else {**futures, finished[0]: finished[1]}
 
     @classmethod
     def _stop(cls, futures: dict, sink: _Locked, stop: threading.Event, quiet: bool = False) -> None:
