@@ -1,14 +1,19 @@
 """The result models' JSON (results/model_json.py): NaN and infinities are written as the strings
 "NaN", "Infinity" and "-Infinity" wherever they sit (msgspec itself would write null, a value not
-measured), numpy's scalars as numbers, and what reads them back gets the floats again."""
+measured), numpy's scalars as numbers, and what reads them back gets the floats again; and what
+reading a result works out about its types can be worked out ahead (``prepare``)."""
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import child_env
 
 from jaxrun.results import model_json, result_files
 from jaxrun.results.models import CompileStats, RunSample, ScriptResult
@@ -56,3 +61,30 @@ def test_a_figure_written_as_nan_reads_back_as_nan() -> None:
     back = ScriptResult.model_validate_json(result_files.dump_model(result(cpu_time=math.nan, memory_peak=-math.inf)))
     assert math.isnan(back.cpu_time) and back.memory_peak == -math.inf
     assert model_json.exact_json_text(result(results={"x": math.inf})) is not None
+
+
+def test_prepare_works_out_every_type_that_reading_a_result_needs() -> None:
+    """batch/put_off.py prepares the result models while the first script runs: reading a whole
+    batch file back then evaluates no annotation (msgspec's nor ours). A fresh interpreter: this
+    one has read results already."""
+    batch_file = next((Path(__file__).parent / "data").glob("*/jax_execution_results.json"))
+    code = f"""
+import typing
+import msgspec._utils
+from jaxrun.results import model_json
+from jaxrun.results.models import BatchResult
+if {{prepared}}:
+    model_json.prepare(BatchResult)
+def worked_out_again(*args, **kwargs):
+    raise AssertionError("worked out again")
+msgspec._utils.get_class_annotations = typing.get_type_hints = worked_out_again
+batch = model_json.decoded(open({str(batch_file)!r}).read(), BatchResult)
+print(len(batch.script_results))
+"""
+    prepared = subprocess.run([sys.executable, "-c", code.format(prepared=True)], capture_output=True, text=True,
+                              env=child_env(), timeout=120)
+    assert prepared.returncode == 0 and prepared.stdout.strip() == "1", prepared.stderr
+    # The check sees what it is for: unprepared, reading works the types out.
+    unprepared = subprocess.run([sys.executable, "-c", code.format(prepared=False)], capture_output=True, text=True,
+                                env=child_env(), timeout=120)
+    assert "worked out again" in unprepared.stderr, unprepared.stderr

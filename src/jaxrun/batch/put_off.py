@@ -18,9 +18,14 @@ logger = logging.getLogger(__name__)
 
 def import_result_code() -> None:
     """Import the code that turns an ended process into its result (run/reading/result.py, the
-    result models and what they import), so that the first result is not kept waiting for it
-    after its script's last line."""
+    result models and what they import) and work out the models' types, so that the first result
+    is not kept waiting for them after its script's last line."""
+    from jaxrun.results.model_json import prepare
+    from jaxrun.results.models import BatchResult, ScriptResult
     from jaxrun.run.reading import result  # noqa: F401 - imported for the first result's sake
+
+    for model in (ScriptResult, BatchResult):
+        prepare(model)  # the models' types, which reading the first result back would work out
 
 
 class PutOffStartUp:

@@ -197,6 +197,21 @@ def nested_models(model: type) -> tuple[tuple[str, str, type], ...]:
                  if name in model.__struct_fields__ and (found := _inner_model(hint)) is not None)
 
 
+def prepare(model: type) -> None:
+    """Work out now what reading ``model`` (and the models it holds) first works out: msgspec's
+    types of every field (their annotations evaluated: ~10 ms for a script's result) and the
+    nested models :func:`as_models` and :func:`upgraded` look into (~7 ms)."""
+    msgspec.json.Decoder(model)
+    todo, seen = [model], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        _older_fields(current)
+        todo.extend(inner for _, _, inner in nested_models(current))
+
+
 def as_models(model: Any) -> None:
     """Turn the dicts that ``model``'s code gave for its nested models into those models (as
     pydantic did on construction): ``ScriptResult(compile_environment={...})`` reads like the
