@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from jaxrun.errors import UsageError
 
@@ -18,12 +19,11 @@ PYPROJECT = "pyproject.toml"
 CONFIG_ENV = "JAXRUN_CONFIG"  # names a config file, as --config does
 
 
-@dataclass
-class ConfigFile:
+class ConfigFile(msgspec.Struct):
     path: Path
     table: dict[str, Any]  # the jaxrun table: [tool.jaxrun] of a pyproject.toml, all of a jaxrun.toml
     prefix: tuple[str, ...]  # where that table is in the file: ("tool", "jaxrun") or ()
-    lines: dict[tuple[str, ...], int] = field(default_factory=dict)  # key path -> line number
+    lines: dict[tuple[str, ...], int] = msgspec.field(default_factory=dict)  # key path -> line number
 
     @property
     def folder(self) -> Path:

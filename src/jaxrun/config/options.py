@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 import re
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
+
+import msgspec
 
 from jaxrun.config.option_spec import Flag, OptionSet, checks, option, part
 from jaxrun.config.sweeps import parse_point, parse_sweep, points
@@ -468,8 +469,7 @@ class RunOptions(_Options):
         return f"{mode}[{point_text(self.params)}]" if self.params else mode
 
 
-@dataclass(frozen=True)
-class ScriptRule:
+class ScriptRule(msgspec.Struct, frozen=True):
     """Settings for some scripts: a per-script table of the config file (``pattern``, a glob
     relative to ``base``, as ``--include`` matches) or a per-device table (``device``)."""
 
@@ -477,8 +477,8 @@ class ScriptRule:
     pattern: Optional[str] = None
     device: Optional[str] = None
     base: Path = Path(".")
-    values: dict[str, Any] = field(default_factory=dict)
-    origins: dict[str, str] = field(default_factory=dict)  # key -> "pyproject.toml:12"
+    values: dict[str, Any] = msgspec.field(default_factory=dict)
+    origins: dict[str, str] = msgspec.field(default_factory=dict)  # key -> "pyproject.toml:12"
 
 
 class BatchOptions(_Options):

@@ -16,9 +16,10 @@ import inspect
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+import msgspec
 
 from jaxrun.config.config_files import (
     ConfigFile,
@@ -70,12 +71,11 @@ def _field(key: str) -> Any:
     return (RunOptions.fields | BatchOptions.fields)[key]
 
 
-@dataclass
-class Layer:
+class Layer(msgspec.Struct):
     """Values of one source, each with where it was set."""
 
-    values: dict[str, Any] = field(default_factory=dict)
-    origins: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = msgspec.field(default_factory=dict)
+    origins: dict[str, str] = msgspec.field(default_factory=dict)
 
     def put(self, key: str, value: Any, origin: str) -> None:
         if key == "env" and isinstance(self.values.get("env"), dict):
@@ -83,8 +83,7 @@ class Layer:
         self.values[key], self.origins[key] = value, origin
 
 
-@dataclass
-class Resolved:
+class Resolved(msgspec.Struct):
     options: BatchOptions
     display: dict[str, tuple[Any, Source, str | None]]  # DISPLAY_KEYS (quiet): value, source, origin
     config: ConfigFile | None

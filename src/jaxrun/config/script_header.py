@@ -16,9 +16,10 @@ A notebook's settings are its ``metadata.jaxrun`` table (``{"timeout": 900, "arg
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from jaxrun.config.config_files import display
 from jaxrun.config.config_keys import SCRIPT_KEYS, closest, pairs
@@ -32,8 +33,7 @@ _MARKER = re.compile(rb"^\s*#\s*jaxrun\s*:(.*)$")
 _BARE = {"skip": "skipped by its header comment", "xfail": "marked xfail in its header comment"}
 
 
-@dataclass(frozen=True)
-class HeaderSetting:
+class HeaderSetting(msgspec.Struct, frozen=True):
     key: str
     value: Any
     line: int

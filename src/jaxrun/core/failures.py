@@ -10,8 +10,9 @@ the evidence that recognises it in run/reading/classify.py (docs/ARCHITECTURE.md
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 ACCELERATORS = ("gpu", "tpu")
 
@@ -25,8 +26,7 @@ RETRY_BACKOFF_BASE = 1.0
 RETRY_BACKOFF_MAX = 30.0
 
 
-@dataclass(frozen=True)
-class FailureClass:
+class FailureClass(msgspec.Struct, frozen=True):
     name: str
     hint: str
     # Platforms on which the failure may go away by retrying elsewhere; empty: never transient.

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
+import msgspec.structs
 
 from jaxrun.core.defaults import MiB
 from jaxrun.core.paths import AB_CHECKOUTS_DIR, cache_dir, compile_cache_dir
@@ -24,8 +26,7 @@ DEFAULT_COMPILE_CACHE_MAX_SIZE = 4 * 1024 * MiB
 _ENTRY_SUFFIX = "-cache"
 
 
-@dataclass
-class CacheInfo:
+class CacheInfo(msgspec.Struct):
     path: str
     exists: bool
     entries: int  # executables stored
@@ -34,7 +35,7 @@ class CacheInfo:
     newest: float | None
 
     def as_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return msgspec.structs.asdict(self)
 
 
 def _files(folder: Path) -> list[os.DirEntry[str]]:

@@ -33,9 +33,10 @@ import os
 import re
 import warnings
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
+
+import msgspec
 
 from jaxrun.core.formatting import fmt_bytes
 from jaxrun.errors import ScriptNotFoundError, UsageError
@@ -569,13 +570,12 @@ def _walk_python_files(
         stack.extend(reversed(subdirs))
 
 
-@dataclass(frozen=True)
-class ScriptSearch:
+class ScriptSearch(msgspec.Struct, frozen=True):
     """What a search found: the scripts, and what it could not read (``(path relative to the
     searched folder, reason)``: sub-folders it could not list, ``.py`` files it could not open)."""
 
     scripts: list[Path]
-    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = msgspec.field(default_factory=list)
 
 
 def find_jax_scripts(
@@ -634,8 +634,7 @@ def search_jax_scripts(
     return ScriptSearch(scripts, sorted(search.unreadable))
 
 
-@dataclass
-class PreparedSearch:
+class PreparedSearch(msgspec.Struct):
     """A search with its folder checked and its candidate ``.py`` files listed, in the order of
     :func:`search_jax_scripts` (listing 10,000 files takes ~10 ms: no file is read yet).
     :meth:`scripts` reads them one at a time, so a batch can start its first script while the

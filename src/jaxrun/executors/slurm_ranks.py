@@ -12,11 +12,12 @@ in a collective.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+import msgspec.structs
 
 from jaxrun.probe.cluster import PROCESS_COUNT_ENV, PROCESS_ID_ENV
 from jaxrun.results.models import ScriptResult
@@ -36,7 +37,7 @@ def rank() -> tuple[int, int]:
 def process_of(job: "Job", options: "RunOptions", process: int, count: int) -> tuple["Job", "RunOptions"]:
     """Process ``process`` of ``count``: its own logs, one process of its own to run."""
     os.environ[PROCESS_ID_ENV], os.environ[PROCESS_COUNT_ENV] = str(process), str(count)
-    return dataclasses.replace(job, process=process), options.evolve(processes=1)
+    return msgspec.structs.replace(job, process=process), options.evolve(processes=1)
 
 
 def stop_the_others() -> None:

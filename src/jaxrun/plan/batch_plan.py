@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
+
+import msgspec
 
 from jaxrun.config.config_files import display
 from jaxrun.config.option_spec import default_of
@@ -112,10 +113,9 @@ def discover(
     return found, skipped
 
 
-@dataclass
-class DevicePlan:
-    platforms: dict[str, str | None] = field(default_factory=dict)  # requested device -> where it will start (None: nowhere)
-    notes: list[str] = field(default_factory=list)  # why a requested device is missing, and what happens instead
+class DevicePlan(msgspec.Struct):
+    platforms: dict[str, str | None] = msgspec.field(default_factory=dict)  # requested device -> where it will start (None: nowhere)
+    notes: list[str] = msgspec.field(default_factory=list)  # why a requested device is missing, and what happens instead
 
     @property
     def summary(self) -> str:
@@ -149,8 +149,7 @@ def plan_devices(options: BatchOptions, facts: "Facts | None", extra: tuple[str,
     return devices
 
 
-@dataclass(frozen=True)
-class ScriptPlan:
+class ScriptPlan(msgspec.Struct, frozen=True):
     script: Path
     name: str
     devices: tuple[str, ...]  # the batch's, or the script's own device setting

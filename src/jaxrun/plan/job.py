@@ -4,16 +4,17 @@ jobs as its plan finds them (``Jobs``)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
+
+import msgspec
 
 from jaxrun.config.options import RunOptions
 from jaxrun.results import result_files
 
 
-@dataclass(frozen=True, slots=True)  # slots: a batch of 10,000 scripts holds 10,000 of them
-class Job:
+# A struct, its fields in slots: a batch of 10,000 scripts holds 10,000 of them
+class Job(msgspec.Struct, frozen=True):
     index: int  # position in the batch's order; results are reported in this order
     script: Path
     name: str  # the script's batch-unique ``<name>`` (docs/ARCHITECTURE.md, "Results folder")

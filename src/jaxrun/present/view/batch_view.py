@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
+
+import msgspec
 
 from jaxrun.core.defaults import HISTORY_NOT_USED
 from jaxrun.core.formatting import fmt, listed, plural
@@ -29,15 +30,13 @@ EXIT_OK, EXIT_FAILED = 0, 1
 SLOWEST_SHOWN = 3  # scripts the terminal's "slowest:" line names; the rest are counted
 
 
-@dataclass(frozen=True)
-class Skipped:
+class Skipped(msgspec.Struct, frozen=True):
     label: str
     reason: str
     origin: Optional[str]
 
 
-@dataclass(frozen=True)
-class BatchView:
+class BatchView(msgspec.Struct, frozen=True):
     scripts: list[ScriptView]
     results_dir: str
     complete: bool
@@ -54,12 +53,12 @@ class BatchView:
     largest_memory: Optional[float]  # MiB (2^20 bytes)
     exit_status: int
     exit_reasons: list[str]  # why the exit status is 1, one line each
-    notes: list[str] = field(default_factory=list)  # said once, under the table
-    unreadable: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)  # said once, under the table
+    unreadable: list[str] = msgspec.field(default_factory=list)
     # Every script with a time, the slowest first: the ranking of performance_summary's
     # slowest_script / fastest_script (summary.slowest_first), failed and kept scripts included.
-    slowest: list[ScriptView] = field(default_factory=list)
-    sweeps: list[SweepView] = field(default_factory=list)  # one per script run as a parameter sweep
+    slowest: list[ScriptView] = msgspec.field(default_factory=list)
+    sweeps: list[SweepView] = msgspec.field(default_factory=list)  # one per script run as a parameter sweep
 
     @property
     def counts(self) -> str:

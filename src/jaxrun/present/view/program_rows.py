@@ -9,8 +9,9 @@ executable built or loaded for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Optional
+
+import msgspec
 
 from jaxrun.core.formatting import fmt_bytes, plural
 from jaxrun.results.program_figures import PROGRAM_FIGURES, jit_seconds
@@ -22,8 +23,7 @@ if TYPE_CHECKING:
 FINGERPRINT_SHOWN = 12  # characters of a fingerprint a table shows (the result file has 32)
 
 
-@dataclass(frozen=True, slots=True)
-class ProgramView:
+class ProgramView(msgspec.Struct, frozen=True):
     script: str  # the script's label
     program: str  # jit(loss)
     source: Optional[str]  # path:line of the function; None for JAX's own
@@ -76,8 +76,7 @@ def program_views(batch: "BatchResult", view: "BatchView") -> Iterator[ProgramVi
 
 
 
-@dataclass(frozen=True, slots=True)
-class TransferView:
+class TransferView(msgspec.Struct, frozen=True):
     script: str
     host_to_device: str  # "3 (3.5 KiB)", "3 (bytes unknown)", "-" (unknown)
     device_to_host: str

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional, Sequence
+
+import msgspec
+import msgspec.structs
 
 from jaxrun.core.defaults import TOO_FEW
 from jaxrun.core.formatting import fmt_seconds, one_line, plural
@@ -39,8 +41,8 @@ GOOD, BAD, WARN, PLAIN = "good", "bad", "warn", ""
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 
 
-@dataclass(frozen=True, slots=True)  # slots: the view of a batch holds one a script (its peak RSS a result has a budget)
-class ScriptView:
+# A struct, its fields in slots: the view of a batch holds one a script (its peak RSS a result has a budget)
+class ScriptView(msgspec.Struct, frozen=True):
     """What every surface says of one script (one job: a script on one device)."""
 
     name: str  # the batch-unique <name> of its files (with @device on a batch of several devices)
@@ -194,7 +196,7 @@ def _word(text: Optional[str]) -> Optional[str]:
 def on_several_devices(view: ScriptView) -> ScriptView:
     """``view`` of a script the batch ran on several devices: its label says which
     (:func:`script_view` with ``several_devices``)."""
-    return replace(view, label=with_device(view.path, view.device_requested))
+    return msgspec.structs.replace(view, label=with_device(view.path, view.device_requested))
 
 
 def _status(result: "ScriptResult") -> tuple[str, str, str]:

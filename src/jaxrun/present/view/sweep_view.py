@@ -6,8 +6,9 @@ terminal, Markdown and the HTML report (its table and plot) lay out this one vie
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+import msgspec
 
 from jaxrun.core.formatting import fmt_count, fmt_kind, listed, plural
 from jaxrun.discover.script_labels import relative_path, script_label
@@ -38,15 +39,13 @@ _FIGURES: tuple[tuple[str, str, str, Optional[str]], ...] = (
 RECORDED_SHOWN = 4
 
 
-@dataclass(frozen=True)
-class SweepColumn:
+class SweepColumn(msgspec.Struct, frozen=True):
     key: str  # a parameter's name, a figure's ScriptResult field, or "results.<name>"
     label: str
     kind: str  # "param", or a figure's kind (seconds, mib, count)
 
 
-@dataclass(frozen=True)
-class SweepPoint:
+class SweepPoint(msgspec.Struct, frozen=True):
     label: str  # the job's label: train.py[batch=64,devices=2]
     name: str  # its script_name (files, compare)
     params: dict[str, Any]  # its parameters (and its device, when the sweep ran on several)
@@ -77,14 +76,13 @@ class SweepPoint:
         return shown
 
 
-@dataclass(frozen=True)
-class SweepView:
+class SweepView(msgspec.Struct, frozen=True):
     script: str  # the script's path under the folder searched (train.py)
     params: list[str]  # the swept parameters, in the sweep's order
     columns: list[SweepColumn]
     points: list[SweepPoint]
-    notes: list[str] = field(default_factory=list)
-    more: list[SweepColumn] = field(default_factory=list)  # recorded figures past the table's columns
+    notes: list[str] = msgspec.field(default_factory=list)
+    more: list[SweepColumn] = msgspec.field(default_factory=list)  # recorded figures past the table's columns
 
     def numeric(self, param: str) -> bool:
         """Whether every point's ``param`` is a number (it can be a plot's x axis)."""

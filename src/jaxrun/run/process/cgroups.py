@@ -27,8 +27,9 @@ import itertools
 import os
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from jaxrun.probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count
 from jaxrun.probe.channel import CGROUPS_ENV
@@ -127,8 +128,7 @@ def _sweep(parent: Path) -> None:
                 pass
 
 
-@dataclass
-class ScriptCgroup:
+class ScriptCgroup(msgspec.Struct):
     """The groups of one run: ``dirs`` maps a controller (``"pids"``, ``"cpuacct"``, ``"memory"``,
     ``""`` for v2) to its folder. ``memory_enforced`` / ``processes_enforced``: the kernel holds
     that limit."""
@@ -136,7 +136,7 @@ class ScriptCgroup:
     dirs: dict[str, Path]
     memory_enforced: bool = False
     processes_enforced: bool = False
-    _removed: bool = field(default=False, repr=False)
+    _removed: bool = False
 
     @property
     def kernel_limits(self) -> list[str]:

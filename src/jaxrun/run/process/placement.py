@@ -8,14 +8,14 @@ machine between jobs (executors/slots.py) hand out slots; ``jaxrun ab --duet`` g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Protocol
+
+import msgspec
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(msgspec.Struct, frozen=True):
     index: int
     gpus: tuple[int, ...] = ()
     cpus: tuple[int, ...] = ()

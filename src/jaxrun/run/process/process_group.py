@@ -16,13 +16,14 @@ What the processes left is read into the job's one result by run/reading/job_run
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
+import msgspec.structs
 
 from jaxrun.config.options import RunOptions
 from jaxrun.plan.job import Job
@@ -44,8 +45,7 @@ _WATCH_INTERVAL = 0.02  # seconds between looks at the batch's stop while no pro
 KILL_GRACE = 0.5
 
 
-@dataclass
-class ProcessGroup:
+class ProcessGroup(msgspec.Struct):
     """The N launches of one attempt, as they ended."""
 
     outcomes: list[ProcessOutcome]  # process k's
@@ -57,7 +57,7 @@ class ProcessGroup:
 def log_paths(job: Job, process_id: int) -> tuple[Path, Path]:
     """``logs/<name>.stdout.log`` for process 0 (a one-process run's), ``logs/<name>.p<k>.stdout.log``
     for process k."""
-    own = dataclasses.replace(job, process=process_id)
+    own = msgspec.structs.replace(job, process=process_id)
     return own.stdout_log, own.stderr_log
 
 

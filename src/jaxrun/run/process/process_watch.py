@@ -21,9 +21,10 @@ import subprocess
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple
+
+import msgspec
 
 from jaxrun.core.defaults import KILL_GRACE_SECONDS, MONITOR_INTERVAL
 from jaxrun.core.startup_trace import mark
@@ -45,8 +46,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class ProcessOutcome:
+class ProcessOutcome(msgspec.Struct):
     exit_code: int | None
     signal: int | None
     wall_time: float
@@ -60,7 +60,7 @@ class ProcessOutcome:
     stdout_truncated: bool
     stderr_truncated: bool
     escaped_cpu_seconds: float = 0.0  # sampled CPU time of descendants nobody in the tree waited for
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = msgspec.field(default_factory=list)
     started: float = 0.0  # perf_counter at launch (one monotonic clock for parent and child)
     memory_series: list[tuple[float, int]] | None = None  # (perf_counter, bytes), when recorded
     leftovers: int = 0  # processes still running after the script ended, stopped by jaxrun
@@ -77,7 +77,7 @@ class ProcessOutcome:
     prestart_reason: str | None = None  # why exec, where a prestart was asked for (or auto chose exec)
     prestart_import_time: float | None = None  # fork+jax: the prestarted process's seconds importing jax
     cpu_method: str | None = None  # how cpu_time was measured (CGROUP_CPU_METHOD, RUSAGE_CPU_METHOD)
-    log_errors: list[str] = field(default_factory=list)  # a log that could not be written: why, one line each
+    log_errors: list[str] = msgspec.field(default_factory=list)  # a log that could not be written: why, one line each
     transfers: GuardLog | None = None  # JAX's transfer-guard lines counted in its stderr (run/process/transfers.py)
 
 

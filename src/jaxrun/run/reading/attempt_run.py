@@ -8,8 +8,9 @@ process has started.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     from jaxrun.results.models import Numerics, RunEnvironment
@@ -19,8 +20,7 @@ if TYPE_CHECKING:
     from jaxrun.run.reading.probe_reading import ProbeReading
 
 
-@dataclass
-class AttemptRun:
+class AttemptRun(msgspec.Struct):
     """One attempt's process (or processes, or none when none could start) and everything learnt from it."""
 
     outcome: "ProcessOutcome | None"
@@ -30,5 +30,5 @@ class AttemptRun:
     command: list[str] | None = None  # what the process ran
     numerics: "Numerics | None" = None  # read from its environment
     environment: "RunEnvironment | None" = None
-    guard_env: dict[str, str] = field(default_factory=dict)  # its transfer-guard variables (run/process/transfers.py)
+    guard_env: dict[str, str] = msgspec.field(default_factory=dict)  # its transfer-guard variables (run/process/transfers.py)
     processes: "JobRun | None" = None  # --processes N: each process (run/reading/job_run.py); None: one process

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import re
 import signal as signal_module
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from jaxrun.core.failures import HINTS, hint_for, is_transient
 from jaxrun.core.formatting import fmt_bytes, plural
@@ -79,8 +80,7 @@ def stderr_tail(path: "Path") -> str:
         return ""
 
 
-@dataclass(frozen=True)
-class Classification:
+class Classification(msgspec.Struct, frozen=True):
     error_class: str
     message: str
     hint: str
@@ -184,8 +184,7 @@ def _final(error_class: str, message: str, hint: str) -> Classification:
     return Classification(error_class, message, hint, None, final=True)
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(msgspec.Struct, frozen=True):
     """What is known of one attempt: the classifier's one input (:func:`classify`)."""
 
     events: list[ev.Event]  # the probe's channel

@@ -10,9 +10,10 @@ process that failed, else process 0.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
+import msgspec.structs
 
 from jaxrun.config.options import RunOptions
 from jaxrun.core.defaults import MiB
@@ -26,8 +27,7 @@ from jaxrun.run.reading.probe_reading import ProbeReading, memory_peak_mb, phase
 CPU_METHOD = "the sum over the job's processes, each: {method}"
 
 
-@dataclass
-class ProcessRun:
+class ProcessRun(msgspec.Struct):
     """One process of the job, as its launch left it."""
 
     process_id: int
@@ -39,8 +39,7 @@ class ProcessRun:
     stderr_log: Path
 
 
-@dataclass
-class JobRun:
+class JobRun(msgspec.Struct):
     """The N processes of one attempt and what they make together."""
 
     processes: list[ProcessRun]
@@ -59,7 +58,7 @@ def read_job(job: Job, options: RunOptions, group: ProcessGroup) -> JobRun:
     lead = min(failed, key=lambda run: run.outcome.started + run.outcome.wall_time) if failed else runs[0]
     failure = lead.failure
     if failure is not None:
-        failure = dataclasses.replace(failure, message=f"process {lead.process_id} of {count}: {failure.message}")
+        failure = msgspec.structs.replace(failure, message=f"process {lead.process_id} of {count}: {failure.message}")
     return JobRun(runs, lead, _job_outcome(lead, runs, group.started, interrupted), failure)
 
 
@@ -82,7 +81,7 @@ def _job_outcome(lead: ProcessRun, runs: list[ProcessRun], started: float, inter
     first_start = min([started, *(run.outcome.started for run in runs)])
     memory = sum_known([memory_peak_mb(run.outcome, run.reading) for run in runs])
     cpu = sum_known([run.outcome.cpu_time for run in runs])
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         lead.outcome,
         wall_time=last_end - first_start,
         started=first_start,

@@ -3,8 +3,9 @@ and with what the parent measured, the result fields made of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import msgspec
 
 from jaxrun.core.defaults import MONITOR_INTERVAL, MiB
 from jaxrun.probe import events as ev
@@ -13,8 +14,7 @@ from jaxrun.run.process.process_watch import ProcessOutcome
 from jaxrun.run.reading.compiles import add_event, add_program
 
 
-@dataclass
-class ProbeReading:
+class ProbeReading(msgspec.Struct):
     """What the probe's event file says: every event of one process, read (:func:`read_probe_events`)."""
 
     jax_loaded: bool = False
@@ -24,33 +24,33 @@ class ProbeReading:
     run_time: float | None = None  # the rest of the body (probe/phases.py: the three partition it)
     drain_time: float | None = None  # waited after the last line for the script's device work
     ended_by: str | None = None  # how the body ended (END event); None: stopped from outside
-    phases_notes: list[str] = field(default_factory=list)
+    phases_notes: list[str] = msgspec.field(default_factory=list)
     cpu_time: float | None = None
     peak_rss_bytes: int | None = None  # the probe process's own peak RSS (VmHWM)
     device: dict[str, Any] | None = None
-    compiles: dict[str, CompileStats] = field(default_factory=dict)  # per program
-    input_fingerprints: dict[str, set[str]] = field(default_factory=dict)  # per program: its variants
+    compiles: dict[str, CompileStats] = msgspec.field(default_factory=dict)  # per program
+    input_fingerprints: dict[str, set[str]] = msgspec.field(default_factory=dict)  # per program: its variants
     compile_environment: dict[str, Any] | None = None  # what JAX's cache key took from the process
     compile_cache: dict[str, Any] | None = None  # {enabled, misses}: the persistent cache at the end
     # JAX stores a cached program's compile time in whole seconds, so its "saved" figure is
     # (floor of the original compile time) - (retrieval time): a lower bound, negative for
     # sub-second compilations. Negative values count as 0.
     compile_time_saved: float = 0.0
-    results: dict[str, Any] = field(default_factory=dict)
-    calls: list[WarmCall] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    results: dict[str, Any] = msgspec.field(default_factory=dict)
+    calls: list[WarmCall] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
     traceback: str | None = None  # of the last exception the probe captured
     # For profiles: perf_counter of the body's start, the outermost imports, each JIT phase
     # (kind, start, end, program), and the probe's PROFILE event.
     body_start: float | None = None
     # (start, end, module, statements, seconds): statements > 1 for a block of short ones, whose
     # seconds are less than end - start
-    imports: list[tuple[float, float, str | None, int, float]] = field(default_factory=list)
-    jit_phases: list[tuple[str, float, float, str]] = field(default_factory=list)
+    imports: list[tuple[float, float, str | None, int, float]] = msgspec.field(default_factory=list)
+    jit_phases: list[tuple[str, float, float, str]] = msgspec.field(default_factory=list)
     profile: dict[str, Any] | None = None
     transfer_guard_set: str | None = None  # the script set JAX's transfer guard itself: how
     cells: dict[int, CellTiming] | None = None  # a notebook's code cells, by number (CELL events)
-    cell_starts: dict[int, float] = field(default_factory=dict)  # perf_counter at each cell's start
+    cell_starts: dict[int, float] = msgspec.field(default_factory=dict)  # perf_counter at each cell's start
 
 
 def _compile(reading: ProbeReading, event: ev.Compile) -> None:
