@@ -159,3 +159,37 @@ def test_the_summary_printed_a_few_rows_at_a_time_is_the_same_lines(columns: int
             named = " ".join(lines[said:]).split(": ", 1)[1].split(" (every figure")[0].split(", ")
             assert named and all(name.split()[0] not in header for name in named), whole
 
+
+
+def test_a_tables_natural_width_is_the_width_rich_renders() -> None:
+    """interfaces/cli/tables.natural_width (what fitting the summary to the terminal works out
+    instead of rendering): the widest line rich prints for the same table, unconstrained, for
+    tables of every shape the CLI makes (numbers right, names left, wide characters, empty cells,
+    a title longer than the table), and None where it cannot say."""
+    import io
+    import random
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from jaxrun.interfaces.cli.tables import _table, natural_width
+
+    def rendered(table) -> int:  # type: ignore[no-untyped-def]
+        console = Console(width=100_000, file=io.StringIO(), color_system=None)
+        with console.capture() as capture:
+            console.print(table)
+        return max(len(line.rstrip()) for line in capture.get().splitlines())
+
+    words = ["", "ok", "failed", "0.25", "1,234.5", "naïve_名前.py", "a" * 40, "x y z", "-"]
+    generator = random.Random(7)
+    for case in range(60):
+        columns = generator.randint(1, 8)
+        title = "jaxrun results" + (" (a title longer than any table here, said in full)" if case % 5 == 0 else "")
+        table = _table(title, [(generator.choice(["script", "RSS MiB", "s", "jit s"]),
+                                generator.choice(["left", "right"])) for _ in range(columns)], no_wrap=True)
+        for _ in range(generator.randint(0, 6)):
+            table.add_row(*(Text(generator.choice(words), style=generator.choice(["", "red"])) for _ in range(columns)))
+        assert natural_width(table) == rendered(table), case
+    multi_line = _table("t", [("a", "left")])
+    multi_line.add_row(Text("one\ntwo"))
+    assert natural_width(multi_line) is None

@@ -241,13 +241,41 @@ def _summary(scripts: Sequence["ScriptView"], note: str | None, star: str, colum
 
 
 def _width(table: Table) -> int:
-    """The width ``table`` takes when nothing constrains it: that of the table of its widest rows
-    (a column as wide as its widest cell: :func:`_widest_rows`), rendered, so that fitting the
-    summary of 10,000 scripts renders a dozen rows, not 10,000, at each step."""
+    """The width ``table`` takes when nothing constrains it: :func:`natural_width` where it says,
+    else that of the table of its widest rows (a column as wide as its widest cell:
+    :func:`_widest_rows`), rendered, so that fitting the summary of 10,000 scripts renders a dozen
+    rows, not 10,000, at each step."""
+    natural = natural_width(table)
+    if natural is not None:
+        return natural
     console = Console(width=100_000, file=io.StringIO(), color_system=None)
     with console.capture() as capture:
         console.print(_widest_rows(table))
     return max((len(line.rstrip()) for line in capture.get().splitlines()), default=0)
+
+
+def natural_width(table: Table) -> int | None:
+    """The width rich gives a table of :func:`_table`'s kind with its header shown, where nothing
+    constrains it, worked out rather than rendered: each column as wide as its widest cell (the
+    header's included), two spaces between two columns; the rule under the header spans them all.
+    None for any other table (a cell of more than one line, a tab, markup, a width set)."""
+    if not (table.show_header and table.box is box.SIMPLE_HEAD and not table.pad_edge and not table.show_edge
+            and table.collapse_padding and table.padding == (0, 1, 0, 1) and table.columns):
+        return None
+    widths = []
+    for column in table.columns:
+        if column.width is not None or column.min_width is not None or column.max_width is not None or column.ratio:
+            return None
+        header = column.header
+        if not isinstance(header, str) or "[" in header or "\n" in header or "\t" in header:
+            return None
+        widest = cell_len(header)
+        for cell in column._cells:
+            if not isinstance(cell, Text) or "\n" in cell.plain or "\t" in cell.plain:
+                return None
+            widest = max(widest, cell_len(cell.plain))
+        widths.append(widest)
+    return sum(widths) + 2 * (len(widths) - 1)
 
 
 def _widest_rows(table: Table) -> Table:
