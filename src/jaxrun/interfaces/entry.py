@@ -12,6 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from jaxrun.core import held_interrupt
 from jaxrun.core.startup_trace import mark
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 def main(argv: list[str] | None = None) -> int:
     mark("Python started, jaxrun's entry point runs")
+    held_interrupt.install()  # first: a Ctrl-C while the imports below run must not be lost
     args = list(sys.argv[1:] if argv is None else argv)
     collecting = gc.isenabled()
     pool = None
