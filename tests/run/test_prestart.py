@@ -95,6 +95,7 @@ def test_a_forked_process_is_what_an_exec_d_probe_would_be(tmp_path: Path) -> No
     for key in ("cwd", "argv", "path0", "env", "umask", "signals", "blocked", "rlimits", "affinity", "fds",
                 "atexit", "flags", "orig_argv", "cgroup_views", "in_a_group_of_its_own"):
         assert forked[key] == exec_d[key], key
+    assert list(forked["env"]) == list(exec_d["env"])  # in the same order, too
     assert forked["argv"] == [str(folder / "ident.py"), "--an-arg", "x y"]
     # Not one module of the server's own (socket, select, its prestart module) is left for the script.
     assert set(forked["modules"]) == set(exec_d["modules"]), set(forked["modules"]) ^ set(exec_d["modules"])

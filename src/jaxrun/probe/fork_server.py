@@ -273,8 +273,7 @@ def _become(server: _Server, job: dict, fds: list[int], server_fds: tuple[int, .
     from jaxrun.probe.lifeline import ENV as LIFELINE_ENV
 
     env[LIFELINE_ENV] = str(lifeline)
-    os.environ.clear()
-    os.environ.update(env)
+    _take_environment(env)
     sys.argv = ["-c", *job["argv"]]
     if job.get("orig_argv"):
         sys.orig_argv = list(job["orig_argv"])
@@ -298,6 +297,22 @@ def _become(server: _Server, job: dict, fds: list[int], server_fds: tuple[int, .
         from jaxrun.probe.jax_hooks import hold_preloaded_jax
 
         hold_preloaded_jax()  # the script's `import jax` is seen, as an exec'd probe sees it
+
+
+def _take_environment(env: dict[str, str]) -> None:
+    """``os.environ`` becomes ``env``, in ``env``'s order (as an exec'd process has it). Where
+    ``env`` is this process's variables in their order with more after them (a job's usually is:
+    the server's plus the run's own), only what differs is set (~0.1 ms, where clearing and
+    setting each of ~100 variables takes ~0.5 ms)."""
+    environ = os.environ
+    have = list(environ)
+    if list(env)[:len(have)] != have:
+        environ.clear()
+        environ.update(env)
+        return
+    for name, value in env.items():
+        if environ.get(name) != value:
+            environ[name] = value
 
 
 def _forget_own_modules(server: _Server) -> None:
