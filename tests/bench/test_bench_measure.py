@@ -6,6 +6,7 @@ import functools
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -254,23 +255,33 @@ def test_measure_rejects_bad_input() -> None:
 
 
 @pytest.mark.slow
-def test_copy_bandwidth_is_within_2x_of_numpys_best_copy(peaks: DevicePeaks) -> None:
-    """The outside reading: numpy's in-place copy of the same 256 MiB on the same machine, best of
-    15. A fresh output array per call (the old method) measured about 3 GB/s against numpy's 10-35."""
+def test_copy_bandwidth_is_within_2x_of_numpys_best_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outside reading: numpy's in-place copy of the same 256 MiB on the same machine. A fresh
+    output array per call (the old method) measured about 3 GB/s against numpy's 10-35. Both are
+    bests over the same seconds: numpy's copies for a second before and after jaxrun measures its
+    peaks afresh (its own cache folder), each given the same chance at the machine's quiet moments
+    (under a loaded test run, numpy's best of 15 copies once read 8.6 GB/s against a peak of 44
+    cached from a quieter moment)."""
     import time
-
-    import numpy as np
 
     source = np.ones(64 * 2**20, np.float32)
     target = np.empty_like(source)
-    best = float("inf")
-    for _ in range(15):
-        started = time.perf_counter()
-        np.copyto(target, source)
-        best = min(best, time.perf_counter() - started)
-    numpy_bytes_per_s = 2 * source.nbytes / best
+
+    def numpy_best(seconds: float = 1.0) -> float:
+        best, end, copies = float("inf"), time.perf_counter() + seconds, 0
+        while copies < 15 or time.perf_counter() < end:
+            started = time.perf_counter()
+            np.copyto(target, source)
+            best = min(best, time.perf_counter() - started)
+            copies += 1
+        return 2 * source.nbytes / best
+
+    before = numpy_best()
+    monkeypatch.setenv("JAXRUN_CACHE_DIR", str(tmp_path))
+    peaks = bench.device_peaks(refresh=True)
+    numpy_bytes_per_s = max(before, numpy_best())
     assert peaks.bytes_per_s >= numpy_bytes_per_s / 2, (peaks.bytes_per_s / 1e9, numpy_bytes_per_s / 1e9)
-    assert peaks.bytes_per_s <= numpy_bytes_per_s * 4  # and no unit slip the other way
+    assert peaks.bytes_per_s <= numpy_bytes_per_s * 4, (peaks.bytes_per_s / 1e9, numpy_bytes_per_s / 1e9)
 
 
 def test_flops_are_counted_from_the_jaxpr_where_xla_reports_none(monkeypatch, peaks: DevicePeaks) -> None:
