@@ -55,7 +55,9 @@ def _send_again() -> None:
 def interrupt_held() -> Iterator[None]:
     """Hold SIGINT for the ``with`` block, in the main thread (only it runs Python's signal
     handlers; elsewhere the block runs as it is), and act on it once the block is done."""
-    if _thread.get_ident() != _main_thread_id():
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     noted: list[int] = []
@@ -69,9 +71,3 @@ def interrupt_held() -> Iterator[None]:
                 previous(signal.SIGINT, None)  # Python's handler or the program's: KeyboardInterrupt
             elif previous == signal.SIG_DFL:
                 os.kill(os.getpid(), signal.SIGINT)  # what the signal would have done
-
-
-def _main_thread_id() -> int:
-    import threading
-
-    return threading.main_thread().ident  # type: ignore[return-value]

@@ -62,13 +62,21 @@ def _exit(status: int) -> None:
     import atexit
 
     atexit._run_exitfuncs()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
+    if not _flushed():
         sys.exit(status)
     os._exit(status)
+
+
+def _flushed() -> bool:
+    """Flush stdout and stderr; whether all of it went out."""
+    flushed = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            flushed = False
+    return flushed
 
 
 def _end_now_if_ray_was_left_behind(status: int) -> None:
@@ -78,11 +86,7 @@ def _end_now_if_ray_was_left_behind(status: int) -> None:
     ray_executor = sys.modules.get("jaxrun.executors.ray")
     if ray_executor is None or not ray_executor.calls_left_behind():
         return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    _flushed()
     os._exit(status)
 
 

@@ -119,8 +119,7 @@ def json_key(name: str) -> str:
 def decoded(text: str | bytes, model: type) -> Any:
     """The ``model`` in the JSON ``text``; raises msgspec.ValidationError (not of the model) or
     msgspec.DecodeError (not JSON)."""
-    if isinstance(model, type) and issubclass(model, msgspec.Struct):
-        prepare(model)
+    prepare(model)
     if not _older_fields(model) and not hasattr(model, "_older"):
         return msgspec.json.decode(text, type=model, strict=False)
     return converted(msgspec.json.decode(text), model)
@@ -129,8 +128,7 @@ def decoded(text: str | bytes, model: type) -> Any:
 def converted(data: Any, model: type) -> Any:
     """Plain data (a dict as the files hold it) as ``model``; numpy's scalars and the like (which
     msgspec takes for no number, not even numpy's float64) as the plain values they stand for."""
-    if isinstance(model, type) and issubclass(model, msgspec.Struct):
-        prepare(model)
+    prepare(model)
     data = upgraded(data, model)
     try:
         return msgspec.convert(data, type=model, strict=False)
@@ -206,7 +204,9 @@ def prepare(model: type) -> None:
     """Work out now what reading ``model`` (and the models it holds) first works out: msgspec's
     types of every field (their annotations evaluated: ~10 ms for a script's result) and the
     nested models :func:`as_models` and :func:`upgraded` look into (~7 ms). A Ctrl-C meanwhile is
-    raised once that is done (core/held_interrupt.py says why)."""
+    raised once that is done (core/held_interrupt.py says why). Anything but a model: nothing to do."""
+    if not (isinstance(model, type) and issubclass(model, msgspec.Struct)):
+        return
     from jaxrun.core.held_interrupt import interrupt_held
 
     with interrupt_held():

@@ -140,8 +140,7 @@ class FixedRows:
     def _plain(self) -> bool:
         table = self.table
         return (not table.title and not table.show_header and not table.caption and not table.show_footer
-                and table.box is box.SIMPLE_HEAD and not table.pad_edge and not table.show_edge
-                and table.collapse_padding and table.padding == (0, 1, 0, 1) and not table.row_styles
+                and _of_table_kind(table) and not table.row_styles
                 and table.style in ("", "none") and all(not row.style and not row.end_section for row in table.rows)
                 and all(column.width is not None and not column.style and column.justify in ("left", "right")
                         and all(isinstance(cell, Text) and not cell.spans and "\n" not in cell.plain
@@ -152,7 +151,7 @@ class FixedRows:
 
     def __rich_console__(self, console: Console, options: "ConsoleOptions") -> "RenderResult":
         table = self.table
-        if not self._plain() or sum(c.width or 0 for c in table.columns) + 2 * (len(table.columns) - 1) > options.max_width:
+        if not self._plain() or _spread([c.width or 0 for c in table.columns]) > options.max_width:
             yield table
             return
         columns = [(column.width, column.justify == "right", column._cells) for column in table.columns]
@@ -160,7 +159,7 @@ class FixedRows:
         for row in range(table.row_count):
             for i, (width, right, cells) in enumerate(columns):
                 if i:
-                    yield Segment("  ")
+                    yield Segment(_GAP)
                 cell = cells[row]
                 pad = " " * (width - cell_len(cell.plain))
                 style = cell.style
@@ -259,8 +258,7 @@ def natural_width(table: Table) -> int | None:
     constrains it, worked out rather than rendered: each column as wide as its widest cell (the
     header's included), two spaces between two columns; the rule under the header spans them all.
     None for any other table (a cell of more than one line, a tab, markup, a width set)."""
-    if not (table.show_header and table.box is box.SIMPLE_HEAD and not table.pad_edge and not table.show_edge
-            and table.collapse_padding and table.padding == (0, 1, 0, 1) and table.columns):
+    if not (table.show_header and _of_table_kind(table) and table.columns):
         return None
     widths = []
     for column in table.columns:
@@ -275,7 +273,23 @@ def natural_width(table: Table) -> int | None:
                 return None
             widest = max(widest, cell_len(cell.plain))
         widths.append(widest)
-    return sum(widths) + 2 * (len(widths) - 1)
+    return _spread(widths)
+
+
+# Between two columns of _table's kind (no edges, padding collapsed): one padding and the box's
+# divider.
+_GAP = "  "
+
+
+def _of_table_kind(table: Table) -> bool:
+    """Whether ``table`` is laid out as :func:`_table` makes it: columns :data:`_GAP` apart, no edges."""
+    return (table.box is box.SIMPLE_HEAD and not table.pad_edge and not table.show_edge and table.collapse_padding
+            and table.padding == (0, 1, 0, 1))
+
+
+def _spread(widths: list[int]) -> int:
+    """The width of columns of ``widths``, side by side as :func:`_table` lays them out."""
+    return sum(widths) + len(_GAP) * (len(widths) - 1)
 
 
 def _widest_rows(table: Table) -> Table:
