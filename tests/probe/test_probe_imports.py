@@ -15,9 +15,9 @@ import jaxrun
 from jaxrun.probe.arguments import ProbeArguments
 
 # What the probe may add besides jaxrun's modules: C modules it needs (json's encoder, getrusage,
-# the scripts' lock, atexit), ``__future__``, and what every interpreter's site imports anyway (the
+# the scripts' lock, atexit, the collector its exit asks), ``__future__``, and what every interpreter's site imports anyway (the
 # interpreters here run with -S, so that no .pth file of this machine's adds modules to either side).
-ALLOWED = {"__future__", "_json", "resource", "fcntl", "atexit",
+ALLOWED = {"__future__", "_json", "resource", "fcntl", "atexit", "gc",
            "os", "os.path", "posixpath", "genericpath", "stat", "_stat", "_collections_abc"}
 # The probe's modules that only a JAX script, a notebook or --profile needs.
 NOT_YET = {"jaxrun.probe.programs", "jaxrun.probe.xla_facts", "jaxrun.probe.profiler", "jaxrun.probe.notebook",

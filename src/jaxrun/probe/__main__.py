@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from jaxrun.probe import events
+from jaxrun.probe import events, exiting
 from jaxrun.probe.arguments import PRESTART_SERVER, SPARE, ProbeArguments
 from jaxrun.probe.cgroup_join import join_cgroups
 from jaxrun.probe.channel import EVENTS_ENV, EventWriter
@@ -36,27 +36,39 @@ class WarmModeError(LookupError):
     """The script has no callable entry function to run in warm mode."""
 
 
-def _run_script(path: str) -> dict[str, object]:
-    """``runpy.run_path(path, run_name="__main__")``, done as runpy does it for a file of source
-    code (compiled as it is read, run in a new ``__main__`` module with ``sys.argv[0]`` set to it, a
-    copy of its globals returned), without the ``pkgutil`` runpy imports for it (~7 ms of CPU in a
-    fresh interpreter, in every script's process). Anything else runpy can run (a compiled file, a
-    folder, a zip file) is runpy's."""
+def _script_code(path: str) -> object:
+    """The script compiled, as ``python script.py`` compiles it before its first line (and so
+    before the body begins: compiling is not the script's run time); None where runpy must run it
+    (a compiled file, a folder, a zip file). An error (a SyntaxError, an unreadable file) is
+    returned, to be raised as the body begins, where the script's own errors are."""
     try:
         with io.open_code(os.path.abspath(os.fsdecode(path))) as file:  # as runpy opens it
             source = file.read()
     except IsADirectoryError:
-        source = b""
-    if not source.startswith(_NOT_SOURCE) and os.path.isfile(path):
-        return _run_source(path, source)
-    import runpy
+        return None
+    except BaseException as exc:  # noqa: BLE001 - raised in the body: the script's failure
+        return exc
+    if source.startswith(_NOT_SOURCE) or not os.path.isfile(path):
+        return None
+    try:
+        # dont_inherit: the script is compiled with its own __future__ imports, never the probe's.
+        return compile(source, path, "exec", dont_inherit=True)
+    except BaseException as exc:  # noqa: BLE001 - as above
+        return exc
 
-    return runpy.run_path(path, run_name="__main__")
 
+def _run_script(path: str, code: object) -> dict[str, object]:
+    """``runpy.run_path(path, run_name="__main__")`` for ``code`` (:func:`_script_code`), done as
+    runpy does it for a file of source code (run in a new ``__main__`` module with ``sys.argv[0]``
+    set to it, a copy of its globals returned), without the ``pkgutil`` runpy imports for it (~7 ms
+    of CPU in a fresh interpreter, in every script's process). Anything else runpy can run (a
+    compiled file, a folder, a zip file) is runpy's."""
+    if isinstance(code, BaseException):
+        raise code
+    if code is None:
+        import runpy
 
-def _run_source(path: str, source: bytes) -> dict[str, object]:
-    # dont_inherit: the script is compiled with its own __future__ imports, never the probe's.
-    code = compile(source, path, "exec", dont_inherit=True)
+        return runpy.run_path(path, run_name="__main__")
     module = type(sys)("__main__")
     saved_main, saved_argv0 = sys.modules.get("__main__"), sys.argv[0]
     sys.modules["__main__"] = module
@@ -65,7 +77,7 @@ def _run_source(path: str, source: bytes) -> dict[str, object]:
         run_globals = module.__dict__
         run_globals.update(__name__="__main__", __file__=path, __cached__=None, __doc__=None, __loader__=None,
                            __package__="", __spec__=None)
-        exec(code, run_globals)
+        exec(code, run_globals)  # type: ignore[arg-type]
     finally:
         sys.argv[0] = saved_argv0
         if saved_main is not None:
@@ -243,6 +255,12 @@ def main(argv: list[str]) -> int:
     body = Body(writer, [profiler.finish] if profiler else None)
     exit_code, ended_by = 0, "return"
     namespace: dict[str, object] = {}
+    if script.endswith(NOTEBOOK_SUFFIX) or entry is not None:
+        # The interpreter's first compilation sets its compiler up (~1 ms): not a cell's time, nor warm mode's.
+        compile(b"", "<jaxrun>", "exec")
+        code = None
+    else:
+        code = _script_code(script)
     body.begin()
     try:
         if script.endswith(NOTEBOOK_SUFFIX):
@@ -257,7 +275,7 @@ def main(argv: list[str]) -> int:
             namespace = run_notebook(writer, script, capture=bool(arguments.cell_outputs), body=body)  # noqa: F841
         elif entry is None:
             # Kept until the end: the script's arrays stay alive for the drain (probe/drain.py).
-            namespace = _run_script(script)  # noqa: F841
+            namespace = _run_script(script, code)  # noqa: F841
         else:
             _run_warm(writer, script, entry, arguments.warm_calls)
     except SystemExit as exc:
@@ -301,7 +319,7 @@ def _exit_status(code: object) -> tuple[int, str | None]:
 
 def run() -> None:
     """The probe's process (arguments.ENTRY): its arguments follow ``-c ENTRY``."""
-    sys.exit(main(sys.argv[1:]))
+    exiting.leave(main(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import resource
 import sys
 import time
 
-from jaxrun.probe import drain, events, import_timer, phases
+from jaxrun.probe import drain, events, exiting, import_timer, phases
 from jaxrun.probe.jax_hooks import (
     compile_cache_facts,
     compile_environment,
@@ -82,6 +82,7 @@ class Body:
     def begin(self) -> None:
         self._watch_exits()
         import_timer.start()
+        exiting.start()
         self.started = time.perf_counter()
         self.writer.send(events.Body(type=events.BODY, pid=self.pid, at=self.started))
 
