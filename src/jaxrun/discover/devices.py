@@ -9,6 +9,7 @@ Under another interpreter (``--python``) the child is that interpreter's, import
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -148,6 +149,12 @@ def _host() -> str:
 def _sha256(data: bytes) -> "Any":
     """hashlib's sha256, from CPython's own module where it has one: hashlib loads OpenSSL
     (~3 ms of every `jaxrun run`) for a digest of a few hundred bytes."""
+    return _sha256_maker()(data)
+
+
+@functools.cache
+def _sha256_maker() -> "Any":
+    # Found once: an import that fails (``_sha2`` before Python 3.12) searches every folder of sys.path again each time.
     try:
         from _sha2 import sha256  # type: ignore[import-not-found]  # Python >= 3.12
     except ImportError:
@@ -155,7 +162,7 @@ def _sha256(data: bytes) -> "Any":
             from _sha256 import sha256  # type: ignore[import-not-found,no-redef]  # Python 3.10, 3.11
         except ImportError:
             from hashlib import sha256
-    return sha256(data)
+    return sha256
 
 
 def _probe_child(python: str | None = None) -> "DeviceInfo":

@@ -112,9 +112,10 @@ def read_events(path: str | os.PathLike[str]) -> list[ev.Event]:
     import json  # the parent's side: the probe never reads the channel
 
     events: list[ev.Event] = []
+    from jaxrun.probe.cgroup_join import read_file
+
     try:
-        with open(path, "rb") as handle:
-            lines: Iterable[bytes] = handle.read().splitlines()
+        lines: Iterable[bytes] = read_file(os.fspath(path)).splitlines()
     except FileNotFoundError:
         return events
     for raw in lines:

@@ -22,9 +22,12 @@ def script_identity(path: str | os.PathLike[str]) -> tuple[str, str]:
     resolved = Path(path).expanduser().resolve()
     digest = hashlib.sha256()
     try:
-        with open(resolved, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 16), b""):
+        fd = os.open(resolved, os.O_RDONLY | os.O_CLOEXEC)  # unbuffered: 3 system calls, not 8 (probe/cgroup_join.py)
+        try:
+            while chunk := os.read(fd, 1 << 16):
                 digest.update(chunk)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise ScriptNotFoundError(f"cannot read script {str(path)!r} to identify it: {exc.strerror or exc}") from None
     return str(resolved), digest.hexdigest()

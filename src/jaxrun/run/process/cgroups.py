@@ -31,7 +31,7 @@ from pathlib import Path
 
 import msgspec
 
-from jaxrun.probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count
+from jaxrun.probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count, read_file
 from jaxrun.probe.channel import CGROUPS_ENV
 
 _PREFIX = "jaxrun-"
@@ -181,7 +181,7 @@ class ScriptCgroup(msgspec.Struct):
         tracking = [folder for controller, folder in self.dirs.items() if controller != "cpuacct"]
         for folder in tracking or self.dirs.values():
             try:
-                found.update(int(p) for p in (folder / "cgroup.procs").read_text().split())
+                found.update(int(p) for p in read_file(os.path.join(folder, "cgroup.procs")).split())
             except (OSError, ValueError):
                 continue
         return found

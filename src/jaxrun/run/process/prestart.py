@@ -212,6 +212,7 @@ class PrestartServer:
         self.ready = threading.Event()
         self.import_time: float | None = None
         self.gone: str | None = None  # why it can fork no more
+        self._own: tuple[int, dict[int, tuple[int, int]]] | None = None  # jaxrun's umask and limits
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._stderr = tempfile.TemporaryFile()
         try:
@@ -245,14 +246,19 @@ class PrestartServer:
         import socket
 
         request_id = next(self._ids)
-        job = {"id": request_id, "argv": list(argv), "env": dict(env), "cwd": str(cwd), "umask": _umask(),
-               "rlimits": _rlimits(), "cpus": list(cpus) if cpus else _own_cpus(), "orig_argv": list(command)}
+        if self._own is None:
+            # jaxrun's umask and limits, read once a batch (~20 system calls, each a moment the
+            # other threads may take the interpreter): a child has them as jaxrun had them then.
+            self._own = (_umask(), _rlimits())
+        umask, rlimits = self._own
+        job = {"id": request_id, "argv": list(argv), "env": dict(env), "cwd": str(cwd), "umask": umask,
+               "rlimits": rlimits, "cpus": list(cpus) if cpus else _own_cpus(), "orig_argv": list(command)}
         data = marshal.dumps(job)
         if len(data) > _MAX_REQUEST:
             return f"the script's environment and arguments ({plural(len(data), 'byte')}) are too large to hand over"
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        stdout, stderr = os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")
+        stdout, stderr = os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0)  # read by their number
         waiting: list[Any] = [threading.Event(), None]
         try:
             with self._lock:

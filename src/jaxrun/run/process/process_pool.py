@@ -81,6 +81,10 @@ class ProcessPool:
             except Exception:  # noqa: BLE001 - its owner does it again where the error belongs
                 logger.debug("deferred set-up failed; its owner repeats it", exc_info=True)
 
+    def has_deferred(self) -> bool:
+        """Whether put-off work waits for the next script's start."""
+        return bool(self._deferred)
+
     def drop_deferred(self) -> None:
         """Forget the put-off work (a batch that ends without starting a process)."""
         with self._lock:

@@ -389,11 +389,15 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
         proc, spawned_at = _start(command, cwd, env, group, cpu_affinity, spare)
     mark("the job handed to its process")
     waiter = _Waiter(proc.pid, forked)
-    # The limits are watched from now on, in a thread of their own: whatever this thread does next
-    # (the put-off set-up below takes up to a second on a loaded machine), a timeout fires and a
-    # fork bomb is stopped on time.
+    # The limits are watched from now on: in a thread of their own while this one has put-off
+    # set-up to do (up to a second on a loaded machine, at a batch's first script), so that a
+    # timeout fires and a fork bomb is stopped on time; else by this thread, which has nothing
+    # else to do while the script runs (a thread a script, started, switched to and joined, was
+    # a tenth of jaxrun's CPU in a batch of small scripts).
     watch = _Watch(proc.pid, env, group, record_memory, limits, started, stop, waiter)
-    watch.start()
+    in_thread = pool.has_deferred()
+    if in_thread:
+        watch.start()
     guard = guard_log(env)
     pumps = [_LogCopy(proc.stdout, stdout_log, log_cap), _LogCopy(proc.stderr, stderr_log, log_cap, guard)]  # type: ignore[arg-type]
     # From here on the script runs: a Ctrl-C at any moment stops it and its result says it was
@@ -411,7 +415,7 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
     except KeyboardInterrupt:
         ctrl_c = True
         watch.interrupt()
-    ctrl_c = _join(watch) or ctrl_c
+    ctrl_c = (_join(watch) if in_thread else watch.here()) or ctrl_c
     monitor, pgid = watch.monitor, proc.pid
     assert monitor is not None  # made before the watch's first sample (its errors were raised above)
     # A Ctrl-C after the script ended by itself still stops the batch.
@@ -494,8 +498,9 @@ def _launch(request: _Request, group: cgroups.ScriptCgroup | None, spare: Spare 
 class _Watch(threading.Thread):
     """The run's limits, held from the moment its process exists until it ends: samples the tree
     every ``MONITOR_INTERVAL`` and stops it at the first limit passed (``ended_by``: ``"memory"``,
-    ``"processes"``, ``"timeout"``, ``"interrupted"``; None: it ended by itself). Its own thread,
-    so nothing the launching thread does meanwhile delays a check."""
+    ``"processes"``, ``"timeout"``, ``"interrupted"``; None: it ended by itself). In a thread of its
+    own (:meth:`start`, then :func:`_join`) while the launching thread has other work, else in the
+    launching thread (:meth:`here`)."""
 
     def __init__(self, pid: int, env: Mapping[str, str], group: cgroups.ScriptCgroup | None, record: bool,
                  limits: Limits, started: float, stop: threading.Event | None, waiter: _Waiter) -> None:
@@ -516,27 +521,53 @@ class _Watch(threading.Thread):
             self._watch()
         except BaseException as exc:  # noqa: BLE001 - the launching thread raises it
             self.error = exc
-            try:  # nobody watches it any more: it is stopped, not left running unwatched
-                if self.monitor is not None:
-                    _stop(self.pid, self.monitor, self.group, self.waiter, self.limits.kill_grace)
-                else:
-                    os.killpg(self.pid, signal.SIGKILL)
-            except Exception:  # noqa: BLE001 - the first error is the one to raise
-                pass
+            self._stop_unwatched()
+
+    def here(self) -> bool:
+        """Watch in this thread until the run ends or is stopped; whether a Ctrl-C came (the tree
+        is stopped then, and a second one while it is being stopped does not cut that short)."""
+        ctrl_c = False
+        while True:
+            try:
+                self._watch()
+                return ctrl_c
+            except KeyboardInterrupt:
+                ctrl_c = True
+                self.interrupt()
+            except BaseException:
+                self._stop_unwatched()
+                raise
+
+    def _stop_unwatched(self) -> None:
+        try:  # nobody watches it any more: it is stopped, not left running unwatched
+            if self.monitor is not None:
+                _stop(self.pid, self.monitor, self.group, self.waiter, self.limits.kill_grace)
+            else:
+                os.killpg(self.pid, signal.SIGKILL)
+        except Exception:  # noqa: BLE001 - the first error is the one to raise
+            pass
 
     def _watch(self) -> None:
         memory_limit, max_processes = self.limits.memory_limit, self.limits.max_processes
-        self.monitor = monitor = _monitor(self.pid, self.env, self.group, self.record, max_processes)
-        while not self.waiter.done.is_set():
-            monitor.sample()
+        if self.monitor is None:
+            self.monitor = _monitor(self.pid, self.env, self.group, self.record, max_processes)
+        monitor = self.monitor
+        # The first sample one interval after the start, not at it: the process has only just
+        # started, nothing of the script's can be measured or over a limit yet (the kernel holds
+        # the cgroup's meanwhile), and a script that ends sooner (a batch of small ones) costs
+        # no sample at all, only the last one, after it ends.
+        while True:
+            if not self._halt.is_set():  # a Ctrl-C stops the tree now, not a sample later
+                wait = MONITOR_INTERVAL
+                if self.deadline is not None:  # woken at the deadline, not up to a sample after it
+                    wait = min(wait, max(0.0, self.deadline - time.perf_counter()))
+                if self.waiter.done.wait(wait):
+                    return
+                monitor.sample()
             self.ended_by = self._limit_passed(monitor, memory_limit, max_processes)
             if self.ended_by is not None:
                 _stop(self.pid, monitor, self.group, self.waiter, self.limits.kill_grace)
                 return
-            wait = MONITOR_INTERVAL
-            if self.deadline is not None:  # woken at the deadline, not up to a sample after it
-                wait = min(wait, max(0.0, self.deadline - time.perf_counter()))
-            self.waiter.done.wait(wait)
 
     def _limit_passed(self, monitor: "TreeMonitor", memory_limit: int | None, max_processes: int | None) -> str | None:
         if memory_limit is not None and monitor.last_bytes > memory_limit:
