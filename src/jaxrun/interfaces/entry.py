@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from jaxrun.core import held_interrupt
+from jaxrun.probe import exiting
 from jaxrun.core.startup_trace import mark
 
 if TYPE_CHECKING:
@@ -55,28 +56,7 @@ def _exit(status: int) -> None:
     """``sys.exit(status)``, less the teardown: the exit handlers run, the output is flushed, the
     process ends. Where a thread that Python would wait for still runs, or the output cannot be
     flushed (a closed pipe: Python says so and exits with 120), Python's own exit does it."""
-    threading = sys.modules.get("threading")
-    if threading is not None and any(
-            t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        sys.exit(status)
-    import atexit
-
-    atexit._run_exitfuncs()
-    if not _flushed():
-        sys.exit(status)
-    os._exit(status)
-
-
-def _flushed() -> bool:
-    """Flush stdout and stderr; whether all of it went out."""
-    flushed = True
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            flushed = False
-    return flushed
+    exiting.leave(status, script=False)
 
 
 def _end_now_if_ray_was_left_behind(status: int) -> None:
@@ -86,7 +66,7 @@ def _end_now_if_ray_was_left_behind(status: int) -> None:
     ray_executor = sys.modules.get("jaxrun.executors.ray")
     if ray_executor is None or not ray_executor.calls_left_behind():
         return
-    _flushed()
+    exiting.flushed()
     os._exit(status)
 
 

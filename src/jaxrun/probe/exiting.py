@@ -22,7 +22,7 @@ would do nothing anyone can see:
   every object costs about what the teardown saves);
 * the exit status is 0-255 and both streams flushed.
 
-* no thread to join (one that is no daemon, or threading's own exit handlers).
+* no thread to join (one that is no daemon).
 
 Otherwise the process exits as Python's does (``sys.exit``); the exit handlers, if called
 already, are not called again.
@@ -55,30 +55,33 @@ def start() -> None:
     _started = (os.getpid(), frozenset(sys.modules), sys.getallocatedblocks())
 
 
-def leave(code: int) -> "NoReturn":
-    """End this process with ``code``, as the interpreter's exit would."""
+def leave(code: int, *, script: bool = True) -> "NoReturn":
+    """End this process with ``code``, as the interpreter's exit would. ``script``: the probe's
+    process, whose script's leftovers are looked at as above; False: jaxrun's own, whose objects
+    need no finalizer at its end (only its threads, exit handlers and output are waited for)."""
     if _threads_to_join():
         sys.exit(code)  # the interpreter's exit waits for them, and reports an interrupt as it does
     import atexit
 
     atexit._run_exitfuncs()  # once: it clears them (the interpreter's exit finds none left)
-    if _needs_teardown(code) is None and _flushed():
+    if (not script or _needs_teardown(code) is None) and flushed():
         os._exit(code)
     sys.exit(code)
 
 
 def _threads_to_join() -> bool:
-    """Whether threading's shutdown has work: a thread that is no daemon, or its own exit handlers."""
+    """Whether threading's shutdown has a thread to wait for (one that is no daemon). Its own exit
+    handlers (concurrent.futures') are there to join such threads: with none alive they have
+    nothing to do."""
     threading = sys.modules.get("threading")
     if threading is None:
         return False
-    if getattr(threading, "_threading_atexits", None):
-        return True
     main = threading.main_thread()
     return any(thread is not main and not thread.daemon and thread.is_alive() for thread in threading.enumerate())
 
 
-def _flushed() -> bool:
+def flushed() -> bool:
+    """Flush stdout and stderr; whether all of it went out."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
