@@ -15,7 +15,7 @@ import atexit
 import os
 import resource
 
-from jaxrun.probe.channel import CGROUPS_ENV
+from jaxrun.probe.channel import CGROUPS_ENV, read_file
 
 # The run's cgroups this process joined (probe/lifeline.py stops every process in them).
 joined_folders: list[str] = []
@@ -33,22 +33,6 @@ CPU_USAGE_FILES: dict[str, tuple[str, str | None, float]] = {
 
 # The kernel's files here are ASCII, read and written as UTF-8 (the same text): its codec is loaded
 # in every interpreter, the ascii one would be imported in every script's process.
-def read_file(path: str) -> bytes:
-    """A small file's bytes, in three system calls or so (``open()`` makes eight: its buffer's
-    size, whether it is a terminal, where it stands, then the file's size; in jaxrun's process
-    each call is a moment another thread may take the interpreter, ~15 files a script)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-
-
 def read_count(path: str, key: str | None = None) -> int | None:
     """An integer file, or the value of ``key`` in a ``key value`` file; None when absent."""
     try:

@@ -22,7 +22,7 @@ def script_identity(path: str | os.PathLike[str]) -> tuple[str, str]:
     resolved = Path(path).expanduser().resolve()
     digest = hashlib.sha256()
     try:
-        fd = os.open(resolved, os.O_RDONLY | os.O_CLOEXEC)  # unbuffered: 3 system calls, not 8 (probe/cgroup_join.py)
+        fd = os.open(resolved, os.O_RDONLY | os.O_CLOEXEC)  # unbuffered: 3 system calls, not 8 (probe/channel.py)
         try:
             while chunk := os.read(fd, 1 << 16):
                 digest.update(chunk)

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import msgspec
 
-from jaxrun.probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count, read_file
-from jaxrun.probe.channel import CGROUPS_ENV
+from jaxrun.probe.cgroup_join import CPU_USAGE_FILES, group_cpu_seconds, read_count
+from jaxrun.probe.channel import CGROUPS_ENV, read_file
 
 _PREFIX = "jaxrun-"
 # Set to 1 to never create cgroups (tracking by session and marker, limits by sampling only).
