@@ -13,8 +13,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from jaxrun.core import held_interrupt
-from jaxrun.probe import exiting
 from jaxrun.core.startup_trace import mark
+from jaxrun.probe import exiting
 
 if TYPE_CHECKING:
     from jaxrun.run.batch_pool import BatchPool
@@ -46,17 +46,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def command(argv: list[str] | None = None) -> None:
-    """The ``jaxrun`` program (its console script, ``python -m jaxrun``): :func:`main`, then the
-    process ends as soon as all it said is out, without the interpreter's teardown, which frees
-    every object of every module one by one (~10 ms, after jaxrun has written and said everything)."""
-    _exit(main(argv))
-
-
-def _exit(status: int) -> None:
-    """``sys.exit(status)``, less the teardown: the exit handlers run, the output is flushed, the
-    process ends. Where a thread that Python would wait for still runs, or the output cannot be
-    flushed (a closed pipe: Python says so and exits with 120), Python's own exit does it."""
-    exiting.leave(status, script=False)
+    """The ``jaxrun`` program (its console script, ``python -m jaxrun``): :func:`main`, then
+    ``sys.exit`` less the interpreter's teardown, which frees every object of every module one by
+    one (~10 ms, after jaxrun has written and said everything): the exit handlers run, the output
+    is flushed, the process ends. Where a thread that Python would wait for still runs, or the
+    output cannot be flushed (a closed pipe: Python says so and exits with 120), Python's own exit
+    does it."""
+    exiting.leave(main(argv), script=False)
 
 
 def _end_now_if_ray_was_left_behind(status: int) -> None:

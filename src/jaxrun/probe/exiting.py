@@ -9,7 +9,8 @@ The teardown is ~2 ms of CPU in a process forked from the prestarted interpreter
 objects it shares with it copies their pages: ~800 page faults), more than the whole of a tiny
 script.
 
-So the probe calls the exit handlers itself, flushes the streams, then ends with ``os._exit`` when the teardown
+So, where no thread is left that is no daemon (else Python's exit waits for it), the probe calls
+the exit handlers and flushes the streams itself, then ends with ``os._exit`` when the teardown
 would do nothing anyone can see:
 
 * no object made since the body began (``gc.freeze()`` sets the probe's own aside then) has a
@@ -21,8 +22,6 @@ would do nothing anyone can see:
 * the script did not make more than :data:`_SCAN_LIMIT` memory blocks (beyond it, looking at
   every object costs about what the teardown saves);
 * the exit status is 0-255 and both streams flushed.
-
-* no thread to join (one that is no daemon).
 
 Otherwise the process exits as Python's does (``sys.exit``); the exit handlers, if called
 already, are not called again.
