@@ -45,7 +45,22 @@ CASES = {
                        "threading.Thread(target=late).start()\n", True),
     "extension module": ("import _csv\n", True),
     "exit status past 255": ("import sys\nsys.exit(300)\n", True),
+    # Kept alive by a cycle: only the teardown's collections free these (an extension module keeps
+    # the teardown).
+    "unclosed file in a cycle": ("import _csv\nclass Log: pass\nlog = Log()\nlog.me = log\n"
+                                 "log.f = open('f.txt', 'w')\nlog.f.write('cyclic')\n", True),
+    "finalizer in a cycle": ("import _csv\nclass Noisy:\n    def __del__(self, open=open):\n"
+                             "        open('del.txt', 'w').write('finalized')\nkeep = Noisy()\nkeep.me = keep\n", True),
+    "jax, and an unclosed file in a cycle": ("import jax.numpy as jnp\nclass Log: pass\nlog = Log()\nlog.me = log\n"
+                                             "log.f = open('f.txt', 'w')\nlog.f.write(str(jnp.ones(3).sum()))\n", True),
+    "a library's finalizer in a cycle": ("import _csv, subprocess, sys\n"
+                                         "p = subprocess.Popen([sys.executable, '-c', 'pass'])\np.wait()\np.me = p\n",
+                                         True),
 }
+# Of the cases that keep the teardown, those whose objects are set aside from its collections
+# (gc.freeze: every open file flushed, no finalizer of the script's own code left to a collection).
+SPARED = {"unclosed file", "replaced stdout", "extension module", "exit status past 255", "unclosed file in a cycle",
+          "jax, and an unclosed file in a cycle", "a library's finalizer in a cycle"}
 
 # The probe's end, in an interpreter of its own: start() as the body begins, the case, then the
 # probe's exit; what _needs_teardown decided goes to a file (after the case's exit handlers).
@@ -53,6 +68,12 @@ HARNESS = """\
 import os, sys
 from jaxrun.probe import exiting
 exiting.start()
+import gc
+freeze = gc.freeze
+def marked_freeze():
+    os.close(os.open("spared", os.O_CREAT | os.O_WRONLY))
+    freeze()
+gc.freeze = marked_freeze
 main = type(sys)("__main__")  # the case runs as python runs a script: the module __main__
 sys.modules["__main__"] = main
 code = 0
@@ -71,8 +92,8 @@ exiting.leave(code)
 
 def effects(folder: Path, done: subprocess.CompletedProcess) -> dict[str, object]:
     """What a process left: its status, its output, and the files it wrote."""
-    files = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.name not in ("case.py", "harness.py",
-                                                                                        "without_teardown")}
+    files = {p.name: p.read_text() for p in sorted(folder.iterdir())
+             if p.name not in ("case.py", "harness.py", "without_teardown", "spared")}
     return {"status": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "files": files}
 
 
@@ -101,6 +122,7 @@ def test_the_probes_exit_does_what_pythons_does(tmp_path: Path, name: str) -> No
     if name != "weak reference callback":
         assert same_but_folder(probe, python, tmp_path / "probe", tmp_path / "python"), (probe, python)
     assert (tmp_path / "probe" / "without_teardown").exists() != needs_teardown
+    assert (tmp_path / "probe" / "spared").exists() == (name in SPARED)
 
 
 def test_a_process_the_script_forked_exits_through_the_teardown(tmp_path: Path) -> None:
@@ -115,7 +137,8 @@ def test_a_process_the_script_forked_exits_through_the_teardown(tmp_path: Path) 
 # (Not the suspended generator: the probe's copy of the script's namespace, kept for the drain, is
 # let go as the probe's main() returns, so its finalizer runs before the exit, where python's runs
 # in the teardown, with the module's names already cleared.)
-THROUGH_JAXRUN = ("unclosed file", "output without a newline", "exit handler", "finalizer", "plain")
+THROUGH_JAXRUN = ("unclosed file", "output without a newline", "exit handler", "finalizer", "plain",
+                  "finalizer in a cycle", "jax, and an unclosed file in a cycle")
 
 
 @pytest.mark.parametrize("prestart", ["none", "probe"])
