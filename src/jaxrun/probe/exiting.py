@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 # Memory blocks the script may have made (Python's allocator, sys.getallocatedblocks) for its
 # objects to be looked at: ~0.2 s of CPU a million objects, against the teardown's ~2 ms saved.
 _SCAN_LIMIT = 200_000
+# Memory blocks beyond which the objects are not listed at the exit (8 bytes each in the list).
+_WALK_LIMIT = 2_000_000
 # The kinds of finalizer that are done once their object is: a closed file's, a finished generator's.
 _IO_BASE = sys.modules["io"].IOBase
 _WEAKREF = sys.modules["_weakref"].ref
@@ -133,6 +135,8 @@ def _spare_the_last_collections() -> None:
     those would run no finalizer of the script's own code. Every open file is flushed first."""
     if _started is None or _started[0] != os.getpid():
         return  # a process the script forked ends as python's would
+    if sys.getallocatedblocks() > _WALK_LIMIT:
+        return  # the list of them alone would be memory the script may not have
     made = gc.get_objects()  # those made since start(): the probe's own are frozen
     kinds = {kind for kind in set(map(type, made)) if _may_finalize(kind)}
     for obj in made if kinds else ():
