@@ -315,6 +315,36 @@ def test_a_thread_the_server_does_not_know_means_exec_and_says_why(tmp_path: Pat
     assert (tmp_path / "out1.log").read_text().strip() == "1"
 
 
+def test_a_server_that_ends_as_it_starts_means_exec_and_says_what_it_said(tmp_path: Path) -> None:
+    from jaxrun.config.options import RunOptions
+    from jaxrun.run.batch_pool import BatchPool
+    from jaxrun.run.process.environment import probe_command
+    from jaxrun.run.process.prestart import StartPlan
+    from jaxrun.run.process.process_watch import Limits, launch
+    from jaxrun.run.process.spare import spare_environment
+
+    script = write(tmp_path / "s", "tiny.py", "print(1)\n")
+    pool = BatchPool()
+    # The server's interpreter (alone: its environment says so) ends at start-up, saying why.
+    site = write(tmp_path / "site", "sitecustomize.py", "import os, sys\n"
+                 "if os.environ.get('END_THE_SERVER'):\n"
+                 "    sys.stderr.write('the site says no\\n')\n    sys.stderr.flush()\n    os._exit(3)\n")
+    env = spare_environment()
+    env["PYTHONPATH"] = os.pathsep.join([str(site.parent), env.get("PYTHONPATH", "")])
+    pool.prestart.open("probe", {**env, "END_THE_SERVER": "1"})
+    try:
+        events = tmp_path / "events.jsonl"
+        command = probe_command(script, events, RunOptions.build("api"))
+        outcome = launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
+                         stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
+                         limits=Limits(timeout=60, log_cap=2**20), pool=pool, start=StartPlan("probe"))
+    finally:
+        pool.close()
+    assert outcome.start_mode == "exec" and outcome.exit_code == 0
+    assert outcome.prestart_reason == "the prestarted process ended (status 3): the site says no"
+    assert (tmp_path / "out.log").read_text().strip() == "1"
+
+
 def test_the_prestart_option_is_checked(tmp_path: Path) -> None:
     write(tmp_path / "s", "tiny.py", "print(1)\n")
     done = jaxrun("run", tmp_path / "s", "--prestart", "fast", "--no-history")

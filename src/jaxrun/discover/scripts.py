@@ -35,6 +35,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -73,6 +74,7 @@ PARSE_LIMIT = 1 << 20
 #: A file larger than :data:`PARSE_LIMIT` is scanned up to this many bytes, in :data:`_CHUNK`\ s.
 SCAN_LIMIT = 64 << 20
 _CHUNK = 1 << 20
+_GROWN = 1 << 16  # read at a time past a file's size when it was opened
 #: A notebook of more bytes than this is not read (reported): reading one takes about 1 s a GB
 #: for a notebook of images, up to 1 s per 100 MB for one of millions of short output lines.
 NOTEBOOK_SIZE_LIMIT = 256 << 20
@@ -370,12 +372,25 @@ def _size(count: int) -> str:
 _RUN_IT_ANYWAY = "pass it by name to run it, or --exclude it"
 
 
+def _head(f: BinaryIO, limit: int) -> bytes:
+    """Up to ``limit`` bytes from the start of the unbuffered file ``f``, read into a buffer of
+    its size (a buffer of ``limit`` bytes, 1 MiB, was a fifth of a small script's scan), then
+    on to its end, should it have grown since."""
+    head = f.read(min(os.fstat(f.fileno()).st_size + 1, limit))
+    while len(head) < limit:
+        more = f.read(min(_GROWN, limit - len(head)))
+        if not more:
+            break
+        head += more
+    return head
+
+
 def _file_imports_jax(path: str | os.PathLike[str]) -> bool:
     """:func:`imports_jax` of the file at *path*, reading at most :data:`PARSE_LIMIT` bytes at
     once; raises :class:`OSError` when it cannot be read, :class:`NotRead` when the scan's
     bound left it undecided."""
     with open(path, "rb", buffering=0) as f:
-        head = f.read(PARSE_LIMIT + 1)
+        head = _head(f, PARSE_LIMIT + 1)
         if len(head) <= PARSE_LIMIT:
             return imports_jax(head)
 
@@ -396,7 +411,7 @@ def _notebook_imports_jax(path: str | os.PathLike[str]) -> bool:
     notebook, :class:`NotRead` when a bound left it undecided."""
     path = os.fspath(path)
     with open(path, "rb", buffering=0) as f:
-        if os.fstat(f.fileno()).st_size <= PARSE_LIMIT and not _mentions_jax(f.read(PARSE_LIMIT)):
+        if os.fstat(f.fileno()).st_size <= PARSE_LIMIT and not _mentions_jax(_head(f, PARSE_LIMIT)):
             return False  # the cheap pre-filter, for the many small files
     try:
         notebook = notebook_cells.load(path, size_limit=NOTEBOOK_SIZE_LIMIT, code_limit=NOTEBOOK_CODE_LIMIT)
@@ -669,7 +684,7 @@ class PreparedSearch(msgspec.Struct):
                 self.unreadable.append((rel, str(exc)))
                 continue
             if is_jax:
-                yield self.root.joinpath(*rel.split("/"))
+                yield self.root / rel  # a relative posix path: the same Path as its parts joined
 
 
 def check_notebook(path: str | os.PathLike[str], given: str | None = None) -> None:

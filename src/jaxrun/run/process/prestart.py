@@ -196,9 +196,10 @@ class PrestartServer:
     """One server process (probe/fork_server.py) of ``mode`` started with ``env``."""
 
     def __init__(self, mode: str, env: Mapping[str, str]) -> None:
-        import socket
+        # The C socket module and a memory file, not socket.py and tempfile (with random, shutil
+        # and the compressors: ~5 ms of imports on the way to the first script).
+        import _socket
         import subprocess
-        import tempfile
 
         self.mode = mode
         self.env = dict(env)
@@ -213,8 +214,8 @@ class PrestartServer:
         self.import_time: float | None = None
         self.gone: str | None = None  # why it can fork no more
         self._own: tuple[int, dict[int, tuple[int, int]]] | None = None  # jaxrun's umask and limits
-        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._stderr = tempfile.TemporaryFile()
+        self.sock, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        self._stderr = _memory_file("jaxrun-prestart-stderr")  # what it says as it ends
         try:
             self.proc = subprocess.Popen(
                 [*probe_interpreter(), PRESTART_SERVER, mode],
@@ -242,8 +243,9 @@ class PrestartServer:
                 return f"{listed(differ, 6)} differ from what the prestarted process imported jax with"
         if self.gone is not None:
             return self.gone
+        import _socket
+        import array
         import marshal
-        import socket
 
         request_id = next(self._ids)
         if self._own is None:
@@ -268,7 +270,7 @@ class PrestartServer:
                 self._mine[request_id] = (stdout, stderr, self.mode)
                 fds = [out_w, err_w, lifeline_pipe.child_fds()[0]]
                 assert len(fds) == len(PASSED)
-                socket.send_fds(self.sock, [data], fds)
+                self.sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))])
         except OSError as exc:
             self._forget(request_id)
             stdout.close()
@@ -378,6 +380,15 @@ class PrestartServer:
         self._reader.join(timeout=5)
         self.sock.close()
         self._stderr.close()
+
+
+def _memory_file(name: str) -> Any:
+    """A file of its own in memory (Linux), else a temporary file."""
+    if hasattr(os, "memfd_create"):
+        return open(os.memfd_create(name), "w+b", buffering=0)
+    import tempfile
+
+    return tempfile.TemporaryFile()
 
 
 def _stop_forked(pid: int) -> None:
