@@ -273,7 +273,7 @@ class OptionSet(metaclass=_OptionSetType):
         """A copy with ``changes``, each checked on its own when ``check`` (the checks between
         fields are the caller's to run, once it has noted where the values came from)."""
         copy = object.__new__(type(self))
-        data = {**self.__dict__}
+        data = {k: v for k, v in self.__dict__.items() if k != "_key"}  # the copy's own fingerprint is its own
         for name, value in changes.items():
             if name not in self.fields:
                 raise UsageError(f"unknown option {name!r}: valid options are {', '.join(self.fields)}")

@@ -445,7 +445,14 @@ class RunOptions(_Options):
 
     @property
     def key(self) -> str:
-        """A fingerprint of these options: a result of other options is not this run's (--resume)."""
+        """A fingerprint of these options: a result of other options is not this run's (--resume).
+        Worked out once (the options do not change; a changed copy is made without it)."""
+        known = self.__dict__.get("_key")
+        if known is None:
+            known = self.__dict__["_key"] = self._fingerprint()
+        return known
+
+    def _fingerprint(self) -> str:
         import hashlib
         import json
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import socket
@@ -19,7 +20,7 @@ GIT_TIMEOUT_SECONDS = 5.0
 
 def script_identity(path: str | os.PathLike[str]) -> tuple[str, str]:
     """``(resolved absolute path, sha256 hex of the content)`` of a script."""
-    resolved = Path(path).expanduser().resolve()
+    resolved = _resolved(path)
     digest = hashlib.sha256()
     try:
         fd = os.open(resolved, os.O_RDONLY | os.O_CLOEXEC)  # unbuffered: 3 system calls, not 8 (probe/channel.py)
@@ -31,6 +32,22 @@ def script_identity(path: str | os.PathLike[str]) -> tuple[str, str]:
     except OSError as exc:
         raise ScriptNotFoundError(f"cannot read script {str(path)!r} to identify it: {exc.strerror or exc}") from None
     return str(resolved), digest.hexdigest()
+
+
+def _resolved(path: str | os.PathLike[str]) -> str:
+    """``Path(path).expanduser().resolve()``'s text, its folder's resolved once a batch (each of
+    its parts one more system call a script)."""
+    given = os.path.expanduser(os.fspath(path))
+    folder, name = os.path.split(given)
+    if not os.path.isabs(given) or name in ("", ".", "..") or ".." in folder.split(os.sep):
+        return os.path.realpath(given)  # (a ".." is resolved after the links before it)
+    candidate = os.path.join(_real_folder(folder), name)
+    return os.path.realpath(candidate) if os.path.islink(candidate) else candidate
+
+
+@functools.lru_cache(maxsize=256)
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
 
 
 def _git(args: Sequence[str], cwd: Path) -> str | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
 from jaxrun.core.defaults import JAX_PLATFORMS_VALUE
+from jaxrun.core.environ import environment
 from jaxrun.core.interpreters import importable_by, is_other
 from jaxrun.core.paths import make_jaxrun_importable
 from jaxrun.core.validate import split_device
@@ -61,7 +62,7 @@ def child_env(
     ``compile_cache`` overrides ``options.compile_cache`` (a cold-cache benchmark run gets an
     empty folder of its own).
     """
-    env = isolated(os.environ) if options.isolate_env else dict(os.environ)
+    env = isolated(os.environ) if options.isolate_env else environment()
     env.update(options.env or {})
     if options.xla_flags:
         env["XLA_FLAGS"] = override_xla_flags(env.get("XLA_FLAGS"), options.xla_flags.split())

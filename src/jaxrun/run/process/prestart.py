@@ -56,6 +56,8 @@ START_MODES = {"probe": "fork", "jax": "fork+jax"}
 # The longest a launch waits for the server's answer to a fork: its first answer may wait for its
 # own start-up (with jax, importing it: seconds on a loaded machine). Past it, the script is exec'd.
 ANSWER_SECONDS = 120.0
+# The longest the server's exit status is waited for once its socket has closed.
+ENDING_SECONDS = 2.0
 _MAX_REQUEST = 200 * 1024  # a Unix datagram's size the kernel takes by default; past it: exec, saying so
 
 
@@ -342,8 +344,7 @@ class PrestartServer:
     def _lost(self) -> None:
         """The server ended (or jaxrun closed it): nothing more can be forked, and its children, whose
         ends it can no longer report, are stopped (their lifelines would keep them running)."""
-        status = self.proc.poll()
-        why = self.gone or self._why_gone(status)
+        why = self.gone or self._why_gone(self._status())
         self.ready.set()
         with self._lock:
             self.gone = why
@@ -355,6 +356,16 @@ class PrestartServer:
         for child in children:
             _stop_forked(child.pid)
             child._exited(None, None, time.perf_counter())
+
+    def _status(self) -> int | None:
+        """The ended server's exit status: its socket closes as it exits, a moment before it can
+        be reaped (a moment that is longer on a loaded machine); None if it has not ended by then."""
+        import subprocess
+
+        try:
+            return self.proc.wait(timeout=ENDING_SECONDS)
+        except subprocess.TimeoutExpired:
+            return None
 
     def _why_gone(self, status: int | None) -> str:
         try:
