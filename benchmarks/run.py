@@ -110,7 +110,7 @@ def help_time(runs: int) -> Row:
         samples.append(timed([*JAXRUN, "--help"]))
         bare.append(timed([PYTHON, "-c", "pass"]))
     m, b = median(samples), median(bare)
-    return Row("`jaxrun --help`, over `python -c pass`", f"+{(m - b) * 1000:.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)",
+    return Row("`jaxrun --help`, over `python -c pass`", f"{(m - b) * 1000:+.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)",
                "+100 ms", m - b <= 0.100, f"median of {runs}, interleaved")
 
 
@@ -260,7 +260,7 @@ def teardown_time(runs: int, tmp: Path) -> list[Row]:
     included) under python; that, the result, the files and the summary under jaxrun."""
     m, b, split = stamped_spans(runs, tmp, "last_line", LAST_LINE, False, "jaxrun's interpreter exits")
     return [Row("`jaxrun run` teardown (the script's last line to exit), over `python`",
-                f"+{(m - b) * 1000:.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)", "+50 ms", m - b <= 0.050,
+                f"{(m - b) * 1000:+.0f} ms ({m * 1000:.0f} ms vs {b * 1000:.0f} ms)", "+50 ms", m - b <= 0.050,
                 f"median of {runs}, interleaved, a trivial JAX script"),
             breakdown("where the teardown goes (ms)", split)]
 
@@ -270,7 +270,7 @@ def per_script_cost(runs: int, tmp: Path) -> Row:
     script.write_text(JIT_BODY)
     m, b = interleaved(runs, timed, script, tmp / "r_trivial")
     return Row("`jaxrun run` on a trivial JAX script (a jitted 256x256 matmul), over `python`",
-               f"+{(m - b) * 1000:.0f} ms ({m:.3f} s vs {b:.3f} s, x{m / b:.2f})", "+100 ms", m - b <= 0.100,
+               f"{(m - b) * 1000:+.0f} ms ({m:.3f} s vs {b:.3f} s, x{m / b:.2f})", "+100 ms", m - b <= 0.100,
                f"median of {runs}, interleaved, no compile cache on either side")
 
 
