@@ -44,6 +44,14 @@ def fmt_kind(kind: str, value: float | None) -> str:
     return fmt_count(value)
 
 
+def fmt_change(value: float | None, low: float | None = None, high: float | None = None) -> str:
+    """A relative change (0.152: "+15.2 %"), with its interval when both ends are known."""
+    if value is None:
+        return "-"
+    said = f"{value * 100:+.1f} %"
+    return said if low is None or high is None else f"{said} ({low * 100:+.1f} to {high * 100:+.1f} %)"
+
+
 def fmt_ratio(value: float | None) -> str:
     """A NEW / BASE ratio, as ``jaxrun compare`` prints it."""
     return "-" if value is None else f"{value:.3f}"

@@ -31,6 +31,7 @@ from typing import Sequence
 import msgspec
 import numpy as np
 
+TEST_NAME = "Student's t-test"  # what a help text names (tests/interfaces/test_help.py)
 WINDOW = 50
 ALPHA = 0.001
 MIN_SEGMENT = 3

@@ -254,6 +254,42 @@ class HistoryRun(MappingModel):
 JUDGED_VERDICTS = ("slower", "faster", "no significant change")
 
 
+class RunMark(MappingModel):
+    """A run of a series over commits, as a change point names it."""
+
+    run_id: int
+    recorded_at: str
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+
+
+class SeriesChange(MappingModel):
+    """Where a script's series of runs in the history changed level (judge/history_changes.py):
+    one metric's median a run, runs of one script, device, host, mode and numerics, in the order
+    they were recorded."""
+
+    script_path: str
+    script_name: str
+    metric: str
+    device: str | None
+    host: str
+    mode: str
+    last_before: Annotated[RunMark, Meta(description="The last run before the change")]
+    first_after: Annotated[RunMark, Meta(description="The first run at the new level")]
+    before: Annotated[float, Meta(description="The mean of the runs' medians from the change before (s)")]
+    after: Annotated[float, Meta(description="The mean of the runs' medians to the change after (s)")]
+    change: Annotated[float | None, Meta(description="after / before - 1 (null: before is 0)")]
+    change_low: Annotated[float | None, Meta(description="The change's confidence interval, low end (Welch's)")]
+    change_high: Annotated[float | None, Meta(description="The change's confidence interval, high end")]
+    confidence: float
+    p_value: Annotated[float, Meta(description=(
+        "Student's t-test of the runs before against the runs after, times the places the change "
+        "was chosen among (Bonferroni)"))]
+    runs_before: int
+    runs_after: int
+    runs_since: Annotated[int, Meta(description="Runs of the series from the first after to the newest")]
+
+
 class RegressionCheck(MappingModel):
     """The newest run of a script judged against its earlier comparable runs in the history."""
 

@@ -40,7 +40,9 @@ from jaxrun.results.comparisons import (
     PhaseComparison,
     ProgramComparison,
     RegressionCheck,
+    RunMark,
     ScriptComparison,
+    SeriesChange,
     Verdict,
 )
 from jaxrun.results.device_info import (
@@ -81,7 +83,7 @@ __all__ = [
     "Attempt", "AvailableDevice", "ProcessResult", "CellTiming", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
     "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "DuetHalf", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
-    "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",
+    "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunMark", "SeriesChange", "RunEnvironment", "RunSample", "ScriptBenchmark",
     "ScriptComparison", "ScriptMetrics", "TransferStats", "Transfers",
     "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "SkippedScript", "ScriptTimingProfile", "Statistics",
     "TimelineEvent", "TimingProfile", "Verdict", "WarmCall", "WarmSummary",

@@ -55,8 +55,16 @@ def _history_database(given: Optional[str]) -> Path:
 @click.option("--repair", is_flag=True,
               help="Save what can be read of a damaged history database into a new one; the old file is kept "
                    "as <file>.damaged-<time>.")
+@click.option("--changes", is_flag=True,
+              help="Where each script's series of runs changed level: change points over the runs' medians of the "
+                   "metric (E-divisive means with Student's t-test; a series is one script, device, host, mode and "
+                   "numerics).")
+@click.option("--since", metavar="DATE", help="With --changes: only runs recorded at or after DATE (2026-11-01, or a time).")
+@click.option("--fail-on-change", type=click.IntRange(min=1), metavar="N",
+              help="With --changes: exit 1 when a change is within the newest N runs of its series.")
 def history(script: Optional[str], history_path: Optional[str], limit: Optional[int], as_json: bool,
-            check_only: bool, repair: bool, **verdict: Any) -> None:
+            check_only: bool, repair: bool, changes: bool, since: Optional[str], fail_on_change: Optional[int],
+            **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
     than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
     else it is not judged). Exit 1 on a regression.
@@ -79,6 +87,10 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
     path = _history_database(history_path)
     if check_only or repair:
         _check_or_repair(path, repair)
+    if (since is not None or fail_on_change is not None) and not changes:
+        raise fail_usage("--since and --fail-on-change go with --changes")
+    if changes:
+        _changes(path, script, since, fail_on_change, as_json)
     try:
         options = verdict_options()
         with HistoryStore(path, create=False) as store:
@@ -146,6 +158,44 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
             markup=False,
         )
     raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
+
+
+def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_change: Optional[int],
+             as_json: bool) -> None:
+    """``jaxrun history --changes``: the table (or JSON) of every series' change points; exit 1
+    with ``--fail-on-change N`` when one is within the newest N runs of its series."""
+    import sqlite3
+
+    from jaxrun.interfaces.cli.tables import history_changes_table
+    from jaxrun.judge.history import HistoryStore, HistoryUnreadable
+    from jaxrun.judge.history_changes import history_changes, recent
+
+    options = verdict_options()
+    metric = options.metric or "run_time"
+    try:
+        with HistoryStore(path, create=False) as store:
+            if script is not None and not store.match_scripts(script):
+                raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}")
+            found = history_changes(store, script, metric=metric, since=since)
+    except sqlite3.Error as exc:
+        raise fail_usage(str(HistoryUnreadable(path, exc))) from None
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    alarming = [c for c in found if fail_on_change is not None and recent(c, fail_on_change)]
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps({"metric": metric, "changes": [c.model_dump(mode="json") for c in found]},
+                                    indent=2) + "\n")
+    elif found:
+        out.print(history_changes_table(f"where {metric} changed ({path})", found))
+    else:
+        out.print(f"no change in {metric} in any series of {str(path)!r}"
+                  + (f" since {since}" if since else ""), markup=False, soft_wrap=True)
+    if alarming and not as_json:
+        out.print(f"{plural(len(alarming), 'change')} within the newest {plural(fail_on_change or 0, 'run')} "
+                  "of its series (--fail-on-change)", markup=False)
+    raise click.exceptions.Exit(EXIT_FAILED if alarming else EXIT_OK)
 
 
 def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dict[str, Any]]) -> dict[int, list[Any]]:

@@ -1,0 +1,63 @@
+"""Where the history's series changed level (``jaxrun history --changes``): each script's runs of
+one device, host, mode and numerics, in the order they were recorded, one point a run (the
+median of its counted successful samples of the metric), cut by judge/change_points.py. Each
+change names the last run before it and the first after, with their commits."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from typing import TYPE_CHECKING
+
+from jaxrun.judge.change_points import ALPHA, CONFIDENCE, change_points
+from jaxrun.results.models import HistoryRun, RunMark, SeriesChange
+
+if TYPE_CHECKING:
+    from jaxrun.judge.history import HistoryStore
+
+
+def history_changes(store: "HistoryStore", script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
+                    since: str | None = None, alpha: float = ALPHA, confidence: float = CONFIDENCE) -> list[SeriesChange]:
+    """The change points of every series of ``script`` (every script when None) in ``store``,
+    by script, then series, then place; ``since``: only runs recorded at or after it (an ISO date
+    or time, compared as the history writes them)."""
+    from jaxrun.judge.benchmark_runs import metric_values
+    from jaxrun.results.benchmark_result import resolve_metric
+
+    metric = resolve_metric(metric)
+    found: list[SeriesChange] = []
+    for series in _series(store.runs(script), since):
+        points = [(run, statistics.median(values)) for run in series
+                  if (values := metric_values(run.samples, metric))]
+        if not points:
+            continue
+        for cut in change_points([value for _, value in points], alpha=alpha, confidence=confidence):
+            before, after = points[cut.index - 1][0], points[cut.index][0]
+            found.append(SeriesChange(
+                script_path=after.script_path, script_name=after.script_name, metric=metric, device=after.device_used,
+                host=after.host, mode=after.mode, last_before=_mark(before), first_after=_mark(after),
+                before=cut.before, after=cut.after, change=cut.change, change_low=cut.change_low,
+                change_high=cut.change_high, confidence=confidence, p_value=cut.p_value,
+                runs_before=cut.points_before, runs_after=cut.points_after, runs_since=len(points) - cut.index))
+    return found
+
+
+def _series(runs: list[HistoryRun], since: str | None) -> list[list[HistoryRun]]:
+    """``runs`` (oldest first) split into series of comparable runs, in the order each began."""
+    groups: dict[tuple[object, ...], list[HistoryRun]] = {}
+    for run in runs:
+        if since is not None and run.recorded_at < since:
+            continue
+        numerics = None if run.numerics is None else run.numerics.model_dump_json()
+        groups.setdefault((run.script_path, run.device_used, run.host, run.mode, numerics), []).append(run)
+    return list(groups.values())
+
+
+def _mark(run: HistoryRun) -> RunMark:
+    return RunMark(run_id=int(run.id or 0), recorded_at=run.recorded_at, git_commit=run.git_commit,
+                   git_dirty=run.git_dirty)
+
+
+def recent(change: SeriesChange, runs: int) -> bool:
+    """Whether ``change`` is within the newest ``runs`` runs of its series (``--fail-on-change``)."""
+    return change.runs_since <= runs

@@ -1,0 +1,73 @@
+"""``jaxrun history --changes``: change points over a real SQLite history's runs, through the CLI.
+The runs are recorded with known medians (a step of 15 % at a known commit), so what the table,
+the JSON and the exit status say is checked against what was recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from helpers import jaxrun
+from test_history import make_run
+
+from jaxrun.judge.history import HistoryStore
+from jaxrun.judge.history_changes import history_changes
+
+
+def _record(db: Path, levels: list[float], *, host: str = "hostA", seed: int = 0) -> list[int]:
+    """One run a commit (c00, c01, ...) at each level: 5 samples around it (1 % noise)."""
+    rng = np.random.default_rng(seed)
+    ids = []
+    with HistoryStore(db) as store:
+        for i, level in enumerate(levels):
+            walls = [float(w) for w in rng.normal(level, level * 0.01, 5)]
+            ids.append(store.record(make_run(walls, commit=f"c{i:02d}", host=host,
+                                             at=f"2026-11-{1 + i:02d}T00:00:00+00:00")))
+    return ids
+
+
+def test_a_step_is_one_change_at_its_commit(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    ids = _record(db, [1.0] * 7 + [1.15] * 5)  # c07 made it 15 % slower
+    with HistoryStore(db, create=False) as store:
+        (change,) = history_changes(store, metric="wall_time")
+        runs = store.runs()
+    assert (change.last_before.git_commit, change.first_after.git_commit) == ("c06", "c07")
+    assert (change.last_before.run_id, change.first_after.run_id) == (ids[6], ids[7])
+    medians = [float(np.median([s.wall_time for s in r.samples if not s.warmup])) for r in runs]
+    assert change.before == np.mean(medians[:7]) and change.after == np.mean(medians[7:])
+    assert change.change_low <= change.change <= change.change_high and abs(change.change - 0.15) < 0.01
+    assert (change.runs_before, change.runs_after, change.runs_since) == (7, 5, 5)
+
+    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time")
+    assert done.returncode == 0, done.stderr
+    assert "run 7 c06" in done.stdout and "run 8 c07" in done.stdout and "+15." in done.stdout
+    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--json")
+    document = json.loads(done.stdout)
+    assert [c["first_after"]["git_commit"] for c in document["changes"]] == ["c07"]
+    assert document["changes"][0]["p_value"] == change.p_value
+
+    # The change is 5 runs old: within the newest 5, not within the newest 4.
+    assert jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "5").returncode == 1
+    assert jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "4").returncode == 0
+    # Since c08: the runs left are all slow, no change.
+    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--since", "2026-11-09")
+    assert done.returncode == 0 and "no change in wall_time" in done.stdout
+
+
+def test_no_step_no_change_and_each_host_is_its_own_series(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    _record(db, [1.0] * 12)
+    _record(db, [2.0] * 6, host="hostB", seed=1)  # another machine, twice as slow: not a change
+    with HistoryStore(db, create=False) as store:
+        assert history_changes(store, metric="wall_time") == []
+    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "3")
+    assert done.returncode == 0 and "no change in wall_time" in done.stdout
+
+
+def test_the_flags_of_changes_go_with_it(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    _record(db, [1.0] * 3)
+    done = jaxrun("history", "--history", db, "--since", "2026-11-01")
+    assert done.returncode == 2 and "--since and --fail-on-change go with --changes" in done.stderr
