@@ -598,3 +598,28 @@ def assert_started_as_asked(start_mode: str | None, prestart_reason: str | None)
         assert start_mode == "exec" and "no cgroup" in (prestart_reason or ""), (start_mode, prestart_reason)
         return
     assert start_mode == started_as(asked), (start_mode, prestart_reason)
+
+
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """Every table as a GFM parser reads it (markdown-it-py, as GitHub renders): rows of cell texts,
+    the header row first."""
+    from markdown_it import MarkdownIt
+
+    found: list[list[list[str]]] = []
+    rows: list[list[str]] = []
+    cells: list[str] = []
+    cell = False
+    for token in MarkdownIt("commonmark").enable("table").parse(text):
+        if token.type in ("th_open", "td_open"):
+            cell = True
+        elif token.type == "inline" and cell:
+            cells.append("".join(child.content for child in token.children or ()).strip())
+            cell = False
+        elif token.type in ("th_close", "td_close") and cell:
+            cells.append("")
+            cell = False
+        elif token.type == "tr_close":
+            rows, cells = rows + [cells], []
+        elif token.type == "table_close":
+            found, rows = found + [rows], []
+    return found

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from helpers import jaxrun
+from helpers import jaxrun, markdown_tables
 from test_history import make_run
 
 from jaxrun.judge.history import HistoryStore
@@ -56,6 +56,30 @@ def test_a_step_is_one_change_at_its_commit(tmp_path: Path) -> None:
     assert done.returncode == 0 and "no change in wall_time" in done.stdout
 
 
+def test_markdown_is_the_terminals_table(tmp_path: Path, monkeypatch) -> None:
+    from jaxrun.present.view.changes_view import CHANGE_COLUMNS, change_cells
+
+    db = tmp_path / "history.sqlite"
+    _record(db, [1.0] * 6 + [0.8] * 6)  # c06 made it 20 % faster
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("earlier step's text\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--markdown", tmp_path / "changes.md")
+    assert done.returncode == 0, done.stderr
+    with HistoryStore(db, create=False) as store:
+        (change,) = history_changes(store, metric="wall_time")
+    (table,) = markdown_tables((tmp_path / "changes.md").read_text())
+    assert table == [[header for header, _, _ in CHANGE_COLUMNS], change_cells(change)]
+    assert table[1][4] == f"run {change.first_after.run_id} c06" and table[1][7].startswith("-")
+    for cell in change_cells(change):  # the terminal's table holds the same cells
+        assert cell in done.stdout
+    assert summary.read_text() == "earlier step's text\n" + (tmp_path / "changes.md").read_text() + "\n"
+    # A Markdown file needs --changes, and a folder that exists.
+    assert jaxrun("history", "--history", db, "--markdown", tmp_path / "m.md").returncode == 2
+    done = jaxrun("history", "--changes", "--history", db, "--markdown", tmp_path / "nowhere" / "m.md")
+    assert done.returncode == 2 and "does not exist" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 def test_no_step_no_change_and_each_host_is_its_own_series(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite"
     _record(db, [1.0] * 12)
@@ -70,4 +94,4 @@ def test_the_flags_of_changes_go_with_it(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite"
     _record(db, [1.0] * 3)
     done = jaxrun("history", "--history", db, "--since", "2026-11-01")
-    assert done.returncode == 2 and "--since and --fail-on-change go with --changes" in done.stderr
+    assert done.returncode == 2 and "--since, --fail-on-change and --markdown go with --changes" in done.stderr

@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from helpers import jaxrun, load, write
+from helpers import jaxrun, load, markdown_tables, write
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
 
@@ -75,7 +75,7 @@ def test_compare_exports_the_report_with_both_sides_samples(runs: Path, tmp_path
     gate = [r for r in rows if r["gate"] == "True"]
     assert [(r["script"], r["metric"]) for r in gate] == [("a_short.py", "run_time"), ("b_shorter.py", "run_time")]
     assert all(float(r["ratio"]) > 1.5 for r in gate)  # twice the sleep
-    (table,) = _markdown_tables((tmp_path / "c.md").read_text())
+    (table,) = markdown_tables((tmp_path / "c.md").read_text())
     gate_rows = [r for r in table[1:] if r[2] == "run *"]
     assert [(r[0].split(" → ")[0], r[1]) for r in gate_rows] == [("a_short.py", "cpu"), ("b_shorter.py", "cpu")]  # not "auto"; named as the summary names them
     assert all(r[3].endswith(" ms") and r[4].endswith(" ms") for r in gate_rows)  # 0.1 s and 0.2 s sleeps
@@ -88,31 +88,6 @@ def test_an_export_path_that_cannot_be_written_is_refused_before_running(tmp_pat
     assert done.returncode == 2 and "cannot write the export" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r" / "script_results").exists()
-
-
-def _markdown_tables(text: str) -> list[list[list[str]]]:
-    """Every table as a GFM parser reads it (markdown-it-py, as GitHub renders): rows of cell texts,
-    the header row first."""
-    from markdown_it import MarkdownIt
-
-    found: list[list[list[str]]] = []
-    rows: list[list[str]] = []
-    cells: list[str] = []
-    cell = False
-    for token in MarkdownIt("commonmark").enable("table").parse(text):
-        if token.type in ("th_open", "td_open"):
-            cell = True
-        elif token.type == "inline" and cell:
-            cells.append("".join(child.content for child in token.children or ()).strip())
-            cell = False
-        elif token.type in ("th_close", "td_close") and cell:
-            cells.append("")
-            cell = False
-        elif token.type == "tr_close":
-            rows, cells = rows + [cells], []
-        elif token.type == "table_close":
-            found, rows = found + [rows], []
-    return found
 
 
 def test_comparison_markdown_has_readable_headers_and_figures_with_units() -> None:
@@ -142,7 +117,7 @@ def test_comparison_markdown_has_readable_headers_and_figures_with_units() -> No
         only_in_new=["extra"], regressions=["sub__model"], geometric_mean_ratio={"run_time": 2.0},
     )
     text = comparison_markdown(report)
-    (table,) = _markdown_tables(text)
+    (table,) = markdown_tables(text)
     header, body = table[0], table[1:]
     assert header == ["Script", "Device", "Phase", "Base median", "New median", "Ratio (new/base)",
                       "95% CI of ratio", "p", "Runs (base/new)", "Verdict"]

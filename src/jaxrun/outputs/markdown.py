@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from jaxrun.core.formatting import fmt
-from jaxrun.results import result_files
 from jaxrun.plan.sink import BaseSink
+from jaxrun.results import result_files
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from jaxrun.outputs.declarations import OutputContext
     from jaxrun.present.view import BatchView, ScriptView, SweepView
-    from jaxrun.results.models import BatchResult
+    from jaxrun.results.models import BatchResult, SeriesChange
 
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 # Each column: header, whether it holds numbers (right-aligned), its cell of a script's view. One
@@ -94,6 +96,24 @@ def render_markdown(view: "BatchView") -> str:
     return "\n".join(lines)
 
 
+def render_changes_markdown(changes: "Sequence[SeriesChange]", metric: str, where: str, since: str | None = None) -> str:
+    """``jaxrun history --changes``'s table as Markdown (the same cells as the terminal's), for a CI
+    to post on a pull request."""
+    from jaxrun.present.view.changes_view import (
+        CHANGE_COLUMNS,
+        change_cells,
+        changes_heading,
+        no_change_line,
+    )
+
+    if not changes:
+        return f"## jaxrun: {_cell(no_change_line(metric, where, since))}\n"
+    header = "| " + " | ".join(name for name, _, _ in CHANGE_COLUMNS) + " |"
+    align = "|" + "|".join("---:" if numeric else "---" for _, numeric, _ in CHANGE_COLUMNS) + "|"
+    rows = ["| " + " | ".join(_cell(c) for c in change_cells(change)) + " |" for change in changes]
+    return "\n".join([f"## jaxrun: {_cell(changes_heading(metric, where, since))}", "", header, align, *rows, ""])
+
+
 class MarkdownSink(BaseSink):
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -101,14 +121,19 @@ class MarkdownSink(BaseSink):
     def on_end(self, batch: "BatchResult") -> None:
         from jaxrun.present.view import view_batch
 
-        text = render_markdown(view_batch(batch))
-        if self.path is not None:
-            result_files.atomic_write_text(self.path, text)
-        step_summary = os.environ.get(GITHUB_STEP_SUMMARY)
-        if step_summary:
-            # GitHub gives each step its own file and shows them all; appending keeps other output.
-            with open(step_summary, "a", encoding="utf-8", errors="backslashreplace") as handle:
-                handle.write(text + "\n")
+        write_markdown(self.path, render_markdown(view_batch(batch)))
+
+
+def write_markdown(path: Path | None, text: str) -> None:
+    """``text`` to ``path`` (atomically; None: no file) and appended to ``$GITHUB_STEP_SUMMARY``
+    when that is set."""
+    if path is not None:
+        result_files.atomic_write_text(path, text)
+    step_summary = os.environ.get(GITHUB_STEP_SUMMARY)
+    if step_summary:
+        # GitHub gives each step its own file and shows them all; appending keeps other output.
+        with open(step_summary, "a", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(text + "\n")
 
 
 def for_batch(context: "OutputContext") -> MarkdownSink:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -62,9 +63,12 @@ def _history_database(given: Optional[str]) -> Path:
 @click.option("--since", metavar="DATE", help="With --changes: only runs recorded at or after DATE (2026-11-01, or a time).")
 @click.option("--fail-on-change", type=click.IntRange(min=1), metavar="N",
               help="With --changes: exit 1 when a change is within the newest N runs of its series.")
+@click.option("--markdown", "markdown_path", metavar="FILE",
+              help="With --changes: also write the table as Markdown to FILE (and append it to $GITHUB_STEP_SUMMARY "
+                   "when that is set), for a CI to post.")
 def history(script: Optional[str], history_path: Optional[str], limit: Optional[int], as_json: bool,
             check_only: bool, repair: bool, changes: bool, since: Optional[str], fail_on_change: Optional[int],
-            **verdict: Any) -> None:
+            markdown_path: Optional[str], **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
     than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
     else it is not judged). Exit 1 on a regression.
@@ -87,10 +91,10 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
     path = _history_database(history_path)
     if check_only or repair:
         _check_or_repair(path, repair)
-    if (since is not None or fail_on_change is not None) and not changes:
-        raise fail_usage("--since and --fail-on-change go with --changes")
+    if (since is not None or fail_on_change is not None or markdown_path is not None) and not changes:
+        raise fail_usage("--since, --fail-on-change and --markdown go with --changes")
     if changes:
-        _changes(path, script, since, fail_on_change, as_json)
+        _changes(path, script, since, fail_on_change, as_json, None if markdown_path is None else Path(markdown_path))
     try:
         options = verdict_options()
         with HistoryStore(path, create=False) as store:
@@ -161,14 +165,24 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
 
 
 def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_change: Optional[int],
-             as_json: bool) -> None:
-    """``jaxrun history --changes``: the table (or JSON) of every series' change points; exit 1
-    with ``--fail-on-change N`` when one is within the newest N runs of its series."""
+             as_json: bool, markdown: Optional[Path]) -> None:
+    """``jaxrun history --changes``: the table (or JSON; and Markdown to ``markdown``) of every
+    series' change points; exit 1 with ``--fail-on-change N`` when one is within the newest N runs
+    of its series."""
     import sqlite3
 
     from jaxrun.interfaces.cli.tables import history_changes_table
     from jaxrun.judge.history import HistoryStore, HistoryUnreadable
     from jaxrun.judge.history_changes import history_changes, recent
+    from jaxrun.outputs.markdown import render_changes_markdown, write_markdown
+    from jaxrun.present.view.changes_view import changes_heading, no_change_line
+    from jaxrun.results.result_files import check_output_file
+
+    if markdown is not None:
+        try:
+            check_output_file(markdown, "the Markdown table (--markdown)")
+        except JAXExecutionError as exc:
+            raise fail_usage(str(exc)) from None
 
     options = verdict_options()
     metric = options.metric or "run_time"
@@ -182,16 +196,17 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     alarming = [c for c in found if fail_on_change is not None and recent(c, fail_on_change)]
+    if markdown is not None or os.environ.get("GITHUB_STEP_SUMMARY"):
+        write_markdown(markdown, render_changes_markdown(found, metric, str(path), since))
     if as_json:
         import json
 
         sys.stdout.write(json.dumps({"metric": metric, "changes": [c.model_dump(mode="json") for c in found]},
                                     indent=2) + "\n")
     elif found:
-        out.print(history_changes_table(f"where {metric} changed ({path})", found))
+        out.print(history_changes_table(changes_heading(metric, str(path), since), found))
     else:
-        out.print(f"no change in {metric} in any series of {str(path)!r}"
-                  + (f" since {since}" if since else ""), markup=False, soft_wrap=True)
+        out.print(no_change_line(metric, str(path), since), markup=False, soft_wrap=True)
     if alarming and not as_json:
         out.print(f"{plural(len(alarming), 'change')} within the newest {plural(fail_on_change or 0, 'run')} "
                   "of its series (--fail-on-change)", markup=False)

@@ -14,7 +14,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from jaxrun.core.formatting import fmt, fmt_change, fmt_p, fmt_seconds, shorten_middle
+from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.figures import (
     SCRIPT_FIGURES,
@@ -26,7 +26,6 @@ from jaxrun.results.models import (
     DeviceSpeedup,
     HistoryRun,
     RegressionCheck,
-    RunMark,
     ScriptBenchmark,
     SeriesChange,
     WarmSummary,
@@ -512,24 +511,13 @@ def history_scripts_table(rows: list) -> Table:
 
 
 def history_changes_table(title: str, changes: "Sequence[SeriesChange]") -> Table:
-    """Where each series changed level: the runs (and commits) on each side, the medians' means,
-    the change with its interval, the p-value."""
-    table = _table(title, (
-        ("script", "left"), ("device", "left"), ("host", "left"), ("last before", "left"), ("first after", "left"),
-        ("before", "right"), ("after", "right"), ("change", "right"), ("p", "right"), ("runs", "right"),
-    ))
-    for c in changes:
-        table.add_row(
-            Text(c.script_name), Text(c.device or "-"), Text(c.host), Text(_run_mark(c.last_before)),
-            Text(_run_mark(c.first_after)), format_metric(c.metric, c.before), format_metric(c.metric, c.after),
-            fmt_change(c.change, c.change_low, c.change_high), fmt_p(c.p_value), f"{c.runs_before} | {c.runs_after}",
-        )
+    """Where each series changed level (present/view/changes_view.py's columns)."""
+    from jaxrun.present.view.changes_view import CHANGE_COLUMNS, change_cells
+
+    table = _table(title, tuple((header, "right" if numeric else "left") for header, numeric, _ in CHANGE_COLUMNS))
+    for change in changes:
+        table.add_row(*(Text(cell) for cell in change_cells(change)))
     return table
-
-
-def _run_mark(mark: "RunMark") -> str:
-    commit = "" if mark.git_commit is None else " " + mark.git_commit[:10] + ("+dirty" if mark.git_dirty else "")
-    return f"run {mark.run_id}{commit}"
 
 
 def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[float | None], flags: dict[int, str],
