@@ -247,7 +247,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
     con.close()
 
     with HistoryStore(db) as store:
-        assert store.schema_version == SCHEMA_VERSION == 6
+        assert store.schema_version == SCHEMA_VERSION == 7
         (old,) = store.runs("old.py")
         assert old.git_dirty is True and old.jaxrun_version == "0.0.9" and len(old.samples) == 3
         assert old.median_wall_time == 2.0  # backfilled by the v2 migration
@@ -255,7 +255,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
         new_id = store.record(make_run([1.0, 2.0], path="/proj/old.py", name="old.py"))
         assert new_id == 2 and len(store.runs("old.py")) == 2
     with HistoryStore(db) as store:  # reopening an up-to-date database changes nothing
-        assert store.schema_version == 6 and len(store.runs()) == 2
+        assert store.schema_version == 7 and len(store.runs()) == 2
 
 
 def test_newer_schema_is_refused(db: Path) -> None:
@@ -265,7 +265,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.commit()
     con.close()
-    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 6\).*--history"):
+    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 7\).*--history"):
         HistoryStore(db)
 
 
@@ -568,7 +568,7 @@ def test_v5_database_gains_the_compile_tables(db: Path) -> None:
     con.execute("INSERT INTO meta VALUES ('schema_version', '5')")
     con.close()
     with HistoryStore(db) as store:
-        assert store.schema_version == 6
+        assert store.schema_version == SCHEMA_VERSION
         run_id = store.record(make_run([1.0]))
         assert store.programs_of_runs([run_id]) == {}
         store.record_compiles(compile_run("t", {"jit(f)": dict(count=1)}, run_id=run_id))
@@ -645,3 +645,73 @@ def test_jaxrun_history_gives_every_run_shown_its_own_check(tmp_path: Path) -> N
     assert sorted(int(i) for i in doc["run_checks"]) == ids
     assert [doc["run_checks"][str(i)]["previous_runs"] for i in ids] == [0, 1, 2, 3, 4]
     assert doc["run_checks"][str(ids[4])] == doc["checks"][0]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_benchmarked_run_keeps_its_commits_time_and_its_machine(tmp_path: Path) -> None:
+    """Through `jaxrun run --benchmark-runs` in a real git repository: the run in the history has
+    the commit, when it was committed (git's own answer) and this machine's facts (the OS's own)."""
+    import os
+
+    import psutil
+    from helpers import jaxrun
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "s.py").write_text("print(1)\nif False:\n    import jax\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "s.py")
+    _git(repo, "commit", "-q", "-m", "first", "--date", "2026-10-01T12:00:00+02:00")
+    db = tmp_path / "history.sqlite"
+    done = jaxrun("run", repo / "s.py", "--benchmark-runs", "2", "--device", "cpu", "--history", db,
+                  "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    with HistoryStore(db, create=False) as store:
+        (run,) = store.runs()
+    shown = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%H %cI", "HEAD"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert [run.git_commit, run.git_commit_time] == shown
+    machine = run.machine
+    assert machine is not None and run.machine_id == machine.fingerprint and len(run.machine_id) == 12
+    assert machine.cpus == len(os.sched_getaffinity(0))
+    assert machine.memory_gib == round(psutil.virtual_memory().total / 2**30, 1)
+    models = {line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+              if line.startswith("model name")}
+    assert machine.cpu_model in models | {None}
+    assert machine.gpus == [] and machine.gpu_driver is None  # this CPU machine has none
+
+
+def test_a_machines_gpus_come_from_the_device_facts() -> None:
+    """Recorded facts of a GPU machine (a CPU machine cannot show the real ones)."""
+    from jaxrun.results.machine import this_machine
+    from jaxrun.results.models import AvailableDevice, DeviceInfo
+
+    facts = DeviceInfo(jax_available=True, python_version="3.11", python_executable="python", probed_at="now",
+                       available_devices=[
+                           AvailableDevice(name="NVIDIA H100 80GB HBM3", platform="gpu", id=i, driver_version="550.54")
+                           for i in (1, 0)] + [AvailableDevice(name="cpu", platform="cpu", id=0)])
+    machine = this_machine(facts, ["--xla_gpu_autotune_level=0"])
+    assert machine.gpus == ["NVIDIA H100 80GB HBM3"] * 2 and machine.gpu_driver == "550.54"
+    other = machine.model_copy(update={"gpu_driver": "560.1"})
+    assert other.fingerprint != machine.fingerprint
+    assert other.differences(machine) == ["gpu_driver: '560.1' vs '550.54'"]
+
+
+def test_a_version_6_history_gains_commit_times_and_machines_as_unknown(db: Path) -> None:
+    from jaxrun.judge.history_schema import MIGRATIONS
+    from jaxrun.results.machine import Machine
+
+    db.parent.mkdir(parents=True)
+    con = sqlite3.connect(db, isolation_level=None)
+    for migration in MIGRATIONS[:6]:
+        migration(con)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '6')")
+    con.close()
+    with HistoryStore(db) as store:
+        old = store.record(make_run([1.0]))  # as an older jaxrun would: no machine
+        machine = Machine(cpu_model="Some CPU", cpus=8, memory_gib=31.2)
+        new = store.record(make_run([1.0]).model_copy(update={"machine": machine, "git_commit_time": "2026-10-01T12:00:00+02:00"}))
+        first, second = store.get(old), store.get(new)
+    assert (first.machine, first.machine_id, first.git_commit_time) == (None, None, None)
+    assert second.machine == machine and second.machine_id == machine.fingerprint
+    assert second.git_commit_time == "2026-10-01T12:00:00+02:00"

@@ -90,6 +90,25 @@ def test_no_step_no_change_and_each_host_is_its_own_series(tmp_path: Path) -> No
     assert done.returncode == 0 and "no change in wall_time" in done.stdout
 
 
+def test_each_machine_is_its_own_series(tmp_path: Path) -> None:
+    from jaxrun.results.machine import Machine
+
+    db = tmp_path / "history.sqlite"
+    rng = np.random.default_rng(5)
+    small, large = Machine(cpu_model="A", cpus=2), Machine(cpu_model="A", cpus=16)
+    with HistoryStore(db) as store:  # one host, its CPUs changed halfway: not a change of the code
+        for i in range(12):
+            machine, level = (small, 1.0) if i < 6 else (large, 0.5)
+            run = make_run([float(w) for w in rng.normal(level, level * 0.01, 5)], commit=f"c{i:02d}")
+            store.record(run.model_copy(update={"machine": machine}))
+        assert history_changes(store, metric="wall_time") == []
+        for i in range(12, 18):  # then the code made the large machine's runs 20 % slower
+            run = make_run([float(w) for w in rng.normal(0.6, 0.006, 5)], commit=f"c{i:02d}")
+            store.record(run.model_copy(update={"machine": large}))
+        (change,) = history_changes(store, metric="wall_time")
+    assert change.machine_id == large.fingerprint and change.first_after.git_commit == "c12"
+
+
 def test_the_flags_of_changes_go_with_it(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite"
     _record(db, [1.0] * 3)

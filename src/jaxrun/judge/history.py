@@ -41,6 +41,7 @@ from jaxrun.judge.history_schema import (
     add_declared_columns,
 )
 from jaxrun.judge.regression import check_regression
+from jaxrun.results.machine import Machine
 from jaxrun.results.models import (
     SAMPLE_METRICS,
     CompileStats,
@@ -258,6 +259,9 @@ class HistoryStore:
         values = run.model_dump(include=set(RUN_COLUMNS) - {"id", "median_wall_time"})
         values["git_dirty"] = None if run.git_dirty is None else int(run.git_dirty)
         values["numerics"] = None if run.numerics is None else run.numerics.model_dump_json()
+        values["machine"] = None if run.machine is None else run.machine.model_dump_json()
+        if run.machine is not None and run.machine_id is None:
+            values["machine_id"] = run.machine.fingerprint
         values["median_wall_time"] = median
         columns = list(values)
         with self._write():
@@ -361,6 +365,8 @@ class HistoryStore:
             data["git_dirty"] = bool(data["git_dirty"])
         if data["numerics"] is not None:
             data["numerics"] = Numerics.model_validate_json(str(data["numerics"]))
+        if data["machine"] is not None:
+            data["machine"] = Machine.model_validate_json(str(data["machine"]))
         return HistoryRun(**data, samples=self.samples_of([int(data["id"])]))
 
     def samples_of(self, run_ids: Sequence[int]) -> list[RunSample]:

@@ -1,5 +1,6 @@
 """Where the history's series changed level (``jaxrun history --changes``): each script's runs of
-one device, host, mode and numerics, in the order they were recorded, one point a run (the
+one device, machine (its fingerprint, results/machine.py; a host where unknown), mode and
+numerics, in the order they were recorded, one point a run (the
 median of its counted successful samples of the metric), cut by judge/change_points.py. Each
 change names the last run before it and the first after, with their commits."""
 
@@ -35,7 +36,7 @@ def history_changes(store: "HistoryStore", script: str | os.PathLike[str] | None
             before, after = points[cut.index - 1][0], points[cut.index][0]
             found.append(SeriesChange(
                 script_path=after.script_path, script_name=after.script_name, metric=metric, device=after.device_used,
-                host=after.host, mode=after.mode, last_before=_mark(before), first_after=_mark(after),
+                host=after.host, machine_id=after.machine_id, mode=after.mode, last_before=_mark(before), first_after=_mark(after),
                 before=cut.before, after=cut.after, change=cut.change, change_low=cut.change_low,
                 change_high=cut.change_high, confidence=confidence, p_value=cut.p_value,
                 runs_before=cut.points_before, runs_after=cut.points_after, runs_since=len(points) - cut.index))
@@ -49,7 +50,9 @@ def _series(runs: list[HistoryRun], since: str | None) -> list[list[HistoryRun]]
         if since is not None and run.recorded_at < since:
             continue
         numerics = None if run.numerics is None else run.numerics.model_dump_json()
-        groups.setdefault((run.script_path, run.device_used, run.host, run.mode, numerics), []).append(run)
+        # One machine's runs (its fingerprint; runs recorded before jaxrun kept it: one host's).
+        machine = ("machine", run.machine_id) if run.machine_id is not None else ("host", run.host)
+        groups.setdefault((run.script_path, run.device_used, machine, run.mode, numerics), []).append(run)
     return list(groups.values())
 
 

@@ -13,13 +13,13 @@ from typing import Callable
 from jaxrun.judge import compile_history
 from jaxrun.results.models import SAMPLE_METRICS
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 RUN_COLUMNS = (
     "id", "recorded_at", "script_name", "script_path", "content_hash", "git_commit", "git_dirty", "host",
     "device_requested", "device_used", "jax_version", "jaxlib_version", "jaxrun_version", "median_wall_time",
-    "mode", "numerics",
+    "mode", "numerics", "git_commit_time", "machine", "machine_id",
 )
 
 
@@ -89,8 +89,17 @@ def _v6(db: sqlite3.Connection) -> None:
     compile_history.create_tables(db)
 
 
+def _v7(db: sqlite3.Connection) -> None:
+    """When each run's commit was made, and the machine it ran on (its facts as JSON and their
+    fingerprint: results/machine.py): a series over commits is one machine's. Older rows' are
+    unknown (NULL): their series are by host, as before."""
+    db.execute("ALTER TABLE runs ADD COLUMN git_commit_time TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN machine TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN machine_id TEXT")
+
+
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 from jaxrun.core.defaults import HISTORY_NOT_USED
 from jaxrun.core.formatting import listed
 from jaxrun.core.timestamps import now_iso
+from jaxrun.errors import UsageError
 from jaxrun.judge.cache_misses import nearest_miss
 from jaxrun.judge.compile_history import CachedBefore, CompileRun
 from jaxrun.judge.history import HistoryStore, history_run_from_benchmark
-from jaxrun.errors import UsageError
 from jaxrun.outputs.history_opener import benchmarks
-from jaxrun.probe.channel import valid_text
-from jaxrun.results.models import RegressionCheck
 from jaxrun.plan.sink import BaseSink
+from jaxrun.probe.channel import valid_text
+from jaxrun.results.machine import this_machine
+from jaxrun.results.models import RegressionCheck
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
@@ -122,10 +123,12 @@ class HistorySink(BaseSink):
         bench = result.benchmark
         if bench is None or not bench.runs_completed or bench.history_run_id is not None:
             return result  # nothing measured, or already recorded (a result --resume reuses)
+        environment = result.compile_environment
         run = history_run_from_benchmark(
             bench,
             jax_version=self.facts.jax_version if self.facts else None,
             jaxlib_version=self.facts.jaxlib_version if self.facts else None,
+            machine=this_machine(self.facts, environment.xla_flags if environment is not None else None),
         )
         run_id = None
         if self.store is not None:

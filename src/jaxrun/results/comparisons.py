@@ -14,6 +14,7 @@ from jaxrun.core.defaults import (
 )
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
 from jaxrun.results.figures import METRIC_ALIASES
+from jaxrun.results.machine import Machine
 from jaxrun.results.numerics import Numerics
 from jaxrun.results.run_samples import RunSample
 
@@ -249,6 +250,10 @@ class HistoryRun(MappingModel):
     median_wall_time: float | None = None
     mode: Annotated[str, Meta(description='"process", or "warm:<entry>x<calls>" for warm mode')] = "process"
     numerics: Annotated[Numerics | None, Meta(description="The numerics the run started with (null: unknown)")] = None
+    git_commit_time: Annotated[str | None, Meta(description="When git_commit was committed (ISO); null: unknown")] = None
+    machine: Annotated[Machine | None, Meta(description=(
+        "The machine it was measured on (results/machine.py); null: recorded before jaxrun kept it"))] = None
+    machine_id: Annotated[str | None, Meta(description="The machine's fingerprint (12 hex digits); null: unknown")] = None
 
 
 JUDGED_VERDICTS = ("slower", "faster", "no significant change")
@@ -273,6 +278,7 @@ class SeriesChange(MappingModel):
     metric: str
     device: str | None
     host: str
+    machine_id: Annotated[str | None, Meta(description="The fingerprint of the machine the series ran on (null: runs recorded before jaxrun kept it, a series per host)")]
     mode: str
     last_before: Annotated[RunMark, Meta(description="The last run before the change")]
     first_after: Annotated[RunMark, Meta(description="The first run at the new level")]

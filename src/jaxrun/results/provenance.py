@@ -13,6 +13,7 @@ from typing import Sequence
 from jaxrun.core.timestamps import now_iso
 from jaxrun.errors import ScriptNotFoundError
 from jaxrun.probe.channel import valid_text
+from jaxrun.results.machine import Machine
 from jaxrun.results.models import HistoryRun, ScriptBenchmark
 
 GIT_TIMEOUT_SECONDS = 5.0
@@ -81,6 +82,20 @@ def git_state(path: str | os.PathLike[str]) -> tuple[str | None, bool | None]:
     return commit, (None if status is None else bool(status.strip()))
 
 
+def commit_time(path: str | os.PathLike[str], commit: str | None) -> str | None:
+    """When ``commit`` of the repository holding ``path`` was committed (ISO 8601, the committer's
+    date); None when unknown. Never raises."""
+    if commit is None:
+        return None
+    try:
+        target = Path(path).expanduser().resolve()
+        folder = target if target.is_dir() else target.parent
+    except (OSError, RuntimeError):
+        return None
+    shown = _git(["show", "-s", "--format=%cI", commit], folder)
+    return shown.strip() or None if shown else None
+
+
 def history_run_from_benchmark(
     benchmark: ScriptBenchmark,
     *,
@@ -89,6 +104,7 @@ def history_run_from_benchmark(
     host: str | None = None,
     jaxrun_version: str | None = None,
     recorded_at: str | None = None,
+    machine: Machine | None = None,
 ) -> HistoryRun:
     """A :class:`HistoryRun` for one script's benchmark (identity and git state read now)."""
     from jaxrun.core.version import __version__
@@ -105,4 +121,7 @@ def history_run_from_benchmark(
         samples=[*benchmark.warmups, *benchmark.samples],
         mode=benchmark.mode,
         numerics=benchmark.numerics,
+        git_commit_time=commit_time(script_path, commit),
+        machine=machine,
+        machine_id=None if machine is None else machine.fingerprint,
     )

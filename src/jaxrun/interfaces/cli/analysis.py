@@ -58,7 +58,7 @@ def _history_database(given: Optional[str]) -> Path:
                    "as <file>.damaged-<time>.")
 @click.option("--changes", is_flag=True,
               help="Where each script's series of runs changed level: change points over the runs' medians of the "
-                   "metric (E-divisive means with Student's t-test; a series is one script, device, host, mode and "
+                   "metric (E-divisive means with Student's t-test; a series is one script, device, machine, mode and "
                    "numerics).")
 @click.option("--since", metavar="DATE", help="With --changes: only runs recorded at or after DATE (2026-11-01, or a time).")
 @click.option("--fail-on-change", type=click.IntRange(min=1), metavar="N",
