@@ -715,3 +715,23 @@ def test_a_version_6_history_gains_commit_times_and_machines_as_unknown(db: Path
     assert (first.machine, first.machine_id, first.git_commit_time) == (None, None, None)
     assert second.machine == machine and second.machine_id == machine.fingerprint
     assert second.git_commit_time == "2026-10-01T12:00:00+02:00"
+
+
+def test_runs_of_another_machine_are_no_baseline_and_what_differs_is_said(db: Path) -> None:
+    from jaxrun.results.machine import Machine
+
+    small, large = Machine(cpu_model="A", cpus=2, memory_gib=8.0), Machine(cpu_model="A", cpus=16, memory_gib=8.0)
+    with HistoryStore(db) as store:
+        unknown = [store.record(make_run(normal(i, 1.0))) for i in range(2)]  # recorded before machines were kept
+        on_small = [store.record(make_run(normal(10 + i, 1.0)).model_copy(update={"machine": small})) for i in range(3)]
+        newest = store.record(make_run(normal(20, 1.5)).model_copy(update={"machine": large}))
+        check = store.check_regression(newest)
+        again = store.record(make_run(normal(21, 1.5)).model_copy(update={"machine": small}))
+        judged = store.check_regression(again)
+    # The large machine's run: only the runs of unknown machines are its baseline (2 < 3: not judged).
+    assert check.previous_runs == 2 and check.other_machines == 3 and not check.judged
+    assert "3 earlier runs were measured on another machine (cpus: 16 vs 2)" in (check.note or "")
+    # The small machine's: its own runs and the unknown ones; the large one's left out, and said.
+    assert judged.previous_runs == 5 and judged.other_machines == 1 and judged.regression
+    assert judged.comparison is not None and f"runs {sorted(unknown + on_small)}" in (judged.comparison.note or "")
+    assert "1 earlier run was measured on another machine (cpus: 2 vs 16)" in (judged.note or "")

@@ -415,19 +415,24 @@ class HistoryStore:
 
     # -- what the regression check reads (judge/regression.py) ----------------------------------
 
-    def earlier_comparable(self, run: HistoryRun, window: int, numerics: str) -> list[int]:
+    def earlier_comparable(self, run: HistoryRun, window: int, numerics: str, machine: str = "same") -> list[int]:
         """Ids of up to ``window`` runs before ``run`` of the same script path, device, host and
         mode that have counted successful samples, newest first; ``numerics``: "same" (started
-        with ``run``'s numerics), "other" (with others) or "any"."""
+        with ``run``'s numerics), "other" (with others) or "any"; ``machine``: "same" (the same
+        machine fingerprint, or one of the two unknown: recorded before jaxrun kept it) or
+        "other" (both known, and different)."""
         mine = None if run.numerics is None else run.numerics.model_dump_json()
         same = {"same": " AND r.numerics IS ?", "other": " AND r.numerics IS NOT ?", "any": ""}[numerics]
+        where_machine = {"same": " AND (r.machine_id IS NULL OR ? IS NULL OR r.machine_id = ?)",
+                         "other": " AND r.machine_id IS NOT NULL AND ? IS NOT NULL AND r.machine_id != ?"}[machine]
         query = (
             "SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"
-            f" AND r.mode = ? AND r.id < ?{same}"
+            f" AND r.mode = ? AND r.id < ?{same}{where_machine}"
             " AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.id AND s.warmup = 0 AND s.success = 1)"
             " ORDER BY r.id DESC LIMIT ?"
         )
-        params = (run.script_path, run.device_used, run.host, run.mode, run.id, *([mine] if same else []), window)
+        params = (run.script_path, run.device_used, run.host, run.mode, run.id, *([mine] if same else []),
+                  run.machine_id, run.machine_id, window)
         return [row[0] for row in self._db.execute(query, params).fetchall()]
 
     def newest_runs(self, script: str | os.PathLike[str] | None = None) -> list[int]:

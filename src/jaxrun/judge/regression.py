@@ -23,7 +23,7 @@ class RunHistory(Protocol):
 
     def get(self, run_id: int) -> HistoryRun: ...
 
-    def earlier_comparable(self, run: HistoryRun, window: int, numerics: str) -> list[int]: ...
+    def earlier_comparable(self, run: HistoryRun, window: int, numerics: str, machine: str = "same") -> list[int]: ...
 
     def samples_of(self, run_ids: Sequence[int]) -> list[RunSample]: ...
 
@@ -66,6 +66,14 @@ def check_regression(
         were = "is" if other == 1 else "are"
         check.note = (f"{plural(other, 'earlier run')} started with other numerics and {were} not in the baseline "
                       "(--allow-mismatch to pool them)")
+    elsewhere = store.earlier_comparable(run, window, "any", machine="other")
+    if elsewhere:
+        check.other_machines = len(elsewhere)
+        said = _machine_differences(store.get(elsewhere[0]), run)
+        were = "was" if len(elsewhere) == 1 else "were"
+        check.note = "; ".join(filter(None, [check.note, (
+            f"{plural(len(elsewhere), 'earlier run')} {were} measured on another machine ({said}) and "
+            f"{'is' if len(elsewhere) == 1 else 'are'} not in the baseline")]))
     if len(previous) < min_runs:
         found = plural(len(previous), "earlier run") if previous else "no earlier run"
         check.reason = f"not judged: {found}, needs {min_runs}"
@@ -93,3 +101,10 @@ def check_regression(
         if detail:
             check.reason += f" ({detail})"
     return check
+
+
+def _machine_differences(earlier: HistoryRun, run: HistoryRun) -> str:
+    """What differs between the machine of ``run`` and that of ``earlier`` (the newest other one)."""
+    if earlier.machine is None or run.machine is None:
+        return "its fingerprint differs"
+    return ", ".join(run.machine.differences(earlier.machine)) or "its fingerprint differs"

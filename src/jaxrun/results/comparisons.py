@@ -313,6 +313,8 @@ class RegressionCheck(MappingModel):
         "Earlier comparable runs of the same numerics a judgement needs (jaxrun.core.defaults.MIN_HISTORY_RUNS)"
     ))] = MIN_HISTORY_RUNS
     other_numerics: Annotated[int, Meta(description="Earlier runs left out of the baseline for other numerics")] = 0
+    other_machines: Annotated[int, Meta(description=(
+        "Earlier runs left out of the baseline as measured on another machine (another fingerprint)"))] = 0
     judged: Annotated[bool, Meta(description=(
         "Whether the run was judged: false with fewer than min_previous_runs earlier runs (no "
         "comparison then), or when the comparison reached no verdict (too few runs to judge, not comparable); "
