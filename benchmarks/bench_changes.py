@@ -11,16 +11,25 @@ they cry wolf? On labelled series generated here (fixed seeds: the same numbers 
 A change point found within ``TOLERANCE`` points of a step is a hit (each step hit once); any other
 is a false alarm. Reported: precision, recall and F1 by step size and noise; false alarms per
 1,000 points of the series that have no change; the time of one 1,000-point series (median of 21).
-Run::
+
+``--real``: real histories instead, made by running jaxrun itself: a git repository of
+``COMMITS`` commits of one script (a jitted loop), one commit making the loop ``SLOWER`` longer,
+each commit benchmarked (`jaxrun run --benchmark-runs R --history DB`) into one history, then
+`jaxrun history --changes`; and the same repository with no slow commit. Run::
 
     PYTHONPATH=src python benchmarks/bench_changes.py [--series 40]
+    PYTHONPATH=src python benchmarks/bench_changes.py --real [--runs 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -79,10 +88,80 @@ def f1(hits: int, alarms: int, misses: int) -> tuple[float, float, float]:
     return precision, recall, (2 * precision * recall / (precision + recall) if precision + recall else 0.0)
 
 
+COMMITS = 12
+SLOW_COMMIT = 7  # (counting from 0) the commit that makes the loop slower
+SLOWER = 0.15
+LOOP = """import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def step(x):
+    return jnp.tanh(x @ x.T) * 0.5
+
+
+x = jnp.ones((128, 128))
+for _ in range({steps}):
+    x = step(x)
+x.block_until_ready()
+print(float(x[0, 0]))
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.com",
+                           *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def real_history(folder: Path, slow_commit: int | None, runs: int) -> tuple[list[str], Path]:
+    """A repository of COMMITS commits, each benchmarked into one history; its commits, the history."""
+    repo, db = folder / "repo", folder / "history.sqlite"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q")
+    commits = []
+    for i in range(COMMITS):
+        steps = round(400 * (1 + SLOWER)) if slow_commit is not None and i >= slow_commit else 400
+        (repo / "loop.py").write_text(LOOP.format(steps=steps) + f"# commit {i}\n")
+        _git(repo, "add", "loop.py")
+        _git(repo, "commit", "-q", "-m", f"commit {i}")
+        commits.append(_git(repo, "rev-parse", "HEAD"))
+        done = subprocess.run([sys.executable, "-m", "jaxrun", "run", str(repo / "loop.py"), "--benchmark-runs",
+                               str(runs), "--warmup-runs", "1", "--history", str(db), "--no-config", "-q",
+                               "--results-dir", str(folder / f"r{i}")], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"jaxrun failed at commit {i}:\n{done.stdout}{done.stderr}")
+    return commits, db
+
+
+def real(runs: int) -> None:
+    from jaxrun.judge.history import HistoryStore
+    from jaxrun.judge.history_changes import history_changes
+
+    print(f"real histories: {COMMITS} commits of a jitted loop, each `jaxrun run --benchmark-runs {runs}` "
+          f"(+1 warm-up) into one history; metric run_time, one point a commit (its runs' median)\n")
+    print("| repository | change points found | at | change (95% interval) | p |\n|---|---|---|---|---|")
+    for label, slow in ((f"commit {SLOW_COMMIT} makes the loop {SLOWER:.0%} longer", SLOW_COMMIT), ("no slow commit", None)):
+        with tempfile.TemporaryDirectory(prefix="bench-changes-") as tmp:
+            started = time.perf_counter()
+            commits, db = real_history(Path(tmp), slow, runs)
+            took = time.perf_counter() - started
+            with HistoryStore(db, create=False) as store:
+                found = history_changes(store, metric="run_time")
+        at = "; ".join(f"commit {commits.index(c.first_after.git_commit)}" for c in found) or "-"
+        sizes = "; ".join(f"{c.change:+.1%} ({c.change_low:+.1%} to {c.change_high:+.1%})" for c in found) or "-"
+        ps = "; ".join(f"{c.p_value:.1e}" for c in found) or "-"
+        print(f"| {label} ({took:.0f} s) | {len(found)} | {at} | {sizes} | {ps} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--series", type=int, default=40, help="series of each kind (more: tighter figures)")
+    parser.add_argument("--real", action="store_true", help="real histories of jaxrun runs over a git repository")
+    parser.add_argument("--runs", type=int, default=5, help="with --real: benchmark runs a commit")
     args = parser.parse_args()
+    if args.real:
+        real(args.runs)
+        return
     rng = np.random.default_rng(20261129)
 
     print(f"steps: {args.series} series of 200 points each; a hit within {TOLERANCE} points\n")
