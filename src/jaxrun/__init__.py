@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "CompileStats": "jaxrun.results.models",
     "ScriptBenchmark": "jaxrun.results.models",
     "ComparisonReport": "jaxrun.results.models",
+    "SeriesChange": "jaxrun.results.models",
     "Statistics": "jaxrun.results.models",
 }
 
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
         DeviceInfo,
         ScriptBenchmark,
         ScriptResult,
+        SeriesChange,
         Statistics,
     )
 

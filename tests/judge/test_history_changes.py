@@ -47,6 +47,12 @@ def test_a_step_is_one_change_at_its_commit(tmp_path: Path) -> None:
     document = json.loads(done.stdout)
     assert [c["first_after"]["git_commit"] for c in document["changes"]] == ["c07"]
     assert document["changes"][0]["p_value"] == change.p_value
+    # The API says the same: jaxrun.HistoryStore(...).changes(), its changes jaxrun.SeriesChange's.
+    import jaxrun as api_module
+
+    with api_module.HistoryStore(db, create=False) as store:
+        (api,) = store.changes(metric="wall_time")
+    assert isinstance(api, api_module.SeriesChange) and api.model_dump(mode="json") == document["changes"][0]
 
     # The change is 5 runs old: within the newest 5, not within the newest 4.
     assert jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "5").returncode == 1

@@ -49,6 +49,7 @@ from jaxrun.results.models import (
     Numerics,
     RegressionCheck,
     RunSample,
+    SeriesChange,
 )
 from jaxrun.results.provenance import (
     git_state,
@@ -447,6 +448,14 @@ class HistoryStore:
             f"SELECT MAX(id) FROM runs {where} GROUP BY script_path, device_used, host, mode ORDER BY script_path, MAX(id)",
             params,
         ).fetchall()]
+
+    def changes(self, script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
+                since: str | None = None) -> "list[SeriesChange]":
+        """Where each series of ``script`` (every script when None) changed level, as ``jaxrun
+        history --changes`` says (judge/history_changes.py)."""
+        from jaxrun.judge.history_changes import history_changes
+
+        return history_changes(self, script, metric=metric, since=since)
 
     def check_regression(
         self, run_id: int, options: VerdictOptions | None = None, *, window: int = HISTORY_WINDOW,

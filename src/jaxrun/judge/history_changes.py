@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from jaxrun.judge.change_points import ALPHA, CONFIDENCE, change_points
 from jaxrun.results.models import HistoryRun, RunMark, SeriesChange
 
-if TYPE_CHECKING:
-    from jaxrun.judge.history import HistoryStore
+
+class RunsOf(Protocol):
+    """What is read of a history: judge/history.py's ``HistoryStore`` is one (and calls
+    :func:`history_changes` with itself)."""
+
+    def runs(self, script: str | os.PathLike[str] | None = None) -> list[HistoryRun]: ...
 
 
-def history_changes(store: "HistoryStore", script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
+def history_changes(store: RunsOf, script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
                     since: str | None = None, alpha: float = ALPHA, confidence: float = CONFIDENCE) -> list[SeriesChange]:
     """The change points of every series of ``script`` (every script when None) in ``store``,
     by script, then series, then place; ``since``: only runs recorded at or after it (an ISO date
