@@ -70,8 +70,9 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
             check_only: bool, repair: bool, changes: bool, since: Optional[str], fail_on_change: Optional[int],
             markdown_path: Optional[str], **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
-    than the earlier comparable runs (same script, device, host and numerics; at least 3 of them,
-    else it is not judged). Exit 1 on a regression.
+    than the earlier comparable runs (same script, device, host, machine and numerics; at least 3
+    of them, else it is not judged). Exit 1 on a regression. With --changes: where each series
+    changed level instead.
 
     SCRIPT: a script's path, name or path suffix; all scripts when omitted."""
     import sqlite3
