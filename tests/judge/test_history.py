@@ -558,15 +558,20 @@ def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
     assert programs[run_id]["jit(g)"].count == 2 and programs[run_id]["jit(g)"].fingerprint is None
 
 
-def test_v5_database_gains_the_compile_tables(db: Path) -> None:
+def _database_at(db: Path, version: int) -> None:
+    """A history database as jaxrun of schema ``version`` made it (its migrations up to it)."""
     from jaxrun.judge.history_schema import MIGRATIONS
 
-    db.parent.mkdir()
+    db.parent.mkdir(parents=True)
     con = sqlite3.connect(db, isolation_level=None)
-    for migration in MIGRATIONS[:5]:
+    for migration in MIGRATIONS[:version]:
         migration(con)
-    con.execute("INSERT INTO meta VALUES ('schema_version', '5')")
+    con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
     con.close()
+
+
+def test_v5_database_gains_the_compile_tables(db: Path) -> None:
+    _database_at(db, 5)
     with HistoryStore(db) as store:
         assert store.schema_version == SCHEMA_VERSION
         run_id = store.record(make_run([1.0]))
@@ -698,15 +703,9 @@ def test_a_machines_gpus_come_from_the_device_facts() -> None:
 
 
 def test_a_version_6_history_gains_commit_times_and_machines_as_unknown(db: Path) -> None:
-    from jaxrun.judge.history_schema import MIGRATIONS
     from jaxrun.results.machine import Machine
 
-    db.parent.mkdir(parents=True)
-    con = sqlite3.connect(db, isolation_level=None)
-    for migration in MIGRATIONS[:6]:
-        migration(con)
-    con.execute("INSERT INTO meta VALUES ('schema_version', '6')")
-    con.close()
+    _database_at(db, 6)
     with HistoryStore(db) as store:
         old = store.record(make_run([1.0]))  # as an older jaxrun would: no machine
         machine = Machine(cpu_model="Some CPU", cpus=8, memory_gib=31.2)

@@ -281,7 +281,10 @@ def test_nothing_outlives_jaxrun(tmp_path: Path, how: str) -> None:
             proc.wait()
 
 
-def test_a_thread_the_server_does_not_know_means_exec_and_says_why(tmp_path: Path) -> None:
+def _launched_with_site(tmp_path: Path, site_code: str, flag: str, runs: int) -> list:
+    """``runs`` launches of a tiny script through a probe server whose environment holds a
+    ``sitecustomize`` (``site_code``) and sets ``flag`` (the scripts' environment does not): the
+    launches' outcomes; the n-th writes out{n}.log."""
     from jaxrun.config.options import RunOptions
     from jaxrun.run.batch_pool import BatchPool
     from jaxrun.run.process.environment import probe_command
@@ -291,16 +294,13 @@ def test_a_thread_the_server_does_not_know_means_exec_and_says_why(tmp_path: Pat
 
     script = write(tmp_path / "s", "tiny.py", "print(1)\n")
     pool = BatchPool()
-    # A server whose environment starts a thread of its own at start-up (sitecustomize).
-    site = write(tmp_path / "site", "sitecustomize.py", "import os, threading, time\n"
-                 "if os.environ.get('START_A_THREAD'):\n"
-                 "    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+    site = write(tmp_path / "site", "sitecustomize.py", site_code)
     env = spare_environment()
     env["PYTHONPATH"] = os.pathsep.join([str(site.parent), env.get("PYTHONPATH", "")])
-    pool.prestart.open("probe", {**env, "START_A_THREAD": "1"})
+    pool.prestart.open("probe", {**env, flag: "1"})
     try:
         outcomes = []
-        for n in range(2):
+        for n in range(runs):
             events = tmp_path / f"events{n}.jsonl"
             command = probe_command(script, events, RunOptions.build("api"))
             outcomes.append(launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
@@ -309,6 +309,15 @@ def test_a_thread_the_server_does_not_know_means_exec_and_says_why(tmp_path: Pat
                                    start=StartPlan("probe")))
     finally:
         pool.close()
+    return outcomes
+
+
+def test_a_thread_the_server_does_not_know_means_exec_and_says_why(tmp_path: Path) -> None:
+    # A server whose environment starts a thread of its own at start-up (sitecustomize).
+    outcomes = _launched_with_site(tmp_path, "import os, threading, time\n"
+                                   "if os.environ.get('START_A_THREAD'):\n"
+                                   "    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n",
+                                   "START_A_THREAD", 2)
     for outcome in outcomes:
         assert outcome.start_mode == "exec" and outcome.exit_code == 0
         assert "not known to be fork-safe" in outcome.prestart_reason
@@ -316,33 +325,14 @@ def test_a_thread_the_server_does_not_know_means_exec_and_says_why(tmp_path: Pat
 
 
 def test_a_server_that_ends_as_it_starts_means_exec_and_says_what_it_said(tmp_path: Path) -> None:
-    from jaxrun.config.options import RunOptions
-    from jaxrun.run.batch_pool import BatchPool
-    from jaxrun.run.process.environment import probe_command
-    from jaxrun.run.process.prestart import StartPlan
-    from jaxrun.run.process.process_watch import Limits, launch
-    from jaxrun.run.process.spare import spare_environment
-
-    script = write(tmp_path / "s", "tiny.py", "print(1)\n")
-    pool = BatchPool()
     # The server's interpreter (alone: its environment says so) ends at start-up, saying why.
-    site = write(tmp_path / "site", "sitecustomize.py", "import os, sys\n"
-                 "if os.environ.get('END_THE_SERVER'):\n"
-                 "    sys.stderr.write('the site says no\\n')\n    sys.stderr.flush()\n    os._exit(3)\n")
-    env = spare_environment()
-    env["PYTHONPATH"] = os.pathsep.join([str(site.parent), env.get("PYTHONPATH", "")])
-    pool.prestart.open("probe", {**env, "END_THE_SERVER": "1"})
-    try:
-        events = tmp_path / "events.jsonl"
-        command = probe_command(script, events, RunOptions.build("api"))
-        outcome = launch(command, cwd=script.parent, env={**env, "JAXRUN_EVENTS_FILE": str(events)},
-                         stdout_log=tmp_path / "out.log", stderr_log=tmp_path / "err.log", events_path=events,
-                         limits=Limits(timeout=60, log_cap=2**20), pool=pool, start=StartPlan("probe"))
-    finally:
-        pool.close()
+    (outcome,) = _launched_with_site(tmp_path, "import os, sys\n"
+                                     "if os.environ.get('END_THE_SERVER'):\n"
+                                     "    sys.stderr.write('the site says no\\n')\n    sys.stderr.flush()\n"
+                                     "    os._exit(3)\n", "END_THE_SERVER", 1)
     assert outcome.start_mode == "exec" and outcome.exit_code == 0
     assert outcome.prestart_reason == "the prestarted process ended (status 3): the site says no"
-    assert (tmp_path / "out.log").read_text().strip() == "1"
+    assert (tmp_path / "out0.log").read_text().strip() == "1"
 
 
 def test_the_prestart_option_is_checked(tmp_path: Path) -> None:

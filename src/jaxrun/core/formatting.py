@@ -44,6 +44,11 @@ def fmt_kind(kind: str, value: float | None) -> str:
     return fmt_count(value)
 
 
+def fmt_commit(commit: str | None, dirty: bool | None = None) -> str:
+    """A git commit as a table shows it: its first 10 digits, ``+dirty`` with uncommitted changes."""
+    return "-" if commit is None else commit[:10] + ("+dirty" if dirty else "")
+
+
 def fmt_change(value: float | None, low: float | None = None, high: float | None = None) -> str:
     """A relative change (0.152: "+15.2 %"), with its interval when both ends are known."""
     if value is None:

@@ -13,7 +13,7 @@ from jaxrun.plan.sink import BaseSink
 from jaxrun.results import result_files
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from jaxrun.outputs.declarations import OutputContext
     from jaxrun.present.view import BatchView, ScriptView, SweepView
@@ -53,23 +53,28 @@ def _details(script: "ScriptView") -> str | None:
     return "; ".join(parts) or None
 
 
+def _grid(headers: "Sequence[tuple[str, bool]]", rows: "Iterable[Sequence[object]]") -> list[str]:
+    """A GFM table's lines: ``headers`` (each a name and whether its column holds numbers:
+    right-aligned), then each row of cells."""
+    return ["| " + " | ".join(_cell(name) for name, _ in headers) + " |",
+            "|" + "|".join("---:" if numeric else "---" for _, numeric in headers) + "|",
+            *("| " + " | ".join(_cell(c) for c in cells) + " |" for cells in rows)]
+
+
 def _table(scripts: "list[ScriptView]", timing_mark: str) -> list[str]:
-    header = "| " + " | ".join(name for name, _, _ in _COLUMNS) + " |"
-    align = "|" + "|".join("---:" if numeric else "---" for _, numeric, _ in _COLUMNS) + "|"
     rows = []
     for script in scripts:
         cells = [cell(script) for _, _, cell in _COLUMNS]
         if script.timing and timing_mark:
             cells[3] = f"{cells[3]}{timing_mark}"
-        rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return [header, align, *rows]
+        rows.append(cells)
+    return _grid([(name, numeric) for name, numeric, _ in _COLUMNS], rows)
 
 
 def _sweep_table(sweep: "SweepView") -> list[str]:
     columns = sweep.columns
-    header = "| " + " | ".join(_cell(c.label) for c in columns) + " |"
-    align = "|" + "|".join("---" if c.kind in ("param", "status") else "---:" for c in columns) + "|"
-    return [header, align, *("| " + " | ".join(_cell(p.text(c)) for c in columns) + " |" for p in sweep.points)]
+    return _grid([(c.label, c.kind not in ("param", "status")) for c in columns],
+                 ([p.text(c) for c in columns] for p in sweep.points))
 
 
 def render_markdown(view: "BatchView") -> str:
@@ -108,10 +113,8 @@ def render_changes_markdown(changes: "Sequence[SeriesChange]", metric: str, wher
 
     if not changes:
         return f"## jaxrun: {_cell(no_change_line(metric, where, since))}\n"
-    header = "| " + " | ".join(name for name, _, _ in CHANGE_COLUMNS) + " |"
-    align = "|" + "|".join("---:" if numeric else "---" for _, numeric, _ in CHANGE_COLUMNS) + "|"
-    rows = ["| " + " | ".join(_cell(c) for c in change_cells(change)) + " |" for change in changes]
-    return "\n".join([f"## jaxrun: {_cell(changes_heading(metric, where, since))}", "", header, align, *rows, ""])
+    table = _grid([(name, numeric) for name, numeric, _ in CHANGE_COLUMNS], map(change_cells, changes))
+    return "\n".join([f"## jaxrun: {_cell(changes_heading(metric, where, since))}", "", *table, ""])
 
 
 class MarkdownSink(BaseSink):

@@ -123,14 +123,14 @@ class Jobs:
 
     def _wait_for(self, count: int | None, timeout: float | None = None) -> bool:
         """:meth:`wait`, the lock held."""
-        if self._complete or (count is not None and len(self._jobs) >= count):
+        needed = count if count is not None else 1 << 62  # None: none short of the plan's end
+        if self._complete or len(self._jobs) >= needed:
             return True
-        self._awaited.append(count if count is not None else 1 << 62)
+        self._awaited.append(needed)
         try:
-            return self._changed.wait_for(
-                lambda: self._complete or (count is not None and len(self._jobs) >= count), timeout)
+            return self._changed.wait_for(lambda: self._complete or len(self._jobs) >= needed, timeout)
         finally:
-            self._awaited.remove(count if count is not None else 1 << 62)
+            self._awaited.remove(needed)
 
     def all(self) -> list[Job]:
         """Every job, once the plan is complete (the plan's error, if it stopped)."""

@@ -139,6 +139,7 @@ def _spare_the_last_collections() -> None:
         return  # the list of them alone would be memory the script may not have
     made = gc.get_objects()  # those made since start(): the probe's own are frozen
     kinds = {kind for kind in set(map(type, made)) if _may_finalize(kind)}
+    libraries = _library_folders()
     for obj in made if kinds else ():
         if type(obj) not in kinds:
             continue
@@ -148,7 +149,7 @@ def _spare_the_last_collections() -> None:
                     obj.flush()
             except Exception:  # noqa: BLE001 - its own finalizer, if it runs, meets the same error
                 pass
-        elif _pending(obj) and _own_code(_finalizer_code(obj)):
+        elif _pending(obj) and _own_code(_finalizer_code(obj), libraries):
             return
     del made
     gc.freeze()
@@ -172,14 +173,14 @@ def _finalizer_code(obj: object) -> object:
     return None
 
 
-def _own_code(code: object) -> bool:
+def _own_code(code: object, libraries: tuple[str, ...]) -> bool:
     """Whether ``code`` is the script's or its own modules' (neither Python's library nor an
-    installed package): code the script's author expects to run at its exit. A finalizer written
-    in C (no code object) only frees what it holds."""
+    installed package, jaxrun: ``libraries``, :func:`_library_folders`): code the script's author
+    expects to run at its exit. A finalizer written in C (no code object) only frees what it holds."""
     where = getattr(code, "co_filename", None)
     if not isinstance(where, str):
         return False
-    return not where.startswith(_library_folders())
+    return not where.startswith(libraries)
 
 
 def _library_folders() -> tuple[str, ...]:

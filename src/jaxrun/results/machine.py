@@ -5,6 +5,7 @@ those facts. Runs of different fingerprints are different series: their times ar
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from typing import TYPE_CHECKING, Annotated
@@ -52,6 +53,7 @@ def this_machine(facts: "DeviceInfo | None" = None, xla_flags: list[str] | None 
                    xla_flags=sorted(xla_flags or []))
 
 
+@functools.cache  # the same for the life of the process, asked once a benchmarked script
 def _cpu_model() -> str | None:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
@@ -73,6 +75,7 @@ def _cpus() -> int | None:
         return os.cpu_count()
 
 
+@functools.cache
 def _memory_gib() -> float | None:
     from jaxrun.core.host import host_memory_bytes
 

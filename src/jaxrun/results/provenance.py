@@ -64,36 +64,30 @@ def _git(args: Sequence[str], cwd: Path) -> str | None:
 
 
 def git_state(path: str | os.PathLike[str]) -> tuple[str | None, bool | None]:
-    """``(commit, dirty)`` of the git repository holding ``path``; ``(None, None)`` outside one.
+    """``(commit, dirty)`` of the git repository holding ``path``; ``(None, None)`` outside one
+    (:func:`git_revision`'s first two)."""
+    commit, dirty, _ = git_revision(path)
+    return commit, dirty
 
-    Dirty means ``git status --porcelain`` lists anything (untracked files included). Git missing,
-    a repository without commits, or a timeout give None; this never raises.
+
+def git_revision(path: str | os.PathLike[str]) -> tuple[str | None, bool | None, str | None]:
+    """``(commit, dirty, commit time)`` of the git repository holding ``path``; all None outside one.
+
+    Dirty means ``git status --porcelain`` lists anything (untracked files included); the commit
+    time is the committer's date (ISO 8601). Git missing, a repository without commits, or a
+    timeout give None; this never raises.
     """
     try:
         target = Path(path).expanduser().resolve()
         folder = target if target.is_dir() else target.parent
     except (OSError, RuntimeError):
-        return None, None
-    head = _git(["rev-parse", "HEAD"], folder)
-    commit = head.strip() if head else None
+        return None, None, None
+    head = _git(["show", "-s", "--no-show-signature", "--format=%H %cI", "HEAD"], folder)
+    commit, _, when = (head or "").strip().partition(" ")
     if not commit:
-        return None, None
+        return None, None, None
     status = _git(["status", "--porcelain"], folder)
-    return commit, (None if status is None else bool(status.strip()))
-
-
-def commit_time(path: str | os.PathLike[str], commit: str | None) -> str | None:
-    """When ``commit`` of the repository holding ``path`` was committed (ISO 8601, the committer's
-    date); None when unknown. Never raises."""
-    if commit is None:
-        return None
-    try:
-        target = Path(path).expanduser().resolve()
-        folder = target if target.is_dir() else target.parent
-    except (OSError, RuntimeError):
-        return None
-    shown = _git(["show", "-s", "--format=%cI", commit], folder)
-    return shown.strip() or None if shown else None
+    return commit, (None if status is None else bool(status.strip())), when or None
 
 
 def history_run_from_benchmark(
@@ -111,7 +105,7 @@ def history_run_from_benchmark(
 
     script_path, content_hash = script_identity(benchmark.script_path)
     script_path = valid_text(script_path)  # SQLite text must be valid UTF-8
-    commit, dirty = git_state(script_path)
+    commit, dirty, committed = git_revision(script_path)
     return HistoryRun(
         recorded_at=recorded_at or now_iso(),
         script_name=benchmark.script_name, script_path=script_path, content_hash=content_hash,
@@ -121,7 +115,7 @@ def history_run_from_benchmark(
         samples=[*benchmark.warmups, *benchmark.samples],
         mode=benchmark.mode,
         numerics=benchmark.numerics,
-        git_commit_time=commit_time(script_path, commit),
+        git_commit_time=committed,
         machine=machine,
         machine_id=None if machine is None else machine.fingerprint,
     )

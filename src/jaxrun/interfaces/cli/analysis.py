@@ -174,7 +174,7 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
 
     from jaxrun.interfaces.cli.tables import history_changes_table
     from jaxrun.judge.history import HistoryStore, HistoryUnreadable
-    from jaxrun.judge.history_changes import history_changes, recent
+    from jaxrun.judge.history_changes import recent
     from jaxrun.outputs.markdown import render_changes_markdown, write_markdown
     from jaxrun.present.view.changes_view import changes_heading, no_change_line
     from jaxrun.results.result_files import check_output_file
@@ -191,7 +191,7 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
         with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
                 raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}")
-            found = history_changes(store, script, metric=metric, since=since)
+            found = store.changes(script, metric=metric, since=since)
     except sqlite3.Error as exc:
         raise fail_usage(str(HistoryUnreadable(path, exc))) from None
     except JAXExecutionError as exc:

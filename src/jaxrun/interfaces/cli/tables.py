@@ -14,7 +14,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from jaxrun.core.formatting import fmt, fmt_p, fmt_seconds, shorten_middle
+from jaxrun.core.formatting import fmt, fmt_commit, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.figures import (
     SCRIPT_FIGURES,
@@ -527,10 +527,9 @@ def history_runs_table(title: str, runs: list[HistoryRun], metric_medians: list[
         ("host", "left"), ("mode", "left"), ("n", "right"), ("median", "right"), ("check", "left"),
     ))
     for run, median in zip(runs, metric_medians):
-        commit = "-" if run.git_commit is None else run.git_commit[:10] + ("+dirty" if run.git_dirty else "")
         counted = sum(1 for s in run.samples if not s.warmup and s.success)
         table.add_row(
-            str(run.id), run.recorded_at, commit, Text(run.device_used or "-"), Text(run.host),
+            str(run.id), run.recorded_at, fmt_commit(run.git_commit, run.git_dirty), Text(run.device_used or "-"), Text(run.host),
             Text(run.mode), str(counted), format_metric(metric, median), Text(flags.get(run.id or -1, "")),
         )
     return table

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from jaxrun.core.formatting import fmt_change, fmt_p
+from jaxrun.core.formatting import fmt_change, fmt_commit, fmt_p
 from jaxrun.results.figures import format_metric
 
 if TYPE_CHECKING:
@@ -14,8 +14,7 @@ if TYPE_CHECKING:
 
 def run_mark(mark: "RunMark") -> str:
     """A run as a change names it: its id, and its commit when known (``+dirty``: uncommitted changes)."""
-    commit = "" if mark.git_commit is None else " " + mark.git_commit[:10] + ("+dirty" if mark.git_dirty else "")
-    return f"run {mark.run_id}{commit}"
+    return f"run {mark.run_id}" + ("" if mark.git_commit is None else " " + fmt_commit(mark.git_commit, mark.git_dirty))
 
 
 # Each column: its header, whether it holds numbers (right-aligned), its cell of a change.
