@@ -196,12 +196,15 @@ import jaxrun
 f = jax.jit(lambda a: jnp.tanh(a @ a) @ a)
 x = jnp.ones((1200, 1200))
 f(x).block_until_ready()  # compiled
-started = time.perf_counter()
-f(x).block_until_ready()
-one_call = time.perf_counter() - started
+calls = []
+for _ in range(3):
+    started = time.perf_counter()
+    f(x).block_until_ready()
+    calls.append(time.perf_counter() - started)
 started = time.perf_counter()
 results = [f(x) for _ in range(6)]  # dispatched, never waited for
-jaxrun.record(one_call=one_call, dispatch=time.perf_counter() - started)
+# The fastest call: a load only lengthens calls, so no call of the run took less.
+jaxrun.record(one_call=min(calls), dispatch=time.perf_counter() - started)
 """
 
 
@@ -215,7 +218,10 @@ def test_run_time_includes_device_work_the_script_never_waited_for(tmp_path: Pat
     assert_started_as_asked(result.start_mode, result.prestart_reason)
     figures = result.results
     assert figures["dispatch"] < 2 * figures["one_call"]  # the ground truth: dispatch is quick
-    assert result.run_time > 6 * figures["one_call"] * 0.7 + 2 * figures["one_call"]
+    # The six dispatched calls (70 % of each, for overlap) besides the four waited for (the first
+    # one's run, then three timed). One timed call was the ground truth, and a load spike during
+    # it alone put it over the whole run's share (one_call 0.235 s, run_time 1.13 s, at load ~8).
+    assert result.run_time > 6 * figures["one_call"] * 0.7 + 4 * figures["one_call"]
 
 
 def test_weighted_overlap_of_import_blocks() -> None:
