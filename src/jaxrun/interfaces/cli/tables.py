@@ -40,12 +40,14 @@ if TYPE_CHECKING:
 
 
 def _table(title: str, columns: Iterable[tuple[str, str]], no_wrap: bool = False) -> Table:
-    """A table of plain columns; a cell too long for its column wraps between words (``no_wrap``:
-    never: the table is fitted to the terminal by :func:`fitted` instead)."""
+    """A table of plain columns; a cell too long for its column wraps between words, and a word
+    too long for it is folded, never cut short (an ellipsis would hide a figure's digits:
+    ``8.9e-…``); ``no_wrap``: never: the table is fitted to the terminal by :func:`fitted` instead."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
                   collapse_padding=True)
     for column, justify in columns:
-        table.add_column(column, justify=justify, no_wrap=no_wrap)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify, no_wrap=no_wrap,  # type: ignore[arg-type]
+                         overflow="ellipsis" if no_wrap else "fold")
     return table
 
 
