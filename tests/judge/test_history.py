@@ -247,7 +247,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
     con.close()
 
     with HistoryStore(db) as store:
-        assert store.schema_version == SCHEMA_VERSION == 7
+        assert store.schema_version == SCHEMA_VERSION == 8
         (old,) = store.runs("old.py")
         assert old.git_dirty is True and old.jaxrun_version == "0.0.9" and len(old.samples) == 3
         assert old.median_wall_time == 2.0  # backfilled by the v2 migration
@@ -255,7 +255,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
         new_id = store.record(make_run([1.0, 2.0], path="/proj/old.py", name="old.py"))
         assert new_id == 2 and len(store.runs("old.py")) == 2
     with HistoryStore(db) as store:  # reopening an up-to-date database changes nothing
-        assert store.schema_version == 7 and len(store.runs()) == 2
+        assert store.schema_version == 8 and len(store.runs()) == 2
 
 
 def test_newer_schema_is_refused(db: Path) -> None:
@@ -265,7 +265,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.commit()
     con.close()
-    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 7\).*--history"):
+    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 8\).*--history"):
         HistoryStore(db)
 
 

@@ -119,4 +119,4 @@ def test_the_flags_of_changes_go_with_it(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite"
     _record(db, [1.0] * 3)
     done = jaxrun("history", "--history", db, "--since", "2026-11-01")
-    assert done.returncode == 2 and "--since, --fail-on-change and --markdown go with --changes" in done.stderr
+    assert done.returncode == 2 and "--since, --fail-on-change, --markdown and --confirm go with --changes" in done.stderr

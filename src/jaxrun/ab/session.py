@@ -116,9 +116,10 @@ def _runs(session: Session, side: Side, key: str) -> ScriptRuns:
     return script_runs(_script(side, key), script_name(key), given, options.config)
 
 
-def run_script_pairs(session: Session, key: str) -> PairedRuns:
+def run_script_pairs(session: Session, key: str, stop: Callable[[PairedRuns], str | None] | None = None) -> PairedRuns:
     """Run ``key`` on both sides, pair by pair (at the same time in a duet); stops at the first
-    failed run (it would repeat)."""
+    failed run (it would repeat). ``stop``: asked after each pair from the least a test needs on,
+    the reason to stop early or None."""
     options, base, new, on_run = session.options, session.base, session.new, session.on_run
     pairs, warmup_pairs, verdict = options.pairs, options.warmup_pairs, options.verdict
     time_budget, precision = options.time_budget, options.precision
@@ -165,5 +166,8 @@ def run_script_pairs(session: Session, key: str) -> PairedRuns:
             break
         if precision is not None and _precise(runs, verdict, precision):
             runs.stopped = f"every gate ratio was known to within {precision:.0%} after {plural(counted, 'pair')}"
+            break
+        if stop is not None and (why := stop(runs)) is not None:
+            runs.stopped = why
             break
     return runs

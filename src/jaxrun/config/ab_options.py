@@ -19,10 +19,12 @@ from jaxrun.config.options import RunOptions, VerdictOptions
 from jaxrun.core.validate import validate_device
 from jaxrun.errors import UsageError
 
-__all__ = ["ABOptions", "BisectOptions", "PairedOptions", "DEFAULT_PAIRS", "DEFAULT_BISECT_PAIRS"]
+__all__ = ["ABOptions", "BisectOptions", "ConfirmOptions", "PairedOptions", "DEFAULT_PAIRS", "DEFAULT_BISECT_PAIRS",
+           "DEFAULT_CONFIRM_PAIRS"]
 
 DEFAULT_PAIRS = 20  # counted pairs per script of `jaxrun ab`
 DEFAULT_BISECT_PAIRS = 8  # per step of `jaxrun bisect`
+DEFAULT_CONFIRM_PAIRS = 30  # at most, per change point of `jaxrun history --changes --confirm`
 
 DUET_HELP = ("Both runs of each pair at the same time, each pinned to its own half of the CPUs (its own GPU on a GPU: "
              "2 needed), the halves swapped every pair: a change of load hits both at once; each run has half the "
@@ -150,3 +152,20 @@ class BisectOptions(PairedOptions):
     results_dir: Path = option(Path("jaxrun_bisect"), "Where each step's runs go.")
     device = inherited()
     duet = inherited()
+
+
+class ConfirmOptions(PairedOptions):
+    """How ``jaxrun history --changes --confirm`` re-runs each change point: the script at the
+    commit before it against the commit after, in pairs, stopped once the ratio is known well
+    enough to tell the change from none; checked once, when made."""
+
+    confirm: bool = option(False, "With --changes: re-run each change point as pairs of the commit before it against "
+                           "the commit after (a duet where the machine splits fairly), and label it confirmed or "
+                           "refuted; the label is kept in the history, and a refuted change never alarms again.")
+    pairs: int = option(DEFAULT_CONFIRM_PAIRS, "With --confirm: the most counted pairs per change point; fewer once "
+                        "the ratio's 95% CI is within half the change's size.", Flag(names=("--confirm-pairs",)),
+                        at_least=1)
+    bisect: bool = option(False, "With --confirm: narrow each confirmed slowdown whose two commits are not neighbours "
+                          "to the first slower commit, as jaxrun bisect does.")
+    results_dir: Path = option(Path("jaxrun_confirm"), "With --confirm: where each change point's pairs go (one folder "
+                               "each, as jaxrun ab writes).", Flag(names=("--confirm-dir",), metavar="DIR"))

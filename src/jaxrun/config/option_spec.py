@@ -281,6 +281,12 @@ class OptionSet(metaclass=_OptionSetType):
         object.__setattr__(copy, "__dict__", data)
         return copy
 
+    def evolve(self: O, **changes: Any) -> O:
+        """A copy with ``changes``, each checked as it would be when made."""
+        copy = self._replaced(changes, check=True)
+        copy._consistent()
+        return copy
+
     def to_json(self, exclude: Optional[set[str]] = None) -> dict[str, Any]:
         """The values as JSON holds them (paths as text, tuples as lists), in declaration order."""
         return {n: _jsonable(v) for n, v in self._declared_values() if not exclude or n not in exclude}

@@ -44,6 +44,7 @@ from jaxrun.judge.regression import check_regression
 from jaxrun.results.machine import Machine
 from jaxrun.results.models import (
     SAMPLE_METRICS,
+    ChangeCheck,
     CompileStats,
     HistoryRun,
     Numerics,
@@ -455,7 +456,43 @@ class HistoryStore:
         history --changes`` says (judge/history_changes.py)."""
         from jaxrun.judge.history_changes import history_changes
 
-        return history_changes(self, script, metric=metric, since=since)
+        found = history_changes(self, script, metric=metric, since=since)
+        return [change.model_copy(update={"check": self.check_of(change)}) for change in found]
+
+    # -- confirmations of change points ---------------------------------------------------------
+
+    @staticmethod
+    def _check_key(change: SeriesChange) -> tuple[object, ...] | None:
+        """What a confirmation is kept under: the series (script, metric, device, machine, mode) and
+        the two commits; None for a change without both commits (nothing to re-run)."""
+        before, after = change.last_before.git_commit, change.first_after.git_commit
+        if before is None or after is None:
+            return None
+        machine = change.machine_id if change.machine_id is not None else f"host:{change.host}"
+        return (change.script_path, change.metric, change.device, machine, change.mode, before, after)
+
+    def record_check(self, change: SeriesChange, check: ChangeCheck) -> None:
+        """Keep ``check`` (confirmed or refuted) of ``change``: the newest is the one its change shows."""
+        key = self._check_key(change)
+        if key is None or check.verdict == "undecided":
+            raise ValueError("only a confirmed or refuted check of a change between two commits is kept")
+        with self._write():
+            self._db.execute(
+                "INSERT INTO change_checks (checked_at, script_path, metric, device, series_machine, mode,"
+                " before_commit, after_commit, verdict, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (check.checked_at or "", *key, check.verdict, check.model_dump_json()))
+
+    def check_of(self, change: SeriesChange) -> ChangeCheck | None:
+        """The newest kept check of ``change`` (None: never confirmed nor refuted)."""
+        key = self._check_key(change)
+        if key is None:
+            return None
+        script_path, metric, device, machine, mode, before, after = key
+        row = self._db.execute(
+            "SELECT detail FROM change_checks WHERE script_path = ? AND metric = ? AND device IS ?"
+            " AND series_machine = ? AND mode = ? AND before_commit = ? AND after_commit = ?"
+            " ORDER BY id DESC LIMIT 1", (script_path, metric, device, machine, mode, before, after)).fetchone()
+        return None if row is None else ChangeCheck.model_validate_json(row[0])
 
     def check_regression(
         self, run_id: int, options: VerdictOptions | None = None, *, window: int = HISTORY_WINDOW,

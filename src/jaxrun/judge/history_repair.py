@@ -127,7 +127,7 @@ def repair(path: str | os.PathLike[str]) -> Repaired:
             counts: dict[str, int] = {}
             run_ids: set[int] = set()
             compile_run_ids: set[int] = set()
-            for table in ("meta", "runs", "samples", "compile_runs", "programs"):
+            for table in ("meta", "runs", "samples", "compile_runs", "programs", "change_checks"):
                 if table not in names:
                     continue  # a database from before schema 6
                 columns = [r[1] for r in source.execute(f"PRAGMA table_info({table})").fetchall()]

@@ -13,7 +13,7 @@ from typing import Callable
 from jaxrun.judge import compile_history
 from jaxrun.results.models import SAMPLE_METRICS
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 RUN_COLUMNS = (
@@ -98,8 +98,21 @@ def _v7(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN machine_id TEXT")
 
 
+def _v8(db: sqlite3.Connection) -> None:
+    """The confirmations of change points (``--changes --confirm``): each duet of a change's two
+    commits, its verdict and figures (a ChangeCheck as JSON), so that a refuted change never alarms
+    again and a confirmed one is not run again."""
+    db.execute(
+        "CREATE TABLE change_checks (id INTEGER PRIMARY KEY AUTOINCREMENT, checked_at TEXT NOT NULL,"
+        " script_path TEXT NOT NULL, metric TEXT NOT NULL, device TEXT, series_machine TEXT NOT NULL,"
+        " mode TEXT NOT NULL, before_commit TEXT NOT NULL, after_commit TEXT NOT NULL, verdict TEXT NOT NULL,"
+        " detail TEXT NOT NULL)"
+    )
+    db.execute("CREATE INDEX change_checks_key ON change_checks (script_path, metric, before_commit, after_commit)")
+
+
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -268,6 +268,40 @@ class RunMark(MappingModel):
     git_dirty: bool | None = None
 
 
+CheckVerdict = Literal["confirmed", "refuted", "undecided"]
+
+
+class ChangeCheck(MappingModel):
+    """A change point re-run as a duet of its two commits (``jaxrun history --changes --confirm``,
+    ab/confirm.py): the script at the last commit before (BASE) against the first after (NEW), in
+    pairs, judged on the change's metric."""
+
+    script_path: str
+    metric: str
+    before_commit: Annotated[str, Meta(description="The commit of the last run before the change (BASE)")]
+    after_commit: Annotated[str, Meta(description="The commit of the first run after it (NEW)")]
+    verdict: Annotated[CheckVerdict, Meta(description=(
+        "confirmed: the pairs show a change the same way, at p < alpha and at least the smallest effect; "
+        "refuted: they do not (kept: a refuted change never alarms again); undecided: no judgement (see reason)"))]
+    reason: Annotated[str | None, Meta(description="Why it is undecided, or what the pairs showed instead")] = None
+    ratio: Annotated[float | None, Meta(description="The paired estimate of after / before (the median pair's ratio)")] = None
+    ratio_ci_low: Annotated[float | None, Meta(description="Its 95% CI, low end (order statistics of the pairs)")] = None
+    ratio_ci_high: Annotated[float | None, Meta(description="Its 95% CI, high end")] = None
+    p_value: Annotated[float | None, Meta(description="Wilcoxon signed-rank test of the pairs' log ratios")] = None
+    alpha: float | None = None
+    min_effect: Annotated[float | None, Meta(description=(
+        "The smallest change that counted: the verdict options' minimum effect, or half the change point's "
+        "size where that is smaller"))] = None
+    pairs: Annotated[int, Meta(description="Counted pairs")] = 0
+    duet: Annotated[bool | None, Meta(description="Both runs of a pair at once on halves of the machine (false: alternating)")] = None
+    checked_at: str | None = None
+    results_dir: Annotated[str | None, Meta(description="Where the pairs' runs are (ab_comparison.json, base/, new/)")] = None
+    first_slower: Annotated[str | None, Meta(description=(
+        "--bisect: the first commit between the two judged slower than the commit before the change"))] = None
+    first_slower_subject: str | None = None
+    bisect_note: Annotated[str | None, Meta(description="--bisect: why it named no commit, or did not run")] = None
+
+
 class SeriesChange(MappingModel):
     """Where a script's series of runs in the history changed level (judge/history_changes.py):
     one metric's median a run, runs of one script, device, host, mode and numerics, in the order
@@ -294,6 +328,8 @@ class SeriesChange(MappingModel):
     runs_before: int
     runs_after: int
     runs_since: Annotated[int, Meta(description="Runs of the series from the first after to the newest")]
+    check: Annotated[ChangeCheck | None, Meta(description=(
+        "Its confirmation by a duet of its two commits (--confirm), the newest kept in the history; null: not checked"))] = None
 
 
 class RegressionCheck(MappingModel):

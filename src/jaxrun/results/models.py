@@ -34,6 +34,7 @@ from jaxrun.results.benchmark_result import (
 )
 from jaxrun.results.comparisons import (
     ABSide,
+    ChangeCheck,
     ComparisonReport,
     DuetHalf,
     HistoryRun,
@@ -83,7 +84,7 @@ __all__ = [
     "Attempt", "AvailableDevice", "ProcessResult", "CellTiming", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
     "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "DuetHalf", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
-    "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunMark", "SeriesChange", "RunEnvironment", "RunSample", "ScriptBenchmark",
+    "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunMark", "SeriesChange", "ChangeCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",
     "ScriptComparison", "ScriptMetrics", "TransferStats", "Transfers",
     "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "SkippedScript", "ScriptTimingProfile", "Statistics",
     "TimelineEvent", "TimingProfile", "Verdict", "WarmCall", "WarmSummary",

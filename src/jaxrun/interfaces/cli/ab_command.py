@@ -9,7 +9,13 @@ from typing import Any, Optional
 import click
 
 from jaxrun.errors import JAXExecutionError
-from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
+from jaxrun.interfaces.cli.console import (
+    EXIT_FAILED,
+    EXIT_OK,
+    fail_usage,
+    out,
+    pair_progress,
+)
 from jaxrun.interfaces.cli.flags import (
     COMPARISON_EXPORTS,
     OptionsCommand,
@@ -32,18 +38,6 @@ def _options(models: Any) -> tuple[Any, dict[str, Any]]:
     for name in VerdictOptions.fields:
         values.pop(name, None)  # made into the verdict, with where each came from
     return kind.gathered(values, verdict_options()), exports
-
-
-def _progress(quiet: bool):  # type: ignore[no-untyped-def]
-    def on_run(key: str, side: Any, pair: int, warmup: bool, result: Any) -> None:
-        if quiet:
-            return
-        which = "warm-up" if warmup else f"pair {pair + 1}"
-        figure = f"{result.execution_time:.3f} s" if result.success and result.execution_time is not None else (
-            f"failed ({result.error_class})")
-        err.print(f"[ab] {key} {which} {side.label}: {figure}", markup=False, soft_wrap=True)
-
-    return on_run
 
 
 def program_phase_line(script: str, p: Any) -> str:
@@ -89,7 +83,7 @@ def ab(base: Path, new: Optional[Path], as_json: bool, quiet: bool, **given: Any
         markdown, export_json, export_csv = exports["markdown"], exports["export_json"], exports["export_csv"]
         check_exports(export_json, export_csv, markdown)
         results_dir = options.results_dir
-        report = run_ab(base, new, results_dir, options, on_run=_progress(quiet))
+        report = run_ab(base, new, results_dir, options, on_run=pair_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     _export_comparison(report, results_dir / "base", results_dir / "new", export_json, export_csv, markdown)
@@ -129,7 +123,7 @@ def bisect(script: Path, quiet: bool, **given: Any) -> None:
 
     try:
         options, _ = _options(bisect_models())
-        found = run_bisect(script, options, on_step=on_step, on_run=_progress(quiet))
+        found = run_bisect(script, options, on_step=on_step, on_run=pair_progress(quiet))
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
     if found.first_slower is None:

@@ -15,6 +15,7 @@ from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, fail_usage, out
 from jaxrun.interfaces.cli.flags import (
     OptionsCommand,
     compared_models,
+    history_models,
     judged_by,
     verdict_models,
 )
@@ -22,7 +23,7 @@ from jaxrun.interfaces.cli.flags import (
 
 def verdict_options() -> Any:
     """The VerdictOptions the command line gave (a UsageError for bad values)."""
-    from jaxrun.interfaces.cli.flags import given_options, verdict_models
+    from jaxrun.interfaces.cli.flags import given_options
 
     (model,) = verdict_models()
     given, origins = given_options(click.get_current_context(), (model,))
@@ -44,7 +45,8 @@ def _history_database(given: Optional[str]) -> Path:
     return options.history
 
 
-@click.command(cls=OptionsCommand, models=verdict_models, helps=judged_by("stats"))
+@click.command(cls=OptionsCommand, models=history_models, helps=judged_by("stats", own={
+    "timeout": "With --confirm: seconds per run of a pair before it is stopped (none: no limit)."}))
 @click.argument("script", required=False)
 @click.option("--history", "history_path", metavar="PATH",
               help="History database (default: the history option of jaxrun.toml or [tool.jaxrun], "
@@ -92,10 +94,13 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
     path = _history_database(history_path)
     if check_only or repair:
         _check_or_repair(path, repair)
-    if (since is not None or fail_on_change is not None or markdown_path is not None) and not changes:
-        raise fail_usage("--since, --fail-on-change and --markdown go with --changes")
+    confirming = _confirm_options()
+    if (since is not None or fail_on_change is not None or markdown_path is not None
+            or confirming is not None) and not changes:
+        raise fail_usage("--since, --fail-on-change, --markdown and --confirm go with --changes")
     if changes:
-        _changes(path, script, since, fail_on_change, as_json, None if markdown_path is None else Path(markdown_path))
+        _changes(path, script, since, fail_on_change, as_json, None if markdown_path is None else Path(markdown_path),
+                 confirming)
     try:
         options = verdict_options()
         with HistoryStore(path, create=False) as store:
@@ -165,11 +170,34 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
     raise click.exceptions.Exit(EXIT_FAILED if regressions else EXIT_OK)
 
 
+def _confirm_options() -> Any:
+    """``--confirm``'s options (config/ab_options.py's ConfirmOptions), None without ``--confirm``;
+    one line for its other options given without it."""
+    from jaxrun.config.ab_options import ConfirmOptions
+    from jaxrun.config.options import VerdictOptions
+    from jaxrun.interfaces.cli.flags import given_options
+
+    values, _ = given_options(click.get_current_context(), history_models())
+    for name in VerdictOptions.fields:
+        values.pop(name, None)
+    if not values.pop("confirm", False):
+        if values:
+            flags = ", ".join(f"--{name.replace('_', '-')}" for name in values)
+            raise fail_usage(f"{flags} go{'es' if len(values) == 1 else ''} with --confirm (--changes --confirm: "
+                             "re-run each change point as pairs of its two commits)")
+        return None
+    try:
+        return ConfirmOptions.gathered({"confirm": True, **values}, verdict_options())
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+
+
 def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_change: Optional[int],
-             as_json: bool, markdown: Optional[Path]) -> None:
+             as_json: bool, markdown: Optional[Path], confirming: Any = None) -> None:
     """``jaxrun history --changes``: the table (or JSON; and Markdown to ``markdown``) of every
-    series' change points; exit 1 with ``--fail-on-change N`` when one is within the newest N runs
-    of its series."""
+    series' change points, each re-run as pairs of its two commits with ``--confirm``
+    (``confirming``: its options); exit 1 with ``--fail-on-change N`` when one is within the
+    newest N runs of its series and not refuted."""
     import sqlite3
 
     from jaxrun.interfaces.cli.tables import history_changes_table
@@ -192,11 +220,14 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
             if script is not None and not store.match_scripts(script):
                 raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}")
             found = store.changes(script, metric=metric, since=since)
+            if confirming is not None and found:
+                found = _confirmed(store, found, confirming)
     except sqlite3.Error as exc:
         raise fail_usage(str(HistoryUnreadable(path, exc))) from None
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
-    alarming = [c for c in found if fail_on_change is not None and recent(c, fail_on_change)]
+    alarming = [c for c in found if fail_on_change is not None and recent(c, fail_on_change)
+                and (c.check is None or c.check.verdict != "refuted")]
     if markdown is not None or os.environ.get("GITHUB_STEP_SUMMARY"):
         write_markdown(markdown, render_changes_markdown(found, metric, str(path), since))
     if as_json:
@@ -212,6 +243,20 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
         out.print(f"{plural(len(alarming), 'change')} within the newest {plural(fail_on_change or 0, 'run')} "
                   "of its series (--fail-on-change)", markup=False)
     raise click.exceptions.Exit(EXIT_FAILED if alarming else EXIT_OK)
+
+
+def _confirmed(store: Any, found: list[Any], options: Any) -> list[Any]:
+    """``found`` with each change's confirmation (ab/confirm.py), a line on stderr for each run and
+    each verdict."""
+    from jaxrun.ab.confirm import confirm_changes
+    from jaxrun.interfaces.cli.console import err, pair_progress
+    from jaxrun.present.view.changes_view import check_text, run_mark
+
+    def on_check(change: Any, check: Any) -> None:
+        err.print(f"[confirm] {change.script_name}, {run_mark(change.last_before)} -> {run_mark(change.first_after)}: "
+                  f"{check_text(check)}", markup=False, soft_wrap=True)
+
+    return confirm_changes(store, found, options, on_check=on_check, on_run=pair_progress(False, "confirm"))
 
 
 def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dict[str, Any]]) -> dict[int, list[Any]]:

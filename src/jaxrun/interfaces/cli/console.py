@@ -107,3 +107,16 @@ def show_usage_error(exc: click.UsageError) -> int:
     err.print(f"jaxrun: error: {usage_message(exc)}", markup=False, soft_wrap=True)
     err.print(f"try '{command} --help'", markup=False, soft_wrap=True)
     return EXIT_USAGE
+
+
+def pair_progress(quiet: bool, command: str = "ab"):  # type: ignore[no-untyped-def]
+    """A line on stderr for each run of a pair (``[ab] a.py pair 3 NEW: 1.234 s``)."""
+    def on_run(key: str, side: Any, pair: int, warmup: bool, result: Any) -> None:
+        if quiet:
+            return
+        which = "warm-up" if warmup else f"pair {pair + 1}"
+        figure = f"{result.execution_time:.3f} s" if result.success and result.execution_time is not None else (
+            f"failed ({result.error_class})")
+        err.print(f"[{command}] {key} {which} {side.label}: {figure}", markup=False, soft_wrap=True)
+
+    return on_run

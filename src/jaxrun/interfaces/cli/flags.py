@@ -57,6 +57,16 @@ COMPARISON_EXPORTS = {
 }
 
 
+def history_models() -> Models:
+    """The options of `jaxrun history`: how it judges, and how `--changes --confirm` re-runs a
+    change point (config/ab_options.py's ConfirmOptions; of each run, its time limit)."""
+    from jaxrun.config.ab_options import ConfirmOptions
+    from jaxrun.config.options import RunOptions, VerdictOptions
+
+    return (VerdictOptions, Only(ConfirmOptions, ("confirm", "pairs", "bisect", "results_dir")),
+            Only(RunOptions, ("timeout",)))
+
+
 def compared_models() -> Models:
     """The options of `jaxrun compare`: how it judges, and the files it also writes."""
     from jaxrun.config.options import BatchOptions, VerdictOptions
@@ -87,16 +97,18 @@ def bisect_models() -> Models:
     return (*paired_models(), BisectOptions)
 
 
-def judged_by(module: str, exports: bool = False) -> Callable[[], dict[str, str]]:
+def judged_by(module: str, exports: bool = False, own: dict[str, str] | None = None) -> Callable[[], dict[str, str]]:
     """The help of a judging command's options that depends on how it judges: ``--alpha`` names
     the test of ``module`` (``stats``: two samples, ``paired``: pairs), as that module names it;
-    ``exports``: the command writes a comparison to the files of :data:`COMPARISON_EXPORTS`."""
+    ``exports``: the command writes a comparison to the files of :data:`COMPARISON_EXPORTS`;
+    ``own``: the command's help of an option it takes from another command (`jaxrun history`'s
+    ``--timeout``, of each run ``--confirm`` makes)."""
     def helps() -> dict[str, str]:
         import importlib
 
         test = importlib.import_module(f"jaxrun.judge.{module}").TEST_NAME
         return {"alpha": f"Significance level of the {test}: a change counts only when its p-value is below it.",
-                **(COMPARISON_EXPORTS if exports else {})}
+                **(COMPARISON_EXPORTS if exports else {}), **(own or {})}
 
     helps.module = module  # type: ignore[attr-defined]  # what tests/interfaces/test_help.py checks the help against
     return helps

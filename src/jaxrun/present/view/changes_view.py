@@ -5,16 +5,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from jaxrun.core.formatting import fmt_change, fmt_commit, fmt_p
+from jaxrun.core.formatting import fmt_change, fmt_commit, fmt_p, fmt_ratio, fmt_ratio_ci, plural
 from jaxrun.results.figures import format_metric
 
 if TYPE_CHECKING:
-    from jaxrun.results.models import RunMark, SeriesChange
+    from jaxrun.results.models import ChangeCheck, RunMark, SeriesChange
 
 
 def run_mark(mark: "RunMark") -> str:
     """A run as a change names it: its id, and its commit when known (``+dirty``: uncommitted changes)."""
     return f"run {mark.run_id}" + ("" if mark.git_commit is None else " " + fmt_commit(mark.git_commit, mark.git_dirty))
+
+
+def check_text(check: "ChangeCheck | None") -> str:
+    """A change's confirmation as a reader sees it: its label, what the pairs measured (the ratio
+    after / before with its 95% CI, the pairs, p) and, with --bisect, the first slower commit."""
+    if check is None:
+        return "-"
+    parts = [check.verdict]
+    if check.ratio is not None:
+        parts.append(f"after / before {fmt_ratio(check.ratio)} ({fmt_ratio_ci(check.ratio_ci_low, check.ratio_ci_high)}), "
+                     f"{plural(check.pairs, 'pair')}, p {fmt_p(check.p_value)}")
+    if check.reason and check.verdict != "confirmed":
+        parts.append(check.reason)
+    if check.first_slower is not None:
+        parts.append(f"first slower: {fmt_commit(check.first_slower)}"
+                     + (f" {check.first_slower_subject}" if check.first_slower_subject else ""))
+    elif check.bisect_note:
+        parts.append(check.bisect_note)
+    return "; ".join(parts)
 
 
 # Each column: its header, whether it holds numbers (right-aligned), its cell of a change.
@@ -29,6 +48,7 @@ CHANGE_COLUMNS: tuple[tuple[str, bool, Callable[["SeriesChange"], str]], ...] = 
     ("change", True, lambda c: fmt_change(c.change, c.change_low, c.change_high)),
     ("p", True, lambda c: fmt_p(c.p_value)),
     ("runs", True, lambda c: f"{c.runs_before} | {c.runs_after}"),
+    ("confirmation", False, lambda c: check_text(c.check)),
 )
 
 
