@@ -30,6 +30,7 @@ from jaxrun.results.models import (
     BatchResult,
     BenchmarkingSection,
     BenchmarkResults,
+    HistoryRun,
     PerformanceSummary,
     RunSample,
     ScriptBenchmark,
@@ -352,6 +353,32 @@ def open_page(driver, page: Path, ready: str) -> None:  # type: ignore[no-untype
     WebDriverWait(driver, 60).until(lambda d: d.execute_script(
         "return document.readyState === 'complete' && document.URL === arguments[0] "
         "&& document.querySelectorAll(arguments[1]).length > 0", page.as_uri(), ready))
+
+
+# --- a history's runs ---------------------------------------------------------------------------------
+
+def make_run(
+    walls: list[float],
+    *,
+    path: str = "/proj/examples/model.py",
+    name: str = "examples/model.py",
+    device: str | None = "cpu",
+    host: str = "hostA",
+    at: str = "2025-01-01T00:00:00+00:00",
+    commit: str | None = "abc123",
+) -> HistoryRun:
+    """A benchmarked run as the history stores it: one warm-up, then a counted sample of each wall time."""
+    samples = [RunSample(index=0, warmup=True, success=True, wall_time=2.0, body_time=1.5)]
+    samples += [
+        RunSample(index=i, warmup=False, success=True, wall_time=w, body_time=w * 0.8, compile_time=0.1,
+                  run_time=w * 0.8 - 0.1, memory_peak=123.0)
+        for i, w in enumerate(walls)
+    ]
+    return HistoryRun(
+        recorded_at=at, script_name=name, script_path=path, content_hash="h" * 64, git_commit=commit,
+        git_dirty=False if commit else None, host=host, device_requested="auto", device_used=device,
+        jax_version="0.4.35", jaxlib_version="0.4.35", jaxrun_version="0.1.0", samples=samples,
+    )
 
 
 # --- reading what jaxrun wrote: Markdown and HTML tables ------------------------------------------

@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from helpers import make_run
 
 from jaxrun.errors import UsageError
 from jaxrun.judge.history import (
@@ -22,30 +23,7 @@ from jaxrun.judge.history import (
     history_run_from_benchmark,
     script_identity,
 )
-from jaxrun.results.models import HistoryRun, RunSample, ScriptBenchmark
-
-
-def make_run(
-    walls: list[float],
-    *,
-    path: str = "/proj/examples/model.py",
-    name: str = "examples/model.py",
-    device: str | None = "cpu",
-    host: str = "hostA",
-    at: str = "2025-01-01T00:00:00+00:00",
-    commit: str | None = "abc123",
-) -> HistoryRun:
-    samples = [RunSample(index=0, warmup=True, success=True, wall_time=2.0, body_time=1.5)]
-    samples += [
-        RunSample(index=i, warmup=False, success=True, wall_time=w, body_time=w * 0.8, compile_time=0.1,
-                  run_time=w * 0.8 - 0.1, memory_peak=123.0)
-        for i, w in enumerate(walls)
-    ]
-    return HistoryRun(
-        recorded_at=at, script_name=name, script_path=path, content_hash="h" * 64, git_commit=commit,
-        git_dirty=False if commit else None, host=host, device_requested="auto", device_used=device,
-        jax_version="0.4.35", jaxlib_version="0.4.35", jaxrun_version="0.1.0", samples=samples,
-    )
+from jaxrun.results.models import RunSample, ScriptBenchmark
 
 
 def normal(seed: int, mean: float, n: int = 10) -> list[float]:

@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from helpers import jaxrun, markdown_tables
-from test_history import make_run
+from helpers import jaxrun, make_run, markdown_tables
 
 from jaxrun.judge.history import HistoryStore
 from jaxrun.judge.history_changes import history_changes

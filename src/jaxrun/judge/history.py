@@ -25,7 +25,7 @@ import statistics
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Sequence
 
 from jaxrun.config.options import VerdictOptions, verdict_options
 from jaxrun.core.defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS
@@ -57,6 +57,9 @@ from jaxrun.results.provenance import (
     history_run_from_benchmark,
     script_identity,
 )
+
+if TYPE_CHECKING:
+    from jaxrun.judge.history_changes import HistorySeries
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
@@ -454,10 +457,16 @@ class HistoryStore:
                 since: str | None = None) -> "list[SeriesChange]":
         """Where each series of ``script`` (every script when None) changed level, as ``jaxrun
         history --changes`` says (judge/history_changes.py)."""
-        from jaxrun.judge.history_changes import history_changes
+        return [change for series in self.series(script, metric=metric, since=since) for change in series.changes]
 
-        found = history_changes(self, script, metric=metric, since=since)
-        return [change.model_copy(update={"check": self.check_of(change)}) for change in found]
+    def series(self, script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
+               since: str | None = None) -> "list[HistorySeries]":
+        """Each series of ``script`` (every script when None): its runs, their points and its change
+        points, each with the confirmation the history keeps (judge/history_changes.py)."""
+        from jaxrun.judge.history_changes import history_series
+
+        return [series._replace(changes=[c.model_copy(update={"check": self.check_of(c)}) for c in series.changes])
+                for series in history_series(self, script, metric=metric, since=since)]
 
     # -- confirmations of change points ---------------------------------------------------------
 

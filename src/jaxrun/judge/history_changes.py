@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from jaxrun.judge.change_points import ALPHA, CONFIDENCE, change_points
 from jaxrun.results.models import HistoryRun, RunMark, SeriesChange
@@ -21,30 +21,50 @@ class RunsOf(Protocol):
     def runs(self, script: str | os.PathLike[str] | None = None) -> list[HistoryRun]: ...
 
 
-def history_changes(store: RunsOf, script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
-                    since: str | None = None, alpha: float = ALPHA, confidence: float = CONFIDENCE) -> list[SeriesChange]:
-    """The change points of every series of ``script`` (every script when None) in ``store``,
-    by script, then series, then place; ``since``: only runs recorded at or after it (an ISO date
+class HistorySeries(NamedTuple):
+    """One series: its runs in the order they were recorded (those with the metric), each run's
+    point (the median of its counted successful samples), and where the level changed."""
+
+    runs: list[HistoryRun]
+    points: list[float]
+    changes: list[SeriesChange]
+
+
+def history_series(store: RunsOf, script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
+                   since: str | None = None, alpha: float = ALPHA,
+                   confidence: float = CONFIDENCE) -> list[HistorySeries]:
+    """Every series of ``script`` (every script when None) in ``store``, by script, then the order
+    each began, with its change points; ``since``: only runs recorded at or after it (an ISO date
     or time, compared as the history writes them)."""
     from jaxrun.judge.benchmark_runs import metric_values
     from jaxrun.results.benchmark_result import resolve_metric
 
     metric = resolve_metric(metric)
-    found: list[SeriesChange] = []
+    found: list[HistorySeries] = []
     for series in _series(store.runs(script), since):
-        points = [(run, statistics.median(values)) for run in series
-                  if (values := metric_values(run.samples, metric))]
-        if not points:
+        kept = [(run, statistics.median(values)) for run in series if (values := metric_values(run.samples, metric))]
+        if not kept:
             continue
-        for cut in change_points([value for _, value in points], alpha=alpha, confidence=confidence):
-            before, after = points[cut.index - 1][0], points[cut.index][0]
-            found.append(SeriesChange(
+        runs, points = [run for run, _ in kept], [value for _, value in kept]
+        changes = []
+        for cut in change_points(points, alpha=alpha, confidence=confidence):
+            before, after = runs[cut.index - 1], runs[cut.index]
+            changes.append(SeriesChange(
                 script_path=after.script_path, script_name=after.script_name, metric=metric, device=after.device_used,
                 host=after.host, machine_id=after.machine_id, mode=after.mode, last_before=_mark(before), first_after=_mark(after),
                 before=cut.before, after=cut.after, change=cut.change, change_low=cut.change_low,
                 change_high=cut.change_high, confidence=confidence, p_value=cut.p_value,
                 runs_before=cut.points_before, runs_after=cut.points_after, runs_since=len(points) - cut.index))
+        found.append(HistorySeries(runs, points, changes))
     return found
+
+
+def history_changes(store: RunsOf, script: str | os.PathLike[str] | None = None, *, metric: str = "run_time",
+                    since: str | None = None, alpha: float = ALPHA, confidence: float = CONFIDENCE) -> list[SeriesChange]:
+    """The change points of every series of ``script`` (every script when None) in ``store``,
+    by script, then series, then place (:func:`history_series`'s, without the runs)."""
+    return [change for series in history_series(store, script, metric=metric, since=since, alpha=alpha,
+                                                confidence=confidence) for change in series.changes]
 
 
 def _series(runs: list[HistoryRun], since: str | None) -> list[list[HistoryRun]]:

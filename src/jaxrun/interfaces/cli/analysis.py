@@ -461,17 +461,45 @@ def _export_comparison(report, base: Path, new: Path, as_json: Path | None, as_c
 
 
 @click.command()
-@click.argument("results_dir", type=click.Path(path_type=Path))
+@click.argument("results_dir", type=click.Path(path_type=Path), required=False)
 @click.option("--output", "-o", type=click.Path(path_type=Path), metavar="FILE",
-              help="Where to write the HTML file (default RESULTS_DIR/report.html).")
+              help="Where to write the HTML file (default RESULTS_DIR/report.html; with --history, ./jaxrun_history.html).")
 @click.option("--baseline", type=click.Path(path_type=Path), metavar="DIR",
               help="Another results folder (or results JSON) to compare against.")
-def report(results_dir: Path, output: Optional[Path], baseline: Optional[Path]) -> None:
+@click.option("--history", "history_path", is_flag=False, flag_value="", default=None, metavar="[PATH]",
+              help="Instead of a results folder: a page of the history over commits (default database: as jaxrun "
+                   "history finds it): per series each run's median with its 95% CI, the level between change points, "
+                   "each change point with its commit and confirmation, and a table of the latest changes.")
+@click.option("--metric", metavar="METRIC", default="run_time", show_default=True,
+              help="With --history: the metric drawn and cut into change points.")
+@click.option("--since", metavar="DATE", help="With --history: only runs recorded at or after DATE.")
+def report(results_dir: Optional[Path], output: Optional[Path], baseline: Optional[Path], history_path: Optional[str],
+           metric: str, since: Optional[str]) -> None:
     """Write one self-contained HTML report of a run (no network needed to view it): summary,
     sortable table, time per phase, memory, benchmark distributions, the comparison with a
-    baseline, recompile reasons and failures with their logs.
+    baseline, recompile reasons and failures with their logs. With --history: a page of the
+    history's series over commits instead.
 
     RESULTS_DIR: a results folder written by jaxrun run."""
+    source = click.get_current_context().get_parameter_source
+    history_only = [f"--{name}" for name in ("metric", "since") if source(name) == click.core.ParameterSource.COMMANDLINE]
+    if history_path is not None:
+        if results_dir is not None or baseline is not None:
+            raise fail_usage("--history writes a page of the history, not of a results folder: leave RESULTS_DIR "
+                             "and --baseline out")
+        from jaxrun.present.reports.history_page import HISTORY_PAGE_FILE, write_history_page
+
+        database = _history_database(history_path or None)
+        try:
+            path = write_history_page(database, output or Path(HISTORY_PAGE_FILE), metric=metric, since=since)
+        except JAXExecutionError as exc:
+            raise fail_usage(str(exc)) from None
+        out.print(f"history page written to {path}", markup=False, soft_wrap=True)
+        return
+    if history_only:
+        raise fail_usage(f"{' and '.join(history_only)} go{'es' if len(history_only) == 1 else ''} with --history")
+    if results_dir is None:
+        raise fail_usage("give a results folder (jaxrun report RESULTS_DIR), or --history for the history's page")
     from jaxrun.present.reports import write_report
 
     try:
