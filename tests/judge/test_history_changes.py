@@ -62,7 +62,12 @@ def test_a_step_is_one_change_at_its_commit(tmp_path: Path) -> None:
 
 
 def test_markdown_is_the_terminals_table(tmp_path: Path, monkeypatch) -> None:
-    from jaxrun.present.view.changes_view import CHANGE_COLUMNS, change_cells
+    from jaxrun.present.view.changes_view import (
+        CHANGE_COLUMNS,
+        SERIES_COLUMNS,
+        change_cells,
+        series_cells,
+    )
 
     db = tmp_path / "history.sqlite"
     _record(db, [1.0] * 6 + [0.8] * 6)  # c06 made it 20 % faster
@@ -72,11 +77,16 @@ def test_markdown_is_the_terminals_table(tmp_path: Path, monkeypatch) -> None:
     done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--markdown", tmp_path / "changes.md")
     assert done.returncode == 0, done.stderr
     with HistoryStore(db, create=False) as store:
-        (change,) = history_changes(store, metric="wall_time")
-    (table,) = markdown_tables((tmp_path / "changes.md").read_text())
+        (series,) = store.series(metric="wall_time")
+    (change,) = series.changes
+    table, noise = markdown_tables((tmp_path / "changes.md").read_text())
     assert table == [[header for header, _, _ in CHANGE_COLUMNS], change_cells(change)]
     assert table[1][4] == f"run {change.first_after.run_id} c06" and table[1][7].startswith("-")
-    for cell in change_cells(change):  # the terminal's table holds the same cells
+    # Each series' noise and the smallest step its change points find, as the terminal says them.
+    assert noise == [[header for header, _, _ in SERIES_COLUMNS], series_cells(series.summary)]
+    assert noise[1][3:] == ["12", f"{series.summary.noise * 100:.1f} %", f"{series.summary.smallest_step * 100:.1f} %",
+                            "1", "0"]
+    for cell in change_cells(change) + series_cells(series.summary):  # the terminal's tables hold the same cells
         assert cell in done.stdout
     assert summary.read_text() == "earlier step's text\n" + (tmp_path / "changes.md").read_text() + "\n"
     # A Markdown file needs --changes, and a folder that exists.
@@ -119,3 +129,26 @@ def test_the_flags_of_changes_go_with_it(tmp_path: Path) -> None:
     _record(db, [1.0] * 3)
     done = jaxrun("history", "--history", db, "--since", "2026-11-01")
     assert done.returncode == 2 and "--since, --fail-on-change, --markdown and --confirm go with --changes" in done.stderr
+
+
+def test_a_step_too_small_for_the_series_is_a_candidate_that_alarms_only_once_confirmed(tmp_path: Path) -> None:
+    from jaxrun.results.models import ChangeCheck
+
+    db = tmp_path / "history.sqlite"
+    rng = np.random.default_rng(4)
+    levels = [float(x) for x in rng.normal(1.0, 0.03, 12)]  # 3 % noise between runs
+    levels = levels[:6] + [x * 1.09 for x in levels[6:]]  # a 9 % step at c06: below the 13 % 12 runs at 3 % prove
+    _record(db, levels)
+    with HistoryStore(db, create=False) as store:
+        (series,) = store.series(metric="wall_time")
+        assert history_changes(store, metric="wall_time") == []  # at the series' bar: no change
+    (candidate,) = series.changes
+    assert candidate.candidate and candidate.first_after.git_commit == "c06" and 0.001 <= candidate.p_value < 0.05
+    assert series.summary.smallest_step > 0.09 and (series.summary.changes, series.summary.candidates) == (0, 1)
+    args = ("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "6")
+    done = jaxrun(*args)
+    assert done.returncode == 0 and "candidate" in done.stdout, done.stdout  # a candidate alone never alarms
+    with HistoryStore(db, create=False) as store:
+        store.record_check(candidate, ChangeCheck(script_path=candidate.script_path, metric="wall_time",
+                                                  before_commit="c05", after_commit="c06", verdict="confirmed"))
+    assert jaxrun(*args).returncode == 1  # confirmed by its duet, it does

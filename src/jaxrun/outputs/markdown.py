@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from jaxrun.outputs.declarations import OutputContext
     from jaxrun.present.view import BatchView, ScriptView, SweepView
-    from jaxrun.results.models import BatchResult, SeriesChange
+    from jaxrun.results.models import BatchResult, SeriesChange, SeriesSummary
 
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 # Each column: header, whether it holds numbers (right-aligned), its cell of a script's view. One
@@ -101,20 +101,29 @@ def render_markdown(view: "BatchView") -> str:
     return "\n".join(lines)
 
 
-def render_changes_markdown(changes: "Sequence[SeriesChange]", metric: str, where: str, since: str | None = None) -> str:
-    """``jaxrun history --changes``'s table as Markdown (the same cells as the terminal's), for a CI
-    to post on a pull request."""
+def render_changes_markdown(changes: "Sequence[SeriesChange]", series: "Sequence[SeriesSummary]", metric: str,
+                            where: str, since: str | None = None) -> str:
+    """``jaxrun history --changes``'s tables as Markdown (the same cells as the terminal's), for a
+    CI to post on a pull request."""
     from jaxrun.present.view.changes_view import (
         CHANGE_COLUMNS,
+        SERIES_COLUMNS,
+        SERIES_HEADING,
         change_cells,
         changes_heading,
         no_change_line,
+        series_cells,
     )
 
-    if not changes:
-        return f"## jaxrun: {_cell(no_change_line(metric, where, since))}\n"
-    table = _grid([(name, numeric) for name, numeric, _ in CHANGE_COLUMNS], map(change_cells, changes))
-    return "\n".join([f"## jaxrun: {_cell(changes_heading(metric, where, since))}", "", *table, ""])
+    if changes:
+        lines = [f"## jaxrun: {_cell(changes_heading(metric, where, since))}", "",
+                 *_grid([(name, numeric) for name, numeric, _ in CHANGE_COLUMNS], map(change_cells, changes)), ""]
+    else:
+        lines = [f"## jaxrun: {_cell(no_change_line(metric, where, since))}", ""]
+    if series:
+        lines += [f"### {_cell(SERIES_HEADING)}", "",
+                  *_grid([(name, numeric) for name, numeric, _ in SERIES_COLUMNS], map(series_cells, series)), ""]
+    return "\n".join(lines)
 
 
 class MarkdownSink(BaseSink):

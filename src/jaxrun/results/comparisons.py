@@ -328,8 +328,33 @@ class SeriesChange(MappingModel):
     runs_before: int
     runs_after: int
     runs_since: Annotated[int, Meta(description="Runs of the series from the first after to the newest")]
+    candidate: Annotated[bool, Meta(description=(
+        "Found only at the lower bar (p below 0.05, not 0.001): too small for the series' noise to prove, "
+        "for --confirm to decide; it alarms only once confirmed"))] = False
     check: Annotated[ChangeCheck | None, Meta(description=(
         "Its confirmation by a duet of its two commits (--confirm), the newest kept in the history; null: not checked"))] = None
+
+
+class SeriesSummary(MappingModel):
+    """One series of the history (``jaxrun history --changes``): what its noise lets the change
+    points see."""
+
+    script_path: str
+    script_name: str
+    metric: str
+    device: str | None
+    host: str
+    machine_id: str | None
+    mode: str
+    runs: Annotated[int, Meta(description="Runs of the series with the metric (one point each: their median)")]
+    noise: Annotated[float | None, Meta(description=(
+        "The points' spread around their level relative to its median (a standard deviation from successive "
+        "differences: a step does not count); null below 3 runs"))]
+    smallest_step: Annotated[float | None, Meta(description=(
+        "The smallest relative step the change points find about 4 times in 5 with this many runs at this noise "
+        "(a step in the middle of the series); null with too few runs. Smaller ones show as candidates at best"))]
+    changes: int = 0
+    candidates: int = 0
 
 
 class RegressionCheck(MappingModel):

@@ -44,6 +44,7 @@ from jaxrun.results.comparisons import (
     RunMark,
     ScriptComparison,
     SeriesChange,
+    SeriesSummary,
     Verdict,
 )
 from jaxrun.results.device_info import (
@@ -84,7 +85,7 @@ __all__ = [
     "Attempt", "AvailableDevice", "ProcessResult", "CellTiming", "BatchMetadata", "BatchResult", "BenchmarkResults", "BenchmarkingSection", "CompileEnvironment",
     "CompileStats",    "ComparisonReport", "DeviceEntry", "DeviceInfo", "DeviceSpeedup", "DuetHalf", "ErrorClass", "HistoryRun",
     "MappingModel", "MemoryProfile", "Numerics", "NvmlInfo", "Outcome", "PerformanceMetrics", "PerformanceSummary", "PhaseComparison",
-    "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunMark", "SeriesChange", "ChangeCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",
+    "PlatformInfo", "ProgramComparison", "ProgramCost", "ProgramMemory", "RegressionCheck", "RunMark", "SeriesChange", "SeriesSummary", "ChangeCheck", "RunEnvironment", "RunSample", "ScriptBenchmark",
     "ScriptComparison", "ScriptMetrics", "TransferStats", "Transfers",
     "ScriptMemoryProfile", "ScriptProfile", "ScriptResult", "SkippedScript", "ScriptTimingProfile", "Statistics",
     "TimelineEvent", "TimingProfile", "Verdict", "WarmCall", "WarmSummary",

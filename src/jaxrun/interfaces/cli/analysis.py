@@ -197,14 +197,15 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
     """``jaxrun history --changes``: the table (or JSON; and Markdown to ``markdown``) of every
     series' change points, each re-run as pairs of its two commits with ``--confirm``
     (``confirming``: its options); exit 1 with ``--fail-on-change N`` when one is within the
-    newest N runs of its series and not refuted."""
+    newest N runs of its series and alarms (present/view/changes_view.alarms: not refuted, a
+    candidate only once confirmed)."""
     import sqlite3
 
-    from jaxrun.interfaces.cli.tables import history_changes_table
+    from jaxrun.interfaces.cli.tables import history_changes_table, history_series_table
     from jaxrun.judge.history import HistoryStore, HistoryUnreadable
     from jaxrun.judge.history_changes import recent
     from jaxrun.outputs.markdown import render_changes_markdown, write_markdown
-    from jaxrun.present.view.changes_view import changes_heading, no_change_line
+    from jaxrun.present.view.changes_view import SERIES_HEADING, alarms, changes_heading, no_change_line
     from jaxrun.results.result_files import check_output_file
 
     if markdown is not None:
@@ -219,26 +220,30 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
         with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
                 raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}")
-            found = store.changes(script, metric=metric, since=since)
+            series = store.series(script, metric=metric, since=since)
+            found = [change for each in series for change in each.changes]
             if confirming is not None and found:
                 found = _confirmed(store, found, confirming)
     except sqlite3.Error as exc:
         raise fail_usage(str(HistoryUnreadable(path, exc))) from None
     except JAXExecutionError as exc:
         raise fail_usage(str(exc)) from None
-    alarming = [c for c in found if fail_on_change is not None and recent(c, fail_on_change)
-                and (c.check is None or c.check.verdict != "refuted")]
+    summaries = [each.summary for each in series]
+    alarming = [c for c in found if fail_on_change is not None and recent(c, fail_on_change) and alarms(c)]
     if markdown is not None or os.environ.get("GITHUB_STEP_SUMMARY"):
-        write_markdown(markdown, render_changes_markdown(found, metric, str(path), since))
+        write_markdown(markdown, render_changes_markdown(found, summaries, metric, str(path), since))
     if as_json:
         import json
 
-        sys.stdout.write(json.dumps({"metric": metric, "changes": [c.model_dump(mode="json") for c in found]},
-                                    indent=2) + "\n")
-    elif found:
-        out.print(history_changes_table(changes_heading(metric, str(path), since), found))
+        sys.stdout.write(json.dumps({"metric": metric, "changes": [c.model_dump(mode="json") for c in found],
+                                    "series": [s.model_dump(mode="json") for s in summaries]}, indent=2) + "\n")
     else:
-        out.print(no_change_line(metric, str(path), since), markup=False, soft_wrap=True)
+        if found:
+            out.print(history_changes_table(changes_heading(metric, str(path), since), found))
+        else:
+            out.print(no_change_line(metric, str(path), since), markup=False, soft_wrap=True)
+        if summaries:
+            out.print(history_series_table(SERIES_HEADING, summaries))
     if alarming and not as_json:
         out.print(f"{plural(len(alarming), 'change')} within the newest {plural(fail_on_change or 0, 'run')} "
                   "of its series (--fail-on-change)", markup=False)

@@ -28,6 +28,7 @@ from jaxrun.results.models import (
     RegressionCheck,
     ScriptBenchmark,
     SeriesChange,
+    SeriesSummary,
     WarmSummary,
 )
 from jaxrun.results.program_figures import PROGRAM_FIGURES
@@ -519,6 +520,16 @@ def history_changes_table(title: str, changes: "Sequence[SeriesChange]") -> Tabl
     table = _table(title, tuple((header, "right" if numeric else "left") for header, numeric, _ in CHANGE_COLUMNS))
     for change in changes:
         table.add_row(*(Text(cell) for cell in change_cells(change)))
+    return table
+
+
+def history_series_table(title: str, summaries: "Sequence[SeriesSummary]") -> Table:
+    """What each series' noise lets its change points see (present/view/changes_view.py's columns)."""
+    from jaxrun.present.view.changes_view import SERIES_COLUMNS, series_cells
+
+    table = _table(title, tuple((header, "right" if numeric else "left") for header, numeric, _ in SERIES_COLUMNS))
+    for summary in summaries:
+        table.add_row(*(Text(cell) for cell in series_cells(summary)))
     return table
 
 

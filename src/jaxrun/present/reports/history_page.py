@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from jaxrun.core.formatting import fmt_change, fmt_commit, plural
 from jaxrun.present.reports.html_text import esc, wide
+from jaxrun.present.view.changes_view import fmt_share
 from jaxrun.results.figures import FIGURES, format_metric, metric_label
 
 if TYPE_CHECKING:
@@ -54,9 +55,11 @@ def run_band(run: "HistoryRun", metric: str) -> tuple[float | None, float | None
 
 
 def change_label(change: "SeriesChange") -> str:
-    """A change point as its line on the figure says it: its first commit, size, confirmation."""
+    """A change point as its line on the figure says it: its first commit, size, whether it is a
+    candidate, its confirmation."""
     check = "" if change.check is None else f", {change.check.verdict}"
-    return f"{fmt_commit(change.first_after.git_commit)} {fmt_change(change.change)}{check}"
+    candidate = ", candidate" if change.candidate else ""
+    return f"{fmt_commit(change.first_after.git_commit)} {fmt_change(change.change)}{candidate}{check}"
 
 
 def _levels(points: Sequence[float], changes: Sequence["SeriesChange"]) -> list[float]:
@@ -117,7 +120,7 @@ def _runs_table(series: "HistorySeries", metric: str, number: int) -> str:
     from jaxrun.judge.benchmark_runs import metric_values
 
     head = ("<th class='num'>#</th><th class='num'>run</th><th class='text'>recorded</th><th class='text'>commit</th>"
-            f"<th class='num'>samples</th><th class='num'>median</th><th class='num'>95% CI of the median</th>")
+            "<th class='num'>samples</th><th class='num'>median</th><th class='num'>95% CI of the median</th>")
     rows = []
     for i, (run, point) in enumerate(zip(series.runs, series.points), start=1):
         low, high = run_band(run, metric)
@@ -145,7 +148,8 @@ def render_history_page(series: Sequence["HistorySeries"], metric: str, where: s
         drawn.append(str(number))
         plot = pio.to_html(figure, full_html=False, include_plotlyjs="inline" if len(drawn) == 1 else False,
                            div_id=f"figure-series-{number}", config={"displaylogo": False})
-        said = (f"{plural(len(each.runs), 'run')}; {plural(len(each.changes), 'change point')}"
+        said = (f"{plural(len(each.runs), 'run')}; noise {fmt_share(each.summary.noise)}, smallest step found "
+                f"{fmt_share(each.summary.smallest_step)}; {plural(len(each.changes), 'change point')}"
                 f"{': ' + ', '.join(change_label(c) for c in each.changes) if each.changes else ''}")
         sections.append(f"<section id='series-{number}'><h2>{esc(series_title(each))}</h2><p class='note'>{esc(said)}</p>"
                         f"{plot}{wide(_runs_table(each, metric, number))}</section>")

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from jaxrun.core.formatting import fmt_change, fmt_commit, fmt_p, fmt_ratio, fmt_ratio_ci, plural
+from jaxrun.core.formatting import (
+    fmt_change,
+    fmt_commit,
+    fmt_p,
+    fmt_ratio,
+    fmt_ratio_ci,
+    plural,
+)
 from jaxrun.results.figures import format_metric
 
 if TYPE_CHECKING:
-    from jaxrun.results.models import ChangeCheck, RunMark, SeriesChange
+    from jaxrun.results.models import ChangeCheck, RunMark, SeriesChange, SeriesSummary
 
 
 def run_mark(mark: "RunMark") -> str:
@@ -47,6 +54,7 @@ CHANGE_COLUMNS: tuple[tuple[str, bool, Callable[["SeriesChange"], str]], ...] = 
     ("after", True, lambda c: format_metric(c.metric, c.after)),
     ("change", True, lambda c: fmt_change(c.change, c.change_low, c.change_high)),
     ("p", True, lambda c: fmt_p(c.p_value)),
+    ("found", False, lambda c: "candidate" if c.candidate else "change"),
     ("runs", True, lambda c: f"{c.runs_before} | {c.runs_after}"),
     ("confirmation", False, lambda c: check_text(c.check)),
 )
@@ -54,6 +62,38 @@ CHANGE_COLUMNS: tuple[tuple[str, bool, Callable[["SeriesChange"], str]], ...] = 
 
 def change_cells(change: "SeriesChange") -> list[str]:
     return [cell(change) for _, _, cell in CHANGE_COLUMNS]
+
+
+def fmt_share(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+# Each series: what its noise lets the change points see.
+SERIES_COLUMNS: tuple[tuple[str, bool, Callable[["SeriesSummary"], str]], ...] = (
+    ("script", False, lambda s: s.script_name),
+    ("device", False, lambda s: s.device or "-"),
+    ("host", False, lambda s: s.host),
+    ("runs", True, lambda s: str(s.runs)),
+    ("noise", True, lambda s: fmt_share(s.noise)),
+    ("smallest step found", True, lambda s: fmt_share(s.smallest_step)),
+    ("changes", True, lambda s: str(s.changes)),
+    ("candidates", True, lambda s: str(s.candidates)),
+)
+
+
+def series_cells(summary: "SeriesSummary") -> list[str]:
+    return [cell(summary) for _, _, cell in SERIES_COLUMNS]
+
+
+SERIES_HEADING = ("each series: its noise, and the smallest step its change points find about 4 times in 5 "
+                  "(smaller ones are candidates at best: --confirm decides them)")
+
+
+def alarms(change: "SeriesChange") -> bool:
+    """Whether ``change`` is one ``--fail-on-change`` counts: a change (a candidate once confirmed),
+    never a refuted one."""
+    verdict = change.check.verdict if change.check is not None else None
+    return verdict != "refuted" and (not change.candidate or verdict == "confirmed")
 
 
 def changes_heading(metric: str, where: str, since: str | None = None) -> str:
