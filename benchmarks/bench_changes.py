@@ -12,13 +12,17 @@ A change point found within ``TOLERANCE`` points of a step is a hit (each step h
 is a false alarm. Reported: precision, recall and F1 by step size and noise; false alarms per
 1,000 points of the series that have no change; the time of one 1,000-point series (median of 21).
 
+Also: the candidates the lower bar finds in series with no change (per 1,000 points), and how
+often a step of the size ``smallest_step`` names is found (its promise: about 4 times in 5).
+
 ``--real``: real histories instead, made by running jaxrun itself: a git repository of
 ``COMMITS`` commits of one script (a jitted loop), one commit making the loop ``SLOWER`` longer,
 each commit benchmarked (`jaxrun run --benchmark-runs R --history DB`) into one history, then
-`jaxrun history --changes`; and the same repository with no slow commit. Run::
+`jaxrun history --changes --confirm` (each change point and candidate re-run as a duet of its two
+commits) and `jaxrun report --history`; and the same repository with no slow commit. Run::
 
     PYTHONPATH=src python benchmarks/bench_changes.py [--series 40]
-    PYTHONPATH=src python benchmarks/bench_changes.py --real [--runs 5]
+    PYTHONPATH=src python benchmarks/bench_changes.py --real [--runs 3,5,10]
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxrun.judge.change_points import change_points
+from jaxrun.judge.change_points import CANDIDATE_ALPHA, change_points, smallest_step
 
 STEPS = (0.02, 0.05, 0.10, 0.20, 0.50)
 NOISES = (0.005, 0.01, 0.02, 0.05)
@@ -133,34 +137,63 @@ def real_history(folder: Path, slow_commit: int | None, runs: int) -> tuple[list
     return commits, db
 
 
-def real(runs: int) -> None:
-    from jaxrun.judge.history import HistoryStore
-    from jaxrun.judge.history_changes import history_changes
+def _jaxrun(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jaxrun", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
-    print(f"real histories: {COMMITS} commits of a jitted loop, each `jaxrun run --benchmark-runs {runs}` "
-          f"(+1 warm-up) into one history; metric run_time, one point a commit (its runs' median)\n")
-    print("| repository | change points found | at | change (95% interval) | p |\n|---|---|---|---|---|")
-    for label, slow in ((f"commit {SLOW_COMMIT} makes the loop {SLOWER:.0%} longer", SLOW_COMMIT), ("no slow commit", None)):
-        with tempfile.TemporaryDirectory(prefix="bench-changes-") as tmp:
-            started = time.perf_counter()
-            commits, db = real_history(Path(tmp), slow, runs)
-            took = time.perf_counter() - started
-            with HistoryStore(db, create=False) as store:
-                found = history_changes(store, metric="run_time")
-        at = "; ".join(f"commit {commits.index(c.first_after.git_commit)}" for c in found) or "-"
-        sizes = "; ".join(f"{c.change:+.1%} ({c.change_low:+.1%} to {c.change_high:+.1%})" for c in found) or "-"
-        ps = "; ".join(f"{c.p_value:.1e}" for c in found) or "-"
-        print(f"| {label} ({took:.0f} s) | {len(found)} | {at} | {sizes} | {ps} |")
+
+def real(runs_each: list[int]) -> None:
+    """The issue's end to end, as a user runs it: each repository benchmarked commit by commit,
+    then `jaxrun history --changes --confirm --json` and `jaxrun report --history`."""
+    import json
+
+    print(f"real histories: {COMMITS} commits of a jitted loop, each `jaxrun run --benchmark-runs R` (+1 warm-up) "
+          "into one history; then `jaxrun history --changes --confirm` (metric run_time, one point a commit: its "
+          "runs' median) and `jaxrun report --history`\n")
+    print("| repository | R | noise | smallest step found | change points (candidates) | confirmed | refuted | undecided "
+          "| confirmed at | history's change | pairs' ratio (95% CI), pairs | page | time: runs / confirm |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for runs in runs_each:
+        for label, slow in ((f"commit {SLOW_COMMIT} makes the loop {SLOWER:.0%} longer", SLOW_COMMIT),
+                            ("no slow commit", None)):
+            with tempfile.TemporaryDirectory(prefix="bench-changes-") as tmp:
+                started = time.perf_counter()
+                commits, db = real_history(Path(tmp), slow, runs)
+                took = time.perf_counter() - started
+                started = time.perf_counter()
+                done = _jaxrun("history", "--changes", "--confirm", "--history", db, "--json",
+                               "--confirm-dir", Path(tmp) / "confirm", cwd=tmp)
+                confirming = time.perf_counter() - started
+                if done.returncode not in (0, 1):
+                    raise SystemExit(f"jaxrun history --changes --confirm failed:\n{done.stdout}{done.stderr}")
+                found = json.loads(done.stdout)
+                page = Path(tmp) / "page.html"
+                drawn = _jaxrun("report", "--history", db, "-o", page, cwd=tmp)
+                text = page.read_text() if drawn.returncode == 0 else ""
+            (series,) = found["series"]
+            changes = found["changes"]
+            verdicts = [c["check"]["verdict"] if c.get("check") else "unchecked" for c in changes]
+            confirmed = [c for c, v in zip(changes, verdicts) if v == "confirmed"]
+            at = "; ".join(f"commit {commits.index(c['first_after']['git_commit'])}" for c in confirmed) or "-"
+            sizes = "; ".join(f"{c['change']:+.1%} ({c['change_low']:+.1%} to {c['change_high']:+.1%})"
+                              for c in confirmed) or "-"
+            pairs = "; ".join(f"{c['check']['ratio']:.3f} ({c['check']['ratio_ci_low']:.3f}-"
+                              f"{c['check']['ratio_ci_high']:.3f}), {c['check']['pairs']}" for c in confirmed) or "-"
+            shown = all(c["first_after"]["git_commit"][:10] in text for c in changes) and "confirmed" in text \
+                if confirmed else drawn.returncode == 0
+            print(f"| {label} | {runs} | {series['noise']:.1%} | {series['smallest_step']:.1%} | "
+                  f"{series['changes']} ({series['candidates']}) | {verdicts.count('confirmed')} | "
+                  f"{verdicts.count('refuted')} | {verdicts.count('undecided')} | {at} | {sizes} | {pairs} | "
+                  f"{'shows it' if shown else 'MISSING'} | {took:.0f} s / {confirming:.0f} s |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--series", type=int, default=40, help="series of each kind (more: tighter figures)")
     parser.add_argument("--real", action="store_true", help="real histories of jaxrun runs over a git repository")
-    parser.add_argument("--runs", type=int, default=5, help="with --real: benchmark runs a commit")
+    parser.add_argument("--runs", default="5", help="with --real: benchmark runs a commit (a list: 3,5,10)")
     args = parser.parse_args()
     if args.real:
-        real(args.runs)
+        real([int(r) for r in args.runs.split(",")])
         return
     rng = np.random.default_rng(20261129)
 
@@ -198,6 +231,28 @@ def main() -> None:
                 points += len(values)
         label = kind + (" (not a step: reported only)" if kind == "drift" else "")
         print(f"| {label} | {len(NOISES) * args.series} | {points:,} | {found} | {found / points * 1000:.2f} |")
+
+    print("\n| candidates (p < 0.05, not 0.001) in series with no change | points | found | per 1,000 points |"
+          "\n|---|---|---|---|")
+    for length in (12, 30, 200):
+        found = points = 0
+        for noise in NOISES:
+            for _ in range(args.series * (200 // length)):
+                values = unchanged(rng, "noise", length, noise=noise)
+                found += len(change_points(values, alpha=CANDIDATE_ALPHA)) - len(change_points(values))
+                points += len(values)
+        print(f"| {length} points a series | {points:,} | {found} | {found / points * 1000:.1f} |")
+
+    print("\n| the smallest step found (a step of that size in the middle) | noise | step | found |\n|---|---|---|---|")
+    for length in (12, 30, 80):
+        for noise in (0.005, 0.02):
+            size = smallest_step(length, noise)
+            hits = 0
+            for _ in range(args.series * 5):
+                values = rng.normal(LEVEL, LEVEL * noise, length)
+                values[length // 2:] *= 1 + size
+                hits += any(abs(c.index - length // 2) <= TOLERANCE for c in change_points(values))
+            print(f"| {length} points | {noise:.1%} | {size:.1%} | {hits / (args.series * 5):.2f} |")
 
     series = [stepped(rng, 1000, 0.05, 0.01)[0] for _ in range(21)]
     change_points(series[0])  # scipy imported once, outside the timing

@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "VerdictOptions": "jaxrun.config.options",
     "compare_results": "jaxrun.judge.compare",
     "HistoryStore": "jaxrun.judge.history",
+    "confirm_changes": "jaxrun.ab.confirm",
+    "ConfirmOptions": "jaxrun.config.ab_options",
     "JAXExecutionError": "jaxrun.errors",
     "UsageError": "jaxrun.errors",
     "InvalidDeviceError": "jaxrun.errors",
@@ -47,6 +49,8 @@ __all__ = ["record", "__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from jaxrun import bench
+    from jaxrun.ab.confirm import confirm_changes
+    from jaxrun.config.ab_options import ConfirmOptions
     from jaxrun.config.options import BatchOptions, RunOptions, VerdictOptions
     from jaxrun.discover.devices import get_jax_device_info, is_jax_available
     from jaxrun.discover.scripts import find_jax_scripts

@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 QUICK = "if False:\n    import jax\nprint('quick')\n"
 SLEEPY = "if False:\n    import jax\nimport time\ntime.sleep(300)\n"
 TOOLS = {"execute.run_jax_scripts", "execute.check_jax_availability", "execute.monitor_jax_performance",
-         "execute.benchmark_jax_script"}
+         "execute.benchmark_jax_script", "history.changes"}
 
 
 @pytest.mark.slow
@@ -171,7 +171,7 @@ def mcp_version() -> str:
 
 TEN_MB = "x" * 10_000_000
 # A valid value of each argument a tool requires, so that only the argument under test is wrong.
-VALID = {"pipeline_output_dir": "scripts", "script_path": "scripts/a.py", "results_dir": "r"}
+VALID = {"pipeline_output_dir": "scripts", "script_path": "scripts/a.py", "results_dir": "r", "history": "h.sqlite"}
 
 
 def _kinds(schema: dict) -> set[str]:
@@ -222,13 +222,14 @@ def test_every_argument_of_every_tool_is_bounded_and_a_refusal_names_it(tmp_path
                         refusals.append(_refusal(await mcp_call(session, tool, given), tool, argument))
                     tried.add((tool, argument))
         assert {a for _, a in tried} == {"pipeline_output_dir", "device", "timeout", "results_dir", "script_path",
-                                         "benchmark_runs", "warmup_runs", "backend"}, tried
+                                         "benchmark_runs", "warmup_runs", "backend", "history", "script", "metric",
+                                         "since"}, tried
 
     anyio.run(mcp_session, root, body)
     assert not (root / "jaxrun_results").exists() and not (root / "jaxrun_benchmarks").exists()  # nothing ran
     assert not any(text.endswith(("Error executing tool", ": ")) for text in refusals)
     nul = [text for text in refusals if "NUL" in text or "\\x00" in text]
-    assert len(strings) == 9 and len(nul) == len(strings), nul  # each string argument said why
+    assert len(strings) == 13 and len(nul) == len(strings), nul  # each string argument said why
 
 
 def test_a_device_is_echoed_as_jaxrun_reads_it_never_as_given(tmp_path: Path) -> None:
@@ -337,7 +338,7 @@ def test_every_argument_is_checked_as_the_cli_checks_it_and_an_unknown_one_is_re
                     await mcp_call(session, tool, {**_required(schema), "device": "xpu"}), tool, "device")
         assert {a for _, a in tried} == {"pipeline_output_dir", "device", "recursive_search", "timeout",
                                          "results_dir", "allow_other_files", "backend", "script_path",
-                                         "benchmark_runs", "warmup_runs"}, tried
+                                         "benchmark_runs", "warmup_runs", "history", "script", "metric", "since"}, tried
 
     anyio.run(mcp_session, root, body)
     assert not (root / "jaxrun_results").exists() and not (root / "jaxrun_benchmarks").exists()  # nothing ran
@@ -395,3 +396,41 @@ def test_a_non_finite_number_sent_as_json_text_is_refused_as_the_cli_refuses_it(
         said = result["content"][0]["text"]
         assert said.startswith(f"{argument} must be "), said
     assert not (tmp_path / "jaxrun_results").exists() and not (tmp_path / "jaxrun_benchmarks").exists()
+
+
+def test_history_changes_says_what_the_cli_says(tmp_path: Path) -> None:
+    """The tool's changes and series are `jaxrun history --changes --json`'s, for the same history."""
+    import json
+
+    import numpy as np
+    from helpers import jaxrun as jaxrun_cli
+    from helpers import make_run
+
+    from jaxrun.judge.history import HistoryStore
+
+    root = tmp_path / "root"
+    root.mkdir()
+    rng = np.random.default_rng(2)
+    with HistoryStore(root / "h.sqlite") as store:
+        for i in range(12):
+            level = 1.2 if i >= 6 else 1.0
+            store.record(make_run([float(w) for w in rng.normal(level, 0.01, 5)], commit=f"c{i:02d}",
+                                  at=f"2026-11-{1 + i:02d}T00:00:00+00:00"))
+    cli = json.loads(jaxrun_cli("history", "--changes", "--history", root / "h.sqlite", "--json").stdout)
+    seen: dict = {}
+
+    async def body(session: ClientSession) -> None:
+        seen["all"] = await mcp_call(session, "history.changes", {"history": "h.sqlite"})
+        seen["since"] = await mcp_call(session, "history.changes", {"history": "h.sqlite", "since": "2026-11-08"})
+        seen["bad"] = await mcp_call(session, "history.changes", {"history": "h.sqlite", "since": "last week"})
+        seen["none"] = await mcp_call(session, "history.changes", {"history": "nowhere.sqlite"})
+
+    anyio.run(mcp_session, root, body)
+    reply = seen["all"]["structuredContent"]
+    assert not seen["all"]["isError"] and reply["metric"] == cli["metric"] == "run_time"
+    assert reply["changes"] == cli["changes"] and reply["series"] == cli["series"]
+    (change,) = reply["changes"]
+    assert change["first_after"]["git_commit"] == "c06" and change["candidate"] is False
+    assert seen["since"]["structuredContent"]["changes"] == [] and seen["since"]["structuredContent"]["since"] == "2026-11-08"
+    assert _refusal(seen["bad"], "history.changes", "since").startswith("since 'last week' is not a date or time")
+    assert "no such file" in _refusal(seen["none"], "history.changes", "history")

@@ -59,10 +59,11 @@ class _Undecided(Exception):
     """Why a change point could not be re-run (one line)."""
 
 
-def confirm_changes(store: HistoryStore, changes: list[SeriesChange], options: ConfirmOptions, *,
+def confirm_changes(store: HistoryStore, changes: list[SeriesChange], options: ConfirmOptions | None = None, *,
                     on_check: OnCheck | None = None, on_run: OnRun | None = None) -> list[SeriesChange]:
     """``changes`` (from ``store.changes``), each with its check: the one the history keeps, else a
     new one (kept when it decides). Their pairs go to ``options.results_dir``, one folder each."""
+    options = options or ConfirmOptions(confirm=True)
     how = pairing(options.duet, options.run_keywords)  # once; a duet insisted on where it cannot be: refused here
     remove_abandoned(git)  # the checkouts a killed jaxrun ab, bisect or confirmation left
     here: list[Machine] = []

@@ -178,3 +178,22 @@ def parse_effect(text: str) -> float:
             "or a fraction below 1 like '0.05'"
         )
     return value
+
+
+def validate_since(value: str, name: str = "--since") -> str:
+    """A date or time (ISO 8601: ``2026-11-01``, ``2026-11-01T12:00``, with or without a zone) as
+    the history compares its runs' times: a date as it is, a time in UTC (without a zone: UTC),
+    ``2026-11-01T11:00:00+00:00``. A :class:`UsageError` naming ``name`` for anything else."""
+    from datetime import date, datetime, timezone
+
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        if isinstance(text, str) and len(text) == 10:
+            return date.fromisoformat(text).isoformat()
+        moment = datetime.fromisoformat(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} {shown_value(value)} is not a date or time: give one as 2026-11-01 or "
+                         "2026-11-01T12:00 (ISO 8601; UTC unless it says its zone)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat()

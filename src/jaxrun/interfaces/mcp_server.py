@@ -1,8 +1,10 @@
-"""``jaxrun mcp``: the executor API's four MCP tools over stdio, with the official ``mcp`` SDK.
+"""``jaxrun mcp``: the executor API's four MCP tools and the history's over stdio, with the
+official ``mcp`` SDK.
 
 Tools: ``execute.run_jax_scripts``, ``execute.check_jax_availability``,
-``execute.monitor_jax_performance`` (read-only: a results folder, also while its batch runs) and
-``execute.benchmark_jax_script``. Runs and benchmarks go through ``python -m jaxrun run ... --json``
+``execute.monitor_jax_performance`` (read-only: a results folder, also while its batch runs),
+``execute.benchmark_jax_script`` and ``history.changes`` (read-only: where a history's series
+changed level, as ``jaxrun history --changes --json``). Runs and benchmarks go through ``python -m jaxrun run ... --json``
 in a child process: its plain progress lines become MCP progress notifications (one per script
 started and finished), its stdout is the batch result, and a cancelled request sends it SIGTERM,
 which stops the running scripts' process trees and leaves valid result files (as Ctrl-C does).
@@ -111,6 +113,19 @@ class Availability(BaseModel):
     default_backend: Optional[str] = None
     platforms: dict[str, int] = Field({}, description="Platform -> number of devices JAX sees")
     reason: Optional[str] = None
+
+
+class HistoryChanges(BaseModel):
+    """Where each series of the history changed level, as `jaxrun history --changes --json` says."""
+
+    history: str = Field(description="The history database read")
+    metric: str
+    since: Optional[str] = Field(None, description="Only runs recorded at or after it (UTC)")
+    changes: list[dict[str, Any]] = Field(description=(
+        "Each change point and candidate, newest series first as the CLI lists them (jaxrun schema SeriesChange: "
+        "its commits, size with its 95% CI, p-value, whether a candidate, its confirmation)"))
+    series: list[dict[str, Any]] = Field(description=(
+        "Each series: its runs, noise and the smallest step its change points find (jaxrun schema SeriesSummary)"))
 
 
 class BenchmarkReport(BaseModel):
@@ -456,6 +471,38 @@ def build_server(roots: list[Path]) -> Any:
             wall_times=[s.wall_time for s in bench.samples if s.wall_time is not None] if bench is not None else [],
             error_message=result.error_message, results_dir=str(out),
         )
+
+    @server.tool(name="history.changes", annotations=read_only)
+    @_says_why
+    def history_changes(history: str, script: Optional[str] = None, metric: str = "run_time",
+                        since: Optional[str] = None) -> HistoryChanges:
+        """Where each series of a history database (one script's benchmarked runs on one device,
+        machine, mode and numerics) changed level: the change points (E-divisive means with
+        Student's t-test), the candidates below the series' bar, each with its commits, size, 95%
+        CI, p-value and kept confirmation, and each series' noise and smallest step found.
+        Confirming runs the scripts: `jaxrun history --changes --confirm`."""
+        from jaxrun.core.validate import validate_since
+        from jaxrun.judge.history import HistoryStore
+        from jaxrun.results.benchmark_result import resolve_metric
+
+        database = allowed.check(history, "history")
+        if script is not None and (problem := _path_problem(script)) is not None:
+            raise _refused("script", problem)
+        metric = _option("metric", lambda: resolve_metric(metric))
+        since = _option("since", lambda: None if since is None else validate_since(since, "since"))
+        if not database.is_file():
+            raise _refused("history", f"{shown_value(history)} is not a history database (no such file): "
+                           "jaxrun run SCRIPT --benchmark-runs N --history PATH makes one")
+        try:
+            with HistoryStore(database, create=False) as store:
+                if script is not None and not store.match_scripts(script):
+                    raise _refused("script", f"{shown_value(script)}: no benchmarked runs of it in the history")
+                series = store.series(script, metric=metric, since=since)
+        except UsageError as exc:
+            raise _refused("history", str(exc)) from None
+        return HistoryChanges(history=str(database), metric=metric, since=since,
+                              changes=[c.model_dump(mode="json") for s in series for c in s.changes],
+                              series=[s.summary.model_dump(mode="json") for s in series])
 
     for tool in server._tool_manager.list_tools():  # what argument_problem refuses, in the schema a client reads
         tool.parameters["additionalProperties"] = False

@@ -208,7 +208,7 @@ def _described(series: np.ndarray, bounds: tuple[int, int, int], confidence: flo
 # -- what a series lets the detector see ---------------------------------------------------------
 
 # The t-test's power at the smallest step: the detector itself (a split by energy, then the
-# merge) finds such a step about 4 times in 5 (0.81-0.90 on series of 12-80 points at 2 % noise,
+# merge) finds such a step about 4 times in 5 (0.82-0.92 on series of 12-80 points at 0.5-2 % noise,
 # benchmarks/bench_changes.py's calibration rows), a little less often than its t-test alone.
 POWER = 0.95
 

@@ -56,7 +56,10 @@ def history_series(store: RunsOf, script: str | os.PathLike[str] | None = None, 
     from jaxrun.judge.benchmark_runs import metric_values
     from jaxrun.results.benchmark_result import resolve_metric
 
+    from jaxrun.core.validate import validate_since
+
     metric = resolve_metric(metric)
+    since = None if since is None else validate_since(since, "since")
     found: list[HistorySeries] = []
     for series in _series(store.runs(script), since):
         kept = [(run, statistics.median(values)) for run in series if (values := metric_values(run.samples, metric))]

@@ -25,7 +25,9 @@ def resolve_metric(metric: str) -> str:
     UsageError listing the valid ones."""
     name = METRIC_ALIASES.get(metric, metric)
     if name not in SAMPLE_METRICS:
-        raise UsageError(f"unknown metric {metric!r}: choose one of {', '.join(SAMPLE_METRICS)}")
+        from jaxrun.core.validate import shown_value
+
+        raise UsageError(f"unknown metric {shown_value(metric)}: choose one of {', '.join(SAMPLE_METRICS)}")
     return name
 
 

@@ -201,6 +201,7 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
     candidate only once confirmed)."""
     import sqlite3
 
+    from jaxrun.core.validate import validate_since
     from jaxrun.interfaces.cli.tables import history_changes_table, history_series_table
     from jaxrun.judge.history import HistoryStore, HistoryUnreadable
     from jaxrun.judge.history_changes import recent
@@ -217,6 +218,7 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
     options = verdict_options()
     metric = options.metric or "run_time"
     try:
+        since = None if since is None else validate_since(since)
         with HistoryStore(path, create=False) as store:
             if script is not None and not store.match_scripts(script):
                 raise fail_usage(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}")
@@ -492,10 +494,12 @@ def report(results_dir: Optional[Path], output: Optional[Path], baseline: Option
         if results_dir is not None or baseline is not None:
             raise fail_usage("--history writes a page of the history, not of a results folder: leave RESULTS_DIR "
                              "and --baseline out")
+        from jaxrun.core.validate import validate_since
         from jaxrun.present.reports.history_page import HISTORY_PAGE_FILE, write_history_page
 
         database = _history_database(history_path or None)
         try:
+            since = None if since is None else validate_since(since)
             path = write_history_page(database, output or Path(HISTORY_PAGE_FILE), metric=metric, since=since)
         except JAXExecutionError as exc:
             raise fail_usage(str(exc)) from None

@@ -130,7 +130,7 @@ def schema(model: Optional[str]) -> None:
               help="A folder clients may name (repeatable); default: the working folder.")
 def mcp(root: tuple[Path, ...]) -> None:
     """Serve jaxrun's MCP tools over stdio (execute.run_jax_scripts, execute.check_jax_availability,
-    execute.monitor_jax_performance, execute.benchmark_jax_script)."""
+    execute.monitor_jax_performance, execute.benchmark_jax_script, history.changes)."""
     from jaxrun.core.extras import require
     from jaxrun.errors import JAXExecutionError
 
