@@ -206,7 +206,12 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
     from jaxrun.judge.history import HistoryStore, HistoryUnreadable
     from jaxrun.judge.history_changes import recent
     from jaxrun.outputs.markdown import render_changes_markdown, write_markdown
-    from jaxrun.present.view.changes_view import SERIES_HEADING, alarms, changes_heading, no_change_line
+    from jaxrun.present.view.changes_view import (
+        SERIES_HEADING,
+        alarms,
+        changes_heading,
+        no_change_line,
+    )
     from jaxrun.results.result_files import check_output_file
 
     if markdown is not None:
@@ -495,7 +500,10 @@ def report(results_dir: Optional[Path], output: Optional[Path], baseline: Option
             raise fail_usage("--history writes a page of the history, not of a results folder: leave RESULTS_DIR "
                              "and --baseline out")
         from jaxrun.core.validate import validate_since
-        from jaxrun.present.reports.history_page import HISTORY_PAGE_FILE, write_history_page
+        from jaxrun.present.reports.history_page import (
+            HISTORY_PAGE_FILE,
+            write_history_page,
+        )
 
         database = _history_database(history_path or None)
         try:
