@@ -610,12 +610,19 @@ def test_compare_min_effect_decides_whether_ten_percent_counts(cli, crafted_pair
 def test_compare_alpha_decides_whether_p_0029_is_significant(cli, crafted_pair) -> None:
     base, new = crafted_pair
     # At the default alpha 0.01 fourruns is too few runs to judge (default_comparison).
-    report, rows = compare_json(cli, base, new, "--alpha", "0.05")
-    assert report["alpha"] == pytest.approx(0.05)
+    report, rows = compare_json(cli, base, new, "--alpha", "0.05", "--correction", "none")
+    assert report["alpha"] == pytest.approx(0.05) and report["correction"] == "none"
     run = rows["fourruns"]["phases"]["run_time"]
     assert run["p_value"] == pytest.approx(2 / 70) and run["verdict"] == "slower"
-    assert rows["fourruns"]["verdict"] == "slower"
+    assert rows["fourruns"]["verdict"] == "slower" and rows["fourruns"]["p_adjusted"] == pytest.approx(2 / 70)
     assert report["regressions"] == ["fourruns"]  # tenpct's run time did not change
+    # Judged with the others at once (Holm's correction, the default), 2/70 is not below 0.05.
+    report, rows = compare_json(cli, base, new, "--alpha", "0.05")
+    tested = sum(1 for r in rows.values() if r["p_adjusted"] is not None)
+    assert report["correction"] == "holm" and tested > 1 and report["regressions"] == []
+    assert rows["fourruns"]["verdict"] == "no significant change" and rows["fourruns"]["p_adjusted"] >= 0.05
+    assert f"not significant once corrected for {tested} scripts judged at once (Holm's" in rows["fourruns"]["note"]
+    assert rows["fourruns"]["phases"]["run_time"]["p_value"] == pytest.approx(2 / 70)  # its own p is kept
 
 
 @pytest.mark.parametrize(

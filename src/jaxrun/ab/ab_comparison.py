@@ -22,7 +22,7 @@ from jaxrun.judge.benchmark_runs import (
 from jaxrun.judge.cache_misses import compile_time_moved, program_change
 from jaxrun.judge.paired import judge_paired_script
 from jaxrun.judge.stats import geometric_mean
-from jaxrun.judge.verdicts import metrics_for
+from jaxrun.judge.verdicts import corrected, metrics_for
 from jaxrun.present.reports import (
     AB_COMPARISON as COMPARISON_FILE,  # what jaxrun report looks for
 )
@@ -109,6 +109,7 @@ def comparison(session: Session, runs: list[PairedRuns], only: tuple[list[str], 
                                      {m: after[m] for m in measured}, options)
         note = "; ".join(n for n in (judged.note, pr.stopped) if n) or None
         scripts.append(judged.model_copy(update={"path": pr.key, "programs": program_comparisons(pr), "note": note}))
+    scripts = corrected(scripts, options.alpha, options.correction)
     halves = next((pr.halves for pr in runs if pr.halves is not None), None)
     duet = [DuetHalf(cpus=list(slot.cpus), gpus=list(slot.gpus)) for slot in halves.slots] if halves else None
     alternating_reason = next((pr.alternating_reason for pr in runs if pr.alternating_reason), None)
@@ -119,7 +120,7 @@ def comparison(session: Session, runs: list[PairedRuns], only: tuple[list[str], 
         sides={"BASE": _side(base, runs, "BASE"), "NEW": _side(new, runs, "NEW")}, duet=duet,
         alternating_reason=alternating_reason,
         metrics=list(metrics), gate=list(gate), alpha=options.alpha, min_effect=options.min_effect,
-        scripts=scripts, only_in_base=only_in_base, only_in_new=only_in_new, geometric_mean_ratio=means,
+        correction=options.correction, scripts=scripts, only_in_base=only_in_base, only_in_new=only_in_new, geometric_mean_ratio=means,
         allow_mismatch=options.allow_mismatch, fail_on_regression=ab.fail_on_regression,
         regressions=[s.script_name for s in scripts if s.verdict == "slower"],
         improvements=[s.script_name for s in scripts if s.verdict == "faster"],

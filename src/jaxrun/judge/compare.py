@@ -26,7 +26,7 @@ from jaxrun.errors import UsageError
 from jaxrun.judge import stats
 from jaxrun.judge.benchmark_runs import metric_values
 from jaxrun.judge.cache_misses import compile_time_moved, program_change
-from jaxrun.judge.verdicts import judge_script, metrics_for
+from jaxrun.judge.verdicts import corrected, judge_script, metrics_for
 from jaxrun.results import result_files
 from jaxrun.results.batch_summary import with_unlisted_results
 from jaxrun.results.benchmark_result import resolve_metric
@@ -283,6 +283,8 @@ def compare_results(
     report = ComparisonReport(base=left.label, new=right.label, metrics=list(judged), gate=list(gate),
                               alpha=alpha, min_effect=min_effect, allow_mismatch=allow_mismatch,
                               fail_on_regression=fail_on_regression)
+    labels: list[str] = []
+    sides: list[tuple[Any, Any]] = []
     for base_key, new_key in pairs:
         old, now = left.entries[base_key], right.entries[new_key]
         # The device the new run used ("auto" was only asked for); the notes say where the sides differ.
@@ -303,12 +305,17 @@ def compare_results(
                 notes[0] += ": not judged; pass --allow-mismatch to judge anyway"
                 row.verdict, row.slower, row.faster = "not comparable", [], []
         row.note = "; ".join(notes) or None
-        row.programs = compare_programs(old.compiles, now.compiles, row)
         report.scripts.append(row)
+        labels.append(label(new_key))
+        sides.append((old, now))
+    report.scripts = corrected(report.scripts, alpha, options.correction)
+    report.correction = options.correction
+    for row, name, (old, now) in zip(report.scripts, labels, sides):
+        row.programs = compare_programs(old.compiles, now.compiles, row)  # every program when the verdict is a change
         if row.verdict == "slower":
-            report.regressions.append(label(new_key))
+            report.regressions.append(name)
         elif row.verdict == "faster":
-            report.improvements.append(label(new_key))
+            report.improvements.append(name)
     report.only_in_base = [shown(left, k) for k in only_base]
     report.only_in_new = [shown(right, k) for k in only_new]
     report.geometric_mean_ratio = {

@@ -87,6 +87,31 @@ def signed_rank_p(differences: Sequence[float]) -> float | None:
     return float(min(1.0, prob[np.abs(sums - centre) >= observed - 1e-9].sum()))
 
 
+# The power the detectable change is worked out for, and the signed-rank test's efficiency relative
+# to the t-test on normal data (3 / pi). The exact test is discrete, so at few pairs it finds that
+# change less often: 0.67 of the time at 8 pairs, 0.77 at 10-20, 0.82 at 40 (normal log ratios,
+# 400 draws each).
+POWER = 0.8
+_EFFICIENCY = 3 / math.pi
+
+
+def detectable_change(differences: Sequence[float], alpha: float, min_effect: float) -> float | None:
+    """The smallest relative change that pairs with these log ratios' spread find most of the time
+    at ``alpha``: a shift of (t(1 - alpha / 2) + t(POWER)) sd / sqrt(n * 3 / pi) of the logs (t with
+    n - 1 degrees of freedom, the sd from their median absolute deviation, robust to a pair a burst
+    hit), never below ``min_effect`` (a smaller change is never called one); None when no outcome
+    of the test with this many pairs reaches ``alpha``."""
+    from scipy.stats import t
+
+    d = np.asarray(differences, dtype=float)
+    n = d.size
+    if n < 2 or min_p_value(n) >= alpha:
+        return None
+    spread = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+    shift = (float(t.ppf(1 - alpha / 2, n - 1)) + float(t.ppf(POWER, n - 1))) * spread / math.sqrt(n * _EFFICIENCY)
+    return max(math.exp(shift) - 1.0, min_effect)
+
+
 def _pairs(base: Sequence[float | None], new: Sequence[float | None]) -> tuple[list[float], list[float], int]:
     """The pairs with a ratio (``base``, ``new`` figures) and how many were left out."""
     kept_base, kept_new, dropped = [], [], 0
@@ -142,7 +167,7 @@ def judge_paired_phase(
         metric=metric, base_n=n, new_n=n,
         base_median=float(np.median(a)) if a else None, new_median=float(np.median(b)) if b else None,
         ratio=ratio, ratio_ci_low=low, ratio_ci_high=high, p_value=p, verdict=verdict,  # type: ignore[arg-type]
-        note="; ".join(notes) or None, pairs=n,
+        note="; ".join(notes) or None, pairs=n, detectable=detectable_change(d, alpha, min_effect),
     )
 
 

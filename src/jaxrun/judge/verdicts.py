@@ -170,3 +170,75 @@ def describe_gate(comparison: ScriptComparison) -> str:
             text += f" p={phase.p_value:.2g}"
         parts.append(text)
     return ", ".join(parts)
+
+
+def _decisive_p(comparison: ScriptComparison) -> float | None:
+    """The p-value that decided a script's verdict: the smallest of its changed gate phases', else
+    the smallest of its gate's tested phases' (None: none was tested)."""
+    gated = [comparison.phases[m] for m in comparison.gate if m in comparison.phases]
+    changed = [p.p_value for p in gated if p.verdict in ("slower", "faster") and p.p_value is not None]
+    tested = [p.p_value for p in gated if p.p_value is not None]
+    return min(changed or tested) if tested else None
+
+
+def adjusted_p_values(p_values: Sequence[float], method: str) -> list[float]:
+    """``p_values`` corrected for being tested together, in their order: Holm's step-down (each
+    p_(k) times the tests left, kept non-decreasing) or Benjamini-Hochberg's step-up (each p_(k)
+    times m / k, kept non-increasing from the top); ``none``: as given."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    if method == "holm":
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * p_values[i]))
+            adjusted[i] = running
+    elif method == "bh":
+        running = 1.0
+        for rank in range(m - 1, -1, -1):
+            i = order[rank]
+            running = min(running, min(1.0, m / (rank + 1) * p_values[i]))
+            adjusted[i] = running
+    else:
+        adjusted = [float(p) for p in p_values]
+    return adjusted
+
+
+CORRECTION_NAMES = {"holm": "Holm's", "bh": "Benjamini-Hochberg's"}
+
+
+def correction_text(method: str, scripts: int) -> str:
+    """How a comparison's p-values were corrected, as its title says it."""
+    if method == "none" or scripts < 2:
+        return "no correction for many scripts" if method == "none" else "one script: nothing to correct"
+    return f"p corrected for {scripts} scripts ({CORRECTION_NAMES[method]})"
+
+
+def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) -> list[ScriptComparison]:
+    """Each script's verdict once the p-values of all of them are corrected for being judged at
+    once (``method``: holm, bh or none): a script whose decisive p-value is below ``alpha`` alone
+    but not once corrected keeps its figures, its changed phases become "no significant change"
+    with a note saying why, and its verdict is gated again."""
+    tested = [(i, p) for i, s in enumerate(scripts) if (p := _decisive_p(s)) is not None]
+    adjusted = dict(zip((i for i, _ in tested), adjusted_p_values([p for _, p in tested], method)))
+    out = []
+    for i, script in enumerate(scripts):
+        if i not in adjusted:
+            out.append(script)
+            continue
+        p_adjusted = adjusted[i]
+        if p_adjusted < alpha or script.verdict not in ("slower", "faster"):
+            out.append(script.model_copy(update={"p_adjusted": p_adjusted}))
+            continue
+        said = (f"not significant once corrected for {len(tested)} scripts judged at once ({CORRECTION_NAMES[method]}: "
+                f"p {_decisive_p(script):.2g} -> {p_adjusted:.2g}, not below {alpha:g})")
+        phases = {m: (p.model_copy(update={"verdict": "no significant change", "note": "; ".join(
+            n for n in (p.note, said) if n)}) if p.verdict in ("slower", "faster") else p)
+            for m, p in script.phases.items()}
+        gated = [phases[m] for m in script.gate if m in phases]
+        out.append(script.model_copy(update={
+            "verdict": _gate_verdict(gated), "p_adjusted": p_adjusted, "phases": phases,
+            "slower": [m for m, p in phases.items() if p.verdict == "slower"],
+            "faster": [m for m, p in phases.items() if p.verdict == "faster"],
+            "note": "; ".join(n for n in (script.note, said) if n)}))
+    return out

@@ -16,18 +16,19 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from jaxrun.core.formatting import fmt_p, fmt_ratio, fmt_ratio_ci
+from jaxrun.core.formatting import fmt_detectable, fmt_p, fmt_ratio, fmt_ratio_ci
 from jaxrun.judge.compare import (
     labelled_samples,
     program_sections,
     script_samples,
     single_value,
 )
+from jaxrun.judge.verdicts import correction_text
+from jaxrun.plan.sink import BaseSink
 from jaxrun.results import result_files
 from jaxrun.results.benchmark_result import resolve_metric
 from jaxrun.results.figures import PHASES, SCRIPT_FIGURES, format_metric, metric_label
 from jaxrun.results.models import SAMPLE_METRICS, SCHEMA_VERSION
-from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.outputs.declarations import OutputContext
@@ -119,8 +120,8 @@ def comparison_csv(report: "ComparisonReport") -> str:
 
 
 _MARKDOWN_HEADER = ["Script", "Device", "Phase", "Base median", "New median", "Ratio (new/base)",
-                    "95% CI of ratio", "p", "Runs (base/new)", "Verdict"]
-_MARKDOWN_ALIGN = ["---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]
+                    "95% CI of ratio", "p", "Runs (base/new)", "Could see", "Verdict"]
+_MARKDOWN_ALIGN = ["---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---"]
 
 
 def _md(text: object) -> str:
@@ -142,7 +143,9 @@ def comparison_markdown(report: "ComparisonReport") -> str:
     lines = [f"## jaxrun {command}: {_md(report.base)} -> {_md(report.new)}", "",
              f"Slower: {_md(', '.join(report.shown(report.regressions)) or 'none')}; "
              f"faster: {_md(', '.join(report.shown(report.improvements)) or 'none')} "
-             f"({test}, alpha {report.alpha:g}, minimum effect {report.min_effect:.0%}). "
+             f"({test}, alpha {report.alpha:g}, minimum effect {report.min_effect:.0%}, "
+             f"{correction_text(report.correction, len(report.scripts))}; 'could see': the smallest change the pairs "
+             "could have found). "
              f"Ratios are {ratios}; \\* marks the phases that decide a script's verdict "
              f"(by default {_md(gate)}).", "",
              "| " + " | ".join(_MARKDOWN_HEADER) + " |", "|" + "|".join(_MARKDOWN_ALIGN) + "|"]
@@ -162,11 +165,11 @@ def comparison_markdown(report: "ComparisonReport") -> str:
                 name, c.device or "-", metric_label(metric, metric in c.gate),
                 format_metric(metric, phase.base_median), format_metric(metric, phase.new_median),
                 fmt_ratio(phase.ratio), fmt_ratio_ci(phase.ratio_ci_low, phase.ratio_ci_high),
-                fmt_p(phase.p_value), f"{phase.base_n}/{phase.new_n}",
+                fmt_p(phase.p_value), f"{phase.base_n}/{phase.new_n}", fmt_detectable(phase.detectable),
                 phase.verdict + (f" ({own})" if own else ""),
             ]))
         if note:
-            lines.append(row([name, c.device or "-", "note", "", "", "", "", "", "", note]))
+            lines.append(row([name, c.device or "-", "note", "", "", "", "", "", "", "", note]))
     for heading, programs in program_sections(report):  # each program under the heading true of it
         lines += ["", f"{heading}:", "", *(f"- {_md(line)}" for line in programs)]
     for side, names in (("Only in BASE", report.only_in_base), ("Only in NEW", report.only_in_new)):

@@ -53,6 +53,11 @@ class PhaseComparison(MappingModel):
         "says how many runs each side needs); not comparable without at least 2 samples per side"
     ))]
     note: str | None = None
+    detectable: Annotated[float | None, Meta(description=(
+        "jaxrun ab: the smallest relative change these pairs could have found (4 times in 5, at alpha, given the "
+        "spread of their log ratios), never below min_effect: a 'no significant change' rules out changes this "
+        "large, not smaller ones; null when no test can reach alpha with these pairs"
+    ))] = None
 
 
 ProgramChange = Literal["same program", "the program changed", "XLA's output changed (same input: compiler or flags)"]
@@ -124,6 +129,10 @@ class ScriptComparison(MappingModel):
     phases: Annotated[dict[str, PhaseComparison], Meta(description=(
         "Per metric: wall, import, compile, run, memory"
     ))] = {}
+    p_adjusted: Annotated[float | None, Meta(description=(
+        "The p-value that decided the verdict (the smallest of a changed gate phase's, else of the gate's), "
+        "corrected for the scripts compared at once (the comparison's correction); null: no gate phase was tested"
+    ))] = None
     programs: Annotated[list[ProgramComparison], Meta(description=(
         "The programs in both runs whose compile time moved (by more than 20% and 10 ms), every "
         "program in both when the script's verdict or its run time's is a change; empty when neither run kept "
@@ -202,6 +211,10 @@ class ComparisonReport(MappingModel):
     ))]
     alpha: float
     min_effect: float
+    correction: Annotated[str, Meta(description=(
+        "How the scripts' p-values were corrected for comparing them at once: holm (Holm-Bonferroni: the chance "
+        "of any false alarm stays below alpha), bh (Benjamini-Hochberg: the expected share of false alarms among "
+        "them does), none"))] = "none"
     scripts: list[ScriptComparison] = []
     only_in_base: Annotated[list[str], Meta(description=(
         "Scripts of BASE only, as its summary names them (path relative to the folder searched; the "

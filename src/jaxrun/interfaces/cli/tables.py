@@ -14,7 +14,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from jaxrun.core.formatting import fmt, fmt_commit, fmt_p, fmt_seconds, shorten_middle
+from jaxrun.core.formatting import fmt, fmt_commit, fmt_detectable, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.figures import (
     SCRIPT_FIGURES,
@@ -465,14 +465,18 @@ def speedup_table(rows: list[DeviceSpeedup], labels: "dict[str, str] | None" = N
 
 
 def compare_table(report: ComparisonReport) -> Table:
+    from jaxrun.judge.verdicts import correction_text
+
     gate = " + ".join(report.gate)
     table = _table(
         f"NEW vs BASE per phase ({'paired: median of the per-pair ratios, Wilcoxon signed-rank p' if report.paired else 'ratio of medians'}; "
-        f"alpha={report.alpha:g}, min effect={report.min_effect:.0%}; "
-        f"* = gate phase, by default {gate})",
+        f"alpha={report.alpha:g}, min effect={report.min_effect:.0%}, "
+        f"{correction_text(report.correction, len(report.scripts))}; "
+        f"* = gate phase, by default {gate}; could see: the smallest change the pairs could have found)",
         (
             ("script", "left"), ("device", "left"), ("phase", "left"), ("base", "right"), ("new", "right"),
-            ("ratio", "right"), ("95% CI", "right"), ("p", "right"), ("n", "right"), ("verdict", "left"),
+            ("ratio", "right"), ("95% CI", "right"), ("p", "right"), ("n", "right"), ("could see", "right"),
+            ("verdict", "left"),
         ),
     )
     # "too few runs to judge" is not "no significant change": the samples could not have shown one.
@@ -493,11 +497,11 @@ def compare_table(report: ComparisonReport) -> Table:
                 Text(metric_label(metric, metric in c.gate)),
                 format_metric(metric, phase.base_median), format_metric(metric, phase.new_median),
                 "-" if phase.ratio is None else f"{phase.ratio:.3f}", ci, fmt_p(phase.p_value),
-                f"{phase.base_n}/{phase.new_n}", verdict,
+                f"{phase.base_n}/{phase.new_n}", fmt_detectable(phase.detectable), verdict,
                 end_section=not note and i == len(c.phases) - 1,
             )
         if note:
-            table.add_row(Text(""), Text(""), Text("note"), "", "", "", "", "", "", Text(note), end_section=True)
+            table.add_row(Text(""), Text(""), Text("note"), "", "", "", "", "", "", "", Text(note), end_section=True)
     return table
 
 
