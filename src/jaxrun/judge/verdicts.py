@@ -172,13 +172,13 @@ def describe_gate(comparison: ScriptComparison) -> str:
     return ", ".join(parts)
 
 
-def _decisive_p(comparison: ScriptComparison) -> float | None:
-    """The p-value that decided a script's verdict: the smallest of its changed gate phases', else
-    the smallest of its gate's tested phases' (None: none was tested)."""
+def _decisive_p(comparison: ScriptComparison) -> tuple[float, int] | None:
+    """The p-value that decided a script's verdict (the smallest of its changed gate phases', else
+    of its gate's tested phases') and how many gate phases were tested (None: none was)."""
     gated = [comparison.phases[m] for m in comparison.gate if m in comparison.phases]
     changed = [p.p_value for p in gated if p.verdict in ("slower", "faster") and p.p_value is not None]
     tested = [p.p_value for p in gated if p.p_value is not None]
-    return min(changed or tested) if tested else None
+    return (min(changed or tested), len(tested)) if tested else None
 
 
 def adjusted_p_values(p_values: Sequence[float], method: str) -> list[float]:
@@ -216,11 +216,17 @@ def correction_text(method: str, scripts: int) -> str:
 
 def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) -> list[ScriptComparison]:
     """Each script's verdict once the p-values of all of them are corrected for being judged at
-    once (``method``: holm, bh or none): a script whose decisive p-value is below ``alpha`` alone
-    but not once corrected keeps its figures, its changed phases become "no significant change"
-    with a note saying why, and its verdict is gated again."""
-    tested = [(i, p) for i, s in enumerate(scripts) if (p := _decisive_p(s)) is not None]
-    adjusted = dict(zip((i for i, _ in tested), adjusted_p_values([p for _, p in tested], method)))
+    once (``method``: holm, bh or none). A script's p-value is its decisive one times the gate
+    phases it tested (a script is slower when any of them is: Bonferroni within it), then the
+    scripts' are corrected together. One script alone is as it was judged. A script whose verdict
+    does not hold once corrected keeps its figures, its changed phases become "no significant
+    change" with a note saying why, and its verdict is gated again."""
+    decisive = {i: found for i, s in enumerate(scripts) if (found := _decisive_p(s)) is not None}
+    if len(decisive) < 2 or method == "none":
+        return [s.model_copy(update={"p_adjusted": decisive[i][0]}) if i in decisive else s
+                for i, s in enumerate(scripts)]
+    family = {i: min(1.0, p * phases) for i, (p, phases) in decisive.items()}
+    adjusted = dict(zip(family, adjusted_p_values(list(family.values()), method)))
     out = []
     for i, script in enumerate(scripts):
         if i not in adjusted:
@@ -230,8 +236,10 @@ def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) ->
         if p_adjusted < alpha or script.verdict not in ("slower", "faster"):
             out.append(script.model_copy(update={"p_adjusted": p_adjusted}))
             continue
-        said = (f"not significant once corrected for {len(tested)} scripts judged at once ({CORRECTION_NAMES[method]}: "
-                f"p {_decisive_p(script):.2g} -> {p_adjusted:.2g}, not below {alpha:g})")
+        own, phases_tested = decisive[i]
+        times = f" x{phases_tested} gate phases" if phases_tested > 1 else ""
+        said = (f"not significant once corrected for {len(decisive)} scripts judged at once "
+                f"({CORRECTION_NAMES[method]}: p {own:.2g}{times} -> {p_adjusted:.2g}, not below {alpha:g})")
         phases = {m: (p.model_copy(update={"verdict": "no significant change", "note": "; ".join(
             n for n in (p.note, said) if n)}) if p.verdict in ("slower", "faster") else p)
             for m, p in script.phases.items()}

@@ -130,8 +130,9 @@ class ScriptComparison(MappingModel):
         "Per metric: wall, import, compile, run, memory"
     ))] = {}
     p_adjusted: Annotated[float | None, Meta(description=(
-        "The p-value that decided the verdict (the smallest of a changed gate phase's, else of the gate's), "
-        "corrected for the scripts compared at once (the comparison's correction); null: no gate phase was tested"
+        "The p-value that decided the verdict (the smallest of a changed gate phase's, else of the gate's); with "
+        "several scripts judged at once, times the gate phases tested and corrected over the scripts (the "
+        "comparison's correction); null: no gate phase was tested"
     ))] = None
     programs: Annotated[list[ProgramComparison], Meta(description=(
         "The programs in both runs whose compile time moved (by more than 20% and 10 ms), every "
