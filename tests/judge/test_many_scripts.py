@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 
 from jaxrun.config.options import VerdictOptions
-from jaxrun.judge.paired import detectable_change, judge_paired_phase, judge_paired_script
+from jaxrun.judge.paired import (
+    detectable_change,
+    judge_paired_phase,
+    judge_paired_script,
+)
 from jaxrun.judge.verdicts import adjusted_p_values, corrected
 
 

@@ -120,12 +120,14 @@ def test_comparison_markdown_has_readable_headers_and_figures_with_units() -> No
     (table,) = markdown_tables(text)
     header, body = table[0], table[1:]
     assert header == ["Script", "Device", "Phase", "Base median", "New median", "Ratio (new/base)",
-                      "95% CI of ratio", "p", "Runs (base/new)", "Verdict"]
+                      "95% CI of ratio", "p", "Runs (base/new)", "Could see", "Verdict"]
+    # "Could see" is the paired test's (jaxrun ab); two independent samples say none: "-".
     assert body == [
-        ["sub__model → slower", "cpu", "wall", "1.23 s", "1.5 s", "1.216", "-", "0.2", "5/5", "no significant change"],
-        ["sub__model → slower", "cpu", "run *", "12.3 ms", "24.6 ms", "2.000", "1.910 – 2.100", "0.004", "5/5",
+        ["sub__model → slower", "cpu", "wall", "1.23 s", "1.5 s", "1.216", "-", "0.2", "5/5", "-",
+         "no significant change"],
+        ["sub__model → slower", "cpu", "run *", "12.3 ms", "24.6 ms", "2.000", "1.910 – 2.100", "0.004", "5/5", "-",
          "slower"],
-        ["sub__model → slower", "cpu", "memory", "512.2 MiB", "600 MiB", "1.171", "-", "-", "5/5",
+        ["sub__model → slower", "cpu", "memory", "512.2 MiB", "600 MiB", "1.171", "-", "-", "5/5", "-",
          "not comparable (memory | bytes)"],
     ]
     assert "wall_time" not in text and "base_median" not in text  # no raw field names

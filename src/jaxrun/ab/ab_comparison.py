@@ -106,7 +106,7 @@ def comparison(session: Session, runs: list[PairedRuns], only: tuple[list[str], 
         # A phase neither side measured (compile time of a script without JAX) is not judged.
         measured = [m for m in metrics if any(v is not None for v in (*before[m], *after[m]))]
         judged = judge_paired_script(script_name(pr.key), device, {m: before[m] for m in measured},
-                                     {m: after[m] for m in measured}, options)
+                                     {m: after[m] for m in measured}, options, scripts=len(runs))
         note = "; ".join(n for n in (judged.note, pr.stopped) if n) or None
         scripts.append(judged.model_copy(update={"path": pr.key, "programs": program_comparisons(pr), "note": note}))
     scripts = corrected(scripts, options.alpha, options.correction)

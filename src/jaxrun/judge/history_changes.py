@@ -53,10 +53,9 @@ def history_series(store: RunsOf, script: str | os.PathLike[str] | None = None, 
     each began, with its change points: those at ``alpha``, and the candidates found only at the
     lower bar ``candidate_alpha``; ``since``: only runs recorded at or after it (an ISO date or
     time, compared as the history writes them)."""
+    from jaxrun.core.validate import validate_since
     from jaxrun.judge.benchmark_runs import metric_values
     from jaxrun.results.benchmark_result import resolve_metric
-
-    from jaxrun.core.validate import validate_since
 
     metric = resolve_metric(metric)
     since = None if since is None else validate_since(since, "since")

@@ -173,12 +173,14 @@ def judge_paired_phase(
 
 def judge_paired_script(
     name: str, device: str | None, base: Mapping[str, Sequence[float | None]],
-    new: Mapping[str, Sequence[float | None]], options: VerdictOptions | None = None,
+    new: Mapping[str, Sequence[float | None]], options: VerdictOptions | None = None, *, scripts: int = 1,
 ) -> ScriptComparison:
     """Judge every phase of one script pair by pair (``base[m][i]``, ``new[m][i]``: pair i's
     figures of metric m; a metric on one side only is unmeasured on the other) and gate them as
     :func:`jaxrun.judge.verdicts.judge_script` does: run and compile time by default (wall time when
-    neither was measured on both sides), a named metric alone."""
+    neither was measured on both sides), a named metric alone. ``scripts``: how many are judged at
+    once (corrected together, verdicts.corrected): each phase's detectable change is worked out at
+    the bar its gate phases then face, alpha over the scripts and the gate's phases."""
     options = options if options is not None else VerdictOptions()
     judged, _ = metrics_for(options.metric)
     phases = {}
@@ -190,4 +192,12 @@ def judge_paired_script(
         a = a if m in base else [None] * len(b)
         b = b if m in new else [None] * len(a)
         phases[m] = judge_paired_phase(m, a, b, alpha=options.alpha, min_effect=options.min_effect)
-    return gated_comparison(name, device, phases, options.metric)
+    judged_script = gated_comparison(name, device, phases, options.metric)
+    family = scripts * len(judged_script.gate) if scripts > 1 and options.correction != "none" else 1
+    if family > 1:  # what each phase could have seen at the bar of many scripts at once
+        for m in judged_script.phases:
+            a, b, _ = _pairs(list(base.get(m, ())), list(new.get(m, ()))) if m in base and m in new else ([], [], 0)
+            d = [0.0 if x == y else math.log(y / x) for x, y in zip(a, b)]
+            judged_script.phases[m] = judged_script.phases[m].model_copy(update={
+                "detectable": detectable_change(d, options.alpha / family, options.min_effect)})
+    return judged_script

@@ -207,6 +207,14 @@ def adjusted_p_values(p_values: Sequence[float], method: str) -> list[float]:
 CORRECTION_NAMES = {"holm": "Holm's", "bh": "Benjamini-Hochberg's"}
 
 
+def _pairs_for(alpha: float) -> int:
+    """The fewest pairs whose exact signed-rank test can reach p < ``alpha`` (its smallest p is 2 / 2^n)."""
+    n = 2
+    while 2 / 2 ** n >= alpha:
+        n += 1
+    return n
+
+
 def correction_text(method: str, scripts: int) -> str:
     """How a comparison's p-values were corrected, as its title says it."""
     if method == "none" or scripts < 2:
@@ -240,9 +248,15 @@ def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) ->
         times = f" x{phases_tested} gate phases" if phases_tested > 1 else ""
         said = (f"not significant once corrected for {len(decisive)} scripts judged at once "
                 f"({CORRECTION_NAMES[method]}: p {own:.2g}{times} -> {p_adjusted:.2g}, not below {alpha:g})")
-        phases = {m: (p.model_copy(update={"verdict": "no significant change", "note": "; ".join(
-            n for n in (p.note, said) if n)}) if p.verdict in ("slower", "faster") else p)
-            for m, p in script.phases.items()}
+        # Pairs too few for any outcome to pass the corrected bar: too few to judge, not "no change".
+        family = phases_tested * len(decisive)
+        pairs = min((p.pairs for m, p in script.phases.items() if m in script.gate and p.pairs), default=None)
+        withdrawn = "no significant change"
+        if pairs is not None and 2 / 2 ** pairs * family >= alpha:
+            withdrawn = stats.TOO_FEW
+            said += f"; {pairs} pairs can never pass it: at least {_pairs_for(alpha / family)} pairs"
+        phases = {m: (p.model_copy(update={"verdict": withdrawn}) if p.verdict in ("slower", "faster") else p)
+                  for m, p in script.phases.items()}
         gated = [phases[m] for m in script.gate if m in phases]
         out.append(script.model_copy(update={
             "verdict": _gate_verdict(gated), "p_adjusted": p_adjusted, "phases": phases,

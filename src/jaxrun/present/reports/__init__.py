@@ -17,12 +17,14 @@ AB_COMPARISON = "ab_comparison.json"  # jaxrun ab's folder (jaxrun/ab/ab_compari
 
 
 def _ab_folder(folder: Path):  # type: ignore[no-untyped-def]
-    """A ``jaxrun ab`` folder's NEW side and its paired comparison; ``(None, None)`` for another folder."""
+    """A ``jaxrun ab`` folder's NEW side, its paired comparison and its BASE side; ``(None, None,
+    None)`` for another folder."""
     if not (folder / AB_COMPARISON).is_file():
-        return None, None
+        return None, None, None
     from jaxrun.results.models import ComparisonReport
 
-    return read_batch(folder / "new"), result_files.read_model(folder / AB_COMPARISON, ComparisonReport)
+    return (read_batch(folder / "new"), result_files.read_model(folder / AB_COMPARISON, ComparisonReport),
+            read_batch(folder / "base"))
 
 
 def write_report(results_dir: Path, output: Path | None = None, baseline: Path | None = None) -> Path:
@@ -35,13 +37,13 @@ def write_report(results_dir: Path, output: Path | None = None, baseline: Path |
 
     if output is not None:  # found before the run is read, never after (result_files.check_output_file)
         result_files.check_output_file(output, "the report (--output)")
-    batch, comparison = _ab_folder(Path(results_dir)) if baseline is None else (None, None)
+    batch, comparison, base = _ab_folder(Path(results_dir)) if baseline is None else (None, None, None)
     if batch is None:
         batch = read_batch(Path(results_dir))
         comparison = compare_results(baseline, results_dir) if baseline is not None else None
     target = Path(output) if output is not None else Path(results_dir) / REPORT_FILE
     try:
-        result_files.atomic_write_text(target, render_report(batch, comparison))
+        result_files.atomic_write_text(target, render_report(batch, comparison, base))
     except OSError as exc:
         raise UsageError(f"cannot write the report {str(target)!r}: {exc.strerror or exc}") from None
     return target

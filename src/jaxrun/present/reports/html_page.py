@@ -388,9 +388,12 @@ def _sweeps(view: "BatchView", plot: Callable[[Any, str], str]) -> str:
     return "".join(sections)
 
 
-def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = None) -> str:
+def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = None,
+                  base: "BatchResult | None" = None) -> str:
     """The report as one HTML document, plotly.js included once, inline: the view of the run
-    (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline."""
+    (jaxrun/view) laid out, with the figures of its phases, memory, benchmark runs and baseline;
+    ``base``: a ``jaxrun ab`` folder's BASE side, shown beside NEW pair by pair
+    (present/reports/sides_section.py)."""
     import plotly.io as pio
 
     from jaxrun.present.view.batch_view import view_batch
@@ -411,6 +414,10 @@ def render_report(batch: "BatchResult", comparison: "ComparisonReport | None" = 
              for name, figure in _figures(batch, view, comparison)]
     comparison_html = (f"<section><h2>Against the baseline</h2>{_comparison_table(view, comparison)}</section>"
                        if comparison else "")
+    if base is not None and comparison is not None and comparison.paired and comparison.scripts:
+        from jaxrun.present.reports.sides_section import sides_section
+
+        comparison_html += sides_section(base, batch, comparison, {s.name: s.label for s in view.scripts}, plot)
     notes = "".join(f"<p class='note'>{esc(n)}</p>" for n in view.notes)
     skipped = "".join(f"<p class='note'>skipped: {esc(s.label)}: {esc(s.reason)}</p>" for s in view.skipped)
     return (
