@@ -13,7 +13,9 @@ from helpers import (
     crafted_benchmark,
     crafted_script_result,
     noisy_times,
+    run_batch,
     with_programs,
+    write,
     write_results_dir,
 )
 
@@ -580,3 +582,43 @@ def test_a_benchmarked_script_takes_its_programs_from_the_batch_file(tmp_path: P
 
     report = compare_results(folder(tmp_path / "b", 1, 0.1, "x"), folder(tmp_path / "n", 2, 0.5, "y"))
     assert [(p.program, p.change) for p in report.scripts[0].programs] == [("jit(a)", "the program changed")]
+
+
+def test_runs_of_two_machines_are_compared_only_when_asked_and_the_facts_that_differ_are_named(tmp_path: Path) -> None:
+    from helpers import jaxrun
+
+    from jaxrun.results.machine import Machine
+
+    def batch(machine: Machine | None, seed: int) -> Path:
+        made = crafted_batch([crafted_script_result("a", 1.0)], benchmarks=[crafted_benchmark("a", noisy_times(seed))])
+        made = made.model_copy(update={"metadata": made.metadata.model_copy(update={"machine": machine})})
+        path = tmp_path / f"run{seed}.json"
+        result_files.write_model(path, made)
+        return path
+
+    here = Machine(cpu_model="AMD EPYC", cpus=2, memory_gib=23.5)
+    there = Machine(cpu_model="Intel Xeon", cpus=64, memory_gib=23.5, gpus=["NVIDIA H100"], gpu_driver="550.54")
+    with pytest.raises(UsageError, match=r"BASE and NEW ran on different machines \(cpu_model: 'Intel Xeon' vs "
+                                         r"'AMD EPYC'; cpus: 64 vs 2; gpus: \['NVIDIA H100'\] vs \[\]; gpu_driver: "
+                                         r"'550.54' vs None; NEW's first\).*--allow-mismatch"):
+        compare_results(batch(here, 1), batch(there, 2))
+    report = compare_results(batch(here, 1), batch(there, 2), allow_mismatch=True)
+    assert report.machine_mismatch[:2] == ["cpu_model: 'Intel Xeon' vs 'AMD EPYC'", "cpus: 64 vs 2"]
+    assert compare_results(batch(here, 1), batch(here, 3)).machine_mismatch == []  # one machine
+    assert compare_results(batch(None, 1), batch(there, 2)).machine_mismatch == []  # unknown: an older file
+    done = jaxrun("compare", batch(here, 1), batch(there, 2))
+    assert done.returncode == 2 and "different machines" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    done = jaxrun("compare", batch(here, 1), batch(there, 2), "--allow-mismatch")
+    assert done.returncode == 0 and "compared anyway (--allow-mismatch): cpu_model: 'Intel Xeon' vs 'AMD EPYC'" in \
+        " ".join(done.stdout.split())
+
+
+def test_a_finished_batch_records_the_machine_it_ran_on(tmp_path: Path) -> None:
+    from jaxrun.results.machine import this_machine
+
+    write(tmp_path / "s", "a.py", "if False:\n    import jax\nprint(1)\n")
+    batch = run_batch(tmp_path / "s", tmp_path / "r")
+    machine = batch.metadata.machine
+    assert machine is not None and machine == this_machine(batch.device_info).model_copy(update={"xla_flags": []})
+    written = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())
+    assert written["metadata"]["machine"]["cpus"] == machine.cpus and machine.cpu_model

@@ -735,7 +735,7 @@ class VerdictOptions(_Options):
     min_effect: float = option(DEFAULT_MIN_EFFECT, "Smallest change that counts, e.g. 5% or 0.05.", Flag(metavar="EFFECT", text=True),
                                show_default="5%")
     allow_mismatch: bool = option(False, "Judge runs with other numerics (x64, matmul precision, debug or XLA "
-                                  "flags) against each other too.")
+                                  "flags), or of other machines, against each other too.")
     # Many scripts judged at once: at alpha 0.01, an A/A of 50 scripts would call one "slower" in
     # four folders out of ten without it.
     correction: str = option("holm", "How the p-values of many scripts judged at once are corrected: holm "

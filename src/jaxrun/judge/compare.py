@@ -30,6 +30,7 @@ from jaxrun.judge.verdicts import corrected, judge_script, metrics_for
 from jaxrun.results import result_files
 from jaxrun.results.batch_summary import with_unlisted_results
 from jaxrun.results.benchmark_result import resolve_metric
+from jaxrun.results.machine import Machine
 from jaxrun.results.models import (
     RESULT_FIELDS,
     BatchResult,
@@ -65,6 +66,11 @@ class ScriptSamples:
 class _Loaded:
     label: str
     entries: dict[Key, ScriptSamples]
+    machine: Machine | None = None  # what the batch file says it ran on (None: unknown, a benchmark file alone)
+
+
+def _machine_of(model: object) -> Machine | None:
+    return model.metadata.machine if isinstance(model, BatchResult) else None
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -147,7 +153,7 @@ def _read_json(path: Path) -> BenchmarkResults | BatchResult:
 
 def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
     if isinstance(source, (BenchmarkResults, BatchResult)):
-        return _Loaded(f"<{type(source).__name__}>", script_samples(source, metrics))
+        return _Loaded(f"<{type(source).__name__}>", script_samples(source, metrics), _machine_of(source))
     if not isinstance(source, (str, os.PathLike)):
         raise UsageError(
             f"cannot compare {type(source).__name__} {source!r}: pass a results folder, a results "
@@ -170,24 +176,29 @@ def _load(source: Source, metrics: tuple[str, ...]) -> _Loaded:
                 except result_files.DamagedFileError as second:
                     raise UsageError(f"{str(path)!r} holds no readable results: {exc}; {second}") from None
                 logger.warning("%s; read %s instead", exc, result_files.EXECUTION_RESULTS)
-                return _Loaded(str(source), script_samples(model, metrics))
+                return _Loaded(str(source), script_samples(model, metrics), _machine_of(model))
             if _benchmarks(model) or not os.path.lexists(batch_file):
                 entries = script_samples(model, metrics)
+                machine = None
                 if os.path.lexists(batch_file):
-                    try:  # the per-program figures are in the batch file's results
-                        _attach_compiles(entries, _read_json(batch_file))  # type: ignore[arg-type]
+                    try:  # the per-program figures and the machine are in the batch file
+                        batch = _read_json(batch_file)
+                        _attach_compiles(entries, batch)  # type: ignore[arg-type]
+                        machine = _machine_of(batch)
                     except (UsageError, result_files.DamagedFileError) as exc:
                         logger.warning("%s: the programs' figures are not compared", exc)
-                return _Loaded(str(source), entries)
+                return _Loaded(str(source), entries, machine)
         if os.path.lexists(batch_file):
-            return _Loaded(str(source), script_samples(_read_json(batch_file), metrics))
+            batch = _read_json(batch_file)
+            return _Loaded(str(source), script_samples(batch, metrics), _machine_of(batch))
         raise UsageError(f"{str(source)!r} is not a jaxrun results folder or results JSON: {_EXPECTED} in it")
     if not path.exists():
         raise UsageError(
             f"{str(source)!r} does not exist: expected a jaxrun results folder or results JSON "
             f"({result_files.BENCHMARK_RESULTS} or {result_files.EXECUTION_RESULTS})"
         )
-    return _Loaded(str(source), script_samples(_read_json(path), metrics))
+    model = _read_json(path)
+    return _Loaded(str(source), script_samples(model, metrics), _machine_of(model))
 
 
 def _several(*sides: _Loaded) -> set[str]:
@@ -280,9 +291,14 @@ def compare_results(
                          f"(BASE has {names(left, only_base)}; NEW has {names(right, only_new)}) — pass two runs of "
                          "the same scripts")
 
+    machines = right.machine.differences(left.machine) if left.machine and right.machine else []
+    if machines and not allow_mismatch:
+        raise UsageError(f"BASE and NEW ran on different machines ({'; '.join(machines)}; NEW's first): their times "
+                         "differ for that alone; compare runs of one machine, or pass --allow-mismatch to compare "
+                         "them anyway")
     report = ComparisonReport(base=left.label, new=right.label, metrics=list(judged), gate=list(gate),
                               alpha=alpha, min_effect=min_effect, allow_mismatch=allow_mismatch,
-                              fail_on_regression=fail_on_regression)
+                              fail_on_regression=fail_on_regression, machine_mismatch=machines)
     labels: list[str] = []
     sides: list[tuple[Any, Any]] = []
     for base_key, new_key in pairs:

@@ -170,6 +170,9 @@ def comparison_markdown(report: "ComparisonReport") -> str:
             ]))
         if note:
             lines.append(row([name, c.device or "-", "note", "", "", "", "", "", "", "", note]))
+    if report.machine_mismatch:
+        lines += ["", f"BASE and NEW ran on different machines, compared anyway (--allow-mismatch): "
+                      f"{_md('; '.join(report.machine_mismatch))}."]
     for heading, programs in program_sections(report):  # each program under the heading true of it
         lines += ["", f"{heading}:", "", *(f"- {_md(line)}" for line in programs)]
     for side, names in (("Only in BASE", report.only_in_base), ("Only in NEW", report.only_in_new)):

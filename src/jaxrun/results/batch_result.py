@@ -10,6 +10,7 @@ from msgspec import Meta
 from jaxrun.results.base_model import SCHEMA_VERSION, MappingModel
 from jaxrun.results.benchmark_result import BenchmarkingSection
 from jaxrun.results.device_info import DeviceInfo
+from jaxrun.results.machine import Machine
 from jaxrun.results.script_result import ScriptResult
 
 
@@ -66,6 +67,10 @@ class BatchMetadata(MappingModel):
         "Why the persistent compilation cache folder the scripts use cannot be written, naming "
         "it (checked once before the batch; null: it can, or there is none)"
     ))] = None
+    machine: Annotated[Machine | None, Meta(description=(
+        "The machine the batch ran on (its processor, CPUs, memory, GPUs and driver): runs of other machines are "
+        "not compared unless asked (jaxrun compare --allow-mismatch); null until the batch ends, or written "
+        "before jaxrun kept it"))] = None
 
 
 

@@ -10,6 +10,7 @@ from typing import Callable, Iterable, NamedTuple, Optional, Sequence, TypeVar
 from jaxrun.core.timestamps import now_iso
 from jaxrun.core.validate import device_label, split_device
 from jaxrun.results import result_files
+from jaxrun.results.machine import this_machine
 from jaxrun.results.models import (
     BatchMetadata,
     BatchResult,
@@ -195,6 +196,8 @@ def assemble_batch(
             **_counts(figures),
             "complete": complete,
             "finished_timestamp": now_iso() if complete else None,
+            # Read once the batch ends, off the way to its first script.
+            "machine": this_machine(facts) if complete and meta.machine is None else meta.machine,
         }
     )
     if benchmarking is None:

@@ -230,6 +230,10 @@ class ComparisonReport(MappingModel):
     numerics_mismatch: Annotated[list[str], Meta(description=(
         "Scripts whose two sides started with other numerics: not judged unless allow_mismatch"
     ))] = []
+    machine_mismatch: Annotated[list[str], Meta(description=(
+        "What differs between the machines BASE and NEW ran on (\"cpu_model: 'x' vs 'y'\", NEW's first): "
+        "compared only with allow_mismatch; empty when the same machine or unknown"
+    ))] = []
     allow_mismatch: Annotated[bool, Meta(description=(
         "Scripts with other numerics were judged anyway (--allow-mismatch)"
     ))] = False

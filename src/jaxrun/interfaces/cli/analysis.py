@@ -374,6 +374,9 @@ def print_comparison(report: Any, programs: list[tuple[str, list[str]]], allow_m
     if report.improvements:
         out.print(f"significantly faster: {', '.join(report.shown(report.improvements))}", markup=False)
     _print_too_few(report)
+    if report.machine_mismatch:
+        out.print(f"BASE and NEW ran on different machines, compared anyway (--allow-mismatch): "
+                  f"{'; '.join(report.machine_mismatch)}", markup=False, soft_wrap=True)
     if report.numerics_mismatch:
         verb = "judged anyway (--allow-mismatch)" if allow_mismatch else "not judged; pass --allow-mismatch to judge them"
         out.print(f"other numerics in BASE and NEW: {', '.join(report.numerics_mismatch)}: {verb}", markup=False)
