@@ -549,3 +549,26 @@ def test_history_false_is_one_line_naming_where_it_was_set(tmp_path: Path, jaxru
     assert proc.stderr.splitlines() == [f"jaxrun: error: {named} is false: no history is kept, so there is none to "
                                         "read; give the database with --history PATH"]
     assert not list(tmp_path.glob("false*")) and not (tmp_path / ".jaxrun").exists()
+
+
+def test_compare_refuses_runs_of_two_machines_in_one_line_unless_asked(tmp_path: Path) -> None:
+    from helpers import crafted_batch, crafted_benchmark, crafted_script_result, jaxrun, noisy_times
+
+    from jaxrun.results import result_files
+    from jaxrun.results.machine import Machine
+
+    def batch(machine: Machine, seed: int) -> Path:
+        made = crafted_batch([crafted_script_result("a", 1.0)], benchmarks=[crafted_benchmark("a", noisy_times(seed))])
+        path = tmp_path / f"run{seed}.json"
+        result_files.write_model(path, made.model_copy(update={"metadata": made.metadata.model_copy(
+            update={"machine": machine})}))
+        return path
+
+    here, there = Machine(cpu_model="AMD EPYC", cpus=2), Machine(cpu_model="Intel Xeon", cpus=64)
+    done = jaxrun("compare", batch(here, 1), batch(there, 2))
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and line.startswith("jaxrun: error: BASE and NEW ran on different machines "
+                                                    "(cpu_model: 'Intel Xeon' vs 'AMD EPYC'; cpus: 64 vs 2;"), line
+    done = jaxrun("compare", batch(here, 1), batch(there, 2), "--allow-mismatch")
+    assert done.returncode == 0 and "compared anyway (--allow-mismatch): cpu_model: 'Intel Xeon' vs 'AMD EPYC'" in \
+        " ".join(done.stdout.split()), done.stdout

@@ -585,8 +585,6 @@ def test_a_benchmarked_script_takes_its_programs_from_the_batch_file(tmp_path: P
 
 
 def test_runs_of_two_machines_are_compared_only_when_asked_and_the_facts_that_differ_are_named(tmp_path: Path) -> None:
-    from helpers import jaxrun
-
     from jaxrun.results.machine import Machine
 
     def batch(machine: Machine | None, seed: int) -> Path:
@@ -606,11 +604,7 @@ def test_runs_of_two_machines_are_compared_only_when_asked_and_the_facts_that_di
     assert report.machine_mismatch[:2] == ["cpu_model: 'Intel Xeon' vs 'AMD EPYC'", "cpus: 64 vs 2"]
     assert compare_results(batch(here, 1), batch(here, 3)).machine_mismatch == []  # one machine
     assert compare_results(batch(None, 1), batch(there, 2)).machine_mismatch == []  # unknown: an older file
-    done = jaxrun("compare", batch(here, 1), batch(there, 2))
-    assert done.returncode == 2 and "different machines" in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    done = jaxrun("compare", batch(here, 1), batch(there, 2), "--allow-mismatch")
-    assert done.returncode == 0 and "compared anyway (--allow-mismatch): cpu_model: 'Intel Xeon' vs 'AMD EPYC'" in \
-        " ".join(done.stdout.split())
+    # The command line says the same: tests/interfaces/test_cli_analysis.py.
 
 
 def test_a_finished_batch_records_the_machine_it_ran_on(tmp_path: Path) -> None:

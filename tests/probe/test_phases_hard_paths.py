@@ -95,10 +95,14 @@ def run(tmp_path: Path, text: str, **options):  # type: ignore[no-untyped-def]
 
 def assert_partition(result) -> None:  # type: ignore[no-untyped-def]
     """import + JIT work outside imports + run = body, none negative, the JIT part at most the
-    JIT phases' sum (nested phases overlap)."""
+    JIT phases' sum (nested phases overlap) plus the probe's reading of XLA's analyses after each
+    compilation: JIT work too (probe/jax_hooks.py), but not in jit_compile_time, which is JAX's
+    trace, lower and compile seconds (a full suite once saw the wall 0.5 ms over those alone)."""
     assert min(result.import_time, result.run_time) >= 0
     compile_wall = result.body_time - result.import_time - result.run_time
-    assert -1e-6 <= compile_wall <= (result.jit_compile_time or 0.0) + 1e-6, (compile_wall, result.jit_compile_time)
+    analyses = sum(stats.analysis_time for stats in result.compiles.values())
+    assert -1e-6 <= compile_wall <= (result.jit_compile_time or 0.0) + analyses + 1e-6, (
+        compile_wall, result.jit_compile_time, analyses)
 
 
 @pytest.mark.slow

@@ -142,7 +142,7 @@ def _paired(change: SeriesChange, check: ChangeCheck, options: ConfirmOptions, h
     effect = options.verdict.min_effect if not size else min(options.verdict.min_effect, size / 2)
     verdict = options.verdict.evolve(metric=change.metric, min_effect=effect)
     rose = (change.change or 0.0) > 0
-    folder = options.results_dir / f"{script_name(relative.as_posix())}-{before[:10]}-{after[:10]}"
+    folder = options.results_dir / f"{script_name(relative.as_posix())}-{fmt_commit(before)}-{fmt_commit(after)}"
 
     def decided(runs: PairedRuns) -> str | None:
         phase = _judged(runs, change.metric, verdict)
@@ -151,8 +151,8 @@ def _paired(change: SeriesChange, check: ChangeCheck, options: ConfirmOptions, h
 
     with checkouts(repo, git) as made, made.worktree(before, "before") as base_tree, \
             made.worktree(after, "after") as new_tree:
-        base = Side("BASE", base_tree / relative, commit=before, given=f"rev {before[:12]}")
-        new = Side("NEW", new_tree / relative, commit=after, given=f"rev {after[:12]}")
+        base = Side("BASE", base_tree / relative, commit=before, given=f"rev {fmt_commit(before)}")
+        new = Side("NEW", new_tree / relative, commit=after, given=f"rev {fmt_commit(after)}")
         session = Session(base, new, folder, options.evolve(verdict=verdict), how, on_run)
         runs = run_script_pairs(session, relative.name, stop=decided)
         report = comparison(session, [runs])

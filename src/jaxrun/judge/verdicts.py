@@ -219,7 +219,7 @@ def correction_text(method: str, scripts: int) -> str:
     """How a comparison's p-values were corrected, as its title says it."""
     if method == "none" or scripts < 2:
         return "no correction for many scripts" if method == "none" else "one script: nothing to correct"
-    return f"p corrected for {scripts} scripts ({CORRECTION_NAMES[method]})"
+    return f"p corrected for {plural(scripts, 'script')} ({CORRECTION_NAMES[method]})"
 
 
 def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) -> list[ScriptComparison]:
@@ -246,7 +246,7 @@ def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) ->
             continue
         own, phases_tested = decisive[i]
         times = f" x{phases_tested} gate phases" if phases_tested > 1 else ""
-        said = (f"not significant once corrected for {len(decisive)} scripts judged at once "
+        said = (f"not significant once corrected for {plural(len(decisive), 'script')} judged at once "
                 f"({CORRECTION_NAMES[method]}: p {own:.2g}{times} -> {p_adjusted:.2g}, not below {alpha:g})")
         # Pairs too few for any outcome to pass the corrected bar: too few to judge, not "no change".
         family = phases_tested * len(decisive)
@@ -254,7 +254,7 @@ def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) ->
         withdrawn = "no significant change"
         if pairs is not None and 2 / 2 ** pairs * family >= alpha:
             withdrawn = stats.TOO_FEW
-            said += f"; {pairs} pairs can never pass it: at least {_pairs_for(alpha / family)} pairs"
+            said += f"; {plural(pairs, 'pair')} can never pass it: at least {_pairs_for(alpha / family)} pairs"
         phases = {m: (p.model_copy(update={"verdict": withdrawn}) if p.verdict in ("slower", "faster") else p)
                   for m, p in script.phases.items()}
         gated = [phases[m] for m in script.gate if m in phases]
