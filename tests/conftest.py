@@ -56,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
         os.environ["JR_TESTS_SLURM_DIR"] = str(Path(_BASE_TMP) / f"jr-slurm-{os.getpid()}-{secrets.token_hex(3)}")
         os.environ["JR_TESTS_SLURM_OWNER"] = str(os.getpid())
+        # The session's PostgreSQL (the `postgres` fixture), shared by the workers the same way.
+        os.environ["JR_TESTS_PG_DIR"] = str(Path(_BASE_TMP) / f"jr-pg-{os.getpid()}-{secrets.token_hex(3)}")
 
 
 @pytest.fixture(scope="session")
@@ -88,6 +90,34 @@ def _stop_slurm(config: pytest.Config, *, remove: bool) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _stop_slurm(config, remove=True)
+    _stop_postgres(config)
+
+
+@pytest.fixture(scope="session")
+def postgres():  # type: ignore[no-untyped-def]
+    """A real PostgreSQL (tests/postgres_cluster.py) for the whole session, shared by the workers:
+    ``.database(name)`` makes a fresh database and gives its URL (with the password), ``.url()``.
+    Skipped where PostgreSQL cannot be installed."""
+    import postgres_cluster
+
+    try:
+        return postgres_cluster.shared(Path(os.environ["JR_TESTS_PG_DIR"]))
+    except postgres_cluster.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _stop_postgres(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not os.environ.get("JR_TESTS_PG_DIR"):
+        return
+    import shutil
+
+    import postgres_cluster
+
+    state_dir = Path(os.environ["JR_TESTS_PG_DIR"])
+    postgres_cluster.stop_shared(state_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    for suffix in (".lock", ".failed"):
+        state_dir.with_name(state_dir.name + suffix).unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

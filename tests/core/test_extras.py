@@ -34,6 +34,8 @@ def _commands(tmp_path: Path) -> dict[str, list[tuple[object, ...]]]:
         "ray": [(*run, "--backend", "ray")],
         "slurm": [(*run, "--backend", "slurm")],
         "mcp": [("mcp", "--root", tmp_path)],
+        "postgres": [("history", "--history", "postgresql://jaxrun:pw@127.0.0.1:1/history"),
+                     ("history", "--changes", "--history", "postgresql://jaxrun:pw@127.0.0.1:1/history")],
     }
 
 

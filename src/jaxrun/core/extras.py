@@ -26,6 +26,7 @@ class Extra(NamedTuple):
 EXTRAS: dict[str, Extra] = {
     "report": Extra("plotly", "report", "the HTML report (--report, jaxrun report)"),
     "mcp": Extra("mcp", "mcp", "jaxrun mcp"),
+    "postgres": Extra("psycopg", "postgres", "a history on PostgreSQL (--history postgresql://...)"),
 }
 
 

@@ -12,9 +12,9 @@ The functions here take the history's open connection inside the caller's transa
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
+from jaxrun.judge.history_db import Database
 from jaxrun.results.models import CompileEnvironment, CompileStats
 
 __all__ = ["CachedBefore", "CompileRun", "create_tables", "insert", "cached_before", "programs_of_runs"]
@@ -51,7 +51,7 @@ class CachedBefore(NamedTuple):
     loaded: bool
 
 
-def create_tables(db: sqlite3.Connection) -> None:
+def create_tables(db: Database) -> None:
     db.execute(
         "CREATE TABLE compile_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at TEXT NOT NULL,"
         " script_name TEXT NOT NULL, script_path TEXT NOT NULL, content_hash TEXT, host TEXT NOT NULL,"
@@ -86,7 +86,7 @@ def _stats(row: Sequence[object]) -> CompileStats:
 LOOK_BACK_RUNS = 20  # earlier runs read per program: the cache's entries a miss is explained against
 
 
-def cached_before(db: sqlite3.Connection, script_path: str, host: str, device_used: str | None,
+def cached_before(db: Database, script_path: str, host: str, device_used: str | None,
                   programs: Iterable[str], cache_dir: str | None, before: int | None = None,
                   ) -> dict[str, list[CachedBefore]]:
     """Per program of ``programs``: the latest runs (at most :data:`LOOK_BACK_RUNS`, newest first)
@@ -119,16 +119,15 @@ def cached_before(db: sqlite3.Connection, script_path: str, host: str, device_us
     return found
 
 
-def insert(db: sqlite3.Connection, run: CompileRun) -> int:
+def insert(db: Database, run: CompileRun) -> int:
     """Store ``run`` and its programs; returns its id."""
     environment = None if run.environment is None else run.environment.model_dump_json()
-    cursor = db.execute(
+    compile_run_id = db.insert(
         "INSERT INTO compile_runs (recorded_at, script_name, script_path, content_hash, host, device_requested,"
         " device_used, environment, history_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run.recorded_at, run.script_name, run.script_path, run.content_hash, run.host, run.device_requested,
          run.device_used, environment, run.history_run_id),
     )
-    compile_run_id = int(cursor.lastrowid)
     db.executemany(
         f"INSERT INTO programs (compile_run_id, program, {', '.join(_PROGRAM_COLUMNS)})"
         f" VALUES (?, ?{', ?' * len(_PROGRAM_COLUMNS)})",
@@ -137,7 +136,7 @@ def insert(db: sqlite3.Connection, run: CompileRun) -> int:
     return compile_run_id
 
 
-def programs_of_runs(db: sqlite3.Connection, run_ids: Sequence[int]) -> dict[int, dict[str, CompileStats]]:
+def programs_of_runs(db: Database, run_ids: Sequence[int]) -> dict[int, dict[str, CompileStats]]:
     """Per benchmarked run (its ``runs`` id): its programs as the history kept them (a run recorded
     before schema 6, or that used no JAX, has none)."""
     if not run_ids:

@@ -33,6 +33,7 @@ from jaxrun.core.paths import default_history_path, history_path
 from jaxrun.errors import UsageError
 from jaxrun.judge import compile_history
 from jaxrun.judge.compile_history import CachedBefore, CompileRun
+from jaxrun.judge.history_db import Database, connect_postgres, is_url, shown_location
 from jaxrun.judge.history_schema import (
     MIGRATIONS,
     RUN_COLUMNS,
@@ -75,7 +76,7 @@ class HistoryUnreadable(UsageError):
     one line. ``problem`` is ``<path>: <SQLite's message>``."""
 
     def __init__(self, path: str | os.PathLike[str], detail: object) -> None:
-        self.path, self.detail = Path(path), str(detail)
+        self.path, self.detail = shown_location(path), str(detail)
         super().__init__(
             f"cannot read the history database {str(self.path)!r}: {self.detail}; "
             "`jaxrun history --check` says what is damaged, `jaxrun history --repair` saves what can be read"
@@ -133,7 +134,20 @@ class HistoryStore:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        if is_url(path):
+            # PostgreSQL (judge/history_db.py): the server keeps the file; nothing to create here.
+            self.location = str(path)
+            self.path: Path | str = shown_location(self.location)  # what messages say: the password as ***
+            self._existed = True
+            self._db: Database = connect_postgres(self.location)
+            try:
+                self._setup()
+            except BaseException:
+                self._db.close()
+                raise
+            return
         self.path = Path(path).expanduser()
+        self.location = str(self.path)
         self._existed = self.path.exists()  # a file being made (or empty) has nothing to check
         if self.path.is_dir():
             raise UsageError(f"history path {str(self.path)!r} is a folder; pass a file path with --history")
@@ -148,7 +162,7 @@ class HistoryStore:
             except OSError as exc:
                 raise UsageError(f"cannot create the folder for history {str(self.path)!r}: {exc.strerror}") from None
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            self._db = Database(sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None))
         except sqlite3.Error as exc:
             raise UsageError(f"cannot open history database {str(self.path)!r}: {exc}") from None
         try:
@@ -156,6 +170,11 @@ class HistoryStore:
         except BaseException:
             self._db.close()
             raise
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._db.dialect
 
     # -- connection life ------------------------------------------------------------------------
 
@@ -175,18 +194,22 @@ class HistoryStore:
         )
 
     def _setup(self) -> None:
+        if self._db.dialect != "sqlite":
+            self._migrate()
+            return
+        db = self._db.connection
         deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
         while True:  # several processes may open a fresh file at once: retry what the busy handler misses
             try:
-                self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+                db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
                 # Before anything is written (WAL mode, a migration, a run): a damaged file is
                 # refused whole, never written into nor judged against.
-                damage = _quick_check(self._db) if self._existed else None
+                damage = _quick_check(db) if self._existed else None
                 if damage is not None:
                     raise HistoryUnreadable(self.path, f"it is damaged (SQLite's quick check: {damage})")
-                self._db.execute("PRAGMA foreign_keys = ON")
-                if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    self._db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA foreign_keys = ON")
+                if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    db.execute("PRAGMA journal_mode = WAL")
                 self._migrate()
                 return
             except sqlite3.OperationalError as exc:
@@ -200,11 +223,11 @@ class HistoryStore:
                 raise HistoryUnreadable(self.path, exc) from None  # an SQLite file with a damaged page
 
     def _stored_version(self) -> int:
-        has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-        if not has_meta:
-            if self._db.execute("SELECT 1 FROM sqlite_master").fetchone():
+        tables = self._db.tables()
+        if "meta" not in tables:
+            if tables:
                 raise UsageError(
-                    f"{str(self.path)!r} is an SQLite database but not a jaxrun history (no meta table); "
+                    f"{str(self.path)!r} is a database but not a jaxrun history (no meta table); "
                     "pass --history with another path"
                 )
             return 0
@@ -213,6 +236,7 @@ class HistoryStore:
 
     def _migrate(self) -> None:
         with self._write():
+            self._db.lock_migration()  # PostgreSQL: the first process migrates, the others wait and see it done
             version = self._stored_version()
             if version > SCHEMA_VERSION:
                 raise UsageError(
@@ -224,26 +248,27 @@ class HistoryStore:
             add_declared_columns(self._db)
             if version < SCHEMA_VERSION:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),)
                 )
 
     @contextmanager
     def _write(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
+        self._db.begin(write=True)
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._db.rollback()
             raise
-        self._db.execute("COMMIT")
+        self._db.commit()
 
     @contextmanager
     def _read(self) -> Iterator[None]:
-        self._db.execute("BEGIN")  # one snapshot for the several queries of one answer
+        self._db.begin(write=False)  # one snapshot for the several queries of one answer
         try:
             yield
         finally:
-            self._db.execute("COMMIT")
+            self._db.commit()
 
     @property
     def schema_version(self) -> int:
@@ -270,11 +295,10 @@ class HistoryStore:
         values["median_wall_time"] = median
         columns = list(values)
         with self._write():
-            cursor = self._db.execute(
+            run_id = self._db.insert(
                 f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                 [values[c] for c in columns],
             )
-            run_id = int(cursor.lastrowid)
             self._db.executemany(
                 f"INSERT INTO samples (run_id, {', '.join(SAMPLE_COLUMNS)}) VALUES (?{', ?' * len(SAMPLE_COLUMNS)})",
                 [
@@ -397,10 +421,11 @@ class HistoryStore:
     def scripts(self) -> list[ScriptSummary]:
         """One line per script path: latest name, number of runs, time of the latest run."""
         rows = self._db.execute(
-            "SELECT script_path, script_name, COUNT(*), recorded_at, MAX(id) FROM runs "
-            "GROUP BY script_path ORDER BY script_path"
-        ).fetchall()  # SQLite takes bare columns from the row holding MAX(id)
-        return [ScriptSummary(path, name, n, at) for path, name, n, at, _ in rows]
+            "SELECT r.script_path, r.script_name, g.n, r.recorded_at FROM runs r JOIN "
+            "(SELECT script_path, COUNT(*) AS n, MAX(id) AS newest FROM runs GROUP BY script_path) g "
+            "ON r.id = g.newest ORDER BY r.script_path"
+        ).fetchall()
+        return [ScriptSummary(path, name, n, at) for path, name, n, at in rows]
 
     def trend(
         self, script: str | os.PathLike[str], *, metric: str = "wall_time", device: str | None = None,
@@ -428,8 +453,9 @@ class HistoryStore:
         "other" (both known, and different)."""
         mine = None if run.numerics is None else run.numerics.model_dump_json()
         same = {"same": " AND r.numerics IS ?", "other": " AND r.numerics IS NOT ?", "any": ""}[numerics]
-        where_machine = {"same": " AND (r.machine_id IS NULL OR ? IS NULL OR r.machine_id = ?)",
-                         "other": " AND r.machine_id IS NOT NULL AND ? IS NOT NULL AND r.machine_id != ?"}[machine]
+        # CAST: PostgreSQL must know a bare parameter's type to test it for NULL.
+        where_machine = {"same": " AND (r.machine_id IS NULL OR CAST(? AS TEXT) IS NULL OR r.machine_id = ?)",
+                         "other": " AND r.machine_id IS NOT NULL AND CAST(? AS TEXT) IS NOT NULL AND r.machine_id != ?"}[machine]
         query = (
             "SELECT r.id FROM runs r WHERE r.script_path = ? AND r.device_used IS ? AND r.host = ?"
             f" AND r.mode = ? AND r.id < ?{same}{where_machine}"

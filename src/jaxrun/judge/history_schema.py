@@ -6,11 +6,11 @@ at). A sample metric declared since a database was made is a column added as it 
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 from typing import Callable
 
 from jaxrun.judge import compile_history
+from jaxrun.judge.history_db import Database
 from jaxrun.results.models import SAMPLE_METRICS
 
 SCHEMA_VERSION = 8
@@ -26,7 +26,7 @@ RUN_COLUMNS = (
 SAMPLE_COLUMNS = ("idx", "warmup", "success", "error_class", *SAMPLE_METRICS)
 
 
-def _v1(db: sqlite3.Connection) -> None:
+def _v1(db: Database) -> None:
     db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     db.execute(
         "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at TEXT NOT NULL,"
@@ -43,7 +43,7 @@ def _v1(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX samples_run ON samples (run_id)")
 
 
-def _v2(db: sqlite3.Connection) -> None:
+def _v2(db: Database) -> None:
     """Store each run's median wall time (backfilled for old rows) and index script names."""
     db.execute("ALTER TABLE runs ADD COLUMN median_wall_time REAL")
     db.execute("CREATE INDEX runs_name ON runs (script_name)")
@@ -59,7 +59,7 @@ def _v2(db: sqlite3.Connection) -> None:
     )
 
 
-def _v3(db: sqlite3.Connection) -> None:
+def _v3(db: Database) -> None:
     """Record how a run was measured: a warm-mode run's wall time (one process calling main() R
     times) is not comparable with an ordinary run's. Older rows were all ordinary runs."""
     db.execute("ALTER TABLE runs ADD COLUMN mode TEXT NOT NULL DEFAULT 'process'")
@@ -67,7 +67,7 @@ def _v3(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_comparable ON runs (script_path, device_used, host, mode)")
 
 
-def _v4(db: sqlite3.Connection) -> None:
+def _v4(db: Database) -> None:
     """The phases of a run: import_time, and run_time (the script's own work), which replaces
     steady_time (body minus compile, imports included). Old rows keep their steady_time as their
     run_time, the closest figure they have; their import_time is unknown (NULL)."""
@@ -76,20 +76,20 @@ def _v4(db: sqlite3.Connection) -> None:
     db.execute("UPDATE samples SET run_time = steady_time")
 
 
-def _v5(db: sqlite3.Connection) -> None:
+def _v5(db: Database) -> None:
     """The numerics a run started with (Numerics as JSON): runs with other numerics are not a
     baseline unless asked. Older rows' numerics are unknown (NULL)."""
     db.execute("ALTER TABLE runs ADD COLUMN numerics TEXT")
 
 
-def _v6(db: sqlite3.Connection) -> None:
+def _v6(db: Database) -> None:
     """What each run of a script that used JAX compiled (benchmarked or not): its compile
     environment and, per program, its compilations, cache loads, compile time, fingerprints,
     device kind and count (:mod:`jaxrun.judge.compile_history`). Older runs have none."""
     compile_history.create_tables(db)
 
 
-def _v7(db: sqlite3.Connection) -> None:
+def _v7(db: Database) -> None:
     """When each run's commit was made, and the machine it ran on (its facts as JSON and their
     fingerprint: results/machine.py): a series over commits is one machine's. Older rows' are
     unknown (NULL): their series are by host, as before."""
@@ -98,7 +98,7 @@ def _v7(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN machine_id TEXT")
 
 
-def _v8(db: sqlite3.Connection) -> None:
+def _v8(db: Database) -> None:
     """The confirmations of change points (``--changes --confirm``): each duet of a change's two
     commits, its verdict and figures (a ChangeCheck as JSON), so that a refuted change never alarms
     again and a confirmed one is not run again."""
@@ -112,16 +112,16 @@ def _v8(db: sqlite3.Connection) -> None:
 
 
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+MIGRATIONS: list[Callable[[Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
-def add_declared_columns(db: sqlite3.Connection) -> None:
+def add_declared_columns(db: Database) -> None:
     """A column of ``samples`` for each sample metric declared since the database was made
     (results/figures.py): added, not migrated, so a new figure needs no schema version. Rows
     recorded before it hold NULL there (unknown, never 0); an older jaxrun names the columns it
     reads and writes, and leaves the new ones NULL."""
-    have = {row[1] for row in db.execute("PRAGMA table_info(samples)")}
+    have = db.columns("samples")
     for metric in SAMPLE_METRICS:
         if metric not in have:
             db.execute(f"ALTER TABLE samples ADD COLUMN {metric} REAL")

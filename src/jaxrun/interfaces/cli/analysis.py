@@ -35,7 +35,10 @@ def _history_database(given: Optional[str]) -> Path:
     ``history``, ``JAXRUN_HISTORY`` or the default, resolved as every option is (``false`` is no
     history at all: one line saying where it was set)."""
     from jaxrun.config.settings import resolve_batch_options
+    from jaxrun.judge.history_db import is_url
 
+    if given is not None and is_url(given):  # a PostgreSQL history (judge/history_db.py): a server's, no file
+        return given  # type: ignore[return-value]
     given_values = {} if given is None else {"history": given}
     options = resolve_batch_options([Path.cwd()], given_values, source="cli",
                                     origins={"history": "--history"} if given is not None else None).options
@@ -49,8 +52,9 @@ def _history_database(given: Optional[str]) -> Path:
     "timeout": "With --confirm: seconds per run of a pair before it is stopped (none: no limit)."}))
 @click.argument("script", required=False)
 @click.option("--history", "history_path", metavar="PATH",
-              help="History database (default: the history option of jaxrun.toml or [tool.jaxrun], "
-                   "else $JAXRUN_HISTORY, else ./.jaxrun/history.sqlite).")
+              help="History database: an SQLite file, or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE "
+                   "(jaxrun[postgres]; PGPASSWORD and ~/.pgpass work) (default: the history option of jaxrun.toml "
+                   "or [tool.jaxrun], else $JAXRUN_HISTORY, else ./.jaxrun/history.sqlite).")
 @click.option("--limit", type=int, metavar="N", help="Show only the newest N runs per script.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs and checks as JSON.")
 @click.option("--check", "check_only", is_flag=True,
@@ -205,6 +209,7 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
     from jaxrun.interfaces.cli.tables import history_changes_table, history_series_table
     from jaxrun.judge.history import HistoryStore, HistoryUnreadable
     from jaxrun.judge.history_changes import recent
+    from jaxrun.judge.history_db import shown_location
     from jaxrun.outputs.markdown import render_changes_markdown, write_markdown
     from jaxrun.present.view.changes_view import (
         SERIES_HEADING,
@@ -238,7 +243,7 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
     summaries = [each.summary for each in series]
     alarming = [c for c in found if fail_on_change is not None and recent(c, fail_on_change) and alarms(c)]
     if markdown is not None or os.environ.get("GITHUB_STEP_SUMMARY"):
-        write_markdown(markdown, render_changes_markdown(found, summaries, metric, str(path), since))
+        write_markdown(markdown, render_changes_markdown(found, summaries, metric, shown_location(path), since))
     if as_json:
         import json
 
@@ -246,9 +251,9 @@ def _changes(path: Path, script: Optional[str], since: Optional[str], fail_on_ch
                                     "series": [s.model_dump(mode="json") for s in summaries]}, indent=2) + "\n")
     else:
         if found:
-            out.print(history_changes_table(changes_heading(metric, str(path), since), found))
+            out.print(history_changes_table(changes_heading(metric, shown_location(path), since), found))
         else:
-            out.print(no_change_line(metric, str(path), since), markup=False, soft_wrap=True)
+            out.print(no_change_line(metric, shown_location(path), since), markup=False, soft_wrap=True)
         if summaries:
             out.print(history_series_table(SERIES_HEADING, summaries))
     if alarming and not as_json:
@@ -287,6 +292,11 @@ def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dic
 
 def _check_or_repair(path: Path, repair: bool) -> None:
     """``jaxrun history --check`` (exit 0 sound, 1 damaged) and ``--repair``."""
+    from jaxrun.judge.history_db import is_url
+
+    if is_url(path):
+        raise fail_usage("--check and --repair read an SQLite file; a PostgreSQL server checks its own databases "
+                         "(pg_amcheck)")
     from jaxrun.judge.history_repair import integrity_check
     from jaxrun.judge.history_repair import repair as save_readable
 

@@ -171,6 +171,7 @@ def write_history_page(database: Path, output: Path, *, metric: str = "run_time"
     from jaxrun.core.timestamps import now_iso
     from jaxrun.errors import UsageError
     from jaxrun.judge.history import HistoryStore
+    from jaxrun.judge.history_db import shown_location
     from jaxrun.results.benchmark_result import resolve_metric
     from jaxrun.results.result_files import atomic_write_text, check_output_file
 
@@ -181,5 +182,5 @@ def write_history_page(database: Path, output: Path, *, metric: str = "run_time"
         if script is not None and not store.match_scripts(script):
             raise UsageError(f"no benchmarked runs of {script!r} in the history {str(store.path)!r}")
         series = store.series(script, metric=metric, since=since)
-    atomic_write_text(output, render_history_page(series, metric, str(database), since, now_iso()))
+    atomic_write_text(output, render_history_page(series, metric, shown_location(database), since, now_iso()))
     return output
