@@ -153,3 +153,42 @@ def test_the_history_commands_read_postgresql_as_sqlite_and_never_show_the_passw
     said = table.stdout + table.stderr + drawn.stdout + drawn.stderr + checked.stderr
     written = (tmp_path / "c.md").read_text() + page.read_text()
     assert "jaxrun:***@127.0.0.1" in written and "s3cret-Pa55word" not in said + written
+
+
+def test_a_batch_writes_its_benchmarks_to_postgresql_named_every_way_and_no_file_holds_the_password(
+        tmp_path: Path, postgres) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+
+    from helpers import jaxrun, write
+
+    url = postgres.database("batches")
+    write(tmp_path / "s", "a.py", "if False:\n    import jax\nimport time\ntime.sleep(0.01)\n")
+    # --history, then JAXRUN_HISTORY, then a config file's history (a URL: never made relative to its folder).
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--warmup-runs", "0", "--history", url,
+                  "--results-dir", tmp_path / "r1", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--warmup-runs", "0", "--results-dir", tmp_path / "r2",
+                  cwd=tmp_path, env={"JAXRUN_HISTORY": url})
+    assert done.returncode == 0, done.stdout + done.stderr
+    write(tmp_path / "s", "jaxrun.toml", f'history = "{url}"\n')
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--warmup-runs", "0", "--results-dir", tmp_path / "r3",
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = jaxrun("config", tmp_path / "s", "--json", cwd=tmp_path)
+    assert shown.returncode == 0 and "jaxrun:***@127.0.0.1" in shown.stdout, shown.stdout + shown.stderr
+    with HistoryStore(url) as store:
+        runs = store.runs()
+    assert len(runs) == 3 and all(len([s for s in r.samples if not s.warmup]) == 2 for r in runs)
+    # The password is in no file jaxrun wrote, nor in anything it printed.
+    held = subprocess.run(["grep", "-rl", "s3cret-Pa55word", str(tmp_path / "r1"), str(tmp_path / "r2"),
+                           str(tmp_path / "r3")], capture_output=True, text=True)
+    assert held.stdout == "" and held.returncode == 1, held.stdout
+    assert "s3cret-Pa55word" not in shown.stdout + shown.stderr + done.stdout + done.stderr
+    # A server that cannot be reached: one line before anything runs, nothing written.
+    (tmp_path / "s" / "jaxrun.toml").unlink()
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--history",
+                  "postgresql://jaxrun:s3cret-Pa55word@127.0.0.1:1/none", "--results-dir", tmp_path / "r4", cwd=tmp_path)
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "cannot reach the history 'postgresql://jaxrun:***@127.0.0.1:1/none'" in line, line
+    assert "s3cret" not in line and not os.path.exists(tmp_path / "r4")

@@ -237,7 +237,7 @@ class OptionSet(metaclass=_OptionSetType):
     def _check_field(cls, name: str, value: Any) -> Any:
         field = cls.fields[name]
         value = field.meant(value)
-        if isinstance(value, str) and not value.strip() and _one_kind(field.annotation) is Path:
+        if isinstance(value, str) and not value.strip() and _takes_a_path(field.annotation):
             # Path("") is the working folder: an empty setting must not put a cache or results there.
             raise UsageError(f"{name} must be a path, got {shown_value(value)}")
         check = cls._checks.get(name)
@@ -397,9 +397,16 @@ def _one_kind(annotation: Any) -> Any:
 
 
 def holds_a_path(field: OptionField) -> bool:
-    """Whether the option is declared as one path (``Path`` or ``Optional[Path]``): what a config
-    file gives it relative is relative to the file's folder."""
-    return _one_kind(field.annotation) is Path
+    """Whether the option is declared as one path (``Path`` or ``Optional[Path]``, or a path or
+    text: the history, a file or a PostgreSQL URL): what a config file gives it relative is
+    relative to the file's folder."""
+    return _takes_a_path(field.annotation)
+
+
+def _takes_a_path(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is not typing.Union:
+        return annotation is Path
+    return Path in typing.get_args(annotation)
 
 
 def flag_of(field: OptionField) -> Optional[Flag]:

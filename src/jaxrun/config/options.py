@@ -15,10 +15,10 @@ add an option.
 from __future__ import annotations
 
 import math
-import re
 import os
+import re
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Iterable, Literal, Mapping, Optional, Tuple, TypeVar, Union
 
 import msgspec
 
@@ -542,9 +542,11 @@ class BatchOptions(_Options):
         False, "Write into a results folder that holds files jaxrun did not write: they are kept, never deleted "
         "or overwritten (without it such a folder is refused).")
     # The history database, resolved; None: keep no history. Given as None/True (the default
-    # database), False (none) or a path.
-    history: Optional[Path] = option(
-        None, "History database of benchmarks and of what each run compiled (false: none).",
+    # database), False (none), a path, or a PostgreSQL URL (held as given: text, never a Path).
+    history: Optional[Union[Path, str]] = option(
+        None, "History database of benchmarks and of what each run compiled: an SQLite file, or "
+        "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE for a team's (jaxrun[postgres]; PGPASSWORD and ~/.pgpass "
+        "work) (false: none).",
         Flag(metavar="PATH", off="--no-history", off_help="Do not use the history (benchmarks, what each run compiled, why the cache missed)."),
         show_default="$JAXRUN_HISTORY or ./.jaxrun/history.sqlite", words={"false": False})
     markdown: Optional[Path] = option(
@@ -671,7 +673,9 @@ class BatchOptions(_Options):
 
     @checks("slurm_options")
     def _slurm_options(value: Any, name: str) -> tuple[str, ...] | None:
-        from jaxrun.config.slurm_options import sbatch_option  # only when some are given
+        from jaxrun.config.slurm_options import (
+            sbatch_option,  # only when some are given
+        )
 
         if value is None:
             return None
@@ -692,7 +696,7 @@ class BatchOptions(_Options):
         return Path(value if value is not None else DEFAULT_RESULTS_DIR).expanduser().resolve()
 
     @checks("history")
-    def _history(value: Any, name: str) -> Path | None:
+    def _history(value: Any, name: str) -> Path | str | None:
         return history_path(value)
 
     @checks("markdown", "export_json", "export_csv", "junit_xml")

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
+from jaxrun.config import slurm_options
 from jaxrun.config.config_files import (
     ConfigFile,
     config_from_env,
@@ -52,14 +53,15 @@ from jaxrun.config.options import (
     parse_devices,
 )
 from jaxrun.config.script_header import read_header
-from jaxrun.config import slurm_options
 from jaxrun.core.aliases import OPTION_ALIASES
+from jaxrun.core.paths import is_history_url
 from jaxrun.discover.scripts import path_matches
 from jaxrun.errors import UsageError
 
 # Keys whose relative paths in a config file are relative to the file's folder: every option
-# declared as a path (a new output file's option is one by its type, with nothing to add here),
-# and python when it holds a "/" (a bare name is a command looked up on PATH).
+# declared as a path (a new output file's option is one by its type, with nothing to add here;
+# a PostgreSQL URL of the history stays as written), and python when it holds a "/" (a bare name
+# is a command looked up on PATH).
 _PATH_KEYS = frozenset({name for options in (BatchOptions, RunOptions) for name, field in options.fields.items()
                         if holds_a_path(field)} | {"python"})
 _EXECUTOR_BLOCKS = {"execution": "JAX_EXEC_CONFIG", "monitoring": "MONITORING_CONFIG"}
@@ -160,7 +162,7 @@ class _Reader:
                     raise UsageError(f"{where}: {table} skip: skip is a per-script setting; put it in a "
                                      f'[tool.jaxrun.scripts."GLOB"] table or a "# jaxrun: skip=..." comment')
                 raise UsageError(f"{where}: unknown key {key!r} in {table}: {closest(key, allowed)}")
-            if target in _PATH_KEYS and isinstance(value, str) and value.strip() \
+            if target in _PATH_KEYS and isinstance(value, str) and value.strip() and not is_history_url(value) \
                     and (target != "python" or "/" in value) and not _field(target).is_word(value):
                 value = str(self.config.folder / Path(value).expanduser())
             try:

@@ -56,22 +56,36 @@ def compile_cache_dir(value: str | os.PathLike[str] | bool | None) -> Path | Non
     return Path(value).expanduser().resolve()
 
 
-def default_history_path(cwd: str | os.PathLike[str] | None = None) -> Path:
-    """``$JAXRUN_HISTORY`` if set (relative to ``cwd``), else ``<cwd>/.jaxrun/history.sqlite``."""
+# A history on a PostgreSQL server is named by a URL (judge/history_db.py), never a path.
+HISTORY_URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_history_url(value: object) -> bool:
+    return isinstance(value, str) and value.strip().startswith(HISTORY_URL_SCHEMES)
+
+
+def default_history_path(cwd: str | os.PathLike[str] | None = None) -> Path | str:
+    """``$JAXRUN_HISTORY`` if set (a path relative to ``cwd``, or a PostgreSQL URL), else
+    ``<cwd>/.jaxrun/history.sqlite``."""
     base = Path(cwd) if cwd is not None else Path.cwd()
     env = os.environ.get(HISTORY_ENV, "").strip()
+    if is_history_url(env):
+        return env
     if env:
         path = Path(env).expanduser()
         return path if path.is_absolute() else base / path
     return base / ".jaxrun" / "history.sqlite"
 
 
-def history_path(history: str | os.PathLike[str] | bool | None) -> Path | None:
-    """The database a ``history`` option names: a path; None or True for the default; False for none."""
+def history_path(history: str | os.PathLike[str] | bool | None) -> Path | str | None:
+    """The database a ``history`` option names: a path, or a PostgreSQL URL (as given); None or
+    True for the default; False for none."""
     if history is False:
         return None
     if history is None or history is True:
         return default_history_path()
+    if is_history_url(history):
+        return str(history).strip()
     if not isinstance(history, (str, os.PathLike)):
-        raise UsageError(f"history must be a database path, True or False, got {history!r}")
+        raise UsageError(f"history must be a database path, a postgresql:// URL, True or False, got {history!r}")
     return Path(history).expanduser()

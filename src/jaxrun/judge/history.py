@@ -550,7 +550,8 @@ def expected_durations(history: str | os.PathLike[str] | bool | None, scripts: S
     missing history just means no durations are known.
     """
     path = history_path(history)
-    if path is None or not path.is_file():
+    # A PostgreSQL history is not read for this: a slow server would delay the first script.
+    if path is None or not isinstance(path, Path) or not path.is_file():
         return {}
     durations: dict[str, float] = {}
     try:

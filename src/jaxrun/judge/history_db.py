@@ -19,16 +19,16 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from jaxrun.core.paths import is_history_url
 from jaxrun.errors import UsageError
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_SECONDS = 10  # a server that does not answer: one line after this, never a hang
 # Every migration takes this lock (pg_advisory_xact_lock): a newer jaxrun's migration runs once.
 MIGRATION_LOCK = 0x6A6178_72756E  # "jaxrun"
 
 
 def is_url(location: str | os.PathLike[str]) -> bool:
-    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+    return is_history_url(location)
 
 
 def shown_location(location: str | os.PathLike[str]) -> str:

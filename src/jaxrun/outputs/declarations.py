@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
+    from jaxrun.plan.sink import Sink
     from jaxrun.results.models import BatchMetadata, DeviceInfo
     from jaxrun.results.ownership import ResultsFolder
-    from jaxrun.plan.sink import Sink
 
 # When each stage's outputs are made, in the order their sinks are told of a job:
 STAGES = (
@@ -128,8 +128,9 @@ def named_output_files(options: "BatchOptions", *, history: bool = True) -> list
     found = [(getattr(options, name), f"{what} ({options.named(name)})") for output in OUTPUTS
              for name, what in output.files.items() if getattr(options, name) is not None]
     path = options.history
-    # One there already is the history store's to open (a folder there is its note, not an error).
-    if history and path is not None and options.source_of("history") != "default" and not path.exists():
+    # One there already is the history store's to open (a folder there is its note, not an error);
+    # a PostgreSQL history is a server's, no file here.
+    if history and isinstance(path, Path) and options.source_of("history") != "default" and not path.exists():
         found.append((path, f"the history database ({options.named('history')})"))
     return found
 

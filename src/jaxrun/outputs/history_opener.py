@@ -33,11 +33,15 @@ class HistoryOpener:
 
         if self.store is None and self.problem is None:
             try:
-                self.store = HistoryStore(self.options.history)
+                self.store = HistoryStore(self.options.history)  # type: ignore[arg-type]
             except HistoryUnreadable as exc:
                 if not scripts_ran:
                     raise UsageError(f"{exc} (or run with --no-history)") from None
                 self.problem = exc.problem
+            except UsageError as exc:  # a server that cannot be reached (PostgreSQL), said in one line
+                if not scripts_ran:
+                    raise UsageError(f"{exc} (or run with --no-history)") from None
+                self.problem = str(exc)
 
     def __enter__(self) -> "HistoryOpener":
         if self.options.run.benchmark_runs and self.options.history:

@@ -73,8 +73,14 @@ def _as_written(key: str, value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
+    from jaxrun.core.paths import is_history_url
+
     if isinstance(value, Path):
         return str(value)
+    if is_history_url(value):  # a PostgreSQL history: its password is never shown
+        from jaxrun.judge.history_db import shown_location
+
+        return shown_location(value)
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
