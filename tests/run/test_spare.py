@@ -228,8 +228,11 @@ def test_every_thread_is_on_the_jobs_cores_from_the_scripts_first_line(tmp_path:
     pool = BatchPool()
     if prestarted:
         pool.open_spares(spare_environment())
-        (spare,) = spares_of(str(tmp_path))
         deadline = time.monotonic() + 30
+        # Read from /proc as psutil finds it: a loaded suite once listed no spare right after its start.
+        while not (found := spares_of(str(tmp_path))) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (spare,) = found
         while len(os.listdir(f"/proc/{spare}/task")) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)  # until it has its lifeline thread
     try:
