@@ -192,3 +192,12 @@ def test_a_batch_writes_its_benchmarks_to_postgresql_named_every_way_and_no_file
     (line,) = done.stderr.strip().splitlines()
     assert done.returncode == 2 and "cannot reach the history 'postgresql://jaxrun:***@127.0.0.1:1/none'" in line, line
     assert "s3cret" not in line and not os.path.exists(tmp_path / "r4")
+
+
+def test_every_way_to_write_a_password_in_a_url_is_shown_as_stars() -> None:
+    assert shown_location("postgresql://jaxrun:pw@db:5432/h") == "postgresql://jaxrun:***@db:5432/h"
+    assert shown_location("postgres://:pw@db/h") == "postgres://:***@db/h"
+    assert shown_location("postgresql://db/h?user=u&password=pw&sslmode=require") == \
+        "postgresql://db/h?user=u&password=***&sslmode=require"
+    assert shown_location("postgresql://jaxrun@db/h") == "postgresql://jaxrun@db/h"  # none given: PGPASSWORD, .pgpass
+    assert shown_location("/a/history.sqlite") == "/a/history.sqlite"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from jaxrun.core.paths import is_history_url
@@ -36,7 +35,8 @@ def shown_location(location: str | os.PathLike[str]) -> str:
     text = os.fspath(location)
     if not is_url(text):
         return text
-    return re.sub(r"^(postgres(?:ql)?://[^:/@]*):[^@/]*@", r"\1:***@", text)
+    text = re.sub(r"^(postgres(?:ql)?://[^:/@]*):[^@/]*@", r"\1:***@", text)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", text)  # libpq takes it as a parameter too
 
 
 class Database:
@@ -59,8 +59,9 @@ class Database:
         self.connection.executemany(self.sql(text), list(rows))
 
     def insert(self, text: str, params: Sequence[Any]) -> int:
-        """An INSERT into a table with an ``id`` key; the id it got."""
-        return int(self.execute(text + " RETURNING id", params).fetchone()[0])
+        """An INSERT into a table with an ``id`` key; the id it got (SQLite's last row id: RETURNING
+        needs SQLite 3.35, newer than some systems' Python is built with)."""
+        return int(self.execute(text, params).lastrowid)
 
     def begin(self, write: bool) -> None:
         # IMMEDIATE: the write lock at once, so two writers never both read then both fail to write.
@@ -116,6 +117,9 @@ class PostgresDatabase(Database):
 
     def execute(self, text: str, params: Sequence[Any] = ()) -> Any:
         return self._run(lambda: self.connection.execute(self.sql(text), params))
+
+    def insert(self, text: str, params: Sequence[Any]) -> int:
+        return int(self.execute(text + " RETURNING id", params).fetchone()[0])
 
     def commit(self) -> None:
         self._run(lambda: self.connection.execute("COMMIT"))
@@ -180,7 +184,3 @@ def connect_postgres(url: str) -> PostgresDatabase:
         raise UsageError(f"cannot reach the history {shown!r}: {said}; check the URL, the server and its "
                          "password (PGPASSWORD or ~/.pgpass)") from None
     return PostgresDatabase(connection, url)
-
-
-def sqlite_path(location: str | os.PathLike[str]) -> Path:
-    return Path(location).expanduser()
