@@ -57,8 +57,9 @@ def fmt_change(value: float | None, low: float | None = None, high: float | None
     return said if low is None or high is None else f"{said} ({low * 100:+.1f} to {high * 100:+.1f} %)"
 
 
-def fmt_detectable(value: float | None) -> str:
-    """The smallest change a comparison could have found (0.052: "5.2 %"); "-" when none could be."""
+def fmt_share(value: float | None) -> str:
+    """A fraction as a percentage (0.052: "5.2 %": a series' noise, the smallest change a comparison
+    could have found); "-" when unknown."""
     return "-" if value is None else f"{value * 100:.1f} %"
 
 

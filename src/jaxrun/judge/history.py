@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Sequence
 
 from jaxrun.config.options import VerdictOptions, verdict_options
 from jaxrun.core.defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS
-from jaxrun.core.paths import default_history_path, history_path
+from jaxrun.core.paths import default_history_path, history_path, is_history_url
 from jaxrun.errors import UsageError
 from jaxrun.judge import compile_history
 from jaxrun.judge.compile_history import CachedBefore, CompileRun
-from jaxrun.judge.history_db import Database, connect_postgres, is_url, shown_location
+from jaxrun.judge.history_db import Database, connect_postgres, shown_location
 from jaxrun.judge.history_schema import (
     MIGRATIONS,
     RUN_COLUMNS,
@@ -134,7 +134,7 @@ class HistoryStore:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
-        if is_url(path):
+        if is_history_url(path):
             # PostgreSQL (judge/history_db.py): the server keeps the file; nothing to create here.
             self.location = str(path)
             self.path: Path | str = shown_location(self.location)  # what messages say: the password as ***

@@ -26,14 +26,10 @@ CONNECT_SECONDS = 10  # a server that does not answer: one line after this, neve
 MIGRATION_LOCK = 0x6A6178_72756E  # "jaxrun"
 
 
-def is_url(location: str | os.PathLike[str]) -> bool:
-    return is_history_url(location)
-
-
 def shown_location(location: str | os.PathLike[str]) -> str:
     """A history's location as messages and files say it: a URL's password as ``***``."""
     text = os.fspath(location)
-    if not is_url(text):
+    if not is_history_url(text):
         return text
     text = re.sub(r"^(postgres(?:ql)?://[^:/@]*):[^@/]*@", r"\1:***@", text)
     return re.sub(r"([?&]password=)[^&]*", r"\1***", text)  # libpq takes it as a parameter too

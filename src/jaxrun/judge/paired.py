@@ -33,6 +33,8 @@ import numpy as np
 from jaxrun.config.options import VerdictOptions
 from jaxrun.core.formatting import plural
 from jaxrun.judge import stats
+from jaxrun.judge.stats import min_signed_rank_p as min_p_value
+from jaxrun.judge.stats import pairs_needed
 from jaxrun.judge.verdicts import gated_comparison, metrics_for
 from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.models import PhaseComparison, ScriptComparison
@@ -41,21 +43,6 @@ EXACT_MAX_PAIRS = 1000
 # The test signed_rank_p computes, as the help of the commands that judge with it names it
 # (interfaces/cli/flags.py: judged_by).
 TEST_NAME = "Wilcoxon signed-rank test"
-
-
-def min_p_value(pairs: int) -> float:
-    """Smallest two-sided p-value the exact signed-rank test can give with ``pairs`` pairs."""
-    return min(1.0, 2 / 2 ** pairs)
-
-
-def pairs_needed(alpha: float) -> int:
-    """The smallest number of pairs for which the test can reach p < ``alpha`` (6 at 0.05, 8 at 0.01)."""
-    if not 0 < alpha <= 1:
-        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
-    n = 2
-    while min_p_value(n) >= alpha:
-        n += 1
-    return n
 
 
 def signed_rank_p(differences: Sequence[float]) -> float | None:

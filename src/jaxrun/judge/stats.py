@@ -268,3 +268,19 @@ def verdict(
     if p is not None and p < alpha and ratio <= 1 - min_effect:
         return "faster", ratio, low, high, p
     return "no significant change", ratio, low, high, p
+
+
+# The exact two-sided signed-rank test (judge/paired.py) of n pairs can give no p below 2 / 2^n.
+def min_signed_rank_p(pairs: int) -> float:
+    """Smallest two-sided p-value the exact signed-rank test can give with ``pairs`` pairs."""
+    return min(1.0, 2 / 2 ** pairs)
+
+
+def pairs_needed(alpha: float) -> int:
+    """The smallest number of pairs for which the exact signed-rank test can reach p < ``alpha`` (6 at 0.05, 8 at 0.01)."""
+    if not 0 < alpha <= 1:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+    n = 2
+    while min_signed_rank_p(n) >= alpha:
+        n += 1
+    return n

@@ -207,14 +207,6 @@ def adjusted_p_values(p_values: Sequence[float], method: str) -> list[float]:
 CORRECTION_NAMES = {"holm": "Holm's", "bh": "Benjamini-Hochberg's"}
 
 
-def _pairs_for(alpha: float) -> int:
-    """The fewest pairs whose exact signed-rank test can reach p < ``alpha`` (its smallest p is 2 / 2^n)."""
-    n = 2
-    while 2 / 2 ** n >= alpha:
-        n += 1
-    return n
-
-
 def correction_text(method: str, scripts: int) -> str:
     """How a comparison's p-values were corrected, as its title says it."""
     if method == "none" or scripts < 2:
@@ -252,9 +244,9 @@ def corrected(scripts: Sequence[ScriptComparison], alpha: float, method: str) ->
         family = phases_tested * len(decisive)
         pairs = min((p.pairs for m, p in script.phases.items() if m in script.gate and p.pairs), default=None)
         withdrawn = "no significant change"
-        if pairs is not None and 2 / 2 ** pairs * family >= alpha:
+        if pairs is not None and stats.min_signed_rank_p(pairs) * family >= alpha:
             withdrawn = stats.TOO_FEW
-            said += f"; {plural(pairs, 'pair')} can never pass it: at least {_pairs_for(alpha / family)} pairs"
+            said += f"; {plural(pairs, 'pair')} can never pass it: at least {stats.pairs_needed(alpha / family)} pairs"
         phases = {m: (p.model_copy(update={"verdict": withdrawn}) if p.verdict in ("slower", "faster") else p)
                   for m, p in script.phases.items()}
         gated = [phases[m] for m in script.gate if m in phases]

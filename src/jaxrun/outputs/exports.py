@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from jaxrun.core.formatting import fmt_detectable, fmt_p, fmt_ratio, fmt_ratio_ci
+from jaxrun.core.formatting import fmt_share, fmt_p, fmt_ratio, fmt_ratio_ci
 from jaxrun.judge.compare import (
     labelled_samples,
     program_sections,
@@ -165,7 +165,7 @@ def comparison_markdown(report: "ComparisonReport") -> str:
                 name, c.device or "-", metric_label(metric, metric in c.gate),
                 format_metric(metric, phase.base_median), format_metric(metric, phase.new_median),
                 fmt_ratio(phase.ratio), fmt_ratio_ci(phase.ratio_ci_low, phase.ratio_ci_high),
-                fmt_p(phase.p_value), f"{phase.base_n}/{phase.new_n}", fmt_detectable(phase.detectable),
+                fmt_p(phase.p_value), f"{phase.base_n}/{phase.new_n}", fmt_share(phase.detectable),
                 phase.verdict + (f" ({own})" if own else ""),
             ]))
         if note:

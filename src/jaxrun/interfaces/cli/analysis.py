@@ -35,9 +35,9 @@ def _history_database(given: Optional[str]) -> Path:
     ``history``, ``JAXRUN_HISTORY`` or the default, resolved as every option is (``false`` is no
     history at all: one line saying where it was set)."""
     from jaxrun.config.settings import resolve_batch_options
-    from jaxrun.judge.history_db import is_url
+    from jaxrun.core.paths import is_history_url
 
-    if given is not None and is_url(given):  # a PostgreSQL history (judge/history_db.py): a server's, no file
+    if given is not None and is_history_url(given):  # a PostgreSQL history (judge/history_db.py): a server's, no file
         return given  # type: ignore[return-value]
     given_values = {} if given is None else {"history": given}
     options = resolve_batch_options([Path.cwd()], given_values, source="cli",
@@ -292,9 +292,9 @@ def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dic
 
 def _check_or_repair(path: Path, repair: bool) -> None:
     """``jaxrun history --check`` (exit 0 sound, 1 damaged) and ``--repair``."""
-    from jaxrun.judge.history_db import is_url
+    from jaxrun.core.paths import is_history_url
 
-    if is_url(path):
+    if is_history_url(path):
         raise fail_usage("--check and --repair read an SQLite file; a PostgreSQL server checks its own databases "
                          "(pg_amcheck)")
     from jaxrun.judge.history_repair import integrity_check

@@ -14,7 +14,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from jaxrun.core.formatting import fmt, fmt_commit, fmt_detectable, fmt_p, fmt_seconds, shorten_middle
+from jaxrun.core.formatting import fmt, fmt_commit, fmt_share, fmt_p, fmt_seconds, shorten_middle
 from jaxrun.results.comparisons import TOO_FEW
 from jaxrun.results.figures import (
     SCRIPT_FIGURES,
@@ -497,7 +497,7 @@ def compare_table(report: ComparisonReport) -> Table:
                 Text(metric_label(metric, metric in c.gate)),
                 format_metric(metric, phase.base_median), format_metric(metric, phase.new_median),
                 "-" if phase.ratio is None else f"{phase.ratio:.3f}", ci, fmt_p(phase.p_value),
-                f"{phase.base_n}/{phase.new_n}", fmt_detectable(phase.detectable), verdict,
+                f"{phase.base_n}/{phase.new_n}", fmt_share(phase.detectable), verdict,
                 end_section=not note and i == len(c.phases) - 1,
             )
         if note:

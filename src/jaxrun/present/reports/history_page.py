@@ -17,9 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from jaxrun.core.formatting import fmt_change, fmt_commit, plural
+from jaxrun.core.formatting import fmt_change, fmt_commit, fmt_share, plural
 from jaxrun.present.reports.html_text import esc, wide
-from jaxrun.present.view.changes_view import fmt_share
 from jaxrun.results.figures import FIGURES, format_metric, metric_label
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from jaxrun.core.formatting import (
     fmt_p,
     fmt_ratio,
     fmt_ratio_ci,
+    fmt_share,
     plural,
 )
 from jaxrun.results.figures import format_metric
@@ -62,10 +63,6 @@ CHANGE_COLUMNS: tuple[tuple[str, bool, Callable[["SeriesChange"], str]], ...] = 
 
 def change_cells(change: "SeriesChange") -> list[str]:
     return [cell(change) for _, _, cell in CHANGE_COLUMNS]
-
-
-def fmt_share(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f} %"
 
 
 # Each series: what its noise lets the change points see.
