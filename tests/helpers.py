@@ -355,6 +355,22 @@ def open_page(driver, page: Path, ready: str) -> None:  # type: ignore[no-untype
         "&& document.querySelectorAll(arguments[1]).length > 0", page.as_uri(), ready))
 
 
+# --- git repositories of a test's own --------------------------------------------------------------
+
+def git_in(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS``'s output (a failure fails the test)."""
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def git_commit(repo: Path, message: str, files: dict[str, str]) -> str:
+    """``files`` (name -> text) written and committed in ``repo``; the commit's hash."""
+    for name, text in files.items():
+        write(repo, name, text)
+    git_in(repo, "add", "-A")
+    git_in(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return git_in(repo, "rev-parse", "HEAD")
+
+
 # --- a history's runs ---------------------------------------------------------------------------------
 
 def make_run(

@@ -16,33 +16,21 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import jaxrun, jaxrun_command, survivors, write
+from helpers import git_commit, git_in, jaxrun, jaxrun_command, survivors, write
 
-from jaxrun.config.options import VerdictOptions
 from jaxrun.ab import ABOptions, BisectOptions, run_ab
 from jaxrun.ab.bisect import bisect
+from jaxrun.config.options import VerdictOptions
 
 SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
 LENIENT = VerdictOptions(alpha=0.05)  # 6 pairs can reach p < 0.05 (exact Wilcoxon: 2/2^6)
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
 def _repository(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git_in(repo, "init", "-q")
     return repo
-
-
-def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for name, text in files.items():
-        write(repo, name, text)
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
 
 
 @pytest.mark.slow
@@ -70,8 +58,8 @@ def test_two_folders_a_known_slowdown_is_slower_and_the_pairs_alternate(tmp_path
     # The exports and the report say it was paired, with the paired verdict.
     from markdown_it import MarkdownIt
 
-    from jaxrun.present.reports import write_report
     from jaxrun.outputs.exports import comparison_markdown
+    from jaxrun.present.reports import write_report
 
     tokens = MarkdownIt().enable("table").parse(comparison_markdown(report))
     heading = next(t.content for i, t in enumerate(tokens) if i and tokens[i - 1].type == "heading_open")
@@ -92,8 +80,8 @@ def test_the_same_script_on_both_sides_is_no_change(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_two_revisions_in_temporary_worktrees_leave_the_users_tree_alone(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
-    fast = _commit(repo, "fast", {"s/s.py": SLEEPS.format(seconds=0.05)})
-    slow = _commit(repo, "slow", {"s/s.py": SLEEPS.format(seconds=0.10)})
+    fast = git_commit(repo, "fast", {"s/s.py": SLEEPS.format(seconds=0.05)})
+    slow = git_commit(repo, "slow", {"s/s.py": SLEEPS.format(seconds=0.10)})
     (repo / "s" / "s.py").write_text("# the user's uncommitted edit\n")  # must survive untouched
     done = jaxrun("ab", repo / "s", "--base-rev", fast, "--new-rev", "HEAD", "--pairs", "6", "--alpha", "0.05",
                   "--results-dir", tmp_path / "r", "--json", "-q")
@@ -102,29 +90,29 @@ def test_two_revisions_in_temporary_worktrees_leave_the_users_tree_alone(tmp_pat
     assert report["scripts"][0]["verdict"] == "slower"
     assert report["sides"]["BASE"]["commit"] == fast and report["sides"]["NEW"]["commit"] == slow
     assert (repo / "s" / "s.py").read_text() == "# the user's uncommitted edit\n"
-    assert _git(repo, "worktree", "list").count("\n") == 0  # only the user's own tree
+    assert git_in(repo, "worktree", "list").count("\n") == 0  # only the user's own tree
     assert not Path(report["sides"]["BASE"]["root"]).exists()  # the temporary worktree is gone
 
 
 @pytest.mark.slow
 def test_bisect_names_the_commit_that_added_the_sleep(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
-    good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
-    _commit(repo, "docs", {"README": "words\n"})
-    culprit = _commit(repo, "add a sleep", {"s.py": SLEEPS.format(seconds=0.12)})
-    _commit(repo, "more docs", {"README": "more words\n"})
+    good = git_commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
+    git_commit(repo, "docs", {"README": "words\n"})
+    culprit = git_commit(repo, "add a sleep", {"s.py": SLEEPS.format(seconds=0.12)})
+    git_commit(repo, "more docs", {"README": "more words\n"})
     found = bisect(repo / "s.py", BisectOptions(good=good, bad="HEAD", results_dir=tmp_path / "r", pairs=6,
                                                 warmup_pairs=0, verdict=LENIENT))
     assert found.first_slower == culprit and found.subject == "add a sleep"
     assert [s.verdict for s in found.steps][0] == "slower"  # the bad end is judged first
-    assert _git(repo, "worktree", "list").count("\n") == 0
+    assert git_in(repo, "worktree", "list").count("\n") == 0
 
 
 @pytest.mark.slow
 def test_bisect_says_when_bad_is_not_slower(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
-    good = _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
-    _commit(repo, "docs", {"README": "words\n"})
+    good = git_commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.02)})
+    git_commit(repo, "docs", {"README": "words\n"})
     done = jaxrun("bisect", repo / "s.py", "--good", good, "--bad", "HEAD", "--pairs", "6", "--alpha", "0.05",
                   "--results-dir", tmp_path / "r", "-q")
     assert done.returncode == 1 and "is not judged slower than" in done.stdout, done.stdout + done.stderr
@@ -137,7 +125,7 @@ def test_bisect_says_when_bad_is_not_slower(tmp_path: Path) -> None:
 ])
 def test_a_bad_ab_command_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     repo = _repository(tmp_path)
-    _commit(repo, "first", {"s.py": SLEEPS.format(seconds=0)})
+    git_commit(repo, "first", {"s.py": SLEEPS.format(seconds=0)})
     done = jaxrun("ab", *[str(repo) if a == "ONLY" else a for a in args], "--results-dir", tmp_path / "r")
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -210,7 +198,7 @@ def test_the_flags_of_ab_and_bisect_are_made_from_their_declarations(tmp_path: P
 
 def _worktrees(repo: Path) -> set[Path]:
     """The worktrees the repository lists, its own tree left out."""
-    listed = [Path(line.split(" ", 1)[1]).resolve() for line in _git(repo, "worktree", "list", "--porcelain").splitlines()
+    listed = [Path(line.split(" ", 1)[1]).resolve() for line in git_in(repo, "worktree", "list", "--porcelain").splitlines()
               if line.startswith("worktree ")]
     return set(listed[1:])
 
@@ -240,10 +228,10 @@ def test_a_later_ab_removes_the_checkouts_of_a_killed_one_and_nothing_else(tmp_p
     folders) removes them, and leaves the user's own worktrees (one in use, one whose folder the
     user deleted) and those of an ab still running."""
     repo = _repository(tmp_path)
-    base = _commit(repo, "one", {"s/s.py": SLEEPS.format(seconds=0.05)})
-    _commit(repo, "two", {"s/s.py": SLEEPS.format(seconds=0.06)})
-    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"), "HEAD")
-    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "gone"), "HEAD")
+    base = git_commit(repo, "one", {"s/s.py": SLEEPS.format(seconds=0.05)})
+    git_commit(repo, "two", {"s/s.py": SLEEPS.format(seconds=0.06)})
+    git_in(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"), "HEAD")
+    git_in(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "gone"), "HEAD")
     shutil.rmtree(tmp_path / "gone")  # git lists it as prunable: still the user's to prune
     users = {(tmp_path / "mine").resolve(), (tmp_path / "gone").resolve()}
     assert _worktrees(repo) == users
@@ -291,9 +279,9 @@ def test_a_later_ab_removes_the_checkouts_of_a_killed_one_and_nothing_else(tmp_p
 @pytest.mark.slow
 def test_an_ab_stopped_by_ctrl_c_removes_its_own_checkouts_and_only_those(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
-    base = _commit(repo, "one", {"s/s.py": SLEEPS.format(seconds=0.05)})
-    _commit(repo, "two", {"s/s.py": SLEEPS.format(seconds=0.06)})
-    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "gone"), "HEAD")
+    base = git_commit(repo, "one", {"s/s.py": SLEEPS.format(seconds=0.05)})
+    git_commit(repo, "two", {"s/s.py": SLEEPS.format(seconds=0.06)})
+    git_in(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "gone"), "HEAD")
     shutil.rmtree(tmp_path / "gone")  # `git worktree prune` would unregister it: jaxrun never runs it
     env = {**os.environ, "JAXRUN_CACHE_DIR": str(tmp_path / "cache")}
     running, trees = _started_ab(repo, base, tmp_path / "r", env)
@@ -342,6 +330,7 @@ def test_the_report_of_an_ab_folder_states_the_exit_status_the_command_gave(tmp_
 def test_the_old_import_path_is_the_new_package() -> None:
     """docs/guide/ab.md once named jaxrun.interfaces.ab: code that imports it gets jaxrun.ab's names."""
     import jaxrun.ab
-    from jaxrun.interfaces.ab import ABOptions as Old, run_ab as old_run_ab
+    from jaxrun.interfaces.ab import ABOptions as Old
+    from jaxrun.interfaces.ab import run_ab as old_run_ab
 
     assert old_run_ab is jaxrun.ab.run_ab and Old is jaxrun.ab.ABOptions and Old(duet=True).duet is True

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import jaxrun, write
+from helpers import git_commit, git_in, jaxrun
 
 from jaxrun.ab.confirm import confirm_changes
 from jaxrun.config.ab_options import ConfirmOptions
@@ -27,28 +26,16 @@ SLEEPS = "if False:\n    import jax\nimport time\ntime.sleep({seconds})\n"
 LENIENT = VerdictOptions(alpha=0.05)  # 6 pairs can reach p < 0.05 (exact Wilcoxon: 2/2^6)
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for name, text in files.items():
-        write(repo, name, text)
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> tuple[Path, list[str]]:
     """c0 sleeps 0.1 s; c1 changes a README; c2 makes the sleep 0.25 s; c3 changes the README."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
-    commits = [_commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.1)}),
-               _commit(repo, "docs", {"README": "words\n"}),
-               _commit(repo, "sleep longer", {"s.py": SLEEPS.format(seconds=0.25)}),
-               _commit(repo, "more docs", {"README": "more words\n"})]
+    git_in(repo, "init", "-q")
+    commits = [git_commit(repo, "first", {"s.py": SLEEPS.format(seconds=0.1)}),
+               git_commit(repo, "docs", {"README": "words\n"}),
+               git_commit(repo, "sleep longer", {"s.py": SLEEPS.format(seconds=0.25)}),
+               git_commit(repo, "more docs", {"README": "more words\n"})]
     return repo, commits
 
 
@@ -103,7 +90,7 @@ def test_a_slowdown_is_confirmed_and_bisected_and_a_step_no_commit_made_is_refut
         confirm_changes(store, [again], _options(tmp_path, bisect=True),
                         on_run=lambda key, side, pair, warmup, result: heard.append(side.label))
         assert heard == []
-    assert _git(root, "worktree", "list").count("\n") == 0  # only the user's own tree
+    assert git_in(root, "worktree", "list").count("\n") == 0  # only the user's own tree
 
     # A step between c0 and c1 (a README): the pairs of the two commits show none.
     other = tmp_path / "other.sqlite"
