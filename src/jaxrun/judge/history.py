@@ -277,7 +277,9 @@ class HistoryStore:
     # -- writing ----------------------------------------------------------------------------------
 
     def record(self, run: HistoryRun) -> int:
-        """Store one run with its samples; returns its id."""
+        """Store one run with its samples; returns its id. A run whose key the history already
+        holds (``run_key``: written before, by ``--resume`` or an import) is not stored again: the id
+        is the stored one's."""
         median = _clean(run.median_wall_time)
         if median is None:
             from jaxrun.judge.benchmark_runs import (
@@ -295,6 +297,10 @@ class HistoryStore:
         values["median_wall_time"] = median
         columns = list(values)
         with self._write():
+            if run.run_key is not None:
+                held = self._db.execute("SELECT id FROM runs WHERE run_key = ?", (run.run_key,)).fetchone()
+                if held is not None:
+                    return int(held[0])
             run_id = self._db.insert(
                 f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                 [values[c] for c in columns],

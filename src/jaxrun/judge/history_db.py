@@ -164,9 +164,23 @@ class PostgresDatabase(Database):
         self._run(lambda: self.connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,)))
 
 
+class HistoryUnreachable(UsageError):
+    """A PostgreSQL history's server could not be connected to: one line, the password never in
+    it; ``problem`` is ``<location>: <why>``, as a batch notes a history it lost."""
+
+    def __init__(self, location: str, detail: str) -> None:
+        self.location, self.detail = location, detail
+        super().__init__(f"cannot reach the history {location!r}: {detail}; check the URL, the server and its "
+                         "password (PGPASSWORD or ~/.pgpass)")
+
+    @property
+    def problem(self) -> str:
+        return f"{self.location}: {self.detail}"
+
+
 def connect_postgres(url: str) -> PostgresDatabase:
     """A connection to the history at ``url``, within :data:`CONNECT_SECONDS`; a
-    :class:`UsageError` of one line (the password never in it) when it cannot be had."""
+    :class:`HistoryUnreachable` when it cannot be had."""
     from jaxrun.core.extras import require
 
     require("postgres")
@@ -177,6 +191,5 @@ def connect_postgres(url: str) -> PostgresDatabase:
         connection = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS)
     except psycopg.Error as exc:
         said = " ".join(str(exc).split()).replace(url, shown)
-        raise UsageError(f"cannot reach the history {shown!r}: {said}; check the URL, the server and its "
-                         "password (PGPASSWORD or ~/.pgpass)") from None
+        raise HistoryUnreachable(shown, said) from None
     return PostgresDatabase(connection, url)

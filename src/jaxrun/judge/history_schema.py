@@ -7,19 +7,20 @@ at). A sample metric declared since a database was made is a column added as it 
 from __future__ import annotations
 
 import statistics
+import uuid
 from typing import Callable
 
 from jaxrun.judge import compile_history
 from jaxrun.judge.history_db import Database
 from jaxrun.results.models import SAMPLE_METRICS
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 RUN_COLUMNS = (
     "id", "recorded_at", "script_name", "script_path", "content_hash", "git_commit", "git_dirty", "host",
     "device_requested", "device_used", "jax_version", "jaxlib_version", "jaxrun_version", "median_wall_time",
-    "mode", "numerics", "git_commit_time", "machine", "machine_id",
+    "mode", "numerics", "git_commit_time", "machine", "machine_id", "run_key",
 )
 
 
@@ -111,8 +112,18 @@ def _v8(db: Database) -> None:
     db.execute("CREATE INDEX change_checks_key ON change_checks (script_path, metric, before_commit, after_commit)")
 
 
+def _v9(db: Database) -> None:
+    """Each run's own key (HistoryRun.run_key), unique: a run written again (``--resume`` after a
+    lost connection, the import of a history holding it) is kept once. Older rows get a key each
+    now, so that a history moved elsewhere and imported back keeps them once too."""
+    db.execute("ALTER TABLE runs ADD COLUMN run_key TEXT")
+    ids = [row[0] for row in db.execute("SELECT id FROM runs").fetchall()]
+    db.executemany("UPDATE runs SET run_key = ? WHERE id = ?", [(uuid.uuid4().hex, run_id) for run_id in ids])
+    db.execute("CREATE UNIQUE INDEX runs_key ON runs (run_key)")
+
+
 # MIGRATIONS[i] takes a database at schema version i to version i + 1.
-MIGRATIONS: list[Callable[[Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+MIGRATIONS: list[Callable[[Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -29,8 +29,8 @@ class HistoryOpener:
         """A --history that is no history database (a folder, another file) is a UsageError; so
         is a damaged one while no script has run (checked with the rest, exit 2, nothing run).
         Once scripts ran (``scripts_ran``), a damaged history is a note and the batch goes on."""
-        from jaxrun.core.paths import is_history_url
         from jaxrun.judge.history import HistoryStore, HistoryUnreadable
+        from jaxrun.judge.history_db import HistoryUnreachable
 
         if self.store is None and self.problem is None:
             try:
@@ -39,12 +39,12 @@ class HistoryOpener:
                 if not scripts_ran:
                     raise UsageError(f"{exc} (or run with --no-history)") from None
                 self.problem = exc.problem
-            except UsageError as exc:
+            except HistoryUnreachable as exc:
                 # A PostgreSQL server that cannot be reached once scripts ran: a note, as a damaged
                 # file is (a path that is no database stays the caller's to say).
-                if not scripts_ran or not is_history_url(self.options.history):
+                if not scripts_ran:
                     raise
-                self.problem = str(exc)
+                self.problem = exc.problem
 
     def __enter__(self) -> "HistoryOpener":
         if self.options.run.benchmark_runs and self.options.history:

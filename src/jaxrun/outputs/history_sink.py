@@ -5,17 +5,21 @@ earlier run of the same script (same host) loaded from it or wrote into it, says
 the cache key changed (the program's ``cache_miss_reason`` and one warning). The history never costs a batch: once SQLite
 cannot read or write it (a damaged page, an I/O error), the sink stops using it, says so once in the
 batch's metadata (``history_problem``) and marks each later benchmark "not judged: history
-unreadable (...)"."""
+unreadable (...)". A PostgreSQL server lost mid-batch is connected to again, and the benchmarks from
+then on are written; those it missed are counted (``history_unwritten``) and ``--resume`` writes
+them, each once under the key it was given when it was measured (``ScriptBenchmark.run_key``)."""
 
 from __future__ import annotations
 
 import socket
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxrun.core.defaults import HISTORY_NOT_USED
 from jaxrun.core.formatting import listed
+from jaxrun.core.paths import is_history_url
 from jaxrun.core.timestamps import now_iso
 from jaxrun.errors import UsageError
 from jaxrun.judge.cache_misses import nearest_miss
@@ -43,15 +47,22 @@ if TYPE_CHECKING:
 MAX_NAMED = 3  # programs named in one cache-miss warning; the rest are counted
 
 
+RECONNECT_SECONDS = 30.0  # a PostgreSQL server that did not answer is asked again after this, not at every result
+
+
 class HistorySink(BaseSink):
     def __init__(self, store: HistoryStore | None, facts: "DeviceInfo | None", options: "BatchOptions | None" = None, *,
                  meta: "BatchMetadata | None" = None, problem: str | None = None) -> None:
         """``store``: None when it could not be opened, ``problem`` then says why. ``options``: the
-        batch's: whether it judges against runs with other numerics, and whether its runs start with
-        an empty compilation cache (a script's own setting wins)."""
+        batch's: whether it judges against runs with other numerics, whether its runs start with
+        an empty compilation cache (a script's own setting wins), and where its history is (a
+        PostgreSQL server lost mid-batch is connected to again)."""
         self.store, self.facts, self.meta = store, facts, meta
         self.allow_mismatch = options.allow_mismatch if options is not None else False
         self.cold_cache = options.run.cold_cache if options is not None else False
+        history = options.history if options is not None else None
+        self.server = str(history) if history is not None and is_history_url(history) else None
+        self.asked_at: float | None = None  # when the server was last asked for a connection, in vain
         self.problem: str | None = None
         if problem is not None:
             self._unreadable(problem)
@@ -67,6 +78,26 @@ class HistorySink(BaseSink):
                 pass
             self.store = None
 
+    def _reconnect(self) -> None:
+        """A PostgreSQL history lost during the batch: connected to again (at most once every
+        :data:`RECONNECT_SECONDS` while the server does not answer), so that the runs from then on
+        are written; those measured while it was away are counted (``history_unwritten``) for
+        ``--resume`` to write. An SQLite file that failed stays unused: it is damaged."""
+        if self.store is not None or self.server is None:
+            return
+        if self.asked_at is not None and time.monotonic() - self.asked_at < RECONNECT_SECONDS:
+            return
+        try:
+            self.store = HistoryStore(self.server)
+        except (UsageError, sqlite3.Error):
+            self.asked_at = time.monotonic()
+            return
+        self.problem, self.asked_at = None, None
+
+    def _unwritten(self) -> None:
+        if self.meta is not None:
+            self.meta.history_unwritten += 1
+
     def on_result(self, job: "Job", result: "ScriptResult") -> "ScriptResult":
         result = self._benchmark(result)
         if used_jax(result) and not result.kept:  # a result --resume reuses was recorded when it ran
@@ -78,6 +109,7 @@ class HistorySink(BaseSink):
         """Record what the run compiled; explain each program a warm cache compiled though an
         earlier run of the script loaded it or wrote it there (a program compiled and loaded in one
         run only had a new variant: not a miss of the cache)."""
+        self._reconnect()
         if self.store is None:
             return result
         environment = result.compile_environment
@@ -129,14 +161,21 @@ class HistorySink(BaseSink):
             jax_version=self.facts.jax_version if self.facts else None,
             jaxlib_version=self.facts.jaxlib_version if self.facts else None,
             machine=this_machine(self.facts, environment.xla_flags if environment is not None else None),
+            # A result --resume reuses is written when it ran, under the key it was given then.
+            recorded_at=result.finished_at if result.kept else None,
         )
+        bench = bench.model_copy(update={"run_key": run.run_key, "git_commit": run.git_commit,
+                                         "git_dirty": run.git_dirty, "git_commit_time": run.git_commit_time})
         run_id = None
+        self._reconnect()
         if self.store is not None:
             try:
                 run_id = self.store.record(run)
                 check = self.store.check_regression(run_id, allow_mismatch=self.allow_mismatch)
             except sqlite3.Error as exc:
                 self._unreadable(f"{self.store.path}: {exc}")
+        if run_id is None:
+            self._unwritten()
         if self.problem is not None:
             check = RegressionCheck(
                 script_path=run.script_path, device=run.device_used, host=run.host, gate=[], newest_run_id=run_id,

@@ -61,8 +61,13 @@ class BatchMetadata(MappingModel):
     config_file: Annotated[str | None, Meta(description="The config file the batch read (null: none)")] = None
     history_problem: Annotated[str | None, Meta(description=(
         "Why the history could not be read or written during the batch (\"<path>: <SQLite's "
-        "message>\"): the benchmarks from then on were neither recorded nor judged; null when it could"
+        "message>\"): the benchmarks from then on were neither recorded nor judged (a PostgreSQL server is "
+        "connected to again, and the benchmarks after it came back are); null when it could"
     ))] = None
+    history_unwritten: Annotated[int, Meta(description=(
+        "How many benchmarked scripts' runs are not in the history (history_problem says why): "
+        "`jaxrun run ... --resume` in the same results folder writes them, each once"
+    ))] = 0
     compile_cache_warning: Annotated[str | None, Meta(description=(
         "Why the persistent compilation cache folder the scripts use cannot be written, naming "
         "it (checked once before the batch; null: it can, or there is none)"

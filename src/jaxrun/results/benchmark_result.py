@@ -62,7 +62,15 @@ class ScriptBenchmark(MappingModel):
     mode: Annotated[str, Meta(description='"process", or "warm:<entry>x<calls>" for warm mode')] = "process"
     numerics: Annotated[Numerics | None, Meta(description="The numerics the runs started with")] = None
     warnings: list[str] = []
-    history_run_id: Annotated[int | None, Meta(description="Row id in the history database")] = None
+    run_key: Annotated[str | None, Meta(description=(
+        "Its key in any history (32 hex digits): a history keeps the run once under it, so --resume writes a "
+        "run the history missed (a lost connection), never twice; null: no history was named"))] = None
+    git_commit: Annotated[str | None, Meta(description=(
+        "The commit of the repository holding the script when it was measured (null: none, or no history named)"))] = None
+    git_dirty: Annotated[bool | None, Meta(description="Whether that repository had uncommitted changes")] = None
+    git_commit_time: Annotated[str | None, Meta(description="When git_commit was committed (ISO)")] = None
+    history_run_id: Annotated[int | None, Meta(description=(
+        "Row id in the history database (null: not written there; see the batch's history_problem)"))] = None
     history_check: Annotated[RegressionCheck | None, Meta(description=(
         "This run against earlier comparable runs in the history"
     ))] = None

@@ -272,6 +272,9 @@ class HistoryRun(MappingModel):
     machine: Annotated[Machine | None, Meta(description=(
         "The machine it was measured on (results/machine.py); null: recorded before jaxrun kept it"))] = None
     machine_id: Annotated[str | None, Meta(description="The machine's fingerprint (12 hex digits); null: unknown")] = None
+    run_key: Annotated[str | None, Meta(description=(
+        "The run's own key (32 hex digits, given when it was measured): a history keeps a run once under it, "
+        "whoever writes it again (--resume, an import)"))] = None
 
 
 JUDGED_VERDICTS = ("slower", "faster", "no significant change")

@@ -7,6 +7,7 @@ import hashlib
 import os
 import socket
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Sequence
 
@@ -100,12 +101,19 @@ def history_run_from_benchmark(
     recorded_at: str | None = None,
     machine: Machine | None = None,
 ) -> HistoryRun:
-    """A :class:`HistoryRun` for one script's benchmark (identity and git state read now)."""
+    """A :class:`HistoryRun` for one script's benchmark: its key and revision those the benchmark
+    was given when it was measured (a result ``--resume`` writes to the history later), else a new
+    key and the git state read now."""
     from jaxrun.core.version import __version__
 
     script_path, content_hash = script_identity(benchmark.script_path)
     script_path = valid_text(script_path)  # SQLite text must be valid UTF-8
-    commit, dirty, committed = git_revision(script_path)
+    if benchmark.run_key is not None:
+        run_key, commit, dirty, committed = (benchmark.run_key, benchmark.git_commit, benchmark.git_dirty,
+                                             benchmark.git_commit_time)
+    else:
+        run_key = uuid.uuid4().hex
+        commit, dirty, committed = git_revision(script_path)
     return HistoryRun(
         recorded_at=recorded_at or now_iso(),
         script_name=benchmark.script_name, script_path=script_path, content_hash=content_hash,
@@ -118,4 +126,5 @@ def history_run_from_benchmark(
         git_commit_time=committed,
         machine=machine,
         machine_id=None if machine is None else machine.fingerprint,
+        run_key=run_key,
     )

@@ -14,6 +14,7 @@ import msgspec
 
 from jaxrun.core.defaults import HISTORY_NOT_USED
 from jaxrun.core.formatting import fmt, listed, plural
+from jaxrun.core.paths import is_history_url
 from jaxrun.present.view.script_rows import (
     ScriptView,
     on_several_devices,
@@ -197,10 +198,17 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView],
                          + ("" if baseline else " without --fail-on-regression") + ")")
     if meta.history_problem and meta.history_problem.startswith(HISTORY_NOT_USED):
         notes.append(f"history {meta.history_problem}")  # it could not be opened: nothing is damaged
+    elif meta.history_problem and is_history_url(meta.history_problem):
+        notes.append(f"history unreadable ({meta.history_problem}): "
+                     + (f"{plural(meta.history_unwritten, 'benchmarked script')} not written to it; run the batch "
+                        "again with --resume, once the server answers, to write them" if meta.history_unwritten
+                        else "every benchmark was written to it once the server answered again"))
     elif meta.history_problem:
-        notes.append(f"history unreadable ({meta.history_problem}): the benchmarks were not all recorded or "
-                     "judged; `jaxrun history --check` says what is damaged, `jaxrun history --repair` saves what "
-                     "can be read")
+        notes.append(f"history unreadable ({meta.history_problem}): "
+                     + (f"{plural(meta.history_unwritten, 'benchmarked script')} not written to it"
+                        if meta.history_unwritten else "the benchmarks were not all recorded or judged")
+                     + "; `jaxrun history --check` says what is damaged, `jaxrun history --repair` saves what can be "
+                     "read" + (", then --resume writes them" if meta.history_unwritten else ""))
     if meta.compile_cache_warning:
         notes.append(meta.compile_cache_warning)
     return reasons, notes
