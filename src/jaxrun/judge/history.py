@@ -23,9 +23,10 @@ import os
 import sqlite3
 import statistics
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Sequence
 
 from jaxrun.config.options import VerdictOptions, verdict_options
 from jaxrun.core.defaults import HISTORY_ENV, HISTORY_WINDOW, MIN_HISTORY_RUNS
@@ -61,6 +62,7 @@ from jaxrun.results.provenance import (
 
 if TYPE_CHECKING:
     from jaxrun.judge.history_changes import HistorySeries
+    from jaxrun.judge.history_transfer import Imported
 
 __all__ = [
     "HistoryStore", "default_history_path", "history_path", "git_state", "history_run_from_benchmark",
@@ -295,12 +297,13 @@ class HistoryStore:
         if run.machine is not None and run.machine_id is None:
             values["machine_id"] = run.machine.fingerprint
         values["median_wall_time"] = median
+        values["run_key"] = run.run_key or uuid.uuid4().hex  # every row has one: a moved history keeps it once
         columns = list(values)
         with self._write():
             if run.run_key is not None:
                 held = self._db.execute("SELECT id FROM runs WHERE run_key = ?", (run.run_key,)).fetchone()
                 if held is not None:
-                    return int(held[0])
+                    return int(held[0])  # written before: --resume after a lost connection
             run_id = self._db.insert(
                 f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                 [values[c] for c in columns],
@@ -499,6 +502,23 @@ class HistoryStore:
 
         return [series._replace(changes=[c.model_copy(update={"check": self.check_of(c)}) for c in series.changes])
                 for series in history_series(self, script, metric=metric, since=since)]
+
+    # -- moving a history (judge/history_transfer.py) ------------------------------------------
+
+    def export(self, out: IO[str]) -> dict[str, int]:
+        """Every row, as JSON lines into ``out``, from one snapshot; the rows written per table."""
+        from jaxrun.judge.history_transfer import export_rows
+
+        with self._read():
+            return export_rows(self._db, self._stored_version(), out)
+
+    def import_rows(self, lines: Iterable[str], source: str) -> "Imported":
+        """Add the rows of an export (``source`` names it in messages): all of them or, on a line
+        that is not one, none."""
+        from jaxrun.judge.history_transfer import import_rows
+
+        with self._write():
+            return import_rows(self._db, lines, source, SCHEMA_VERSION)
 
     # -- confirmations of change points ---------------------------------------------------------
 

@@ -78,6 +78,10 @@ class Database:
     def lock_migration(self) -> None:
         """Inside a write: only one process migrates (SQLite's write lock already says so)."""
 
+    def keys_taken(self, table: str) -> None:
+        """After rows were written with their own ids: the next row's id comes after them (SQLite's
+        AUTOINCREMENT sees to it itself)."""
+
     def close(self) -> None:
         self.connection.close()
 
@@ -149,7 +153,11 @@ class PostgresDatabase(Database):
         self._run(run)
 
     def begin(self, write: bool) -> None:
-        self._run(lambda: self.connection.execute("BEGIN"))
+        # A read sees one snapshot for all its queries, as SQLite's read transaction does.
+        self._run(lambda: self.connection.execute("BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+
+    def keys_taken(self, table: str) -> None:
+        self.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT COALESCE(MAX(id), 0) + 1 FROM {table}), false)")
 
     def tables(self) -> set[str]:
         return {row[0] for row in self._run(lambda: self.connection.execute(

@@ -11,7 +11,7 @@ import click
 
 from jaxrun.core.formatting import plural
 from jaxrun.errors import JAXExecutionError
-from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, fail_usage, out
+from jaxrun.interfaces.cli.console import EXIT_FAILED, EXIT_OK, err, fail_usage, out
 from jaxrun.interfaces.cli.flags import (
     OptionsCommand,
     compared_models,
@@ -62,6 +62,12 @@ def _history_database(given: Optional[str]) -> Path:
 @click.option("--repair", is_flag=True,
               help="Save what can be read of a damaged history database into a new one; the old file is kept "
                    "as <file>.damaged-<time>.")
+@click.option("--export", "export_path", metavar="FILE",
+              help="Write every row of the history to FILE as JSON lines (a new file; - for stdout), for --import "
+                   "into another history: an SQLite file moves to PostgreSQL and back.")
+@click.option("--import", "import_path", metavar="FILE",
+              help="Add the rows of a file --export wrote to the history (one transaction; a run it already holds, "
+                   "by its key, is not added again).")
 @click.option("--changes", is_flag=True,
               help="Where each script's series of runs changed level: change points over the runs' medians of the "
                    "metric (E-divisive means with Student's t-test; a series is one script, device, machine, mode and "
@@ -73,8 +79,8 @@ def _history_database(given: Optional[str]) -> Path:
               help="With --changes: also write the table as Markdown to FILE (and append it to $GITHUB_STEP_SUMMARY "
                    "when that is set), for a CI to post.")
 def history(script: Optional[str], history_path: Optional[str], limit: Optional[int], as_json: bool,
-            check_only: bool, repair: bool, changes: bool, since: Optional[str], fail_on_change: Optional[int],
-            markdown_path: Optional[str], **verdict: Any) -> None:
+            check_only: bool, repair: bool, export_path: Optional[str], import_path: Optional[str], changes: bool,
+            since: Optional[str], fail_on_change: Optional[int], markdown_path: Optional[str], **verdict: Any) -> None:
     """Show the benchmark trend per script; flag the newest run when it is significantly slower
     than the earlier comparable runs (same script, device, host, machine and numerics; at least 3
     of them, else it is not judged). Exit 1 on a regression. With --changes: where each series
@@ -98,6 +104,10 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
     path = _history_database(history_path)
     if check_only or repair:
         _check_or_repair(path, repair)
+    if export_path is not None or import_path is not None:
+        if export_path is not None and import_path is not None:
+            raise fail_usage("give --export or --import, not both")
+        _move(path, export_path, import_path)
     confirming = _confirm_options()
     if (since is not None or fail_on_change is not None or markdown_path is not None
             or confirming is not None) and not changes:
@@ -288,6 +298,72 @@ def _program_changes(runs_by_path: dict[str, list[Any]], programs: dict[int, dic
             if found:
                 changes[int(now.id or 0)] = found
     return changes
+
+
+def _move(path: Path, export_path: Optional[str], import_path: Optional[str]) -> None:
+    """``jaxrun history --export FILE`` and ``--import FILE`` (judge/history_transfer.py)."""
+    import sqlite3
+
+    from jaxrun.judge.history import HistoryStore, HistoryUnreadable
+    from jaxrun.judge.history_transfer import rows_said
+    from jaxrun.results.result_files import check_output_file
+
+    try:
+        if export_path is not None:
+            target = Path(export_path)
+            if export_path != "-":
+                check_output_file(target, "the export (--export)")
+                if os.path.lexists(target):
+                    raise fail_usage(f"{export_path!r} exists; --export writes a new file, never over one: give "
+                                     "another name")
+            with HistoryStore(path, create=False) as store:
+                if export_path == "-":
+                    store.export(sys.stdout)
+                    raise click.exceptions.Exit(EXIT_OK)
+                counts = _write_new(target, store.export)
+            err.print(f"exported {rows_said(counts)} of {str(store.path)!r} to {export_path}", markup=False, soft_wrap=True)
+        else:
+            source = Path(import_path or "")
+            try:
+                lines = source.open(encoding="utf-8", errors="strict")
+            except OSError as exc:
+                raise fail_usage(f"cannot read {str(source)!r}: {exc.strerror or exc}") from None
+            with lines, HistoryStore(path) as store:
+                done = store.import_rows(lines, str(source))
+            held = {t: n for t, n in done.already_held.items() if n}
+            err.print(f"imported into {str(store.path)!r}: added {rows_said(done.added)}"
+                      + (f"; already held, not added: {rows_said(held)}" if held else ""), markup=False, soft_wrap=True)
+            if done.left_out:
+                err.print(f"left out, no such column in this history: {', '.join(done.left_out)}", markup=False,
+                          soft_wrap=True)
+    except UnicodeDecodeError as exc:
+        raise fail_usage(f"{import_path!r} is not UTF-8 text ({exc.reason}); give a file `jaxrun history --export` "
+                         "wrote") from None
+    except sqlite3.Error as exc:
+        raise fail_usage(str(HistoryUnreadable(path, exc))) from None
+    except JAXExecutionError as exc:
+        raise fail_usage(str(exc)) from None
+    raise click.exceptions.Exit(EXIT_OK)
+
+
+def _write_new(path: Path, fill: Any) -> Any:
+    """``fill(file)`` into a temporary file beside ``path``, then linked as ``path``: a reader
+    never sees half of it, and a file made there meanwhile is not written over."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8") as file:
+            done = fill(file)
+        os.link(temporary, path)
+    except FileExistsError:
+        raise fail_usage(f"{str(path)!r} exists; --export writes a new file, never over one: give another name") from None
+    except OSError as exc:
+        raise fail_usage(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    finally:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+    return done
 
 
 def _check_or_repair(path: Path, repair: bool) -> None:
