@@ -6,6 +6,7 @@ a server restarted under an open store."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import time
 from pathlib import Path
@@ -201,3 +202,32 @@ def test_every_way_to_write_a_password_in_a_url_is_shown_as_stars() -> None:
         "postgresql://db/h?user=u&password=***&sslmode=require"
     assert shown_location("postgresql://jaxrun@db/h") == "postgresql://jaxrun@db/h"  # none given: PGPASSWORD, .pgpass
     assert shown_location("/a/history.sqlite") == "/a/history.sqlite"
+
+
+def test_libpq_finds_the_password_where_its_users_keep_it(tmp_path: Path, postgres) -> None:  # type: ignore[no-untyped-def]
+    """A URL without a password: PGPASSWORD, ~/.pgpass and a service file each give it, as to any
+    libpq program; with none, one line without a traceback."""
+    from helpers import jaxrun
+    from postgres_cluster import PASSWORD, USER
+
+    url = postgres.database("libpq")
+    with HistoryStore(url) as store:
+        store.record(make_run([1.0, 1.1]))
+    bare = postgres.url("libpq", password=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    pgpass = home / ".pgpass"
+    pgpass.write_text(f"127.0.0.1:{postgres.port}:libpq:{USER}:{PASSWORD}\n")
+    pgpass.chmod(0o600)
+    services = tmp_path / "services.conf"
+    services.write_text(f"[team]\nhost=127.0.0.1\nport={postgres.port}\ndbname=libpq\nuser={USER}\npassword={PASSWORD}\n")
+    nowhere = {"PGPASSWORD": None, "PGPASSFILE": None, "PGSERVICEFILE": None, "PGSERVICE": None, "HOME": str(tmp_path)}
+    ways = {"PGPASSWORD": (bare, {**nowhere, "PGPASSWORD": PASSWORD}),
+            ".pgpass": (bare, {**nowhere, "HOME": str(home)}),
+            "service file": ("postgresql:///?service=team", {**nowhere, "PGSERVICEFILE": str(services)})}
+    for way, (location, env) in ways.items():
+        done = jaxrun("history", "--history", location, "--json", env=env)
+        assert done.returncode == 0 and len(json.loads(done.stdout)["runs"]) == 1, (way, done.stdout + done.stderr)
+    done = jaxrun("history", "--history", bare, env=nowhere)
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "cannot reach the history" in line and "PGPASSWORD or ~/.pgpass" in line, line
