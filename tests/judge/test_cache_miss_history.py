@@ -1,7 +1,8 @@
 """Why the cache missed, across runs: the history keeps what each run of a
 script compiled, and a program a warm persistent cache compiled though an earlier run of the same
 script loaded it gets the ingredient of JAX's key that changed. The sink on hand-built results and a
-real SQLite file; then real runs with a real cache."""
+real history (an SQLite file, then a database of a real PostgreSQL: the ``history_at`` fixture); then
+real runs with a real cache (their history an SQLite file: what the history holds is the sink's)."""
 
 from __future__ import annotations
 
@@ -38,105 +39,105 @@ def script(tmp_path: Path) -> Path:
     return path
 
 
-def through_sink(db: Path, script: Path, *results: ScriptResult, **run) -> list[ScriptResult]:
-    with HistoryStore(db) as store:
+def through_sink(history: Path | str, script: Path, *results: ScriptResult, **run) -> list[ScriptResult]:
+    with HistoryStore(history) as store:
         sink = HistorySink(store, None)
         return [sink.on_result(job(script, **run), r) for r in results]
 
 
-def test_a_compile_after_a_load_names_the_flag_that_changed(tmp_path: Path, script: Path) -> None:
+def test_a_compile_after_a_load_names_the_flag_that_changed(history_at: Path | str, script: Path) -> None:
     loaded = result(script, "2026-01-02T03:04:05+00:00", count=0, cache_hits=1)
     compiled = result(script, "2026-01-03T00:00:00+00:00", flags=["--xla_cpu_enable_fast_math=true"], count=1)
-    _, now = through_sink(tmp_path / "h.sqlite", script, loaded, compiled)
+    _, now = through_sink(history_at, script, loaded, compiled)
     reason = "XLA_FLAGS changed: --xla_cpu_enable_fast_math=true added"
     assert now.compiles["jit(loss)"].cache_miss_reason == reason
     assert now.warnings == [f"jit(loss) was compiled though the run of 2026-01-02 03:04:05 loaded it from the "
                             f"persistent cache: {reason}"]
 
 
-def test_no_explanation_without_an_earlier_load_a_warm_cache_or_a_compile(tmp_path: Path, script: Path) -> None:
-    db = tmp_path / "h.sqlite"
-    first, second = through_sink(db, script, result(script, "t1", count=1), result(script, "t2", count=1))
+def test_no_explanation_without_an_earlier_load_a_warm_cache_or_a_compile(history_at: Path | str, script: Path) -> None:
+    first, second = through_sink(history_at, script, result(script, "t1", count=1), result(script, "t2", count=1))
     assert second.warnings == [] and second.compiles["jit(loss)"].cache_miss_reason is None  # never loaded
-    (loads,) = through_sink(db, script, result(script, "t3", count=0, cache_hits=1))
+    (loads,) = through_sink(history_at, script, result(script, "t3", count=0, cache_hits=1))
     assert loads.warnings == []  # loaded again: nothing to explain
-    (off,) = through_sink(db, script, result(script, "t4", count=1, cache_dir=None))
+    (off,) = through_sink(history_at, script, result(script, "t4", count=1, cache_dir=None))
     assert off.warnings == []  # the cache was off
-    (cold,) = through_sink(db, script, result(script, "t5", count=1), cold_cache=True)
+    (cold,) = through_sink(history_at, script, result(script, "t5", count=1), cold_cache=True)
     assert cold.warnings == []  # every run starts with an empty cache
-    (variant,) = through_sink(db, script, result(script, "t6", count=1, cache_hits=1))
+    (variant,) = through_sink(history_at, script, result(script, "t6", count=1, cache_hits=1))
     assert variant.warnings == []  # loaded, and a new variant compiled
-    (miss,) = through_sink(db, script, result(script, "t7", count=1, input_fingerprint="i2"))
+    (miss,) = through_sink(history_at, script, result(script, "t7", count=1, input_fingerprint="i2"))
     assert miss.compiles["jit(loss)"].cache_miss_reason == "the program changed (its StableHLO differs)"
     assert "the run of t6 loaded it" in miss.warnings[0]  # the latest load
 
 
-def test_a_compile_after_a_run_that_wrote_it_names_what_changed(tmp_path: Path, script: Path) -> None:
+def test_a_compile_after_a_run_that_wrote_it_names_what_changed(history_at: Path | str, script: Path) -> None:
     """The earlier run compiled the program into the same cache (it never loaded it): its entry is
     what the cache held, so a change of its key's ingredients is named all the same."""
     wrote = result(script, "2026-01-02T03:04:05+00:00", count=1)
     compiled = result(script, "2026-01-03T00:00:00+00:00", flags=["--xla_cpu_enable_fast_math=false"], count=1)
-    _, now = through_sink(tmp_path / "h.sqlite", script, wrote, compiled)
+    _, now = through_sink(history_at, script, wrote, compiled)
     reason = "XLA_FLAGS changed: --xla_cpu_enable_fast_math=false added"
     assert now.compiles["jit(loss)"].cache_miss_reason == reason
     assert now.warnings == [f"jit(loss) was compiled though the run of 2026-01-02 03:04:05 wrote it to the "
                             f"persistent cache: {reason}"]
 
 
-def test_a_run_that_wrote_it_with_nothing_changed_says_nothing(tmp_path: Path, script: Path) -> None:
+def test_a_run_that_wrote_it_with_nothing_changed_says_nothing(history_at: Path | str, script: Path) -> None:
     """JAX may not have written the entry (host callbacks, its thresholds): no claim is made. Nor
     is one made from a run that compiled it into another folder (a --cold-cache run's own)."""
-    db = tmp_path / "h.sqlite"
-    _, again = through_sink(db, script, result(script, "t1", count=1), result(script, "t2", count=1))
+    _, again = through_sink(history_at, script, result(script, "t1", count=1), result(script, "t2", count=1))
     assert again.warnings == [] and again.compiles["jit(loss)"].cache_miss_reason is None
-    (elsewhere,) = through_sink(db, script, result(script, "t3", count=1, flags=["--b=1"], cache_dir="/tmp/cold"))
-    (after,) = through_sink(db, script, result(script, "t4", count=1, flags=["--b=1"]))
+    (elsewhere,) = through_sink(history_at, script,
+                                result(script, "t3", count=1, flags=["--b=1"], cache_dir="/tmp/cold"))
+    (after,) = through_sink(history_at, script, result(script, "t4", count=1, flags=["--b=1"]))
     # t3 wrote into /tmp/cold: the nearest entry of /cache is t2's, whose flags differ.
     assert after.compiles["jit(loss)"].cache_miss_reason == "XLA_FLAGS changed: --b=1 added"
     assert "the run of t2 wrote it" in after.warnings[0]
 
 
-def test_the_nearest_entry_explains_the_miss(tmp_path: Path, script: Path) -> None:
+def test_the_nearest_entry_explains_the_miss(history_at: Path | str, script: Path) -> None:
     """Several earlier runs left entries: the miss is explained against the one with the fewest
     changed ingredients, so a flag a later run already had is never blamed."""
-    db = tmp_path / "h.sqlite"
-    through_sink(db, script, result(script, "t1", count=0, cache_hits=1))  # loaded, no flags
-    (flagged,) = through_sink(db, script, result(script, "t2", count=1, flags=["--a=1"]))
+    through_sink(history_at, script, result(script, "t1", count=0, cache_hits=1))  # loaded, no flags
+    (flagged,) = through_sink(history_at, script, result(script, "t2", count=1, flags=["--a=1"]))
     assert flagged.compiles["jit(loss)"].cache_miss_reason == "XLA_FLAGS changed: --a=1 added"
-    (same_flags,) = through_sink(db, script, result(script, "t3", count=1, flags=["--a=1"]))
+    (same_flags,) = through_sink(history_at, script, result(script, "t3", count=1, flags=["--a=1"]))
     assert same_flags.compiles["jit(loss)"].cache_miss_reason is None  # t2 wrote this very key
-    (changed,) = through_sink(db, script, result(script, "t4", count=1, input_fingerprint="i2"))
+    (changed,) = through_sink(history_at, script, result(script, "t4", count=1, input_fingerprint="i2"))
     assert changed.compiles["jit(loss)"].cache_miss_reason == "the program changed (its StableHLO differs)"
     assert "the run of t1 loaded it" in changed.warnings[0]  # t2, t3: the flag as well
 
 
-def test_programs_that_missed_for_one_reason_are_one_warning(tmp_path: Path, script: Path) -> None:
+def test_programs_that_missed_for_one_reason_are_one_warning(history_at: Path | str, script: Path) -> None:
     def with_programs(r: ScriptResult, **stats) -> ScriptResult:
         own = r.compiles["jit(loss)"].model_copy(update={"source": "m.py:3"})
         jax_own = [(f"jit(op{k})", r.compiles["jit(loss)"]) for k in range(4)]
         return r.model_copy(update={"compiles": dict(jax_own + [("jit(loss)", own)])})
 
     loaded = with_programs(result(script, "t1", count=0, cache_hits=1))
-    _, now = through_sink(tmp_path / "h.sqlite", script, loaded,
+    _, now = through_sink(history_at, script, loaded,
                           with_programs(result(script, "t2", count=1, flags=["--a=1"])))
     assert now.warnings == ["jit(loss), jit(op0), jit(op1) and 2 more were compiled though the run of t1 loaded "
                             "them from the persistent cache: XLA_FLAGS changed: --a=1 added"]
     assert all(s.cache_miss_reason == "XLA_FLAGS changed: --a=1 added" for s in now.compiles.values())
 
 
-def test_another_script_host_or_platform_is_not_an_earlier_run(tmp_path: Path, script: Path) -> None:
+def test_another_script_host_or_platform_is_not_an_earlier_run(tmp_path: Path, history_at: Path | str,
+                                                               script: Path) -> None:
     other = tmp_path / "other.py"
     other.write_text("import jax\n")
-    db = tmp_path / "h.sqlite"
-    through_sink(db, other, result(other, "t1", count=0, cache_hits=1))
-    through_sink(db, script, result(script, "t1", count=0, cache_hits=1).model_copy(update={"node": "elsewhere"}))
-    through_sink(db, script, result(script, "t1", count=0, cache_hits=1).model_copy(update={"device_used": "gpu"}))
-    (now,) = through_sink(db, script, result(script, "t2", count=1))
+    loaded = result(script, "t1", count=0, cache_hits=1)
+    through_sink(history_at, other, result(other, "t1", count=0, cache_hits=1))
+    through_sink(history_at, script, loaded.model_copy(update={"node": "elsewhere"}))
+    through_sink(history_at, script, loaded.model_copy(update={"device_used": "gpu"}))
+    (now,) = through_sink(history_at, script, result(script, "t2", count=1))
     assert now.warnings == []
 
 
 def test_a_run_without_jax_opens_no_history(tmp_path: Path) -> None:
     """A batch of scripts that never use JAX leaves no history behind; one that does is recorded."""
+    # SQLite alone: "no history behind" is no file (a PostgreSQL database is there before any run).
     from helpers import jaxrun
 
     (tmp_path / "s").mkdir()
@@ -248,7 +249,7 @@ def test_compare_says_whether_the_program_changed(runs) -> None:
     assert "not compiled" not in loads.stdout
 
 
-def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_path: Path) -> None:
+def test_history_says_which_programs_changed_when_their_compile_time_moved(history_at: Path | str) -> None:
     """``jaxrun history SCRIPT``: per benchmarked run, each program whose compile time moved since
     the run before, and whether it is the same program."""
     import json
@@ -258,7 +259,6 @@ def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_p
     from jaxrun.judge.compile_history import CompileRun
     from jaxrun.results.models import HistoryRun, RunSample
 
-    db = tmp_path / "h.sqlite"
     programs = [
         {"jit(loss)": dict(count=1, compile_time=0.10, fingerprint="f", input_fingerprint="i"),
          "jit(step)": dict(count=1, compile_time=0.10, fingerprint="g", input_fingerprint="j")},
@@ -267,7 +267,7 @@ def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_p
         {"jit(loss)": dict(count=1, compile_time=0.60, fingerprint="f2", input_fingerprint="i2"),  # same, slower
          "jit(step)": dict(count=1, compile_time=0.10, fingerprint="g", input_fingerprint="j")},
     ]
-    with HistoryStore(db) as store:
+    with HistoryStore(history_at) as store:
         for k, stats in enumerate(programs):
             run = HistoryRun(recorded_at=f"2026-01-0{k + 1}T00:00:00+00:00", script_name="m.py",
                              script_path="/proj/m.py", content_hash="h", host="hostA", device_requested="cpu",
@@ -276,19 +276,20 @@ def test_history_says_which_programs_changed_when_their_compile_time_moved(tmp_p
             run_id = store.record(run)
             store.record_compiles(CompileRun(run.recorded_at, "m.py", "/proj/m.py", "h", "hostA", "cpu", "cpu", None,
                                              {n: CompileStats(**s) for n, s in stats.items()}, run_id))
-    shown = jaxrun("history", "m.py", "--history", db)
+    shown = jaxrun("history", "m.py", "--history", history_at)
     assert shown.returncode == 0, shown.stderr
     lines = [line for line in shown.stdout.splitlines() if "since the run before" in line]
     assert lines == [
         "run 2: jit(loss) compiled in 0.100 s -> compiled in 0.300 s since the run before: the program changed",
         "run 3: jit(loss) compiled in 0.300 s -> compiled in 0.600 s since the run before: same program"]
-    as_json = json.loads(jaxrun("history", "m.py", "--history", db, "--json").stdout)
+    as_json = json.loads(jaxrun("history", "m.py", "--history", history_at, "--json").stdout)
     assert [c["change"] for c in as_json["program_changes"]["2"]] == ["the program changed"]
 
 
 @pytest.mark.slow
 def test_a_history_that_cannot_be_opened_is_one_note_for_a_run_that_only_used_jax(tmp_path: Path) -> None:
     """Not a usage error (nothing was benchmarked), not "unreadable" (nothing is damaged): a note."""
+    # SQLite alone: a folder given as the history.
     from helpers import jaxrun
 
     (tmp_path / "s").mkdir()

@@ -1,4 +1,8 @@
-"""The history database: a real SQLite file, real git, real concurrent processes."""
+"""The history database: a real SQLite file, real git, real concurrent processes. The store's own
+behaviour is tested on both stores (the ``history_at`` fixture, tests/judge/conftest.py: an SQLite
+file, then a database of a real PostgreSQL); what only an SQLite file has (damaged pages, --check
+and --repair, files and folders, a file an older jaxrun made by hand, SQLite's own concurrency) on
+SQLite alone."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import numpy as np
 import pytest
 from helpers import make_run
 
+from jaxrun.core.paths import is_history_url
 from jaxrun.errors import UsageError
 from jaxrun.judge.history import (
     SCHEMA_VERSION,
@@ -23,6 +28,7 @@ from jaxrun.judge.history import (
     history_run_from_benchmark,
     script_identity,
 )
+from jaxrun.judge.history_db import Database, connect_postgres
 from jaxrun.results.models import RunSample, ScriptBenchmark
 
 
@@ -32,32 +38,47 @@ def normal(seed: int, mean: float, n: int = 10) -> list[float]:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
+    """An SQLite file's path in a folder not made yet (the SQLite-only tests')."""
     return tmp_path / "nested" / "history.sqlite"
 
 
-def test_round_trip_keeps_every_field_and_sample(db: Path) -> None:
+def test_round_trip_keeps_every_field_and_sample(history_at: Path | str) -> None:
     run = make_run([1.0, 1.2, 1.1])
     run.samples.append(RunSample(index=3, warmup=False, success=False, error_class="out_of_memory"))
     run.samples.append(RunSample(index=4, warmup=False, success=True, wall_time=float("nan"), memory_peak=None))
-    with HistoryStore(db) as store:
-        assert db.exists() and store.schema_version == SCHEMA_VERSION
+    with HistoryStore(history_at) as store:
+        assert store.schema_version == SCHEMA_VERSION
         run_id = store.record(run)
         (back,) = store.runs()
+        # NaN is stored as NULL (PostgreSQL would keep a NaN, and find it equal to itself).
+        stored = store._db.execute("SELECT COUNT(*) FROM samples WHERE wall_time IS NULL").fetchone()
     assert back.id == run_id
-    assert back.model_dump(exclude={"id", "median_wall_time", "samples"}) == run.model_dump(
-        exclude={"id", "median_wall_time", "samples"}
+    assert back.model_dump(exclude={"id", "median_wall_time", "samples", "run_key"}) == run.model_dump(
+        exclude={"id", "median_wall_time", "samples", "run_key"}
     )
+    assert run.run_key is None and len(back.run_key or "") == 32  # a run recorded without a key is given one
     assert back.median_wall_time == pytest.approx(1.1)  # counted, successful, finite wall times only
     assert [s.warmup for s in back.samples] == [True, False, False, False, False, False]
     assert back.samples[1] == run.samples[1]
     assert back.samples[4].error_class == "out_of_memory" and back.samples[4].wall_time is None
     assert back.samples[5].wall_time is None  # NaN is stored as NULL
-    raw = sqlite3.connect(db).execute("SELECT COUNT(*) FROM samples WHERE wall_time != wall_time").fetchone()
-    assert raw == (0,)
+    assert tuple(stored) == (2,)  # the failed sample's and the NaN
 
 
-def test_filters_by_path_name_suffix_device_and_host(db: Path) -> None:
-    with HistoryStore(db) as store:
+def test_a_run_written_again_under_its_key_is_kept_once(history_at: Path | str) -> None:
+    """--resume writes a run the history missed; one it had after all (its write landed, the
+    result file never heard) is not written twice, whichever store."""
+    run = make_run([1.0, 1.2]).model_copy(update={"run_key": "k" * 32})
+    with HistoryStore(history_at) as store:
+        first = store.record(run)
+        other = store.record(make_run([2.0]))
+        assert store.record(run) == first and store.record(run.model_copy(update={"samples": []})) == first
+        assert [r.id for r in store.runs()] == [first, other]
+        assert [len(r.samples) for r in store.runs()] == [3, 2]
+
+
+def test_filters_by_path_name_suffix_device_and_host(history_at: Path | str) -> None:
+    with HistoryStore(history_at) as store:
         store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py"))
         store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py", device="gpu"))
         store.record(make_run([1.0], path="/proj/examples/model.py", name="examples/model.py", host="hostB"))
@@ -80,18 +101,19 @@ def test_filters_by_path_name_suffix_device_and_host(db: Path) -> None:
         assert summary["/proj/other/mymodel.py"].script_name == "mymodel.py"
 
 
-def test_exact_path_resolved_against_the_working_folder(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exact_path_resolved_against_the_working_folder(history_at: Path | str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     script = tmp_path / "proj" / "x.py"
     script.parent.mkdir()
     script.write_text("print(1)\n")
     monkeypatch.chdir(script.parent)
-    with HistoryStore(db) as store:
+    with HistoryStore(history_at) as store:
         store.record(make_run([1.0], path=str(script.resolve()), name="renamed"))
         assert len(store.runs("./x.py")) == 1
 
 
-def test_injected_regression_is_flagged(db: Path) -> None:
-    with HistoryStore(db) as store:
+def test_injected_regression_is_flagged(history_at: Path | str) -> None:
+    with HistoryStore(history_at) as store:
         for k in range(3):
             store.record(make_run(normal(k, 1.0), at=f"2025-01-0{k + 1}T00:00:00+00:00"))
         same = store.record(make_run(normal(10, 1.0)))
@@ -131,8 +153,8 @@ def test_injected_regression_is_flagged(db: Path) -> None:
         assert latest.newest_run_id == slow and latest.regression
 
 
-def test_other_device_or_host_is_not_comparable(db: Path) -> None:
-    with HistoryStore(db) as store:
+def test_other_device_or_host_is_not_comparable(history_at: Path | str) -> None:
+    with HistoryStore(history_at) as store:
         for k in range(3):
             store.record(make_run(normal(k, 1.0)))
         for run in (make_run(normal(20, 1.3), device="gpu"), make_run(normal(21, 1.3), host="hostB")):
@@ -147,8 +169,8 @@ def test_other_device_or_host_is_not_comparable(db: Path) -> None:
             store.check_regression(99)
 
 
-def test_failed_runs_do_not_fill_the_window(db: Path) -> None:
-    with HistoryStore(db) as store:
+def test_failed_runs_do_not_fill_the_window(history_at: Path | str) -> None:
+    with HistoryStore(history_at) as store:
         for k in range(3):
             store.record(make_run(normal(k + 1, 1.0)))
         failed = make_run([])
@@ -161,7 +183,7 @@ def test_failed_runs_do_not_fill_the_window(db: Path) -> None:
         assert not check.regression and not check.judged and check.reason == "not judged: not comparable"
 
 
-def test_fewer_than_three_earlier_runs_are_not_judged(db: Path) -> None:
+def test_fewer_than_three_earlier_runs_are_not_judged(history_at: Path | str) -> None:
     """Issue 23 item 18: one earlier run was a baseline, so a machine's slow minute was a regression.
     Now a check needs MIN_HISTORY_RUNS (3) earlier runs of the same numerics; until then it is not
     judged (and never a regression), and says why."""
@@ -170,7 +192,7 @@ def test_fewer_than_three_earlier_runs_are_not_judged(db: Path) -> None:
     from jaxrun.results.models import RegressionCheck
 
     assert MIN_HISTORY_RUNS == 3
-    with HistoryStore(db) as store:
+    with HistoryStore(history_at) as store:
         first = store.check_regression(store.record(make_run(normal(1, 1.0))))
         assert (first.judged, first.regression, first.reason) == (False, False, "not judged: no earlier run, needs 3")
         slow = store.check_regression(store.record(make_run(normal(2, 2.7))))  # 2.7x slower than the one run
@@ -209,6 +231,7 @@ V1_DDL = [
 
 
 def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
+    # SQLite alone: the file an early jaxrun made (its DDL as it was, written with sqlite3 itself).
     db.parent.mkdir()
     con = sqlite3.connect(db)
     for statement in V1_DDL:
@@ -225,44 +248,57 @@ def test_v1_database_is_migrated_and_keeps_its_rows(db: Path) -> None:
     con.close()
 
     with HistoryStore(db) as store:
-        assert store.schema_version == SCHEMA_VERSION == 8
+        assert store.schema_version == SCHEMA_VERSION == 9
         (old,) = store.runs("old.py")
         assert old.git_dirty is True and old.jaxrun_version == "0.0.9" and len(old.samples) == 3
         assert old.median_wall_time == 2.0  # backfilled by the v2 migration
         assert old.mode == "process"  # v3: every run before it was an ordinary process run
+        assert len(old.run_key or "") == 32  # v9: every run has a key, older ones too
         new_id = store.record(make_run([1.0, 2.0], path="/proj/old.py", name="old.py"))
         assert new_id == 2 and len(store.runs("old.py")) == 2
     with HistoryStore(db) as store:  # reopening an up-to-date database changes nothing
-        assert store.schema_version == 8 and len(store.runs()) == 2
+        assert store.schema_version == 9 and len(store.runs()) == 2
 
 
-def test_newer_schema_is_refused(db: Path) -> None:
-    with HistoryStore(db) as store:
+def _raw(location: Path | str) -> Database:
+    """A connection to a history's database as jaxrun's store makes it, without the store's setup
+    (no migration): to write what another jaxrun, or another program, would have written."""
+    if is_history_url(location):
+        return connect_postgres(str(location))
+    return Database(sqlite3.connect(location, isolation_level=None))
+
+
+def test_newer_schema_is_refused(history_at: Path | str) -> None:
+    with HistoryStore(history_at) as store:
         store.record(make_run([1.0]))
-    con = sqlite3.connect(db)
-    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    con.commit()
-    con.close()
-    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 8\).*--history"):
-        HistoryStore(db)
+    raw = _raw(history_at)
+    raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    raw.close()
+    with pytest.raises(UsageError, match=r"newer jaxrun \(schema 99 > 9\).*--history"):
+        HistoryStore(history_at)
+
+
+def test_a_database_with_other_tables_is_refused(history_at: Path | str) -> None:
+    raw = _raw(history_at)
+    raw.execute("CREATE TABLE t (x INTEGER)")
+    raw.close()
+    with pytest.raises(UsageError, match="is a database but not a jaxrun history"):
+        HistoryStore(history_at)
 
 
 def test_a_file_that_is_not_a_history_is_refused(tmp_path: Path) -> None:
+    # SQLite alone, as the next tests: files and folders (a PostgreSQL history is the server's).
     text = tmp_path / "notes.sqlite"
     text.write_text("these are not the rows you are looking for\n" * 100)
     with pytest.raises(UsageError, match="not a jaxrun history database"):
         HistoryStore(text)
-    other = tmp_path / "other.sqlite"
-    con = sqlite3.connect(other)
-    con.execute("CREATE TABLE t (x)")
-    con.commit()
-    con.close()
-    with pytest.raises(UsageError, match="not a jaxrun history"):
-        HistoryStore(other)
     with pytest.raises(UsageError, match="is a folder"):
         HistoryStore(tmp_path)
     with pytest.raises(UsageError, match="no history database"):
         HistoryStore(tmp_path / "missing.sqlite", create=False)
+    nested = tmp_path / "nested" / "history.sqlite"  # a folder not made yet is made
+    with HistoryStore(nested) as store:
+        assert nested.exists() and store.schema_version == SCHEMA_VERSION
 
 
 def _writer(path: str, worker: int, count: int) -> None:
@@ -273,6 +309,7 @@ def _writer(path: str, worker: int, count: int) -> None:
 
 @pytest.mark.slow
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    # SQLite's busy timeout and WAL (PostgreSQL's writers: test_history_postgres.py).
     path = str(tmp_path / "shared.sqlite")  # a fresh file: the processes also race to create the schema
     ctx = multiprocessing.get_context("spawn")
     workers = [ctx.Process(target=_writer, args=(path, w, 25)) for w in range(4)]
@@ -354,9 +391,9 @@ def test_default_history_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert default_history_path(tmp_path) == tmp_path / "rel.db"
 
 
-def test_warm_mode_runs_are_compared_only_with_warm_mode_runs(db: Path) -> None:
+def test_warm_mode_runs_are_compared_only_with_warm_mode_runs(history_at: Path | str) -> None:
     rng = np.random.default_rng(7)
-    with HistoryStore(db) as store:
+    with HistoryStore(history_at) as store:
         for _ in range(2):
             store.record(make_run(list(1.0 + 0.01 * rng.standard_normal(6))))
         warm = make_run(list(1.3 + 0.01 * rng.standard_normal(6))).model_copy(update={"mode": "warm:mainx10"})
@@ -502,9 +539,9 @@ def compile_run(at: str, programs: dict, *, path: str = "/proj/m.py", host: str 
                       {name: CompileStats(**stats) for name, stats in programs.items()}, run_id)
 
 
-def test_compiles_are_kept_and_the_last_cache_load_found(db: Path) -> None:
+def test_compiles_are_kept_and_the_last_cache_load_found(history_at: Path | str) -> None:
     loaded = dict(count=0, cache_hits=1, fingerprint="f", input_fingerprint="i", device_kind="cpu", device_count=1)
-    with HistoryStore(db) as store:
+    with HistoryStore(history_at) as store:
         first, before = store.record_compiles(compile_run("t1", {"jit(f)": loaded}), ["jit(f)"])
         assert before == {}
         store.record_compiles(compile_run("t2", {"jit(f)": loaded}, host="hostB"))  # another host
@@ -524,8 +561,8 @@ def test_compiles_are_kept_and_the_last_cache_load_found(db: Path) -> None:
     assert oldest.stats.cache_hits == 1 and oldest.stats.input_fingerprint == "i" and oldest.stats.device_count == 1
 
 
-def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
-    with HistoryStore(db) as store:
+def test_a_benchmarked_run_gets_its_programs(history_at: Path | str) -> None:
+    with HistoryStore(history_at) as store:
         run_id = store.record(make_run([1.0, 1.1]))
         store.record_compiles(compile_run("t1", {"jit(f)": dict(count=1, compile_time=0.5, fingerprint="f"),
                                                  "jit(g)": dict(count=2)}, run_id=run_id))
@@ -536,21 +573,22 @@ def test_a_benchmarked_run_gets_its_programs(db: Path) -> None:
     assert programs[run_id]["jit(g)"].count == 2 and programs[run_id]["jit(g)"].fingerprint is None
 
 
-def _database_at(db: Path, version: int) -> None:
+def _database_at(location: Path | str, version: int) -> None:
     """A history database as jaxrun of schema ``version`` made it (its migrations up to it)."""
     from jaxrun.judge.history_schema import MIGRATIONS
 
-    db.parent.mkdir(parents=True)
-    con = sqlite3.connect(db, isolation_level=None)
+    raw = _raw(location)
+    raw.begin(write=True)
     for migration in MIGRATIONS[:version]:
-        migration(con)
-    con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
-    con.close()
+        migration(raw)
+    raw.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(version),))
+    raw.commit()
+    raw.close()
 
 
-def test_v5_database_gains_the_compile_tables(db: Path) -> None:
-    _database_at(db, 5)
-    with HistoryStore(db) as store:
+def test_v5_database_gains_the_compile_tables(history_at: Path | str) -> None:
+    _database_at(history_at, 5)
+    with HistoryStore(history_at) as store:
         assert store.schema_version == SCHEMA_VERSION
         run_id = store.record(make_run([1.0]))
         assert store.programs_of_runs([run_id]) == {}
@@ -559,6 +597,7 @@ def test_v5_database_gains_the_compile_tables(db: Path) -> None:
 
 
 def test_repair_keeps_the_compile_records(tmp_path: Path) -> None:
+    # SQLite alone, as every test of a damaged file: --repair reads SQLite's pages.
     from jaxrun.judge.history_repair import repair
 
     db = tmp_path / "history.sqlite"
@@ -601,17 +640,16 @@ def test_a_damaged_history_never_costs_a_batch_of_unbenchmarked_jax_scripts(tmp_
 
 
 @pytest.mark.slow
-def test_jaxrun_history_gives_every_run_shown_its_own_check(tmp_path: Path) -> None:
+def test_jaxrun_history_gives_every_run_shown_its_own_check(history_at: Path | str) -> None:
     """The check cell of a run stays what it was when that run was the newest (it went blank for
     every run but the newest once a second run existed); the JSON has each run's check too."""
     import json
 
     from helpers import jaxrun
 
-    db = tmp_path / "history.sqlite"
-    with HistoryStore(db) as store:
+    with HistoryStore(history_at) as store:
         ids = [store.record(make_run(normal(k, 1.0 if k < 4 else 1.5, 8))) for k in range(5)]
-    table = jaxrun("history", "examples/model.py", "--history", db, env={"COLUMNS": "300"})
+    table = jaxrun("history", "examples/model.py", "--history", history_at, env={"COLUMNS": "300"})
     assert table.returncode == 1, table.stdout + table.stderr  # the fifth run is 50% slower
     import re
 
@@ -624,14 +662,14 @@ def test_jaxrun_history_gives_every_run_shown_its_own_check(tmp_path: Path) -> N
         "not judged: 2 earlier runs, needs 3"], cells
     assert cells[ids[3]].startswith("no significant change against 3 earlier runs"), cells
     assert cells[ids[4]].startswith("slower than 4 earlier runs"), cells
-    doc = json.loads(jaxrun("history", "examples/model.py", "--history", db, "--json").stdout)
+    doc = json.loads(jaxrun("history", "examples/model.py", "--history", history_at, "--json").stdout)
     assert sorted(int(i) for i in doc["run_checks"]) == ids
     assert [doc["run_checks"][str(i)]["previous_runs"] for i in ids] == [0, 1, 2, 3, 4]
     assert doc["run_checks"][str(ids[4])] == doc["checks"][0]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_a_benchmarked_run_keeps_its_commits_time_and_its_machine(tmp_path: Path) -> None:
+def test_a_benchmarked_run_keeps_its_commits_time_and_its_machine(tmp_path: Path, history_at: Path | str) -> None:
     """Through `jaxrun run --benchmark-runs` in a real git repository: the run in the history has
     the commit, when it was committed (git's own answer) and this machine's facts (the OS's own)."""
     import os
@@ -645,11 +683,10 @@ def test_a_benchmarked_run_keeps_its_commits_time_and_its_machine(tmp_path: Path
     _git(repo, "init", "-q")
     _git(repo, "add", "s.py")
     _git(repo, "commit", "-q", "-m", "first", "--date", "2026-10-01T12:00:00+02:00")
-    db = tmp_path / "history.sqlite"
-    done = jaxrun("run", repo / "s.py", "--benchmark-runs", "2", "--device", "cpu", "--history", db,
+    done = jaxrun("run", repo / "s.py", "--benchmark-runs", "2", "--device", "cpu", "--history", history_at,
                   "--results-dir", tmp_path / "r")
     assert done.returncode == 0, done.stderr
-    with HistoryStore(db, create=False) as store:
+    with HistoryStore(history_at, create=False) as store:
         (run,) = store.runs()
     shown = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%H %cI", "HEAD"], capture_output=True,
                            text=True, check=True).stdout.split()
@@ -680,11 +717,11 @@ def test_a_machines_gpus_come_from_the_device_facts() -> None:
     assert other.differences(machine) == ["gpu_driver: '560.1' vs '550.54'"]
 
 
-def test_a_version_6_history_gains_commit_times_and_machines_as_unknown(db: Path) -> None:
+def test_a_version_6_history_gains_commit_times_and_machines_as_unknown(history_at: Path | str) -> None:
     from jaxrun.results.machine import Machine
 
-    _database_at(db, 6)
-    with HistoryStore(db) as store:
+    _database_at(history_at, 6)
+    with HistoryStore(history_at) as store:
         old = store.record(make_run([1.0]))  # as an older jaxrun would: no machine
         machine = Machine(cpu_model="Some CPU", cpus=8, memory_gib=31.2)
         new = store.record(make_run([1.0]).model_copy(update={"machine": machine, "git_commit_time": "2026-10-01T12:00:00+02:00"}))
@@ -694,11 +731,11 @@ def test_a_version_6_history_gains_commit_times_and_machines_as_unknown(db: Path
     assert second.git_commit_time == "2026-10-01T12:00:00+02:00"
 
 
-def test_runs_of_another_machine_are_no_baseline_and_what_differs_is_said(db: Path) -> None:
+def test_runs_of_another_machine_are_no_baseline_and_what_differs_is_said(history_at: Path | str) -> None:
     from jaxrun.results.machine import Machine
 
     small, large = Machine(cpu_model="A", cpus=2, memory_gib=8.0), Machine(cpu_model="A", cpus=16, memory_gib=8.0)
-    with HistoryStore(db) as store:
+    with HistoryStore(history_at) as store:
         unknown = [store.record(make_run(normal(i, 1.0))) for i in range(2)]  # recorded before machines were kept
         on_small = [store.record(make_run(normal(10 + i, 1.0)).model_copy(update={"machine": small})) for i in range(3)]
         newest = store.record(make_run(normal(20, 1.5)).model_copy(update={"machine": large}))

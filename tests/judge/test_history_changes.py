@@ -1,4 +1,5 @@
-"""``jaxrun history --changes``: change points over a real SQLite history's runs, through the CLI.
+"""``jaxrun history --changes``: change points over a real history's runs (an SQLite file, then a
+database of a real PostgreSQL: the ``history_at`` fixture), through the CLI.
 The runs are recorded with known medians (a step of 15 % at a known commit), so what the table,
 the JSON and the exit status say is checked against what was recorded."""
 
@@ -14,11 +15,11 @@ from jaxrun.judge.history import HistoryStore
 from jaxrun.judge.history_changes import history_changes
 
 
-def _record(db: Path, levels: list[float], *, host: str = "hostA", seed: int = 0) -> list[int]:
+def _record(history: Path | str, levels: list[float], *, host: str = "hostA", seed: int = 0) -> list[int]:
     """One run a commit (c00, c01, ...) at each level: 5 samples around it (1 % noise)."""
     rng = np.random.default_rng(seed)
     ids = []
-    with HistoryStore(db) as store:
+    with HistoryStore(history) as store:
         for i, level in enumerate(levels):
             walls = [float(w) for w in rng.normal(level, level * 0.01, 5)]
             ids.append(store.record(make_run(walls, commit=f"c{i:02d}", host=host,
@@ -26,10 +27,9 @@ def _record(db: Path, levels: list[float], *, host: str = "hostA", seed: int = 0
     return ids
 
 
-def test_a_step_is_one_change_at_its_commit(tmp_path: Path) -> None:
-    db = tmp_path / "history.sqlite"
-    ids = _record(db, [1.0] * 7 + [1.15] * 5)  # c07 made it 15 % slower
-    with HistoryStore(db, create=False) as store:
+def test_a_step_is_one_change_at_its_commit(history_at: Path | str) -> None:
+    ids = _record(history_at, [1.0] * 7 + [1.15] * 5)  # c07 made it 15 % slower
+    with HistoryStore(history_at, create=False) as store:
         (change,) = history_changes(store, metric="wall_time")
         runs = store.runs()
     assert (change.last_before.git_commit, change.first_after.git_commit) == ("c06", "c07")
@@ -39,29 +39,30 @@ def test_a_step_is_one_change_at_its_commit(tmp_path: Path) -> None:
     assert change.change_low <= change.change <= change.change_high and abs(change.change - 0.15) < 0.01
     assert (change.runs_before, change.runs_after, change.runs_since) == (7, 5, 5)
 
-    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time")
+    changes = ("history", "--changes", "--history", history_at, "--metric", "wall_time")
+    done = jaxrun(*changes)
     assert done.returncode == 0, done.stderr
     assert "run 7 c06" in done.stdout and "run 8 c07" in done.stdout and "+15." in done.stdout
-    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--json")
+    done = jaxrun(*changes, "--json")
     document = json.loads(done.stdout)
     assert [c["first_after"]["git_commit"] for c in document["changes"]] == ["c07"]
     assert document["changes"][0]["p_value"] == change.p_value
     # The API says the same: jaxrun.HistoryStore(...).changes(), its changes jaxrun.SeriesChange's.
     import jaxrun as api_module
 
-    with api_module.HistoryStore(db, create=False) as store:
+    with api_module.HistoryStore(history_at, create=False) as store:
         (api,) = store.changes(metric="wall_time")
     assert isinstance(api, api_module.SeriesChange) and api.model_dump(mode="json") == document["changes"][0]
 
     # The change is 5 runs old: within the newest 5, not within the newest 4.
-    assert jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "5").returncode == 1
-    assert jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "4").returncode == 0
+    assert jaxrun(*changes, "--fail-on-change", "5").returncode == 1
+    assert jaxrun(*changes, "--fail-on-change", "4").returncode == 0
     # Since c08: the runs left are all slow, no change.
-    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--since", "2026-11-09")
+    done = jaxrun(*changes, "--since", "2026-11-09")
     assert done.returncode == 0 and "no change in wall_time" in done.stdout
 
 
-def test_markdown_is_the_terminals_table(tmp_path: Path, monkeypatch) -> None:
+def test_markdown_is_the_terminals_table(tmp_path: Path, history_at: Path | str, monkeypatch) -> None:
     from jaxrun.present.view.changes_view import (
         CHANGE_COLUMNS,
         SERIES_COLUMNS,
@@ -69,14 +70,14 @@ def test_markdown_is_the_terminals_table(tmp_path: Path, monkeypatch) -> None:
         series_cells,
     )
 
-    db = tmp_path / "history.sqlite"
-    _record(db, [1.0] * 6 + [0.8] * 6)  # c06 made it 20 % faster
+    _record(history_at, [1.0] * 6 + [0.8] * 6)  # c06 made it 20 % faster
     summary = tmp_path / "step_summary.md"
     summary.write_text("earlier step's text\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--markdown", tmp_path / "changes.md")
+    done = jaxrun("history", "--changes", "--history", history_at, "--metric", "wall_time",
+                  "--markdown", tmp_path / "changes.md")
     assert done.returncode == 0, done.stderr
-    with HistoryStore(db, create=False) as store:
+    with HistoryStore(history_at, create=False) as store:
         (series,) = store.series(metric="wall_time")
     (change,) = series.changes
     table, noise = markdown_tables((tmp_path / "changes.md").read_text())
@@ -90,28 +91,26 @@ def test_markdown_is_the_terminals_table(tmp_path: Path, monkeypatch) -> None:
         assert cell in done.stdout
     assert summary.read_text() == "earlier step's text\n" + (tmp_path / "changes.md").read_text() + "\n"
     # A Markdown file needs --changes, and a folder that exists.
-    assert jaxrun("history", "--history", db, "--markdown", tmp_path / "m.md").returncode == 2
-    done = jaxrun("history", "--changes", "--history", db, "--markdown", tmp_path / "nowhere" / "m.md")
+    assert jaxrun("history", "--history", history_at, "--markdown", tmp_path / "m.md").returncode == 2
+    done = jaxrun("history", "--changes", "--history", history_at, "--markdown", tmp_path / "nowhere" / "m.md")
     assert done.returncode == 2 and "does not exist" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_no_step_no_change_and_each_host_is_its_own_series(tmp_path: Path) -> None:
-    db = tmp_path / "history.sqlite"
-    _record(db, [1.0] * 12)
-    _record(db, [2.0] * 6, host="hostB", seed=1)  # another machine, twice as slow: not a change
-    with HistoryStore(db, create=False) as store:
+def test_no_step_no_change_and_each_host_is_its_own_series(history_at: Path | str) -> None:
+    _record(history_at, [1.0] * 12)
+    _record(history_at, [2.0] * 6, host="hostB", seed=1)  # another machine, twice as slow: not a change
+    with HistoryStore(history_at, create=False) as store:
         assert history_changes(store, metric="wall_time") == []
-    done = jaxrun("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "3")
+    done = jaxrun("history", "--changes", "--history", history_at, "--metric", "wall_time", "--fail-on-change", "3")
     assert done.returncode == 0 and "no change in wall_time" in done.stdout
 
 
-def test_each_machine_is_its_own_series(tmp_path: Path) -> None:
+def test_each_machine_is_its_own_series(history_at: Path | str) -> None:
     from jaxrun.results.machine import Machine
 
-    db = tmp_path / "history.sqlite"
     rng = np.random.default_rng(5)
     small, large = Machine(cpu_model="A", cpus=2), Machine(cpu_model="A", cpus=16)
-    with HistoryStore(db) as store:  # one host, its CPUs changed halfway: not a change of the code
+    with HistoryStore(history_at) as store:  # one host, its CPUs changed halfway: not a change of the code
         for i in range(12):
             machine, level = (small, 1.0) if i < 6 else (large, 0.5)
             run = make_run([float(w) for w in rng.normal(level, level * 0.01, 5)], commit=f"c{i:02d}")
@@ -124,31 +123,29 @@ def test_each_machine_is_its_own_series(tmp_path: Path) -> None:
     assert change.machine_id == large.fingerprint and change.first_after.git_commit == "c12"
 
 
-def test_the_flags_of_changes_go_with_it(tmp_path: Path) -> None:
-    db = tmp_path / "history.sqlite"
-    _record(db, [1.0] * 3)
-    done = jaxrun("history", "--history", db, "--since", "2026-11-01")
+def test_the_flags_of_changes_go_with_it(history_at: Path | str) -> None:
+    _record(history_at, [1.0] * 3)
+    done = jaxrun("history", "--history", history_at, "--since", "2026-11-01")
     assert done.returncode == 2 and "--since, --fail-on-change, --markdown and --confirm go with --changes" in done.stderr
 
 
-def test_a_step_too_small_for_the_series_is_a_candidate_that_alarms_only_once_confirmed(tmp_path: Path) -> None:
+def test_a_step_too_small_for_the_series_is_a_candidate_that_alarms_only_once_confirmed(history_at: Path | str) -> None:
     from jaxrun.results.models import ChangeCheck
 
-    db = tmp_path / "history.sqlite"
     rng = np.random.default_rng(4)
     levels = [float(x) for x in rng.normal(1.0, 0.03, 12)]  # 3 % noise between runs
     levels = levels[:6] + [x * 1.09 for x in levels[6:]]  # a 9 % step at c06: below the 13 % 12 runs at 3 % prove
-    _record(db, levels)
-    with HistoryStore(db, create=False) as store:
+    _record(history_at, levels)
+    with HistoryStore(history_at, create=False) as store:
         (series,) = store.series(metric="wall_time")
         assert history_changes(store, metric="wall_time") == []  # at the series' bar: no change
     (candidate,) = series.changes
     assert candidate.candidate and candidate.first_after.git_commit == "c06" and 0.001 <= candidate.p_value < 0.05
     assert series.summary.smallest_step > 0.09 and (series.summary.changes, series.summary.candidates) == (0, 1)
-    args = ("history", "--changes", "--history", db, "--metric", "wall_time", "--fail-on-change", "6")
+    args = ("history", "--changes", "--history", history_at, "--metric", "wall_time", "--fail-on-change", "6")
     done = jaxrun(*args)
     assert done.returncode == 0 and "candidate" in done.stdout, done.stdout  # a candidate alone never alarms
-    with HistoryStore(db, create=False) as store:
+    with HistoryStore(history_at, create=False) as store:
         store.record_check(candidate, ChangeCheck(script_path=candidate.script_path, metric="wall_time",
                                                   before_commit="c05", after_commit="c06", verdict="confirmed"))
     assert jaxrun(*args).returncode == 1  # confirmed by its duet, it does
