@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from jaxrun.judge.history import HistoryStore
-from jaxrun.plan.job import Job
 from jaxrun.outputs.history_sink import HistorySink
+from jaxrun.plan.job import Job
 from jaxrun.results.models import CompileEnvironment, CompileStats, ScriptResult
 
 

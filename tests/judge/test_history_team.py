@@ -13,7 +13,17 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import chrome, child_env, git_commit, git_in, jaxrun, jaxrun_command, load, open_page, write
+from helpers import (
+    child_env,
+    chrome,
+    git_commit,
+    git_in,
+    jaxrun,
+    jaxrun_command,
+    load,
+    open_page,
+    write,
+)
 
 from jaxrun.judge.history import HistoryStore
 
