@@ -143,3 +143,27 @@ def test_an_export_writes_a_new_file_and_never_over_one(tmp_path: Path) -> None:
     lines = shown.stdout.splitlines()
     assert shown.returncode == 0 and json.loads(lines[0]) == {"jaxrun_history": 1, "schema_version": 9}
     assert sum(json.loads(line)["table"] == "runs" for line in lines[1:]) == 12
+
+
+def test_rows_the_history_refuses_are_one_line_naming_the_line(tmp_path: Path) -> None:
+    source = tmp_path / "source.sqlite"
+    _fill(source)
+    good = _export(source, tmp_path / "a.jsonl").splitlines()
+    run = json.loads(good[1])
+    no_id = {**run, "row": {k: v for k, v in run["row"].items() if k != "id"}}
+    no_name = {**run, "row": {k: v for k, v in run["row"].items() if k != "script_name"}}
+    for name, lines, said in (("no_id", [good[0], json.dumps(no_id)], "line 2: a row of runs without its id"),
+                              ("no_name", [good[0], json.dumps(no_name)], "line 2: the history refused the row of runs"),
+                              ("headless", good[1:], "is not a history export of jaxrun"),
+                              ("blank_first", ["", *good], None)):
+        file = tmp_path / f"{name}.jsonl"
+        file.write_text("\n".join(lines) + "\n")
+        target = tmp_path / f"{name}.sqlite"
+        done = jaxrun("history", "--history", target, "--import", file)
+        if said is None:  # a blank line before the first is no harm
+            assert done.returncode == 0 and "added 12 runs" in done.stderr, done.stderr
+            continue
+        (line,) = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and said in line and "Traceback" not in line, (name, done.stderr)
+        with HistoryStore(target) as store:
+            assert store.runs() == []

@@ -17,6 +17,7 @@ a file twice adds it once.
 from __future__ import annotations
 
 import json
+import sqlite3
 import uuid
 from typing import IO, Any, Iterable, NamedTuple
 
@@ -81,7 +82,7 @@ def export_rows(db: Database, schema_version: int, out: IO[str]) -> dict[str, in
 
 def _parsed(lines: Iterable[str], source: str, schema_version: int) -> Iterable[tuple[int, str, dict[str, Any]]]:
     """(line number, table, row) of an export; a line that is not one is a UsageError naming it."""
-    number = 0
+    header = False
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -90,7 +91,8 @@ def _parsed(lines: Iterable[str], source: str, schema_version: int) -> Iterable[
         except ValueError as exc:
             raise UsageError(f"{source} line {number} is not JSON ({exc}); give a file `jaxrun history --export` "
                              "wrote") from None
-        if number == 1:
+        if not header:
+            header = True
             if not isinstance(item, dict) or item.get("jaxrun_history") != FORMAT_VERSION:
                 raise UsageError(f"{source} is not a history export of jaxrun (its first line names none); give a "
                                  "file `jaxrun history --export` wrote")
@@ -103,8 +105,12 @@ def _parsed(lines: Iterable[str], source: str, schema_version: int) -> Iterable[
                 and isinstance(item.get("row"), dict)):
             raise UsageError(f"{source} line {number} is not a row of the history's tables "
                              f"({', '.join(t for t, _, _ in TABLES)})")
+        key = next(k for t, k, _ in TABLES if t == item["table"])
+        if key is not None and (not isinstance(item["row"].get(key), int) or isinstance(item["row"][key], bool)):
+            raise UsageError(f"{source} line {number}: a row of {item['table']} without its {key} (a whole "
+                             "number); give a file `jaxrun history --export` wrote")
         yield number, item["table"], item["row"]
-    if number == 0:
+    if not header:
         raise UsageError(f"{source} is empty; give a file `jaxrun history --export` wrote")
 
 
@@ -127,7 +133,7 @@ def import_rows(db: Database, lines: Iterable[str], source: str, schema_version:
         if rows:
             db.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
 
-    for number, table, row in _parsed(lines, source, schema_version):
+    def add(number: int, table: str, row: dict[str, Any]) -> None:
         _, key, refers = next(t for t in TABLES if t[0] == table)
         left_out.update(f"{table}.{c}" for c in row if c not in columns[table])
         row = {c: v for c, v in row.items() if c in columns[table]}
@@ -159,7 +165,7 @@ def import_rows(db: Database, lines: Iterable[str], source: str, schema_version:
             already[table] += 1
             if key is not None:
                 skipped[table].add(row[key])
-            continue
+            return
         added[table] += 1
         if key is None:
             names = sorted(row)
@@ -170,7 +176,7 @@ def import_rows(db: Database, lines: Iterable[str], source: str, schema_version:
             batch[1].append([row[c] for c in names])
             if len(batch[1]) >= FLUSH_ROWS:
                 flush(table)
-            continue
+            return
         for earlier in list(pending):
             flush(earlier)  # a keyed row may be named by rows after it: what precedes it is written first
         old_id = row.pop(key)
@@ -181,8 +187,18 @@ def import_rows(db: Database, lines: Iterable[str], source: str, schema_version:
             f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", [row[c] for c in names])
         if table == "runs":
             held_keys[row["run_key"]] = new_ids[table][old_id]
-    for table in list(pending):
-        flush(table)
+
+    for number, table, row in _parsed(lines, source, schema_version):
+        try:
+            add(number, table, row)
+        except sqlite3.DatabaseError as exc:  # a value the table refuses (a missing column, a wrong type)
+            raise UsageError(f"{source} line {number}: the history refused the row of {table} ({exc}); nothing "
+                             "was imported") from None
+    try:
+        for table in list(pending):
+            flush(table)
+    except sqlite3.DatabaseError as exc:
+        raise UsageError(f"{source}: the history refused a row of {table} ({exc}); nothing was imported") from None
     if keep_ids:
         for table in KEYED:
             db.keys_taken(table)
