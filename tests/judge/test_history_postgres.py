@@ -24,14 +24,16 @@ pytest.importorskip("psycopg")
 
 
 def _fill(store: HistoryStore) -> None:
-    """12 runs of one script (a 20 % step at c06), 4 of another on a second host, one check kept."""
+    """12 runs of one script (a 20 % step at c06), 4 of another on a second host, one check kept;
+    each run's key given (else a new one each: the two stores' answers would differ by it)."""
     rng = np.random.default_rng(3)
     for i in range(12):
         walls = [float(w) for w in rng.normal(1.2 if i >= 6 else 1.0, 0.01, 5)]
-        store.record(make_run(walls, commit=f"c{i:02d}", at=f"2026-11-{1 + i:02d}T00:00:00+00:00"))
+        store.record(make_run(walls, commit=f"c{i:02d}", at=f"2026-11-{1 + i:02d}T00:00:00+00:00")
+                     .model_copy(update={"run_key": f"a{i:031x}"}))
     for i in range(4):
         store.record(make_run([2.0, 2.01, 1.99], path="/proj/b.py", name="b.py", host="hostB", commit=None,
-                              at=f"2026-11-{1 + i:02d}T06:00:00+00:00"))
+                              at=f"2026-11-{1 + i:02d}T06:00:00+00:00").model_copy(update={"run_key": f"b{i:031x}"}))
     (change,) = [c for c in store.changes(metric="wall_time") if not c.candidate]
     store.record_check(change, ChangeCheck(script_path=change.script_path, metric="wall_time", before_commit="c05",
                                            after_commit="c06", verdict="confirmed", ratio=1.2, pairs=9))

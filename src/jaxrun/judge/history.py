@@ -18,6 +18,7 @@ judge/history_schema.py's; the repair of a damaged file judge/history_repair.py'
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sqlite3
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_SECONDS = 30.0
+IDS_AT_ONCE = 500  # run ids in one query's IN (...): SQLite takes at most 999 parameters before 3.32
 
 
 class HistoryUnreadable(UsageError):
@@ -344,11 +346,12 @@ class HistoryStore:
            ``examples/x.py`` match ``/any/examples/x.py`` (``yx.py`` does not match ``x.py``).
         """
         text = os.fspath(script)
+        exact = [path for path in dict.fromkeys((text, str(Path(text).expanduser().resolve())))
+                 if self._db.execute("SELECT 1 FROM runs WHERE script_path = ? LIMIT 1", (path,)).fetchone()]
+        if exact:  # found through the index, without reading every run's path
+            return sorted(exact)
         known = self._db.execute("SELECT DISTINCT script_path, script_name FROM runs").fetchall()
         paths = {p for p, _ in known}
-        exact = {text, str(Path(text).expanduser().resolve())} & paths
-        if exact:
-            return sorted(exact)
         by_name = sorted({p for p, name in known if name == text})
         if by_name or Path(text).is_absolute():
             return by_name
@@ -395,37 +398,56 @@ class HistoryStore:
                 sql += " LIMIT ?"
                 params.append(int(limit))
             rows = self._db.execute(sql, params).fetchall()[::-1]
-            return [self._run_from_row(row) for row in rows]
+            return self._runs_from_rows(rows)
 
-    def _run_from_row(self, row: Sequence[object]) -> HistoryRun:
-        data = dict(zip(RUN_COLUMNS, row))
-        if data["git_dirty"] is not None:
-            data["git_dirty"] = bool(data["git_dirty"])
-        if data["numerics"] is not None:
-            data["numerics"] = Numerics.model_validate_json(str(data["numerics"]))
-        if data["machine"] is not None:
-            data["machine"] = Machine.model_validate_json(str(data["machine"]))
-        return HistoryRun(**data, samples=self.samples_of([int(data["id"])]))
+    def _runs_from_rows(self, rows: Sequence[Sequence[object]]) -> list[HistoryRun]:
+        """The runs of ``rows`` (RUN_COLUMNS), with their samples read in one query, not one a run
+        (a round trip each to a PostgreSQL server)."""
+        samples: dict[int, list[RunSample]] = {int(row[0]): [] for row in rows}  # type: ignore[call-overload]
+        for start in range(0, len(samples), IDS_AT_ONCE):
+            ids = list(samples)[start:start + IDS_AT_ONCE]
+            for run_id, sample in self._samples_rows(ids):
+                samples[run_id].append(sample)
+        decoded: dict[tuple[str, str], object] = {}  # the runs of a series share their numerics and machine
+
+        def decode(kind: type, text: object) -> object:
+            key = (kind.__name__, str(text))
+            if key not in decoded:
+                decoded[key] = kind.model_validate_json(str(text))  # type: ignore[attr-defined]
+            return decoded[key]
+
+        runs = []
+        for row in rows:
+            data = dict(zip(RUN_COLUMNS, row))
+            if data["git_dirty"] is not None:
+                data["git_dirty"] = bool(data["git_dirty"])
+            if data["numerics"] is not None:
+                data["numerics"] = decode(Numerics, data["numerics"])
+            if data["machine"] is not None:
+                data["machine"] = decode(Machine, data["machine"])
+            runs.append(HistoryRun(**data, samples=samples[int(data["id"])]))
+        return runs
+
+    def _samples_rows(self, run_ids: Sequence[int]) -> Iterator[tuple[int, RunSample]]:
+        rows = self._db.execute(
+            f"SELECT run_id, {', '.join(SAMPLE_COLUMNS)} FROM samples WHERE run_id IN ({', '.join('?' * len(run_ids))})"
+            " ORDER BY rowid", list(run_ids),
+        ).fetchall()
+        for row in rows:
+            data = dict(zip(SAMPLE_COLUMNS, row[1:]))
+            yield int(row[0]), RunSample(index=data.pop("idx"), **{**data, "warmup": bool(data["warmup"]),
+                                                                   "success": bool(data["success"])})
 
     def samples_of(self, run_ids: Sequence[int]) -> list[RunSample]:
         """The samples of the runs ``run_ids``, pooled in the order they were recorded."""
-        rows = self._db.execute(
-            f"SELECT {', '.join(SAMPLE_COLUMNS)} FROM samples WHERE run_id IN ({', '.join('?' * len(run_ids))})"
-            " ORDER BY rowid", list(run_ids),
-        ).fetchall()
-        samples = []
-        for row in rows:
-            data = dict(zip(SAMPLE_COLUMNS, row))
-            samples.append(RunSample(index=data.pop("idx"), **{**data, "warmup": bool(data["warmup"]),
-                                                                 "success": bool(data["success"])}))
-        return samples
+        return [sample for _, sample in self._samples_rows(run_ids)]
 
     def get(self, run_id: int) -> HistoryRun:
         with self._read():
             row = self._db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise UsageError(f"no run with id {run_id} in history {str(self.path)!r}")
-            return self._run_from_row(row)
+            return self._runs_from_rows([row])[0]
 
     def scripts(self) -> list[ScriptSummary]:
         """One line per script path: latest name, number of runs, time of the latest run."""
@@ -440,16 +462,29 @@ class HistoryStore:
         self, script: str | os.PathLike[str], *, metric: str = "wall_time", device: str | None = None,
         host: str | None = None,
     ) -> list[TrendPoint]:
-        """Per run of ``script`` (oldest first): the median of its counted successful samples."""
-        from jaxrun.judge.benchmark_runs import metric_values
+        """Per run of ``script`` (oldest first): the median of its counted successful samples of
+        ``metric`` (one query: the points of a series without its runs' models)."""
         from jaxrun.results.benchmark_result import resolve_metric
 
-        metric = resolve_metric(metric)
+        metric = resolve_metric(metric)  # a declared column's name: never a caller's text in the SQL
+        with self._read():
+            paths = self.match_scripts(script)
+            if not paths:
+                return []
+            where, params = [f"r.script_path IN ({', '.join('?' * len(paths))})"], list(paths)
+            for column, value in (("device_used", device), ("host", host)):
+                if value is not None:
+                    where.append(f"r.{column} = ?")
+                    params.append(value)
+            rows = self._db.execute(
+                f"SELECT r.id, r.recorded_at, r.git_commit, s.{metric} FROM runs r LEFT JOIN samples s"
+                f" ON s.run_id = r.id AND s.warmup = 0 AND s.success = 1 AND s.{metric} IS NOT NULL"
+                f" WHERE {' AND '.join(where)} ORDER BY r.id, s.rowid", params).fetchall()
         points = []
-        for run in self.runs(script, device=device, host=host):
-            values = metric_values(run.samples, metric)
-            points.append(TrendPoint(int(run.id or 0), run.recorded_at, run.git_commit,
-                                     statistics.median(values) if values else None, len(values)))
+        for (run_id, recorded_at, commit), group in itertools.groupby(rows, key=lambda row: row[:3]):
+            values = [float(row[3]) for row in group if row[3] is not None and math.isfinite(row[3])]
+            points.append(TrendPoint(int(run_id), recorded_at, commit, statistics.median(values) if values else None,
+                                     len(values)))
         return points
 
     # -- what the regression check reads (judge/regression.py) ----------------------------------

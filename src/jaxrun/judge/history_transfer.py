@@ -202,4 +202,6 @@ def import_rows(db: Database, lines: Iterable[str], source: str, schema_version:
     if keep_ids:
         for table in KEYED:
             db.keys_taken(table)
+    if any(added.values()):
+        db.execute("ANALYZE")  # the planner's statistics of the tables just filled (PostgreSQL's would wait for autovacuum)
     return Imported(added, already, sorted(left_out))
