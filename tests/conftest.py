@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import secrets
 import sys
 from pathlib import Path
 
@@ -104,6 +106,23 @@ def postgres():  # type: ignore[no-untyped-def]
         return postgres_cluster.shared(Path(os.environ["JR_TESTS_PG_DIR"]))
     except postgres_cluster.Unavailable as exc:
         pytest.skip(str(exc))
+
+
+_history_databases = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_at(request: pytest.FixtureRequest, tmp_path: Path) -> "Path | str":
+    """Where a fresh, empty history lives, once on each store (judge/history_db.py): an SQLite
+    file's path (not made yet), or the URL (with its password) of a new database on the session's
+    PostgreSQL (the ``postgres`` fixture, started only for this param). Either goes wherever a
+    history's location goes: ``HistoryStore(history_at)``, ``jaxrun ... --history history_at``."""
+    if request.param == "sqlite":
+        return tmp_path / "history.sqlite"
+    pytest.importorskip("psycopg")
+    postgres = request.getfixturevalue("postgres")
+    # Unique within a session (the counter) and across the pytest-xdist workers (the token).
+    return postgres.database(f"history_{next(_history_databases)}_{secrets.token_hex(4)}")
 
 
 def _stop_postgres(config: pytest.Config) -> None:
