@@ -199,7 +199,7 @@ def _exit(batch: "BatchResult", scripts: list[ScriptView],
     if meta.history_problem and meta.history_problem.startswith(HISTORY_NOT_USED):
         notes.append(f"history {meta.history_problem}")  # it could not be opened: nothing is damaged
     elif meta.history_problem and is_history_url(meta.history_problem):
-        notes.append(f"history unreadable ({meta.history_problem}): "
+        notes.append(f"history server lost ({meta.history_problem}): "
                      + (f"{plural(meta.history_unwritten, 'benchmarked script')} not written to it; run the batch "
                         "again with --resume, once the server answers, to write them" if meta.history_unwritten
                         else "every benchmark was written to it once the server answered again"))
