@@ -555,7 +555,7 @@ def crafted_sample(index: int, wall: float | None, *, warmup: bool = False, succ
                                          error_class=None if success else "script_error", **figures))
 
 
-_CRAFTED_BY_KIND = {"mib": 50.0, "bytes": 1024.0, "count": 1.0, "ratio": 0.5}
+_CRAFTED_BY_KIND = {"mib": 50.0, "bytes": 1024.0, "count": 1.0, "ratio": 0.5, "joules": 120.0, "watts": 250.0}
 
 
 def crafted_benchmark(

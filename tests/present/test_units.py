@@ -70,7 +70,8 @@ def test_markdown_and_the_exports_say_mib(runs: Path) -> None:
     header = tables(text)["Every script"][0]
     assert "peak RSS MiB" in header, header
     assert not MB_WORD.search(text)
-    assert json.loads((runs / "r1.json").read_text())["unit"] == {"time": "s", "memory_peak": "MiB", "live_array_bytes": "B"}
+    assert json.loads((runs / "r1.json").read_text())["unit"] == {"time": "s", "memory_peak": "MiB", "live_array_bytes": "B",
+                                                                     "device_energy": "J", "host_energy": "J"}
 
 
 def test_a_comparison_says_mib_in_the_terminal_and_in_markdown(runs: Path) -> None:

@@ -29,8 +29,8 @@ def fmt_p(value: float | None) -> str:
 
 
 def fmt_kind(kind: str, value: float | None) -> str:
-    """A figure of ``kind`` (jaxrun.results.figures: seconds, mib, bytes, count, ratio) with its
-    unit: MiB are 2^20 bytes, as memory_peak holds them."""
+    """A figure of ``kind`` (jaxrun.results.figures: seconds, mib, bytes, count, ratio, joules,
+    watts) with its unit: MiB are 2^20 bytes, as memory_peak holds them."""
     if value is None:
         return "-"
     if kind == "seconds":
@@ -41,6 +41,10 @@ def fmt_kind(kind: str, value: float | None) -> str:
         return fmt_bytes(value)
     if kind == "ratio":
         return significant(value, 3)
+    if kind == "joules":
+        return f"{significant(value, 4)} J"
+    if kind == "watts":
+        return f"{significant(value, 3)} W"
     return fmt_count(value)
 
 

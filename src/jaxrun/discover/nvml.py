@@ -6,6 +6,9 @@ the reason, and the utilisation of a script's GPUs is null rather than invented.
 
 from __future__ import annotations
 
+import time
+
+from jaxrun.discover.energy import Energy, energy_between, unknown
 from jaxrun.results.models import NvmlInfo
 
 # NVML's Python binding, whatever JAX build is installed (jaxrun's cuda12 and cuda13 extras both bring it).
@@ -116,12 +119,18 @@ def visible_gpus(cuda_visible_devices: str | None) -> list[str] | None:
     return visible
 
 
+NO_ENERGY_COUNTER = "this GPU has no total-energy counter in NVML (Volta or newer has one)"
+
+
 class UtilizationSampler:
-    """Samples the utilisation of a job's GPUs with NVML while it runs, in a background thread.
+    """Samples the utilisation and power of a job's GPUs with NVML while it runs, in a background
+    thread, and reads their total-energy counters when it starts and when it stops
+    (discover/energy.py's arithmetic).
 
     ``nvml`` is the ``pynvml`` module (injectable so the arithmetic can be tested with recorded
     readings on a machine without a GPU). ``result()`` gives the mean utilisation (0-1) over all
-    samples and GPUs, or None with the reason it could not be measured.
+    samples and GPUs, or None with the reason it could not be measured; ``energy()`` the job's
+    GPU energy and the mean of the power readings (watts, the GPUs' sum), a check of it.
     """
 
     def __init__(self, gpus: list[str] | None, *, interval: float = 0.1, nvml: object | None = None) -> None:
@@ -129,6 +138,8 @@ class UtilizationSampler:
 
         self._gpus, self._interval, self._nvml = gpus, interval, nvml
         self._samples: list[float] = []
+        self._powers: list[float] = []
+        self._energy: Energy | None = None
         self._reason: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="jaxrun-nvml")
@@ -170,10 +181,21 @@ class UtilizationSampler:
             if not handles:
                 self._reason = "the job could see no GPU"
                 return
+            first, started = _energy_counters(nvml, handles), time.monotonic()
+            power = True  # until a GPU says it cannot read its power
             while not self._stop.is_set():
                 rates = [nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]  # type: ignore[attr-defined]
                 self._samples.append(sum(rates) / len(rates) / 100.0)
+                if power:
+                    try:
+                        self._powers.append(sum(nvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0)  # type: ignore[attr-defined]
+                    except Exception:
+                        power = False
                 self._stop.wait(self._interval)
+            last, seconds = _energy_counters(nvml, handles), time.monotonic() - started
+            reason = next((r for r in (first, last) if isinstance(r, str)), None)
+            self._energy = unknown(reason) if reason is not None else energy_between(
+                first, last, seconds, scale=1e-3)  # type: ignore[arg-type]
         except Exception as exc:
             self._reason = f"NVML query failed: {exc}"
         finally:
@@ -186,3 +208,22 @@ class UtilizationSampler:
         if self._samples:
             return sum(self._samples) / len(self._samples), None
         return None, self._reason or "the script ended before NVML could take a sample"
+
+    def energy(self) -> tuple[Energy, float | None]:
+        """The job's GPU energy (NVML's counter), and the mean of the power readings taken
+        through it (watts; None without any)."""
+        sampled = sum(self._powers) / len(self._powers) if self._powers else None
+        if self._energy is not None:
+            return self._energy, sampled
+        return unknown(self._reason or "the script ended before NVML could read the energy counter"), sampled
+
+
+def _energy_counters(nvml: object, handles: list[object]) -> list[int] | str:
+    """Each GPU's total-energy counter (millijoules since the driver loaded), or why not."""
+    try:
+        return [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles]  # type: ignore[attr-defined]
+    except Exception as exc:
+        name = type(exc).__name__
+        if "NotSupported" in name or "Not Supported" in str(exc) or isinstance(exc, AttributeError):
+            return NO_ENERGY_COUNTER
+        return f"NVML could not read the energy counter: {exc}"

@@ -19,12 +19,13 @@ from typing import Literal, NamedTuple
 
 from jaxrun.core.formatting import fmt_kind, joined
 
-Kind = Literal["seconds", "mib", "bytes", "count", "ratio"]
+Kind = Literal["seconds", "mib", "bytes", "count", "ratio", "joules", "watts"]
 
 # The unit each kind of figure is held in, as statistics and exports name it.
-UNITS: dict[str, str] = {"seconds": "s", "mib": "MiB", "bytes": "B", "count": "", "ratio": ""}
+UNITS: dict[str, str] = {"seconds": "s", "mib": "MiB", "bytes": "B", "count": "", "ratio": "", "joules": "J",
+                         "watts": "W"}
 _UNIT_NAMES: dict[str, str] = {"seconds": "seconds", "mib": "MiB (2^20 bytes)", "bytes": "bytes", "count": "a count",
-                               "ratio": "a ratio"}
+                               "ratio": "a ratio", "joules": "joules", "watts": "watts"}
 
 
 class ScriptFigure(NamedTuple):  # a NamedTuple: a frozen dataclass costs 1 ms more on the way to the first script
@@ -75,6 +76,19 @@ SCRIPT_FIGURES: tuple[ScriptFigure, ...] = (
     ScriptFigure("live_array_bytes", "live_array_bytes", "bytes", "live arrays",
                  "Bytes of the jax.Arrays alive when the body ended (jax.live_arrays()); null without JAX",
                  aggregate="median_low"),
+    # Energy, from the hardware's counters read at the job's start and end (discover/energy.py).
+    ScriptFigure("device_energy", "device_energy", "joules", "GPU energy",
+                 "Joules the job's GPUs used while it ran (NVML's total-energy counter, Volta or newer; their sum); "
+                 "null where there is none"),
+    ScriptFigure("device_power", "device_power", "watts", "GPU power",
+                 "Watts, the job's GPUs' mean power: device_energy over the seconds between its two readings",
+                 sampled=False),
+    ScriptFigure("host_energy", "host_energy", "joules", "host energy",
+                 "Joules the host's CPU packages used while the job ran (RAPL, Linux's powercap: the whole "
+                 "packages', other processes' work included); null where unreadable"),
+    ScriptFigure("host_power", "host_power", "watts", "host power",
+                 "Watts, the host's CPU packages' mean power while the job ran: host_energy over its seconds",
+                 sampled=False),
 )
 
 FIGURES: dict[str, ScriptFigure] = {f.name: f for f in SCRIPT_FIGURES}

@@ -380,6 +380,22 @@ class ScriptResult(MappingModel, dict=True):
     live_array_bytes: Annotated[int | None, Meta(description=(
         "Bytes of the jax.Arrays alive when the body ended (jax.live_arrays()); null without JAX"
     ))] = None
+    device_energy: Annotated[float | None, Meta(description=(
+        "Joules the job's GPUs used while it ran: NVML's total-energy counter (Volta or newer) read at its start "
+        "and end, the GPUs' sum; null with device_energy_reason"))] = None
+    device_power: Annotated[float | None, Meta(description=(
+        "Watts, the GPUs' mean power: device_energy over the seconds between the two readings"))] = None
+    device_power_sampled: Annotated[float | None, Meta(description=(
+        "Watts, the mean of NVML's power readings taken through the run (every 0.1 s, the GPUs' sum): a check of "
+        "device_power from another reading; null where none was taken"))] = None
+    device_energy_reason: Annotated[str | None, Meta(description="Why device_energy is null, when it is")] = None
+    host_energy: Annotated[float | None, Meta(description=(
+        "Joules the host's CPU packages used while the job ran: their RAPL counters (Linux's powercap) read at its "
+        "start and end; every process's work on the machine counts, not only the job's; null with host_energy_reason"
+    ))] = None
+    host_power: Annotated[float | None, Meta(description=(
+        "Watts, the CPU packages' mean power: host_energy over the seconds between the two readings"))] = None
+    host_energy_reason: Annotated[str | None, Meta(description="Why host_energy is null, when it is")] = None
     cache_hits: Annotated[int | None, Meta(description=(
         "Executables loaded from the persistent compilation cache; null when it is off"
     ))] = None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from jaxrun.config.options import RunOptions
+from jaxrun.discover.energy import HostEnergy, JobEnergy, not_on_gpu
 from jaxrun.errors import ResultsWriteError
 from jaxrun.plan.job import Job
 from jaxrun.run.process.environment import child_env, probe_command
@@ -122,6 +123,7 @@ def make_attempt(
             from jaxrun.discover.nvml import UtilizationSampler, visible_gpus
 
             sampler = UtilizationSampler(visible_gpus(env.get("CUDA_VISIBLE_DEVICES"))).start()
+        host = HostEnergy().start()  # the CPU packages' counters, read last before the job starts
         job_run: JobRun | None = None
         try:
             if options.processes > 1:
@@ -151,9 +153,11 @@ def make_attempt(
         except Interrupted as stopped:
             outcome = stopped.outcome
         finally:
+            host_energy = host.stop()
             if sampler is not None:
                 sampler.stop()
     from jaxrun.run.reading.result import ended_attempt  # once the script has run
 
+    device_energy, sampled_watts = sampler.energy() if sampler is not None else (not_on_gpu(platform), None)
     return ended_attempt(job, options, env, command, outcome, job_run, sampler.result() if sampler else None,
-                         cpus=cpus)
+                         cpus=cpus, energy=JobEnergy(device_energy, sampled_watts, host_energy))

@@ -151,6 +151,9 @@ def _figures(batch: "BatchResult", view: "BatchView", comparison: "ComparisonRep
         memory_fig.add_bar(name="device peak (MiB)", x=names, y=device_peaks)
     memory_fig.update_layout(barmode="group", yaxis_title="MiB (2^20 bytes)", title="Peak memory")
     figures.append(("memory", memory_fig))
+    energy = _energy_figure(results, names)
+    if energy is not None:
+        figures.append(("energy", energy))
     warm = _warm_figure(results, names)
     if warm is not None:
         figures.append(("warm", warm))
@@ -165,6 +168,25 @@ def _figures(batch: "BatchResult", view: "BatchView", comparison: "ComparisonRep
     if comparison is not None and comparison.scripts:
         figures.append(("comparison", _comparison_figure(view, comparison)))
     return figures
+
+
+def _energy_figure(results: "list[ScriptResult]", names: list[str]) -> Any:
+    """Each script's energy from the hardware's counters, GPU and host side by side, where any
+    script has one (a machine with neither has no such plot: its results say why each is null)."""
+    import plotly.graph_objects as go
+
+    from jaxrun.results.figures import FIGURES
+
+    bars = []
+    for name in ("device_energy", "host_energy"):
+        values = [getattr(r, name) for r in results]
+        if any(v is not None for v in values):
+            bars.append(go.Bar(name=FIGURES[name].label, x=names, y=values))
+    if not bars:
+        return None
+    figure = go.Figure(bars)
+    figure.update_layout(barmode="group", yaxis_title="joules", title="Energy (the hardware's counters, whole job)")
+    return figure
 
 
 def _warm_figure(results: "list[ScriptResult]", names: list[str]) -> Any:

@@ -33,6 +33,8 @@ _FIGURES: tuple[tuple[str, str, str, Optional[str]], ...] = (
     _sampled("memory_peak", "RSS"),
     ("device_memory_peak", "device memory", "mib", None),
     ("flops", "FLOPs", "count", None),
+    _sampled("device_energy", "GPU energy"),
+    _sampled("host_energy", "host energy"),
 )
 # Numeric figures a script recorded shown as the table's columns (the first ones recorded); the
 # others are in the report's plot, and a note names them.

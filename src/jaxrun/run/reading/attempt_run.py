@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 if TYPE_CHECKING:
+    from jaxrun.discover.energy import JobEnergy
     from jaxrun.results.models import Numerics, RunEnvironment
     from jaxrun.run.process.process_watch import ProcessOutcome
     from jaxrun.run.reading.classify import Classification
@@ -27,6 +28,7 @@ class AttemptRun(msgspec.Struct):
     failure: "Classification | None"
     reading: "ProbeReading | None" = None  # None: nothing was launched (run/reading/result.py reads an empty one)
     utilization: tuple[float | None, str | None] | None = None
+    energy: "JobEnergy | None" = None  # its GPUs' and the host's, from their counters (discover/energy.py)
     command: list[str] | None = None  # what the process ran
     numerics: "Numerics | None" = None  # read from its environment
     environment: "RunEnvironment | None" = None

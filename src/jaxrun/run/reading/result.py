@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jaxrun.config.options import RunOptions
 from jaxrun.core.formatting import plural
@@ -38,10 +39,13 @@ from jaxrun.run.reading.probe_reading import (
 )
 from jaxrun.run.reading.profiled_run import profile_metrics, script_profile
 
+if TYPE_CHECKING:
+    from jaxrun.discover.energy import JobEnergy
+
 
 def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: list[str], outcome: ProcessOutcome,
                   job_run: JobRun | None, utilization: "tuple[float | None, str | None] | None",
-                  cpus: tuple[int, ...] | None = None) -> AttemptRun:
+                  cpus: tuple[int, ...] | None = None, energy: "JobEnergy | None" = None) -> AttemptRun:
     """What one launched attempt left: how it failed (if it did), the probe's reading, the
     variables it ran with (and ``cpus``, the cores it was pinned to)."""
     if job_run is not None:
@@ -53,7 +57,7 @@ def ended_attempt(job: Job, options: RunOptions, env: dict[str, str], command: l
                                  variables=len(env),
                                  setup_padding=setup_padding(env) if options.randomize_setup else None,
                                  cpus=list(cpus) if cpus else None)
-    return AttemptRun(outcome, failure, reading, utilization, command=command, numerics=numerics_of(env),
+    return AttemptRun(outcome, failure, reading, utilization, energy=energy, command=command, numerics=numerics_of(env),
                       environment=environment, guard_env=guard_variables(env), processes=job_run)
 
 
@@ -231,6 +235,7 @@ def build_result(
         compiles=reading.compiles,
         compile_environment=reading.compile_environment,
         live_array_bytes=live_array_bytes(reading),
+        **(run.energy.fields() if run.energy is not None else {}),
         cache_hits=cache_hits,
         cache_misses=cache_misses,
         compile_time_saved=reading.compile_time_saved if cache_hits is not None else None,

@@ -1,0 +1,186 @@
+"""Energy from the hardware's counters (discover/energy.py, discover/nvml.py's sampler).
+
+This machine has neither counter: no NVIDIA GPU (so no NVML total-energy counter) and no RAPL
+under /sys/class/powercap. The arithmetic is tested on recorded readings instead: a stand-in
+for pynvml whose counter and power readings are those of a GPU drawing a known power, and a
+powercap folder written here in the layout Linux gives it (the real counter cannot be shown on a
+CPU machine). What a run on this machine says, null with both reasons, is tested for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from helpers import jaxrun, write
+
+from jaxrun.discover.energy import (
+    HostEnergy,
+    counter_delta,
+    energy_between,
+    rapl_packages,
+    read_rapl,
+)
+from jaxrun.discover.nvml import NO_ENERGY_COUNTER, UtilizationSampler
+
+
+def test_a_counter_that_wrapped_is_counted_once_past_its_range() -> None:
+    assert counter_delta(100, 350, 1000) == 250
+    assert counter_delta(900, 150, 1000) == 250  # past 1000 it starts again from 0
+    assert counter_delta(900, 150, None) is None  # went back, range unknown: never a negative energy
+    both = energy_between([900, 10], [150, 60], 2.0, scale=1e-6, wraps=[1000, 1000])
+    assert both.joules == pytest.approx(300e-6) and both.watts == pytest.approx(150e-6) and both.reason is None
+    assert energy_between([5], [1], 1.0, scale=1e-3).reason == "an energy counter went back between its two readings (it was reset)"
+
+
+def _package(root: Path, name: str, energy: int, wrap: int = 262143328850) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "energy_uj").write_text(f"{energy}\n")
+    (folder / "max_energy_range_uj").write_text(f"{wrap}\n")
+    (folder / "name").write_text("package-0\n" if name.endswith(":0") else "core\n")
+    return folder
+
+
+def test_rapl_adds_the_packages_not_their_subzones_and_crosses_a_wrap(tmp_path: Path) -> None:
+    _package(tmp_path, "intel-rapl:0", 1_000_000)
+    _package(tmp_path, "intel-rapl:0:0", 900_000)  # the cores of package 0: part of it, never added again
+    _package(tmp_path, "intel-rapl:1", 4_999_000, wrap=5_000_000)
+    assert [p.name for p in rapl_packages(tmp_path)] == ["intel-rapl:0", "intel-rapl:1"]
+    meter = HostEnergy(tmp_path).start()
+    started = time.monotonic()
+    time.sleep(0.2)
+    _package(tmp_path, "intel-rapl:0", 31_000_000)  # +30 J
+    _package(tmp_path, "intel-rapl:0:0", 29_000_000)
+    _package(tmp_path, "intel-rapl:1", 1_000, wrap=5_000_000)  # +2,000 uJ across the wrap
+    ended = time.monotonic()
+    used = meter.stop()
+    assert used.reason is None and used.joules == pytest.approx(30.002)
+    # Mean power: the joules over the seconds between the two readings, which lie within the sleep's.
+    assert used.joules / (time.monotonic() - started + 0.05) <= used.watts <= used.joules / (ended - started - 0.05)
+
+
+def test_rapl_missing_or_unreadable_is_null_with_the_reason(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    assert HostEnergy(tmp_path / "none").start().stop().reason.startswith("no RAPL counters")
+    folder = _package(tmp_path, "intel-rapl:0", 5)
+    (folder / "energy_uj").unlink()
+    (folder / "energy_uj").mkdir()  # not a number to read
+    said = HostEnergy(tmp_path).start().stop()
+    assert said.joules is None and "could not be read" in said.reason
+    # Linux lets only root read energy_uj (0400): a process of another user is told so.
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to read the counter as root and as another user")
+    # In a folder any user can pass through (a test's tmp_path is 0700, under root's).
+    shared = Path(tempfile.mkdtemp(prefix="jr-rapl-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    shared.chmod(0o755)
+    readable = _package(shared, "intel-rapl:0", 5)
+    (readable / "energy_uj").chmod(0o400)
+    readable.chmod(0o755)
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child becomes nobody, reads, says what it got, and ends
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(writer, repr(read_rapl(rapl_packages(shared))).encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    said = os.read(reader, 4096).decode()
+    os.waitpid(child, 0)
+    os.close(reader)
+    assert "permission denied; Linux lets only root read them" in said, said
+    assert read_rapl(rapl_packages(shared)) == ([5], [262143328850])  # root reads it
+
+
+class GpuAtKnownPower:
+    """A stand-in for pynvml: GPUs drawing a known power each, whose total-energy counters
+    (millijoules) grow with the time that passes, as the driver's do, and whose power readings
+    (milliwatts) are that power."""
+
+    def __init__(self, watts: dict[int, float], counters: bool = True) -> None:
+        self.watts, self.counters, self.started = watts, counters, time.monotonic()
+        self.shut_down = False
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlShutdown(self) -> None:
+        self.shut_down = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.watts)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(gpu=50, memory=0)
+
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
+        return int(self.watts[handle] * 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
+        if not self.counters:
+            class NVMLError_NotSupported(Exception):  # pynvml's name for it
+                pass
+
+            raise NVMLError_NotSupported("Not Supported")
+        return int(7_000_000 + self.watts[handle] * (time.monotonic() - self.started) * 1000)
+
+
+def test_gpu_energy_is_the_counters_difference_and_agrees_with_the_power_readings() -> None:
+    nvml = GpuAtKnownPower({0: 300.0, 1: 120.0})
+    sampler = UtilizationSampler(["1"], interval=0.01, nvml=nvml).start()
+    time.sleep(0.5)
+    sampler.stop()
+    energy, sampled = sampler.energy()
+    assert energy.reason is None and sampled == pytest.approx(120.0)  # GPU 0's power is not this job's
+    assert energy.watts == pytest.approx(120.0, rel=0.05)  # GPU.md 18: the counter against sampled power, within 5 %
+    assert 120.0 * 0.45 <= energy.joules <= 120.0 * 0.65  # about 0.5 s at 120 W
+    both = UtilizationSampler(None, interval=0.01, nvml=GpuAtKnownPower({0: 300.0, 1: 120.0})).start()
+    time.sleep(0.3)
+    both.stop()
+    energy, sampled = both.energy()
+    assert sampled == pytest.approx(420.0) and energy.watts == pytest.approx(420.0, rel=0.05)  # the job's GPUs' sum
+
+
+def test_a_gpu_without_the_counter_is_null_with_the_reason() -> None:
+    sampler = UtilizationSampler(None, interval=0.01, nvml=GpuAtKnownPower({0: 250.0}, counters=False)).start()
+    time.sleep(0.05)
+    sampler.stop()
+    energy, sampled = sampler.energy()
+    assert (energy.joules, energy.watts, energy.reason) == (None, None, NO_ENERGY_COUNTER)
+    assert sampled == pytest.approx(250.0)  # the power readings still are
+    assert sampler.result()[0] == pytest.approx(0.5)
+
+
+def test_a_run_here_says_why_each_energy_is_null_and_the_history_keeps_the_columns(tmp_path: Path) -> None:
+    write(tmp_path / "s", "a.py", "if False:\n    import jax\nx = sum(range(10000))\n")
+    done = jaxrun("run", tmp_path / "s", "--benchmark-runs", "2", "--warmup-runs", "0", "--history",
+                  tmp_path / "h.sqlite", "--results-dir", tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = json.loads((tmp_path / "r" / "jax_execution_results.json").read_text())["script_results"]
+    assert result["device_energy"] is None and result["device_power"] is None
+    assert result["device_energy_reason"] == "GPU energy is measured on NVIDIA GPUs only (the job ran on cpu)"
+    assert result["host_energy"] is None and result["host_power"] is None
+    assert result["host_energy_reason"].startswith("no RAPL counters")  # this machine has none
+    samples = result["benchmark"]["samples"]
+    assert all(s["device_energy"] is None and s["host_energy"] is None for s in samples) and len(samples) == 2
+    # A declared figure: the history's samples have its column (NULL here), --metric takes it.
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM samples WHERE host_energy IS NULL AND device_energy IS NULL").fetchone() == (2,)
+    compared = jaxrun("compare", tmp_path / "r", tmp_path / "r", "--metric", "device_energy", "--json")
+    (script,) = json.loads(compared.stdout)["scripts"]
+    phase = script["phases"]["device_energy"]  # unknown on both sides: never a ratio of nothing
+    assert (phase["verdict"], phase["note"], phase["ratio"]) == (
+        "not comparable", "no device_energy of a successful run on the base and new side", None)
