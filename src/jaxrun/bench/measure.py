@@ -15,7 +15,9 @@ from typing import Any, Callable, Sequence
 
 from jaxrun.bench._compiles import CompileCounter, counting
 from jaxrun.bench._cost import cost_figures, program_cost  # noqa: F401  (cost_figures: importable from here too)
+from jaxrun.bench._energy import ProgramEnergy, program_energy
 from jaxrun.bench._timing import (
+    _run_sample,
     budget_of,
     clean_warnings,
     device_label,
@@ -109,6 +111,7 @@ def measure(
     warmup_calls: int = 1,
     name: str | None = None,
     peaks: bool | DevicePeaks = True,
+    energy: bool = True,
     **kwargs: Any,
 ) -> Measurement:
     """Time ``fn(*args, **kwargs)`` under ``jax.jit``: trace, lower, compile, first call, steady state.
@@ -138,7 +141,9 @@ def measure(
     a loop body once): ``cost_source`` says how they were had, and they are None where a loop's trip
     count depends on the data (see ``_cost``). ``peaks=True`` compares against the device's
     measured peaks (measured once, then cached; pass a :class:`~jaxrun.results.models.DevicePeaks` to
-    reuse one, ``False`` to skip the roofline).
+    reuse one, ``False`` to skip the roofline). ``energy=True`` reads the device's energy counter
+    around at least half a second of steady calls (``energy_per_call``, ``power``; null with
+    ``energy_reason`` where the device has none jaxrun can read: no cost then).
     Keyword arguments other than the options above are passed to ``fn``.
     """
     import jax
@@ -191,7 +196,9 @@ def measure(
             warm, _ = timed_call(call)
         timing = sample([call], time_budget=budget, samples=samples, min_samples=min_samples,
                         max_samples=max_samples, one_call=None if warm is None else [warm])
-    (sampled,) = timing.timed
+        (sampled,) = timing.timed
+        used = (program_energy(call, min(sampled.samples) if sampled.samples else None, device, run=_run_sample)
+                if energy else ProgramEnergy(None, None, 0, None, "not asked for (energy=False)"))
     if during.total:
         warnings.append(
             f"{plural(during.total, 'compilation')} during the timed calls ({during.counts}): the jit cache did "
@@ -267,5 +274,10 @@ def measure(
         cost_source=cost_source,
         **memory,
         **peak_figures,
+        energy_per_call=used.joules_per_call,
+        power=used.watts,
+        energy_calls=used.calls,
+        energy_source=used.source,
+        energy_reason=used.reason,
         warnings=warnings,
     )

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from jaxrun.bench.format import fmt_bytes, fmt_rate, fmt_seconds, text_table
-from jaxrun.core.formatting import plural
+from jaxrun.core.formatting import fmt_kind, plural
 from jaxrun.results.models import (
     SCHEMA_VERSION,
     MappingModel,
@@ -160,6 +160,16 @@ class Measurement(MappingModel):
     arithmetic_intensity: float | None = None
     ridge_point: float | None = None
     bound: Literal["compute", "memory"] | None = None
+    energy_per_call: Annotated[float | None, Meta(description=(
+        "Joules one steady call uses: the device's energy counter (an NVIDIA GPU's through NVML; on the CPU the "
+        "host's RAPL packages, every process's work on them included) read around energy_calls calls; null with "
+        "energy_reason"))] = None
+    power: Annotated[float | None, Meta(description=(
+        "Watts, the device's mean power over those calls"))] = None
+    energy_calls: Annotated[int, Meta(description=(
+        "Steady calls made between the two readings (at least 0.5 s of them: the counters move in steps)"))] = 0
+    energy_source: Annotated[Literal["nvml", "rapl"] | None, Meta(description="Which counter was read")] = None
+    energy_reason: Annotated[str | None, Meta(description="Why energy_per_call is null, when it is")] = None
     warnings: list[str] = []
 
     @property
@@ -315,6 +325,9 @@ def measurement_text(m: "Measurement") -> str:
             if rate is not None and source]
         if peaks:
             lines.append(f"  peaks: {', '.join(peaks)}")
+    if m.energy_per_call is not None:
+        lines.append(f"  energy {fmt_kind('joules', m.energy_per_call)} a call, {fmt_kind('watts', m.power)} "
+                     f"({m.energy_source}, over {plural(m.energy_calls, 'call')})")
     lines += [f"  warning: {w}" for w in m.warnings + s.warnings]
     return "\n".join(lines)
 

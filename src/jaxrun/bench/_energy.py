@@ -1,0 +1,89 @@
+"""The energy of one program's calls, for ``measure``: the counter of the device it runs on (an
+NVIDIA GPU's total-energy counter through NVML; on the CPU, the host's RAPL packages) read around
+enough steady calls to last :data:`MIN_SECONDS`, so that the counters' own steps (a millisecond
+for RAPL, up to tens for NVML) are a small part of it. The arithmetic is discover/energy.py's;
+null with the reason where the device has no counter jaxrun can read."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Callable, NamedTuple
+
+from jaxrun.discover.energy import RAPL_ROOT, energy_between, rapl_packages, read_rapl
+
+MIN_SECONDS = 0.5
+MAX_CALLS = 1_000_000
+
+
+class ProgramEnergy(NamedTuple):
+    joules_per_call: float | None
+    watts: float | None
+    calls: int  # the calls read between the two readings (0: none made)
+    source: str | None  # "nvml" or "rapl"
+    reason: str | None  # why the figures are null
+
+
+def _nvml_counter(device: Any, nvml: Any) -> Callable[[], list[int]] | str:
+    """A reading of the GPU's counter (millijoules), or why there is none: the device's id is
+    the index among the GPUs the process sees (CUDA_VISIBLE_DEVICES), which NVML numbers among all."""
+    from jaxrun.discover.nvml import NO_ENERGY_COUNTER, NVML_MISSING, visible_gpus
+
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return NVML_MISSING
+    try:
+        nvml.nvmlInit()
+        visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        which = str(device.id) if visible is None else visible[device.id]
+        handle = (nvml.nvmlDeviceGetHandleByIndex(int(which)) if which.isdigit()
+                  else nvml.nvmlDeviceGetHandleByUUID(which))
+        nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except Exception as exc:
+        if "NotSupported" in type(exc).__name__ or "Not Supported" in str(exc):
+            return NO_ENERGY_COUNTER
+        return f"NVML could not read the GPU's energy counter: {exc}"
+    return lambda: [int(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))]
+
+
+def program_energy(call: Callable[[], Any], seconds_per_call: float | None, device: Any, *,
+                   run: Callable[[Callable[[], Any], int], float], nvml: Any = None,
+                   rapl_root: Any = RAPL_ROOT) -> ProgramEnergy:
+    """Joules a call of ``call`` uses on ``device`` and the device's mean power meanwhile:
+    ``run(call, n)`` makes n calls, the last one blocked (bench/_timing.py's sample)."""
+    platform = getattr(device, "platform", None)
+    wraps = None
+    if platform == "gpu":
+        counter, scale, source = _nvml_counter(device, nvml), 1e-3, "nvml"
+    elif platform == "cpu":
+        readings = read_rapl(rapl_packages(rapl_root))
+        if isinstance(readings, str):
+            counter = readings
+        else:
+            packages = rapl_packages(rapl_root)
+            wraps = readings[1]
+
+            def counter() -> list[int]:
+                again = read_rapl(packages)
+                if isinstance(again, str):
+                    raise OSError(again)
+                return again[0]
+        scale, source = 1e-6, "rapl"
+    else:
+        return ProgramEnergy(None, None, 0, None, f"no energy counter jaxrun reads on {platform or 'this device'}")
+    if isinstance(counter, str):
+        return ProgramEnergy(None, None, 0, None, counter)
+    calls = min(MAX_CALLS, max(1, math.ceil(MIN_SECONDS / seconds_per_call))) if seconds_per_call else 1
+    try:
+        first, started = counter(), time.monotonic()
+        run(call, calls)
+        last, seconds = counter(), time.monotonic() - started
+    except Exception as exc:
+        return ProgramEnergy(None, None, 0, None, f"the energy counter could not be read: {exc}")
+    used = energy_between(first, last, seconds, scale=scale, wraps=wraps)
+    if used.joules is None:
+        return ProgramEnergy(None, None, calls, None, used.reason)
+    return ProgramEnergy(used.joules / calls, used.watts, calls, source, None)
