@@ -58,6 +58,14 @@ LOG_TAIL = 4000  # characters of a failed command's stdout and stderr kept in th
 
 # The scripts the checks run. Their sizes are constants the harness puts above each body.
 SCRIPTS = {
+    "busy_energy.py": """
+        import time, jax, jax.numpy as jnp
+        f = jax.jit(lambda x: jnp.tanh(x @ x))
+        x = jax.random.normal(jax.random.key(0), (ASYNC_N, ASYNC_N), jnp.float32)
+        end = time.perf_counter() + ENERGY_SECONDS  # the device busy for this long: its power well above idle
+        while time.perf_counter() < end:
+            f(x).block_until_ready()
+        """,
     "async_dispatch.py": """
         import time, jax, jax.numpy as jnp, jaxrun
         f = jax.jit(lambda x: jnp.tanh(x @ x))
@@ -173,9 +181,11 @@ NOTEBOOK_CELLS = [
     "print(float(x.sum()))",
 ]
 GPU_SIZES = dict(ASYNC_N=4096, ASYNC_CALLS=200, ELEMENTS=2**28, OUTER_SIDE=200_000, OOM_SHAPE=(40, 2**30),
-                 READ_ELEMENTS=2**20, ARG_ELEMENTS=2**18, MATMUL_N=4096, MATMUL_CALLS=10, BENCH_N=8192)
+                 READ_ELEMENTS=2**20, ARG_ELEMENTS=2**18, MATMUL_N=4096, MATMUL_CALLS=10, BENCH_N=8192,
+                 ENERGY_SECONDS=4.0)
 CPU_SIZES = dict(ASYNC_N=256, ASYNC_CALLS=100, ELEMENTS=2**22, OUTER_SIDE=16384, OOM_SHAPE=(1, 2**28),
-                 READ_ELEMENTS=2**20, ARG_ELEMENTS=2**18, MATMUL_N=256, MATMUL_CALLS=20, BENCH_N=512)
+                 READ_ELEMENTS=2**20, ARG_ELEMENTS=2**18, MATMUL_N=256, MATMUL_CALLS=20, BENCH_N=512,
+                 ENERGY_SECONDS=1.0)
 # On the CPU an allocation past the host's memory would take the machine's memory: a limit stands in.
 CPU_MEMORY_LIMIT = ["--memory-limit", "256MiB"]
 
@@ -483,7 +493,8 @@ a, b = (jax.random.normal(k, (N, N), jnp.bfloat16) for k in (k1, k2))  # random:
 m = bench.measure(lambda x, y: x @ y, a, b, time_budget=1.0)
 peaks = bench.device_peaks()
 out = {k: getattr(m, k) for k in ("device", "flops", "cost_source", "median", "num_samples", "achieved_flops_per_s",
-                                  "peak_flops_per_s", "peak_flops_source", "fraction_of_peak_flops", "warnings")}
+                                  "peak_flops_per_s", "peak_flops_source", "fraction_of_peak_flops", "warnings",
+                                  "energy_per_call", "power", "energy_calls", "energy_source", "energy_reason")}
 out["steady_cv"] = m.steady.cv
 out["device_peaks"] = {"bfloat16": peaks.flops_per_s_bfloat16, "float32": peaks.flops_per_s_float32,
                        "bytes_per_s": peaks.bytes_per_s, "measure_seconds": peaks.measure_seconds}
@@ -520,6 +531,27 @@ def check_benchmark_runs(h: Harness) -> tuple[dict, list[str]]:
                "last_run_recorded": r.get("results"), "run_time_over_twice_blocked": blocked_ratio(r)}
     return expect(figures, succeeded=r["success"], five_runs=bench.get("runs_completed") == 5,
                   dropped_work_timed=(blocked_ratio(r) or 0) >= 0.8)
+
+
+def check_energy(h: Harness) -> tuple[dict, list[str]]:
+    """GPU.md 18: the job's GPU energy from NVML's counter against the power NVML gave through the run
+    (within 5 %); the host's from RAPL, or null with the reason; on the CPU (--dry-cpu) both null
+    with their reasons."""
+    rc, batch, err = h.run(h.script("busy_energy.py"), "--device", h.dev, "--timeout", 60)
+    r = one(batch, err)
+    keys = ("execution_time", "device_energy", "device_power", "device_power_sampled", "device_energy_reason",
+            "host_energy", "host_power", "host_energy_reason", "device_utilization")
+    figures = pick(r, *keys)
+    counter, sampled = r.get("device_power"), r.get("device_power_sampled")
+    figures["counter_over_sampled"] = counter / sampled if counter and sampled else None
+    host_said = r.get("host_energy") is not None or bool(r.get("host_energy_reason"))
+    if h.dry:
+        return expect(figures, succeeded=r["success"], gpu_null_with_reason=r.get("device_energy") is None
+                      and bool(r.get("device_energy_reason")), host_known_or_said_why=host_said)
+    ratio = figures["counter_over_sampled"]
+    return expect(figures, succeeded=r["success"], gpu_energy_known=r.get("device_energy") is not None,
+                  counter_within_5_percent_of_sampled_power=ratio is not None and abs(ratio - 1) <= 0.05,
+                  host_known_or_said_why=host_said)
 
 
 def check_shared_gpu(h: Harness) -> tuple[dict, list[str]]:
@@ -678,7 +710,7 @@ CHECKS = [
     (12, "jaxrun ab under two JAX versions", 5, not_possible(
         "no second JAX version can be installed: the GPU machine reaches no package index and only its image's "
         "jax with the CUDA plugin is there")),
-    (18, "energy from NVML", 30, unless_built(("schema",), "energy", "energy figures")),
+    (18, "energy: NVML's counter against its sampled power (5 %), RAPL or its reason", 45, check_energy),
     (19, "--prestart jax on the GPU", 30, unless_built(("run", "--help"), "--prestart", "--prestart")),
     (20, "history's machine fingerprint", 30, unless_built(("history", "--help"), "--changes", "history --changes")),
 ]
