@@ -39,6 +39,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -673,19 +674,74 @@ def check_later_features(h: Harness) -> tuple[dict, list[str]]:
                   sweep_answered=rc_sw in (0, 1) or rc_sw == 2 and len(err_sw.strip().splitlines()) == 1)
 
 
+PRESTART_SCRIPTS = 8
+
+
+def check_prestart(h: Harness) -> tuple[dict, list[str]]:
+    """GPU.md 19: a folder of small JAX scripts with --prestart jax (a warm compile cache: the
+    folder is run once before) against a shell loop of ``python``. Every script forked from an
+    interpreter that imported jax, and still on the device with its memory and compiles: CUDA
+    cannot survive a fork, so a script that ran on the GPU initialised CUDA in its own process."""
+    folder = h.tmp / "prestart"
+    for i in range(PRESTART_SCRIPTS):
+        script = h.script("device_tiny.py", "prestart")
+        script.rename(folder / f"tiny_{i}.py")
+    args = (folder, "--device", h.dev, "--prestart", "jax", "--timeout", 60)
+    h.run(*args)  # fills the compile cache
+    started = time.monotonic()
+    rc, batch, err = h.run(*args)
+    jaxrun_seconds = time.monotonic() - started
+    loop = f"for f in {shlex.quote(str(folder))}/*.py; do {shlex.quote(sys.executable)} \"$f\" || exit 1; done"
+    started = time.monotonic()
+    loop_rc, _, loop_err = h.command(["bash", "-c", loop])
+    loop_seconds = time.monotonic() - started
+    runs = results(batch, err)
+    modes = sorted({str(r.get("start_mode")) for r in runs})
+    figures = {"jaxrun_s": jaxrun_seconds, "python_loop_s": loop_seconds, "loop_exit": loop_rc,
+               "ratio": jaxrun_seconds / loop_seconds if loop_seconds else None, "start_modes": modes,
+               "prestart_reasons": sorted({r.get("prestart_reason") for r in runs if r.get("prestart_reason")}),
+               "scripts": [pick(r, "script_name", "success", "device_used", "start_mode", "compile_count", "cache_hits",
+                                "device_memory_peak", "device_memory_reason", "results") for r in runs]}
+    on_device = all(r["success"] and r.get("device_used") == h.dev for r in runs)
+    memory = {} if h.dry else dict(memory_peak_each=all(r.get("device_memory_peak") is not None for r in runs))
+    return expect(figures, every_script_on_the_device=on_device and len(runs) == PRESTART_SCRIPTS,
+                  forked_with_jax=modes == ["fork+jax"], faster_than_the_loop=jaxrun_seconds < loop_seconds, **memory)
+
+
+def check_fingerprint(h: Harness) -> tuple[dict, list[str]]:
+    """GPU.md 20: one script benchmarked on the GPU and on the CPU into one history: each run's
+    machine names the GPU model and driver, and --changes keeps the two devices' runs apart (a
+    series each)."""
+    history = h.tmp / "fingerprint.sqlite"
+    script = h.script("device_tiny.py", "fingerprint")
+    for device in dict.fromkeys((h.dev, "cpu")):
+        for _ in range(2):
+            h.jaxrun("run", script, "--device", device, "--benchmark-runs", 3, "--warmup-runs", 0, "--history", history,
+                     "--results-dir", h.tmp / f"fingerprint-{device}", "--quiet", timeout=90)
+    rc, out, err = h.jaxrun("history", "--history", history, "--json", timeout=30)
+    rc_c, out_c, err_c = h.jaxrun("history", "--history", history, "--changes", "--metric", "wall_time", "--json",
+                                  timeout=30)
+    h.last_output = (out + out_c, err + err_c)
+    try:
+        by_script, series = json.loads(out)["runs"], json.loads(out_c)["series"]
+        runs = [run for script_runs in by_script.values() for run in script_runs]
+    except (ValueError, KeyError):
+        raise Done("fail", f"jaxrun history gave no JSON (exit {rc}, {rc_c})") from None
+    machines = [r.get("machine") or {} for r in runs]
+    figures = {"runs": len(runs), "devices": [r.get("device_used") for r in runs],
+               "machines": [pick(m, "gpus", "gpu_driver", "cpu_model") for m in machines[:1]],
+               "machine_ids": sorted({str(r.get("machine_id")) for r in runs}),
+               "series": [pick(x, "device", "runs", "machine_id") for x in series]}
+    devices = {r.get("device_used") for r in runs}
+    gpu = {} if h.dry else dict(machine_names_the_gpu=all(m.get("gpus") and m.get("gpu_driver") for m in machines),
+                                gpu_and_cpu_runs=devices == {"gpu", "cpu"})
+    return expect(figures, every_run_kept=len(runs) == 2 * len(dict.fromkeys((h.dev, "cpu"))),
+                  a_series_per_device=sorted(x["device"] for x in series) == sorted(devices), **gpu)
+
+
 def not_possible(reason: str) -> Callable[[Harness], tuple[dict, list[str]]]:
     def fn(h: Harness) -> tuple[dict, list[str]]:
         raise Done("not run", reason)
-    return fn
-
-
-def unless_built(flag_probe: tuple[str, ...], marker: str, what: str) -> Callable[[Harness], tuple[dict, list[str]]]:
-    """Not built yet unless ``marker`` is in the output of ``jaxrun <flag_probe>``."""
-    def fn(h: Harness) -> tuple[dict, list[str]]:
-        rc, out, err = h.jaxrun(*flag_probe, timeout=30)
-        if marker not in out + err:
-            raise Done("not run", f"not built yet: {what} ({marker!r} is not in `jaxrun {' '.join(flag_probe)}`)")
-        raise Done("not run", f"{what} exists now, but this script has no check for it yet: run it by hand")
     return fn
 
 
@@ -711,8 +767,8 @@ CHECKS = [
         "no second JAX version can be installed: the GPU machine reaches no package index and only its image's "
         "jax with the CUDA plugin is there")),
     (18, "energy: NVML's counter against its sampled power (5 %), RAPL or its reason", 45, check_energy),
-    (19, "--prestart jax on the GPU", 30, unless_built(("run", "--help"), "--prestart", "--prestart")),
-    (20, "history's machine fingerprint", 30, unless_built(("history", "--help"), "--changes", "history --changes")),
+    (19, "--prestart jax on the GPU: forked scripts on the device, faster than a loop of python", 150, check_prestart),
+    (20, "the history's machine names the GPU; --changes keeps GPU and CPU runs apart", 150, check_fingerprint),
 ]
 
 
