@@ -167,3 +167,15 @@ def test_rows_the_history_refuses_are_one_line_naming_the_line(tmp_path: Path) -
         assert done.returncode == 2 and said in line and "Traceback" not in line, (name, done.stderr)
         with HistoryStore(target) as store:
             assert store.runs() == []
+
+
+def test_export_and_import_go_alone(tmp_path: Path) -> None:
+    source = tmp_path / "source.sqlite"
+    _fill(source)
+    for args in (("--export", tmp_path / "a.jsonl", "--import", tmp_path / "a.jsonl"),
+                 ("model.py", "--export", tmp_path / "a.jsonl"), ("--changes", "--import", tmp_path / "a.jsonl"),
+                 ("--json", "--export", "-")):
+        done = jaxrun("history", "--history", source, *args)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, \
+            (args, done.stderr)
+    assert not (tmp_path / "a.jsonl").exists()

@@ -107,6 +107,9 @@ def history(script: Optional[str], history_path: Optional[str], limit: Optional[
     if export_path is not None or import_path is not None:
         if export_path is not None and import_path is not None:
             raise fail_usage("give --export or --import, not both")
+        if script is not None or changes or limit is not None or as_json:
+            raise fail_usage("--export and --import move the whole history: give them without SCRIPT, --changes, "
+                             "--limit or --json")
         _move(path, export_path, import_path)
     confirming = _confirm_options()
     if (since is not None or fail_on_change is not None or markdown_path is not None
@@ -314,8 +317,7 @@ def _move(path: Path, export_path: Optional[str], import_path: Optional[str]) ->
             if export_path != "-":
                 check_output_file(target, "the export (--export)")
                 if os.path.lexists(target):
-                    raise fail_usage(f"{export_path!r} exists; --export writes a new file, never over one: give "
-                                     "another name")
+                    raise _exists(target)
             with HistoryStore(path, create=False) as store:
                 if export_path == "-":
                     store.export(sys.stdout)
@@ -346,23 +348,29 @@ def _move(path: Path, export_path: Optional[str], import_path: Optional[str]) ->
     raise click.exceptions.Exit(EXIT_OK)
 
 
+def _exists(path: Path) -> click.exceptions.Exit:
+    return fail_usage(f"{str(path)!r} exists; --export writes a new file, never over one: give another name")
+
+
 def _write_new(path: Path, fill: Any) -> Any:
-    """``fill(file)`` into a temporary file beside ``path``, then linked as ``path``: a reader
-    never sees half of it, and a file made there meanwhile is not written over."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """``fill(file)`` into a temporary file of its own beside ``path``, then linked as ``path``: a
+    reader never sees half of it, and a file made there meanwhile is not written over."""
+    import tempfile
+
     try:
-        with open(temporary, "x", encoding="utf-8") as file:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise fail_usage(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        with open(handle, "w", encoding="utf-8") as file:
             done = fill(file)
         os.link(temporary, path)
     except FileExistsError:
-        raise fail_usage(f"{str(path)!r} exists; --export writes a new file, never over one: give another name") from None
+        raise _exists(path) from None
     except OSError as exc:
         raise fail_usage(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     finally:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        os.unlink(temporary)
     return done
 
 
