@@ -1,13 +1,15 @@
-"""The benchmark history: every benchmarked run of a script, kept in an embedded SQLite database.
+"""The benchmark history: every benchmarked run of a script, kept in an embedded SQLite database,
+or in a team's PostgreSQL database (a ``postgresql://`` URL: judge/history_db.py holds the dialect).
 
 Where: ``$JAXRUN_HISTORY`` when set, else ``<working folder>/.jaxrun/history.sqlite`` (the CLI's
 ``--history PATH`` wins over both). One row of ``runs`` per benchmarked run of one script, with the
 script's identity (resolved path and sha256 of its content), the git commit and dirty flag of the
-repository holding it, host, device, versions; its samples (warm-ups and counted runs) are rows of
-``samples``.
+repository holding it, host, device, versions, and its own key (``run_key``: a run written again is
+kept once); its samples (warm-ups and counted runs) are rows of ``samples``.
 
-Safety: the database is in WAL mode with a 30 s busy timeout, and every write is one
-``BEGIN IMMEDIATE`` transaction, so several jaxrun processes can record into one file at once.
+Safety: an SQLite file is in WAL mode with a 30 s busy timeout, and every write is one
+``BEGIN IMMEDIATE`` transaction, so several jaxrun processes can record into one file at once
+(PostgreSQL's own transactions do the same for many machines).
 The schema is versioned (``meta.schema_version``); :data:`MIGRATIONS` bring an older database up
 to :data:`SCHEMA_VERSION` in order, inside one transaction, keeping its rows; a sample metric declared
 since (results/figures.py) adds its column of ``samples`` there. A database written by a newer jaxrun
