@@ -192,3 +192,40 @@ def test_the_api_asks_for_the_report_as_the_cli_and_a_config_file_do(tmp_path: P
     # Not asked for: none written.
     run_jax_scripts(tmp_path / "s", results_dir=tmp_path / "r2", history=False)
     assert not (tmp_path / "r2" / "report.html").exists()
+
+
+@pytest.mark.slow
+def test_the_energy_plot_draws_each_scripts_counters_and_is_absent_without_them(tmp_path: Path) -> None:
+    """The report's energy: each script's GPU and host joules as bars, the results' own values.
+    No counter can be read on this machine (no NVIDIA GPU, no RAPL), so the results of a real run
+    are given the figures a GPU machine records (recorded values) before the report reads them."""
+    import json
+
+    write(tmp_path / "s", "a.py", "if False:\n    import jax\nprint(1)\n")
+    write(tmp_path / "s", "b.py", "if False:\n    import jax\nprint(2)\n")
+    done = jaxrun("run", tmp_path / "s", "--results-dir", tmp_path / "r", "--no-history")
+    assert done.returncode == 0, done.stderr
+    plain = tmp_path / "plain.html"
+    assert jaxrun("report", tmp_path / "r", "-o", plain).returncode == 0
+    assert "figure-energy" not in plain.read_text()  # no counter: no plot of nothing (the results say why)
+
+    path = tmp_path / "r" / "jax_execution_results.json"
+    batch = json.loads(path.read_text())
+    recorded = {"a": (412.5, None, "the RAPL counters are not readable"), "b": (1930.0, 88.25, None)}
+    for result in batch["script_results"]:
+        device, host, reason = recorded[result["script_name"]]
+        result.update(device_energy=device, device_power=device / 3.0, device_energy_reason=None,
+                      host_energy=host, host_energy_reason=reason)
+    path.write_text(json.dumps(batch))
+    page = tmp_path / "energy.html"
+    assert jaxrun("report", tmp_path / "r", "-o", page).returncode == 0
+    driver = chrome()
+    try:
+        open_page(driver, page, "#figure-energy .main-svg")
+        bars = driver.execute_script(
+            "const f = document.getElementById('figure-energy');"
+            "return {bars: f.data.map(t => [t.name, Array.from(t.x), Array.from(t.y)]), axis: f.layout.yaxis.title.text};")
+    finally:
+        driver.quit()
+    assert bars["axis"] == "joules"
+    assert bars["bars"] == [["GPU energy", ["a.py", "b.py"], [412.5, 1930.0]], ["host energy", ["a.py", "b.py"], [None, 88.25]]]
