@@ -7,6 +7,7 @@ the reason, and the utilisation of a script's GPUs is null rather than invented.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from jaxrun.discover.energy import Energy, energy_between, unknown
 from jaxrun.results.models import NvmlInfo
@@ -133,10 +134,13 @@ class UtilizationSampler:
     GPU energy and the mean of the power readings (watts, the GPUs' sum), a check of it.
     """
 
-    def __init__(self, gpus: list[str] | None, *, interval: float = 0.1, nvml: object | None = None) -> None:
+    def __init__(self, gpus: list[str] | None, *, interval: float = 0.1, nvml: object | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: the seconds the energy is divided by (injectable with ``nvml``, so that a
+        recorded counter and its times are one reading)."""
         import threading
 
-        self._gpus, self._interval, self._nvml = gpus, interval, nvml
+        self._gpus, self._interval, self._nvml, self._clock = gpus, interval, nvml, clock
         self._samples: list[float] = []
         self._powers: list[float] = []
         self._energy: Energy | None = None
@@ -181,7 +185,7 @@ class UtilizationSampler:
             if not handles:
                 self._reason = "the job could see no GPU"
                 return
-            first, started = _energy_counters(nvml, handles), time.monotonic()
+            first, started = _energy_counters(nvml, handles), self._clock()
             power = True  # until a GPU says it cannot read its power
             while not self._stop.is_set():
                 rates = [nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]  # type: ignore[attr-defined]
@@ -192,7 +196,7 @@ class UtilizationSampler:
                     except Exception:
                         power = False
                 self._stop.wait(self._interval)
-            last, seconds = _energy_counters(nvml, handles), time.monotonic() - started
+            last, seconds = _energy_counters(nvml, handles), self._clock() - started
             reason = next((r for r in (first, last) if isinstance(r, str)), None)
             self._energy = unknown(reason) if reason is not None else energy_between(
                 first, last, seconds, scale=1e-3)  # type: ignore[arg-type]
