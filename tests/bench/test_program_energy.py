@@ -13,26 +13,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fake_gpu import RecordedNvml
 
 from jaxrun.bench._energy import program_energy
-
-
-class GpusAtKnownPower:
-    """pynvml's calls ``program_energy`` makes, for GPUs drawing ``watts`` each (by NVML index)."""
-
-    def __init__(self, watts: dict[int, float], counters: bool = True) -> None:
-        self.watts, self.counters, self.started = watts, counters, time.monotonic()
-
-    def nvmlInit(self) -> None:
-        pass
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
-        if not self.counters:
-            raise RuntimeError("Not Supported")
-        return int(self.watts[handle] * (time.monotonic() - self.started) * 1000)  # millijoules
 
 
 def _run(call, n: int) -> float:  # type: ignore[no-untyped-def]
@@ -46,7 +29,7 @@ def test_a_gpu_calls_energy_is_its_counters_difference_over_the_calls(monkeypatc
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     gpu = SimpleNamespace(platform="gpu", id=1)
     started = time.monotonic()
-    used = program_energy(lambda: time.sleep(0.01), 0.01, gpu, run=_run, nvml=GpusAtKnownPower({0: 400.0, 1: 200.0}))
+    used = program_energy(lambda: time.sleep(0.01), 0.01, gpu, run=_run, nvml=RecordedNvml(watts={0: 400.0, 1: 200.0}))
     took = time.monotonic() - started
     assert used.source == "nvml" and used.reason is None and used.calls == 50  # 0.5 s of 10 ms calls asked for
     assert used.watts == pytest.approx(200.0, rel=0.05)  # GPU 1's, not GPU 0's
@@ -57,13 +40,13 @@ def test_a_gpu_calls_energy_is_its_counters_difference_over_the_calls(monkeypatc
     # The process sees only NVML's GPU 0 as its device 0 (CUDA_VISIBLE_DEVICES): that one's counter.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     first = program_energy(lambda: time.sleep(0.01), 0.01, SimpleNamespace(platform="gpu", id=0), run=_run,
-                           nvml=GpusAtKnownPower({0: 400.0, 1: 200.0}))
+                           nvml=RecordedNvml(watts={0: 400.0, 1: 200.0}))
     assert first.watts == pytest.approx(400.0, rel=0.05)
 
 
 def test_a_gpu_without_the_counter_and_another_platform_are_null_with_the_reason() -> None:
     none = program_energy(lambda: None, 0.01, SimpleNamespace(platform="gpu", id=0), run=_run,
-                          nvml=GpusAtKnownPower({0: 300.0}, counters=False))
+                          nvml=RecordedNvml(watts={0: 300.0}, counters=False))
     assert (none.joules_per_call, none.calls, none.reason) == (
         None, 0, "this GPU has no total-energy counter in NVML (Volta or newer has one)")
     tpu = program_energy(lambda: None, 0.01, SimpleNamespace(platform="tpu", id=0), run=_run)

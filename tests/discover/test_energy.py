@@ -12,11 +12,11 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from fake_gpu import RecordedNvml
 from helpers import jaxrun, write
 
 from jaxrun.discover.energy import (
@@ -101,53 +101,10 @@ def test_rapl_missing_or_unreadable_is_null_with_the_reason(tmp_path: Path, requ
     assert read_rapl(rapl_packages(shared)) == ([5], [262143328850])  # root reads it
 
 
-class GpuAtKnownPower:
-    """A stand-in for pynvml: GPUs drawing a known power each, whose total-energy counters
-    (millijoules) grow with the recording's own time (``now``, which the test moves on, and which
-    the sampler is given as its clock: a counter and its time are one reading), and whose power
-    readings (milliwatts) are that power. ``sampling`` is set once the sampler has read the counters
-    and begun sampling."""
-
-    def __init__(self, watts: dict[int, float], counters: bool = True) -> None:
-        self.watts, self.counters, self.now = watts, counters, 0.0
-        self.sampling = threading.Event()
-        self.shut_down = False
-
-    def nvmlInit(self) -> None:
-        pass
-
-    def nvmlShutdown(self) -> None:
-        self.shut_down = True
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.watts)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> object:
-        from types import SimpleNamespace
-
-        self.sampling.set()  # the first counters were read before the first sample
-        return SimpleNamespace(gpu=50, memory=0)
-
-    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
-        return int(self.watts[handle] * 1000)
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
-        if not self.counters:
-            class NVMLError_NotSupported(Exception):  # pynvml's name for it
-                pass
-
-            raise NVMLError_NotSupported("Not Supported")
-        return round(7_000_000 + self.watts[handle] * self.now * 1000)
-
-    def clock(self) -> float:
-        return self.now
-
-
-def _sampled(nvml: GpuAtKnownPower, gpus: list[str] | None, seconds: float) -> UtilizationSampler:
-    """A sampler over ``seconds`` of the recording's time."""
+def _sampled(nvml: RecordedNvml, gpus: list[str] | None, seconds: float) -> UtilizationSampler:
+    """A sampler over ``seconds`` of the recording's own time (a counter and its time one reading,
+    whatever the machine's load puts between a real read and its clock)."""
+    nvml.now = 0.0
     sampler = UtilizationSampler(gpus, interval=0.01, nvml=nvml, clock=nvml.clock).start()
     assert nvml.sampling.wait(30)
     nvml.now += seconds
@@ -157,17 +114,17 @@ def _sampled(nvml: GpuAtKnownPower, gpus: list[str] | None, seconds: float) -> U
 
 
 def test_gpu_energy_is_the_counters_difference_and_agrees_with_the_power_readings() -> None:
-    energy, sampled = _sampled(GpuAtKnownPower({0: 300.0, 1: 120.0}), ["1"], 0.5).energy()
+    energy, sampled = _sampled(RecordedNvml(watts={0: 300.0, 1: 120.0}), ["1"], 0.5).energy()
     assert energy.reason is None and sampled == pytest.approx(120.0)  # GPU 0's power is not this job's
     assert energy.joules == pytest.approx(60.0) and energy.watts == pytest.approx(120.0)  # 0.5 s at 120 W
     # GPU.md 18 asks the real counter's mean power to be within 5 % of the sampled power: here, exactly.
     assert energy.watts == pytest.approx(sampled)
-    energy, sampled = _sampled(GpuAtKnownPower({0: 300.0, 1: 120.0}), None, 2.0).energy()
+    energy, sampled = _sampled(RecordedNvml(watts={0: 300.0, 1: 120.0}), None, 2.0).energy()
     assert (energy.joules, energy.watts, sampled) == (pytest.approx(840.0), pytest.approx(420.0), pytest.approx(420.0))
 
 
 def test_a_gpu_without_the_counter_is_null_with_the_reason() -> None:
-    sampler = _sampled(GpuAtKnownPower({0: 250.0}, counters=False), None, 1.0)
+    sampler = _sampled(RecordedNvml(watts={0: 250.0}, counters=False), None, 1.0)
     energy, sampled = sampler.energy()
     assert (energy.joules, energy.watts, energy.reason) == (None, None, NO_ENERGY_COUNTER)
     assert sampled == pytest.approx(250.0)  # the power readings still are

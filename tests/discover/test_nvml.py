@@ -5,41 +5,11 @@ stand in where the real thing cannot run); the real module is exercised only for
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import pytest
+from fake_gpu import RecordedNvml
 
 from jaxrun.discover.nvml import UtilizationSampler, nvml_status, visible_gpus
-
-
-class RecordedNvml:
-    """Replays per-GPU utilisation readings (percent), as nvmlDeviceGetUtilizationRates gives them."""
-
-    def __init__(self, readings: dict[int, list[int]], uuids: dict[str, int] | None = None) -> None:
-        self.readings = {gpu: list(values) for gpu, values in readings.items()}
-        self.uuids = uuids or {}
-        self.initialised = self.shut_down = False
-        self.queried: list[int] = []
-
-    def nvmlInit(self) -> None:
-        self.initialised = True
-
-    def nvmlShutdown(self) -> None:
-        self.shut_down = True
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.readings)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:
-        return self.uuids[uuid]
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
-        self.queried.append(handle)
-        values = self.readings[handle]
-        return SimpleNamespace(gpu=values.pop(0) if len(values) > 1 else values[0], memory=0)
 
 
 @pytest.mark.parametrize(
