@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -353,6 +354,19 @@ def open_page(driver, page: Path, ready: str) -> None:  # type: ignore[no-untype
     WebDriverWait(driver, 60).until(lambda d: d.execute_script(
         "return document.readyState === 'complete' && document.URL === arguments[0] "
         "&& document.querySelectorAll(arguments[1]).length > 0", page.as_uri(), ready))
+
+
+def read_page(page: Path, ready: str, script: str) -> tuple[Any, list[dict[str, Any]]]:
+    """What ``script`` returns on ``page`` in headless Chromium once ``ready`` (a CSS selector) is
+    in it, and the page's SEVERE console errors: a test then checks what a reader of it sees."""
+    driver = chrome()
+    try:
+        open_page(driver, page, ready)
+        value = driver.execute_script(script)
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    finally:
+        driver.quit()
+    return value, errors
 
 
 # --- git repositories of a test's own --------------------------------------------------------------

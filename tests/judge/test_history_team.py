@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 from helpers import (
     child_env,
-    chrome,
     git_commit,
     git_in,
     jaxrun,
     jaxrun_command,
     load,
-    open_page,
+    read_page,
     write,
 )
 
@@ -167,14 +166,8 @@ def test_two_batches_at_once_one_on_slurm_write_one_history_each_run_once(
     page = tmp_path / "page.html"
     drawn = jaxrun("report", "--history", url, "--metric", "wall_time", "-o", page, cwd=tmp_path)
     assert drawn.returncode == 0, drawn.stderr
-    driver = chrome()
-    try:
-        open_page(driver, page, "#runs-1")
-        listed = driver.execute_script(
-            "return Array.from(document.querySelectorAll(\"table[id^='runs-'] tbody tr\"))"
-            ".map(r => r.cells[1].innerText.trim());")
-    finally:
-        driver.quit()
+    listed, _ = read_page(page, "#runs-1", "return Array.from(document.querySelectorAll(\"table[id^='runs-'] tbody tr\"))"
+                                          ".map(r => r.cells[1].innerText.trim());")
     assert sorted(int(run_id) for run_id in listed) == sorted(written)
     assert _held_password(tmp_path / "r-local", tmp_path / "r-slurm", page) == []
     assert all(PASSWORD not in text for text in [*said, shown.stdout, changes.stdout, drawn.stdout + drawn.stderr])

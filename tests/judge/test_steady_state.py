@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers import chrome, load, open_page, write
+from helpers import load, read_page, write
 
 from jaxrun.judge.steady_state import MIN_CALLS, steady_state
 
@@ -60,13 +60,8 @@ def test_each_warm_script_gets_the_steady_state_it_has(tmp_path: Path, jaxrun_cl
     assert "flat from call 2" in rows["flat.py"] and "warmup from call 7" in rows["warms_up.py"]
     assert "no steady state" in rows["slows_down.py"]
     # The report plots every call's seconds, a line per script named with its steady state.
-    driver = chrome()
-    try:
-        open_page(driver, tmp_path / "r" / "report.html", "#figure-warm .main-svg")
-        lines = driver.execute_script(
-            "return document.getElementById('figure-warm').data.map(t => [t.name, t.x, t.y])")
-    finally:
-        driver.quit()
+    lines, _ = read_page(tmp_path / "r" / "report.html", "#figure-warm .main-svg",
+                         "return document.getElementById('figure-warm').data.map(t => [t.name, t.x, t.y])")
     plotted = {name: (x, y) for name, x, y in lines}
     assert set(plotted) == {"flat.py: flat from call 2", "warms_up.py: warmup from call 7",
                             "slows_down.py: no steady state"}

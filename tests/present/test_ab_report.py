@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import chrome, jaxrun, open_page, write
+from helpers import jaxrun, read_page, write
 
 from jaxrun.results.figures import format_metric
 
@@ -42,13 +42,7 @@ def test_the_report_of_an_ab_folder_shows_both_sides_and_every_pair(tmp_path: Pa
     assert done.returncode == 0, done.stdout + done.stderr
     page = tmp_path / "r.html"
     assert jaxrun("report", tmp_path / "r", "-o", page).returncode == 0
-    driver = chrome()
-    try:
-        open_page(driver, page, "#figure-pair-ratios .main-svg")
-        read = driver.execute_script(READ)
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    finally:
-        driver.quit()
+    read, errors = read_page(page, "#figure-pair-ratios .main-svg", READ)
     assert errors == [] and read["heading"] == "BASE and NEW, pair by pair"
     base = {name: _runs(tmp_path / "r" / "base", name) for name in ("s", "t")}
     new = {name: _runs(tmp_path / "r" / "new", name) for name in ("s", "t")}

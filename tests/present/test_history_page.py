@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 import numpy as np
-from helpers import chrome, jaxrun, make_run, open_page
+from helpers import jaxrun, make_run, read_page
 
 from jaxrun.judge.history import HistoryStore
 from jaxrun.present.view.changes_view import CHANGE_COLUMNS, change_cells
@@ -58,13 +58,7 @@ def test_the_page_draws_and_lists_the_historys_rows(tmp_path: Path) -> None:
     medians = {host: [statistics.median(s.wall_time for s in r.samples if not s.warmup) for r in rs]
                for host, rs in runs.items()}
 
-    driver = chrome()
-    try:
-        open_page(driver, page, "#figure-series-2 .main-svg")
-        read = driver.execute_script(READ)
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    finally:
-        driver.quit()
+    read, errors = read_page(page, "#figure-series-2 .main-svg", READ)
     assert errors == []
     first, second = read["series"]
     points = first["names"].index("each run's median")

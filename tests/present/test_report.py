@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import chrome, jaxrun, open_page, write
+from helpers import chrome, jaxrun, open_page, read_page, write
 
 pytest.importorskip("plotly")
 
@@ -219,13 +219,8 @@ def test_the_energy_plot_draws_each_scripts_counters_and_is_absent_without_them(
     path.write_text(json.dumps(batch))
     page = tmp_path / "energy.html"
     assert jaxrun("report", tmp_path / "r", "-o", page).returncode == 0
-    driver = chrome()
-    try:
-        open_page(driver, page, "#figure-energy .main-svg")
-        bars = driver.execute_script(
-            "const f = document.getElementById('figure-energy');"
-            "return {bars: f.data.map(t => [t.name, Array.from(t.x), Array.from(t.y)]), axis: f.layout.yaxis.title.text};")
-    finally:
-        driver.quit()
+    bars, _ = read_page(page, "#figure-energy .main-svg",
+                        "const f = document.getElementById('figure-energy');"
+                        "return {bars: f.data.map(t => [t.name, Array.from(t.x), Array.from(t.y)]), axis: f.layout.yaxis.title.text};")
     assert bars["axis"] == "joules"
     assert bars["bars"] == [["GPU energy", ["a.py", "b.py"], [412.5, 1930.0]], ["host energy", ["a.py", "b.py"], [None, 88.25]]]

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import chrome, jaxrun, open_page, write
+from helpers import chrome, jaxrun, open_page, read_page, write
 
 pytest.importorskip("plotly")
 
@@ -51,12 +51,8 @@ return JSON.stringify(out);
 
 
 def _measure(page: Path) -> dict:  # type: ignore[type-arg]
-    driver = chrome()  # 1400 px wide
-    try:
-        open_page(driver, page, "table#programs tbody tr")
-        return json.loads(driver.execute_script(_MEASURE))
-    finally:
-        driver.quit()
+    measured, _ = read_page(page, "table#programs tbody tr", _MEASURE)  # 1400 px wide
+    return json.loads(measured)
 
 
 @pytest.mark.slow
