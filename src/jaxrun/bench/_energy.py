@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any, Callable, NamedTuple
 
-from jaxrun.discover.energy import RAPL_ROOT, energy_between, rapl_packages, read_rapl
+from jaxrun.discover.energy import RAPL_ROOT, Energy, HostEnergy, energy_between
 
 MIN_SECONDS = 0.5
 MAX_CALLS = 1_000_000
@@ -53,37 +53,31 @@ def program_energy(call: Callable[[], Any], seconds_per_call: float | None, devi
                    run: Callable[[Callable[[], Any], int], float], nvml: Any = None,
                    rapl_root: Any = RAPL_ROOT) -> ProgramEnergy:
     """Joules a call of ``call`` uses on ``device`` and the device's mean power meanwhile:
-    ``run(call, n)`` makes n calls, the last one blocked (bench/_timing.py's sample)."""
+    ``run(call, n)`` makes n calls, the last one blocked (bench/_timing.py's sample). No call is
+    made for it where the device has no counter to read."""
     platform = getattr(device, "platform", None)
-    wraps = None
-    if platform == "gpu":
-        counter, scale, source = _nvml_counter(device, nvml), 1e-3, "nvml"
-    elif platform == "cpu":
-        readings = read_rapl(rapl_packages(rapl_root))
-        if isinstance(readings, str):
-            counter = readings
-        else:
-            packages = rapl_packages(rapl_root)
-            wraps = readings[1]
-
-            def counter() -> list[int]:
-                again = read_rapl(packages)
-                if isinstance(again, str):
-                    raise OSError(again)
-                return again[0]
-        scale, source = 1e-6, "rapl"
-    else:
+    calls = min(MAX_CALLS, max(1, math.ceil(MIN_SECONDS / seconds_per_call))) if seconds_per_call else 1
+    if platform == "cpu":
+        host = HostEnergy(rapl_root).start()
+        if host.problem is not None:
+            return ProgramEnergy(None, None, 0, None, host.problem)
+        run(call, calls)
+        return _per_call(host.stop(), calls, "rapl")
+    if platform != "gpu":
         return ProgramEnergy(None, None, 0, None, f"no energy counter jaxrun reads on {platform or 'this device'}")
+    counter = _nvml_counter(device, nvml)
     if isinstance(counter, str):
         return ProgramEnergy(None, None, 0, None, counter)
-    calls = min(MAX_CALLS, max(1, math.ceil(MIN_SECONDS / seconds_per_call))) if seconds_per_call else 1
     try:
         first, started = counter(), time.monotonic()
         run(call, calls)
         last, seconds = counter(), time.monotonic() - started
     except Exception as exc:
         return ProgramEnergy(None, None, 0, None, f"the energy counter could not be read: {exc}")
-    used = energy_between(first, last, seconds, scale=scale, wraps=wraps)
+    return _per_call(energy_between(first, last, seconds, scale=1e-3), calls, "nvml")
+
+
+def _per_call(used: Energy, calls: int, source: str) -> ProgramEnergy:
     if used.joules is None:
         return ProgramEnergy(None, None, calls, None, used.reason)
     return ProgramEnergy(used.joules / calls, used.watts, calls, source, None)

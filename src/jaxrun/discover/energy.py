@@ -124,6 +124,11 @@ class HostEnergy:
         self._first, self._started = read_rapl(self.packages), time.monotonic()
         return self
 
+    @property
+    def problem(self) -> str | None:
+        """Why the counters could not be read at the start (None: they were)."""
+        return self._first if isinstance(self._first, str) else None
+
     def stop(self) -> Energy:
         seconds = time.monotonic() - self._started
         if isinstance(self._first, str):
