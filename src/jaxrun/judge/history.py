@@ -406,9 +406,9 @@ class HistoryStore:
         """The runs of ``rows`` (RUN_COLUMNS), with their samples read in one query, not one a run
         (a round trip each to a PostgreSQL server)."""
         samples: dict[int, list[RunSample]] = {int(row[0]): [] for row in rows}  # type: ignore[call-overload]
-        for start in range(0, len(samples), IDS_AT_ONCE):
-            ids = list(samples)[start:start + IDS_AT_ONCE]
-            for run_id, sample in self._samples_rows(ids):
+        ids = list(samples)
+        for start in range(0, len(ids), IDS_AT_ONCE):
+            for run_id, sample in self._samples_rows(ids[start:start + IDS_AT_ONCE]):
                 samples[run_id].append(sample)
         decoded: dict[tuple[str, str], object] = {}  # the runs of a series share their numerics and machine
 

@@ -34,7 +34,9 @@ TABLES: tuple[tuple[str, str | None, dict[str, str]], ...] = (
     ("programs", None, {"compile_run_id": "compile_runs"}),
     ("change_checks", "id", {}),
 )
-KEYED = tuple(table for table, key, _ in TABLES if key is not None)
+KEYS = {table: key for table, key, _ in TABLES}  # each table's own key (None: it has none)
+REFERS = {table: refers for table, _, refers in TABLES}
+KEYED = tuple(table for table, key in KEYS.items() if key is not None)
 # What makes a row the same as one the history holds, for a table without a key of its own.
 SAME_ROW = {
     "compile_runs": ("recorded_at", "script_path", "host", "content_hash"),
@@ -101,11 +103,11 @@ def _parsed(lines: Iterable[str], source: str, schema_version: int) -> Iterable[
                 raise UsageError(f"{source} was exported by a newer jaxrun (schema {version} > {schema_version}); "
                                  "upgrade jaxrun to import it")
             continue
-        if not (isinstance(item, dict) and item.get("table") in dict((t, k) for t, k, _ in TABLES)
+        if not (isinstance(item, dict) and item.get("table") in KEYS
                 and isinstance(item.get("row"), dict)):
             raise UsageError(f"{source} line {number} is not a row of the history's tables "
-                             f"({', '.join(t for t, _, _ in TABLES)})")
-        key = next(k for t, k, _ in TABLES if t == item["table"])
+                             f"({', '.join(KEYS)})")
+        key = KEYS[item["table"]]
         if key is not None and (not isinstance(item["row"].get(key), int) or isinstance(item["row"][key], bool)):
             raise UsageError(f"{source} line {number}: a row of {item['table']} without its {key} (a whole "
                              "number); give a file `jaxrun history --export` wrote")
@@ -134,7 +136,7 @@ def import_rows(db: Database, lines: Iterable[str], source: str, schema_version:
             db.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
 
     def add(number: int, table: str, row: dict[str, Any]) -> None:
-        _, key, refers = next(t for t in TABLES if t[0] == table)
+        key, refers = KEYS[table], REFERS[table]
         left_out.update(f"{table}.{c}" for c in row if c not in columns[table])
         row = {c: v for c, v in row.items() if c in columns[table]}
         duplicate = False
