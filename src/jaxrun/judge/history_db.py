@@ -35,6 +35,11 @@ def shown_location(location: str | os.PathLike[str]) -> str:
     return re.sub(r"([?&]password=)[^&]*", r"\1***", text)  # libpq takes it as a parameter too
 
 
+def _said(exc: Exception, url: str) -> str:
+    """psycopg's message on one line, the URL in it (and so its password) as shown."""
+    return " ".join(str(exc).split()).replace(url, shown_location(url))
+
+
 class Database:
     """One connection to a history, SQLite's or PostgreSQL's: ``execute`` and ``executemany`` take
     SQLite's SQL and ``?`` placeholders whatever the dialect; a write is ``begin(write=True)``
@@ -112,7 +117,7 @@ class PostgresDatabase(Database):
         try:
             return action()
         except psycopg.Error as exc:
-            said = " ".join(str(exc).split()).replace(self.url, shown_location(self.url))
+            said = _said(exc, self.url)
             raise HistoryDatabaseError(f"PostgreSQL: {said}") from None
 
     def execute(self, text: str, params: Sequence[Any] = ()) -> Any:
@@ -194,10 +199,8 @@ def connect_postgres(url: str) -> PostgresDatabase:
     require("postgres")
     import psycopg
 
-    shown = shown_location(url)
     try:
         connection = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS)
     except psycopg.Error as exc:
-        said = " ".join(str(exc).split()).replace(url, shown)
-        raise HistoryUnreachable(shown, said) from None
+        raise HistoryUnreachable(shown_location(url), _said(exc, url)) from None
     return PostgresDatabase(connection, url)
