@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, NamedTuple
 
 from jaxrun.discover.energy import RAPL_ROOT, Energy, HostEnergy, energy_between
+from jaxrun.discover.nvml import energy_counters
 
 MIN_SECONDS = 0.5
 MAX_CALLS = 1_000_000
@@ -25,10 +26,10 @@ class ProgramEnergy(NamedTuple):
     reason: str | None  # why the figures are null
 
 
-def _nvml_counter(device: Any, nvml: Any) -> Callable[[], list[int]] | str:
-    """A reading of the GPU's counter (millijoules), or why there is none: the device's id is
+def _gpu_handle(device: Any, nvml: Any) -> tuple[Any, Any] | str:
+    """NVML and its handle of the GPU ``device`` is, or why there is none: the device's id is
     the index among the GPUs the process sees (CUDA_VISIBLE_DEVICES), which NVML numbers among all."""
-    from jaxrun.discover.nvml import NO_ENERGY_COUNTER, NVML_MISSING, visible_gpus
+    from jaxrun.discover.nvml import NVML_MISSING, visible_gpus
 
     if nvml is None:
         try:
@@ -39,14 +40,10 @@ def _nvml_counter(device: Any, nvml: Any) -> Callable[[], list[int]] | str:
         nvml.nvmlInit()
         visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
         which = str(device.id) if visible is None else visible[device.id]
-        handle = (nvml.nvmlDeviceGetHandleByIndex(int(which)) if which.isdigit()
-                  else nvml.nvmlDeviceGetHandleByUUID(which))
-        nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+        return nvml, (nvml.nvmlDeviceGetHandleByIndex(int(which)) if which.isdigit()
+                      else nvml.nvmlDeviceGetHandleByUUID(which))
     except Exception as exc:
-        if "NotSupported" in type(exc).__name__ or "Not Supported" in str(exc):
-            return NO_ENERGY_COUNTER
-        return f"NVML could not read the GPU's energy counter: {exc}"
-    return lambda: [int(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))]
+        return f"NVML could not find the GPU: {exc}"
 
 
 def program_energy(call: Callable[[], Any], seconds_per_call: float | None, device: Any, *,
@@ -65,15 +62,17 @@ def program_energy(call: Callable[[], Any], seconds_per_call: float | None, devi
         return _per_call(host.stop(), calls, "rapl")
     if platform != "gpu":
         return ProgramEnergy(None, None, 0, None, f"no energy counter jaxrun reads on {platform or 'this device'}")
-    counter = _nvml_counter(device, nvml)
-    if isinstance(counter, str):
-        return ProgramEnergy(None, None, 0, None, counter)
-    try:
-        first, started = counter(), time.monotonic()
-        run(call, calls)
-        last, seconds = counter(), time.monotonic() - started
-    except Exception as exc:
-        return ProgramEnergy(None, None, 0, None, f"the energy counter could not be read: {exc}")
+    found = _gpu_handle(device, nvml)
+    if isinstance(found, str):
+        return ProgramEnergy(None, None, 0, None, found)
+    nvml, handle = found
+    first, started = energy_counters(nvml, [handle]), time.monotonic()
+    if isinstance(first, str):
+        return ProgramEnergy(None, None, 0, None, first)
+    run(call, calls)
+    last, seconds = energy_counters(nvml, [handle]), time.monotonic() - started
+    if isinstance(last, str):
+        return ProgramEnergy(None, None, calls, None, last)
     return _per_call(energy_between(first, last, seconds, scale=1e-3), calls, "nvml")
 
 

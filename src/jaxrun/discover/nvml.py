@@ -185,7 +185,7 @@ class UtilizationSampler:
             if not handles:
                 self._reason = "the job could see no GPU"
                 return
-            first, started = _energy_counters(nvml, handles), self._clock()
+            first, started = energy_counters(nvml, handles), self._clock()
             power = True  # until a GPU says it cannot read its power
             while not self._stop.is_set():
                 rates = [nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]  # type: ignore[attr-defined]
@@ -196,7 +196,7 @@ class UtilizationSampler:
                     except Exception:
                         power = False
                 self._stop.wait(self._interval)
-            last, seconds = _energy_counters(nvml, handles), self._clock() - started
+            last, seconds = energy_counters(nvml, handles), self._clock() - started
             reason = next((r for r in (first, last) if isinstance(r, str)), None)
             self._energy = unknown(reason) if reason is not None else energy_between(
                 first, last, seconds, scale=1e-3)  # type: ignore[arg-type]
@@ -222,7 +222,7 @@ class UtilizationSampler:
         return unknown(self._reason or "the script ended before NVML could read the energy counter"), sampled
 
 
-def _energy_counters(nvml: object, handles: list[object]) -> list[int] | str:
+def energy_counters(nvml: object, handles: list[object]) -> list[int] | str:
     """Each GPU's total-energy counter (millijoules since the driver loaded), or why not."""
     try:
         return [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles]  # type: ignore[attr-defined]
