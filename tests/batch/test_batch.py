@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -273,7 +274,23 @@ def test_bool_return_is_true_when_all_succeed(tmp_path: Path, isolated_cache: Pa
 
 
 @pytest.mark.slow
-def test_results_are_written_after_each_script(tmp_path: Path, isolated_cache: Path) -> None:
+@pytest.mark.parametrize("fsync_seconds", [0.0, 0.1], ids=["disk", "busy_disk"])
+def test_results_are_written_after_each_script(tmp_path: Path, isolated_cache: Path, monkeypatch,
+                                               fsync_seconds: float) -> None:
+    # A busy disk: every fsync waits (as the journal writes out other processes' data, 45 ms here
+    # unloaded and more under load), an os.fsync that sleeps first standing in for it, as no disk
+    # here can be made reliably slow. The batch files' rewrites are spaced by their own cost
+    # (outputs/batch_files.py): waiting for the disk is not part of it, or the 0.2 s of the first
+    # rewrite (two files) spaced them 10 s apart. (The next script starts while a result is written,
+    # and this one reads after importing jax: a far slower fsync would race it.)
+    if fsync_seconds:
+        real_fsync = os.fsync
+
+        def slow_fsync(fd: int) -> None:
+            time.sleep(fsync_seconds)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", slow_fsync)
     out = (tmp_path / "results").resolve()
     write(tmp_path / "s", "a_first.py", """\
         import jax

@@ -6,6 +6,7 @@ scripts that sleep for known times)."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,11 @@ def test_the_report_of_an_ab_folder_shows_both_sides_and_every_pair(tmp_path: Pa
     (ratios,) = read["ratios"]
     expected = [n / b for b, n in zip(base["s"], new["s"])] + [n / b for b, n in zip(base["t"], new["t"])]
     assert ratios["y"] == pytest.approx(expected, rel=1e-12)
-    assert all(1.4 < r < 1.8 for r in ratios["y"][:6]) and all(0.9 < r < 1.1 for r in ratios["y"][6:])
+    # The runs are the scripts' sleeps: never shorter than the sleep (a swap of the sides would put
+    # 0.05 s runs under NEW's s.py), each about it. A wake-up late by milliseconds on a loaded
+    # machine (CI's had one of t.py's ratios outside 0.9 - 1.1) moves one pair, not the median.
+    assert min(base["s"] + base["t"] + new["t"]) >= 0.05 and min(new["s"]) >= 0.08
+    assert 1.4 < statistics.median(ratios["y"][:6]) < 1.8 and 0.9 < statistics.median(ratios["y"][6:]) < 1.1
     # Each script's table: pair i is BASE's run i and NEW's, their ratio written as compare writes it.
     first, second = read["tables"]
     assert first[0][:4] == ["pair", "run: BASE", "NEW", "NEW / BASE"]

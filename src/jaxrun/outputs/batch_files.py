@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from jaxrun.core.version import __version__
 from jaxrun.core.timestamps import now_iso
+from jaxrun.core.version import __version__
 from jaxrun.outputs.script_files import UNWRITTEN, ScriptFileSink
+from jaxrun.plan.sink import BaseSink
 from jaxrun.results import result_files
 from jaxrun.results.batch_summary import (
     assemble_batch,
@@ -49,7 +50,6 @@ from jaxrun.results.models import (
     DeviceInfo,
     ScriptResult,
 )
-from jaxrun.plan.sink import BaseSink
 
 if TYPE_CHECKING:
     from jaxrun.config.options import BatchOptions
@@ -66,24 +66,22 @@ _RESULT_BYTES_GUESS = 8 * 1024  # a result's text before any is known (a few KiB
 _SCRIPTS_GUESS = 100  # results the reserve counts on while the plan has not counted them all
 
 # The most of a batch's time the rewrites of the batch files may take: after a rewrite that took
-# w seconds (_own_clock), the next waits w / MAX_WRITE_SHARE.
+# w seconds of this thread's CPU (_cost_clock), the next waits w / MAX_WRITE_SHARE.
 # 2%: at 1,000 tiny scripts a share of 5% was ~3 ms of jaxrun's CPU a script (its budget: 10 ms,
 # benchmarks/README.md).
 MAX_WRITE_SHARE = 0.02
 
 
-def _own_clock() -> float:
-    """Seconds on a clock that stands still while this thread waits for a core (its run-queue
-    wait, from Linux's ``/proc/thread-self/schedstat``): a rewrite's cost is what it takes to do,
-    the file system's time included, not how long other processes kept it from a core (on a loaded
-    machine a rewrite of 20 ms took 1 s of wall time, and the files then lagged 50 s behind the
-    results). The monotonic clock where the kernel does not say."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as stat:
-            waited = int(stat.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        waited = 0.0
-    return time.monotonic() - waited
+def _cost_clock() -> float:
+    """Seconds of CPU this thread has used: what a rewrite costs grows with the results it lists
+    (serializing each), which is what the spacing must keep from growing with the square of the
+    batch. Not the wall clock, nor the wall clock less the run-queue wait: both count time spent
+    waiting, for a core or for the disk, that says nothing of the rewrite. On a loaded machine a
+    rewrite of 20 ms took 1 s of wall time; and the fsync of a first rewrite listing no result
+    took 45 ms here unloaded (1.6 ms of CPU), while the journal wrote out other processes' data,
+    and several times that under load: the next rewrite then waited seconds, and a batch of two
+    scripts had nothing of its first in the batch files when the second started."""
+    return time.thread_time()
 
 
 class BatchFilesSink(BaseSink):
@@ -103,7 +101,7 @@ class BatchFilesSink(BaseSink):
         self._held = HeldResults()
         self._texts = texts
         self._last_write = 0.0  # time.monotonic() when the last rewrite ended
-        self._write_seconds = 0.0  # how long it took (_own_clock)
+        self._write_seconds = 0.0  # what the last rewrite cost (_cost_clock)
         self._begun = False
         self._begin_lock = threading.Lock()
         self._expected = expected
@@ -133,7 +131,7 @@ class BatchFilesSink(BaseSink):
         self._text_bytes += len(text) if isinstance(text, str) else _RESULT_BYTES_GUESS
         self.begin()
         if time.monotonic() - self._last_write >= self._write_seconds / MAX_WRITE_SHARE:
-            since = _own_clock()
+            since = _cost_clock()
             self._write(self.batch(complete=False), since=since)  # assembling it is part of its cost
             self._reserve()
         return result
@@ -202,10 +200,10 @@ class BatchFilesSink(BaseSink):
                               figures=results.figures())
 
     def _write(self, batch: BatchResult, since: float | None = None) -> None:
-        started = _own_clock() if since is None else since
+        started = _cost_clock() if since is None else since
         self._write_files(batch)
         self._last_write = time.monotonic()
-        self._write_seconds = _own_clock() - started
+        self._write_seconds = _cost_clock() - started
 
     def _write_files(self, batch: BatchResult) -> None:
         out = self.results_dir
