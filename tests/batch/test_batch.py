@@ -274,23 +274,24 @@ def test_bool_return_is_true_when_all_succeed(tmp_path: Path, isolated_cache: Pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fsync_seconds", [0.0, 0.1], ids=["disk", "busy_disk"])
+@pytest.mark.parametrize("fsync_seconds", [0.0, 0.5], ids=["disk", "busy_disk"])
 def test_results_are_written_after_each_script(tmp_path: Path, isolated_cache: Path, monkeypatch,
                                                fsync_seconds: float) -> None:
-    # A busy disk: every fsync waits (as the journal writes out other processes' data, 45 ms here
-    # unloaded and more under load), an os.fsync that sleeps first standing in for it, as no disk
-    # here can be made reliably slow. The batch files' rewrites are spaced by their own cost
-    # (outputs/batch_files.py): waiting for the disk is not part of it, or the 0.2 s of the first
-    # rewrite (two files) spaced them 10 s apart. (The next script starts while a result is written,
-    # and this one reads after importing jax: a far slower fsync would race it.)
-    if fsync_seconds:
-        real_fsync = os.fsync
+    # A busy disk: every fsync waits while the journal writes out other processes' data (45 ms on
+    # an idle test machine, more under load), an os.fsync that sleeps first standing in for it, as
+    # no disk here can be made reliably slow. The batch files' first version is then written late,
+    # just before the first result: that result must still be in them before the next script reads
+    # them (outputs/batch_files.py), and no rewrite but the last may wait for the disk.
+    synced: list[str] = []
+    real_fsync = os.fsync
 
-        def slow_fsync(fd: int) -> None:
-            time.sleep(fsync_seconds)
-            real_fsync(fd)
+    def slow_fsync(fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        synced.append(result_files.temporary_of(name) or name)
+        time.sleep(fsync_seconds)
+        real_fsync(fd)
 
-        monkeypatch.setattr(os, "fsync", slow_fsync)
+    monkeypatch.setattr(os, "fsync", slow_fsync)
     out = (tmp_path / "results").resolve()
     write(tmp_path / "s", "a_first.py", """\
         import jax
@@ -322,6 +323,41 @@ def test_results_are_written_after_each_script(tmp_path: Path, isolated_cache: P
     final = load(out / result_files.EXECUTION_RESULTS)
     assert final["metadata"]["scripts_executed"] == 2
     assert final["metadata"]["complete"] is True
+    # The last version of each batch file is made durable, and only it.
+    assert synced.count(result_files.EXECUTION_RESULTS) == 1 and synced.count(result_files.PERFORMANCE_METRICS) == 1
+
+
+@pytest.mark.slow
+def test_a_result_that_came_too_soon_for_a_rewrite_is_written_without_waiting_for_the_next(
+        tmp_path: Path, isolated_cache: Path, monkeypatch) -> None:
+    # Two scripts end together (--jobs 2, a shared deadline): the second result comes within the
+    # spacing of the rewrites (made ~1 s here, as a large batch's are), and the third script, which
+    # runs long, must not keep it out of the batch files until it ends.
+    from jaxrun.outputs import batch_files
+
+    monkeypatch.setattr(batch_files, "MAX_WRITE_SHARE", 0.001)
+    deadline = time.time() + 4
+    for name in ("a", "b"):
+        write(tmp_path / "s", f"{name}.py", f"import time\nif False:\n    import jax\ntime.sleep(max(0, {deadline} - time.time()))\n")
+    write(tmp_path / "s", "c.py", """\
+        import json, os, pathlib, time
+        import jaxrun
+        if False:
+            import jax
+        batch = pathlib.Path(os.environ["CHECK_RESULTS_DIR"]) / "jax_execution_results.json"
+        started = time.monotonic()
+        while time.monotonic() - started < 20:
+            listed = sorted(r["script_name"] for r in json.loads(batch.read_text())["script_results"])
+            if len(listed) == 2:
+                break
+            time.sleep(0.05)
+        jaxrun.record(listed=listed, waited=time.monotonic() - started)
+    """)
+    batch = jaxrun.run_jax_scripts(tmp_path / "s", device="cpu", jobs=2, results_dir=tmp_path / "r", history=False,
+                                   env={"CHECK_RESULTS_DIR": str(tmp_path / "r")}, return_detailed_results=True)
+    (check,) = [r for r in batch["script_results"] if r["script_name"] == "c"]
+    assert check["success"], check["traceback"]
+    assert check["results"]["listed"] == ["a", "b"], check["results"]
 
 
 @pytest.mark.slow

@@ -108,7 +108,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool 
 
     ``durable=False`` skips the fsync: the file then survives a crash of jaxrun but perhaps not
     of the machine; per-script result files use it (a 10,000-script batch would spend seconds in
-    fsync), the batch files, which describe them all, do not."""
+    fsync), and so do the batch files' rewrites but their last (outputs/batch_files.py)."""
     atomic_write_chunks(path, (text,), durable=durable)
 
 
