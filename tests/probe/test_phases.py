@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import jaxrun as run_cli
 from helpers import Stamps, assert_started_as_asked, started_as, write
+from helpers import jaxrun as run_cli
 
 import jaxrun
 
@@ -107,11 +107,11 @@ def test_compilation_inside_an_import_is_counted_once(tmp_path: Path, start_mode
 
 @pytest.mark.slow
 def test_benchmark_samples_keep_each_phase(tmp_path: Path, start_mode: str) -> None:
-    stamps = tmp_path / "stamps"
-    text = SLEEPS_AFTER_JAX.replace("1.5", "0.2").replace("STAMP", Stamps(stamps).line)
+    stamps = Stamps(tmp_path / "stamps")
+    text = SLEEPS_AFTER_JAX.replace("1.5", "0.2").replace("STAMP", stamps.line)
     result = run(write(tmp_path, "sleeper.py", text), tmp_path / "r", benchmark_runs=2)
     # Each process run stamped twice, in the order of the samples.
-    values = [float(v) for v in stamps.read_text().split()]
+    values = stamps.values()
     runs = [Stamps(tmp_path / f"run{i}") for i in range(len(values) // 2)]
     for i, run_stamps in enumerate(runs):
         run_stamps.path.write_text(f"{values[2 * i]}\n{values[2 * i + 1]}\n")
