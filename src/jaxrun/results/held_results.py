@@ -16,7 +16,6 @@ not valid Unicode) is held as the model it is.
 
 from __future__ import annotations
 
-import array
 import math
 import struct
 import zlib
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, overload
 from jaxrun.core.formatting import plural
 from jaxrun.results.batch_summary import Figures, figures_of
 from jaxrun.results.models import ScriptResult
-from jaxrun.results.result_files import dump_json, dump_text
+from jaxrun.results.result_files import dump_text, dump_json
 
 if TYPE_CHECKING:
     from jaxrun.results.models import ScriptBenchmark
@@ -92,8 +91,8 @@ class _Model:
 
 
 
-# A record in a buffer: the buffer, where the record starts and where it ends.
-_Span = tuple[bytes | bytearray, int, int]
+def _record(held: "bytes | _Model") -> bytes:
+    return held.record if type(held) is _Model else held  # type: ignore[union-attr,return-value]
 
 
 class _Vocabulary:
@@ -128,57 +127,42 @@ def _pack(r: ScriptResult, having: int, vocabulary: _Vocabulary) -> bytes:
                         len(name)) + name
 
 
-def _figures(span: _Span, words: list[str | None]) -> Figures:
-    buffer, start, _ = span
-    *numbers, mask, error_class, outcome, device, size = _RECORD.unpack_from(buffer, start)
-    name = buffer[start + _RECORD.size:start + _RECORD.size + size].decode("utf-8", "surrogatepass")
+def _figures(held: "bytes | _Model", words: list[str | None]) -> Figures:
+    record = _record(held)
+    *numbers, mask, error_class, outcome, device, size = _RECORD.unpack_from(record)
+    name = record[_RECORD.size:_RECORD.size + size].decode("utf-8", "surrogatepass")
     return Figures(name, bool(mask & _SUCCESS), words[error_class], words[outcome], words[device],
                    *[None if mask & (1 << i) else value for i, value in enumerate(numbers)])
 
 
-def _mask(span: _Span) -> int:
-    buffer, start, _ = span
-    return _RECORD.unpack_from(buffer, start)[len(_NUMBERS)]
+def _mask(held: "bytes | _Model") -> int:
+    return _RECORD.unpack_from(_record(held))[len(_NUMBERS)]
 
 
-def _compressed(span: _Span) -> bytes | bytearray:
+def _compressed(record: bytes) -> bytes:
     """What follows the record and the name: the compressed text."""
-    buffer, start, end = span
-    size = _RECORD.unpack_from(buffer, start)[-1]
-    return buffer[start + _RECORD.size + size:end]
-
-
-_NOT_HELD, _AS_MODEL = -1, -2  # in HeldResults._at, for a job index without a record
-_SIZE = struct.Struct("<I")  # before each record in HeldResults._records: its length
+    size = _RECORD.unpack_from(record)[-1]
+    return record[_RECORD.size + size:]
 
 
 class HeldResults:
     """A batch's results by job index, as they come in (any order); read in batch order."""
 
     def __init__(self) -> None:
-        # The records, one after the other in one buffer, never changed once written. Held as
-        # an object each (~350 bytes), they pinned the interpreter's small-object pools, among
-        # which each result's passing objects (its model, its text) came and went: the peak RSS
-        # of a batch grew by 1.77 KB a result, and by 1.61 KB with one buffer
-        # (benchmarks/bench_result_writing.py --rss 100 1000, medians of 7, twice).
-        self._records = bytearray()
-        # By job index (a batch's are 0, 1, 2, ...): its record's offset in _records, or
-        # _NOT_HELD, or _AS_MODEL (in _models).
-        self._at = array.array("q")
-        self._models: dict[int, _Model] = {}
+        self._held: list[bytes | _Model | None] = []  # by job index: a batch's indices are 0, 1, 2, ...
         self._count = 0
         self._dictionary: bytes | None = None  # the first text held: what the others are compressed against
         self._packer: "zlib._Compress | None" = None
         self._vocabulary = _Vocabulary()
 
     def __contains__(self, index: int) -> bool:
-        return index < len(self._at) and self._at[index] != _NOT_HELD
+        return index < len(self._held) and self._held[index] is not None
 
     def __len__(self) -> int:
         return self._count
 
     def indices(self) -> set[int]:
-        return {i for i, at in enumerate(self._at) if at != _NOT_HELD}
+        return {i for i, h in enumerate(self._held) if h is not None}
 
     def add(self, index: int, result: ScriptResult, text: str | None = None) -> None:
         """Hold ``result`` as job ``index``'s (replacing one held before); ``text``: its JSON
@@ -201,31 +185,15 @@ class HeldResults:
             held = record + packer.compress(data) + packer.flush()
             if result.benchmark is not None:
                 held = _Model(held, None, result.benchmark)
-        if index >= len(self._at):
-            self._at.extend([_NOT_HELD] * (index + 1 - len(self._at)))
-        if self._at[index] == _NOT_HELD:
+        if index >= len(self._held):
+            self._held.extend([None] * (index + 1 - len(self._held)))
+        if self._held[index] is None:
             self._count += 1
-        if type(held) is _Model:
-            self._models[index] = held
-            self._at[index] = _AS_MODEL
-        else:
-            # A result held again leaves its earlier record where it is, unused (a HeldList made
-            # before reads it still).
-            self._models.pop(index, None)
-            self._at[index] = len(self._records)
-            self._records += _SIZE.pack(len(held))
-            self._records += held
+        self._held[index] = held
 
     def results(self) -> "HeldList":
         """The results held now, in batch order (read back on use)."""
-        offsets = array.array("q")
-        models: dict[int, _Model] = {}
-        for index, at in enumerate(self._at):
-            if at == _AS_MODEL:
-                models[len(offsets)] = self._models[index]
-            if at != _NOT_HELD:
-                offsets.append(at)
-        return HeldList(self._records, offsets, models, self._dictionary, self._vocabulary.words)
+        return HeldList([h for h in self._held if h is not None], self._dictionary, self._vocabulary.words)
 
 
 class HeldList(Sequence[ScriptResult]):
@@ -233,34 +201,13 @@ class HeldList(Sequence[ScriptResult]):
     when asked for (a new model each time: nothing is kept). Compares equal to a list of the
     same results; a copy or a pickle of it is that list."""
 
-    def __init__(self, records: bytearray, offsets: "array.array[int]", models: "dict[int, _Model]",
-                 dictionary: bytes | None, words: list[str | None]) -> None:
-        """``records``: the batch's (only ever added to); ``offsets``: each result's record in
-        them, in order, unless ``models`` has it by its position."""
-        self._records, self._offsets, self._models = records, offsets, models
+    def __init__(self, held: "list[bytes | _Model]", dictionary: bytes | None, words: list[str | None]) -> None:
+        self._items = held
         self._dictionary = dictionary
         self._words = words  # the batch's vocabulary: only ever added to
 
     def __len__(self) -> int:
-        return len(self._offsets)
-
-    def _span(self, position: int) -> _Span:
-        model = self._models.get(position)
-        if model is not None:
-            return model.record, 0, len(model.record)
-        at = self._offsets[position]
-        start = at + _SIZE.size
-        return self._records, start, start + _SIZE.unpack_from(self._records, at)[0]
-
-    def _read_at(self, position: int) -> ScriptResult:
-        model = self._models.get(position)
-        if model is not None and model.model is not None:
-            return model.model
-        return ScriptResult.model_validate_json(self._text(position))
-
-    def _text(self, position: int) -> str:
-        reader = zlib.decompressobj(_WBITS, self._dictionary)  # type: ignore[arg-type]
-        return (reader.decompress(_compressed(self._span(position))) + reader.flush()).decode("utf-8")
+        return len(self._items)
 
     @overload
     def __getitem__(self, index: int) -> ScriptResult: ...
@@ -270,33 +217,41 @@ class HeldList(Sequence[ScriptResult]):
 
     def __getitem__(self, index: int | slice) -> ScriptResult | list[ScriptResult]:
         if isinstance(index, slice):
-            return [self._read_at(p) for p in range(len(self))[index]]
-        return self._read_at(range(len(self))[index])  # a negative index, and IndexError, as a list's
+            return [self._read(h) for h in self._items[index]]
+        return self._read(self._items[index])
 
     def __iter__(self) -> Iterator[ScriptResult]:
-        for position in range(len(self)):
-            yield self._read_at(position)
+        for h in self._items:
+            yield self._read(h)
 
     def texts(self) -> Iterator[str]:
         """Each result's JSON as :func:`~jaxrun.results.result_files.dump_json` writes it, in order."""
-        for position in range(len(self)):
-            model = self._models.get(position)
-            yield dump_text(model.model) if model is not None and model.model is not None else self._text(position)
+        for h in self._items:
+            model = h.model if type(h) is _Model else None  # type: ignore[union-attr]
+            yield dump_text(model) if model is not None else self._text(h)
 
     def figures(self) -> list[Figures]:
-        return [_figures(self._span(p), self._words) for p in range(len(self))]
+        return [_figures(h, self._words) for h in self._items]
 
     def benchmarks(self) -> list["ScriptBenchmark"]:
-        return [self._models[p].benchmark for p in sorted(self._models)  # type: ignore[misc]
-                if self._models[p].benchmark is not None]
+        return [h.benchmark for h in self._items if type(h) is _Model and h.benchmark is not None]  # type: ignore[union-attr]
 
     def having(self, names: Iterable[str]) -> Iterator[tuple[int, ScriptResult]]:
         """``(position, result)`` of the results that have one of the fields ``names`` (of
         :data:`HAVING`) set, the others never read."""
         bits = sum(1 << HAVING.index(name) for name in names) << _HAVING_SHIFT
-        for position in range(len(self)):
-            if _mask(self._span(position)) & bits:
-                yield position, self._read_at(position)
+        for position, h in enumerate(self._items):
+            if _mask(h) & bits:
+                yield position, self._read(h)
+
+    def _text(self, h: "bytes | _Model") -> str:
+        reader = zlib.decompressobj(_WBITS, self._dictionary)  # type: ignore[arg-type]
+        return (reader.decompress(_compressed(_record(h))) + reader.flush()).decode("utf-8")
+
+    def _read(self, h: "bytes | _Model") -> ScriptResult:
+        if type(h) is _Model and h.model is not None:  # type: ignore[union-attr]
+            return h.model  # type: ignore[union-attr]
+        return ScriptResult.model_validate_json(self._text(h))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (HeldList, list, tuple)):
