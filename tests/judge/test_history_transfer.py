@@ -7,6 +7,8 @@ file."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,10 @@ def _fill(location: Path | str) -> None:
 def _export(location: Path | str, file: Path) -> str:
     done = jaxrun("history", "--history", location, "--export", file)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    # The mode of any file the user writes (0666 less the umask), not that of its temporary file.
+    umask = os.umask(0o077)
+    os.umask(umask)
+    assert stat.S_IMODE(file.stat().st_mode) == 0o666 & ~umask, oct(file.stat().st_mode)
     return file.read_text()
 
 

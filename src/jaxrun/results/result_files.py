@@ -52,7 +52,7 @@ RESERVE = ".jaxrun.reserve"
 # than any real umask so a file created concurrently is never more open than intended.
 _UMASK = os.umask(0o077)
 os.umask(_UMASK)
-_FILE_MODE = 0o666 & ~_UMASK
+FILE_MODE = 0o666 & ~_UMASK
 
 # Model behind each file, for `jaxrun schema` and for validation in tests ("module:Class", imported
 # on use: this module is imported by every write, and the pytest plugin's model lives in bench/).
@@ -144,13 +144,13 @@ def _atomic_write(where: str, chunks: Iterable[str], durable: bool) -> None:
     folder, name = os.path.split(where)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
     except FileNotFoundError:
         os.makedirs(folder, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
     try:
         try:
-            os.fchmod(fd, _FILE_MODE)  # the mode O_CREAT gave is filtered by the umask
+            os.fchmod(fd, FILE_MODE)  # the mode O_CREAT gave is filtered by the umask
             pending: list[str] = []
             size = 0
             for chunk in chunks:

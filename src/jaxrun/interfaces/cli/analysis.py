@@ -354,14 +354,18 @@ def _exists(path: Path) -> click.exceptions.Exit:
 
 def _write_new(path: Path, fill: Any) -> Any:
     """``fill(file)`` into a temporary file of its own beside ``path``, then linked as ``path``: a
-    reader never sees half of it, and a file made there meanwhile is not written over."""
+    reader never sees half of it, and a file made there meanwhile is not written over. It gets
+    the mode of any file the user writes, not mkstemp's 0600 (result_files.FILE_MODE)."""
     import tempfile
+
+    from jaxrun.results.result_files import FILE_MODE
 
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise fail_usage(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     try:
+        os.fchmod(handle, FILE_MODE)
         with open(handle, "w", encoding="utf-8") as file:
             done = fill(file)
         os.link(temporary, path)
