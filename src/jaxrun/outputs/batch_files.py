@@ -143,8 +143,7 @@ class BatchFilesSink(BaseSink):
             else:
                 self._held.add(job.index, result, text)  # type: ignore[arg-type]
             self._text_bytes += len(text) if isinstance(text, str) else _RESULT_BYTES_GUESS
-        self.begin()
-        with self._lock:
+            self.begin()
             self._rewrite_when_due()
         return result
 
